@@ -1,0 +1,30 @@
+# The two commands a new user needs are `make demo` and `make test`; both set themselves up.
+.PHONY: setup demo test lint fmt bench clean
+
+VENV := .venv
+PY := $(VENV)/bin/python
+
+setup:
+	@scripts/bootstrap.sh
+
+demo: setup
+	@$(VENV)/bin/runwatch demo
+
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	scripts/typecheck.sh
+
+fmt: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) bench/decode.py
+	$(PY) bench/replay.py
+
+clean:
+	rm -rf .cache/typecheck .pytest_cache .mypy_cache .ruff_cache build *.egg-info

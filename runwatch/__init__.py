@@ -1,0 +1,1 @@
+"""runwatch: event-sourced run state and alerting for LLM RL training clusters."""

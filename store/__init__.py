@@ -1,0 +1,1 @@
+"""DuckDB history: schema, sink, queries and backtests."""

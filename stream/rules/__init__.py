@@ -1,0 +1,1 @@
+"""Built-in and custom alert rules: one module each, pure functions of state and time."""
