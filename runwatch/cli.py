@@ -14,6 +14,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    from runwatch import replay_cmd
+
+    replay_cmd.register(sub)
+    from runwatch import kafka_broker
+
+    kafka_broker.register(sub)
     return parser
 
 

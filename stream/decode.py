@@ -25,16 +25,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from runwatch.emitters import events
+from runwatch.stream.exceptions import InvalidEvent
 
 __all__ = ["InvalidEvent", "decode", "decode_obj", "describe_errors"]
-
-
-class InvalidEvent(ValueError):
-    """An input that is not a contract event; `reason` says why in one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 # --- deriving msgspec types from the pydantic models -------------------------------------
@@ -82,7 +75,9 @@ def _translate(tp: Any, structs: dict[type[BaseModel], Any]) -> Any:
     raise TypeError(f"decode: no msgspec translation for {tp!r}")
 
 
-def _struct_for(model: type[BaseModel], structs: dict[type[BaseModel], Any], tag: str | None) -> Any:
+def _struct_for(
+    model: type[BaseModel], structs: dict[type[BaseModel], Any], tag: str | None
+) -> Any:
     if model in structs:
         return structs[model]
     fields: list[tuple[str, Any, Any]] = []
@@ -97,8 +92,8 @@ def _struct_for(model: type[BaseModel], structs: dict[type[BaseModel], Any], tag
             fields.append((name, tp, msgspec.NODEFAULT))
         else:
             fields.append((name, tp, info.default))
-    required = [f[:2] for f in fields if f[2] is msgspec.NODEFAULT]
-    optional = [f for f in fields if f[2] is not msgspec.NODEFAULT]
+    required: list[Any] = [f[:2] for f in fields if f[2] is msgspec.NODEFAULT]
+    optional: list[Any] = [f for f in fields if f[2] is not msgspec.NODEFAULT]
     struct = msgspec.defstruct(
         f"Fast{model.__name__}",
         required + optional,

@@ -1,1 +1,38 @@
 """Built-in and custom alert rules: one module each, pure functions of state and time."""
+
+from typing import Any
+
+from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.custom_absent import Absent
+from runwatch.stream.rules.custom_metric import MetricThreshold
+from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
+from runwatch.stream.rules.idle_gap import IdleGapGrowing
+from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
+from runwatch.stream.rules.non_finite import NonFiniteMetric
+from runwatch.stream.rules.ranks_stalled import RanksStalled
+from runwatch.stream.rules.stuck_progress import StuckProgress
+from runwatch.stream.rules.zero_reward import ZeroReward
+
+#: The contract's built-in rules (section 4), in the order they are evaluated.
+BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
+    InferenceIdleWithPending,
+    ZeroReward,
+    StuckProgress,
+    HeartbeatLost,
+    RanksStalled,
+    NonFiniteMetric,
+    IdleGapGrowing,
+)
+
+#: `type` of a `[[rules.custom]]` entry -> its rule class.
+CUSTOM_RULE_TYPES: dict[str, type[Rule[Any]]] = {"metric": MetricThreshold, "absent": Absent}
+
+__all__ = [
+    "BUILTIN_RULES",
+    "CUSTOM_RULE_TYPES",
+    "Condition",
+    "Description",
+    "Params",
+    "Rule",
+    "Verdict",
+]

@@ -1,0 +1,199 @@
+"""The engine: folds events into run states and runs the rules on event time.
+
+It owns the alert lifecycle: a condition that ripens becomes a `firing` transition, one
+that stops holding becomes `resolved`, and per key the two alternate. Conditions that
+ripen with no new event (a heartbeat that stops) are caught by timers: every rule reports
+when its verdict could next change, and `advance(now)` evaluates those moments in order.
+
+No clock and no I/O: drivers pass the time. Replay passes event time; live drivers pass
+the wall clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any
+
+from runwatch.emitters import events as ev
+from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.exceptions import ConfigError, InvalidEvent
+from runwatch.stream.rules import Condition, Params, Rule
+from runwatch.stream.state import RunState
+
+
+class RecentIds:
+    """The ids of the last `capacity` events applied: duplicates are dropped in bounded memory."""
+
+    __slots__ = ("_capacity", "_ids")
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, event_id: str) -> bool:
+        return event_id in self._ids
+
+    def add(self, event_id: str) -> None:
+        ids = self._ids
+        ids[event_id] = None
+        if len(ids) > self._capacity:
+            del ids[next(iter(ids))]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+class TrackedRun:
+    """A run's state plus what the engine needs to drive its alerts."""
+
+    __slots__ = ("firing", "overrides", "state", "timers", "transitions")
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.overrides: dict[str, Params] = {}  # per-run rule parameters
+        self.firing: dict[int, dict[str, Condition]] = {}  # rule index -> key -> condition
+        self.timers: dict[int, float] = {}  # rule index -> next scheduled check
+        self.transitions: dict[str, int] = {}  # alert key -> transitions so far
+
+
+class Engine:
+    """Run states for many runs and their alerts."""
+
+    def __init__(self, config: RulesConfig | None = None, *, dedup_capacity: int = 500_000) -> None:
+        self.config = config or RulesConfig.default()
+        self.rules: tuple[Rule[Any], ...] = self.config.rules
+        self._by_kind: dict[str, list[int]] = {}
+        for i, rule in enumerate(self.rules):
+            for kind in rule.watches:
+                self._by_kind.setdefault(kind, []).append(i)
+        self._state_config = self.config.state_config()
+        self.runs: dict[str, TrackedRun] = {}
+        self.now = float("-inf")
+        self.seen = RecentIds(dedup_capacity)
+        self._timers: list[tuple[float, int, str, int]] = []
+        self._seq = 0
+        self.duplicates = 0
+
+    # -- input -----------------------------------------------------------------------------
+
+    def apply(self, event: ev.Event, now: float | None = None) -> list[Alert]:
+        """Fold one event in and evaluate the rules it may affect.
+
+        `now` defaults to event time (the largest `ts` seen). Raises InvalidEvent when the
+        event is well-formed but unusable (a bad `run.started.config`): it changes nothing.
+        """
+        if event.id in self.seen:
+            self.duplicates += 1
+            return []
+        target = max(self.now, event.ts) if now is None else max(self.now, now)
+        tracked = self.runs.get(event.run)
+        overrides = None
+        if event.kind == "run.started":
+            try:
+                overrides = self.config.run_params(getattr(event, "config", None))
+            except ConfigError as err:
+                raise InvalidEvent(f"run.started {err}") from None
+        out = self.advance(target)
+        if tracked is None:
+            tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
+        self.seen.add(event.id)
+        tracked.state.apply(event)
+        if overrides:
+            tracked.overrides.update(overrides)
+            tracked.state.reconfigure(self.config.state_config(tracked.overrides))
+        indexes: Iterable[int] = (
+            range(len(self.rules)) if overrides else self._by_kind.get(event.kind, ())
+        )
+        for i in indexes:
+            self._evaluate(tracked, i, self.now, out)
+        return out
+
+    def advance(self, now: float) -> list[Alert]:
+        """Move time forward to `now`, evaluating every check that falls due on the way."""
+        out: list[Alert] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            at, _, run, index = heapq.heappop(timers)
+            tracked = self.runs.get(run)
+            if tracked is None or tracked.timers.get(index) != at:
+                continue  # superseded by a later evaluation
+            del tracked.timers[index]
+            self.now = max(self.now, at)
+            self._evaluate(tracked, index, self.now, out)
+        self.now = max(self.now, now)
+        return out
+
+    # -- the alert lifecycle ---------------------------------------------------------------
+
+    def _evaluate(self, tracked: TrackedRun, index: int, now: float, out: list[Alert]) -> None:
+        rule = self.rules[index]
+        params = tracked.overrides.get(rule.rule_id, rule.params)
+        verdict = rule.check(tracked.state, now, params)
+        firing = tracked.firing.get(index)
+        next_check = verdict.recheck_at
+        ripe: set[str] = set()
+        for cond in verdict.holding:
+            if cond.fire_at <= now:
+                ripe.add(cond.key)
+                if firing is None:
+                    firing = tracked.firing[index] = {}
+                if cond.key not in firing:
+                    firing[cond.key] = cond
+                    out.append(self._transition(tracked, rule, params, cond, now, "firing"))
+            elif next_check is None or cond.fire_at < next_check:
+                next_check = cond.fire_at
+        if firing:
+            for key in [k for k in firing if k not in ripe]:
+                cond = firing.pop(key)
+                out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
+        if next_check is not None and next_check > now:
+            if tracked.timers.get(index) != next_check:
+                tracked.timers[index] = next_check
+                self._seq += 1
+                heapq.heappush(self._timers, (next_check, self._seq, tracked.state.run, index))
+        else:
+            tracked.timers.pop(index, None)
+
+    def _transition(
+        self,
+        tracked: TrackedRun,
+        rule: Rule[Any],
+        params: Params,
+        cond: Condition,
+        now: float,
+        state: AlertState,
+    ) -> Alert:
+        run = tracked.state
+        key = alert_key(rule.rule_id, run.run, cond.key)
+        number = tracked.transitions.get(key, 0) + 1
+        tracked.transitions[key] = number
+        if state == "firing":
+            desc = rule.describe(run, cond, now, params)
+        else:
+            desc = rule.describe_resolved(run, cond, now, params)
+        return Alert(
+            id=transition_id(key, number),
+            ts=now,
+            rule=rule.rule_id,
+            run=run.run,
+            state=state,
+            severity=rule.severity_of(params),
+            key=key,
+            since=cond.since,
+            summary=desc.summary,
+            details=desc.details,
+            subject=cond.subject,
+        )
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def firing(self) -> list[tuple[str, str, Condition]]:
+        """(run, rule id, condition) for every alert that is firing now."""
+        return [
+            (run, self.rules[i].rule_id, cond)
+            for run, tracked in self.runs.items()
+            for i, conds in tracked.firing.items()
+            for cond in conds.values()
+        ]

@@ -1,0 +1,15 @@
+"""Errors of the stream core."""
+
+from runwatch.emitters.exceptions import RunwatchError
+
+
+class InvalidEvent(RunwatchError, ValueError):
+    """An input that is not a contract event; `reason` says why in one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ConfigError(RunwatchError, ValueError):
+    """A rules config (file or run.started.config) that cannot be used; names the bad key."""

@@ -1,0 +1,63 @@
+"""Which processes of a run are alive: the heartbeat ledger."""
+
+from __future__ import annotations
+
+from runwatch.emitters.events import Source
+
+
+def process_id(src: Source) -> str:
+    """A stable, readable name for the emitting process: component@host/pid (or /instance)."""
+    where = src.host or "?"
+    who = (
+        src.instance if src.instance is not None else (str(src.pid) if src.pid is not None else "")
+    )
+    return f"{src.component}@{where}/{who}" if who else f"{src.component}@{where}"
+
+
+class Process:
+    """One emitting process as seen through its heartbeats."""
+
+    __slots__ = ("component", "final", "last_beat", "name")
+
+    def __init__(self, name: str, component: str) -> None:
+        self.name = name
+        self.component = component
+        self.last_beat: float | None = None  # None: it never sent a heartbeat
+        self.final = False  # said `final: true`: a clean exit, not a loss
+
+    def lost_at(self, timeout: float) -> float | None:
+        """When this process counts as lost if it stays silent; None if it cannot be lost."""
+        if self.last_beat is None or self.final:
+            return None
+        return self.last_beat + timeout
+
+    def alive(self, now: float, timeout: float) -> bool:
+        """Alive unless its heartbeats stopped (a process that never beat is presumed alive)."""
+        if self.final:
+            return False
+        lost = self.lost_at(timeout)
+        return lost is None or now < lost
+
+
+class Processes:
+    """The run's processes by `process_id`."""
+
+    __slots__ = ("by_id",)
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Process] = {}
+
+    def get(self, src: Source) -> Process:
+        pid = process_id(src)
+        proc = self.by_id.get(pid)
+        if proc is None:
+            proc = self.by_id[pid] = Process(pid, src.component)
+        return proc
+
+    def beat(self, src: Source, ts: float, final: bool) -> Process:
+        proc = self.get(src)
+        if proc.last_beat is None or ts >= proc.last_beat:
+            proc.last_beat = ts
+            # a beat after a clean exit means the process (or a new one in its place) is back
+            proc.final = bool(final)
+        return proc

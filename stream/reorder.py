@@ -1,0 +1,47 @@
+"""A small reorder window: events that arrive a little out of order are applied in order.
+
+Emitters on many hosts feed one stream; batching and retries shuffle events by a few
+seconds. Holding events until the largest `ts` seen is `window` seconds past them means such
+shuffles (and duplicates) change no alert. Events later than the window are released at once
+and applied as late events.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class ReorderWindow(Generic[T]):
+    """Holds items (events, with whatever the driver tracks beside them) keyed by event ts."""
+
+    __slots__ = ("_heap", "_seq", "high", "window")
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.high = float("-inf")  # largest ts pushed
+        self._heap: list[tuple[float, int, T]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, ts: float, item: T) -> Iterator[T]:
+        """Add an item; yields, in ts order (ties: arrival order), every item past the window."""
+        self._seq += 1
+        heapq.heappush(self._heap, (ts, self._seq, item))
+        if ts > self.high:
+            self.high = ts
+        watermark = self.high - self.window
+        heap = self._heap
+        while heap and heap[0][0] <= watermark:
+            yield heapq.heappop(heap)[2]
+
+    def drain(self) -> Iterator[T]:
+        """Everything still held, in ts order (end of input)."""
+        heap = self._heap
+        while heap:
+            yield heapq.heappop(heap)[2]

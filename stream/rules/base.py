@@ -1,0 +1,114 @@
+"""What a rule is: a pure check of one run's state at a moment of event time.
+
+A rule returns the conditions that currently hold (ripe or not yet) and when its verdict
+could change without any new event; the engine turns ripe conditions into firing alerts,
+vanished ones into resolutions, and schedules the re-check. Summaries and details are built
+only on a transition, so the per-event check stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from runwatch.stream.state import RunState, StateConfig
+
+Severity = Literal["critical", "warning", "info"]
+
+
+class Params(BaseModel):
+    """Base of every rule's parameters: unknown keys are errors that name the key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+P = TypeVar("P", bound=Params)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One alert-worthy condition that holds now.
+
+    `key` tells apart conditions of one rule in one run (a process, a progress bar); empty
+    for run-wide rules. `fire_at` is when it becomes an alert if it keeps holding.
+    """
+
+    key: str
+    since: float
+    fire_at: float
+    subject: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    holding: tuple[Condition, ...] = ()
+    #: when the verdict may change with no new event (a timeout that would expire)
+    recheck_at: float | None = None
+
+
+QUIET = Verdict()
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Rule(Generic[P]):
+    """A built-in or custom rule. Subclasses set the class attributes and `check`."""
+
+    id: ClassVar[str] = ""
+    severity: Severity = "warning"
+    #: event kinds after which the verdict may have changed
+    watches: frozenset[str] = frozenset()
+    params_model: type[P]
+
+    def __init__(self, params: P) -> None:
+        self.params = params  # the global (config file) parameters
+
+    @property
+    def rule_id(self) -> str:
+        return self.id
+
+    def severity_of(self, params: P) -> Severity:
+        """Built-in rules have a fixed severity; custom rules carry theirs in params."""
+        sev: Severity = getattr(params, "severity", self.severity)
+        return sev
+
+    def parse_params(self, raw: dict[str, Any]) -> P:
+        """Validate parameters (raises pydantic's ValidationError naming the bad key)."""
+        return self.params_model.model_validate(raw)
+
+    def state_needs(self, params: P, base: StateConfig) -> StateConfig:
+        """What the run state must keep for this rule with these parameters."""
+        return base
+
+    def check(self, run: RunState, now: float, params: P) -> Verdict:
+        raise NotImplementedError
+
+    def describe(self, run: RunState, cond: Condition, now: float, params: P) -> Description:
+        """Summary and evidence for a firing; called only on the transition."""
+        raise NotImplementedError
+
+    def describe_resolved(
+        self, run: RunState, cond: Condition, now: float, params: P
+    ) -> Description:
+        who = f" ({cond.subject})" if cond.subject else ""
+        return Description(
+            f"{self.rule_id}{who} resolved after {fmt_duration(now - cond.since)}",
+            {"duration_s": round(now - cond.since, 3)},
+        )
+
+
+def fmt_duration(seconds: float) -> str:
+    """Human duration: 45s, 14m, 1h39m."""
+    s = max(0, round(seconds))
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    if m < 120:
+        return f"{m}m"
+    return f"{m // 60}h{m % 60:02d}m"

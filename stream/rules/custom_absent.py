@@ -1,0 +1,71 @@
+"""Custom rule type `absent`: no event of a kind from a component for too long."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import Field, PositiveFloat
+
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    Params,
+    Rule,
+    Severity,
+    Verdict,
+    fmt_duration,
+)
+from runwatch.stream.state import RunState, StateConfig
+
+
+class AbsentRuleParams(Params):
+    id: str
+    type: Literal["absent"]
+    kind: str
+    component: str
+    for_: PositiveFloat = Field(alias="for")
+    severity: Severity = "warning"
+    summary: str | None = None
+
+
+class Absent(Rule[AbsentRuleParams]):
+    """Fires when `component` sent no `kind` event for `for` seconds while the run is live."""
+
+    params_model = AbsentRuleParams
+    fixed_fields = ("id", "type", "kind", "component")
+
+    def __init__(self, params: AbsentRuleParams) -> None:
+        super().__init__(params)
+        self.watches = frozenset({params.kind, "run.started", "run.finished"})
+
+    @property
+    def rule_id(self) -> str:
+        return self.params.id
+
+    def state_needs(self, params: AbsentRuleParams, base: StateConfig) -> StateConfig:
+        pair = (params.component, params.kind)
+        return replace(base, watched_arrivals=base.watched_arrivals | {pair})
+
+    def _last(self, run: RunState, params: AbsentRuleParams) -> float | None:
+        return run.last_arrival.get((params.component, params.kind), run.first_ts)
+
+    def check(self, run: RunState, now: float, params: AbsentRuleParams) -> Verdict:
+        last = self._last(run, params)
+        if run.finished or last is None:
+            return QUIET
+        return Verdict((Condition("", last, last + params.for_),))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: AbsentRuleParams
+    ) -> Description:
+        seen = (params.component, params.kind) in run.last_arrival
+        text = params.summary or (
+            f"no {params.kind} from {params.component} for {fmt_duration(now - cond.since)}"
+            + ("" if seen else " (none seen in this run)")
+        )
+        return Description(
+            text,
+            {"kind": params.kind, "component": params.component, "silent_s": now - cond.since},
+        )

@@ -1,0 +1,67 @@
+"""`heartbeat_lost`: a process that was sending heartbeats went silent without saying goodbye.
+
+The incident: the orchestrator died; the trainer logged "Waiting for training batch to
+arrive" and nobody noticed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import PositiveFloat
+
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    Params,
+    Rule,
+    Verdict,
+    fmt_duration,
+)
+from runwatch.stream.state import RunState, StateConfig
+
+
+class HeartbeatParams(Params):
+    timeout: PositiveFloat = 60.0
+
+
+class HeartbeatLost(Rule[HeartbeatParams]):
+    id = "heartbeat_lost"
+    severity = "critical"
+    params_model = HeartbeatParams
+    watches = frozenset({"heartbeat", "run.finished"})
+
+    def state_needs(self, params: HeartbeatParams, base: StateConfig) -> StateConfig:
+        return replace(base, heartbeat_timeout=params.timeout)
+
+    def check(self, run: RunState, now: float, params: HeartbeatParams) -> Verdict:
+        if run.finished:
+            return QUIET
+        held = []
+        for proc in run.processes.by_id.values():
+            lost = proc.lost_at(params.timeout)
+            if lost is not None and proc.last_beat is not None:
+                held.append(Condition(proc.name, proc.last_beat, lost, proc.name))
+        return Verdict(tuple(held))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: HeartbeatParams
+    ) -> Description:
+        proc = run.processes.by_id[cond.key]
+        others = sorted(
+            p.name
+            for p in run.processes.by_id.values()
+            if p is not proc and p.alive(now, params.timeout) and p.last_beat is not None
+        )
+        return Description(
+            f"{proc.component} process {proc.name} has sent no heartbeat for "
+            f"{fmt_duration(now - cond.since)}",
+            {
+                "process": proc.name,
+                "component": proc.component,
+                "last_beat": cond.since,
+                "silent_s": round(now - cond.since, 3),
+                "alive": others,
+            },
+        )

@@ -1,0 +1,71 @@
+"""`idle_gap_growing`: the GPU-idle gap inside each step keeps growing.
+
+The incident: before the job stalled for good, the idle gap per step had grown 20 -> 21 ->
+26 minutes. Caught there, the 99-minute stall would not have happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import pairwise
+
+from pydantic import NonNegativeFloat, conint
+
+from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.steps import Step
+
+
+class IdleGapParams(Params):
+    steps: conint(ge=2) = 3  # type: ignore[valid-type]
+    min_gap: NonNegativeFloat = 300.0
+
+
+def _growing(done: list[Step], params: IdleGapParams) -> int | None:
+    """Index in `done` of the step that made the gaps grow, if they have not shrunk since."""
+    n = params.steps
+    for i in range(len(done) - 1, -1, -1):
+        if i >= n - 1:
+            window = done[i - n + 1 : i + 1]
+            rising = all(a.gap < b.gap for a, b in pairwise(window))
+            if rising and done[i].gap >= params.min_gap:
+                return i
+        if i > 0 and done[i].gap < done[i - 1].gap:
+            return None  # a step whose gap shrank resolves it
+    return None
+
+
+class IdleGapGrowing(Rule[IdleGapParams]):
+    id = "idle_gap_growing"
+    severity = "warning"
+    params_model = IdleGapParams
+    watches = frozenset({"step.done"})
+
+    def state_needs(self, params: IdleGapParams, base: StateConfig) -> StateConfig:
+        return replace(base, keep_steps=max(base.keep_steps, params.steps + 1))
+
+    @staticmethod
+    def _done(run: RunState) -> list[Step]:
+        return [s for s in run.steps.recent(run.steps.keep) if s.done is not None]
+
+    def check(self, run: RunState, now: float, params: IdleGapParams) -> Verdict:
+        done = self._done(run)
+        i = _growing(done, params)
+        if i is None:
+            return QUIET
+        ts = done[i].done
+        assert ts is not None
+        return Verdict((Condition("", ts, ts),))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: IdleGapParams
+    ) -> Description:
+        done = self._done(run)
+        i = _growing(done, params) or len(done) - 1
+        window = done[max(0, i - params.steps + 1) : i + 1]
+        minutes = " -> ".join(f"{s.gap / 60:.0f}" for s in window)
+        return Description(
+            f"GPU-idle gap per step is growing: {minutes} minutes over steps "
+            f"{window[0].number}-{window[-1].number}",
+            {"gaps": {str(s.number): round(s.gap, 3) for s in window}},
+        )

@@ -1,0 +1,47 @@
+"""Runs of consecutive steps that meet a test: shared by the step-based rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runwatch.stream.steps import Step
+
+
+@dataclass(frozen=True, slots=True)
+class Streak:
+    steps: tuple[Step, ...]  # oldest first; every one meets the test
+
+    @property
+    def first(self) -> Step:
+        return self.steps[0]
+
+
+def trailing_streak(
+    steps: list[Step],
+    value: Callable[[Step], float | None],
+    test: Callable[[float], bool],
+) -> Streak:
+    """The latest steps, in step order, whose value meets `test`.
+
+    Steps with no value (nothing logged for that key yet) are passed over, so a streak is
+    consecutive among the steps that reported.
+    """
+    run: list[Step] = []
+    for step in reversed(steps):
+        v = value(step)
+        if v is None:
+            continue
+        if not test(v):
+            break
+        run.append(step)
+    run.reverse()
+    return Streak(tuple(run))
+
+
+def value_ts(step: Step) -> float:
+    """When a step's value became known: its reward event, else its metrics."""
+    for ts in (step.reward_ts, step.metrics_ts, step.done, step.started):
+        if ts is not None:
+            return ts
+    return float("-inf")

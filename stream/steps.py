@@ -1,0 +1,124 @@
+"""Training steps of a run: timings, rewards, the metrics rules watch, and GPU-idle gaps."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+
+class Step:
+    """What runwatch keeps about one training step."""
+
+    __slots__ = (
+        "done",
+        "duration",
+        "gap",
+        "metrics",
+        "metrics_ts",
+        "nonfinite",
+        "number",
+        "reward_mean",
+        "reward_ts",
+        "started",
+    )
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.started: float | None = None
+        self.done: float | None = None
+        self.duration: float | None = None
+        #: seconds of this step during which inference was idle while trajectories waited
+        self.gap = 0.0
+        self.reward_mean: float | None = None  # from the step's `reward` event
+        self.reward_ts: float | None = None
+        self.metrics: dict[str, float | None] = {}  # only the keys some rule watches
+        self.metrics_ts: float | None = None
+        self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
+
+    def reward(self, reward_keys: Iterable[str]) -> float | None:
+        """The step reward: the `reward` event's mean, else the first reward key logged."""
+        if self.reward_mean is not None:
+            return self.reward_mean
+        for key in reward_keys:
+            value = self.metrics.get(key)
+            if value is not None:
+                return value
+        return None
+
+
+class Steps:
+    """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
+
+    __slots__ = ("by_number", "keep", "last_done", "latest", "watched")
+
+    def __init__(self, keep: int, watched: frozenset[str]) -> None:
+        self.by_number: dict[int, Step] = {}
+        self.keep = keep
+        self.watched = watched  # metric keys kept per step
+        self.latest: int | None = None  # highest step number seen
+        self.last_done: Step | None = None
+
+    def get(self, number: int) -> Step:
+        step = self.by_number.get(number)
+        if step is None:
+            step = self.by_number[number] = Step(number)
+            if self.latest is None or number > self.latest:
+                self.latest = number
+            if len(self.by_number) > self.keep:
+                del self.by_number[min(self.by_number)]
+        return step
+
+    def recent(self, count: int) -> list[Step]:
+        """Up to `count` most recent steps, oldest first."""
+        numbers = sorted(self.by_number)[-count:]
+        return [self.by_number[n] for n in numbers]
+
+    def started(self, number: int, ts: float) -> None:
+        step = self.get(number)
+        if step.started is None or ts < step.started:
+            step.started = ts
+
+    def done(
+        self, number: int, ts: float, duration: float | None, idle_since: float | None
+    ) -> Step:
+        step = self.get(number)
+        if step.done is None:
+            step.done = ts
+            step.duration = duration
+            if duration is None and step.started is not None:
+                step.duration = ts - step.started
+            if idle_since is not None:
+                self._add_gap(step, idle_since, ts)
+            if self.last_done is None or number >= self.last_done.number:
+                self.last_done = step
+        return step
+
+    def idle_span(self, start: float, end: float) -> None:
+        """Attribute a finished idle span to every step open during it."""
+        for step in self.by_number.values():
+            if step.started is not None and step.done is None:
+                self._add_gap(step, start, end)
+
+    @staticmethod
+    def _add_gap(step: Step, start: float, end: float) -> None:
+        begin = max(start, step.started) if step.started is not None else start
+        if end > begin:
+            step.gap += end - begin
+
+    def metrics(self, number: int, ts: float, metrics: Mapping[str, float | None]) -> Step:
+        step = self.get(number)
+        step.metrics_ts = ts if step.metrics_ts is None else max(ts, step.metrics_ts)
+        bad = [k for k, v in metrics.items() if v is not None and not math.isfinite(v)]
+        if bad:
+            step.nonfinite = sorted(set(step.nonfinite or ()) | set(bad))
+        for key in self.watched.intersection(metrics):
+            step.metrics[key] = metrics[key]
+        return step
+
+    def reward(self, number: int, ts: float, mean: float) -> Step:
+        step = self.get(number)
+        step.reward_mean = mean
+        step.reward_ts = ts
+        if not math.isfinite(mean):
+            step.nonfinite = sorted(set(step.nonfinite or ()) | {"reward.mean"})
+        return step
