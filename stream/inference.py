@@ -161,7 +161,7 @@ class Inference:
         return bool(live) and all(s.idle for s in live)
 
     def update_idle(self, now: float) -> tuple[float, float] | None:
-        """Recompute the condition at `now`; returns (start, end) of an idle span that just ended."""
+        """Recompute the condition at `now`; returns (start, end) of an idle span that ended."""
         holding = self.all_idle_with_pending()
         if holding and self.idle_since is None:
             self.idle_since = now
