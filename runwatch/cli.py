@@ -14,11 +14,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from runwatch import replay_cmd
+    from runwatch import demo, kafka_broker, replay_cmd
 
     replay_cmd.register(sub)
-    from runwatch import kafka_broker
-
+    demo.register(sub)
     kafka_broker.register(sub)
     return parser
 
