@@ -1,0 +1,381 @@
+"""`Emitter`: what trainers, rollout workers and inference servers call (contract §5).
+
+`emit()` is on the caller's hot path, so it does only cheap work: check the kind and the
+fields (`runwatch.emitters.checks`; pydantic only for shapes those checks are unsure of),
+stamp id/ts/src, encode once, and append to the sender's bounded queue. It never waits on the
+network and never raises for transport trouble; bad arguments raise at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import os
+import random
+import re
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import ValidationError
+
+from runwatch.emitters.checks import FIELD_CHECKS
+from runwatch.emitters.events import (
+    COMPONENT_PATTERN,
+    KIND_PATTERN,
+    KNOWN_KINDS,
+    MAX_EVENT_BYTES,
+    RUN_ID_PATTERN,
+    validate,
+)
+from runwatch.emitters.sender import Sender
+from runwatch.emitters.spool import Priority, Spool
+from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
+
+log = logging.getLogger("runwatch.emitters")
+
+DEFAULT_TOPIC = "runwatch.events"
+_ENVELOPE = frozenset(("v", "id", "ts", "run", "kind", "src"))
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# uuid4 layout: version nibble 4, variant bits 10 (what uuid.UUID(version=4) sets).
+_UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
+#: Our own generator: a user's `random.seed(0)` must not make two processes' ids collide.
+_RNG = random.Random()
+_GOOD_KINDS: set[str] = set(KNOWN_KINDS)
+
+
+def _plain(value: Any) -> Any:
+    """numpy / torch scalars and arrays, which trainers hand over all the time, as JSON."""
+    for method in ("item", "tolist"):
+        convert = getattr(value, method, None)
+        if callable(convert):
+            try:
+                return convert()
+            except (TypeError, ValueError, RuntimeError):
+                continue
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), default=_plain).encode
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "runwatch" / "spool"
+
+
+class Emitter:
+    """Sends one process's events to Kafka (`kafka=`) or a spool directory (`path=`).
+
+    Without either, `RUNWATCH_KAFKA` (bootstrap servers) picks Kafka, else `RUNWATCH_SPOOL`
+    a directory; `RUNWATCH_RUN` gives the run id when `run` is not passed. With Kafka, events
+    the broker cannot take wait in `spool` (default `RUNWATCH_SPOOL`, else
+    ~/.cache/runwatch/spool), up to `max_spool_bytes`, and are sent in order when it is back.
+    """
+
+    def __init__(
+        self,
+        run: str | None = None,
+        component: str = "",
+        *,
+        kafka: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        topic: str = DEFAULT_TOPIC,
+        rank: int | None = None,
+        instance: str | None = None,
+        host: str | None = None,
+        heartbeat: bool = True,
+        heartbeat_interval: float = 10.0,
+        spool: str | os.PathLike[str] | None = None,
+        max_spool_bytes: int = 1 << 30,
+        segment_bytes: int = 16 << 20,
+        max_queue: int = 10_000,
+        close_timeout: float = 5.0,
+        kafka_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        run = run if run is not None else os.environ.get("RUNWATCH_RUN")
+        if run is None:
+            raise ValueError("no run id: pass run=... or set RUNWATCH_RUN")
+        if not isinstance(run, str) or not re.fullmatch(RUN_ID_PATTERN, run):
+            raise ValueError(f"run id {run!r} is not 1-200 characters of [A-Za-z0-9._:/@+-]")
+        if not isinstance(component, str) or not re.fullmatch(COMPONENT_PATTERN, component):
+            raise ValueError(f"component {component!r} must be a lowercase word such as 'trainer'")
+        if rank is not None and type(rank) is not int:
+            raise ValueError(f"rank must be an int, not {rank!r}")
+        if instance is not None and not isinstance(instance, str):
+            raise ValueError(f"instance must be a str, not {instance!r}")
+        if not (isinstance(heartbeat_interval, int | float) and 0 < heartbeat_interval < math.inf):
+            raise ValueError("heartbeat_interval must be a positive number of seconds")
+        for name, value in (("max_spool_bytes", max_spool_bytes), ("segment_bytes", segment_bytes),
+                            ("max_queue", max_queue)):  # fmt: skip
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive int, not {value!r}")
+        if not (isinstance(close_timeout, int | float) and close_timeout >= 0):
+            raise ValueError(f"close_timeout must be >= 0 seconds, not {close_timeout!r}")
+        if not (isinstance(topic, str) and _TOPIC.fullmatch(topic)):
+            raise ValueError(f"{topic!r} is not a Kafka topic name")
+        if kafka is not None and path is not None:
+            raise ValueError("pass kafka= or path=, not both")
+        if kafka is None and path is None:
+            kafka = os.environ.get("RUNWATCH_KAFKA") or None
+            path = None if kafka else os.environ.get("RUNWATCH_SPOOL") or None
+            if kafka is None and path is None:
+                raise ValueError(
+                    "no destination: pass kafka='host:9092' or path='spool-dir', "
+                    "or set RUNWATCH_KAFKA or RUNWATCH_SPOOL"
+                )
+        if kafka is not None and not (isinstance(kafka, str) and kafka.strip()):
+            raise ValueError(f"kafka must be 'host:port[,host:port...]', not {kafka!r}")
+
+        self.run = run
+        self.component = component
+        self.topic = topic
+        self.kafka = kafka
+        self.path = Path(path) if path is not None else None
+        self._host = host if host is not None else socket.gethostname()
+        self._rank, self._instance = rank, instance
+        self._heartbeat, self._interval = heartbeat, float(heartbeat_interval)
+        self._spool_dir = self.path or Path(
+            spool or os.environ.get("RUNWATCH_SPOOL") or _cache_dir()
+        ) / ("kafka" if kafka else "")
+        self._max_spool_bytes, self._segment_bytes = max_spool_bytes, segment_bytes
+        self._max_queue_wanted = max_queue
+        self._close_timeout = float(close_timeout)
+        self._kafka_options = dict(kafka_options or {})
+        if self.path is not None:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ValueError(f"cannot use {self.path} as the spool directory: {err}") from None
+        self._start_lock = threading.Lock()
+        self._closed = False
+        self._setup_process()
+        self._check_envelope()
+        _track(self)
+        atexit.register(self.close)
+        self._start()
+
+    # --- per-process state: built at construction and again in a forked child -----------
+
+    def _setup_process(self) -> None:
+        self._pid = os.getpid()
+        src: dict[str, Any] = {"component": self.component, "host": self._host, "pid": self._pid}
+        if self._rank is not None:
+            src["rank"] = self._rank
+        if self._instance is not None:
+            src["instance"] = self._instance
+        self._head = f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(src)},"id":"'
+        self._spool = Spool(
+            self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes
+        )
+        destination: Destination
+        if self.kafka is None:
+            destination = SpoolDestination(self._spool)
+        else:
+            destination = KafkaDestination(
+                self.kafka, self.topic, self.run, self._spool,
+                options=self._kafka_options, on_connect=self._stay_first_at_exit,
+            )  # fmt: skip
+        self._sender = Sender(
+            destination, max_queue=self._max_queue_wanted, name=f"runwatch-sender-{self.component}"
+        )
+        self._queue, self._wake = self._sender.queue, self._sender.wake
+        self._stop_beating = threading.Event()
+        self._beater: threading.Thread | None = None
+        self._started = False
+        self._max_queue = 0  # until started: the first emit() takes the slow path and starts
+
+    def _check_envelope(self) -> None:
+        """Validate our stamp once, in full, so that emit() never has to."""
+        try:
+            validate(json.loads(self._line("heartbeat", {})))
+        except ValidationError as err:
+            raise ValueError(f"these emitter settings make invalid events: {err}") from None
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+            self._sender.start()
+            if self._heartbeat:
+                self._beater = threading.Thread(
+                    target=self._beat, name=f"runwatch-heartbeat-{self.component}", daemon=True
+                )
+                self._beater.start()
+            self._max_queue = self._max_queue_wanted
+
+    def _after_fork_in_child(self) -> None:
+        """The parent's threads are gone, its locks may be held and its producer's sockets
+        are shared: start over with fresh state under the child's pid, and leave the
+        parent's connections and files untouched. Threads start on the child's first emit."""
+        self._sender.destination.orphan()
+        self._start_lock = threading.Lock()
+        self._setup_process()
+
+    def _stay_first_at_exit(self) -> None:
+        """kafka-python registers an atexit close for each producer; atexit runs last-in
+        first-out, so re-register ours to flush before the producer is closed under us."""
+        atexit.unregister(self.close)
+        if not self._closed:
+            atexit.register(self.close)
+
+    # --- the hot path --------------------------------------------------------------------
+
+    def _line(self, kind: str, fields: Mapping[str, Any]) -> str:
+        ident = "%032x" % ((_RNG.getrandbits(128) & _UUID4_MASK) | _UUID4_BITS)
+        if not fields:
+            return f'{self._head}{ident}","ts":{time.time()!r},"kind":"{kind}"}}'
+        if not _ENVELOPE.isdisjoint(fields):
+            taken = sorted(_ENVELOPE.intersection(fields))
+            raise ValueError(f"{kind}: fields {taken} are the envelope's; the emitter sets them")
+        try:
+            body = _encode(fields)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{kind}: fields are not JSON serialisable: {err}") from None
+        return f'{self._head}{ident}","ts":{time.time()!r},"kind":"{kind}",{body[1:]}'
+
+    def emit(self, kind: str, /, **fields: Any) -> None:
+        """Send one event; never blocks on the network, never raises for transport errors.
+
+        Raises ValueError / TypeError at once for a bad kind, bad or unserialisable fields,
+        or an event over 64 KiB.
+        """
+        if kind not in _GOOD_KINDS:
+            _learn_kind(kind)
+        line = self._line(kind, fields)
+        if len(line) > MAX_EVENT_BYTES:
+            raise ValueError(f"{kind}: event is {len(line)} bytes; the limit is {MAX_EVENT_BYTES}")
+        check = FIELD_CHECKS.get(kind)
+        if check is not None and not check(fields):
+            _validate_slowly(kind, line)
+        if len(self._queue) < self._max_queue:
+            self._queue.append(line)
+            if not self._wake.is_set():
+                self._wake.set()
+        else:
+            self._spill(line)
+
+    def _spill(self, line: str) -> None:
+        """The slow path: start threads in a new (forked) process, or spool a full queue."""
+        if not self._started and not self._closed:
+            self._start()
+            self._queue.append(line)
+            self._wake.set()
+        else:
+            self._sender.spill(line)
+
+    # --- heartbeats and shutdown ---------------------------------------------------------
+
+    @property
+    def dropped(self) -> int:
+        """Events this process dropped (spool at its hard limit, or a disk error)."""
+        return self._spool.dropped
+
+    def _heartbeat_line(self, final: bool) -> Priority:
+        fields: dict[str, Any] = {"final": True} if final else {}
+        if dropped := self.dropped:
+            fields["dropped_events"] = dropped
+        return Priority(self._line("heartbeat", fields))
+
+    def _beat(self) -> None:
+        stop = self._stop_beating
+        while True:
+            line = self._heartbeat_line(final=False)
+            if len(self._queue) < self._max_queue:
+                self._queue.append(line)
+                self._wake.set()
+            else:
+                self._sender.spill(line)
+            if stop.wait(self._interval):
+                return
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until what was emitted so far is delivered or spooled; False on timeout."""
+        if not self._started or self._closed:
+            return True
+        done = threading.Event()
+        self._queue.append(done)
+        self._wake.set()
+        return done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send `heartbeat` with `final: true`, deliver what is queued within `timeout`
+        (default `close_timeout`), and stop the threads. Later emits go to the spool."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        if not self._started:
+            return
+        self._stop_beating.set()
+        if self._beater is not None and self._beater is not threading.current_thread():
+            self._beater.join()
+        self._max_queue = 0  # from now on emit() spools: the sender is about to stop
+        self._queue.append(self._heartbeat_line(final=True))
+        self._sender.stop(self._close_timeout if timeout is None else timeout)
+        if self._queue:  # appended by another thread while the sender was stopping
+            self._sender.spill(None)
+
+    def __enter__(self) -> Emitter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f"kafka={self.kafka!r}" if self.kafka else f"path={str(self.path)!r}"
+        return f"Emitter(run={self.run!r}, component={self.component!r}, {where})"
+
+
+def _learn_kind(kind: object) -> None:
+    if not isinstance(kind, str) or len(kind) > 100 or not re.fullmatch(KIND_PATTERN, kind):
+        raise ValueError(f"kind {kind!r} is not a dotted lowercase name like 'step.done'")
+    if len(_GOOD_KINDS) < 10_000:
+        _GOOD_KINDS.add(kind)
+
+
+def _validate_slowly(kind: str, line: str) -> None:
+    """Full pydantic validation of the exact wire form, for shapes the cheap checks doubt."""
+    try:
+        validate(json.loads(line))
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)
+        )
+        raise ValueError(f"invalid {kind} event: {problems}") from None
+
+
+# --- fork safety ---------------------------------------------------------------------------
+
+_LIVE: weakref.WeakSet[Emitter] = weakref.WeakSet()
+_FORK_HOOK = False
+
+
+def _track(emitter: Emitter) -> None:
+    global _FORK_HOOK
+    _LIVE.add(emitter)
+    if not _FORK_HOOK:
+        _FORK_HOOK = True
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _after_fork_in_child() -> None:
+    _RNG.seed()
+    for emitter in list(_LIVE):
+        try:
+            emitter._after_fork_in_child()
+        except Exception:
+            print("runwatch: resetting an emitter after fork failed", file=sys.stderr)

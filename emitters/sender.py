@@ -1,0 +1,115 @@
+"""The bounded in-memory queue between `emit()` and a destination, and the thread draining it.
+
+`emit()` appends to a deque and sets an event; nothing else on the caller's side, so it never
+waits for the network. When the deque is full (the sender is stuck on a slow broker), the
+caller moves the deque's contents and its own event to the spool itself, under the spool's
+lock — the same lock under which the sender takes batches, so events reach the disk in the
+order they were emitted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from runwatch.emitters.transport import Destination
+
+log = logging.getLogger("runwatch.emitters")
+
+#: A queue entry is an encoded event, or an Event a `flush()` waits on.
+Item = str | threading.Event
+
+
+class Sender:
+    """Owns the queue, the wake-up event and the thread; see the module docstring."""
+
+    def __init__(self, destination: Destination, *, max_queue: int, name: str) -> None:
+        self.destination = destination
+        self.queue: deque[Item] = deque()
+        self.wake = threading.Event()
+        self.max_queue = max_queue
+        self.name = name
+        self.thread: threading.Thread | None = None
+        self._stopping = False
+        self._deadline = 0.0
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self.thread.start()
+
+    def _take(self) -> tuple[list[str], list[threading.Event]]:
+        """Everything queued now, in order (lock held)."""
+        queue, lines, marks = self.queue, [], []
+        for _ in range(len(queue)):
+            item = queue.popleft()
+            if isinstance(item, str):
+                lines.append(item)
+            else:
+                marks.append(item)
+        return lines, marks
+
+    def spill(self, line: str | None) -> None:
+        """From the caller, when the queue is full: queue and `line` to the spool, in order."""
+        spool = self.destination.spool
+        with spool.lock:
+            lines, marks = self._take()
+            if line is not None:
+                lines.append(line)
+            spool.append(lines)
+        for mark in marks:
+            mark.set()
+
+    def _step(self) -> None:
+        destination = self.destination
+        spool = destination.spool
+        with spool.lock:
+            lines, marks = self._take()
+            reserved = spool.reserve() if lines and destination.live() else -1
+            if reserved < 0:
+                spool.append(lines)
+        if reserved >= 0:
+            destination.send_live(lines, reserved)
+        for mark in marks:
+            mark.set()
+
+    def _run(self) -> None:
+        destination = self.destination
+        while True:
+            try:
+                destination.tick()
+                self.wake.wait(destination.wait_s())
+                self.wake.clear()
+                stopping = self._stopping
+                self._step()
+            except Exception:  # never die: a dead sender would leave events queued
+                log.exception("runwatch: the event sender failed; retrying")
+                time.sleep(0.5)
+                continue
+            if stopping and not self.queue:
+                break
+        try:
+            destination.close(self._deadline)
+        except Exception:
+            log.exception("runwatch: closing the event destination failed")
+
+    def stop(self, timeout: float) -> bool:
+        """Deliver what is queued, give the destination until `timeout` to finish, join.
+
+        Returns whether the thread ended in time; if not, what is still queued goes to the
+        spool from here, so nothing stays behind in memory.
+        """
+        thread = self.thread
+        if thread is None:
+            self.destination.close(time.monotonic())
+            return True
+        self._deadline = time.monotonic() + timeout
+        self._stopping = True
+        self.wake.set()
+        thread.join(timeout + 1.0)
+        if thread.is_alive():
+            log.warning("runwatch: the event sender did not finish in %.1fs", timeout)
+            self.spill(None)
+            return False
+        return True

@@ -1,0 +1,293 @@
+"""Where the sender thread puts events: a spool directory, or Kafka with the spool behind it.
+
+Only the sender thread calls these, so none of them may hold up `emit()`: the worst they do
+is keep the sender busy while the bounded queue in front of it absorbs (or spills) new events.
+
+Kafka delivery is stop-and-wait per batch (send, then `flush` with a timeout): the sender
+knows each batch's fate before it takes the next, which keeps one process's events in order
+through an outage. A batch the broker did not confirm goes to the spool ahead of anything
+spilled meanwhile (`Spool.reserve`), the producer is dropped, and reconnection is retried
+with backoff; once connected, spooled segments are replayed oldest first and removed.
+A batch cut short by an outage may reach the broker twice: consumers apply an id once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from runwatch.emitters.spool import Spool
+
+log = logging.getLogger("runwatch.emitters")
+
+#: Records the broker refuses for what they are, not for its own state: retrying cannot help.
+_POISON = ("MessageSizeTooLargeError", "InvalidRecordError", "CorruptRecordError")
+_RUN_OF_LINE = re.compile(r'\{"v":1,"run":"([A-Za-z0-9._:/@+-]{1,200})"')
+REPLAY_CHUNK = 2000
+
+
+class _Demote(logging.Filter):
+    """kafka-python logs every refused reconnect as an error; during an outage that is
+    expected and handled here, so records from our producer's threads become DEBUG records,
+    shown only where the `kafka` logger is set to DEBUG (our own warning says once that
+    Kafka is away, and why)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "runwatch-" not in (record.threadName or "") or record.levelno >= logging.CRITICAL:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger("kafka").getEffectiveLevel() <= logging.DEBUG
+
+
+_DEMOTE = _Demote()
+
+
+def _quiet_kafka_logs() -> None:
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        ours = name == "kafka" or name.startswith("kafka.")
+        if ours and isinstance(logger, logging.Logger) and _DEMOTE not in logger.filters:
+            logger.addFilter(_DEMOTE)
+
+
+class Destination(Protocol):
+    """What the sender thread drives."""
+
+    spool: Spool
+
+    def live(self) -> bool:
+        """Whether the next batch should go straight out (else: to the spool). Lock held."""
+
+    def send_live(self, lines: Sequence[str], reserved: int) -> None:
+        """Deliver a batch taken in live mode; what fails goes to segment `reserved`."""
+
+    def tick(self) -> None:
+        """Housekeeping between batches: reconnect, replay. Bounded in time."""
+
+    def wait_s(self) -> float:
+        """How long the sender may sleep when no event comes."""
+
+    def close(self, deadline: float) -> None:
+        """Deliver what can be delivered before `deadline` (time.monotonic), then let go."""
+
+    def orphan(self) -> None:
+        """In a forked child: drop the parent's connections without using them."""
+
+
+class SpoolDestination:
+    """The file destination: the spool directory is where events end up."""
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+
+    def live(self) -> bool:
+        return False
+
+    def send_live(self, lines: Sequence[str], reserved: int) -> None:  # pragma: no cover
+        raise AssertionError("a spool destination is never live")
+
+    def tick(self) -> None:
+        pass
+
+    def wait_s(self) -> float:
+        return 5.0
+
+    def close(self, deadline: float) -> None:
+        self.spool.close()
+
+    def orphan(self) -> None:
+        self.spool.forget()
+
+
+#: Kept alive for good in a forked child: collecting or closing a producer inherited from the
+#: parent would shut down sockets the parent still uses.
+_ORPHANED: list[Any] = []
+
+
+class KafkaDestination:
+    """kafka-python behind a stop-and-wait sender, with the spool for outages."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        key: str,
+        spool: Spool,
+        *,
+        options: Mapping[str, Any] | None = None,
+        connect_timeout: float = 2.0,
+        send_timeout: float = 5.0,
+        max_backoff: float = 5.0,
+        on_connect: Callable[[], None] | None = None,
+    ) -> None:
+        self.spool = spool
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.key = key.encode()
+        self.options = dict(options or {})
+        self.connect_timeout = connect_timeout
+        self.send_timeout = send_timeout
+        self.max_backoff = max_backoff
+        self.on_connect = on_connect
+        #: Names kafka-python's threads too, which is how `_Demote` knows them.
+        self.client_id = f"runwatch-{os.getpid()}"
+        self.producer: Any = None
+        self.sent = 0
+        self._retry_at = 0.0
+        self._backoff = 0.25
+        self._down_since: float | None = None
+        self._replayed: tuple[str, int] = ("", 0)  # (segment, lines already confirmed)
+
+    # --- connection --------------------------------------------------------------------
+
+    def _connect(self) -> bool:
+        try:
+            from kafka import KafkaProducer
+
+            _quiet_kafka_logs()
+            config: dict[str, Any] = {
+                "bootstrap_servers": self.bootstrap.split(","),
+                "client_id": self.client_id,
+                "acks": "all",
+                "enable_idempotence": True,
+                "compression_type": "gzip",
+                "linger_ms": 5,
+                "max_block_ms": int(self.send_timeout * 1000),
+                "request_timeout_ms": int(self.send_timeout * 1000),
+                "delivery_timeout_ms": int(self.send_timeout * 2000) + 5,
+                "bootstrap_timeout_ms": int(self.connect_timeout * 1000),
+                "reconnect_backoff_max_ms": 1000,
+            }
+            self.producer = KafkaProducer(**{**config, **self.options})
+        except Exception as err:
+            self._down(f"cannot connect: {err!r}")
+            return False
+        if self._down_since is not None:
+            log.warning(
+                "runwatch: Kafka at %s is back after %.0fs; sending spooled events",
+                self.bootstrap,
+                time.monotonic() - self._down_since,
+            )
+        self._down_since = None
+        self._backoff = 0.25
+        if self.on_connect is not None:
+            self.on_connect()
+        return True
+
+    def _down(self, why: str) -> None:
+        if self.producer is not None:
+            producer, self.producer = self.producer, None
+            try:
+                producer.close(timeout=0)  # abandon unconfirmed records: they are spooled
+            except Exception:
+                log.debug("closing the producer failed", exc_info=True)
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning(
+                "runwatch: Kafka at %s unavailable (%s); spooling events to %s",
+                self.bootstrap,
+                why,
+                self.spool.directory,
+            )
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.max_backoff)
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _key_of(self, line: str) -> bytes:
+        """The run id: ours for our own events, read off the line for older leftovers."""
+        m = _RUN_OF_LINE.match(line)
+        return m.group(1).encode() if m is not None else self.key
+
+    def _send(self, lines: Sequence[str], live: bool) -> int:
+        """Send and wait; return how many leading lines are settled (confirmed or poison)."""
+        producer, futures = self.producer, []
+        try:
+            for line in lines:
+                key = self.key if live else self._key_of(line)
+                futures.append(producer.send(self.topic, key=key, value=line.encode()))
+            producer.flush(timeout=self.send_timeout)
+        except Exception as err:
+            why = repr(err)
+        else:
+            why = ""
+        settled = 0
+        for future in futures:
+            if future.succeeded():
+                self.sent += 1
+            elif future.failed() and type(future.exception).__name__ in _POISON:
+                with self.spool.lock:
+                    self.spool.dropped += 1
+                log.error("runwatch: the broker refused an event for good: %r", future.exception)
+            else:
+                why = why or repr(future.exception)
+                break
+            settled += 1
+        if settled < len(lines):
+            self._down(why or "not confirmed in time")
+        return settled
+
+    def live(self) -> bool:
+        return self.producer is not None and self.spool.size == 0
+
+    def send_live(self, lines: Sequence[str], reserved: int) -> None:
+        settled = self._send(lines, live=True)
+        if settled < len(lines):
+            with self.spool.lock:
+                self.spool.write_reserved(reserved, lines[settled:])
+
+    def _replay_some(self) -> None:
+        """Send the next chunk of the oldest spooled segment; remove segments once sent."""
+        with self.spool.lock:
+            backlog = self.spool.backlog()
+            if not backlog:
+                self.spool.recount()  # our sums drifted: nothing is left to replay
+                return
+        path = backlog[0]
+        lines = Spool.read(path)
+        name, done = self._replayed
+        done = done if name == path.name else 0
+        chunk = lines[done : done + REPLAY_CHUNK]
+        done += self._send(chunk, live=False) if chunk else 0
+        if done >= len(lines):
+            with self.spool.lock:
+                self.spool.remove(path)
+            done = 0
+        self._replayed = (path.name, done)
+
+    def tick(self) -> None:
+        if self.producer is None and (time.monotonic() < self._retry_at or not self._connect()):
+            return
+        if self.spool.size > 0:
+            self._replay_some()
+
+    def wait_s(self) -> float:
+        if self.producer is None:
+            return max(0.0, self._retry_at - time.monotonic())
+        return 0.0 if self.spool.size > 0 else 5.0
+
+    def close(self, deadline: float) -> None:
+        while self.producer is not None and self.spool.size > 0 and time.monotonic() < deadline:
+            self._replay_some()
+        if self.producer is not None:
+            producer, self.producer = self.producer, None
+            try:
+                producer.close(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:
+                log.debug("closing the producer failed", exc_info=True)
+        with self.spool.lock:
+            self.spool.close()
+
+    def orphan(self) -> None:
+        if self.producer is not None:
+            import atexit
+
+            _ORPHANED.append(self.producer)
+            cleanup = getattr(self.producer, "_cleanup", None)
+            if cleanup is not None:
+                atexit.unregister(cleanup)
+            self.producer = None
+        self.spool.forget()
