@@ -309,8 +309,8 @@ class Emitter:
         return done.wait(timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Send `heartbeat` with `final: true`, deliver what is queued within `timeout`
-        (default `close_timeout`), and stop the threads. Later emits go to the spool."""
+        """Send `heartbeat` with `final: true` (if heartbeats are on), deliver what is queued
+        within `timeout` (default `close_timeout`), stop the threads. Later emits spool."""
         with self._start_lock:
             if self._closed:
                 return
@@ -322,7 +322,8 @@ class Emitter:
         if self._beater is not None and self._beater is not threading.current_thread():
             self._beater.join()
         self._max_queue = 0  # from now on emit() spools: the sender is about to stop
-        self._queue.append(self._heartbeat_line(final=True))
+        if self._heartbeat:
+            self._queue.append(self._heartbeat_line(final=True))
         self._sender.stop(self._close_timeout if timeout is None else timeout)
         if self._queue:  # appended by another thread while the sender was stopping
             self._sender.spill(None)

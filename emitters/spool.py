@@ -77,7 +77,7 @@ class Spool:
         found = []
         try:
             entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
+        except OSError:  # not there yet, or not a directory: writing will say why
             return []
         for entry in entries:
             name = entry.name

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -143,7 +144,27 @@ class KafkaDestination:
 
     # --- connection --------------------------------------------------------------------
 
+    def _reachable(self) -> bool:
+        """Whether any bootstrap server accepts a TCP connection: a cheap first probe, so an
+        outage costs neither kafka-python's bootstrap timeout nor the sockets it leaves."""
+        if {"socks5_proxy", "proxy_url"} & set(self.options):
+            return True  # only the proxy knows
+        for server in self.bootstrap.split(","):
+            host, sep, port = server.strip().rpartition(":")
+            host, port = (host, port) if sep else (port, "9092")
+            try:
+                timeout = min(self.connect_timeout, 1.0)
+                socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            except (OSError, ValueError):
+                continue
+            return True
+        return False
+
     def _connect(self) -> bool:
+        if not self._reachable():
+            self._down("no bootstrap server accepts connections")
+            return False
+        clients: list[Any] = []
         try:
             from kafka import KafkaProducer
 
@@ -161,8 +182,21 @@ class KafkaDestination:
                 "bootstrap_timeout_ms": int(self.connect_timeout * 1000),
                 "reconnect_backoff_max_ms": 1000,
             }
-            self.producer = KafkaProducer(**{**config, **self.options})
+            # A producer that fails to bootstrap leaves its client's sockets open; keep hold
+            # of the client so that a failed attempt can be cleaned up.
+            make_client = KafkaProducer.DEFAULT_CONFIG["kafka_client"]
+
+            def client(**kwargs: Any) -> Any:
+                clients.append(made := make_client(**kwargs))
+                return made
+
+            self.producer = KafkaProducer(**{**config, "kafka_client": client, **self.options})
         except Exception as err:
+            for made in clients:
+                try:
+                    made.close()
+                except Exception:
+                    log.debug("closing a half-built Kafka client failed", exc_info=True)
             self._down(f"cannot connect: {err!r}")
             return False
         if self._down_since is not None:
