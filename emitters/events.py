@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 #: Largest encoded event, in bytes (contract §1).
 MAX_EVENT_BYTES = 64 * 1024
@@ -53,6 +61,14 @@ class Event(BaseModel):
     run: RunId
     kind: KindName
     src: Source
+
+    @field_validator("v", mode="before")
+    @classmethod
+    def _v_is_the_int_1(cls, value: Any) -> Any:
+        # pydantic's Literal[1] also takes `true` and `1.0`; the contract says an int.
+        if type(value) is not int:
+            raise PydanticCustomError("literal_error", "Input should be 1")
+        return value
 
 
 class RunStarted(Event):

@@ -40,7 +40,10 @@ def _meta_from(metadata: list[Any]) -> msgspec.Meta | None:
         if isinstance(m, FieldInfo):
             sub = _meta_from(m.metadata)
             if sub is not None:
-                kw.update({k: getattr(sub, k) for k in ("ge", "le", "pattern") if getattr(sub, k)})
+                # `is not None`: a bound of 0 is a bound (kv_cache_usage >= 0)
+                for k in ("ge", "le", "pattern", "min_length", "max_length"):
+                    if getattr(sub, k) is not None:
+                        kw[k] = getattr(sub, k)
         elif isinstance(m, annotated_types.Ge):
             kw["ge"] = m.ge
         elif isinstance(m, annotated_types.Le):
@@ -49,9 +52,19 @@ def _meta_from(metadata: list[Any]) -> msgspec.Meta | None:
             for attr in ("pattern", "min_length", "max_length"):
                 if getattr(m, attr, None) is not None:
                     kw[attr] = getattr(m, attr)
+            if "pattern" in kw:
+                kw["pattern"] = _python_pattern(kw["pattern"])
         # allow_inf_nan needs no translation: strict JSON cannot spell a non-finite number,
         # so non-finite values only ever reach pydantic through the fallback path.
     return msgspec.Meta(**kw) if kw else None
+
+
+def _python_pattern(pattern: str) -> str:
+    """pydantic matches with Rust's regex, where a final `$` is the very end of the text;
+    msgspec uses Python's `re`, where `$` also matches before a trailing newline."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        return pattern[:-1] + r"\Z"
+    return pattern
 
 
 def _translate(tp: Any, structs: dict[type[BaseModel], Any]) -> Any:
@@ -145,12 +158,13 @@ def decode(raw: bytes | str) -> events.Event:
         raise InvalidEvent(f"event is {len(raw)} bytes, larger than the 64 KiB limit")
     try:
         return cast(events.Event, _FAST.decode(raw))
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        pass
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
+        pass  # msgspec raises UnicodeDecodeError for invalid UTF-8 inside a string
     # The fallback decides: stdlib json accepts NaN/Infinity tokens, pydantic knows
     # unknown kinds and words the reason.
     try:
-        obj = json.loads(raw)
+        # UTF-8 only (contract §1): json.loads on bytes would also guess UTF-16/32.
+        obj = json.loads(raw.decode("utf-8-sig"))
     except (ValueError, RecursionError) as err:
         raise InvalidEvent(f"not JSON: {err}") from None
     if not isinstance(obj, dict):

@@ -96,6 +96,7 @@ class Engine:
             except ConfigError as err:
                 raise InvalidEvent(f"run.started {err}") from None
         out = self.advance(target)
+        new_run = tracked is None
         if tracked is None:
             tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
         self.seen.add(event.id)
@@ -103,8 +104,10 @@ class Engine:
         if overrides:
             tracked.overrides.update(overrides)
             tracked.state.reconfigure(self.config.state_config(tracked.overrides))
+        # a run's first event starts the clocks of rules that watch for silence (`absent`)
+        everything = bool(overrides) or new_run
         indexes: Iterable[int] = (
-            range(len(self.rules)) if overrides else self._by_kind.get(event.kind, ())
+            range(len(self.rules)) if everything else self._by_kind.get(event.kind, ())
         )
         for i in indexes:
             self._evaluate(tracked, i, self.now, out)

@@ -16,6 +16,7 @@ class Step:
         "metrics",
         "metrics_ts",
         "nonfinite",
+        "nonfinite_ts",
         "number",
         "reward_mean",
         "reward_ts",
@@ -34,6 +35,7 @@ class Step:
         self.metrics: dict[str, float | None] = {}  # only the keys some rule watches
         self.metrics_ts: float | None = None
         self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
+        self.nonfinite_ts: float | None = None  # when the first of them was reported
 
     def reward(self, reward_keys: Iterable[str]) -> float | None:
         """The step reward: the `reward` event's mean, else the first reward key logged."""
@@ -111,6 +113,7 @@ class Steps:
         bad = [k for k, v in metrics.items() if v is not None and not math.isfinite(v)]
         if bad:
             step.nonfinite = sorted(set(step.nonfinite or ()) | set(bad))
+            step.nonfinite_ts = _earliest(step.nonfinite_ts, ts)
         for key in self.watched.intersection(metrics):
             step.metrics[key] = metrics[key]
         return step
@@ -121,4 +124,9 @@ class Steps:
         step.reward_ts = ts
         if not math.isfinite(mean):
             step.nonfinite = sorted(set(step.nonfinite or ()) | {"reward.mean"})
+            step.nonfinite_ts = _earliest(step.nonfinite_ts, ts)
         return step
+
+
+def _earliest(current: float | None, ts: float) -> float:
+    return ts if current is None else min(current, ts)

@@ -31,7 +31,8 @@ class NonFiniteMetric(Rule[NonFiniteParams]):
         step = _latest_bad(run)
         if step is None:
             return QUIET
-        ts = min(t for t in (step.metrics_ts, step.reward_ts) if t is not None)
+        ts = step.nonfinite_ts
+        assert ts is not None  # set together with `nonfinite`
         return Verdict((Condition("", ts, ts),))
 
     def describe(

@@ -1,0 +1,162 @@
+"""Event factory and engine driving shared by the tests, and the suite's leak detection.
+
+Events are built as plain dicts (what an emitter puts on the wire) and go through the real
+decoder before the engine sees them, so every test exercises the same path as production.
+
+tests/conftest.py imports this module for every test, so it imports only the standard
+library at module level: the stream core is imported where it is used, and a test that
+checks what `import runwatch.emitters` pulls in still sees a clean process.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runwatch.emitters.events import Event
+    from runwatch.stream.alerts import Alert
+    from runwatch.stream.engine import Engine
+
+_ids = itertools.count(1)
+
+#: Emitting processes the tests use most.
+TRAINER = {"component": "trainer", "host": "node-0", "pid": 100}
+ROLLOUT = {"component": "rollout", "host": "node-1", "pid": 200}
+VLLM = {"component": "inference", "host": "node-2", "pid": 300, "instance": "vllm-0"}
+
+
+def make_event(
+    kind: str,
+    ts: float,
+    run: str = "r1",
+    component: str = "trainer",
+    host: str | None = "node-0",
+    pid: int | None = 100,
+    *,
+    src: dict[str, Any] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """One contract event as a dict, with a unique id; `src` replaces the whole source."""
+    if src is None:
+        src = {"component": component}
+        if host is not None:
+            src["host"] = host
+        if pid is not None:
+            src["pid"] = pid
+    return {
+        "v": 1,
+        "id": f"evt-{next(_ids):08d}",
+        "ts": ts,
+        "run": run,
+        "kind": kind,
+        "src": dict(src),
+        **fields,
+    }
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    """The wire form (Python's json writes NaN/Infinity tokens, as emitters do)."""
+    return json.dumps(event).encode()
+
+
+def decoded(event: dict[str, Any]) -> Event:
+    """The event as the stream sees it after decoding."""
+    from runwatch.stream.decode import decode
+
+    return decode(encode(event))
+
+
+def feed(engine: Engine, events: Iterable[dict[str, Any]]) -> list[Alert]:
+    """Decode and apply events in the order given; all transitions, in order."""
+    out: list[Alert] = []
+    for event in events:
+        out.extend(engine.apply(decoded(event)))
+    return out
+
+
+def brief(alerts: Iterable[Alert]) -> list[tuple[str, str, float]]:
+    """(rule, state, ts) per transition: what most assertions compare."""
+    return [(a.rule, a.state, a.ts) for a in alerts]
+
+
+def of_rule(alerts: Iterable[Alert], rule: str) -> list[Alert]:
+    return [a for a in alerts if a.rule == rule]
+
+
+# --- leak detection (used by the autouse guard in tests/conftest.py) ------------------------
+
+
+def child_pids() -> set[int]:
+    """Pids of this process's children (any thread's), zombies included, read from /proc."""
+    pids: set[int] = set()
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as f:
+                pids.update(int(p) for p in f.read().split())
+        except FileNotFoundError:
+            continue  # that thread ended meanwhile
+    return pids
+
+
+def describe_pid(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    return f"{pid} ({cmd or 'exited, not reaped'})"
+
+
+def leftover_threads(before: set[threading.Thread], deadline: float) -> list[threading.Thread]:
+    """Threads not in `before` still alive at `deadline` (time.monotonic) after joining them."""
+    new = [t for t in threading.enumerate() if t not in before]
+    for thread in new:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [t for t in new if t.is_alive()]
+
+
+def leftover_children(before: set[int], deadline: float) -> set[int]:
+    """Children not in `before` still there (running or unreaped) at `deadline`."""
+    new = child_pids() - before
+    while new and time.monotonic() < deadline:
+        time.sleep(0.02)
+        new &= child_pids()
+    return new
+
+
+def make_engine(
+    rules: dict[str, dict[str, Any]] | None = None,
+    custom: list[dict[str, Any]] | None = None,
+) -> Engine:
+    """An engine with these `[rules.<id>]` tables and `[[rules.custom]]` entries."""
+    from runwatch.stream.config import RulesConfig
+    from runwatch.stream.engine import Engine
+
+    section: dict[str, Any] = dict(rules or {})
+    if custom:
+        section["custom"] = custom
+    return Engine(RulesConfig.from_mapping({"rules": section}))
+
+
+def beats(
+    src: dict[str, Any], start: float, end: float, every: float = 10.0, run: str = "r1"
+) -> list[dict[str, Any]]:
+    """Heartbeats of one process at start, start+every, ... up to and including end."""
+    out = []
+    t = start
+    while t <= end:
+        out.append(make_event("heartbeat", t, run=run, src=src))
+        t += every
+    return out
+
+
+def by_ts(*streams: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several event streams merged in time order (stable: ties keep the order given)."""
+    return sorted((e for s in streams for e in s), key=lambda e: e["ts"])

@@ -1,0 +1,326 @@
+"""Rule configuration: the TOML file (contract §6) and per-run `run.started.config`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import decoded, feed, make_engine, make_event
+
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.engine import Engine
+from runwatch.stream.exceptions import ConfigError, InvalidEvent
+from runwatch.stream.rules import BUILTIN_RULES
+from runwatch.stream.rules.custom_absent import Absent
+from runwatch.stream.rules.custom_metric import MetricThreshold
+
+#: The example of contract §6, verbatim.
+CONTRACT_EXAMPLE = """\
+[rules.zero_reward]
+steps = 10
+
+[rules.stuck_progress.stall_after]
+"Training Progress" = 14400
+
+[[rules.custom]]
+id = "grad_norm_high"
+type = "metric"          # a step metric compared with a value for some consecutive steps
+metric = "actor/grad_norm"
+op = ">"                 # one of < <= > >= == !=
+value = 100.0
+for_steps = 3
+severity = "warning"
+
+[[rules.custom]]
+id = "no_step_in_3h"
+type = "absent"          # no event of `kind` from `component` for `for` seconds while the run is live
+kind = "step.done"
+component = "trainer"
+for = 10800
+severity = "warning"
+"""  # noqa: E501
+
+BUILTIN_IDS = [
+    "inference_idle_with_pending",
+    "zero_reward",
+    "stuck_progress",
+    "heartbeat_lost",
+    "ranks_stalled",
+    "non_finite_metric",
+    "idle_gap_growing",
+]
+METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
+ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
+
+
+def load(tmp_path: Path, text: str) -> RulesConfig:
+    path = tmp_path / "runwatch.toml"
+    path.write_text(text, encoding="utf-8")
+    return RulesConfig.load(path)
+
+
+def config_error(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        RulesConfig.from_mapping(data)
+    return str(info.value)
+
+
+# --- defaults and the contract's example ---------------------------------------------------------
+
+
+def test_defaults_are_the_contract_table() -> None:
+    rules = RulesConfig.default().by_id()
+    assert list(rules) == BUILTIN_IDS == [r.id for r in BUILTIN_RULES]
+    p = {rid: rule.params.model_dump() for rid, rule in rules.items()}
+    assert p["inference_idle_with_pending"] == {"idle_for": 120.0}
+    assert p["zero_reward"] == {
+        "steps": 5,
+        "epsilon": 1e-9,
+        "reward_keys": [
+            "critic/score/mean",
+            "critic/rewards/mean",
+            "task_reward/avg",
+            "reward/mean",
+            "reward",
+        ],
+    }
+    assert p["stuck_progress"] == {
+        "min_stall": 300.0,
+        "factor": 10.0,
+        "window": 20,
+        "stall_after": {},
+    }
+    assert p["heartbeat_lost"] == {"timeout": 60.0}
+    assert p["ranks_stalled"] == {"timeout": 300.0}
+    assert p["non_finite_metric"] == {}
+    assert p["idle_gap_growing"] == {"steps": 3, "min_gap": 300.0}
+    severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
+    assert severities == {
+        "inference_idle_with_pending": "critical",
+        "zero_reward": "critical",
+        "stuck_progress": "warning",
+        "heartbeat_lost": "critical",
+        "ranks_stalled": "critical",
+        "non_finite_metric": "critical",
+        "idle_gap_growing": "warning",
+    }
+
+
+def test_the_contract_example_loads(tmp_path: Path) -> None:
+    rules = load(tmp_path, CONTRACT_EXAMPLE).by_id()
+    assert list(rules) == [*BUILTIN_IDS, "grad_norm_high", "no_step_in_3h"]
+    assert rules["zero_reward"].params.steps == 10
+    assert rules["stuck_progress"].params.stall_after == {"Training Progress": 14400.0}
+    assert rules["stuck_progress"].params.min_stall == 300.0  # the rest stays default
+    grad = rules["grad_norm_high"]
+    assert isinstance(grad, MetricThreshold)
+    assert (grad.params.metric, grad.params.op, grad.params.value) == ("actor/grad_norm", ">", 100)
+    assert (grad.params.for_steps, grad.severity_of(grad.params)) == (3, "warning")
+    absent = rules["no_step_in_3h"]
+    assert isinstance(absent, Absent)
+    assert (absent.params.kind, absent.params.component, absent.params.for_) == (
+        "step.done",
+        "trainer",
+        10800.0,
+    )
+
+
+def test_the_contract_example_drives_the_engine(tmp_path: Path) -> None:
+    engine = Engine(load(tmp_path, CONTRACT_EXAMPLE))
+    events = [make_event("reward", 10.0 * s, step=s, mean=0.0) for s in range(1, 10)]
+    assert [a.rule for a in feed(engine, events)] == []  # steps = 10 now
+    assert [a.rule for a in feed(engine, [make_event("reward", 100, step=10, mean=0.0)])] == [
+        "zero_reward"
+    ]
+
+
+def test_other_top_level_sections_are_ignored() -> None:
+    config = RulesConfig.from_mapping({"kafka": {"bootstrap": "x:9092"}, "slack": {}})
+    assert [r.rule_id for r in config.rules] == BUILTIN_IDS
+
+
+# --- errors name the bad key ---------------------------------------------------------------------
+
+
+def test_unknown_rule_id() -> None:
+    text = config_error({"rules": {"zero_rewards": {"steps": 3}}})
+    assert text.startswith("rules.zero_rewards: no such rule")
+    assert "zero_reward" in text  # lists the real ones
+
+
+def test_unknown_param() -> None:
+    assert config_error({"rules": {"zero_reward": {"step": 3}}}) == (
+        "rules.zero_reward.step: Extra inputs are not permitted"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "param", "value"),
+    [
+        ("zero_reward", "steps", "ten"),
+        ("zero_reward", "steps", 2.5),
+        ("zero_reward", "steps", 0),
+        ("zero_reward", "reward_keys", "reward"),
+        ("heartbeat_lost", "timeout", -1),
+        ("heartbeat_lost", "timeout", [60]),
+        ("inference_idle_with_pending", "idle_for", 0),
+        ("idle_gap_growing", "steps", 1),
+        ("stuck_progress", "stall_after", 5),
+    ],
+)
+def test_wrong_type_or_range(rule: str, param: str, value: Any) -> None:
+    assert config_error({"rules": {rule: {param: value}}}).startswith(f"rules.{rule}.{param}")
+
+
+def test_nested_param_errors_name_the_nested_key() -> None:
+    text = config_error({"rules": {"stuck_progress": {"stall_after": {"bar": "soon"}}}})
+    assert text.startswith("rules.stuck_progress.stall_after.bar:")
+
+
+def test_a_rule_section_that_is_not_a_table() -> None:
+    assert config_error({"rules": {"zero_reward": 5}}) == (
+        "rules.zero_reward: expected a table of parameters, got int"
+    )
+
+
+def test_custom_rules_must_be_an_array_of_tables() -> None:
+    assert config_error({"rules": {"custom": METRIC}}).startswith("rules.custom:")
+    assert config_error({"rules": {"custom": [METRIC, 3]}}).startswith("rules.custom[1]:")
+
+
+@pytest.mark.parametrize("kind", ["threshold", None, 3])
+def test_bad_custom_type(kind: Any) -> None:
+    spec = {**METRIC, "type": kind}
+    if kind is None:
+        del spec["type"]
+    text = config_error({"rules": {"custom": [spec]}})
+    assert text.startswith("rules.custom[0].type: must be one of absent, metric")
+
+
+def test_duplicate_custom_id() -> None:
+    text = config_error({"rules": {"custom": [ABSENT, {**METRIC, "id": "a"}]}})
+    assert text == "rules.custom[1].id: 'a' is already a rule id"
+
+
+def test_custom_id_may_not_shadow_a_builtin() -> None:
+    text = config_error({"rules": {"custom": [{**METRIC, "id": "zero_reward"}]}})
+    assert text == "rules.custom[0].id: 'zero_reward' is already a rule id"
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ({**METRIC, "op": "=~"}, "rules.custom[0].op"),
+        ({**METRIC, "value": "high"}, "rules.custom[0].value"),
+        ({**METRIC, "for_steps": 0}, "rules.custom[0].for_steps"),
+        ({**METRIC, "severity": "fatal"}, "rules.custom[0].severity"),
+        ({**METRIC, "metrc": "loss"}, "rules.custom[0].metrc"),
+        ({k: v for k, v in METRIC.items() if k != "metric"}, "rules.custom[0].metric"),
+        ({k: v for k, v in ABSENT.items() if k != "for"}, "rules.custom[0].for"),
+        ({**ABSENT, "for": -5}, "rules.custom[0].for"),
+        ({k: v for k, v in ABSENT.items() if k != "kind"}, "rules.custom[0].kind"),
+    ],
+)
+def test_bad_custom_params(spec: dict[str, Any], where: str) -> None:
+    assert config_error({"rules": {"custom": [spec]}}).startswith(where + ":")
+
+
+def test_load_names_the_file_and_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"runwatch\.toml: rules\.zero_reward\.steps"):
+        load(tmp_path, "[rules.zero_reward]\nsteps = 0\n")
+
+
+def test_load_rejects_invalid_toml_and_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(tmp_path, "[rules.zero_reward\nsteps = 3\n")
+    with pytest.raises(ConfigError, match="no such config file"):
+        RulesConfig.load(tmp_path / "missing.toml")
+
+
+# --- per run: run.started.config -----------------------------------------------------------------
+
+
+def test_run_params_merge_over_the_global_ones() -> None:
+    config = RulesConfig.from_mapping({"rules": {"zero_reward": {"epsilon": 0.01}}})
+    params = config.run_params({"zero_reward": {"steps": 10}})
+    assert list(params) == ["zero_reward"]
+    assert (params["zero_reward"].steps, params["zero_reward"].epsilon) == (10, 0.01)
+    assert config.run_params(None) == {}
+    assert config.run_params({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"zero_rewards": {"steps": 3}}, "config.zero_rewards: no such rule"),
+        ({"zero_reward": {"step": 3}}, "config.zero_reward.step: Extra inputs are not permitted"),
+        ({"zero_reward": {"steps": "many"}}, "config.zero_reward.steps: Input should be"),
+        ({"zero_reward": {"steps": 0}}, "config.zero_reward.steps: Input should be greater"),
+        ({"heartbeat_lost": {"timeout": None}}, "config.heartbeat_lost.timeout:"),
+    ],
+)
+def test_bad_run_params_name_the_key(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RulesConfig.default().run_params(config)
+    assert str(info.value).startswith(message)
+
+
+def test_a_bad_run_started_config_is_an_invalid_event_that_changes_nothing() -> None:
+    engine = make_engine()
+    feed(engine, [make_event("heartbeat", 10), make_event("reward", 11, step=1, mean=0.0)])
+    tracked = engine.runs["r1"]
+    before = (engine.now, tracked.state.events, tracked.state.clock, dict(tracked.overrides))
+    bad = make_event("run.started", 20, config={"zero_reward": {"steps": -3}})
+    with pytest.raises(InvalidEvent) as info:
+        engine.apply(decoded(bad))
+    assert info.value.reason.startswith("run.started config.zero_reward.steps:")
+    assert (
+        engine.now,
+        tracked.state.events,
+        tracked.state.clock,
+        dict(tracked.overrides),
+    ) == before
+    assert tracked.state.started_ts is None
+    assert bad["id"] not in engine.seen
+    # a run never seen before is not created by a bad start either
+    other = make_event("run.started", 20, run="r2", config={"nope": {}})
+    with pytest.raises(InvalidEvent, match=r"config\.nope: no such rule"):
+        engine.apply(decoded(other))
+    assert "r2" not in engine.runs
+    # the corrected event is accepted, and the override takes effect
+    good = make_event("run.started", 21, config={"zero_reward": {"steps": 2}})
+    alerts = feed(engine, [good, make_event("reward", 22, step=2, mean=0.0)])
+    assert [(a.rule, a.ts) for a in alerts] == [("zero_reward", 22.0)]
+
+
+def test_per_run_overrides_change_what_the_state_keeps() -> None:
+    engine = make_engine(custom=[METRIC])
+    start = make_event(
+        "run.started",
+        0,
+        config={
+            "zero_reward": {"steps": 40, "reward_keys": ["env/ok"]},
+            "heartbeat_lost": {"timeout": 15},
+            "stuck_progress": {"window": 4},
+        },
+    )
+    feed(engine, [start])
+    cfg = engine.runs["r1"].state.config
+    assert cfg.keep_steps == 41
+    assert {"env/ok", "loss"} <= cfg.watched_metrics
+    assert "reward" not in cfg.watched_metrics
+    assert cfg.heartbeat_timeout == 15
+    assert cfg.progress_window == 4
+
+
+def test_global_config_decides_what_the_state_keeps() -> None:
+    config = RulesConfig.from_mapping(
+        {"rules": {"idle_gap_growing": {"steps": 30}, "custom": [METRIC, ABSENT]}}
+    )
+    cfg = config.state_config()
+    assert cfg.keep_steps == 31
+    assert "loss" in cfg.watched_metrics
+    assert "critic/score/mean" in cfg.watched_metrics
+    assert cfg.watched_arrivals == {("trainer", "step.done")}
+    assert cfg.heartbeat_timeout == 60
