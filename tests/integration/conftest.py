@@ -1,0 +1,50 @@
+"""Real servers for the integration tests: one Kafka broker shared by the whole session.
+
+The broker is the same `runwatch.kafka_broker.KafkaBroker` that `runwatch kafka start` runs.
+Its first use fetches the Kafka jars with Maven (once per cache); tests isolate themselves
+with a fresh topic and consumer group each, never with a broker each.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from runwatch.kafka_broker import KafkaBroker, Progress
+
+
+def _progress(request: pytest.FixtureRequest) -> Progress:
+    """Progress lines that reach the terminal past pytest's capture (a first fetch is slow)."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def say(message: str) -> None:
+        with capture.global_and_fixture_disabled():
+            print(f"\n[kafka] {message}", flush=True)
+
+    return say
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The bootstrap address (`127.0.0.1:PORT`) of a broker that lives for the session."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), progress=_progress(request))
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_topic() -> str:
+    """A topic name no other test uses; the broker creates it on first use."""
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def kafka_group() -> str:
+    """A consumer group id no other test uses, so committed offsets never leak between tests."""
+    return f"test-group-{uuid.uuid4().hex}"
