@@ -193,6 +193,42 @@ class Spool:
             self._complained_at = now
             log.error("runwatch: dropping events (%d so far): %s", self.dropped, why)
 
+    def adopt_orphans(self) -> int:
+        """Take over the segments of exited processes on this host (Kafka fallback only:
+        in a file destination the segments are already where they belong).
+
+        A process that exits while its broker is away leaves its backlog on disk; the next
+        emitter here that reaches the broker sends it. A rename claims a segment, so two
+        emitters never send the same one. Returns how many segments were adopted.
+        """
+        self._start()
+        self.seal()
+        host_prefix = self.prefix[: self.prefix.rindex("-", 0, -1) + 1]  # events-<host>-
+        orphans: list[tuple[int, int, Path]] = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(host_prefix) and name.endswith(SEGMENT_SUFFIX)):
+                continue
+            pid, _, seq = name[len(host_prefix) : -len(SEGMENT_SUFFIX)].partition("-")
+            if pid.isdigit() and seq.isdigit() and not _alive(int(pid)):
+                orphans.append((int(pid), int(seq), Path(entry.path)))
+        adopted = 0
+        for _, _, path in sorted(orphans):
+            target = self._path(self._seq)
+            try:
+                size = path.stat().st_size
+                path.rename(target)
+            except OSError:
+                continue  # another emitter claimed it first
+            self._seq += 1
+            self._bytes += size
+            adopted += 1
+        return adopted
+
     # --- reading back ----------------------------------------------------------------------
 
     def backlog(self) -> list[Path]:
@@ -230,6 +266,16 @@ class Spool:
                 os.close(self._fd)
             finally:
                 self._fd = -1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> int:

@@ -108,6 +108,28 @@ class SpoolDestination:
 _ORPHANED: list[Any] = []
 
 
+def _close_producer(producer: Any, timeout: float) -> None:
+    """Close a producer, also one with records the broker never confirmed.
+
+    kafka-python's `close()` raises from its flush when records are unconfirmed at the
+    timeout, before it stops its network thread; that thread and its sockets would then
+    outlive the producer. So stop it the way `close()` would have gone on to.
+    """
+    try:
+        producer.close(timeout=timeout)
+        return
+    except Exception:
+        log.debug("runwatch: the producer did not close cleanly; forcing it", exc_info=True)
+    sender = getattr(producer, "_sender", None)
+    try:
+        if sender is not None:
+            sender.force_close()
+            sender.join(1.0)
+        producer._closed = True  # nothing left for its __del__ to do
+    except Exception:
+        log.debug("runwatch: forcing the producer closed failed", exc_info=True)
+
+
 class KafkaDestination:
     """kafka-python behind a stop-and-wait sender, with the spool for outages."""
 
@@ -199,6 +221,10 @@ class KafkaDestination:
                     log.debug("closing a half-built Kafka client failed", exc_info=True)
             self._down(f"cannot connect: {err!r}")
             return False
+        with self.spool.lock:
+            adopted = self.spool.adopt_orphans()
+        if adopted:
+            log.warning("runwatch: sending %d segments left by exited processes", adopted)
         if self._down_since is not None:
             log.warning(
                 "runwatch: Kafka at %s is back after %.0fs; sending spooled events",
@@ -214,10 +240,7 @@ class KafkaDestination:
     def _down(self, why: str) -> None:
         if self.producer is not None:
             producer, self.producer = self.producer, None
-            try:
-                producer.close(timeout=0)  # abandon unconfirmed records: they are spooled
-            except Exception:
-                log.debug("closing the producer failed", exc_info=True)
+            _close_producer(producer, 0.0)  # unconfirmed records are in the spool already
         if self._down_since is None:
             self._down_since = time.monotonic()
             log.warning(
@@ -304,14 +327,15 @@ class KafkaDestination:
         return 0.0 if self.spool.size > 0 else 5.0
 
     def close(self, deadline: float) -> None:
-        while self.producer is not None and self.spool.size > 0 and time.monotonic() < deadline:
+        # One more try if the broker is away: the probe costs nothing when it refuses, and
+        # what is still spooled afterwards waits for the next emitter on this host.
+        while self.spool.size > 0 and time.monotonic() < deadline:
+            if self.producer is None and not self._connect():
+                break
             self._replay_some()
         if self.producer is not None:
             producer, self.producer = self.producer, None
-            try:
-                producer.close(timeout=max(0.0, deadline - time.monotonic()))
-            except Exception:
-                log.debug("closing the producer failed", exc_info=True)
+            _close_producer(producer, max(0.0, deadline - time.monotonic()))
         with self.spool.lock:
             self.spool.close()
 

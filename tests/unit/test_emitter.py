@@ -393,6 +393,27 @@ def test_spool_counts_disk_errors_as_drops(tmp_path: Path) -> None:
     assert spool.dropped == 2
 
 
+def test_segments_of_exited_processes_are_adopted(tmp_path: Path) -> None:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)  # now a pid no process has
+    spool = Spool(tmp_path)
+    host = spool.prefix.split("-")[1]
+    orphan = tmp_path / f"events-{host}-{pid}-0000000003.jsonl"
+    orphan.write_text('{"a":1}\n{"a":2}\n')
+    other_host = tmp_path / f"events-elsewhere-{pid}-0000000000.jsonl"
+    other_host.write_text('{"b":1}\n')
+    with spool.lock:
+        assert spool.adopt_orphans() == 1
+        backlog = spool.backlog()
+    assert [p.name.startswith(spool.prefix) for p in backlog] == [True]
+    assert Spool.read(backlog[0]) == ['{"a":1}', '{"a":2}']
+    assert not orphan.exists()
+    assert spool.size == 16
+    assert other_host.exists()  # another host's processes are not ours to judge
+
+
 # --- fork ----------------------------------------------------------------------------------
 
 
