@@ -9,19 +9,24 @@ only on a transition, so the per-event check stays cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from runwatch.stream.state import RunState, StateConfig
 
 Severity = Literal["critical", "warning", "info"]
 
 
-class Params(BaseModel):
-    """Base of every rule's parameters: unknown keys are errors that name the key."""
+#: A custom rule's id: it becomes part of alert keys, so keep it to plain characters.
+RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+class Params(BaseModel):
+    """Base of every rule's parameters: unknown keys and wrong types are errors naming the key
+    (strict: `steps = "10"` is refused, not quietly read as 10)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 P = TypeVar("P", bound=Params)

@@ -13,6 +13,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    RuleId,
     Severity,
     Verdict,
     fmt_duration,
@@ -21,7 +22,7 @@ from runwatch.stream.state import RunState, StateConfig
 
 
 class AbsentRuleParams(Params):
-    id: str
+    id: RuleId
     type: Literal["absent"]
     kind: str
     component: str

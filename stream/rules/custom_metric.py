@@ -15,6 +15,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    RuleId,
     Severity,
     Verdict,
 )
@@ -33,7 +34,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 
 
 class MetricRuleParams(Params):
-    id: str
+    id: RuleId
     type: Literal["metric"]
     metric: str
     op: Op
