@@ -158,6 +158,7 @@ class Emitter:
                 raise ValueError(f"cannot use {self.path} as the spool directory: {err}") from None
         self._start_lock = threading.Lock()
         self._closed = False
+        self._forked = False
         self._setup_process()
         self._check_envelope()
         _track(self)
@@ -192,7 +193,8 @@ class Emitter:
         self._stop_beating = threading.Event()
         self._beater: threading.Thread | None = None
         self._started = False
-        self._max_queue = 0  # until started: the first emit() takes the slow path and starts
+        # Both 0 until started: the first emit() takes the slow path, which starts the threads.
+        self._wake_at = self._max_queue = 0
 
     def _check_envelope(self) -> None:
         """Validate our stamp once, in full, so that emit() never has to."""
@@ -213,6 +215,11 @@ class Emitter:
                 )
                 self._beater.start()
             self._max_queue = self._max_queue_wanted
+            self._wake_at = self._sender.wake_at
+            # A multiprocessing worker leaves through os._exit, past atexit, but it runs
+            # multiprocessing's finalizers first (registered now: the fork clears them).
+            if self._forked and (mp_util := sys.modules.get("multiprocessing.util")):
+                mp_util.Finalize(None, self.close, exitpriority=10)
 
     def _after_fork_in_child(self) -> None:
         """The parent's threads are gone, its locks may be held and its producer's sockets
@@ -221,6 +228,7 @@ class Emitter:
         self._sender.destination.orphan()
         self._start_lock = threading.Lock()
         self._setup_process()
+        self._forked = True
 
     def _stay_first_at_exit(self) -> None:
         """kafka-python registers an atexit close for each producer; atexit runs last-in
@@ -258,7 +266,10 @@ class Emitter:
         check = FIELD_CHECKS.get(kind)
         if check is not None and not check(fields):
             _validate_slowly(kind, line)
-        if len(self._queue) < self._max_queue:
+        queued = len(self._queue)
+        if queued < self._wake_at:
+            self._queue.append(line)
+        elif queued < self._max_queue:
             self._queue.append(line)
             if not self._wake.is_set():
                 self._wake.set()
@@ -321,7 +332,7 @@ class Emitter:
         self._stop_beating.set()
         if self._beater is not None and self._beater is not threading.current_thread():
             self._beater.join()
-        self._max_queue = 0  # from now on emit() spools: the sender is about to stop
+        self._wake_at = self._max_queue = 0  # from now on emit() spools: the sender stops
         if self._heartbeat:
             self._queue.append(self._heartbeat_line(final=True))
         self._sender.stop(self._close_timeout if timeout is None else timeout)

@@ -1,6 +1,6 @@
 """Per-process JSON Lines segments on disk: the file destination, and Kafka's fallback.
 
-One process writes `<dir>/events-<host>-<pid>-<seq>.jsonl`: append-only segments, one event
+One process writes `<dir>/events-<host>-<pid>-<n>-<seq>.jsonl`: append-only segments, one event
 per line, rotated at `segment_bytes`; `seq` orders them. Every write is whole lines in one
 `os.write` on an `O_APPEND` descriptor, with no user-space buffer, so a forked child never
 re-flushes its parent's half-written buffer and a reader sees only whole lines (a reader
@@ -15,6 +15,7 @@ Not thread-safe by itself: callers hold `lock` around every method but `read`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -26,10 +27,12 @@ from pathlib import Path
 
 log = logging.getLogger("runwatch.emitters")
 
-#: Segment names: events-<host>-<pid>-<seq>.jsonl (host with odd characters replaced by `_`).
+#: Segment names: events-<host>-<pid>-<n>-<seq>.jsonl, `n` counting the spools of a process
+#: (host with odd characters replaced by `_`).
 SEGMENT_SUFFIX = ".jsonl"
 _SEQ_DIGITS = 10
 _RECOUNT_EVERY_S = 1.0
+_SPOOLS = itertools.count()
 
 
 class Priority(str):
@@ -56,7 +59,11 @@ class Spool:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
-        self.prefix = f"{prefix}-{_safe_host(socket.gethostname())}-{os.getpid()}-"
+        host, pid, nth = _safe_host(socket.gethostname()), os.getpid(), next(_SPOOLS)
+        #: This spool's segments start with this; `nth` keeps two emitters of one process
+        #: apart (one replaying and removing segments that the other still appends to).
+        self.prefix = f"{prefix}-{host}-{pid}-{nth}-"
+        self._host_prefix = f"{prefix}-{host}-"
         self.lock = threading.Lock()
         #: Events this spool could not keep: over the limit, or the disk refused them.
         self.dropped = 0
@@ -203,8 +210,8 @@ class Spool:
         """
         self._start()
         self.seal()
-        host_prefix = self.prefix[: self.prefix.rindex("-", 0, -1) + 1]  # events-<host>-
-        orphans: list[tuple[int, int, Path]] = []
+        host_prefix = self._host_prefix
+        orphans: list[tuple[int, int, int, Path]] = []
         try:
             entries = list(os.scandir(self.directory))
         except OSError:
@@ -213,11 +220,11 @@ class Spool:
             name = entry.name
             if not (name.startswith(host_prefix) and name.endswith(SEGMENT_SUFFIX)):
                 continue
-            pid, _, seq = name[len(host_prefix) : -len(SEGMENT_SUFFIX)].partition("-")
-            if pid.isdigit() and seq.isdigit() and not _alive(int(pid)):
-                orphans.append((int(pid), int(seq), Path(entry.path)))
+            parts = name[len(host_prefix) : -len(SEGMENT_SUFFIX)].split("-")
+            if len(parts) == 3 and all(p.isdigit() for p in parts) and not _alive(int(parts[0])):
+                orphans.append((int(parts[0]), int(parts[1]), int(parts[2]), Path(entry.path)))
         adopted = 0
-        for _, _, path in sorted(orphans):
+        for *_, path in sorted(orphans):
             target = self._path(self._seq)
             try:
                 size = path.stat().st_size

@@ -4,6 +4,7 @@ when Kafka is unreachable, the hard disk limit, fork safety and clean shutdown."
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import threading
 import time
@@ -400,9 +401,9 @@ def test_segments_of_exited_processes_are_adopted(tmp_path: Path) -> None:
     os.waitpid(pid, 0)  # now a pid no process has
     spool = Spool(tmp_path)
     host = spool.prefix.split("-")[1]
-    orphan = tmp_path / f"events-{host}-{pid}-0000000003.jsonl"
+    orphan = tmp_path / f"events-{host}-{pid}-0-0000000003.jsonl"
     orphan.write_text('{"a":1}\n{"a":2}\n')
-    other_host = tmp_path / f"events-elsewhere-{pid}-0000000000.jsonl"
+    other_host = tmp_path / f"events-elsewhere-{pid}-0-0000000000.jsonl"
     other_host.write_text('{"b":1}\n')
     with spool.lock:
         assert spool.adopt_orphans() == 1
@@ -464,3 +465,22 @@ def test_forked_child_with_unreachable_kafka_spools_under_its_pid(tmp_path: Path
     em.close(timeout=0.5)
     events = read_events(tmp_path / "kafka")
     assert [e["src"]["pid"] for e in kinds(events, "trajectory.started")] == [pid]
+
+
+def _worker(em: Emitter, n: int) -> None:
+    em.emit("trajectory.started", traj=f"worker-{n}")  # no close(): the worker just returns
+
+
+def test_multiprocessing_fork_workers_deliver_without_close(tmp_path: Path) -> None:
+    em = Emitter(run="r", component="rollout", path=tmp_path, heartbeat=False)
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_worker, args=(em, n)) for n in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert [w.exitcode for w in workers] == [0, 0]
+    em.close()
+    started = kinds(read_events(tmp_path), "trajectory.started")
+    assert sorted(e["traj"] for e in started) == ["worker-0", "worker-1"]
+    assert {e["src"]["pid"] for e in started} == {w.pid for w in workers}
