@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters import Emitter
-from runwatch.emitters.transport import _close_producer
+from runwatch.emitters.producer import close_producer
 from runwatch.kafka_broker import KafkaBroker, free_port
 
 FIELDS = {"step": 0, "duration_s": 12.5, "timing": {"gen": 7.5, "update_actor": 4.0}}
@@ -123,7 +123,7 @@ def scenarios(
         results["emit, broker down"]["close_s"] = time.monotonic() - started
         results["emit, broker down"]["dropped"] = em.dropped
         results["producer.send(), broker down"] = measure(raw_call(raw, topic), n, rate)
-    _close_producer(raw, 1.0)  # kafka-python's close() raises over unsent records
+    close_producer(raw, 1.0)  # kafka-python's close() raises over unsent records
 
     em = emitter(f"127.0.0.1:{free_port()}")
     results["emit, unreachable"] = measure(emitter_call(em), n, rate)

@@ -1,4 +1,5 @@
-"""Cheap field checks for the kinds the rules read, so `emit()` can skip pydantic.
+"""Cheap field checks for the kinds the rules read, so `emit()` can skip pydantic; and the
+checks of everything else an emitter is handed.
 
 Full pydantic validation costs several µs per event, too much for a trainer's hot loop. These
 checks accept the common, plainly valid shapes only (`int` for int, `int`/`float` for float,
@@ -9,8 +10,21 @@ tests/unit/test_emitter.py holds the two to that.
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from pydantic import ValidationError
+
+from runwatch.emitters.events import (
+    COMPONENT_PATTERN,
+    KIND_PATTERN,
+    KNOWN_KINDS,
+    RUN_ID_PATTERN,
+    validate,
+)
 
 Check = Callable[[Any], bool]
 FieldsCheck = Callable[[Mapping[str, Any]], bool]
@@ -124,3 +138,58 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
         {"since": _float, "step": _int},
     ),
 }
+
+
+#: Kinds seen valid already: the kind check of emit() is one set lookup.
+GOOD_KINDS: set[str] = set(KNOWN_KINDS)
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def learn_kind(kind: object) -> None:
+    """Check a kind not seen before; remember it (up to a bound) if it is good."""
+    if not isinstance(kind, str) or len(kind) > 100 or not re.fullmatch(KIND_PATTERN, kind):
+        raise ValueError(f"kind {kind!r} is not a dotted lowercase name like 'step.done'")
+    if len(GOOD_KINDS) < 10_000:
+        GOOD_KINDS.add(kind)
+
+
+def validate_slowly(kind: str, line: str) -> None:
+    """Full pydantic validation of the exact wire form, for shapes the cheap checks doubt."""
+    try:
+        validate(json.loads(line))
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)
+        )
+        raise ValueError(f"invalid {kind} event: {problems}") from None
+
+
+def check_settings(
+    *,
+    run: object,
+    component: object,
+    rank: object,
+    instance: object,
+    topic: object,
+    heartbeat_interval: object,
+    close_timeout: object,
+    counts: Mapping[str, object],
+) -> None:
+    """The Emitter's arguments, checked once so that bad ones fail at construction."""
+    if not isinstance(run, str) or not re.fullmatch(RUN_ID_PATTERN, run):
+        raise ValueError(f"run id {run!r} is not 1-200 characters of [A-Za-z0-9._:/@+-]")
+    if not isinstance(component, str) or not re.fullmatch(COMPONENT_PATTERN, component):
+        raise ValueError(f"component {component!r} must be a lowercase word such as 'trainer'")
+    if rank is not None and type(rank) is not int:
+        raise ValueError(f"rank must be an int, not {rank!r}")
+    if instance is not None and not isinstance(instance, str):
+        raise ValueError(f"instance must be a str, not {instance!r}")
+    if not (isinstance(topic, str) and _TOPIC.fullmatch(topic)):
+        raise ValueError(f"{topic!r} is not a Kafka topic name")
+    if not (isinstance(heartbeat_interval, int | float) and 0 < heartbeat_interval < math.inf):
+        raise ValueError("heartbeat_interval must be a positive number of seconds")
+    if not (isinstance(close_timeout, int | float) and close_timeout >= 0):
+        raise ValueError(f"close_timeout must be >= 0 seconds, not {close_timeout!r}")
+    for name, value in counts.items():
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be a positive int, not {value!r}")

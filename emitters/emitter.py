@@ -11,10 +11,8 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import math
 import os
 import random
-import re
 import socket
 import sys
 import threading
@@ -27,15 +25,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runwatch.emitters.checks import FIELD_CHECKS
-from runwatch.emitters.events import (
-    COMPONENT_PATTERN,
-    KIND_PATTERN,
-    KNOWN_KINDS,
-    MAX_EVENT_BYTES,
-    RUN_ID_PATTERN,
-    validate,
+from runwatch.emitters.checks import (
+    FIELD_CHECKS,
+    GOOD_KINDS,
+    check_settings,
+    learn_kind,
+    validate_slowly,
 )
+from runwatch.emitters.events import MAX_EVENT_BYTES, validate
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
@@ -44,13 +41,11 @@ log = logging.getLogger("runwatch.emitters")
 
 DEFAULT_TOPIC = "runwatch.events"
 _ENVELOPE = frozenset(("v", "id", "ts", "run", "kind", "src"))
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 # uuid4 layout: version nibble 4, variant bits 10 (what uuid.UUID(version=4) sets).
 _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
 #: Our own generator: a user's `random.seed(0)` must not make two processes' ids collide.
 _RNG = random.Random()
-_GOOD_KINDS: set[str] = set(KNOWN_KINDS)
 
 
 def _plain(value: Any) -> Any:
@@ -105,24 +100,12 @@ class Emitter:
         run = run if run is not None else os.environ.get("RUNWATCH_RUN")
         if run is None:
             raise ValueError("no run id: pass run=... or set RUNWATCH_RUN")
-        if not isinstance(run, str) or not re.fullmatch(RUN_ID_PATTERN, run):
-            raise ValueError(f"run id {run!r} is not 1-200 characters of [A-Za-z0-9._:/@+-]")
-        if not isinstance(component, str) or not re.fullmatch(COMPONENT_PATTERN, component):
-            raise ValueError(f"component {component!r} must be a lowercase word such as 'trainer'")
-        if rank is not None and type(rank) is not int:
-            raise ValueError(f"rank must be an int, not {rank!r}")
-        if instance is not None and not isinstance(instance, str):
-            raise ValueError(f"instance must be a str, not {instance!r}")
-        if not (isinstance(heartbeat_interval, int | float) and 0 < heartbeat_interval < math.inf):
-            raise ValueError("heartbeat_interval must be a positive number of seconds")
-        for name, value in (("max_spool_bytes", max_spool_bytes), ("segment_bytes", segment_bytes),
-                            ("max_queue", max_queue)):  # fmt: skip
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name} must be a positive int, not {value!r}")
-        if not (isinstance(close_timeout, int | float) and close_timeout >= 0):
-            raise ValueError(f"close_timeout must be >= 0 seconds, not {close_timeout!r}")
-        if not (isinstance(topic, str) and _TOPIC.fullmatch(topic)):
-            raise ValueError(f"{topic!r} is not a Kafka topic name")
+        check_settings(
+            run=run, component=component, rank=rank, instance=instance, topic=topic,
+            heartbeat_interval=heartbeat_interval, close_timeout=close_timeout,
+            counts={"max_spool_bytes": max_spool_bytes, "segment_bytes": segment_bytes,
+                    "max_queue": max_queue},
+        )  # fmt: skip
         if kafka is not None and path is not None:
             raise ValueError("pass kafka= or path=, not both")
         if kafka is None and path is None:
@@ -258,14 +241,14 @@ class Emitter:
         Raises ValueError / TypeError at once for a bad kind, bad or unserialisable fields,
         or an event over 64 KiB.
         """
-        if kind not in _GOOD_KINDS:
-            _learn_kind(kind)
+        if kind not in GOOD_KINDS:
+            learn_kind(kind)
         line = self._line(kind, fields)
         if len(line) > MAX_EVENT_BYTES:
             raise ValueError(f"{kind}: event is {len(line)} bytes; the limit is {MAX_EVENT_BYTES}")
         check = FIELD_CHECKS.get(kind)
         if check is not None and not check(fields):
-            _validate_slowly(kind, line)
+            validate_slowly(kind, line)
         queued = len(self._queue)
         if queued < self._wake_at:
             self._queue.append(line)
@@ -350,24 +333,6 @@ class Emitter:
     def __repr__(self) -> str:
         where = f"kafka={self.kafka!r}" if self.kafka else f"path={str(self.path)!r}"
         return f"Emitter(run={self.run!r}, component={self.component!r}, {where})"
-
-
-def _learn_kind(kind: object) -> None:
-    if not isinstance(kind, str) or len(kind) > 100 or not re.fullmatch(KIND_PATTERN, kind):
-        raise ValueError(f"kind {kind!r} is not a dotted lowercase name like 'step.done'")
-    if len(_GOOD_KINDS) < 10_000:
-        _GOOD_KINDS.add(kind)
-
-
-def _validate_slowly(kind: str, line: str) -> None:
-    """Full pydantic validation of the exact wire form, for shapes the cheap checks doubt."""
-    try:
-        validate(json.loads(line))
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)
-        )
-        raise ValueError(f"invalid {kind} event: {problems}") from None
 
 
 # --- fork safety ---------------------------------------------------------------------------

@@ -13,15 +13,20 @@ A batch cut short by an outage may reach the broker twice: consumers apply an id
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from runwatch.emitters.producer import (
+    abandon_producer,
+    close_producer,
+    make_producer,
+    partitioner,
+    reachable,
+)
 from runwatch.emitters.spool import Spool
 
 log = logging.getLogger("runwatch.emitters")
@@ -30,29 +35,6 @@ log = logging.getLogger("runwatch.emitters")
 _POISON = ("MessageSizeTooLargeError", "InvalidRecordError", "CorruptRecordError")
 _RUN_OF_LINE = re.compile(r'\{"v":1,"run":"([A-Za-z0-9._:/@+-]{1,200})"')
 REPLAY_CHUNK = 2000
-
-
-class _Demote(logging.Filter):
-    """kafka-python logs every refused reconnect as an error; during an outage that is
-    expected and handled here, so records from our producer's threads become DEBUG records,
-    shown only where the `kafka` logger is set to DEBUG (our own warning says once that
-    Kafka is away, and why)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if "runwatch-" not in (record.threadName or "") or record.levelno >= logging.CRITICAL:
-            return True
-        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return logging.getLogger("kafka").getEffectiveLevel() <= logging.DEBUG
-
-
-_DEMOTE = _Demote()
-
-
-def _quiet_kafka_logs() -> None:
-    for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        ours = name == "kafka" or name.startswith("kafka.")
-        if ours and isinstance(logger, logging.Logger) and _DEMOTE not in logger.filters:
-            logger.addFilter(_DEMOTE)
 
 
 class Destination(Protocol):
@@ -104,43 +86,8 @@ class SpoolDestination:
         self.spool.forget()
 
 
-#: Kept alive for good in a forked child: collecting or closing a producer inherited from the
-#: parent would shut down sockets the parent still uses.
+#: Producers inherited from a parent, kept from collection for good (see abandon_producer).
 _ORPHANED: list[Any] = []
-
-
-def _close_producer(producer: Any, timeout: float) -> None:
-    """Close a producer, also one with records the broker never confirmed.
-
-    kafka-python's `close()` raises from its flush when records are unconfirmed at the
-    timeout, before it stops its network thread; that thread and its sockets would then
-    outlive the producer. So stop it the way `close()` would have gone on to.
-    """
-    try:
-        producer.close(timeout=timeout)
-        return
-    except Exception:
-        log.debug("runwatch: the producer did not close cleanly; forcing it", exc_info=True)
-    sender = getattr(producer, "_sender", None)
-    try:
-        if sender is not None:
-            sender.force_close()
-            sender.join(1.0)
-        producer._closed = True  # nothing left for its __del__ to do
-    except Exception:
-        log.debug("runwatch: forcing the producer closed failed", exc_info=True)
-
-
-class _Memo(dict[bytes, "int | None"]):
-    """A dict that computes missing keys once."""
-
-    def __init__(self, compute: Callable[[bytes], int]) -> None:
-        super().__init__()
-        self._compute = compute
-
-    def __missing__(self, key: bytes) -> int:
-        value = self[key] = self._compute(key)
-        return value
 
 
 class KafkaDestination:
@@ -168,7 +115,7 @@ class KafkaDestination:
         self.send_timeout = send_timeout
         self.max_backoff = max_backoff
         self.on_connect = on_connect
-        #: Names kafka-python's threads too, which is how `_Demote` knows them.
+        #: kafka-python names its threads after it, which is how its logs are told apart.
         self.client_id = f"runwatch-{os.getpid()}"
         self.producer: Any = None
         self.sent = 0
@@ -180,59 +127,26 @@ class KafkaDestination:
 
     # --- connection --------------------------------------------------------------------
 
-    def _reachable(self) -> bool:
-        """Whether any bootstrap server accepts a TCP connection: a cheap first probe, so an
-        outage costs neither kafka-python's bootstrap timeout nor the sockets it leaves."""
-        if {"socks5_proxy", "proxy_url"} & set(self.options):
-            return True  # only the proxy knows
-        for server in self.bootstrap.split(","):
-            host, sep, port = server.strip().rpartition(":")
-            host, port = (host, port) if sep else (port, "9092")
-            try:
-                timeout = min(self.connect_timeout, 1.0)
-                socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-            except (OSError, ValueError):
-                continue
-            return True
-        return False
-
     def _connect(self) -> bool:
-        if not self._reachable():
+        if not reachable(self.bootstrap, self.options, min(self.connect_timeout, 1.0)):
             self._down("no bootstrap server accepts connections")
             return False
-        clients: list[Any] = []
+        config: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap.split(","),
+            "client_id": self.client_id,
+            "acks": "all",
+            "enable_idempotence": True,
+            "compression_type": "gzip",
+            "linger_ms": 5,
+            "max_block_ms": int(self.send_timeout * 1000),
+            "request_timeout_ms": int(self.send_timeout * 1000),
+            "delivery_timeout_ms": int(self.send_timeout * 2000) + 5,
+            "bootstrap_timeout_ms": int(self.connect_timeout * 1000),
+            "reconnect_backoff_max_ms": 1000,
+        }
         try:
-            from kafka import KafkaProducer
-
-            _quiet_kafka_logs()
-            config: dict[str, Any] = {
-                "bootstrap_servers": self.bootstrap.split(","),
-                "client_id": self.client_id,
-                "acks": "all",
-                "enable_idempotence": True,
-                "compression_type": "gzip",
-                "linger_ms": 5,
-                "max_block_ms": int(self.send_timeout * 1000),
-                "request_timeout_ms": int(self.send_timeout * 1000),
-                "delivery_timeout_ms": int(self.send_timeout * 2000) + 5,
-                "bootstrap_timeout_ms": int(self.connect_timeout * 1000),
-                "reconnect_backoff_max_ms": 1000,
-            }
-            # A producer that fails to bootstrap leaves its client's sockets open; keep hold
-            # of the client so that a failed attempt can be cleaned up.
-            make_client = KafkaProducer.DEFAULT_CONFIG["kafka_client"]
-
-            def client(**kwargs: Any) -> Any:
-                clients.append(made := make_client(**kwargs))
-                return made
-
-            self.producer = KafkaProducer(**{**config, "kafka_client": client, **self.options})
+            self.producer = make_producer({**config, **self.options})
         except Exception as err:
-            for made in clients:
-                try:
-                    made.close()
-                except Exception:
-                    log.debug("closing a half-built Kafka client failed", exc_info=True)
             self._down(f"cannot connect: {err!r}")
             return False
         with self.spool.lock:
@@ -254,7 +168,7 @@ class KafkaDestination:
     def _down(self, why: str) -> None:
         if self.producer is not None:
             producer, self.producer = self.producer, None
-            _close_producer(producer, 0.0)  # unconfirmed records are in the spool already
+            close_producer(producer, 0.0)  # unconfirmed records are in the spool already
         if self._down_since is None:
             self._down_since = time.monotonic()
             log.warning(
@@ -273,37 +187,15 @@ class KafkaDestination:
         m = _RUN_OF_LINE.match(line)
         return m.group(1).encode() if m is not None else self.key
 
-    def _partitions(self) -> dict[bytes, int | None]:
-        """Key -> partition as kafka-python's default partitioner picks it, per batch.
-
-        Its pure-Python murmur2 per record is a fifth of `send()`; one hash per key and batch
-        leaves more of the GIL to the caller. With a custom partitioner, it decides alone.
-        """
-        if "partitioner" in self.options:
-            return collections.defaultdict(lambda: None)
-        try:
-            from kafka.partitioner.default import murmur2
-
-            partitions = sorted(self.producer.partitions_for(self.topic))
-        except Exception:
-            return collections.defaultdict(lambda: None)
-
-        def pick(key: bytes) -> int:
-            return int(partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)])
-
-        return _Memo(pick)
-
     def _send(self, lines: Sequence[str], live: bool) -> int:
         """Send and wait; return how many leading lines are settled (confirmed or poison)."""
         producer, futures, topic = self.producer, [], self.topic
         try:
-            partition = self._partitions()
+            partition_of = partitioner(producer, topic, self.options)
             for line in lines:
                 key = self.key if live else self._key_of(line)
-                future = producer.send(
-                    topic, value=line.encode(), key=key, partition=partition[key]
-                )
-                futures.append(future)
+                value = line.encode()
+                futures.append(producer.send(topic, value, key, partition=partition_of[key]))
             producer.flush(timeout=self.send_timeout)
         except Exception as err:
             why = repr(err)
@@ -373,17 +265,12 @@ class KafkaDestination:
             self._replay_some()
         if self.producer is not None:
             producer, self.producer = self.producer, None
-            _close_producer(producer, max(0.0, deadline - time.monotonic()))
+            close_producer(producer, max(0.0, deadline - time.monotonic()))
         with self.spool.lock:
             self.spool.close()
 
     def orphan(self) -> None:
         if self.producer is not None:
-            import atexit
-
-            _ORPHANED.append(self.producer)
-            cleanup = getattr(self.producer, "_cleanup", None)
-            if cleanup is not None:
-                atexit.unregister(cleanup)
+            abandon_producer(self.producer, _ORPHANED)
             self.producer = None
         self.spool.forget()
