@@ -89,12 +89,7 @@ class Engine:
             return []
         target = max(self.now, event.ts) if now is None else max(self.now, now)
         tracked = self.runs.get(event.run)
-        overrides = None
-        if event.kind == "run.started":
-            try:
-                overrides = self.config.run_params(getattr(event, "config", None))
-            except ConfigError as err:
-                raise InvalidEvent(f"run.started {err}") from None
+        overrides = self._run_params(event)
         out = self.advance(target)
         new_run = tracked is None
         if tracked is None:
@@ -112,6 +107,22 @@ class Engine:
         for i in indexes:
             self._evaluate(tracked, i, self.now, out)
         return out
+
+    def check(self, event: ev.Event) -> None:
+        """Raise InvalidEvent if `apply` would refuse this event (a bad `run.started.config`).
+
+        Drivers that hold events before applying them (the reorder window) check first, so
+        that an event that will be refused moves nothing, not even the window's watermark.
+        """
+        self._run_params(event)
+
+    def _run_params(self, event: ev.Event) -> dict[str, Params] | None:
+        if event.kind != "run.started":
+            return None
+        try:
+            return self.config.run_params(getattr(event, "config", None))
+        except ConfigError as err:
+            raise InvalidEvent(f"run.started {err}") from None
 
     def advance(self, now: float) -> list[Alert]:
         """Move time forward to `now`, evaluating every check that falls due on the way."""

@@ -48,6 +48,7 @@ def replay(
             continue
         try:
             event = decode(raw)
+            engine.check(event)  # one the engine will refuse must not move the window
         except InvalidEvent as err:
             report(BadLine(source, number, err.reason))
             continue
