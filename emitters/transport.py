@@ -35,6 +35,7 @@ log = logging.getLogger("runwatch.emitters")
 _POISON = ("MessageSizeTooLargeError", "InvalidRecordError", "CorruptRecordError")
 _RUN_OF_LINE = re.compile(r'\{"v":1,"run":"([A-Za-z0-9._:/@+-]{1,200})"')
 REPLAY_CHUNK = 2000
+ADOPT_EVERY_S = 60.0
 
 
 class Destination(Protocol):
@@ -122,6 +123,7 @@ class KafkaDestination:
         self._retry_at = 0.0
         self._backoff = 0.25
         self._down_since: float | None = None
+        self._adopted_at = 0.0
         #: The segment being replayed: its name, its lines, how many are confirmed.
         self._replaying: tuple[str, list[str], int] = ("", [], 0)
 
@@ -149,10 +151,7 @@ class KafkaDestination:
         except Exception as err:
             self._down(f"cannot connect: {err!r}")
             return False
-        with self.spool.lock:
-            adopted = self.spool.adopt_orphans()
-        if adopted:
-            log.warning("runwatch: sending %d segments left by exited processes", adopted)
+        self._adopt()
         if self._down_since is not None:
             log.warning(
                 "runwatch: Kafka at %s is back after %.0fs; sending spooled events",
@@ -245,9 +244,20 @@ class KafkaDestination:
             name, lines, done = "", [], 0
         self._replaying = (name, lines, done)
 
+    def _adopt(self) -> None:
+        """Take over what exited processes on this host left in the spool (at connect, then
+        once a minute: a worker may die while the broker is away and we are not)."""
+        self._adopted_at = time.monotonic()
+        with self.spool.lock:
+            adopted = self.spool.adopt_orphans()
+        if adopted:
+            log.warning("runwatch: sending %d segments left by exited processes", adopted)
+
     def tick(self) -> None:
         if self.producer is None and (time.monotonic() < self._retry_at or not self._connect()):
             return
+        if time.monotonic() - self._adopted_at > ADOPT_EVERY_S:
+            self._adopt()
         if self.spool.size > 0:
             self._replay_some()
 

@@ -7,6 +7,7 @@ stay up), stops it while the emitter keeps emitting, and starts it again on the 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,41 @@ def test_broker_outage_loses_nothing(tmp_path: Path, kafka_topic: str) -> None:
     assert events[-1]["kind"] == "heartbeat"
     assert events[-1]["final"] is True
     assert not list((spool / "kafka").glob("*.jsonl"))  # the backlog was sent and removed
+
+
+def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
+    kafka_broker: str, kafka_topic: str, tmp_path: Path
+) -> None:
+    pid = os.fork()
+    if pid == 0:  # a worker that dies while the broker is out of its reach
+        code = 1
+        try:
+            nowhere = f"127.0.0.1:{free_port()}"
+            em = Emitter(run="dead-worker", component="rollout", kafka=nowhere, spool=tmp_path,
+                         heartbeat=False, topic=kafka_topic)  # fmt: skip
+            for n in range(20):
+                em.emit("trajectory.started", traj=f"t-{n}")
+            em.close(timeout=0.5)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert list((tmp_path / "kafka").glob(f"events-*-{pid}-*.jsonl"))
+
+    em = Emitter(run="survivor", component="trainer", kafka=kafka_broker, topic=kafka_topic,
+                 spool=tmp_path, heartbeat=False)  # fmt: skip
+    em.emit("step.started", step=1)
+    em.close()
+    records = consume(kafka_broker, kafka_topic, want=21)
+    by_key: dict[bytes, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
+    for record in records:
+        event = json.loads(record.value)
+        if event["id"] not in seen:
+            seen.add(event["id"])
+            by_key.setdefault(record.key, []).append(event)
+    assert [e["traj"] for e in by_key[b"dead-worker"]] == [f"t-{n}" for n in range(20)]
+    assert all(e["src"]["pid"] == pid for e in by_key[b"dead-worker"])
+    assert [e["kind"] for e in by_key[b"survivor"]] == ["step.started"]
+    assert not list((tmp_path / "kafka").glob("*.jsonl"))
