@@ -161,3 +161,33 @@ def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
     assert all(e["src"]["pid"] == pid for e in by_key[b"dead-worker"])
     assert [e["kind"] for e in by_key[b"survivor"]] == ["step.started"]
     assert not list((tmp_path / "kafka").glob("*.jsonl"))
+
+
+def test_a_forked_child_leaves_the_parents_connection_alone(
+    kafka_broker: str, kafka_topic: str, tmp_path: Path
+) -> None:
+    em = Emitter(run="forking-run", component="rollout", kafka=kafka_broker, topic=kafka_topic,
+                 spool=tmp_path, heartbeat=False)  # fmt: skip
+    em.emit("step.done", step=0)
+    assert em.flush(30)  # connected: the child inherits a live producer
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for n in range(10):
+                em.emit("trajectory.started", traj=f"child-{n}")
+            em.close(timeout=30)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    for step in range(1, 11):
+        em.emit("step.done", step=step)
+    em.close()
+    events = first_of_each(consume(kafka_broker, kafka_topic, want=21))
+    parent = [e["step"] for e in events if e["src"]["pid"] == os.getpid()]
+    child = [e["traj"] for e in events if e["src"]["pid"] == pid]
+    assert parent == list(range(11))
+    assert child == [f"child-{n}" for n in range(10)]
+    assert not list((tmp_path / "kafka").glob("*.jsonl"))  # nobody had to spool
