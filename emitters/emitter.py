@@ -118,6 +118,11 @@ class Emitter:
                 )
         if kafka is not None and not (isinstance(kafka, str) and kafka.strip()):
             raise ValueError(f"kafka must be 'host:port[,host:port...]', not {kafka!r}")
+        if kafka is not None and kafka_options:
+            from kafka import KafkaProducer  # only now: a file destination never needs it
+
+            if unknown := sorted(set(kafka_options) - set(KafkaProducer.DEFAULT_CONFIG)):
+                raise ValueError(f"kafka_options has settings KafkaProducer lacks: {unknown}")
 
         self.run = run
         self.component = component

@@ -223,6 +223,8 @@ def test_bad_settings_raise(tmp_path: Path) -> None:
         Emitter(run="r", component="trainer", path=tmp_path, max_queue=0)
     with pytest.raises(ValueError, match="topic"):
         Emitter(run="r", component="trainer", kafka="127.0.0.1:9", topic="no spaces")
+    with pytest.raises(ValueError, match="lingr_ms"):
+        Emitter(run="r", component="trainer", kafka="127.0.0.1:9", kafka_options={"lingr_ms": 5})
     with pytest.raises(ValueError, match="rank"):
         Emitter(run="r", component="trainer", path=tmp_path, rank="0")  # type: ignore[arg-type]
 
