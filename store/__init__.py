@@ -1,1 +1,12 @@
-"""DuckDB history: schema, sink, queries and backtests."""
+"""runwatch.store: the history of every run in DuckDB -- schema, sink, queries, backtests."""
+
+from runwatch.store.exceptions import (
+    NotAStore,
+    QueryFailed,
+    QueryRefused,
+    StoreError,
+    StoreLocked,
+)
+from runwatch.store.store import Store
+
+__all__ = ["NotAStore", "QueryFailed", "QueryRefused", "Store", "StoreError", "StoreLocked"]

@@ -1,0 +1,324 @@
+"""`Store`: one DuckDB file holding every valid event, every alert transition and the
+consumer positions that say how far the history goes.
+
+Writes are batches: the raw JSON of a batch goes to DuckDB as one Arrow column and DuckDB
+types it (`schema.insert_events_sql`); ids already stored are skipped (`INSERT OR IGNORE` on
+the `id` primary key), so a redelivered event is stored once. `transaction()` puts rows and
+positions in one commit: after a crash either both are there or neither is.
+
+DuckDB lets one process write a file, and no other process may open it meanwhile, not even to
+read. Writers therefore hold the file only for the length of a batch (`Store.writer` per
+flush, see `runwatch.store.writer`) and readers open it read-only between batches; both
+sides wait for the lock (`wait=`) instead of failing at the first conflict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from runwatch.emitters.events import Event
+from runwatch.store import schema, views
+from runwatch.store.exceptions import NotAStore, StoreError, StoreLocked
+from runwatch.stream.alerts import Alert
+from runwatch.stream.decode import decode
+
+#: What write_events takes: the event as received (bytes, text, or a parsed object) and,
+#: when the caller has decoded it already, the validated event.
+RawEvent = bytes | str | Mapping[str, Any]
+EventItem = tuple[RawEvent, Event | None]
+
+_BOM = b"\xef\xbb\xbf"
+_LOCK_RE = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _as_bytes(raw: RawEvent) -> bytes:
+    if isinstance(raw, bytes):
+        return raw[3:] if raw[:3] == _BOM else raw
+    if isinstance(raw, str):
+        return raw.lstrip("\ufeff").encode("utf-8", "surrogatepass")
+    # Python's json keeps NaN/Infinity as the tokens emitters write; DuckDB reads them.
+    return json.dumps(raw, separators=(",", ":")).encode()
+
+
+def _is_lock_error(err: duckdb.Error) -> bool:
+    return "Could not set lock" in str(err) or "Conflicting lock" in str(err)
+
+
+def _lock_holder(err: duckdb.Error) -> str:
+    m = _LOCK_RE.search(str(err))
+    return f" (held by PID {m.group(2)})" if m else ""
+
+
+def connect(
+    path: str | Path, *, read_only: bool, wait: float = 30.0, external_access: bool = True
+) -> duckdb.DuckDBPyConnection:
+    """Open the file, waiting up to `wait` seconds while another process holds its lock.
+
+    Raises NotAStore for a missing file (when reading) or a file that is not DuckDB, and
+    StoreLocked when the lock stayed taken for `wait` seconds.
+    """
+    p = Path(path)
+    if read_only and not p.is_file():
+        raise NotAStore(f"{p}: no such file")
+    if not read_only and p.exists() and not p.is_file():
+        raise NotAStore(f"{p}: not a file")
+    config: dict[str, Any] = {}
+    if not external_access:
+        config["enable_external_access"] = False
+    deadline = time.monotonic() + wait
+    delay = 0.01
+    while True:
+        try:
+            con = duckdb.connect(str(p), read_only=read_only, config=config)
+            break
+        except duckdb.Error as err:
+            if _is_lock_error(err):
+                if time.monotonic() >= deadline:
+                    raise StoreLocked(
+                        f"{p}: in use by another process{_lock_holder(err)} for more than "
+                        f"{wait:g} s; the sink holds it only while writing a batch, so retry, "
+                        "or raise --wait"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            message = str(err).splitlines()[0]
+            if "not a valid DuckDB database file" in message or "database file" in message:
+                raise NotAStore(f"{p}: not a DuckDB database file") from None
+            raise NotAStore(f"{p}: cannot open: {message}") from None
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+class Store:
+    """A connection to one history file; `Store.writer(path)` or `Store.reader(path)`."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+        self._in_tx = False
+        self._event_seq = 0
+        self._alert_seq = 0
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def writer(cls, path: str | Path, *, wait: float = 30.0) -> Store:
+        """Open for writing, creating the file and its schema if needed."""
+        con = connect(path, read_only=False, wait=wait)
+        try:
+            store = cls(con, Path(path), read_only=False)
+            store._ensure_schema()
+        except BaseException:
+            con.close()
+            raise
+        return store
+
+    @classmethod
+    def reader(cls, path: str | Path, *, wait: float = 30.0, external_access: bool = True) -> Store:
+        """Open read-only; the file must already hold a runwatch history."""
+        con = connect(path, read_only=True, wait=wait, external_access=external_access)
+        try:
+            found = con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('events', 'alert_log')"
+            ).fetchone()
+            if not found or found[0] != 2:
+                raise NotAStore(f"{path}: a DuckDB file, but not a runwatch store (no events)")
+        except BaseException:
+            con.close()
+            raise
+        return cls(con, Path(path), read_only=True)
+
+    def _ensure_schema(self) -> None:
+        con = self.con
+        con.execute("BEGIN")
+        try:
+            for ddl in schema.TABLES:
+                con.execute(ddl)
+            want = str(schema.SCHEMA_VERSION) + ":" + str(hash_views())
+            have = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if have is None or have[0] != want:
+                for ddl in views.create_views_sql():
+                    con.execute(ddl)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", [want])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        row = con.execute(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM events),"
+            " (SELECT coalesce(max(seq), 0) FROM alert_log)"
+        ).fetchone()
+        assert row is not None
+        self._event_seq, self._alert_seq = int(row[0]), int(row[1])
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """Everything written inside commits together, or not at all."""
+        if self._in_tx:
+            yield self
+            return
+        seqs = (self._event_seq, self._alert_seq)
+        self.con.execute("BEGIN")
+        self._in_tx = True
+        try:
+            yield self
+        except BaseException:
+            self._in_tx = False
+            self.con.execute("ROLLBACK")
+            self._event_seq, self._alert_seq = seqs
+            raise
+        self._in_tx = False
+        self.con.execute("COMMIT")
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only")
+
+    def write_events(self, items: Sequence[EventItem | RawEvent]) -> int:
+        """Store a batch of valid events; returns how many were new (ids not stored yet).
+
+        An item is the event as received, or (as received, decoded event). Items without a
+        decoded event are validated here (raises InvalidEvent: nothing of the batch is
+        written). Raw JSON that DuckDB cannot read goes to `invalid_events` with the reason.
+        """
+        self._check_writable()
+        if not items:
+            return 0
+        raws: list[bytes] = []
+        for item in items:
+            if isinstance(item, tuple):
+                raw, event = item
+            else:
+                raw, event = item, None
+            data = _as_bytes(raw)
+            if event is None:
+                decode(data)  # raises InvalidEvent
+            raws.append(data)
+        seq0 = self._event_seq + 1
+        batch = pa.table(
+            {
+                "seq": pa.array(range(seq0, seq0 + len(raws)), pa.int64()),
+                "raw": pa.array(raws, pa.string()),
+            }
+        )
+        with self.transaction():
+            self.con.register("_rw_batch", batch)
+            try:
+                self.con.execute(
+                    "INSERT INTO invalid_events SELECT now()::TIMESTAMP, 'store', "
+                    "'DuckDB cannot read this JSON', CAST(raw AS BLOB) "
+                    "FROM _rw_batch WHERE NOT json_valid(raw)"
+                )
+                row = self.con.execute(
+                    schema.insert_events_sql("(SELECT * FROM _rw_batch WHERE json_valid(raw))")
+                ).fetchone()
+            finally:
+                self.con.unregister("_rw_batch")
+        self._event_seq += len(raws)
+        return int(row[0]) if row else 0
+
+    def write_alerts(self, alerts: Sequence[Alert | Mapping[str, Any]]) -> int:
+        """Store alert transitions (contract §3); returns how many were new."""
+        self._check_writable()
+        if not alerts:
+            return 0
+        dicts = [a.to_dict() if isinstance(a, Alert) else dict(a) for a in alerts]
+        seq0 = self._alert_seq + 1
+        cols: dict[str, list[Any]] = {
+            "seq": list(range(seq0, seq0 + len(dicts))),
+            "id": [d["id"] for d in dicts],
+            "ts": [float(d["ts"]) for d in dicts],
+            "rule": [d["rule"] for d in dicts],
+            "run": [d["run"] for d in dicts],
+            "state": [d["state"] for d in dicts],
+            "severity": [d["severity"] for d in dicts],
+            "key": [d["key"] for d in dicts],
+            "subject": [d.get("subject") for d in dicts],
+            "since": [float(d["since"]) for d in dicts],
+            "summary": [d["summary"] for d in dicts],
+            "details": [json.dumps(d.get("details") or {}) for d in dicts],
+            "raw": [json.dumps(d) for d in dicts],
+        }
+        batch = pa.table(cols)
+        with self.transaction():
+            self.con.register("_rw_alerts", batch)
+            try:
+                row = self.con.execute(schema.ALERT_INSERT.format(source="_rw_alerts")).fetchone()
+            finally:
+                self.con.unregister("_rw_alerts")
+        self._alert_seq += len(dicts)
+        return int(row[0]) if row else 0
+
+    def write_invalid(self, items: Sequence[tuple[str, str, bytes]]) -> None:
+        """Keep invalid input with its reason: (source, reason, raw bytes)."""
+        self._check_writable()
+        if not items:
+            return
+        with self.transaction():
+            self.con.executemany(
+                "INSERT INTO invalid_events VALUES (now()::TIMESTAMP, ?, ?, ?)",
+                [(src, reason, raw) for src, reason, raw in items],
+            )
+
+    def positions(self, consumer: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the next offset to read, as last committed with the rows."""
+        rows = self.con.execute(
+            'SELECT topic, "partition", next_offset FROM positions WHERE consumer = ?',
+            [consumer],
+        ).fetchall()
+        return {(str(t), int(p)): int(o) for t, p, o in rows}
+
+    def set_positions(self, consumer: str, positions: Mapping[tuple[str, int], int]) -> None:
+        self._check_writable()
+        if not positions:
+            return
+        with self.transaction():
+            self.con.executemany(
+                "INSERT OR REPLACE INTO positions VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
+                [(consumer, t, p, o) for (t, p), o in positions.items()],
+            )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def count_events(self, run: str | None = None) -> int:
+        if run is None:
+            row = self.con.execute("SELECT count(*) FROM events").fetchone()
+        else:
+            row = self.con.execute("SELECT count(*) FROM events WHERE run = ?", [run]).fetchone()
+        return int(row[0]) if row else 0
+
+
+def hash_views() -> str:
+    """A fingerprint of the view definitions, so a newer runwatch refreshes them on open."""
+    import hashlib
+
+    text = "\n".join(views.create_views_sql())
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def default_db() -> str:
+    """The history file: $RUNWATCH_DB, else runwatch.duckdb in the working directory."""
+    return os.environ.get("RUNWATCH_DB", "runwatch.duckdb")

@@ -1,0 +1,321 @@
+"""Views that answer the common questions about past runs without writing joins.
+
+Times come twice: `*_ts` columns are epoch seconds (event time, as in the events), and the
+matching TIMESTAMP columns (UTC) are for people and for date arithmetic.
+
+`idle_spans` / `idle_gaps` compute the GPU-idle-with-pending time in SQL over stored events,
+with the engine's definition (contract §4, `inference_idle_with_pending` without `idle_for`,
+as `idle_gap_growing` counts it): at every moment, the condition holds when at least one
+trajectory of the run is pending (started, not done, run not finished), the run has shown an
+inference server that has not exited cleanly (`heartbeat final`), and every such server is
+idle (its latest `inference.stats` says 0 running and 0 waiting; a server without stats: no
+request in flight). Each step's gap is how much of [step.started, step.done] that held.
+Events are taken in event-time order; tests/unit/store/test_views.py holds the SQL to the
+engine's per-step gaps on the incidents and on random histories.
+"""
+
+from __future__ import annotations
+
+
+def ts(expr: str) -> str:
+    """Epoch seconds -> UTC TIMESTAMP."""
+    return f"make_timestamp(CAST(({expr}) * 1e6 AS BIGINT))"
+
+
+REWARD_KEYS = (
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "task_reward/avg",
+    "reward/mean",
+    "reward",
+)
+_metric_reward = "coalesce(" + ", ".join(f"metrics['{k}']" for k in REWARD_KEYS) + ")"
+
+VIEWS: dict[str, str] = {}
+
+VIEWS["_run_bounds"] = """
+    SELECT run, min(ts) AS first_ts, max(ts) AS last_ts, count(*) AS events,
+           min(ts) FILTER (WHERE kind = 'run.finished') AS finished_ts
+    FROM events GROUP BY run
+"""
+
+VIEWS["runs"] = f"""
+    WITH ev AS (
+        SELECT run, min(ts) AS first_ts, max(ts) AS last_ts, count(*) AS events,
+               arg_min(status, ts) FILTER (WHERE kind = 'run.finished') AS finished_status,
+               min(ts) FILTER (WHERE kind = 'run.finished') AS finished_ts,
+               max(step) FILTER (WHERE kind = 'step.done') AS last_step,
+               arg_max(total_steps, ts) FILTER (WHERE kind = 'run.started') AS total_steps,
+               arg_max(labels, ts) FILTER (WHERE kind = 'run.started' AND labels IS NOT NULL)
+                 AS labels
+        FROM events GROUP BY run
+    ), latest AS (
+        SELECT run, rule, key, arg_max(state, seq) AS state FROM alert_log GROUP BY run, rule, key
+    ), open AS (
+        SELECT run, count(*) AS open_alerts, list(DISTINCT rule ORDER BY rule) AS open_rules
+        FROM latest WHERE state = 'firing' GROUP BY run
+    )
+    SELECT ev.run,
+           coalesce(ev.finished_status, 'running') AS status,
+           {ts("ev.first_ts")} AS first_seen,
+           {ts("ev.last_ts")} AS last_seen,
+           ev.last_step, ev.total_steps, ev.labels, ev.events,
+           coalesce(open.open_alerts, 0) AS open_alerts,
+           coalesce(open.open_rules, []) AS open_rules,
+           ev.first_ts, ev.last_ts, ev.finished_ts
+    FROM ev LEFT JOIN open USING (run)
+"""
+
+VIEWS["steps"] = f"""
+    WITH s AS (
+        SELECT run, step,
+               min(ts) FILTER (WHERE kind = 'step.started') AS start_ts,
+               min(ts) FILTER (WHERE kind = 'step.done') AS end_ts,
+               arg_min(duration_s, ts) FILTER (WHERE kind = 'step.done') AS reported_s,
+               arg_min(timing, ts) FILTER (WHERE kind = 'step.done') AS timing,
+               arg_max(mean, ts) FILTER (WHERE kind = 'reward') AS reward_mean,
+               arg_max({_metric_reward}, ts)
+                 FILTER (WHERE kind = 'step.metrics' AND {_metric_reward} IS NOT NULL)
+                 AS metric_reward,
+               arg_max(metrics, ts) FILTER (WHERE kind = 'step.metrics') AS metrics
+        FROM events
+        WHERE kind IN ('step.started', 'step.done', 'reward', 'step.metrics')
+          AND step IS NOT NULL
+        GROUP BY run, step
+    )
+    SELECT run, step, {ts("start_ts")} AS start, {ts("end_ts")} AS "end",
+           coalesce(reported_s, end_ts - start_ts) AS duration_s,
+           timing, coalesce(reward_mean, metric_reward) AS reward, metrics,
+           start_ts, end_ts
+    FROM s
+"""
+
+VIEWS["trajectory_phases"] = f"""
+    WITH t AS (
+        SELECT run, traj, ts, seq, kind,
+               CASE WHEN kind = 'trajectory.started' THEN 'generate' ELSE phase END AS phase
+        FROM events
+        WHERE kind IN ('trajectory.started', 'trajectory.phase', 'trajectory.done')
+          AND traj IS NOT NULL
+    ), seg AS (
+        SELECT *, lead(ts) OVER (PARTITION BY run, traj ORDER BY ts, seq) AS next_ts
+        FROM t
+    )
+    SELECT seg.run, traj, phase, seg.ts AS start_ts,
+           coalesce(next_ts, greatest(b.last_ts, seg.ts)) AS end_ts,
+           {ts("seg.ts")} AS start,
+           coalesce(next_ts, greatest(b.last_ts, seg.ts)) - seg.ts AS seconds,
+           next_ts IS NULL AS ongoing
+    FROM seg JOIN _run_bounds b USING (run)
+    WHERE kind <> 'trajectory.done'
+"""
+
+VIEWS["trajectories"] = f"""
+    WITH b AS (
+        SELECT run, traj,
+               min(ts) FILTER (WHERE kind = 'trajectory.started') AS start_ts,
+               min(ts) FILTER (WHERE kind = 'trajectory.done') AS end_ts,
+               arg_min(step, ts) FILTER (WHERE kind = 'trajectory.started') AS step,
+               arg_min(status, ts) FILTER (WHERE kind = 'trajectory.done') AS status,
+               arg_min(reward, ts) FILTER (WHERE kind = 'trajectory.done') AS reward,
+               arg_min(duration_s, ts) FILTER (WHERE kind = 'trajectory.done') AS reported_s,
+               arg_max(phase, ts) FILTER (WHERE kind = 'trajectory.phase') AS last_phase
+        FROM events
+        WHERE kind IN ('trajectory.started', 'trajectory.phase', 'trajectory.done')
+          AND traj IS NOT NULL
+        GROUP BY run, traj
+    ), p AS (
+        SELECT run, traj, map_from_entries(list({{'k': phase, 'v': s}} ORDER BY phase))
+                 AS time_per_phase
+        FROM (SELECT run, traj, phase, sum(seconds) AS s FROM trajectory_phases
+              GROUP BY run, traj, phase)
+        GROUP BY run, traj
+    )
+    SELECT b.run, b.traj, b.step, {ts("b.start_ts")} AS start, {ts("b.end_ts")} AS "end",
+           coalesce(b.reported_s,
+                    coalesce(b.end_ts, greatest(r.finished_ts, r.last_ts)) - b.start_ts)
+             AS duration_s,
+           coalesce(b.status, CASE WHEN r.finished_ts IS NULL THEN 'pending'
+                                   ELSE 'unfinished' END) AS status,
+           b.reward, coalesce(b.last_phase, 'generate') AS phase, p.time_per_phase,
+           b.start_ts, b.end_ts
+    FROM b JOIN _run_bounds r USING (run) LEFT JOIN p USING (run, traj)
+"""
+
+VIEWS["inference"] = f"""
+    SELECT run, server, ts, {ts("ts")} AS time, running, waiting, kv_cache_usage,
+           gen_tokens_per_s, process
+    FROM events WHERE kind = 'inference.stats'
+"""
+
+VIEWS["alerts"] = f"""
+    WITH latest AS (SELECT key, max(seq) AS seq FROM alert_log GROUP BY key)
+    SELECT a.run, a.time, a.rule, a.state, a.severity, a.subject, a.summary,
+           {ts("a.since")} AS since, a.details, a.key, a.id, a.ts, a.since AS since_ts,
+           (a.state = 'firing' AND a.seq = latest.seq) AS open
+    FROM alert_log a JOIN latest USING (key)
+"""
+
+# -- GPU idle while trajectories wait ----------------------------------------------------------
+
+VIEWS["_servers"] = """
+    -- every inference server a run showed, and the process whose heartbeats vouch for it
+    SELECT run, srv,
+           coalesce(arg_max(process, ts) FILTER (WHERE kind = 'inference.stats'),
+                    arg_min(process, ts) FILTER (WHERE component = 'inference')) AS process,
+           min(ts) AS first_ts
+    FROM (SELECT run, ts, kind, component, process,
+                 CASE WHEN kind = 'inference.stats' THEN server
+                      ELSE coalesce(nullif(server, ''), instance, host, 'inference') END AS srv
+          FROM events
+          WHERE kind IN ('inference.stats', 'request.queued', 'request.done'))
+    GROUP BY run, srv
+"""
+
+VIEWS["_server_changes"] = """
+    -- per server and moment: +/-1 changes of "live" and of "live and busy"
+    WITH ev AS (
+        SELECT run, ts, kind, running, waiting, req,
+               CASE WHEN kind = 'inference.stats' THEN server
+                    ELSE coalesce(nullif(server, ''), instance, host, 'inference') END AS srv
+        FROM events WHERE kind IN ('inference.stats', 'request.queued', 'request.done')
+    ), reqs AS (
+        SELECT run, srv, req,
+               min(ts) FILTER (WHERE kind = 'request.queued') AS q,
+               min(ts) FILTER (WHERE kind = 'request.done') AS d
+        FROM ev WHERE kind <> 'inference.stats' GROUP BY run, srv, req
+    ), final_procs AS (
+        SELECT DISTINCT run, process FROM events WHERE kind = 'heartbeat' AND final
+    ), sig AS (
+        SELECT run, srv, ts, (running > 0 OR waiting > 0) AS stats_busy,
+               CAST(NULL AS INTEGER) AS dflight, CAST(NULL AS BOOLEAN) AS fin
+        FROM ev WHERE kind = 'inference.stats'
+        UNION ALL
+        SELECT run, srv, q, NULL, 1, NULL FROM reqs WHERE q IS NOT NULL AND (d IS NULL OR d >= q)
+        UNION ALL
+        SELECT run, srv, d, NULL, -1, NULL FROM reqs WHERE q IS NOT NULL AND d >= q
+        UNION ALL
+        SELECT run, srv, first_ts, NULL, 0, NULL FROM _servers
+        UNION ALL
+        SELECT h.run, s.srv, h.ts, NULL, NULL, coalesce(h.final, false)
+        FROM events h
+        JOIN final_procs f ON h.run = f.run AND h.process = f.process
+        JOIN _servers s ON h.run = s.run AND h.process = s.process
+        WHERE h.kind = 'heartbeat' AND h.ts >= s.first_ts
+    ), st AS (
+        SELECT DISTINCT run, srv, ts,
+               last_value(stats_busy IGNORE NULLS) OVER w AS sb,
+               sum(dflight) OVER w AS flight,
+               last_value(fin IGNORE NULLS) OVER w AS fin
+        FROM sig
+        WINDOW w AS (PARTITION BY run, srv ORDER BY ts
+                     RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    ), ind AS (
+        SELECT run, srv, ts,
+               CAST(NOT coalesce(fin, false) AS INTEGER) AS live,
+               CAST(NOT coalesce(fin, false)
+                    AND (CASE WHEN sb IS NOT NULL THEN sb ELSE flight > 0 END) AS INTEGER) AS busy
+        FROM st
+    )
+    SELECT run, ts,
+           live - coalesce(lag(live) OVER w, 0) AS d_live,
+           busy - coalesce(lag(busy) OVER w, 0) AS d_busy
+    FROM ind
+    WINDOW w AS (PARTITION BY run, srv ORDER BY ts)
+"""
+
+VIEWS["idle_spans"] = f"""
+    -- the stretches of event time during which every live server was idle while work waited
+    WITH tb AS (
+        SELECT run, traj,
+               min(ts) FILTER (WHERE kind = 'trajectory.started') AS s,
+               min(ts) FILTER (WHERE kind = 'trajectory.done') AS d
+        FROM events WHERE kind IN ('trajectory.started', 'trajectory.done')
+        GROUP BY run, traj
+    ), changes AS (
+        SELECT run, ts, 0 AS dp, d_live AS dl, d_busy AS db, 0 AS fin FROM _server_changes
+        UNION ALL
+        SELECT run, s, 1, 0, 0, 0 FROM tb WHERE s IS NOT NULL AND (d IS NULL OR d >= s)
+        UNION ALL
+        SELECT run, d, -1, 0, 0, 0 FROM tb WHERE s IS NOT NULL AND d >= s
+        UNION ALL
+        SELECT run, finished_ts, 0, 0, 0, 1 FROM _run_bounds WHERE finished_ts IS NOT NULL
+    ), per_ts AS (
+        SELECT run, ts, sum(dp) AS dp, sum(dl) AS dl, sum(db) AS db, max(fin) AS fin
+        FROM changes GROUP BY run, ts
+    ), state AS (
+        SELECT run, ts,
+               sum(dp) OVER w > 0 AND sum(dl) OVER w > 0 AND sum(db) OVER w = 0
+                 AND max(fin) OVER w = 0 AS idle
+        FROM per_ts
+        WINDOW w AS (PARTITION BY run ORDER BY ts ROWS UNBOUNDED PRECEDING)
+    ), edges AS (
+        SELECT run, ts, idle FROM (
+            SELECT run, ts, idle, lag(idle, 1, false) OVER (PARTITION BY run ORDER BY ts) AS prev
+            FROM state)
+        WHERE idle <> prev
+    ), spans AS (
+        SELECT run, ts AS start_ts, idle,
+               lead(ts) OVER (PARTITION BY run ORDER BY ts) AS end_ts
+        FROM edges
+    )
+    SELECT spans.run, {ts("start_ts")} AS start,
+           {ts("coalesce(end_ts, b.last_ts)")} AS "end",
+           coalesce(end_ts, b.last_ts) - start_ts AS seconds,
+           end_ts IS NULL AS ongoing, start_ts, coalesce(end_ts, b.last_ts) AS end_ts
+    FROM spans JOIN _run_bounds b USING (run)
+    WHERE idle
+"""
+
+VIEWS["idle_gaps"] = f"""
+    -- per step: seconds of [step.started, step.done] during which the GPU sat idle while
+    -- trajectories waited (contract §4, idle_gap_growing)
+    WITH s AS (
+        SELECT run, step,
+               min(ts) FILTER (WHERE kind = 'step.started') AS start_ts,
+               min(ts) FILTER (WHERE kind = 'step.done') AS end_ts
+        FROM events WHERE kind IN ('step.started', 'step.done') AND step IS NOT NULL
+        GROUP BY run, step
+    ), g AS (
+        SELECT s.run, s.step,
+               sum(CASE
+                   WHEN sp.start_ts IS NULL THEN 0
+                   WHEN s.start_ts IS NULL
+                       THEN CASE WHEN sp.start_ts < s.end_ts AND sp.end_ts >= s.end_ts
+                                 THEN s.end_ts - sp.start_ts ELSE 0 END
+                   ELSE greatest(0, least(sp.end_ts, coalesce(s.end_ts, sp.end_ts))
+                                    - greatest(sp.start_ts, s.start_ts))
+               END) AS gap_s,
+               count(sp.start_ts) AS spans
+        FROM s LEFT JOIN idle_spans sp
+          ON sp.run = s.run
+         AND sp.start_ts < coalesce(s.end_ts, 'infinity'::DOUBLE)
+         AND sp.end_ts > coalesce(s.start_ts, '-infinity'::DOUBLE)
+        GROUP BY s.run, s.step
+    )
+    SELECT s.run, s.step, {ts("s.start_ts")} AS start, {ts("s.end_ts")} AS "end",
+           g.gap_s, round(g.gap_s / 60, 1) AS gap_min,
+           g.gap_s / nullif(coalesce(s.end_ts, b.last_ts) - s.start_ts, 0) AS gap_share,
+           s.start_ts, s.end_ts
+    FROM s JOIN g USING (run, step) JOIN _run_bounds b USING (run)
+"""
+
+#: In dependency order: a view only uses views listed before it.
+ORDER = [
+    "_run_bounds",
+    "runs",
+    "steps",
+    "trajectory_phases",
+    "trajectories",
+    "inference",
+    "alerts",
+    "_servers",
+    "_server_changes",
+    "idle_spans",
+    "idle_gaps",
+]
+
+
+def create_views_sql() -> list[str]:
+    assert sorted(ORDER) == sorted(VIEWS)
+    return [f"CREATE OR REPLACE VIEW {name} AS {VIEWS[name]}" for name in ORDER]
