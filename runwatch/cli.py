@@ -14,11 +14,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from runwatch import demo, kafka_broker, replay_cmd
+    from runwatch import demo, kafka_broker, replay_cmd, worker_cmd
 
     replay_cmd.register(sub)
     demo.register(sub)
     kafka_broker.register(sub)
+    worker_cmd.register(sub)
     return parser
 
 

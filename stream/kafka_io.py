@@ -1,0 +1,137 @@
+"""The worker's Kafka chores that Faust does not do well: topic set-up and reading a partition
+from its start to its current end (the rebuild after a restart or a rebalance).
+
+Plain aiokafka with manual assignment: no consumer group, nothing committed, so a rebuild
+never disturbs the worker's group or its offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+log = logging.getLogger("runwatch.stream.worker")
+
+#: Broker error codes create_topics may answer with that mean "fine".
+_TOPIC_EXISTS = 36
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The worker's topic names, with an optional prefix (tests and multi-tenant clusters)."""
+
+    prefix: str = ""
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}runwatch.events"
+
+    @property
+    def alerts(self) -> str:
+        return f"{self.prefix}runwatch.alerts"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.prefix}runwatch.events.dlq"
+
+
+async def ensure_topics(
+    bootstrap: str, topics: Topics, partitions: int, replication: int = 1
+) -> dict[str, int]:
+    """Create the three topics if missing; return each one's partition count.
+
+    `runwatch.events` records carry the broker's append time (LogAppendTime), the one clock
+    the skew correction measures every host against.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        wanted = [
+            NewTopic(
+                topics.events,
+                partitions,
+                replication,
+                topic_configs={"message.timestamp.type": "LogAppendTime"},
+            ),
+            NewTopic(topics.alerts, partitions, replication),
+            NewTopic(topics.dlq, partitions, replication),
+        ]
+        response = await admin.create_topics(wanted)
+        for name, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_EXISTS):
+                raise RuntimeError(f"cannot create topic {name}: error {code} {rest}")
+        described = await admin.describe_topics([t.name for t in wanted])
+        counts = {t["topic"]: len(t["partitions"]) for t in described}
+    finally:
+        await admin.close()
+    if counts.get(topics.events) != partitions:
+        log.warning(
+            "%s already exists with %s partitions (not %d): using those",
+            topics.events,
+            counts.get(topics.events),
+            partitions,
+        )
+    return counts
+
+
+def _consumer(bootstrap: str) -> Any:
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 << 20,
+        fetch_max_bytes=64 << 20,
+    )
+
+
+async def read_to_end(
+    bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *, follow: bool = False
+) -> AsyncIterator[tuple[int, list[Any]]]:
+    """Yield (partition, records) batches of `topic` from the start up to the end each
+    partition had when the read began (all partitions if None). With `follow`, the ends are
+    asked again once reached, until a pass finds nothing new: the reader is then caught up.
+
+    Records are aiokafka ConsumerRecords, in offset order within a partition.
+    """
+    consumer = _consumer(bootstrap)
+    await consumer.start()
+    try:
+        if partitions is None:
+            await consumer.topics()  # loads metadata
+            partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        tps = [TopicPartition(topic, p) for p in partitions]
+        if not tps:
+            return
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends: dict[int, int] = {}
+        while True:
+            latest = {tp.partition: o for tp, o in (await consumer.end_offsets(tps)).items()}
+            if latest == ends:
+                return
+            ends = latest
+            pending = set(tps)
+            while pending:
+                for tp in list(pending):
+                    if await consumer.position(tp) >= ends[tp.partition]:
+                        pending.discard(tp)
+                if not pending:
+                    break
+                consumer.resume(*pending)
+                consumer.pause(*(set(tps) - pending))
+                batch = await consumer.getmany(*pending, timeout_ms=500, max_records=20_000)
+                for tp, records in batch.items():
+                    end = ends[tp.partition]
+                    records = [r for r in records if r.offset < end]
+                    if records:
+                        yield tp.partition, records
+            if not follow:
+                return
+    finally:
+        await consumer.stop()

@@ -1,0 +1,270 @@
+"""The live driver: one partition's records in, alert transitions and dead letters out.
+
+No Kafka and no clock here (the worker passes both in), so everything the worker decides
+is unit-testable. One `LiveDriver` owns one partition of `runwatch.events`: an `Engine` for
+the runs in it, and the clock offsets of the hosts that emit them (`runwatch.stream.skew`).
+
+Time. Events are applied on their event time, corrected onto the broker's clock (the
+record's append time). Conditions that ripen without events (a heartbeat that stops) are
+caught by `tick(now)` with the wall clock, held back by `grace` seconds so that an event
+still in flight when its moment passes is applied before that moment is judged. Applying
+events on event time (not "wall clock at arrival") keeps the live verdicts equal to what a
+re-read of the partition gives, which is what a restarted worker relies on.
+
+Restarts. A worker that takes over a partition re-reads it from the start with
+`replaying = True` (transitions are held, not returned), then `finish_replay` compares what
+the rebuilt engine made with what `runwatch.alerts` already holds (`PublishedAlerts`) and
+returns only the missing transitions. Transition ids are deterministic (`key#n`), so "not
+lost, not repeated" is checkable by id; per key the n-th transition is firing when n is odd.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import msgspec
+import orjson
+
+from runwatch.emitters import events as ev
+from runwatch.stream.alerts import Alert, transition_id
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.decode import decode
+from runwatch.stream.engine import Engine
+from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.skew import ClockOffsets
+
+#: (value, broker append time in seconds, offset): one record of the driver's partition.
+Record = tuple[bytes | None, float, int]
+
+#: Hosts whose clock is within this many seconds of the broker's are taken as they are.
+DEFAULT_MIN_CORRECTION = 1.0
+#: Seconds the wall clock is held back by when judging conditions that ripen in silence.
+DEFAULT_GRACE = 0.5
+#: Recent event ids kept per partition to drop duplicates (emitter retries).
+DEFAULT_DEDUP = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An invalid record, and why; its value on `runwatch.events.dlq`."""
+
+    reason: str
+    raw: bytes
+    topic: str
+    partition: int
+    offset: int
+
+    def to_json(self) -> bytes:
+        out: dict[str, Any] = {"reason": self.reason}
+        try:
+            out["raw"] = self.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out["raw"] = base64.b64encode(self.raw).decode("ascii")
+            out["raw_encoding"] = "base64"
+        out.update(topic=self.topic, partition=self.partition, offset=self.offset)
+        return orjson.dumps(out)
+
+
+class PublishedAlerts:
+    """What `runwatch.alerts` already holds: per key, how many transitions and the last."""
+
+    __slots__ = ("_ids", "last")
+
+    def __init__(self) -> None:
+        self._ids: dict[str, set[str]] = {}
+        self.last: dict[str, Mapping[str, Any]] = {}
+
+    def add(self, alert: Mapping[str, Any]) -> None:
+        """Record one transition read from the topic (a repeated id counts once)."""
+        key, ident = alert.get("key"), alert.get("id")
+        if not isinstance(key, str) or not isinstance(ident, str):
+            return
+        ids = self._ids.setdefault(key, set())
+        if ident not in ids:
+            ids.add(ident)
+            self.last[key] = alert
+
+    def count(self, key: str) -> int:
+        return len(self._ids.get(key, ()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+
+def _source(src: ev.Source) -> object:
+    """The clock an event was stamped with: its host's, else its process's."""
+    return src.host or (src.component, src.instance, src.pid)
+
+
+def _shifted(event: ev.Event, offset: float) -> ev.Event:
+    changes: dict[str, float] = {"ts": event.ts + offset}
+    since = getattr(event, "since", None)
+    if isinstance(since, float | int) and not isinstance(since, bool):
+        changes["since"] = since + offset  # rank.status: when the rank entered its phase
+    if isinstance(event, msgspec.Struct):
+        return cast(ev.Event, msgspec.structs.replace(event, **changes))
+    return event.model_copy(update=changes)
+
+
+class LiveDriver:
+    """Runs the rules live for one partition of `runwatch.events`."""
+
+    def __init__(
+        self,
+        config: RulesConfig | None = None,
+        *,
+        topic: str = "runwatch.events",
+        partition: int = 0,
+        grace: float = DEFAULT_GRACE,
+        min_correction: float = DEFAULT_MIN_CORRECTION,
+        clocks: ClockOffsets | None = None,
+        dedup_capacity: int = DEFAULT_DEDUP,
+    ) -> None:
+        self.engine = Engine(config, dedup_capacity=dedup_capacity)
+        self.topic = topic
+        self.partition = partition
+        self.grace = grace
+        self.min_correction = min_correction
+        self.clocks = clocks or ClockOffsets()
+        self.replaying = False
+        self._held: list[Alert] = []
+        self._held_dead: list[DeadLetter] = []
+        self.arrival = float("-inf")  # broker time of the latest record fed
+        self.applied = 0
+        self.duplicates = 0
+        self.invalid = 0
+        self.corrected = 0
+
+    # -- input -----------------------------------------------------------------------------
+
+    def feed(self, records: Iterable[Record]) -> tuple[list[Alert], list[DeadLetter]]:
+        """Apply a batch of records in order; return transitions made and invalid records.
+
+        While replaying, transitions are held for `finish_replay` and nothing is returned
+        (invalid records went to the dead-letter topic when they were first read live).
+        """
+        engine, clocks, seen = self.engine, self.clocks, self.engine.seen
+        out: list[Alert] = []
+        dead: list[DeadLetter] = []
+        limit = self.min_correction
+        arrival = self.arrival
+        for raw, arrival, offset in records:
+            if raw is None:
+                dead.append(self._dead("empty record (no value)", b"", offset))
+                continue
+            try:
+                event = decode(raw)
+            except InvalidEvent as err:
+                dead.append(self._dead(err.reason, raw, offset))
+                continue
+            if event.id in seen:
+                self.duplicates += 1
+                continue
+            skew = clocks.observe(_source(event.src), event.ts, arrival)
+            if skew > limit or skew < -limit:
+                event = _shifted(event, skew)
+                self.corrected += 1
+            try:
+                out += engine.apply(event)
+            except InvalidEvent as err:
+                dead.append(self._dead(err.reason, raw, offset))
+                continue
+            self.applied += 1
+        self.invalid += len(dead)
+        if arrival > self.arrival:
+            self.arrival = arrival
+        if self.replaying:
+            self._held += out
+            self._held_dead += dead
+            return [], []
+        return out, dead
+
+    def _dead(self, reason: str, raw: bytes, offset: int) -> DeadLetter:
+        return DeadLetter(reason, raw, self.topic, self.partition, offset)
+
+    def tick(self, now: float) -> list[Alert]:
+        """Judge conditions that ripen without events, at wall clock `now` less the grace."""
+        out = self.engine.advance(now - self.grace)
+        if self.replaying:
+            self._held += out
+            return []
+        return out
+
+    # -- rebuild after a restart or a rebalance --------------------------------------------
+
+    def start_replay(self) -> None:
+        """From now on hold transitions: the records fed are being re-read."""
+        self.replaying = True
+
+    def finish_replay(
+        self, published: PublishedAlerts, now: float, *, dead_after: int = -1
+    ) -> tuple[list[Alert], list[DeadLetter]]:
+        """Catch up to wall clock `now`; return the transitions `runwatch.alerts` lacks,
+        and the invalid records past offset `dead_after` (the last one the dead-letter
+        topic holds for this partition).
+
+        Per key, the rebuilt engine made E transitions (numbered 1..E) and the topic holds
+        P. E > P: transitions P+1..E were lost (the worker died before publishing them);
+        they are returned in the order they happened. E < P: the previous owner judged a
+        silence on the wall clock that the re-read does not reproduce (an event arrived
+        after its grace); the engine's count moves to P and, if it disagrees with the last
+        published state, one transition that restores alternation is returned.
+        """
+        self.tick(now)
+        held, self._held = self._held, []
+        dead = [d for d in self._held_dead if d.offset > dead_after]
+        self._held_dead = []
+        self.replaying = False
+        engine = self.engine
+        made: dict[str, list[Alert]] = {}
+        out: list[Alert] = []
+        for alert in held:
+            mine = made.setdefault(alert.key, [])
+            mine.append(alert)
+            if len(mine) > published.count(alert.key):
+                out.append(alert)
+        for key in published:
+            last = published.last[key]
+            run = last.get("run")
+            tracked = engine.runs.get(run) if isinstance(run, str) else None
+            made_here, count = len(made.get(key, ())), published.count(key)
+            if tracked is None or made_here >= count:
+                continue
+            tracked.transitions[key] = count
+            if made_here % 2 == count % 2:
+                continue  # same state: firing iff odd
+            fix = _restore(key, count + 1, made.get(key), last, engine.now)
+            if fix is not None:
+                tracked.transitions[key] = count + 1
+                out.append(fix)
+        return out, dead
+
+
+def _restore(
+    key: str, number: int, made: list[Alert] | None, last: Mapping[str, Any], now: float
+) -> Alert | None:
+    """Transition `number` of `key`, in the engine's current state for it."""
+    ident = transition_id(key, number)
+    if made:
+        return dataclasses.replace(made[-1], id=ident, ts=now)
+    # The engine never made this alert, so it does not hold: resolve the published firing.
+    try:
+        return Alert(
+            id=ident,
+            ts=now,
+            rule=str(last["rule"]),
+            run=str(last["run"]),
+            state="resolved",
+            severity=str(last.get("severity", "info")),
+            key=key,
+            since=float(last.get("since", now)),
+            summary=f"resolved: {last.get('summary', '')}",
+            details=dict(last.get("details") or {}),
+            subject=last.get("subject"),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None

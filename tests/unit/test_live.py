@@ -1,0 +1,268 @@
+"""LiveDriver without a broker: clock skew correction, wall-clock ticks, dead letters, and
+the rebuild that publishes only what `runwatch.alerts` lacks."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from helpers import encode, make_event
+
+from runwatch.stream.alerts import Alert, transition_id
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.live import DeadLetter, LiveDriver, PublishedAlerts
+from runwatch.stream.skew import ClockOffsets
+
+T0 = 1_800_000_000.0
+CONFIG = RulesConfig.from_mapping({"rules": {"heartbeat_lost": {"timeout": 3}}})
+KEY = "heartbeat_lost|r1|trainer@node-0/100"
+
+
+class Partition:
+    """A fake partition: records with broker append times and offsets."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes | None, float, int]] = []
+
+    def append(self, raw: bytes | None, arrival: float) -> tuple[bytes | None, float, int]:
+        record = (raw, arrival, len(self.records))
+        self.records.append(record)
+        return record
+
+
+def beat(ts: float, host: str = "node-0", **fields: Any) -> bytes:
+    return encode(make_event("heartbeat", ts, host=host, **fields))
+
+
+def driver(**kw: Any) -> LiveDriver:
+    return LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, **kw)
+
+
+def play(
+    d: LiveDriver, part: Partition, skew: float, beats: Iterable[float], delay: float = 0.05
+) -> list[Alert]:
+    """Heartbeats at true times `beats` from a host whose clock is `skew` s off; ticks every
+    0.5 s of wall time in between."""
+    out: list[Alert] = []
+    wall = None
+    for t in beats:
+        if wall is not None:
+            while wall + 0.5 <= t:
+                wall += 0.5
+                out += d.tick(wall)
+        wall = t
+        out += d.feed([part.append(beat(t + skew), t + delay)])[0]
+    return out
+
+
+# -- skew ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("skew", [-120.0, 0.0, 120.0])
+def test_a_skewed_host_raises_neither_false_nor_missed_alerts(skew: float) -> None:
+    d = driver()
+    part = Partition()
+    steady = [T0 + i * 0.5 for i in range(20)]  # beats every 0.5 s for 10 s
+    assert play(d, part, skew, steady) == []  # no false alert
+    # silence from T0+9.5: due at T0+12.5, judged at wall T0+13 (grace 0.5)
+    fired = []
+    for k in range(1, 12):
+        fired += d.tick(T0 + 9.5 + k * 0.5)
+    assert [(a.state, a.ts) for a in fired] == [("firing", pytest.approx(T0 + 12.55))]
+    assert d.corrected == (0 if skew == 0 else 20)
+
+
+def test_uncorrected_skew_would_fire_falsely() -> None:
+    """The control: with correction off, a host 2 min behind looks silent at once."""
+    d = driver(min_correction=float("inf"))
+    out = play(d, Partition(), -120.0, [T0 + i * 0.5 for i in range(6)])
+    assert [a.state for a in out] == ["firing"]
+
+
+def test_offset_estimate_is_the_fastest_delivery() -> None:
+    clocks = ClockOffsets(window=60)
+    assert clocks.observe("h", 100.0, 221.0) == 121.0
+    assert clocks.observe("h", 101.0, 221.2) == pytest.approx(120.2)
+    assert clocks.observe("h", 102.0, 230.0) == pytest.approx(120.2)  # a slow delivery
+    assert clocks.offset("h") == pytest.approx(120.2)
+    assert clocks.offset("other") is None
+
+
+def test_offset_forgets_old_samples_only_after_a_full_window_of_delivery() -> None:
+    clocks = ClockOffsets(window=10, gap=5)
+    for i in range(20):
+        clocks.observe("h", 100.0 + i, 100.1 + i)
+    # the host's clock steps back by 30 s: samples grow; the old minimum holds a window
+    assert clocks.observe("h", 90.0, 120.1) == pytest.approx(0.1)
+    for i in range(1, 12):
+        est = clocks.observe("h", 90.0 + i, 120.1 + i)
+    assert est == pytest.approx(30.1)
+
+
+def test_spooled_backlog_keeps_its_event_time() -> None:
+    """After an outage the emitter's backlog arrives in a burst: it keeps its (corrected)
+    event time and is applied late, so the silence during the outage is not hidden."""
+    d = driver()
+    part = Partition()
+    play(d, part, -120.0, [T0 + i * 0.5 for i in range(10)])  # up to T0+4.5
+    fired = []
+    for k in range(1, 40):  # broker outage: nothing arrives for 20 s
+        fired += d.tick(T0 + 4.5 + k * 0.5)
+    assert [a.state for a in fired] == ["firing"]
+    backlog = [(beat(T0 + 5 + i - 120), T0 + 25 + i * 0.001) for i in range(20)]
+    alerts, _ = d.feed([part.append(raw, at) for raw, at in backlog])
+    # the backlog's beats are 5..24 s old, not fresh: the alert resolves at their time
+    assert [a.state for a in alerts] == ["resolved"]
+    (proc,) = d.engine.runs["r1"].state.processes.by_id.values()
+    assert proc.last_beat == pytest.approx(T0 + 24.05, abs=0.1)
+
+
+# -- ticks, duplicates, dead letters ---------------------------------------------------------
+
+
+def test_tick_fires_silence_at_wall_clock_less_grace() -> None:
+    d = driver(min_correction=1.0)
+    part = Partition()
+    d.feed([part.append(beat(T0), T0)])
+    assert d.tick(T0 + 3.4) == []  # due at T0+3, but within the grace
+    (alert,) = d.tick(T0 + 3.6)
+    assert (alert.state, alert.key, alert.id) == ("firing", KEY, transition_id(KEY, 1))
+
+
+def test_duplicates_are_applied_once() -> None:
+    d = driver()
+    raw = beat(T0)
+    d.feed([(raw, T0, 0), (raw, T0 + 1, 1)])
+    assert (d.applied, d.duplicates) == (1, 1)
+
+
+def test_invalid_records_become_dead_letters() -> None:
+    d = driver()
+    bad_run = make_event("run.started", T0, config={"zero_reward": {"steps": "x"}})
+    alerts, dead = d.feed(
+        [(b"not json", T0, 7), (b"\xff\xfe", T0, 8), (None, T0, 9), (encode(bad_run), T0, 10)]
+    )
+    assert alerts == []
+    assert [x.offset for x in dead] == [7, 8, 9, 10]
+    assert d.invalid == 4
+    first = json.loads(dead[0].to_json())
+    assert first["raw"] == "not json"
+    assert first["reason"].startswith("not JSON")
+    assert (first["topic"], first["partition"], first["offset"]) == ("runwatch.events", 3, 7)
+    second = json.loads(dead[1].to_json())
+    assert second["raw_encoding"] == "base64"
+    assert base64.b64decode(second["raw"]) == b"\xff\xfe"
+    assert "zero_reward" in json.loads(dead[3].to_json())["reason"]
+
+
+def test_dead_letter_json_round_trips() -> None:
+    letter = DeadLetter("bad", b'{"a":1}', "t", 0, 5)
+    assert json.loads(letter.to_json()) == {
+        "reason": "bad", "raw": '{"a":1}', "topic": "t", "partition": 0, "offset": 5,
+    }  # fmt: skip
+
+
+# -- rebuild ----------------------------------------------------------------------------------
+
+
+def history(part: Partition) -> None:
+    """Beats, a 5 s silence (fires at T0+4.5+3), beats again (resolves), silence again."""
+    for i in range(10):
+        part.append(beat(T0 + i * 0.5), T0 + i * 0.5 + 0.01)
+    for i in range(6):
+        part.append(beat(T0 + 9.5 + i * 0.5), T0 + 9.5 + i * 0.5 + 0.01)
+
+
+def live_run(part: Partition, until: float) -> list[Alert]:
+    d = driver()
+    out: list[Alert] = []
+    wall = T0
+    for record in part.records:
+        while wall + 0.5 <= record[1]:
+            wall += 0.5
+            out += d.tick(wall)
+        out += d.feed([record])[0]
+    while wall < until:
+        wall += 0.5
+        out += d.tick(wall)
+    return out
+
+
+def published_of(alerts: Iterable[Alert]) -> PublishedAlerts:
+    pub = PublishedAlerts()
+    for a in alerts:
+        pub.add(a.to_dict())
+    return pub
+
+
+def rebuild(part: Partition, published: PublishedAlerts, now: float) -> list[Alert]:
+    d = driver()
+    d.start_replay()
+    assert d.feed(part.records) == ([], [])
+    alerts, _ = d.finish_replay(published, now)
+    return alerts
+
+
+def test_rebuild_publishes_nothing_when_everything_was_published() -> None:
+    part = Partition()
+    history(part)
+    done = live_run(part, T0 + 20)
+    assert [a.state for a in done] == ["firing", "resolved", "firing"]
+    assert rebuild(part, published_of(done), T0 + 20) == []
+
+
+@pytest.mark.parametrize("published_count", [0, 1, 2])
+def test_rebuild_publishes_exactly_the_lost_transitions(published_count: int) -> None:
+    part = Partition()
+    history(part)
+    done = live_run(part, T0 + 20)
+    missing = rebuild(part, published_of(done[:published_count]), T0 + 20)
+    assert [a.id for a in missing] == [a.id for a in done[published_count:]]
+
+
+def test_rebuild_keeps_numbering_when_live_judged_a_silence_replay_does_not_see() -> None:
+    """Live fired on the wall clock; a beat stamped before the deadline arrived late and
+    resolved it. The re-read applies that beat in time and never fires: it takes the
+    published count over, and its next firing is transition 3."""
+    part = Partition()
+    part.append(beat(T0), T0)
+    d = driver()
+    d.feed(part.records)
+    (fired,) = d.tick(T0 + 4)  # due T0+3
+    part.append(beat(T0 + 2.9), T0 + 6)  # delayed delivery
+    (resolved,) = d.feed(part.records[-1:])[0]
+    assert rebuild(part, published_of([fired, resolved]), T0 + 6.1) == []
+    d = driver()
+    d.start_replay()
+    d.feed(part.records)
+    d.finish_replay(published_of([fired, resolved]), T0 + 6.1)
+    (again,) = d.tick(T0 + 7)
+    assert (again.state, again.id) == ("firing", transition_id(KEY, 3))
+
+
+def test_rebuild_restores_alternation_when_the_replay_disagrees_with_the_topic() -> None:
+    """The topic says firing (its resolve was lost with the worker) and the re-read never
+    fired: the missing resolve is published under the next number."""
+    part = Partition()
+    part.append(beat(T0), T0)
+    d = driver()
+    d.feed(part.records)
+    (fired,) = d.tick(T0 + 4)
+    part.append(beat(T0 + 2.9), T0 + 6)
+    out = rebuild(part, published_of([fired]), T0 + 6.1)
+    assert [(a.state, a.id) for a in out] == [("resolved", transition_id(KEY, 2))]
+
+
+def test_rebuild_republishes_dead_letters_past_the_last_one_recorded() -> None:
+    part = Partition()
+    part.append(b"bad-1", T0)
+    part.append(beat(T0), T0)
+    part.append(b"bad-2", T0)
+    d = driver()
+    d.start_replay()
+    d.feed(part.records)
+    _, dead = d.finish_replay(PublishedAlerts(), T0 + 1, dead_after=0)
+    assert [x.offset for x in dead] == [2]
