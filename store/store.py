@@ -130,9 +130,11 @@ class Store:
         """Open read-only; the file must already hold a runwatch history."""
         con = connect(path, read_only=True, wait=wait, external_access=external_access)
         try:
-            found = con.execute(
-                "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('events', 'alert_log')"
-            ).fetchone()
+            found = first_row(
+                con.execute(
+                    "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('events', 'alert_log')"
+                )
+            )
             if not found or found[0] != 2:
                 raise NotAStore(f"{path}: a DuckDB file, but not a runwatch store (no events)")
         except BaseException:
@@ -147,7 +149,7 @@ class Store:
             for ddl in schema.TABLES:
                 con.execute(ddl)
             want = str(schema.SCHEMA_VERSION) + ":" + str(hash_views())
-            have = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            have = first_row(con.execute("SELECT value FROM meta WHERE key = 'schema'"))
             if have is None or have[0] != want:
                 for ddl in views.create_views_sql():
                     con.execute(ddl)
@@ -156,10 +158,12 @@ class Store:
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        row = con.execute(
-            "SELECT (SELECT coalesce(max(seq), 0) FROM events),"
-            " (SELECT coalesce(max(seq), 0) FROM alert_log)"
-        ).fetchone()
+        row = first_row(
+            con.execute(
+                "SELECT (SELECT coalesce(max(seq), 0) FROM events),"
+                " (SELECT coalesce(max(seq), 0) FROM alert_log)"
+            )
+        )
         assert row is not None
         self._event_seq, self._alert_seq = int(row[0]), int(row[1])
 
@@ -232,9 +236,11 @@ class Store:
                     "'DuckDB cannot read this JSON', CAST(raw AS BLOB) "
                     "FROM _rw_batch WHERE NOT json_valid(raw)"
                 )
-                row = self.con.execute(
-                    schema.insert_events_sql("(SELECT * FROM _rw_batch WHERE json_valid(raw))")
-                ).fetchone()
+                row = first_row(
+                    self.con.execute(
+                        schema.insert_events_sql("(SELECT * FROM _rw_batch WHERE json_valid(raw))")
+                    )
+                )
             finally:
                 self.con.unregister("_rw_batch")
         self._event_seq += len(raws)
@@ -266,7 +272,7 @@ class Store:
         with self.transaction():
             self.con.register("_rw_alerts", batch)
             try:
-                row = self.con.execute(schema.ALERT_INSERT.format(source="_rw_alerts")).fetchone()
+                row = first_row(self.con.execute(schema.ALERT_INSERT.format(source="_rw_alerts")))
             finally:
                 self.con.unregister("_rw_alerts")
         self._alert_seq += len(dicts)
@@ -305,9 +311,9 @@ class Store:
 
     def count_events(self, run: str | None = None) -> int:
         if run is None:
-            row = self.con.execute("SELECT count(*) FROM events").fetchone()
+            row = first_row(self.con.execute("SELECT count(*) FROM events"))
         else:
-            row = self.con.execute("SELECT count(*) FROM events WHERE run = ?", [run]).fetchone()
+            row = first_row(self.con.execute("SELECT count(*) FROM events WHERE run = ?", [run]))
         return int(row[0]) if row else 0
 
 
@@ -322,3 +328,10 @@ def hash_views() -> str:
 def default_db() -> str:
     """The history file: $RUNWATCH_DB, else runwatch.duckdb in the working directory."""
     return os.environ.get("RUNWATCH_DB", "runwatch.duckdb")
+
+
+def first_row(cur: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+    """The first row of a result, reading it to the end (DuckDB 2 refuses further work on a
+    connection while a result is unfinished)."""
+    rows = cur.fetchall()
+    return rows[0] if rows else None

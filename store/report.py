@@ -1,0 +1,70 @@
+"""What `runwatch runs` and `runwatch show RUN` print, as data read from the views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runwatch.store.exceptions import StoreError
+from runwatch.store.store import Store, first_row
+
+
+def _dicts(store: Store, sql: str, args: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = store.con.execute(sql, args or [])
+    names = [d[0] for d in cur.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def list_runs(store: Store) -> list[dict[str, Any]]:
+    """One row per run, most recently seen first."""
+    return _dicts(
+        store,
+        "SELECT run, status, last_step, total_steps, open_alerts, open_rules, events, "
+        "first_ts, last_ts FROM runs ORDER BY last_ts DESC, run",
+    )
+
+
+@dataclass
+class Timeline:
+    run: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    slowest: list[dict[str, Any]] = field(default_factory=list)
+    trajectories: int = 0
+
+
+def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
+    rows = _dicts(store, "SELECT * FROM runs WHERE run = ?", [run])
+    if not rows:
+        near = _dicts(
+            store,
+            "SELECT run FROM runs ORDER BY jaro_winkler_similarity(run, ?) DESC LIMIT 3",
+            [run],
+        )
+        hint = ", ".join(r["run"] for r in near)
+        raise StoreError(f"no run {run!r} in the history" + (f" (closest: {hint})" if hint else ""))
+    tl = Timeline(rows[0])
+    tl.steps = _dicts(
+        store,
+        """SELECT s.step, s.start_ts, s.end_ts, s.duration_s, s.timing, s.reward,
+                  g.gap_s AS idle_s,
+                  s.start_ts - lag(s.end_ts) OVER (ORDER BY s.step) AS between_s
+           FROM steps s LEFT JOIN idle_gaps g USING (run, step)
+           WHERE s.run = ? ORDER BY s.step""",
+        [run],
+    )
+    tl.alerts = _dicts(
+        store,
+        "SELECT ts, rule, state, severity, subject, summary, open FROM alerts WHERE run = ? "
+        "ORDER BY ts, id",
+        [run],
+    )
+    tl.slowest = _dicts(
+        store,
+        "SELECT traj, step, start_ts, duration_s, status, phase, time_per_phase "
+        "FROM trajectories WHERE run = ? ORDER BY duration_s DESC NULLS LAST, traj LIMIT ?",
+        [run, slowest],
+    )
+    row = first_row(store.con.execute("SELECT count(*) FROM trajectories WHERE run = ?", [run]))
+    tl.trajectories = int(row[0]) if row else 0
+    return tl
