@@ -20,6 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     kafka_broker.register(sub)
     worker_cmd.register(sub)
+    from runwatch import backtest_cmd, query_cmd, store_cmd
+
+    store_cmd.register(sub)
+    query_cmd.register(sub)
+    backtest_cmd.register(sub)
     return parser
 
 
