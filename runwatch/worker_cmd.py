@@ -46,6 +46,12 @@ def register(sub: Any) -> None:
     w.add_argument(
         "--tick", type=float, default=0.5, help="seconds between wall-clock checks (0.5)"
     )
+    w.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        help="seconds before the group gives a dead worker's partitions away (10)",
+    )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.set_defaults(func=run_worker)
 
@@ -88,6 +94,7 @@ def run_worker(args: argparse.Namespace) -> int:
             topic_prefix=args.topic_prefix,
             app_id=args.app_id,
             tick_s=args.tick,
+            session_timeout=args.session_timeout,
         )
     )
     try:

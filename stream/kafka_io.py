@@ -103,8 +103,8 @@ async def read_to_end(
     await consumer.start()
     try:
         if partitions is None:
-            await consumer.topics()  # loads metadata
-            partitions = sorted(consumer.partitions_for_topic(topic) or ())
+            cluster = await consumer._client.fetch_all_metadata()  # a fresh snapshot
+            partitions = sorted(cluster.partitions_for_topic(topic) or ())
         tps = [TopicPartition(topic, p) for p in partitions]
         if not tps:
             return

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -53,6 +55,8 @@ class WorkerSettings:
     grace: float = DEFAULT_GRACE
     batch_max: int = 5000
     batch_within: float = 0.02
+    #: A worker that died is noticed by the group after this long (a restart waits for it).
+    session_timeout: float = 10.0
     say: Any = None  # callable(str) for status lines; default: stderr
 
 
@@ -70,6 +74,9 @@ class StreamWorker:
         self.published = 0
         self.dead_letters = 0
         self._datadir = tempfile.mkdtemp(prefix="runwatch-worker-")
+        #: Which worker published an alert (a record header, outside the contract's body).
+        self.name = f"{socket.gethostname()}/{os.getpid()}"
+        self._headers = [("runwatch-worker", self.name.encode())]
         self.app = self._build_app()
 
     # -- status ----------------------------------------------------------------------------
@@ -99,6 +106,8 @@ class StreamWorker:
             broker_commit_interval=2.0,
             producer_linger_ms=1,
             producer_acks=-1,
+            broker_session_timeout=s.session_timeout,
+            broker_heartbeat_interval=max(0.5, s.session_timeout / 5),
         )
         events = app.topic(
             self.topics.events,
@@ -198,6 +207,7 @@ class StreamWorker:
 
     async def _publish(self, alerts: list[Alert], dead: list[DeadLetter]) -> None:
         producer = self.app.producer
+        headers = self._headers
         for alert in alerts:
             await producer.send(
                 self.topics.alerts,
@@ -205,7 +215,7 @@ class StreamWorker:
                 orjson.dumps(alert.to_dict()),
                 None,
                 None,
-                None,
+                headers,
             )
         for letter in dead:
             await producer.send(
@@ -224,16 +234,15 @@ class StreamWorker:
     def assign(self, partitions: set[int]) -> None:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
         already had, drop the others, rebuild the new ones in the background."""
+        self.say(f"assigned partitions {sorted(partitions)}")
         if self._rebuilding is not None and not self._rebuilding.done():
             self._rebuilding.cancel()
-        for p in list(self.drivers):
-            ready = self.ready.get(p)
-            if p not in partitions or ready is None or not ready.is_set():
+        for p in list(self.ready):
+            if p not in partitions or not self.ready[p].is_set():
+                # lost, or its rebuild was cut short (it starts over below)
                 self.drivers.pop(p, None)
                 self.resume_at.pop(p, None)
-                old = self.ready.pop(p, None)
-                if old is not None:
-                    old.set()  # wake a waiting agent; it sees the driver is gone
+                self.ready.pop(p).set()  # wake a waiting agent; it sees the driver is gone
         new = sorted(p for p in partitions if p not in self.drivers)
         if not new:
             return

@@ -1,0 +1,441 @@
+"""`runwatch worker` against the real broker: end to end, kill -9 and restart, two workers
+splitting the runs, and emitters whose clocks are two minutes off.
+
+Workers run as subprocesses (`runwatch worker ...`), each test with its own topic prefix and
+consumer group, small thresholds (heartbeat_lost.timeout = 3 s) and short incidents played
+in real time. Every test stops the workers it started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from runwatch.emitters import Emitter
+from runwatch.stream.alerts import transition_id
+
+pytestmark = pytest.mark.integration
+
+RUNWATCH = str(Path(sys.executable).with_name("runwatch"))
+RULES = """\
+[rules.heartbeat_lost]
+timeout = 3
+[rules.zero_reward]
+steps = 2
+"""
+BEAT = 0.5
+SILENCE = 5.0  # > timeout 3 + grace 0.5 + tick 0.5, with margin
+
+
+class WorkerProcess:
+    """One `runwatch worker` subprocess and the status lines it writes on stderr."""
+
+    def __init__(self, bootstrap: str, prefix: str, group: str, config: Path, parts: int) -> None:
+        cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
+        cmd += ["--app-id", group, "--config", str(config), "--partitions", str(parts)]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, name="worker-stderr")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip())
+
+    @property
+    def name(self) -> str:
+        return f"{os.uname().nodename}/{self.proc.pid}"
+
+    def live(self) -> set[int]:
+        """Partitions of the latest assignment, once all of them are live."""
+        assigned: set[int] | None = None
+        live: set[int] = set()
+        for line in self.lines:
+            if m := re.search(r"assigned partitions \[([\d, ]*)\]", line):
+                assigned = {int(x) for x in m.group(1).split(",") if x.strip()}
+                live &= assigned
+            elif m := re.search(r"live on partitions \[([\d, ]*)\]", line):
+                live |= {int(x) for x in m.group(1).split(",") if x.strip()}
+        return live if assigned is not None and live == assigned else set()
+
+    def wait_live(self, timeout: float = 60) -> set[int]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if parts := self.live():
+                return parts
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError("worker not live:\n" + "\n".join(self.lines[-30:]))
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        self._reader.join(10)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._close()
+
+
+class Setup:
+    """A test's topics, group, config, and the workers it started."""
+
+    def __init__(self, bootstrap: str, tmp: Path) -> None:
+        self.bootstrap = bootstrap
+        self.prefix = f"t{uuid.uuid4().hex[:10]}."
+        self.group = f"rw-{uuid.uuid4().hex[:10]}"
+        self.config = tmp / "rules.toml"
+        self.config.write_text(RULES)
+        self.workers: list[WorkerProcess] = []
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}runwatch.events"
+
+    def worker(self, partitions: int = 2) -> WorkerProcess:
+        w = WorkerProcess(self.bootstrap, self.prefix, self.group, self.config, partitions)
+        self.workers.append(w)
+        return w
+
+    def emitter(self, run: str) -> Emitter:
+        return Emitter(run=run, component="trainer", kafka=self.bootstrap, topic=self.events,
+                       heartbeat=False)  # fmt: skip
+
+    def read(self, topic: str) -> list[tuple[dict[str, Any], dict[str, bytes]]]:
+        """Everything on `<prefix>topic` now: (value, headers) in partition order."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        name = f"{self.prefix}{topic}"
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            parts = consumer.partitions_for_topic(name) or set()
+            tps = [TopicPartition(name, p) for p in sorted(parts)]
+            if not tps:
+                return []
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            ends = consumer.end_offsets(tps)
+            out = []
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                for records in consumer.poll(timeout_ms=200).values():
+                    for r in records:
+                        out.append((orjson.loads(r.value), dict(r.headers or [])))
+            return out
+        finally:
+            consumer.close()
+
+    def wait_alerts(
+        self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            alerts = [a for a, _ in self.read("runwatch.alerts")]
+            if done(alerts) or time.monotonic() > deadline:
+                return alerts
+            time.sleep(0.3)
+
+
+@pytest.fixture
+def setup(kafka_broker: str, tmp_path: Path) -> Iterator[Setup]:
+    s = Setup(kafka_broker, tmp_path)
+    try:
+        yield s
+    finally:
+        for w in s.workers:
+            w.stop()
+
+
+class Beater:
+    """A process's heartbeats, which the test can stop (the process hangs or dies)."""
+
+    def __init__(self, em: Emitter) -> None:
+        self.em = em
+        self.on = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="test-beater")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.on.is_set():
+                self.em.emit("heartbeat")
+            self._stop.wait(BEAT)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def sequence(alerts: list[dict[str, Any]], run: str) -> list[tuple[str, str]]:
+    return [(a["rule"], a["state"]) for a in alerts if a["run"] == run]
+
+
+def assert_alternating_with_deterministic_ids(alerts: list[dict[str, Any]]) -> None:
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for a in alerts:
+        by_key.setdefault(a["key"], []).append(a)
+    for key, transitions in by_key.items():
+        assert [a["id"] for a in transitions] == [
+            transition_id(key, n) for n in range(1, len(transitions) + 1)
+        ], f"{key}: a transition lost or repeated"
+        states = [a["state"] for a in transitions]
+        assert states == [("firing", "resolved")[n % 2] for n in range(len(states))], key
+
+
+#: The incident both the plain and the crash test play: zero reward, a process that goes
+#: silent, comes back, reward recovers, silent again.
+EXPECTED = [
+    ("zero_reward", "firing"),
+    ("heartbeat_lost", "firing"),
+    ("heartbeat_lost", "resolved"),
+    ("zero_reward", "resolved"),
+    ("heartbeat_lost", "firing"),
+]
+
+
+def play_incident(
+    s: Setup, run: str, crash: Callable[[], None], restart: Callable[[], None]
+) -> None:
+    em = s.emitter(run)
+    beater = Beater(em)
+    try:
+        em.emit("run.started")
+        beater.on.set()
+        em.emit("reward", step=0, mean=0.0)
+        em.emit("reward", step=1, mean=0.0)
+        time.sleep(2)
+        beater.on.clear()  # the trainer hangs
+        s.wait_alerts(lambda a: ("heartbeat_lost", "firing") in sequence(a, run), SILENCE + 5)
+        crash()
+        beater.on.set()  # it is back
+        time.sleep(2)
+        restart()
+        em.emit("reward", step=2, mean=1.0)
+        time.sleep(1)
+        beater.on.clear()  # and hangs again
+        s.wait_alerts(lambda a: len(sequence(a, run)) >= len(EXPECTED), SILENCE + 10)
+    finally:
+        beater.close()
+        em.close()
+
+
+def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
+    worker = setup.worker()
+    worker.wait_live()
+    play_incident(setup, "e2e-1", crash=lambda: None, restart=lambda: None)
+    alerts = setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
+    assert sequence(alerts, "e2e-1") == EXPECTED
+    assert_alternating_with_deterministic_ids(alerts)
+    fired = alerts[1]
+    assert fired["subject"].startswith("trainer@")
+    assert "no heartbeat" in fired["summary"]
+    # an invalid event lands on the dead-letter topic with its reason
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap)
+    producer.send(setup.events, b'{"v": 1, "run": "e2e-1"}', key=b"e2e-1")
+    producer.flush()
+    producer.close()
+    deadline = time.monotonic() + 15
+    while not (dead := setup.read("runwatch.events.dlq")) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    ((letter, _),) = dead
+    assert letter["raw"] == '{"v": 1, "run": "e2e-1"}'
+    assert "id" in letter["reason"]
+    assert letter["topic"] == setup.events
+    # and `runwatch alerts` prints them readably
+    out = subprocess.run(
+        [RUNWATCH, "alerts", "--kafka", setup.bootstrap, "--topic-prefix", setup.prefix],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(EXPECTED)
+    assert "FIRING" in lines[1]
+    assert "heartbeat_lost  run=e2e-1 [trainer@" in lines[1]
+
+
+def test_kill_9_and_restart_loses_and_repeats_no_transition(setup: Setup) -> None:
+    first = setup.worker()
+    first.wait_live()
+    state: dict[str, WorkerProcess] = {}
+
+    def restart() -> None:
+        state["second"] = w = setup.worker()
+        w.wait_live()
+        assert any("rebuilt from" in line for line in w.lines)
+
+    play_incident(setup, "crash-1", crash=first.kill, restart=restart)
+    alerts = setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
+    time.sleep(1.5)  # a repeated transition would show up by now
+    alerts = [a for a, _ in setup.read("runwatch.alerts")]
+    print("\n".join(state["second"].lines))  # shown if it fails
+    for a in alerts:
+        print(a["id"], a["rule"], a["state"], a["ts"])
+    assert sequence(alerts, "crash-1") == EXPECTED
+    assert_alternating_with_deterministic_ids(alerts)
+    # the resolve made while no worker ran was published by the restarted one
+    rebuilt = next(line for line in state["second"].lines if "rebuilt from" in line)
+    assert "1 missing alert transitions published" in rebuilt
+
+
+def _runs_per_partition(partitions: int, per: int) -> dict[int, list[str]]:
+    from kafka.partitioner.default import murmur2
+
+    out: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    i = 0
+    while any(len(v) < per for v in out.values()):
+        run = f"split-{i}"
+        p = (murmur2(run.encode()) & 0x7FFFFFFF) % partitions
+        if len(out[p]) < per:
+            out[p].append(run)
+        i += 1
+    return out
+
+
+def test_two_workers_split_the_runs(setup: Setup) -> None:
+    a = setup.worker(partitions=4)
+    a.wait_live()
+    b = setup.worker(partitions=4)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pa, pb = a.live(), b.live()
+        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
+    runs = _runs_per_partition(4, 2)
+    emitters = [setup.emitter(run) for rs in runs.values() for run in rs]
+    try:
+        for em in emitters:
+            em.emit("reward", step=0, mean=0.0)
+            em.emit("reward", step=1, mean=0.0)
+        for em in emitters:
+            em.flush(10)
+    finally:
+        for em in emitters:
+            em.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        got = setup.read("runwatch.alerts")
+        if len(got) >= len(emitters):
+            break
+        time.sleep(0.3)
+    owner = {p: (a.name if p in pa else b.name) for p in range(4)}
+    by_run: dict[str, set[str]] = {}
+    for alert, headers in got:
+        by_run.setdefault(alert["run"], set()).add(headers["runwatch-worker"].decode())
+    assert sorted(by_run) == sorted(r for rs in runs.values() for r in rs)
+    for p, rs in runs.items():
+        for run in rs:
+            assert by_run[run] == {owner[p]}, f"{run} (partition {p})"
+    assert {w for ws in by_run.values() for w in ws} == {a.name, b.name}
+
+
+SKEWED = textwrap.dedent(
+    """
+    import sys, time
+    import runwatch.emitters.emitter as module
+    from runwatch.emitters import Emitter
+
+    skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+
+    class SkewedClock:
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def time(self):
+            return time.time() + skew
+
+    module.time = SkewedClock()
+    # one clock per host: each skewed emitter stands for a machine of its own
+    em = Emitter(run=run, component="trainer", kafka=kafka, topic=topic, heartbeat=False,
+                 host=f"host-{run}")
+
+    def beat(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            em.emit("heartbeat")
+            time.sleep(0.5)
+
+    em.emit("run.started")
+    beat(4)
+    print("silent", time.time(), flush=True)
+    time.sleep(float(sys.argv[5]))
+    beat(2)
+    em.close()
+    """
+)
+
+
+def test_emitters_with_clocks_two_minutes_off_raise_neither_false_nor_missed_alerts(
+    setup: Setup,
+) -> None:
+    worker = setup.worker()
+    worker.wait_live()
+    procs = {
+        skew: subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                SKEWED,
+                str(skew),
+                f"skew{skew:+.0f}",
+                setup.bootstrap,
+                setup.events,
+                str(SILENCE),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for skew in (-120.0, 0.0, 120.0)
+    }
+    silent_at = {}
+    try:
+        for skew, proc in procs.items():
+            out, _ = proc.communicate(timeout=60)
+            assert proc.returncode == 0
+            silent_at[skew] = float(out.split()[1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    alerts = setup.wait_alerts(lambda a: len(a) >= 6, timeout=10)
+    time.sleep(1)
+    alerts = [a for a, _ in setup.read("runwatch.alerts")]
+    for skew, silent in silent_at.items():
+        run = f"skew{skew:+.0f}"
+        assert sequence(alerts, run) == [
+            ("heartbeat_lost", "firing"),
+            ("heartbeat_lost", "resolved"),
+        ], run
+        fired = next(a for a in alerts if a["run"] == run)
+        # on the broker's clock: fired ~3 s after the last beat, not 2 minutes off
+        assert silent + 2 < fired["ts"] < silent + SILENCE, (run, fired["ts"] - silent)
