@@ -132,7 +132,8 @@ class Store:
         try:
             found = first_row(
                 con.execute(
-                    "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('events', 'alert_log')"
+                    "SELECT count(*) FROM duckdb_tables() "
+                    "WHERE table_name IN ('events', 'alert_log')"
                 )
             )
             if not found or found[0] != 2:

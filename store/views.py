@@ -10,8 +10,11 @@ trajectory of the run is pending (started, not done, run not finished), the run 
 inference server that has not exited cleanly (`heartbeat final`), and every such server is
 idle (its latest `inference.stats` says 0 running and 0 waiting; a server without stats: no
 request in flight). Each step's gap is how much of [step.started, step.done] that held.
-Events are taken in event-time order; tests/unit/store/test_views.py holds the SQL to the
-engine's per-step gaps on the incidents and on random histories.
+Events are taken in event-time order, ties in arrival order; tests/unit/store/test_views.py
+holds the SQL to the engine's per-step gaps on the incidents and on random histories. A step
+with no `step.started` gets, as in the engine, the idle time running at its `step.done`; where
+the condition breaks and resumes at one same ts, the view sees one span (the engine two), and
+where it changes at exactly the ts of that `step.done`, the view takes the change as first.
 """
 
 from __future__ import annotations
@@ -163,8 +166,8 @@ VIEWS["_servers"] = """
     SELECT run, srv,
            coalesce(arg_max(process, ts) FILTER (WHERE kind = 'inference.stats'),
                     arg_min(process, ts) FILTER (WHERE component = 'inference')) AS process,
-           min(ts) AS first_ts
-    FROM (SELECT run, ts, kind, component, process,
+           min(ts) AS first_ts, arg_min(seq, (ts, seq)) AS first_seq
+    FROM (SELECT run, ts, seq, kind, component, process,
                  CASE WHEN kind = 'inference.stats' THEN server
                       ELSE coalesce(nullif(server, ''), instance, host, 'inference') END AS srv
           FROM events
@@ -175,41 +178,48 @@ VIEWS["_servers"] = """
 VIEWS["_server_changes"] = """
     -- per server and moment: +/-1 changes of "live" and of "live and busy"
     WITH ev AS (
-        SELECT run, ts, kind, running, waiting, req,
+        SELECT run, ts, seq, kind, running, waiting, req,
                CASE WHEN kind = 'inference.stats' THEN server
                     ELSE coalesce(nullif(server, ''), instance, host, 'inference') END AS srv
         FROM events WHERE kind IN ('inference.stats', 'request.queued', 'request.done')
     ), reqs AS (
         SELECT run, srv, req,
                min(ts) FILTER (WHERE kind = 'request.queued') AS q,
-               min(ts) FILTER (WHERE kind = 'request.done') AS d
+               arg_min(seq, ts) FILTER (WHERE kind = 'request.queued') AS q_seq,
+               min(ts) FILTER (WHERE kind = 'request.done') AS d,
+               arg_min(seq, ts) FILTER (WHERE kind = 'request.done') AS d_seq
         FROM ev WHERE kind <> 'inference.stats' GROUP BY run, srv, req
     ), final_procs AS (
         SELECT DISTINCT run, process FROM events WHERE kind = 'heartbeat' AND final
     ), sig AS (
-        SELECT run, srv, ts, (running > 0 OR waiting > 0) AS stats_busy,
+        SELECT run, srv, ts, seq, (running > 0 OR waiting > 0) AS stats_busy,
                CAST(NULL AS INTEGER) AS dflight, CAST(NULL AS BOOLEAN) AS fin
         FROM ev WHERE kind = 'inference.stats'
         UNION ALL
-        SELECT run, srv, q, NULL, 1, NULL FROM reqs WHERE q IS NOT NULL AND (d IS NULL OR d >= q)
+        SELECT run, srv, q, q_seq, NULL, 1, NULL FROM reqs
+        WHERE q IS NOT NULL AND (d IS NULL OR d >= q)
         UNION ALL
-        SELECT run, srv, d, NULL, -1, NULL FROM reqs WHERE q IS NOT NULL AND d >= q
+        SELECT run, srv, d, d_seq, NULL, -1, NULL FROM reqs WHERE q IS NOT NULL AND d >= q
         UNION ALL
-        SELECT run, srv, first_ts, NULL, 0, NULL FROM _servers
+        SELECT run, srv, first_ts, -1, NULL, 0, NULL FROM _servers
         UNION ALL
-        SELECT h.run, s.srv, h.ts, NULL, NULL, coalesce(h.final, false)
+        SELECT h.run, s.srv, h.ts, h.seq, NULL, NULL, coalesce(h.final, false)
         FROM events h
         JOIN final_procs f ON h.run = f.run AND h.process = f.process
         JOIN _servers s ON h.run = s.run AND h.process = s.process
-        WHERE h.kind = 'heartbeat' AND h.ts >= s.first_ts
-    ), st AS (
-        SELECT DISTINCT run, srv, ts,
+        WHERE h.kind = 'heartbeat' AND (h.ts, h.seq) > (s.first_ts, s.first_seq)
+    ), running_state AS (
+        -- in arrival order, like the engine: of two snapshots with one ts, the later counts
+        SELECT run, srv, ts, seq,
                last_value(stats_busy IGNORE NULLS) OVER w AS sb,
                sum(dflight) OVER w AS flight,
                last_value(fin IGNORE NULLS) OVER w AS fin
         FROM sig
-        WINDOW w AS (PARTITION BY run, srv ORDER BY ts
-                     RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        WINDOW w AS (PARTITION BY run, srv ORDER BY ts, seq ROWS UNBOUNDED PRECEDING)
+    ), st AS (
+        -- the state after the last change at each moment
+        SELECT * FROM running_state
+        QUALIFY row_number() OVER (PARTITION BY run, srv, ts ORDER BY seq DESC) = 1
     ), ind AS (
         SELECT run, srv, ts,
                CAST(NOT coalesce(fin, false) AS INTEGER) AS live,
@@ -281,7 +291,8 @@ VIEWS["idle_gaps"] = f"""
                sum(CASE
                    WHEN sp.start_ts IS NULL THEN 0
                    WHEN s.start_ts IS NULL
-                       THEN CASE WHEN sp.start_ts < s.end_ts AND sp.end_ts >= s.end_ts
+                       THEN CASE WHEN sp.start_ts < s.end_ts
+                                      AND (sp.ongoing OR sp.end_ts > s.end_ts)
                                  THEN s.end_ts - sp.start_ts ELSE 0 END
                    ELSE greatest(0, least(sp.end_ts, coalesce(s.end_ts, sp.end_ts))
                                     - greatest(sp.start_ts, s.start_ts))

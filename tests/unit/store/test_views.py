@@ -1,0 +1,219 @@
+"""The views give the right numbers: on the incidents, and -- for the GPU-idle gaps, computed
+in SQL -- the engine's own numbers on random histories."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runwatch import incidents
+from runwatch.store import Store
+from runwatch.stream.decode import decode
+from runwatch.stream.state import RunState, StateConfig
+
+SANDBOX = "grpo-qwen2.5-7b-sandbox"
+
+
+def engine_gaps(events: list[dict[str, Any]], run: str = "rnd") -> dict[int, float]:
+    """Per done step, the GPU-idle gap as the engine's run state counts it."""
+    state = RunState(events[0]["run"] if events else run, StateConfig(keep_steps=10**6))
+    for e in sorted(events, key=lambda e: e["ts"]):
+        state.apply(decode(json.dumps(e)))
+    return {n: s.gap for n, s in state.steps.by_number.items() if s.done is not None}
+
+
+def sql_gaps(store: Store, run: str) -> dict[int, float]:
+    rows = store.con.execute(
+        "SELECT step, gap_s FROM idle_gaps WHERE run = ? AND end_ts IS NOT NULL", [run]
+    ).fetchall()
+    return {int(s): float(g) for s, g in rows}
+
+
+def test_sandbox_hang_idle_gaps_are_20_21_26_minutes(incident_store: Store) -> None:
+    rows = incident_store.con.execute(
+        "SELECT step, gap_s, gap_min FROM idle_gaps WHERE run = ? ORDER BY step", [SANDBOX]
+    ).fetchall()
+    assert [(s, g) for s, g, _ in rows[:3]] == [(1, 1200.0), (2, 1260.0), (3, 1560.0)]
+    assert [m for _, _, m in rows[:3]] == [20.0, 21.0, 26.0]
+    assert rows[3][0] == 4
+    assert rows[3][1] == pytest.approx(99 * 60)
+
+
+@pytest.mark.parametrize("name", sorted(incidents.INCIDENTS))
+def test_idle_gaps_match_the_engine_on_every_incident(incident_store: Store, name: str) -> None:
+    events = incidents.INCIDENTS[name]()
+    want = engine_gaps(events)
+    got = sql_gaps(incident_store, events[0]["run"])
+    assert got.keys() == want.keys()
+    for step, gap in want.items():
+        assert got[step] == pytest.approx(gap, abs=1e-6), step
+
+
+def test_idle_spans_of_the_sandbox_hang(incident_store: Store) -> None:
+    rows = incident_store.con.execute(
+        "SELECT seconds FROM idle_spans WHERE run = ? ORDER BY start_ts", [SANDBOX]
+    ).fetchall()
+    assert [r[0] for r in rows] == [1200.0, 1260.0, 1560.0, 99 * 60.0]
+
+
+def test_runs_view(incident_store: Store) -> None:
+    rows = {
+        r[0]: r[1:]
+        for r in incident_store.con.execute(
+            "SELECT run, status, last_step, total_steps, labels, open_alerts, open_rules FROM runs"
+        ).fetchall()
+    }
+    assert set(rows) == {b()[0]["run"] for b in incidents.INCIDENTS.values()}
+    assert rows[SANDBOX] == ("killed", 3, 400, {"team": "reasoning"}, 1, ["idle_gap_growing"])
+    assert rows["ppo-llama3-8b-math"][:3] == ("killed", 680, 1000)
+    assert rows["grpo-qwen2.5-72b-healthy"][0] == "ok"
+    assert rows["grpo-qwen2.5-72b-healthy"][4] == 0  # the healthy run raises nothing
+    assert rows["prime-rl-qwen3-4b"][0] == "running"
+
+
+def test_steps_view(incident_store: Store) -> None:
+    rows = incident_store.con.execute(
+        "SELECT step, duration_s, reward, timing['update_actor'] FROM steps WHERE run = ? "
+        "ORDER BY step",
+        [SANDBOX],
+    ).fetchall()
+    assert [r[0] for r in rows] == [1, 2, 3, 4]
+    assert [r[2] for r in rows[:3]] == pytest.approx([0.43, 0.44, 0.45])
+    assert rows[0][3] == 600.0
+    assert rows[3][1] is None
+    zero = incident_store.con.execute(
+        "SELECT min(step) FROM steps WHERE run = 'ppo-llama3-8b-math' AND reward = 0"
+    ).fetchall()
+    assert zero == [(188,)]  # the reward from step.metrics' critic/score/mean
+
+
+def test_trajectories_view_says_where_the_time_went(incident_store: Store) -> None:
+    rows = incident_store.con.execute(
+        "SELECT traj, status, phase, time_per_phase['sandbox'], duration_s FROM trajectories "
+        "WHERE run = ? ORDER BY duration_s DESC LIMIT 2",
+        [SANDBOX],
+    ).fetchall()
+    stuck, slow = rows
+    assert stuck[:3] == ("s4-t511", "unfinished", "sandbox")
+    assert stuck[3] == pytest.approx(99 * 60, abs=1)
+    assert slow[0] == "s3-t511"
+    assert slow[1] == "ok"
+    assert slow[3] == pytest.approx(26 * 60, abs=1)
+    count = incident_store.con.execute(
+        "SELECT count(*) FROM trajectories WHERE run = ?", [SANDBOX]
+    ).fetchall()
+    assert count == [(4 * 512,)]
+
+
+def test_inference_view(incident_store: Store) -> None:
+    rows = incident_store.con.execute(
+        "SELECT server, count(*), max(running) FROM inference "
+        "WHERE run = 'ppo-llama3-8b-math' GROUP BY server"
+    ).fetchall()
+    assert rows == [("sglang-0", 38, 64)]
+
+
+# -- random histories: SQL against the engine ---------------------------------------------
+
+TRAINER = {"component": "trainer", "host": "n0", "pid": 1}
+ROLLOUT = {"component": "rollout", "host": "n1", "pid": 2}
+SRV_A = {"component": "inference", "host": "n2", "pid": 3, "instance": "a"}
+SRV_B = {"component": "inference", "host": "n3", "pid": 4}
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    t = 1000.0
+    step, step_open = 0, False
+    pending: list[str] = []
+    in_flight: list[str] = []
+    n_traj = n_req = 0
+
+    def emit(kind: str, src: dict[str, Any], **fields: Any) -> None:
+        out.append({"v": 1, "id": f"e{len(out)}", "ts": t, "run": "rnd", "kind": kind,
+                    "src": src, **fields})  # fmt: skip
+
+    for _ in range(draw(st.integers(5, 60))):
+        t += draw(st.sampled_from([0.0, 1.0, 5.0, 30.0, 120.0]))
+        action = draw(st.sampled_from(
+            ["step", "step", "traj+", "traj+", "traj-", "traj-", "stats_a", "stats_a",
+             "stats_b", "req+", "req-", "beat_a", "phase"]))  # fmt: skip
+        if action == "step":
+            # steps without step.started: test_a_step_without_start_gets_the_running_span
+            if step_open:
+                emit("step.done", TRAINER, step=step)
+            else:
+                step += 1
+                emit("step.started", TRAINER, step=step)
+            step_open = not step_open
+        elif action == "traj+":
+            n_traj += 1
+            pending.append(f"t{n_traj}")
+            emit("trajectory.started", ROLLOUT, traj=f"t{n_traj}", step=step)
+        elif action == "traj-" and pending:
+            traj = pending.pop(draw(st.integers(0, len(pending) - 1)))
+            emit("trajectory.done", ROLLOUT, traj=traj, status="ok")
+        elif action == "phase" and pending:
+            emit("trajectory.phase", ROLLOUT, traj=pending[0], phase="sandbox")
+        elif action == "stats_a":
+            busy = draw(st.integers(0, 2))
+            emit("inference.stats", SRV_A, server="a", running=busy, waiting=0)
+        elif action == "stats_b":
+            emit("inference.stats", SRV_B, server="b", running=0, waiting=draw(st.integers(0, 1)))
+        elif action == "req+":
+            n_req += 1
+            in_flight.append(f"q{n_req}")
+            emit("request.queued", ROLLOUT, req=f"q{n_req}", server="c")
+        elif action == "req-" and in_flight:
+            emit("request.done", ROLLOUT, req=in_flight.pop(0), server="c")
+        elif action == "beat_a":
+            emit("heartbeat", SRV_A, final=draw(st.booleans()))
+    if step_open:
+        t += 10
+        emit("step.done", TRAINER, step=step)
+    if draw(st.booleans()):
+        t += 10
+        emit("run.finished", TRAINER, status="ok")
+    return out
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(events=histories())
+def test_idle_gaps_match_the_engine_on_random_histories(
+    store: Store, events: list[dict[str, Any]]
+) -> None:
+    store.con.execute("DELETE FROM events")
+    store.write_events([json.dumps(e) for e in events])
+    want = engine_gaps(events)
+    got = sql_gaps(store, "rnd")
+    assert got.keys() == want.keys()
+    for step, gap in want.items():
+        assert got[step] == pytest.approx(gap, abs=1e-6), (step, got, want)
+
+
+def test_a_step_without_start_gets_the_running_span(store: Store) -> None:
+    """Without step.started the engine counts the idle time running at step.done."""
+
+    def e(n: int, kind: str, ts: float, src: dict[str, Any], **f: Any) -> dict[str, Any]:
+        return {"v": 1, "id": f"n{n}", "ts": ts, "run": "nostart", "kind": kind, "src": src, **f}
+
+    events = [
+        e(1, "trajectory.started", 1000.0, ROLLOUT, traj="t1"),
+        e(2, "inference.stats", 1010.0, SRV_A, server="a", running=0, waiting=0),  # idle from here
+        e(3, "step.done", 1030.0, TRAINER, step=1),  # 20 s
+        e(4, "inference.stats", 1040.0, SRV_A, server="a", running=1, waiting=0),
+        e(5, "step.done", 1050.0, TRAINER, step=2),  # busy at done: 0 s
+        e(6, "inference.stats", 1060.0, SRV_A, server="a", running=0, waiting=0),
+        e(7, "step.done", 1065.0, TRAINER, step=3),  # 5 s
+    ]
+    store.write_events([json.dumps(x) for x in events])
+    assert sql_gaps(store, "nostart") == engine_gaps(events) == {1: 20.0, 2: 0.0, 3: 5.0}
