@@ -7,6 +7,7 @@ steps (`idle_gap_growing`) and the rule itself only adds the heartbeat check.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 
 from runwatch.stream.processes import Process
@@ -104,11 +105,16 @@ class Inference:
         else:
             srv.in_flight.add(req)
 
-    def process_final(self, process: Process) -> None:
-        """A clean exit of a server's process takes that server out of the picture."""
+    def process_final(self, process: Process) -> bool:
+        """A clean exit of a server's process takes that server out of the picture.
+
+        Returns whether any server changed (most heartbeats change none)."""
+        changed = False
         for srv in self.servers.values():
-            if srv.process is process:
+            if srv.process is process and srv.final != process.final:
                 srv.final = process.final
+                changed = True
+        return changed
 
     # -- trajectories ----------------------------------------------------------------------
 
@@ -132,7 +138,8 @@ class Inference:
     def phase(self, traj: str, phase: str, ts: float) -> None:
         t = self.pending.get(traj)
         if t is not None and ts >= t.phase_since:
-            t.phase = phase
+            # a handful of phase names across thousands of pending trajectories: share them
+            t.phase = sys.intern(phase)
             t.phase_since = ts
 
     def done(self, traj: str) -> None:

@@ -29,16 +29,20 @@ class ReorderWindow(Generic[T]):
     def __len__(self) -> int:
         return len(self._heap)
 
-    def push(self, ts: float, item: T) -> Iterator[T]:
-        """Add an item; yields, in ts order (ties: arrival order), every item past the window."""
+    def push(self, ts: float, item: T) -> list[T]:
+        """Add an item; returns, in ts order (ties: arrival order), every item past the window."""
         self._seq += 1
-        heapq.heappush(self._heap, (ts, self._seq, item))
+        heap = self._heap
+        heapq.heappush(heap, (ts, self._seq, item))
         if ts > self.high:
             self.high = ts
         watermark = self.high - self.window
-        heap = self._heap
+        if heap[0][0] > watermark:
+            return []
+        out = []
         while heap and heap[0][0] <= watermark:
-            yield heapq.heappop(heap)[2]
+            out.append(heapq.heappop(heap)[2])
+        return out
 
     def drain(self) -> Iterator[T]:
         """Everything still held, in ts order (end of input)."""

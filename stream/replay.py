@@ -43,17 +43,20 @@ def replay(
     """
     report = on_invalid or (lambda bad: None)
     buffer: ReorderWindow[Held] = ReorderWindow(window)
+    push, check = buffer.push, engine.check
     for source, number, raw in lines:
-        if not raw.strip():
+        if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
         try:
             event = decode(raw)
-            engine.check(event)  # one the engine will refuse must not move the window
+            check(event)  # one the engine will refuse must not move the window
         except InvalidEvent as err:
             report(BadLine(source, number, err.reason))
             continue
-        for held in buffer.push(event.ts, (event, source, number)):
-            yield from _apply(engine, held, report)
+        for held in push(event.ts, (event, source, number)):
+            alerts = _apply(engine, held, report)
+            if alerts:
+                yield from alerts
     for held in buffer.drain():
         yield from _apply(engine, held, report)
     if until is not None:

@@ -109,8 +109,10 @@ class RunState:
     def _heartbeat(self, event: ev.Event) -> None:
         e = cast(ev.Heartbeat, event)
         proc = self.processes.beat(e.src, e.ts, bool(e.final))
-        self.inference.process_final(proc)
-        self._idle_changed()
+        if self.inference.process_final(proc):
+            # the idle condition depends on heartbeats only through servers' clean exits;
+            # every other change re-evaluates it on its own, so nothing else can be stale
+            self._idle_changed()
 
     def _step_started(self, event: ev.Event) -> None:
         e = cast(ev.StepStarted, event)

@@ -1,0 +1,185 @@
+"""What decoding one event costs: bytes of one JSON line in, a validated event out.
+
+Four ways, on the same lines:
+
+  json + pydantic       stdlib `json.loads`, then `runwatch.emitters.events.validate` (the
+                        model for the event's kind): the obvious way, and the baseline
+  orjson + pydantic     `orjson.loads`, then the same validation. orjson refuses the `NaN`
+                        tokens that Python emitters write, so those lines fall back to
+                        `json.loads`
+  pydantic validate_json  pydantic parses and validates in one call, through a union of the
+                        models discriminated on `kind` (unknown kinds go to the envelope model)
+  runwatch decode       `runwatch.stream.decode.decode`: msgspec Structs derived from the
+                        models; what msgspec refuses (NaN tokens, unknown kinds, bad input)
+                        goes to json + pydantic
+
+The lines follow the kind mix of the incident streams (`runwatch.incidents`, all of them),
+with a few `step.metrics` lines carrying NaN (written by stdlib json, as a Python emitter
+would). Each method is timed over every line, in CPU time, best of `--repeat` rounds; the
+ratio is the baseline's time over the method's. Figures only: nothing here asserts a timing.
+
+    .venv/bin/python bench/decode.py [--quick] [--n 60000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Union
+
+import orjson
+from pydantic import Discriminator, Tag, TypeAdapter
+
+from runwatch.emitters import events
+from runwatch.incidents import INCIDENTS
+from runwatch.stream.decode import decode
+
+#: Share of lines that are `step.metrics` with a NaN value.
+NAN_SHARE = 0.002
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        cpu = platform.processor() or "?"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"machine: {os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()} "
+        f"({platform.python_implementation()}); {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
+        f"load average {load}"
+    )
+
+
+def corpus(n: int, seed: int = 7) -> list[bytes]:
+    """`n` lines in the incidents' kind mix, shuffled; a few NaN step.metrics among them."""
+    pool = [e for build in INCIDENTS.values() for e in build()]
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    for i in range(n):
+        if rng.random() < NAN_SHARE:
+            e = {
+                "v": 1,
+                "id": f"nan-{i}",
+                "ts": 1_773_496_800.0 + i,
+                "run": "nan-run",
+                "kind": "step.metrics",
+                "src": {"component": "trainer", "host": "node-0", "pid": 1},
+                "step": i,
+                "metrics": {"actor/grad_norm": math.nan, "critic/score/mean": 0.4, "x": None},
+            }
+            lines.append(json.dumps(e).encode())
+        else:
+            lines.append(orjson.dumps(rng.choice(pool)))
+    return lines
+
+
+# --- the contenders -----------------------------------------------------------------------
+
+
+def json_pydantic(raw: bytes) -> events.Event:
+    return events.validate(json.loads(raw))
+
+
+def orjson_pydantic(raw: bytes) -> events.Event:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = json.loads(raw)  # the NaN / Infinity tokens
+    return events.validate(obj)
+
+
+def _kind_tag(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if kind in events.KNOWN_KINDS else "other"
+
+
+_ANY_EVENT = TypeAdapter(
+    Annotated[
+        Union[
+            (
+                *(Annotated[m, Tag(k)] for k, m in events.KNOWN_KINDS.items()),
+                Annotated[events.Event, Tag("other")],
+            )
+        ],
+        Discriminator(_kind_tag),
+    ]
+)
+
+
+def pydantic_json(raw: bytes) -> events.Event:
+    ev: events.Event = _ANY_EVENT.validate_json(raw)
+    return ev
+
+
+METHODS: dict[str, Callable[[bytes], events.Event]] = {
+    "json + pydantic": json_pydantic,
+    "orjson + pydantic": orjson_pydantic,
+    "pydantic validate_json": pydantic_json,
+    "runwatch decode (msgspec)": decode,
+}
+BASELINE = "json + pydantic"
+
+
+def timed(fn: Callable[[bytes], Any], lines: list[bytes], repeat: int) -> float:
+    """Best CPU time of `repeat` passes over all lines (one thread: one core's worth, and
+    steadier than wall time on a machine shared with other work)."""
+    best = math.inf
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.process_time()
+        for raw in lines:
+            fn(raw)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=60_000, help="lines (default 60000)")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds per method, best kept")
+    ap.add_argument("--quick", action="store_true", help="10000 lines, 3 rounds")
+    args = ap.parse_args()
+    if args.quick:
+        args.n, args.repeat = 10_000, 3
+
+    print(machine())
+    lines = corpus(args.n)
+    mix = Counter(orjson.loads(raw.replace(b"NaN", b"null"))["kind"] for raw in lines)
+    nan_lines = sum(b"NaN" in raw for raw in lines)
+    avg = sum(map(len, lines)) / len(lines)
+    print(f"{len(lines)} lines, {avg:.0f} bytes on average, {nan_lines} with NaN; kind mix:")
+    print("  " + ", ".join(f"{k} {v / len(lines):.1%}" for k, v in mix.most_common()))
+
+    # every method must agree with the baseline before its time means anything
+    reference = [json_pydantic(raw) for raw in lines[:2000]]
+    for name, fn in METHODS.items():
+        for raw, ref in zip(lines, reference, strict=False):
+            got = fn(raw)
+            assert (got.kind, got.id, got.ts) == (ref.kind, ref.id, ref.ts), name
+
+    times = {name: timed(fn, lines, args.repeat) for name, fn in METHODS.items()}
+    base = times[BASELINE]
+    print()
+    print(f"{'method':<28}{'µs/event':>10}{'events/s':>14}{'vs json+pydantic':>19}")
+    for name, t in times.items():
+        per = t / len(lines)
+        print(f"{name:<28}{per * 1e6:>10.2f}{1 / per:>14,.0f}{base / t:>18.2f}x")
+
+
+if __name__ == "__main__":
+    main()
