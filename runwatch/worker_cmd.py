@@ -52,6 +52,13 @@ def register(sub: Any) -> None:
         default=10.0,
         help="seconds before the group gives a dead worker's partitions away (10)",
     )
+    w.add_argument(
+        "--consumer",
+        choices=("direct", "faust"),
+        default="direct",
+        help="direct: batches from a plain aiokafka consumer (default, fast); faust: Faust's "
+        "agent stream (for comparison)",
+    )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.set_defaults(func=run_worker)
 
@@ -95,6 +102,7 @@ def run_worker(args: argparse.Namespace) -> int:
             app_id=args.app_id,
             tick_s=args.tick,
             session_timeout=args.session_timeout,
+            consumer=args.consumer,
         )
     )
     try:

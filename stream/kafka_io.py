@@ -7,13 +7,17 @@ never disturbs the worker's group or its offsets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from runwatch.stream.live import PublishedAlerts
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -135,3 +139,36 @@ async def read_to_end(
                 return
     finally:
         await consumer.stop()
+
+
+def group_consumer(bootstrap: str, group: str, session_timeout: float) -> Any:
+    """The live consumer: in the worker's group, nothing committed (the rebuild recovers)."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=int(session_timeout * 1000),
+        heartbeat_interval_ms=int(max(0.5, session_timeout / 5) * 1000),
+        max_poll_interval_ms=30 * 60 * 1000,
+        max_partition_fetch_bytes=8 << 20,
+        fetch_max_bytes=64 << 20,
+    )
+
+
+async def read_published(bootstrap: str, topics: Topics) -> tuple[PublishedAlerts, dict[int, int]]:
+    """What runwatch.alerts holds, and per events partition the last offset on the DLQ."""
+    published = PublishedAlerts()
+    async for _, records in read_to_end(bootstrap, topics.alerts):
+        for r in records:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                published.add(orjson.loads(r.value or b"{}"))
+    dead_upto: dict[int, int] = {}
+    async for _, records in read_to_end(bootstrap, topics.dlq):
+        for r in records:
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                letter = orjson.loads(r.value or b"{}")
+                if letter.get("topic") == topics.events:
+                    p, off = int(letter["partition"]), int(letter["offset"])
+                    dead_upto[p] = max(dead_upto.get(p, -1), off)
+    return published, dead_upto

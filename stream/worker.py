@@ -1,17 +1,23 @@
 """The stream worker: a thin faust-streaming app around `LiveDriver`s.
 
-Faust does what it is good at -- the consumer group (which worker owns which partitions of
-`runwatch.events`), fetching, the producer, timers, signals -- and nothing on the per-event
-path but handing over batches (`stream.take_events`): decoding, clock correction and the
-rules run in `LiveDriver.feed` over plain (bytes, append time, offset) tuples.
+Faust hosts the worker -- its life cycle and signals (`faust.Worker`), the wall-clock timer,
+the producer that publishes alerts and dead letters -- and nothing on the per-event path.
+Events are fetched in batches by a plain aiokafka consumer in the worker's consumer group
+(`consumer="direct"`, the default): bench/worker.py measured Faust's own stream path
+(`agent` + `stream.take_events`, kept as `consumer="faust"`) at ~12k events/s on one core
+with over 90% of the time in Faust's per-message machinery (thread hand-off, queues,
+per-event acks and sensors) and ~7% in runwatch's decode + rules. Either way, decoding,
+clock correction and the rules run in `LiveDriver.feed` over plain (bytes, append time,
+offset) tuples.
 
 State is not kept in Faust tables. A partition the worker takes over (at start, or in a
-rebalance) is rebuilt by re-reading it from the start with a plain aiokafka consumer
-(`kafka_io.read_to_end`), with the alerts it makes held back; `runwatch.alerts` is read to
-learn what was already published, and only the missing transitions go out. Live records
-below the offset the rebuild reached are skipped. Why not changelog tables: the state is a
-fold of the partition, deterministic to re-read, and re-reading costs one pass at the
-engine's replay rate (bench/worker.py measures it) without Faust's recovery machinery.
+rebalance) is rebuilt by re-reading it from the start with a second, group-less consumer
+(`kafka_io.read_to_end`) while the live consumer holds it paused; the alerts this makes are
+held back, `runwatch.alerts` is read to learn what was already published, and only the
+missing transitions go out. The live consumer then seeks to where the rebuild stopped.
+Offsets are never committed: the rebuild is the recovery. Why not changelog tables: the
+state is a deterministic fold of the partition, one re-read costs a pass at ~75k events/s,
+and Faust's table recovery is one of its known weak spots.
 """
 
 from __future__ import annotations
@@ -27,15 +33,22 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
 import orjson
+from aiokafka.abc import ConsumerRebalanceListener
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.kafka_io import Topics, ensure_topics, read_to_end
-from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver, PublishedAlerts, Record
+from runwatch.stream.kafka_io import (
+    Topics,
+    ensure_topics,
+    group_consumer,
+    read_published,
+    read_to_end,
+)
+from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver, Record
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -55,6 +68,9 @@ class WorkerSettings:
     grace: float = DEFAULT_GRACE
     batch_max: int = 5000
     batch_within: float = 0.02
+    #: "direct": batches from a plain aiokafka group consumer; "faust": Faust's agent
+    #: stream with `take_events` (slower; kept for comparison).
+    consumer: str = "direct"
     #: A worker that died is noticed by the group after this long (a restart waits for it).
     session_timeout: float = 10.0
     say: Any = None  # callable(str) for status lines; default: stderr
@@ -64,12 +80,15 @@ class StreamWorker:
     """Owns the drivers of the partitions this worker holds, and the Faust app driving them."""
 
     def __init__(self, settings: WorkerSettings) -> None:
+        if settings.consumer not in ("direct", "faust"):
+            raise ValueError(f"consumer must be 'direct' or 'faust', not {settings.consumer!r}")
         self.settings = settings
         self.topics = Topics(settings.topic_prefix)
-        self.drivers: dict[int, LiveDriver] = {}
+        self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self.resume_at: dict[int, int] = {}  # first offset the live path applies
-        self.ready: dict[int, asyncio.Event] = {}
-        self._rebuilding: asyncio.Task[None] | None = None
+        self.rebuilding: set[int] = set()
+        self._rebuild_task: asyncio.Task[None] | None = None
+        self._direct: Any = None  # the aiokafka consumer in direct mode
         self._warned_create_time = False
         self.published = 0
         self.dead_letters = 0
@@ -78,8 +97,6 @@ class StreamWorker:
         self.name = f"{socket.gethostname()}/{os.getpid()}"
         self._headers = [("runwatch-worker", self.name.encode())]
         self.app = self._build_app()
-
-    # -- status ----------------------------------------------------------------------------
 
     def say(self, message: str) -> None:
         if self.settings.say is not None:
@@ -102,153 +119,172 @@ class StreamWorker:
             topic_disable_leader=True,
             consumer_auto_offset_reset="earliest",
             stream_buffer_maxsize=max(4 * s.batch_max, 4096),
-            broker_commit_every=10_000,
-            broker_commit_interval=2.0,
             producer_linger_ms=1,
             producer_acks=-1,
             broker_session_timeout=s.session_timeout,
             broker_heartbeat_interval=max(0.5, s.session_timeout / 5),
         )
-        events = app.topic(
-            self.topics.events,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=s.partitions,
-            config={"message.timestamp.type": "LogAppendTime"},
-        )
+        if s.consumer == "faust":
+            events = app.topic(self.topics.events, key_type=bytes, value_type=bytes,
+                               key_serializer="raw", value_serializer="raw")  # fmt: skip
 
-        async def consume(stream: Any) -> None:
-            async for batch in stream.take_events(s.batch_max, within=s.batch_within):
-                await self.process([e.message for e in batch])
+            async def consume(stream: Any) -> None:
+                async for batch in stream.take_events(s.batch_max, within=s.batch_within):
+                    ts_type = batch[-1].message.timestamp_type
+                    await self.process([_faust_record(e.message) for e in batch], ts_type)
 
-        app.agent(events, name="runwatch-events")(consume)
+            app.agent(events, name="runwatch-events")(consume)
+
+            async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
+                assigned: Iterable[Any] = args[0] if args else kw.get("assigned", ())
+                self.assign({tp.partition for tp in assigned if tp.topic == self.topics.events})
+
+            app.on_partitions_assigned.connect(on_assigned)
+        else:
+            # No Faust consumer at all: it would subscribe to nothing and crash.
+            app.boot_strategy.enable_kafka_consumer = False
+            app.task(self._consume_direct)
 
         async def tick() -> None:
             await self.tick(time.time())
 
         app.timer(s.tick_s, on_leader=False)(tick)
 
-        async def on_assigned(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
-            assigned: Iterable[Any] = args[0] if args else kw.get("assigned", ())
-            self.assign({tp.partition for tp in assigned if tp.topic == self.topics.events})
-
         async def on_shutdown(sender: Any, /, *args: Any, signal: Any, **kw: Any) -> None:
             await self.shutdown()
 
-        async def on_startup(sender: Any, **_: Any) -> None:
-            counts = await ensure_topics(s.bootstrap, self.topics, s.partitions)
-            self.say(
-                f"consuming {self.topics.events} ({counts.get(self.topics.events)} partitions) "
-                f"as group {s.app_id}; alerts to {self.topics.alerts}"
-            )
-
-        app.on_partitions_assigned.connect(on_assigned)
         app.on_before_shutdown.connect(on_shutdown)
-        self._on_startup = on_startup
         return app
 
     async def prepare(self) -> None:
-        """Create the topics before Faust subscribes (so they get our settings)."""
-        await self._on_startup(self.app)
+        """Create the topics before anything subscribes (so they get our settings)."""
+        s = self.settings
+        counts = await ensure_topics(s.bootstrap, self.topics, s.partitions)
+        self.say(
+            f"consuming {self.topics.events} ({counts.get(self.topics.events)} partitions) "
+            f"as group {s.app_id}; alerts to {self.topics.alerts}"
+        )
+
+    # -- the direct consumer ---------------------------------------------------------------
+
+    async def _consume_direct(self) -> None:
+        s = self.settings
+        consumer = self._direct = group_consumer(s.bootstrap, s.app_id, s.session_timeout)
+        await consumer.start()
+        try:
+            consumer.subscribe([self.topics.events], listener=_Listener(self))
+            while True:
+                batch = await consumer.getmany(timeout_ms=200, max_records=s.batch_max)
+                out: list[tuple[int, bytes | None, float, int]] = []
+                ts_type = LOG_APPEND_TIME
+                for tp, records in batch.items():
+                    p = tp.partition
+                    out += [(p, r.value, r.timestamp / 1000.0, r.offset) for r in records]
+                    ts_type = records[-1].timestamp_type
+                if out:
+                    await self.process(out, ts_type)
+        finally:
+            self._direct = None
+            await consumer.stop()
 
     # -- live path -------------------------------------------------------------------------
 
-    async def process(self, messages: Sequence[Any]) -> None:
-        """One batch from Faust: split by partition, skip what the rebuild covered, feed."""
-        parts: dict[int, list[Record]] = {}
-        for m in messages:
-            records = parts.get(m.partition)
-            if records is None:
-                records = parts[m.partition] = []
-            records.append((m.value, m.timestamp, m.offset))
-        if not self._warned_create_time and messages[0].timestamp_type != LOG_APPEND_TIME:
+    async def process(
+        self, records: Sequence[tuple[int, bytes | None, float, int]], ts_type: int = 1
+    ) -> None:
+        """One batch: split by partition, skip what the rebuild covered, feed the drivers."""
+        if ts_type != LOG_APPEND_TIME and not self._warned_create_time:
             self._warned_create_time = True
             log.warning(
                 "%s records carry the producer's time, not the broker's: clock skew "
                 "correction is off (set message.timestamp.type=LogAppendTime on the topic)",
                 self.topics.events,
             )
-        for partition, records in parts.items():
-            ready = self.ready.get(partition)
-            if ready is not None and not ready.is_set():
-                await ready.wait()
-            driver = self.drivers.get(partition)
-            if driver is None or self.ready.get(partition) is not ready:
-                continue  # not ours any more (a rebalance happened meanwhile)
-            start = self.resume_at.get(partition, 0)
-            if records[0][2] < start:
-                records = [r for r in records if r[2] >= start]
-                if not records:
+        parts: dict[int, list[Record]] = {}
+        for p, value, ts, offset in records:
+            mine = parts.get(p)
+            if mine is None:
+                mine = parts[p] = []
+            mine.append((value, ts, offset))
+        alerts: list[Alert] = []
+        dead: list[DeadLetter] = []
+        for p, mine in parts.items():
+            driver = self.drivers.get(p)
+            if driver is None:
+                continue  # not ours, or being rebuilt: re-fetched from resume_at after it
+            start = self.resume_at[p]
+            if mine[0][2] < start:
+                mine = [r for r in mine if r[2] >= start]
+                if not mine:
                     continue
-            self.resume_at[partition] = records[-1][2] + 1
-            alerts, dead = driver.feed(records)
+            self.resume_at[p] = mine[-1][2] + 1
+            got, letters = driver.feed(mine)
+            alerts += got
+            dead += letters
+        if alerts or dead:
             await self._publish(alerts, dead)
 
     async def tick(self, now: float) -> None:
         """Wall-clock time for conditions that ripen in silence; a partition the worker is
         behind on only advances to the broker time of the last record it applied."""
-        consumer = self.app.consumer
         out: list[Alert] = []
-        for partition, driver in list(self.drivers.items()):
-            ready = self.ready.get(partition)
-            if ready is None or not ready.is_set():
-                continue
-            at = now
-            try:
-                high = consumer.highwater(_tp(self.topics.events, partition))
-            except Exception:  # not assigned in the consumer any more
-                high = None
-            if high is not None and high > self.resume_at.get(partition, 0):
-                at = min(now, driver.arrival + driver.grace)
-            out += driver.tick(at)
-        await self._publish(out, [])
+        for p, driver in list(self.drivers.items()):
+            high = self._highwater(p)
+            behind = high is not None and high > self.resume_at.get(p, 0)
+            out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
+        if out:
+            await self._publish(out, [])
+
+    def _highwater(self, partition: int) -> int | None:
+        try:
+            if self._direct is not None:
+                high = self._direct.highwater(_aio_tp(self.topics.events, partition))
+            elif self.settings.consumer == "faust":
+                high = self.app.consumer.highwater(_tp(self.topics.events, partition))
+            else:
+                return None
+        except Exception:  # not assigned any more, or not fetched yet
+            return None
+        return cast(int | None, high)
 
     async def _publish(self, alerts: list[Alert], dead: list[DeadLetter]) -> None:
         producer = self.app.producer
         headers = self._headers
         for alert in alerts:
-            await producer.send(
-                self.topics.alerts,
-                alert.run.encode(),
-                orjson.dumps(alert.to_dict()),
-                None,
-                None,
-                headers,
-            )
+            value = orjson.dumps(alert.to_dict())
+            await producer.send(self.topics.alerts, alert.run.encode(), value, None, None, headers)
         for letter in dead:
-            await producer.send(
-                self.topics.dlq,
-                f"{letter.topic}:{letter.partition}:{letter.offset}".encode(),
-                letter.to_json(),
-                None,
-                None,
-                None,
-            )
+            key = f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
+            await producer.send(self.topics.dlq, key, letter.to_json(), None, None, None)
         self.published += len(alerts)
         self.dead_letters += len(dead)
 
     # -- rebalances and restarts -----------------------------------------------------------
 
+    async def revoked(self) -> None:
+        """Partitions are about to go to another worker: what we published must be on the
+        topic before it reads the topic to learn what was published."""
+        with contextlib.suppress(Exception):
+            await self.app.producer.flush()
+
     def assign(self, partitions: set[int]) -> None:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
         already had, drop the others, rebuild the new ones in the background."""
         self.say(f"assigned partitions {sorted(partitions)}")
-        if self._rebuilding is not None and not self._rebuilding.done():
-            self._rebuilding.cancel()
-        for p in list(self.ready):
-            if p not in partitions or not self.ready[p].is_set():
-                # lost, or its rebuild was cut short (it starts over below)
-                self.drivers.pop(p, None)
-                self.resume_at.pop(p, None)
-                self.ready.pop(p).set()  # wake a waiting agent; it sees the driver is gone
+        if self._rebuild_task is not None and not self._rebuild_task.done():
+            self._rebuild_task.cancel()  # what it was rebuilding starts over below
+        self.rebuilding.clear()
+        for p in list(self.drivers):
+            if p not in partitions:
+                del self.drivers[p], self.resume_at[p]
+            elif self._direct is not None:  # a rebalance resets positions: go on from ours
+                self._direct.seek(_aio_tp(self.topics.events, p), self.resume_at[p])
         new = sorted(p for p in partitions if p not in self.drivers)
-        if not new:
-            return
-        for p in new:
-            self.ready[p] = asyncio.Event()
-        self._rebuilding = asyncio.ensure_future(self._rebuild(new))
+        if new:
+            self.rebuilding.update(new)
+            if self._direct is not None:
+                self._direct.pause(*(_aio_tp(self.topics.events, p) for p in new))
+            self._rebuild_task = asyncio.ensure_future(self._rebuild(new))
 
     async def _rebuild(self, partitions: list[int]) -> None:
         s = self.settings
@@ -259,25 +295,8 @@ class StreamWorker:
         }
         for d in drivers.values():
             d.start_replay()
-        published = PublishedAlerts()
-        async for _, records in read_to_end(s.bootstrap, self.topics.alerts):
-            for r in records:
-                if r.value:
-                    try:
-                        published.add(orjson.loads(r.value))
-                    except orjson.JSONDecodeError:
-                        continue
-        dead_upto: dict[int, int] = {}
-        async for _, records in read_to_end(s.bootstrap, self.topics.dlq):
-            for r in records:
-                try:
-                    letter = orjson.loads(r.value or b"")
-                    if letter.get("topic") == self.topics.events:
-                        p, off = int(letter["partition"]), int(letter["offset"])
-                        dead_upto[p] = max(dead_upto.get(p, -1), off)
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                    continue
-        resume = {p: 0 for p in partitions}
+        published, dead_upto = await read_published(s.bootstrap, self.topics)
+        resume = dict.fromkeys(partitions, 0)
         count = 0
         async for p, records in read_to_end(
             s.bootstrap, self.topics.events, partitions, follow=True
@@ -297,25 +316,31 @@ class StreamWorker:
         for p, d in drivers.items():
             self.drivers[p] = d
             self.resume_at[p] = resume[p]
-            if resume[p]:
-                try:  # Faust need not fetch what the rebuild read (it would be skipped)
-                    await self.app.consumer.seek(_tp(self.topics.events, p), resume[p])
-                except Exception as err:  # the partition was taken away meanwhile
-                    log.info("seek %s/%d: %r", self.topics.events, p, err)
-            self.ready[p].set()
+            self.rebuilding.discard(p)
+            await self._seek(p, resume[p])
         rate = count / read_s if read_s > 0 else 0.0
         self.say(
             f"live on partitions {partitions}: rebuilt from {count} events in {read_s:.2f}s "
             f"({rate:,.0f} events/s), {len(out)} missing alert transitions published"
         )
 
+    async def _seek(self, partition: int, offset: int) -> None:
+        """The live consumer goes on from where the rebuild stopped."""
+        try:
+            if self._direct is not None:
+                tp = _aio_tp(self.topics.events, partition)
+                self._direct.seek(tp, offset)
+                self._direct.resume(tp)
+            elif self.settings.consumer == "faust" and offset:
+                await self.app.consumer.seek(_tp(self.topics.events, partition), offset)
+        except Exception as err:  # taken away meanwhile: the next assignment sorts it out
+            log.info("seek %s/%d: %r", self.topics.events, partition, err)
+
     async def shutdown(self) -> None:
-        if self._rebuilding is not None and not self._rebuilding.done():
-            self._rebuilding.cancel()
+        if self._rebuild_task is not None and not self._rebuild_task.done():
+            self._rebuild_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._rebuilding
-        for ready in self.ready.values():
-            ready.set()
+                await self._rebuild_task
         with contextlib.suppress(Exception):  # the producer may be stopped already
             await self.app.producer.flush()
 
@@ -323,7 +348,31 @@ class StreamWorker:
         shutil.rmtree(self._datadir, ignore_errors=True)
 
 
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's rebalance callbacks, forwarded to the worker."""
+
+    def __init__(self, worker: StreamWorker) -> None:
+        self.worker = worker
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.worker.revoked()
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        topic = self.worker.topics.events
+        self.worker.assign({tp.partition for tp in assigned if tp.topic == topic})
+
+
+def _faust_record(m: Any) -> tuple[int, bytes | None, float, int]:
+    return (m.partition, m.value, m.timestamp, m.offset)
+
+
 def _tp(topic: str, partition: int) -> Any:
     from faust.types import TP
 
     return TP(topic, partition)
+
+
+def _aio_tp(topic: str, partition: int) -> Any:
+    from aiokafka import TopicPartition
+
+    return TopicPartition(topic, partition)
