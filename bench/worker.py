@@ -224,7 +224,8 @@ def throughput(
     elapsed = done - t0
     runs = copies * len(INCIDENTS)
     report = (
-        f"live path ({mode}): {n:,} events ({len(lines) // runs} per run, {runs} runs) consumed in {elapsed:.2f}s = {n / elapsed:,.0f} "
+        f"live path ({mode}): {n:,} events ({len(lines) // runs} per run, {runs} runs) "
+        f"consumed in {elapsed:.2f}s = {n / elapsed:,.0f} "
         f"events/s wall; worker CPU {cpu:.2f}s = {n / cpu:,.0f} events per CPU-second "
         f"(produced in {produce_s:.1f}s while the worker was paused)"
     )
