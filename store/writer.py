@@ -21,9 +21,20 @@ from runwatch.emitters.events import Event
 from runwatch.store.store import RawEvent, Store
 from runwatch.stream.alerts import Alert
 
-#: Test hook: when set to a path, flush() creates that file after writing the rows and before
-#: the commit, then waits -- so a test can kill -9 the process in the middle of a batch.
+#: Test hook: `PATH@K` makes the K-th flush of this process (default the first) create PATH
+#: after writing its rows and before the commit, then wait -- so a test can kill -9 the
+#: process in the middle of a batch.
 HOLD_ENV = "RUNWATCH_TEST_HOLD_IN_FLUSH"
+
+
+def _hold_here(flushes_done: int) -> None:
+    hold = os.environ.get(HOLD_ENV)
+    if not hold:
+        return
+    path, _, nth = hold.partition("@")
+    if flushes_done + 1 == int(nth or 1):
+        Path(path).touch()
+        time.sleep(3600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +140,7 @@ class BatchWriter:
                 store.write_invalid(self.invalid)
                 if self.consumer is not None:
                     store.set_positions(self.consumer, self.moved)
-                hold = os.environ.get(HOLD_ENV)
-                if hold:
-                    Path(hold).touch()
-                    time.sleep(3600)
+                _hold_here(self.totals["flushes"])
         finally:
             if not self.hold_open:
                 self.close()

@@ -1,0 +1,180 @@
+"""The Kafka sink against a real broker: kill -9 in the middle of a batch, restart, and every
+event is stored exactly once; readers work while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+
+from runwatch import incidents
+from runwatch.store import Store, StoreLocked
+
+pytestmark = pytest.mark.integration
+
+RUNWATCH = str(Path(sys.executable).parent / "runwatch")
+
+
+def produce(bootstrap: str, topic: str, values: list[tuple[str, bytes]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
+    try:
+        for key, value in values:
+            producer.send(topic, key=key.encode(), value=value)
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+class SinkProcess:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [RUNWATCH, "sink", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+        )
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err
+        return err.decode()
+
+    def ensure_gone(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def sinks() -> Iterator[list[SinkProcess]]:
+    started: list[SinkProcess] = []
+    yield started
+    for s in started:
+        s.ensure_gone()
+
+
+def stored(db: Path) -> tuple[Counter[str], int, int]:
+    """(rows per run, rows, distinct ids) -- read while the sink may be writing."""
+    with Store.reader(db, wait=60) as store:
+        per_run = Counter(
+            dict(store.con.execute("SELECT run, count(*) FROM events GROUP BY run").fetchall())
+        )
+        (total, distinct) = store.con.execute(
+            "SELECT count(*), count(DISTINCT id) FROM events"
+        ).fetchall()[0]
+    return per_run, total, distinct
+
+
+def wait_until(predicate: Any, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.3)
+
+
+def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
+    kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    events = incidents.sandbox_hang()[:6000] + incidents.zero_reward(last_step=300)
+    values = [(e["run"], json.dumps(e).encode()) for e in events]
+    values += values[:500]  # an emitter that sent some events twice
+    values.append(("bad-run", b"{not json"))
+    want = Counter(e["run"] for e in events)
+    alerts_topic = kafka_topic + ".alerts"
+    alert = {"v": 1, "id": "a1", "ts": 1.0, "rule": "zero_reward", "run": "r",
+             "state": "firing", "severity": "critical", "key": "zero_reward|r", "since": 1.0,
+             "summary": "s"}  # fmt: skip
+    produce(kafka_broker, kafka_topic, values)
+    produce(kafka_broker, alerts_topic, [("r", json.dumps(alert).encode())] * 2)
+
+    db = tmp_path / "history.duckdb"
+    marker = tmp_path / "in-flush"
+    args = ["--kafka", kafka_broker, "--db", str(db), "--group", kafka_group,
+            "--events-topic", kafka_topic, "--alerts-topic", alerts_topic,
+            "--batch-size", "1000", "--flush-interval", "0.2", "-q"]  # fmt: skip
+
+    # 1. the third batch is written but not committed when the sink is killed
+    first = SinkProcess(args, env={"RUNWATCH_TEST_HOLD_IN_FLUSH": f"{marker}@3"})
+    sinks.append(first)
+    wait_until(marker.exists)
+    first.kill9()
+    per_run, total, distinct = stored(db)
+    assert total == distinct == 2000  # two committed batches of 1000, nothing of the third
+
+    # 2. killed again at an arbitrary moment
+    second = SinkProcess(args)
+    sinks.append(second)
+    wait_until(lambda: stored(db)[1] > 3000)
+    second.kill9()
+
+    # 3. a clean run to the end; readers work while it writes
+    third = SinkProcess(args)
+    sinks.append(third)
+    reads = 0
+
+    def caught_up() -> bool:
+        nonlocal reads
+        reads += 1
+        return stored(db)[0] == want
+
+    wait_until(caught_up)
+    third.stop()
+    assert reads >= 1
+    per_run, total, distinct = stored(db)
+    assert per_run == want
+    assert total == distinct == len(events)
+    with Store.reader(db) as store:
+        positions = store.positions(kafka_group)
+        invalid = store.con.execute("SELECT reason FROM invalid_events").fetchall()
+        alerts = store.con.execute("SELECT count(*) FROM alert_log").fetchall()
+    assert positions == {(kafka_topic, 0): len(values), (alerts_topic, 0): 2}
+    assert len(invalid) == 1
+    assert invalid[0][0].startswith("not JSON")
+    assert alerts == [(1,)]
+
+
+def test_readers_wait_for_a_batch_and_say_so_when_it_takes_too_long(
+    kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    events = incidents.orchestrator_dies()[:300]
+    produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
+    db = tmp_path / "history.duckdb"
+    marker = tmp_path / "in-flush"
+    sink = SinkProcess(
+        ["--kafka", kafka_broker, "--db", str(db), "--group", kafka_group,
+         "--events-topic", kafka_topic, "--alerts-topic", kafka_topic + ".alerts", "-q"],
+        env={"RUNWATCH_TEST_HOLD_IN_FLUSH": str(marker)},
+    )  # fmt: skip
+    sinks.append(sink)
+    wait_until(marker.exists)  # the sink holds the file, mid-batch
+    with pytest.raises(StoreLocked, match="in use by another process"):
+        Store.reader(db, wait=0.5)
+    proc = subprocess.run(
+        [RUNWATCH, "sql", "SELECT 1", "--db", str(db), "--wait", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "in use by another process" in proc.stderr
+    sink.kill9()
+    assert stored(db)[1] == 0
