@@ -98,7 +98,8 @@ class Backtest:
 
 
 def select_runs(store: Store, run: str | None, since: float | None) -> list[str]:
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if run is not None:
         where.append("run = ?")
         args.append(run)

@@ -37,7 +37,8 @@ def export_parquet(
         raise StoreError(f"{target}: exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
         raise StoreError(f"{target}: not empty; pass --overwrite to replace what is there")
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if since is not None:
         where.append("ts >= ?")
         args.append(since)

@@ -28,7 +28,7 @@ EVENTS_TOPIC = "runwatch.events"
 ALERTS_TOPIC = "runwatch.alerts"
 DEFAULT_GROUP = "runwatch-sink"
 
-_ALERT_FIELDS = {
+_ALERT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str,
     "ts": (int, float),
     "rule": str,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 
 from runwatch.emitters.events import Event
 from runwatch.store import schema, views
