@@ -42,16 +42,22 @@ class Process:
 class Processes:
     """The run's processes by `process_id`."""
 
-    __slots__ = ("by_id",)
+    __slots__ = ("_by_src", "by_id")
 
     def __init__(self) -> None:
         self.by_id: dict[str, Process] = {}
+        # (component, host, pid, instance) -> process: spares formatting the name per event
+        self._by_src: dict[tuple[str, str | None, int | None, str | None], Process] = {}
 
     def get(self, src: Source) -> Process:
-        pid = process_id(src)
-        proc = self.by_id.get(pid)
+        key = (src.component, src.host, src.pid, src.instance)
+        proc = self._by_src.get(key)
         if proc is None:
-            proc = self.by_id[pid] = Process(pid, src.component)
+            name = process_id(src)
+            proc = self.by_id.get(name)
+            if proc is None:
+                proc = self.by_id[name] = Process(name, src.component)
+            self._by_src[key] = proc
         return proc
 
     def beat(self, src: Source, ts: float, final: bool) -> Process:

@@ -32,12 +32,14 @@ class Params(BaseModel):
 P = TypeVar("P", bound=Params)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Condition:
     """One alert-worthy condition that holds now.
 
     `key` tells apart conditions of one rule in one run (a process, a progress bar); empty
     for run-wide rules. `fire_at` is when it becomes an alert if it keeps holding.
+    Not frozen: rules build these on the per-event path, and a frozen dataclass costs
+    three times as much to construct (bench/replay.py). Treat instances as immutable.
     """
 
     key: str

@@ -38,12 +38,20 @@ class HeartbeatLost(Rule[HeartbeatParams]):
     def check(self, run: RunState, now: float, params: HeartbeatParams) -> Verdict:
         if run.finished:
             return QUIET
+        # Every heartbeat re-checks every process of the run, so only the silent ones get a
+        # Condition; the others only say when the next one could go silent.
         held = []
+        recheck: float | None = None
+        timeout = params.timeout
         for proc in run.processes.by_id.values():
-            lost = proc.lost_at(params.timeout)
-            if lost is not None and proc.last_beat is not None:
+            if proc.last_beat is None or proc.final:
+                continue
+            lost = proc.last_beat + timeout
+            if lost <= now:
                 held.append(Condition(proc.name, proc.last_beat, lost, proc.name))
-        return Verdict(tuple(held))
+            elif recheck is None or lost < recheck:
+                recheck = lost
+        return Verdict(tuple(held), recheck)
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: HeartbeatParams
