@@ -87,14 +87,19 @@ def _select_typed(source: str) -> str:
         expr = f"j.{head}.{tail}" if tail else f"j.{head}"
         cols.append(f'{expr} AS "{column}"')
     spec = _transform_spec().replace("'", "''")
+    # MATERIALIZED: without it DuckDB inlines `j` into every column that reads it and parses
+    # the JSON once per column (measured: ~1.5x slower per batch)
     return f"""
+        WITH b AS MATERIALIZED (
+            SELECT seq, raw, json_transform(raw, '{spec}') AS j FROM {source}
+        )
         SELECT b.seq, make_timestamp(CAST(j.ts * 1e6 AS BIGINT)) AS time,
                {", ".join(cols)},
                j.src.component || '@' || coalesce(j.src.host, '?')
                  || coalesce('/' || coalesce(j.src.instance, CAST(j.src.pid AS VARCHAR)), '')
                  AS process,
                CAST(b.raw AS JSON) AS raw
-        FROM (SELECT seq, raw, json_transform(raw, '{spec}') AS j FROM {source}) b"""
+        FROM b"""
 
 
 def event_columns() -> list[str]:

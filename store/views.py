@@ -235,28 +235,20 @@ VIEWS["_server_changes"] = """
 """
 
 VIEWS["idle_spans"] = f"""
-    -- the stretches of event time during which every live server was idle while work waited
-    WITH tb AS (
-        SELECT run, traj,
-               min(ts) FILTER (WHERE kind = 'trajectory.started') AS s,
-               min(ts) FILTER (WHERE kind = 'trajectory.done') AS d
-        FROM events WHERE kind IN ('trajectory.started', 'trajectory.done')
-        GROUP BY run, traj
-    ), changes AS (
-        SELECT run, ts, 0 AS dp, d_live AS dl, d_busy AS db, 0 AS fin FROM _server_changes
+    -- the stretches of event time during which every live server was idle while work waited:
+    -- first when the servers alone were idle (few rows), then, inside those stretches, the
+    -- union of the pending trajectories (one range join instead of a window over them all)
+    WITH changes AS (
+        SELECT run, ts, d_live AS dl, d_busy AS db, 0 AS fin FROM _server_changes
+        WHERE d_live <> 0 OR d_busy <> 0
         UNION ALL
-        SELECT run, s, 1, 0, 0, 0 FROM tb WHERE s IS NOT NULL AND (d IS NULL OR d >= s)
-        UNION ALL
-        SELECT run, d, -1, 0, 0, 0 FROM tb WHERE s IS NOT NULL AND d >= s
-        UNION ALL
-        SELECT run, finished_ts, 0, 0, 0, 1 FROM _run_bounds WHERE finished_ts IS NOT NULL
+        SELECT run, finished_ts, 0, 0, 1 FROM _run_bounds WHERE finished_ts IS NOT NULL
     ), per_ts AS (
-        SELECT run, ts, sum(dp) AS dp, sum(dl) AS dl, sum(db) AS db, max(fin) AS fin
+        SELECT run, ts, sum(dl) AS dl, sum(db) AS db, max(fin) AS fin
         FROM changes GROUP BY run, ts
     ), state AS (
         SELECT run, ts,
-               sum(dp) OVER w > 0 AND sum(dl) OVER w > 0 AND sum(db) OVER w = 0
-                 AND max(fin) OVER w = 0 AS idle
+               sum(dl) OVER w > 0 AND sum(db) OVER w = 0 AND max(fin) OVER w = 0 AS idle
         FROM per_ts
         WINDOW w AS (PARTITION BY run ORDER BY ts ROWS UNBOUNDED PRECEDING)
     ), edges AS (
@@ -264,17 +256,45 @@ VIEWS["idle_spans"] = f"""
             SELECT run, ts, idle, lag(idle, 1, false) OVER (PARTITION BY run ORDER BY ts) AS prev
             FROM state)
         WHERE idle <> prev
+    ), servers_idle AS (
+        SELECT run, start_ts, coalesce(end_ts, 'infinity'::DOUBLE) AS end_ts FROM (
+            SELECT run, ts AS start_ts, idle,
+                   lead(ts) OVER (PARTITION BY run ORDER BY ts) AS end_ts
+            FROM edges)
+        WHERE idle
+    ), tb AS (
+        SELECT run, traj,
+               min(ts) FILTER (WHERE kind = 'trajectory.started') AS s,
+               min(ts) FILTER (WHERE kind = 'trajectory.done') AS d
+        FROM events WHERE kind IN ('trajectory.started', 'trajectory.done')
+        GROUP BY run, traj
+    ), clipped AS (
+        SELECT i.run, greatest(t.s, i.start_ts) AS s,
+               least(coalesce(t.d, 'infinity'::DOUBLE), i.end_ts) AS e
+        FROM servers_idle i JOIN tb t
+          ON t.run = i.run AND t.s < i.end_ts AND coalesce(t.d, 'infinity'::DOUBLE) > i.start_ts
+        WHERE t.s IS NOT NULL AND (t.d IS NULL OR t.d >= t.s)
+    ), flagged AS (
+        SELECT run, s, e,
+               CASE WHEN s <= max(e) OVER (PARTITION BY run ORDER BY s, e
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                    THEN 0 ELSE 1 END AS new_span
+        FROM clipped
     ), spans AS (
-        SELECT run, ts AS start_ts, idle,
-               lead(ts) OVER (PARTITION BY run ORDER BY ts) AS end_ts
-        FROM edges
+        SELECT run, min(s) AS start_ts, max(e) AS end_ts
+        FROM (SELECT run, s, e,
+                     sum(new_span) OVER (PARTITION BY run ORDER BY s, e
+                                         ROWS UNBOUNDED PRECEDING) AS span
+              FROM flagged)
+        GROUP BY run, span
     )
     SELECT spans.run, {ts("start_ts")} AS start,
-           {ts("coalesce(end_ts, b.last_ts)")} AS "end",
-           coalesce(end_ts, b.last_ts) - start_ts AS seconds,
-           end_ts IS NULL AS ongoing, start_ts, coalesce(end_ts, b.last_ts) AS end_ts
+           {ts("least(end_ts, b.last_ts)")} AS "end",
+           least(end_ts, b.last_ts) - start_ts AS seconds,
+           end_ts = 'infinity'::DOUBLE AS ongoing, start_ts,
+           least(end_ts, b.last_ts) AS end_ts
     FROM spans JOIN _run_bounds b USING (run)
-    WHERE idle
+    WHERE end_ts > start_ts
 """
 
 VIEWS["idle_gaps"] = f"""

@@ -1,0 +1,289 @@
+"""What the history costs: sink ingest rate, and the latency of the views people query most.
+
+1. Sink ingest: the sink's own path without the broker -- raw Kafka values decoded and
+   validated (`runwatch.stream.decode`), buffered in a `BatchWriter`, and flushed in batches
+   with their positions, each flush opening and closing the file as the sink does. Next to
+   it, in the same run, a row-by-row baseline: one INSERT statement per event into the same
+   table, through the same typing SQL (on a smaller sample: it is slow).
+2. Views over a big history: N events (default 10M; `--quick`: 1M) generated with DuckDB SQL
+   itself -- runs of 100 steps, 256 trajectories per step (started, sandbox, done), an
+   inference server's stats every 10 s, three processes' heartbeats, rewards and metrics --
+   stored through the same typing SQL as the sink, then `idle_gaps` and `runs` are queried on
+   a read-only connection (as `runwatch sql` does): best and median of `--repeat` rounds.
+
+Figures only; nothing here asserts a timing.
+
+    .venv/bin/python bench/store.py [--quick] [--events N] [--ingest N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+from runwatch import incidents
+from runwatch.store import Store, schema
+from runwatch.store.writer import BatchWriter
+from runwatch.stream.decode import decode
+
+# -- 1. ingest ---------------------------------------------------------------------------
+
+
+def sample_values(n: int) -> list[bytes]:
+    """`n` Kafka values with the kind mix of the incidents, each with its own id."""
+    base = [e for build in incidents.INCIDENTS.values() for e in build()]
+    out = []
+    for i in range(n):
+        e = dict(base[i % len(base)])
+        e["id"] = f"bench-{i:09d}"
+        out.append(json.dumps(e).encode())
+    return out
+
+
+def bench_sink_path(values: list[bytes], db: Path, batch: int) -> tuple[float, float]:
+    """(events/s through decode + batched flushes, of which seconds spent in flushes)."""
+    writer = BatchWriter(db, consumer="bench")
+    flush_s = 0.0
+    started = time.perf_counter()
+    for offset, value in enumerate(values):
+        writer.add_event(value, decode(value))
+        if len(writer.events) >= batch:
+            writer.advance("runwatch.events", 0, offset + 1)
+            t = time.perf_counter()
+            writer.flush()
+            flush_s += time.perf_counter() - t
+    writer.advance("runwatch.events", 0, len(values))
+    t = time.perf_counter()
+    writer.flush()
+    flush_s += time.perf_counter() - t
+    elapsed = time.perf_counter() - started
+    with Store.reader(db) as store:
+        assert store.count_events() == len(values)
+    return len(values) / elapsed, flush_s
+
+
+def bench_row_by_row(values: list[bytes], db: Path) -> float:
+    """events/s inserting one event per statement (each decoded first, as the sink must)."""
+    sql = schema.insert_events_sql("(SELECT CAST(? AS BIGINT) AS seq, ? AS raw)")
+    with Store.writer(db) as store:
+        started = time.perf_counter()
+        store.con.execute("BEGIN")
+        for i, value in enumerate(values, 1):
+            decode(value)
+            store.con.execute(sql, [i, value.decode()]).fetchall()
+        store.con.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+    return len(values) / elapsed
+
+
+# -- 2. a big history generated in SQL ------------------------------------------------------
+
+TRAJ = 256
+STEP_S = 600
+GEN_S = 420  # the server is busy for 7 minutes of each 10-minute step
+
+
+def _generated_sql(runs: int, steps: int) -> str:
+    src_t = "json_object('component', 'trainer', 'host', 'n0', 'pid', 1)"
+    src_r = "json_object('component', 'rollout', 'host', 'n1', 'pid', 2)"
+    src_i = "json_object('component', 'inference', 'host', 'n2', 'pid', 3, 'instance', 'vllm-0')"
+
+    def obj(kind: str, src: str, ts: str, id_: str, *fields: str) -> str:
+        extra = (", " + ", ".join(fields)) if fields else ""
+        return (
+            f"json_object('v', 1, 'id', {id_}, 'ts', {ts}, 'run', 'run-' || r, "
+            f"'kind', '{kind}', 'src', {src}{extra})"
+        )
+
+    sid = "'r' || r || 's' || s"
+    return f"""
+    WITH st AS (
+        SELECT r, s, 1.77e9 + r * 37.0 + s * {STEP_S}.0 AS t0
+        FROM range({runs}) a(r), range({steps}) b(s)
+    ), tr AS (
+        SELECT r, s, t0, k, t0 + (k % 7) AS ts_start,
+               t0 + 60 + (k * 1.3) % ({GEN_S} - 61) AS ts_gen,
+               t0 + 60 + (k * 1.3) % ({GEN_S} - 61) + 5 + (k % 11)
+                 + CASE WHEN k = {TRAJ - 1} THEN {STEP_S - GEN_S - 90} ELSE 0 END AS ts_done
+        FROM st, range({TRAJ}) c(k)
+    ), ticks AS (
+        SELECT r, s, t0, j, t0 + j * 10.0 AS ts FROM st, range({STEP_S // 10}) d(j)
+    )
+    SELECT ts, raw FROM (
+        SELECT t0 AS ts, {obj("step.started", src_t, "t0", sid + " || 'a'", "'step', s")} AS raw
+        FROM st
+        UNION ALL
+        SELECT t0 + {STEP_S - 5}, {
+        obj(
+            "step.done",
+            src_t,
+            f"t0 + {STEP_S - 5}",
+            sid + " || 'b'",
+            "'step', s",
+            f"'duration_s', {STEP_S - 5}",
+            f"'timing', json_object('gen', {GEN_S}, 'update_actor', 120)",
+        )
+    } FROM st
+        UNION ALL
+        SELECT t0 + {STEP_S - 6}, {
+        obj("reward", src_t, f"t0 + {STEP_S - 6}", sid + " || 'c'", "'step', s", "'mean', 0.5")
+    } FROM st
+        UNION ALL
+        SELECT t0 + {STEP_S - 6}, {
+        obj(
+            "step.metrics",
+            src_t,
+            f"t0 + {STEP_S - 6}",
+            sid + " || 'd'",
+            "'step', s",
+            "'metrics', json_object('critic/score/mean', 0.5, 'actor/grad_norm', 0.8)",
+        )
+    } FROM st
+        UNION ALL
+        SELECT ts_start, {
+        obj(
+            "trajectory.started",
+            src_r,
+            "ts_start",
+            sid + " || 't' || k || 'a'",
+            "'traj', 's' || s || 't' || k",
+            "'step', s",
+        )
+    } FROM tr
+        UNION ALL
+        SELECT ts_gen, {
+        obj(
+            "trajectory.phase",
+            src_r,
+            "ts_gen",
+            sid + " || 't' || k || 'b'",
+            "'traj', 's' || s || 't' || k",
+            "'phase', 'sandbox'",
+        )
+    } FROM tr
+        UNION ALL
+        SELECT ts_done, {
+        obj(
+            "trajectory.done",
+            src_r,
+            "ts_done",
+            sid + " || 't' || k || 'c'",
+            "'traj', 's' || s || 't' || k",
+            "'status', 'ok'",
+            "'reward', 0.5",
+        )
+    } FROM tr
+        UNION ALL
+        SELECT ts, {
+        obj(
+            "inference.stats",
+            src_i,
+            "ts",
+            sid + " || 'i' || j",
+            "'server', 'vllm-0'",
+            f"'running', CASE WHEN j * 10 < {GEN_S} THEN 32 ELSE 0 END",
+            "'waiting', 0",
+        )
+    } FROM ticks
+        UNION ALL
+        SELECT ts, {obj("heartbeat", src_t, "ts", sid + " || 'h' || j")} FROM ticks
+        UNION ALL
+        SELECT ts, {obj("heartbeat", src_r, "ts", sid + " || 'g' || j")} FROM ticks
+        UNION ALL
+        SELECT ts, {obj("heartbeat", src_i, "ts", sid + " || 'f' || j")} FROM ticks
+    )"""
+
+
+def events_per_step() -> int:
+    return 4 + 3 * TRAJ + 4 * (STEP_S // 10)
+
+
+def generate(db: Path, events: int, steps: int = 100) -> tuple[int, float]:
+    runs = max(1, round(events / (events_per_step() * steps)))
+    with Store.writer(db) as store:
+        started = time.perf_counter()
+        store.con.execute(
+            f"CREATE TEMP TABLE gen AS SELECT row_number() OVER (ORDER BY ts) AS seq, raw "
+            f"FROM ({_generated_sql(runs, steps)})"
+        )
+        store.con.execute("BEGIN")
+        store.con.execute(schema.insert_events_sql("gen")).fetchall()
+        store.con.execute("COMMIT")
+        store.con.execute("CHECKPOINT")
+        elapsed = time.perf_counter() - started
+        n = store.count_events()
+    return n, elapsed
+
+
+def time_query(db: Path, sql: str, repeat: int) -> tuple[float, float, int]:
+    """(best, median, rows) seconds for running `sql` to the last row, read-only."""
+    times = []
+    rows = 0
+    with Store.reader(db) as store:
+        for _ in range(repeat):
+            t = time.perf_counter()
+            rows = len(store.con.execute(sql).fetchall())
+            times.append(time.perf_counter() - t)
+    return min(times), statistics.median(times), rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="1M events for the views, 200k ingest")
+    ap.add_argument("--events", type=int, help="events in the big history (default 10M)")
+    ap.add_argument("--ingest", type=int, help="events through the sink path (default 1M)")
+    ap.add_argument("--row-by-row", type=int, default=5000, help="events for the baseline")
+    ap.add_argument("--batch", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--keep", metavar="DIR", help="keep the databases here")
+    args = ap.parse_args()
+    n_views = args.events or (1_000_000 if args.quick else 10_000_000)
+    n_ingest = args.ingest or (200_000 if args.quick else 1_000_000)
+
+    print(
+        f"runwatch store bench: {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, DuckDB {duckdb.__version__}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep) if args.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        for old in ("sink.duckdb", "rows.duckdb", "big.duckdb"):
+            (root / old).unlink(missing_ok=True)
+        values = sample_values(n_ingest)
+        rate, flush_s = bench_sink_path(values, root / "sink.duckdb", args.batch)
+        base = bench_row_by_row(values[: args.row_by_row], root / "rows.duckdb")
+        print("\ningest (decode + store, per event)")
+        print(
+            f"  sink path, batches of {args.batch:,}: {rate:>12,.0f} events/s "
+            f"({n_ingest:,} events; {flush_s:.1f} s of it in flushes, incl. open/close)"
+        )
+        print(
+            f"  row by row, one INSERT each:    {base:>12,.0f} events/s "
+            f"({args.row_by_row:,} events)   -> batches are {rate / base:,.0f}x faster"
+        )
+        n, gen_s = generate(root / "big.duckdb", n_views)
+        size = (root / "big.duckdb").stat().st_size
+        print(f"\nviews over {n:,} stored events (generated + typed in {gen_s:.0f} s; "
+              f"file {size / 1e9:.2f} GB)")  # fmt: skip
+        queries = {
+            "idle_gaps (all runs and steps)": "SELECT * FROM idle_gaps",
+            "idle_gaps WHERE run = 'run-7'": "SELECT * FROM idle_gaps WHERE run = 'run-7'",
+            "runs": "SELECT * FROM runs",
+            "runs WHERE run = 'run-7'": "SELECT * FROM runs WHERE run = 'run-7'",
+        }
+        for name, sql in queries.items():
+            best, med, rows = time_query(root / "big.duckdb", sql, args.repeat)
+            print(f"  {name:<34} best {best * 1000:>7.0f} ms  median {med * 1000:>7.0f} ms"
+                  f"  ({rows:,} rows)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
