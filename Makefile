@@ -22,9 +22,14 @@ fmt: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# Figures only: no benchmark fails on timing. BENCH_ARGS=--quick for a short pass.
+# emit.py and worker.py start their own local Kafka broker.
 bench: setup
-	$(PY) bench/decode.py
-	$(PY) bench/replay.py
+	$(PY) bench/decode.py $(BENCH_ARGS)
+	$(PY) bench/replay.py $(BENCH_ARGS)
+	$(PY) bench/emit.py
+	$(PY) bench/worker.py
+	$(PY) bench/store.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .cache/typecheck .pytest_cache .mypy_cache .ruff_cache build *.egg-info
