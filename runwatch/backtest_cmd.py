@@ -55,7 +55,8 @@ def describe(c: Change) -> str:
     if c.subject_text:
         head += f" {c.subject_text}"
     if c.kind in ("moved", "same"):
-        assert c.recorded is not None and c.replayed is not None
+        assert c.recorded is not None
+        assert c.replayed is not None
         delta = c.delta_s or 0.0
         sign = "+" if delta >= 0 else "-"
         moved = f"{sign}{fmt_duration(abs(delta))}"
