@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -36,6 +36,9 @@ from runwatch.emitters.events import MAX_EVENT_BYTES, validate
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
+
+if TYPE_CHECKING:
+    from runwatch.emitters.rollout import Request, Trajectory
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -272,6 +275,20 @@ class Emitter:
             self._wake.set()
         else:
             self._sender.spill(line)
+
+    # --- helpers (runwatch.emitters.rollout) ---------------------------------------------
+
+    def trajectory(self, traj: str, step: int | None = None) -> Trajectory:
+        """`with em.trajectory(id, step=s) as t: t.phase("sandbox")`: started/phase/done."""
+        from runwatch.emitters.rollout import Trajectory
+
+        return Trajectory(self, traj, step=step)
+
+    def request(self, req: str, server: str | None = None) -> Request:
+        """`with em.request(id, server="vllm-0") as r: ...`: request.queued/done."""
+        from runwatch.emitters.rollout import Request
+
+        return Request(self, req, server=server)
 
     # --- heartbeats and shutdown ---------------------------------------------------------
 

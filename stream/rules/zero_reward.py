@@ -10,18 +10,11 @@ from dataclasses import replace
 
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
+from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state import RunState, StateConfig
 from runwatch.stream.steps import Step
-
-DEFAULT_REWARD_KEYS = (
-    "critic/score/mean",
-    "critic/rewards/mean",
-    "task_reward/avg",
-    "reward/mean",
-    "reward",
-)
 
 
 class ZeroRewardParams(Params):

@@ -1,0 +1,144 @@
+"""Rollout and inference-client helpers: a trajectory or a request as a `with` block.
+
+    with em.trajectory("s4-t511", step=4) as t:
+        t.phase("generate")
+        ...
+        t.phase("sandbox")
+        t.reward = score
+
+emits `trajectory.started`, one `trajectory.phase` per call and `trajectory.done` with
+`duration_s`, the reward if set, and a status: `ok`, or for an exception `timeout`
+(TimeoutError), `aborted` (cancelled, interrupted) or `error` (anything else; its type rides
+along as `error`). The exception is never swallowed. `async with` works the same way.
+`em.request(req, server=...)` does the same for `request.queued` / `request.done`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runwatch.emitters.emitter import Emitter
+
+_ABORTED = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit, SystemExit)
+
+
+def _status_of(exc: BaseException | None) -> str:
+    if exc is None:
+        return "ok"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, _ABORTED):
+        return "aborted"
+    return "error"
+
+
+class _Block:
+    """Start on enter, end on exit, once; the async forms are the same calls."""
+
+    _ended = False
+    _t0 = 0.0
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def end(self, status: str | None = None, error: BaseException | None = None) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.end(error=exc)
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(kind, exc, tb)
+
+
+class Trajectory(_Block):
+    """One rollout trajectory; see the module docstring."""
+
+    def __init__(self, emitter: Emitter, traj: str, step: int | None = None) -> None:
+        self.emitter, self.traj, self.step = emitter, str(traj), step
+        self.reward: float | None = None
+        self.status: str | None = None  # set to override what the exit decides
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        fields: dict[str, Any] = {"traj": self.traj}
+        if self.step is not None:
+            fields["step"] = self.step
+        self.emitter.emit("trajectory.started", **fields)
+
+    def phase(self, name: str) -> None:
+        """The trajectory enters a phase (`generate`, `tool`, `sandbox`, `reward`, ...)."""
+        self.emitter.emit("trajectory.phase", traj=self.traj, phase=name)
+
+    def end(self, status: str | None = None, error: BaseException | None = None) -> None:
+        """Emit `trajectory.done` (once); exits of the `with` block call it for you."""
+        if self._ended:
+            return
+        self._ended = True
+        fields: dict[str, Any] = {
+            "traj": self.traj,
+            "status": status or self.status or _status_of(error),
+            "duration_s": time.monotonic() - self._t0,
+        }
+        if self.reward is not None:
+            fields["reward"] = float(self.reward)
+        if error is not None:
+            fields["error"] = type(error).__name__
+        self.emitter.emit("trajectory.done", **fields)
+
+
+class Request(_Block):
+    """One generation request to an inference server; `tokens()` records its sizes."""
+
+    def __init__(self, emitter: Emitter, req: str, server: str | None = None) -> None:
+        self.emitter, self.req, self.server = emitter, str(req), server
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.status: str | None = None
+
+    def _fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"req": self.req}
+        if self.server is not None:
+            fields["server"] = self.server
+        return fields
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self.emitter.emit("request.queued", **self._fields())
+
+    def tokens(self, prompt: int | None = None, completion: int | None = None) -> None:
+        if prompt is not None:
+            self.prompt_tokens = int(prompt)
+        if completion is not None:
+            self.completion_tokens = int(completion)
+
+    def end(self, status: str | None = None, error: BaseException | None = None) -> None:
+        """Emit `request.done` (once); the `with` block calls it for you."""
+        if self._ended:
+            return
+        self._ended = True
+        fields = self._fields()
+        fields["status"] = status or self.status or _status_of(error)
+        if fields["status"] == "timeout":  # not a request status in the contract
+            fields["status"] = "error"
+        if self.prompt_tokens is not None:
+            fields["prompt_tokens"] = self.prompt_tokens
+        if self.completion_tokens is not None:
+            fields["completion_tokens"] = self.completion_tokens
+        fields["duration_s"] = time.monotonic() - self._t0
+        self.emitter.emit("request.done", **fields)
