@@ -11,6 +11,7 @@ demo: setup
 	@$(VENV)/bin/runwatch demo
 
 test: setup
+	@scripts/ensure_prometheus.sh || true
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup

@@ -60,6 +60,13 @@ def register(sub: Any) -> None:
         "agent stream (for comparison)",
     )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
+    w.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port (default: off; e.g. 9464)",
+    )
     w.set_defaults(func=run_worker)
 
     a = sub.add_parser(
@@ -103,6 +110,7 @@ def run_worker(args: argparse.Namespace) -> int:
             tick_s=args.tick,
             session_timeout=args.session_timeout,
             consumer=args.consumer,
+            metrics_port=args.metrics_port,
         )
     )
     try:

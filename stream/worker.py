@@ -41,6 +41,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
+from runwatch.stream.exporter_worker import WorkerMetrics
 from runwatch.stream.kafka_io import (
     Topics,
     ensure_topics,
@@ -74,6 +75,9 @@ class WorkerSettings:
     #: A worker that died is noticed by the group after this long (a restart waits for it).
     session_timeout: float = 10.0
     say: Any = None  # callable(str) for status lines; default: stderr
+    #: Serve Prometheus /metrics on this port (None: off; 0: a free port).
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
 
 
 class StreamWorker:
@@ -96,6 +100,11 @@ class StreamWorker:
         #: Which worker published an alert (a record header, outside the contract's body).
         self.name = f"{socket.gethostname()}/{os.getpid()}"
         self._headers = [("runwatch-worker", self.name.encode())]
+        self.metrics: WorkerMetrics | None = None
+        if settings.metrics_port is not None:
+            self.metrics = WorkerMetrics(
+                self.drivers.values, settings.metrics_port, settings.metrics_host
+            )
         self.app = self._build_app()
 
     def say(self, message: str) -> None:
@@ -160,6 +169,9 @@ class StreamWorker:
         """Create the topics before anything subscribes (so they get our settings)."""
         s = self.settings
         counts = await ensure_topics(s.bootstrap, self.topics, s.partitions)
+        if self.metrics is not None:
+            await self.metrics.start()
+            self.say(f"serving /metrics on port {self.metrics.server.port}")
         self.say(
             f"consuming {self.topics.events} ({counts.get(self.topics.events)} partitions) "
             f"as group {s.app_id}; alerts to {self.topics.alerts}"
@@ -221,6 +233,8 @@ class StreamWorker:
             got, letters = driver.feed(mine)
             alerts += got
             dead += letters
+        if self.metrics is not None:
+            self.metrics.batch(records, len(dead))
         if alerts or dead:
             await self._publish(alerts, dead)
 
@@ -257,6 +271,8 @@ class StreamWorker:
             key = f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
             await producer.send(self.topics.dlq, key, letter.to_json(), None, None, None)
         self.published += len(alerts)
+        if self.metrics is not None:
+            self.metrics.published(alerts)
         self.dead_letters += len(dead)
 
     # -- rebalances and restarts -----------------------------------------------------------
@@ -317,6 +333,8 @@ class StreamWorker:
             self.drivers[p] = d
             self.resume_at[p] = resume[p]
             self.rebuilding.discard(p)
+            if self.metrics is not None:
+                self.metrics.live(d)
             await self._seek(p, resume[p])
         rate = count / read_s if read_s > 0 else 0.0
         self.say(
@@ -343,6 +361,8 @@ class StreamWorker:
                 await self._rebuild_task
         with contextlib.suppress(Exception):  # the producer may be stopped already
             await self.app.producer.flush()
+        if self.metrics is not None:
+            await self.metrics.close()
 
     def cleanup(self) -> None:
         shutil.rmtree(self._datadir, ignore_errors=True)

@@ -1,0 +1,184 @@
+"""A real Prometheus scrapes the exporter of engines fed by replayed incidents; every query of
+every dashboard panel (and annotation) must return data from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import decoded
+from prometheus_client import CollectorRegistry
+
+from runwatch import incidents
+from runwatch.stream.engine import Engine
+from runwatch.stream.exporter import RunwatchMetrics
+from runwatch.stream.exporter_http import MetricsServer
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SANDBOX_RUN = "grpo-qwen2.5-7b-sandbox"
+
+
+def _generate_module() -> Any:
+    spec = importlib.util.spec_from_file_location("dash_generate", ROOT / "dashboards/generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dash_generate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _prometheus_binary() -> str:
+    explicit = os.environ.get("RUNWATCH_PROMETHEUS")
+    if explicit:
+        return explicit
+    found = shutil.which("prometheus")
+    if found is None:
+        subprocess.run([str(ROOT / "scripts/ensure_prometheus.sh")], check=False)
+        found = shutil.which("prometheus")
+    if found is None:
+        pytest.skip("prometheus not installed (scripts/ensure_prometheus.sh says how)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _feed(engine: Engine, events: list[dict[str, Any]]) -> None:
+    for e in events:
+        engine.apply(decoded(e))
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[tuple[MetricsServer, RunwatchMetrics]]:
+    registry = CollectorRegistry()
+    metrics = RunwatchMetrics(registry)
+    engines = []
+    for engine in [Engine(), Engine(), Engine()]:
+        metrics.instrument(engine)
+        engines.append(engine)
+    sandbox = incidents.sandbox_hang()
+    cut = sandbox[-1]["ts"] - 40 * 60
+    events = []
+    for e in sandbox:
+        if e["ts"] >= cut:
+            break
+        if e["kind"] == "inference.stats":
+            e = {**e, "kv_cache_usage": round(min(1.0, e["running"] / 512), 4)}
+        events.append(e)
+    zero = incidents.zero_reward(last_step=260)
+    ranks = incidents.rank_hang("divergent")
+    _feed(engines[0], events)
+    _feed(engines[1], [e for e in zero if e["ts"] < zero[-1]["ts"] - 600])
+    _feed(engines[2], ranks[: len(ranks) * 2 // 3])
+    metrics.record_invalid(2)
+    metrics.record_lag(0.25)
+    server = metrics.serve(0, "127.0.0.1")
+    try:
+        yield server, metrics
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    exporter: tuple[MetricsServer, RunwatchMetrics], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    binary = _prometheus_binary()
+    server, _ = exporter
+    work = tmp_path_factory.mktemp("prometheus")
+    config = work / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: runwatch\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{server.port}']\n"
+    )
+    port = _free_port()
+    log = (work / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                got = _query(url, 'count(up{job="runwatch"} == 1)')
+                if got and _query(url, "count_over_time(runwatch_runs[1m]) >= 3"):
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"prometheus exited: {(work / 'prometheus.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        else:
+            pytest.fail("prometheus did not scrape the exporter within 60 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _query(url: str, expr: str) -> list[dict[str, Any]]:
+    qs = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{qs}", timeout=10) as resp:
+        body = json.load(resp)
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+def _expand(expr: str) -> str:
+    return expr.replace("$run", SANDBOX_RUN).replace("$__rate_interval", "1m")
+
+
+BOARDS = _generate_module().DASHBOARDS
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_panel_query_returns_data(prometheus: str, name: str) -> None:
+    board = BOARDS[name]()
+    gen = sys.modules["dash_generate"]
+    empty = []
+    for title, expr in gen.queries(board):
+        if not _query(prometheus, _expand(expr)):
+            empty.append(f"{title}: {expr}")
+    assert not empty, "panels without data:\n" + "\n".join(empty)
+
+
+def test_run_variable_lists_the_live_runs(prometheus: str) -> None:
+    runs = {r["metric"]["run"] for r in _query(prometheus, "runwatch_run_info")}
+    assert runs == {SANDBOX_RUN, "ppo-llama3-8b-math", "verl-dapo-32b-divergent"}
+
+
+def test_the_sandbox_picture(prometheus: str) -> None:
+    """The drill-down's headline: one trajectory waits in sandbox while vLLM is idle."""
+    pending = _query(prometheus, f'runwatch_trajectories_pending{{run="{SANDBOX_RUN}"}} > 0')
+    assert [(r["metric"]["phase"], r["value"][1]) for r in pending] == [("sandbox", "1")]
+    running = _query(prometheus, f'sum(runwatch_inference_running{{run="{SANDBOX_RUN}"}})')
+    assert running[0]["value"][1] == "0"
+    firing = _query(prometheus, f'runwatch_alerts_firing{{run="{SANDBOX_RUN}"}}')
+    assert "inference_idle_with_pending" in {r["metric"]["rule"] for r in firing}
