@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     store_cmd.register(sub)
     query_cmd.register(sub)
     backtest_cmd.register(sub)
+    from runwatch import watch
+
+    watch.register(sub)
     return parser
 
 

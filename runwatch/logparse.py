@@ -1,0 +1,228 @@
+"""Events read from a training job's console: tqdm bars, verl step lines, vLLM and SGLang
+engine stats.
+
+`LineScanner` finds the few interesting lines in a byte stream without looking at the rest:
+one regular-expression search for a handful of markers runs over each chunk in C, and only
+the lines around a hit are decoded and parsed. So unknown lines cost a scan, nothing more.
+Lines end at `\\n` or `\\r` (tqdm rewrites its bar with `\\r`).
+
+The formats, from the libraries' own source:
+
+- tqdm (4.x `format_meter`): with a total `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}
+  [{elapsed}<{remaining}, {rate_fmt}{postfix}]`, without `{desc}: {n_fmt}{unit} [{elapsed},
+  {rate_fmt}{postfix}]`; `unit_scale` writes counts as `1.50k`, `2.00M`.
+- verl (`verl/utils/logger/aggregate_logger.py`, `concat_dict_to_str`): `step:{step}` then
+  `{k}:{pprint.pformat(v)}` for each number, joined by " - " (numpy 2 scalars print as
+  `np.float64(0.5)`); older verl wrote `{k}:{v:.3f}`.
+- vLLM V0 (`vllm/engine/metrics.py`, LoggingStatLogger): "Avg prompt throughput: %.1f tokens/s,
+  Avg generation throughput: %.1f tokens/s, Running: %d reqs, Swapped: %d reqs, Pending: %d
+  reqs, GPU KV cache usage: %.1f%%, CPU KV cache usage: %.1f%%."; vLLM V1
+  (`vllm/v1/metrics/loggers.py`, 0.8+): "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg
+  generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache
+  usage: %.1f%%, Prefix cache hit rate: %.1f%%" (later versions add fields after it).
+- SGLang (`python/sglang/srt/managers/scheduler.py`, 0.3 to 0.4.x): "Decode batch. #running-req:
+  %d, #token: %d, token usage: %.2f, gen throughput (token/s): %.2f, #queue-req: %d" and
+  "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f,
+  #running-req: %d, #queue-req: %d"; the log prefix names the rank, `[... DP1 TP0]`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
+
+Found = tuple[str, dict[str, Any]]
+
+#: Something on the line may be ours: a tqdm elapsed time, a verl step, vLLM's or SGLang's stats.
+MARKERS = re.compile(rb"\[(?:\d+:)?\d\d:\d\d[<,\]]|step:\d|Running: \d|#running-req: ")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_MAX_TAIL = 1 << 20
+
+# --- tqdm --------------------------------------------------------------------------------
+
+_COUNT = r"\d+(?:\.\d+)?[kMGTPEZY]?"
+_TQDM_TOTAL = re.compile(
+    rf"^(?P<desc>.*?)\s*(?P<pct>\d+)%(?:\|[^|]*\|)? (?P<n>{_COUNT})/(?P<total>{_COUNT}) ?\["
+)
+_TQDM_OPEN = re.compile(
+    rf"^(?:(?P<desc>.*?): )?(?P<n>{_COUNT})(?P<unit>[^\s\[]*) \[(?:\d+:)?\d\d:\d\d[,\]]"
+)
+_SCALE = {c: 1000.0**i for i, c in enumerate(" kMGTPEZY") if c != " "}
+
+
+def _count(text: str) -> int:
+    scale = _SCALE.get(text[-1], 1.0)
+    return round(float(text[:-1] if scale != 1.0 else text) * scale)
+
+
+def parse_tqdm(line: str) -> Found | None:
+    """A tqdm bar as `progress` (name = the description, or "progress")."""
+    m = _TQDM_TOTAL.match(line) or _TQDM_OPEN.match(line)
+    if m is None:
+        return None
+    desc = (m.group("desc") or "").strip()
+    desc = desc[:-1].rstrip() if desc.endswith(":") else desc
+    fields: dict[str, Any] = {"name": desc[:200] or "progress", "n": _count(m.group("n"))}
+    if "total" in m.groupdict():
+        fields["total"] = _count(m.group("total"))
+    return ("progress", fields)
+
+
+# --- verl --------------------------------------------------------------------------------
+
+_STEP = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.+)$")
+_WRAPPED = re.compile(r"^(?:np|numpy|torch)\.\w+\((.*)\)$")
+_BOOLS = {"True": 1.0, "False": 0.0, "np.True_": 1.0, "np.False_": 0.0}
+
+
+def metric_text(text: str) -> float | None:
+    """A value as pprint / numpy print it: 0.5, nan, -inf, np.float64(0.5), np.int64(3)."""
+    text = text.strip()
+    if (m := _WRAPPED.match(text)) is not None:
+        text = m.group(1).split(",")[0].strip()  # torch.tensor(0.5, ...) too
+    if text in _BOOLS:
+        return _BOOLS[text]
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_verl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS) -> list[Found]:
+    m = _STEP.search(line)
+    if m is None:
+        return []
+    data: dict[str, float] = {}
+    for item in m.group(2).split(" - "):
+        key, sep, raw = item.rpartition(":")
+        if not sep or not key:
+            continue
+        value = metric_text(raw)
+        if value is not None:
+            data[key.strip()] = value
+    if not data:
+        return []
+    return step_events(data, int(m.group(1)), reward_keys)
+
+
+# --- vLLM and SGLang ---------------------------------------------------------------------
+
+_VLLM_RUNNING = re.compile(r"Running: (\d+) reqs")
+_VLLM_WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
+_VLLM_KV = re.compile(r"(?<!CPU )KV cache usage: (?:active )?(\d+(?:\.\d+)?)%")
+_VLLM_GEN = re.compile(r"Avg generation throughput: (\d+(?:\.\d+)?) tokens/s")
+_VLLM_ENGINE = re.compile(r"Engine (\d+):")
+_SGL_RUNNING = re.compile(r"#running-req: (\d+)")
+_SGL_QUEUE = re.compile(r"#queue-req: (\d+)")
+_SGL_USAGE = re.compile(r"token usage: (\d+(?:\.\d+)?)")
+_SGL_GEN = re.compile(r"gen throughput \(token/s\): (\d+(?:\.\d+)?)")
+_SGL_DP = re.compile(r"\bDP(\d+)\b")
+
+
+def _fraction(value: float) -> float:
+    return min(max(value, 0.0), 1.0)
+
+
+def parse_vllm(line: str, server: str = "vllm") -> Found | None:
+    running, waiting = _VLLM_RUNNING.search(line), _VLLM_WAITING.search(line)
+    if running is None or waiting is None:
+        return None
+    engine = _VLLM_ENGINE.search(line)
+    if engine is not None and int(engine.group(1)) > 0:
+        server = f"{server}/engine-{int(engine.group(1))}"
+    fields: dict[str, Any] = {
+        "server": server,
+        "running": int(running.group(1)),
+        "waiting": int(waiting.group(1)),
+    }
+    if (kv := _VLLM_KV.search(line)) is not None:
+        fields["kv_cache_usage"] = _fraction(float(kv.group(1)) / 100.0)
+    if (gen := _VLLM_GEN.search(line)) is not None:
+        fields["gen_tokens_per_s"] = float(gen.group(1))
+    return ("inference.stats", fields)
+
+
+def parse_sglang(line: str, server: str = "sglang") -> Found | None:
+    running, queue = _SGL_RUNNING.findall(line), _SGL_QUEUE.search(line)
+    if not running or queue is None or "batch" not in line:
+        return None
+    dp = _SGL_DP.search(line.split("]", 1)[0]) if "]" in line else None
+    if dp is not None and int(dp.group(1)) > 0:
+        server = f"{server}/dp-{int(dp.group(1))}"
+    fields: dict[str, Any] = {
+        "server": server,
+        "running": int(running[-1]),  # "Prefill batch(mixed #running-req: 3). ..." has two
+        "waiting": int(queue.group(1)),
+    }
+    if (usage := _SGL_USAGE.search(line)) is not None:
+        fields["kv_cache_usage"] = _fraction(float(usage.group(1)))
+    if (gen := _SGL_GEN.search(line)) is not None and math.isfinite(float(gen.group(1))):
+        fields["gen_tokens_per_s"] = float(gen.group(1))
+    return ("inference.stats", fields)
+
+
+# --- one line, and a byte stream ---------------------------------------------------------
+
+
+class LineParser:
+    """Every reader above on one line; `server` names vLLM/SGLang servers (else vllm/sglang)."""
+
+    def __init__(
+        self, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS, server: str | None = None
+    ) -> None:
+        self.reward_keys = tuple(reward_keys)
+        self.server = server
+
+    def parse(self, line: str) -> list[Found]:
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        if "#running-req: " in line:
+            found = parse_sglang(line, self.server or "sglang")
+            return [found] if found else []
+        if "Running: " in line:
+            found = parse_vllm(line, self.server or "vllm")
+            if found:
+                return [found]
+        if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
+            return steps
+        found = parse_tqdm(line)
+        return [found] if found else []
+
+
+class LineScanner:
+    """Feed bytes as they come; get the events of the complete lines among them."""
+
+    def __init__(self, parser: LineParser) -> None:
+        self.parser = parser
+        self._tail = b""
+
+    def feed(self, data: bytes) -> list[Found]:
+        if self._tail:
+            data = self._tail + data
+        last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if last < 0:
+            self._tail = data if len(data) <= _MAX_TAIL else b""
+            return []
+        self._tail = data[last + 1 :] if len(data) - last - 1 <= _MAX_TAIL else b""
+        return self._scan(data, last + 1)
+
+    def finish(self) -> list[Found]:
+        """The last line, when the stream ended without a line break."""
+        data, self._tail = self._tail, b""
+        return self._scan(data + b"\n", len(data) + 1) if data else []
+
+    def _scan(self, data: bytes, end: int) -> list[Found]:
+        out: list[Found] = []
+        search, pos = MARKERS.search, 0
+        while (m := search(data, pos, end)) is not None:
+            at = m.start()
+            start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
+            stop_n, stop_r = data.find(b"\n", at, end), data.find(b"\r", at, end)
+            stop = min(s for s in (stop_n, stop_r, end) if s >= 0)
+            out.extend(self.parser.parse(data[start:stop].decode("utf-8", "replace")))
+            pos = stop + 1
+        return out
