@@ -27,16 +27,14 @@ import argparse
 import gc
 import json
 import math
-import os
-import platform
 import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any, Union
 
 import orjson
+from benchinfo import machine
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from runwatch.emitters import events
@@ -45,24 +43,6 @@ from runwatch.stream.decode import decode
 
 #: Share of lines that are `step.metrics` with a NaN value.
 NAN_SHARE = 0.002
-
-
-def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        cpu = platform.processor() or "?"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (
-        f"machine: {os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()} "
-        f"({platform.python_implementation()}); {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
-        f"load average {load}"
-    )
 
 
 def corpus(n: int, seed: int = 7) -> list[bytes]:

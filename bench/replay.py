@@ -37,16 +37,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import random
 import time
 import tracemalloc
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from benchinfo import machine
 
 from runwatch.emitters import events
 from runwatch.incidents import INCIDENTS, T0
@@ -57,24 +55,6 @@ from runwatch.stream.replay import replay
 
 Event = dict[str, Any]
 Record = tuple[str, int, bytes]
-
-
-def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        cpu = platform.processor() or "?"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (
-        f"machine: {os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()} "
-        f"({platform.python_implementation()}); {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
-        f"load average {load}"
-    )
 
 
 # --- the stream ---------------------------------------------------------------------------
