@@ -25,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     store_cmd.register(sub)
     query_cmd.register(sub)
     backtest_cmd.register(sub)
+    from runwatch import notify_cmd, silence_cmd
+
+    notify_cmd.register(sub)
+    silence_cmd.register(sub)
     from runwatch import watch
 
     watch.register(sub)

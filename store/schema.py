@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 #: Bumped when a table changes shape; `meta.schema_version` records what a file holds.
-SCHEMA_VERSION = 1
+#: 2: `events.id` is no longer a PRIMARY KEY (the writer deduplicates, see `store.Store`).
+SCHEMA_VERSION = 2
 
 #: Typed columns of `events` filled from the raw JSON: column -> (JSON path, DuckDB type).
 #: The path is a key of the event object, or `src.<key>` for the emitting process.
@@ -106,10 +107,12 @@ def event_columns() -> list[str]:
     return ["seq", "time", *EVENT_FIELDS, "process", "raw"]
 
 
-def insert_events_sql(source: str) -> str:
-    """Insert the rows of `source` (seq, raw), skipping ids already stored."""
+def insert_events_sql(source: str, *, or_ignore: bool = False) -> str:
+    """Insert the rows of `source` (seq, raw) as they are: the caller has left out ids that
+    are stored already. `or_ignore` is for files of schema 1, where `id` is a primary key."""
     cols = ", ".join(f'"{c}"' for c in event_columns())
-    return f"INSERT OR IGNORE INTO events ({cols}) {_select_typed(source)}"
+    verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+    return f"{verb} INTO events ({cols}) {_select_typed(source)}"
 
 
 def _event_table() -> str:
@@ -118,8 +121,10 @@ def _event_table() -> str:
         "time TIMESTAMP NOT NULL",
     ]
     for column, (_, sql_type) in EVENT_FIELDS.items():
-        extra = " PRIMARY KEY" if column == "id" else ""
-        if column in ("ts", "run", "kind", "component"):
+        # no PRIMARY KEY on id: its index was half the cost of a write (bench/store.py);
+        # `Store.write_events` keeps ids unique instead
+        extra = ""
+        if column in ("id", "ts", "run", "kind", "component"):
             extra = " NOT NULL"
         cols.append(f'"{column}" {sql_type}{extra}')
     cols += ["process VARCHAR NOT NULL", "raw JSON NOT NULL"]

@@ -2,8 +2,9 @@
 consumer positions that say how far the history goes.
 
 Writes are batches: the raw JSON of a batch goes to DuckDB as one Arrow column and DuckDB
-types it (`schema.insert_events_sql`); ids already stored are skipped (`INSERT OR IGNORE` on
-the `id` primary key), so a redelivered event is stored once. `transaction()` puts rows and
+types it (`schema.insert_events_sql`); ids already stored are left out before the insert
+(`Store._stored_ids`, no index: an index on `id` was half the cost of a write), so a
+redelivered event is stored once. `transaction()` puts rows and
 positions in one commit: after a crash either both are there or neither is.
 
 DuckDB lets one process write a file, and no other process may open it meanwhile, not even to
@@ -110,6 +111,7 @@ class Store:
         self._in_tx = False
         self._event_seq = 0
         self._alert_seq = 0
+        self._id_is_key = False  # files of schema 1 keep their primary key on events.id
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -167,6 +169,13 @@ class Store:
         )
         assert row is not None
         self._event_seq, self._alert_seq = int(row[0]), int(row[1])
+        key = first_row(
+            con.execute(
+                "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'events' "
+                "AND constraint_type = 'PRIMARY KEY'"
+            )
+        )
+        self._id_is_key = bool(key and key[0])
 
     def close(self) -> None:
         self.con.close()
@@ -208,44 +217,85 @@ class Store:
         An item is the event as received, or (as received, decoded event). Items without a
         decoded event are validated here (raises InvalidEvent: nothing of the batch is
         written). Raw JSON that DuckDB cannot read goes to `invalid_events` with the reason.
+
+        Ids stay unique without an index on them (`_stored_ids`): within the batch the first
+        copy wins, and ids stored before are looked up among the stored events of the batch's
+        time span.
         """
         self._check_writable()
         if not items:
             return 0
+        seq0 = self._event_seq + 1
+        seqs: list[int] = []
         raws: list[bytes] = []
-        for item in items:
+        ids: dict[str, float] = {}
+        for n, item in enumerate(items):
             if isinstance(item, tuple):
                 raw, event = item
             else:
                 raw, event = item, None
             data = _as_bytes(raw)
             if event is None:
-                decode(data)  # raises InvalidEvent
+                event = decode(data)  # raises InvalidEvent
+            if event.id in ids:
+                continue
+            ids[event.id] = event.ts
+            seqs.append(seq0 + n)
             raws.append(data)
-        seq0 = self._event_seq + 1
-        batch = pa.table(
-            {
-                "seq": pa.array(range(seq0, seq0 + len(raws)), pa.int64()),
-                "raw": pa.array(raws, pa.string()),
-            }
-        )
         with self.transaction():
-            self.con.register("_rw_batch", batch)
-            try:
+            stored = self._stored_ids(ids)
+            if stored:
+                keep = [i for i, id_ in enumerate(ids) if id_ not in stored]
+                seqs = [seqs[i] for i in keep]
+                raws = [raws[i] for i in keep]
+            new = self._insert_events(seqs, raws) if raws else 0
+        self._event_seq += len(items)
+        return new
+
+    def _stored_ids(self, ids: Mapping[str, float]) -> set[str]:
+        """Which of these ids (id -> ts) are stored already.
+
+        A copy of an event carries the event's own `ts`, so only the stored events between the
+        batch's first and last ts are compared: DuckDB skips the rest of the table by its
+        per-row-group min/max of `ts`, and the cost follows the batch, not the history. (An id
+        reused by a different event at another time -- which the contract rules out -- is
+        not caught; the engine itself remembers only its last 500,000 ids.)
+        """
+        lo, hi = min(ids.values()), max(ids.values())
+        batch = pa.table({"id": pa.array(list(ids), pa.string())})
+        self.con.register("_rw_ids", batch)
+        try:
+            rows = self.con.execute(
+                "SELECT DISTINCT id FROM events WHERE ts BETWEEN ? AND ? "
+                "AND id IN (SELECT id FROM _rw_ids)",
+                [lo, hi],
+            ).fetchall()
+        finally:
+            self.con.unregister("_rw_ids")
+        return {str(r[0]) for r in rows}
+
+    def _insert_events(self, seqs: list[int], raws: list[bytes]) -> int:
+        batch = pa.table({"seq": pa.array(seqs, pa.int64()), "raw": pa.array(raws, pa.string())})
+        self.con.register("_rw_batch", batch)
+        try:
+            row = first_row(
+                self.con.execute(
+                    schema.insert_events_sql(
+                        "(SELECT * FROM _rw_batch WHERE json_valid(raw))",
+                        or_ignore=self._id_is_key,
+                    )
+                )
+            )
+            new = int(row[0]) if row else 0
+            if new < len(raws) or self._id_is_key:  # some JSON that DuckDB cannot read
                 self.con.execute(
                     "INSERT INTO invalid_events SELECT now()::TIMESTAMP, 'store', "
                     "'DuckDB cannot read this JSON', CAST(raw AS BLOB) "
                     "FROM _rw_batch WHERE NOT json_valid(raw)"
                 )
-                row = first_row(
-                    self.con.execute(
-                        schema.insert_events_sql("(SELECT * FROM _rw_batch WHERE json_valid(raw))")
-                    )
-                )
-            finally:
-                self.con.unregister("_rw_batch")
-        self._event_seq += len(raws)
-        return int(row[0]) if row else 0
+        finally:
+            self.con.unregister("_rw_batch")
+        return new
 
     def write_alerts(self, alerts: Sequence[Alert | Mapping[str, Any]]) -> int:
         """Store alert transitions (contract §3); returns how many were new."""

@@ -388,38 +388,65 @@ class _Families:
     def __init__(self) -> None:
         g = GaugeMetricFamily
         r = ["run"]
-        self.info = g("runwatch_run_info", "1 per visible run; status: running/ok/failed/killed",
-                      labels=[*r, "status"])  # fmt: skip
-        self.label = g("runwatch_run_label", "run.started labels, one series each",
-                       labels=[*r, "name", "value"])  # fmt: skip
-        self.last_event = g("runwatch_run_last_event_age_seconds",
-                            "seconds since the run's latest event", labels=r)  # fmt: skip
+        self.info = g(
+            "runwatch_run_info",
+            "1 per visible run; status: running/ok/failed/killed",
+            labels=[*r, "status"],
+        )
+        self.label = g(
+            "runwatch_run_label",
+            "run.started labels, one series each",
+            labels=[*r, "name", "value"],
+        )
+        self.last_event = g(
+            "runwatch_run_last_event_age_seconds", "seconds since the run's latest event", labels=r
+        )
         self.started = g("runwatch_run_started_timestamp_seconds", "run.started time", labels=r)
-        self.pending = g("runwatch_trajectories_pending",
-                         "trajectories started and not finished, by current phase",
-                         labels=[*r, "phase"])  # fmt: skip
-        self.oldest = g("runwatch_trajectory_oldest_pending_age_seconds",
-                        "age of the oldest pending trajectory (0: none)", labels=r)  # fmt: skip
-        self.oldest_phase = g("runwatch_trajectory_oldest_pending_phase_seconds",
-                              "time the oldest pending trajectory has spent in its phase",
-                              labels=r)  # fmt: skip
-        self.running = g("runwatch_inference_running", "requests running per inference server",
-                         labels=[*r, "server"])  # fmt: skip
-        self.waiting = g("runwatch_inference_waiting", "requests waiting per inference server",
-                         labels=[*r, "server"])  # fmt: skip
-        self.kv = g("runwatch_inference_kv_cache_usage", "KV-cache usage 0..1 per server",
-                    labels=[*r, "server"])  # fmt: skip
-        self.server_idle = g("runwatch_inference_server_idle",
-                             "1 when the server is live and idle (nothing running or waiting)",
-                             labels=[*r, "server"])  # fmt: skip
+        self.pending = g(
+            "runwatch_trajectories_pending",
+            "trajectories started and not finished, by current phase",
+            labels=[*r, "phase"],
+        )
+        self.oldest = g(
+            "runwatch_trajectory_oldest_pending_age_seconds",
+            "age of the oldest pending trajectory (0: none)",
+            labels=r,
+        )
+        self.oldest_phase = g(
+            "runwatch_trajectory_oldest_pending_phase_seconds",
+            "time the oldest pending trajectory has spent in its phase",
+            labels=r,
+        )
+        self.running = g(
+            "runwatch_inference_running",
+            "requests running per inference server",
+            labels=[*r, "server"],
+        )
+        self.waiting = g(
+            "runwatch_inference_waiting",
+            "requests waiting per inference server",
+            labels=[*r, "server"],
+        )
+        self.kv = g(
+            "runwatch_inference_kv_cache_usage",
+            "KV-cache usage 0..1 per server",
+            labels=[*r, "server"],
+        )
+        self.server_idle = g(
+            "runwatch_inference_server_idle",
+            "1 when the server is live and idle (nothing running or waiting)",
+            labels=[*r, "server"],
+        )
         self.idle_pending = g(
             "runwatch_inference_idle_with_pending",
             "1 while every server is idle and trajectories wait",
             labels=r,
         )
-        self.idle_pending_s = g("runwatch_inference_idle_with_pending_seconds",
-                                "how long every server has been idle while work waits",
-                                labels=r)  # fmt: skip
+        self.idle_pending_s = g(
+            "runwatch_inference_idle_with_pending_seconds",
+            "how long every server has been idle while work waits",
+            labels=r,
+        )
         pl = [*r, "component", "name"]
         self.progress_n = g("runwatch_progress_n", "progress counter value", labels=pl)
         self.progress_total = g("runwatch_progress_total", "progress counter total", labels=pl)
@@ -429,41 +456,59 @@ class _Families:
         self.step = g("runwatch_step", "highest training step seen", labels=r)
         self.step_total = g("runwatch_step_total", "run.started total_steps", labels=r)
         self.step_done = g("runwatch_step_last_done", "the last finished step", labels=r)
-        self.step_duration = g("runwatch_step_duration_seconds",
-                               "duration of the last finished step", labels=r)  # fmt: skip
-        self.step_gap = g("runwatch_step_idle_gap_seconds",
-                          "GPU-idle gap of the last finished step (idle while work waited)",
-                          labels=r)  # fmt: skip
+        self.step_duration = g(
+            "runwatch_step_duration_seconds", "duration of the last finished step", labels=r
+        )
+        self.step_gap = g(
+            "runwatch_step_idle_gap_seconds",
+            "GPU-idle gap of the last finished step (idle while work waited)",
+            labels=r,
+        )
         self.step_phase = g(
             "runwatch_step_phase_seconds",
             "the last step.done's timing by phase",
             labels=[*r, "phase"],
         )
-        self.reward = g("runwatch_step_reward", "reward of the latest step that has one",
-                        labels=r)  # fmt: skip
-        self.reward_step = g("runwatch_step_reward_step", "the step runwatch_step_reward is of",
-                             labels=r)  # fmt: skip
-        self.heartbeat = g("runwatch_heartbeat_age_seconds",
-                           "seconds since the last heartbeat of the component's stalest live "
-                           "process", labels=[*r, "component"])  # fmt: skip
-        self.processes = g("runwatch_processes", "processes by component and alive/lost/exited",
-                           labels=[*r, "component", "state"])  # fmt: skip
+        self.reward = g("runwatch_step_reward", "reward of the latest step that has one", labels=r)
+        self.reward_step = g(
+            "runwatch_step_reward_step", "the step runwatch_step_reward is of", labels=r
+        )
+        self.heartbeat = g(
+            "runwatch_heartbeat_age_seconds",
+            "seconds since the last heartbeat of the component's stalest live process",
+            labels=[*r, "component"],
+        )
+        self.processes = g(
+            "runwatch_processes",
+            "processes by component and alive/lost/exited",
+            labels=[*r, "component", "state"],
+        )
         self.ranks = g("runwatch_ranks", "trainer ranks by current phase", labels=[*r, "phase"])
-        self.ranks_change = g("runwatch_ranks_since_change_seconds",
-                              "seconds since any rank changed phase", labels=r)  # fmt: skip
-        self.alerts = g("runwatch_alerts_firing", "firing alerts by rule and severity",
-                        labels=[*r, "rule", "severity"])  # fmt: skip
-        self.alerts_total = g("runwatch_alerts_firing_total_per_run",
-                              "firing alerts of the run, all rules", labels=r)  # fmt: skip
-        self.runs = g("runwatch_runs", "runs exported, live or finished (within the grace)",
-                      labels=["state"])  # fmt: skip
-        self.events = CounterMetricFamily("runwatch_events", "events applied, by kind",
-                                          labels=["kind"])  # fmt: skip
-        self.invalid = CounterMetricFamily("runwatch_events_invalid",
-                                           "invalid events (dead-lettered)")  # fmt: skip
-        self.transitions = CounterMetricFamily("runwatch_alert_transitions",
-                                               "alert transitions by rule, state, severity",
-                                               labels=["rule", "state", "severity"])  # fmt: skip
+        self.ranks_change = g(
+            "runwatch_ranks_since_change_seconds", "seconds since any rank changed phase", labels=r
+        )
+        self.alerts = g(
+            "runwatch_alerts_firing",
+            "firing alerts by rule and severity",
+            labels=[*r, "rule", "severity"],
+        )
+        self.alerts_total = g(
+            "runwatch_alerts_firing_total_per_run", "firing alerts of the run, all rules", labels=r
+        )
+        self.runs = g(
+            "runwatch_runs", "runs exported, live or finished (within the grace)", labels=["state"]
+        )
+        self.events = CounterMetricFamily(
+            "runwatch_events", "events applied, by kind", labels=["kind"]
+        )
+        self.invalid = CounterMetricFamily(
+            "runwatch_events_invalid", "invalid events (dead-lettered)"
+        )
+        self.transitions = CounterMetricFamily(
+            "runwatch_alert_transitions",
+            "alert transitions by rule, state, severity",
+            labels=["rule", "state", "severity"],
+        )
         self.lag = g(
             "runwatch_processing_lag_seconds",
             "wall clock minus arrival time of the latest event processed",

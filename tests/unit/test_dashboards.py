@@ -113,8 +113,13 @@ def test_queries_name_only_metrics_the_exporter_serves() -> None:
 
 def test_drilldown_has_the_panels_the_issue_asks_for() -> None:
     titles = " | ".join(p["title"] for p in load("runwatch-run.json")["panels"]).lower()
-    for want in ("inference queue vs pending trajectories by phase", "progress",
-                 "reward per step", "step time by phase", "idle gap per step"):  # fmt: skip
+    for want in (
+        "inference queue vs pending trajectories by phase",
+        "progress",
+        "reward per step",
+        "step time by phase",
+        "idle gap per step",
+    ):
         assert want in titles
     annotations = load("runwatch-run.json")["annotations"]["list"]
     assert any("runwatch_alerts_firing" in a.get("expr", "") for a in annotations)

@@ -136,8 +136,11 @@ def test_labels_stay_bounded() -> None:
                 "trajectory.phase", 2.0, run="big", src=ROLLOUT, traj=f"t{i}", phase=f"tool{i % 50}"
             )
         )
-        events.append(make_event("request.queued", 2.0, run="big", src=VLLM, req=f"q{i}",
-                                 server=f"srv{i % 7}"))  # fmt: skip
+        events.append(
+            make_event(
+                "request.queued", 2.0, run="big", src=VLLM, req=f"q{i}", server=f"srv{i % 7}"
+            )
+        )
     feed(engine, events)
     lines = series(registry)
     pending = [s for s in lines if s.startswith("runwatch_trajectories_pending{")]

@@ -1,0 +1,229 @@
+"""What the Slack notifier has sent, in a small SQLite file (fsync on every commit).
+
+Keyed by alert transition id, so a transition read twice (a restart, a Kafka redelivery)
+is sent once. Before a message goes out its id is written to `pending`; once Slack answers,
+one transaction moves it to `sent` and records the thread. A crash between the two leaves a
+pending id, and `Notifier.recover` asks Slack (message metadata) whether it arrived, so a
+restart neither repeats nor drops it. Silences live in the same file (`runwatch silence`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DB_ENV = "RUNWATCH_NOTIFY_DB"
+DEFAULT_DB = "runwatch-notify.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    key TEXT PRIMARY KEY, channel TEXT NOT NULL, ts TEXT NOT NULL, run TEXT NOT NULL,
+    rule TEXT NOT NULL, severity TEXT NOT NULL, state TEXT NOT NULL, since REAL NOT NULL,
+    summary TEXT NOT NULL, alert TEXT NOT NULL, last_notified REAL NOT NULL,
+    reminders INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS sent (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, what TEXT NOT NULL, outcome TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pending (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, channel TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS labels (run TEXT PRIMARY KEY, labels TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS silences (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, rule TEXT, until REAL NOT NULL,
+    created REAL NOT NULL, comment TEXT NOT NULL DEFAULT ''
+);
+"""
+
+
+def default_path() -> str:
+    return os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+@dataclass(frozen=True)
+class Thread:
+    key: str
+    channel: str
+    ts: str
+    run: str
+    rule: str
+    severity: str
+    state: str
+    since: float
+    summary: str
+    alert: dict[str, object]
+    last_notified: float
+    reminders: int
+
+
+@dataclass(frozen=True)
+class Silence:
+    id: int
+    run: str
+    rule: str | None
+    until: float
+    created: float
+    comment: str
+
+    def matches(self, run: str, rule: str, now: float) -> bool:
+        return self.until > now and self.run == run and self.rule in (None, rule)
+
+
+class NotifyStore:
+    """The notifier's ledger. One connection per instance; safe across processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA synchronous=FULL")  # fsync at every commit
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # -- sent and pending ------------------------------------------------------------------
+
+    def was_sent(self, ident: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM sent WHERE id = ?", (ident,)).fetchone()
+        return row is not None
+
+    def outcome(self, ident: str) -> str | None:
+        row = self._db.execute("SELECT outcome FROM sent WHERE id = ?", (ident,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def mark(self, ident: str, key: str, what: str, outcome: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM pending WHERE id = ?", (ident,))
+            db.execute(
+                "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?)",
+                (ident, key, what, outcome, time.time()),
+            )
+
+    def begin(self, ident: str, key: str, channel: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)",
+                (ident, key, channel, time.time()),
+            )
+
+    def pending(self) -> list[tuple[str, str, str, float]]:
+        rows = self._db.execute("SELECT id, key, channel, at FROM pending ORDER BY at")
+        return [(str(a), str(b), str(c), float(d)) for a, b, c, d in rows]
+
+    def drop_pending(self, ident: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM pending WHERE id = ?", (ident,))
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def thread(self, key: str) -> Thread | None:
+        row = self._db.execute("SELECT * FROM threads WHERE key = ?", (key,)).fetchone()
+        return None if row is None else _thread(row)
+
+    def firing_threads(self) -> list[Thread]:
+        rows = self._db.execute("SELECT * FROM threads WHERE state = 'firing' ORDER BY key")
+        return [_thread(r) for r in rows]
+
+    def sent_and_thread(self, ident: str, what: str, thread: Thread) -> None:
+        """One transaction: the message is recorded as sent and its thread updated."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM pending WHERE id = ?", (ident,))
+            db.execute(
+                "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?)",
+                (ident, thread.key, what, "sent", time.time()),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    thread.key,
+                    thread.channel,
+                    thread.ts,
+                    thread.run,
+                    thread.rule,
+                    thread.severity,
+                    thread.state,
+                    thread.since,
+                    thread.summary,
+                    json.dumps(thread.alert, default=str),
+                    thread.last_notified,
+                    thread.reminders,
+                ),
+            )
+
+    # -- labels ----------------------------------------------------------------------------
+
+    def set_labels(self, run: str, labels: Mapping[str, str]) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO labels VALUES (?, ?)",
+                (run, json.dumps(dict(labels), sort_keys=True)),
+            )
+
+    def labels(self, run: str) -> dict[str, str]:
+        row = self._db.execute("SELECT labels FROM labels WHERE run = ?", (run,)).fetchone()
+        return {} if row is None else dict(json.loads(row[0]))
+
+    # -- silences --------------------------------------------------------------------------
+
+    def add_silence(self, run: str, rule: str | None, until: float, comment: str = "") -> int:
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO silences (run, rule, until, created, comment) VALUES (?, ?, ?, ?, ?)",
+                (run, rule, until, time.time(), comment),
+            )
+            return int(cur.lastrowid or 0)
+
+    def silences(self, now: float | None = None) -> list[Silence]:
+        """Silences still in force at `now` (default: the wall clock)."""
+        t = time.time() if now is None else now
+        rows = self._db.execute(
+            "SELECT id, run, rule, until, created, comment FROM silences WHERE until > ? "
+            "ORDER BY id",
+            (t,),
+        )
+        return [
+            Silence(int(i), str(r), ru, float(u), float(c), str(m)) for i, r, ru, u, c, m in rows
+        ]
+
+    def remove_silence(self, ident: int) -> bool:
+        with self.transaction() as db:
+            return db.execute("DELETE FROM silences WHERE id = ?", (ident,)).rowcount > 0
+
+
+def _thread(row: tuple[Any, ...]) -> Thread:
+    key, channel, ts, run, rule, sev, state, since, summary, alert, last, reminders = row
+    return Thread(
+        key=str(key),
+        channel=str(channel),
+        ts=str(ts),
+        run=str(run),
+        rule=str(rule),
+        severity=str(sev),
+        state=str(state),
+        since=float(since),
+        summary=str(summary),
+        alert=dict(json.loads(str(alert))),
+        last_notified=float(last),
+        reminders=int(reminders),
+    )

@@ -1,0 +1,183 @@
+"""Talking to Slack: slack-sdk's WebClient plus the retry policy runwatch needs.
+
+Alertmanager's lesson: a notifier says whether an error is worth retrying. Here 429 waits
+for its Retry-After, 5xx and network errors back off and retry (bounded), and everything
+else (invalid_auth, channel_not_found, not_in_channel, ...) fails at once: retrying a bad
+token forever only hides it. The token lives in the WebClient and in nothing we log or
+raise: every message built here names the method and Slack's error code only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+log = logging.getLogger("runwatch.notify")
+
+DEFAULT_BASE_URL = "https://slack.com/api/"
+TOKEN_ENV = "SLACK_BOT_TOKEN"
+TOKEN_FILE_ENV = "SLACK_BOT_TOKEN_FILE"
+#: Slack error codes that mean "Slack's side, try again" (besides any 5xx status).
+SERVER_ERRORS = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+#: The token itself is refused: nothing will work until someone fixes it.
+AUTH_ERRORS = frozenset(
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+)
+
+
+class SlackError(Exception):
+    """A Slack call that failed for good (or ran out of retries); never carries the token."""
+
+    def __init__(self, method: str, error: str, *, retryable: bool) -> None:
+        super().__init__(f"slack {method} failed: {error}")
+        self.method = method
+        self.error = error
+        self.retryable = retryable
+
+
+class TokenMissing(Exception):
+    pass
+
+
+def load_token(token_file: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The bot token: from `token_file` (a mounted secret), $SLACK_BOT_TOKEN_FILE, or
+    $SLACK_BOT_TOKEN, in that order."""
+    env = dict(os.environ) if env is None else env
+    path = token_file or env.get(TOKEN_FILE_ENV)
+    if path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as err:
+            raise TokenMissing(f"cannot read the Slack token file {path}: {err.strerror}") from None
+        if not token:
+            raise TokenMissing(f"the Slack token file {path} is empty")
+        return token
+    token = env.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise TokenMissing(
+            f"no Slack token: set {TOKEN_ENV}, or {TOKEN_FILE_ENV} / token_file to a secret file"
+        )
+    return token
+
+
+class SlackPoster:
+    """chat.postMessage / chat.update / conversations.history with retries."""
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        timeout: float = 10.0,
+        max_attempts: int = 6,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url.endswith("/"):
+            base_url += "/"
+        # no slack-sdk retry handlers: the policy is ours, below
+        self._client = WebClient(
+            token=token, base_url=base_url, timeout=int(timeout), retry_handlers=[]
+        )
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.sleep = sleep
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return "SlackPoster(token=<redacted>)"
+
+    def post(
+        self,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        *,
+        thread_ts: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        args: dict[str, Any] = {"channel": channel, "text": text, "unfurl_links": False}
+        if blocks is not None:
+            args["blocks"] = blocks
+        if thread_ts is not None:
+            args["thread_ts"] = thread_ts
+        if metadata is not None:
+            args["metadata"] = metadata
+        return self.call("chat.postMessage", args)
+
+    def update(
+        self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        args: dict[str, Any] = {"channel": channel, "ts": ts, "text": text}
+        if blocks is not None:
+            args["blocks"] = blocks
+        return self.call("chat.update", args)
+
+    def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
+        """Recent messages of a channel with their metadata (to find what a crash hid)."""
+        args = {
+            "channel": channel,
+            "oldest": f"{oldest:.6f}",
+            "include_all_metadata": True,
+            "limit": 200,
+        }
+        data = self.call("conversations.history", args)
+        return list(data.get("messages") or [])
+
+    def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """One API call with the retry policy; returns the response body or raises SlackError."""
+        delay = self.backoff
+        for attempt in range(1, self.max_attempts + 1):
+            self.calls += 1
+            try:
+                response = self._client.api_call(method, json=args)
+                return dict(response.data) if isinstance(response.data, dict) else {}
+            except SlackApiError as err:
+                status = int(getattr(err.response, "status_code", 0) or 0)
+                data = err.response.data if isinstance(err.response.data, dict) else {}
+                code = str(data.get("error") or f"HTTP {status}")
+                if status == 429 or code == "ratelimited":
+                    wait = _retry_after(err.response.headers, delay)
+                    log.warning("slack %s rate limited: retrying in %.1fs", method, wait)
+                elif status >= 500 or code in SERVER_ERRORS:
+                    wait = delay
+                    log.warning("slack %s: %s, retrying in %.1fs", method, code, wait)
+                else:
+                    log.error("slack %s failed: %s (not retried)", method, code)
+                    raise SlackError(method, code, retryable=False) from None
+            except (SlackClientError, OSError) as err:
+                wait = delay
+                log.warning(
+                    "slack %s: network error %s, retrying in %.1fs",
+                    method,
+                    type(err).__name__,
+                    wait,
+                )
+            if attempt == self.max_attempts:
+                break
+            self.sleep(wait)
+            delay = min(self.max_backoff, delay * 2) * (1 + random.uniform(0, 0.1))
+        log.error("slack %s failed after %d attempts", method, self.max_attempts)
+        raise SlackError(method, f"gave up after {self.max_attempts} attempts", retryable=True)
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    try:
+        value = headers.get("Retry-After") or headers.get("retry-after")
+        if isinstance(value, list):
+            value = value[0]
+        return max(0.0, float(value))
+    except (AttributeError, TypeError, ValueError):
+        return default

@@ -1,0 +1,140 @@
+"""Slack messages for alert transitions (Block Kit), pure functions of the alert dict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+SEVERITY_EMOJI = {
+    "critical": ":red_circle:",
+    "warning": ":large_orange_circle:",
+    "info": ":large_blue_circle:",
+}
+MAX_EVIDENCE = 8
+MAX_VALUE = 300
+
+Blocks = list[dict[str, Any]]
+
+
+def _date(ts: float) -> str:
+    return f"<!date^{int(ts)}^{{date_short_pretty}} {{time}} UTC|{int(ts)}>"
+
+
+def _value(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str, sort_keys=True)
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+
+
+def evidence(details: Mapping[str, Any]) -> str:
+    """The key evidence: the first few detail fields, one line each."""
+    lines = [
+        f"• *{k}*: `{_value(v)}`" for k, v in list(details.items())[:MAX_EVIDENCE] if k != "labels"
+    ]
+    more = len(details) - MAX_EVIDENCE
+    if more > 0:
+        lines.append(f"_… {more} more_")
+    return "\n".join(lines)
+
+
+def headline(alert: Mapping[str, Any]) -> str:
+    sev = str(alert.get("severity", "info"))
+    emoji = SEVERITY_EMOJI.get(sev, ":white_circle:")
+    return f"{emoji} [{sev.upper()}] {alert.get('rule')} — {alert.get('run')}"
+
+
+def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
+    """The first message of an alert's thread."""
+    subject = f" ({alert['subject']})" if alert.get("subject") else ""
+    text = f"{headline(alert)}{subject}: {alert.get('summary', '')}"
+    fields = [
+        f"*Run*\n`{alert.get('run')}`",
+        f"*Rule*\n`{alert.get('rule')}`",
+        f"*Severity*\n{str(alert.get('severity', '')).upper()}",
+        f"*Since*\n{_date(float(alert.get('since', alert.get('ts', 0))))}",
+    ]
+    if alert.get("subject"):
+        fields.append(f"*Subject*\n`{alert['subject']}`")
+    blocks: Blocks = [
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": headline(alert)[:150], "emoji": True},
+        },
+        {"type": "section", "text": {"type": "mrkdwn", "text": str(alert.get("summary", ""))}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+    ]
+    ev = evidence(alert.get("details") or {})
+    if ev:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Evidence*\n{ev}"}})
+    if link:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Open run in Grafana"},
+                        "url": link,
+                        "action_id": "runwatch-grafana",
+                    }
+                ],
+            }
+        )
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": f"runwatch · key `{alert.get('key')}`"}],
+        }
+    )
+    return text, blocks
+
+
+def resolved_root(
+    alert: Mapping[str, Any], first: Mapping[str, Any], link: str | None
+) -> tuple[str, Blocks]:
+    """The root message, edited on resolve: short, and says so."""
+    when = _date(float(alert.get("ts", 0)))
+    text = (
+        f":white_check_mark: [RESOLVED] {first.get('rule')} — {first.get('run')}: "
+        f"{first.get('summary', '')}"
+    )
+    blocks: Blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": f"{alert.get('summary', '')} · resolved {when}",
+                }
+            ],
+        },
+    ]
+    if link:
+        blocks.insert(
+            1,
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Open run in Grafana"},
+                        "url": link,
+                        "action_id": "runwatch-grafana",
+                    }
+                ],
+            },
+        )
+    return text, blocks
+
+
+def reply(alert: Mapping[str, Any]) -> str:
+    """A later transition, as a reply in the thread."""
+    if alert.get("state") == "resolved":
+        return f":white_check_mark: Resolved: {alert.get('summary', '')}"
+    ev = evidence(alert.get("details") or {})
+    return f"{headline(alert)} firing again: {alert.get('summary', '')}" + (f"\n{ev}" if ev else "")
+
+
+def reminder(first: Mapping[str, Any], firing_for: str) -> str:
+    return f":alarm_clock: Still firing after {firing_for}: {first.get('summary', '')}"
