@@ -29,9 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     notify_cmd.register(sub)
     silence_cmd.register(sub)
-    from runwatch import watch
+    from runwatch import scrape, watch
 
     watch.register(sub)
+    scrape.register(sub)
     return parser
 
 
