@@ -33,6 +33,7 @@ from runwatch.emitters.checks import (
     validate_slowly,
 )
 from runwatch.emitters.events import MAX_EVENT_BYTES, validate
+from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
@@ -74,7 +75,9 @@ def _cache_dir() -> Path:
 class Emitter:
     """Sends one process's events to Kafka (`kafka=`) or a spool directory (`path=`).
 
-    Without either, `RUNWATCH_KAFKA` (bootstrap servers) picks Kafka, else `RUNWATCH_SPOOL`
+    `url=` sends to `runwatch serve` over HTTP (token: `token=` or `RUNWATCH_TOKEN`).
+    Without any, `RUNWATCH_KAFKA` (bootstrap servers) picks Kafka, else `RUNWATCH_URL`
+    the service, else `RUNWATCH_SPOOL`
     a directory; `RUNWATCH_RUN` gives the run id when `run` is not passed. With Kafka, events
     the broker cannot take wait in `spool` (default `RUNWATCH_SPOOL`, else
     ~/.cache/runwatch/spool), up to `max_spool_bytes`, and are sent in order when it is back.
@@ -87,6 +90,8 @@ class Emitter:
         *,
         kafka: str | None = None,
         path: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        token: str | None = None,
         topic: str = DEFAULT_TOPIC,
         rank: int | None = None,
         instance: str | None = None,
@@ -111,13 +116,16 @@ class Emitter:
         )  # fmt: skip
         if kafka is not None and path is not None:
             raise ValueError("pass kafka= or path=, not both")
-        if kafka is None and path is None:
+        if url is not None and (kafka is not None or path is not None):
+            raise ValueError("pass one of kafka=, url= or path=")
+        if kafka is None and path is None and url is None:
             kafka = os.environ.get("RUNWATCH_KAFKA") or None
-            path = None if kafka else os.environ.get("RUNWATCH_SPOOL") or None
-            if kafka is None and path is None:
+            url = None if kafka else os.environ.get("RUNWATCH_URL") or None
+            path = None if kafka or url else os.environ.get("RUNWATCH_SPOOL") or None
+            if kafka is None and path is None and url is None:
                 raise ValueError(
-                    "no destination: pass kafka='host:9092' or path='spool-dir', "
-                    "or set RUNWATCH_KAFKA or RUNWATCH_SPOOL"
+                    "no destination: pass kafka='host:9092', url='http://host:port' or "
+                    "path='spool-dir', or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
                 )
         if kafka is not None and not (isinstance(kafka, str) and kafka.strip()):
             raise ValueError(f"kafka must be 'host:port[,host:port...]', not {kafka!r}")
@@ -131,13 +139,15 @@ class Emitter:
         self.component = component
         self.topic = topic
         self.kafka = kafka
+        self.url = url
+        self._token = token if token is not None else os.environ.get("RUNWATCH_TOKEN") or None
         self.path = Path(path) if path is not None else None
         self._host = host if host is not None else socket.gethostname()
         self._rank, self._instance = rank, instance
         self._heartbeat, self._interval = heartbeat, float(heartbeat_interval)
         self._spool_dir = self.path or Path(
             spool or os.environ.get("RUNWATCH_SPOOL") or _cache_dir()
-        ) / ("kafka" if kafka else "")
+        ) / ("kafka" if kafka else "http" if url else "")
         self._max_spool_bytes, self._segment_bytes = max_spool_bytes, segment_bytes
         self._max_queue_wanted = max_queue
         self._close_timeout = float(close_timeout)
@@ -170,7 +180,9 @@ class Emitter:
             self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes
         )
         destination: Destination
-        if self.kafka is None:
+        if self.url is not None:
+            destination = HttpDestination(self.url, self._spool, token=self._token)
+        elif self.kafka is None:
             destination = SpoolDestination(self._spool)
         else:
             destination = KafkaDestination(
@@ -354,6 +366,7 @@ class Emitter:
 
     def __repr__(self) -> str:
         where = f"kafka={self.kafka!r}" if self.kafka else f"path={str(self.path)!r}"
+        where = f"url={self.url!r}" if self.url else where
         return f"Emitter(run={self.run!r}, component={self.component!r}, {where})"
 
 

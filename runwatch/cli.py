@@ -29,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     notify_cmd.register(sub)
     silence_cmd.register(sub)
+    from runwatch import serve, simulate_cmd
+
+    serve.register(sub)
+    simulate_cmd.register(sub)
     from runwatch import scrape, watch
 
     watch.register(sub)

@@ -1,13 +1,22 @@
-"""`runwatch demo` and `runwatch incidents`: the bundled incidents, replayed through the rules.
+"""`runwatch demo` and `runwatch incidents`.
 
-The demo writes each incident as JSON Lines (what emitters would have sent), replays the
-files through the same path as `runwatch replay`, and prints the alerts as a person would
-read them in Slack. It needs no network and no server.
+`runwatch demo` is the live thing: it starts `runwatch serve` (a child process on a free
+loopback port, with a fresh DuckDB history), simulates a small cluster with three faults at
+accelerated time against it, and shows the runs and alert transitions live; at the end (or
+on Ctrl-C) it stops both children and says where the history is.
+
+`runwatch demo --replay` writes each bundled incident as JSON Lines (what emitters would have
+sent), replays the files through the same path as `runwatch replay`, and prints the alerts
+as a person would read them in Slack. Neither needs the network.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +77,66 @@ def render(alert: Alert) -> Text:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    return run_replay_demo(args) if args.replay else run_live_demo(args)
+
+
+LIVE_FAULTS = ("sandbox_hang", "inference_crash", "rank_divergence")
+
+
+def run_live_demo(args: argparse.Namespace) -> int:
+    from rich.live import Live
+
+    from runwatch.service.launch import ServeProcess
+    from runwatch.service.view import render as frame
+
+    console = Console(highlight=False)
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "history.duckdb"
+    for old in (db, out / "history.duckdb.serve", out / "history.duckdb.serve.log"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
+    sim_args = ["--jobs", str(args.jobs), "--speed", str(args.speed), "--duration",
+                str(args.duration), "--fault-step", "2", "--seed", str(args.seed),
+                "--prefix", "demo", *(f"--fault={f}" for f in LIVE_FAULTS)]  # fmt: skip
+    console.print(f"[bold]runwatch demo[/]: {args.jobs} simulated RL jobs, faults injected: "
+                  f"{', '.join(LIVE_FAULTS)}; {args.speed:g}x real time")  # fmt: skip
+    serve = ServeProcess(db)
+    sim: subprocess.Popen[bytes] | None = None
+    interrupted = False
+    try:
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "runwatch.cli", "simulate", "--url", serve.url, *sim_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        started = time.monotonic()
+        header = f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}"
+        with Live(frame(serve, header), console=console, refresh_per_second=4) as live:
+            while sim.poll() is None:
+                time.sleep(0.5)
+                sim_min = (time.monotonic() - started) * args.speed / 60
+                live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min"))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if sim is not None and sim.poll() is None:
+            sim.terminate()
+            sim.wait()
+        serve.stop()
+    if interrupted:
+        console.print("interrupted: the service and the simulator are stopped.")
+    console.print(f"\nThe DuckDB history is in [bold]{db}[/] (alerts also went to "
+                  f"{serve.log}). Try:")  # fmt: skip
+    console.print(f"  .venv/bin/runwatch runs --db {db}", style="bold")
+    console.print(
+        f'  .venv/bin/runwatch sql "SELECT time, run, rule, state, summary FROM alerts '
+        f'ORDER BY ts" --db {db}',
+        style="bold",
+        soft_wrap=True,
+    )
+    return 130 if interrupted else 0
+
+
+def run_replay_demo(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     out_dir = Path(args.dir)
     console.print(f"[bold]runwatch demo[/]: replaying {len(INCIDENTS)} recorded incidents\n")
@@ -109,11 +178,17 @@ def run_incidents(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     d = sub.add_parser(
         "demo",
-        help="replay the bundled incidents and show the alerts they raise",
-        description="Replay the bundled incidents (DESIGN.md's real cases) through the rules "
-        "and print the alerts, as they would reach Slack.",
+        help="live: runwatch serve + a simulated cluster with faults; --replay: incidents",
+        description="Start runwatch serve, simulate a small cluster with three faults at "
+        "accelerated time, and show runs and alerts live. With --replay: replay the bundled "
+        "incidents (DESIGN.md's real cases) through the rules and print the alerts.",
     )
-    d.add_argument("--dir", default=".cache/demo", help="where to write the incident event files")
+    d.add_argument("--dir", default=".cache/demo", help="where to write history / event files")
+    d.add_argument("--replay", action="store_true", help="replay the bundled incidents instead")
+    d.add_argument("--jobs", type=int, default=8, help="simulated jobs (live demo)")
+    d.add_argument("--speed", type=float, default=30.0, help="simulated seconds per second")
+    d.add_argument("--duration", type=float, default=1500.0, help="simulated seconds")
+    d.add_argument("--seed", type=int, default=1)
     d.set_defaults(func=run_demo)
     i = sub.add_parser(
         "incidents",

@@ -135,7 +135,7 @@ def test_help_explains_the_command():
 
 
 def test_demo_shows_alerts_firing(tmp_path):
-    proc = runwatch("demo", "--dir", str(tmp_path / "demo"))
+    proc = runwatch("demo", "--replay", "--dir", str(tmp_path / "demo"))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "FIRING" in out

@@ -1,0 +1,157 @@
+"""The HTTP destination: batches of events to `runwatch serve` (`POST /v1/events`).
+
+Standard library only (`http.client`), driven by the sender thread like the Kafka one:
+stop-and-wait per batch, the spool behind it for outages (a batch the service did not
+acknowledge goes to the spool ahead of anything spilled meanwhile), and spooled segments
+replayed oldest first once the service answers again. The service acknowledges only what it
+has made durable, so a batch cut short by an outage may arrive twice: ids are applied once.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import time
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from runwatch.emitters.spool import Spool
+
+log = logging.getLogger("runwatch.emitters")
+
+#: Bytes per request: well under the service's default limit (4 MiB).
+MAX_REQUEST = 1 << 20
+
+
+class HttpDestination:
+    """`runwatch serve` behind a stop-and-wait sender, with the spool for outages."""
+
+    def __init__(
+        self,
+        url: str,
+        spool: Spool,
+        *,
+        token: str | None = None,
+        timeout: float = 5.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be http(s)://host[:port], not {url!r}")
+        self.spool = spool
+        self.url = url
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname, parts.port
+        self._path = parts.path.rstrip("/") + "/v1/events"
+        self._headers = {"Content-Type": "application/x-ndjson"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self.timeout = timeout
+        self.max_backoff = max_backoff
+        self.sent = 0
+        self._up = True
+        self._retry_at = 0.0
+        self._backoff = 0.25
+        self._down_since: float | None = None
+        self._replaying: tuple[str, int] = ("", 0)  # segment being replayed, lines sent
+
+    def _post(self, body: bytes) -> int:
+        """POST one request; the status, or 0 when the service could not be reached."""
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.timeout)
+        try:
+            conn.request("POST", self._path, body, self._headers)
+            resp = conn.getresponse()
+            detail = resp.read(300)
+            if resp.status >= 400 and resp.status not in (500, 502, 503, 504):
+                log.error("runwatch: %s refused events: %d %r", self.url, resp.status, detail)
+            return resp.status
+        except (OSError, http.client.HTTPException):
+            return 0
+        finally:
+            conn.close()
+
+    def _send(self, lines: Sequence[str]) -> int:
+        """Send in requests of at most MAX_REQUEST bytes; how many leading lines settled."""
+        settled = 0
+        while settled < len(lines):
+            size, end = 0, settled
+            while end < len(lines) and (end == settled or size + len(lines[end]) < MAX_REQUEST):
+                size += len(lines[end]) + 1
+                end += 1
+            status = self._post("".join(line + "\n" for line in lines[settled:end]).encode())
+            if status == 0 or status >= 500 or status in (401, 403, 404, 408, 429):
+                self._down(f"HTTP {status}" if status else "no answer")
+                return settled
+            if 200 <= status < 300:
+                self.sent += end - settled
+            else:  # 400, 413: the service refused these lines for what they are
+                with self.spool.lock:
+                    self.spool.dropped += end - settled
+            settled = end
+        self._up_again()
+        return settled
+
+    def _down(self, why: str) -> None:
+        self._up = False
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("runwatch: %s unavailable (%s); spooling events to %s",
+                        self.url, why, self.spool.directory)  # fmt: skip
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.max_backoff)
+
+    def _up_again(self) -> None:
+        if self._down_since is not None:
+            log.warning("runwatch: %s is back; sending spooled events", self.url)
+        self._up, self._down_since, self._backoff = True, None, 0.25
+
+    def live(self) -> bool:
+        return self._up and self.spool.size == 0
+
+    def send_live(self, lines: Sequence[str], reserved: int) -> None:
+        settled = self._send(lines)
+        if settled < len(lines):
+            with self.spool.lock:
+                self.spool.write_reserved(reserved, lines[settled:])
+
+    def _replay_some(self) -> None:
+        with self.spool.lock:
+            backlog = self.spool.backlog()
+            if not backlog:
+                self.spool.recount()
+                return
+        path = backlog[0]
+        lines = Spool.read(path)
+        name, done = self._replaying
+        done = done if name == path.name else 0  # resume a segment partly sent
+        done += self._send(lines[done:])
+        if done >= len(lines):
+            with self.spool.lock:
+                self.spool.remove(path)
+            self._replaying = ("", 0)
+        else:
+            self._replaying = (path.name, done)
+
+    def tick(self) -> None:
+        if not self._up and time.monotonic() < self._retry_at:
+            return
+        if self.spool.size > 0:
+            self._replay_some()
+
+    def wait_s(self) -> float:
+        if not self._up:
+            return max(0.0, self._retry_at - time.monotonic())
+        return 0.0 if self.spool.size > 0 else 5.0
+
+    def close(self, deadline: float) -> None:
+        while self.spool.size > 0 and time.monotonic() < deadline:
+            before = self.spool.size
+            self._replay_some()
+            if not self._up or self.spool.size >= before:
+                break
+        with self.spool.lock:
+            self.spool.close()
+
+    def orphan(self) -> None:
+        self.spool.forget()

@@ -1,0 +1,109 @@
+"""`runwatch serve`: the embedded single-process service (no Kafka).
+
+Takes events over HTTP (`POST /v1/events`, JSON Lines) and/or from a spool directory that
+emitters write, runs the rules on the wall clock, keeps the history in DuckDB, serves
+`/metrics`, `/healthz`, `/readyz` and a read-only JSON API, and prints every alert
+transition on the console (more notifiers: `Service.notifiers`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from runwatch.stream.alerts import Alert
+from runwatch.timeparse import iso
+
+DEFAULT_PORT = 8787
+
+
+def console_line(alert: Alert) -> str:
+    state = "FIRING  " if alert.state == "firing" else "resolved"
+    subject = f" [{alert.subject}]" if alert.subject else ""
+    return f"{iso(alert.ts)}  {state} {alert.severity:<8} {alert.rule}{subject} {alert.run}: " + (
+        alert.summary
+    )
+
+
+def print_alert(alert: Alert) -> None:
+    print(console_line(alert), flush=True)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="the embedded service: HTTP/spool in, rules, DuckDB history, /metrics, alerts",
+        description="Run runwatch in one process without Kafka: events from HTTP "
+        "(POST /v1/events, JSON Lines) and/or a spool directory; alerts on the console.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    p.add_argument("--port-file", help="write the port here once listening")
+    p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' "
+                   "(default $RUNWATCH_TOKEN; none: no token needed)")  # fmt: skip
+    p.add_argument("--spool", default=None, help="spool directory to tail ($RUNWATCH_SPOOL)")
+    p.add_argument("--db", default=None, help="DuckDB history ($RUNWATCH_DB, ./runwatch.duckdb)")
+    p.add_argument("--wal", default=None, help="event/alert logs (default: DB.serve/)")
+    p.add_argument("--config", help="rules config (TOML)")
+    p.add_argument("--max-body", type=int, default=4 << 20, help="largest request, bytes")
+    p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
+    p.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from runwatch.service.core import Service
+    from runwatch.service.http import ServiceServer
+    from runwatch.service.spool_tail import SpoolTail
+    from runwatch.stream.config import RulesConfig
+    from runwatch.stream.exceptions import ConfigError
+
+    try:
+        config = RulesConfig.load(args.config) if args.config else None
+    except ConfigError as err:
+        print(f"runwatch serve: {err}", file=sys.stderr)
+        return 2
+    db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
+    wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
+    token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
+    spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
+    service = Service(db, wal, config=config, notifiers=[print_alert])
+    replayed = service.recover()
+    try:
+        server = ServiceServer((args.host, args.port), service, token, args.max_body)
+    except OSError as err:
+        print(f"runwatch serve: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        service.close()
+        return 2
+    port = server.server_address[1]
+    print(f"runwatch serve: listening on http://{args.host}:{port} (history {db}; "
+          f"{replayed} logged events replayed)", flush=True)  # fmt: skip
+    if args.port_file:
+        tmp = Path(args.port_file + ".tmp")
+        tmp.write_text(str(port))
+        os.replace(tmp, args.port_file)
+    tail = SpoolTail(Path(spool_dir), wal / "spool.positions") if spool_dir else None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    thread = server.start()
+    try:
+        while not stop.wait(args.tick):
+            service.tick()
+            if tail is not None:
+                tail.poll(service)
+            service.flush_due()
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        service.close()
+    return 0

@@ -1,0 +1,1 @@
+"""The embedded service (`runwatch serve`): one process, no Kafka."""

@@ -1,0 +1,187 @@
+"""`runwatch serve` end to end: simulated jobs in, alerts out (console and JSON API),
+history in DuckDB, /metrics; kill -9 and restart loses no acknowledged event and repeats no
+alert transition; bad requests get the right status and reason and are counted."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from runwatch.service.launch import ServeProcess
+from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
+
+pytestmark = pytest.mark.slow
+
+
+def simulate(url: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "runwatch.cli", "simulate", "--url", url, *args]
+
+
+def post(port: int, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/v1/events", body, headers or {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+def expected_ids(**cluster: Any) -> set[str]:
+    return {e["id"] for e in Cluster(**cluster).events(0.0, 60.0)}
+
+
+def alternates(rows: list[tuple[str, str]]) -> bool:
+    """Per key, in order: firing, resolved, firing, ..."""
+    last: dict[str, str] = {}
+    for key, state in rows:
+        want = "resolved" if last.get(key) == "firing" else "firing"
+        if state != want:
+            return False
+        last[key] = state
+    return True
+
+
+def test_simulated_faults_raise_their_alerts_through_serve(tmp_path: Path) -> None:
+    faults = [*FAULTS, "slow_but_healthy"]
+    args = ["--jobs", "6", "--seed", "3", "--duration", "900", "--speed", "60",
+            "--fault-step", "2"] + [f"--fault={f}" for f in faults]  # fmt: skip
+    with ServeProcess(tmp_path / "h.duckdb") as serve:
+        subprocess.run(simulate(serve.url, *args), check=True, timeout=120, capture_output=True)
+        ended = time.time()
+        alerts = serve.get("/v1/alerts")["alerts"]
+        runs = {r["run"]: r for r in serve.get("/v1/runs")["runs"]}
+        one = serve.get("/v1/runs/sim-3-job000")
+        metrics = serve.get("/metrics")
+    console = serve.output()
+    assert len(runs) == 6
+    assert one["run"] == "sim-3-job000"
+    assert one["labels"]["sim_fault"] == "sandbox_hang"
+    fired = {(a["run"], a["rule"]) for a in alerts if a["state"] == "firing" and a["ts"] < ended}
+    for i, fault in enumerate(faults):
+        run = f"sim-3-job{i:03d}"
+        rules = {rule for r, rule in fired if r == run}
+        if fault == "slow_but_healthy":
+            assert rules == set(), rules
+        else:
+            assert EXPECTED_RULE[fault] in rules, (fault, rules)
+            assert f"FIRING   critical {EXPECTED_RULE[fault]}" in console
+    assert 'runwatch_events_total{kind="trajectory.done"}' in metrics
+    assert "runwatch_serve_accepted_events_total" in metrics
+    # the history holds every event once, and the transitions
+    with duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True) as con:
+        ((n, distinct),) = con.execute("SELECT count(*), count(DISTINCT id) FROM events").fetchall()
+        (n_alerts,) = con.execute("SELECT count(*) FROM alert_log").fetchone() or (0,)
+    generated = expected_ids(jobs=6, faults=faults, seed=3, duration=900.0, fault_step=2)
+    assert n == distinct == len(generated)
+    assert n_alerts >= len(FAULTS)
+
+
+def test_kill_9_and_restart_loses_no_event_and_repeats_no_alert(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    args = ["--jobs", "3", "--seed", "5", "--duration", "600", "--speed", "40", "--fault-step",
+            "1", "--fault", "inference_crash", "--fault", "sandbox_hang"]  # fmt: skip
+    first = ServeProcess(db)
+    sim = subprocess.Popen(
+        simulate(first.url, *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "FIRING" not in first.output() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "FIRING" in first.output()
+        time.sleep(0.3)
+        first.kill()  # mid-run: events in flight, transitions made, history partly written
+        second = ServeProcess(db, port=first.port)
+        try:
+            assert sim.wait(120) == 0
+            time.sleep(0.5)
+        finally:
+            second.stop()
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+            sim.wait()
+    console = [ln for ln in second.output().splitlines() if "FIRING" in ln or "resolved" in ln]
+    assert len(console) == len(set(console)), "a transition was notified twice"
+    generated = expected_ids(jobs=3, faults=["inference_crash", "sandbox_hang"], seed=5,
+                             duration=600.0, fault_step=1)  # fmt: skip
+    with duckdb.connect(str(db), read_only=True) as con:
+        ids = {r[0] for r in con.execute("SELECT id FROM events").fetchall()}
+        rows = con.execute("SELECT key, state, id FROM alert_log ORDER BY seq").fetchall()
+    assert ids == generated
+    assert len({r[2] for r in rows}) == len(rows)
+    assert alternates([(k, s) for k, s, _ in rows])
+    logged = (tmp_path / "h.duckdb.serve/alerts.jsonl").read_text().splitlines()
+    assert len(logged) == len(rows) == len(console)
+
+
+def test_bad_requests_get_a_reason_and_the_service_keeps_going(tmp_path: Path) -> None:
+    good = json.dumps({"v": 1, "id": "e1", "ts": time.time(), "run": "r1", "kind": "heartbeat",
+                       "src": {"component": "trainer"}}).encode()  # fmt: skip
+    auth = {"Authorization": "Bearer s3cret"}
+    with ServeProcess(tmp_path / "h.duckdb", args=["--token", "s3cret"]) as serve:
+        status, body = post(serve.port, good, {"Authorization": "Bearer wrong"})
+        assert status == 401
+        assert "token" in body["error"]
+        assert post(serve.port, good)[0] == 401
+        status, body = post(serve.port, b"x" * (10 << 20), auth)
+        assert status == 413
+        assert "limit" in body["error"]
+        status, body = post(serve.port, b'{"v": 1, "id": ', auth)
+        assert status == 400
+        assert "line 1" in body["error"]
+        assert body["accepted"] == 0
+        bad_run = good.replace(b'"r1"', b'"bad run id!"').replace(b'"e1"', b'"e2"')
+        status, body = post(serve.port, bad_run, auth)
+        assert status == 400
+        assert "run" in body["error"]
+        status, body = post(serve.port, good + b"\n" + b"not json", auth)
+        assert status == 400
+        assert body["accepted"] == 1
+        assert body["rejected"][0]["line"] == 2
+        assert post(serve.port, good, auth) == (200, {"accepted": 1})  # a duplicate: fine
+        assert serve.get("/healthz") == {"ok": True}
+        assert serve.get("/readyz") == {"ready": True}
+        metrics = serve.get("/metrics")
+        with pytest.raises(Exception, match="400"):
+            serve.get("/v1/runs/bad%20run")
+        assert serve.get("/v1/runs")["runs"][0]["run"] == "r1"
+    assert 'runwatch_serve_rejected_total{reason="unauthorised"} 2.0' in metrics
+    assert 'runwatch_serve_rejected_total{reason="too_large"} 1.0' in metrics
+    assert 'runwatch_serve_rejected_total{reason="invalid_event"} 3.0' in metrics
+    assert "runwatch_events_invalid_total 3.0" in metrics
+    with duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM events").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM invalid_events").fetchone() == (3,)
+
+
+def test_emitters_reach_serve_over_http_and_through_a_spool(tmp_path: Path, monkeypatch) -> None:
+    from runwatch.emitters import Emitter
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with ServeProcess(tmp_path / "h.duckdb", args=["--spool", str(spool)]) as serve:
+        monkeypatch.setenv("RUNWATCH_URL", serve.url)
+        monkeypatch.setenv("RUNWATCH_SPOOL", str(tmp_path / "fallback"))
+        monkeypatch.delenv("RUNWATCH_KAFKA", raising=False)
+        em = Emitter(run="via-http", component="trainer", heartbeat=False)
+        assert em.url == serve.url
+        em.emit("step.done", step=1, duration_s=2.0)
+        em.close()
+        with Emitter(run="via-spool", component="rollout", path=spool, heartbeat=False) as em2:
+            em2.emit("trajectory.started", traj="t1")
+        deadline = time.monotonic() + 10
+        runs: set[str] = set()
+        while runs != {"via-http", "via-spool"} and time.monotonic() < deadline:
+            runs = {r["run"] for r in serve.get("/v1/runs")["runs"]}
+            time.sleep(0.1)
+    assert runs == {"via-http", "via-spool"}
