@@ -1,8 +1,9 @@
 """The process-wide emitter that integrations use when they are not handed one.
 
-Built on first use from the environment (`RUNWATCH_RUN` and `RUNWATCH_KAFKA` or
-`RUNWATCH_SPOOL`; component from `RUNWATCH_COMPONENT`, default `trainer`). Without that
-environment there is none, and integrations such as the tqdm bar just do their plain job.
+Built on first use from the environment: `RUNWATCH_RUN` and a destination the `Emitter`
+reads from it, such as `RUNWATCH_KAFKA` or `RUNWATCH_SPOOL`; the component from
+`RUNWATCH_COMPONENT`, default `trainer`. Without that environment there is none, and
+integrations such as the tqdm bar just do their plain job.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ def default_emitter() -> Emitter | None:
     with _LOCK:
         if not _TRIED:
             _TRIED = True
-            env = os.environ
-            if env.get("RUNWATCH_RUN") and (env.get("RUNWATCH_KAFKA") or env.get("RUNWATCH_SPOOL")):
-                _DEFAULT = Emitter(component=env.get("RUNWATCH_COMPONENT") or "trainer")
+            if os.environ.get("RUNWATCH_RUN"):
+                try:
+                    _DEFAULT = Emitter(component=os.environ.get("RUNWATCH_COMPONENT") or "trainer")
+                except ValueError:  # no destination configured, or a bad setting
+                    _DEFAULT = None
     return _DEFAULT
 
 
