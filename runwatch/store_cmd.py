@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
     p.add_argument("--group", default="runwatch-sink", help="consumer group id")
     p.add_argument("--events-topic", default="runwatch.events")
     p.add_argument("--alerts-topic", default="runwatch.alerts")
-    p.add_argument("--batch-size", type=int, default=50_000, help="records per batch at most")
+    p.add_argument("--batch-size", type=int, default=150_000, help="records per batch at most")
     p.add_argument(
         "--flush-interval", type=float, default=1.0, help="seconds a record waits at most"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from runwatch.store.backtest import replay_stored
 from runwatch.store.store import Store
-from runwatch.store.writer import BatchWriter
+from runwatch.store.writer import BATCH_SIZE, BatchWriter
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
@@ -45,7 +45,7 @@ def ingest(
     config: RulesConfig | None = None,
     rules: bool = True,
     until: float | None = None,
-    batch_size: int = 50_000,
+    batch_size: int = BATCH_SIZE,
     on_invalid: Callable[[BadLine], None] | None = None,
 ) -> Ingested:
     """Store every valid line; with `rules`, also store the transitions of the runs touched.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runwatch.store.writer import BatchWriter, Flushed
+from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
 
@@ -48,7 +48,7 @@ class SinkConfig:
     group: str = DEFAULT_GROUP
     events_topic: str = EVENTS_TOPIC
     alerts_topic: str = ALERTS_TOPIC
-    batch_size: int = 50_000
+    batch_size: int = BATCH_SIZE
     flush_interval: float = 1.0
     #: seconds to wait for readers to let go of the file before giving up on a flush
     wait: float = 600.0
@@ -82,8 +82,10 @@ class Sink:
     ) -> None:
         self.config = config
         self.stop = stop or threading.Event()
-        self.on_flush = on_flush
-        self.writer = BatchWriter(config.db, consumer=config.group, wait=config.wait)
+        # background: the next batch is decoded while this one is written (two cores)
+        self.writer = BatchWriter(
+            config.db, consumer=config.group, wait=config.wait, background=True, on_flush=on_flush
+        )
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer
@@ -99,10 +101,8 @@ class Sink:
             client_id="runwatch-sink",
         )
 
-    def _flush(self) -> None:
-        done = self.writer.flush()
-        if done is not None and self.on_flush is not None:
-            self.on_flush(done)
+    def _flush(self, *, wait: bool = True) -> None:
+        self.writer.flush(wait=wait)  # the writer calls on_flush
 
     def _listener(self, consumer: Any) -> Any:
         from kafka import ConsumerRebalanceListener
@@ -144,7 +144,7 @@ class Sink:
                         self._events(records, tp.topic)
                     writer.advance(tp.topic, tp.partition, records[-1].offset + 1)
                 if writer.due(cfg.batch_size, cfg.flush_interval):
-                    self._flush()
+                    self._flush(wait=False)
             self._flush()
         finally:
             consumer.close(autocommit=False)
