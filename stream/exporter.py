@@ -20,17 +20,20 @@ Scrapes from another thread than the one applying events: pass `lock=` (held aro
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
+from runwatch.stream.exporter_families import Families, render
 from runwatch.stream.exporter_http import MetricsServer, start_metrics_server
 from runwatch.stream.state import RunState
 
@@ -91,6 +94,7 @@ class RunwatchMetrics(Collector):
         #: step.done `timing` per (engine id, run): the state keeps no per-phase timing
         self.step_timing: dict[str, tuple[int, dict[str, float]]] = {}
         self.scrapes = 0
+        self._local = threading.local()
         self.registry = registry
         if registry is not None:
             registry.register(self)
@@ -175,9 +179,7 @@ class RunwatchMetrics(Collector):
 
     def serve(self, port: int, host: str = "0.0.0.0") -> MetricsServer:
         """Serve this collector's registry on http://host:port/metrics from a daemon thread."""
-        if self.registry is None:
-            raise ValueError("serve() needs the collector to be built with a registry")
-        return start_metrics_server(self.registry, port, host)
+        return start_metrics_server(self.exposition, port, host)
 
     # -- the scrape ------------------------------------------------------------------------
 
@@ -185,16 +187,49 @@ class RunwatchMetrics(Collector):
         return []  # no describe-time samples: registering must not scrape
 
     def collect(self) -> Iterator[Metric]:
-        lock = self.lock
-        if lock is not None:
-            with lock:
-                families = self._collect()
-        else:
-            families = self._collect_retrying()
-        self.scrapes += 1
-        yield from families
+        if getattr(self._local, "rendering", False):
+            return  # `exposition()` writes these itself, faster
+        yield from (f.metric() for f in self._families())
 
-    def _collect_retrying(self) -> list[Metric]:
+    def exposition(self) -> bytes:
+        """The registry's whole /metrics body: other collectors through prometheus-client,
+        this one's families written directly (several times faster at 1,000 runs)."""
+        was_enabled = gc.isenabled()
+        gc.disable()  # see _families
+        try:
+            mine = render(self._families())
+        finally:
+            if was_enabled:
+                gc.enable()
+        if self.registry is None:
+            return mine
+        self._local.rendering = True
+        try:
+            others = generate_latest(self.registry)
+        finally:
+            self._local.rendering = False
+        return others + mine
+
+    def _families(self) -> list[Any]:
+        # A scrape allocates ~50 small objects per run and frees none of them until it
+        # ends: with the cyclic GC on, those allocations trigger full collections over
+        # every run state (most of a scrape's time at 1,000 runs). Nothing here makes cycles.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            lock = self.lock
+            if lock is not None:
+                with lock:
+                    families = self._collect()
+            else:
+                families = self._collect_retrying()
+        finally:
+            if was_enabled:
+                gc.enable()
+        self.scrapes += 1
+        return families
+
+    def _collect_retrying(self) -> list[Any]:
         # Another thread may mutate a dict mid-iteration; a scrape is cheap to redo.
         for _ in range(4):
             try:
@@ -203,8 +238,8 @@ class RunwatchMetrics(Collector):
                 time.sleep(0.005)
         return self._collect()
 
-    def _collect(self) -> list[Metric]:
-        f = _Families()
+    def _collect(self) -> list[Any]:
+        f = Families()
         live = finished = 0
         for engine in self.engines():
             now = self.clock() if self.clock is not None else engine.now
@@ -226,17 +261,17 @@ class RunwatchMetrics(Collector):
                     k = (rule.rule_id, sev)
                     firing[k] = firing.get(k, 0) + len(conds)
                 for (rule_id, sev), n in firing.items():
-                    f.alerts.add_metric([run, rule_id, sev], n)
-                f.alerts_total.add_metric([run], sum(firing.values()))
-        f.runs.add_metric(["live"], live)
-        f.runs.add_metric(["finished"], finished)
+                    f.alerts.add([run, rule_id, sev], n)
+                f.alerts_total.add([run], sum(firing.values()))
+        f.runs.add(["live"], live)
+        f.runs.add(["finished"], finished)
         for kind, n in sorted(self.kinds.items()):
-            f.events.add_metric([kind], n)
-        f.invalid.add_metric([], self.invalid)
+            f.events.add([kind], n)
+        f.invalid.add([], self.invalid)
         for (rule_id, st, sev), n in sorted(self.transitions.items()):
-            f.transitions.add_metric([rule_id, st, sev], n)
+            f.transitions.add([rule_id, st, sev], n)
         if self.lag is not None:
-            f.lag.add_metric([], self.lag)
+            f.lag.add([], self.lag)
         return f.all()
 
     def _visible(self, state: RunState, now: float) -> bool:
@@ -245,15 +280,15 @@ class RunwatchMetrics(Collector):
             return now - end <= self.finished_grace
         return self.stale_after is None or now - state.clock <= self.stale_after
 
-    def _run(self, f: _Families, run: str, state: RunState, now: float) -> None:
+    def _run(self, f: Families, run: str, state: RunState, now: float) -> None:
         lim = self.limits
         status = state.status or "running"
-        f.info.add_metric([run, status], 1)
+        f.info.add([run, status], 1)
         for name, value in _capped(sorted(state.labels.items()), lim.labels):
-            f.label.add_metric([run, name, value], 1)
-        f.last_event.add_metric([run], max(0.0, now - state.clock))
+            f.label.add([run, name, value], 1)
+        f.last_event.add([run], max(0.0, now - state.clock))
         if state.started_ts is not None:
-            f.started.add_metric([run], state.started_ts)
+            f.started.add([run], state.started_ts)
         self._trajectories(f, run, state, now)
         self._inference(f, run, state, now)
         self._progress(f, run, state, now)
@@ -264,12 +299,12 @@ class RunwatchMetrics(Collector):
             for phase, members in _bucket(
                 ((r.phase, 1) for r in list(ranks.by_rank.values())), lim.phases
             ):
-                f.ranks.add_metric([run, phase], members)
+                f.ranks.add([run, phase], members)
             last = ranks.last_change()
             if last is not None:
-                f.ranks_change.add_metric([run], max(0.0, now - last))
+                f.ranks_change.add([run], max(0.0, now - last))
 
-    def _trajectories(self, f: _Families, run: str, state: RunState, now: float) -> None:
+    def _trajectories(self, f: Families, run: str, state: RunState, now: float) -> None:
         inf = state.inference
         by_phase: dict[str, int] = {}
         oldest: float | None = None
@@ -281,13 +316,11 @@ class RunwatchMetrics(Collector):
         # "generate" always present, so a run with nothing pending shows 0, not no data
         by_phase.setdefault("generate", 0)
         for phase, n in _bucket(by_phase.items(), self.limits.phases):
-            f.pending.add_metric([run, phase], n)
-        f.oldest.add_metric([run], max(0.0, now - oldest) if oldest is not None else 0.0)
-        f.oldest_phase.add_metric(
-            [run], max(0.0, now - oldest_phase_since) if oldest is not None else 0.0
-        )
+            f.pending.add([run, phase], n)
+        f.oldest.add([run], max(0.0, now - oldest) if oldest is not None else 0.0)
+        f.oldest_phase.add([run], max(0.0, now - oldest_phase_since) if oldest is not None else 0.0)
 
-    def _inference(self, f: _Families, run: str, state: RunState, now: float) -> None:
+    def _inference(self, f: Families, run: str, state: RunState, now: float) -> None:
         inf = state.inference
         servers = list(inf.servers.items())
         if not servers:
@@ -298,52 +331,52 @@ class RunwatchMetrics(Collector):
                 running, waiting = srv.running, srv.waiting
             else:
                 running, waiting = len(srv.in_flight), 0
-            f.running.add_metric([run, name], running)
-            f.waiting.add_metric([run, name], waiting)
+            f.running.add([run, name], running)
+            f.waiting.add([run, name], waiting)
             if srv.kv_cache_usage is not None:
-                f.kv.add_metric([run, name], srv.kv_cache_usage)
-            f.server_idle.add_metric([run, name], 1 if (srv.idle and not srv.final) else 0)
+                f.kv.add([run, name], srv.kv_cache_usage)
+            f.server_idle.add([run, name], 1 if (srv.idle and not srv.final) else 0)
         rest = servers[self.limits.servers :]
         if rest:
-            f.running.add_metric([run, OTHER], sum(s.running for _, s in rest))
-            f.waiting.add_metric([run, OTHER], sum(s.waiting for _, s in rest))
+            f.running.add([run, OTHER], sum(s.running for _, s in rest))
+            f.waiting.add([run, OTHER], sum(s.waiting for _, s in rest))
         since = inf.idle_since
-        f.idle_pending.add_metric([run], 1 if since is not None else 0)
-        f.idle_pending_s.add_metric([run], max(0.0, now - since) if since is not None else 0.0)
+        f.idle_pending.add([run], 1 if since is not None else 0)
+        f.idle_pending_s.add([run], max(0.0, now - since) if since is not None else 0.0)
 
-    def _progress(self, f: _Families, run: str, state: RunState, now: float) -> None:
+    def _progress(self, f: Families, run: str, state: RunState, now: float) -> None:
         counters = list(state.progress.by_key.items())[: self.limits.progress]
         for (component, name), c in counters:
             labels = [run, component, name]
-            f.progress_n.add_metric(labels, c.n)
+            f.progress_n.add(labels, c.n)
             if c.total is not None:
-                f.progress_total.add_metric(labels, c.total)
-            f.progress_stall.add_metric(labels, max(0.0, now - c.last_advance))
+                f.progress_total.add(labels, c.total)
+            f.progress_stall.add(labels, max(0.0, now - c.last_advance))
 
-    def _steps(self, f: _Families, run: str, state: RunState) -> None:
+    def _steps(self, f: Families, run: str, state: RunState) -> None:
         steps = state.steps
         if steps.latest is not None:
-            f.step.add_metric([run], steps.latest)
+            f.step.add([run], steps.latest)
         if state.total_steps is not None:
-            f.step_total.add_metric([run], state.total_steps)
+            f.step_total.add([run], state.total_steps)
         done = steps.last_done
         if done is not None:
-            f.step_done.add_metric([run], done.number)
+            f.step_done.add([run], done.number)
             if done.duration is not None:
-                f.step_duration.add_metric([run], done.duration)
-            f.step_gap.add_metric([run], done.gap)
+                f.step_duration.add([run], done.duration)
+            f.step_gap.add([run], done.gap)
         for step in reversed(list(steps.by_number.values())):
             reward = step.reward(REWARD_KEYS)
             if reward is not None:
-                f.reward.add_metric([run], reward)
-                f.reward_step.add_metric([run], step.number)
+                f.reward.add([run], reward)
+                f.reward_step.add([run], step.number)
                 break
         timing = self.step_timing.get(run)
         if timing is not None:
             for phase, seconds in _capped(sorted(timing[1].items()), self.limits.step_phases):
-                f.step_phase.add_metric([run, phase], seconds)
+                f.step_phase.add([run, phase], seconds)
 
-    def _heartbeats(self, f: _Families, run: str, state: RunState, now: float) -> None:
+    def _heartbeats(self, f: Families, run: str, state: RunState, now: float) -> None:
         # per component: the stalest live process (the one heartbeat_lost would name)
         ages: dict[str, float] = {}
         counts: dict[tuple[str, str], int] = {}
@@ -361,9 +394,9 @@ class RunwatchMetrics(Collector):
                 what = "alive" if age < timeout else "lost"
             counts[(comp, what)] = counts.get((comp, what), 0) + 1
         for comp, age in _capped(sorted(ages.items()), self.limits.components):
-            f.heartbeat.add_metric([run, comp], age)
+            f.heartbeat.add([run, comp], age)
         for (comp, what), n in sorted(counts.items())[: 3 * self.limits.components]:
-            f.processes.add_metric([run, comp, what], n)
+            f.processes.add([run, comp, what], n)
 
 
 def _capped(items: Iterable[tuple[str, Any]], cap: int) -> list[tuple[str, Any]]:
@@ -380,142 +413,6 @@ def _bucket(items: Iterable[tuple[str, int]], cap: int) -> list[tuple[str, int]]
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])
     kept = ranked[: cap - 1]
     return sorted([*kept, (OTHER, sum(n for _, n in ranked[cap - 1 :]))])
-
-
-class _Families:
-    """Every family one scrape yields (built fresh per scrape: no state between scrapes)."""
-
-    def __init__(self) -> None:
-        g = GaugeMetricFamily
-        r = ["run"]
-        self.info = g(
-            "runwatch_run_info",
-            "1 per visible run; status: running/ok/failed/killed",
-            labels=[*r, "status"],
-        )
-        self.label = g(
-            "runwatch_run_label",
-            "run.started labels, one series each",
-            labels=[*r, "name", "value"],
-        )
-        self.last_event = g(
-            "runwatch_run_last_event_age_seconds", "seconds since the run's latest event", labels=r
-        )
-        self.started = g("runwatch_run_started_timestamp_seconds", "run.started time", labels=r)
-        self.pending = g(
-            "runwatch_trajectories_pending",
-            "trajectories started and not finished, by current phase",
-            labels=[*r, "phase"],
-        )
-        self.oldest = g(
-            "runwatch_trajectory_oldest_pending_age_seconds",
-            "age of the oldest pending trajectory (0: none)",
-            labels=r,
-        )
-        self.oldest_phase = g(
-            "runwatch_trajectory_oldest_pending_phase_seconds",
-            "time the oldest pending trajectory has spent in its phase",
-            labels=r,
-        )
-        self.running = g(
-            "runwatch_inference_running",
-            "requests running per inference server",
-            labels=[*r, "server"],
-        )
-        self.waiting = g(
-            "runwatch_inference_waiting",
-            "requests waiting per inference server",
-            labels=[*r, "server"],
-        )
-        self.kv = g(
-            "runwatch_inference_kv_cache_usage",
-            "KV-cache usage 0..1 per server",
-            labels=[*r, "server"],
-        )
-        self.server_idle = g(
-            "runwatch_inference_server_idle",
-            "1 when the server is live and idle (nothing running or waiting)",
-            labels=[*r, "server"],
-        )
-        self.idle_pending = g(
-            "runwatch_inference_idle_with_pending",
-            "1 while every server is idle and trajectories wait",
-            labels=r,
-        )
-        self.idle_pending_s = g(
-            "runwatch_inference_idle_with_pending_seconds",
-            "how long every server has been idle while work waits",
-            labels=r,
-        )
-        pl = [*r, "component", "name"]
-        self.progress_n = g("runwatch_progress_n", "progress counter value", labels=pl)
-        self.progress_total = g("runwatch_progress_total", "progress counter total", labels=pl)
-        self.progress_stall = g(
-            "runwatch_progress_stall_seconds", "seconds since the counter last advanced", labels=pl
-        )
-        self.step = g("runwatch_step", "highest training step seen", labels=r)
-        self.step_total = g("runwatch_step_total", "run.started total_steps", labels=r)
-        self.step_done = g("runwatch_step_last_done", "the last finished step", labels=r)
-        self.step_duration = g(
-            "runwatch_step_duration_seconds", "duration of the last finished step", labels=r
-        )
-        self.step_gap = g(
-            "runwatch_step_idle_gap_seconds",
-            "GPU-idle gap of the last finished step (idle while work waited)",
-            labels=r,
-        )
-        self.step_phase = g(
-            "runwatch_step_phase_seconds",
-            "the last step.done's timing by phase",
-            labels=[*r, "phase"],
-        )
-        self.reward = g("runwatch_step_reward", "reward of the latest step that has one", labels=r)
-        self.reward_step = g(
-            "runwatch_step_reward_step", "the step runwatch_step_reward is of", labels=r
-        )
-        self.heartbeat = g(
-            "runwatch_heartbeat_age_seconds",
-            "seconds since the last heartbeat of the component's stalest live process",
-            labels=[*r, "component"],
-        )
-        self.processes = g(
-            "runwatch_processes",
-            "processes by component and alive/lost/exited",
-            labels=[*r, "component", "state"],
-        )
-        self.ranks = g("runwatch_ranks", "trainer ranks by current phase", labels=[*r, "phase"])
-        self.ranks_change = g(
-            "runwatch_ranks_since_change_seconds", "seconds since any rank changed phase", labels=r
-        )
-        self.alerts = g(
-            "runwatch_alerts_firing",
-            "firing alerts by rule and severity",
-            labels=[*r, "rule", "severity"],
-        )
-        self.alerts_total = g(
-            "runwatch_alerts_firing_total_per_run", "firing alerts of the run, all rules", labels=r
-        )
-        self.runs = g(
-            "runwatch_runs", "runs exported, live or finished (within the grace)", labels=["state"]
-        )
-        self.events = CounterMetricFamily(
-            "runwatch_events", "events applied, by kind", labels=["kind"]
-        )
-        self.invalid = CounterMetricFamily(
-            "runwatch_events_invalid", "invalid events (dead-lettered)"
-        )
-        self.transitions = CounterMetricFamily(
-            "runwatch_alert_transitions",
-            "alert transitions by rule, state, severity",
-            labels=["rule", "state", "severity"],
-        )
-        self.lag = g(
-            "runwatch_processing_lag_seconds",
-            "wall clock minus arrival time of the latest event processed",
-        )
-
-    def all(self) -> list[Metric]:
-        return [v for v in vars(self).values() if isinstance(v, Metric)]
 
 
 def engines_of(drivers: Callable[[], Iterable[Any]]) -> EngineSource:

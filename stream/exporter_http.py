@@ -1,46 +1,74 @@
 """Serving /metrics: from a daemon thread (embedded service) or inside an asyncio loop (worker).
 
-The asyncio variant scrapes on the loop that applies events, so the collector never sees a
-run state mid-update; the threaded one relies on the collector's lock or snapshot-retry.
+Both take the body as a callable (`RunwatchMetrics.exposition`, or any registry through
+`registry_body`). The asyncio variant scrapes on the loop that applies events, so the
+collector never sees a run state mid-update; the threaded one relies on the collector's
+lock or snapshot-retry.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.exposition import start_http_server
+
+Body = Callable[[], bytes]
+
+
+def registry_body(registry: CollectorRegistry) -> Body:
+    return lambda: generate_latest(registry)
 
 
 class MetricsServer:
-    """A running /metrics endpoint; `close()` stops it and joins its thread."""
+    """A running /metrics endpoint in a daemon thread; `close()` stops it and joins it."""
 
-    def __init__(self, httpd: Any, thread: threading.Thread | None) -> None:
-        self._httpd = httpd
-        self._thread = thread
-        self.port: int = int(httpd.server_address[1])
+    def __init__(self, body: Body, port: int, host: str = "0.0.0.0") -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+                    self.send_error(404)
+                    return
+                try:
+                    data = body()
+                except Exception as err:  # a scrape must never take the server down
+                    self.send_error(500, type(err).__name__)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd.daemon_threads = True
+        self.port: int = int(self._httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="runwatch-metrics", daemon=True
+        )
+        self._thread.start()
 
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._thread.join(timeout=5)
 
 
-def start_metrics_server(
-    registry: CollectorRegistry, port: int, host: str = "0.0.0.0"
-) -> MetricsServer:
-    """Serve `registry` on http://host:port/metrics (port 0: a free one; see `.port`)."""
-    httpd, thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsServer(httpd, thread)
+def start_metrics_server(body: Body, port: int, host: str = "0.0.0.0") -> MetricsServer:
+    """Serve `body()` on http://host:port/metrics (port 0: a free one; see `.port`)."""
+    return MetricsServer(body, port, host)
 
 
 class AsyncMetricsServer:
     """/metrics served by aiohttp on the running event loop."""
 
-    def __init__(self, registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> None:
-        self.registry = registry
+    def __init__(self, body: Body, port: int, host: str = "0.0.0.0") -> None:
+        self.body = body
         self.host = host
         self.port = port
         self._runner: Any = None
@@ -49,8 +77,7 @@ class AsyncMetricsServer:
         from aiohttp import web
 
         async def metrics(request: web.Request) -> web.Response:
-            body = generate_latest(self.registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+            return web.Response(body=self.body(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)

@@ -32,7 +32,7 @@ class WorkerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = RunwatchMetrics(self.registry, finished_grace=finished_grace)
         self.collector.add_source(lambda: [d.engine for d in drivers()])
-        self.server = AsyncMetricsServer(self.registry, port, host)
+        self.server = AsyncMetricsServer(self.collector.exposition, port, host)
 
     async def start(self) -> None:
         await self.server.start()

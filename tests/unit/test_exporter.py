@@ -246,3 +246,33 @@ def test_worker_metrics_hooks_and_async_endpoint() -> None:
 def test_bad_grace_fails_early() -> None:
     with pytest.raises(ValueError, match="finished_grace"):
         RunwatchMetrics(finished_grace=-1)
+
+
+def test_direct_text_equals_prometheus_client_rendering() -> None:
+    """`exposition()` writes the families itself; it must say what generate_latest says."""
+    from prometheus_client import Counter
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry, metrics, engine = setup()
+    other = Counter("other_things", "a collector beside runwatch's", registry=registry)
+    other.inc(2)
+    events = sandbox_mid_stall()
+    events.append(
+        make_event("run.started", events[-1]["ts"], run="odd", labels={"k": 'a\\b "c"\nd'})
+    )
+    feed(engine, events)
+    metrics.record_lag(float("inf"))
+
+    def samples(text: str) -> set[tuple[str, tuple[tuple[str, str], ...], str]]:
+        return {
+            (s.name, tuple(sorted(s.labels.items())), repr(s.value))
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if not s.name.endswith("_created")
+        }
+
+    fast = metrics.exposition().decode()
+    slow = generate_latest(registry).decode()
+    assert samples(fast) == samples(slow)
+    assert fast.count("# TYPE runwatch_events_total counter") == 1
+    assert "other_things_total 2.0" in fast
