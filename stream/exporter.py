@@ -241,6 +241,7 @@ class RunwatchMetrics(Collector):
     def _collect(self) -> list[Any]:
         f = Families()
         live = finished = 0
+        shown: set[str] = set()
         for engine in self.engines():
             now = self.clock() if self.clock is not None else engine.now
             for run, tracked in list(engine.runs.items()):
@@ -251,6 +252,7 @@ class RunwatchMetrics(Collector):
                     finished += 1
                 else:
                     live += 1
+                shown.add(run)
                 self._run(f, run, state, now)
                 firing: dict[tuple[str, str], int] = {}
                 for index, conds in list(tracked.firing.items()):
@@ -272,6 +274,8 @@ class RunwatchMetrics(Collector):
             f.transitions.add([rule_id, st, sev], n)
         if self.lag is not None:
             f.lag.add([], self.lag)
+        for run in [r for r in self.step_timing if r not in shown]:
+            self.step_timing.pop(run, None)  # gone from every engine, or past its grace
         return f.all()
 
     def _visible(self, state: RunState, now: float) -> bool:

@@ -103,7 +103,7 @@ def test_service_counters_match_what_the_engine_did() -> None:
 
 
 def test_a_finished_run_disappears_after_the_grace() -> None:
-    registry, _, engine = setup(finished_grace=300)
+    registry, metrics, engine = setup(finished_grace=300)
     events = incidents.healthy_long_steps(steps=1)
     feed(engine, events)
     end = events[-1]["ts"]
@@ -114,6 +114,7 @@ def test_a_finished_run_disappears_after_the_grace() -> None:
     engine.advance(end + 301)
     assert not [s for s in series(registry) if run in s]
     assert value(registry, "runwatch_runs", state="finished") == 0
+    assert run not in metrics.step_timing  # nothing kept for it any more
 
 
 def test_a_silent_unfinished_run_goes_stale() -> None:
