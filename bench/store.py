@@ -222,6 +222,7 @@ def generate(db: Path, events: int, steps: int = 100) -> tuple[int, float]:
         )
         store.con.execute("BEGIN")
         store.con.execute(schema.insert_events_sql("gen")).fetchall()
+        store.con.execute(schema.insert_marks_sql())  # what the writer folds per batch
         store.con.execute("COMMIT")
         store.con.execute("CHECKPOINT")
         elapsed = time.perf_counter() - started

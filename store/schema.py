@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 #: Bumped when a table changes shape; `meta.schema_version` records what a file holds.
-#: 2: `events.id` is no longer a PRIMARY KEY (the writer deduplicates, see `store.Store`).
+#: 2: `events.id` is no longer a PRIMARY KEY (the writer deduplicates, see `store.Store`);
+#: `trajectory_marks` (filled by the writer, from the events of older files when opened).
 SCHEMA_VERSION = 2
 
 #: Typed columns of `events` filled from the raw JSON: column -> (JSON path, DuckDB type).
@@ -150,6 +151,15 @@ TABLES = [
         details JSON,
         raw JSON NOT NULL
     )""",
+    # per write batch and trajectory: its first start and first done within that batch; a
+    # trajectory whose events came in several batches has several rows (min() of them is the
+    # trajectory's). `idle_spans` reads this instead of grouping every trajectory event.
+    """CREATE TABLE IF NOT EXISTS trajectory_marks (
+        run VARCHAR NOT NULL,
+        traj VARCHAR,
+        start_ts DOUBLE,
+        done_ts DOUBLE
+    )""",
     """CREATE TABLE IF NOT EXISTS invalid_events (
         received_at TIMESTAMP NOT NULL,
         source VARCHAR NOT NULL,
@@ -165,6 +175,21 @@ TABLES = [
         PRIMARY KEY (consumer, topic, "partition")
     )""",
 ]
+
+
+def insert_marks_sql(where: str = "") -> str:
+    """Fold the trajectory events of `events` (those `where` selects, e.g. one batch's seq
+    range) into `trajectory_marks`."""
+    cond = f" AND ({where})" if where else ""
+    return f"""
+        INSERT INTO trajectory_marks
+        SELECT run, traj,
+               min(ts) FILTER (WHERE kind = 'trajectory.started'),
+               min(ts) FILTER (WHERE kind = 'trajectory.done')
+        FROM events
+        WHERE kind IN ('trajectory.started', 'trajectory.done'){cond}
+        GROUP BY run, traj"""
+
 
 ALERT_INSERT = """
     INSERT OR IGNORE INTO alert_log

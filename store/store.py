@@ -152,8 +152,12 @@ class Store:
         con = self.con
         con.execute("BEGIN")
         try:
+            marks = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'trajectory_marks'"
+            had_marks = (first_row(con.execute(marks)) or (0,))[0]
             for ddl in schema.TABLES:
                 con.execute(ddl)
+            if not had_marks:  # a file of schema 1: fold the trajectories it holds, once
+                con.execute(schema.insert_marks_sql())
             want = str(schema.SCHEMA_VERSION) + ":" + str(hash_views())
             have = first_row(con.execute("SELECT value FROM meta WHERE key = 'schema'"))
             if have is None or have[0] != want:
@@ -305,6 +309,9 @@ class Store:
                 )
             )
             new = int(row[0]) if row else 0
+            if new:  # this batch's trajectories, for idle_spans
+                marks = schema.insert_marks_sql("seq BETWEEN ? AND ?")
+                self.con.execute(marks, [seqs[0], seqs[-1]])
             if new < len(raws) or self._id_is_key:  # some JSON that DuckDB cannot read
                 self.con.execute(
                     "INSERT INTO invalid_events SELECT now()::TIMESTAMP, 'store', "

@@ -262,12 +262,18 @@ VIEWS["idle_spans"] = f"""
                    lead(ts) OVER (PARTITION BY run ORDER BY ts) AS end_ts
             FROM edges)
         WHERE idle
+    ), candidates AS (
+        -- a trajectory pending during a stretch has a mark (the one holding its first start)
+        -- that overlaps the stretch itself: only those trajectories are grouped (an ASOF join
+        -- on the disjoint stretches measured slower than this hash join on run)
+        SELECT DISTINCT m.run, m.traj
+        FROM trajectory_marks m JOIN servers_idle i
+          ON m.run = i.run AND m.start_ts < i.end_ts
+         AND coalesce(m.done_ts, 'infinity'::DOUBLE) > i.start_ts
     ), tb AS (
-        SELECT run, traj,
-               min(ts) FILTER (WHERE kind = 'trajectory.started') AS s,
-               min(ts) FILTER (WHERE kind = 'trajectory.done') AS d
-        FROM events WHERE kind IN ('trajectory.started', 'trajectory.done')
-        GROUP BY run, traj
+        SELECT m.run, m.traj, min(m.start_ts) AS s, min(m.done_ts) AS d
+        FROM trajectory_marks m SEMI JOIN candidates c ON c.run = m.run AND c.traj = m.traj
+        GROUP BY m.run, m.traj
     ), clipped AS (
         SELECT i.run, greatest(t.s, i.start_ts) AS s,
                least(coalesce(t.d, 'infinity'::DOUBLE), i.end_ts) AS e
