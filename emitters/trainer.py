@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runwatch.emitters.emitter import Emitter
@@ -93,7 +93,8 @@ class TrainerLogger:
     """A metrics logger for a training loop: `log(data, step)` as verl and wandb call it.
 
     Non-numeric values are skipped; numpy/torch scalars become floats. `done` as in
-    `step_events`. Never raises for a value it cannot use.
+    `step_events`; `done_extra()` adds fields to each `step.done` (e.g. CUDA memory). Never
+    raises for a value it cannot use.
     """
 
     def __init__(
@@ -102,14 +103,18 @@ class TrainerLogger:
         *,
         reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS,
         done: bool | None = None,
+        done_extra: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.emitter = emitter
         self.reward_keys = tuple(reward_keys)
         self.done = done
+        self.done_extra = done_extra
 
     def log(self, data: Mapping[str, Any], step: int, backend: Any = None) -> None:
         """Emit the step's events (`backend` is accepted, and ignored, as verl passes it)."""
         for kind, fields in step_events(data, int(step), self.reward_keys, done=self.done):
+            if kind == "step.done" and self.done_extra is not None:
+                fields.update(self.done_extra())
             self.emitter.emit(kind, **fields)
 
     def finish(self, exit_code: int = 0) -> None:
