@@ -84,7 +84,10 @@ class NotifyStore:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        # used by one thread at a time (BackgroundNotifier hands it to its own thread)
+        self._db = sqlite3.connect(
+            self.path, timeout=30, isolation_level=None, check_same_thread=False
+        )
         self._db.execute("PRAGMA synchronous=FULL")  # fsync at every commit
         self._db.executescript(SCHEMA)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -340,3 +341,21 @@ def test_token_from_env_or_secret_file(tmp_path: Path) -> None:
     assert load_token(None, env={"SLACK_BOT_TOKEN": TOKEN}) == TOKEN
     with pytest.raises(TokenMissing, match="SLACK_BOT_TOKEN"):
         load_token(None, env={})
+
+
+def test_background_notifier_keeps_order_through_an_outage(rig: Rig, slack: FakeSlack) -> None:
+    """The embedded service's path: submit returns at once; a Slack outage delays, in order."""
+    from runwatch.notify_worker import BackgroundNotifier
+
+    slack.fail("chat.postMessage", 503, times=4)  # the first try of alert 1 runs out
+    bg = BackgroundNotifier(rig.notifier, remind_every=3600)
+    rig.notifier = rig.open()  # the rig's close() must not close the background one's store
+    try:
+        t = time.monotonic()
+        bg.submit(alert(1))
+        bg.submit(alert(2, "resolved"))
+        assert time.monotonic() - t < 0.1
+    finally:
+        bg.close(timeout=20)
+    (root,) = slack.roots()
+    assert [m.text.split(":")[1] for m in slack.replies(root)] == ["white_check_mark"]
