@@ -9,6 +9,7 @@ transition on the console (more notifiers: `Service.notifiers`).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -71,6 +72,7 @@ def run_serve(args: argparse.Namespace) -> int:
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
     token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
     spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     service = Service(db, wal, config=config, notifiers=[print_alert])
     replayed = service.recover()
     try:

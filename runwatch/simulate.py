@@ -86,6 +86,8 @@ class Job:
         self.beats = {id(p): [self.rng.uniform(0, BEAT_S), math.inf] for p in beating}
         self.beating = beating
         self.buf: list[tuple[float, int, str, dict[str, Any], dict[str, Any]]] = []
+        #: When the injected fault began (simulated seconds): for detection latency.
+        self.fault_at: float | None = None
         self.n = itertools.count()
 
     def emit(self, t: float, kind: str, src: dict[str, Any], **fields: Any) -> None:
@@ -141,6 +143,7 @@ class Job:
         n = spec.trajectories
         self.emit(t0, "progress", self.rollout, name="rollout", n=0, total=n)
         if at_fault and fault == "inference_crash":
+            self.fault_at = t0
             for src in self.servers:
                 self.kill(src, t0)
         gen: list[tuple[float, float, int]] = []  # (start, end, server) of generate spans
@@ -168,6 +171,7 @@ class Job:
             gen.append((s, s + g1, server))
             self.emit(s + g1, "trajectory.phase", self.rollout, traj=traj, phase="sandbox")
             if at_fault and fault == "sandbox_hang" and i == n - 1:
+                self.fault_at = s + g1
                 e = s + g1 + HANG_S
                 self.emit(e, "trajectory.done", self.rollout, traj=traj, status="timeout",
                           reward=0.0, duration_s=e - s)  # fmt: skip
@@ -188,6 +192,7 @@ class Job:
             self.emit(e, "progress", self.rollout, name="rollout", n=k, total=n)
         rollout_end = max(done_at, default=t0)
         if orch_dies < math.inf:
+            self.fault_at = orch_dies
             self.kill(self.orch, orch_dies)
             self.stats(gen, t0, self.end)
             return self.end, True
@@ -197,6 +202,7 @@ class Job:
         for phase in ("forward", "backward", "all_reduce", "optimizer"):
             if at_fault and fault == "rank_divergence" and phase == "all_reduce":
                 bad = rng.randrange(spec.world_size)
+                self.fault_at = t
                 for r, src in enumerate(self.trainer):
                     p = "destroy_process_group" if r == bad else "recv"
                     self.emit(t + 0.1 * r, "rank.status", src, rank=r,
@@ -275,6 +281,7 @@ class Cluster:
         if len(faults) > jobs:
             raise ValueError(f"{len(faults)} faults need at least as many jobs, not {jobs}")
         self.seed, self.duration, self.prefix = seed, duration, prefix
+        self.jobs: list[Job] = []  # built by events()
         self.specs = [
             JobSpec(i, f"{prefix}-{seed}-job{i:03d}", faults[i] if i < len(faults) else None,
                     fault_step, **job_args)
@@ -283,7 +290,7 @@ class Cluster:
 
     def events(self, t0: float, speed: float = 1.0) -> Iterator[Event]:
         config = scaled_config(speed)
-        jobs = [Job(spec, self.seed, self.duration) for spec in self.specs]
+        jobs = self.jobs = [Job(spec, self.seed, self.duration) for spec in self.specs]
         streams = [_numbered(job) for job in jobs]
         for t, index, i, kind, src, fields in heapq.merge(*streams):
             spec = self.specs[index]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from runwatch.service.core import Service
+
+log = logging.getLogger("runwatch.serve")
 
 MAX_BODY = 4 << 20
 #: Larger bodies than the limit are still read (and dropped) up to this size.
@@ -56,6 +59,13 @@ class Handler(BaseHTTPRequestHandler):
         return hmac.compare_digest(got.encode(), f"Bearer {token}".encode())
 
     def do_POST(self) -> None:
+        try:
+            self._post()
+        except Exception as err:
+            log.exception("runwatch serve: POST %s failed", self.path)
+            self._send(500, {"error": f"internal error: {err!r}"})
+
+    def _post(self) -> None:
         path = urlsplit(self.path).path
         if path != "/v1/events":
             self._send(404, {"error": f"no such endpoint: POST {path}"})
@@ -95,6 +105,13 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, {"accepted": result.accepted})
 
     def do_GET(self) -> None:
+        try:
+            self._get()
+        except Exception as err:  # answer, and keep serving: a read must not kill a thread
+            log.exception("runwatch serve: GET %s failed", self.path)
+            self._send(500, {"error": f"internal error: {err!r}"})
+
+    def _get(self) -> None:
         url = urlsplit(self.path)
         path, query = url.path, parse_qs(url.query)
         service = self.server.service

@@ -185,3 +185,29 @@ def test_emitters_reach_serve_over_http_and_through_a_spool(tmp_path: Path, monk
             runs = {r["run"] for r in serve.get("/v1/runs")["runs"]}
             time.sleep(0.1)
     assert runs == {"via-http", "via-spool"}
+
+
+def test_emitter_spools_while_serve_is_down_and_sends_when_it_is_back(tmp_path: Path) -> None:
+    from runwatch.emitters import Emitter
+
+    db = tmp_path / "h.duckdb"
+    with ServeProcess(db) as serve:  # learn a free port, then leave it empty
+        port = serve.port
+    em = Emitter(run="outage", component="trainer", url=f"http://127.0.0.1:{port}",
+                 spool=tmp_path / "spool", heartbeat=False)  # fmt: skip
+    try:
+        for step in range(50):
+            em.emit("step.done", step=step)
+        assert em.flush(10)
+        assert list((tmp_path / "spool" / "http").glob("events-*.jsonl"))
+        with ServeProcess(db, port=port) as back:
+            deadline = time.monotonic() + 15
+            count = 0
+            while count < 50 and time.monotonic() < deadline:
+                runs = back.get("/v1/runs")["runs"]
+                count = sum(r["events"] for r in runs if r["run"] == "outage")
+                time.sleep(0.1)
+            em.close()
+    finally:
+        em.close()
+    assert count == 50

@@ -1,0 +1,202 @@
+"""`runwatch serve` as a user meets it: detection latency per fault, sustained events/s, and
+memory and CPU per 1,000 concurrent simulated jobs. Figures only: nothing here asserts.
+
+Detection latency. One job per fault (plus a healthy one) simulated at `--speed` against a
+fresh `runwatch serve` over HTTP; the rules' time thresholds are scaled by the same factor
+(`run.started.config`), so the latency is reported in *simulated* seconds, i.e. what a real
+job would see: from the moment the fault begins (the simulator records it: the sandbox call
+that never returns, the inference server's death, the orchestrator's death, the rank that
+diverges) to the alert transition of the matching rule. It includes the rule's own threshold
+(e.g. `heartbeat_lost.timeout` = 60 s) and the service's pipeline (HTTP, fsync, timer tick
+every 0.25 s plus 0.5 s grace: ~0.75 wall seconds, i.e. x speed in simulated seconds).
+
+Throughput. Pre-generated events POSTed in batches of `--batch` lines by `--clients`
+threads as fast as the service acknowledges them (each request is fsynced before its 200).
+
+Memory and CPU. `--jobs` (1,000) simulated jobs at real time against the service for
+`--seconds`; the service's RSS and CPU seconds per wall second from /proc.
+
+    .venv/bin/python bench/serve.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+from benchinfo import machine
+
+from runwatch.service.launch import ServeProcess
+from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
+from runwatch.simulate_cmd import HttpSink, paced
+
+
+def proc_stats(pid: int) -> tuple[float, float]:
+    """(RSS MiB, CPU seconds) of a process."""
+    rss = 0.0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def latency(tmp: Path, speed: float, duration: float) -> list[str]:
+    faults = [*FAULTS, "slow_but_healthy"]
+    cluster = Cluster(len(faults) + 1, faults=faults, seed=2, duration=duration, fault_step=2)
+    t0 = time.time() + 0.5
+    seen: dict[str, float] = {}  # alert id -> wall time the JSON API first showed it
+    with ServeProcess(tmp / "latency.duckdb") as serve:
+        done = threading.Event()
+
+        def poll() -> None:
+            while not done.wait(0.05):
+                for a in serve.get("/v1/alerts")["alerts"]:
+                    seen.setdefault(a["id"], time.time())
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        try:
+            sink = HttpSink(serve.url, None)
+            for batch in paced(cluster.events(t0, speed)):
+                sink.send(batch)
+        finally:
+            done.set()
+            poller.join()
+        alerts = serve.get("/v1/alerts")["alerts"]
+    out = [
+        f"detection latency at {speed:g}x: simulated seconds from the fault's start to the "
+        "alert in the JSON API (the rule's threshold included); in brackets, wall seconds "
+        "from the moment the condition ripened to the API showing it"
+    ]
+    for job in cluster.jobs:
+        fault = job.spec.fault
+        mine = [a for a in alerts if a["run"] == job.spec.run and a["state"] == "firing"]
+        if fault not in EXPECTED_RULE:
+            out.append(f"  {fault or 'healthy':<18} alerts: {len(mine)} (expected none)")
+            continue
+        rule = EXPECTED_RULE[fault]
+        hits = [a for a in mine if a["rule"] == rule and a["id"] in seen]
+        if job.fault_at is None or not hits:
+            out.append(f"  {fault:<18} {rule}: not detected within {duration:g} s")
+            continue
+        onset = t0 + job.fault_at / speed
+        hit = min(hits, key=lambda a: seen[a["id"]])
+        lat = (seen[hit["id"]] - onset) * speed
+        pipeline = seen[hit["id"]] - hit["ts"]
+        first = min(mine, key=lambda a: seen.get(a["id"], a["ts"]))
+        out.append(
+            f"  {fault:<18} {rule}: {lat:4.0f} s  [{pipeline:.2f} s]  (first alert of "
+            f"the run: {first['rule']})"
+        )
+    return out
+
+
+def throughput(tmp: Path, seconds: float, clients: int, batch: int) -> list[str]:
+    events = list(Cluster(200, seed=9, duration=1800.0).events(time.time() - 1800.0))
+    bodies = [
+        b"".join(orjson.dumps(e) + b"\n" for e in events[i : i + batch])
+        for i in range(0, len(events), batch)
+    ]
+    sent = [0] * clients
+    with ServeProcess(tmp / "throughput.duckdb") as serve:
+        rss0, cpu0 = proc_stats(serve.pid)
+        stop = time.monotonic() + seconds
+
+        def client(k: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=60)
+            i = k
+            while time.monotonic() < stop and i < len(bodies):
+                conn.request("POST", "/v1/events", bodies[i])
+                resp = conn.getresponse()
+                body = json.loads(resp.read())
+                sent[k] += body.get("accepted", 0)
+                i += clients
+            conn.close()
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - started
+        rss1, cpu1 = proc_stats(serve.pid)
+    total = sum(sent)
+    return [
+        f"sustained ingest: {total / elapsed:,.0f} events/s acknowledged ({total:,} events, "
+        f"{clients} clients, {batch} lines per request, fsync per request); service CPU "
+        f"{(cpu1 - cpu0) / elapsed:.2f} s/s, RSS {rss0:.0f} -> {rss1:.0f} MiB"
+    ]
+
+
+def per_jobs(tmp: Path, jobs: int, seconds: float) -> list[str]:
+    with ServeProcess(tmp / "jobs.duckdb") as serve:
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "runwatch.cli", "simulate", "--url", serve.url, "--jobs",
+             str(jobs), "--duration", str(seconds + 120), "--trajectories", "16"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            time.sleep(min(20.0, seconds / 3))  # warm up: every job has started
+            _, cpu0 = proc_stats(serve.pid)
+            runs0 = len(serve.get("/v1/runs")["runs"])
+            events0 = _accepted(serve)
+            start = time.monotonic()
+            time.sleep(seconds)
+            elapsed = time.monotonic() - start
+            rss1, cpu1 = proc_stats(serve.pid)
+            events1 = _accepted(serve)
+            runs1 = len(serve.get("/v1/runs")["runs"])
+        finally:
+            sim.terminate()
+            sim.wait()
+    per_s = (events1 - events0) / elapsed
+    return [
+        f"{jobs:,} concurrent jobs at real time ({runs0}->{runs1} runs live, {per_s:,.0f} "
+        f"events/s): service RSS {rss1:.0f} MiB, CPU {(cpu1 - cpu0) / elapsed:.2f} cores"
+    ]
+
+
+def _accepted(serve: ServeProcess) -> float:
+    for line in serve.get("/metrics").splitlines():
+        if line.startswith("runwatch_serve_accepted_events_total "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--speed", type=float, default=20.0)
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
+    args = p.parse_args()
+    print(machine())
+    tmp = Path(args.dir)  # kept: the services' logs are there if something went wrong
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lines: list[str] = []
+    lines += latency(tmp, args.speed * (2 if args.quick else 1), 900.0)
+    lines += throughput(tmp, 5.0 if args.quick else 15.0, args.clients, args.batch)
+    lines += per_jobs(tmp, args.jobs // (4 if args.quick else 1), 15.0 if args.quick else 40.0)
+    for line in lines:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
