@@ -262,14 +262,37 @@ VIEWS["idle_spans"] = f"""
                    lead(ts) OVER (PARTITION BY run ORDER BY ts) AS end_ts
             FROM edges)
         WHERE idle
+    ), stretch_minutes AS (
+        -- the minutes (epoch seconds // 60) each stretch touches
+        SELECT i.run, i.start_ts, i.end_ts,
+               unnest(range(CAST(floor(i.start_ts / 60) AS BIGINT),
+                            CAST(floor(least(i.end_ts, b.last_ts) / 60) AS BIGINT) + 1)) AS minute
+        FROM servers_idle i JOIN _run_bounds b USING (run)
+    ), minutes AS (
+        -- every minute of the runs with stretches, and the first stretch start after it
+        SELECT g.run, g.minute,
+               min(f.a) OVER (PARTITION BY g.run ORDER BY g.minute
+                              ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_start
+        FROM (SELECT run, unnest(range(CAST(floor(first_ts / 60) AS BIGINT),
+                                       CAST(floor(last_ts / 60) AS BIGINT) + 1)) AS minute
+              FROM _run_bounds WHERE run IN (SELECT run FROM servers_idle)) g
+        LEFT JOIN (SELECT run, CAST(floor(start_ts / 60) AS BIGINT) AS minute, min(start_ts) AS a
+                   FROM servers_idle GROUP BY ALL) f USING (run, minute)
     ), candidates AS (
         -- a trajectory pending during a stretch has a mark (the one holding its first start)
-        -- that overlaps the stretch itself: only those trajectories are grouped (an ASOF join
-        -- on the disjoint stretches measured slower than this hash join on run)
-        SELECT DISTINCT m.run, m.traj
-        FROM trajectory_marks m JOIN servers_idle i
-          ON m.run = i.run AND m.start_ts < i.end_ts
-         AND coalesce(m.done_ts, 'infinity'::DOUBLE) > i.start_ts
+        -- that overlaps the stretch: only those trajectories are grouped. A mark overlaps a
+        -- stretch that touches the minute of its start, or the first one starting after that
+        -- minute: two equality joins on (run, minute) instead of every mark against every
+        -- stretch of its run
+        SELECT m.run, m.traj
+        FROM trajectory_marks m JOIN minutes g
+          ON g.run = m.run AND g.minute = CAST(floor(m.start_ts / 60) AS BIGINT)
+        WHERE coalesce(m.done_ts, 'infinity'::DOUBLE) > g.next_start
+        UNION
+        SELECT m.run, m.traj
+        FROM trajectory_marks m JOIN stretch_minutes sm
+          ON sm.run = m.run AND sm.minute = CAST(floor(m.start_ts / 60) AS BIGINT)
+        WHERE m.start_ts < sm.end_ts AND coalesce(m.done_ts, 'infinity'::DOUBLE) > sm.start_ts
     ), tb AS (
         SELECT m.run, m.traj, min(m.start_ts) AS s, min(m.done_ts) AS d
         FROM trajectory_marks m SEMI JOIN candidates c ON c.run = m.run AND c.traj = m.traj
