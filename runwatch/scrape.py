@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runwatch.emitters import Emitter
+from runwatch.watch import add_destination, make_emitter
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -273,9 +274,7 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=duration_arg, default=5.0, metavar="DURATION")
     p.add_argument("--run", help="run id (default $RUNWATCH_RUN)")
     p.add_argument("--component", default="inference")
-    dest = p.add_mutually_exclusive_group()
-    dest.add_argument("--kafka", metavar="SERVERS", help="Kafka bootstrap servers")
-    dest.add_argument("--spool", metavar="DIR", help="write events to this directory")
+    add_destination(p)
     p.set_defaults(func=run)
 
 
@@ -288,17 +287,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     flavour, url = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
     scraper = Scraper(flavour, url, name=args.name, timeout=args.timeout)
-    try:
-        emitter = Emitter(
-            run=args.run or os.environ.get("RUNWATCH_RUN"),
-            component=args.component,
-            kafka=args.kafka,
-            path=args.spool,
-            instance=scraper.name,
-            heartbeat=False,
-        )
-    except ValueError as err:
-        print(f"runwatch scrape: {err}", file=sys.stderr)
+    emitter = make_emitter(
+        args,
+        args.run or os.environ.get("RUNWATCH_RUN"),
+        component=args.component,
+        instance=scraper.name,
+        heartbeat=False,
+    )
+    if isinstance(emitter, str):
+        print(f"runwatch scrape: {emitter}", file=sys.stderr)
         return 2
     loop = ScrapeLoop(scraper, emitter, args.every)
 

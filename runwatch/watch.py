@@ -53,9 +53,7 @@ def register(sub: Any) -> None:
     p.add_argument("--component", default="trainer", help="component name (default trainer)")
     p.add_argument("--instance", help="instance name of this process (e.g. vllm-0)")
     p.add_argument("--server", help="server name for vLLM/SGLang stats (default vllm / sglang)")
-    dest = p.add_mutually_exclusive_group()
-    dest.add_argument("--kafka", metavar="SERVERS", help="Kafka bootstrap servers")
-    dest.add_argument("--spool", metavar="DIR", help="write events to this directory")
+    add_destination(p)
     p.add_argument(
         "--progress-every",
         type=float,
@@ -69,6 +67,29 @@ def register(sub: Any) -> None:
     )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run)
+
+
+def add_destination(p: argparse.ArgumentParser) -> None:
+    """--kafka / --url / --spool; without one, the environment decides (as for Emitter)."""
+    dest = p.add_mutually_exclusive_group()
+    dest.add_argument("--kafka", metavar="SERVERS", help="Kafka bootstrap servers")
+    dest.add_argument("--url", metavar="URL", help="a `runwatch serve` service")
+    dest.add_argument("--spool", metavar="DIR", help="write events to this directory")
+
+
+def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> Emitter | str:
+    """The Emitter the flags ask for, or a one-line reason for the user."""
+    try:
+        return Emitter(run=run, kafka=args.kafka, url=args.url, path=args.spool, **settings)
+    except ValueError as err:
+        if str(err).startswith("no destination"):
+            return (
+                "no destination for events: pass --kafka HOST:PORT, --url URL or --spool DIR, "
+                "or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
+            )
+        if str(err).startswith("no run id"):
+            return "no run id: pass --run RUN or set RUNWATCH_RUN"
+        return str(err)
 
 
 def _run_id(command: list[str]) -> str:
@@ -203,18 +224,20 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         print("runwatch watch: no command given (runwatch watch -- CMD ARGS...)", file=sys.stderr)
         return 2
-    run_id = args.run or os.environ.get("RUNWATCH_RUN") or _run_id(command)
-    try:
-        emitter = Emitter(
-            run=run_id,
-            component=args.component,
-            kafka=args.kafka,
-            path=args.spool,
-            instance=args.instance,
-            heartbeat_interval=args.heartbeat_interval,
-        )
-    except ValueError as err:
-        print(f"runwatch watch: {err}", file=sys.stderr)
+    run_id = args.run or os.environ.get("RUNWATCH_RUN")
+    if not run_id:
+        run_id = _run_id(command)
+        print(f"runwatch watch: run id {run_id} (set --run or RUNWATCH_RUN to choose)",
+              file=sys.stderr)  # fmt: skip
+    emitter = make_emitter(
+        args,
+        run_id,
+        component=args.component,
+        instance=args.instance,
+        heartbeat_interval=args.heartbeat_interval,
+    )
+    if isinstance(emitter, str):
+        print(f"runwatch watch: {emitter}", file=sys.stderr)
         return 2
     with emitter:
         return _watch(command, emitter, args)

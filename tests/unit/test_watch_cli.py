@@ -153,7 +153,9 @@ def test_no_command_and_no_destination_say_so(tmp_path: Path) -> None:
     assert "no command" in none.stderr
     nowhere = subprocess.run([*WATCH, "--", "true"], capture_output=True, text=True, env=env())
     assert nowhere.returncode == 2
-    assert "RUNWATCH_KAFKA" in nowhere.stderr
+    assert "pass --kafka HOST:PORT, --url URL or --spool DIR" in nowhere.stderr
+    assert "run id watch-" not in nowhere.stderr
+    assert "runwatch watch: run id true-" in nowhere.stderr  # made up, and said
     missing = subprocess.run(
         [*WATCH, "--spool", str(tmp_path), "--", str(tmp_path / "nope")],
         capture_output=True, text=True, env=env(),
