@@ -192,9 +192,15 @@ VIEWS["_server_changes"] = """
     ), final_procs AS (
         SELECT DISTINCT run, process FROM events WHERE kind = 'heartbeat' AND final
     ), sig AS (
-        SELECT run, srv, ts, seq, (running > 0 OR waiting > 0) AS stats_busy,
+        -- only the snapshots that change the server's busy/idle (one lag over the snapshots
+        -- saves the windows below most of their rows)
+        SELECT run, srv, ts, seq, busy AS stats_busy,
                CAST(NULL AS INTEGER) AS dflight, CAST(NULL AS BOOLEAN) AS fin
-        FROM ev WHERE kind = 'inference.stats'
+        FROM (SELECT run, srv, ts, seq, (running > 0 OR waiting > 0) AS busy,
+                     lag(running > 0 OR waiting > 0)
+                       OVER (PARTITION BY run, srv ORDER BY ts, seq) AS prev
+              FROM ev WHERE kind = 'inference.stats')
+        WHERE busy IS NOT NULL AND prev IS DISTINCT FROM busy
         UNION ALL
         SELECT run, srv, q, q_seq, NULL, 1, NULL FROM reqs
         WHERE q IS NOT NULL AND (d IS NULL OR d >= q)

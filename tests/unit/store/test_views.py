@@ -194,7 +194,7 @@ def test_idle_gaps_match_the_engine_on_random_histories(
     store.con.execute("DELETE FROM events")
     store.con.execute("DELETE FROM trajectory_marks")  # derived from events by the writer
     # in several batches: a trajectory's start and done may be folded in different ones
-    size = -(-len(events) // batches)
+    size = max(1, -(-len(events) // batches))
     for i in range(0, len(events), size):
         store.write_events([json.dumps(e) for e in events[i : i + size]])
     want = engine_gaps(events)
