@@ -5,7 +5,8 @@ lives in the DuckDB file, written in the same transaction as the rows it covers
 (`BatchWriter.flush`), and on every assignment the consumer seeks to the stored position (to
 the beginning where none is stored). A crash at any point -- mid-batch, mid-commit -- leaves
 rows and positions consistent, so the restarted sink neither loses nor duplicates a row; the
-`id` primary key also absorbs events that emitters sent twice.
+writer also leaves out events that emitters sent twice (by id, `Store.write_events`). Flushes
+run on the writer's thread while the next batch is decoded (`BatchWriter(background=True)`).
 """
 
 from __future__ import annotations

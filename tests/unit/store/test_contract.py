@@ -196,3 +196,28 @@ def test_read_only_store_refuses_writes(tmp_path) -> None:
     Store.writer(tmp_path / "h.duckdb").close()
     with Store.reader(tmp_path / "h.duckdb") as reader, pytest.raises(StoreError):
         reader.write_events([json.dumps(ev("heartbeat", 1.0, 1))])
+
+
+def test_a_file_of_schema_1_gets_its_trajectory_marks_and_keeps_ids_once(tmp_path) -> None:
+    """Files written before schema 2 have a primary key on events.id and no marks."""
+    import duckdb
+
+    from runwatch.store import schema
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(schema._event_table().replace('"id" VARCHAR NOT NULL', '"id" VARCHAR PRIMARY KEY'))
+    con.execute("CREATE TABLE src (seq BIGINT, raw VARCHAR)")
+    started = ev("trajectory.started", 1.0, 1, traj="t1", step=1)
+    con.execute("INSERT INTO src VALUES (1, ?)", [json.dumps(started)])
+    con.execute(schema.insert_events_sql("src", or_ignore=True))
+    con.close()
+    with Store.writer(path) as store:
+        assert store._id_is_key
+        assert store.con.execute("SELECT * FROM trajectory_marks").fetchall() == [
+            ("r1", "t1", 1.0, None)
+        ]
+        done = ev("trajectory.done", 2.0, 2, traj="t1", status="ok")
+        assert store.write_events([json.dumps(started), json.dumps(done)]) == 1
+        assert store.write_events([json.dumps(done)]) == 0
+        assert store.count_events() == 2
