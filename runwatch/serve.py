@@ -52,6 +52,8 @@ def register(sub: Any) -> None:
     p.add_argument("--wal", default=None, help="event/alert logs (default: DB.serve/)")
     p.add_argument("--config", help="rules config (TOML)")
     p.add_argument("--max-body", type=int, default=4 << 20, help="largest request, bytes")
+    p.add_argument("--slack-config", metavar="PATH", help="also notify Slack: a TOML file "
+                   "with a [slack] table, as for `runwatch notify`")  # fmt: skip
     p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
     p.set_defaults(func=run_serve)
 
@@ -74,7 +76,16 @@ def run_serve(args: argparse.Namespace) -> int:
     spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     service = Service(db, wal, config=config, notifiers=[print_alert])
+    try:
+        slack = _slack(args.slack_config, service) if args.slack_config else None
+    except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
+        print(f"runwatch serve: {err}", file=sys.stderr)
+        service.close()
+        return 2
     replayed = service.recover()
+    if slack is not None:  # the notifier's ledger drops what it sent before a restart
+        for alert in service.alert_log.read():
+            slack.submit(alert, _labels(service, str(alert.get("run"))))
     try:
         server = ServiceServer((args.host, args.port), service, token, args.max_body)
     except OSError as err:
@@ -108,4 +119,22 @@ def run_serve(args: argparse.Namespace) -> int:
         thread.join()
         server.server_close()
         service.close()
+        if slack is not None:
+            slack.close()
     return 0
+
+
+def _labels(service: Any, run: str) -> dict[str, str]:
+    tracked = service.driver.engine.runs.get(run)
+    return dict(tracked.state.labels) if tracked is not None else {}
+
+
+def _slack(path: str, service: Any) -> Any:
+    """The Slack notifier off the event path (`runwatch.notify_worker`), as a notifier."""
+    from runwatch.notifier import Notifier
+    from runwatch.notify_config import NotifyConfig
+    from runwatch.notify_worker import BackgroundNotifier
+
+    background = BackgroundNotifier(Notifier.from_config(NotifyConfig.load(path)))
+    service.notifiers.append(lambda alert: background.submit(alert, _labels(service, alert.run)))
+    return background

@@ -211,3 +211,38 @@ def test_emitter_spools_while_serve_is_down_and_sends_when_it_is_back(tmp_path: 
     finally:
         em.close()
     assert count == 50
+
+
+def test_slack_gets_each_transition_once_across_a_restart(tmp_path: Path) -> None:
+    from slack_fake import FakeSlack
+
+    fake = FakeSlack(token="xoxb-test-token", channels=("C-ALERTS",))
+    fake.add_channel("#rl-alerts", "C-ALERTS")
+    config = tmp_path / "slack.toml"
+    config.write_text(
+        f'[slack]\nchannel = "#rl-alerts"\nstate = "{tmp_path / "notify.sqlite"}"\n'
+        f'base_url = "{fake.url}"\n'
+    )
+    db, env = tmp_path / "h.duckdb", {"SLACK_BOT_TOKEN": "xoxb-test-token"}
+    args = ["--slack-config", str(config)]
+    now = time.time()
+    src = {"component": "inference", "host": "n0", "pid": 7, "instance": "vllm-0"}
+    events = [
+        {"v": 1, "id": "s0", "ts": now, "run": "slack-run", "kind": "run.started",
+         "src": src, "config": {"heartbeat_lost": {"timeout": 1.0}}},
+        {"v": 1, "id": "s1", "ts": now, "run": "slack-run", "kind": "heartbeat", "src": src},
+    ]  # fmt: skip
+    try:
+        with ServeProcess(db, args=args, env=env) as serve:
+            body = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+            assert post(serve.port, body)[0] == 200
+            deadline = time.monotonic() + 15
+            while not fake.roots() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert len(fake.roots()) == 1
+        assert "heartbeat_lost" in fake.roots()[0].text
+        with ServeProcess(db, args=args, env=env):
+            time.sleep(1.5)
+        assert len(fake.roots()) == 1
+    finally:
+        fake.close()
