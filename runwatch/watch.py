@@ -93,7 +93,15 @@ def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> 
 
 
 def _run_id(command: list[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]", "-", os.path.basename(command[0]))[:60] or "run"
+    """<script or program>-<UTC time>-<pid>: `python train.py` gives train-..."""
+    name = os.path.basename(command[0])
+    if name.startswith(("python", "torchrun", "uv", "accelerate")):
+        args = [a for a in command[1:] if not a.startswith("-")]
+        if args and args[0] not in ("run", "launch"):
+            name = os.path.splitext(os.path.basename(args[0]))[0]
+        elif len(args) > 1:
+            name = os.path.splitext(os.path.basename(args[1]))[0]
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:60] or "run"
     return f"{base}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
 
 

@@ -164,6 +164,15 @@ def test_no_command_and_no_destination_say_so(tmp_path: Path) -> None:
     assert "cannot run" in missing.stderr
 
 
+def test_made_up_run_ids_name_the_script() -> None:
+    from runwatch.watch import _run_id
+
+    assert _run_id(["python3", "-u", "train.py", "--lr", "1"]).startswith("train-")
+    assert _run_id(["torchrun", "--nproc-per-node=8", "grpo.py"]).startswith("grpo-")
+    assert _run_id(["uv", "run", "ppo.py"]).startswith("ppo-")
+    assert _run_id(["/usr/bin/vllm", "serve", "m"]).startswith("vllm-")
+
+
 def test_progress_gate_bounds_the_rate_and_sends_what_it_held() -> None:
     now = [0.0]
     gate = ProgressGate(1.0, clock=lambda: now[0])
