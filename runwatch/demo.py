@@ -117,6 +117,10 @@ def run_live_demo(args: argparse.Namespace) -> int:
                 live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min"))
     except KeyboardInterrupt:
         interrupted = True
+    except OSError:  # the service went away: Ctrl-C reaches the whole process group
+        if serve.proc.poll() is None:
+            raise
+        interrupted = True
     finally:
         if sim is not None and sim.poll() is None:
             sim.terminate()
