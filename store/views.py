@@ -244,13 +244,11 @@ VIEWS["idle_spans"] = f"""
     -- the stretches of event time during which every live server was idle while work waited:
     -- first when the servers alone were idle (few rows), then, inside those stretches, the
     -- union of the pending trajectories (one range join instead of a window over them all)
-    WITH rb AS MATERIALIZED (  -- read once: the query refers to it four times
-        SELECT run, first_ts, last_ts, finished_ts FROM _run_bounds
-    ), changes AS (
+    WITH changes AS (
         SELECT run, ts, d_live AS dl, d_busy AS db, 0 AS fin FROM _server_changes
         WHERE d_live <> 0 OR d_busy <> 0
         UNION ALL
-        SELECT run, finished_ts, 0, 0, 1 FROM rb WHERE finished_ts IS NOT NULL
+        SELECT run, finished_ts, 0, 0, 1 FROM _run_bounds WHERE finished_ts IS NOT NULL
     ), per_ts AS (
         SELECT run, ts, sum(dl) AS dl, sum(db) AS db, max(fin) AS fin
         FROM changes GROUP BY run, ts
@@ -275,7 +273,7 @@ VIEWS["idle_spans"] = f"""
         SELECT i.run, i.start_ts, i.end_ts,
                unnest(range(CAST(floor(i.start_ts / 60) AS BIGINT),
                             CAST(floor(least(i.end_ts, b.last_ts) / 60) AS BIGINT) + 1)) AS minute
-        FROM servers_idle i JOIN rb b USING (run)
+        FROM servers_idle i JOIN _run_bounds b USING (run)
     ), minutes AS (
         -- every minute of the runs with stretches, and the first stretch start after it
         SELECT g.run, g.minute,
@@ -283,7 +281,7 @@ VIEWS["idle_spans"] = f"""
                               ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_start
         FROM (SELECT run, unnest(range(CAST(floor(first_ts / 60) AS BIGINT),
                                        CAST(floor(last_ts / 60) AS BIGINT) + 1)) AS minute
-              FROM rb WHERE run IN (SELECT run FROM servers_idle)) g
+              FROM _run_bounds WHERE run IN (SELECT run FROM servers_idle)) g
         LEFT JOIN (SELECT run, CAST(floor(start_ts / 60) AS BIGINT) AS minute, min(start_ts) AS a
                    FROM servers_idle GROUP BY ALL) f USING (run, minute)
     ), candidates AS (
@@ -330,7 +328,7 @@ VIEWS["idle_spans"] = f"""
            least(end_ts, b.last_ts) - start_ts AS seconds,
            end_ts = 'infinity'::DOUBLE AS ongoing, start_ts,
            least(end_ts, b.last_ts) AS end_ts
-    FROM spans JOIN rb b USING (run)
+    FROM spans JOIN _run_bounds b USING (run)
     WHERE end_ts > start_ts
 """
 
