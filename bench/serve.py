@@ -31,13 +31,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from benchinfo import machine
 
 from runwatch.service.launch import ServeProcess
 from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
-from runwatch.simulate_cmd import HttpSink, paced
+from runwatch.simulate_cmd import HttpSink, KafkaSink, paced
 
 
 def proc_stats(pid: int) -> tuple[float, float]:
@@ -53,10 +54,13 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
-def latency(tmp: Path, speed: float, duration: float) -> list[str]:
+def _cluster(duration: float) -> Cluster:
     faults = [*FAULTS, "slow_but_healthy"]
-    cluster = Cluster(len(faults) + 1, faults=faults, seed=2, duration=duration, fault_step=2)
-    t0 = time.time() + 0.5
+    return Cluster(len(faults) + 1, faults=faults, seed=2, duration=duration, fault_step=2)
+
+
+def latency(tmp: Path, speed: float, duration: float) -> list[str]:
+    cluster, t0 = _cluster(duration), time.time() + 0.5
     seen: dict[str, float] = {}  # alert id -> wall time the JSON API first showed it
     with ServeProcess(tmp / "latency.duckdb") as serve:
         done = threading.Event()
@@ -76,10 +80,88 @@ def latency(tmp: Path, speed: float, duration: float) -> list[str]:
             done.set()
             poller.join()
         alerts = serve.get("/v1/alerts")["alerts"]
+    return report(f"through serve at {speed:g}x", cluster, t0, speed, alerts, seen)
+
+
+def kafka_latency(tmp: Path, speed: float, duration: float) -> list[str]:
+    """The same cluster through Kafka: a local broker, `runwatch worker`, runwatch.alerts."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from runwatch.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp / "kafka")
+    bootstrap = broker.start()
+    prefix = f"lat{int(time.time())}."
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runwatch.cli", "worker", "--kafka", bootstrap,
+         "--topic-prefix", prefix, "--app-id", prefix + "worker", "--partitions", "1"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(worker.stderr or ()), daemon=True)
+    reader.start()
+    alerts: list[dict[str, Any]] = []
+    seen: dict[str, float] = {}
+    done = threading.Event()
+
+    def consume() -> None:
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        topic = prefix + "runwatch.alerts"
+        try:
+            while not done.is_set() and not c.partitions_for_topic(topic):
+                time.sleep(0.1)
+            c.assign([TopicPartition(topic, p) for p in c.partitions_for_topic(topic) or ()])
+            c.seek_to_beginning()
+            while not done.is_set():
+                for records in c.poll(timeout_ms=50).values():
+                    for r in records:
+                        a = orjson.loads(r.value)
+                        if a["id"] not in seen:
+                            seen[a["id"]] = time.time()
+                            alerts.append(a)
+        finally:
+            c.close()
+
+    consumer = threading.Thread(target=consume)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("live on partitions" in ln for ln in lines):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("worker did not go live: " + "".join(lines[-20:]))
+            time.sleep(0.1)
+        consumer.start()
+        cluster, t0 = _cluster(duration), time.time() + 0.5
+        sink = KafkaSink(bootstrap, prefix + "runwatch.events")
+        try:
+            for batch in paced(cluster.events(t0, speed)):
+                sink.send(batch)
+        finally:
+            sink.close()
+        time.sleep(1.0)
+    finally:
+        done.set()
+        if consumer.is_alive():
+            consumer.join()
+        worker.terminate()
+        worker.wait(30)
+        broker.stop()
+    return report(
+        f"through Kafka + runwatch worker at {speed:g}x", cluster, t0, speed, alerts, seen
+    )
+
+
+def report(
+    where: str,
+    cluster: Cluster,
+    t0: float,
+    speed: float,
+    alerts: list[dict[str, Any]],
+    seen: dict[str, float],
+) -> list[str]:
     out = [
-        f"detection latency at {speed:g}x: simulated seconds from the fault's start to the "
-        "alert in the JSON API (the rule's threshold included); in brackets, wall seconds "
-        "from the moment the condition ripened to the API showing it"
+        f"detection latency {where}: simulated seconds from the fault's start until the "
+        "alert is visible (the rule's threshold included); in brackets, wall seconds from "
+        "the moment the condition ripened"
     ]
     for job in cluster.jobs:
         fault = job.spec.fault
@@ -90,7 +172,7 @@ def latency(tmp: Path, speed: float, duration: float) -> list[str]:
         rule = EXPECTED_RULE[fault]
         hits = [a for a in mine if a["rule"] == rule and a["id"] in seen]
         if job.fault_at is None or not hits:
-            out.append(f"  {fault:<18} {rule}: not detected within {duration:g} s")
+            out.append(f"  {fault:<18} {rule}: not detected within {cluster.duration:g} s")
             continue
         onset = t0 + job.fault_at / speed
         hit = min(hits, key=lambda a: seen[a["id"]])
@@ -184,6 +266,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--no-kafka", action="store_true", help="skip the Kafka comparison")
     p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
     args = p.parse_args()
     print(machine())
@@ -191,7 +274,10 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     lines: list[str] = []
-    lines += latency(tmp, args.speed * (2 if args.quick else 1), 900.0)
+    speed = args.speed * (2 if args.quick else 1)
+    lines += latency(tmp, speed, 900.0)
+    if not args.no_kafka:
+        lines += kafka_latency(tmp, speed, 900.0)
     lines += throughput(tmp, 5.0 if args.quick else 15.0, args.clients, args.batch)
     lines += per_jobs(tmp, args.jobs // (4 if args.quick else 1), 15.0 if args.quick else 40.0)
     for line in lines:
