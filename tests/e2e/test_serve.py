@@ -52,7 +52,7 @@ def alternates(rows: list[tuple[str, str]]) -> bool:
 
 def test_simulated_faults_raise_their_alerts_through_serve(tmp_path: Path) -> None:
     faults = [*FAULTS, "slow_but_healthy"]
-    args = ["--jobs", "6", "--seed", "3", "--duration", "900", "--speed", "60",
+    args = ["--jobs", "6", "--seed", "3", "--duration", "800", "--speed", "40",
             "--fault-step", "2"] + [f"--fault={f}" for f in faults]  # fmt: skip
     with ServeProcess(tmp_path / "h.duckdb") as serve:
         subprocess.run(simulate(serve.url, *args), check=True, timeout=120, capture_output=True)
@@ -80,7 +80,7 @@ def test_simulated_faults_raise_their_alerts_through_serve(tmp_path: Path) -> No
     with duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True) as con:
         ((n, distinct),) = con.execute("SELECT count(*), count(DISTINCT id) FROM events").fetchall()
         (n_alerts,) = con.execute("SELECT count(*) FROM alert_log").fetchone() or (0,)
-    generated = expected_ids(jobs=6, faults=faults, seed=3, duration=900.0, fault_step=2)
+    generated = expected_ids(jobs=6, faults=faults, seed=3, duration=800.0, fault_step=2)
     assert n == distinct == len(generated)
     assert n_alerts >= len(FAULTS)
 
@@ -121,7 +121,8 @@ def test_kill_9_and_restart_loses_no_event_and_repeats_no_alert(tmp_path: Path) 
     assert len({r[2] for r in rows}) == len(rows)
     assert alternates([(k, s) for k, s, _ in rows])
     logged = (tmp_path / "h.duckdb.serve/alerts.jsonl").read_text().splitlines()
-    assert len(logged) == len(rows) == len(console)
+    # (a kill between logging a transition and printing it may leave one unprinted)
+    assert len(console) <= len(logged) == len(rows)
 
 
 def test_bad_requests_get_a_reason_and_the_service_keeps_going(tmp_path: Path) -> None:
