@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,12 @@ def register(sub: Any) -> None:
     p.add_argument("--max-body", type=int, default=4 << 20, help="largest request, bytes")
     p.add_argument("--slack-config", metavar="PATH", help="also notify Slack: a TOML file "
                    "with a [slack] table, as for `runwatch notify`")  # fmt: skip
+    p.add_argument(
+        "--wal-max-bytes",
+        type=int,
+        default=1 << 30,
+        help="past this, drop runs finished over an hour ago from the event log (in DuckDB)",
+    )
     p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
     p.set_defaults(func=run_serve)
 
@@ -108,12 +115,16 @@ def run_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     thread = server.start()
+    compact_at = 0.0
     try:
         while not stop.wait(args.tick):
             service.tick()
             if tail is not None:
                 tail.poll(service)
             service.flush_due()
+            if service.events.size > args.wal_max_bytes and time.monotonic() > compact_at:
+                service.compact()
+                compact_at = time.monotonic() + 600  # at most every 10 minutes
     finally:
         server.shutdown()
         thread.join()

@@ -11,6 +11,7 @@ lacks are published, those it has are not repeated (`LiveDriver.finish_replay`).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from runwatch.service.wal import AlertLog, EventLog
@@ -90,9 +92,9 @@ class Service:
             for a in old:
                 published.add(a)
                 self.writer.add_alert(a)  # DuckDB ignores transitions it holds
-            for last in published.last.values():
-                self._remember(_alert_of(last))
             stored = self.writer.positions().get((TOPIC, 0), 0)
+            if stored > self.events.size:  # a compaction whose position never got stored
+                stored = 0  # write the whole log again: the history keeps each id once
             driver = self.driver
             driver.start_replay()
             n = 0
@@ -103,6 +105,9 @@ class Service:
                         self.writer.add_event(line, decode(line))
                 n += 1
             self.writer.advance(TOPIC, 0, self.events.size)
+            for last in published.last.values():  # runs compacted away are not shown
+                if last.get("run") in driver.engine.runs:
+                    self._remember(_alert_of(last))
             missing, _ = driver.finish_replay(published, time.time())
             self._publish(missing)
             self.ready = True
@@ -179,6 +184,30 @@ class Service:
             except Exception:
                 log.exception("runwatch serve: writing the history failed; will retry")
 
+    def compact(self, keep_finished_s: float = 3600.0) -> int:
+        """Bound the event log (and so the restart): drop the events of runs that finished
+        more than `keep_finished_s` ago -- they are in DuckDB -- from the log and from the
+        rules' state. Returns the log's new size."""
+        with self.lock:
+            self.flush()  # everything in the log is in the history before the log shrinks
+            now, runs = time.time(), self.driver.engine.runs
+            gone = {
+                run
+                for run, tracked in runs.items()
+                if tracked.state.finished_ts is not None
+                and tracked.state.finished_ts < now - keep_finished_s
+            }
+            if not gone:
+                return self.events.size
+            size = self.events.rewrite(lambda line: _run_of(line) not in gone)
+            for run in gone:
+                del runs[run]
+            self.last = {k: a for k, a in self.last.items() if a.run not in gone}
+            with self._writer_lock:
+                self.writer.advance(TOPIC, 0, size)
+            self.flush()
+            return size
+
     def flush_due(self) -> None:
         with self._writer_lock:
             due = self.writer.due(50_000, self.flush_interval)
@@ -244,6 +273,18 @@ def _run_summary(state: Any, firing: int) -> dict[str, Any]:
         "total_steps": state.total_steps,
         "firing_count": firing,
     }
+
+
+def _run_of(line: bytes) -> str | None:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            obj = json.loads(line)  # NaN / Infinity tokens, which orjson refuses
+        except ValueError:
+            return None
+    run = obj.get("run") if isinstance(obj, dict) else None
+    return run if isinstance(run, str) else None
 
 
 def _alert_of(d: Mapping[str, Any]) -> Alert:

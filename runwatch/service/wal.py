@@ -14,7 +14,7 @@ restarted service knows what it already said and never says it twice.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,28 @@ class EventLog:
                     arrival = float(line[3:])
                     continue
                 yield line.rstrip(b"\n"), arrival, pos
+
+    def rewrite(self, keep: Callable[[bytes], bool]) -> int:
+        """Keep only the events `keep` accepts (with their arrival headers); returns the new
+        size. Written beside, fsynced, then renamed over the log: a crash leaves one or the
+        other whole."""
+        tmp = self.path.with_suffix(".compact")
+        with tmp.open("wb") as out:
+            arrival: float | None = None
+            for line, t, _ in self.read():
+                if not keep(line):
+                    continue
+                if t != arrival:
+                    out.write(f"#t={t!r}\n".encode())
+                    arrival = t
+                out.write(line + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        return self.size
 
     def close(self) -> None:
         if self._fd >= 0:

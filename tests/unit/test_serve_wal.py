@@ -1,0 +1,75 @@
+"""The embedded service's logs: a half-written tail (a crash mid-write) was never
+acknowledged and is dropped; positions are byte offsets after each line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runwatch.service.wal import AlertLog, EventLog
+
+
+def test_event_log_positions_and_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "events.wal"
+    log = EventLog(path)
+    ends = log.append(100.0, [b'{"a":1}', b'{"b":2}'])
+    assert ends[-1] == log.size == path.stat().st_size
+    log.close()
+    with path.open("ab") as f:
+        f.write(b'#t=101.0\n{"c":')  # killed in the middle of a write
+    log = EventLog(path)
+    assert log.size == path.stat().st_size <= ends[-1] + len(b"#t=101.0\n")  # the cut line went
+    assert [(line, t) for line, t, _ in log.read()] == [(b'{"a":1}', 100.0), (b'{"b":2}', 100.0)]
+    log.append(102.0, [b'{"d":4}'])
+    assert [line for line, _, _ in log.read()][-1] == b'{"d":4}'
+    log.close()
+
+
+def test_alert_log_skips_a_torn_line_and_appends_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.jsonl"
+    path.write_bytes(b'{"id":"a1","key":"k"}\n{"id":"a2",')
+    log = AlertLog(path)
+    log.append([{"id": "a3", "key": "k"}])
+    assert [a["id"] for a in log.read()] == ["a1", "a3"]
+    log.close()
+
+
+def test_compaction_drops_finished_runs_and_a_restart_repeats_nothing(tmp_path: Path) -> None:
+    import json
+    import time
+
+    import duckdb
+
+    from runwatch.service.core import Service
+
+    def ev(i: int, run: str, kind: str, ts: float, **f: object) -> bytes:
+        src = {"component": "trainer", "host": "h", "pid": 1}
+        return json.dumps({"v": 1, "id": f"{run}-{i}", "ts": ts, "run": run, "kind": kind,
+                           "src": src, **f}).encode()  # fmt: skip
+
+    old = time.time() - 10
+    db, wal = tmp_path / "h.duckdb", tmp_path / "wal"
+    service = Service(db, wal)
+    service.recover()
+    nan = {"loss": float("nan")}
+    done = [
+        ev(0, "done", "run.started", old),
+        ev(1, "done", "step.metrics", old + 1, step=1, metrics=nan),
+        ev(2, "done", "run.finished", old + 2, status="ok"),
+    ]
+    live = [ev(0, "live", "run.started", time.time()), ev(1, "live", "heartbeat", time.time())]
+    assert service.ingest(done).accepted == 3
+    assert service.ingest(live).accepted == 2
+    before = service.events.size
+    transitions = len(service.alert_log.read())
+    assert transitions == 1  # non_finite_metric fired
+    assert service.compact(keep_finished_s=0.0) < before
+    assert set(service.driver.engine.runs) == {"live"}
+    service.close()
+    again = Service(db, wal)
+    assert again.recover() == 2  # only the live run's events are replayed
+    assert len(again.alert_log.read()) == transitions  # nothing published twice
+    assert again.firing() == []  # the compacted run's alerts are history now
+    again.close()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM events").fetchone() == (5,)
+        assert con.execute("SELECT count(*) FROM alert_log").fetchone() == (1,)
