@@ -32,6 +32,8 @@ bench: setup
 	$(PY) bench/worker.py
 	$(PY) bench/store.py $(BENCH_ARGS)
 	$(PY) bench/exporter.py $(BENCH_ARGS)
+	$(PY) bench/watch.py
+	$(PY) bench/serve.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .cache/typecheck .pytest_cache .mypy_cache .ruff_cache build *.egg-info
