@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from runwatch.emitters.spool import Spool
+from runwatch.emitters.transport import SpooledDestination
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -23,7 +24,7 @@ log = logging.getLogger("runwatch.emitters")
 MAX_REQUEST = 1 << 20
 
 
-class HttpDestination:
+class HttpDestination(SpooledDestination):
     """`runwatch serve` behind a stop-and-wait sender, with the spool for outages."""
 
     def __init__(
@@ -38,8 +39,8 @@ class HttpDestination:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"url must be http(s)://host[:port], not {url!r}")
-        self.spool = spool
-        self.url = url
+        super().__init__(spool, max_backoff)
+        self.name = self.url = url
         self._https = parts.scheme == "https"
         self._host, self._port = parts.hostname, parts.port
         self._path = parts.path.rstrip("/") + "/v1/events"
@@ -47,13 +48,7 @@ class HttpDestination:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self.timeout = timeout
-        self.max_backoff = max_backoff
-        self.sent = 0
         self._up = True
-        self._retry_at = 0.0
-        self._backoff = 0.25
-        self._down_since: float | None = None
-        self._replaying: tuple[str, int] = ("", 0)  # segment being replayed, lines sent
 
     def _post(self, body: bytes) -> int:
         """POST one request; the status, or 0 when the service could not be reached."""
@@ -71,7 +66,7 @@ class HttpDestination:
         finally:
             conn.close()
 
-    def _send(self, lines: Sequence[str]) -> int:
+    def _send(self, lines: Sequence[str], live: bool) -> int:
         """Send in requests of at most MAX_REQUEST bytes; how many leading lines settled."""
         settled = 0
         while settled < len(lines):
@@ -94,44 +89,14 @@ class HttpDestination:
 
     def _down(self, why: str) -> None:
         self._up = False
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            log.warning("runwatch: %s unavailable (%s); spooling events to %s",
-                        self.url, why, self.spool.directory)  # fmt: skip
-        self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.max_backoff)
+        self._went_down(why)
 
     def _up_again(self) -> None:
-        if self._down_since is not None:
-            log.warning("runwatch: %s is back; sending spooled events", self.url)
-        self._up, self._down_since, self._backoff = True, None, 0.25
+        self._up = True
+        self._came_back()
 
     def live(self) -> bool:
         return self._up and self.spool.size == 0
-
-    def send_live(self, lines: Sequence[str], reserved: int) -> None:
-        settled = self._send(lines)
-        if settled < len(lines):
-            with self.spool.lock:
-                self.spool.write_reserved(reserved, lines[settled:])
-
-    def _replay_some(self) -> None:
-        with self.spool.lock:
-            backlog = self.spool.backlog()
-            if not backlog:
-                self.spool.recount()
-                return
-        path = backlog[0]
-        lines = Spool.read(path)
-        name, done = self._replaying
-        done = done if name == path.name else 0  # resume a segment partly sent
-        done += self._send(lines[done:])
-        if done >= len(lines):
-            with self.spool.lock:
-                self.spool.remove(path)
-            self._replaying = ("", 0)
-        else:
-            self._replaying = (path.name, done)
 
     def tick(self) -> None:
         if not self._up and time.monotonic() < self._retry_at:

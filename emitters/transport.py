@@ -87,11 +87,85 @@ class SpoolDestination:
         self.spool.forget()
 
 
+class SpooledDestination:
+    """A network destination with the spool behind it (Kafka, `runwatch serve` over HTTP).
+
+    What they share: a live batch that fails goes to its reserved spool segment, ahead of
+    anything spilled meanwhile; spooled segments are replayed oldest first, in chunks, each
+    segment read once; outages are logged once and reconnection backs off. Subclasses send
+    (`_send`: how many leading lines settled) and say when they are down and back.
+    """
+
+    #: how the destination is named in log lines, e.g. "Kafka at host:9092"
+    name = "destination"
+
+    def __init__(self, spool: Spool, max_backoff: float) -> None:
+        self.spool = spool
+        self.max_backoff = max_backoff
+        self.sent = 0
+        self._retry_at = 0.0
+        self._backoff = 0.25
+        self._down_since: float | None = None
+        #: The segment being replayed: its name, its lines, how many are confirmed.
+        self._replaying: tuple[str, list[str], int] = ("", [], 0)
+
+    def _send(self, lines: Sequence[str], live: bool) -> int:
+        """Send and wait; return how many leading lines are settled (confirmed or poison)."""
+        raise NotImplementedError
+
+    def _went_down(self, why: str) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning(
+                "runwatch: %s unavailable (%s); spooling events to %s",
+                self.name,
+                why,
+                self.spool.directory,
+            )
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.max_backoff)
+
+    def _came_back(self) -> None:
+        if self._down_since is not None:
+            log.warning(
+                "runwatch: %s is back after %.0fs; sending spooled events",
+                self.name,
+                time.monotonic() - self._down_since,
+            )
+        self._down_since = None
+        self._backoff = 0.25
+
+    def send_live(self, lines: Sequence[str], reserved: int) -> None:
+        settled = self._send(lines, live=True)
+        if settled < len(lines):
+            with self.spool.lock:
+                self.spool.write_reserved(reserved, lines[settled:])
+
+    def _replay_some(self) -> None:
+        """Send the next chunk of the oldest spooled segment; remove segments once sent."""
+        with self.spool.lock:
+            backlog = self.spool.backlog()
+            if not backlog:
+                self.spool.recount()  # our sums drifted: nothing is left to replay
+                return
+        path = backlog[0]
+        name, lines, done = self._replaying
+        if name != path.name:  # read each segment once, however many chunks it takes
+            name, lines, done = path.name, Spool.read(path), 0
+        chunk = lines[done : done + REPLAY_CHUNK]
+        done += self._send(chunk, live=False) if chunk else 0
+        if done >= len(lines):
+            with self.spool.lock:
+                self.spool.remove(path)
+            name, lines, done = "", [], 0
+        self._replaying = (name, lines, done)
+
+
 #: Producers inherited from a parent, kept from collection for good (see abandon_producer).
 _ORPHANED: list[Any] = []
 
 
-class KafkaDestination:
+class KafkaDestination(SpooledDestination):
     """kafka-python behind a stop-and-wait sender, with the spool for outages."""
 
     def __init__(
@@ -107,25 +181,19 @@ class KafkaDestination:
         max_backoff: float = 5.0,
         on_connect: Callable[[], None] | None = None,
     ) -> None:
-        self.spool = spool
+        super().__init__(spool, max_backoff)
+        self.name = f"Kafka at {bootstrap}"
         self.bootstrap = bootstrap
         self.topic = topic
         self.key = key.encode()
         self.options = dict(options or {})
         self.connect_timeout = connect_timeout
         self.send_timeout = send_timeout
-        self.max_backoff = max_backoff
         self.on_connect = on_connect
         #: kafka-python names its threads after it, which is how its logs are told apart.
         self.client_id = f"runwatch-{os.getpid()}"
         self.producer: Any = None
-        self.sent = 0
-        self._retry_at = 0.0
-        self._backoff = 0.25
-        self._down_since: float | None = None
         self._adopted_at = 0.0
-        #: The segment being replayed: its name, its lines, how many are confirmed.
-        self._replaying: tuple[str, list[str], int] = ("", [], 0)
 
     # --- connection --------------------------------------------------------------------
 
@@ -152,14 +220,7 @@ class KafkaDestination:
             self._down(f"cannot connect: {err!r}")
             return False
         self._adopt()
-        if self._down_since is not None:
-            log.warning(
-                "runwatch: Kafka at %s is back after %.0fs; sending spooled events",
-                self.bootstrap,
-                time.monotonic() - self._down_since,
-            )
-        self._down_since = None
-        self._backoff = 0.25
+        self._came_back()
         if self.on_connect is not None:
             self.on_connect()
         return True
@@ -168,16 +229,7 @@ class KafkaDestination:
         if self.producer is not None:
             producer, self.producer = self.producer, None
             close_producer(producer, 0.0)  # unconfirmed records are in the spool already
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            log.warning(
-                "runwatch: Kafka at %s unavailable (%s); spooling events to %s",
-                self.bootstrap,
-                why,
-                self.spool.directory,
-            )
-        self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.max_backoff)
+        self._went_down(why)
 
     # --- sending -----------------------------------------------------------------------
 
@@ -218,31 +270,6 @@ class KafkaDestination:
 
     def live(self) -> bool:
         return self.producer is not None and self.spool.size == 0
-
-    def send_live(self, lines: Sequence[str], reserved: int) -> None:
-        settled = self._send(lines, live=True)
-        if settled < len(lines):
-            with self.spool.lock:
-                self.spool.write_reserved(reserved, lines[settled:])
-
-    def _replay_some(self) -> None:
-        """Send the next chunk of the oldest spooled segment; remove segments once sent."""
-        with self.spool.lock:
-            backlog = self.spool.backlog()
-            if not backlog:
-                self.spool.recount()  # our sums drifted: nothing is left to replay
-                return
-        path = backlog[0]
-        name, lines, done = self._replaying
-        if name != path.name:  # read each segment once, however many chunks it takes
-            name, lines, done = path.name, Spool.read(path), 0
-        chunk = lines[done : done + REPLAY_CHUNK]
-        done += self._send(chunk, live=False) if chunk else 0
-        if done >= len(lines):
-            with self.spool.lock:
-                self.spool.remove(path)
-            name, lines, done = "", [], 0
-        self._replaying = (name, lines, done)
 
     def _adopt(self) -> None:
         """Take over what exited processes on this host left in the spool (at connect, then
