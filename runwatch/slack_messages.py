@@ -17,6 +17,21 @@ MAX_VALUE = 300
 Blocks = list[dict[str, Any]]
 
 
+def grafana_button(link: str) -> dict[str, Any]:
+    """The "Open run in Grafana" button, on the root message and on the resolve edit."""
+    return {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "text": {"type": "plain_text", "text": "Open run in Grafana"},
+                "url": link,
+                "action_id": "runwatch-grafana",
+            }
+        ],
+    }
+
+
 def _date(ts: float) -> str:
     return f"<!date^{int(ts)}^{{date_short_pretty}} {{time}} UTC|{int(ts)}>"
 
@@ -67,19 +82,7 @@ def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
     if ev:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Evidence*\n{ev}"}})
     if link:
-        blocks.append(
-            {
-                "type": "actions",
-                "elements": [
-                    {
-                        "type": "button",
-                        "text": {"type": "plain_text", "text": "Open run in Grafana"},
-                        "url": link,
-                        "action_id": "runwatch-grafana",
-                    }
-                ],
-            }
-        )
+        blocks.append(grafana_button(link))
     blocks.append(
         {
             "type": "context",
@@ -111,20 +114,7 @@ def resolved_root(
         },
     ]
     if link:
-        blocks.insert(
-            1,
-            {
-                "type": "actions",
-                "elements": [
-                    {
-                        "type": "button",
-                        "text": {"type": "plain_text", "text": "Open run in Grafana"},
-                        "url": link,
-                        "action_id": "runwatch-grafana",
-                    }
-                ],
-            },
-        )
+        blocks.insert(1, grafana_button(link))
     return text, blocks
 
 
