@@ -16,6 +16,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 Body = Callable[[], bytes]
+#: A readiness check: (ready, reason). Served as /readyz (200 or 503 with the reason).
+Ready = Callable[[], tuple[bool, str]]
 
 
 def registry_body(registry: CollectorRegistry) -> Body:
@@ -65,12 +67,19 @@ def start_metrics_server(body: Body, port: int, host: str = "0.0.0.0") -> Metric
 
 
 class AsyncMetricsServer:
-    """/metrics served by aiohttp on the running event loop."""
+    """/metrics served by aiohttp on the running event loop, with /healthz and /readyz.
 
-    def __init__(self, body: Body, port: int, host: str = "0.0.0.0") -> None:
+    /healthz answers 200 while the loop that applies events still runs handlers (it is
+    served on that loop); /readyz asks `ready()` (no check given: the same as /healthz).
+    """
+
+    def __init__(
+        self, body: Body, port: int, host: str = "0.0.0.0", *, ready: Ready | None = None
+    ) -> None:
         self.body = body
         self.host = host
         self.port = port
+        self.ready = ready
         self._runner: Any = None
 
     async def start(self) -> None:
@@ -79,9 +88,18 @@ class AsyncMetricsServer:
         async def metrics(request: web.Request) -> web.Response:
             return web.Response(body=self.body(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+        async def healthz(request: web.Request) -> web.Response:
+            return web.Response(text="ok\n")
+
+        async def readyz(request: web.Request) -> web.Response:
+            ok, reason = self.ready() if self.ready is not None else (True, "ok")
+            return web.Response(text=reason + "\n", status=200 if ok else 503)
+
         app = web.Application()
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/", metrics)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)

@@ -14,11 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exporter import RunwatchMetrics
-from runwatch.stream.exporter_http import AsyncMetricsServer
+from runwatch.stream.exporter_http import AsyncMetricsServer, Ready
 
 
 class WorkerMetrics:
-    """Collector + HTTP endpoint for a `StreamWorker`'s live drivers."""
+    """Collector + HTTP endpoint (/metrics, /healthz, /readyz) for a `StreamWorker`'s live
+    drivers."""
 
     def __init__(
         self,
@@ -28,11 +29,12 @@ class WorkerMetrics:
         *,
         registry: CollectorRegistry | None = None,
         finished_grace: float = 600.0,
+        ready: Ready | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = RunwatchMetrics(self.registry, finished_grace=finished_grace)
         self.collector.add_source(lambda: [d.engine for d in drivers()])
-        self.server = AsyncMetricsServer(self.collector.exposition, port, host)
+        self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready)
 
     async def start(self) -> None:
         await self.server.start()

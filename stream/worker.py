@@ -91,6 +91,7 @@ class StreamWorker:
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self.resume_at: dict[int, int] = {}  # first offset the live path applies
         self.rebuilding: set[int] = set()
+        self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_task: asyncio.Task[None] | None = None
         self._direct: Any = None  # the aiokafka consumer in direct mode
         self._warned_create_time = False
@@ -103,9 +104,22 @@ class StreamWorker:
         self.metrics: WorkerMetrics | None = None
         if settings.metrics_port is not None:
             self.metrics = WorkerMetrics(
-                self.drivers.values, settings.metrics_port, settings.metrics_host
+                self.drivers.values,
+                settings.metrics_port,
+                settings.metrics_host,
+                ready=self.readiness,
             )
         self.app = self._build_app()
+
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: in the consumer group (an assignment came, even an empty one: more
+        workers than partitions leaves some idle) and every assigned partition rebuilt and
+        live, i.e. caught up with its topic as of the takeover."""
+        if not self.assigned_once:
+            return False, "waiting for a partition assignment from the consumer group"
+        if self.rebuilding:
+            return False, f"rebuilding partitions {sorted(self.rebuilding)}"
+        return True, f"live on partitions {sorted(self.drivers)}"
 
     def say(self, message: str) -> None:
         if self.settings.say is not None:
@@ -287,6 +301,7 @@ class StreamWorker:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
         already had, drop the others, rebuild the new ones in the background."""
         self.say(f"assigned partitions {sorted(partitions)}")
+        self.assigned_once = True
         if self._rebuild_task is not None and not self._rebuild_task.done():
             self._rebuild_task.cancel()  # what it was rebuilding starts over below
         self.rebuilding.clear()
