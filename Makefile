@@ -34,6 +34,7 @@ bench: setup
 	$(PY) bench/exporter.py $(BENCH_ARGS)
 	$(PY) bench/watch.py
 	$(PY) bench/serve.py $(BENCH_ARGS)
+	$(PY) bench/detection.py $(BENCH_ARGS)  # writes its section of bench/RESULTS.md
 
 clean:
 	rm -rf .cache/typecheck .pytest_cache .mypy_cache .ruff_cache build *.egg-info
