@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 import platform
 from datetime import UTC, datetime
+from pathlib import Path
+
+#: Where `make bench` collects figures: each bench owns one section between its markers.
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def machine() -> str:
@@ -27,3 +31,19 @@ def machine() -> str:
         f"({platform.python_implementation()}); {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
         f"load average {load}"
     )
+
+
+def write_section(name: str, body: list[str]) -> None:
+    """Replace (or append) this bench's section of RESULTS.md, between its markers."""
+    start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"
+    text = RESULTS.read_text() if RESULTS.exists() else (
+        "# Benchmark results\n\nEach bench (`make bench`) writes its own section between its "
+        "markers; a re-run replaces only its section.\n"
+    )  # fmt: skip
+    block = "\n".join([start, *body, end])
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    RESULTS.write_text(text)

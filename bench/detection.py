@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import machine
+from benchinfo import RESULTS, machine, write_section
 
 from runwatch.service.launch import ServeProcess
 from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.simulate_cmd import HttpSink, KafkaSink, paced
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SCRAPE_S = 15
 #: Wall-clock thresholds, the same for serve, the worker and Prometheus.
 IDLE_FOR, HEARTBEAT, RANKS, ZERO_STEPS = 30.0, 20.0, 30.0, 3
@@ -305,22 +304,6 @@ def table(res: dict[str, Any]) -> list[str]:
                 cells.append(f"{at - (t0 + job.fault_at / speed):.1f} s")
         out.append(f"| {fault} | {rule} | " + " | ".join(cells) + " |")
     return out
-
-
-def write_section(name: str, body: list[str]) -> None:
-    """Replace (or append) this bench's section of RESULTS.md, between its markers."""
-    start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"
-    text = RESULTS.read_text() if RESULTS.exists() else (
-        "# Benchmark results\n\nEach bench (`make bench`) writes its own section between its "
-        "markers; a re-run replaces only its section.\n"
-    )  # fmt: skip
-    block = "\n".join([start, *body, end])
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
 
 
 def main() -> None:

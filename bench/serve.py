@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import machine
+from benchinfo import RESULTS, machine, write_section
 
 from runwatch.service.launch import ServeProcess
 from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
@@ -268,8 +268,10 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-kafka", action="store_true", help="skip the Kafka comparison")
     p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
+    p.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md")
     args = p.parse_args()
-    print(machine())
+    where = machine()
+    print(where)
     tmp = Path(args.dir)  # kept: the services' logs are there if something went wrong
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -282,6 +284,11 @@ def main() -> None:
     lines += per_jobs(tmp, args.jobs // (4 if args.quick else 1), 15.0 if args.quick else 40.0)
     for line in lines:
         print(line)
+    if not args.no_write:
+        run = "quick run" if args.quick else "full run"
+        head = ["## Embedded service (`bench/serve.py`)", "", where, "", f"One {run}:", ""]
+        write_section("serve", [*head, "```", *lines, "```"])
+        print(f"wrote {RESULTS}")
 
 
 if __name__ == "__main__":
