@@ -1,4 +1,5 @@
-"""One line saying where and when a benchmark ran: figures mean little without it.
+"""What the benchmarks share: where and when they ran (figures mean little without it), the
+RESULTS.md sections they write, and following alerts on Kafka.
 
 Benchmarks run as `python bench/<name>.py`, so this module imports as `benchinfo`.
 """
@@ -7,6 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,3 +51,25 @@ def write_section(name: str, body: list[str]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     RESULTS.write_text(text)
+
+
+def follow_alerts(
+    bootstrap: str, topic: str, on_alert: Callable[[dict], None], done: threading.Event
+) -> None:
+    """Call `on_alert` with every alert on `topic` from its beginning until `done` is set
+    (run it in a thread)."""
+    import orjson
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        while not done.is_set() and not c.partitions_for_topic(topic):
+            time.sleep(0.1)
+        c.assign([TopicPartition(topic, p) for p in c.partitions_for_topic(topic) or ()])
+        c.seek_to_beginning()
+        while not done.is_set():
+            for records in c.poll(timeout_ms=50).values():
+                for r in records:
+                    on_alert(orjson.loads(r.value))
+    finally:
+        c.close()

@@ -34,8 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import orjson
-from benchinfo import RESULTS, machine, write_section
+from benchinfo import RESULTS, follow_alerts, machine, write_section
 
 from runwatch.service.launch import ServeProcess
 from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
@@ -203,22 +202,11 @@ def poll_prometheus(url: str, seen: Seen, done: threading.Event) -> None:
 
 
 def consume_kafka(bootstrap: str, topic: str, seen: Seen, done: threading.Event) -> None:
-    from kafka import KafkaConsumer, TopicPartition
+    def firing(a: dict[str, Any]) -> None:
+        if a["state"] == "firing":
+            seen.mark(a["run"], a["rule"])
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        while not done.is_set() and not c.partitions_for_topic(topic):
-            time.sleep(0.1)
-        c.assign([TopicPartition(topic, p) for p in c.partitions_for_topic(topic) or ()])
-        c.seek_to_beginning()
-        while not done.is_set():
-            for records in c.poll(timeout_ms=50).values():
-                for r in records:
-                    a = orjson.loads(r.value)
-                    if a["state"] == "firing":
-                        seen.mark(a["run"], a["rule"])
-    finally:
-        c.close()
+    follow_alerts(bootstrap, topic, firing, done)
 
 
 def events(cluster: Cluster, t0: float, speed: float) -> Any:

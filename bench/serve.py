@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import RESULTS, machine, write_section
+from benchinfo import RESULTS, follow_alerts, machine, write_section
 
 from runwatch.service.launch import ServeProcess
 from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
@@ -85,7 +85,6 @@ def latency(tmp: Path, speed: float, duration: float) -> list[str]:
 
 def kafka_latency(tmp: Path, speed: float, duration: float) -> list[str]:
     """The same cluster through Kafka: a local broker, `runwatch worker`, runwatch.alerts."""
-    from kafka import KafkaConsumer, TopicPartition
 
     from runwatch.kafka_broker import KafkaBroker
 
@@ -104,23 +103,13 @@ def kafka_latency(tmp: Path, speed: float, duration: float) -> list[str]:
     seen: dict[str, float] = {}
     done = threading.Event()
 
+    def first_sight(a: dict[str, Any]) -> None:
+        if a["id"] not in seen:
+            seen[a["id"]] = time.time()
+            alerts.append(a)
+
     def consume() -> None:
-        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        topic = prefix + "runwatch.alerts"
-        try:
-            while not done.is_set() and not c.partitions_for_topic(topic):
-                time.sleep(0.1)
-            c.assign([TopicPartition(topic, p) for p in c.partitions_for_topic(topic) or ()])
-            c.seek_to_beginning()
-            while not done.is_set():
-                for records in c.poll(timeout_ms=50).values():
-                    for r in records:
-                        a = orjson.loads(r.value)
-                        if a["id"] not in seen:
-                            seen[a["id"]] = time.time()
-                            alerts.append(a)
-        finally:
-            c.close()
+        follow_alerts(bootstrap, prefix + "runwatch.alerts", first_sight, done)
 
     consumer = threading.Thread(target=consume)
     try:
