@@ -19,20 +19,15 @@ where it changes at exactly the ts of that `step.done`, the view takes the chang
 
 from __future__ import annotations
 
+from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
+
 
 def ts(expr: str) -> str:
     """Epoch seconds -> UTC TIMESTAMP."""
     return f"make_timestamp(CAST(({expr}) * 1e6 AS BIGINT))"
 
 
-REWARD_KEYS = (
-    "critic/score/mean",
-    "critic/rewards/mean",
-    "task_reward/avg",
-    "reward/mean",
-    "reward",
-)
-_metric_reward = "coalesce(" + ", ".join(f"metrics['{k}']" for k in REWARD_KEYS) + ")"
+_metric_reward = "coalesce(" + ", ".join(f"metrics['{k}']" for k in DEFAULT_REWARD_KEYS) + ")"
 
 VIEWS: dict[str, str] = {}
 

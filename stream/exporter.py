@@ -31,20 +31,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 from runwatch.stream.exporter_families import Families, render
 from runwatch.stream.exporter_http import MetricsServer, start_metrics_server
 from runwatch.stream.state import RunState
 
-#: The step reward as `zero_reward` reads it by default (contract §4).
-REWARD_KEYS = (
-    "critic/score/mean",
-    "critic/rewards/mean",
-    "task_reward/avg",
-    "reward/mean",
-    "reward",
-)
 #: Event kinds counted under their own name; any other kind counts as `other` past this many.
 MAX_KINDS = 64
 OTHER = "other"
@@ -370,7 +363,7 @@ class RunwatchMetrics(Collector):
                 f.step_duration.add([run], done.duration)
             f.step_gap.add([run], done.gap)
         for step in reversed(list(steps.by_number.values())):
-            reward = step.reward(REWARD_KEYS)
+            reward = step.reward(DEFAULT_REWARD_KEYS)
             if reward is not None:
                 f.reward.add([run], reward)
                 f.reward_step.add([run], step.number)
