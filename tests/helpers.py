@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,6 +60,18 @@ def make_event(
         "src": dict(src),
         **fields,
     }
+
+
+def read_events(directory: Path) -> list[dict[str, Any]]:
+    """Every event an emitter wrote into a spool directory, each checked against the models."""
+    from runwatch.emitters import validate
+
+    events = []
+    for path in sorted(directory.glob("*.jsonl")):
+        events += [json.loads(line) for line in path.read_text().splitlines()]
+    for event in events:
+        validate(event)
+    return events
 
 
 def encode(event: dict[str, Any]) -> bytes:

@@ -15,19 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_events
 
-from runwatch.emitters import Emitter, validate
+from runwatch.emitters import Emitter
 from runwatch.emitters.default import set_default_emitter
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, TrainerLogger, step_events
-
-
-def read_events(directory: Path) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted(directory.glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines()]
-    for event in events:
-        validate(event)
-    return events
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

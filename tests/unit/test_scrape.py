@@ -3,7 +3,6 @@ through prometheus-client; then it breaks in the ways real servers do."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_events
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from runwatch.emitters import Emitter, validate
+from runwatch.emitters import Emitter
 from runwatch.scrape import ScrapeLoop, Scraper, duration_arg, metrics_url
 
 
@@ -111,15 +111,6 @@ def em(tmp_path: Path) -> Iterator[Emitter]:
                       instance="vllm-0")  # fmt: skip
     yield emitter
     emitter.close()
-
-
-def read_events(directory: Path) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted(directory.glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines()]
-    for event in events:
-        validate(event)
-    return events
 
 
 def test_vllm_metrics_per_engine_with_token_rate() -> None:

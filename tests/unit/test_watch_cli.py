@@ -11,9 +11,9 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
-from runwatch.emitters import validate
+from helpers import read_events
+
 from runwatch.watch import ProgressGate
 
 WATCH = [sys.executable, "-m", "runwatch.cli", "watch"]
@@ -46,15 +46,6 @@ TRAIN = textwrap.dedent(
     sys.exit(3)
     """
 )
-
-
-def read_events(directory: Path) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted(directory.glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines()]
-    for event in events:
-        validate(event)
-    return events
 
 
 def env() -> dict[str, str]:
