@@ -1,5 +1,5 @@
 """What the benchmarks share: where and when they ran (figures mean little without it), the
-RESULTS.md sections they write, and following alerts on Kafka.
+RESULTS.md sections they write, a many-run event stream, and following alerts on Kafka.
 
 Benchmarks run as `python bench/<name>.py`, so this module imports as `benchinfo`.
 """
@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 #: Where `make bench` collects figures: each bench owns one section between its markers.
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -73,3 +75,21 @@ def follow_alerts(
                     on_alert(orjson.loads(r.value))
     finally:
         c.close()
+
+
+def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
+    """Every incident of runwatch.incidents under `copies` run ids, each copy shifted by up
+    to 3 h, merged by ts: dozens of live runs interleaved as one partition group carries them."""
+    from runwatch.incidents import INCIDENTS
+
+    rng = random.Random(seed)
+    merged: list[dict[str, Any]] = []
+    for name, build in INCIDENTS.items():
+        template = build()
+        for k in range(copies):
+            run = f"{name}-{k:03d}"
+            offset = rng.uniform(0, 3 * 3600)
+            for i, e in enumerate(template):
+                merged.append({**e, "run": run, "id": f"{run}-{i:07d}", "ts": e["ts"] + offset})
+    merged.sort(key=lambda e: e["ts"])
+    return merged

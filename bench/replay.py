@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import time
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from benchinfo import machine
+from benchinfo import interleaved_incidents, machine
 
 from runwatch.emitters import events
 from runwatch.incidents import INCIDENTS, T0
@@ -62,18 +61,9 @@ Record = tuple[str, int, bytes]
 
 def multi_run_stream(copies: int, seed: int = 11) -> list[bytes]:
     """Every incident under `copies` run ids, each shifted in time, merged by ts."""
-    rng = random.Random(seed)
-    merged: list[Event] = []
-    for name, build in INCIDENTS.items():
-        template = build()
-        for k in range(copies):
-            run = f"{name}-{k:03d}"
-            offset = rng.uniform(0, 3 * 3600)
-            for i, e in enumerate(template):
-                merged.append(
-                    {**e, "run": run, "id": f"{run}-{i:07d}", "ts": round(e["ts"] + offset, 3)}
-                )
-    merged.sort(key=lambda e: e["ts"])
+    merged = interleaved_incidents(copies, seed)
+    for e in merged:
+        e["ts"] = round(e["ts"], 3)
     return [orjson.dumps(e) for e in merged]
 
 

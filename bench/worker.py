@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import re
 import shutil
 import signal
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from benchinfo import interleaved_incidents
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -57,16 +57,7 @@ RUNWATCH = str(ROOT / ".venv" / "bin" / "runwatch")
 def stream(copies: int, end: float, seed: int = 11) -> list[tuple[float, str, bytes]]:
     """Every incident under `copies` run ids, shifted up to 3 h apart, merged by ts, ending
     at `end`: (ts, run, JSON) triples."""
-    rng = random.Random(seed)
-    merged: list[dict[str, Any]] = []
-    for name, build in INCIDENTS.items():
-        template = build()
-        for k in range(copies):
-            run = f"{name}-{k:03d}"
-            offset = rng.uniform(0, 3 * 3600)
-            for i, e in enumerate(template):
-                merged.append({**e, "run": run, "id": f"{run}-{i:07d}", "ts": e["ts"] + offset})
-    merged.sort(key=lambda e: e["ts"])
+    merged = interleaved_incidents(copies, seed)
     shift = end - merged[-1]["ts"]
     out = []
     for e in merged:
