@@ -37,11 +37,3 @@ def trailing_streak(
         run.append(step)
     run.reverse()
     return Streak(tuple(run))
-
-
-def value_ts(step: Step) -> float:
-    """When a step's value became known: its reward event, else its metrics."""
-    for ts in (step.reward_ts, step.metrics_ts, step.done, step.started):
-        if ts is not None:
-            return ts
-    return float("-inf")
