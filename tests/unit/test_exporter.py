@@ -78,6 +78,17 @@ def test_the_sandbox_hang_as_gauges() -> None:
     assert value(registry, "runwatch_runs", state="live") == 1
 
 
+def test_step_reward_from_metrics_when_no_reward_event() -> None:
+    """The zero-reward incident logs its reward only as step.metrics' critic/score/mean."""
+    registry, _, engine = setup()
+    events = [e for e in incidents.zero_reward(last_step=160) if e["kind"] != "run.finished"]
+    feed(engine, events)
+    last = [e for e in events if e["kind"] == "step.metrics"][-1]
+    run = {"run": last["run"]}
+    assert value(registry, "runwatch_step_reward", **run) == last["metrics"]["critic/score/mean"]
+    assert value(registry, "runwatch_step_reward", **run) > 0
+
+
 def test_service_counters_match_what_the_engine_did() -> None:
     registry, metrics, engine = setup()
     events = incidents.zero_reward(last_step=200)
