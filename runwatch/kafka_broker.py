@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
+from runwatch.kafka_secure import SecuredListeners, SecureSetupError
+
 DEFAULT_VERSION = "4.1.2"
 # kafka_2.13's pom brings slf4j-api 1.7 and log4j-core but no binding between them; Kafka's
 # own distribution ships this one. Without it the broker would log nothing at all.
@@ -279,11 +281,11 @@ def kafka_api_ready(bootstrap: str, timeout: float = 2.0) -> bool:
     return bool(correlation == 7 and brokers > 0)
 
 
-def _configure(data: Path, port: int, controller: int) -> Path:
+def _configure(data: Path, port: int, controller: int, extra: str = "") -> Path:
     """Write the broker's and log4j's settings into `data`; return the broker's."""
     props = data / "server.properties"
     props.write_text(
-        _SERVER_PROPERTIES.format(port=port, controller=controller, logs=data / "logs")
+        _SERVER_PROPERTIES.format(port=port, controller=controller, logs=data / "logs") + extra
     )
     (data / "log4j2.properties").write_text(_LOG4J2_PROPERTIES.format(log=data / "broker.log"))
     return props
@@ -300,7 +302,8 @@ class KafkaBroker:
 
     Without `data_dir` it lives in a fresh temporary folder that `stop()` removes. `detach=True`
     (the CLI) gives the JVM its own session so that it outlives this process; otherwise it stays
-    in our process group, and a Ctrl-C reaches it too.
+    in our process group, and a Ctrl-C reaches it too. `secure=True` adds SASL_SSL,
+    SASL_PLAINTEXT and mutual-TLS listeners (`runwatch.kafka_secure`), described by `secured`.
     """
 
     def __init__(
@@ -312,7 +315,10 @@ class KafkaBroker:
         detach: bool = False,
         startup_timeout: float = 120.0,
         progress: Progress = _say,
+        secure: bool = False,
     ) -> None:
+        self.secure = secure
+        self.secured: SecuredListeners | None = None
         self._temporary = data_dir is None
         self.data_dir = Path(data_dir).resolve() if data_dir else None
         self.port, self.version, self.heap = port, version, heap
@@ -342,11 +348,18 @@ class KafkaBroker:
         port = self.port = self.port or free_port()  # a restart keeps the address
         while (controller := free_port()) == port:
             pass
-        props = _configure(data, port, controller)
+        extra, users = "", []
+        if self.secure:
+            try:
+                self.secured = SecuredListeners.prepare(data / "tls", free_port)
+            except SecureSetupError as err:
+                raise KafkaBrokerError(str(err)) from None
+            extra, users = self.secured.properties(port, controller), self.secured.format_args()
+        props = _configure(data, port, controller, extra)
         classpath = f"{lib}{os.sep}*"
         if not (data / "logs" / "meta.properties").is_file():
             _run_java([java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t",
-                       _cluster_id(), "-c", str(props)])  # fmt: skip
+                       _cluster_id(), "-c", str(props), *users])  # fmt: skip
         cmd = [java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseSerialGC",
                "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}",
@@ -424,6 +437,7 @@ def _cmd_start(args: argparse.Namespace) -> int:
         args.kafka_version,
         detach=True,
         startup_timeout=args.timeout,
+        secure=args.secure,
     )
     try:
         bootstrap = broker.start()
@@ -431,6 +445,8 @@ def _cmd_start(args: argparse.Namespace) -> int:
         print(f"runwatch kafka start: {err}", file=sys.stderr)
         return 1
     broker._child = None  # the JVM is meant to outlive us: don't wait on it
+    if broker.secured is not None:
+        _say(f"secured listeners: {broker.secured.describe()}")
     print(bootstrap)
     return 0
 
@@ -466,6 +482,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start.add_argument("--version", dest="kafka_version", default=DEFAULT_VERSION,
                        help=f"Apache Kafka version (default {DEFAULT_VERSION})")  # fmt: skip
     start.add_argument("--timeout", type=float, default=120.0, help="startup timeout, seconds")
+    start.add_argument("--secure", action="store_true",
+                       help="also SASL_SSL, SASL_PLAINTEXT and mutual-TLS listeners, with a "
+                       "throwaway CA and a SCRAM/PLAIN user (files under DATA/tls)")  # fmt: skip
     start.set_defaults(func=_cmd_start)
 
     stop = sub.add_parser("stop", help="stop the broker of --data by its recorded pid")
