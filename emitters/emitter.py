@@ -34,6 +34,7 @@ from runwatch.emitters.checks import (
 )
 from runwatch.emitters.events import MAX_EVENT_BYTES, validate
 from runwatch.emitters.http import HttpDestination
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
@@ -81,6 +82,10 @@ class Emitter:
     a directory; `RUNWATCH_RUN` gives the run id when `run` is not passed. With Kafka, events
     the broker cannot take wait in `spool` (default `RUNWATCH_SPOOL`, else
     ~/.cache/runwatch/spool), up to `max_spool_bytes`, and are sent in order when it is back.
+    A secured Kafka (TLS, SASL): `kafka_security=KafkaSecurity(...)`, else the
+    `RUNWATCH_KAFKA_SECURITY_PROTOCOL`, `RUNWATCH_KAFKA_SASL_*` and `RUNWATCH_KAFKA_SSL_*`
+    variables (`runwatch.emitters.kafka_security`); a bad setting raises ValueError here, a
+    refused password later is an outage like any other (spooled, retried, logged once).
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class Emitter:
         max_queue: int = 10_000,
         close_timeout: float = 5.0,
         kafka_options: Mapping[str, Any] | None = None,
+        kafka_security: KafkaSecurity | None = None,
     ) -> None:
         run = run if run is not None else os.environ.get("RUNWATCH_RUN")
         if run is None:
@@ -134,6 +140,8 @@ class Emitter:
 
             if unknown := sorted(set(kafka_options) - set(KafkaProducer.DEFAULT_CONFIG)):
                 raise ValueError(f"kafka_options has settings KafkaProducer lacks: {unknown}")
+        if kafka is not None and kafka_security is None:
+            kafka_security = KafkaSecurity.from_env()  # raises KafkaSecurityError (ValueError)
 
         self.run = run
         self.component = component
@@ -152,6 +160,7 @@ class Emitter:
         self._max_queue_wanted = max_queue
         self._close_timeout = float(close_timeout)
         self._kafka_options = dict(kafka_options or {})
+        self._kafka_security = kafka_security or PLAINTEXT
         if self.path is not None:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
@@ -187,7 +196,8 @@ class Emitter:
         else:
             destination = KafkaDestination(
                 self.kafka, self.topic, self.run, self._spool,
-                options=self._kafka_options, on_connect=self._stay_first_at_exit,
+                options=self._kafka_options, security=self._kafka_security,
+                on_connect=self._stay_first_at_exit,
             )  # fmt: skip
         self._sender = Sender(
             destination, max_queue=self._max_queue_wanted, name=f"runwatch-sender-{self.component}"

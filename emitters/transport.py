@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.producer import (
     abandon_producer,
     close_producer,
@@ -176,6 +177,7 @@ class KafkaDestination(SpooledDestination):
         spool: Spool,
         *,
         options: Mapping[str, Any] | None = None,
+        security: KafkaSecurity = PLAINTEXT,
         connect_timeout: float = 2.0,
         send_timeout: float = 5.0,
         max_backoff: float = 5.0,
@@ -187,6 +189,7 @@ class KafkaDestination(SpooledDestination):
         self.topic = topic
         self.key = key.encode()
         self.options = dict(options or {})
+        self.security = security
         self.connect_timeout = connect_timeout
         self.send_timeout = send_timeout
         self.on_connect = on_connect
@@ -215,6 +218,8 @@ class KafkaDestination(SpooledDestination):
             "reconnect_backoff_max_ms": 1000,
         }
         try:
+            # a refused password or TLS handshake is an outage like any other: spool, retry
+            config.update(self.security.kafka_python())
             self.producer = make_producer({**config, **self.options})
         except Exception as err:
             self._down(f"cannot connect: {err!r}")
@@ -229,7 +234,7 @@ class KafkaDestination(SpooledDestination):
         if self.producer is not None:
             producer, self.producer = self.producer, None
             close_producer(producer, 0.0)  # unconfirmed records are in the spool already
-        self._went_down(why)
+        self._went_down(self.security.scrub(why))
 
     # --- sending -----------------------------------------------------------------------
 

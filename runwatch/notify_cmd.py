@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
 from runwatch.notifier import Notifier
 from runwatch.notify_config import ConfigProblem, NotifyConfig
 from runwatch.slack_client import AUTH_ERRORS, SlackError, TokenMissing
@@ -44,11 +46,15 @@ def register(sub: Any) -> None:
     p.add_argument("--repeat-interval", type=float, help="seconds between reminders (0: off)")
     p.add_argument("--topic-prefix", default="")
     p.add_argument("--group", default="runwatch-notify", help="consumer group")
+    add_kafka_security_args(p)
     p.set_defaults(func=run_notify)
 
 
 def run_notify(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="runwatch notify: %(message)s")
+    security = kafka_security(args, "notify")
+    if security is None:
+        return 2
     try:
         config = NotifyConfig.load(
             args.config,
@@ -63,18 +69,16 @@ def run_notify(args: argparse.Namespace) -> int:
         print(f"runwatch notify: {err}", file=sys.stderr)
         return 2
     try:
-        return _consume(args, notifier)
+        return _consume(args, notifier, security)
     finally:
         notifier.close()
 
 
-def _consume(args: argparse.Namespace, notifier: Notifier) -> int:
+def _consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecurity) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
-    from runwatch.emitters.producer import reachable
-
-    if not reachable(args.kafka, {}, 5.0):
-        print(f"runwatch notify: no Kafka broker at {args.kafka}", file=sys.stderr)
+    if problem := kafka_problem(args.kafka, security, 5.0):
+        print(f"runwatch notify: {problem}", file=sys.stderr)
         return 1
     alerts_topic = f"{args.topic_prefix}runwatch.alerts"
     events_topic = f"{args.topic_prefix}runwatch.events"
@@ -83,6 +87,7 @@ def _consume(args: argparse.Namespace, notifier: Notifier) -> int:
         group_id=args.group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        **security.kafka_python(),
     )
     stop = False
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
 from runwatch.simulate import KINDS, Cluster, Event
 from runwatch.timeparse import parse_time
 
@@ -70,10 +72,12 @@ class HttpSink:
 
 
 class KafkaSink:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity) -> None:
         from kafka import KafkaProducer
 
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), linger_ms=5)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap.split(","), linger_ms=5, **security.kafka_python()
+        )
         self.topic = topic
         self.sent = 0
 
@@ -110,6 +114,7 @@ def register(sub: Any) -> None:
     where.add_argument("--kafka", help="bootstrap servers (topic runwatch.events)")
     p.add_argument("--token", help="bearer token for --url (default $RUNWATCH_TOKEN)")
     p.add_argument("--topic", default="runwatch.events")
+    add_kafka_security_args(p)
     p.set_defaults(func=run_simulate)
 
 
@@ -144,7 +149,13 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.url:
         sink = HttpSink(args.url, args.token or os.environ.get("RUNWATCH_TOKEN"))
     else:
-        sink = KafkaSink(args.kafka, args.topic)
+        security = kafka_security(args, "simulate")
+        if security is None:
+            return 2
+        if problem := kafka_problem(args.kafka, security):
+            print(f"runwatch simulate: {problem}", file=sys.stderr)
+            return 1
+        sink = KafkaSink(args.kafka, args.topic, security)
     try:
         for batch in paced(cluster.events(time.time() + 0.2, args.speed)):
             sink.send(batch)

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
 from runwatch.query_cmd import add_db_args
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
@@ -43,6 +44,7 @@ def register(sub: Any) -> None:
         "--flush-interval", type=float, default=1.0, help="seconds a record waits at most"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no line per batch on stderr")
+    add_kafka_security_args(p)
     p.set_defaults(func=run_sink)
 
     p = sub.add_parser(
@@ -83,11 +85,17 @@ def run_sink(args: argparse.Namespace) -> int:
 
     if not args.kafka:
         return _fail("sink", "no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA")
+    security = kafka_security(args, "sink")
+    if security is None:
+        return 2
     db = Path(args.db)
     try:  # fail early on a bad path, and make the schema before the first batch
         Store.writer(db, wait=5.0).close()
     except StoreError as err:
         return _fail("sink", str(err))
+    if problem := kafka_problem(args.kafka, security):
+        print(f"runwatch sink: {problem}", file=sys.stderr)
+        return 1
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -113,6 +121,7 @@ def run_sink(args: argparse.Namespace) -> int:
         alerts_topic=args.alerts_topic,
         batch_size=args.batch_size,
         flush_interval=args.flush_interval,
+        security=security,
     )
     try:
         totals = Sink(config, stop=stop, on_flush=report).run()
@@ -120,7 +129,8 @@ def run_sink(args: argparse.Namespace) -> int:
         return _fail("sink", str(err))
     except Exception as err:  # kafka-python's errors: no broker, bad address
         if type(err).__module__.startswith("kafka"):
-            return _fail("sink", f"Kafka at {args.kafka}: {type(err).__name__}: {err}")
+            why = security.scrub(f"{type(err).__name__}: {err}")
+            return _fail("sink", f"Kafka at {args.kafka}: {why}")
         raise
     print(
         f"runwatch sink: stopped; {totals['events']} events ({totals['new_events']} new), "

@@ -27,6 +27,8 @@ from types import FrameType
 from typing import Any
 
 from runwatch.emitters import Emitter
+from runwatch.emitters.kafka_security import KafkaSecurityError
+from runwatch.kafka_cli import add_kafka_security_args, security_from_args
 from runwatch.logparse import Found, LineParser, LineScanner
 
 FORWARDED = (
@@ -75,12 +77,18 @@ def add_destination(p: argparse.ArgumentParser) -> None:
     dest.add_argument("--kafka", metavar="SERVERS", help="Kafka bootstrap servers")
     dest.add_argument("--url", metavar="URL", help="a `runwatch serve` service")
     dest.add_argument("--spool", metavar="DIR", help="write events to this directory")
+    add_kafka_security_args(p)
 
 
 def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> Emitter | str:
     """The Emitter the flags ask for, or a one-line reason for the user."""
     try:
-        return Emitter(run=run, kafka=args.kafka, url=args.url, path=args.spool, **settings)
+        kafka = args.kafka or (None if args.url or args.spool else os.environ.get("RUNWATCH_KAFKA"))
+        security = security_from_args(args) if kafka else None
+        return Emitter(run=run, kafka=args.kafka, url=args.url, path=args.spool,
+                       kafka_security=security, **settings)  # fmt: skip
+    except KafkaSecurityError as err:
+        return f"Kafka security: {err}"
     except ValueError as err:
         if str(err).startswith("no destination"):
             return (

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError
 
@@ -67,6 +68,7 @@ def register(sub: Any) -> None:
         metavar="PORT",
         help="serve Prometheus /metrics on this port (default: off; e.g. 9464)",
     )
+    add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
     a = sub.add_parser(
@@ -79,6 +81,7 @@ def register(sub: Any) -> None:
     a.add_argument("--json", action="store_true", help="one JSON object per line")
     a.add_argument("--topic-prefix", default="")
     a.add_argument("--run", help="only this run's alerts")
+    add_kafka_security_args(a)
     a.set_defaults(func=run_alerts)
 
 
@@ -94,6 +97,12 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.partitions < 1:
         print("runwatch worker: --partitions must be at least 1", file=sys.stderr)
         return 2
+    security = kafka_security(args, "worker")
+    if security is None:
+        return 2
+    if problem := kafka_problem(args.kafka, security):
+        print(f"runwatch worker: {problem}", file=sys.stderr)
+        return 1
     import faust
 
     from runwatch.stream.worker import StreamWorker, WorkerSettings
@@ -111,13 +120,15 @@ def run_worker(args: argparse.Namespace) -> int:
             session_timeout=args.session_timeout,
             consumer=args.consumer,
             metrics_port=args.metrics_port,
+            security=security,
         )
     )
     try:
         try:
             loop.run_until_complete(asyncio.wait_for(worker.prepare(), 60))
         except Exception as err:
-            print(f"runwatch worker: cannot reach Kafka at {args.kafka}: {err}", file=sys.stderr)
+            why = security.scrub(f"{type(err).__name__}: {err}")
+            print(f"runwatch worker: cannot reach Kafka at {args.kafka}: {why}", file=sys.stderr)
             return 1
         runner = faust.Worker(
             worker.app,
@@ -160,14 +171,18 @@ def describe(alert: dict[str, Any]) -> str:
 def run_alerts(args: argparse.Namespace) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
-    from runwatch.emitters.producer import reachable
-
     topic = f"{args.topic_prefix}runwatch.alerts"
-    if not reachable(args.kafka, {}, 3.0):
-        print(f"runwatch alerts: no Kafka broker at {args.kafka}", file=sys.stderr)
+    security = kafka_security(args, "alerts")
+    if security is None:
+        return 2
+    if problem := kafka_problem(args.kafka, security, 3.0):
+        print(f"runwatch alerts: {problem}", file=sys.stderr)
         return 1
     consumer = KafkaConsumer(
-        bootstrap_servers=args.kafka, enable_auto_commit=False, auto_offset_reset="earliest"
+        bootstrap_servers=args.kafka,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **security.kafka_python(),
     )
     stop = False
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
@@ -53,6 +54,8 @@ class SinkConfig:
     flush_interval: float = 1.0
     #: seconds to wait for readers to let go of the file before giving up on a flush
     wait: float = 600.0
+    #: TLS / SASL for the consumer
+    security: KafkaSecurity = PLAINTEXT
 
 
 def parse_alert(raw: bytes) -> dict[str, Any]:
@@ -100,6 +103,7 @@ class Sink:
             fetch_max_bytes=64 * 1024 * 1024,
             max_partition_fetch_bytes=16 * 1024 * 1024,
             client_id="runwatch-sink",
+            **self.config.security.kafka_python(),
         )
 
     def _flush(self, *, wait: bool = True) -> None:

@@ -2,7 +2,8 @@
 from its start to its current end (the rebuild after a restart or a rebalance).
 
 Plain aiokafka with manual assignment: no consumer group, nothing committed, so a rebuild
-never disturbs the worker's group or its offsets.
+never disturbs the worker's group or its offsets. Every client here, and the Faust app's
+(`faust_credentials`), takes the worker's `KafkaSecurity` (TLS / SASL).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.stream.live import PublishedAlerts
 
 log = logging.getLogger("runwatch.stream.worker")
@@ -44,15 +46,36 @@ class Topics:
         return f"{self.prefix}runwatch.events.dlq"
 
 
+def faust_credentials(security: KafkaSecurity) -> Any:
+    """Faust's `broker_credentials` for `security` (None: plaintext). faust-streaming hands
+    SASLCredentials' mechanism (PLAIN, SCRAM-SHA-256/512) and username/password on to
+    aiokafka, with SASL_SSL when it has an SSL context, SASL_PLAINTEXT otherwise."""
+    import faust
+
+    context = security.ssl_context()
+    if security.sasl:
+        return faust.SASLCredentials(
+            username=security.username,
+            password=security.password,
+            ssl_context=context,
+            mechanism=security.mechanism,
+        )
+    return faust.SSLCredentials(context) if context is not None else None
+
+
 async def ensure_topics(
-    bootstrap: str, topics: Topics, partitions: int, replication: int = 1
+    bootstrap: str,
+    topics: Topics,
+    partitions: int,
+    replication: int = 1,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> dict[str, int]:
     """Create the three topics if missing; return each one's partition count.
 
     `runwatch.events` records carry the broker's append time (LogAppendTime), the one clock
     the skew correction measures every host against.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **security.aiokafka())
     await admin.start()
     try:
         wanted = [
@@ -83,9 +106,10 @@ async def ensure_topics(
     return counts
 
 
-def _consumer(bootstrap: str) -> Any:
+def _consumer(bootstrap: str, security: KafkaSecurity) -> Any:
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **security.aiokafka(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -95,7 +119,12 @@ def _consumer(bootstrap: str) -> Any:
 
 
 async def read_to_end(
-    bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *, follow: bool = False
+    bootstrap: str,
+    topic: str,
+    partitions: Iterable[int] | None = None,
+    *,
+    follow: bool = False,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> AsyncIterator[tuple[int, list[Any]]]:
     """Yield (partition, records) batches of `topic` from the start up to the end each
     partition had when the read began (all partitions if None). With `follow`, the ends are
@@ -103,7 +132,7 @@ async def read_to_end(
 
     Records are aiokafka ConsumerRecords, in offset order within a partition.
     """
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, security)
     await consumer.start()
     try:
         if partitions is None:
@@ -141,10 +170,13 @@ async def read_to_end(
         await consumer.stop()
 
 
-def group_consumer(bootstrap: str, group: str, session_timeout: float) -> Any:
+def group_consumer(
+    bootstrap: str, group: str, session_timeout: float, security: KafkaSecurity = PLAINTEXT
+) -> Any:
     """The live consumer: in the worker's group, nothing committed (the rebuild recovers)."""
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
+        **security.aiokafka(),
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -156,15 +188,17 @@ def group_consumer(bootstrap: str, group: str, session_timeout: float) -> Any:
     )
 
 
-async def read_published(bootstrap: str, topics: Topics) -> tuple[PublishedAlerts, dict[int, int]]:
+async def read_published(
+    bootstrap: str, topics: Topics, security: KafkaSecurity = PLAINTEXT
+) -> tuple[PublishedAlerts, dict[int, int]]:
     """What runwatch.alerts holds, and per events partition the last offset on the DLQ."""
     published = PublishedAlerts()
-    async for _, records in read_to_end(bootstrap, topics.alerts):
+    async for _, records in read_to_end(bootstrap, topics.alerts, security=security):
         for r in records:
             with contextlib.suppress(orjson.JSONDecodeError):
                 published.add(orjson.loads(r.value or b"{}"))
     dead_upto: dict[int, int] = {}
-    async for _, records in read_to_end(bootstrap, topics.dlq):
+    async for _, records in read_to_end(bootstrap, topics.dlq, security=security):
         for r in records:
             with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 letter = orjson.loads(r.value or b"{}")

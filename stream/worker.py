@@ -39,12 +39,14 @@ import faust
 import orjson
 from aiokafka.abc import ConsumerRebalanceListener
 
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exporter_worker import WorkerMetrics
 from runwatch.stream.kafka_io import (
     Topics,
     ensure_topics,
+    faust_credentials,
     group_consumer,
     read_published,
     read_to_end,
@@ -78,6 +80,8 @@ class WorkerSettings:
     #: Serve Prometheus /metrics on this port (None: off; 0: a free port).
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
+    #: TLS / SASL for every client: the Faust app's, the live and the rebuild consumers'.
+    security: KafkaSecurity = PLAINTEXT
 
 
 class StreamWorker:
@@ -134,6 +138,7 @@ class StreamWorker:
         app = faust.App(
             s.app_id,
             broker=f"kafka://{s.bootstrap}",
+            broker_credentials=faust_credentials(s.security),
             value_serializer="raw",
             key_serializer="raw",
             web_enabled=False,
@@ -182,7 +187,7 @@ class StreamWorker:
     async def prepare(self) -> None:
         """Create the topics before anything subscribes (so they get our settings)."""
         s = self.settings
-        counts = await ensure_topics(s.bootstrap, self.topics, s.partitions)
+        counts = await ensure_topics(s.bootstrap, self.topics, s.partitions, security=s.security)
         if self.metrics is not None:
             await self.metrics.start()
             self.say(f"serving /metrics on port {self.metrics.server.port}")
@@ -195,7 +200,9 @@ class StreamWorker:
 
     async def _consume_direct(self) -> None:
         s = self.settings
-        consumer = self._direct = group_consumer(s.bootstrap, s.app_id, s.session_timeout)
+        consumer = self._direct = group_consumer(
+            s.bootstrap, s.app_id, s.session_timeout, s.security
+        )
         await consumer.start()
         try:
             consumer.subscribe([self.topics.events], listener=_Listener(self))
@@ -326,11 +333,11 @@ class StreamWorker:
         }
         for d in drivers.values():
             d.start_replay()
-        published, dead_upto = await read_published(s.bootstrap, self.topics)
+        published, dead_upto = await read_published(s.bootstrap, self.topics, s.security)
         resume = dict.fromkeys(partitions, 0)
         count = 0
         async for p, records in read_to_end(
-            s.bootstrap, self.topics.events, partitions, follow=True
+            s.bootstrap, self.topics.events, partitions, follow=True, security=s.security
         ):
             drivers[p].feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
             resume[p] = records[-1].offset + 1

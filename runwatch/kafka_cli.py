@@ -1,0 +1,177 @@
+"""The Kafka security flags every `--kafka` command shares, and the check each role makes
+before it starts: one clear line when the broker cannot be reached, refuses the credentials or
+fails the TLS handshake, instead of a client library's retries, hang or traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ssl
+import sys
+from typing import Any
+
+from runwatch.emitters import kafka_security as ks
+from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
+
+GROUP_HELP = (
+    "How to reach a secured Kafka. Each flag defaults to its environment variable (the Helm "
+    "chart sets those); without any, the connection is PLAINTEXT. The SASL password is never "
+    f"a flag value: give a file, or set {ks.ENV_PASSWORD} / {ks.ENV_PASSWORD_FILE}."
+)
+
+
+class _NoPasswordFlag(argparse.Action):
+    """`--kafka-sasl-password VALUE` would put the password in `ps` and shell history (and,
+    abbreviated, pass for --kafka-sasl-password-file): refuse it without echoing it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.error(
+            "--kafka-sasl-password is not accepted (a password on the command line leaks): "
+            f"use --kafka-sasl-password-file FILE or set {ks.ENV_PASSWORD}"
+        )
+
+
+def add_kafka_security_args(parser: argparse.ArgumentParser) -> None:
+    """Add the --kafka-security-protocol ... --kafka-ssl-no-check-hostname flags."""
+    g = parser.add_argument_group("Kafka security (TLS/SASL)", GROUP_HELP)
+    g.add_argument(
+        "--kafka-security-protocol", metavar="PROTOCOL", type=str.upper,
+        help=f"{' | '.join(ks.PROTOCOLS)} (default ${ks.ENV_PROTOCOL}, else PLAINTEXT)",
+    )  # fmt: skip
+    g.add_argument(
+        "--kafka-sasl-mechanism", metavar="MECHANISM", type=str.upper,
+        help=f"{' | '.join(ks.MECHANISMS)} (default ${ks.ENV_MECHANISM}, else PLAIN)",
+    )  # fmt: skip
+    g.add_argument(
+        "--kafka-sasl-username", metavar="USER", help=f"SASL user (default ${ks.ENV_USERNAME})"
+    )
+    g.add_argument(
+        "--kafka-sasl-password-file", metavar="FILE",
+        help=f"file holding the SASL password (default ${ks.ENV_PASSWORD_FILE}, else "
+        f"${ks.ENV_PASSWORD})",
+    )  # fmt: skip
+    g.add_argument("--kafka-sasl-password", nargs="?", action=_NoPasswordFlag,
+                   help=argparse.SUPPRESS)  # fmt: skip
+    g.add_argument(
+        "--kafka-ssl-cafile", metavar="PEM",
+        help=f"CA certificate(s) that signed the brokers' (default ${ks.ENV_CAFILE}, else the "
+        "system's CAs)",
+    )  # fmt: skip
+    g.add_argument(
+        "--kafka-ssl-certfile", metavar="PEM",
+        help=f"client certificate, for mutual TLS (default ${ks.ENV_CERTFILE})",
+    )  # fmt: skip
+    g.add_argument(
+        "--kafka-ssl-keyfile", metavar="PEM",
+        help=f"the client certificate's key (default ${ks.ENV_KEYFILE})",
+    )  # fmt: skip
+    g.add_argument(
+        "--kafka-ssl-no-check-hostname", action="store_true",
+        help="do not check that a broker's certificate names its host (still checks the CA; "
+        f"default: check, unless ${ks.ENV_CHECK_HOSTNAME}=false)",
+    )  # fmt: skip
+
+
+def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
+    """The flags over the environment; raises KafkaSecurityError (one line)."""
+    return KafkaSecurity.from_env(
+        protocol=args.kafka_security_protocol,
+        mechanism=args.kafka_sasl_mechanism,
+        username=args.kafka_sasl_username,
+        password_file=args.kafka_sasl_password_file,
+        cafile=args.kafka_ssl_cafile,
+        certfile=args.kafka_ssl_certfile,
+        keyfile=args.kafka_ssl_keyfile,
+        check_hostname=False if args.kafka_ssl_no_check_hostname else None,
+    )
+
+
+def kafka_security(args: argparse.Namespace, command: str) -> KafkaSecurity | None:
+    """The settings, or None after saying on stderr what is wrong (the caller exits 2)."""
+    try:
+        return security_from_args(args)
+    except KafkaSecurityError as err:
+        print(f"runwatch {command}: Kafka security: {err}", file=sys.stderr)
+        return None
+
+
+# -- the check before a role starts ------------------------------------------------------------
+
+
+def _servers(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for server in bootstrap.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        host, port = (host, port) if sep else (port, "9092")
+        with contextlib.suppress(ValueError):
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def explain(err: BaseException, server: str, security: KafkaSecurity) -> str:
+    """One line for why a connection to `server` failed (the password blanked out)."""
+    name = type(err).__name__
+    cause = err.__cause__ or err.__context__
+    if "SaslAuthentication" in name or "Authentication" in name:
+        line = (
+            f"Kafka at {server} refused the SASL credentials ({security.mechanism} as "
+            f"{security.username}): {err}"
+        )
+    elif isinstance(err, ssl.SSLCertVerificationError):
+        line = (
+            f"TLS with Kafka at {server} failed: {err.verify_message} (check "
+            "--kafka-ssl-cafile, or --kafka-ssl-no-check-hostname for a name mismatch)"
+        )
+    elif isinstance(err, ssl.SSLError) or isinstance(cause, ssl.SSLError):
+        tls = err if isinstance(err, ssl.SSLError) else cause
+        reason = getattr(tls, "reason", None) or str(tls)
+        hint = " (the broker wants a client certificate?)" if "CERTIFICATE" in reason else ""
+        line = f"TLS with Kafka at {server} failed: {reason}{hint}"
+    elif isinstance(err, ConnectionRefusedError):
+        line = f"no Kafka broker at {server} (connection refused)"
+    elif isinstance(err, TimeoutError):  # asyncio's too (an alias since 3.11)
+        line = f"Kafka at {server} did not answer in time"
+    else:
+        detail = str(err) if str(err).startswith(name) else f"{name}: {err}"
+        line = (
+            f"Kafka at {server} dropped the connection ({detail}): is "
+            f"{security.protocol} the protocol of that listener? (--kafka-security-protocol)"
+        )
+    return security.scrub(" ".join(line.split()))
+
+
+async def _probe(host: str, port: int, security: KafkaSecurity, timeout: float) -> None:
+    import asyncio
+
+    from aiokafka.conn import create_conn
+
+    conn = await asyncio.wait_for(
+        create_conn(host, port, request_timeout_ms=int(timeout * 1000), **security.aiokafka()),
+        timeout,
+    )
+    conn.close()
+
+
+def kafka_problem(bootstrap: str, security: KafkaSecurity, timeout: float = 10.0) -> str | None:
+    """None if some bootstrap server accepts a connection with `security` (TLS handshake and
+    SASL authentication included), else one line saying why the first one did not."""
+    servers = _servers(bootstrap)
+    if not servers:
+        return f"--kafka {bootstrap!r} is not HOST:PORT[,HOST:PORT...]"
+    try:
+        import aiokafka.conn  # noqa: F401  (the `kafka` extra)
+    except ImportError:  # kafka-python alone: only a TCP check, the client says the rest
+        from runwatch.emitters.producer import reachable
+
+        return None if reachable(bootstrap, {}, timeout) else f"no Kafka broker at {bootstrap}"
+    import asyncio
+
+    first: str | None = None
+    for host, port in servers:
+        try:
+            asyncio.run(_probe(host, port, security, timeout))
+            return None
+        except Exception as err:
+            first = first or explain(err, f"{host}:{port}", security)
+    return first
