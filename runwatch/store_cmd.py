@@ -17,6 +17,7 @@ from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_sec
 from runwatch.query_cmd import add_db_args
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
+from runwatch.store.writer import BATCH_SIZE
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.replay import BadLine
@@ -39,7 +40,12 @@ def register(sub: Any) -> None:
     p.add_argument("--group", default="runwatch-sink", help="consumer group id")
     p.add_argument("--events-topic", default="runwatch.events")
     p.add_argument("--alerts-topic", default="runwatch.alerts")
-    p.add_argument("--batch-size", type=int, default=150_000, help="records per batch at most")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH_SIZE,
+        help=f"records per batch at most (default {BATCH_SIZE:,}: two DuckDB row groups)",
+    )
     p.add_argument(
         "--flush-interval", type=float, default=1.0, help="seconds a record waits at most"
     )

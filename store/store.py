@@ -27,28 +27,16 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from runwatch.emitters.events import Event
 from runwatch.store import schema, views
+from runwatch.store.batch import EventBatch, RawEvent
 from runwatch.store.connection import connect
 from runwatch.store.exceptions import NotAStore, StoreError
 from runwatch.stream.alerts import Alert
-from runwatch.stream.decode import decode
 
-#: What write_events takes: the event as received (bytes, text, or a parsed object) and,
-#: when the caller has decoded it already, the validated event.
-RawEvent = bytes | str | Mapping[str, Any]
+#: What write_events takes: the event as received, or (as received, the decoded event).
 EventItem = tuple[RawEvent, Event | None]
 
-_BOM = b"\xef\xbb\xbf"
 #: A writer's close() checkpoints when the write-ahead log is larger than this.
 WAL_CHECKPOINT_BYTES = 8 << 20
-
-
-def _as_bytes(raw: RawEvent) -> bytes:
-    if isinstance(raw, bytes):
-        return raw[3:] if raw[:3] == _BOM else raw
-    if isinstance(raw, str):
-        return raw.lstrip("\ufeff").encode("utf-8", "surrogatepass")
-    # Python's json keeps NaN/Infinity as the tokens emitters write; DuckDB reads them.
-    return json.dumps(raw, separators=(",", ":")).encode()
 
 
 class Store:
@@ -179,51 +167,38 @@ class Store:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
 
-    def write_events(self, items: Sequence[EventItem | RawEvent]) -> int:
+    def write_events(self, items: Sequence[EventItem | RawEvent] | EventBatch) -> int:
         """Store a batch of valid events; returns how many were new (ids not stored yet).
 
         An item is the event as received, or (as received, decoded event). Items without a
         decoded event are validated here (raises InvalidEvent: nothing of the batch is
         written). Raw JSON that DuckDB cannot read goes to `invalid_events` with the reason.
 
-        Ids stay unique without an index on them (`_stored_ids`): within the batch the first
-        copy wins, and ids stored before are looked up among the stored events of the batch's
-        time span.
+        Ids stay unique without an index on them: within the batch the first copy wins
+        (`EventBatch`), and ids stored before are looked up among the stored events of the
+        batch's time span (`_stored_ids`).
         """
         self._check_writable()
-        if not items:
+        if isinstance(items, EventBatch):
+            batch = items
+        else:
+            batch = EventBatch()
+            for item in items:
+                if type(item) is tuple:
+                    batch.add(*item)
+                else:
+                    batch.add(cast(RawEvent, item))
+        if not batch.received:
             return 0
-        seq0 = self._event_seq + 1
-        seqs: list[int] = []
-        raws: list[bytes] = []
-        ids: dict[str, float] = {}
-        add_seq, add_raw = seqs.append, raws.append
-        for n, item in enumerate(items, seq0):  # the hot loop of every writer: kept lean
-            if type(item) is tuple:
-                raw, event = item
-            else:
-                raw, event = cast(RawEvent, item), None
-            data = raw if type(raw) is bytes and raw[:3] != _BOM else _as_bytes(raw)
-            if event is None:
-                event = decode(data)  # raises InvalidEvent
-            id_ = event.id
-            if id_ in ids:
-                continue
-            ids[id_] = event.ts
-            add_seq(n)
-            add_raw(data)
         with self.transaction():
-            stored = self._stored_ids(ids)
-            if stored:
-                keep = [i for i, id_ in enumerate(ids) if id_ not in stored]
-                seqs = [seqs[i] for i in keep]
-                raws = [raws[i] for i in keep]
-            new = self._insert_events(seqs, raws) if raws else 0
-        self._event_seq += len(items)
+            stored = self._stored_ids(batch)
+            kept = batch.without(stored) if stored else batch
+            new = self._insert_events(kept.arrow(self._event_seq + 1)) if kept.raws else 0
+        self._event_seq += batch.received
         return new
 
-    def _stored_ids(self, ids: Mapping[str, float]) -> set[str]:
-        """Which of these ids (id -> ts) are stored already.
+    def _stored_ids(self, batch: EventBatch) -> set[str]:
+        """Which of the batch's ids are stored already.
 
         A copy of an event carries the event's own `ts`, so only the stored events between the
         batch's first and last ts are compared: DuckDB skips the rest of the table by its
@@ -231,9 +206,9 @@ class Store:
         reused by a different event at another time -- which the contract rules out -- is
         not caught; the engine itself remembers only its last 500,000 ids.)
         """
-        lo, hi = min(ids.values()), max(ids.values())
-        batch = pa.table({"id": pa.array(list(ids), pa.string())})
-        self.con.register("_rw_ids", batch)
+        ts = batch.ids.values()
+        lo, hi = min(ts), max(ts)
+        self.con.register("_rw_ids", batch.id_table())
         try:
             rows = self.con.execute(
                 "SELECT DISTINCT id FROM events WHERE ts BETWEEN ? AND ? "
@@ -244,9 +219,9 @@ class Store:
             self.con.unregister("_rw_ids")
         return {str(r[0]) for r in rows}
 
-    def _insert_events(self, seqs: list[int], raws: list[bytes]) -> int:
-        batch = pa.table({"seq": pa.array(seqs, pa.int64()), "raw": pa.array(raws, pa.string())})
-        self.con.register("_rw_batch", batch)
+    def _insert_events(self, rows: pa.Table) -> int:
+        """Insert (seq, raw) rows, typed by DuckDB; returns how many were inserted."""
+        self.con.register("_rw_batch", rows)
         try:
             row = first_row(
                 self.con.execute(
@@ -258,9 +233,10 @@ class Store:
             )
             new = int(row[0]) if row else 0
             if new:  # this batch's trajectories, for idle_spans
+                seq = rows.column("seq")
                 marks = schema.insert_marks_sql("seq BETWEEN ? AND ?")
-                self.con.execute(marks, [seqs[0], seqs[-1]])
-            if new < len(raws) or self._id_is_key:  # some JSON that DuckDB cannot read
+                self.con.execute(marks, [seq[0].as_py(), seq[-1].as_py()])
+            if new < rows.num_rows or self._id_is_key:  # some JSON that DuckDB cannot read
                 self.con.execute(
                     "INSERT INTO invalid_events SELECT now()::TIMESTAMP, 'store', "
                     "'DuckDB cannot read this JSON', CAST(raw AS BLOB) "
