@@ -14,8 +14,10 @@ construction with one line (`KafkaSecurityError`, a ValueError).
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,40 @@ ENV_CHECK_HOSTNAME = "RUNWATCH_KAFKA_SSL_CHECK_HOSTNAME"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+
+
+#: Secrets blanked out of every log record of this process, in plain and in bytes-repr form.
+_REDACT: set[str] = set()
+_REDACT_LOCK = threading.Lock()
+
+
+def _redact_in_logs(secret: str) -> None:
+    """Blank `secret` out of every log record from now on. Client libraries log whole
+    requests at DEBUG (aiokafka and kafka-python both), SASL PLAIN's password included; so
+    once a password is handed to a client, a record factory scrubs it. Records are only
+    made for enabled levels, so this costs nothing where DEBUG is off."""
+    with _REDACT_LOCK:
+        if secret in _REDACT:
+            return
+        first = not _REDACT
+        _REDACT.update({secret, repr(secret.encode())[2:-1]})
+        if not first:
+            return
+        make = logging.getLogRecordFactory()
+
+        def scrubbing(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = make(*args, **kwargs)
+            try:
+                text = record.getMessage()
+            except Exception:  # a broken record: logging reports it as it would
+                return record
+            if any(s in text for s in _REDACT):
+                for s in sorted(_REDACT, key=len, reverse=True):
+                    text = text.replace(s, "***")
+                record.msg, record.args = text, None
+            return record
+
+        logging.setLogRecordFactory(scrubbing)
 
 
 class KafkaSecurityError(ValueError):
@@ -209,6 +245,12 @@ class KafkaSecurity:
             raise KafkaSecurityError(f"TLS files {files} do not load as PEM ({reason})") from None
         return context
 
+    def client_password(self) -> str | None:
+        """The password, for a client library: from now on log records never show it."""
+        if self.password:
+            _redact_in_logs(self.password)
+        return self.password
+
     def aiokafka(self) -> dict[str, Any]:
         """Keyword arguments for aiokafka's consumers, producers and admin client."""
         out: dict[str, Any] = {"security_protocol": self.protocol}
@@ -216,7 +258,7 @@ class KafkaSecurity:
             out.update(
                 sasl_mechanism=self.mechanism,
                 sasl_plain_username=self.username,
-                sasl_plain_password=self.password,
+                sasl_plain_password=self.client_password(),
             )
         if self.tls:
             out["ssl_context"] = self.ssl_context()

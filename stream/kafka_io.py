@@ -56,7 +56,7 @@ def faust_credentials(security: KafkaSecurity) -> Any:
     if security.sasl:
         return faust.SASLCredentials(
             username=security.username,
-            password=security.password,
+            password=security.client_password(),
             ssl_context=context,
             mechanism=security.mechanism,
         )

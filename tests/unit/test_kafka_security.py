@@ -3,6 +3,7 @@ translators for kafka-python, aiokafka and Faust, and the password kept out of s
 
 from __future__ import annotations
 
+import logging
 import ssl
 from pathlib import Path
 
@@ -255,3 +256,20 @@ def test_the_password_is_never_a_flag_value(capsys: pytest.CaptureFixture[str]) 
     assert code == 2
     assert "--kafka-sasl-password-file" in err
     assert SECRET not in err
+
+
+def test_a_password_handed_to_a_client_is_blanked_out_of_every_log_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aiokafka and kafka-python log whole requests at DEBUG, SASL PLAIN's password included."""
+    password = "an0ther-Pa55-for-PLAIN"
+    security = KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "alice", password)
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("aiokafka.conn").debug("before: %r", password.encode())
+    assert password in caplog.text  # nothing handed to a client yet: no scrubbing
+    caplog.clear()
+    assert security.aiokafka()["sasl_plain_password"] == password
+    logging.getLogger("aiokafka.conn").debug("Request: %r", b"\x00alice\x00" + password.encode())
+    logging.getLogger("kafka.net").debug("in a string: %s", password)
+    assert password not in caplog.text
+    assert caplog.text.count("***") == 2
