@@ -38,6 +38,21 @@ def kafka_broker(
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def secure_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaBroker]:
+    """A second broker, started only for the tests that ask for it, with SASL_SSL,
+    SASL_PLAINTEXT and mutual-TLS listeners (`broker.secured`: addresses, CA, user)."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka-secure"), progress=_progress(request),
+                         secure=True)  # fmt: skip
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
 @pytest.fixture
 def kafka_topic() -> str:
     """A topic name no other test uses; the broker creates it on first use."""
