@@ -29,7 +29,18 @@ K8S_VERSION = "1.30.0"
 SECRET_TOKEN = "xoxb-not-a-real-token-0123456789"
 
 EVERYTHING_ON = """
-kafka: {bootstrap: "kafka-0.kafka:9092,kafka-1.kafka:9092", topicPrefix: "prod."}
+kafka:
+  bootstrap: "kafka-0.kafka:9092,kafka-1.kafka:9092"
+  topicPrefix: "prod."
+  tls:
+    enabled: true
+    caSecret: {name: kafka-ca, key: ca.crt}
+    clientCertSecret: {name: kafka-client, certKey: tls.crt, keyKey: tls.key}
+    checkHostname: false
+  sasl:
+    enabled: true
+    mechanism: SCRAM-SHA-512
+    existingSecret: {name: kafka-sasl, usernameKey: user, passwordKey: pass}
 rules: |
   [rules.stalled]
   after = "5m"
@@ -166,8 +177,9 @@ def test_no_secret_value_is_inlined(helm: str, tmp_path: Path) -> None:
     env = {e["name"]: e for e in notify["containers"][0]["env"]}
     assert env["SLACK_BOT_TOKEN_FILE"]["value"] == "/var/run/secrets/slack/token"
     assert "SLACK_BOT_TOKEN" not in env
-    (secret,) = (v["secret"] for v in notify["volumes"] if "secret" in v)
-    assert secret["secretName"] == "runwatch-slack"
+    secrets = {v["name"]: v["secret"]["secretName"] for v in notify["volumes"] if "secret" in v}
+    assert secrets == {"slack-token": "runwatch-slack", "kafka-sasl": "kafka-sasl",
+                       "kafka-ca": "kafka-ca", "kafka-client": "kafka-client"}  # fmt: skip
     # a token given as a value is refused by the schema, not rendered
     err = failure(
         helm, "kafka.bootstrap=kafka:9092", "notify.enabled=true",
@@ -243,3 +255,127 @@ def test_two_sink_replicas_fail_readably(helm: str) -> None:
 def test_notify_without_a_token_secret_fails_readably(helm: str) -> None:
     err = failure(helm, "kafka.bootstrap=kafka:9092", "notify.enabled=true")
     assert "existingSecret" in err, err
+
+
+# -- Kafka TLS / SASL --------------------------------------------------------------------------
+
+KAFKA_ROLES = ("rw-runwatch-worker", "rw-runwatch-sink", "rw-runwatch-notify")
+
+
+def _container_and_volumes(docs: list[Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = by_kind(docs, "Deployment")[name]["spec"]["template"]["spec"]
+    return pod["containers"][0], {v["name"]: v for v in pod["volumes"]}
+
+
+def _file_of(container: dict[str, Any], volumes: dict[str, Any], path: str) -> tuple[str, str]:
+    """(Secret name, key) behind a file path in the container."""
+    for mount in container["volumeMounts"]:
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        if path.startswith(prefix):
+            assert mount.get("readOnly") is True
+            secret = volumes[mount["name"]]["secret"]
+            item = path[len(prefix) :]
+            keys = {i["path"]: i["key"] for i in secret.get("items", [])} or {item: item}
+            return secret["secretName"], keys[item]
+    raise AssertionError(f"{path} is on no mounted volume")
+
+
+def test_kafka_security_reaches_every_role_from_secrets_only(helm: str, tmp_path: Path) -> None:
+    from runwatch.emitters import kafka_security as ks
+
+    docs = render(helm, tmp_path, EVERYTHING_ON)
+    for name in KAFKA_ROLES:
+        container, volumes = _container_and_volumes(docs, name)
+        env = {e["name"]: e for e in container["env"] if e["name"].startswith("RUNWATCH_KAFKA")}
+        known = {getattr(ks, n) for n in dir(ks) if n.startswith("ENV_")}
+        assert set(env) <= known, f"{name}: variables runwatch does not read"
+        value = {k: e.get("value") for k, e in env.items()}
+        assert value["RUNWATCH_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name
+        assert value["RUNWATCH_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+        assert value["RUNWATCH_KAFKA_SSL_CHECK_HOSTNAME"] == "false"
+        ref = env["RUNWATCH_KAFKA_SASL_USERNAME"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "kafka-sasl", "key": "user"}
+        assert "RUNWATCH_KAFKA_SASL_PASSWORD" not in env  # a file, never a value
+        files = {
+            "RUNWATCH_KAFKA_SASL_PASSWORD_FILE": ("kafka-sasl", "pass"),
+            "RUNWATCH_KAFKA_SSL_CAFILE": ("kafka-ca", "ca.crt"),
+            "RUNWATCH_KAFKA_SSL_CERTFILE": ("kafka-client", "tls.crt"),
+            "RUNWATCH_KAFKA_SSL_KEYFILE": ("kafka-client", "tls.key"),
+        }
+        for variable, secret_and_key in files.items():
+            assert _file_of(container, volumes, value[variable]) == secret_and_key, variable
+
+
+def test_the_rendered_settings_are_what_runwatch_accepts(helm: str, tmp_path: Path) -> None:
+    """The worker's rendered variables, with the mounted files made real, pass the same
+    validation the roles do at start."""
+    from runwatch.emitters.kafka_security import KafkaSecurity
+    from runwatch.kafka_secure import make_certificates
+
+    make_certificates(tmp_path / "pem")
+    made = {"pass": "secret-from-the-secret", "ca.crt": (tmp_path / "pem/ca.pem").read_text(),
+            "tls.crt": (tmp_path / "pem/client.pem").read_text(),
+            "tls.key": (tmp_path / "pem/client.key").read_text()}  # fmt: skip
+    container, _ = _container_and_volumes(render(helm, tmp_path, EVERYTHING_ON), KAFKA_ROLES[0])
+    environ = {"RUNWATCH_KAFKA_SASL_USERNAME": "alice"}  # what the secretKeyRef gives
+    for e in container["env"]:
+        if "value" in e and e["name"].startswith("RUNWATCH_KAFKA"):
+            value = e["value"]
+            if value.startswith("/var/run/secrets/"):
+                local = tmp_path / "secrets" / value.lstrip("/")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(made[local.name])
+                value = str(local)
+            environ[e["name"]] = value
+    security = KafkaSecurity.from_env(environ)
+    assert security.describe().startswith("SASL_SSL, SCRAM-SHA-512 as alice")
+    assert security.password == "secret-from-the-secret"
+    assert security.certfile is not None
+
+
+def test_a_plaintext_kafka_renders_no_security_settings(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, None, "kafka.bootstrap=kafka:9092", "notify.enabled=true",
+                  "notify.slackToken.existingSecret=s")  # fmt: skip
+    for name in KAFKA_ROLES:
+        container, volumes = _container_and_volumes(docs, name)
+        assert not [e for e in container.get("env", []) if "KAFKA" in e["name"]]
+        assert not [v for v in volumes if v.startswith("kafka-")]
+    validate(docs)
+
+
+def test_tls_only_and_sasl_only_pick_their_protocols(helm: str, tmp_path: Path) -> None:
+    base = ["kafka.bootstrap=kafka:9092"]
+    cases = {
+        "SSL": ["kafka.tls.enabled=true", "kafka.tls.useSystemCAs=true"],
+        "SASL_PLAINTEXT": ["kafka.sasl.enabled=true", "kafka.sasl.mechanism=PLAIN",
+                           "kafka.sasl.existingSecret.name=kafka-sasl"],
+    }  # fmt: skip
+    for protocol, sets in cases.items():
+        docs = render(helm, tmp_path, None, *base, *sets)
+        validate(docs)
+        container, _ = _container_and_volumes(docs, "rw-runwatch-sink")
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["RUNWATCH_KAFKA_SECURITY_PROTOCOL"] == protocol
+        if protocol == "SSL":  # publicly trusted brokers: the image's CAs, no CA file
+            assert "RUNWATCH_KAFKA_SSL_CAFILE" not in env
+
+
+@pytest.mark.parametrize(
+    ("sets", "words"),
+    [
+        (["kafka.sasl.enabled=true"], ["kafka.sasl.existingSecret.name"]),
+        (["kafka.tls.enabled=true"], ["kafka.tls.caSecret.name"]),
+        (["kafka.sasl.enabled=true", "kafka.sasl.existingSecret.name=s",
+          "kafka.sasl.mechanism=GSSAPI"], ["kafka.sasl.mechanism", "SCRAM-SHA-512"]),
+        ([f"kafka.sasl.password={SECRET_TOKEN}"], ["kafka.sasl", "password"]),
+        ([f"kafka.sasl.existingSecret.password={SECRET_TOKEN}"], ["password"]),
+        (["kafka.tls.clientCertSecret.name=c"],
+         ["kafka.tls.clientCertSecret", "kafka.tls.enabled"]),
+    ],
+)  # fmt: skip
+def test_bad_kafka_security_values_fail_readably(
+    helm: str, sets: list[str], words: list[str]
+) -> None:
+    err = failure(helm, "kafka.bootstrap=kafka:9092", *sets)
+    for word in words:
+        assert word in err, err

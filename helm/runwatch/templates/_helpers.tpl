@@ -27,3 +27,103 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "runwatch.kafka" -}}
 {{- required "kafka.bootstrap is required: the bootstrap servers of your Kafka, e.g. --set kafka.bootstrap=kafka.kafka.svc:9092" .Values.kafka.bootstrap -}}
 {{- end -}}
+
+{{- /*
+Kafka TLS / SASL, for every container that talks to Kafka (worker, sink, notify): the
+RUNWATCH_KAFKA_* variables `runwatch` reads (emitters/kafka_security.py), and the Secrets
+they point into, mounted read-only. Credentials come only from existing Secrets: the
+username by secretKeyRef, the password and the TLS files as mounted files.
+*/ -}}
+{{- define "runwatch.kafkaSecurity.check" -}}
+{{- $k := .Values.kafka -}}
+{{- if and $k.sasl.enabled (not $k.sasl.existingSecret.name) -}}
+{{- fail "kafka.sasl.existingSecret.name is required when kafka.sasl.enabled: the name of a Secret holding the SASL username and password (kubectl create secret generic kafka-sasl --from-literal=username=... --from-file=password=...)" -}}
+{{- end -}}
+{{- if and $k.tls.enabled (not $k.tls.caSecret.name) (not $k.tls.useSystemCAs) -}}
+{{- fail "kafka.tls.caSecret.name is required when kafka.tls.enabled: the name of a Secret holding the CA certificate that signed the brokers' (kubectl create secret generic kafka-ca --from-file=ca.crt=...), or set kafka.tls.useSystemCAs=true for publicly trusted brokers" -}}
+{{- end -}}
+{{- if and $k.tls.clientCertSecret.name (not $k.tls.enabled) -}}
+{{- fail "kafka.tls.clientCertSecret is set but kafka.tls.enabled is false: mutual TLS needs TLS" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "runwatch.kafkaSecurity.protocol" -}}
+{{- $k := .Values.kafka -}}
+{{- if $k.sasl.enabled -}}{{ ternary "SASL_SSL" "SASL_PLAINTEXT" $k.tls.enabled }}
+{{- else if $k.tls.enabled -}}SSL
+{{- end -}}
+{{- end -}}
+
+{{- /* env list items (no `env:` key); empty for a plaintext Kafka */ -}}
+{{- define "runwatch.kafkaSecurity.env" -}}
+{{- include "runwatch.kafkaSecurity.check" . -}}
+{{- $k := .Values.kafka -}}
+{{- with include "runwatch.kafkaSecurity.protocol" . }}
+- name: RUNWATCH_KAFKA_SECURITY_PROTOCOL
+  value: {{ . }}
+{{- end }}
+{{- if $k.sasl.enabled }}
+- name: RUNWATCH_KAFKA_SASL_MECHANISM
+  value: {{ $k.sasl.mechanism }}
+- name: RUNWATCH_KAFKA_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $k.sasl.existingSecret.name }}
+      key: {{ $k.sasl.existingSecret.usernameKey }}
+- name: RUNWATCH_KAFKA_SASL_PASSWORD_FILE
+  value: /var/run/secrets/runwatch/kafka-sasl/{{ $k.sasl.existingSecret.passwordKey }}
+{{- end }}
+{{- if $k.tls.enabled }}
+{{- if $k.tls.caSecret.name }}
+- name: RUNWATCH_KAFKA_SSL_CAFILE
+  value: /var/run/secrets/runwatch/kafka-ca/{{ $k.tls.caSecret.key }}
+{{- end }}
+{{- with $k.tls.clientCertSecret }}{{ if .name }}
+- name: RUNWATCH_KAFKA_SSL_CERTFILE
+  value: /var/run/secrets/runwatch/kafka-client/{{ .certKey }}
+- name: RUNWATCH_KAFKA_SSL_KEYFILE
+  value: /var/run/secrets/runwatch/kafka-client/{{ .keyKey }}
+{{- end }}{{ end }}
+- name: RUNWATCH_KAFKA_SSL_CHECK_HOSTNAME
+  value: {{ $k.tls.checkHostname | quote }}
+{{- end }}
+{{- end -}}
+
+{{- /* volumeMounts list items */ -}}
+{{- define "runwatch.kafkaSecurity.volumeMounts" -}}
+{{- $k := .Values.kafka -}}
+{{- if $k.sasl.enabled }}
+- {name: kafka-sasl, mountPath: /var/run/secrets/runwatch/kafka-sasl, readOnly: true}
+{{- end }}
+{{- if and $k.tls.enabled $k.tls.caSecret.name }}
+- {name: kafka-ca, mountPath: /var/run/secrets/runwatch/kafka-ca, readOnly: true}
+{{- end }}
+{{- if and $k.tls.enabled $k.tls.clientCertSecret.name }}
+- {name: kafka-client, mountPath: /var/run/secrets/runwatch/kafka-client, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- /* volumes list items */ -}}
+{{- define "runwatch.kafkaSecurity.volumes" -}}
+{{- $k := .Values.kafka -}}
+{{- if $k.sasl.enabled }}
+- name: kafka-sasl
+  secret:
+    secretName: {{ $k.sasl.existingSecret.name }}
+    items: [{key: {{ $k.sasl.existingSecret.passwordKey }}, path: {{ $k.sasl.existingSecret.passwordKey }}}]
+{{- end }}
+{{- if and $k.tls.enabled $k.tls.caSecret.name }}
+- name: kafka-ca
+  secret:
+    secretName: {{ $k.tls.caSecret.name }}
+    items: [{key: {{ $k.tls.caSecret.key }}, path: {{ $k.tls.caSecret.key }}}]
+{{- end }}
+{{- if and $k.tls.enabled $k.tls.clientCertSecret.name }}
+- name: kafka-client
+  secret:
+    secretName: {{ $k.tls.clientCertSecret.name }}
+    items:
+      - {key: {{ $k.tls.clientCertSecret.certKey }}, path: {{ $k.tls.clientCertSecret.certKey }}}
+      - {key: {{ $k.tls.clientCertSecret.keyKey }}, path: {{ $k.tls.clientCertSecret.keyKey }}}
+{{- end }}
+{{- end -}}
