@@ -33,7 +33,7 @@ import duckdb
 
 from runwatch import incidents
 from runwatch.store import Store, schema
-from runwatch.store.writer import BATCH_SIZE, BatchWriter
+from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.decode import decode
 
 # -- 1. ingest ---------------------------------------------------------------------------
@@ -90,6 +90,78 @@ def bench_row_by_row(values: list[bytes], db: Path) -> float:
         store.con.execute("COMMIT")
         elapsed = time.perf_counter() - started
     return len(values) / elapsed
+
+
+# -- 1b. the sink end to end, through a real broker -------------------------------------
+
+
+async def _produce(bootstrap: str, topic: str, values: list[bytes], keys: list[bytes]) -> None:
+    """Fill `topic` fast: batches built by aiokafka's C record builder, gzip as emitters send."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, compression_type="gzip", enable_idempotence=True,
+        max_request_size=16 << 20, max_batch_size=512 << 10,
+    )  # fmt: skip
+    await producer.start()
+    try:
+        partitions = sorted(await producer.partitions_for(topic))
+        pending = []
+        for part in partitions:
+            batch = producer.create_batch()
+            for key, value in zip(keys, values, strict=True):
+                if hash(key) % len(partitions) != part:
+                    continue
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    pending.append(await producer.send_batch(batch, topic, partition=part))
+                    batch = producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=None)
+            pending.append(await producer.send_batch(batch, topic, partition=part))
+        for fut in pending:
+            await fut
+    finally:
+        await producer.stop()
+
+
+def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[float, float, int]:
+    """(events/s, CPU us/event, batches) of `runwatch sink`'s own loop (`Sink.run`, in this
+    process) reading `values` from a local broker into a fresh history.
+
+    The rate is the steady one: from the end of the first flush (the group join and the
+    first fetch are behind it) to the end of the last."""
+    import asyncio
+    import threading
+
+    from runwatch.kafka_broker import KafkaBroker
+    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.stream.kafka_io import Topics, ensure_topics
+
+    broker = KafkaBroker(tmp / "kafka")
+    bootstrap = broker.start()
+    try:
+        topics = Topics(prefix="bench.")
+        asyncio.run(ensure_topics(bootstrap, topics, partitions))
+        keys = [json.loads(v)["run"].encode() for v in values]
+        asyncio.run(_produce(bootstrap, topics.events, values, keys))
+        flushes: list[tuple[float, int]] = []
+        stop = threading.Event()
+
+        def on_flush(done: Flushed) -> None:
+            flushes.append((time.perf_counter(), done.events))
+            if sum(n for _, n in flushes) >= len(values):
+                stop.set()
+
+        config = SinkConfig(
+            bootstrap, tmp / "sink-kafka.duckdb", group="bench-sink",
+            events_topic=topics.events, alerts_topic=topics.alerts,
+        )  # fmt: skip
+        cpu = time.process_time()
+        Sink(config, stop=stop, on_flush=on_flush).run()
+        cpu = time.process_time() - cpu
+    finally:
+        broker.stop()
+    (t0, n0), (t1, _) = flushes[0], flushes[-1]
+    return (len(values) - n0) / (t1 - t0), cpu / len(values) * 1e6, len(flushes)
 
 
 # -- 2. a big history generated in SQL ------------------------------------------------------
@@ -258,6 +330,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ingest-repeat", type=int, default=3, help="sink-path runs (best counts)")
     ap.add_argument("--keep", metavar="DIR", help="keep the databases here")
+    ap.add_argument("--no-kafka", action="store_true", help="skip the run through a real broker")
+    ap.add_argument("--partitions", type=int, default=4, help="of runwatch.events, for --kafka")
     args = ap.parse_args()
     n_views = args.events or (1_000_000 if args.quick else 10_000_000)
     n_ingest = args.ingest or (200_000 if args.quick else 1_000_000)
@@ -287,6 +361,13 @@ def main() -> None:
             f"  row by row, one INSERT each:    {base:>12,.0f} events/s "
             f"({args.row_by_row:,} events)   -> batches are {rate / base:,.0f}x faster"
         )
+        if not args.no_kafka:
+            k_rate, k_cpu, k_batches = bench_sink_kafka(values, root, args.partitions)
+            print(
+                f"  runwatch sink through Kafka:    {k_rate:>12,.0f} events/s "
+                f"(steady, after the first of {k_batches} batches; {args.partitions} partitions, "
+                f"gzip; CPU {k_cpu:.1f} us/event)"
+            )
         n, gen_s = generate(root / "big.duckdb", n_views)
         size = (root / "big.duckdb").stat().st_size
         print(f"\nviews over {n:,} stored events (generated + typed in {gen_s:.0f} s; "

@@ -133,8 +133,8 @@ def run_sink(args: argparse.Namespace) -> int:
         totals = Sink(config, stop=stop, on_flush=report).run()
     except StoreError as err:
         return _fail("sink", str(err))
-    except Exception as err:  # kafka-python's errors: no broker, bad address
-        if type(err).__module__.startswith("kafka"):
+    except Exception as err:  # aiokafka's errors: no broker, bad address, refused login
+        if type(err).__module__.startswith(("aiokafka", "kafka")):
             why = security.scrub(f"{type(err).__name__}: {err}")
             return _fail("sink", f"Kafka at {args.kafka}: {why}")
         raise

@@ -135,7 +135,7 @@ class BatchWriter:
 
     def close(self) -> None:
         try:
-            self._finish()
+            self.settle()
         finally:
             if self._thread is not None:
                 self._thread.shutdown()
@@ -151,7 +151,7 @@ class BatchWriter:
         """The stored positions of this writer's consumer, including what is buffered."""
         if self.consumer is None:
             return {}
-        self._finish()
+        self.settle()
         store = self._open()
         try:
             return {**store.positions(self.consumer), **self.moved}
@@ -165,7 +165,7 @@ class BatchWriter:
         In the background mode, `wait=False` hands the batch to the writer thread and returns
         None at once (after the previous flush, if still running, has finished).
         """
-        done = self._finish()
+        done = self.settle()
         if self.first_added is None:
             return done
         batch = (self.events, self.alerts, self.invalid, self.moved)
@@ -175,15 +175,22 @@ class BatchWriter:
             return self._done(done)
         self._clear()
         self._in_flight = self._thread.submit(self._write, *batch)
-        return self._finish() if wait else None
+        return self.settle() if wait else None
+
+    def collect(self) -> Flushed | None:
+        """Report a background flush that has finished (`on_flush`), without waiting; so the
+        last batch before a quiet spell is reported when written, not at the next one."""
+        if self._in_flight is not None and self._in_flight.done():
+            return self.settle()
+        return None
 
     def _clear(self) -> None:
         self.events, self.alerts, self.invalid = EventBatch(), [], []
         self.moved = {}
         self.first_added = None
 
-    def _finish(self) -> Flushed | None:
-        """Wait for the flush in flight, if any; re-raises what it raised."""
+    def settle(self) -> Flushed | None:
+        """Wait for the flush in flight, if any (and report it); re-raises what it raised."""
         job, self._in_flight = self._in_flight, None
         return None if job is None else self._done(job.result())
 
