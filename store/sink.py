@@ -26,6 +26,7 @@ from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
+from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
 
@@ -149,7 +150,8 @@ class Sink:
     def run(self) -> dict[str, int]:
         """Consume until stopped; returns the totals written."""
         try:
-            asyncio.run(self._run())
+            with tuned_for_consuming():
+                asyncio.run(self._run())
         finally:
             self.writer.close()
         return dict(self.writer.totals)
