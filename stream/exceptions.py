@@ -13,3 +13,8 @@ class InvalidEvent(RunwatchError, ValueError):
 
 class ConfigError(RunwatchError, ValueError):
     """A rules config (file or run.started.config) that cannot be used; names the bad key."""
+
+
+class PortUnavailable(RunwatchError, OSError):
+    """An HTTP endpoint (/metrics, /healthz, /readyz) that cannot listen where asked (the port
+    is in use, or not allowed); the message says which in one line."""

@@ -1,9 +1,11 @@
-"""Serving /metrics: from a daemon thread (embedded service) or inside an asyncio loop (worker).
+"""Serving /metrics, /healthz and /readyz: from a daemon thread (embedded service, `runwatch
+notify`) or inside an asyncio loop (worker, sink).
 
 Both take the body as a callable (`RunwatchMetrics.exposition`, or any registry through
-`registry_body`). The asyncio variant scrapes on the loop that applies events, so the
-collector never sees a run state mid-update; the threaded one relies on the collector's
-lock or snapshot-retry.
+`registry_body`) and the two checks as `Ready` callables, and answer a path the same way
+(`answer`). The asyncio variant scrapes on the loop that applies events, so the collector
+never sees a run state mid-update; the threaded one relies on the collector's lock or
+snapshot-retry (or on checks that read a snapshot).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from runwatch.stream.exceptions import PortUnavailable
+
 Body = Callable[[], bytes]
 #: A readiness check: (ready, reason). Served as /readyz (200 or 503 with the reason).
 Ready = Callable[[], tuple[bool, str]]
@@ -24,22 +28,50 @@ def registry_body(registry: CollectorRegistry) -> Body:
     return lambda: generate_latest(registry)
 
 
-class MetricsServer:
-    """A running /metrics endpoint in a daemon thread; `close()` stops it and joins it."""
+def answer(
+    path: str, body: Body, live: Ready | None, ready: Ready | None
+) -> tuple[int, str, bytes]:
+    """(status, content type, body) for a GET of `path`. /healthz asks `live()` and /readyz
+    `ready()`: 200 or 503 with the reason; no check given: 200 "ok"."""
+    path = path.split("?", 1)[0]
+    if path in ("/metrics", "/"):
+        return 200, CONTENT_TYPE_LATEST, body()
+    checks = {"/healthz": live, "/readyz": ready}
+    if path not in checks:
+        return 404, "text/plain; charset=utf-8", b"not found\n"
+    check = checks[path]
+    ok, reason = check() if check is not None else (True, "ok")
+    return 200 if ok else 503, "text/plain; charset=utf-8", (reason + "\n").encode()
 
-    def __init__(self, body: Body, port: int, host: str = "0.0.0.0") -> None:
+
+def _unavailable(host: str, port: int, err: OSError) -> PortUnavailable:
+    return PortUnavailable(f"cannot listen on {host}:{port}: {err.strerror or err}")
+
+
+class MetricsServer:
+    """/metrics, /healthz and /readyz in a daemon thread; `close()` stops it and joins it.
+
+    The checks run on the server's threads: give ones that read a snapshot.
+    Raises PortUnavailable when it cannot listen."""
+
+    def __init__(
+        self,
+        body: Body,
+        port: int,
+        host: str = "0.0.0.0",
+        *,
+        live: Ready | None = None,
+        ready: Ready | None = None,
+    ) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if self.path.split("?", 1)[0] not in ("/metrics", "/"):
-                    self.send_error(404)
-                    return
                 try:
-                    data = body()
+                    status, content_type, data = answer(self.path, body, live, ready)
                 except Exception as err:  # a scrape must never take the server down
                     self.send_error(500, type(err).__name__)
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -47,7 +79,10 @@ class MetricsServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self._httpd = ThreadingHTTPServer((host, port), Handler)
+        except OSError as err:
+            raise _unavailable(host, port, err) from None
         self._httpd.daemon_threads = True
         self.port: int = int(self._httpd.server_address[1])
         self._thread = threading.Thread(
@@ -69,41 +104,45 @@ def start_metrics_server(body: Body, port: int, host: str = "0.0.0.0") -> Metric
 class AsyncMetricsServer:
     """/metrics served by aiohttp on the running event loop, with /healthz and /readyz.
 
-    /healthz answers 200 while the loop that applies events still runs handlers (it is
-    served on that loop); /readyz asks `ready()` (no check given: the same as /healthz).
+    /healthz answers only while the loop still runs handlers (it is served on that loop),
+    and then asks `live()` (none given: 200); /readyz asks `ready()` (none given: 200).
     """
 
     def __init__(
-        self, body: Body, port: int, host: str = "0.0.0.0", *, ready: Ready | None = None
+        self,
+        body: Body,
+        port: int,
+        host: str = "0.0.0.0",
+        *,
+        ready: Ready | None = None,
+        live: Ready | None = None,
     ) -> None:
         self.body = body
         self.host = host
         self.port = port
         self.ready = ready
+        self.live = live
         self._runner: Any = None
 
     async def start(self) -> None:
+        """Listen; raises PortUnavailable when it cannot."""
         from aiohttp import web
 
-        async def metrics(request: web.Request) -> web.Response:
-            return web.Response(body=self.body(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        async def healthz(request: web.Request) -> web.Response:
-            return web.Response(text="ok\n")
-
-        async def readyz(request: web.Request) -> web.Response:
-            ok, reason = self.ready() if self.ready is not None else (True, "ok")
-            return web.Response(text=reason + "\n", status=200 if ok else 503)
+        async def handle(request: web.Request) -> web.Response:
+            status, content_type, data = answer(request.path, self.body, self.live, self.ready)
+            return web.Response(body=data, status=status, headers={"Content-Type": content_type})
 
         app = web.Application()
-        app.router.add_get("/metrics", metrics)
-        app.router.add_get("/", metrics)
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
+        for path in ("/metrics", "/", "/healthz", "/readyz"):
+            app.router.add_get(path, handle)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as err:
+            await runner.cleanup()
+            raise _unavailable(self.host, self.port, err) from None
         self._runner = runner
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
