@@ -1,6 +1,7 @@
 """The Kafka security flags every `--kafka` command shares, and the check each role makes
 before it starts: one clear line when the broker cannot be reached, refuses the credentials or
-fails the TLS handshake, instead of a client library's retries, hang or traceback.
+fails the TLS handshake, instead of a client library's retries, hang or traceback. Also the
+--health-port flags of the consuming roles (sink, notify).
 """
 
 from __future__ import annotations
@@ -30,6 +31,28 @@ class _NoPasswordFlag(argparse.Action):
             "--kafka-sasl-password is not accepted (a password on the command line leaks): "
             f"use --kafka-sasl-password-file FILE or set {ks.ENV_PASSWORD}"
         )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return port
+
+
+def add_health_args(p: argparse.ArgumentParser, example: str) -> None:
+    """--health-port/--health-host: /healthz, /readyz and /metrics of a consuming role."""
+    p.add_argument(
+        "--health-port",
+        type=_port,
+        metavar="PORT",
+        help="serve /healthz (the loop turns), /readyz (partitions assigned and caught up) "
+        f"and /metrics on this port (default: off; e.g. {example})",
+    )
+    p.add_argument("--health-host", default="0.0.0.0", metavar="HOST", help="(0.0.0.0)")
 
 
 def add_kafka_security_args(parser: argparse.ArgumentParser) -> None:

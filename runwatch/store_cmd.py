@@ -13,13 +13,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
+from runwatch.kafka_cli import (
+    add_health_args,
+    add_kafka_security_args,
+    kafka_problem,
+    kafka_security,
+)
 from runwatch.query_cmd import add_db_args
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import ConfigError
+from runwatch.stream.exceptions import ConfigError, PortUnavailable
 from runwatch.stream.replay import BadLine
 from runwatch.timeparse import parse_time
 
@@ -50,6 +55,7 @@ def register(sub: Any) -> None:
         "--flush-interval", type=float, default=1.0, help="seconds a record waits at most"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no line per batch on stderr")
+    add_health_args(p, "9465")
     add_kafka_security_args(p)
     p.set_defaults(func=run_sink)
 
@@ -128,11 +134,15 @@ def run_sink(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         flush_interval=args.flush_interval,
         security=security,
+        health_port=args.health_port,
+        health_host=args.health_host,
     )
     try:
         totals = Sink(config, stop=stop, on_flush=report).run()
     except StoreError as err:
         return _fail("sink", str(err))
+    except PortUnavailable as err:
+        return _fail("sink", f"--health-port: {err}")
     except Exception as err:  # aiokafka's errors: no broker, bad address, refused login
         if type(err).__module__.startswith(("aiokafka", "kafka")):
             why = security.scrub(f"{type(err).__name__}: {err}")

@@ -10,6 +10,7 @@ snapshot-retry (or on checks that read a snapshot).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,7 +46,8 @@ def answer(
 
 
 def _unavailable(host: str, port: int, err: OSError) -> PortUnavailable:
-    return PortUnavailable(f"cannot listen on {host}:{port}: {err.strerror or err}")
+    why = os.strerror(err.errno) if err.errno else str(err)  # asyncio's strerror is long
+    return PortUnavailable(f"cannot listen on {host}:{port}: {why}")
 
 
 class MetricsServer:

@@ -1,0 +1,161 @@
+"""`runwatch sink --health-port` against a real broker: /readyz says "catching up" while the
+sink is behind and 200 once it has caught up, /healthz stays 200 through a slow flush, and
+/metrics counts what was written; a taken port fails in one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_sink import RUNWATCH, SinkProcess, produce, stored, wait_until
+
+from runwatch import incidents
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(port: int, path: str) -> tuple[int, str] | None:
+    """(status, body); None while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except urllib.error.URLError:
+        return None
+
+
+def samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    answer = get(port, "/metrics")
+    assert answer is not None
+    assert answer[0] == 200
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(answer[1])
+        for s in family.samples
+    }
+
+
+@pytest.fixture
+def sinks() -> Iterator[list[SinkProcess]]:
+    started: list[SinkProcess] = []
+    yield started
+    for s in started:
+        s.ensure_gone()
+
+
+def _args(broker: str, topic: str, group: str, db: Path, port: int) -> list[str]:
+    return ["--kafka", broker, "--db", str(db), "--group", group, "--events-topic", topic,
+            "--alerts-topic", topic + ".alerts", "--flush-interval", "0.2", "-q",
+            "--health-port", str(port), "--health-host", "127.0.0.1"]  # fmt: skip
+
+
+def test_behind_is_not_ready_and_a_held_flush_is_still_alive(
+    kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    events = incidents.sandbox_hang()[:6000]
+    produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
+    port, marker = free_port(), tmp_path / "in-flush"
+    sink = SinkProcess(
+        [*_args(kafka_broker, kafka_topic, kafka_group, tmp_path / "h.duckdb", port),
+         "--batch-size", "500"],
+        env={"RUNWATCH_TEST_HOLD_IN_FLUSH": f"{marker}@2"},
+    )  # fmt: skip
+    sinks.append(sink)
+    # the second batch never commits: the sink stops reading ~1,500 records in
+    wait_until(marker.exists)
+    wait_until(lambda: (get(port, "/readyz") or (0, ""))[1].startswith("catching up"))
+    status, reason = get(port, "/readyz") or (0, "")
+    assert status == 503
+    behind = int(re.fullmatch(r"catching up: (\d+) records behind\n", reason)[1])  # type: ignore[index]
+    assert 6000 - 2000 <= behind <= 6000 - 1000
+    # waiting on a flush (which has its own deadline) is not a hang
+    assert get(port, "/healthz") == (200, "consuming\n")
+    got = samples(port)
+    assert got[("runwatch_sink_batches_total", ())] == 1
+    assert got[("runwatch_sink_events_total", ())] == 500
+    lag = got[("runwatch_sink_lag_records", (("partition", "0"), ("topic", kafka_topic)))]
+    assert lag == behind
+    sink.kill9()
+
+
+def test_ready_once_caught_up_and_metrics_count_every_record_written(
+    kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    events = incidents.zero_reward(last_step=300)[:3000]
+    values = [(e["run"], json.dumps(e).encode()) for e in events]
+    values += values[:100]  # sent twice: written once
+    values.append(("bad-run", b"{not json"))
+    alert = {"v": 1, "id": "a1", "ts": 1.0, "rule": "zero_reward", "run": "r",
+             "state": "firing", "severity": "critical", "key": "zero_reward|r", "since": 1.0,
+             "summary": "s"}  # fmt: skip
+    produce(kafka_broker, kafka_topic, values)
+    produce(kafka_broker, kafka_topic + ".alerts", [("r", json.dumps(alert).encode())])
+    port, db = free_port(), tmp_path / "h.duckdb"
+    sink = SinkProcess([*_args(kafka_broker, kafka_topic, kafka_group, db, port),
+                        "--batch-size", "1000"])  # fmt: skip
+    sinks.append(sink)
+    answers: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 120
+    while not answers or answers[-1][0] != 200:
+        assert time.monotonic() < deadline, answers[-5:]
+        assert sink.proc.poll() is None, "the sink exited"
+        if (answer := get(port, "/readyz")) is not None:
+            answers.append(answer)
+        time.sleep(0.02)
+    # the endpoint is up before the sink is in its group: not ready first
+    assert answers[0][0] == 503
+    for status, reason in answers[:-1]:
+        assert status == 503
+        assert reason.startswith(("no partitions assigned yet", "waiting for the first fetch",
+                                  "catching up: ")), reason  # fmt: skip
+    assert re.fullmatch(r"caught up on 2 partitions \(\d+ records behind\)\n", answers[-1][1])
+    assert get(port, "/healthz") == (200, "consuming\n")
+
+    def written() -> float:
+        return samples(port)[("runwatch_sink_events_total", ())]
+
+    wait_until(lambda: written() == len(values) - 1, timeout=60)  # ready: read, soon written
+    got = samples(port)
+    assert got[("runwatch_sink_new_events_total", ())] == len(events)
+    assert got[("runwatch_sink_alerts_total", ())] == 1
+    assert got[("runwatch_sink_invalid_total", ())] == 1
+    assert got[("runwatch_sink_batches_total", ())] >= 2  # a batch holds < 2 getmany results
+    assert 0 <= got[("runwatch_sink_last_batch_age_seconds", ())] < 60
+    assert got[("runwatch_sink_last_batch_seconds", ())] > 0
+    assert got[("runwatch_sink_lag_records", (("partition", "0"), ("topic", kafka_topic)))] == 0
+    sink.stop()
+    assert stored(db)[1] == len(events)
+
+
+def test_a_taken_health_port_fails_in_one_line(
+    kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [RUNWATCH, "sink", *_args(kafka_broker, kafka_topic, kafka_group,
+                                      tmp_path / "h.duckdb", port)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"runwatch sink: --health-port: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ], done.stderr
