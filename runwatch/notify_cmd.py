@@ -4,6 +4,9 @@ Consumes runwatch.alerts in its own consumer group (and run.started events from
 runwatch.events, for routing by run label). Offsets are committed after each batch; what
 was sent is recorded by transition id in the state file, so a restart resends nothing and,
 with the commit after the send, loses nothing.
+
+With --health-port it serves /healthz (the loop turns), /readyz (the alert partitions are
+assigned and caught up) and /metrics (transitions by outcome, Slack calls, lag).
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ from typing import Any
 import orjson
 
 from runwatch.emitters.kafka_security import KafkaSecurity
-from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
+from runwatch.kafka_cli import (
+    add_health_args,
+    add_kafka_security_args,
+    kafka_problem,
+    kafka_security,
+)
 from runwatch.notifier import Notifier
 from runwatch.notify_config import ConfigProblem, NotifyConfig
+from runwatch.notify_health import NotifyHealth
 from runwatch.slack_client import AUTH_ERRORS, SlackError, TokenMissing
+from runwatch.stream.exceptions import PortUnavailable
 
 log = logging.getLogger("runwatch.notify")
 
@@ -46,6 +56,7 @@ def register(sub: Any) -> None:
     p.add_argument("--repeat-interval", type=float, help="seconds between reminders (0: off)")
     p.add_argument("--topic-prefix", default="")
     p.add_argument("--group", default="runwatch-notify", help="consumer group")
+    add_health_args(p, "9466")
     add_kafka_security_args(p)
     p.set_defaults(func=run_notify)
 
@@ -75,13 +86,32 @@ def run_notify(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecurity) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
     if problem := kafka_problem(args.kafka, security, 5.0):
         print(f"runwatch notify: {problem}", file=sys.stderr)
         return 1
     alerts_topic = f"{args.topic_prefix}runwatch.alerts"
     events_topic = f"{args.topic_prefix}runwatch.events"
+    try:
+        health = NotifyHealth(notifier, alerts_topic, args.health_port, args.health_host)
+    except PortUnavailable as err:
+        print(f"runwatch notify: --health-port: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _loop(args, notifier, security, health, alerts_topic, events_topic)
+    finally:
+        health.close()
+
+
+def _loop(
+    args: argparse.Namespace,
+    notifier: Notifier,
+    security: KafkaSecurity,
+    health: NotifyHealth,
+    alerts_topic: str,
+    events_topic: str,
+) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
     consumer = KafkaConsumer(
         bootstrap_servers=args.kafka,
         group_id=args.group,
@@ -107,6 +137,7 @@ def _consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecuri
     try:
         while not stop:
             batch = consumer.poll(timeout_ms=500, max_records=500)
+            health.observe(consumer)
             # labels first, so an alert in the same batch routes by them
             for tp, records in batch.items():
                 if tp.topic == events_topic:
@@ -120,7 +151,7 @@ def _consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecuri
                     try:
                         alert = orjson.loads(r.value or b"")
                         if isinstance(alert, dict) and "id" in alert and "key" in alert:
-                            notifier.notify(alert)
+                            health.handled(notifier.notify(alert))
                     except orjson.JSONDecodeError:
                         continue
                     except SlackError as err:
@@ -136,10 +167,11 @@ def _consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecuri
             if batch:
                 consumer.commit()
             try:
-                notifier.remind()
+                health.reminders.inc(notifier.remind())
             except SlackError as err:
                 log.warning("reminders deferred: %s", err.error)
             if failed:
+                health.retries.inc()
                 log.warning("Slack unreachable: retrying in %.0fs", backoff)
                 time.sleep(backoff)
                 backoff = min(60.0, backoff * 2)
