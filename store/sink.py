@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ DEFAULT_GROUP = "runwatch-sink"
 #: /healthz fails when the consuming loop has not turned for this long (and is not waiting
 #: on a flush, which has its own deadline: `SinkConfig.wait`)
 STALL_SECONDS = 30.0
+#: /readyz fails for a partition whose last fetch Kafka answered longer ago than this
+FETCHED_WITHIN_MS = 30_000
 
 _ALERT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "id": str,
@@ -178,15 +181,20 @@ class Sink:
 
     def lag(self) -> dict[tuple[str, int], int | None] | None:
         """Per assigned partition, the records between what was read and the end as of the
-        last fetch (None before one); None before the consumer runs. On the loop only."""
+        last fetch; None where Kafka answered none lately. None before the consumer runs.
+        On the loop only."""
         consumer = self._consumer_now
         if consumer is None:
             return None
         out: dict[tuple[str, int], int | None] = {}
+        now_ms = time.time() * 1000
         for tp in consumer.assignment():
-            end = consumer.highwater(tp)
-            read = self.next_offsets.get((tp.topic, tp.partition), 0)
-            out[(tp.topic, tp.partition)] = None if end is None else max(0, end - read)
+            end, at = consumer.highwater(tp), consumer.last_poll_timestamp(tp)
+            if end is None or at is None or now_ms - at > FETCHED_WITHIN_MS:
+                out[(tp.topic, tp.partition)] = None
+            else:
+                read = self.next_offsets.get((tp.topic, tp.partition), 0)
+                out[(tp.topic, tp.partition)] = max(0, end - read)
         return out
 
     async def _run(self) -> None:

@@ -3,9 +3,10 @@
 What the Helm chart's probes ask: /healthz (restart me when this fails) and /readyz (count me
 as up when this passes). Alive: the loop turned within `stall` seconds -- or it waits, for at
 most the `grace` it announced, on something with its own deadline (a DuckDB flush waiting for
-readers, a Slack call with its retries). Ready: partitions assigned, each fetched at least
-once, and at most `behind_ok` records in all between what the loop has handled and the end
-of its partitions (the broker's high watermark from the last fetch).
+readers, a Slack call with its retries). Ready: partitions assigned, Kafka answering fetches
+of each (where the client tells when it last did), and at most `behind_ok` records in all
+between what the loop has handled and the end of its partitions (the broker's high watermark
+from the last fetch).
 
 The loop calls `beat()` once per batch, never per record; the checks read what it left.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-#: per assigned (topic, partition): records behind the end, None before its first fetch;
-#: None for the whole: no assignment yet
+#: per assigned (topic, partition): records behind the end; None before its first fetch, or
+#: when Kafka has not answered one lately. None for the whole: no assignment yet.
 Lag = Callable[[], Mapping[tuple[str, int], int | None] | None]
 
 
@@ -56,7 +57,7 @@ class ConsumerHealth:
             return False, "no partitions assigned yet"
         unfetched = sorted(f"{t}:{p}" for (t, p), n in lag.items() if n is None)
         if unfetched:
-            return False, f"waiting for the first fetch of {', '.join(unfetched)}"
+            return False, f"waiting for Kafka to answer a fetch of {', '.join(unfetched)}"
         behind = sum(n for n in lag.values() if n is not None)
         if behind > self.behind_ok:
             return False, f"catching up: {behind} records behind"

@@ -73,7 +73,7 @@ def test_notify_serves_health_readiness_and_metrics(
         assert answers[0][0] == 503, answers  # up before it is in its group
         for status, reason in answers[:-1]:
             assert status == 503
-            assert reason.startswith(("no partitions assigned yet", "waiting for the first fetch",
+            assert reason.startswith(("no partitions assigned yet", "waiting for Kafka to answer",
                                       "catching up: ")), reason  # fmt: skip
         assert re.fullmatch(r"caught up on 1 partitions \(0 records behind\)\n", answers[-1][1])
         assert get(port, "/healthz") == (200, "consuming\n")

@@ -122,7 +122,7 @@ def test_ready_once_caught_up_and_metrics_count_every_record_written(
     assert answers[0][0] == 503
     for status, reason in answers[:-1]:
         assert status == 503
-        assert reason.startswith(("no partitions assigned yet", "waiting for the first fetch",
+        assert reason.startswith(("no partitions assigned yet", "waiting for Kafka to answer",
                                   "catching up: ")), reason  # fmt: skip
     assert re.fullmatch(r"caught up on 2 partitions \(\d+ records behind\)\n", answers[-1][1])
     assert get(port, "/healthz") == (200, "consuming\n")

@@ -68,7 +68,7 @@ def test_a_wait_with_its_own_deadline_is_not_a_hang_until_the_deadline() -> None
     [
         (None, False, "no partitions assigned yet"),
         ({}, False, "no partitions assigned yet"),
-        ({("ev", 0): 3, ("al", 0): None}, False, "waiting for the first fetch of al:0"),
+        ({("ev", 0): 3, ("al", 0): None}, False, "waiting for Kafka to answer a fetch of al:0"),
         ({("ev", 0): 400, ("ev", 1): 101}, False, "catching up: 501 records behind"),
         ({("ev", 0): 400, ("ev", 1): 100}, True, "caught up on 2 partitions (500 records behind)"),
         ({("ev", 0): 0}, True, "caught up on 1 partitions (0 records behind)"),
