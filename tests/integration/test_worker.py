@@ -16,6 +16,8 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ import orjson
 import pytest
 
 from runwatch.emitters import Emitter
+from runwatch.kafka_broker import free_port
 from runwatch.stream.alerts import transition_id
 
 pytestmark = pytest.mark.integration
@@ -43,9 +46,20 @@ SILENCE = 5.0  # > timeout 3 + grace 0.5 + tick 0.5, with margin
 class WorkerProcess:
     """One `runwatch worker` subprocess and the status lines it writes on stderr."""
 
-    def __init__(self, bootstrap: str, prefix: str, group: str, config: Path, parts: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        group: str,
+        config: Path,
+        parts: int,
+        metrics_port: int | None = None,
+    ) -> None:
         cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
         cmd += ["--app-id", group, "--config", str(config), "--partitions", str(parts)]
+        if metrics_port is not None:
+            cmd += ["--metrics-port", str(metrics_port)]
+        self.metrics_port = metrics_port
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, name="worker-stderr")
@@ -81,6 +95,18 @@ class WorkerProcess:
                 break
             time.sleep(0.1)
         raise AssertionError("worker not live:\n" + "\n".join(self.lines[-30:]))
+
+    def readyz(self) -> tuple[int, str] | None:
+        """(status, reason) from the worker's /readyz; None while nothing listens yet."""
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5
+            ) as r:
+                return r.status, r.read().decode().strip()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode().strip()
+        except OSError:
+            return None
 
     def kill(self) -> None:
         self.proc.kill()
@@ -118,8 +144,10 @@ class Setup:
     def events(self) -> str:
         return f"{self.prefix}runwatch.events"
 
-    def worker(self, partitions: int = 2) -> WorkerProcess:
-        w = WorkerProcess(self.bootstrap, self.prefix, self.group, self.config, partitions)
+    def worker(self, partitions: int = 2, metrics_port: int | None = None) -> WorkerProcess:
+        w = WorkerProcess(
+            self.bootstrap, self.prefix, self.group, self.config, partitions, metrics_port
+        )
         self.workers.append(w)
         return w
 
@@ -358,11 +386,65 @@ def test_two_workers_split_the_runs(setup: Setup) -> None:
     assert {w for ws in by_run.values() for w in ws} == {a.name, b.name}
 
 
+def backlog(setup: Setup, n: int) -> None:
+    """`n` heartbeats of 200 runs (so every partition gets some) on the events topic."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap, linger_ms=20)
+    try:
+        now = time.time()
+        for i in range(n):
+            run = f"r{i % 200}"
+            value = {"v": 1, "id": f"b{i}", "ts": now, "run": run, "kind": "heartbeat",
+                     "src": {"component": "trainer", "host": "h", "pid": 1}}  # fmt: skip
+            producer.send(setup.events, key=run.encode(), value=orjson.dumps(value))
+        producer.flush(60)
+    finally:
+        producer.close(10)
+
+
+def test_readiness_follows_a_live_rebalance(setup: Setup) -> None:
+    """/readyz (the chart's readiness probe): 503 until the partitions are assigned and
+    rebuilt, then 200 naming them; when a second worker joins, the first one's answer follows
+    the rebalance to the partitions it keeps."""
+    a = setup.worker(partitions=4, metrics_port=free_port())
+    assert a.wait_live() == {0, 1, 2, 3}
+    assert a.readyz() == (200, "live on partitions [0, 1, 2, 3]")
+    backlog(setup, 40_000)  # what the second worker rebuilds before it is ready
+
+    b = setup.worker(partitions=4, metrics_port=free_port())
+    answers: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (answer := b.readyz()) is not None:
+            answers.append(answer)
+            if answer[0] == 200:
+                break
+        time.sleep(0.05)
+    assert answers, "the second worker never answered /readyz"
+    assert answers[0][0] == 503, answers[:3]  # it joins the group before it is ready
+    first = answers[0][1]
+    assert first.startswith(("waiting for a partition assignment", "rebuilding")), first
+    assert any(reason.startswith("rebuilding partitions") for _, reason in answers), answers
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pa, pb = a.live(), b.live()
+        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
+    assert a.readyz() == (200, f"live on partitions {sorted(pa)}")
+    assert b.readyz() == (200, f"live on partitions {sorted(pb)}")
+
+
 SKEWED = textwrap.dedent(
     """
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
+from runwatch.kafka_broker import free_port
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
