@@ -12,14 +12,18 @@ import filecmp
 import subprocess
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from slack_fake import FakeSlack
+from test_live_surfaces import Proc, free_port, wait_for
 
 from runwatch.stream.exporter_http import AsyncMetricsServer
+from runwatch.stream.kafka_io import Topics, ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -145,10 +149,17 @@ def test_everything_on_renders_valid_manifests(helm: str, tmp_path: Path) -> Non
     assert "--topic-prefix=prod." in args
     assert "--config=/etc/runwatch/rules.toml" in args
     assert "rw-runwatch-rules" in by_kind(docs, "ConfigMap")
-    (monitor,) = (d for d in docs if d["kind"] == "ServiceMonitor")
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
-    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    monitors = by_kind(docs, "ServiceMonitor")
+    services = by_kind(docs, "Service")
+    assert set(monitors) == set(services) == set(deployments)  # one per role
+    for name, monitor in monitors.items():
+        assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+        assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+        assert monitor["metadata"]["labels"]["release"] == "prometheus"
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        assert services[name]["spec"]["selector"] == selector
+        pod = deployments[name]["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod.items(), name
     assert "rw-runwatch-worker" in by_kind(docs, "PodDisruptionBudget")
 
 
@@ -207,28 +218,40 @@ def test_dashboards_are_sidecar_configmaps_in_sync(helm: str, tmp_path: Path) ->
 
 
 def _status(port: int, path: str) -> int:
+    """The status of a GET; 0 while nothing listens yet."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as err:
         return err.code
+    except urllib.error.URLError:
+        return 0
+
+
+#: the flag that sets each role's HTTP port
+PORT_FLAG = {"rw-runwatch-worker": "--metrics-port=", "rw-runwatch-sink": "--health-port=",
+             "rw-runwatch-notify": "--health-port="}  # fmt: skip
+
+
+def _probed(docs: list[Any]) -> dict[str, tuple[list[str], set[str]]]:
+    """Per Deployment: its args and the paths its probes ask, checked to be on the port
+    its args serve."""
+    out = {}
+    for name, deployment in by_kind(docs, "Deployment").items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        probes = [container[k] for k in ("livenessProbe", "readinessProbe", "startupProbe")]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert all(probe["httpGet"]["port"] == "metrics" for probe in probes), name
+        assert PORT_FLAG[name] + str(ports["metrics"]) in container["args"], name
+        out[name] = (container["args"], {probe["httpGet"]["path"] for probe in probes})
+    return out
 
 
 def test_probes_point_at_paths_the_worker_serves(helm: str, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, EVERYTHING_ON)
-    for name, deployment in by_kind(docs, "Deployment").items():
-        for container in deployment["spec"]["template"]["spec"]["containers"]:
-            probes = [container[k] for k in container if k.endswith("Probe")]
-            if name != "rw-runwatch-worker":
-                assert not probes, f"{name}: the process serves no HTTP endpoint"
-                continue
-            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-            paths = set()
-            for probe in probes:
-                assert probe["httpGet"]["port"] == "metrics"
-                paths.add(probe["httpGet"]["path"])
-            assert "--metrics-port=" + str(ports["metrics"]) in container["args"]
-            assert paths == {"/healthz", "/readyz"}
+    probed = _probed(render(helm, tmp_path, EVERYTHING_ON))
+    assert set(probed) == set(PORT_FLAG)  # every role is probed
+    _, paths = probed["rw-runwatch-worker"]
+    assert paths == {"/healthz", "/readyz"}
 
     async def served() -> dict[str, int]:
         server = AsyncMetricsServer(lambda: b"", 0, "127.0.0.1", ready=lambda: (True, "ok"))
@@ -239,6 +262,44 @@ def test_probes_point_at_paths_the_worker_serves(helm: str, tmp_path: Path) -> N
             await server.close()
 
     assert asyncio.run(served()) == dict.fromkeys(paths, 200)
+
+
+def test_sink_and_notify_serve_what_their_probes_ask(
+    helm: str, tmp_path: Path, kafka_broker: str
+) -> None:
+    """`runwatch sink` and `runwatch notify` run with the rendered args (Kafka, files and
+    the port made local) and answer every probed path with 200 once caught up."""
+    docs = render(helm, tmp_path, EVERYTHING_ON)
+    probed = _probed(docs)
+    notify_toml = by_kind(docs, "ConfigMap")["rw-runwatch-notify"]["data"]["notify.toml"]
+    (tmp_path / "notify.toml").write_text(notify_toml)
+    (tmp_path / "token").write_text(SECRET_TOKEN)
+    asyncio.run(ensure_topics(kafka_broker, Topics(prefix="prod."), 1))
+    slack = FakeSlack(token=SECRET_TOKEN, channels=("#training-alerts",))
+    local = {"--kafka=": kafka_broker, "--db=": str(tmp_path / "h.duckdb"),
+             "--config=": str(tmp_path / "notify.toml")}  # fmt: skip
+    procs: dict[str, tuple[Proc, int]] = {}
+    try:
+        for name in ("rw-runwatch-sink", "rw-runwatch-notify"):
+            args, paths = probed[name]
+            assert paths == {"/healthz", "/readyz"}, name
+            port = free_port()
+            local["--health-port="] = str(port)
+            args = [next((f + v for f, v in local.items() if a.startswith(f)), a) for a in args]
+            if name.endswith("notify"):
+                args += ["--slack-url", slack.url, "--state", str(tmp_path / "state.sqlite")]
+            env = {"SLACK_BOT_TOKEN_FILE": str(tmp_path / "token")}
+            procs[name] = (Proc(args, env), port)
+        for name, (proc, port) in procs.items():
+            for path in sorted(probed[name][1]):
+                ok = partial(lambda port, path: _status(port, path) == 200, port, path)
+                wait_for(ok, f"{name} {path}", proc)
+    finally:
+        for proc, _ in procs.values():
+            proc.stop()
+        slack.close()
+    for name, (proc, _) in procs.items():
+        assert proc.proc.returncode == 0, (name, proc.lines[-20:])
 
 
 def test_missing_kafka_bootstrap_fails_readably(helm: str) -> None:

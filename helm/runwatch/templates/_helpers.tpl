@@ -127,3 +127,73 @@ username by secretKeyRef, the password and the TLS files as mounted files.
       - {key: {{ $k.tls.clientCertSecret.keyKey }}, path: {{ $k.tls.clientCertSecret.keyKey }}}
 {{- end }}
 {{- end -}}
+
+{{- /*
+The HTTP port every long-running role serves (`runwatch worker --metrics-port`, `runwatch
+sink|notify --health-port`: stream/exporter_http.py), and the probes on it: /healthz while
+the role's consuming loop turns, /readyz once it holds its partitions and has caught up.
+The answers come from that loop, which may be busy with a batch for a moment: hence the
+timeout. (dict "port" PORT)
+*/ -}}
+{{- define "runwatch.httpPort" -}}
+ports:
+  - name: metrics
+    containerPort: {{ .port }}
+livenessProbe:
+  httpGet: {path: /healthz, port: metrics}
+  initialDelaySeconds: 10
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 6
+readinessProbe:
+  httpGet: {path: /readyz, port: metrics}
+  periodSeconds: 5
+  timeoutSeconds: 5
+  failureThreshold: 3
+startupProbe:
+  httpGet: {path: /healthz, port: metrics}
+  periodSeconds: 5
+  timeoutSeconds: 5
+  failureThreshold: 60
+{{- end -}}
+
+{{- /*
+A Service in front of a role's /metrics port, and its ServiceMonitor when
+serviceMonitor.enabled. (dict "root" . "component" "sink" "port" PORT)
+*/ -}}
+{{- define "runwatch.metricsService" -}}
+{{- $name := printf "%s-%s" (include "runwatch.fullname" .root) .component -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "runwatch.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  selector:
+    {{- include "runwatch.selector" . | nindent 4 }}
+  ports:
+    - name: metrics
+      port: {{ .port }}
+      targetPort: metrics
+{{- if .root.Values.serviceMonitor.enabled }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "runwatch.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- with .root.Values.serviceMonitor.labels }}{{ toYaml . | nindent 4 }}{{ end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "runwatch.selector" . | nindent 6 }}
+  endpoints:
+    - port: metrics
+      path: /metrics
+      interval: {{ .root.Values.serviceMonitor.interval }}
+{{- end }}
+{{- end -}}
