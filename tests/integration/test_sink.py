@@ -127,9 +127,9 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     per_run, total, distinct = stored(db)
     with Store.reader(db) as store:
         committed = store.positions(kafka_group).get((kafka_topic, 0), 0)
-    # two committed batches of 1000 records (a few of them may be the two alerts): exactly
-    # the events before the stored position, nothing of the third batch
-    assert 1998 <= committed <= 2000
+    # two committed batches (of up to 1000 records; fewer when the flush interval came first):
+    # exactly the events before the stored position, nothing of the third batch
+    assert 0 < committed <= 2000
     assert total == distinct == committed
 
     # 2. killed again at an arbitrary moment
