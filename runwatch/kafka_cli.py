@@ -198,3 +198,18 @@ def kafka_problem(bootstrap: str, security: KafkaSecurity, timeout: float = 10.0
         except Exception as err:
             first = first or explain(err, f"{host}:{port}", security)
     return first
+
+
+def connect_check(
+    args: argparse.Namespace, command: str, timeout: float = 10.0
+) -> KafkaSecurity | int:
+    """What every role does before it starts: the security settings, once a broker at
+    `--kafka` has accepted them; else the exit status after one line on stderr (2: the
+    settings are wrong, 1: no broker takes them)."""
+    security = kafka_security(args, command)
+    if security is None:
+        return 2
+    if problem := kafka_problem(args.kafka, security, timeout):
+        print(f"runwatch {command}: {problem}", file=sys.stderr)
+        return 1
+    return security

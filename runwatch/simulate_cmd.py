@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from runwatch.emitters.kafka_security import KafkaSecurity
-from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
+from runwatch.kafka_cli import add_kafka_security_args, connect_check
 from runwatch.simulate import KINDS, Cluster, Event
 from runwatch.timeparse import parse_time
 
@@ -149,12 +149,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.url:
         sink = HttpSink(args.url, args.token or os.environ.get("RUNWATCH_TOKEN"))
     else:
-        security = kafka_security(args, "simulate")
-        if security is None:
-            return 2
-        if problem := kafka_problem(args.kafka, security):
-            print(f"runwatch simulate: {problem}", file=sys.stderr)
-            return 1
+        security = connect_check(args, "simulate")
+        if isinstance(security, int):
+            return security
         sink = KafkaSink(args.kafka, args.topic, security)
     try:
         for batch in paced(cluster.events(time.time() + 0.2, args.speed)):

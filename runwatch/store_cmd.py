@@ -13,12 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from runwatch.kafka_cli import (
-    add_health_args,
-    add_kafka_security_args,
-    kafka_problem,
-    kafka_security,
-)
+from runwatch.kafka_cli import add_health_args, add_kafka_security_args, connect_check
 from runwatch.query_cmd import add_db_args
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
@@ -97,17 +92,14 @@ def run_sink(args: argparse.Namespace) -> int:
 
     if not args.kafka:
         return _fail("sink", "no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA")
-    security = kafka_security(args, "sink")
-    if security is None:
-        return 2
+    security = connect_check(args, "sink")
+    if isinstance(security, int):
+        return security
     db = Path(args.db)
     try:  # fail early on a bad path, and make the schema before the first batch
         Store.writer(db, wait=5.0).close()
     except StoreError as err:
         return _fail("sink", str(err))
-    if problem := kafka_problem(args.kafka, security):
-        print(f"runwatch sink: {problem}", file=sys.stderr)
-        return 1
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from runwatch.kafka_cli import add_kafka_security_args, kafka_problem, kafka_security
+from runwatch.kafka_cli import add_kafka_security_args, connect_check
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError
 
@@ -97,12 +97,9 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.partitions < 1:
         print("runwatch worker: --partitions must be at least 1", file=sys.stderr)
         return 2
-    security = kafka_security(args, "worker")
-    if security is None:
-        return 2
-    if problem := kafka_problem(args.kafka, security):
-        print(f"runwatch worker: {problem}", file=sys.stderr)
-        return 1
+    security = connect_check(args, "worker")
+    if isinstance(security, int):
+        return security
     import faust
 
     from runwatch.stream.worker import StreamWorker, WorkerSettings
@@ -172,12 +169,9 @@ def run_alerts(args: argparse.Namespace) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
     topic = f"{args.topic_prefix}runwatch.alerts"
-    security = kafka_security(args, "alerts")
-    if security is None:
-        return 2
-    if problem := kafka_problem(args.kafka, security, 3.0):
-        print(f"runwatch alerts: {problem}", file=sys.stderr)
-        return 1
+    security = connect_check(args, "alerts", 3.0)
+    if isinstance(security, int):
+        return security
     consumer = KafkaConsumer(
         bootstrap_servers=args.kafka,
         enable_auto_commit=False,
