@@ -350,14 +350,7 @@ def test_two_workers_split_the_runs(setup: Setup) -> None:
     a = setup.worker(partitions=4)
     a.wait_live()
     b = setup.worker(partitions=4)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pa, pb = a.live(), b.live()
-        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
+    pa, _ = wait_split(a, b)
     runs = _runs_per_partition(4, 2)
     emitters = [setup.emitter(run) for rs in runs.values() for run in rs]
     try:
@@ -384,6 +377,17 @@ def test_two_workers_split_the_runs(setup: Setup) -> None:
         for run in rs:
             assert by_run[run] == {owner[p]}, f"{run} (partition {p})"
     assert {w for ws in by_run.values() for w in ws} == {a.name, b.name}
+
+
+def wait_split(a: WorkerProcess, b: WorkerProcess) -> tuple[set[int], set[int]]:
+    """The partitions each of two workers is live on, once they split all four."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pa, pb = a.live(), b.live()
+        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
+            return pa, pb
+        time.sleep(0.2)
+    raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
 
 
 def backlog(setup: Setup, n: int) -> None:
@@ -427,14 +431,7 @@ def test_readiness_follows_a_live_rebalance(setup: Setup) -> None:
     assert first.startswith(("waiting for a partition assignment", "rebuilding")), first
     assert any(reason.startswith("rebuilding partitions") for _, reason in answers), answers
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pa, pb = a.live(), b.live()
-        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
+    pa, pb = wait_split(a, b)
     assert a.readyz() == (200, f"live on partitions {sorted(pa)}")
     assert b.readyz() == (200, f"live on partitions {sorted(pb)}")
 
