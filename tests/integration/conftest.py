@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
 from runwatch.kafka_broker import KafkaBroker, Progress
 
@@ -63,3 +65,22 @@ def kafka_topic() -> str:
 def kafka_group() -> str:
     """A consumer group id no other test uses, so committed offsets never leak between tests."""
     return f"test-group-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def producer(kafka_broker: str) -> Iterator[KafkaProducer]:
+    """A kafka-python producer on the session's broker (acks=all), closed after the test."""
+    p = KafkaProducer(bootstrap_servers=kafka_broker, acks="all")
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def sinks() -> Iterator[list[Any]]:
+    """`runwatch sink` processes a test starts (test_sink.SinkProcess), gone after it."""
+    started: list[Any] = []
+    yield started
+    for s in started:
+        s.ensure_gone()

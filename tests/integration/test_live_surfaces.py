@@ -7,20 +7,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaProducer
 from slack_fake import FakeSlack
+
+from runwatch.kafka_broker import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -71,21 +72,6 @@ def wait_for(check: Callable[[], Any], what: str, proc: Proc, timeout: float = 6
             break
         time.sleep(0.2)
     raise AssertionError(f"{what}: not within {timeout}s\n" + "\n".join(proc.lines[-30:]))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def producer(kafka_broker: str) -> Iterator[KafkaProducer]:
-    p = KafkaProducer(bootstrap_servers=kafka_broker, acks="all")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def send(producer: KafkaProducer, topic: str, key: str, value: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,15 +27,6 @@ from test_live_surfaces import (
 from test_sink_health import get, samples
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def producer(kafka_broker: str) -> Iterator[KafkaProducer]:
-    p = KafkaProducer(bootstrap_servers=kafka_broker, acks="all")
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def _args(kafka: str, prefix: str, tmp_path: Path, slack_url: str, port: int) -> list[str]:

@@ -13,7 +13,6 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +68,6 @@ class SinkProcess:
         self.proc.communicate(timeout=30)
         if self.log is not None:
             self.log.close()
-
-
-@pytest.fixture
-def sinks() -> Iterator[list[SinkProcess]]:
-    started: list[SinkProcess] = []
-    yield started
-    for s in started:
-        s.ensure_gone()
 
 
 def stored(db: Path) -> tuple[Counter[str], int, int]:

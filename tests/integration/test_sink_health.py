@@ -11,7 +11,6 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_sink import RUNWATCH, SinkProcess, produce, stored, wait_until
 
 from runwatch import incidents
+from runwatch.kafka_broker import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(port: int, path: str) -> tuple[int, str] | None:
@@ -49,14 +43,6 @@ def samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(answer[1])
         for s in family.samples
     }
-
-
-@pytest.fixture
-def sinks() -> Iterator[list[SinkProcess]]:
-    started: list[SinkProcess] = []
-    yield started
-    for s in started:
-        s.ensure_gone()
 
 
 def _args(broker: str, topic: str, group: str, db: Path, port: int) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from runwatch.kafka_broker import free_port
 
 if os.environ.get("CI"):
     import torch  # noqa: F401  (in CI a missing torch is a failure, never a skip)
@@ -64,12 +65,6 @@ RANK = textwrap.dedent(
     time.sleep(600)
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_job(tmp_path: Path, scenario: str) -> list[dict[str, Any]]:
