@@ -14,6 +14,8 @@ import glob
 import itertools
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterable
@@ -173,3 +175,15 @@ def beats(
 def by_ts(*streams: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Several event streams merged in time order (stable: ties keep the order given)."""
     return sorted((e for s in streams for e in s), key=lambda e: e["ts"])
+
+
+def terminate(proc: subprocess.Popen[Any], grace: float = 30.0) -> int:
+    """SIGTERM, then SIGKILL after `grace` seconds; the exit status. A no-op once exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return int(proc.returncode)

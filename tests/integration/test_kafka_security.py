@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import terminate
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.kafka_security import KafkaSecurity
@@ -104,13 +104,7 @@ class Role:
             time.sleep(0.2)
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._out.close()
         return int(self.proc.returncode)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import terminate
 from kafka import KafkaProducer
 from slack_fake import FakeSlack
 
@@ -50,13 +50,7 @@ class Proc:
             self.lines.append(line.rstrip())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._reader.join(10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()

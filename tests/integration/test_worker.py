@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers import terminate
 
 from runwatch.emitters import Emitter
 from runwatch.kafka_broker import free_port
@@ -119,13 +119,7 @@ class WorkerProcess:
             self.proc.stderr.close()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._close()
 
 
@@ -441,7 +435,6 @@ SKEWED = textwrap.dedent(
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
-from runwatch.kafka_broker import free_port
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
