@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import ssl
 import sys
 from typing import Any
@@ -206,6 +207,7 @@ def connect_check(
     """What every role does before it starts: the security settings, once a broker at
     `--kafka` has accepted them; else the exit status after one line on stderr (2: the
     settings are wrong, 1: no broker takes them)."""
+    quiet_transient_kafka_errors()
     security = kafka_security(args, command)
     if security is None:
         return 2
@@ -213,3 +215,37 @@ def connect_check(
         print(f"runwatch {command}: {problem}", file=sys.stderr)
         return 1
     return security
+
+
+#: What the Kafka clients log at ERROR for states that pass by themselves: a topic the role
+#: subscribes to before anything created it (the sink's runwatch.alerts before a worker runs),
+#: and a group coordinator still being elected on a fresh broker.
+_TRANSIENT = {
+    "Topic %s not found in cluster metadata": None,
+    "Group Coordinator Request failed: %s": "CoordinatorNotAvailable",
+}
+_CLIENT_LOGGERS = (
+    "aiokafka.cluster",
+    "aiokafka.consumer.group_coordinator",
+    "kafka.cluster",
+    "kafka.coordinator.base",
+)
+
+
+def _not_transient(record: logging.LogRecord) -> bool:
+    if record.msg not in _TRANSIENT:
+        return True
+    marker = _TRANSIENT[record.msg]
+    if marker is not None and marker not in str(record.args):
+        return True
+    record.levelno, record.levelname = logging.DEBUG, "DEBUG"  # kept for --log-level debug
+    return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def quiet_transient_kafka_errors() -> None:
+    """Say nothing of the clients' ERROR lines for states that pass by themselves (they
+    alarm people on every first start); any other error still shows. Idempotent."""
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _not_transient not in logger.filters:
+            logger.addFilter(_not_transient)

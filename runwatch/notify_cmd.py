@@ -26,6 +26,7 @@ from runwatch.kafka_cli import (
     add_kafka_security_args,
     kafka_problem,
     kafka_security,
+    quiet_transient_kafka_errors,
 )
 from runwatch.notifier import Notifier
 from runwatch.notify_config import ConfigProblem, NotifyConfig
@@ -63,6 +64,7 @@ def register(sub: Any) -> None:
 
 def run_notify(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="runwatch notify: %(message)s")
+    quiet_transient_kafka_errors()
     security = kafka_security(args, "notify")
     if security is None:
         return 2
