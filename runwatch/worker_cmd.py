@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from runwatch.kafka_cli import add_kafka_security_args, connect_check
+from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError
 
@@ -136,7 +137,8 @@ def run_worker(args: argparse.Namespace) -> int:
         )
         runner.spinner = None  # no terminal escape codes in logs
         try:
-            runner.execute_from_commandline()
+            with tuned_for_consuming():
+                runner.execute_from_commandline()
         except SystemExit as done:
             return int(done.code or 0)
         return 0
