@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from typing import Any
@@ -32,6 +31,7 @@ from runwatch.notifier import Notifier
 from runwatch.notify_config import ConfigProblem, NotifyConfig
 from runwatch.notify_health import NotifyHealth
 from runwatch.slack_client import AUTH_ERRORS, SlackError, TokenMissing
+from runwatch.stopping import stop_on_signals
 from runwatch.stream.exceptions import PortUnavailable
 
 log = logging.getLogger("runwatch.notify")
@@ -121,14 +121,7 @@ def _loop(
         auto_offset_reset="earliest",
         **security.kafka_python(),
     )
-    stop = False
-
-    def on_signal(signum: int, frame: Any) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     try:
         notifier.recover()
     except SlackError as err:
@@ -137,7 +130,7 @@ def _loop(
     log.info("sending %s to Slack (default channel %s)", alerts_topic, notifier.config.channel)
     backoff = 1.0
     try:
-        while not stop:
+        while not stop.is_set():
             batch = consumer.poll(timeout_ms=500, max_records=500)
             health.observe(consumer)
             # labels first, so an alert in the same batch routes by them

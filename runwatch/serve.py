@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
 from runwatch.timeparse import iso
 
@@ -107,13 +106,7 @@ def run_serve(args: argparse.Namespace) -> int:
         tmp.write_text(str(port))
         os.replace(tmp, args.port_file)
     tail = SpoolTail(Path(spool_dir), wal / "spool.positions") if spool_dir else None
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     thread = server.start()
     compact_at = 0.0
     try:

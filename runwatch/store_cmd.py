@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import IO, Any
 
 from runwatch.kafka_cli import add_health_args, add_kafka_security_args, connect_check
 from runwatch.query_cmd import add_db_args
+from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE
@@ -100,13 +99,7 @@ def run_sink(args: argparse.Namespace) -> int:
         Store.writer(db, wait=5.0).close()
     except StoreError as err:
         return _fail("sink", str(err))
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
 
     def report(done: Flushed) -> None:
         if not args.quiet:

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from runwatch.kafka_cli import add_kafka_security_args, connect_check
+from runwatch.stopping import stop_on_signals
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError
@@ -180,17 +181,11 @@ def run_alerts(args: argparse.Namespace) -> int:
         auto_offset_reset="earliest",
         **security.kafka_python(),
     )
-    stop = False
-
-    def on_signal(signum: int, frame: Any) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = stop_on_signals(signal.SIGTERM)  # Ctrl-C: KeyboardInterrupt, below
     try:
         assigned: set[Any] = set()
         ends: dict[Any, int] = {}
-        while not stop:
+        while not stop.is_set():
             parts = consumer.partitions_for_topic(topic) or set()
             tps = {TopicPartition(topic, p) for p in parts}
             if tps != assigned:
