@@ -18,6 +18,8 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,3 +189,14 @@ def terminate(proc: subprocess.Popen[Any], grace: float = 30.0) -> int:
             proc.kill()
             proc.wait(10)
     return int(proc.returncode)
+
+
+def http_get(port: int, path: str) -> tuple[int, str] | None:
+    """(status, body) of a GET on 127.0.0.1:`port`; None while nothing answers yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError:
+        return None

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import http_get
 from kafka import KafkaProducer
 from slack_fake import FakeSlack
 from test_live_surfaces import (
@@ -24,7 +25,7 @@ from test_live_surfaces import (
     send,
     wait_for,
 )
-from test_sink_health import get, samples
+from test_sink_health import samples
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ def test_notify_serves_health_readiness_and_metrics(
         answers: list[tuple[int, str]] = []
 
         def ready() -> bool:
-            if (answer := get(port, "/readyz")) is not None:
+            if (answer := http_get(port, "/readyz")) is not None:
                 answers.append(answer)
             return bool(answers) and answers[-1][0] == 200
 
@@ -66,7 +67,7 @@ def test_notify_serves_health_readiness_and_metrics(
             assert reason.startswith(("no partitions assigned yet", "waiting for Kafka to answer",
                                       "catching up: ")), reason  # fmt: skip
         assert re.fullmatch(r"caught up on 1 partitions \(0 records behind\)\n", answers[-1][1])
-        assert get(port, "/healthz") == (200, "consuming\n")
+        assert http_get(port, "/healthz") == (200, "consuming\n")
         wait_for(lambda: len(slack.messages) == 3, "two roots and a reply", notify)
 
         def outcomes() -> dict[str, float]:

@@ -9,11 +9,10 @@ import re
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import http_get
 from prometheus_client.parser import text_string_to_metric_families
 from test_sink import RUNWATCH, SinkProcess, produce, stored, wait_until
 
@@ -23,19 +22,8 @@ from runwatch.kafka_broker import free_port
 pytestmark = pytest.mark.integration
 
 
-def get(port: int, path: str) -> tuple[int, str] | None:
-    """(status, body); None while nothing listens yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except urllib.error.URLError:
-        return None
-
-
 def samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    answer = get(port, "/metrics")
+    answer = http_get(port, "/metrics")
     assert answer is not None
     assert answer[0] == 200
     return {
@@ -65,13 +53,13 @@ def test_behind_is_not_ready_and_a_held_flush_is_still_alive(
     sinks.append(sink)
     # the second batch never commits: the sink stops reading ~1,500 records in
     wait_until(marker.exists)
-    wait_until(lambda: (get(port, "/readyz") or (0, ""))[1].startswith("catching up"))
-    status, reason = get(port, "/readyz") or (0, "")
+    wait_until(lambda: (http_get(port, "/readyz") or (0, ""))[1].startswith("catching up"))
+    status, reason = http_get(port, "/readyz") or (0, "")
     assert status == 503
     behind = int(re.fullmatch(r"catching up: (\d+) records behind\n", reason)[1])  # type: ignore[index]
     assert 6000 - 2000 <= behind <= 6000 - 1000
     # waiting on a flush (which has its own deadline) is not a hang
-    assert get(port, "/healthz") == (200, "consuming\n")
+    assert http_get(port, "/healthz") == (200, "consuming\n")
     got = samples(port)
     assert got[("runwatch_sink_batches_total", ())] == 1
     assert got[("runwatch_sink_events_total", ())] == 500
@@ -101,7 +89,7 @@ def test_ready_once_caught_up_and_metrics_count_every_record_written(
     while not answers or answers[-1][0] != 200:
         assert time.monotonic() < deadline, answers[-5:]
         assert sink.proc.poll() is None, "the sink exited"
-        if (answer := get(port, "/readyz")) is not None:
+        if (answer := http_get(port, "/readyz")) is not None:
             answers.append(answer)
         time.sleep(0.02)
     # the endpoint is up before the sink is in its group: not ready first
@@ -111,7 +99,7 @@ def test_ready_once_caught_up_and_metrics_count_every_record_written(
         assert reason.startswith(("no partitions assigned yet", "waiting for Kafka to answer",
                                   "catching up: ")), reason  # fmt: skip
     assert re.fullmatch(r"caught up on 2 partitions \(\d+ records behind\)\n", answers[-1][1])
-    assert get(port, "/healthz") == (200, "consuming\n")
+    assert http_get(port, "/healthz") == (200, "consuming\n")
 
     def written() -> float:
         return samples(port)[("runwatch_sink_events_total", ())]

@@ -15,8 +15,6 @@ import sys
 import textwrap
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import terminate
+from helpers import http_get, terminate
 
 from runwatch.emitters import Emitter
 from runwatch.kafka_broker import free_port
@@ -98,15 +96,9 @@ class WorkerProcess:
 
     def readyz(self) -> tuple[int, str] | None:
         """(status, reason) from the worker's /readyz; None while nothing listens yet."""
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5
-            ) as r:
-                return r.status, r.read().decode().strip()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read().decode().strip()
-        except OSError:
-            return None
+        assert self.metrics_port is not None
+        answer = http_get(self.metrics_port, "/readyz")
+        return None if answer is None else (answer[0], answer[1].strip())
 
     def kill(self) -> None:
         self.proc.kill()

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 
 import pytest
+from helpers import http_get
 
 from runwatch.stream.consumer_health import ConsumerHealth
 from runwatch.stream.exceptions import PortUnavailable
@@ -81,14 +80,6 @@ def test_ready_once_assigned_fetched_and_caught_up(
     assert health.ready() == (ready, reason)
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
 CHECKS = {
     "live": lambda: (False, "the consuming loop has not turned for 40 s"),
     "ready": lambda: (False, "catching up: 9000 records behind"),
@@ -103,8 +94,8 @@ ANSWERS = {
 def test_the_threaded_server_answers_both_checks() -> None:
     server = MetricsServer(lambda: b"m 1\n", 0, "127.0.0.1", **CHECKS)
     try:
-        got = {path: _get(server.port, path) for path in ANSWERS}
-        assert _get(server.port, "/nope")[0] == 404
+        got = {path: http_get(server.port, path) for path in ANSWERS}
+        assert http_get(server.port, "/nope")[0] == 404
     finally:
         server.close()
     assert got == ANSWERS
@@ -115,8 +106,8 @@ def test_the_asyncio_server_answers_both_checks() -> None:
         server = AsyncMetricsServer(lambda: b"m 1\n", 0, "127.0.0.1", **CHECKS)
         await server.start()
         try:
-            assert (await asyncio.to_thread(_get, server.port, "/nope"))[0] == 404
-            return {p: await asyncio.to_thread(_get, server.port, p) for p in ANSWERS}
+            assert (await asyncio.to_thread(http_get, server.port, "/nope"))[0] == 404
+            return {p: await asyncio.to_thread(http_get, server.port, p) for p in ANSWERS}
         finally:
             await server.close()
 

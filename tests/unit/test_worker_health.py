@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
 
 import pytest
+from helpers import http_get
 
 from runwatch.stream.exporter_http import AsyncMetricsServer
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 def test_healthz_and_readyz_follow_the_readiness_check() -> None:
@@ -28,9 +19,9 @@ def test_healthz_and_readyz_follow_the_readiness_check() -> None:
         try:
             out = []
             for path in ("/healthz", "/readyz", "/metrics"):
-                out.append(await asyncio.to_thread(_get, server.port, path))
+                out.append(await asyncio.to_thread(http_get, server.port, path))
             state["ready"] = (True, "live on partitions [0]")
-            out.append(await asyncio.to_thread(_get, server.port, "/readyz"))
+            out.append(await asyncio.to_thread(http_get, server.port, "/readyz"))
             return out
         finally:
             await server.close()
@@ -47,7 +38,7 @@ def test_readyz_without_a_check_is_ready() -> None:
         server = AsyncMetricsServer(lambda: b"", 0, "127.0.0.1")
         await server.start()
         try:
-            return await asyncio.to_thread(_get, server.port, "/readyz")
+            return await asyncio.to_thread(http_get, server.port, "/readyz")
         finally:
             await server.close()
 
