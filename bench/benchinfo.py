@@ -78,9 +78,9 @@ def follow_alerts(
 
 
 def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
-    """Every incident of runwatch.incidents under `copies` run ids, each copy shifted by up
+    """Every incident of runwatch.dev.incidents under `copies` run ids, each copy shifted by up
     to 3 h, merged by ts: dozens of live runs interleaved as one partition group carries them."""
-    from runwatch.incidents import INCIDENTS
+    from runwatch.dev.incidents import INCIDENTS
 
     rng = random.Random(seed)
     merged: list[dict[str, Any]] = []

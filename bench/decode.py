@@ -13,7 +13,7 @@ Four ways, on the same lines:
                         models; what msgspec refuses (NaN tokens, unknown kinds, bad input)
                         goes to json + pydantic
 
-The lines follow the kind mix of the incident streams (`runwatch.incidents`, all of them),
+The lines follow the kind mix of the incident streams (`runwatch.dev.incidents`, all of them),
 with a few `step.metrics` lines carrying NaN (written by stdlib json, as a Python emitter
 would). Each method is timed over every line, in CPU time, best of `--repeat` rounds; the
 ratio is the baseline's time over the method's. Figures only: nothing here asserts a timing.
@@ -37,8 +37,8 @@ import orjson
 from benchinfo import machine
 from pydantic import Discriminator, Tag, TypeAdapter
 
+from runwatch.dev.incidents import INCIDENTS
 from runwatch.emitters import events
-from runwatch.incidents import INCIDENTS
 from runwatch.stream.decode import decode
 
 #: Share of lines that are `step.metrics` with a NaN value.

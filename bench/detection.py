@@ -36,9 +36,9 @@ from typing import Any
 
 from benchinfo import RESULTS, follow_alerts, machine, write_section
 
+from runwatch.dev.deliver import HttpSink, KafkaSink, paced
+from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.service.launch import ServeProcess
-from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
-from runwatch.simulate_cmd import HttpSink, KafkaSink, paced
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRAPE_S = 15
@@ -152,7 +152,7 @@ def prometheus(work: Path, target_port: int, zero_for: int) -> Any:
 @contextlib.contextmanager
 def kafka_worker(tmp: Path) -> Any:
     """A local broker and `runwatch worker` live on it: yields (bootstrap, topic prefix)."""
-    from runwatch.kafka_broker import KafkaBroker
+    from runwatch.dev.broker import KafkaBroker
 
     broker = KafkaBroker(tmp / "kafka")
     bootstrap = broker.start()

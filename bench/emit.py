@@ -12,7 +12,7 @@ Scenarios, each timing every call with perf_counter_ns:
 
     .venv/bin/python bench/emit.py [--n 20000] [--rates 0,10000] [--bootstrap HOST:PORT]
 
-Without --bootstrap it starts its own broker (runwatch.kafka_broker) so it can stop it.
+Without --bootstrap it starts its own broker (runwatch.dev.broker) so it can stop it.
 Prints figures; asserts nothing about timing.
 """
 
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters import Emitter
 from runwatch.emitters.producer import close_producer
-from runwatch.kafka_broker import KafkaBroker, free_port
 
 FIELDS = {"step": 0, "duration_s": 12.5, "timing": {"gen": 7.5, "update_actor": 4.0}}
 

@@ -27,10 +27,10 @@ from typing import Any
 from benchinfo import machine
 from prometheus_client import CollectorRegistry, generate_latest
 
-from runwatch.incidents import sandbox_hang
+from runwatch.dev.incidents import sandbox_hang
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
-from runwatch.stream.exporter import RunwatchMetrics
+from runwatch.stream.metrics.exporter import RunwatchMetrics
 
 PHASES = ("generate", "tool", "sandbox", "reward")
 

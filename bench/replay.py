@@ -1,6 +1,6 @@
 """Replay throughput on one core, next to a naive baseline, and memory per active run.
 
-Throughput. A multi-run stream: every incident of `runwatch.incidents`, copied under
+Throughput. A multi-run stream: every incident of `runwatch.dev.incidents`, copied under
 `--copies` different run ids each (48 runs, ~360k events by default), each copy shifted by a
 random offset of up to three hours, merged by event time, so dozens of runs are live at once
 and their events interleave the way one Kafka partition group would carry them. Lines are
@@ -45,8 +45,8 @@ from typing import Any
 import orjson
 from benchinfo import interleaved_incidents, machine
 
+from runwatch.dev.incidents import INCIDENTS, T0
 from runwatch.emitters import events
-from runwatch.incidents import INCIDENTS, T0
 from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine, RecentIds

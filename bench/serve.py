@@ -36,9 +36,9 @@ from typing import Any
 import orjson
 from benchinfo import RESULTS, follow_alerts, machine, write_section
 
+from runwatch.dev.deliver import HttpSink, KafkaSink, paced
+from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.service.launch import ServeProcess
-from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
-from runwatch.simulate_cmd import HttpSink, KafkaSink, paced
 
 
 def proc_stats(pid: int) -> tuple[float, float]:
@@ -86,7 +86,7 @@ def latency(tmp: Path, speed: float, duration: float) -> list[str]:
 def kafka_latency(tmp: Path, speed: float, duration: float) -> list[str]:
     """The same cluster through Kafka: a local broker, `runwatch worker`, runwatch.alerts."""
 
-    from runwatch.kafka_broker import KafkaBroker
+    from runwatch.dev.broker import KafkaBroker
 
     broker = KafkaBroker(tmp / "kafka")
     bootstrap = broker.start()

@@ -8,7 +8,7 @@
    `--ingest-repeat` runs, with the CPU time per event (the machine may be shared). Next to
    it, in the same run, a row-by-row baseline: one INSERT statement per event into the same
    table, through the same typing SQL (on a smaller sample: it is slow). Then the sink end to
-   end: a local broker (`runwatch.kafka_broker`) holds the same events in `--partitions`
+   end: a local broker (`runwatch.dev.broker`) holds the same events in `--partitions`
    partitions, gzip-compressed as emitters send them, and `Sink.run` (what `runwatch sink`
    runs) reads them into a fresh history; the broker shares the machine's cores.
 2. Views over a big history: N events (default 10M; `--quick`: 1M) generated with DuckDB SQL
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.store import Store, schema
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.collector import tuned_for_consuming
@@ -138,9 +138,9 @@ def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[f
     import asyncio
     import threading
 
-    from runwatch.kafka_broker import KafkaBroker
+    from runwatch.dev.broker import KafkaBroker
     from runwatch.store.sink import Sink, SinkConfig
-    from runwatch.stream.kafka_io import Topics, ensure_topics
+    from runwatch.stream.kafka.io import Topics, ensure_topics
 
     broker = KafkaBroker(tmp / "kafka")
     bootstrap = broker.start()

@@ -2,7 +2,7 @@
 
 Throughput. A fresh single-partition events topic; `runwatch worker` (a subprocess pinned
 to one CPU with taskset) starts on it and goes live; then it is paused (SIGSTOP), N events
-are produced (every incident of `runwatch.incidents` under many run ids, interleaved by
+are produced (every incident of `runwatch.dev.incidents` under many run ids, interleaved by
 event time and rebased to end an hour ago, with record timestamps = event ts so the skew
 correction has nothing to correct), and a marker event (a NaN metric on its own run) last.
 The worker is resumed (SIGCONT) and the clock stops when the marker's alert is on
@@ -48,7 +48,7 @@ from benchinfo import interleaved_incidents
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from runwatch.incidents import INCIDENTS
+from runwatch.dev.incidents import INCIDENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNWATCH = str(ROOT / ".venv" / "bin" / "runwatch")
@@ -305,7 +305,7 @@ def main() -> int:
     if args.kafka:
         bootstrap = args.kafka
     else:
-        from runwatch.kafka_broker import KafkaBroker
+        from runwatch.dev.broker import KafkaBroker
 
         tmp = tempfile.mkdtemp(prefix="runwatch-bench-")
         broker = KafkaBroker(Path(tmp))

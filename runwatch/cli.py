@@ -13,25 +13,25 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-#: command -> the module (under runwatch) whose `register(sub)` defines it
+#: command -> the module (under runwatch.commands) whose `register(sub)` defines it
 COMMANDS: dict[str, str] = {
-    "replay": "replay_cmd",
+    "replay": "replay",
     "demo": "demo",
     "incidents": "demo",
-    "kafka": "kafka_broker",
-    "worker": "worker_cmd",
-    "alerts": "worker_cmd",
-    "sink": "store_cmd",
-    "ingest": "store_cmd",
-    "export": "store_cmd",
-    "sql": "query_cmd",
-    "runs": "query_cmd",
-    "show": "query_cmd",
-    "backtest": "backtest_cmd",
-    "notify": "notify_cmd",
-    "silence": "silence_cmd",
+    "kafka": "kafka",
+    "worker": "worker",
+    "alerts": "worker",
+    "sink": "store",
+    "ingest": "store",
+    "export": "store",
+    "sql": "query",
+    "runs": "query",
+    "show": "query",
+    "backtest": "backtest",
+    "notify": "notify",
+    "silence": "silence",
     "serve": "serve",
-    "simulate": "simulate_cmd",
+    "simulate": "simulate",
     "watch": "watch",
     "scrape": "scrape",
 }
@@ -47,7 +47,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in wanted:
-        importlib.import_module(f"runwatch.{name}").register(sub)
+        importlib.import_module(f"runwatch.commands.{name}").register(sub)
     return parser
 
 

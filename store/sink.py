@@ -31,9 +31,9 @@ from typing import Any
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.collector import tuned_for_consuming
-from runwatch.stream.consumer_health import ConsumerHealth
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.kafka.health import ConsumerHealth
 
 log = logging.getLogger("runwatch.sink")
 

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from runwatch.store.writer import Flushed
-from runwatch.stream.exporter_http import AsyncMetricsServer, registry_body
+from runwatch.stream.metrics.http import AsyncMetricsServer, registry_body
 
 if TYPE_CHECKING:
     from runwatch.store.sink import Sink

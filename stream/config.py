@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
-from runwatch.stream.state import StateConfig
+from runwatch.stream.state.run import StateConfig
 
 
 def _errors(prefix: str, err: ValidationError) -> str:

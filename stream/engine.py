@@ -21,7 +21,7 @@ from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.rules import Condition, Params, Rule
-from runwatch.stream.state import RunState
+from runwatch.stream.state.run import RunState
 
 
 class RecentIds:

@@ -30,8 +30,8 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.exporter import RunwatchMetrics
 from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.metrics.exporter import RunwatchMetrics
 
 log = logging.getLogger("runwatch.serve")
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.state.run import RunState, StateConfig
 
 Severity = Literal["critical", "warning", "info"]
 

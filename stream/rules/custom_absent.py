@@ -18,7 +18,7 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.state.run import RunState, StateConfig
 
 
 class AbsentRuleParams(Params):

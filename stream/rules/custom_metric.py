@@ -20,7 +20,7 @@ from runwatch.stream.rules.base import (
     Verdict,
 )
 from runwatch.stream.rules.streaks import trailing_streak
-from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.state.run import RunState, StateConfig
 
 Op = Literal["<", "<=", ">", ">=", "==", "!="]
 OPS: dict[str, Callable[[float, float], bool]] = {

@@ -12,8 +12,8 @@ from itertools import pairwise
 from pydantic import NonNegativeFloat, conint
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.state import RunState, StateConfig
-from runwatch.stream.steps import Step
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step
 
 
 class IdleGapParams(Params):

@@ -19,7 +19,7 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.state import RunState
+from runwatch.stream.state.run import RunState
 
 
 class IdleParams(Params):

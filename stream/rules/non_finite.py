@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.state import RunState
-from runwatch.stream.steps import Step
+from runwatch.stream.state.run import RunState
+from runwatch.stream.state.steps import Step
 
 
 class NonFiniteParams(Params):

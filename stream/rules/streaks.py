@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runwatch.stream.steps import Step
+from runwatch.stream.state.steps import Step
 
 
 @dataclass(frozen=True, slots=True)

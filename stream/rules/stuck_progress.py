@@ -10,7 +10,6 @@ from dataclasses import replace
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from runwatch.stream.progress import Counter
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
@@ -20,7 +19,8 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.state.progress import Counter
+from runwatch.stream.state.run import RunState, StateConfig
 
 
 class StuckProgressParams(Params):

@@ -13,8 +13,8 @@ from pydantic import Field, NonNegativeFloat, PositiveInt
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.streaks import trailing_streak
-from runwatch.stream.state import RunState, StateConfig
-from runwatch.stream.steps import Step
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step
 
 
 class ZeroRewardParams(Params):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine

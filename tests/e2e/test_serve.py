@@ -15,8 +15,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.service.launch import ServeProcess
-from runwatch.simulate import EXPECTED_RULE, FAULTS, Cluster
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runwatch import incidents
+from runwatch.dev import incidents
 
 RUNWATCH = str(Path(sys.executable).parent / "runwatch")
 SANDBOX = "grpo-qwen2.5-7b-sandbox"

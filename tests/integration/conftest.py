@@ -1,6 +1,6 @@
 """Real servers for the integration tests: one Kafka broker shared by the whole session.
 
-The broker is the same `runwatch.kafka_broker.KafkaBroker` that `runwatch kafka start` runs.
+The broker is the same `runwatch.dev.broker.KafkaBroker` that `runwatch kafka start` runs.
 Its first use fetches the Kafka jars with Maven (once per cache); tests isolate themselves
 with a fresh topic and consumer group each, never with a broker each.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from runwatch.kafka_broker import KafkaBroker, Progress
+from runwatch.dev.broker import KafkaBroker, Progress
 
 
 def _progress(request: pytest.FixtureRequest) -> Progress:

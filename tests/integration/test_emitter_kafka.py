@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 
+from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters import Emitter, validate
-from runwatch.kafka_broker import KafkaBroker, free_port
 
 pytestmark = pytest.mark.integration
 

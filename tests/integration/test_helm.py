@@ -22,8 +22,8 @@ import yaml
 from slack_fake import FakeSlack
 from test_live_surfaces import Proc, free_port, wait_for
 
-from runwatch.stream.exporter_http import AsyncMetricsServer
-from runwatch.stream.kafka_io import Topics, ensure_topics
+from runwatch.stream.kafka.io import Topics, ensure_topics
+from runwatch.stream.metrics.http import AsyncMetricsServer
 
 pytestmark = pytest.mark.integration
 
@@ -370,8 +370,8 @@ def test_kafka_security_reaches_every_role_from_secrets_only(helm: str, tmp_path
 def test_the_rendered_settings_are_what_runwatch_accepts(helm: str, tmp_path: Path) -> None:
     """The worker's rendered variables, with the mounted files made real, pass the same
     validation the roles do at start."""
+    from runwatch.dev.tls import make_certificates
     from runwatch.emitters.kafka_security import KafkaSecurity
-    from runwatch.kafka_secure import make_certificates
 
     make_certificates(tmp_path / "pem")
     made = {"pass": "secret-from-the-secret", "ca.crt": (tmp_path / "pem/ca.pem").read_text(),

@@ -103,6 +103,6 @@ def test_the_build_stage_installs_a_runwatch_that_runs_every_role(tmp_path: Path
         )  # fmt: skip
         assert proc.returncode == 0, f"runwatch {role} --help: {proc.stderr[-2000:]}"
         assert "usage: runwatch " + role in proc.stdout
-    origin = run(python, "-c", "import runwatch, runwatch.store.sink, runwatch.stream.worker; "
-                 "print(runwatch.__file__)")  # fmt: skip
+    imports = "import runwatch, runwatch.store.sink, runwatch.stream.kafka.worker"
+    origin = run(python, "-c", f"{imports}; print(runwatch.__file__)")
     assert origin.startswith(str(site)), origin  # the installed copy, not the checkout

@@ -18,7 +18,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer
 
-from runwatch import kafka_broker as kb
+from runwatch.dev import broker as kb
+from runwatch.dev import jars
 
 pytestmark = pytest.mark.integration
 
@@ -115,15 +116,15 @@ def test_aiokafka_creates_topic_with_partitions(kafka_broker: str, kafka_topic: 
 def test_fetched_jars_need_no_maven(kafka_broker: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once fetched, a start needs neither Maven nor the network: the marker lists the jars."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    lib = kb.fetch_jars()
-    assert (lib / f"kafka_2.13-{kb.DEFAULT_VERSION}.jar").is_file()
-    assert (lib / kb.MARKER).read_text().split() == sorted(p.name for p in lib.glob("*.jar"))
+    lib = jars.fetch_jars()
+    assert (lib / f"kafka_2.13-{jars.DEFAULT_VERSION}.jar").is_file()
+    assert (lib / jars.MARKER).read_text().split() == sorted(p.name for p in lib.glob("*.jar"))
 
 
 def test_missing_jars_without_maven_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(kb.KafkaBrokerError, match="`mvn` is not on PATH"):
-        kb.fetch_jars(cache=tmp_path)
+        jars.fetch_jars(cache=tmp_path)
 
 
 def test_stop_kills_the_recorded_pid(tmp_path: Path) -> None:

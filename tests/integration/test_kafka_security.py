@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from helpers import terminate
 
+from runwatch.dev.broker import KafkaBroker
+from runwatch.dev.tls import SecuredListeners
 from runwatch.emitters import Emitter
 from runwatch.emitters.kafka_security import KafkaSecurity
-from runwatch.kafka_broker import KafkaBroker
-from runwatch.kafka_secure import SecuredListeners
 from runwatch.store import Store
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from helpers import terminate
 from kafka import KafkaProducer
 from slack_fake import FakeSlack
 
-from runwatch.kafka_broker import free_port
+from runwatch.dev.broker import free_port
 
 pytestmark = pytest.mark.integration
 

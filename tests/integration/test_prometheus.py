@@ -21,10 +21,10 @@ import pytest
 from helpers import decoded
 from prometheus_client import CollectorRegistry
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.stream.engine import Engine
-from runwatch.stream.exporter import RunwatchMetrics
-from runwatch.stream.exporter_http import MetricsServer
+from runwatch.stream.metrics.exporter import RunwatchMetrics
+from runwatch.stream.metrics.http import MetricsServer
 
 pytestmark = pytest.mark.integration
 

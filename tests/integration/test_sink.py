@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.store import Store, StoreLocked
-from runwatch.stream.kafka_io import Topics, ensure_topics
+from runwatch.stream.kafka.io import Topics, ensure_topics
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from helpers import http_get
 from prometheus_client.parser import text_string_to_metric_families
 from test_sink import RUNWATCH, SinkProcess, produce, stored, wait_until
 
-from runwatch import incidents
-from runwatch.kafka_broker import free_port
+from runwatch.dev import incidents
+from runwatch.dev.broker import free_port
 
 pytestmark = pytest.mark.integration
 

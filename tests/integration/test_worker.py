@@ -24,8 +24,8 @@ import orjson
 import pytest
 from helpers import http_get, terminate
 
+from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
-from runwatch.kafka_broker import free_port
 from runwatch.stream.alerts import transition_id
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.store import Store
 from runwatch.store.ingest import ingest
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runwatch import incidents
+from runwatch.dev import incidents
 from runwatch.store import Store
 from runwatch.stream.decode import decode
-from runwatch.stream.state import RunState, StateConfig
+from runwatch.stream.state.run import RunState, StateConfig
 
 SANDBOX = "grpo-qwen2.5-7b-sandbox"
 

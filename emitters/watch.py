@@ -1,0 +1,234 @@
+"""Watch a job from its output (`runwatch watch -- CMD ARGS...`, runwatch/commands/watch.py).
+
+Runs the command with its standard output and error on pipes, copies every byte through to
+ours unchanged, and emits the events `runwatch.emitters.logparse` reads from the lines: tqdm bars,
+verl step lines, vLLM and SGLang engine stats. Heartbeats while the command lives,
+`run.started` before it and `run.finished` with its exit status after (`--no-run-events`
+when several processes of one run are watched). The exit status is the command's (128+N
+for a command killed by signal N). SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1/2 are passed
+on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are not sent twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from runwatch.emitters import Emitter
+from runwatch.emitters.logparse import Found, LineParser, LineScanner
+
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+#: After the command exits, keep copying output its children may still write, this long.
+DRAIN_S = 5.0
+_CHUNK = 1 << 16
+
+
+def run_id_for(command: list[str]) -> str:
+    """<script or program>-<UTC time>-<pid>: `python train.py` gives train-..."""
+    name = os.path.basename(command[0])
+    if name.startswith(("python", "torchrun", "uv", "accelerate")):
+        args = [a for a in command[1:] if not a.startswith("-")]
+        if args and args[0] not in ("run", "launch"):
+            name = os.path.splitext(os.path.basename(args[0]))[0]
+        elif len(args) > 1:
+            name = os.path.splitext(os.path.basename(args[1]))[0]
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:60] or "run"
+    return f"{base}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+
+
+class ProgressGate:
+    """At most one `progress` event per bar per `every` seconds; a bar that completes or
+    starts over is sent at once, and one held back goes out on the next `due()`."""
+
+    def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self._last: dict[str, tuple[float, int]] = {}  # name -> (sent at, n sent)
+        self._held: dict[str, dict[str, Any]] = {}
+
+    def offer(self, fields: dict[str, Any]) -> dict[str, Any] | None:
+        name, n, now = fields["name"], fields["n"], self.clock()
+        sent = self._last.get(name)
+        if sent is not None and n == sent[1]:
+            self._held.pop(name, None)
+            return None
+        total = fields.get("total")
+        if sent is None or n < sent[1] or (total is not None and n >= total):
+            urgent = True
+        else:
+            urgent = now - sent[0] >= self.every
+        if urgent:
+            self._last[name] = (now, n)
+            self._held.pop(name, None)
+            return fields
+        self._held[name] = fields
+        return None
+
+    def due(self) -> list[dict[str, Any]]:
+        now, out = self.clock(), []
+        for name, fields in list(self._held.items()):
+            if now - self._last[name][0] >= self.every:
+                self._last[name] = (now, fields["n"])
+                del self._held[name]
+                out.append(fields)
+        return out
+
+    def drain(self) -> list[dict[str, Any]]:
+        out = list(self._held.values())
+        self._held.clear()
+        return out
+
+
+class Watcher:
+    """Copies the command's output through and turns what it reads into events."""
+
+    def __init__(self, emitter: Emitter, parser: LineParser, progress_every: float) -> None:
+        self.emitter = emitter
+        self.parser = parser
+        self.gate = ProgressGate(progress_every)
+        self.stop = threading.Event()
+        self.emitted = 0
+
+    def _emit(self, found: list[Found]) -> None:
+        for kind, fields in found:
+            if kind == "progress":
+                passed = self.gate.offer(fields)
+                if passed is None:
+                    continue
+                fields = passed
+            self._send(kind, fields)
+
+    def _send(self, kind: str, fields: dict[str, Any]) -> None:
+        try:
+            self.emitter.emit(kind, **fields)
+            self.emitted += 1
+        except (ValueError, TypeError):
+            pass  # a line we misread must never stop the job's output
+
+    def pump(self, sources: dict[int, int]) -> None:
+        """Copy each source fd to its target fd until EOF on all (or `stop` after drain)."""
+        sel = selectors.DefaultSelector()
+        scanners = {}
+        for src, dst in sources.items():
+            sel.register(src, selectors.EVENT_READ, dst)
+            scanners[src] = LineScanner(self.parser)
+        open_fds = set(sources)
+        try:
+            while open_fds:
+                ready = sel.select(timeout=0.25)
+                for key, _ in ready:
+                    fd = int(key.fd)
+                    try:
+                        data = os.read(fd, _CHUNK)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(fd)
+                        open_fds.discard(fd)
+                        self._emit(scanners[fd].finish())
+                        continue
+                    _write_all(key.data, data)
+                    self._emit(scanners[fd].feed(data))
+                for fields in self.gate.due():
+                    self._send("progress", fields)
+                if not ready and self.stop.is_set():
+                    break
+        finally:
+            sel.close()
+            for fields in self.gate.drain():
+                self._send("progress", fields)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            time.sleep(0.001)
+        except BrokenPipeError:
+            return  # nobody reads our output any more; the command's own output goes on
+
+
+def _at_terminal_foreground() -> bool:
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def watch(
+    command: list[str],
+    emitter: Emitter,
+    *,
+    server: str | None = None,
+    progress_every: float = 1.0,
+    run_events: bool = True,
+) -> int:
+    """Run `command`, copy its output through, emit what it shows; return its exit status
+    (128+N when a signal N killed it). With `run_events`, `run.started` before it and
+    `run.finished` with its status after."""
+    if run_events:
+        emitter.emit("run.started", labels={"command": shlex.join(command)[:1000]})
+    try:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as err:
+        print(f"runwatch watch: cannot run {command[0]}: {err}", file=sys.stderr)
+        if run_events:
+            emitter.emit("run.finished", status="failed", exit_code=127)
+        return 127
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    watcher = Watcher(emitter, LineParser(server=server), progress_every)
+    sources = {
+        proc.stdout.fileno(): sys.stdout.fileno(),
+        proc.stderr.fileno(): sys.stderr.fileno(),
+    }
+    with contextlib.suppress(ValueError, OSError):
+        sys.stdout.flush()
+    pump = threading.Thread(target=watcher.pump, args=(sources,), name="runwatch-watch-pump")
+    pump.start()
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if signum in (signal.SIGINT, signal.SIGQUIT) and _at_terminal_foreground():
+            return  # the terminal sent it to the command's process group already
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - only if SIGINT beat the handler
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        pump.join(DRAIN_S)
+        watcher.stop.set()
+        pump.join()
+        proc.stdout.close()
+        proc.stderr.close()
+    status = "ok" if rc == 0 else ("killed" if rc < 0 else "failed")
+    if run_events:
+        emitter.emit("run.finished", status=status, exit_code=rc)
+    return 128 - rc if rc < 0 else rc

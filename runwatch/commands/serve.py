@@ -1,0 +1,49 @@
+"""`runwatch serve`: the embedded single-process service (no Kafka); runwatch/service/ does it.
+
+Takes events over HTTP (`POST /v1/events`, JSON Lines) and/or from a spool directory that
+emitters write, runs the rules on the wall clock, keeps the history in DuckDB, serves
+`/metrics`, `/healthz`, `/readyz` and a read-only JSON API, and prints every alert
+transition on the console (more notifiers: `Service.notifiers`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+DEFAULT_PORT = 8787
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="the embedded service: HTTP/spool in, rules, DuckDB history, /metrics, alerts",
+        description="Run runwatch in one process without Kafka: events from HTTP "
+        "(POST /v1/events, JSON Lines) and/or a spool directory; alerts on the console.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    p.add_argument("--port-file", help="write the port here once listening")
+    p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' "
+                   "(default $RUNWATCH_TOKEN; none: no token needed)")  # fmt: skip
+    p.add_argument("--spool", default=None, help="spool directory to tail ($RUNWATCH_SPOOL)")
+    p.add_argument("--db", default=None, help="DuckDB history ($RUNWATCH_DB, ./runwatch.duckdb)")
+    p.add_argument("--wal", default=None, help="event/alert logs (default: DB.serve/)")
+    p.add_argument("--config", help="rules config (TOML)")
+    p.add_argument("--max-body", type=int, default=4 << 20, help="largest request, bytes")
+    p.add_argument("--slack-config", metavar="PATH", help="also notify Slack: a TOML file "
+                   "with a [slack] table, as for `runwatch notify`")  # fmt: skip
+    p.add_argument(
+        "--wal-max-bytes",
+        type=int,
+        default=1 << 30,
+        help="past this, drop runs finished over an hour ago from the event log (in DuckDB)",
+    )
+    p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
+    p.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from runwatch.service.main import run
+
+    return run(args)

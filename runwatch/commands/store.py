@@ -1,0 +1,219 @@
+"""`runwatch sink`, `runwatch ingest`, `runwatch export`: filling the history, and exporting it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Any
+
+from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
+from runwatch.commands.query import add_db_args
+from runwatch.stopping import stop_on_signals
+from runwatch.store.exceptions import StoreError
+from runwatch.store.store import Store
+from runwatch.store.writer import BATCH_SIZE
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.exceptions import ConfigError, PortUnavailable
+from runwatch.stream.replay import BadLine
+from runwatch.timeparse import parse_time
+
+log = logging.getLogger("runwatch.sink")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sink",
+        help="consume runwatch.events and runwatch.alerts into the history (DuckDB)",
+        description="Consume runwatch.events and runwatch.alerts into the history, in "
+        "batches, with the Kafka positions committed in the same DuckDB transaction as the "
+        "rows: a crash neither loses nor duplicates a row. The file is held only while a "
+        "batch is written, so `runwatch sql` can read between batches.",
+    )
+    p.add_argument("--kafka", metavar="HOST:PORT", default=os.environ.get("RUNWATCH_KAFKA"))
+    p.add_argument("--db", metavar="PATH", required=True, help="the history file")
+    p.add_argument("--group", default="runwatch-sink", help="consumer group id")
+    p.add_argument("--events-topic", default="runwatch.events")
+    p.add_argument("--alerts-topic", default="runwatch.alerts")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH_SIZE,
+        help=f"records per batch at most (default {BATCH_SIZE:,}: two DuckDB row groups)",
+    )
+    p.add_argument(
+        "--flush-interval", type=float, default=1.0, help="seconds a record waits at most"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per batch on stderr")
+    add_health_args(p, "9465")
+    add_kafka_security_args(p)
+    p.set_defaults(func=run_sink)
+
+    p = sub.add_parser(
+        "ingest",
+        help="store JSON Lines event files in the history, with the alerts the rules raise",
+        description="Read events (JSON Lines; `-` is standard input), store every valid one, "
+        "run the rules over them (as `runwatch replay` does) and store the alert "
+        "transitions. Ids already stored are skipped. Invalid lines are reported on "
+        "standard error and kept in the invalid_events table.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    add_db_args(p)
+    p.add_argument("--config", metavar="PATH", help="rules config (TOML)")
+    p.add_argument("--no-rules", action="store_true", help="store events only")
+    p.add_argument("--until", metavar="TS", help="as for runwatch replay")
+    p.set_defaults(func=run_ingest)
+
+    p = sub.add_parser("export", help="write the events as Parquet, partitioned by day and run")
+    add_db_args(p)
+    p.add_argument("--parquet", metavar="DIR", required=True)
+    p.add_argument("--since", metavar="TS", help="only events at or after TS")
+    p.add_argument("--until", metavar="TS", help="only events before TS")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty DIR")
+    p.set_defaults(func=run_export)
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"runwatch {command}: {message}", file=sys.stderr)
+    return 2
+
+
+# -- sink ------------------------------------------------------------------------------------
+
+
+def run_sink(args: argparse.Namespace) -> int:
+    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.store.writer import Flushed
+
+    if not args.kafka:
+        return _fail("sink", "no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA")
+    security = connect_check(args, "sink")
+    if isinstance(security, int):
+        return security
+    db = Path(args.db)
+    try:  # fail early on a bad path, and make the schema before the first batch
+        Store.writer(db, wait=5.0).close()
+    except StoreError as err:
+        return _fail("sink", str(err))
+    stop = stop_on_signals()
+
+    def report(done: Flushed) -> None:
+        if not args.quiet:
+            print(
+                f"runwatch sink: {done.events} events ({done.new_events} new), {done.alerts} "
+                f"alerts, {done.invalid} invalid in {done.seconds * 1000:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    config = SinkConfig(
+        bootstrap=args.kafka,
+        db=db,
+        group=args.group,
+        events_topic=args.events_topic,
+        alerts_topic=args.alerts_topic,
+        batch_size=args.batch_size,
+        flush_interval=args.flush_interval,
+        security=security,
+        health_port=args.health_port,
+        health_host=args.health_host,
+    )
+    try:
+        totals = Sink(config, stop=stop, on_flush=report).run()
+    except StoreError as err:
+        return _fail("sink", str(err))
+    except PortUnavailable as err:
+        return _fail("sink", f"--health-port: {err}")
+    except Exception as err:  # aiokafka's errors: no broker, bad address, refused login
+        if type(err).__module__.startswith(("aiokafka", "kafka")):
+            why = security.scrub(f"{type(err).__name__}: {err}")
+            return _fail("sink", f"Kafka at {args.kafka}: {why}")
+        raise
+    print(
+        f"runwatch sink: stopped; {totals['events']} events ({totals['new_events']} new), "
+        f"{totals['alerts']} alerts, {totals['invalid']} invalid in {totals['flushes']} batches",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- ingest ----------------------------------------------------------------------------------
+
+
+def _lines(files: list[str], stack: ExitStack) -> Iterator[tuple[str, int, bytes]]:
+    for name in files:
+        stream: IO[bytes]
+        if name == "-":
+            stream, label = sys.stdin.buffer, "<stdin>"
+        else:
+            stream, label = stack.enter_context(open(name, "rb")), name  # noqa: SIM115
+        for number, raw in enumerate(stream, 1):
+            yield label, number, raw
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from runwatch.store.ingest import ingest
+
+    try:
+        until = parse_time(args.until) if args.until is not None else None
+    except ValueError as err:
+        return _fail("ingest", str(err))
+    try:
+        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    except ConfigError as err:
+        return _fail("ingest", str(err))
+    for name in args.files:
+        if name != "-" and not os.path.isfile(name):
+            return _fail("ingest", f"{name}: no such file")
+
+    def report(bad: BadLine) -> None:
+        print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
+
+    try:
+        with ExitStack() as stack:
+            done = ingest(
+                _lines(args.files, stack),
+                args.db,
+                config=config,
+                rules=not args.no_rules,
+                until=until,
+                on_invalid=report,
+            )
+    except StoreError as err:
+        return _fail("ingest", str(err))
+    print(
+        f"runwatch ingest: {done.events} events ({done.new_events} new), {done.alerts} alert "
+        f"transitions ({done.new_alerts} new), {done.invalid} invalid lines -> {args.db}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- export ----------------------------------------------------------------------------------
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from runwatch.store.export import export_parquet
+
+    try:
+        since = parse_time(args.since) if args.since is not None else None
+        until = parse_time(args.until) if args.until is not None else None
+    except ValueError as err:
+        return _fail("export", str(err))
+    try:
+        with Store.reader(args.db, wait=args.wait) as store:
+            done = export_parquet(
+                store, args.parquet, overwrite=args.overwrite, since=since, until=until
+            )
+    except StoreError as err:
+        return _fail("export", str(err))
+    print(
+        f"runwatch export: {done.rows} events in {done.files} files "
+        f"({done.partitions} day/run partitions) under {args.parquet}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,110 @@
+"""`runwatch watch [--run RUN] [--component NAME] -- CMD ARGS...`: watch a job from its output.
+
+Runs the command with its standard output and error on pipes, copies every byte through to
+ours unchanged, and emits the events `runwatch.emitters.logparse` reads from the lines: tqdm
+bars, verl step lines, vLLM and SGLang engine stats. Heartbeats while the command lives,
+`run.started` before it and `run.finished` with its exit status after (`--no-run-events`
+when several processes of one run are watched). The exit status is the command's (128+N
+for a command killed by signal N). SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1/2 are passed
+on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are not sent twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
+from runwatch.emitters import Emitter
+from runwatch.emitters.kafka_security import KafkaSecurityError
+from runwatch.emitters.watch import run_id_for, watch
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="run a command and emit events read from its output (tqdm, verl, vLLM, SGLang)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--run", help="run id (default $RUNWATCH_RUN, else made from the command)")
+    p.add_argument("--component", default="trainer", help="component name (default trainer)")
+    p.add_argument("--instance", help="instance name of this process (e.g. vllm-0)")
+    p.add_argument("--server", help="server name for vLLM/SGLang stats (default vllm / sglang)")
+    add_destination(p)
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="at most one progress event per bar this often (default 1)",
+    )
+    p.add_argument("--heartbeat-interval", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument(
+        "--no-run-events", action="store_true", help="emit no run.started / run.finished"
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    p.set_defaults(func=run)
+
+
+def add_destination(p: argparse.ArgumentParser) -> None:
+    """--kafka / --url / --spool; without one, the environment decides (as for Emitter)."""
+    dest = p.add_mutually_exclusive_group()
+    dest.add_argument("--kafka", metavar="SERVERS", help="Kafka bootstrap servers")
+    dest.add_argument("--url", metavar="URL", help="a `runwatch serve` service")
+    dest.add_argument("--spool", metavar="DIR", help="write events to this directory")
+    add_kafka_security_args(p)
+
+
+def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> Emitter | str:
+    """The Emitter the flags ask for, or a one-line reason for the user."""
+    try:
+        kafka = args.kafka or (None if args.url or args.spool else os.environ.get("RUNWATCH_KAFKA"))
+        security = security_from_args(args) if kafka else None
+        return Emitter(run=run, kafka=args.kafka, url=args.url, path=args.spool,
+                       kafka_security=security, **settings)  # fmt: skip
+    except KafkaSecurityError as err:
+        return f"Kafka security: {err}"
+    except ValueError as err:
+        if str(err).startswith("no destination"):
+            return (
+                "no destination for events: pass --kafka HOST:PORT, --url URL or --spool DIR, "
+                "or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
+            )
+        if str(err).startswith("no run id"):
+            return "no run id: pass --run RUN or set RUNWATCH_RUN"
+        return str(err)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("runwatch watch: no command given (runwatch watch -- CMD ARGS...)", file=sys.stderr)
+        return 2
+    run_id = args.run or os.environ.get("RUNWATCH_RUN")
+    if not run_id:
+        run_id = run_id_for(command)
+        print(f"runwatch watch: run id {run_id} (set --run or RUNWATCH_RUN to choose)",
+              file=sys.stderr)  # fmt: skip
+    emitter = make_emitter(
+        args,
+        run_id,
+        component=args.component,
+        instance=args.instance,
+        heartbeat_interval=args.heartbeat_interval,
+    )
+    if isinstance(emitter, str):
+        print(f"runwatch watch: {emitter}", file=sys.stderr)
+        return 2
+    with emitter:
+        return watch(
+            command,
+            emitter,
+            server=args.server,
+            progress_every=args.progress_every,
+            run_events=not args.no_run_events,
+        )

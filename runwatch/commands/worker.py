@@ -1,0 +1,220 @@
+"""`runwatch worker` (the live stream worker) and `runwatch alerts` (read alert transitions)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
+from runwatch.stopping import stop_on_signals
+from runwatch.stream.collector import tuned_for_consuming
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.exceptions import ConfigError
+
+WORKER_HELP = """\
+Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
+hosts' clock skew; the wall clock for conditions that ripen in silence) and publish alert
+transitions to runwatch.alerts (key = run id). Invalid events go to runwatch.events.dlq
+with the reason. Topics are created on start. Start several workers with the same --app-id
+to split the partitions (and so the runs) between them; a restarted worker rebuilds its
+state from the topic and publishes only the transitions that are missing.
+"""
+
+
+def register(sub: Any) -> None:
+    w = sub.add_parser(
+        "worker",
+        help="run the rules live over Kafka and publish alerts",
+        description=WORKER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    w.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
+    w.add_argument("--config", metavar="PATH", help="rules config (TOML)")
+    w.add_argument(
+        "--partitions", type=int, default=4, help="partitions of topics it creates (default 4)"
+    )
+    w.add_argument("--topic-prefix", default="", help="prefix for the topic names, e.g. 'staging.'")
+    w.add_argument(
+        "--app-id",
+        default="runwatch-worker",
+        help="consumer group: workers with the same id split the partitions",
+    )
+    w.add_argument(
+        "--tick", type=float, default=0.5, help="seconds between wall-clock checks (0.5)"
+    )
+    w.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        help="seconds before the group gives a dead worker's partitions away (10)",
+    )
+    w.add_argument(
+        "--consumer",
+        choices=("direct", "faust"),
+        default="direct",
+        help="direct: batches from a plain aiokafka consumer (default, fast); faust: Faust's "
+        "agent stream (for comparison)",
+    )
+    w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
+    w.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port (default: off; e.g. 9464)",
+    )
+    add_kafka_security_args(w)
+    w.set_defaults(func=run_worker)
+
+    a = sub.add_parser(
+        "alerts",
+        help="print alert transitions from runwatch.alerts",
+        description="Print the alert transitions on runwatch.alerts, oldest first.",
+    )
+    a.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
+    a.add_argument("--follow", "-f", action="store_true", help="keep printing new ones")
+    a.add_argument("--json", action="store_true", help="one JSON object per line")
+    a.add_argument("--topic-prefix", default="")
+    a.add_argument("--run", help="only this run's alerts")
+    add_kafka_security_args(a)
+    a.set_defaults(func=run_alerts)
+
+
+# -- runwatch worker -------------------------------------------------------------------------
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    try:
+        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    except ConfigError as err:
+        print(f"runwatch worker: {err}", file=sys.stderr)
+        return 2
+    if args.partitions < 1:
+        print("runwatch worker: --partitions must be at least 1", file=sys.stderr)
+        return 2
+    security = connect_check(args, "worker")
+    if isinstance(security, int):
+        return security
+    import faust
+
+    from runwatch.stream.kafka.worker import StreamWorker, WorkerSettings
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = StreamWorker(
+        WorkerSettings(
+            bootstrap=args.kafka,
+            config=config,
+            partitions=args.partitions,
+            topic_prefix=args.topic_prefix,
+            app_id=args.app_id,
+            tick_s=args.tick,
+            session_timeout=args.session_timeout,
+            consumer=args.consumer,
+            metrics_port=args.metrics_port,
+            security=security,
+        )
+    )
+    try:
+        try:
+            loop.run_until_complete(asyncio.wait_for(worker.prepare(), 60))
+        except Exception as err:
+            why = security.scrub(f"{type(err).__name__}: {err}")
+            print(f"runwatch worker: cannot reach Kafka at {args.kafka}: {why}", file=sys.stderr)
+            return 1
+        runner = faust.Worker(
+            worker.app,
+            loop=loop,
+            loglevel=args.log_level.upper(),
+            quiet=True,
+            redirect_stdouts=False,
+        )
+        runner.spinner = None  # no terminal escape codes in logs
+        try:
+            with tuned_for_consuming():
+                runner.execute_from_commandline()
+        except SystemExit as done:
+            return int(done.code or 0)
+        return 0
+    finally:
+        worker.cleanup()
+
+
+# -- runwatch alerts -------------------------------------------------------------------------
+
+
+def _when(ts: Any) -> str:
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(ts)
+
+
+def describe(alert: dict[str, Any]) -> str:
+    """One readable line for a transition."""
+    state = str(alert.get("state", "?")).upper()
+    subject = f" [{alert['subject']}]" if alert.get("subject") else ""
+    return (
+        f"{_when(alert.get('ts'))}  {state:<8} {alert.get('severity', '?'):<8} "
+        f"{alert.get('rule', '?')}  run={alert.get('run', '?')}{subject}: "
+        f"{alert.get('summary', '')}"
+    )
+
+
+def run_alerts(args: argparse.Namespace) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = f"{args.topic_prefix}runwatch.alerts"
+    security = connect_check(args, "alerts", 3.0)
+    if isinstance(security, int):
+        return security
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.kafka,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **security.kafka_python(),
+    )
+    stop = stop_on_signals(signal.SIGTERM)  # Ctrl-C: KeyboardInterrupt, below
+    try:
+        assigned: set[Any] = set()
+        ends: dict[Any, int] = {}
+        while not stop.is_set():
+            parts = consumer.partitions_for_topic(topic) or set()
+            tps = {TopicPartition(topic, p) for p in parts}
+            if tps != assigned:
+                new = tps - assigned
+                consumer.assign(sorted(tps))
+                consumer.seek_to_beginning(*new)
+                assigned = tps
+                ends = consumer.end_offsets(sorted(tps))
+            if not args.follow and all(consumer.position(tp) >= ends[tp] for tp in assigned):
+                break
+            if not assigned:
+                time.sleep(0.5)  # no alerts topic yet
+                continue
+            for records in consumer.poll(timeout_ms=300).values():
+                for r in records:
+                    _show(r.value, args)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return 0
+
+
+def _show(value: bytes | None, args: argparse.Namespace) -> None:
+    try:
+        alert = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(alert, dict) or (args.run and alert.get("run") != args.run):
+        return
+    line = orjson.dumps(alert).decode() if args.json else describe(alert)
+    print(line, flush=True)

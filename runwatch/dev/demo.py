@@ -1,0 +1,151 @@
+"""The demos: `runwatch demo` (live) and `runwatch demo --replay` (the bundled incidents).
+
+The live demo starts `runwatch serve` (a child process on a free loopback port, with a fresh
+DuckDB history), simulates a small cluster with three faults at accelerated time against it,
+and shows the runs and alert transitions live; at the end (or on Ctrl-C) it stops both
+children and says where the history is.
+
+The replay demo writes each bundled incident as JSON Lines (what emitters would have sent),
+replays the files through the same path as `runwatch replay`, and prints the alerts as a
+person would read them in Slack. Neither needs the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from runwatch.dev import incidents
+from runwatch.dev.incidents import INCIDENTS
+from runwatch.stream.alerts import Alert
+from runwatch.stream.engine import Engine
+from runwatch.stream.replay import replay
+from runwatch.timeparse import iso
+
+STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+STORIES = {
+    "sandbox_hang": "vLLM idle while the last trajectory sits in a code sandbox",
+    "zero_reward": "the SGLang server dies at step 188; reward is 0 from then on",
+    "orchestrator_dies": "the orchestrator dies; the trainer waits for a batch forever",
+    "rank_divergence": "rank 3 hangs in destroy_process_group, the others in recv",
+    "rank_uniform": "every rank hangs in one all_reduce",
+    "healthy_long_steps": "2-hour steps with validation and checkpoints: must stay quiet",
+}
+
+
+def replay_file(path: Path) -> list[Alert]:
+    """Replay one JSON Lines file with the default rules (the `runwatch replay` path)."""
+    with path.open("rb") as f:
+        lines = ((path.name, i, raw) for i, raw in enumerate(f, 1))
+        return list(replay(lines, Engine()))
+
+
+def render(alert: Alert) -> Text:
+    """Two lines: when, what state, which rule (and subject); then the summary."""
+    text = Text(f"  {iso(alert.ts)}  ")
+    if alert.state == "firing":
+        text.append(f"FIRING   {alert.severity:<8}  ", style=STYLE.get(alert.severity, ""))
+    else:
+        text.append(f"resolved {alert.severity:<8}  ", style="green")
+    text.append(alert.rule, style="bold")
+    if alert.subject:
+        text.append(f" [{alert.subject}]")
+    text.append(f"\n      {alert.summary}", style="" if alert.state == "firing" else "dim")
+    return text
+
+
+LIVE_FAULTS = ("sandbox_hang", "inference_crash", "rank_divergence")
+
+
+def live(args: argparse.Namespace) -> int:
+    from rich.live import Live
+
+    from runwatch.service.launch import ServeProcess
+    from runwatch.service.view import render as frame
+
+    console = Console(highlight=False)
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "history.duckdb"
+    for old in (db, out / "history.duckdb.serve", out / "history.duckdb.serve.log"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
+    sim_args = ["--jobs", str(args.jobs), "--speed", str(args.speed), "--duration",
+                str(args.duration), "--fault-step", "2", "--seed", str(args.seed),
+                "--prefix", "demo", *(f"--fault={f}" for f in LIVE_FAULTS)]  # fmt: skip
+    console.print(f"[bold]runwatch demo[/]: {args.jobs} simulated RL jobs, faults injected: "
+                  f"{', '.join(LIVE_FAULTS)}; {args.speed:g}x real time")  # fmt: skip
+    serve = ServeProcess(db)
+    sim: subprocess.Popen[bytes] | None = None
+    interrupted = False
+    try:
+        sim = subprocess.Popen(
+            [sys.executable, "-m", "runwatch.cli", "simulate", "--url", serve.url, *sim_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        started = time.monotonic()
+        header = f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}"
+        with Live(frame(serve, header), console=console, refresh_per_second=4) as live:
+            while sim.poll() is None:
+                time.sleep(0.5)
+                sim_min = (time.monotonic() - started) * args.speed / 60
+                live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min"))
+    except KeyboardInterrupt:
+        interrupted = True
+    except OSError:  # the service went away: Ctrl-C reaches the whole process group
+        if serve.proc.poll() is None:
+            raise
+        interrupted = True
+    finally:
+        if sim is not None and sim.poll() is None:
+            sim.terminate()
+            sim.wait()
+        serve.stop()
+    if interrupted:
+        console.print("interrupted: the service and the simulator are stopped.")
+    console.print(f"\nThe DuckDB history is in [bold]{db}[/] (alerts also went to "
+                  f"{serve.log}). Try:")  # fmt: skip
+    console.print(f"  .venv/bin/runwatch runs --db {db}", style="bold")
+    console.print(
+        f'  .venv/bin/runwatch sql "SELECT time, run, rule, state, summary FROM alerts '
+        f'ORDER BY ts" --db {db}',
+        style="bold",
+        soft_wrap=True,
+    )
+    return 130 if interrupted else 0
+
+
+def replay_incidents(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    out_dir = Path(args.dir)
+    console.print(f"[bold]runwatch demo[/]: replaying {len(INCIDENTS)} recorded incidents\n")
+    paths = incidents.write(out_dir)
+    firing = 0
+    for path in paths:
+        name = path.stem
+        alerts = replay_file(path)
+        events = sum(1 for _ in path.open("rb"))
+        run = orjson.loads(path.open("rb").readline())["run"]
+        console.print(f"[bold cyan]{name}[/] — {STORIES.get(name, '')}")
+        console.print(f"  run [bold]{run}[/], {events:,} events", style="dim")
+        for alert in alerts:
+            console.print(render(alert))
+            firing += alert.state == "firing"
+        if not alerts:
+            console.print("  (no alerts)", style="green")
+        console.print()
+    console.print(f"{firing} alerts fired. The event files are in [bold]{out_dir}/[/]; try:")
+    console.print(f"  .venv/bin/runwatch replay {out_dir}/zero_reward.jsonl", style="bold")
+    console.print(
+        f"  .venv/bin/runwatch replay --config examples/rules.toml {out_dir}/zero_reward.jsonl",
+        style="bold",
+    )
+    return 0

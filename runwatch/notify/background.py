@@ -1,0 +1,90 @@
+"""`BackgroundNotifier`: the Slack notifier off the caller's thread, for the embedded service.
+
+Slack can hold a call for a minute (a 429's Retry-After, backoff on 5xx); the service's
+event path must not wait for that. `submit(alert)` queues the transition and returns; one
+thread sends in order, keeps a transition that failed retryably at the head of the queue
+and tries again with backoff, and posts reminders. A transition queued but not sent when the
+process dies is not lost if the caller re-submits what its alert log holds at start: the
+notifier's ledger drops the ones already sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from runwatch.notify.notifier import Notifier
+from runwatch.notify.slack import SlackError
+
+log = logging.getLogger("runwatch.notify")
+
+_STOP = object()
+
+
+class BackgroundNotifier:
+    """Owns a `Notifier` and the thread that feeds it."""
+
+    def __init__(
+        self, notifier: Notifier, *, remind_every: float = 30.0, max_backoff: float = 60.0
+    ) -> None:
+        self.notifier = notifier
+        self.remind_every = remind_every
+        self.max_backoff = max_backoff
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="runwatch-notify", daemon=True)
+        self._thread.start()
+
+    def submit(self, alert: Any, labels: Mapping[str, str] | None = None) -> None:
+        self._queue.put((alert, dict(labels) if labels is not None else None))
+
+    def learn_labels(self, run: str, labels: Mapping[str, str]) -> None:
+        self._queue.put(("labels", run, dict(labels)))
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Send what is queued (up to `timeout`), then stop the thread."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        self._stopping.set()
+        self._thread.join(5)
+        self.notifier.close()
+
+    def _run(self) -> None:
+        last_remind = 0.0
+        backoff = 1.0
+        item: Any = None
+        while not self._stopping.is_set():
+            if item is None:
+                try:
+                    item = self._queue.get(timeout=1.0)
+                except queue.Empty:
+                    item = None
+            if item is _STOP:
+                break
+            try:
+                if isinstance(item, tuple) and item and item[0] == "labels":
+                    self.notifier.learn_labels(item[1], item[2])
+                elif item is not None:
+                    self.notifier.notify(*item)
+                if time.monotonic() - last_remind >= self.remind_every:
+                    last_remind = time.monotonic()
+                    self.notifier.remind()
+            except SlackError as err:
+                if not err.retryable:  # the token was refused: logged once; drop the rest
+                    item = None
+                    continue
+                log.warning("Slack unreachable, retrying in %.0fs", backoff)
+                self._stopping.wait(backoff)
+                backoff = min(self.max_backoff, backoff * 2)
+                continue  # same item again
+            except Exception:  # never let one bad alert kill the thread
+                log.exception("notifier failed on one transition; skipped")
+            backoff = 1.0
+            item = None

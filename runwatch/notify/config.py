@@ -1,0 +1,105 @@
+"""The Slack notifier's settings: the `[slack]` table of a TOML file, plus command-line flags.
+
+```toml
+[slack]
+channel = "#rl-alerts"                       # default channel (name or id)
+grafana_url = "https://grafana.example.com"  # adds a drill-down button to each message
+repeat_interval = 14400                      # remind in the thread while firing (s; 0: off)
+state = "/var/lib/runwatch/notify.sqlite"    # what was sent, and silences
+token_file = "/var/run/secrets/slack/token"  # else $SLACK_BOT_TOKEN
+
+[[slack.routes]]                             # first match wins; else `channel`
+match = { team = "math" }                    # run.started labels (fnmatch patterns)
+channel = "#math-rl"
+# rules = ["zero_reward"]                    # optional: only these rules
+# severities = ["critical"]                  # optional: only these severities
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runwatch.notify.slack import DEFAULT_BASE_URL
+
+
+class ConfigProblem(Exception):
+    pass
+
+
+class Route(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel: str = Field(min_length=1)
+    match: dict[str, str] = Field(default_factory=dict)
+    rules: list[str] | None = None
+    severities: list[str] | None = None
+
+    def matches(self, labels: Mapping[str, str], rule: str, severity: str) -> bool:
+        if self.rules is not None and rule not in self.rules:
+            return False
+        if self.severities is not None and severity not in self.severities:
+            return False
+        return all(
+            name in labels and fnmatchcase(labels[name], pattern)
+            for name, pattern in self.match.items()
+        )
+
+
+class NotifyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel: str = Field(min_length=1)
+    routes: list[Route] = Field(default_factory=list)
+    grafana_url: str | None = None
+    repeat_interval: float = Field(default=4 * 3600, ge=0)
+    state: str | None = None
+    token_file: str | None = None
+    base_url: str = DEFAULT_BASE_URL
+    #: transitions older than this (wall clock) are recorded, not sent (first start on an
+    #: old topic must not flood a channel)
+    max_age: float = Field(default=24 * 3600, gt=0)
+    #: send only these severities (others are recorded as skipped)
+    severities: list[str] = Field(default_factory=lambda: ["critical", "warning", "info"])
+
+    def channel_for(self, labels: Mapping[str, str], rule: str, severity: str) -> str:
+        for route in self.routes:
+            if route.matches(labels, rule, severity):
+                return route.channel
+        return self.channel
+
+    def drilldown(self, run: str, since: float) -> str | None:
+        if not self.grafana_url:
+            return None
+        from urllib.parse import quote
+
+        base = self.grafana_url.rstrip("/")
+        start = int((since - 3600) * 1000)
+        return f"{base}/d/runwatch-run/?var-run={quote(run, safe='')}&from={start}&to=now"
+
+    @classmethod
+    def load(cls, path: str | Path | None, **overrides: Any) -> NotifyConfig:
+        raw: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    raw = dict(tomllib.load(f).get("slack") or {})
+            except OSError as err:
+                raise ConfigProblem(f"{path}: {err.strerror}") from None
+            except tomllib.TOMLDecodeError as err:
+                raise ConfigProblem(f"{path}: {err}") from None
+        raw.update({k: v for k, v in overrides.items() if v is not None})
+        if "channel" not in raw:
+            raise ConfigProblem("no Slack channel: pass --channel or set slack.channel")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigProblem(f"slack.{where}: {first['msg']}") from None

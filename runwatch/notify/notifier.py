@@ -1,0 +1,282 @@
+"""The Slack notifier: alert transitions in, one Slack thread per alert key out.
+
+Stages, Alertmanager-style: dedup (by transition id, in the store) → silence → route (by
+run labels) → send (root message, or a reply in the key's thread; chat.update of the root on
+resolve) → record. Reminders go to the thread every `repeat_interval` while firing.
+
+The embedded service calls `Notifier.notify(alert)` per transition; `runwatch notify` feeds
+it from the runwatch.alerts topic. Labels for routing come from the alert (`details.labels`)
+when present, else from what `learn_labels` saw in run.started events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runwatch.notify import messages as msg
+from runwatch.notify.config import NotifyConfig
+from runwatch.notify.slack import AUTH_ERRORS, SlackError, SlackPoster, load_token
+from runwatch.notify.store import NotifyStore, Thread, default_path
+
+log = logging.getLogger("runwatch.notify")
+
+METADATA_TYPE = "runwatch_alert"
+#: Alert fields carried in a root message's metadata (enough to rebuild its thread).
+_BRIEF = ("id", "key", "run", "rule", "severity", "state", "since", "summary", "ts", "subject")
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, round(seconds))
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    return f"{m}m" if m < 120 else f"{m // 60}h{m % 60:02d}m"
+
+
+class Notifier:
+    """Turns alert transitions into Slack messages, exactly once per transition."""
+
+    def __init__(
+        self,
+        config: NotifyConfig,
+        poster: SlackPoster,
+        store: NotifyStore,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.poster = poster
+        self.store = store
+        self.clock = clock
+        #: set after Slack refused the token: nothing is sent (or retried) any more
+        self.disabled: str | None = None
+        self.sent = 0
+
+    @classmethod
+    def from_config(cls, config: NotifyConfig, **kw: Any) -> Notifier:
+        """Token from config.token_file / $SLACK_BOT_TOKEN_FILE / $SLACK_BOT_TOKEN."""
+        poster = SlackPoster(load_token(config.token_file), base_url=config.base_url)
+        store = NotifyStore(config.state or default_path())
+        return cls(config, poster, store, **kw)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- input -----------------------------------------------------------------------------
+
+    def learn_labels(self, run: str, labels: Mapping[str, str]) -> None:
+        if labels and self.store.labels(run) != dict(labels):
+            self.store.set_labels(run, labels)
+
+    def notify(self, alert: Any, labels: Mapping[str, str] | None = None) -> str:
+        """Handle one transition (an `Alert` or its dict); returns what happened:
+        sent, duplicate, silenced, stale, skipped, failed or disabled.
+
+        Raises SlackError (retryable) when Slack stayed unreachable through every retry:
+        the caller keeps the transition and tries again later (nothing was recorded)."""
+        a: dict[str, Any] = alert.to_dict() if hasattr(alert, "to_dict") else dict(alert)
+        ident, key = str(a["id"]), str(a["key"])
+        if self.store.was_sent(ident):
+            return "duplicate"
+        if self.disabled is not None:
+            return "disabled"
+        now = self.clock()
+        run, rule = str(a["run"]), str(a["rule"])
+        sev, state = str(a.get("severity", "info")), str(a["state"])
+        thread = self.store.thread(key)
+        if now - float(a.get("ts", now)) > self.config.max_age:
+            return self._record(ident, key, state, "stale")
+        if sev not in self.config.severities:
+            return self._record(ident, key, state, "skipped")
+        if state == "firing" and self._silenced(run, rule, now):
+            # a silenced firing is not shown; a resolve of a shown alert still is
+            return self._record(ident, key, state, "silenced")
+        if state == "resolved" and thread is None:
+            return self._record(ident, key, state, "skipped")  # its firing was never shown
+        labels = self._labels(a, labels)
+        channel = (
+            thread.channel if thread is not None else self.config.channel_for(labels, rule, sev)
+        )
+        try:
+            if thread is None:
+                self._send_root(a, channel, now)
+            else:
+                self._send_reply(a, thread, now)
+        except SlackError as err:
+            return self._failed(err, ident, key, state)
+        self.sent += 1
+        return "sent"
+
+    def remind(self, now: float | None = None) -> int:
+        """Post a reminder in every firing thread due one; returns how many went out."""
+        if self.disabled is not None or self.config.repeat_interval <= 0:
+            return 0
+        t = self.clock() if now is None else now
+        count = 0
+        for th in self.store.firing_threads():
+            if t - th.last_notified < self.config.repeat_interval:
+                continue
+            if self._silenced(th.run, th.rule, t):
+                continue
+            ident = f"remind:{th.key}:{th.reminders + 1}"
+            if self.store.was_sent(ident):
+                continue
+            text = msg.reminder(th.alert, fmt_duration(t - th.since))
+            try:
+                self.store.begin(ident, th.key, th.channel)
+                self.poster.post(
+                    th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key)
+                )
+            except SlackError as err:
+                if self._failed(err, ident, th.key, "reminder") == "failed":
+                    continue
+                raise
+            self.store.sent_and_thread(
+                ident, "reminder", _replace(th, last_notified=t, reminders=th.reminders + 1)
+            )
+            count += 1
+        return count
+
+    def recover(self) -> int:
+        """After a crash: for messages begun but not recorded, ask Slack whether they arrived
+        (by the alert id in their metadata). Found: recorded, not sent again. Not found: left
+        to be sent when the transition is seen again. Returns how many were found."""
+        found = 0
+        for ident, key, channel, at in self.store.pending():
+            try:
+                messages = self.poster.history(channel, at - 5)
+            except SlackError as err:
+                log.warning("cannot check %s for an unrecorded message: %s", channel, err.error)
+                self.store.drop_pending(ident)
+                continue
+            hit = next((m for m in messages if _metadata_id(m) == ident), None)
+            if hit is None:
+                self.store.drop_pending(ident)
+                continue
+            found += 1
+            self._adopt(ident, key, channel, hit)
+        return found
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _silenced(self, run: str, rule: str, now: float) -> bool:
+        return any(s.matches(run, rule, now) for s in self.store.silences(now))
+
+    def _labels(self, a: Mapping[str, Any], given: Mapping[str, str] | None) -> dict[str, str]:
+        details = a.get("details") or {}
+        from_alert = details.get("labels") if isinstance(details, Mapping) else None
+        if isinstance(from_alert, Mapping):
+            return {str(k): str(v) for k, v in from_alert.items()}
+        if given is not None:
+            return dict(given)
+        return self.store.labels(str(a["run"]))
+
+    def _send_root(self, a: dict[str, Any], channel: str, now: float) -> None:
+        ident, key = str(a["id"]), str(a["key"])
+        link = self.config.drilldown(str(a["run"]), float(a.get("since", a.get("ts", now))))
+        text, blocks = msg.root(a, link)
+        self.store.begin(ident, key, channel)
+        brief = {k: a[k] for k in _BRIEF if k in a}
+        resp = self.poster.post(channel, text, blocks, metadata=_metadata(ident, key, brief))
+        ts = str(resp.get("ts"))
+        channel_id = str(resp.get("channel") or channel)
+        self.store.sent_and_thread(ident, "root", _new_thread(a, channel_id, ts, now))
+
+    def _send_reply(self, a: dict[str, Any], th: Thread, now: float) -> None:
+        ident, state = str(a["id"]), str(a["state"])
+        self.store.begin(ident, th.key, th.channel)
+        self.poster.post(
+            th.channel, msg.reply(a), thread_ts=th.ts, metadata=_metadata(ident, th.key)
+        )
+        link = self.config.drilldown(th.run, th.since)
+        if state == "resolved":
+            text, blocks = msg.resolved_root(a, th.alert, link)
+            updated = _replace(th, state="resolved", last_notified=now)
+        else:
+            text, blocks = msg.root(a, link)
+            updated = _replace(
+                th,
+                state="firing",
+                since=float(a.get("since", now)),
+                summary=str(a.get("summary", "")),
+                alert=a,
+                last_notified=now,
+                reminders=0,
+            )
+        self.store.sent_and_thread(ident, "reply", updated)
+        try:  # the root's edit is cosmetic: the reply carries the news
+            self.poster.update(th.channel, th.ts, text, blocks)
+        except SlackError as err:
+            log.warning("could not edit the root message of %s: %s", th.key, err.error)
+
+    def _record(self, ident: str, key: str, what: str, outcome: str) -> str:
+        self.store.mark(ident, key, what, outcome)
+        return outcome
+
+    def _failed(self, err: SlackError, ident: str, key: str, what: str) -> str:
+        if err.error in AUTH_ERRORS:
+            # nothing can be sent with this token; keep the transition for after the fix
+            self.store.drop_pending(ident)
+            self.disabled = err.error
+            log.error(
+                "Slack refused the bot token (%s): notifications are off until the "
+                "token is fixed and the notifier restarted",
+                err.error,
+            )
+            raise err
+        if err.retryable:
+            self.store.drop_pending(ident)
+            raise err
+        log.error("alert %s (%s) not sent to Slack: %s", ident, key, err.error)
+        return self._record(ident, key, what, "failed")
+
+    def _adopt(self, ident: str, key: str, channel: str, message: Mapping[str, Any]) -> None:
+        """A message that reached Slack before a crash: record it as if just sent."""
+        payload = (message.get("metadata") or {}).get("event_payload") or {}
+        first = payload.get("alert")
+        if self.store.thread(key) is None and not message.get("thread_ts") and first:
+            thread = _new_thread(first, channel, str(message.get("ts")), self.clock())
+            self.store.sent_and_thread(ident, "root", thread)
+        else:
+            self.store.mark(ident, key, "recovered", "sent")
+
+
+def _metadata(ident: str, key: str, alert: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"alert_id": ident, "key": key}
+    if alert is not None:
+        payload["alert"] = dict(alert)
+    return {"event_type": METADATA_TYPE, "event_payload": payload}
+
+
+def _metadata_id(message: Mapping[str, Any]) -> str | None:
+    meta = message.get("metadata") or {}
+    if meta.get("event_type") != METADATA_TYPE:
+        return None
+    ident = (meta.get("event_payload") or {}).get("alert_id")
+    return str(ident) if ident is not None else None
+
+
+def _new_thread(a: Mapping[str, Any], channel: str, ts: str, now: float) -> Thread:
+    return Thread(
+        key=str(a["key"]),
+        channel=channel,
+        ts=ts,
+        run=str(a.get("run", "")),
+        rule=str(a.get("rule", "")),
+        severity=str(a.get("severity", "info")),
+        state=str(a.get("state", "firing")),
+        since=float(a.get("since", a.get("ts", now))),
+        summary=str(a.get("summary", "")),
+        alert=dict(a),
+        last_notified=now,
+        reminders=0,
+    )
+
+
+def _replace(th: Thread, **changes: Any) -> Thread:
+    import dataclasses
+
+    return dataclasses.replace(th, **changes)

@@ -1,0 +1,110 @@
+"""The embedded service's main loop (`runwatch serve`): build the `Service`, recover it from
+its logs, listen on HTTP, tail the spool, and turn the wall-clock timer until SIGTERM/Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runwatch.stopping import stop_on_signals
+from runwatch.stream.alerts import Alert
+from runwatch.timeparse import iso
+
+
+def console_line(alert: Alert) -> str:
+    state = "FIRING  " if alert.state == "firing" else "resolved"
+    subject = f" [{alert.subject}]" if alert.subject else ""
+    return f"{iso(alert.ts)}  {state} {alert.severity:<8} {alert.rule}{subject} {alert.run}: " + (
+        alert.summary
+    )
+
+
+def print_alert(alert: Alert) -> None:
+    print(console_line(alert), flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until stopped; the exit status."""
+    from runwatch.service.core import Service
+    from runwatch.service.http import ServiceServer
+    from runwatch.service.spool_tail import SpoolTail
+    from runwatch.stream.config import RulesConfig
+    from runwatch.stream.exceptions import ConfigError
+
+    try:
+        config = RulesConfig.load(args.config) if args.config else None
+    except ConfigError as err:
+        print(f"runwatch serve: {err}", file=sys.stderr)
+        return 2
+    db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
+    wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
+    token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
+    spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    service = Service(db, wal, config=config, notifiers=[print_alert])
+    try:
+        slack = _slack(args.slack_config, service) if args.slack_config else None
+    except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
+        print(f"runwatch serve: {err}", file=sys.stderr)
+        service.close()
+        return 2
+    replayed = service.recover()
+    if slack is not None:  # the notifier's ledger drops what it sent before a restart
+        for alert in service.alert_log.read():
+            slack.submit(alert, _labels(service, str(alert.get("run"))))
+    try:
+        server = ServiceServer((args.host, args.port), service, token, args.max_body)
+    except OSError as err:
+        print(f"runwatch serve: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        service.close()
+        return 2
+    port = server.server_address[1]
+    print(f"runwatch serve: listening on http://{args.host}:{port} (history {db}; "
+          f"{replayed} logged events replayed)", flush=True)  # fmt: skip
+    if args.port_file:
+        tmp = Path(args.port_file + ".tmp")
+        tmp.write_text(str(port))
+        os.replace(tmp, args.port_file)
+    tail = SpoolTail(Path(spool_dir), wal / "spool.positions") if spool_dir else None
+    stop = stop_on_signals()
+    thread = server.start()
+    compact_at = 0.0
+    try:
+        while not stop.wait(args.tick):
+            service.tick()
+            if tail is not None:
+                tail.poll(service)
+            service.flush_due()
+            if service.events.size > args.wal_max_bytes and time.monotonic() > compact_at:
+                service.compact()
+                compact_at = time.monotonic() + 600  # at most every 10 minutes
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        service.close()
+        if slack is not None:
+            slack.close()
+    return 0
+
+
+def _labels(service: Any, run: str) -> dict[str, str]:
+    tracked = service.driver.engine.runs.get(run)
+    return dict(tracked.state.labels) if tracked is not None else {}
+
+
+def _slack(path: str, service: Any) -> Any:
+    """The Slack notifier off the event path (`runwatch.notify.background`), as a notifier."""
+    from runwatch.notify.background import BackgroundNotifier
+    from runwatch.notify.config import NotifyConfig
+    from runwatch.notify.notifier import Notifier
+
+    background = BackgroundNotifier(Notifier.from_config(NotifyConfig.load(path)))
+    service.notifiers.append(lambda alert: background.submit(alert, _labels(service, alert.run)))
+    return background

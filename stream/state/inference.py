@@ -1,0 +1,179 @@
+"""Inference servers and the trajectories waiting on them: the "GPU idle while work waits" picture.
+
+The time-independent half of the `inference_idle_with_pending` condition lives here and is
+kept up to date on every relevant event, so the idle interval can be attributed to training
+steps (`idle_gap_growing`) and the rule itself only adds the heartbeat check.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+
+from runwatch.stream.state.processes import Process
+
+
+class Server:
+    """One inference server (or engine): its latest queue snapshot or its in-flight requests."""
+
+    __slots__ = (
+        "final",
+        "in_flight",
+        "kv_cache_usage",
+        "process",
+        "running",
+        "stats_ts",
+        "waiting",
+    )
+
+    def __init__(self, process: Process | None) -> None:
+        self.process = process  # the process whose heartbeats vouch for this server
+        self.stats_ts: float | None = None  # ts of the latest snapshot; None: requests only
+        self.running = 0
+        self.waiting = 0
+        self.kv_cache_usage: float | None = None
+        self.in_flight: set[str] = set()
+        self.final = False
+
+    @property
+    def idle(self) -> bool:
+        if self.stats_ts is not None:
+            return self.running == 0 and self.waiting == 0
+        return not self.in_flight
+
+
+class Trajectory:
+    """A trajectory that has started and not finished."""
+
+    __slots__ = ("phase", "phase_since", "started", "step")
+
+    def __init__(self, started: float, step: int | None) -> None:
+        self.started = started
+        self.step = step
+        self.phase = "generate"
+        self.phase_since = started
+
+
+class Inference:
+    """Servers, pending trajectories and when "every server idle while work waits" began."""
+
+    __slots__ = ("_ended", "_started_by_step", "idle_since", "pending", "pending_since", "servers")
+
+    #: How many finished trajectory ids to remember, so that a `started` arriving after its
+    #: `done` (beyond the reorder window) does not leave a phantom pending trajectory.
+    ENDED_MEMORY = 128
+
+    def __init__(self) -> None:
+        self.servers: dict[str, Server] = {}
+        self.pending: dict[str, Trajectory] = {}
+        self.pending_since: float | None = None
+        #: When every known server became idle while something was pending; None when not.
+        self.idle_since: float | None = None
+        self._ended: deque[str] = deque(maxlen=self.ENDED_MEMORY)
+        self._started_by_step: dict[int | None, int] = {}
+
+    # -- servers ---------------------------------------------------------------------------
+
+    def server(self, name: str, process: Process | None) -> Server:
+        srv = self.servers.get(name)
+        if srv is None:
+            srv = self.servers[name] = Server(process)
+        elif process is not None and srv.process is None:
+            srv.process = process
+        return srv
+
+    def stats(
+        self,
+        name: str,
+        process: Process,
+        ts: float,
+        running: int,
+        waiting: int,
+        kv: float | None,
+    ) -> None:
+        srv = self.server(name, process)
+        if srv.stats_ts is not None and ts < srv.stats_ts:
+            return  # a late snapshot: the latest one stands
+        srv.process = process
+        srv.stats_ts = ts
+        srv.running, srv.waiting, srv.kv_cache_usage = running, waiting, kv
+
+    def request(self, name: str, process: Process | None, req: str, done: bool) -> None:
+        srv = self.server(name, process)
+        if done:
+            srv.in_flight.discard(req)
+        else:
+            srv.in_flight.add(req)
+
+    def process_final(self, process: Process) -> bool:
+        """A clean exit of a server's process takes that server out of the picture.
+
+        Returns whether any server changed (most heartbeats change none)."""
+        changed = False
+        for srv in self.servers.values():
+            if srv.process is process and srv.final != process.final:
+                srv.final = process.final
+                changed = True
+        return changed
+
+    # -- trajectories ----------------------------------------------------------------------
+
+    def started(self, traj: str, ts: float, step: int | None) -> None:
+        if traj in self.pending or traj in self._ended:
+            return
+        if not self.pending:
+            self.pending_since = ts
+            if step is None:
+                self._started_by_step.pop(None, None)  # a new batch of step-less trajectories
+        self.pending[traj] = Trajectory(ts, step)
+        counts = self._started_by_step
+        counts[step] = counts.get(step, 0) + 1
+        if len(counts) > 8:
+            del counts[next(iter(counts))]
+
+    def started_in_step(self, step: int | None) -> int:
+        """How many trajectories of this step (or of this batch, without steps) started."""
+        return self._started_by_step.get(step, 0)
+
+    def phase(self, traj: str, phase: str, ts: float) -> None:
+        t = self.pending.get(traj)
+        if t is not None and ts >= t.phase_since:
+            # a handful of phase names across thousands of pending trajectories: share them
+            t.phase = sys.intern(phase)
+            t.phase_since = ts
+
+    def done(self, traj: str) -> None:
+        if self.pending.pop(traj, None) is None:
+            if traj not in self._ended:
+                self._ended.append(traj)
+            return
+        self._ended.append(traj)
+        if not self.pending:
+            self.pending_since = None
+
+    def clear_pending(self) -> None:
+        self.pending.clear()
+        self.pending_since = None
+
+    # -- the condition ---------------------------------------------------------------------
+
+    def live_servers(self) -> list[Server]:
+        return [s for s in self.servers.values() if not s.final]
+
+    def all_idle_with_pending(self) -> bool:
+        """Every live server idle while a trajectory waits (heartbeats not considered)."""
+        if not self.pending:
+            return False
+        live = self.live_servers()
+        return bool(live) and all(s.idle for s in live)
+
+    def update_idle(self, now: float) -> tuple[float, float] | None:
+        """Recompute the condition at `now`; returns (start, end) of an idle span that ended."""
+        holding = self.all_idle_with_pending()
+        if holding and self.idle_since is None:
+            self.idle_since = now
+        elif not holding and self.idle_since is not None:
+            span = (self.idle_since, now)
+            self.idle_since = None
+            return span
+        return None

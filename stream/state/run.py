@@ -1,0 +1,192 @@
+"""`RunState`: everything runwatch knows about one run, folded from its events.
+
+Pure on purpose: `apply(event)` reads no clock and does no I/O, so the same state drives the
+live worker, the embedded service, `runwatch replay` and backtests identically. Time inside
+the state is event time: `clock` is the largest `ts` applied, so late events never move
+intervals backwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import cast
+
+from runwatch.emitters import events as ev
+from runwatch.stream.state.inference import Inference
+from runwatch.stream.state.processes import Processes
+from runwatch.stream.state.progress import ProgressCounters
+from runwatch.stream.state.ranks import Ranks
+from runwatch.stream.state.steps import Steps
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """What the rules configured for a run need the state to keep."""
+
+    watched_metrics: frozenset[str] = frozenset()
+    progress_window: int = 20
+    keep_steps: int = 16
+    #: silence after which a process counts as lost (heartbeat_lost's `timeout`)
+    heartbeat_timeout: float = 60.0
+    #: (component, kind) pairs whose last arrival an `absent` rule watches
+    watched_arrivals: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+
+
+class RunState:
+    """One run's state: processes, servers and trajectories, steps, progress, ranks."""
+
+    def __init__(self, run: str, config: StateConfig | None = None) -> None:
+        cfg = config or StateConfig()
+        self.run = run
+        self.config = cfg
+        self.first_ts: float | None = None
+        self.clock = float("-inf")  # largest event ts applied
+        self.started_ts: float | None = None
+        self.finished_ts: float | None = None
+        self.status: str | None = None  # from run.finished
+        self.labels: dict[str, str] = {}
+        self.total_steps: int | None = None
+        self.events = 0
+        self.processes = Processes()
+        self.inference = Inference()
+        self.steps = Steps(cfg.keep_steps, cfg.watched_metrics)
+        self.progress = ProgressCounters(cfg.progress_window)
+        self.ranks = Ranks()
+        self.last_arrival: dict[tuple[str, str], float] = {}
+
+    @property
+    def finished(self) -> bool:
+        return self.status is not None
+
+    def reconfigure(self, config: StateConfig) -> None:
+        """Per-run rule parameters (from run.started.config) change what must be kept."""
+        self.config = config
+        self.steps.keep = config.keep_steps
+        self.steps.watched = config.watched_metrics
+        self.progress.window = config.progress_window
+
+    # -- folding events --------------------------------------------------------------------
+
+    def apply(self, event: ev.Event) -> None:
+        """Fold one validated event into the state (the caller has removed duplicates)."""
+        ts = event.ts
+        if self.first_ts is None or ts < self.first_ts:
+            self.first_ts = ts
+        if ts > self.clock:
+            self.clock = ts
+        self.events += 1
+        kind = event.kind
+        if self.config.watched_arrivals:
+            key = (event.src.component, kind)
+            if key in self.config.watched_arrivals and ts > self.last_arrival.get(key, -1e300):
+                self.last_arrival[key] = ts
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, event)
+
+    def _idle_changed(self) -> None:
+        span = self.inference.update_idle(self.clock)
+        if span is not None:
+            self.steps.idle_span(*span)
+
+    def _run_started(self, event: ev.Event) -> None:
+        e = cast(ev.RunStarted, event)
+        if self.started_ts is None or e.ts < self.started_ts:
+            self.started_ts = e.ts
+        if e.labels:
+            self.labels.update(e.labels)
+        if e.total_steps is not None:
+            self.total_steps = e.total_steps
+
+    def _run_finished(self, event: ev.Event) -> None:
+        e = cast(ev.RunFinished, event)
+        self.status = e.status
+        self.finished_ts = e.ts
+        # the run is over: nothing it started is still waiting on anything
+        self.inference.clear_pending()
+        self._idle_changed()
+
+    def _heartbeat(self, event: ev.Event) -> None:
+        e = cast(ev.Heartbeat, event)
+        proc = self.processes.beat(e.src, e.ts, bool(e.final))
+        if self.inference.process_final(proc):
+            # the idle condition depends on heartbeats only through servers' clean exits;
+            # every other change re-evaluates it on its own, so nothing else can be stale
+            self._idle_changed()
+
+    def _step_started(self, event: ev.Event) -> None:
+        e = cast(ev.StepStarted, event)
+        self.steps.started(e.step, e.ts)
+
+    def _step_done(self, event: ev.Event) -> None:
+        e = cast(ev.StepDone, event)
+        self.steps.done(e.step, e.ts, e.duration_s, self.inference.idle_since)
+
+    def _step_metrics(self, event: ev.Event) -> None:
+        e = cast(ev.StepMetrics, event)
+        self.steps.metrics(e.step, e.ts, e.metrics)
+
+    def _reward(self, event: ev.Event) -> None:
+        e = cast(ev.Reward, event)
+        self.steps.reward(e.step, e.ts, e.mean)
+
+    def _traj_started(self, event: ev.Event) -> None:
+        e = cast(ev.TrajectoryStarted, event)
+        if self.finished:
+            return
+        self.inference.started(e.traj, e.ts, e.step)
+        self._idle_changed()
+
+    def _traj_phase(self, event: ev.Event) -> None:
+        e = cast(ev.TrajectoryPhase, event)
+        self.inference.phase(e.traj, e.phase, e.ts)
+
+    def _traj_done(self, event: ev.Event) -> None:
+        e = cast(ev.TrajectoryDone, event)
+        self.inference.done(e.traj)
+        self._idle_changed()
+
+    def _server_name(self, server: str | None, event: ev.Event) -> str:
+        if server:
+            return server
+        return event.src.instance or event.src.host or "inference"
+
+    def _request(self, event: ev.Event) -> None:
+        e = cast(ev.RequestQueued | ev.RequestDone, event)
+        name = self._server_name(e.server, e)
+        proc = self.processes.get(e.src) if e.src.component == "inference" else None
+        self.inference.request(name, proc, e.req, done=event.kind == "request.done")
+        self._idle_changed()
+
+    def _inference_stats(self, event: ev.Event) -> None:
+        e = cast(ev.InferenceStats, event)
+        proc = self.processes.get(e.src)
+        self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage)
+        self._idle_changed()
+
+    def _progress(self, event: ev.Event) -> None:
+        e = cast(ev.Progress, event)
+        self.progress.update(e.src.component, e.name, e.n, e.total, e.ts)
+
+    def _rank_status(self, event: ev.Event) -> None:
+        e = cast(ev.RankStatus, event)
+        self.ranks.status(e.rank, e.world_size, e.phase, e.since, e.step, e.ts)
+
+
+_HANDLERS = {
+    "run.started": RunState._run_started,
+    "run.finished": RunState._run_finished,
+    "heartbeat": RunState._heartbeat,
+    "step.started": RunState._step_started,
+    "step.done": RunState._step_done,
+    "step.metrics": RunState._step_metrics,
+    "reward": RunState._reward,
+    "trajectory.started": RunState._traj_started,
+    "trajectory.phase": RunState._traj_phase,
+    "trajectory.done": RunState._traj_done,
+    "request.queued": RunState._request,
+    "request.done": RunState._request,
+    "inference.stats": RunState._inference_stats,
+    "progress": RunState._progress,
+    "rank.status": RunState._rank_status,
+}

@@ -1,0 +1,266 @@
+"""`runwatch scrape`: a local HTTP server exposes vLLM's and SGLang's metric names and labels
+through prometheus-client; then it breaks in the ways real servers do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import read_events
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from runwatch.commands.scrape import duration_arg
+from runwatch.emitters import Emitter
+from runwatch.emitters.scrape import ScrapeLoop, Scraper, metrics_url
+
+
+class MetricsServer:
+    """/metrics from a registry; `mode` switches it to an HTML error page, garbage, a 503,
+    or a hang (never answers)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.mode = "metrics"
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if server.mode == "hang":
+                    time.sleep(0.6)
+                    return
+                status, ctype, body = 200, "text/plain; version=0.0.4", b""
+                if server.mode == "metrics":
+                    body = generate_latest(server.registry)
+                elif server.mode == "html":
+                    status, ctype = 502, "text/html"
+                    body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+                elif server.mode == "html200":
+                    ctype, body = "text/html", b"<!DOCTYPE html><html>login</html>"
+                elif server.mode == "garbage":
+                    body = b"\x00\xffnot { metrics at all\n"
+                elif server.mode == "503":
+                    status = 503
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-server")
+
+    def __enter__(self) -> MetricsServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+def vllm_registry(engines: int = 1, old: bool = False) -> tuple[CollectorRegistry, dict[str, Any]]:
+    """vLLM's names and labels (vllm/v1/metrics/loggers.py PrometheusStatLogger)."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "engine"]
+    m = {
+        "running": Gauge("vllm:num_requests_running", "Running", labels, registry=reg),
+        "waiting": Gauge("vllm:num_requests_waiting", "Waiting", labels, registry=reg),
+        "kv": Gauge(
+            "vllm:gpu_cache_usage_perc" if old else "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.", labels, registry=reg,
+        ),
+        "tokens": Counter("vllm:generation_tokens", "Generation tokens", labels, registry=reg),
+    }  # fmt: skip
+    for e in range(engines):
+        for metric in m.values():
+            metric.labels("Qwen/Qwen2.5-7B", str(e))
+    return reg, m
+
+
+def sglang_registry() -> tuple[CollectorRegistry, dict[str, Any]]:
+    """SGLang's names (python/sglang/srt/metrics/collector.py SchedulerMetricsCollector)."""
+    reg = CollectorRegistry()
+    labels = ["model_name"]
+    m = {
+        "running": Gauge("sglang:num_running_reqs", "running", labels, registry=reg),
+        "waiting": Gauge("sglang:num_queue_reqs", "queued", labels, registry=reg),
+        "usage": Gauge("sglang:token_usage", "token usage", labels, registry=reg),
+        "gen": Gauge("sglang:gen_throughput", "gen throughput", labels, registry=reg),
+    }
+    return reg, m
+
+
+@pytest.fixture
+def em(tmp_path: Path) -> Iterator[Emitter]:
+    emitter = Emitter(run="r", component="inference", path=tmp_path / "spool", heartbeat=False,
+                      instance="vllm-0")  # fmt: skip
+    yield emitter
+    emitter.close()
+
+
+def test_vllm_metrics_per_engine_with_token_rate() -> None:
+    reg, m = vllm_registry(engines=2)
+    m["running"].labels("Qwen/Qwen2.5-7B", "0").set(12)
+    m["waiting"].labels("Qwen/Qwen2.5-7B", "0").set(3)
+    m["kv"].labels("Qwen/Qwen2.5-7B", "0").set(0.42)
+    m["tokens"].labels("Qwen/Qwen2.5-7B", "0").inc(1000)
+    clock = iter([100.0, 102.0])
+    with MetricsServer(reg) as server:
+        scraper = Scraper("vllm", server.url, name="vllm-0")
+        first = scraper.poll(now=lambda: next(clock))
+        m["tokens"].labels("Qwen/Qwen2.5-7B", "0").inc(500)
+        second = scraper.poll(now=lambda: next(clock))
+    assert first[0] == {"server": "vllm-0/Qwen/Qwen2.5-7B/0", "running": 12, "waiting": 3,
+                        "kv_cache_usage": 0.42}  # fmt: skip
+    assert first[1]["running"] == 0
+    assert second[0]["gen_tokens_per_s"] == 250.0
+
+
+def test_older_vllm_name_and_sglang() -> None:
+    reg, m = vllm_registry(old=True)
+    m["kv"].labels("Qwen/Qwen2.5-7B", "0").set(0.9)
+    with MetricsServer(reg) as server:
+        assert Scraper("vllm", server.url + "/metrics").poll()[0]["kv_cache_usage"] == 0.9
+    reg, m = sglang_registry()
+    m["running"].labels("m").set(0)
+    m["waiting"].labels("m").set(5)
+    m["usage"].labels("m").set(0.1)
+    m["gen"].labels("m").set(321.5)
+    with MetricsServer(reg) as server:
+        got = Scraper("sglang", server.url, name="sglang-0").poll()
+    assert got == [{"server": "sglang-0", "running": 0, "waiting": 5, "kv_cache_usage": 0.1,
+                    "gen_tokens_per_s": 321.5}]  # fmt: skip
+
+
+def test_breakage_is_said_once_per_state_and_heartbeats_only_while_answering(
+    em: Emitter, tmp_path: Path
+) -> None:
+    reg, _m = vllm_registry()
+    said: list[str] = []
+    with MetricsServer(reg) as server:
+        loop = ScrapeLoop(Scraper("vllm", server.url, timeout=0.3), em, 1.0, say=said.append)
+        for mode in ["metrics", "metrics", "html", "html", "html200", "garbage", "503", "hang",
+                     "metrics"]:  # fmt: skip
+            server.mode = mode
+            loop.once()
+        port = server.url
+    loop.scraper.url = metrics_url(port)  # nothing listens there any more
+    loop.once()
+    loop.once()
+    em.flush()
+    states = [line.split(": ", 2)[-1] for line in said]
+    assert states[3].startswith("not Prometheus text")
+    states[3] = "garbage"
+    assert states == [
+        "answering",
+        "HTTP 502",
+        "an HTML page, not metrics",
+        "garbage",
+        "HTTP 503",
+        "timed out",
+        "answering",
+        "connection refused",
+    ]
+    kinds = [e["kind"] for e in read_events(tmp_path / "spool")]
+    assert kinds == ["inference.stats", "heartbeat"] * 3
+
+
+def test_garbage_that_looks_like_metrics_never_crashes(em: Emitter) -> None:
+    for text in ['vllm:num_requests_running{model_name="x" 3\n', "a b c d e\n", "{}\n" * 5]:
+        reg = CollectorRegistry()
+        with MetricsServer(reg) as server:
+            loop = ScrapeLoop(Scraper("vllm", server.url), em, 1.0, say=lambda line: None)
+            server.registry = _Raw(text)  # type: ignore[assignment]
+            loop.once()
+            assert loop.state != "ok"
+
+
+class _Raw(CollectorRegistry):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def collect(self) -> Any:
+        raise AssertionError("not used")
+
+
+@pytest.fixture(autouse=True)
+def _raw_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prometheus_client
+
+    real = prometheus_client.generate_latest
+
+    def latest(registry: Any = None) -> bytes:
+        if isinstance(registry, _Raw):
+            return registry.text.encode()
+        return real(registry)
+
+    monkeypatch.setattr(sys.modules[__name__], "generate_latest", latest)
+
+
+def test_durations() -> None:
+    assert duration_arg("10s") == 10.0
+    assert duration_arg("500ms") == 0.5
+    assert duration_arg("2m") == 120.0
+    assert duration_arg("3") == 3.0
+
+
+def test_scrape_command_runs_until_terminated(tmp_path: Path) -> None:
+    reg, m = vllm_registry()
+    m["waiting"].labels("Qwen/Qwen2.5-7B", "0").set(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    with MetricsServer(reg) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runwatch.cli", "scrape", "--vllm", server.url, "--every",
+             "100ms", "--run", "r", "--spool", str(tmp_path), "--name", "vllm-0"],
+            stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(list(tmp_path.glob("*.jsonl"))) == 0:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            assert proc.stderr is not None
+            err = proc.stderr.read()
+            proc.stderr.close()
+    assert "vllm-0" in err
+    assert "answering" in err
+    events = read_events(tmp_path)
+    stats = [e for e in events if e["kind"] == "inference.stats"]
+    assert stats[0]["waiting"] == 4
+    assert stats[0]["src"]["instance"] == "vllm-0"
+    assert events[-1] == {**events[-1], "kind": "heartbeat", "final": True}
+
+
+def test_nothing_listening_at_start(tmp_path: Path, em: Emitter) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    said: list[str] = []
+    loop = ScrapeLoop(Scraper("sglang", f"127.0.0.1:{port}"), em, 1.0, say=said.append)
+    loop.once()
+    loop.once()
+    assert len(said) == 1
+    assert said[0].endswith("connection refused")

@@ -1,0 +1,180 @@
+"""`runwatch watch -- CMD`: output passed through byte for byte, exit status kept, signals
+forwarded, events as the rules need them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from helpers import read_events
+
+from runwatch.emitters.watch import ProgressGate
+
+WATCH = [sys.executable, "-m", "runwatch.cli", "watch"]
+
+#: A training script: tqdm on stderr, verl step lines on stdout, exit 3. It keeps a copy of
+#: every byte it writes, to compare with what `runwatch watch` passed on.
+TRAIN = textwrap.dedent(
+    """
+    import sys, time
+    from tqdm import tqdm
+
+    class Tee:
+        def __init__(self, stream, copy):
+            self.stream, self.copy = stream, open(copy, "w")
+        def write(self, s):
+            self.copy.write(s); self.copy.flush()
+            return self.stream.write(s)
+        def flush(self):
+            self.stream.flush()
+
+    sys.stdout = Tee(sys.stdout, sys.argv[1] + ".out")
+    sys.stderr = Tee(sys.stderr, sys.argv[1] + ".err")
+    for step in range(1, 7):
+        for _ in tqdm(range(20), desc="Training Progress", file=sys.stderr, mininterval=0):
+            time.sleep(0.001)
+        print(f"step:{step} - critic/score/mean:0.0 - actor/entropy:0.5 - "
+              f"timing_s/gen:0.5 - timing_s/step:1.0", flush=True)
+        print("other output ünïcode", flush=True)
+    sys.stdout.write("no newline at the end")
+    sys.exit(3)
+    """
+)
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+
+
+def test_watch_passes_output_through_and_emits_the_events(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    spool = tmp_path / "spool"
+    copy = tmp_path / "copy"
+    proc = subprocess.run(
+        [*WATCH, "--run", "r-watch", "--spool", str(spool), "--", sys.executable, str(script),
+         str(copy)],
+        capture_output=True, timeout=60, env=env(),
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert proc.stdout == (tmp_path / "copy.out").read_bytes()
+    assert proc.stderr == (tmp_path / "copy.err").read_bytes()
+    assert b"\r" in proc.stderr
+    events = read_events(spool)
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "heartbeat"
+    assert kinds[1] == "run.started"
+    assert kinds[-2:] == ["run.finished", "heartbeat"]
+    assert events[-2]["status"] == "failed"
+    assert events[-1]["final"] is True
+    done = [e for e in events if e["kind"] == "step.done"]
+    assert [e["step"] for e in done] == [1, 2, 3, 4, 5, 6]
+    assert done[0]["timing"] == {"gen": 0.5}
+    assert done[0]["duration_s"] == 1.0
+    progress = [e for e in events if e["kind"] == "progress"]
+    assert {e["name"] for e in progress} == {"Training Progress"}
+    assert progress[-1]["n"] == 20
+    assert progress[-1]["total"] == 20
+
+    from helpers import make_engine
+
+    from runwatch.stream.decode import decode
+
+    engine = make_engine()
+    alerts = [a for e in events for a in engine.apply(decode(json.dumps(e).encode()))]
+    assert ("zero_reward", "firing") in {(a.rule, a.state) for a in alerts}
+
+
+def test_exit_status_ok_and_signal_death(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    ok = subprocess.run(
+        [*WATCH, "--run", "r", "--spool", str(spool), "--", "true"], env=env(), timeout=30
+    )
+    assert ok.returncode == 0
+    killed = subprocess.run(
+        [*WATCH, "--run", "r", "--spool", str(spool), "--", "sh", "-c", "kill -9 $$"],
+        env=env(),
+        timeout=30,
+    )
+    assert killed.returncode == 128 + 9
+    finished = [e["status"] for e in read_events(spool) if e["kind"] == "run.finished"]
+    assert sorted(finished) == ["killed", "ok"]
+
+
+def test_signals_are_forwarded_and_heartbeats_flow_while_it_lives(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    child = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(7)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen(
+        [*WATCH, "--run", "r", "--spool", str(spool), "--heartbeat-interval", "0.1",
+         "--no-run-events", "--", sys.executable, "-c", child],
+        stdout=subprocess.PIPE, env=env(),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 7
+        assert proc.stdout.read() == b"got TERM\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    events = read_events(spool)
+    assert "run.finished" not in [e["kind"] for e in events]
+    assert len([e for e in events if e["kind"] == "heartbeat"]) >= 4
+
+
+def test_no_command_and_no_destination_say_so(tmp_path: Path) -> None:
+    none = subprocess.run([*WATCH, "--run", "r"], capture_output=True, text=True, env=env())
+    assert none.returncode == 2
+    assert "no command" in none.stderr
+    nowhere = subprocess.run([*WATCH, "--", "true"], capture_output=True, text=True, env=env())
+    assert nowhere.returncode == 2
+    assert "pass --kafka HOST:PORT, --url URL or --spool DIR" in nowhere.stderr
+    assert "run id watch-" not in nowhere.stderr
+    assert "runwatch watch: run id true-" in nowhere.stderr  # made up, and said
+    missing = subprocess.run(
+        [*WATCH, "--spool", str(tmp_path), "--", str(tmp_path / "nope")],
+        capture_output=True, text=True, env=env(),
+    )  # fmt: skip
+    assert missing.returncode == 127
+    assert "cannot run" in missing.stderr
+
+
+def test_made_up_run_ids_name_the_script() -> None:
+    from runwatch.emitters.watch import run_id_for as _run_id
+
+    assert _run_id(["python3", "-u", "train.py", "--lr", "1"]).startswith("train-")
+    assert _run_id(["torchrun", "--nproc-per-node=8", "grpo.py"]).startswith("grpo-")
+    assert _run_id(["uv", "run", "ppo.py"]).startswith("ppo-")
+    assert _run_id(["/usr/bin/vllm", "serve", "m"]).startswith("vllm-")
+
+
+def test_progress_gate_bounds_the_rate_and_sends_what_it_held() -> None:
+    now = [0.0]
+    gate = ProgressGate(1.0, clock=lambda: now[0])
+    assert gate.offer({"name": "a", "n": 0, "total": 10}) is not None
+    assert gate.offer({"name": "a", "n": 1, "total": 10}) is None
+    assert gate.offer({"name": "a", "n": 2, "total": 10}) is None
+    assert gate.due() == []
+    now[0] = 1.5
+    assert gate.due() == [{"name": "a", "n": 2, "total": 10}]
+    assert gate.offer({"name": "a", "n": 2, "total": 10}) is None  # nothing new
+    assert gate.offer({"name": "a", "n": 10, "total": 10}) is not None  # complete: at once
+    assert gate.offer({"name": "a", "n": 0, "total": 10}) is not None  # started over
+    assert gate.offer({"name": "a", "n": 3, "total": 10}) is None
+    assert gate.drain() == [{"name": "a", "n": 3, "total": 10}]

@@ -1,0 +1,309 @@
+"""`runwatch.emitters.logparse` on text the real libraries write.
+
+tqdm runs for real and writes through a pipe; verl lines are made by verl's own formatting
+(`" - ".join(f"{k}:{pprint.pformat(v)}")`, numpy scalars); vLLM and SGLang lines are made from
+their logging format strings (quoted with the versions they come from).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import pprint
+import random
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runwatch.emitters.logparse import Found, LineParser, LineScanner, metric_text
+
+
+def scan(data: bytes, seed: int = 0) -> list[Found]:
+    """Feed in random chunk sizes, as a pipe delivers."""
+    rng = random.Random(seed)
+    scanner = LineScanner(LineParser())
+    out: list[Found] = []
+    pos = 0
+    while pos < len(data):
+        size = rng.choice([1, 7, 100, 4096, 65536])
+        out += scanner.feed(data[pos : pos + size])
+        pos += size
+    return out + scanner.finish()
+
+
+# --- tqdm, for real ----------------------------------------------------------------------
+
+BARS = [
+    # (tqdm keyword arguments, items, expected name, expected total)
+    ({"desc": "Training Progress", "total": 300}, 300, "Training Progress", 300),
+    ({"total": 120}, 120, "progress", 120),
+    ({"desc": "rollouts"}, 250, "rollouts", None),
+    ({}, 42, "progress", None),
+    ({"desc": "tokens", "total": 2_500_000, "unit_scale": True, "unit": "tok"}, 2_500_000,
+     "tokens", 2_500_000),
+    ({"desc": "Epoch 1: batches", "total": 64, "ascii": True, "ncols": 80}, 64,
+     "Epoch 1: batches", 64),
+    ({"desc": "bytes", "unit_scale": True, "unit": "B"}, 1_500, "bytes", None),
+    ({"desc": "no bar", "total": 10, "ncols": 0}, 10, "no bar", 10),
+    ({"desc": "postfix", "total": 20, "postfix": {"loss": 0.5}}, 20, "postfix", 20),
+]  # fmt: skip
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from tqdm import tqdm
+    kwargs, items = json.loads(sys.argv[1])
+    bar = tqdm(file=sys.stderr, mininterval=0, miniters=1, **kwargs)
+    step = max(1, items // 50)
+    done = 0
+    while done < items:
+        k = min(step, items - done)
+        bar.update(k)
+        done += k
+    bar.close()
+    """
+)
+
+
+def real_tqdm(kwargs: dict[str, Any], items: int) -> bytes:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([kwargs, items])],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stderr
+
+
+@pytest.mark.parametrize(("kwargs", "items", "name", "total"), BARS)
+def test_real_tqdm_through_a_pipe(
+    kwargs: dict[str, Any], items: int, name: str, total: int | None
+) -> None:
+    raw = real_tqdm(kwargs, items)
+    assert b"\r" in raw  # tqdm rewrote its line
+    found = scan(raw)
+    assert found, raw[-300:]
+    assert {kind for kind, _ in found} == {"progress"}
+    assert {f["name"] for _, f in found} == {name}
+    counts = [f["n"] for _, f in found]
+    assert counts == sorted(counts)
+    assert counts[0] == 0
+    # unit_scale shows 3 significant digits: 2.50M is exact, 1.50kB is exact
+    assert counts[-1] == items
+    assert {f.get("total") for _, f in found} == {total}
+
+
+def test_nested_tqdm_bars_with_positions() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from tqdm import tqdm
+        for _ in tqdm(range(3), desc="outer", file=sys.stderr, mininterval=0, position=0):
+            for _ in tqdm(range(5), desc="inner", file=sys.stderr, mininterval=0, position=1,
+                          leave=False):
+                pass
+        """
+    )
+    raw = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stderr
+    assert b"\x1b[A" in raw  # tqdm moves the cursor between the two lines
+    last: dict[str, int] = {}
+    for _, fields in scan(raw):
+        last[fields["name"]] = fields["n"]
+    assert last == {"outer": 3, "inner": 5}
+
+
+# --- verl, formatted the way verl formats -------------------------------------------------
+
+
+def concat_dict_to_str(data: dict[str, Any], step: int) -> str:
+    """verl/utils/logger/aggregate_logger.py, as verl writes its console line."""
+    output = [f"step:{step}"]
+    for k, v in data.items():
+        if isinstance(v, numbers.Number):
+            output.append(f"{k}:{pprint.pformat(v)}")
+    return " - ".join(output)
+
+
+def verl_step(step: int, reward: float) -> dict[str, Any]:
+    return {
+        "training/global_step": step,
+        "training/epoch": 0,
+        "actor/entropy": np.float32(0.61),
+        "actor/pg_loss": np.float64("nan"),
+        "actor/grad_norm": np.float64("inf"),
+        "actor/lr": 1e-06,
+        "critic/score/mean": np.float64(reward),
+        "critic/rewards/mean": np.float64(reward),
+        "response_length/mean": np.float64(512.25),
+        "timing_s/gen": np.float64(61.5),
+        "timing_s/old_log_prob": 4.25,
+        "timing_s/update_actor": np.float64(20.0),
+        "timing_s/step": np.float64(90.75),
+        "timing_per_token_ms/gen": np.float64(0.01),
+        "perf/total_num_tokens": np.int64(123456),
+        "val/generations": "skipped: not a number",
+    }
+
+
+def test_verl_console_line_with_numpy_scalars() -> None:
+    line = concat_dict_to_str(verl_step(60, 0.0), 60)
+    assert "np.float64(" in line  # what numpy 2 prints, which the reader must unwrap
+    found = dict(LineParser().parse("(TaskRunner pid=4242) " + line))
+    metrics = found["step.metrics"]["metrics"]
+    assert found["step.metrics"]["step"] == 60
+    assert metrics["actor/entropy"] == pytest.approx(0.61)
+    assert math.isnan(metrics["actor/pg_loss"])
+    assert metrics["actor/grad_norm"] == math.inf
+    assert metrics["perf/total_num_tokens"] == 123456
+    assert metrics["actor/lr"] == 1e-06
+    assert found["reward"] == {"step": 60, "mean": 0.0}
+    assert found["step.done"] == {
+        "step": 60,
+        "duration_s": 90.75,
+        "timing": {"gen": 61.5, "old_log_prob": 4.25, "update_actor": 20.0},
+    }
+
+
+def test_older_verl_three_decimals_and_plain_floats() -> None:
+    line = " - ".join(["step:3", *(f"{k}:{v:.3f}" for k, v in {"reward": 0.0, "x": 1.5}.items())])
+    found = dict(LineParser().parse(line))
+    assert found["step.metrics"]["metrics"] == {"reward": 0.0, "x": 1.5}
+    assert "step.done" not in found  # no timing keys: not the end of a step
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("0.5", 0.5), ("np.float64(0.5)", 0.5), ("np.int64(3)", 3.0), ("nan", math.nan),
+     ("-inf", -math.inf), ("np.float32(nan)", math.nan), ("np.True_", 1.0), ("'str'", None)],
+)  # fmt: skip
+def test_metric_text(text: str, value: float | None) -> None:
+    got = metric_text(text)
+    if value is None:
+        assert got is None
+    elif math.isnan(value):
+        assert got is not None
+        assert math.isnan(got)
+    else:
+        assert got == value
+
+
+# --- vLLM, from its format strings --------------------------------------------------------
+
+#: vllm/engine/metrics.py (V0, 0.4-0.7), LoggingStatLogger.log
+VLLM_V0 = (
+    "Avg prompt throughput: %.1f tokens/s, "
+    "Avg generation throughput: %.1f tokens/s, "
+    "Running: %d reqs, Swapped: %d reqs, "
+    "Pending: %d reqs, GPU KV cache usage: %.1f%%, "
+    "CPU KV cache usage: %.1f%%."
+)
+#: vllm/v1/metrics/loggers.py (V1, 0.8-0.10), LoggingStatLogger.log
+VLLM_V1 = (
+    "Engine %03d: "
+    "Avg prompt throughput: %.1f tokens/s, "
+    "Avg generation throughput: %.1f tokens/s, "
+    "Running: %d reqs, Waiting: %d reqs, "
+    "GPU KV cache usage: %.1f%%, "
+    "Prefix cache hit rate: %.1f%%"
+)
+#: what vLLM's logger puts in front (vllm/logger.py: "%(levelname)s %(asctime)s
+#: [%(filename)s:%(lineno)d] %(message)s", date format "%m-%d %H:%M:%S")
+PREFIX = "INFO 03-14 16:41:00 [loggers.py:118] "
+
+
+def test_vllm_v0_line() -> None:
+    line = PREFIX + VLLM_V0 % (120.0, 3400.5, 12, 0, 7, 81.3, 0.0)
+    assert LineParser().parse(line) == [
+        ("inference.stats", {"server": "vllm", "running": 12, "waiting": 7,
+                             "kv_cache_usage": pytest.approx(0.813), "gen_tokens_per_s": 3400.5}),
+    ]  # fmt: skip
+
+
+def test_vllm_v1_lines_per_engine_and_newer_variants() -> None:
+    parser = LineParser()
+    idle = parser.parse("(APIServer pid=7) " + PREFIX + VLLM_V1 % (0, 0.0, 0.0, 0, 0, 0.0, 0.0))
+    assert idle == [
+        ("inference.stats", {"server": "vllm", "running": 0, "waiting": 0,
+                             "kv_cache_usage": 0.0, "gen_tokens_per_s": 0.0}),
+    ]  # fmt: skip
+    busy = parser.parse(PREFIX + VLLM_V1 % (1, 10.0, 250.0, 64, 3, 97.5, 40.0))
+    assert busy[0][1]["server"] == "vllm/engine-1"
+    assert busy[0][1]["running"] == 64
+    # later versions add fields (and drop "GPU "); the parts we read stay
+    newer = (VLLM_V1 + ", External prefix cache hit rate: %.1f%%") % (0, 1, 2, 5, 6, 50.0, 1, 2)
+    assert parser.parse(newer.replace("GPU KV", "KV"))[0][1]["kv_cache_usage"] == 0.5
+    assert LineParser(server="vllm-0").parse(newer)[0][1]["server"] == "vllm-0"
+
+
+# --- SGLang, from its format strings ------------------------------------------------------
+
+
+def sglang_decode(running: int, queue: int, usage: float, newer: bool = False) -> str:
+    """python/sglang/srt/managers/scheduler.py: log_decode_stats (0.3.x; 0.4.x adds ", "
+    after #queue-req and more fields)."""
+    num_used, gen = 1234, 4567.891
+    msg = (
+        f"Decode batch. "
+        f"#running-req: {running}, "
+        f"#token: {num_used}, "
+        f"token usage: {usage:.2f}, "
+        f"gen throughput (token/s): {gen:.2f}, "
+        f"#queue-req: {queue}"
+    )
+    if newer:
+        msg += ", cuda graph: True, input throughput (token/s): 0.00"
+    return msg
+
+
+def sglang_prefill(running: int, queue: int, mixed: int | None = None) -> str:
+    """scheduler.py: log_prefill_stats (0.3-0.4); with mixed chunked prefill it says
+    "Prefill batch(mixed #running-req: N). " first."""
+    head = "Prefill batch. " if mixed is None else f"Prefill batch(mixed #running-req: {mixed}). "
+    return head + (
+        f"#new-seq: 3, "
+        f"#new-token: 2048, "
+        f"#cached-token: 0, "
+        f"token usage: {0.25:.2f}, "
+        f"#running-req: {running}, "
+        f"#queue-req: {queue}"
+    )
+
+
+def test_sglang_decode_and_prefill_lines() -> None:
+    parser = LineParser()
+    prefix = "[2026-03-14 16:41:00 TP0] "
+    decode = parser.parse(prefix + sglang_decode(5, 2, 0.42))
+    assert decode == [
+        ("inference.stats", {"server": "sglang", "running": 5, "waiting": 2,
+                             "kv_cache_usage": 0.42, "gen_tokens_per_s": 4567.89}),
+    ]  # fmt: skip
+    newer = parser.parse("[2026-03-14 16:41:00 DP1 TP0] " + sglang_decode(0, 0, 0.0, newer=True))
+    assert newer[0][1]["server"] == "sglang/dp-1"
+    assert newer[0][1]["running"] == 0
+    prefill = parser.parse(prefix + sglang_prefill(running=4, queue=9, mixed=2))
+    assert prefill[0][1]["running"] == 4
+    assert prefill[0][1]["waiting"] == 9
+
+
+# --- mixed streams and noise ---------------------------------------------------------------
+
+
+def test_unknown_lines_give_nothing_and_partial_lines_wait() -> None:
+    noise = b"".join(
+        f"[2026-03-14 16:41:{i % 60:02d}] INFO some line {i} with step: and Running: words\n"
+        .encode() for i in range(1000)
+    )  # fmt: skip
+    assert scan(noise) == []
+    scanner = LineScanner(LineParser())
+    assert scanner.feed(b"step:1 - reward:0.0") == []  # no line end yet
+    assert scanner.feed(b" - timing_s/step:2.0\n")[0][1]["metrics"] == {
+        "reward": 0.0,
+        "timing_s/step": 2.0,
+    }
+    assert scanner.feed(b"step:2 - reward:1.0") == []
+    assert [k for k, _ in scanner.finish()] == ["step.metrics", "reward"]

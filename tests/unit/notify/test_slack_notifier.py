@@ -1,0 +1,361 @@
+"""The Slack notifier against a local server that answers like the Slack Web API."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import decoded
+from slack_fake import FakeSlack
+
+from runwatch.dev import incidents
+from runwatch.notify.config import NotifyConfig, Route
+from runwatch.notify.notifier import Notifier
+from runwatch.notify.slack import SlackError, SlackPoster, TokenMissing, load_token
+from runwatch.notify.store import NotifyStore
+from runwatch.stream.engine import Engine
+
+TOKEN = "xoxb-9999-SECRET-token-value"
+NOW = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = NOW
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS", "C-MATH"))
+    fake.add_channel("#rl-alerts", "C-ALERTS")
+    fake.add_channel("#math-rl", "C-MATH")
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+class Rig:
+    def __init__(self, slack: FakeSlack, db: Path, **config: Any) -> None:
+        self.slack = slack
+        self.db = db
+        self.clock = Clock()
+        self.slept: list[float] = []
+        self.config = NotifyConfig(channel="#rl-alerts", base_url=slack.url, **config)
+        self.notifier = self.open()
+
+    def open(self, token: str = TOKEN) -> Notifier:
+        poster = SlackPoster(
+            token, base_url=self.slack.url, sleep=self.slept.append, max_attempts=4, backoff=0.5
+        )
+        return Notifier(self.config, poster, NotifyStore(self.db), clock=self.clock)
+
+    def restart(self) -> Notifier:
+        self.notifier.close()
+        self.notifier = self.open()
+        return self.notifier
+
+
+@pytest.fixture
+def rig(slack: FakeSlack, tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(
+        slack,
+        tmp_path / "notify.sqlite",
+        grafana_url="https://grafana.example.com",
+        routes=[Route(match={"team": "math"}, channel="#math-rl")],
+        repeat_interval=3600,
+    )
+    try:
+        yield r
+    finally:
+        r.notifier.close()
+
+
+def alert(
+    n: int,
+    state: str = "firing",
+    run: str = "run-a",
+    rule: str = "zero_reward",
+    ts: float = NOW,
+    **extra: Any,
+) -> dict[str, Any]:
+    key = f"{rule}|{run}"
+    return {
+        "v": 1,
+        "id": f"{key}#{n}",
+        "ts": ts,
+        "rule": rule,
+        "run": run,
+        "state": state,
+        "severity": "critical",
+        "key": key,
+        "since": ts - 600,
+        "summary": f"reward 0 for 5 steps ({state})",
+        "details": {"first_zero_step": 188, "count": 5},
+        **extra,
+    }
+
+
+def test_one_thread_per_alert_key(rig: Rig, slack: FakeSlack) -> None:
+    n = rig.notifier
+    assert n.notify(alert(1)) == "sent"
+    (root,) = slack.roots()
+    assert root.channel == "C-ALERTS"
+    text = str(root.blocks)
+    for want in (
+        "CRITICAL",
+        "zero_reward",
+        "run-a",
+        "reward 0 for 5 steps",
+        "first_zero_step",
+        "https://grafana.example.com/d/runwatch-run/?var-run=run-a",
+    ):
+        assert want in text
+    assert n.notify(alert(2, "resolved")) == "sent"
+    assert n.notify(alert(3)) == "sent"
+    assert len(slack.roots()) == 1
+    replies = slack.replies(root)
+    assert [r.text.split(":")[1] for r in replies] == ["white_check_mark", "red_circle"]
+    assert "Resolved" in replies[0].text
+    assert "firing again" in replies[1].text
+    assert any("[RESOLVED]" in u for u in root.updates)  # the root, edited on resolve
+    assert n.notify(alert(1, run="run-b")) == "sent"
+    assert len(slack.roots()) == 2
+
+
+def test_resolve_of_an_alert_never_shown_is_not_sent(rig: Rig, slack: FakeSlack) -> None:
+    assert rig.notifier.notify(alert(2, "resolved")) == "skipped"
+    assert slack.messages == []
+
+
+def test_reminders_while_firing(rig: Rig, slack: FakeSlack) -> None:
+    n = rig.notifier
+    n.notify(alert(1))
+    rig.clock.t += 1800
+    assert n.remind() == 0
+    rig.clock.t += 1801
+    assert n.remind() == 1
+    assert n.remind() == 0  # not twice for one interval
+    (root,) = slack.roots()
+    assert "Still firing after" in slack.replies(root)[-1].text
+    rig.clock.t += 3601
+    n.notify(alert(2, "resolved", ts=rig.clock.t))
+    rig.clock.t += 7200
+    assert n.remind() == 0
+    assert len(slack.replies(root)) == 2
+
+
+def test_routing_by_run_label(rig: Rig, slack: FakeSlack) -> None:
+    n = rig.notifier
+    n.learn_labels("math-run", {"team": "math"})
+    n.notify(alert(1, run="math-run"))
+    n.notify(alert(1, run="labelled", details={"labels": {"team": "math"}}))
+    n.notify(alert(1, run="other-run"), labels={"team": "reasoning"})
+    assert [m.channel for m in slack.roots()] == ["C-MATH", "C-MATH", "C-ALERTS"]
+
+
+def test_route_by_rule_and_severity() -> None:
+    cfg = NotifyConfig(
+        channel="#all",
+        routes=[
+            Route(match={"team": "m*"}, rules=["zero_reward"], channel="#a"),
+            Route(severities=["warning"], channel="#warn"),
+        ],
+    )
+    assert cfg.channel_for({"team": "math"}, "zero_reward", "critical") == "#a"
+    assert cfg.channel_for({"team": "math"}, "heartbeat_lost", "critical") == "#all"
+    assert cfg.channel_for({}, "stuck_progress", "warning") == "#warn"
+
+
+def test_silences(rig: Rig, slack: FakeSlack) -> None:
+    n, store = rig.notifier, rig.notifier.store
+    sid = store.add_silence("run-a", "zero_reward", NOW + 7200)
+    store.add_silence("run-b", None, NOW + 60)
+    assert n.notify(alert(1)) == "silenced"
+    assert n.notify(alert(1, rule="heartbeat_lost")) == "sent"  # another rule of run-a
+    assert n.notify(alert(1, run="run-b", rule="anything")) == "silenced"
+    rig.clock.t += 120  # run-b's silence expired
+    assert n.notify(alert(3, run="run-b", rule="anything")) == "sent"
+    assert store.remove_silence(sid)
+    assert n.notify(alert(3)) == "sent"
+    assert [s.run for s in store.silences(rig.clock.t)] == []
+    assert len(slack.roots()) == 3
+
+
+def test_429_retry_after_is_honoured(rig: Rig, slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 429, retry_after=3)
+    assert rig.notifier.notify(alert(1)) == "sent"
+    assert rig.slept == [3.0]
+    assert len(slack.roots()) == 1
+
+
+def test_5xx_is_retried_with_backoff(rig: Rig, slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 500, times=2)
+    assert rig.notifier.notify(alert(1)) == "sent"
+    assert len(rig.slept) == 2
+    assert rig.slept[1] > rig.slept[0]
+    assert len(slack.roots()) == 1
+
+
+def test_slack_down_for_good_raises_and_records_nothing(rig: Rig, slack: FakeSlack) -> None:
+    slack.fail("chat.postMessage", 503, times=4)
+    with pytest.raises(SlackError) as err:
+        rig.notifier.notify(alert(1))
+    assert err.value.retryable
+    assert not rig.notifier.store.was_sent(alert(1)["id"])
+    assert rig.notifier.notify(alert(1)) == "sent"  # the caller retries later: not lost
+
+
+def test_network_errors_are_retried(tmp_path: Path) -> None:
+    slept: list[float] = []
+    poster = SlackPoster(
+        TOKEN, base_url="http://127.0.0.1:9/api/", sleep=slept.append, max_attempts=3, timeout=2
+    )
+    with pytest.raises(SlackError) as err:
+        poster.post("#x", "hello")
+    assert err.value.retryable
+    assert len(slept) == 2
+
+
+def test_invalid_auth_fails_once_with_a_clear_line(
+    rig: Rig, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.notifier.close()
+    rig.notifier = rig.open(token="xoxb-wrong")
+    with caplog.at_level(logging.ERROR, logger="runwatch.notify"), pytest.raises(SlackError):
+        rig.notifier.notify(alert(1))
+    assert slack.count("chat.postMessage") == 1  # not retried
+    assert "Slack refused the bot token (invalid_auth)" in caplog.text
+    assert rig.notifier.notify(alert(1, run="run-b")) == "disabled"
+    assert slack.count("chat.postMessage") == 1
+    rig.notifier.close()
+    rig.notifier = rig.open()  # token fixed, restarted: the transition was kept
+    assert rig.notifier.notify(alert(1)) == "sent"
+
+
+def test_channel_not_found_fails_once_and_moves_on(rig: Rig, slack: FakeSlack) -> None:
+    rig.notifier.learn_labels("lost", {"team": "math"})
+    slack.channels.pop("#math-rl")
+    assert rig.notifier.notify(alert(1, run="lost")) == "failed"
+    assert slack.count("chat.postMessage") == 1
+    assert rig.notifier.notify(alert(1, run="lost")) == "duplicate"
+    assert rig.notifier.notify(alert(1)) == "sent"
+
+
+def test_no_duplicate_after_restart(rig: Rig, slack: FakeSlack) -> None:
+    rig.notifier.notify(alert(1))
+    rig.notifier.notify(alert(2, "resolved"))
+    n = rig.restart()
+    assert n.notify(alert(1)) == "duplicate"
+    assert n.notify(alert(2, "resolved")) == "duplicate"
+    assert n.notify(alert(3)) == "sent"  # and the thread continues after the restart
+    (root,) = slack.roots()
+    assert len(slack.replies(root)) == 2
+
+
+def test_crash_after_slack_got_it_neither_repeats_nor_loses(
+    rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = rig.notifier.store
+
+    def crash(*args: Any) -> None:
+        raise KeyboardInterrupt("killed between the post and the record")
+
+    monkeypatch.setattr(store, "sent_and_thread", crash)
+    with pytest.raises(KeyboardInterrupt):
+        rig.notifier.notify(alert(1))
+    monkeypatch.undo()
+    assert len(slack.roots()) == 1
+    n = rig.restart()
+    assert n.recover() == 1
+    assert n.notify(alert(1)) == "duplicate"
+    assert n.notify(alert(2, "resolved")) == "sent"  # into the recovered thread
+    (root,) = slack.roots()
+    assert len(slack.replies(root)) == 1
+
+
+def test_crash_before_slack_got_it_is_sent_after_restart(
+    rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = rig.notifier.store
+    store.begin(alert(1)["id"], alert(1)["key"], "#rl-alerts")  # began, never posted
+    n = rig.restart()
+    assert n.recover() == 0
+    assert n.notify(alert(1)) == "sent"
+    assert len(slack.roots()) == 1
+
+
+def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
+    """The sandbox hang through the engine: a thread per key, transitions as replies."""
+    engine = Engine()
+    alerts = []
+    for e in incidents.sandbox_hang():
+        alerts += engine.apply(decoded(e))
+    rig.clock.t = alerts[-1].ts
+    for a in alerts:
+        rig.notifier.notify(a, labels={"team": "reasoning"})
+    keys = {a.key for a in alerts}
+    assert len(slack.roots()) == len(keys)
+    assert len(slack.messages) == len(alerts)
+
+
+def test_token_never_in_logs_or_errors(
+    slack: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    rig = Rig(slack, tmp_path / "n.sqlite")
+    errors: list[str] = []
+    try:
+        slack.fail("chat.postMessage", 429, retry_after=0)
+        slack.fail("chat.postMessage", 500)
+        rig.notifier.notify(alert(1))
+        slack.fail("chat.postMessage", 200, error="channel_not_found")
+        rig.notifier.notify(alert(1, run="x"))
+        bad = rig.open(token=TOKEN + "-revoked")
+        try:
+            bad.notify(alert(1, run="y"))
+        except SlackError as err:
+            errors += [str(err), repr(err)]
+        bad.close()
+        errors.append(repr(rig.notifier.poster))
+    finally:
+        rig.notifier.close()
+    captured = caplog.text + "\n".join(errors) + "\n".join(str(r.__dict__) for r in caplog.records)
+    assert "invalid_auth" in captured
+    assert TOKEN not in captured
+    assert "SECRET" not in captured
+
+
+def test_token_from_env_or_secret_file(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN + "\n")
+    assert load_token(str(secret), env={}) == TOKEN
+    assert load_token(None, env={"SLACK_BOT_TOKEN_FILE": str(secret)}) == TOKEN
+    assert load_token(None, env={"SLACK_BOT_TOKEN": TOKEN}) == TOKEN
+    with pytest.raises(TokenMissing, match="SLACK_BOT_TOKEN"):
+        load_token(None, env={})
+
+
+def test_background_notifier_keeps_order_through_an_outage(rig: Rig, slack: FakeSlack) -> None:
+    """The embedded service's path: submit returns at once; a Slack outage delays, in order."""
+    from runwatch.notify.background import BackgroundNotifier
+
+    slack.fail("chat.postMessage", 503, times=4)  # the first try of alert 1 runs out
+    bg = BackgroundNotifier(rig.notifier, remind_every=3600)
+    rig.notifier = rig.open()  # the rig's close() must not close the background one's store
+    try:
+        t = time.monotonic()
+        bg.submit(alert(1))
+        bg.submit(alert(2, "resolved"))
+        assert time.monotonic() - t < 0.1
+    finally:
+        bg.close(timeout=20)
+    (root,) = slack.roots()
+    assert [m.text.split(":")[1] for m in slack.replies(root)] == ["white_check_mark"]

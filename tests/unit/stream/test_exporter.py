@@ -1,0 +1,290 @@
+"""The Prometheus collector: values read from run states at scrape time, bounded labels,
+finished runs dropping out after the grace, service counters."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import urllib.request
+from typing import Any
+
+import pytest
+from helpers import ROLLOUT, VLLM, decoded, make_event
+from prometheus_client import CollectorRegistry, generate_latest
+
+from runwatch.dev import incidents
+from runwatch.stream.engine import Engine
+from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics
+from runwatch.stream.metrics.worker import WorkerMetrics
+
+SANDBOX = "grpo-qwen2.5-7b-sandbox"
+
+
+def feed(engine: Engine, events: list[dict[str, Any]]) -> list[Any]:
+    out = []
+    for e in events:
+        out += engine.apply(decoded(e))
+    return out
+
+
+def sandbox_mid_stall() -> list[dict[str, Any]]:
+    events = incidents.sandbox_hang()
+    cut = events[-1]["ts"] - 40 * 60
+    return [e for e in events if e["ts"] < cut]
+
+
+def setup(**kw: Any) -> tuple[CollectorRegistry, RunwatchMetrics, Engine]:
+    registry = CollectorRegistry()
+    metrics = RunwatchMetrics(registry, **kw)
+    engine = metrics.instrument(Engine())
+    return registry, metrics, engine
+
+
+def value(registry: CollectorRegistry, metric: str, /, **labels: str) -> float | None:
+    return registry.get_sample_value(metric, labels)
+
+
+def series(registry: CollectorRegistry) -> list[str]:
+    text = generate_latest(registry).decode()
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_the_sandbox_hang_as_gauges() -> None:
+    registry, _, engine = setup()
+    feed(engine, sandbox_mid_stall())
+    run = {"run": SANDBOX}
+    assert value(registry, "runwatch_trajectories_pending", **run, phase="sandbox") == 1
+    assert value(registry, "runwatch_trajectories_pending", **run, phase="generate") == 0
+    assert value(registry, "runwatch_inference_running", **run, server="vllm-0") == 0
+    assert value(registry, "runwatch_inference_server_idle", **run, server="vllm-0") == 1
+    assert value(registry, "runwatch_inference_idle_with_pending", **run) == 1
+    idle = value(registry, "runwatch_inference_idle_with_pending_seconds", **run)
+    assert idle == pytest.approx(59 * 60, abs=60)
+    oldest = value(registry, "runwatch_trajectory_oldest_pending_age_seconds", **run)
+    assert oldest is not None
+    assert oldest > idle
+    rollout = {**run, "component": "rollout", "name": "Rollout"}
+    assert value(registry, "runwatch_progress_n", **rollout) == 511
+    assert value(registry, "runwatch_progress_total", **rollout) == 512
+    assert value(registry, "runwatch_step", **run) == 4
+    assert value(registry, "runwatch_step_last_done", **run) == 3
+    assert value(registry, "runwatch_step_idle_gap_seconds", **run) == 26 * 60
+    assert value(registry, "runwatch_step_reward", **run) == pytest.approx(0.45)
+    assert value(registry, "runwatch_step_phase_seconds", **run, phase="update_actor") == 600
+    assert value(registry, "runwatch_heartbeat_age_seconds", **run, component="trainer") == 0
+    assert value(registry, "runwatch_run_label", **run, name="team", value="reasoning") == 1
+    firing = {"run": SANDBOX, "rule": "inference_idle_with_pending", "severity": "critical"}
+    assert value(registry, "runwatch_alerts_firing", **firing) == 1
+    assert value(registry, "runwatch_runs", state="live") == 1
+
+
+def test_step_reward_from_metrics_when_no_reward_event() -> None:
+    """The zero-reward incident logs its reward only as step.metrics' critic/score/mean."""
+    registry, _, engine = setup()
+    events = [e for e in incidents.zero_reward(last_step=160) if e["kind"] != "run.finished"]
+    feed(engine, events)
+    last = [e for e in events if e["kind"] == "step.metrics"][-1]
+    run = {"run": last["run"]}
+    assert value(registry, "runwatch_step_reward", **run) == last["metrics"]["critic/score/mean"]
+    assert value(registry, "runwatch_step_reward", **run) > 0
+
+
+def test_service_counters_match_what_the_engine_did() -> None:
+    registry, metrics, engine = setup()
+    events = incidents.zero_reward(last_step=200)
+    alerts = feed(engine, events)
+    alerts += engine.advance(events[-1]["ts"] + 3600)
+    assert value(registry, "runwatch_events_total", kind="step.done") == 51
+    total = sum(
+        v or 0
+        for k in {e["kind"] for e in events}
+        for v in [value(registry, "runwatch_events_total", kind=k)]
+    )
+    assert total == len(events)
+    for rule in {a.rule for a in alerts}:
+        for st in ("firing", "resolved"):
+            made = [a for a in alerts if a.rule == rule and a.state == st]
+            if made:
+                labels = {"rule": rule, "state": st, "severity": made[0].severity}
+                assert value(registry, "runwatch_alert_transitions_total", **labels) == len(made)
+    metrics.record_invalid(3)
+    metrics.record_lag(1.5)
+    assert value(registry, "runwatch_events_invalid_total") == 3
+    assert value(registry, "runwatch_processing_lag_seconds") == 1.5
+
+
+def test_a_finished_run_disappears_after_the_grace() -> None:
+    registry, metrics, engine = setup(finished_grace=300)
+    events = incidents.healthy_long_steps(steps=1)
+    feed(engine, events)
+    end = events[-1]["ts"]
+    run = "grpo-qwen2.5-72b-healthy"
+    assert value(registry, "runwatch_run_info", run=run, status="ok") == 1
+    engine.advance(end + 299)
+    assert value(registry, "runwatch_run_info", run=run, status="ok") == 1
+    engine.advance(end + 301)
+    assert not [s for s in series(registry) if run in s]
+    assert value(registry, "runwatch_runs", state="finished") == 0
+    assert run not in metrics.step_timing  # nothing kept for it any more
+
+
+def test_a_silent_unfinished_run_goes_stale() -> None:
+    registry, _, engine = setup(stale_after=3600)
+    feed(engine, [make_event("run.started", 1000.0, run="gone")])
+    engine.advance(1000.0 + 3599)
+    assert value(registry, "runwatch_run_info", run="gone", status="running") == 1
+    engine.advance(1000.0 + 3601)
+    assert value(registry, "runwatch_run_info", run="gone", status="running") is None
+
+
+def test_labels_stay_bounded() -> None:
+    """Thousands of trajectories, requests and phases: the series count per run is capped."""
+    registry, _, engine = setup(limits=Limits(phases=4, servers=3))
+    events: list[dict[str, Any]] = [make_event("run.started", 0.0, run="big")]
+    for i in range(2000):
+        events.append(make_event("trajectory.started", 1.0, run="big", src=ROLLOUT, traj=f"t{i}"))
+        events.append(
+            make_event(
+                "trajectory.phase", 2.0, run="big", src=ROLLOUT, traj=f"t{i}", phase=f"tool{i % 50}"
+            )
+        )
+        events.append(
+            make_event(
+                "request.queued", 2.0, run="big", src=VLLM, req=f"q{i}", server=f"srv{i % 7}"
+            )
+        )
+    feed(engine, events)
+    lines = series(registry)
+    pending = [s for s in lines if s.startswith("runwatch_trajectories_pending{")]
+    assert len(pending) == 4
+    assert sum(float(s.rsplit(" ", 1)[1]) for s in pending) == 2000
+    assert any('phase="other"' in s for s in pending)
+    running = [s for s in lines if s.startswith("runwatch_inference_running{")]
+    assert len(running) == 4  # three servers by name, the rest as "other"
+    assert not any("t1" in s.split("{", 1)[1] for s in lines if "traj" in s)
+    assert len([s for s in lines if 'run="big"' in s]) < 40
+
+
+def test_registries_are_independent_and_registration_does_not_scrape() -> None:
+    r1, m1, e1 = setup()
+    r2, _, _ = setup()
+    feed(e1, [make_event("run.started", 1.0, run="only-here")])
+    assert value(r1, "runwatch_run_info", run="only-here", status="running") == 1
+    assert value(r2, "runwatch_run_info", run="only-here", status="running") is None
+    assert m1.scrapes == 1
+
+
+def test_instrument_twice_counts_once() -> None:
+    registry, metrics, engine = setup()
+    metrics.instrument(engine)
+    feed(engine, [make_event("run.started", 1.0)])
+    assert value(registry, "runwatch_events_total", kind="run.started") == 1
+
+
+def test_unknown_kinds_are_capped() -> None:
+    registry, _, engine = setup()
+    feed(engine, [make_event(f"custom.k{i}", float(i)) for i in range(100)])
+    kinds = [s for s in series(registry) if s.startswith("runwatch_events_total{")]
+    assert len(kinds) == 65
+    assert value(registry, "runwatch_events_total", kind="other") == 100 - 64
+
+
+def test_scrapes_from_another_thread_while_events_are_applied() -> None:
+    registry, metrics, engine = setup()
+    events = incidents.sandbox_hang()[:30_000]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                generate_latest(registry)
+            except BaseException as err:  # pragma: no cover - the failure being tested
+                errors.append(err)
+
+    thread = threading.Thread(target=scrape)
+    thread.start()
+    try:
+        feed(engine, events)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert metrics.scrapes > 0
+
+
+def test_served_over_http() -> None:
+    _, metrics, engine = setup()
+    feed(engine, [make_event("run.started", 1.0, run="web")])
+    server = metrics.serve(0, "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as resp:
+            body = resp.read().decode()
+    finally:
+        server.close()
+    assert 'runwatch_run_info{run="web",status="running"} 1.0' in body
+
+
+def test_worker_metrics_hooks_and_async_endpoint() -> None:
+    class Driver:
+        def __init__(self) -> None:
+            self.engine = Engine()
+
+    drivers = {0: Driver()}
+    wm = WorkerMetrics(drivers.values, 0, "127.0.0.1")
+    wm.live(drivers[0])
+    feed(drivers[0].engine, [make_event("run.started", 1.0, run="w")])
+    wm.batch([(0, b"{}", 0.0, 5)], invalid=1)
+    alerts = feed(drivers[0].engine, [])
+    wm.published(alerts)
+
+    async def scrape() -> str:
+        await wm.start()
+        try:
+            url = f"http://127.0.0.1:{wm.server.port}/metrics"
+            return await asyncio.to_thread(lambda: urllib.request.urlopen(url).read().decode())
+        finally:
+            await wm.close()
+
+    body = asyncio.run(scrape())
+    assert 'runwatch_run_info{run="w",status="running"} 1.0' in body
+    assert "runwatch_events_invalid_total 1.0" in body
+    assert 'runwatch_events_total{kind="run.started"} 1.0' in body
+    assert "runwatch_processing_lag_seconds" in body
+    del drivers[0]  # a partition taken away: its runs leave the scrape
+    assert 'run="w"' not in generate_latest(wm.registry).decode()
+
+
+def test_bad_grace_fails_early() -> None:
+    with pytest.raises(ValueError, match="finished_grace"):
+        RunwatchMetrics(finished_grace=-1)
+
+
+def test_direct_text_equals_prometheus_client_rendering() -> None:
+    """`exposition()` writes the families itself; it must say what generate_latest says."""
+    from prometheus_client import Counter
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry, metrics, engine = setup()
+    other = Counter("other_things", "a collector beside runwatch's", registry=registry)
+    other.inc(2)
+    events = sandbox_mid_stall()
+    events.append(
+        make_event("run.started", events[-1]["ts"], run="odd", labels={"k": 'a\\b "c"\nd'})
+    )
+    feed(engine, events)
+    metrics.record_lag(float("inf"))
+
+    def samples(text: str) -> set[tuple[str, tuple[tuple[str, str], ...], str]]:
+        return {
+            (s.name, tuple(sorted(s.labels.items())), repr(s.value))
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if not s.name.endswith("_created")
+        }
+
+    fast = metrics.exposition().decode()
+    slow = generate_latest(registry).decode()
+    assert samples(fast) == samples(slow)
+    assert fast.count("# TYPE runwatch_events_total counter") == 1
+    assert "other_things_total 2.0" in fast

@@ -1,0 +1,474 @@
+"""RunState: folding events into what the rules read, including late and reordered events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import ROLLOUT, TRAINER, VLLM, decoded, make_event
+
+from runwatch.stream.state.processes import process_id
+from runwatch.stream.state.run import RunState, StateConfig
+
+
+def fold(state: RunState, *events: dict[str, Any]) -> RunState:
+    for event in events:
+        state.apply(decoded(event))
+    return state
+
+
+@pytest.fixture
+def state() -> RunState:
+    return RunState("r1", StateConfig(watched_metrics=frozenset({"reward"})))
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def test_clock_is_the_largest_ts_and_late_events_do_not_move_it(state: RunState) -> None:
+    fold(state, make_event("heartbeat", 50), make_event("heartbeat", 20))
+    assert state.clock == 50
+    assert state.first_ts == 20
+    assert state.events == 2
+
+
+def test_run_started_keeps_the_earliest_start_labels_and_total_steps(state: RunState) -> None:
+    fold(
+        state,
+        make_event("run.started", 10, labels={"team": "rl"}, total_steps=100),
+        make_event("run.started", 5, labels={"model": "q"}),
+    )
+    assert state.started_ts == 5
+    assert state.labels == {"team": "rl", "model": "q"}
+    assert state.total_steps == 100
+    assert not state.finished
+
+
+def test_run_finished_records_status_and_clears_pending(state: RunState) -> None:
+    fold(
+        state,
+        make_event("trajectory.started", 1, src=ROLLOUT, traj="a"),
+        make_event("trajectory.started", 2, src=ROLLOUT, traj="b"),
+        make_event("run.finished", 10, status="killed"),
+    )
+    assert state.finished
+    assert (state.status, state.finished_ts) == ("killed", 10)
+    assert state.inference.pending == {}
+    assert state.inference.pending_since is None
+    # nothing starts waiting after the end
+    fold(state, make_event("trajectory.started", 11, src=ROLLOUT, traj="c"))
+    assert state.inference.pending == {}
+
+
+def test_watched_arrivals_keep_the_latest_ts_per_component_and_kind() -> None:
+    state = RunState("r1", StateConfig(watched_arrivals=frozenset({("trainer", "step.done")})))
+    fold(
+        state,
+        make_event("step.done", 30, step=2),
+        make_event("step.done", 10, step=1),  # late
+        make_event("step.done", 40, src=ROLLOUT, step=3),  # another component
+        make_event("heartbeat", 50),  # another kind
+    )
+    assert state.last_arrival == {("trainer", "step.done"): 30}
+
+
+def test_unknown_kinds_count_but_change_nothing_else(state: RunState) -> None:
+    fold(state, make_event("sandbox.exec", 7, cmd="ls"))
+    assert (state.events, state.clock) == (1, 7)
+    assert state.processes.by_id == {}
+    assert state.steps.by_number == {}
+
+
+# --- heartbeats --------------------------------------------------------------------------------
+
+
+def test_process_id_names_component_host_and_pid_or_instance() -> None:
+    src = decoded(make_event("heartbeat", 0, src=VLLM)).src
+    assert process_id(src) == "inference@node-2/vllm-0"
+    assert process_id(decoded(make_event("heartbeat", 0, src=TRAINER)).src) == "trainer@node-0/100"
+    bare = decoded(make_event("heartbeat", 0, src={"component": "sandbox"})).src
+    assert process_id(bare) == "sandbox@?"
+
+
+def test_heartbeats_keep_the_latest_beat_and_late_ones_change_nothing(state: RunState) -> None:
+    fold(state, make_event("heartbeat", 10), make_event("heartbeat", 20))
+    fold(state, make_event("heartbeat", 15, final=True))  # late: the process beat again after
+    (proc,) = state.processes.by_id.values()
+    assert proc.last_beat == 20
+    assert not proc.final
+    assert proc.lost_at(60) == 80
+    assert proc.alive(79.9, 60)
+    assert not proc.alive(80, 60)
+
+
+def test_final_heartbeat_means_a_clean_exit_that_cannot_be_lost(state: RunState) -> None:
+    fold(state, make_event("heartbeat", 10), make_event("heartbeat", 20, final=True))
+    (proc,) = state.processes.by_id.values()
+    assert proc.final
+    assert proc.lost_at(60) is None
+    assert not proc.alive(21, 60)
+    # a later beat: the process (or its replacement) is back
+    fold(state, make_event("heartbeat", 30))
+    assert not proc.final
+    assert proc.lost_at(60) == 90
+
+
+def test_processes_are_told_apart_by_host_pid_and_instance(state: RunState) -> None:
+    fold(
+        state,
+        make_event("heartbeat", 1, pid=1),
+        make_event("heartbeat", 1, pid=2),
+        make_event("heartbeat", 1, host="node-9", pid=1),
+        make_event("heartbeat", 1, src=VLLM),
+    )
+    assert len(state.processes.by_id) == 4
+
+
+def test_a_process_that_never_beat_is_presumed_alive(state: RunState) -> None:
+    fold(state, make_event("inference.stats", 0, src=VLLM, server="v", running=0, waiting=0))
+    (proc,) = state.processes.by_id.values()
+    assert proc.last_beat is None
+    assert proc.lost_at(60) is None
+    assert proc.alive(1e9, 60)
+
+
+# --- inference servers and trajectories --------------------------------------------------------
+
+
+def stats(ts: float, running: int, waiting: int = 0, server: str = "vllm-0") -> dict[str, Any]:
+    return make_event(
+        "inference.stats", ts, src=VLLM, server=server, running=running, waiting=waiting
+    )
+
+
+def test_a_late_server_snapshot_is_ignored(state: RunState) -> None:
+    fold(state, stats(10, running=4), stats(20, running=0), stats(15, running=7))
+    srv = state.inference.servers["vllm-0"]
+    assert (srv.stats_ts, srv.running, srv.idle) == (20, 0, True)
+
+
+def test_a_snapshot_stands_until_replaced(state: RunState) -> None:
+    fold(state, stats(10, running=0, waiting=3))
+    fold(state, *(make_event("heartbeat", t, src=VLLM) for t in (20, 30, 40)))
+    srv = state.inference.servers["vllm-0"]
+    assert (srv.waiting, srv.idle) == (3, False)
+
+
+def test_without_stats_a_server_is_idle_when_no_request_is_in_flight(state: RunState) -> None:
+    fold(
+        state,
+        make_event("request.queued", 1, src=ROLLOUT, req="a", server="sg-0"),
+        make_event("request.queued", 2, src=ROLLOUT, req="b", server="sg-0"),
+        make_event("request.done", 3, src=ROLLOUT, req="a", server="sg-0"),
+    )
+    srv = state.inference.servers["sg-0"]
+    assert srv.in_flight == {"b"}
+    assert not srv.idle
+    fold(state, make_event("request.done", 4, src=ROLLOUT, req="b", server="sg-0"))
+    assert srv.idle
+
+
+def test_a_final_heartbeat_takes_a_server_out_of_the_picture(state: RunState) -> None:
+    fold(state, make_event("heartbeat", 0, src=VLLM), stats(1, running=0))
+    assert state.inference.live_servers() == [state.inference.servers["vllm-0"]]
+    fold(state, make_event("heartbeat", 5, src=VLLM, final=True))
+    assert state.inference.live_servers() == []
+
+
+def test_pending_trajectories_and_their_phases(state: RunState) -> None:
+    fold(
+        state,
+        make_event("trajectory.started", 10, src=ROLLOUT, traj="a", step=3),
+        make_event("trajectory.started", 12, src=ROLLOUT, traj="b", step=3),
+        make_event("trajectory.phase", 20, src=ROLLOUT, traj="a", phase="sandbox"),
+        make_event("trajectory.phase", 15, src=ROLLOUT, traj="a", phase="tool"),  # late
+        make_event("trajectory.phase", 30, src=ROLLOUT, traj="zz", phase="reward"),  # unknown
+    )
+    inf = state.inference
+    assert set(inf.pending) == {"a", "b"}
+    assert inf.pending_since == 10
+    a, b = inf.pending["a"], inf.pending["b"]
+    assert (a.phase, a.phase_since, a.started, a.step) == ("sandbox", 20, 10, 3)
+    assert (b.phase, b.phase_since) == ("generate", 12)
+    assert inf.started_in_step(3) == 2
+    fold(state, make_event("trajectory.done", 40, src=ROLLOUT, traj="a", status="ok"))
+    assert set(inf.pending) == {"b"}
+    assert inf.pending_since == 10
+    fold(state, make_event("trajectory.done", 41, src=ROLLOUT, traj="b", status="error"))
+    assert inf.pending == {}
+    assert inf.pending_since is None
+
+
+def test_a_started_that_arrives_after_its_done_is_ignored(state: RunState) -> None:
+    fold(
+        state,
+        make_event("trajectory.done", 20, src=ROLLOUT, traj="a", status="ok"),
+        make_event("trajectory.started", 10, src=ROLLOUT, traj="a"),
+    )
+    assert state.inference.pending == {}
+
+
+def test_a_duplicate_started_does_not_reset_the_trajectory(state: RunState) -> None:
+    fold(
+        state,
+        make_event("trajectory.started", 10, src=ROLLOUT, traj="a"),
+        make_event("trajectory.phase", 20, src=ROLLOUT, traj="a", phase="tool"),
+        make_event("trajectory.started", 30, src=ROLLOUT, traj="a"),
+    )
+    t = state.inference.pending["a"]
+    assert (t.started, t.phase) == (10, "tool")
+
+
+def test_idle_with_pending_begins_and_ends_with_the_condition(state: RunState) -> None:
+    inf = state.inference
+    fold(state, stats(0, running=0))
+    assert inf.idle_since is None  # nothing pending: idle is fine
+    fold(state, make_event("trajectory.started", 10, src=ROLLOUT, traj="a"))
+    assert inf.idle_since == 10
+    fold(state, stats(20, running=1))
+    assert inf.idle_since is None
+    fold(state, stats(30, running=0))
+    assert inf.idle_since == 30
+    fold(state, make_event("trajectory.done", 50, src=ROLLOUT, traj="a", status="ok"))
+    assert inf.idle_since is None
+
+
+def test_every_server_must_be_idle(state: RunState) -> None:
+    fold(
+        state,
+        stats(0, running=0, server="a"),
+        stats(0, running=2, server="b"),
+        make_event("trajectory.started", 10, src=ROLLOUT, traj="t"),
+    )
+    assert not state.inference.all_idle_with_pending()
+    fold(state, stats(20, running=0, server="b"))
+    assert state.inference.idle_since == 20
+
+
+def test_no_server_seen_means_never_idle(state: RunState) -> None:
+    fold(state, make_event("trajectory.started", 10, src=ROLLOUT, traj="t"))
+    assert state.inference.servers == {}
+    assert not state.inference.all_idle_with_pending()
+    assert state.inference.idle_since is None
+
+
+# --- progress counters -------------------------------------------------------------------------
+
+
+def progress(ts: float, n: int, total: int | None = None, name: str = "bar") -> dict[str, Any]:
+    return make_event("progress", ts, src=ROLLOUT, name=name, n=n, total=total)
+
+
+def counter(state: RunState, name: str = "bar") -> Any:
+    return state.progress.by_key[("rollout", name)]
+
+
+def test_progress_advances_learn_the_pace(state: RunState) -> None:
+    fold(state, progress(0, 0, 10))
+    c = counter(state)
+    assert (c.advances, c.pace()) == (0, None)
+    fold(state, progress(10, 1))
+    assert (c.advances, c.pace()) == (1, None)  # one interval is not a pace yet
+    fold(state, progress(30, 2), progress(40, 3))
+    assert c.advances == 3
+    assert list(c.intervals) == [10, 20, 10]
+    assert c.pace() == 10
+    assert (c.n, c.total, c.last_advance, c.last_update) == (3, 10, 40, 40)
+
+
+def test_progress_update_without_advance_is_not_an_advance(state: RunState) -> None:
+    fold(state, progress(0, 0), progress(10, 1), progress(50, 1))
+    c = counter(state)
+    assert (c.advances, c.last_advance, c.last_update) == (1, 10, 50)
+
+
+def test_progress_restart_learns_the_pace_afresh(state: RunState) -> None:
+    fold(state, progress(0, 0), progress(10, 5), progress(20, 10))
+    c = counter(state)
+    assert c.pace() == 10
+    fold(state, progress(100, 2, total=50))  # smaller n, later ts: a new bar
+    assert (c.n, c.total, c.advances, c.pace()) == (2, 50, 0, None)
+    assert (c.last_advance, c.last_update) == (100, 100)
+    assert list(c.intervals) == []
+    fold(state, progress(200, 3), progress(400, 4))
+    assert c.pace() == 150
+
+
+def test_progress_late_arrival_changes_nothing(state: RunState) -> None:
+    fold(state, progress(0, 0), progress(10, 5), progress(20, 10))
+    fold(state, progress(15, 7))  # smaller n, earlier ts: late
+    c = counter(state)
+    assert (c.n, c.advances, c.last_advance, c.last_update) == (10, 2, 20, 20)
+    assert c.pace() == 10
+
+
+def test_progress_complete_and_counters_per_component_and_name(state: RunState) -> None:
+    fold(state, progress(0, 511, 512), progress(1, 512), progress(1, 3, name="other"))
+    fold(state, make_event("progress", 1, name="bar", n=1))  # the trainer's bar of that name
+    assert counter(state).complete
+    assert not counter(state, "other").complete
+    assert set(state.progress.by_key) == {
+        ("rollout", "bar"),
+        ("rollout", "other"),
+        ("trainer", "bar"),
+    }
+
+
+# --- ranks ---------------------------------------------------------------------------------------
+
+
+def rank(ts: float, r: int, phase: str, since: float | None = None, **kw: Any) -> dict[str, Any]:
+    return make_event("rank.status", ts, rank=r, world_size=4, phase=phase, since=since, **kw)
+
+
+def test_rank_phase_change_without_since_happens_at_the_first_status_showing_it(
+    state: RunState,
+) -> None:
+    fold(state, rank(10, 0, "forward"), rank(20, 0, "forward"), rank(30, 0, "backward"))
+    fold(state, rank(40, 0, "backward"))
+    r = state.ranks.by_rank[0]
+    assert (r.phase, r.changed_at, r.last_ts) == ("backward", 30, 40)
+
+
+def test_rank_phase_change_with_since_happens_at_since(state: RunState) -> None:
+    fold(state, rank(10, 0, "forward", since=8), rank(30, 0, "all_reduce", since=25))
+    r = state.ranks.by_rank[0]
+    assert (r.phase, r.changed_at) == ("all_reduce", 25)
+    # the same phase entered again (the next all_reduce) counts as a change
+    fold(state, rank(50, 0, "all_reduce", since=45))
+    assert r.changed_at == 45
+    assert state.ranks.last_change() == 45
+
+
+def test_a_late_rank_status_is_ignored(state: RunState) -> None:
+    fold(state, rank(30, 1, "recv", step=7), rank(20, 1, "forward", step=6))
+    r = state.ranks.by_rank[1]
+    assert (r.phase, r.changed_at, r.step) == ("recv", 30, 7)
+
+
+def test_ranks_phases_and_missing(state: RunState) -> None:
+    fold(
+        state,
+        rank(1, 0, "recv"),
+        rank(1, 2, "destroy_process_group"),
+        rank(2, 1, "recv"),
+    )
+    assert state.ranks.world_size == 4
+    assert state.ranks.phases() == {"recv": [0, 1], "destroy_process_group": [2]}
+    assert state.ranks.missing() == [3]
+    assert state.ranks.last_change() == 2
+
+
+# --- steps: rewards, metrics and GPU-idle gaps ---------------------------------------------------
+
+
+def test_step_timings_rewards_and_watched_metrics(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.started", 100, step=1),
+        make_event("step.done", 160, step=1),
+        make_event("step.started", 160, step=2),
+        make_event("step.done", 200, step=2, duration_s=38.5),
+        make_event("step.metrics", 161, step=1, metrics={"reward": 0.5, "loss": 1.0}),
+        make_event("reward", 210, step=2, mean=0.25),
+    )
+    one, two = state.steps.by_number[1], state.steps.by_number[2]
+    assert (one.duration, two.duration) == (60, 38.5)
+    assert one.metrics == {"reward": 0.5}  # only watched keys are kept
+    assert one.reward(["reward"]) == 0.5
+    assert two.reward(["reward"]) == 0.25
+    assert (one.metrics_ts, two.reward_ts) == (161, 210)
+    assert state.steps.latest == 2
+    assert state.steps.last_done is two
+
+
+def test_reward_event_wins_over_metrics(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.metrics", 1, step=1, metrics={"reward": 0.0}),
+        make_event("reward", 2, step=1, mean=0.75),
+    )
+    assert state.steps.by_number[1].reward(["reward"]) == 0.75
+
+
+def test_non_finite_values_are_recorded_with_when_they_were_reported(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.metrics", 10, step=1, metrics={"a": 1.0, "b": None}),
+        make_event("step.metrics", 20, step=1, metrics={"loss": float("nan")}),
+        make_event("reward", 30, step=1, mean=float("-inf")),
+    )
+    step = state.steps.by_number[1]
+    assert step.nonfinite == ["loss", "reward.mean"]
+    assert step.nonfinite_ts == 20
+
+
+def test_only_the_last_steps_are_kept() -> None:
+    state = RunState("r1", StateConfig(keep_steps=3))
+    fold(state, *(make_event("step.done", i, step=i) for i in range(10)))
+    assert sorted(state.steps.by_number) == [7, 8, 9]
+    assert [s.number for s in state.steps.recent(2)] == [8, 9]
+
+
+def test_idle_spans_are_attributed_to_the_steps_open_during_them(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.started", 0, step=1),
+        stats(1, running=3),
+        make_event("trajectory.started", 1, src=ROLLOUT, traj="a", step=1),
+        stats(10, running=0),  # idle while `a` waits: 10..40
+        make_event("trajectory.done", 40, src=ROLLOUT, traj="a", status="ok"),
+        make_event("step.done", 45, step=1),
+    )
+    assert state.steps.by_number[1].gap == 30
+
+
+def test_an_idle_span_open_at_step_done_counts_up_to_the_done(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.started", 0, step=1),
+        stats(1, running=0),
+        make_event("trajectory.started", 5, src=ROLLOUT, traj="a", step=1),  # idle from 5
+        make_event("step.done", 50, step=1),
+        make_event("step.started", 60, step=2),
+        make_event("trajectory.done", 80, src=ROLLOUT, traj="a", status="ok"),  # idle ends
+        make_event("step.done", 100, step=2),
+    )
+    one, two = state.steps.by_number[1], state.steps.by_number[2]
+    assert one.gap == 45  # 5..50, not counted again when the span ends
+    assert two.gap == 20  # 60..80: from its own start
+    assert state.inference.idle_since is None
+
+
+def test_idle_spans_add_up_within_a_step_and_skip_steps_done_before(state: RunState) -> None:
+    fold(
+        state,
+        make_event("step.started", 0, step=1),
+        make_event("step.done", 5, step=1),
+        make_event("step.started", 6, step=2),
+        stats(7, running=0),
+        make_event("trajectory.started", 10, src=ROLLOUT, traj="a"),
+        make_event("trajectory.done", 20, src=ROLLOUT, traj="a", status="ok"),
+        make_event("trajectory.started", 30, src=ROLLOUT, traj="b"),
+        stats(35, running=1),
+        make_event("trajectory.done", 40, src=ROLLOUT, traj="b", status="ok"),
+        make_event("step.done", 50, step=2),
+    )
+    assert state.steps.by_number[1].gap == 0
+    assert state.steps.by_number[2].gap == 15  # 10..20 and 30..35
+
+
+def test_reconfigure_changes_what_is_kept(state: RunState) -> None:
+    state.reconfigure(
+        StateConfig(watched_metrics=frozenset({"x"}), keep_steps=2, progress_window=3)
+    )
+    fold(
+        state,
+        *(
+            make_event("step.metrics", i, step=i, metrics={"x": 1.0, "reward": 0.0})
+            for i in range(4)
+        ),
+    )
+    assert sorted(state.steps.by_number) == [2, 3]
+    assert state.steps.by_number[3].metrics == {"x": 1.0}
+    assert state.progress.window == 3
