@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
         help="live: runwatch serve + a simulated cluster with faults; --replay: incidents",
         description="Start runwatch serve, simulate a small cluster with three faults at "
         "accelerated time, and show runs and alerts live. With --replay: replay the bundled "
-        "incidents (DESIGN.md's real cases) through the rules and print the alerts.",
+        "incidents (the real cases runwatch exists for) through the rules and print the alerts.",
     )
     d.add_argument("--dir", default=".cache/demo", help="where to write history / event files")
     d.add_argument("--replay", action="store_true", help="replay the bundled incidents instead")

@@ -1,4 +1,4 @@
-"""The incidents runwatch exists for (DESIGN.md), as deterministic event streams.
+"""The incidents runwatch exists for (docs/architecture.md), as deterministic event streams.
 
 Each builder returns the events a real job would have emitted, with the published numbers:
 the 20/21/26-minute idle gaps and the 511/512 bar stuck for 99 minutes; reward 0 from step

@@ -3,7 +3,8 @@
 Generalises `runwatch.dev.incidents`: each job has a trainer (ranks), an orchestrator, a rollout
 worker and inference servers; a step is a rollout (trajectories with long-tailed durations,
 generate → sandbox → generate → reward), then the update (rank phases), with validation and
-checkpoint pauses every few steps. Faults from DESIGN.md's incidents can be injected per job.
+checkpoint pauses every few steps. Faults from the incidents in docs/architecture.md can be
+injected per job.
 
 Times here are *simulated* seconds from the job's start; `Cluster.events()` maps them onto
 an epoch clock at `speed` (ts = t0 + t / speed), scaling every duration in the events and the

@@ -1,4 +1,5 @@
-"""Golden tests: DESIGN.md's incidents, with their published numbers, through replay."""
+"""Golden tests: the incidents runwatch exists for (docs/architecture.md), with their published
+numbers, through replay."""
 
 from __future__ import annotations
 
