@@ -299,7 +299,9 @@ VIEWS["idle_spans"] = f"""
         FROM trajectory_marks m SEMI JOIN candidates c ON c.run = m.run AND c.traj = m.traj
         GROUP BY m.run, m.traj
     ), clipped AS (
-        SELECT i.run, greatest(t.s, i.start_ts) AS s,
+        -- DISTINCT: the windows below order by (s, e), which must be a total order, or two
+        -- identical intervals can be numbered in one order and summed in another
+        SELECT DISTINCT i.run, greatest(t.s, i.start_ts) AS s,
                least(coalesce(t.d, 'infinity'::DOUBLE), i.end_ts) AS e
         FROM servers_idle i JOIN tb t
           ON t.run = i.run AND t.s < i.end_ts AND coalesce(t.d, 'infinity'::DOUBLE) > i.start_ts

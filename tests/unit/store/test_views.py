@@ -204,6 +204,36 @@ def test_idle_gaps_match_the_engine_on_random_histories(
         assert got[step] == pytest.approx(gap, abs=1e-6), (step, got, want)
 
 
+def test_identical_pending_intervals_in_two_idle_stretches_stay_two_spans(store: Store) -> None:
+    """Found by the random histories: eight trajectories pending through two idle stretches
+    gave eight identical intervals per stretch, and the spans' windows numbered and summed
+    those ties in different orders, merging the stretches into one (1000..1003)."""
+    n = iter(range(1000))
+
+    def e(ts: float, kind: str, src: dict[str, Any], **f: Any) -> dict[str, Any]:
+        return {"v": 1, "id": f"e{next(n)}", "ts": ts, "run": "rnd", "kind": kind,
+                "src": src, **f}  # fmt: skip
+
+    events = [e(1000, "trajectory.started", ROLLOUT, traj=f"t{i}", step=0) for i in range(8)]
+    events += [
+        e(1000, "request.queued", ROLLOUT, req="q1", server="c"),
+        e(1000, "request.done", ROLLOUT, req="q1", server="c"),
+        e(1001, "inference.stats", SRV_A, server="a", running=1, waiting=0),
+        e(1001, "step.started", TRAINER, step=1),
+        e(1002, "inference.stats", SRV_A, server="a", running=0, waiting=0),
+        e(1002, "step.done", TRAINER, step=1),
+        e(1002, "step.started", TRAINER, step=2),
+        e(1003, "request.queued", ROLLOUT, req="q2", server="c"),
+        e(1004, "request.done", ROLLOUT, req="q2", server="c"),
+        e(1014, "step.done", TRAINER, step=2),
+    ]
+    store.con.execute("DELETE FROM events")
+    store.con.execute("DELETE FROM trajectory_marks")
+    store.write_events([json.dumps(x) for x in events])
+    assert engine_gaps(events) == {1: 0.0, 2: 11.0}
+    assert sql_gaps(store, "rnd") == engine_gaps(events)
+
+
 def test_a_step_without_start_gets_the_running_span(store: Store) -> None:
     """Without step.started the engine counts the idle time running at step.done."""
 
