@@ -139,8 +139,9 @@ def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[f
     import threading
 
     from runwatch.dev.broker import KafkaBroker
+    from runwatch.emitters.topics import Topics
     from runwatch.store.sink import Sink, SinkConfig
-    from runwatch.stream.kafka.io import Topics, ensure_topics
+    from runwatch.stream.kafka.io import ensure_topics
 
     broker = KafkaBroker(tmp / "kafka")
     bootstrap = broker.start()

@@ -37,6 +37,7 @@ from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool
+from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runwatch.emitters")
 
-DEFAULT_TOPIC = "runwatch.events"
+DEFAULT_TOPIC = Topics().events
 _ENVELOPE = frozenset(("v", "id", "ts", "run", "kind", "src"))
 # uuid4 layout: version nibble 4, variant bits 10 (what uuid.UUID(version=4) sets).
 _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)

@@ -1,4 +1,4 @@
-"""Parsing the times people type: epoch seconds or ISO 8601."""
+"""Times for people: parsing the ones they type (epoch seconds or ISO 8601), showing ours."""
 
 from __future__ import annotations
 
@@ -36,5 +36,9 @@ def time_arg(text: str) -> float:
 
 
 def iso(ts: float) -> str:
-    """A compact UTC rendering for people: 2026-11-21 16:41:05Z."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    """A compact UTC rendering for people: 2026-11-21 16:41:05Z (a time no calendar can show,
+    such as one in the year 60000, as its number of seconds)."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"ts={ts!r}"

@@ -19,7 +19,6 @@ With `health_port` it serves /healthz, /readyz and /metrics on its own loop
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -29,16 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+from runwatch.emitters.topics import Topics
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
+from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import decode
-from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.exceptions import InvalidAlert, InvalidEvent
 from runwatch.stream.kafka.health import ConsumerHealth
 
 log = logging.getLogger("runwatch.sink")
 
-EVENTS_TOPIC = "runwatch.events"
-ALERTS_TOPIC = "runwatch.alerts"
 DEFAULT_GROUP = "runwatch-sink"
 #: /healthz fails when the consuming loop has not turned for this long (and is not waiting
 #: on a flush, which has its own deadline: `SinkConfig.wait`)
@@ -46,26 +45,14 @@ STALL_SECONDS = 30.0
 #: /readyz fails for a partition whose last fetch Kafka answered longer ago than this
 FETCHED_WITHIN_MS = 30_000
 
-_ALERT_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "id": str,
-    "ts": (int, float),
-    "rule": str,
-    "run": str,
-    "state": str,
-    "severity": str,
-    "key": str,
-    "since": (int, float),
-    "summary": str,
-}
-
 
 @dataclass(frozen=True)
 class SinkConfig:
     bootstrap: str
     db: Path
     group: str = DEFAULT_GROUP
-    events_topic: str = EVENTS_TOPIC
-    alerts_topic: str = ALERTS_TOPIC
+    events_topic: str = Topics().events
+    alerts_topic: str = Topics().alerts
     batch_size: int = BATCH_SIZE
     flush_interval: float = 1.0
     #: seconds to wait for readers to let go of the file before giving up on a flush
@@ -75,22 +62,6 @@ class SinkConfig:
     #: serve /healthz, /readyz and /metrics on this port (None: off; 0: any free one)
     health_port: int | None = None
     health_host: str = "0.0.0.0"
-
-
-def parse_alert(raw: bytes) -> dict[str, Any]:
-    """An alert transition from runwatch.alerts (contract §3); raises InvalidEvent."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise InvalidEvent(f"not JSON: {err}") from None
-    if not isinstance(obj, dict):
-        raise InvalidEvent("an alert must be a JSON object")
-    for name, types in _ALERT_FIELDS.items():
-        if not isinstance(obj.get(name), types):
-            raise InvalidEvent(f"alert field {name!r} missing or of the wrong type")
-    if obj["state"] not in ("firing", "resolved"):
-        raise InvalidEvent("alert state must be firing or resolved")
-    return obj
 
 
 class Sink:
@@ -256,8 +227,8 @@ class Sink:
             if rec.value is None:
                 continue
             try:
-                self.writer.add_alert(parse_alert(rec.value))
-            except InvalidEvent as err:
+                self.writer.add_alert(Alert.from_json(rec.value))
+            except InvalidAlert as err:
                 self.writer.add_invalid(
                     f"{self.config.alerts_topic}:{rec.partition}:{rec.offset}",
                     err.reason,

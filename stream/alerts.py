@@ -1,12 +1,27 @@
-"""Alert transitions in the contract's format (section 3)."""
+"""Alert transitions in the contract's format (section 3), as one type at every boundary.
+
+An `Alert` is made by the engine, written to `runwatch.alerts` (or the service's alert log) as
+JSON by `to_json`, and read back by every consumer (the sink, the notifier, `runwatch alerts`,
+a restarted worker or service) through `from_json` / `from_dict`, which check the contract's
+fields and types and raise `InvalidAlert` with the reason -- so no consumer decodes the dict
+its own way, and none fails later on a field that is missing or of the wrong type.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
+from runwatch.stream.exceptions import InvalidAlert
+
 AlertState = Literal["firing", "resolved"]
+STATES = ("firing", "resolved")
+SEVERITIES = ("critical", "warning", "info")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +39,8 @@ class Alert:
     summary: str
     details: dict[str, Any] = field(default_factory=dict)
     subject: str | None = None
+    #: the run's `run.started` labels (an addition to the alert format), for routing
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -39,7 +56,82 @@ class Alert:
         if self.subject is not None:
             out["subject"] = self.subject
         out.update(since=self.since, summary=self.summary, details=self.details)
+        if self.labels:
+            out["labels"] = self.labels
         return out
+
+    def to_json(self) -> bytes:
+        """The transition as one JSON object (a Kafka value, a line of an alert log)."""
+        return orjson.dumps(self.to_dict())
+
+    @property
+    def firing(self) -> bool:
+        return self.state == "firing"
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Alert:
+        """Decode and check one transition; raises InvalidAlert with the reason."""
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            raise InvalidAlert(f"not JSON: {err}") from None
+        return cls.from_dict(obj)
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> Alert:
+        """Check a decoded transition against the contract; raises InvalidAlert."""
+        if not isinstance(obj, Mapping):
+            raise InvalidAlert(f"an alert must be a JSON object, not {type(obj).__name__}")
+        if obj.get("v", 1) != 1 or isinstance(obj.get("v"), bool):
+            raise InvalidAlert(f"alert v must be 1, not {obj.get('v')!r}")
+        text = {name: _text(obj, name) for name in ("id", "rule", "run", "key", "summary")}
+        state, severity = obj.get("state"), obj.get("severity")
+        if state not in STATES:
+            raise InvalidAlert(f"alert state must be firing or resolved, not {state!r}")
+        if severity not in SEVERITIES:
+            raise InvalidAlert(f"alert severity must be one of {', '.join(SEVERITIES)}")
+        subject = obj.get("subject")
+        if subject is not None and not isinstance(subject, str):
+            raise InvalidAlert("alert field 'subject' must be a string")
+        details = obj.get("details", {})
+        if not isinstance(details, dict):
+            raise InvalidAlert("alert field 'details' must be an object")
+        labels = obj.get("labels") or {}
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise InvalidAlert("alert field 'labels' must be an object of strings")
+        return cls(
+            id=text["id"],
+            ts=_time(obj, "ts"),
+            rule=text["rule"],
+            run=text["run"],
+            state=state,
+            severity=severity,
+            key=text["key"],
+            since=_time(obj, "since"),
+            summary=text["summary"],
+            details=details,
+            subject=subject,
+            labels=labels,
+        )
+
+
+def _text(obj: Mapping[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str):
+        raise InvalidAlert(f"alert field {name!r} missing or not a string")
+    return value
+
+
+def _time(obj: Mapping[str, Any], name: str) -> float:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidAlert(f"alert field {name!r} missing or not a number")
+    value = float(value)
+    if not math.isfinite(value):
+        raise InvalidAlert(f"alert field {name!r} must be finite")
+    return value
 
 
 def alert_key(rule: str, run: str, subject_key: str) -> str:

@@ -218,6 +218,7 @@ class Engine:
             summary=desc.summary,
             details=desc.details,
             subject=cond.subject,
+            labels=dict(run.labels),
         )
 
     # -- introspection ---------------------------------------------------------------------

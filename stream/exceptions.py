@@ -11,6 +11,14 @@ class InvalidEvent(RunwatchError, ValueError):
         self.reason = reason
 
 
+class InvalidAlert(RunwatchError, ValueError):
+    """An input that is not a contract alert transition (section 3); `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class ConfigError(RunwatchError, ValueError):
     """A rules config (file or run.started.config) that cannot be used; names the bad key."""
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,6 +30,7 @@ import msgspec
 import orjson
 
 from runwatch.emitters import events as ev
+from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
@@ -76,17 +77,14 @@ class PublishedAlerts:
 
     def __init__(self) -> None:
         self._ids: dict[str, set[str]] = {}
-        self.last: dict[str, Mapping[str, Any]] = {}
+        self.last: dict[str, Alert] = {}
 
-    def add(self, alert: Mapping[str, Any]) -> None:
+    def add(self, alert: Alert) -> None:
         """Record one transition read from the topic (a repeated id counts once)."""
-        key, ident = alert.get("key"), alert.get("id")
-        if not isinstance(key, str) or not isinstance(ident, str):
-            return
-        ids = self._ids.setdefault(key, set())
-        if ident not in ids:
-            ids.add(ident)
-            self.last[key] = alert
+        ids = self._ids.setdefault(alert.key, set())
+        if alert.id not in ids:
+            ids.add(alert.id)
+            self.last[alert.key] = alert
 
     def count(self, key: str) -> int:
         return len(self._ids.get(key, ()))
@@ -117,7 +115,7 @@ class LiveDriver:
         self,
         config: RulesConfig | None = None,
         *,
-        topic: str = "runwatch.events",
+        topic: str = Topics().events,
         partition: int = 0,
         grace: float = DEFAULT_GRACE,
         min_correction: float = DEFAULT_MIN_CORRECTION,
@@ -229,8 +227,7 @@ class LiveDriver:
                 out.append(alert)
         for key in published:
             last = published.last[key]
-            run = last.get("run")
-            tracked = engine.runs.get(run) if isinstance(run, str) else None
+            tracked = engine.runs.get(last.run)
             made_here, count = len(made.get(key, ())), published.count(key)
             if tracked is None or made_here >= count:
                 continue
@@ -245,26 +242,13 @@ class LiveDriver:
 
 
 def _restore(
-    key: str, number: int, made: list[Alert] | None, last: Mapping[str, Any], now: float
+    key: str, number: int, made: list[Alert] | None, last: Alert, now: float
 ) -> Alert | None:
     """Transition `number` of `key`, in the engine's current state for it."""
     ident = transition_id(key, number)
     if made:
         return dataclasses.replace(made[-1], id=ident, ts=now)
     # The engine never made this alert, so it does not hold: resolve the published firing.
-    try:
-        return Alert(
-            id=ident,
-            ts=now,
-            rule=str(last["rule"]),
-            run=str(last["run"]),
-            state="resolved",
-            severity=str(last.get("severity", "info")),
-            key=key,
-            since=float(last.get("since", now)),
-            summary=f"resolved: {last.get('summary', '')}",
-            details=dict(last.get("details") or {}),
-            subject=last.get("subject"),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
+    return dataclasses.replace(
+        last, id=ident, ts=now, state="resolved", summary=f"resolved: {last.summary}"
+    )

@@ -12,6 +12,7 @@ from typing import Any
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.simulate import KINDS, Cluster
+from runwatch.emitters.topics import Topics
 from runwatch.timeparse import parse_time
 
 
@@ -37,7 +38,7 @@ def register(sub: Any) -> None:
     where.add_argument("--url", help="runwatch serve base URL, e.g. http://127.0.0.1:8787")
     where.add_argument("--kafka", help="bootstrap servers (topic runwatch.events)")
     p.add_argument("--token", help="bearer token for --url (default $RUNWATCH_TOKEN)")
-    p.add_argument("--topic", default="runwatch.events")
+    p.add_argument("--topic", default=Topics().events, help="(default %(default)s)")
     add_kafka_security_args(p)
     p.set_defaults(func=run_simulate)
 

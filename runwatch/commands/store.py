@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.query import add_db_args
+from runwatch.emitters.topics import Topics
 from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
@@ -37,8 +38,9 @@ def register(sub: Any) -> None:
     p.add_argument("--kafka", metavar="HOST:PORT", default=os.environ.get("RUNWATCH_KAFKA"))
     p.add_argument("--db", metavar="PATH", required=True, help="the history file")
     p.add_argument("--group", default="runwatch-sink", help="consumer group id")
-    p.add_argument("--events-topic", default="runwatch.events")
-    p.add_argument("--alerts-topic", default="runwatch.alerts")
+    p.add_argument("--topic-prefix", default="", help="prefix of the topic names, e.g. 'staging.'")
+    p.add_argument("--events-topic", help="events topic (default PREFIXrunwatch.events)")
+    p.add_argument("--alerts-topic", help="alerts topic (default PREFIXrunwatch.alerts)")
     p.add_argument(
         "--batch-size",
         type=int,
@@ -114,8 +116,8 @@ def run_sink(args: argparse.Namespace) -> int:
         bootstrap=args.kafka,
         db=db,
         group=args.group,
-        events_topic=args.events_topic,
-        alerts_topic=args.alerts_topic,
+        events_topic=args.events_topic or Topics(args.topic_prefix).events,
+        alerts_topic=args.alerts_topic or Topics(args.topic_prefix).alerts,
         batch_size=args.batch_size,
         flush_interval=args.flush_interval,
         security=security,

@@ -7,16 +7,16 @@ import asyncio
 import signal
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
+from runwatch.console import alert_line
+from runwatch.emitters.topics import Topics
 from runwatch.stopping import stop_on_signals
+from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import ConfigError
+from runwatch.stream.exceptions import ConfigError, InvalidAlert
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
@@ -150,28 +150,10 @@ def run_worker(args: argparse.Namespace) -> int:
 # -- runwatch alerts -------------------------------------------------------------------------
 
 
-def _when(ts: Any) -> str:
-    try:
-        return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    except (TypeError, ValueError, OverflowError, OSError):
-        return str(ts)
-
-
-def describe(alert: dict[str, Any]) -> str:
-    """One readable line for a transition."""
-    state = str(alert.get("state", "?")).upper()
-    subject = f" [{alert['subject']}]" if alert.get("subject") else ""
-    return (
-        f"{_when(alert.get('ts'))}  {state:<8} {alert.get('severity', '?'):<8} "
-        f"{alert.get('rule', '?')}  run={alert.get('run', '?')}{subject}: "
-        f"{alert.get('summary', '')}"
-    )
-
-
 def run_alerts(args: argparse.Namespace) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
-    topic = f"{args.topic_prefix}runwatch.alerts"
+    topic = Topics(args.topic_prefix).alerts
     security = connect_check(args, "alerts", 3.0)
     if isinstance(security, int):
         return security
@@ -211,10 +193,9 @@ def run_alerts(args: argparse.Namespace) -> int:
 
 def _show(value: bytes | None, args: argparse.Namespace) -> None:
     try:
-        alert = orjson.loads(value or b"")
-    except orjson.JSONDecodeError:
+        alert = Alert.from_json(value or b"")
+    except InvalidAlert:
         return
-    if not isinstance(alert, dict) or (args.run and alert.get("run") != args.run):
+    if args.run and alert.run != args.run:
         return
-    line = orjson.dumps(alert).decode() if args.json else describe(alert)
-    print(line, flush=True)
+    print(alert.to_json().decode() if args.json else alert_line(alert), flush=True)

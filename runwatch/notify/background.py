@@ -14,11 +14,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError
+from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")
 
@@ -39,11 +39,8 @@ class BackgroundNotifier:
         self._thread = threading.Thread(target=self._run, name="runwatch-notify", daemon=True)
         self._thread.start()
 
-    def submit(self, alert: Any, labels: Mapping[str, str] | None = None) -> None:
-        self._queue.put((alert, dict(labels) if labels is not None else None))
-
-    def learn_labels(self, run: str, labels: Mapping[str, str]) -> None:
-        self._queue.put(("labels", run, dict(labels)))
+    def submit(self, alert: Alert) -> None:
+        self._queue.put(alert)
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -69,10 +66,8 @@ class BackgroundNotifier:
             if item is _STOP:
                 break
             try:
-                if isinstance(item, tuple) and item and item[0] == "labels":
-                    self.notifier.learn_labels(item[1], item[2])
-                elif item is not None:
-                    self.notifier.notify(*item)
+                if item is not None:
+                    self.notifier.notify(item)
                 if time.monotonic() - last_remind >= self.remind_every:
                     last_remind = time.monotonic()
                     self.notifier.remind()

@@ -1,5 +1,5 @@
 """`runwatch notify`'s consuming side: alert transitions from Kafka into the Slack notifier,
-offsets committed after each batch, run labels learnt from run.started events."""
+offsets committed after each batch; routing labels come with each alert."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import logging
 import sys
 import time
 
-import orjson
-
 from runwatch.commands.kafka_args import kafka_problem
 from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.emitters.topics import Topics
 from runwatch.notify.health import NotifyHealth
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import AUTH_ERRORS, SlackError
 from runwatch.stopping import stop_on_signals
-from runwatch.stream.exceptions import PortUnavailable
+from runwatch.stream.alerts import Alert
+from runwatch.stream.exceptions import InvalidAlert, PortUnavailable
 
 log = logging.getLogger("runwatch.notify")
 
@@ -25,15 +25,14 @@ def consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecurit
     if problem := kafka_problem(args.kafka, security, 5.0):
         print(f"runwatch notify: {problem}", file=sys.stderr)
         return 1
-    alerts_topic = f"{args.topic_prefix}runwatch.alerts"
-    events_topic = f"{args.topic_prefix}runwatch.events"
+    alerts_topic = Topics(args.topic_prefix).alerts
     try:
         health = NotifyHealth(notifier, alerts_topic, args.health_port, args.health_host)
     except PortUnavailable as err:
         print(f"runwatch notify: --health-port: {err}", file=sys.stderr)
         return 2
     try:
-        return _loop(args, notifier, security, health, alerts_topic, events_topic)
+        return _loop(args, notifier, security, health, alerts_topic)
     finally:
         health.close()
 
@@ -44,7 +43,6 @@ def _loop(
     security: KafkaSecurity,
     health: NotifyHealth,
     alerts_topic: str,
-    events_topic: str,
 ) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
@@ -60,28 +58,22 @@ def _loop(
         notifier.recover()
     except SlackError as err:
         log.warning("recovery check skipped: %s", err.error)
-    consumer.subscribe([alerts_topic, events_topic])
+    consumer.subscribe([alerts_topic])
     log.info("sending %s to Slack (default channel %s)", alerts_topic, notifier.config.channel)
     backoff = 1.0
     try:
         while not stop.is_set():
             batch = consumer.poll(timeout_ms=500, max_records=500)
             health.observe(consumer)
-            # labels first, so an alert in the same batch routes by them
-            for tp, records in batch.items():
-                if tp.topic == events_topic:
-                    for r in records:
-                        _learn(notifier, r.value)
             failed = False
             for tp, records in batch.items():
                 if tp.topic != alerts_topic:
                     continue
                 for r in records:
                     try:
-                        alert = orjson.loads(r.value or b"")
-                        if isinstance(alert, dict) and "id" in alert and "key" in alert:
-                            health.handled(notifier.notify(alert))
-                    except orjson.JSONDecodeError:
+                        health.handled(notifier.notify(Alert.from_json(r.value or b"")))
+                    except InvalidAlert as err:
+                        log.warning("skipped %s/%d@%d: %s", tp.topic, tp.partition, r.offset, err)
                         continue
                     except SlackError as err:
                         if err.error in AUTH_ERRORS:
@@ -109,15 +101,3 @@ def _loop(
     finally:
         consumer.close()
     return 0
-
-
-def _learn(notifier: Notifier, value: bytes | None) -> None:
-    if not value or b'"run.started"' not in value:
-        return
-    try:
-        event = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return
-    labels = event.get("labels") if isinstance(event, dict) else None
-    if event.get("kind") == "run.started" and isinstance(labels, dict):
-        notifier.learn_labels(str(event.get("run")), {str(k): str(v) for k, v in labels.items()})

@@ -5,8 +5,8 @@ run labels) → send (root message, or a reply in the key's thread; chat.update 
 resolve) → record. Reminders go to the thread every `repeat_interval` while firing.
 
 The embedded service calls `Notifier.notify(alert)` per transition; `runwatch notify` feeds
-it from the runwatch.alerts topic. Labels for routing come from the alert (`details.labels`)
-when present, else from what `learn_labels` saw in run.started events.
+it from the runwatch.alerts topic. Labels for routing come from the alert (`labels`: the run's
+run.started labels), else from those given with it, else from what `learn_labels` recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from runwatch.notify import messages as msg
 from runwatch.notify.config import NotifyConfig
 from runwatch.notify.slack import AUTH_ERRORS, SlackError, SlackPoster, load_token
 from runwatch.notify.store import NotifyStore, Thread, default_path
+from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")
 
@@ -71,13 +72,13 @@ class Notifier:
         if labels and self.store.labels(run) != dict(labels):
             self.store.set_labels(run, labels)
 
-    def notify(self, alert: Any, labels: Mapping[str, str] | None = None) -> str:
-        """Handle one transition (an `Alert` or its dict); returns what happened:
+    def notify(self, alert: Alert, labels: Mapping[str, str] | None = None) -> str:
+        """Handle one transition; returns what happened:
         sent, duplicate, silenced, stale, skipped, failed or disabled.
 
         Raises SlackError (retryable) when Slack stayed unreachable through every retry:
         the caller keeps the transition and tries again later (nothing was recorded)."""
-        a: dict[str, Any] = alert.to_dict() if hasattr(alert, "to_dict") else dict(alert)
+        a = alert.to_dict()
         ident, key = str(a["id"]), str(a["key"])
         if self.store.was_sent(ident):
             return "duplicate"
@@ -166,6 +167,8 @@ class Notifier:
         return any(s.matches(run, rule, now) for s in self.store.silences(now))
 
     def _labels(self, a: Mapping[str, Any], given: Mapping[str, str] | None) -> dict[str, str]:
+        if a.get("labels"):  # the run's labels, carried on the alert
+            return dict(a["labels"])
         details = a.get("details") or {}
         from_alert = details.get("labels") if isinstance(details, Mapping) else None
         if isinstance(from_alert, Mapping):

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,8 +106,8 @@ class Service:
                 n += 1
             self.writer.advance(TOPIC, 0, self.events.size)
             for last in published.last.values():  # runs compacted away are not shown
-                if last.get("run") in driver.engine.runs:
-                    self._remember(_alert_of(last))
+                if last.run in driver.engine.runs:
+                    self._remember(last)
             missing, _ = driver.finish_replay(published, time.time())
             self._publish(missing)
             self.ready = True
@@ -164,7 +164,7 @@ class Service:
     def _publish(self, alerts: list[Alert]) -> None:
         if not alerts:
             return
-        self.alert_log.append([a.to_dict() for a in alerts])
+        self.alert_log.append(alerts)
         self.metrics.record_transitions(alerts)
         with self._writer_lock:
             for a in alerts:
@@ -285,12 +285,3 @@ def _run_of(line: bytes) -> str | None:
             return None
     run = obj.get("run") if isinstance(obj, dict) else None
     return run if isinstance(run, str) else None
-
-
-def _alert_of(d: Mapping[str, Any]) -> Alert:
-    return Alert(
-        id=str(d["id"]), ts=float(d["ts"]), rule=str(d["rule"]), run=str(d["run"]),
-        state=d["state"], severity=str(d.get("severity", "info")), key=str(d["key"]),
-        since=float(d.get("since", d["ts"])), summary=str(d.get("summary", "")),
-        details=dict(d.get("details") or {}), subject=d.get("subject"),
-    )  # fmt: skip

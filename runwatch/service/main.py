@@ -12,21 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runwatch.console import alert_line
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
-from runwatch.timeparse import iso
-
-
-def console_line(alert: Alert) -> str:
-    state = "FIRING  " if alert.state == "firing" else "resolved"
-    subject = f" [{alert.subject}]" if alert.subject else ""
-    return f"{iso(alert.ts)}  {state} {alert.severity:<8} {alert.rule}{subject} {alert.run}: " + (
-        alert.summary
-    )
 
 
 def print_alert(alert: Alert) -> None:
-    print(console_line(alert), flush=True)
+    print(alert_line(alert), flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     replayed = service.recover()
     if slack is not None:  # the notifier's ledger drops what it sent before a restart
         for alert in service.alert_log.read():
-            slack.submit(alert, _labels(service, str(alert.get("run"))))
+            slack.submit(alert)
     try:
         server = ServiceServer((args.host, args.port), service, token, args.max_body)
     except OSError as err:
@@ -94,11 +86,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _labels(service: Any, run: str) -> dict[str, str]:
-    tracked = service.driver.engine.runs.get(run)
-    return dict(tracked.state.labels) if tracked is not None else {}
-
-
 def _slack(path: str, service: Any) -> Any:
     """The Slack notifier off the event path (`runwatch.notify.background`), as a notifier."""
     from runwatch.notify.background import BackgroundNotifier
@@ -106,5 +93,5 @@ def _slack(path: str, service: Any) -> Any:
     from runwatch.notify.notifier import Notifier
 
     background = BackgroundNotifier(Notifier.from_config(NotifyConfig.load(path)))
-    service.notifiers.append(lambda alert: background.submit(alert, _labels(service, alert.run)))
+    service.notifiers.append(background.submit)
     return background

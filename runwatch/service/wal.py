@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-import orjson
+from runwatch.stream.alerts import Alert
+from runwatch.stream.exceptions import InvalidAlert
 
 
 class EventLog:
@@ -108,19 +108,19 @@ class AlertLog:
         if data and not data.endswith(b"\n"):
             os.write(self._fd, b"\n")  # end a half-written line: the next starts clean
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Alert]:
         out = []
         for line in self.path.read_bytes().splitlines():
             try:
-                out.append(orjson.loads(line))
-            except orjson.JSONDecodeError:
+                out.append(Alert.from_json(line))
+            except InvalidAlert:
                 continue  # a half-written last line: that transition was never notified
         return out
 
-    def append(self, alerts: Sequence[dict[str, Any]]) -> None:
+    def append(self, alerts: Sequence[Alert]) -> None:
         if not alerts:
             return
-        data = b"".join(orjson.dumps(a) + b"\n" for a in alerts)
+        data = b"".join(a.to_json() + b"\n" for a in alerts)
         os.write(self._fd, data)
         os.fsync(self._fd)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -19,31 +18,15 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+from runwatch.emitters.topics import Topics
+from runwatch.stream.alerts import Alert
+from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.live import PublishedAlerts
 
 log = logging.getLogger("runwatch.stream.worker")
 
 #: Broker error codes create_topics may answer with that mean "fine".
 _TOPIC_EXISTS = 36
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    """The worker's topic names, with an optional prefix (tests and multi-tenant clusters)."""
-
-    prefix: str = ""
-
-    @property
-    def events(self) -> str:
-        return f"{self.prefix}runwatch.events"
-
-    @property
-    def alerts(self) -> str:
-        return f"{self.prefix}runwatch.alerts"
-
-    @property
-    def dlq(self) -> str:
-        return f"{self.prefix}runwatch.events.dlq"
 
 
 def faust_credentials(security: KafkaSecurity) -> Any:
@@ -195,8 +178,8 @@ async def read_published(
     published = PublishedAlerts()
     async for _, records in read_to_end(bootstrap, topics.alerts, security=security):
         for r in records:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                published.add(orjson.loads(r.value or b"{}"))
+            with contextlib.suppress(InvalidAlert):
+                published.add(Alert.from_json(r.value or b"{}"))
     dead_upto: dict[int, int] = {}
     async for _, records in read_to_end(bootstrap, topics.dlq, security=security):
         for r in records:

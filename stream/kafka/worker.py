@@ -40,10 +40,10 @@ import orjson
 from aiokafka.abc import ConsumerRebalanceListener
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka.io import (
-    Topics,
     ensure_topics,
     faust_credentials,
     group_consumer,

@@ -146,7 +146,8 @@ def test_worker_serves_metrics(kafka_broker: str, producer: KafkaProducer) -> No
         worker.stop()
 
 
-def alert(n: int, run: str, state: str = "firing") -> dict[str, Any]:
+def alert(n: int, run: str, state: str = "firing", **labels: str) -> dict[str, Any]:
+    """A transition as a worker publishes it: with the run's labels (contract §3)."""
     key = f"zero_reward|{run}"
     return {
         "v": 1,
@@ -160,6 +161,7 @@ def alert(n: int, run: str, state: str = "firing") -> dict[str, Any]:
         "since": time.time() - 60,
         "summary": f"reward 0 ({state})",
         "details": {"count": 5},
+        **({"labels": labels} if labels else {}),
     }
 
 
@@ -189,19 +191,10 @@ def test_notify_from_kafka_threads_routes_and_no_repeat_after_restart(
         slack.url,
     ]
     env = {"SLACK_BOT_TOKEN": TOKEN}
-    events, alerts = f"{prefix}runwatch.events", f"{prefix}runwatch.alerts"
-    trainer = {"component": "trainer", "host": "n0", "pid": 1}
+    alerts = f"{prefix}runwatch.alerts"
     outputs: list[str] = []
     try:
-        send(
-            producer,
-            events,
-            "math-run",
-            event("run.started", "math-run", trainer, labels={"team": "math"}),
-        )
-        producer.flush()
-        time.sleep(0.5)
-        send(producer, alerts, "math-run", alert(1, "math-run"))
+        send(producer, alerts, "math-run", alert(1, "math-run", team="math"))
         send(producer, alerts, "other-run", alert(1, "other-run"))
         producer.flush()
         first = Proc([*args, "--group", "g1"], env)
@@ -212,7 +205,7 @@ def test_notify_from_kafka_threads_routes_and_no_repeat_after_restart(
             outputs += first.lines
         assert {m.channel for m in slack.roots()} == {"C-MATH", "C-ALL"}
         # a new consumer group re-reads everything: the ledger keeps it from repeating
-        send(producer, alerts, "math-run", alert(2, "math-run", "resolved"))
+        send(producer, alerts, "math-run", alert(2, "math-run", "resolved", team="math"))
         producer.flush()
         second = Proc([*args, "--group", "g2"], env)
         try:

@@ -20,8 +20,9 @@ import pytest
 from kafka import KafkaProducer
 
 from runwatch.dev import incidents
+from runwatch.emitters.topics import Topics
 from runwatch.store import Store, StoreLocked
-from runwatch.stream.kafka.io import Topics, ensure_topics
+from runwatch.stream.kafka.io import ensure_topics
 
 pytestmark = pytest.mark.integration
 

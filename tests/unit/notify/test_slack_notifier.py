@@ -17,6 +17,7 @@ from runwatch.notify.config import NotifyConfig, Route
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError, SlackPoster, TokenMissing, load_token
 from runwatch.notify.store import NotifyStore
+from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 
 TOKEN = "xoxb-9999-SECRET-token-value"
@@ -85,22 +86,24 @@ def alert(
     rule: str = "zero_reward",
     ts: float = NOW,
     **extra: Any,
-) -> dict[str, Any]:
+) -> Alert:
     key = f"{rule}|{run}"
-    return {
-        "v": 1,
-        "id": f"{key}#{n}",
-        "ts": ts,
-        "rule": rule,
-        "run": run,
-        "state": state,
-        "severity": "critical",
-        "key": key,
-        "since": ts - 600,
-        "summary": f"reward 0 for 5 steps ({state})",
-        "details": {"first_zero_step": 188, "count": 5},
-        **extra,
-    }
+    return Alert.from_dict(
+        {
+            "v": 1,
+            "id": f"{key}#{n}",
+            "ts": ts,
+            "rule": rule,
+            "run": run,
+            "state": state,
+            "severity": "critical",
+            "key": key,
+            "since": ts - 600,
+            "summary": f"reward 0 for 5 steps ({state})",
+            "details": {"first_zero_step": 188, "count": 5},
+            **extra,
+        }
+    )
 
 
 def test_one_thread_per_alert_key(rig: Rig, slack: FakeSlack) -> None:
@@ -209,7 +212,7 @@ def test_slack_down_for_good_raises_and_records_nothing(rig: Rig, slack: FakeSla
     with pytest.raises(SlackError) as err:
         rig.notifier.notify(alert(1))
     assert err.value.retryable
-    assert not rig.notifier.store.was_sent(alert(1)["id"])
+    assert not rig.notifier.store.was_sent(alert(1).id)
     assert rig.notifier.notify(alert(1)) == "sent"  # the caller retries later: not lost
 
 
@@ -285,7 +288,7 @@ def test_crash_before_slack_got_it_is_sent_after_restart(
     rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = rig.notifier.store
-    store.begin(alert(1)["id"], alert(1)["key"], "#rl-alerts")  # began, never posted
+    store.begin(alert(1).id, alert(1).key, "#rl-alerts")  # began, never posted
     n = rig.restart()
     assert n.recover() == 0
     assert n.notify(alert(1)) == "sent"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runwatch.service.wal import AlertLog, EventLog
+from runwatch.stream.alerts import Alert
 
 
 def test_event_log_positions_and_a_torn_tail(tmp_path: Path) -> None:
@@ -24,12 +25,16 @@ def test_event_log_positions_and_a_torn_tail(tmp_path: Path) -> None:
     log.close()
 
 
+def _alert(ident: str) -> Alert:
+    return Alert(ident, 100.0, "zero_reward", "r", "firing", "critical", "k", 90.0, "s")
+
+
 def test_alert_log_skips_a_torn_line_and_appends_cleanly(tmp_path: Path) -> None:
     path = tmp_path / "alerts.jsonl"
-    path.write_bytes(b'{"id":"a1","key":"k"}\n{"id":"a2",')
+    path.write_bytes(_alert("a1").to_json() + b"\n" + _alert("a2").to_json()[:30])
     log = AlertLog(path)
-    log.append([{"id": "a3", "key": "k"}])
-    assert [a["id"] for a in log.read()] == ["a1", "a3"]
+    log.append([_alert("a3")])
+    assert [a.id for a in log.read()] == ["a1", "a3"]
     log.close()
 
 

@@ -194,7 +194,7 @@ def live_run(part: Partition, until: float) -> list[Alert]:
 def published_of(alerts: Iterable[Alert]) -> PublishedAlerts:
     pub = PublishedAlerts()
     for a in alerts:
-        pub.add(a.to_dict())
+        pub.add(a)
     return pub
 
 

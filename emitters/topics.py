@@ -1,0 +1,28 @@
+"""The Kafka topics of contract §1 and §3, spelled once: every role and the Emitter take their
+names from `Topics`, with an optional prefix (tests, staging beside production, tenants)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """runwatch's topic names under `prefix` (e.g. "staging." gives staging.runwatch.events)."""
+
+    prefix: str = ""
+
+    @property
+    def events(self) -> str:
+        """Events from emitters; key = run id."""
+        return f"{self.prefix}runwatch.events"
+
+    @property
+    def alerts(self) -> str:
+        """Alert transitions; key = run id."""
+        return f"{self.prefix}runwatch.alerts"
+
+    @property
+    def dlq(self) -> str:
+        """Invalid events, each with the reason (the dead-letter topic)."""
+        return f"{self.prefix}runwatch.events.dlq"
