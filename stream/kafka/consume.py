@@ -1,0 +1,365 @@
+"""The one consuming loop of every Kafka role: the worker (live and rebuild), the sink, the
+Slack notifier and `runwatch alerts`.
+
+What every role needs from a Kafka consumer is written here once: batches per partition,
+positions kept in memory and sought to synchronously on every assignment (aiokafka starts
+fetching a new partition at the first await, so a late seek re-reads it from the start), a
+handler's failure isolated to the record that caused it (the batch is handled again record
+by record, and the record that fails on its own is handed to `Handler.dead` with the reason:
+its role dead-letters it and goes on), backoff when the client itself fails, liveness beats
+and lag for /healthz and /readyz, reading up to the end for rebuilds, and a clean stop.
+
+Roles do their own work in a `Handler`: `handle(records)` gets one partition's records in
+offset order. Handling must be idempotent by record (event ids, alert ids, transition ids
+make it so in every role): a batch that fails half-way is handled again, record by record.
+
+The consumer is aiokafka's (`AIOKafkaConsumer`) or anything with the same methods
+(`tests/kafka_double.py`, an in-memory broker for unit tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, Protocol
+
+from aiokafka.abc import ConsumerRebalanceListener
+
+from runwatch.stream.kafka.health import ConsumerHealth
+
+log = logging.getLogger("runwatch.stream.consume")
+
+#: Kafka's timestamp type of records stamped by the broker when it appended them.
+LOG_APPEND_TIME = 1
+#: A partition whose last fetch Kafka answered longer ago than this has an unknown lag.
+FETCHED_WITHIN_MS = 30_000
+
+
+class TP(NamedTuple):
+    """A topic partition; aiokafka's `TopicPartition` is the same named tuple."""
+
+    topic: str
+    partition: int
+
+
+class Record(Protocol):
+    """What the loop hands on: aiokafka's `ConsumerRecord` (no copy per record)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...  # milliseconds
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class Consumer(Protocol):
+    """The part of aiokafka's consumer the loop uses."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def subscribe(self, topics: Sequence[str], listener: Any = None) -> None: ...
+    def assign(self, partitions: Sequence[Any]) -> None: ...
+    def assignment(self) -> set[Any]: ...
+    async def seek_to_beginning(self, *partitions: Any) -> Any: ...
+    def seek(self, partition: Any, offset: int) -> None: ...
+    async def getmany(
+        self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
+    ) -> Mapping[Any, list[Any]]: ...
+    async def end_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]: ...
+    def highwater(self, partition: Any) -> int | None: ...
+    def last_poll_timestamp(self, partition: Any) -> int | None: ...
+    async def commit(self) -> None: ...
+    def pause(self, *partitions: Any) -> None: ...
+    def resume(self, *partitions: Any) -> None: ...
+
+
+class Handler:
+    """A role's side of the loop. Override what the role needs; the defaults do nothing."""
+
+    async def handle(self, records: list[Any]) -> None:
+        """One partition's records, in offset order (at least one)."""
+
+    def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
+        """The consumer now holds `partitions` (its whole assignment). Return where to go on
+        in those the role keeps its own positions for; the others go on from where this loop
+        read up to, else from the committed offset, else from the start. Synchronous on
+        purpose: the seek must happen before aiokafka's next fetch."""
+        return {}
+
+    async def revoked(self, partitions: set[TP]) -> None:
+        """`partitions` are about to go to another consumer: finish what was read of them."""
+
+    async def turn(self) -> None:
+        """After every poll, also an empty one: time-driven work (flushes, reminders)."""
+
+    def dead(self, record: Any, reason: str) -> None:
+        """A record that failed on its own: dead-letter it. The loop goes on either way."""
+        log.error("%s/%d@%d skipped: %s", record.topic, record.partition, record.offset, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Read `topics` as a member of the consumer's group (the consumer has a `group_id`), or,
+    for a consumer without one, every partition of them from the start."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Partitions:
+    """Read these partitions from their start, outside any group."""
+
+    partitions: tuple[TP, ...]
+
+
+Until = Literal["stopped", "end", "caught_up"]
+"""When `run` returns: when stopped; once each partition is read up to the end it had when
+the loop started ("end", later records are not handed on); or once a further look at the ends
+finds nothing new ("caught_up": a rebuild that must not miss what arrived meanwhile)."""
+
+
+class ConsumingLoop:
+    """Drives one consumer for one handler until stopped (or caught up)."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        source: Group | Partitions,
+        handler: Handler,
+        *,
+        stop: Callable[[], bool] = lambda: False,
+        until: Until = "stopped",
+        max_records: int = 5000,
+        poll_ms: int = 200,
+        commit: bool = False,
+        health: ConsumerHealth | None = None,
+        max_backoff: float = 30.0,
+        name: str = "consumer",
+    ) -> None:
+        self.consumer = consumer
+        self.source = source
+        self.handler = handler
+        self.stop = stop
+        self.until = until
+        self.max_records = max_records
+        self.poll_ms = poll_ms
+        self.commit = commit
+        self.health = health
+        self.max_backoff = max_backoff
+        self.name = name
+        #: per partition, the next offset to hand on (what was read up to)
+        self.read: dict[TP, int] = {}
+        self._ends: dict[TP, int] | None = None
+        self._known: set[TP] = set()  # the assignment `_assigned` last saw
+        self.running = False
+        self.isolated = 0  # records that failed on their own
+        self.client_errors = 0
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Consume until `stop()` says so (or `until` is met), then stop the consumer."""
+        consumer = self.consumer
+        await consumer.start()
+        self.running = True
+        try:
+            await self._subscribe()
+            if self.until != "stopped" and isinstance(self.source, Partitions):
+                self._ends = await self._end_offsets(list(self.source.partitions))
+            backoff = 0.0
+            while not self.stop():
+                if self.health is not None:
+                    self.health.beat()
+                try:
+                    batch = await consumer.getmany(
+                        timeout_ms=self.poll_ms, max_records=self.max_records
+                    )
+                except Exception as err:  # the client itself: back off, it reconnects
+                    self.client_errors += 1
+                    backoff = min(self.max_backoff, max(0.5, backoff * 2))
+                    log.warning("%s: fetch failed (%s); again in %.1fs", self.name, err, backoff)
+                    await self._sleep(backoff)
+                    continue
+                backoff = 0.0
+                self._notice_assignment()
+                for tp, records in batch.items():
+                    if records:
+                        await self._hand_on(TP(tp.topic, tp.partition), records)
+                if batch and self.commit:
+                    await self._commit()
+                await self.handler.turn()
+                if self.until != "stopped" and await self._at_end():
+                    return
+        finally:
+            self.running = False
+            await consumer.stop()
+
+    async def _subscribe(self) -> None:
+        consumer = self.consumer
+        if isinstance(self.source, Group):
+            consumer.subscribe(list(self.source.topics), listener=_Listener(self))
+            return
+        tps = list(self.source.partitions)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        self._assigned(set(tps))
+
+    async def _hand_on(self, tp: TP, records: list[Any]) -> None:
+        read = self.read.get(tp)
+        if read is not None and records[0].offset < read:  # fetched again after a reset
+            records = [r for r in records if r.offset >= read]
+            if not records:
+                return
+        if self._ends is not None and self.until == "end":
+            end = self._ends.get(tp)
+            if end is not None and records[-1].offset >= end:
+                records = [r for r in records if r.offset < end]
+                if not records:
+                    return
+        try:
+            await self.handler.handle(records)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            if len(records) == 1:
+                self._isolate(records[0], err)
+            else:
+                log.warning(
+                    "%s: a batch of %d from %s/%d failed (%s: %s); handling it record by record",
+                    self.name, len(records), tp.topic, tp.partition, type(err).__name__, err,
+                )  # fmt: skip
+                for record in records:
+                    try:
+                        await self.handler.handle([record])
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as one:
+                        self._isolate(record, one)
+        self.read[tp] = records[-1].offset + 1
+
+    def _isolate(self, record: Any, err: BaseException) -> None:
+        self.isolated += 1
+        reason = f"{type(err).__name__}: {err}"
+        log.debug("%s: record failed on its own", self.name, exc_info=err)
+        try:
+            self.handler.dead(record, reason)
+        except Exception:
+            log.exception("%s: could not dead-letter %s", self.name, reason)
+
+    async def _commit(self) -> None:
+        try:
+            await self.consumer.commit()
+        except Exception as err:  # a rebalance in between: the next owner reads it again
+            log.info("%s: commit skipped (%s)", self.name, err)
+
+    async def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop() and (left := deadline - time.monotonic()) > 0:
+            if self.health is not None:
+                self.health.beat()
+            await asyncio.sleep(min(left, 0.2))
+
+    # -- reading up to the end -------------------------------------------------------------
+
+    async def _at_end(self) -> bool:
+        """Whether every assigned partition is read up to its end (see `Until`)."""
+        tps = sorted(self.consumer.assignment())
+        if not tps:
+            return not isinstance(self.source, Group) or self._ends is not None
+        if self._ends is None:
+            self._ends = await self._end_offsets(tps)
+        if not all(self.read.get(TP(*tp), 0) >= self._ends.get(TP(*tp), 0) for tp in tps):
+            return False
+        if self.until == "end":
+            return True
+        latest = await self._end_offsets(tps)
+        if latest == self._ends:
+            return True
+        self._ends = latest
+        return False
+
+    async def _end_offsets(self, tps: Sequence[Any]) -> dict[TP, int]:
+        ends = await self.consumer.end_offsets(list(tps))
+        return {TP(tp.topic, tp.partition): int(end) for tp, end in ends.items()}
+
+    # -- assignment and health --------------------------------------------------------------
+
+    def _notice_assignment(self) -> None:
+        """A consumer without a group reassigns by itself when a topic grows, without telling
+        a listener, and starts every partition over: go on from where we were instead."""
+        now = {TP(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        if now != self._known:
+            self._assigned(now)
+
+    def _assigned(self, partitions: set[TP]) -> None:
+        self._known = set(partitions)
+        chosen = self.handler.assigned(partitions)
+        for tp in partitions:
+            offset = chosen.get(tp, self.read.get(tp))
+            if offset is not None:
+                self.consumer.seek(_native(self.consumer, tp), offset)
+                self.read[tp] = offset
+        for tp in list(self.read):
+            if tp not in partitions:
+                del self.read[tp]
+
+    def seek(self, tp: TP, offset: int) -> None:
+        """Go on in `tp` from `offset` (a handler that read it some other way)."""
+        self.consumer.seek(_native(self.consumer, tp), offset)
+        self.read[tp] = offset
+
+    def pause(self, tps: Sequence[TP]) -> None:
+        self.consumer.pause(*(_native(self.consumer, tp) for tp in tps))
+
+    def resume(self, tps: Sequence[TP]) -> None:
+        self.consumer.resume(*(_native(self.consumer, tp) for tp in tps))
+
+    def lag(self) -> dict[tuple[str, int], int | None] | None:
+        """Per assigned partition, the records between what was handed on and the end as of
+        the last fetch; None where Kafka answered no fetch lately. None before it runs."""
+        if not self.running:
+            return None
+        out: dict[tuple[str, int], int | None] = {}
+        now_ms = time.time() * 1000
+        for tp in self.consumer.assignment():
+            end, at = self.consumer.highwater(tp), self.consumer.last_poll_timestamp(tp)
+            key = (tp.topic, tp.partition)
+            if end is None or at is None or now_ms - at > FETCHED_WITHIN_MS:
+                out[key] = None
+            else:
+                out[key] = max(0, end - self.read.get(TP(*key), 0))
+        return out
+
+
+def _native(consumer: Any, tp: TP) -> Any:
+    """The consumer's own topic-partition type for `tp` (aiokafka checks the type)."""
+    for held in consumer.assignment():
+        if held.topic == tp.topic and held.partition == tp.partition:
+            return held
+    return tp
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's rebalance callbacks, forwarded to the loop and its handler. Assignment is
+    synchronous on purpose (see `Handler.assigned`)."""
+
+    def __init__(self, loop: ConsumingLoop) -> None:
+        self.loop = loop
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.loop.handler.revoked({TP(tp.topic, tp.partition) for tp in revoked})
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.loop._assigned({TP(tp.topic, tp.partition) for tp in assigned})

@@ -1,0 +1,185 @@
+"""An in-memory Kafka for unit tests of the consuming loop (`runwatch.stream.kafka.consume`).
+
+`MemoryBroker` keeps topics as lists of records per partition, committed offsets per group
+and group members; `MemoryConsumer` has the methods of aiokafka's consumer that the loop
+uses, with the same semantics where the loop relies on them: a group splits partitions among
+its members (round robin) and rebalances when one joins or leaves, calling the listener's
+`on_partitions_revoked` before and `on_partitions_assigned` after; positions start at the
+committed offset, else at the start; `seek` overrides; `end_offsets`/`highwater` give the
+next offset to be written. Integration tests run the same loop against a real broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class MemoryBroker:
+    topics: dict[str, list[list[MemoryRecord]]] = field(default_factory=dict)
+    committed: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
+    members: dict[str, list[MemoryConsumer]] = field(default_factory=dict)
+    #: raised by the next getmany of any consumer (once), to test the loop's backoff
+    fail_next_fetch: BaseException | None = None
+
+    def create(self, topic: str, partitions: int = 1) -> None:
+        parts = self.topics.setdefault(topic, [])
+        while len(parts) < partitions:
+            parts.append([])
+
+    def produce(self, topic: str, value: bytes | None, partition: int = 0,
+                key: bytes | None = None) -> int:  # fmt: skip
+        self.create(topic, partition + 1)
+        log = self.topics[topic][partition]
+        log.append(MemoryRecord(topic, partition, len(log), int(time.time() * 1000), 1, key,
+                                value))  # fmt: skip
+        return len(log) - 1
+
+    def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t in topics for p in range(len(self.topics.get(t, [])))]
+
+    def rebalance(self, group: str) -> None:
+        for member in self.members.get(group, []):
+            member.pending_rebalance = True
+
+
+class MemoryConsumer:
+    def __init__(self, broker: MemoryBroker, group_id: str | None = None) -> None:
+        self.broker = broker
+        self.group_id = group_id
+        self.topics: list[str] = []
+        self.listener: Any = None
+        self._assignment: set[TopicPartition] = set()
+        self.positions: dict[TopicPartition, int] = {}
+        self.paused: set[TopicPartition] = set()
+        self.pending_rebalance = False
+        self.started = self.stopped = False
+        self.polls = 0
+        self.commits = 0
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+        if self.group_id is not None and self in self.broker.members.get(self.group_id, []):
+            self.broker.members[self.group_id].remove(self)
+            self.broker.rebalance(self.group_id)
+
+    def subscribe(self, topics: Sequence[str], listener: Any = None) -> None:
+        self.topics, self.listener = list(topics), listener
+        if self.group_id is not None:
+            self.broker.members.setdefault(self.group_id, []).append(self)
+            self.broker.rebalance(self.group_id)
+        else:
+            self.pending_rebalance = True
+
+    def assign(self, partitions: Sequence[Any]) -> None:
+        self._assignment = {TopicPartition(*tp) for tp in partitions}
+        for tp in self._assignment:
+            self.positions.setdefault(tp, 0)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assignment)
+
+    async def seek_to_beginning(self, *partitions: Any) -> None:
+        for tp in partitions:
+            self.positions[TopicPartition(*tp)] = 0
+
+    def seek(self, partition: Any, offset: int) -> None:
+        tp = TopicPartition(*partition)
+        assert tp in self._assignment, f"seek on {tp}, not assigned"
+        self.positions[tp] = offset
+
+    def pause(self, *partitions: Any) -> None:
+        self.paused.update(TopicPartition(*tp) for tp in partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self.paused.difference_update(TopicPartition(*tp) for tp in partitions)
+
+    async def _rebalance(self) -> None:
+        self.pending_rebalance = False
+        if self._assignment and self.listener is not None:
+            await _call(self.listener.on_partitions_revoked, set(self._assignment))
+        everything = self.broker.partitions(self.topics)
+        if self.group_id is None:
+            mine = set(everything)
+        else:
+            members = self.broker.members[self.group_id]
+            index = members.index(self)
+            mine = {tp for i, tp in enumerate(everything) if i % len(members) == index}
+        self._assignment = mine
+        self.positions = {
+            tp: self.broker.committed.get((self.group_id or "", tp), 0) for tp in mine
+        }
+        if self.listener is not None and self.group_id is not None:
+            await _call(self.listener.on_partitions_assigned, set(mine))
+
+    async def getmany(
+        self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
+    ) -> Mapping[TopicPartition, list[Any]]:
+        self.polls += 1
+        if self.broker.fail_next_fetch is not None:
+            err, self.broker.fail_next_fetch = self.broker.fail_next_fetch, None
+            raise err
+        if self.pending_rebalance:
+            await self._rebalance()
+        out: dict[TopicPartition, list[Any]] = {}
+        left = max_records or 1_000_000
+        for tp in sorted(self._assignment - self.paused):
+            log = self.broker.topics.get(tp.topic, [[]] * (tp.partition + 1))[tp.partition]
+            start = self.positions.get(tp, 0)
+            records = log[start : start + left]
+            if records:
+                out[tp] = records
+                self.positions[tp] = start + len(records)
+                left -= len(records)
+        if not out:
+            await asyncio.sleep(min(timeout_ms, 5) / 1000)
+        return out
+
+    async def end_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): self._end(TopicPartition(*tp)) for tp in partitions}
+
+    def _end(self, tp: TopicPartition) -> int:
+        parts = self.broker.topics.get(tp.topic, [])
+        return len(parts[tp.partition]) if tp.partition < len(parts) else 0
+
+    def highwater(self, partition: Any) -> int | None:
+        return self._end(TopicPartition(*partition))
+
+    def last_poll_timestamp(self, partition: Any) -> int | None:
+        return int(time.time() * 1000)
+
+    async def commit(self) -> None:
+        assert self.group_id is not None, "commit needs a group"
+        self.commits += 1
+        for tp, pos in self.positions.items():
+            self.broker.committed[(self.group_id, tp)] = pos
+
+
+async def _call(callback: Any, arg: Any) -> None:
+    result = callback(arg)
+    if inspect.isawaitable(result):
+        await result
