@@ -141,7 +141,7 @@ def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[f
     from runwatch.dev.broker import KafkaBroker
     from runwatch.emitters.topics import Topics
     from runwatch.store.sink import Sink, SinkConfig
-    from runwatch.stream.kafka.io import ensure_topics
+    from runwatch.stream.kafka.admin import ensure_topics
 
     broker = KafkaBroker(tmp / "kafka")
     bootstrap = broker.start()

@@ -18,8 +18,9 @@ value per fresh run, `--rate` times a second; the time from `emit()` to the
 non_finite_metric alert arriving on runwatch.alerts is measured per run: p50/p99, idle, and
 again while a background producer adds `--load` events/s.
 
-The same throughput run is made first with `--consumer faust` (Faust's agent stream with
-`take_events` batches), on a quarter of the events, for comparison.
+The obvious alternative, Faust's own agent stream (`take_events` batches), was measured at
+~12k events/s on one core (2026-11-21, when the worker still carried it as `--consumer
+faust`); it left production code when every role moved onto the one consuming loop.
 
 Figures only, no pass/fail. Goals of issue 3: >= 20k events/s per worker, p99 < 1 s.
 
@@ -75,11 +76,9 @@ def event(run: str, kind: str, ts: float, **fields: Any) -> bytes:
 class Worker:
     """`runwatch worker` as a subprocess; stderr lines are collected."""
 
-    def __init__(
-        self, bootstrap: str, prefix: str, app_id: str, cpu: int | None, mode: str = "direct"
-    ) -> None:
+    def __init__(self, bootstrap: str, prefix: str, app_id: str, cpu: int | None) -> None:
         cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
-        cmd += ["--app-id", app_id, "--partitions", "1", "--consumer", mode]
+        cmd += ["--app-id", app_id, "--partitions", "1"]
         if cpu is not None and shutil.which("taskset"):
             cmd = ["taskset", "-c", str(cpu), *cmd]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -179,13 +178,11 @@ def create_events_topic(bootstrap: str, prefix: str) -> None:
         admin.close()
 
 
-def throughput(
-    bootstrap: str, n_events: int, cpu: int | None, mode: str = "direct"
-) -> tuple[str, Worker, str]:
+def throughput(bootstrap: str, n_events: int, cpu: int | None) -> tuple[str, Worker, str]:
     prefix = f"bench-{uuid.uuid4().hex[:8]}."
     create_events_topic(bootstrap, prefix)
     app_id = f"bench-{uuid.uuid4().hex[:8]}"
-    worker = Worker(bootstrap, prefix, app_id, cpu, mode)
+    worker = Worker(bootstrap, prefix, app_id, cpu)
     worker.wait_live()
     copies = max(1, round(n_events / 7500 / len(INCIDENTS)))
     lines = stream(copies, end=time.time() - 3600)
@@ -215,7 +212,7 @@ def throughput(
     elapsed = done - t0
     runs = copies * len(INCIDENTS)
     report = (
-        f"live path ({mode}): {n:,} events ({len(lines) // runs} per run, {runs} runs) "
+        f"live path: {n:,} events ({len(lines) // runs} per run, {runs} runs) "
         f"consumed in {elapsed:.2f}s = {n / elapsed:,.0f} "
         f"events/s wall; worker CPU {cpu:.2f}s = {n / cpu:,.0f} events per CPU-second "
         f"(produced in {produce_s:.1f}s while the worker was paused)"
@@ -297,7 +294,6 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="latency samples per second")
     ap.add_argument("--load", type=int, default=5000, help="background events/s, 0 for none")
     ap.add_argument("--cpu", type=int, default=1, help="CPU to pin the worker to (-1: none)")
-    ap.add_argument("--no-faust", action="store_true", help="skip the Faust-stream comparison")
     args = ap.parse_args()
     cpu = None if args.cpu < 0 else args.cpu
     broker = None
@@ -313,10 +309,6 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}; broker {bootstrap}")
     worker = None
     try:
-        if not args.no_faust:
-            report, worker, _ = throughput(bootstrap, args.events // 4, cpu, mode="faust")
-            print(report, flush=True)
-            worker.stop()
         report, worker, prefix = throughput(bootstrap, args.events, cpu)
         print(report, flush=True)
         report, worker = rebuild(bootstrap, worker, prefix, cpu)

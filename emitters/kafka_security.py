@@ -4,7 +4,7 @@ Platform teams run a secured Kafka; every client runwatch makes (the emitters' k
 producer, the worker's aiokafka consumers and Faust app, the sink, the notifier, `alerts`,
 `simulate`) takes its security from a `KafkaSecurity`, built from the environment
 (`RUNWATCH_KAFKA_*`, which is how the Helm chart passes it) or from the shared CLI flags, and
-translated here for kafka-python and aiokafka (and in `runwatch.stream.kafka.io` for Faust).
+translated here for kafka-python and aiokafka (and in `runwatch.stream.kafka.clients` for Faust).
 
 Standard library only: the emitter package imports it. The password is kept out of `repr`,
 logs and error messages; it can come from a file (`RUNWATCH_KAFKA_SASL_PASSWORD_FILE`, the

@@ -8,9 +8,10 @@ rows and positions consistent, so the restarted sink neither loses nor duplicate
 writer also leaves out events that emitters sent twice (by id, `Store.write_events`). Flushes
 run on the writer's thread while the next batch is decoded (`BatchWriter(background=True)`).
 
-The consumer is aiokafka's: its record parsing is C code, about 2 us per event against
-kafka-python's 7 (measured on one broker, gzip batches), and at 200k events/s that is the
-difference between the sink keeping up and not.
+The consumer is aiokafka's, driven by the one consuming loop (`runwatch.stream.kafka.consume`):
+its record parsing is C code, about 2 us per event against kafka-python's 7 (measured on one
+broker, gzip batches), and at 200k events/s that is the difference between the sink keeping
+up and not. A record the sink itself fails on is kept in `invalid_events` with the reason.
 
 With `health_port` it serves /healthz, /readyz and /metrics on its own loop
 (store/sink_health.py); the loop reports a turn once per `getmany`, never per record.
@@ -21,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidAlert, InvalidEvent
+from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler
 from runwatch.stream.kafka.health import ConsumerHealth
 
 log = logging.getLogger("runwatch.sink")
@@ -42,8 +44,6 @@ DEFAULT_GROUP = "runwatch-sink"
 #: /healthz fails when the consuming loop has not turned for this long (and is not waiting
 #: on a flush, which has its own deadline: `SinkConfig.wait`)
 STALL_SECONDS = 30.0
-#: /readyz fails for a partition whose last fetch Kafka answered longer ago than this
-FETCHED_WITHIN_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,10 @@ class SinkConfig:
     health_host: str = "0.0.0.0"
 
 
-class Sink:
-    """Consumes until `stop` is set; flushes every `batch_size` records or `flush_interval`."""
+class Sink(Handler):
+    """Consumes until `stop` is set; flushes every `batch_size` records or `flush_interval`.
+    The consuming loop's handler: positions from the history on assignment, a flush on
+    revocation and when due."""
 
     def __init__(
         self,
@@ -78,7 +80,7 @@ class Sink:
         self.stop = stop or threading.Event()
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._flushing = asyncio.Lock()
-        self._consumer_now: Any = None
+        self.loop: ConsumingLoop | None = None
         # ready: caught up to within one batch of the end of every partition
         self.health = ConsumerHealth(self.lag, stall=STALL_SECONDS, behind_ok=config.batch_size)
         self.endpoints: Any = None
@@ -93,21 +95,16 @@ class Sink:
         )
 
     def _consumer(self) -> Any:
-        from aiokafka import AIOKafkaConsumer
-
         cfg = self.config
-        return AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap,
-            group_id=cfg.group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
+        return clients.consumer(
+            cfg.bootstrap,
+            cfg.security,
+            group=cfg.group,
             max_poll_records=cfg.batch_size,
-            fetch_max_bytes=64 * 1024 * 1024,
             max_partition_fetch_bytes=16 * 1024 * 1024,
             # a flush may wait `wait` seconds for readers to let go of the file
             max_poll_interval_ms=int((cfg.wait + 60) * 1000),
             client_id="runwatch-sink",
-            **cfg.security.aiokafka(),
         )
 
     async def _flush(self, *, wait: bool = True) -> None:
@@ -122,25 +119,6 @@ class Sink:
             if wait:
                 await asyncio.to_thread(self.writer.settle)
 
-    def _listener(self, consumer: Any) -> Any:
-        from aiokafka import ConsumerRebalanceListener
-
-        sink = self
-
-        class Seek(ConsumerRebalanceListener):  # type: ignore[misc]
-            async def on_partitions_revoked(self, revoked: Any) -> None:
-                await sink._flush()  # what was read so far is written with its positions
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                # Synchronous on purpose: aiokafka starts fetching the new partitions at the
-                # first await, so a seek after one came too late -- records already handed
-                # out were read again from the start. Offset 0 where nothing is stored: past
-                # retention, auto_offset_reset ("earliest") moves it to the oldest record.
-                for tp in assigned:
-                    consumer.seek(tp, sink.next_offsets.get((tp.topic, tp.partition), 0))
-
-        return Seek()
-
     def run(self) -> dict[str, int]:
         """Consume until stopped; returns the totals written."""
         try:
@@ -154,19 +132,7 @@ class Sink:
         """Per assigned partition, the records between what was read and the end as of the
         last fetch; None where Kafka answered none lately. None before the consumer runs.
         On the loop only."""
-        consumer = self._consumer_now
-        if consumer is None:
-            return None
-        out: dict[tuple[str, int], int | None] = {}
-        now_ms = time.time() * 1000
-        for tp in consumer.assignment():
-            end, at = consumer.highwater(tp), consumer.last_poll_timestamp(tp)
-            if end is None or at is None or now_ms - at > FETCHED_WITHIN_MS:
-                out[(tp.topic, tp.partition)] = None
-            else:
-                read = self.next_offsets.get((tp.topic, tp.partition), 0)
-                out[(tp.topic, tp.partition)] = max(0, end - read)
-        return out
+        return self.loop.lag() if self.loop is not None else None
 
     async def _run(self) -> None:
         if self.endpoints is not None:
@@ -183,33 +149,48 @@ class Sink:
         # Every revoke flushes, so at an assignment these equal the stored ones again.
         self.health.beat(grace=cfg.wait + 60)
         self.next_offsets = await asyncio.to_thread(self.writer.positions)
-        consumer = self._consumer()
-        consumer.subscribe([cfg.events_topic, cfg.alerts_topic], listener=self._listener(consumer))
-        await consumer.start()
-        self._consumer_now = consumer
+        source = Group((cfg.events_topic, cfg.alerts_topic))
+        self.loop = ConsumingLoop(self._consumer(), source, self, stop=self.stop.is_set,
+                                  max_records=cfg.batch_size, health=self.health,
+                                  name="sink")  # fmt: skip
         try:
-            writer, beat = self.writer, self.health.beat
-            while not self.stop.is_set():
-                beat()
-                batch = await consumer.getmany(timeout_ms=200, max_records=cfg.batch_size)
-                for tp, records in batch.items():
-                    if not records:
-                        continue
-                    if tp.topic == cfg.alerts_topic:
-                        self._alerts(records)
-                    else:
-                        self._events(records, tp.topic)
-                    next_offset = records[-1].offset + 1
-                    writer.advance(tp.topic, tp.partition, next_offset)
-                    self.next_offsets[(tp.topic, tp.partition)] = next_offset
-                if writer.due(cfg.batch_size, cfg.flush_interval):
-                    await self._flush(wait=False)
-                elif not self._flushing.locked():
-                    writer.collect()  # report a finished flush now, not at the next batch
+            await self.loop.run()
             await self._flush()
         finally:
-            self._consumer_now = None
-            await consumer.stop()
+            self.loop = None
+
+    # -- the loop's handler ----------------------------------------------------------------
+
+    def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
+        # Offset 0 where nothing is stored: past retention, auto_offset_reset ("earliest")
+        # moves it to the oldest record.
+        return {tp: self.next_offsets.get((tp.topic, tp.partition), 0) for tp in partitions}
+
+    async def revoked(self, partitions: set[TP]) -> None:
+        await self._flush()  # what was read so far is written with its positions
+
+    async def handle(self, records: list[Any]) -> None:
+        first = records[0]
+        if first.topic == self.config.alerts_topic:
+            self._alerts(records)
+        else:
+            self._events(records, first.topic)
+        next_offset = records[-1].offset + 1
+        self.writer.advance(first.topic, first.partition, next_offset)
+        self.next_offsets[(first.topic, first.partition)] = next_offset
+
+    async def turn(self) -> None:
+        cfg = self.config
+        if self.writer.due(cfg.batch_size, cfg.flush_interval):
+            await self._flush(wait=False)
+        elif not self._flushing.locked():
+            self.writer.collect()  # report a finished flush now, not at the next batch
+
+    def dead(self, record: Any, reason: str) -> None:
+        where = f"{record.topic}:{record.partition}:{record.offset}"
+        self.writer.add_invalid(where, reason, record.value or b"")
+        self.writer.advance(record.topic, record.partition, record.offset + 1)
+        self.next_offsets[(record.topic, record.partition)] = record.offset + 1
 
     def _events(self, records: list[Any], topic: str) -> None:
         add, bad = self.writer.add_event, self.writer.add_invalid

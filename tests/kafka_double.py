@@ -100,6 +100,10 @@ class MemoryConsumer:
         for tp in self._assignment:
             self.positions.setdefault(tp, 0)
 
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self.broker.topics.get(topic)
+        return set(range(len(parts))) if parts is not None else None
+
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
 

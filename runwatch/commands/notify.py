@@ -1,9 +1,10 @@
 """`runwatch notify`: read alert transitions from Kafka and tell Slack.
 
-Consumes runwatch.alerts in its own consumer group (and run.started events from
-runwatch.events, for routing by run label). Offsets are committed after each batch; what
-was sent is recorded by transition id in the state file, so a restart resends nothing and,
-with the commit after the send, loses nothing.
+Consumes runwatch.alerts in its own consumer group and routes each transition by the run
+labels it carries. Offsets are committed after each batch; what was sent is recorded by
+transition id in the state file, so a restart resends nothing and, with the commit after the
+send, loses nothing. While Slack is unreachable a transition is retried with backoff (up to a
+minute apart) and nothing after it is committed.
 
 With --health-port it serves /healthz (the loop turns), /readyz (the alert partitions are
 assigned and caught up) and /metrics (transitions by outcome, Slack calls, lag).
@@ -16,16 +17,14 @@ import logging
 import sys
 from typing import Any
 
-from runwatch.commands.kafka_args import (
-    add_health_args,
-    add_kafka_security_args,
-    kafka_security,
-    quiet_transient_kafka_errors,
-)
+from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
+from runwatch.emitters.topics import Topics
 from runwatch.notify.config import ConfigProblem, NotifyConfig
-from runwatch.notify.kafka import consume
+from runwatch.notify.kafka import NotifySettings, run
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import TokenMissing
+from runwatch.stopping import stop_on_signals
+from runwatch.stream.exceptions import PortUnavailable
 
 log = logging.getLogger("runwatch.notify")
 
@@ -57,10 +56,6 @@ def register(sub: Any) -> None:
 
 def run_notify(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="runwatch notify: %(message)s")
-    quiet_transient_kafka_errors()
-    security = kafka_security(args, "notify")
-    if security is None:
-        return 2
     try:
         config = NotifyConfig.load(
             args.config,
@@ -74,7 +69,22 @@ def run_notify(args: argparse.Namespace) -> int:
     except (ConfigProblem, TokenMissing) as err:
         print(f"runwatch notify: {err}", file=sys.stderr)
         return 2
+    security = connect_check(args, "notify", 5.0)
+    if isinstance(security, int):
+        notifier.close()
+        return security
+    settings = NotifySettings(
+        bootstrap=args.kafka,
+        group=args.group,
+        topics=Topics(args.topic_prefix),
+        security=security,
+        health_port=args.health_port,
+        health_host=args.health_host,
+    )
     try:
-        return consume(args, notifier, security)
+        return run(settings, notifier, stop_on_signals())
+    except PortUnavailable as err:
+        print(f"runwatch notify: --health-port: {err}", file=sys.stderr)
+        return 2
     finally:
         notifier.close()

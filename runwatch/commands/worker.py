@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
-import time
 from typing import Any
 
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
@@ -54,13 +54,6 @@ def register(sub: Any) -> None:
         type=float,
         default=10.0,
         help="seconds before the group gives a dead worker's partitions away (10)",
-    )
-    w.add_argument(
-        "--consumer",
-        choices=("direct", "faust"),
-        default="direct",
-        help="direct: batches from a plain aiokafka consumer (default, fast); faust: Faust's "
-        "agent stream (for comparison)",
     )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.add_argument(
@@ -117,7 +110,6 @@ def run_worker(args: argparse.Namespace) -> int:
             app_id=args.app_id,
             tick_s=args.tick,
             session_timeout=args.session_timeout,
-            consumer=args.consumer,
             metrics_port=args.metrics_port,
             security=security,
         )
@@ -151,43 +143,22 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_alerts(args: argparse.Namespace) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    topic = Topics(args.topic_prefix).alerts
     security = connect_check(args, "alerts", 3.0)
     if isinstance(security, int):
         return security
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.kafka,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        **security.kafka_python(),
-    )
+    from runwatch.stream.kafka.read import read_topic
+
+    topic = Topics(args.topic_prefix).alerts
     stop = stop_on_signals(signal.SIGTERM)  # Ctrl-C: KeyboardInterrupt, below
-    try:
-        assigned: set[Any] = set()
-        ends: dict[Any, int] = {}
-        while not stop.is_set():
-            parts = consumer.partitions_for_topic(topic) or set()
-            tps = {TopicPartition(topic, p) for p in parts}
-            if tps != assigned:
-                new = tps - assigned
-                consumer.assign(sorted(tps))
-                consumer.seek_to_beginning(*new)
-                assigned = tps
-                ends = consumer.end_offsets(sorted(tps))
-            if not args.follow and all(consumer.position(tp) >= ends[tp] for tp in assigned):
-                break
-            if not assigned:
-                time.sleep(0.5)  # no alerts topic yet
-                continue
-            for records in consumer.poll(timeout_ms=300).values():
-                for r in records:
-                    _show(r.value, args)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        consumer.close()
+
+    def show(records: list[Any]) -> None:
+        for r in records:
+            _show(r.value, args)
+
+    reading = read_topic(args.kafka, topic, show, until="stopped" if args.follow else "end",
+                         security=security, stop=stop.is_set)  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(reading)
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Slack can hold a call for a minute (a 429's Retry-After, backoff on 5xx); the service's
 event path must not wait for that. `submit(alert)` queues the transition and returns; one
-thread sends in order, keeps a transition that failed retryably at the head of the queue
-and tries again with backoff, and posts reminders. A transition queued but not sent when the
+thread sends in order, retrying a transition Slack did not take (`runwatch.notify.delivery`)
+before the next, and posts reminders. A transition queued but not sent when the
 process dies is not lost if the caller re-submits what its alert log holds at start: the
 notifier's ledger drops the ones already sent.
 """
@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from runwatch.notify.delivery import Delivery, DeliveryStopped
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
@@ -36,6 +37,7 @@ class BackgroundNotifier:
         self.max_backoff = max_backoff
         self._queue: queue.Queue[Any] = queue.Queue()
         self._stopping = threading.Event()
+        self.delivery = Delivery(notifier, stop=self._stopping, max_backoff=max_backoff)
         self._thread = threading.Thread(target=self._run, name="runwatch-notify", daemon=True)
         self._thread.start()
 
@@ -55,31 +57,22 @@ class BackgroundNotifier:
 
     def _run(self) -> None:
         last_remind = 0.0
-        backoff = 1.0
-        item: Any = None
         while not self._stopping.is_set():
-            if item is None:
-                try:
-                    item = self._queue.get(timeout=1.0)
-                except queue.Empty:
-                    item = None
+            try:
+                item = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                item = None
             if item is _STOP:
                 break
             try:
                 if item is not None:
-                    self.notifier.notify(item)
-                if time.monotonic() - last_remind >= self.remind_every:
-                    last_remind = time.monotonic()
-                    self.notifier.remind()
-            except SlackError as err:
-                if not err.retryable:  # the token was refused: logged once; drop the rest
-                    item = None
-                    continue
-                log.warning("Slack unreachable, retrying in %.0fs", backoff)
-                self._stopping.wait(backoff)
-                backoff = min(self.max_backoff, backoff * 2)
-                continue  # same item again
+                    self.delivery.deliver(item)
+            except DeliveryStopped:
+                break
+            except SlackError:  # the token was refused: logged once; the rest is dropped
+                pass
             except Exception:  # never let one bad alert kill the thread
                 log.exception("notifier failed on one transition; skipped")
-            backoff = 1.0
-            item = None
+            if time.monotonic() - last_remind >= self.remind_every:
+                last_remind = time.monotonic()
+                self.delivery.remind()

@@ -1,103 +1,112 @@
-"""`runwatch notify`'s consuming side: alert transitions from Kafka into the Slack notifier,
-offsets committed after each batch; routing labels come with each alert."""
+"""`runwatch notify`'s consuming side: alert transitions from `runwatch.alerts` into Slack.
+
+The one consuming loop (`runwatch.stream.kafka.consume`) in the notifier's own consumer group,
+committing after each batch; each transition goes through `Delivery` (the notifier's one retry
+policy), so a batch is committed only once Slack has taken every transition in it, and the
+notifier's ledger keeps a transition read twice from being sent twice. Routing labels come
+with each alert. A refused token stops the notifier (exit 2) without committing.
+"""
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import logging
-import sys
-import time
+import threading
+from dataclasses import dataclass, field
+from typing import Any
 
-from runwatch.commands.kafka_args import kafka_problem
-from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
+from runwatch.notify.delivery import Delivery, DeliveryStopped
 from runwatch.notify.health import NotifyHealth
 from runwatch.notify.notifier import Notifier
-from runwatch.notify.slack import AUTH_ERRORS, SlackError
-from runwatch.stopping import stop_on_signals
+from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
-from runwatch.stream.exceptions import InvalidAlert, PortUnavailable
+from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, StopConsuming
 
 log = logging.getLogger("runwatch.notify")
 
 
-def consume(args: argparse.Namespace, notifier: Notifier, security: KafkaSecurity) -> int:
-    if problem := kafka_problem(args.kafka, security, 5.0):
-        print(f"runwatch notify: {problem}", file=sys.stderr)
-        return 1
-    alerts_topic = Topics(args.topic_prefix).alerts
+@dataclass(frozen=True)
+class NotifySettings:
+    bootstrap: str
+    group: str = "runwatch-notify"
+    topics: Topics = field(default_factory=Topics)
+    security: KafkaSecurity = PLAINTEXT
+    health_port: int | None = None
+    health_host: str = "0.0.0.0"
+
+
+class SlackRefused(StopConsuming):
+    """Slack refused the bot token: nothing can be sent until it is fixed."""
+
+
+class AlertsToSlack(Handler):
+    """The loop's handler: each transition to Slack, in order, retried until Slack takes it."""
+
+    def __init__(self, delivery: Delivery, health: NotifyHealth) -> None:
+        self.delivery = delivery
+        self.health = health
+        self.loop: ConsumingLoop | None = None
+
+    async def handle(self, records: list[Any]) -> None:
+        for r in records:
+            try:
+                alert = Alert.from_json(r.value or b"")
+            except InvalidAlert as err:
+                log.warning("skipped %s/%d@%d: %s", r.topic, r.partition, r.offset, err)
+                self.health.handled("invalid")
+                continue
+            try:
+                outcome = await asyncio.to_thread(self.delivery.deliver, alert)
+            except DeliveryStopped as err:
+                raise StopConsuming(str(err)) from None
+            except SlackError as err:  # not retryable: the token was refused
+                raise SlackRefused(f"Slack refused the bot token ({err.error})") from None
+            self.health.handled(outcome)
+
+    async def turn(self) -> None:
+        if self.loop is not None:
+            self.health.lag = self.loop.lag()
+        self.health.reminders.inc(await asyncio.to_thread(self.delivery.remind))
+
+
+def run(settings: NotifySettings, notifier: Notifier, stop: threading.Event) -> int:
+    """Send until `stop` is set; the exit status (2: Slack refused the token). Raises
+    PortUnavailable for a health port that is taken."""
+    health = NotifyHealth(notifier, settings.health_port, settings.health_host)
     try:
-        health = NotifyHealth(notifier, alerts_topic, args.health_port, args.health_host)
-    except PortUnavailable as err:
-        print(f"runwatch notify: --health-port: {err}", file=sys.stderr)
-        return 2
-    try:
-        return _loop(args, notifier, security, health, alerts_topic)
+
+        def waiting(seconds: float) -> None:  # Slack's outage is not a hang of the loop
+            health.retries.inc()
+            health.health.beat(grace=seconds + health.health.stall)
+
+        handler = AlertsToSlack(Delivery(notifier, stop=stop, on_wait=waiting), health)
+        try:
+            notifier.recover()
+        except SlackError as err:
+            log.warning("recovery check skipped: %s", err.error)
+
+        async def consume() -> None:  # aiokafka's consumer is made on the loop it runs on
+            consumer = clients.consumer(settings.bootstrap, settings.security,
+                                        group=settings.group)  # fmt: skip
+            handler.loop = ConsumingLoop(consumer, Group((settings.topics.alerts,)), handler,
+                                         stop=stop.is_set, commit=True, max_records=500,
+                                         poll_ms=500, health=health.health,
+                                         name="notify")  # fmt: skip
+            await handler.loop.run()
+
+        log.info("sending %s to Slack (default channel %s)", settings.topics.alerts,
+                 notifier.config.channel)  # fmt: skip
+        try:
+            asyncio.run(consume())
+        except SlackRefused as err:
+            log.error("%s", err)
+            return 2
+        except StopConsuming:
+            pass
+        return 0
     finally:
         health.close()
-
-
-def _loop(
-    args: argparse.Namespace,
-    notifier: Notifier,
-    security: KafkaSecurity,
-    health: NotifyHealth,
-    alerts_topic: str,
-) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.kafka,
-        group_id=args.group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        **security.kafka_python(),
-    )
-    stop = stop_on_signals()
-    try:
-        notifier.recover()
-    except SlackError as err:
-        log.warning("recovery check skipped: %s", err.error)
-    consumer.subscribe([alerts_topic])
-    log.info("sending %s to Slack (default channel %s)", alerts_topic, notifier.config.channel)
-    backoff = 1.0
-    try:
-        while not stop.is_set():
-            batch = consumer.poll(timeout_ms=500, max_records=500)
-            health.observe(consumer)
-            failed = False
-            for tp, records in batch.items():
-                if tp.topic != alerts_topic:
-                    continue
-                for r in records:
-                    try:
-                        health.handled(notifier.notify(Alert.from_json(r.value or b"")))
-                    except InvalidAlert as err:
-                        log.warning("skipped %s/%d@%d: %s", tp.topic, tp.partition, r.offset, err)
-                        continue
-                    except SlackError as err:
-                        if err.error in AUTH_ERRORS:
-                            print(
-                                f"runwatch notify: Slack refused the bot token ({err.error})",
-                                file=sys.stderr,
-                            )
-                            return 2
-                        consumer.seek(TopicPartition(tp.topic, tp.partition), r.offset)
-                        failed = True
-                        break
-            if batch:
-                consumer.commit()
-            try:
-                health.reminders.inc(notifier.remind())
-            except SlackError as err:
-                log.warning("reminders deferred: %s", err.error)
-            if failed:
-                health.retries.inc()
-                log.warning("Slack unreachable: retrying in %.0fs", backoff)
-                time.sleep(backoff)
-                backoff = min(60.0, backoff * 2)
-            else:
-                backoff = 1.0
-    finally:
-        consumer.close()
-    return 0

@@ -24,11 +24,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.stream.kafka.health import ConsumerHealth
+
+__all__ = ["TP", "ConsumingLoop", "Group", "Handler", "Partitions", "StopConsuming", "Until"]
 
 log = logging.getLogger("runwatch.stream.consume")
 
@@ -36,13 +39,6 @@ log = logging.getLogger("runwatch.stream.consume")
 LOG_APPEND_TIME = 1
 #: A partition whose last fetch Kafka answered longer ago than this has an unknown lag.
 FETCHED_WITHIN_MS = 30_000
-
-
-class TP(NamedTuple):
-    """A topic partition; aiokafka's `TopicPartition` is the same named tuple."""
-
-    topic: str
-    partition: int
 
 
 class Record(Protocol):
@@ -81,8 +77,14 @@ class Consumer(Protocol):
     def highwater(self, partition: Any) -> int | None: ...
     def last_poll_timestamp(self, partition: Any) -> int | None: ...
     async def commit(self) -> None: ...
+    def partitions_for_topic(self, topic: str) -> set[int] | None: ...
     def pause(self, *partitions: Any) -> None: ...
     def resume(self, *partitions: Any) -> None: ...
+
+
+class StopConsuming(Exception):
+    """Raised by a handler that cannot go on (say, Slack refused the token): the loop stops at
+    once, commits nothing more, and `run` raises it to whoever started the loop."""
 
 
 class Handler:
@@ -119,9 +121,11 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class Partitions:
-    """Read these partitions from their start, outside any group."""
+    """Read partitions of `topic` from their start, outside any group: the given ones, or
+    every partition the topic has when the loop starts (none if it does not exist)."""
 
-    partitions: tuple[TP, ...]
+    topic: str
+    partitions: tuple[int, ...] | None = None
 
 
 Until = Literal["stopped", "end", "caught_up"]
@@ -163,6 +167,7 @@ class ConsumingLoop:
         self.read: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
         self._known: set[TP] = set()  # the assignment `_assigned` last saw
+        self._tps: list[TP] = []  # a `Partitions` source's partitions
         self.running = False
         self.isolated = 0  # records that failed on their own
         self.client_errors = 0
@@ -176,16 +181,16 @@ class ConsumingLoop:
         self.running = True
         try:
             await self._subscribe()
+            if isinstance(self.source, Partitions) and not self._tps:
+                return  # nothing to read (a topic not created yet)
             if self.until != "stopped" and isinstance(self.source, Partitions):
-                self._ends = await self._end_offsets(list(self.source.partitions))
+                self._ends = await self._end_offsets(self._tps) if self._tps else {}
             backoff = 0.0
             while not self.stop():
                 if self.health is not None:
                     self.health.beat()
                 try:
-                    batch = await consumer.getmany(
-                        timeout_ms=self.poll_ms, max_records=self.max_records
-                    )
+                    batch = await self._fetch()
                 except Exception as err:  # the client itself: back off, it reconnects
                     self.client_errors += 1
                     backoff = min(self.max_backoff, max(0.5, backoff * 2))
@@ -206,14 +211,28 @@ class ConsumingLoop:
             self.running = False
             await consumer.stop()
 
+    async def _fetch(self) -> Mapping[Any, list[Any]]:
+        """One poll. Bounded: before its first assignment aiokafka waits for one without a
+        timeout, and a loop told to stop must notice."""
+        fetching = self.consumer.getmany(timeout_ms=self.poll_ms, max_records=self.max_records)
+        try:
+            return await asyncio.wait_for(fetching, max(1.0, 5 * self.poll_ms / 1000))
+        except TimeoutError:
+            return {}
+
     async def _subscribe(self) -> None:
         consumer = self.consumer
         if isinstance(self.source, Group):
             consumer.subscribe(list(self.source.topics), listener=_Listener(self))
             return
-        tps = list(self.source.partitions)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+        topic, numbers = self.source.topic, self.source.partitions
+        if numbers is None:
+            numbers = tuple(sorted(await _partitions_of(consumer, topic)))
+        tps = [TP(topic, p) for p in numbers]
+        self._tps = tps
+        if tps:
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
         self._assigned(set(tps))
 
     async def _hand_on(self, tp: TP, records: list[Any]) -> None:
@@ -230,7 +249,7 @@ class ConsumingLoop:
                     return
         try:
             await self.handler.handle(records)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, StopConsuming):
             raise
         except Exception as err:
             if len(records) == 1:
@@ -243,7 +262,7 @@ class ConsumingLoop:
                 for record in records:
                     try:
                         await self.handler.handle([record])
-                    except asyncio.CancelledError:
+                    except (asyncio.CancelledError, StopConsuming):
                         raise
                     except Exception as one:
                         self._isolate(record, one)
@@ -341,6 +360,16 @@ class ConsumingLoop:
             else:
                 out[key] = max(0, end - self.read.get(TP(*key), 0))
         return out
+
+
+async def _partitions_of(consumer: Any, topic: str) -> set[int]:
+    """The partitions `topic` has now (none if it does not exist). aiokafka's consumer only
+    holds metadata of topics it was asked about, so ask its client for all of them."""
+    client = getattr(consumer, "_client", None)
+    if client is not None:
+        cluster = await client.fetch_all_metadata()
+        return set(cluster.partitions_for_topic(topic) or ())
+    return set(consumer.partitions_for_topic(topic) or ())
 
 
 def _native(consumer: Any, tp: TP) -> Any:

@@ -7,7 +7,7 @@ cost-wise beyond a counter update.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -46,11 +46,11 @@ class WorkerMetrics:
         """A driver went live (after its rebuild): count its events from now on."""
         self.collector.instrument(driver.engine, transitions=False, track=False)
 
-    def batch(self, records: Sequence[tuple[int, bytes | None, float, int]], invalid: int) -> None:
+    def batch(self, last_arrival: float, invalid: int) -> None:
+        """A batch applied; `last_arrival`: the broker time of its last record."""
         if invalid:
             self.collector.record_invalid(invalid)
-        if records:
-            self.collector.record_lag(max(0.0, time.time() - records[-1][2]))
+        self.collector.record_lag(max(0.0, time.time() - last_arrival))
 
     def published(self, alerts: Iterable[Alert]) -> None:
         self.collector.record_transitions(alerts)

@@ -23,7 +23,7 @@ from slack_fake import FakeSlack
 from test_live_surfaces import Proc, free_port, wait_for
 
 from runwatch.emitters.topics import Topics
-from runwatch.stream.kafka.io import ensure_topics
+from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.metrics.http import AsyncMetricsServer
 
 pytestmark = pytest.mark.integration

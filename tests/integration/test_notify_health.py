@@ -60,6 +60,13 @@ def test_notify_serves_health_readiness_and_metrics(
                 answers.append(answer)
             return bool(answers) and answers[-1][0] == 200
 
+        # the first answer as soon as the port listens, before the group join can finish
+        deadline = time.monotonic() + 60
+        while (first := http_get(port, "/readyz")) is None and time.monotonic() < deadline:
+            assert notify.proc.poll() is None, notify.lines[-20:]
+            time.sleep(0.002)
+        assert first is not None
+        answers.append(first)
         wait_for(ready, "/readyz 200", notify)
         assert answers[0][0] == 503, answers  # up before it is in its group
         for status, reason in answers[:-1]:

@@ -22,7 +22,7 @@ from kafka import KafkaProducer
 from runwatch.dev import incidents
 from runwatch.emitters.topics import Topics
 from runwatch.store import Store, StoreLocked
-from runwatch.stream.kafka.io import ensure_topics
+from runwatch.stream.kafka.admin import ensure_topics
 
 pytestmark = pytest.mark.integration
 

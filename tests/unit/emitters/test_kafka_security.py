@@ -13,7 +13,7 @@ from runwatch import cli
 from runwatch.dev.tls import make_certificates
 from runwatch.emitters import Emitter
 from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
-from runwatch.stream.kafka.io import faust_credentials
+from runwatch.stream.kafka.clients import faust_credentials
 
 SECRET = "s3cr3t-Pa55word-never-shown"
 

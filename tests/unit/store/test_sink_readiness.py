@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any
 
 from runwatch.store.sink import Sink, SinkConfig
-
-
-class TP(NamedTuple):
-    topic: str
-    partition: int
+from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group
 
 
 class Consumer:
@@ -37,18 +33,21 @@ def test_lag_from_the_last_fetch_and_unknown_where_kafka_went_quiet(tmp_path: Pa
         assert sink.lag() is None
         assert sink.health.ready() == (False, "no partitions assigned yet")
         now = time.time() * 1000
-        sink._consumer_now = Consumer({
+        consumer = Consumer({
             TP("ev", 0): (1000, now - 200),  # fetched just now
             TP("ev", 1): (50, now - 200),
             TP("al", 0): (None, None),  # never fetched
         })  # fmt: skip
-        sink.next_offsets = {("ev", 0): 700, ("ev", 1): 50}
+        loop: Any = ConsumingLoop(consumer, Group(("ev", "al")), sink)  # type: ignore[arg-type]
+        loop.running = True  # as if consuming; what it read up to:
+        loop.read = {TP("ev", 0): 700, TP("ev", 1): 50}
+        sink.loop = loop
         assert sink.lag() == {("ev", 0): 300, ("ev", 1): 0, ("al", 0): None}
-        sink._consumer_now.parts[TP("al", 0)] = (3, now - 200)
+        consumer.parts[TP("al", 0)] = (3, now - 200)
         assert sink.health.ready() == (False, "catching up: 303 records behind")
-        sink.next_offsets[("ev", 0)] = 950
+        loop.read[TP("ev", 0)] = 950
         assert sink.health.ready() == (True, "caught up on 3 partitions (53 records behind)")
-        sink._consumer_now.parts[TP("ev", 1)] = (50, now - 60_000)  # Kafka went quiet
+        consumer.parts[TP("ev", 1)] = (50, now - 60_000)  # Kafka went quiet
         assert sink.health.ready() == (False, "waiting for Kafka to answer a fetch of ev:1")
     finally:
         sink.writer.close()

@@ -179,7 +179,7 @@ def test_until_end_reads_what_was_there_and_stops() -> None:
 
     handler = ProducesMore()
     consumer = MemoryConsumer(broker)
-    parts = Partitions((TP("alerts", 0), TP("alerts", 1)))
+    parts = Partitions("alerts")
     run(ConsumingLoop(consumer, parts, handler, until="end", max_records=2))
     assert sorted((p, o) for _, p, o, _ in handler.seen) == [
         (p, o) for p in (0, 1) for o in range(3)
@@ -199,16 +199,23 @@ def test_until_caught_up_also_reads_what_arrived_meanwhile() -> None:
                 produced.append(broker.produce("events", b"meanwhile"))
 
     handler = ProducesTwice()
-    run(ConsumingLoop(MemoryConsumer(broker), Partitions((TP("events", 0),)), handler,
+    run(ConsumingLoop(MemoryConsumer(broker), Partitions("events", (0,)), handler,
                       until="caught_up"))  # fmt: skip
     assert [o for *_, o, _ in handler.seen] == list(range(5))
+
+
+def test_reading_a_topic_that_does_not_exist_returns_at_once() -> None:
+    handler = Recorder()
+    run(ConsumingLoop(MemoryConsumer(MemoryBroker()), Partitions("missing"), handler,
+                      until="end"))  # fmt: skip
+    assert handler.seen == []
 
 
 def test_until_end_of_nothing_returns_at_once() -> None:
     broker = MemoryBroker()
     broker.create("empty", 2)
     handler = Recorder()
-    run(ConsumingLoop(MemoryConsumer(broker), Partitions((TP("empty", 0), TP("empty", 1))),
+    run(ConsumingLoop(MemoryConsumer(broker), Partitions("empty"),
                       handler, until="end"))  # fmt: skip
     assert handler.seen == []
 

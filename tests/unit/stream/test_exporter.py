@@ -234,7 +234,7 @@ def test_worker_metrics_hooks_and_async_endpoint() -> None:
     wm = WorkerMetrics(drivers.values, 0, "127.0.0.1")
     wm.live(drivers[0])
     feed(drivers[0].engine, [make_event("run.started", 1.0, run="w")])
-    wm.batch([(0, b"{}", 0.0, 5)], invalid=1)
+    wm.batch(0.0, invalid=1)  # the last record arrived at t=0
     alerts = feed(drivers[0].engine, [])
     wm.published(alerts)
 

@@ -1,0 +1,59 @@
+"""The Kafka clients of every consuming role, made in one place: aiokafka consumers with the
+role's security (TLS / SASL) and tuning, and the Faust app's credentials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+
+
+def consumer(
+    bootstrap: str,
+    security: KafkaSecurity = PLAINTEXT,
+    *,
+    group: str | None = None,
+    **tuning: Any,
+) -> Any:
+    """A consumer that commits nothing by itself and starts where nothing is stored at the
+    oldest record. With `group`, a member of that consumer group; without, a reader of
+    whatever it is assigned (rebuilds, `runwatch alerts`). `tuning`: aiokafka settings that
+    differ by role (session timeouts, fetch sizes, poll limits)."""
+    settings: dict[str, Any] = {
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "max_partition_fetch_bytes": 8 << 20,
+        "fetch_max_bytes": 64 << 20,
+        **tuning,
+    }
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, **security.aiokafka(), **settings
+    )
+
+
+def group_settings(session_timeout: float) -> dict[str, Any]:
+    """Group tuning of a role that must notice a dead member soon (the worker)."""
+    return {
+        "session_timeout_ms": int(session_timeout * 1000),
+        "heartbeat_interval_ms": int(max(0.5, session_timeout / 5) * 1000),
+        "max_poll_interval_ms": 30 * 60 * 1000,
+    }
+
+
+def faust_credentials(security: KafkaSecurity) -> Any:
+    """Faust's `broker_credentials` for `security` (None: plaintext). faust-streaming hands
+    SASLCredentials' mechanism (PLAIN, SCRAM-SHA-256/512) and username/password on to
+    aiokafka, with SASL_SSL when it has an SSL context, SASL_PLAINTEXT otherwise."""
+    import faust
+
+    context = security.ssl_context()
+    if security.sasl:
+        return faust.SASLCredentials(
+            username=security.username,
+            password=security.client_password(),
+            ssl_context=context,
+            mechanism=security.mechanism,
+        )
+    return faust.SSLCredentials(context) if context is not None else None

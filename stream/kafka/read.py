@@ -1,0 +1,80 @@
+"""Reading a topic from its start, outside any consumer group, through the consuming loop:
+what a worker re-reads when it takes over partitions, and what `runwatch.alerts` and the
+dead-letter topic already hold."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import orjson
+
+from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+from runwatch.emitters.topics import Topics
+from runwatch.stream.alerts import Alert
+from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, Partitions, Until
+from runwatch.stream.live import PublishedAlerts
+
+Batch = Callable[[list[Any]], Awaitable[None] | None]
+
+
+class _Each(Handler):
+    def __init__(self, each: Batch) -> None:
+        self.each = each
+
+    async def handle(self, records: list[Any]) -> None:
+        result = self.each(records)
+        if result is not None:
+            await result
+
+
+async def read_topic(
+    bootstrap: str,
+    topic: str,
+    each: Batch,
+    *,
+    partitions: Iterable[int] | None = None,
+    until: Until = "end",
+    security: KafkaSecurity = PLAINTEXT,
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """Hand `each` one partition's records at a time, in offset order, from the start of
+    `topic` (the given partitions, else all) to its end (see `Until`), or until `stop()`."""
+    source: Group | Partitions
+    if until == "stopped" and partitions is None:  # follow: also partitions made later
+        source = Group((topic,))  # a consumer without a group is assigned every one
+    else:
+        source = Partitions(topic, tuple(partitions) if partitions is not None else None)
+    reader = clients.consumer(bootstrap, security)
+    loop = ConsumingLoop(reader, source, _Each(each), until=until, max_records=20_000,
+                         poll_ms=500, stop=stop, name=f"reading {topic}")  # fmt: skip
+    await loop.run()
+
+
+async def read_published(
+    bootstrap: str, topics: Topics, security: KafkaSecurity = PLAINTEXT
+) -> tuple[PublishedAlerts, dict[int, int]]:
+    """What runwatch.alerts holds, and per events partition the last offset on the DLQ."""
+    published = PublishedAlerts()
+
+    def alerts(records: list[Any]) -> None:
+        for r in records:
+            with contextlib.suppress(InvalidAlert):
+                published.add(Alert.from_json(r.value or b"{}"))
+
+    dead_upto: dict[int, int] = {}
+
+    def letters(records: list[Any]) -> None:
+        for r in records:
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                letter = orjson.loads(r.value or b"{}")
+                if letter.get("topic") == topics.events:
+                    p, off = int(letter["partition"]), int(letter["offset"])
+                    dead_upto[p] = max(dead_upto.get(p, -1), off)
+
+    await read_topic(bootstrap, topics.alerts, alerts, security=security)
+    await read_topic(bootstrap, topics.dlq, letters, security=security)
+    return published, dead_upto
