@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from runwatch.emitters import events as ev
@@ -86,7 +86,25 @@ class Engine:
         self.seen = RecentIds(dedup_capacity)
         self._timers: list[tuple[float, int, str, int]] = []
         self._seq = 0
+        #: events not applied because their id was seen: by the engine or by a driver that
+        #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
         self.duplicates = 0
+        self._on_event: list[Callable[[ev.Event], None]] = []
+        self._on_transition: list[Callable[[Alert], None]] = []
+
+    def observe(
+        self,
+        *,
+        events: Callable[[ev.Event], None] | None = None,
+        transitions: Callable[[Alert], None] | None = None,
+    ) -> None:
+        """Call `events` with every event applied (duplicates are not) and `transitions` with
+        every alert transition made, from an event or from a timer. For observers that count
+        (the Prometheus exporter): they must be cheap and must not raise."""
+        if events is not None:
+            self._on_event.append(events)
+        if transitions is not None:
+            self._on_transition.append(transitions)
 
     # -- input -----------------------------------------------------------------------------
 
@@ -113,6 +131,8 @@ class Engine:
         if tracked is None:
             tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
         self.seen.add(event.id)
+        for observer in self._on_event:
+            observer(event)
         tracked.state.apply(event)
         if overrides:
             tracked.overrides.update(overrides)
@@ -206,7 +226,7 @@ class Engine:
             desc = rule.describe(run, cond, now, params)
         else:
             desc = rule.describe_resolved(run, cond, now, params)
-        return Alert(
+        alert = Alert(
             id=transition_id(key, number),
             ts=now,
             rule=rule.rule_id,
@@ -220,6 +240,9 @@ class Engine:
             subject=cond.subject,
             labels=dict(run.labels),
         )
+        for observer in self._on_transition:
+            observer(alert)
+        return alert
 
     # -- introspection ---------------------------------------------------------------------
 

@@ -40,6 +40,8 @@ from runwatch.stream.skew import ClockOffsets
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
 Record = tuple[bytes | None, float, int]
+#: (event, its raw bytes, broker append time in seconds, offset): a record already decoded.
+Decoded = tuple[ev.Event, bytes, float, int]
 
 #: Hosts whose clock is within this many seconds of the broker's are taken as they are.
 DEFAULT_MIN_CORRECTION = 1.0
@@ -133,34 +135,44 @@ class LiveDriver:
         self._held_dead: list[DeadLetter] = []
         self.arrival = float("-inf")  # broker time of the latest record fed
         self.applied = 0
-        self.duplicates = 0
         self.invalid = 0
         self.corrected = 0
 
     # -- input -----------------------------------------------------------------------------
 
     def feed(self, records: Iterable[Record]) -> tuple[list[Alert], list[DeadLetter]]:
-        """Apply a batch of records in order; return transitions made and invalid records.
+        """Decode and apply a batch of records in order; return transitions made and
+        invalid records.
 
         While replaying, transitions are held for `finish_replay` and nothing is returned
         (invalid records went to the dead-letter topic when they were first read live).
         """
-        engine, clocks, seen = self.engine, self.clocks, self.engine.seen
-        out: list[Alert] = []
+        decoded: list[Decoded] = []
         dead: list[DeadLetter] = []
-        limit = self.min_correction
-        arrival = self.arrival
         for raw, arrival, offset in records:
             if raw is None:
                 dead.append(self._dead("empty record (no value)", b"", offset))
                 continue
             try:
-                event = decode(raw)
+                decoded.append((decode(raw), raw, arrival, offset))
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset))
-                continue
-            if event.id in seen:
-                self.duplicates += 1
+        return self.feed_events(decoded, dead)
+
+    def feed_events(
+        self, items: Iterable[Decoded], dead: list[DeadLetter] | None = None
+    ) -> tuple[list[Alert], list[DeadLetter]]:
+        """Apply events a caller has decoded already (`runwatch serve` validates a request
+        before it logs and acknowledges it), in order; like `feed` otherwise. `dead`: the
+        invalid records of the same batch, returned (or held) with those found here."""
+        engine, clocks, seen = self.engine, self.clocks, self.engine.seen
+        out: list[Alert] = []
+        dead = [] if dead is None else dead
+        limit = self.min_correction
+        arrival = self.arrival
+        for event, raw, arrival, offset in items:
+            if event.id in seen:  # before the skew bookkeeping; the engine's one counter
+                engine.duplicates += 1
                 continue
             skew = clocks.observe(_source(event.src), event.ts, arrival)
             if skew > limit or skew < -limit:
@@ -180,6 +192,11 @@ class LiveDriver:
             self._held_dead += dead
             return [], []
         return out, dead
+
+    @property
+    def duplicates(self) -> int:
+        """Events dropped because their id was applied before (the engine's count)."""
+        return self.engine.duplicates
 
     def _dead(self, reason: str, raw: bytes, offset: int) -> DeadLetter:
         return DeadLetter(reason, raw, self.topic, self.partition, offset)

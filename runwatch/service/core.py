@@ -10,7 +10,6 @@ lacks are published, those it has are not repeated (`LiveDriver.finish_replay`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -99,11 +98,14 @@ class Service:
             driver.start_replay()
             n = 0
             for line, arrival, end in self.events.read():
-                driver.feed([(line, arrival, end)])
-                if end > stored:
-                    with contextlib.suppress(InvalidEvent):
-                        self.writer.add_event(line, decode(line))
                 n += 1
+                try:
+                    event = decode(line)
+                except InvalidEvent:
+                    continue  # a line that was valid when logged always is: not expected
+                driver.feed_events([(event, line, arrival, end)])
+                if end > stored:
+                    self.writer.add_event(line, event)
             self.writer.advance(TOPIC, 0, self.events.size)
             for last in published.last.values():  # runs compacted away are not shown
                 if last.run in driver.engine.runs:
@@ -137,8 +139,8 @@ class Service:
         with self.lock:
             arrival = time.time()
             ends = self.events.append(arrival, [g[0] for g in good])
-            alerts, dead = self.driver.feed(
-                [(line, arrival, end) for (line, _), end in zip(good, ends, strict=True)]
+            alerts, dead = self.driver.feed_events(
+                [(event, line, arrival, end) for (line, event), end in zip(good, ends, strict=True)]
             )
             with self._writer_lock:
                 for line, event in good:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,7 @@ class RunwatchMetrics(Collector):
         self.lock = lock
         self.clock = clock  # "now" for ages; default: each engine's own `now`
         self._engines: list[Engine] = []
+        self._instrumented: weakref.WeakSet[Engine] = weakref.WeakSet()
         self._sources: list[EngineSource] = []
         self.kinds: dict[str, int] = {}
         self.invalid = 0
@@ -115,45 +117,32 @@ class RunwatchMetrics(Collector):
         """Count this engine's events by kind (and, unless the caller counts what it
         publishes itself, its alert transitions); also adds the engine.
 
-        Wraps the instance's `apply` (and `_transition`): one call and one dict increment
-        per event. Idempotent. `track=False`: the engine comes from a source instead."""
+        Observes the engine (`Engine.observe`): one call and one dict increment per event.
+        Idempotent. `track=False`: the engine comes from a source instead."""
         if track:
             self.add_engine(engine)
-        if getattr(engine, "_runwatch_metrics", None) is self:
+        if engine in self._instrumented:
             return engine
-        engine._runwatch_metrics = self  # type: ignore[attr-defined]
-        inner_apply = engine.apply
-        kinds = self.kinds
-        timing = self.step_timing
-        record = self.record_transitions
-
-        def apply(event: Any, now: float | None = None) -> list[Alert]:
-            kind = event.kind
-            n = kinds.get(kind)
-            if n is not None:
-                kinds[kind] = n + 1
-            elif len(kinds) < MAX_KINDS:
-                kinds[kind] = 1
-            else:
-                kinds[OTHER] = kinds.get(OTHER, 0) + 1
-            if kind == "step.done":
-                t = getattr(event, "timing", None)
-                if t:
-                    timing[event.run] = (event.step, dict(t))
-            return inner_apply(event, now)
-
-        engine.apply = apply  # type: ignore[method-assign]
-        if transitions:
-            # every transition, from an event or from a timer, is made by `_transition`
-            inner_transition = engine._transition
-
-            def transition(*args: Any) -> Alert:
-                alert = inner_transition(*args)
-                record((alert,))
-                return alert
-
-            engine._transition = transition  # type: ignore[method-assign,assignment]
+        self._instrumented.add(engine)
+        engine.observe(
+            events=self._count,
+            transitions=(lambda alert: self.record_transitions((alert,))) if transitions else None,
+        )
         return engine
+
+    def _count(self, event: Any) -> None:
+        kinds, kind = self.kinds, event.kind
+        n = kinds.get(kind)
+        if n is not None:
+            kinds[kind] = n + 1
+        elif len(kinds) < MAX_KINDS:
+            kinds[kind] = 1
+        else:
+            kinds[OTHER] = kinds.get(OTHER, 0) + 1
+        if kind == "step.done":
+            t = getattr(event, "timing", None)
+            if t:
+                self.step_timing[event.run] = (event.step, dict(t))
 
     # -- service counters (cheap, called by drivers) ---------------------------------------
 
