@@ -18,6 +18,8 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	scripts/typecheck.sh
+	@# the import contract: which folder may import which (tests/unit/test_architecture.py)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_architecture.py
 
 fmt: setup
 	$(VENV)/bin/ruff format .

@@ -4,6 +4,9 @@
 fields (`runwatch.emitters.checks`; pydantic only for shapes those checks are unsure of),
 stamp id/ts/src, encode once, and append to the sender's bounded queue. It never waits on the
 network and never raises for transport trouble; bad arguments raise at once.
+
+One job, a little over 400 lines: the `Emitter` object (its settings, `emit`, heartbeats,
+fork and exit handling); the queue, transports and spool are modules of their own.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runwatch.emitters.exceptions import RunwatchError
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -73,7 +75,7 @@ def _redact_in_logs(secret: str) -> None:
         logging.setLogRecordFactory(scrubbing)
 
 
-class KafkaSecurityError(ValueError):
+class KafkaSecurityError(RunwatchError, ValueError):
     """A Kafka security setting is wrong; the message is one line that says which and why."""
 
 

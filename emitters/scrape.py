@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runwatch.emitters import Emitter
+from runwatch.emitters.exceptions import RunwatchError
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -54,7 +55,7 @@ METRICS: dict[str, dict[str, Any]] = {
 _KEY_LABELS = ("model_name", "engine", "dp_rank")
 
 
-class ScrapeError(Exception):
+class ScrapeError(RunwatchError):
     """The server did not give usable metrics; `str()` is the state, e.g. "connection refused"."""
 
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
+
+from runwatch import logs
+from runwatch.emitters.exceptions import RunwatchError
 
 #: command -> the module (under runwatch.commands) whose `register(sub)` defines it
 COMMANDS: dict[str, str] = {
@@ -55,7 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = args_in[0] if args_in and not args_in[0].startswith("-") else None
     args = build_parser(command).parse_args(args_in)
-    return int(args.func(args) or 0)
+    name = " ".join(filter(None, (command, getattr(args, "kafka_command", None))))
+    logs.setup(name)
+    try:
+        return int(args.func(args) or 0)
+    except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
+        logging.getLogger(logs.LOGGER).error("%s", err)
+        return int(getattr(err, "status", 2))
 
 
 if __name__ == "__main__":

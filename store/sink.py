@@ -14,7 +14,8 @@ broker, gzip batches), and at 200k events/s that is the difference between the s
 up and not. A record the sink itself fails on is kept in `invalid_events` with the reason.
 
 With `health_port` it serves /healthz, /readyz and /metrics on its own loop
-(store/sink_health.py); the loop reports a turn once per `getmany`, never per record.
+(`runwatch.stream.metrics.roles.SinkEndpoints`); the loop reports a turn once per `getmany`,
+never per record.
 """
 
 from __future__ import annotations
@@ -85,9 +86,11 @@ class Sink(Handler):
         self.health = ConsumerHealth(self.lag, stall=STALL_SECONDS, behind_ok=config.batch_size)
         self.endpoints: Any = None
         if config.health_port is not None:
-            from runwatch.store.sink_health import SinkEndpoints
+            from runwatch.stream.metrics.roles import SinkEndpoints
 
-            self.endpoints = SinkEndpoints(self, config.health_port, config.health_host, on_flush)
+            self.endpoints = SinkEndpoints(
+                self.lag, self.health, config.health_port, config.health_host, on_flush
+            )
             on_flush = self.endpoints.flushed
         # background: the next batch is decoded while this one is written (two cores)
         self.writer = BatchWriter(

@@ -1,2 +1,19 @@
 """The console script's commands: one module per command group. Each holds its flags, one
-call into the package that does the work, and its exit codes."""
+call into the package that does the work, and its exit codes. A command that cannot go on
+raises `CommandError` (or lets another `RunwatchError` through); `runwatch.cli` prints it as
+one line and exits with its status."""
+
+from runwatch.emitters.exceptions import RunwatchError
+
+
+class CommandError(RunwatchError):
+    """A command that cannot do what it was asked: the message is one line for the person at
+    the terminal, `status` the exit status (2: the command line or a file is wrong; 1: what
+    it needs, a broker or a service, is not there)."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+__all__ = ["CommandError"]

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from runwatch.commands import CommandError
 from runwatch.commands.query import add_db_args
 from runwatch.store.backtest import Backtest, Change, run_backtest
 from runwatch.store.exceptions import StoreError
@@ -39,11 +40,6 @@ def register(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="also list unchanged transitions")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
-
-
-def _fail(message: str) -> int:
-    print(f"runwatch backtest: {message}", file=sys.stderr)
-    return 2
 
 
 def _at(ts: float, step: int | None) -> str:
@@ -92,18 +88,18 @@ def run(args: argparse.Namespace) -> int:
         since = parse_time(args.since) if args.since is not None else None
         until = parse_time(args.until) if args.until is not None else None
     except ValueError as err:
-        return _fail(str(err))
+        raise CommandError(str(err)) from None
     try:
         config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     except ConfigError as err:
-        return _fail(str(err))
+        raise CommandError(str(err)) from None
     try:
         with Store.reader(args.db, wait=args.wait) as store:
             result = run_backtest(store, config, run=args.run, since=since, until=until)
     except StoreError as err:
-        return _fail(str(err))
+        raise CommandError(str(err)) from None
     if args.run is not None and not result.runs:
-        return _fail(f"no events of run {args.run!r}" + (" since then" if since else ""))
+        raise CommandError(f"no events of run {args.run!r}" + (" since then" if since else ""))
     for bad in result.invalid:
         print(f"stored event seq {bad.line}: refused by the rules: {bad.reason}", file=sys.stderr)
     if args.format == "json":

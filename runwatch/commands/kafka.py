@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from runwatch.commands import CommandError
 from runwatch.dev.broker import (
     DATA_HELP,
     KafkaBroker,
@@ -35,8 +35,7 @@ def _cmd_start(args: argparse.Namespace) -> int:
     try:
         bootstrap = broker.start()
     except KafkaBrokerError as err:
-        print(f"runwatch kafka start: {err}", file=sys.stderr)
-        return 1
+        raise CommandError(f"{err}", 1) from None
     broker._child = None  # the JVM is meant to outlive us: don't wait on it
     if broker.secured is not None:
         _say(f"secured listeners: {broker.secured.describe()}")
@@ -48,8 +47,7 @@ def _cmd_stop(args: argparse.Namespace) -> int:
     try:
         stopped = stop_broker(Path(args.data).resolve(), timeout=args.timeout)
     except KafkaBrokerError as err:
-        print(f"runwatch kafka stop: {err}", file=sys.stderr)
-        return 1
+        raise CommandError(f"{err}", 1) from None
     print(f"stopped {stopped.bootstrap} (pid {stopped.pid})" if stopped else "not running")
     return 0
 

@@ -7,14 +7,13 @@ fails the TLS handshake, instead of a client library's retries, hang or tracebac
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import ssl
-import sys
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.emitters import kafka_security as ks
 from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
+from runwatch.stream.kafka.connect import kafka_problem
 
 GROUP_HELP = (
     "How to reach a secured Kafka. Each flag defaults to its environment variable (the Helm "
@@ -111,109 +110,25 @@ def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
     )
 
 
-def kafka_security(args: argparse.Namespace, command: str) -> KafkaSecurity | None:
-    """The settings, or None after saying on stderr what is wrong (the caller exits 2)."""
+def kafka_security(args: argparse.Namespace) -> KafkaSecurity:
+    """The settings; raises CommandError (exit 2) saying what is wrong with them."""
     try:
         return security_from_args(args)
     except KafkaSecurityError as err:
-        print(f"runwatch {command}: Kafka security: {err}", file=sys.stderr)
-        return None
+        raise CommandError(f"Kafka security: {err}") from None
 
 
 # -- the check before a role starts ------------------------------------------------------------
 
 
-def _servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for server in bootstrap.split(","):
-        host, sep, port = server.strip().rpartition(":")
-        host, port = (host, port) if sep else (port, "9092")
-        with contextlib.suppress(ValueError):
-            out.append((host.strip("[]"), int(port)))
-    return out
-
-
-def explain(err: BaseException, server: str, security: KafkaSecurity) -> str:
-    """One line for why a connection to `server` failed (the password blanked out)."""
-    name = type(err).__name__
-    cause = err.__cause__ or err.__context__
-    if "SaslAuthentication" in name or "Authentication" in name:
-        line = (
-            f"Kafka at {server} refused the SASL credentials ({security.mechanism} as "
-            f"{security.username}): {err}"
-        )
-    elif isinstance(err, ssl.SSLCertVerificationError):
-        line = (
-            f"TLS with Kafka at {server} failed: {err.verify_message} (check "
-            "--kafka-ssl-cafile, or --kafka-ssl-no-check-hostname for a name mismatch)"
-        )
-    elif isinstance(err, ssl.SSLError) or isinstance(cause, ssl.SSLError):
-        tls = err if isinstance(err, ssl.SSLError) else cause
-        reason = getattr(tls, "reason", None) or str(tls)
-        hint = " (the broker wants a client certificate?)" if "CERTIFICATE" in reason else ""
-        line = f"TLS with Kafka at {server} failed: {reason}{hint}"
-    elif isinstance(err, ConnectionRefusedError):
-        line = f"no Kafka broker at {server} (connection refused)"
-    elif isinstance(err, TimeoutError):  # asyncio's too (an alias since 3.11)
-        line = f"Kafka at {server} did not answer in time"
-    else:
-        detail = str(err) if str(err).startswith(name) else f"{name}: {err}"
-        line = (
-            f"Kafka at {server} dropped the connection ({detail}): is "
-            f"{security.protocol} the protocol of that listener? (--kafka-security-protocol)"
-        )
-    return security.scrub(" ".join(line.split()))
-
-
-async def _probe(host: str, port: int, security: KafkaSecurity, timeout: float) -> None:
-    import asyncio
-
-    from aiokafka.conn import create_conn
-
-    conn = await asyncio.wait_for(
-        create_conn(host, port, request_timeout_ms=int(timeout * 1000), **security.aiokafka()),
-        timeout,
-    )
-    conn.close()
-
-
-def kafka_problem(bootstrap: str, security: KafkaSecurity, timeout: float = 10.0) -> str | None:
-    """None if some bootstrap server accepts a connection with `security` (TLS handshake and
-    SASL authentication included), else one line saying why the first one did not."""
-    servers = _servers(bootstrap)
-    if not servers:
-        return f"--kafka {bootstrap!r} is not HOST:PORT[,HOST:PORT...]"
-    try:
-        import aiokafka.conn  # noqa: F401  (the `kafka` extra)
-    except ImportError:  # kafka-python alone: only a TCP check, the client says the rest
-        from runwatch.emitters.producer import reachable
-
-        return None if reachable(bootstrap, {}, timeout) else f"no Kafka broker at {bootstrap}"
-    import asyncio
-
-    first: str | None = None
-    for host, port in servers:
-        try:
-            asyncio.run(_probe(host, port, security, timeout))
-            return None
-        except Exception as err:
-            first = first or explain(err, f"{host}:{port}", security)
-    return first
-
-
-def connect_check(
-    args: argparse.Namespace, command: str, timeout: float = 10.0
-) -> KafkaSecurity | int:
+def connect_check(args: argparse.Namespace, timeout: float = 10.0) -> KafkaSecurity:
     """What every role does before it starts: the security settings, once a broker at
-    `--kafka` has accepted them; else the exit status after one line on stderr (2: the
-    settings are wrong, 1: no broker takes them)."""
+    `--kafka` has accepted them. Raises CommandError with one line: exit 2 when the settings
+    are wrong, 1 when no broker takes them."""
     quiet_transient_kafka_errors()
-    security = kafka_security(args, command)
-    if security is None:
-        return 2
+    security = kafka_security(args)
     if problem := kafka_problem(args.kafka, security, timeout):
-        print(f"runwatch {command}: {problem}", file=sys.stderr)
-        return 1
+        raise CommandError(problem, 1)
     return security
 
 

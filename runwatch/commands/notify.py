@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import Any
 
-from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
+from runwatch.commands import CommandError
+from runwatch.commands.kafka_args import (
+    add_health_args,
+    add_kafka_security_args,
+    kafka_security,
+)
 from runwatch.emitters.topics import Topics
 from runwatch.notify.config import ConfigProblem, NotifyConfig
 from runwatch.notify.kafka import NotifySettings, run
@@ -25,6 +29,7 @@ from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import TokenMissing
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.exceptions import PortUnavailable
+from runwatch.stream.kafka.connect import kafka_problem
 
 log = logging.getLogger("runwatch.notify")
 
@@ -55,7 +60,7 @@ def register(sub: Any) -> None:
 
 
 def run_notify(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="runwatch notify: %(message)s")
+    security = kafka_security(args)  # the settings first, the broker last
     try:
         config = NotifyConfig.load(
             args.config,
@@ -67,12 +72,10 @@ def run_notify(args: argparse.Namespace) -> int:
         )
         notifier = Notifier.from_config(config)
     except (ConfigProblem, TokenMissing) as err:
-        print(f"runwatch notify: {err}", file=sys.stderr)
-        return 2
-    security = connect_check(args, "notify", 5.0)
-    if isinstance(security, int):
+        raise CommandError(f"{err}") from None
+    if problem := kafka_problem(args.kafka, security, 5.0):
         notifier.close()
-        return security
+        raise CommandError(f"{problem}", 1)
     settings = NotifySettings(
         bootstrap=args.kafka,
         group=args.group,
@@ -84,7 +87,6 @@ def run_notify(args: argparse.Namespace) -> int:
     try:
         return run(settings, notifier, stop_on_signals())
     except PortUnavailable as err:
-        print(f"runwatch notify: --health-port: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"--health-port: {err}") from None
     finally:
         notifier.close()

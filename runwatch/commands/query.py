@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from runwatch.commands import CommandError
 from runwatch.store.exceptions import QueryFailed, QueryRefused, StoreError
 from runwatch.store.report import Timeline, list_runs, run_timeline
 from runwatch.store.store import Store, default_db
@@ -69,11 +70,6 @@ def register(sub: Any) -> None:
     add_db_args(p)
     p.add_argument("--slowest", type=int, default=5, help="how many trajectories to list")
     p.set_defaults(func=run_show)
-
-
-def _fail(command: str, message: str) -> int:
-    print(f"runwatch {command}: {message}", file=sys.stderr)
-    return 2
 
 
 def duckdb_message(err: duckdb.Error) -> str:
@@ -151,7 +147,7 @@ def run_sql(args: argparse.Namespace) -> int:
         with Store.reader(args.db, wait=args.wait, external_access=False) as store:
             results = query(store, args.query)
     except StoreError as err:
-        return _fail("sql", str(err))
+        raise CommandError(str(err)) from None
     out = sys.stdout
     for names, rows in results:
         if args.format == "table":
@@ -178,7 +174,7 @@ def run_runs(args: argparse.Namespace) -> int:
         with Store.reader(args.db, wait=args.wait) as store:
             runs = list_runs(store)
     except StoreError as err:
-        return _fail("runs", str(err))
+        raise CommandError(str(err)) from None
     if not runs:
         print("no runs in the history yet")
         return 0
@@ -262,6 +258,6 @@ def run_show(args: argparse.Namespace) -> int:
         with Store.reader(args.db, wait=args.wait) as store:
             tl = run_timeline(store, args.run, slowest=args.slowest)
     except StoreError as err:
-        return _fail("show", str(err))
+        raise CommandError(str(err)) from None
     print(render_timeline(tl))
     return 0

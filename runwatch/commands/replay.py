@@ -11,6 +11,8 @@ from typing import IO, Any
 
 import orjson
 
+from runwatch.commands import CommandError
+from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import ConfigError
@@ -118,12 +120,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     except ConfigError as err:
-        print(f"runwatch replay: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{err}") from None
     for name in args.files:
         if name != "-" and not os.path.isfile(name):
-            print(f"runwatch replay: {name}: no such file", file=sys.stderr)
-            return 2
+            raise CommandError(f"{name}: no such file")
     invalid = 0
 
     def report(bad: BadLine) -> None:
@@ -144,8 +144,5 @@ def run(args: argparse.Namespace) -> int:
             transitions += 1
     out.flush()
     if invalid or sys.stderr.isatty():
-        print(
-            f"runwatch replay: {transitions} alert transitions; {invalid} invalid lines skipped",
-            file=sys.stderr,
-        )
+        say(f"{transitions} alert transitions; {invalid} invalid lines skipped")
     return 0

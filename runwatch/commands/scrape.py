@@ -4,12 +4,13 @@ server's `/metrics` and emits `inference.stats` (runwatch.emitters.scrape)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import signal
-import sys
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.commands.watch import add_destination, make_emitter
 from runwatch.emitters import scrape
 from runwatch.emitters.scrape import ScrapeLoop, Scraper
@@ -56,12 +57,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import prometheus_client  # noqa: F401
-    except ImportError:
-        print("runwatch scrape: needs prometheus-client: pip install 'runwatch[metrics]'",
-              file=sys.stderr)  # fmt: skip
-        return 2
+    if importlib.util.find_spec("prometheus_client") is None:  # its text parser reads /metrics
+        raise CommandError("needs prometheus-client: pip install 'runwatch[metrics]'")
     flavour, url = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
     scraper = Scraper(flavour, url, name=args.name, timeout=args.timeout)
     emitter = make_emitter(
@@ -72,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
         heartbeat=False,
     )
     if isinstance(emitter, str):
-        print(f"runwatch scrape: {emitter}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{emitter}")
     loop = ScrapeLoop(scraper, emitter, args.every)
 
     def stop(signum: int, frame: Any) -> None:

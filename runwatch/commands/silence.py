@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.notify.store import NotifyStore, default_path
 from runwatch.timeparse import iso
 
@@ -83,14 +83,9 @@ def run_silence(args: argparse.Namespace) -> int:
             if store.remove_silence(args.remove):
                 print(f"removed silence {args.remove}")
                 return 0
-            print(f"runwatch silence: no silence with id {args.remove}", file=sys.stderr)
-            return 1
+            raise CommandError(f"no silence with id {args.remove}", 1)
         if not args.run or args.duration is None:
-            print(
-                "runwatch silence: give RUN [RULE] --for DURATION, or --list, or --remove ID",
-                file=sys.stderr,
-            )
-            return 2
+            raise CommandError("give RUN [RULE] --for DURATION, or --list, or --remove ID")
         until = time.time() + args.duration
         ident = store.add_silence(args.run, args.rule, until, args.comment)
         what = f"{args.rule} of {args.run}" if args.rule else f"every rule of {args.run}"

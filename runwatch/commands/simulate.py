@@ -9,10 +9,12 @@ import sys
 import time
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters.topics import Topics
+from runwatch.logs import say
 from runwatch.timeparse import parse_time
 
 
@@ -47,16 +49,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     import os
 
     if args.speed <= 0:
-        print("runwatch simulate: --speed must be > 0", file=sys.stderr)
-        return 2
+        raise CommandError("--speed must be > 0")
     try:
         cluster = Cluster(
             args.jobs, faults=args.fault, seed=args.seed, duration=args.duration,
             fault_step=args.fault_step, prefix=args.prefix, trajectories=args.trajectories,
         )  # fmt: skip
     except ValueError as err:
-        print(f"runwatch simulate: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{err}") from None
     if args.out:
         t0 = parse_time(args.start) if args.start else time.time()
         out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
@@ -65,16 +65,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         finally:
             if out is not sys.stdout.buffer:
                 out.close()
-        print(f"runwatch simulate: {n} events from {args.jobs} jobs", file=sys.stderr)
+        say(f"{n} events from {args.jobs} jobs")
         return 0
     sink: HttpSink | KafkaSink
     if args.url:
         sink = HttpSink(args.url, args.token or os.environ.get("RUNWATCH_TOKEN"))
     else:
-        security = connect_check(args, "simulate")
-        if isinstance(security, int):
-            return security
+        security = connect_check(args)
         sink = KafkaSink(args.kafka, args.topic, security)
     sent = send_live(cluster, sink, args.speed)
-    print(f"runwatch simulate: sent {sent} events from {args.jobs} jobs", file=sys.stderr)
+    say(f"sent {sent} events from {args.jobs} jobs")
     return 0

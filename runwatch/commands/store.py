@@ -11,9 +11,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.query import add_db_args
 from runwatch.emitters.topics import Topics
+from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
@@ -79,11 +81,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_export)
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"runwatch {command}: {message}", file=sys.stderr)
-    return 2
-
-
 # -- sink ------------------------------------------------------------------------------------
 
 
@@ -92,24 +89,20 @@ def run_sink(args: argparse.Namespace) -> int:
     from runwatch.store.writer import Flushed
 
     if not args.kafka:
-        return _fail("sink", "no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA")
-    security = connect_check(args, "sink")
-    if isinstance(security, int):
-        return security
+        raise CommandError("no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA")
+    security = connect_check(args)
     db = Path(args.db)
     try:  # fail early on a bad path, and make the schema before the first batch
         Store.writer(db, wait=5.0).close()
     except StoreError as err:
-        return _fail("sink", str(err))
+        raise CommandError(str(err)) from None
     stop = stop_on_signals()
 
     def report(done: Flushed) -> None:
         if not args.quiet:
-            print(
-                f"runwatch sink: {done.events} events ({done.new_events} new), {done.alerts} "
-                f"alerts, {done.invalid} invalid in {done.seconds * 1000:.0f} ms",
-                file=sys.stderr,
-                flush=True,
+            say(
+                f"{done.events} events ({done.new_events} new), {done.alerts} "
+                f"alerts, {done.invalid} invalid in {done.seconds * 1000:.0f} ms"
             )
 
     config = SinkConfig(
@@ -127,18 +120,17 @@ def run_sink(args: argparse.Namespace) -> int:
     try:
         totals = Sink(config, stop=stop, on_flush=report).run()
     except StoreError as err:
-        return _fail("sink", str(err))
+        raise CommandError(str(err)) from None
     except PortUnavailable as err:
-        return _fail("sink", f"--health-port: {err}")
+        raise CommandError(f"--health-port: {err}") from None
     except Exception as err:  # aiokafka's errors: no broker, bad address, refused login
         if type(err).__module__.startswith(("aiokafka", "kafka")):
             why = security.scrub(f"{type(err).__name__}: {err}")
-            return _fail("sink", f"Kafka at {args.kafka}: {why}")
+            raise CommandError(f"Kafka at {args.kafka}: {why}") from None
         raise
-    print(
-        f"runwatch sink: stopped; {totals['events']} events ({totals['new_events']} new), "
-        f"{totals['alerts']} alerts, {totals['invalid']} invalid in {totals['flushes']} batches",
-        file=sys.stderr,
+    say(
+        f"stopped; {totals['events']} events ({totals['new_events']} new), "
+        f"{totals['alerts']} alerts, {totals['invalid']} invalid in {totals['flushes']} batches"
     )
     return 0
 
@@ -163,14 +155,14 @@ def run_ingest(args: argparse.Namespace) -> int:
     try:
         until = parse_time(args.until) if args.until is not None else None
     except ValueError as err:
-        return _fail("ingest", str(err))
+        raise CommandError(str(err)) from None
     try:
         config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     except ConfigError as err:
-        return _fail("ingest", str(err))
+        raise CommandError(str(err)) from None
     for name in args.files:
         if name != "-" and not os.path.isfile(name):
-            return _fail("ingest", f"{name}: no such file")
+            raise CommandError(f"{name}: no such file")
 
     def report(bad: BadLine) -> None:
         print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
@@ -186,11 +178,10 @@ def run_ingest(args: argparse.Namespace) -> int:
                 on_invalid=report,
             )
     except StoreError as err:
-        return _fail("ingest", str(err))
-    print(
-        f"runwatch ingest: {done.events} events ({done.new_events} new), {done.alerts} alert "
-        f"transitions ({done.new_alerts} new), {done.invalid} invalid lines -> {args.db}",
-        file=sys.stderr,
+        raise CommandError(str(err)) from None
+    say(
+        f"{done.events} events ({done.new_events} new), {done.alerts} alert "
+        f"transitions ({done.new_alerts} new), {done.invalid} invalid lines -> {args.db}"
     )
     return 0
 
@@ -205,17 +196,16 @@ def run_export(args: argparse.Namespace) -> int:
         since = parse_time(args.since) if args.since is not None else None
         until = parse_time(args.until) if args.until is not None else None
     except ValueError as err:
-        return _fail("export", str(err))
+        raise CommandError(str(err)) from None
     try:
         with Store.reader(args.db, wait=args.wait) as store:
             done = export_parquet(
                 store, args.parquet, overwrite=args.overwrite, since=since, until=until
             )
     except StoreError as err:
-        return _fail("export", str(err))
-    print(
-        f"runwatch export: {done.rows} events in {done.files} files "
-        f"({done.partitions} day/run partitions) under {args.parquet}",
-        file=sys.stderr,
+        raise CommandError(str(err)) from None
+    say(
+        f"{done.rows} events in {done.files} files "
+        f"({done.partitions} day/run partitions) under {args.parquet}"
     )
     return 0

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import Emitter
 from runwatch.emitters.kafka_security import KafkaSecurityError
 from runwatch.emitters.watch import run_id_for, watch
+from runwatch.logs import say
 
 
 def register(sub: Any) -> None:
@@ -83,13 +84,11 @@ def run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print("runwatch watch: no command given (runwatch watch -- CMD ARGS...)", file=sys.stderr)
-        return 2
+        raise CommandError("no command given (runwatch watch -- CMD ARGS...)")
     run_id = args.run or os.environ.get("RUNWATCH_RUN")
     if not run_id:
         run_id = run_id_for(command)
-        print(f"runwatch watch: run id {run_id} (set --run or RUNWATCH_RUN to choose)",
-              file=sys.stderr)  # fmt: skip
+        say(f"run id {run_id} (set --run or RUNWATCH_RUN to choose)")
     emitter = make_emitter(
         args,
         run_id,
@@ -98,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat_interval,
     )
     if isinstance(emitter, str):
-        print(f"runwatch watch: {emitter}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{emitter}")
     with emitter:
         return watch(
             command,

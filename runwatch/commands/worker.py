@@ -6,15 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.console import alert_line
 from runwatch.emitters.topics import Topics
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
-from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidAlert
 
@@ -87,65 +86,31 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     except ConfigError as err:
-        print(f"runwatch worker: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{err}") from None
     if args.partitions < 1:
-        print("runwatch worker: --partitions must be at least 1", file=sys.stderr)
-        return 2
-    security = connect_check(args, "worker")
-    if isinstance(security, int):
-        return security
-    import faust
+        raise CommandError("--partitions must be at least 1")
+    security = connect_check(args)
+    from runwatch.stream.kafka.worker import WorkerSettings, run
 
-    from runwatch.stream.kafka.worker import StreamWorker, WorkerSettings
-
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    worker = StreamWorker(
-        WorkerSettings(
-            bootstrap=args.kafka,
-            config=config,
-            partitions=args.partitions,
-            topic_prefix=args.topic_prefix,
-            app_id=args.app_id,
-            tick_s=args.tick,
-            session_timeout=args.session_timeout,
-            metrics_port=args.metrics_port,
-            security=security,
-        )
+    settings = WorkerSettings(
+        bootstrap=args.kafka,
+        config=config,
+        partitions=args.partitions,
+        topic_prefix=args.topic_prefix,
+        app_id=args.app_id,
+        tick_s=args.tick,
+        session_timeout=args.session_timeout,
+        metrics_port=args.metrics_port,
+        security=security,
     )
-    try:
-        try:
-            loop.run_until_complete(asyncio.wait_for(worker.prepare(), 60))
-        except Exception as err:
-            why = security.scrub(f"{type(err).__name__}: {err}")
-            print(f"runwatch worker: cannot reach Kafka at {args.kafka}: {why}", file=sys.stderr)
-            return 1
-        runner = faust.Worker(
-            worker.app,
-            loop=loop,
-            loglevel=args.log_level.upper(),
-            quiet=True,
-            redirect_stdouts=False,
-        )
-        runner.spinner = None  # no terminal escape codes in logs
-        try:
-            with tuned_for_consuming():
-                runner.execute_from_commandline()
-        except SystemExit as done:
-            return int(done.code or 0)
-        return 0
-    finally:
-        worker.cleanup()
+    return run(settings, log_level=args.log_level)
 
 
 # -- runwatch alerts -------------------------------------------------------------------------
 
 
 def run_alerts(args: argparse.Namespace) -> int:
-    security = connect_check(args, "alerts", 3.0)
-    if isinstance(security, int):
-        return security
+    security = connect_check(args, 3.0)
     from runwatch.stream.kafka.read import read_topic
 
     topic = Topics(args.topic_prefix).alerts

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +13,7 @@ import orjson
 
 from runwatch.dev.simulate import Cluster, Event
 from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.logs import say
 
 BATCH_S = 0.05  # live destinations get one request per this many wall seconds at most
 MAX_BATCH = 5000
@@ -59,7 +59,7 @@ class HttpSink:
                 return
             except urllib.error.HTTPError as err:
                 if err.code < 500:
-                    print(f"runwatch simulate: {err.code} {err.read()[:300]!r}", file=sys.stderr)
+                    say(f"{err.code} {err.read()[:300]!r}")
                     return
             except OSError:
                 pass

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runwatch.emitters.exceptions import RunwatchError
+
 USERNAME = "runwatch"
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 STATE = "listeners.json"
@@ -42,7 +44,7 @@ _CLIENT_EXT = (
 )
 
 
-class SecureSetupError(RuntimeError):
+class SecureSetupError(RunwatchError, RuntimeError):
     """Certificates could not be made; the message says why."""
 
 

@@ -26,10 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runwatch.emitters.exceptions import RunwatchError
 from runwatch.notify.slack import DEFAULT_BASE_URL
 
 
-class ConfigProblem(Exception):
+class ConfigProblem(RunwatchError):
     pass
 
 

@@ -18,13 +18,13 @@ from typing import Any
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
 from runwatch.notify.delivery import Delivery, DeliveryStopped
-from runwatch.notify.health import NotifyHealth
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, StopConsuming
+from runwatch.stream.metrics.roles import NotifyEndpoints
 
 log = logging.getLogger("runwatch.notify")
 
@@ -46,7 +46,7 @@ class SlackRefused(StopConsuming):
 class AlertsToSlack(Handler):
     """The loop's handler: each transition to Slack, in order, retried until Slack takes it."""
 
-    def __init__(self, delivery: Delivery, health: NotifyHealth) -> None:
+    def __init__(self, delivery: Delivery, health: NotifyEndpoints) -> None:
         self.delivery = delivery
         self.health = health
         self.loop: ConsumingLoop | None = None
@@ -76,7 +76,9 @@ class AlertsToSlack(Handler):
 def run(settings: NotifySettings, notifier: Notifier, stop: threading.Event) -> int:
     """Send until `stop` is set; the exit status (2: Slack refused the token). Raises
     PortUnavailable for a health port that is taken."""
-    health = NotifyHealth(notifier, settings.health_port, settings.health_host)
+    health = NotifyEndpoints(
+        lambda: notifier.poster.calls, settings.health_port, settings.health_host
+    )
     try:
 
         def waiting(seconds: float) -> None:  # Slack's outage is not a hang of the loop

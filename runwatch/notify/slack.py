@@ -20,6 +20,8 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from runwatch.emitters.exceptions import RunwatchError
+
 log = logging.getLogger("runwatch.notify")
 
 DEFAULT_BASE_URL = "https://slack.com/api/"
@@ -35,7 +37,7 @@ AUTH_ERRORS = frozenset(
 )
 
 
-class SlackError(Exception):
+class SlackError(RunwatchError):
     """A Slack call that failed for good (or ran out of retries); never carries the token."""
 
     def __init__(self, method: str, error: str, *, retryable: bool) -> None:
@@ -45,7 +47,7 @@ class SlackError(Exception):
         self.retryable = retryable
 
 
-class TokenMissing(Exception):
+class TokenMissing(RunwatchError):
     pass
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter
 
 from runwatch.service.wal import AlertLog, EventLog
 from runwatch.store.writer import BatchWriter
@@ -31,6 +30,7 @@ from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
+from runwatch.stream.metrics.roles import ServiceCounters, new_registry
 
 log = logging.getLogger("runwatch.serve")
 
@@ -51,7 +51,7 @@ class Service:
         wal_dir: Path,
         *,
         config: RulesConfig | None = None,
-        registry: CollectorRegistry | None = None,
+        registry: Any = None,
         notifiers: Sequence[Notifier] = (),
         flush_interval: float = 1.0,
     ) -> None:
@@ -64,18 +64,11 @@ class Service:
         self.alert_log = AlertLog(wal_dir / "alerts.jsonl")
         self.notifiers = list(notifiers)
         self.flush_interval = flush_interval
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else new_registry()
         self.metrics = RunwatchMetrics(self.registry, lock=self.lock, clock=time.time)
         self.metrics.instrument(self.driver.engine, transitions=False)
-        self.rejected = Counter(
-            "runwatch_serve_rejected_total",
-            "Requests or lines the service refused, by reason",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.accepted = Counter(
-            "runwatch_serve_accepted_events_total", "Events acknowledged", registry=self.registry
-        )
+        self.counters = ServiceCounters(self.registry)
+        self.rejected, self.accepted = self.counters.rejected, self.counters.accepted
         self.recent: deque[Alert] = deque(maxlen=2000)
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
         self.ready = False

@@ -17,9 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from runwatch.service.core import Service
+from runwatch.stream.metrics.roles import EXPOSITION_TYPE
 
 log = logging.getLogger("runwatch.serve")
 
@@ -121,8 +120,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200 if service.ready else 503, {"ready": service.ready})
         elif path == "/metrics":
             with service.lock:
-                data = generate_latest(service.registry)
-            self._send(200, data, CONTENT_TYPE_LATEST)
+                data = service.counters.exposition()
+            self._send(200, data, EXPOSITION_TYPE)
         elif path == "/v1/runs":
             self._send(200, {"runs": service.runs()})
         elif path.startswith("/v1/runs/"):

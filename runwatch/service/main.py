@@ -5,14 +5,14 @@ its logs, listen on HTTP, tail the spool, and turn the wall-clock timer until SI
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from runwatch.commands import CommandError
 from runwatch.console import alert_line
+from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
 
@@ -32,18 +32,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = RulesConfig.load(args.config) if args.config else None
     except ConfigError as err:
-        print(f"runwatch serve: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{err}") from None
     db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
     token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
     spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     service = Service(db, wal, config=config, notifiers=[print_alert])
     try:
         slack = _slack(args.slack_config, service) if args.slack_config else None
     except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
-        print(f"runwatch serve: {err}", file=sys.stderr)
+        say(f"{err}")
         service.close()
         return 2
     replayed = service.recover()
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = ServiceServer((args.host, args.port), service, token, args.max_body)
     except OSError as err:
-        print(f"runwatch serve: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        say(f"cannot listen on {args.host}:{args.port}: {err}")
         service.close()
         return 2
     port = server.server_address[1]

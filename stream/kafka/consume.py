@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
+from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream.kafka.health import ConsumerHealth
 
 __all__ = ["TP", "ConsumingLoop", "Group", "Handler", "Partitions", "StopConsuming", "Until"]
@@ -82,7 +83,7 @@ class Consumer(Protocol):
     def resume(self, *partitions: Any) -> None: ...
 
 
-class StopConsuming(Exception):
+class StopConsuming(RunwatchError):
     """Raised by a handler that cannot go on (say, Slack refused the token): the loop stops at
     once, commits nothing more, and `run` raises it to whoever started the loop."""
 

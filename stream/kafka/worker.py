@@ -33,9 +33,11 @@ from typing import Any
 
 import faust
 
+from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
+from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
@@ -337,3 +339,35 @@ class StreamWorker(Handler):
 
     def cleanup(self) -> None:
         shutil.rmtree(self._datadir, ignore_errors=True)
+
+
+class WorkerStartFailed(RunwatchError):
+    """The worker could not set up its topics or metrics endpoint; the message says why."""
+
+    status = 1
+
+
+def run(settings: WorkerSettings, *, log_level: str = "warning") -> int:
+    """Run a worker until SIGTERM / Ctrl-C (Faust's `Worker` handles the signals); the exit
+    status. Raises WorkerStartFailed when Kafka cannot be reached to create the topics."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = StreamWorker(settings)
+    try:
+        try:
+            loop.run_until_complete(asyncio.wait_for(worker.prepare(), 60))
+        except Exception as err:
+            why = settings.security.scrub(f"{type(err).__name__}: {err}")
+            raise WorkerStartFailed(f"cannot reach Kafka at {settings.bootstrap}: {why}") from None
+        runner = faust.Worker(
+            worker.app, loop=loop, loglevel=log_level.upper(), quiet=True, redirect_stdouts=False
+        )
+        runner.spinner = None  # no terminal escape codes in logs
+        try:
+            with tuned_for_consuming():
+                runner.execute_from_commandline()
+        except SystemExit as done:
+            return int(done.code or 0)
+        return 0
+    finally:
+        worker.cleanup()

@@ -16,6 +16,9 @@ Use (the worker does this with `--metrics-port`; the embedded service the same):
 
 Scrapes from another thread than the one applying events: pass `lock=` (held around
 `engine.apply` by the caller) or rely on the collector's snapshot-and-retry.
+
+One job, a little over 400 lines: the run gauges, one method per family of series; the text
+writer is `families.py`, the servers `http.py`.
 """
 
 from __future__ import annotations

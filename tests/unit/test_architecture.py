@@ -1,0 +1,164 @@
+"""The house rules, checked: which folder may import which library and which other folder, a
+core that reads no clock and does no I/O, and every exception of ours under `RunwatchError`.
+
+The import contract reads every module's import statements (including the ones inside
+functions), so a lazy import that breaks a rule fails here as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runwatch.dev import incidents
+from runwatch.emitters.exceptions import RunwatchError
+from runwatch.stream.engine import Engine
+from runwatch.stream.replay import replay
+
+ROOT = Path(__file__).resolve().parents[2]
+#: runwatch.* package -> folder, as pyproject.toml's package-dir maps them
+FOLDERS = {"runwatch": "runwatch", "runwatch.emitters": "emitters",
+           "runwatch.stream": "stream", "runwatch.store": "store"}  # fmt: skip
+
+#: The pure core: run state, rules, the engine and the drivers' logic.
+CORE = ("runwatch.stream.state", "runwatch.stream.rules", "runwatch.stream.engine",
+        "runwatch.stream.alerts", "runwatch.stream.reorder", "runwatch.stream.skew",
+        "runwatch.stream.live", "runwatch.stream.replay", "runwatch.stream.decode")  # fmt: skip
+#: What the core may not import: clocks, I/O, processes, networks, and the I/O libraries.
+IMPURE = ("time", "datetime", "os", "io", "pathlib", "socket", "subprocess", "threading",
+          "asyncio", "random", "urllib", "http", "shutil", "tempfile", "faust", "aiokafka",
+          "kafka", "duckdb", "pyarrow", "prometheus_client", "slack_sdk")  # fmt: skip
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for package, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            yield ".".join([package, *parts]), path
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def under(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def breaches(rule: str) -> list[str]:
+    out = []
+    for name, path in modules():
+        for imported in imports(path):
+            if RULES[rule](name, imported):
+                out.append(f"{name} imports {imported}")
+    return out
+
+
+RULES = {
+    "only the Kafka driver imports Faust or aiokafka": lambda m, i: (
+        under(i, "faust", "aiokafka", "mode") and not under(m, "runwatch.stream.kafka")
+    ),
+    "only stream.metrics imports prometheus-client (and the scraper its text parser)": (
+        lambda m, i: (
+            under(i, "prometheus_client")
+            and not under(m, "runwatch.stream.metrics")
+            and not (m == "runwatch.emitters.scrape" and i == "prometheus_client.parser")
+        )
+    ),
+    "only the notifier imports slack-sdk": lambda m, i: (
+        under(i, "slack_sdk") and not under(m, "runwatch.notify")
+    ),
+    "emitters import no other part of runwatch": lambda m, i: (
+        under(m, "runwatch.emitters") and under(i, "runwatch") and not under(i, "runwatch.emitters")
+    ),
+    "the core imports no clock, I/O or I/O library": lambda m, i: (
+        under(m, *CORE) and under(i, *IMPURE)
+    ),
+    "stream and store import no command, service, notifier or dev tool": lambda m, i: (
+        under(m, "runwatch.stream", "runwatch.store")
+        and under(
+            i,
+            "runwatch.commands",
+            "runwatch.service",
+            "runwatch.notify",
+            "runwatch.dev",
+            "runwatch.cli",
+        )
+    ),
+    "no production role imports the dev tools": lambda m, i: (
+        under(i, "runwatch.dev")
+        and not under(m, "runwatch.dev")
+        and m
+        not in (
+            "runwatch.commands.demo",
+            "runwatch.commands.kafka",
+            "runwatch.commands.simulate",
+        )
+    ),
+}
+
+
+def test_the_contract_sees_every_module() -> None:
+    names = {name for name, _ in modules()}
+    assert {"runwatch.cli", "runwatch.emitters.emitter", "runwatch.stream.engine",
+            "runwatch.stream.kafka.consume", "runwatch.store.sink",
+            "runwatch.notify.notifier", "runwatch.dev.broker"} <= names  # fmt: skip
+    assert len(names) > 100
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_import_contract(rule: str) -> None:
+    assert breaches(rule) == []
+
+
+def test_a_breach_is_caught() -> None:
+    """The checker itself: an emitter importing the stream core breaks a rule."""
+    assert RULES["emitters import no other part of runwatch"](
+        "runwatch.emitters.emitter", "runwatch.stream.decode"
+    )
+    assert RULES["the core imports no clock, I/O or I/O library"](
+        "runwatch.stream.rules.zero_reward", "time"
+    )
+
+
+def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every incident through the engine with the clocks made to fail: the core only ever
+    uses the time it is given."""
+
+    def no_clock() -> float:
+        raise AssertionError("the core read the clock")
+
+    for name in ("time", "monotonic", "perf_counter", "time_ns", "monotonic_ns"):
+        monkeypatch.setattr(time, name, no_clock)
+    import orjson
+
+    for build in incidents.INCIDENTS.values():
+        lines = [("i", n, orjson.dumps(e)) for n, e in enumerate(build())]
+        assert list(replay(lines, Engine())) is not None
+
+
+def test_every_exception_of_ours_is_a_runwatch_error() -> None:
+    found = []
+    for name, path in modules():
+        if not any(tok in path.read_text() for tok in ("Error(", "Exception)", "Error)")):
+            continue
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == name and issubclass(cls, BaseException):
+                found.append(cls)
+                assert issubclass(cls, RunwatchError), f"{name}.{cls.__name__}"
+    assert len(found) >= 10
