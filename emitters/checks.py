@@ -23,6 +23,7 @@ from runwatch.emitters.events import (
     KIND_PATTERN,
     KNOWN_KINDS,
     RUN_ID_PATTERN,
+    describe_errors,
     validate,
 )
 
@@ -158,10 +159,7 @@ def validate_slowly(kind: str, line: str) -> None:
     try:
         validate(json.loads(line))
     except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)
-        )
-        raise ValueError(f"invalid {kind} event: {problems}") from None
+        raise ValueError(f"invalid {kind} event: {describe_errors(err, limit=None)}") from None
 
 
 def check_settings(

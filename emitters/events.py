@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     StringConstraints,
     TypeAdapter,
+    ValidationError,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -196,6 +197,19 @@ KNOWN_KINDS: dict[str, type[Event]] = {
 }
 
 _ENVELOPE = TypeAdapter(Event)
+
+
+def describe_errors(err: ValidationError, prefix: str = "", limit: int | None = 5) -> str:
+    """pydantic's errors as one line naming each bad field (`prefix.field: what is wrong`):
+    what a person needs to fix an emitter or a config file. At most `limit` of them."""
+    errors = err.errors(include_url=False)
+    shown = errors if limit is None else errors[:limit]
+    parts = []
+    for e in shown:
+        loc = ".".join(str(x) for x in (prefix, *e["loc"]) if str(x)) or "event"
+        parts.append(f"{loc}: {e['msg']}")
+    more = len(errors) - len(shown)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
 def model_for(kind: object) -> type[Event]:

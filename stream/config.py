@@ -14,17 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
 from runwatch.stream.state.run import StateConfig
-
-
-def _errors(prefix: str, err: ValidationError) -> str:
-    lines = []
-    for e in err.errors(include_url=False):
-        loc = ".".join(str(x) for x in (prefix, *e["loc"]) if str(x))
-        lines.append(f"{loc}: {e['msg']}")
-    return "; ".join(lines)
 
 
 def _table(value: object, where: str) -> dict[str, Any]:
@@ -68,7 +61,9 @@ class RulesConfig:
             try:
                 params = rule_cls.params_model.model_validate(raw)
             except ValidationError as err:
-                raise ConfigError(_errors(f"rules.{rule_cls.id}", err)) from None
+                raise ConfigError(
+                    describe_errors(err, f"rules.{rule_cls.id}", limit=None)
+                ) from None
             rules.append(rule_cls(params))
         if section:
             known = ", ".join(sorted(r.id for r in BUILTIN_RULES))
@@ -90,7 +85,7 @@ class RulesConfig:
             try:
                 params = rule_type.params_model.model_validate(spec)
             except ValidationError as err:
-                raise ConfigError(_errors(where, err)) from None
+                raise ConfigError(describe_errors(err, where, limit=None)) from None
             rule = rule_type(params)
             if rule.rule_id in ids:
                 raise ConfigError(f"{where}.id: {rule.rule_id!r} is already a rule id")
@@ -123,7 +118,7 @@ class RulesConfig:
             try:
                 out[rule_id] = rule.parse_params(merged)
             except ValidationError as err:
-                raise ConfigError(_errors(where, err)) from None
+                raise ConfigError(describe_errors(err, where, limit=None)) from None
         return out
 
     def state_config(self, overrides: Mapping[str, Params] | None = None) -> StateConfig:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from runwatch.emitters import events
+from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import InvalidEvent
 
 __all__ = ["InvalidEvent", "decode", "decode_obj", "describe_errors"]
@@ -194,16 +195,6 @@ _FAST = _build()
 
 
 # --- decoding -----------------------------------------------------------------------------
-
-
-def describe_errors(err: ValidationError) -> str:
-    """One line naming each bad field: what a person needs to fix the emitter."""
-    parts = []
-    for e in err.errors(include_url=False)[:5]:
-        loc = ".".join(str(x) for x in e["loc"]) or "event"
-        parts.append(f"{loc}: {e['msg']}")
-    more = err.error_count() - len(parts)
-    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
 def decode_obj(obj: Any) -> events.Event:

@@ -16,4 +16,17 @@ class CommandError(RunwatchError):
         self.status = status
 
 
-__all__ = ["CommandError"]
+def given_time(text: str | None) -> float | None:
+    """A time flag's value (epoch seconds or ISO 8601) in seconds, None when not given;
+    CommandError saying what is wrong with it otherwise."""
+    if text is None:
+        return None
+    from runwatch.timeparse import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+
+
+__all__ = ["CommandError", "given_time"]

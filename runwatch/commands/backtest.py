@@ -12,15 +12,13 @@ from typing import Any
 
 import orjson
 
-from runwatch.commands import CommandError
+from runwatch.commands import CommandError, given_time
 from runwatch.commands.query import add_db_args
 from runwatch.store.backtest import Backtest, Change, run_backtest
-from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.rules.base import fmt_duration
-from runwatch.timeparse import iso, parse_time
+from runwatch.timeparse import iso
 
 
 def register(sub: Any) -> None:
@@ -84,20 +82,11 @@ def render(result: Backtest, config_name: str, show_all: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        since = parse_time(args.since) if args.since is not None else None
-        until = parse_time(args.until) if args.until is not None else None
-    except ValueError as err:
-        raise CommandError(str(err)) from None
-    try:
-        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    except ConfigError as err:
-        raise CommandError(str(err)) from None
-    try:
-        with Store.reader(args.db, wait=args.wait) as store:
-            result = run_backtest(store, config, run=args.run, since=since, until=until)
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    since = given_time(args.since)
+    until = given_time(args.until)
+    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    with Store.reader(args.db, wait=args.wait) as store:
+        result = run_backtest(store, config, run=args.run, since=since, until=until)
     if args.run is not None and not result.runs:
         raise CommandError(f"no events of run {args.run!r}" + (" since then" if since else ""))
     for bad in result.invalid:

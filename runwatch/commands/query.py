@@ -18,8 +18,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from runwatch.commands import CommandError
-from runwatch.store.exceptions import QueryFailed, QueryRefused, StoreError
+from runwatch.store.exceptions import QueryFailed, QueryRefused
 from runwatch.store.report import Timeline, list_runs, run_timeline
 from runwatch.store.store import Store, default_db
 from runwatch.stream.rules.base import fmt_duration
@@ -143,11 +142,8 @@ def _json_default(value: Any) -> Any:
 
 
 def run_sql(args: argparse.Namespace) -> int:
-    try:
-        with Store.reader(args.db, wait=args.wait, external_access=False) as store:
-            results = query(store, args.query)
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    with Store.reader(args.db, wait=args.wait, external_access=False) as store:
+        results = query(store, args.query)
     out = sys.stdout
     for names, rows in results:
         if args.format == "table":
@@ -170,11 +166,8 @@ def run_sql(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    try:
-        with Store.reader(args.db, wait=args.wait) as store:
-            runs = list_runs(store)
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    with Store.reader(args.db, wait=args.wait) as store:
+        runs = list_runs(store)
     if not runs:
         print("no runs in the history yet")
         return 0
@@ -254,10 +247,7 @@ def render_timeline(tl: Timeline) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    try:
-        with Store.reader(args.db, wait=args.wait) as store:
-            tl = run_timeline(store, args.run, slowest=args.slowest)
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    with Store.reader(args.db, wait=args.wait) as store:
+        tl = run_timeline(store, args.run, slowest=args.slowest)
     print(render_timeline(tl))
     return 0

@@ -15,7 +15,6 @@ from runwatch.commands import CommandError
 from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.replay import DEFAULT_WINDOW, BadLine, replay
 from runwatch.timeparse import time_arg
 
@@ -117,10 +116,7 @@ class _RichProgress:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    except ConfigError as err:
-        raise CommandError(f"{err}") from None
+    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     for name in args.files:
         if name != "-" and not os.path.isfile(name):
             raise CommandError(f"{name}: no such file")

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from runwatch.commands import CommandError
+from runwatch.commands import CommandError, given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.query import add_db_args
 from runwatch.emitters.topics import Topics
@@ -21,9 +21,8 @@ from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import ConfigError, PortUnavailable
+from runwatch.stream.exceptions import PortUnavailable
 from runwatch.stream.replay import BadLine
-from runwatch.timeparse import parse_time
 
 log = logging.getLogger("runwatch.sink")
 
@@ -152,14 +151,8 @@ def _lines(files: list[str], stack: ExitStack) -> Iterator[tuple[str, int, bytes
 def run_ingest(args: argparse.Namespace) -> int:
     from runwatch.store.ingest import ingest
 
-    try:
-        until = parse_time(args.until) if args.until is not None else None
-    except ValueError as err:
-        raise CommandError(str(err)) from None
-    try:
-        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    except ConfigError as err:
-        raise CommandError(str(err)) from None
+    until = given_time(args.until)
+    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     for name in args.files:
         if name != "-" and not os.path.isfile(name):
             raise CommandError(f"{name}: no such file")
@@ -167,18 +160,15 @@ def run_ingest(args: argparse.Namespace) -> int:
     def report(bad: BadLine) -> None:
         print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
 
-    try:
-        with ExitStack() as stack:
-            done = ingest(
-                _lines(args.files, stack),
-                args.db,
-                config=config,
-                rules=not args.no_rules,
-                until=until,
-                on_invalid=report,
-            )
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    with ExitStack() as stack:
+        done = ingest(
+            _lines(args.files, stack),
+            args.db,
+            config=config,
+            rules=not args.no_rules,
+            until=until,
+            on_invalid=report,
+        )
     say(
         f"{done.events} events ({done.new_events} new), {done.alerts} alert "
         f"transitions ({done.new_alerts} new), {done.invalid} invalid lines -> {args.db}"
@@ -192,18 +182,12 @@ def run_ingest(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from runwatch.store.export import export_parquet
 
-    try:
-        since = parse_time(args.since) if args.since is not None else None
-        until = parse_time(args.until) if args.until is not None else None
-    except ValueError as err:
-        raise CommandError(str(err)) from None
-    try:
-        with Store.reader(args.db, wait=args.wait) as store:
-            done = export_parquet(
-                store, args.parquet, overwrite=args.overwrite, since=since, until=until
-            )
-    except StoreError as err:
-        raise CommandError(str(err)) from None
+    since = given_time(args.since)
+    until = given_time(args.until)
+    with Store.reader(args.db, wait=args.wait) as store:
+        done = export_parquet(
+            store, args.parquet, overwrite=args.overwrite, since=since, until=until
+        )
     say(
         f"{done.rows} events in {done.files} files "
         f"({done.partitions} day/run partitions) under {args.parquet}"

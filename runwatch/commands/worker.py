@@ -15,7 +15,7 @@ from runwatch.emitters.topics import Topics
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import ConfigError, InvalidAlert
+from runwatch.stream.exceptions import InvalidAlert
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
@@ -83,10 +83,7 @@ def register(sub: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    try:
-        config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    except ConfigError as err:
-        raise CommandError(f"{err}") from None
+    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
     if args.partitions < 1:
         raise CommandError("--partitions must be at least 1")
     security = connect_check(args)

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runwatch.emitters.events import describe_errors
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.notify.slack import DEFAULT_BASE_URL
 
@@ -101,6 +102,4 @@ class NotifyConfig(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigProblem(f"slack.{where}: {first['msg']}") from None
+            raise ConfigProblem(describe_errors(err, "slack", limit=1)) from None

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.console import alert_line
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
@@ -27,12 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from runwatch.service.http import ServiceServer
     from runwatch.service.spool_tail import SpoolTail
     from runwatch.stream.config import RulesConfig
-    from runwatch.stream.exceptions import ConfigError
 
-    try:
-        config = RulesConfig.load(args.config) if args.config else None
-    except ConfigError as err:
-        raise CommandError(f"{err}") from None
+    config = RulesConfig.load(args.config) if args.config else None
     db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
     token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
