@@ -130,7 +130,7 @@ username by secretKeyRef, the password and the TLS files as mounted files.
 
 {{- /*
 The HTTP port every long-running role serves (`runwatch worker --metrics-port`, `runwatch
-sink|notify --health-port`: stream/exporter_http.py), and the probes on it: /healthz while
+sink|notify --health-port`: stream/metrics/http.py), and the probes on it: /healthz while
 the role's consuming loop turns, /readyz once it holds its partitions and has caught up.
 The answers come from that loop, which may be busy with a batch for a moment: hence the
 timeout. (dict "port" PORT)
