@@ -20,6 +20,8 @@ from pydantic import ValidationError
 
 from runwatch.emitters.events import (
     COMPONENT_PATTERN,
+    INT64_MAX,
+    INT64_MIN,
     KIND_PATTERN,
     KNOWN_KINDS,
     RUN_ID_PATTERN,
@@ -34,27 +36,42 @@ _MISSING = object()
 
 
 def _int(v: Any) -> bool:
-    return type(v) is int
+    return type(v) is int and INT64_MIN <= v <= INT64_MAX
 
 
 def _float(v: Any) -> bool:
-    return type(v) is float or type(v) is int
+    return type(v) is float or _int(v)
 
 
 def _str(v: Any) -> bool:
-    return type(v) is str
+    # printable: no control character and no lone surrogate (stricter than the models)
+    return type(v) is str and v.isprintable()
+
+
+def _name(v: Any) -> bool:
+    return type(v) is str and len(v) <= 200 and v.isprintable()
 
 
 def _word(v: Any) -> bool:
-    return type(v) is str and 0 < len(v) <= 200
+    return type(v) is str and 0 < len(v) <= 200 and v.isprintable()
 
 
 def _fraction(v: Any) -> bool:
-    return (type(v) is float or type(v) is int) and 0 <= v <= 1
+    return (type(v) is float or _int(v)) and 0 <= v <= 1
 
 
 def _metric(v: Any) -> bool:
-    return v is None or type(v) is float or type(v) is int
+    return v is None or type(v) is float or _int(v)
+
+
+def _plain(v: Any) -> bool:
+    """A value plainly within every bound: a scalar, an int of 64 bits, a printable str."""
+    return v is None or type(v) is bool or type(v) is float or _int(v) or _str(v)
+
+
+def _key(k: Any) -> bool:
+    # JSON object keys are strings on the wire whatever Python key type made them.
+    return _str(k) or _int(k)
 
 
 def _opt(check: Check) -> Check:
@@ -75,26 +92,37 @@ def _one_of(*allowed: str) -> Check:
 
 def _dict_of(value: Check) -> Check:
     def mapping(v: Any) -> bool:
-        # JSON object keys are strings on the wire whatever Python key type made them.
-        return type(v) is dict and all(value(x) for x in v.values())
+        return type(v) is dict and all(_key(k) and value(x) for k, x in v.items())
 
     return mapping
 
 
 def _config(v: Any) -> bool:
-    return type(v) is dict and all(type(x) is dict for x in v.values())
+    return type(v) is dict and all(
+        _key(rule)
+        and type(params) is dict
+        and all(_key(k) and _plain(x) for k, x in params.items())
+        for rule, params in v.items()
+    )
 
 
 def _fields(required: Mapping[str, Check], optional: Mapping[str, Check]) -> FieldsCheck:
     req = tuple(required.items())
     opt = tuple((name, _opt(check)) for name, check in optional.items())
 
+    known = {name for name, _ in req} | {name for name, _ in opt}
+
     def check(fields: Mapping[str, Any]) -> bool:
         for name, ok in req:
             v = fields.get(name, _MISSING)
             if v is _MISSING or not ok(v):
                 return False
-        return all(name not in fields or ok(fields[name]) for name, ok in opt)
+        if not all(name not in fields or ok(fields[name]) for name, ok in opt):
+            return False
+        # extra fields: the whole event's bounds hold for them too
+        return (len(fields) <= len(known) and all(name in known for name in fields)) or all(
+            name in known or _plain(v) for name, v in fields.items()
+        )
 
     return check
 
@@ -119,11 +147,11 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
         {"traj": _word, "status": _OK_ERR_TIMEOUT_ABORTED},
         {"reward": _float, "duration_s": _float},
     ),
-    "request.queued": _fields({"req": _word}, {"server": _str}),
+    "request.queued": _fields({"req": _word}, {"server": _name}),
     "request.done": _fields(
         {"req": _word},
         {
-            "server": _str,
+            "server": _name,
             "prompt_tokens": _int,
             "completion_tokens": _int,
             "status": _one_of("ok", "error", "aborted"),

@@ -7,9 +7,12 @@ word on anything unusual. Extra fields are kept (``extra="allow"``); rules ignor
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -18,17 +21,42 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 #: Largest encoded event, in bytes (contract §1).
 MAX_EVENT_BYTES = 64 * 1024
+#: Deepest nesting of objects and arrays an event may have (contract §1, bounds).
+MAX_DEPTH = 32
+#: Integers anywhere in an event fit in a signed 64-bit integer (contract §1, bounds).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Control characters (C0, DEL, C1), which identifiers (`id`, `src.*`, `traj`, `req`,
+#: `server`, `name`) may not hold. (`stream.decode` checks this its own, cheaper way.)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,200}$"
 KIND_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
 COMPONENT_PATTERN = r"^[a-z][a-z0-9_-]*$"
 
 RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
-EventId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+
+
+def _no_control(value: str) -> str:
+    found = CONTROL.search(value)
+    if found is not None:
+        raise PydanticCustomError(
+            "control_character",
+            "must not hold control characters (found {char} at {at})",
+            {"char": ascii(found.group()), "at": found.start()},
+        )
+    return value
+
+
+#: An identifier: 1-200 characters, none of them a control character.
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_control)]
+EventId = Ident
+#: An optional name of a source or server: up to 200 characters, no control character.
+Name = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_control)]
 KindName = Annotated[str, StringConstraints(pattern=KIND_PATTERN, max_length=100)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 #: Metric values may be null, NaN or infinite: the rules want to see those.
@@ -45,10 +73,10 @@ class Source(BaseModel):
     model_config = _STRICT_OPEN
 
     component: Annotated[str, StringConstraints(pattern=COMPONENT_PATTERN, max_length=64)]
-    host: str | None = None
-    pid: int | None = None
-    rank: int | None = None
-    instance: str | None = None
+    host: Name | None = None
+    pid: Int64 | None = None
+    rank: Int64 | None = None
+    instance: Name | None = None
 
 
 class Event(BaseModel):
@@ -76,59 +104,61 @@ class RunStarted(Event):
     kind: Literal["run.started"]
     labels: dict[str, str] | None = None
     config: dict[str, dict[str, Any]] | None = None
-    total_steps: int | None = None
+    total_steps: Int64 | None = None
 
 
 class RunFinished(Event):
     kind: Literal["run.finished"]
     status: Literal["ok", "failed", "killed"]
+    exit_code: Int64 | None = None  # addition: a watched command's exit status
 
 
 class Heartbeat(Event):
     kind: Literal["heartbeat"]
     final: bool | None = None
+    dropped_events: Int64 | None = None  # addition: events the process has dropped so far
 
 
 class StepStarted(Event):
     kind: Literal["step.started"]
-    step: int
+    step: Int64
 
 
 class StepDone(Event):
     kind: Literal["step.done"]
-    step: int
+    step: Int64
     duration_s: float | None = None
     timing: dict[str, float] | None = None
 
 
 class StepMetrics(Event):
     kind: Literal["step.metrics"]
-    step: int
+    step: Int64
     metrics: dict[str, MetricValue]
 
 
 class Reward(Event):
     kind: Literal["reward"]
-    step: int
+    step: Int64
     mean: Annotated[float, Field(allow_inf_nan=True)]
-    count: int | None = None
+    count: Int64 | None = None
 
 
 class TrajectoryStarted(Event):
     kind: Literal["trajectory.started"]
-    traj: Word
-    step: int | None = None
+    traj: Ident
+    step: Int64 | None = None
 
 
 class TrajectoryPhase(Event):
     kind: Literal["trajectory.phase"]
-    traj: Word
+    traj: Ident
     phase: Word
 
 
 class TrajectoryDone(Event):
     kind: Literal["trajectory.done"]
-    traj: Word
+    traj: Ident
     status: Literal["ok", "error", "timeout", "aborted"]
     reward: float | None = None
     duration_s: float | None = None
@@ -136,42 +166,42 @@ class TrajectoryDone(Event):
 
 class RequestQueued(Event):
     kind: Literal["request.queued"]
-    req: Word
-    server: str | None = None
+    req: Ident
+    server: Name | None = None
 
 
 class RequestDone(Event):
     kind: Literal["request.done"]
-    req: Word
-    server: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    req: Ident
+    server: Name | None = None
+    prompt_tokens: Int64 | None = None
+    completion_tokens: Int64 | None = None
     status: Literal["ok", "error", "aborted"] | None = None
 
 
 class InferenceStats(Event):
     kind: Literal["inference.stats"]
-    server: Word
-    running: int
-    waiting: int
+    server: Ident
+    running: Int64
+    waiting: Int64
     kv_cache_usage: Fraction | None = None
     gen_tokens_per_s: float | None = None
 
 
 class Progress(Event):
     kind: Literal["progress"]
-    name: Word
-    n: int
-    total: int | None = None
+    name: Ident
+    n: Int64
+    total: Int64 | None = None
 
 
 class RankStatus(Event):
     kind: Literal["rank.status"]
-    rank: int
-    world_size: int
+    rank: Int64
+    world_size: Int64
     phase: Word
     since: float | None = None
-    step: int | None = None
+    step: Int64 | None = None
 
 
 #: Every kind the rules read, by name. Other kinds validate as plain `Event`.
@@ -217,8 +247,77 @@ def model_for(kind: object) -> type[Event]:
     return KNOWN_KINDS.get(kind, Event) if isinstance(kind, str) else Event
 
 
+def out_of_bounds(
+    obj: Any, typed: Mapping[str, Any] | None = None
+) -> tuple[tuple[str | int, ...], str] | None:
+    """Where and why a decoded JSON value breaks the bounds that hold for the whole event,
+    extra fields included (contract §1): nesting deeper than `MAX_DEPTH`, an integer outside
+    64 bits, a string (or key) that is not valid Unicode. None when it keeps them.
+
+    `typed`: the model's fields (name -> their own `typed`, or None) whose numbers the model
+    types itself -- an int field is bounded there, and a float field takes any integer as a
+    float -- so only strings and depth are checked beneath them. Iterative, so a deep value
+    cannot exhaust the stack; the caller has bounded its size."""
+    stack: list[tuple[Any, tuple[str | int, ...], Mapping[str, Any] | None, bool]] = [
+        (obj, (), typed, False)
+    ]
+    while stack:
+        value, where, fields, numbers_typed = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and not _unicode(value):
+                return where, "not valid Unicode (a lone surrogate)"
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        elif isinstance(value, int):
+            if not numbers_typed and not INT64_MIN <= value <= INT64_MAX:
+                return where, "integer does not fit in 64 bits"
+        elif isinstance(value, dict | list):
+            if len(where) >= MAX_DEPTH:
+                return where, f"nested deeper than {MAX_DEPTH} levels"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str) and not key.isascii() and not _unicode(key):
+                    return (*where, key), "key is not valid Unicode (a lone surrogate)"
+                if fields is not None and isinstance(key, str) and key in fields:
+                    sub = fields[key]
+                    stack.append((item, (*where, key), sub, sub is None))
+                else:
+                    stack.append((item, (*where, key), None, numbers_typed))
+    return None
+
+
+def _typed_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """`out_of_bounds`' view of a model: its fields, with Source's own; free-form ones out."""
+    out: dict[str, Any] = {}
+    for name in model.model_fields:
+        if name == "config":  # {rule: {param: anything}}: every bound checked beneath
+            continue
+        out[name] = _typed_fields(Source) if name == "src" else None
+    return out
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: model -> `out_of_bounds`' typed fields
+_TYPED: dict[type[Event], dict[str, Any]] = {Event: _typed_fields(Event)}
+_TYPED.update((m, _typed_fields(m)) for m in KNOWN_KINDS.values())
+
+
 def validate(obj: Any) -> Event:
-    """Validate a decoded JSON object as a contract event; raises pydantic's ValidationError."""
+    """Validate a decoded JSON object as a contract event: the bounds that hold for the whole
+    object (`out_of_bounds`), then its kind's model. Raises pydantic's ValidationError."""
+    model = model_for(obj.get("kind")) if isinstance(obj, dict) else Event
+    problem = out_of_bounds(obj, _TYPED[model])
+    if problem is not None:
+        where, why = problem
+        detail = InitErrorDetails(type=PydanticCustomError("bounds", why), loc=where, input=None)
+        raise ValidationError.from_exception_data("event", [detail])
     if not isinstance(obj, dict):
         return _ENVELOPE.validate_python(obj)
-    return model_for(obj.get("kind")).model_validate(obj)
+    return model.model_validate(obj)

@@ -50,7 +50,7 @@ def run_id_for(command: list[str]) -> str:
             name = os.path.splitext(os.path.basename(args[0]))[0]
         elif len(args) > 1:
             name = os.path.splitext(os.path.basename(args[1]))[0]
-    base = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:60] or "run"
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip("-")[:60] or "run"
     return f"{base}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
 
 

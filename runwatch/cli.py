@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from runwatch import logs
 from runwatch.emitters.exceptions import RunwatchError
@@ -20,6 +21,7 @@ from runwatch.emitters.exceptions import RunwatchError
 #: command -> the module (under runwatch.commands) whose `register(sub)` defines it
 COMMANDS: dict[str, str] = {
     "replay": "replay",
+    "check": "check",
     "demo": "demo",
     "incidents": "demo",
     "kafka": "kafka",
@@ -58,7 +60,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = args_in[0] if args_in and not args_in[0].startswith("-") else None
-    args = build_parser(command).parse_args(args_in)
+    parser = build_parser(command)
+    args = _undashed(parser.parse_args(_dashed(parser, command, args_in)))
     name = " ".join(filter(None, (command, getattr(args, "kafka_command", None))))
     logs.setup(name)
     try:
@@ -66,6 +69,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
         logging.getLogger(logs.LOGGER).error("%s", err)
         return int(getattr(err, "status", 2))
+
+
+#: marks a value that begins with "-" (a run id such as "-3ab"), so argparse does not take it
+#: for an option; removed again once parsed
+_MARK = "\x00"
+
+
+def _dashed(parser: argparse.ArgumentParser, command: str | None, argv: list[str]) -> list[str]:
+    """Run ids may begin with "-" (contract §1): a word that does so (one dash) and is no
+    option of the command is a value. Words after "--" are left to argparse, which passes
+    them as they are."""
+    sub = _subparser(parser, command)
+    if sub is None:
+        return argv
+    options = set(sub._option_string_actions)
+    out: list[str] = []
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        name = word.split("=", 1)[0]
+        # "--word" stays an option (a mistyped one is better said so)
+        is_value = word.startswith("-") and word[1:2] not in ("", "-") and name not in options
+        out.append(_MARK + word if is_value and i > 0 else word)
+    return out
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> Any:
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        choices = getattr(action, "choices", None) or {}
+        if command in choices:
+            return choices[command]
+    return None
+
+
+def _undashed(args: argparse.Namespace) -> argparse.Namespace:
+    for name, value in vars(args).items():
+        if isinstance(value, str) and value.startswith(_MARK):
+            setattr(args, name, value[1:])
+        elif isinstance(value, list):
+            setattr(args, name, [v[1:] if isinstance(v, str) and v.startswith(_MARK) else v
+                                 for v in value])  # fmt: skip
+    return args
 
 
 if __name__ == "__main__":

@@ -78,6 +78,21 @@ class EventBatch:
                 out.raws.append(self.raws[i])
         return out
 
+    def halves(self) -> tuple[EventBatch, EventBatch]:
+        """The kept events split in two, each half numbered from 0 (`received` = its size):
+        for finding the one event of a batch the history refuses."""
+        cut = len(self.raws) // 2
+        return self._part(0, cut), self._part(cut, len(self.raws))
+
+    def _part(self, start: int, stop: int) -> EventBatch:
+        out = EventBatch()
+        ids = list(self.ids)[start:stop]
+        out.ids = {i: self.ids[i] for i in ids}
+        out.raws = self.raws[start:stop]
+        out.index = list(range(len(out.raws)))
+        out.received = len(out.raws)
+        return out
+
     def arrow(self, seq0: int) -> pa.Table:
         """(seq, raw) columns, numbering from `seq0` for the first received event."""
         index = pa.array(self.index, pa.int64())

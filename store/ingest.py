@@ -16,14 +16,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from runwatch.emitters.events import Event
 from runwatch.store.backtest import replay_stored
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE, BatchWriter
+from runwatch.stream.ahead import FarAhead
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import decode
+from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.replay import BadLine
+from runwatch.stream.replay import BadLine, origin
 
 Line = tuple[str, int, bytes]
 
@@ -56,23 +58,37 @@ def ingest(
     writer = BatchWriter(db)
     runs: set[str] = set()
     n_lines = n_events = n_invalid = 0
+    ahead: FarAhead[tuple[str, int, bytes, Event]] = FarAhead()
+    check = Engine(config).check
+
+    def refuse(source: str, number: int, raw: bytes, reason: str) -> None:
+        nonlocal n_invalid
+        n_invalid += 1
+        writer.add_invalid(f"{source}:{number}", reason, raw)
+        report(BadLine(source, number, reason))
+
     try:
         for source, number, raw in lines:
             n_lines += 1
             if not raw.strip():
                 continue
             try:
-                event = decode(raw)
+                event = admit(raw)
+                check(event)  # a run.started.config the rules refuse: not stored either
             except InvalidEvent as err:
-                n_invalid += 1
-                writer.add_invalid(f"{source}:{number}", err.reason, raw)
-                report(BadLine(source, number, err.reason))
+                refuse(source, number, raw, err.reason)
                 continue
-            n_events += 1
-            runs.add(event.run)
-            writer.add_event(raw, event)
+            passed, refused = ahead.offer(event.ts, origin(event), (source, number, raw, event))
+            for (src, line, data, _), why in refused:
+                refuse(src, line, data, why)
+            for _, _, data, ok in passed:
+                n_events += 1
+                runs.add(ok.run)
+                writer.add_event(data, ok)
             if writer.pending >= batch_size:
                 writer.flush()
+        for (src, line, data, _), why in ahead.finish():
+            refuse(src, line, data, why)
         writer.flush()
     finally:
         writer.close()

@@ -33,10 +33,10 @@ from runwatch.emitters.topics import Topics
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
-from runwatch.stream.decode import decode
+from runwatch.stream.decode import admit
 from runwatch.stream.exceptions import InvalidAlert, InvalidEvent
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler
+from runwatch.stream.kafka.consume import LOG_APPEND_TIME, TP, ConsumingLoop, Group, Handler
 from runwatch.stream.kafka.health import ConsumerHealth
 
 log = logging.getLogger("runwatch.sink")
@@ -201,8 +201,10 @@ class Sink(Handler):
             value = rec.value
             if value is None:
                 continue
+            # the broker's append time, where the topic has it: how far ahead a ts may be
+            received = rec.timestamp / 1000.0 if rec.timestamp_type == LOG_APPEND_TIME else None
             try:
-                add(value, decode(value))
+                add(value, admit(value, received))
             except InvalidEvent as err:
                 bad(f"{topic}:{rec.partition}:{rec.offset}", err.reason, value)
 

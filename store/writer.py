@@ -16,6 +16,7 @@ positions in one transaction -- is the same either way.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -24,10 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from runwatch.emitters.events import Event
 from runwatch.store.batch import EventBatch, RawEvent
+from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.stream.alerts import Alert
+
+log = logging.getLogger("runwatch.store")
+
+#: Errors of the file, not of a row: locked, unreadable, out of disk. No row is to blame.
+_NOT_A_ROW = (StoreError, OSError, duckdb.IOException)
 
 #: Records per batch by default: two DuckDB row groups (2 x 122,880 rows). A batch of at least
 #: a row group is written to the file directly (compressed once) instead of through the
@@ -91,6 +100,7 @@ class BatchWriter:
         self.moved: dict[tuple[str, int], int] = {}
         self.first_added: float | None = None
         self.totals = {"events": 0, "new_events": 0, "alerts": 0, "invalid": 0, "flushes": 0}
+        self.refused = 0  # rows the history refused, kept in invalid_events instead
 
     # -- buffering -------------------------------------------------------------------------
 
@@ -212,14 +222,65 @@ class BatchWriter:
         started = time.perf_counter()
         store = self._open()
         try:
-            with store.transaction():
-                new = store.write_events(events)
-                store.write_alerts(alerts)
-                store.write_invalid(invalid)
-                if self.consumer is not None:
-                    store.set_positions(self.consumer, moved)
-                _hold_here(self.totals["flushes"])
+            try:
+                with store.transaction():
+                    new = store.write_events(events)
+                    store.write_alerts(alerts)
+                    store.write_invalid(invalid)
+                    if self.consumer is not None:
+                        store.set_positions(self.consumer, moved)
+                    _hold_here(self.totals["flushes"])
+            except _NOT_A_ROW:
+                raise  # the file (locked, unreadable, the disk full): the caller retries
+            except Exception as err:  # some row the history refuses: find it, write the rest
+                log.warning("writing a batch failed (%s); writing it row by row", err)
+                new = self._isolate(store, events, alerts, invalid, moved)
         finally:
             if not self.hold_open:
                 self._close_store()
         return Flushed(len(events), new, len(alerts), len(invalid), time.perf_counter() - started)
+
+    def _isolate(
+        self,
+        store: Store,
+        events: EventBatch,
+        alerts: list[Alert | Mapping[str, Any]],
+        invalid: list[tuple[str, str, bytes]],
+        moved: dict[tuple[str, int], int],
+    ) -> int:
+        """Write what the history takes, halving the events until the ones it refuses stand
+        alone; those go to `invalid_events` with the reason, as do refused alerts. Then the
+        positions, so the refused rows are not read again. Each part commits on its own: a
+        crash in between rewrites the rest, and ids keep what was written from doubling."""
+        refused: list[tuple[str, str, bytes]] = []
+        new = 0
+        parts = [events]
+        while parts:
+            part = parts.pop()
+            if not part.raws:
+                continue
+            try:
+                with store.transaction():
+                    new += store.write_events(part)
+            except _NOT_A_ROW:
+                raise
+            except Exception as err:
+                if len(part.raws) > 1:
+                    parts += part.halves()
+                else:
+                    refused.append(("store", f"the history refused it: {err}", part.raws[0]))
+        for alert in alerts:
+            try:
+                with store.transaction():
+                    store.write_alerts([alert])
+            except _NOT_A_ROW:
+                raise
+            except Exception as err:
+                raw = alert.to_json() if isinstance(alert, Alert) else repr(alert).encode()
+                refused.append(("store", f"the history refused this alert: {err}", raw))
+        self.refused += len(refused)
+        with store.transaction():
+            store.write_invalid([*invalid, *refused])
+            if self.consumer is not None:
+                store.set_positions(self.consumer, moved)
+        return new

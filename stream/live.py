@@ -33,10 +33,11 @@ from runwatch.emitters import events as ev
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import decode
+from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.skew import ClockOffsets
+from runwatch.stream.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
 Record = tuple[bytes | None, float, int]
@@ -136,6 +137,7 @@ class LiveDriver:
         self.arrival = float("-inf")  # broker time of the latest record fed
         self.applied = 0
         self.invalid = 0
+        self.failures = 0  # events that raised in the rules (isolated, dead-lettered)
         self.corrected = 0
 
     # -- input -----------------------------------------------------------------------------
@@ -174,15 +176,36 @@ class LiveDriver:
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
                 continue
+            problem = time_problem(event.ts, arrival, MAX_AHEAD_RAW)
+            if problem is not None:  # not even a wrong clock: keep it out of the estimate
+                dead.append(self._dead(problem, raw, offset))
+                continue
             skew = clocks.observe(_source(event.src), event.ts, arrival)
             if skew > limit or skew < -limit:
                 event = _shifted(event, skew)
                 self.corrected += 1
+            if event.ts - arrival > MAX_AHEAD_LIVE:
+                why = f"ts is {span(event.ts - arrival)} ahead of the time the event arrived"
+                if skew > limit or skew < -limit:
+                    why += f" (its host's clock corrected by {skew:+.0f}s)"
+                dead.append(self._dead(why, raw, offset))
+                continue
             try:
-                out += engine.apply(event)
+                # now: event time, but never past its arrival -- one event stamped ahead
+                # (within the bounds) must not move time on for every run of the partition
+                ts = event.ts
+                alerts = engine.apply(event, ts if ts <= arrival else arrival)
+                for alert in alerts:
+                    alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset))
                 continue
+            except Exception as err:  # a bug meets an input: isolate the event, go on
+                self.failures += 1
+                dead.append(self._dead(f"could not be applied: {type(err).__name__}: {err}",
+                                       raw, offset))  # fmt: skip
+                continue
+            out += alerts
             self.applied += 1
         self.invalid += len(dead)
         if arrival > self.arrival:
@@ -202,8 +225,13 @@ class LiveDriver:
         return DeadLetter(reason, raw, self.topic, self.partition, offset)
 
     def tick(self, now: float) -> list[Alert]:
-        """Judge conditions that ripen without events, at wall clock `now` less the grace."""
-        out = self.engine.advance(now - self.grace)
+        """Judge conditions that ripen without events, at wall clock `now` less the grace.
+        A rule that fails on a run's state is counted (`failures`) and time goes on."""
+        try:
+            out = self.engine.advance(now - self.grace)
+        except Exception:  # a bug meets a state: that check is skipped, not every later one
+            self.failures += 1
+            return []
         if self.replaying:
             self._held += out
             return []

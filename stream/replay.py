@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from runwatch.emitters.events import Event
+from runwatch.stream.ahead import FarAhead
 from runwatch.stream.alerts import Alert
-from runwatch.stream.decode import decode
+from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.reorder import ReorderWindow
@@ -38,35 +39,55 @@ def replay(
 ) -> Iterator[Alert]:
     """Feed (source, line number, raw line) records to the engine; yield transitions in order.
 
-    Blank lines are skipped; invalid ones are reported through `on_invalid` and skipped.
-    With `until`, time advances to it after the last event so holding conditions fire.
+    Blank lines are skipped; invalid ones are reported through `on_invalid` and skipped, as
+    are events far ahead of the stream that nothing else confirms (`runwatch.stream.ahead`)
+    and events the rules fail on (isolated, reported, the replay goes on). With `until`,
+    time advances to it after the last event so holding conditions fire.
     """
     report = on_invalid or (lambda bad: None)
     buffer: ReorderWindow[Held] = ReorderWindow(window)
+    ahead: FarAhead[Held] = FarAhead()
     push, check = buffer.push, engine.check
     for source, number, raw in lines:
         if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
         try:
-            event = decode(raw)
+            event = admit(raw)
             check(event)  # one the engine will refuse must not move the window
         except InvalidEvent as err:
             report(BadLine(source, number, err.reason))
             continue
-        for held in push(event.ts, (event, source, number)):
-            alerts = _apply(engine, held, report)
-            if alerts:
-                yield from alerts
+        passed, refused = ahead.offer(event.ts, origin(event), (event, source, number))
+        for (_, src, line), why in refused:
+            report(BadLine(src, line, why))
+        for item in passed:
+            for held in push(item[0].ts, item):
+                alerts = _apply(engine, held, report)
+                if alerts:
+                    yield from alerts
+    for (_, src, line), why in ahead.finish():
+        report(BadLine(src, line, why))
     for held in buffer.drain():
         yield from _apply(engine, held, report)
     if until is not None:
         yield from engine.advance(until)
 
 
+def origin(event: Event) -> tuple[str, str, object]:
+    """Who stamped an event's time: its run, component and host (else process)."""
+    src = event.src
+    return event.run, src.component, src.host or src.instance or src.pid
+
+
 def _apply(engine: Engine, held: Held, report: Callable[[BadLine], None]) -> list[Alert]:
     event, source, number = held
     try:
-        return engine.apply(event)
+        alerts = engine.apply(event)
+        for alert in alerts:
+            alert.to_json()  # what cannot be written out must not be made
+        return alerts
     except InvalidEvent as err:
         report(BadLine(source, number, err.reason))
-        return []
+    except Exception as err:  # a bug meets an input: isolate the event, go on
+        report(BadLine(source, number, f"could not be applied: {type(err).__name__}: {err}"))
+    return []

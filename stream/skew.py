@@ -13,40 +13,82 @@ are large and say nothing new, so a host's estimate only forgets old samples onc
 has been delivering for a full window since its last gap. The backlog therefore keeps its
 (corrected) event time and is applied as late events.
 
+One event cannot move a host's estimate: a sample more than `outlier` seconds below the
+host's second-smallest sample (an event stamped far in the future -- a wrong clock, or a
+hostile emitter naming that host) is left out until a second sample confirms it, which is
+what a host whose clock really stepped forward gives. Samples are kept as the two smallest
+per second of arrival, so the estimate costs O(1) per event and O(window) once a second.
+
 Everything depends only on the records (event ts, append time) in partition order, so a
 worker that rebuilds its state by re-reading a partition gets the same corrections.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 #: Seconds of arrival time over which the smallest offset sample is taken.
 DEFAULT_WINDOW = 60.0
 #: A silence this long (arrival time) ends a host's delivery streak.
 DEFAULT_GAP = 30.0
+#: A lone sample this many seconds below the others is an outlier until confirmed.
+DEFAULT_OUTLIER = 10.0
+
+_INF = math.inf
 
 
 class _Host:
-    __slots__ = ("last", "samples", "streak_start")
+    __slots__ = ("buckets", "last", "low1", "low2", "streak_start")
 
     def __init__(self, arrival: float) -> None:
-        # (arrival, offset sample) with samples increasing front to back: front is the min.
-        self.samples: deque[tuple[float, float]] = deque()
+        # [second of arrival, smallest sample, second smallest sample], oldest first
+        self.buckets: deque[list[float]] = deque()
         self.streak_start = arrival
         self.last = arrival
+        self.low1 = self.low2 = _INF  # the two smallest samples held
+
+    def add(self, sample: float, second: float) -> None:
+        buckets = self.buckets
+        if not buckets or second > buckets[-1][0]:
+            buckets.append([second, sample, _INF])
+        else:  # this second (or an arrival a little out of order): the latest bucket
+            b = buckets[-1]
+            if sample < b[1]:
+                b[1], b[2] = sample, b[1]
+            elif sample < b[2]:
+                b[2] = sample
+        if sample < self.low2:
+            if sample < self.low1:
+                self.low1, self.low2 = sample, self.low1
+            else:
+                self.low2 = sample
+
+    def forget_before(self, horizon: float) -> None:
+        buckets = self.buckets
+        if len(buckets) > 1 and buckets[0][0] < horizon:
+            while len(buckets) > 1 and buckets[0][0] < horizon:
+                buckets.popleft()
+            lows = sorted(v for b in buckets for v in (b[1], b[2]))
+            self.low1, self.low2 = lows[0], lows[1]
 
 
 class ClockOffsets:
     """Per-host clock offset estimates (seconds to add to a host's `ts`)."""
 
-    __slots__ = ("_hosts", "gap", "window")
+    __slots__ = ("_hosts", "gap", "outlier", "window")
 
-    def __init__(self, window: float = DEFAULT_WINDOW, gap: float = DEFAULT_GAP) -> None:
-        if window <= 0 or gap <= 0:
-            raise ValueError("window and gap must be positive")
+    def __init__(
+        self,
+        window: float = DEFAULT_WINDOW,
+        gap: float = DEFAULT_GAP,
+        outlier: float = DEFAULT_OUTLIER,
+    ) -> None:
+        if window <= 0 or gap <= 0 or outlier <= 0:
+            raise ValueError("window, gap and outlier must be positive")
         self.window = window
         self.gap = gap
+        self.outlier = outlier
         self._hosts: dict[object, _Host] = {}
 
     def __len__(self) -> int:
@@ -62,18 +104,16 @@ class ClockOffsets:
             state.streak_start = arrival
         if arrival > state.last:
             state.last = arrival
-        sample = arrival - ts
-        samples = state.samples
-        while samples and samples[-1][1] >= sample:
-            samples.pop()
-        samples.append((arrival, sample))
+        state.add(arrival - ts, math.floor(arrival))
         if arrival - state.streak_start >= self.window:
-            horizon = arrival - self.window
-            while len(samples) > 1 and samples[0][0] < horizon:
-                samples.popleft()
-        return samples[0][1]
+            state.forget_before(arrival - self.window)
+        return self._estimate(state)
+
+    def _estimate(self, state: _Host) -> float:
+        low1, low2 = state.low1, state.low2
+        return low2 if low2 != _INF and low1 < low2 - self.outlier else low1
 
     def offset(self, host: object) -> float | None:
         """The current estimate for `host`, or None if it was never seen."""
         state = self._hosts.get(host)
-        return state.samples[0][1] if state is not None else None
+        return self._estimate(state) if state is not None else None

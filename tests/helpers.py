@@ -179,6 +179,24 @@ def by_ts(*streams: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((e for s in streams for e in s), key=lambda e: e["ts"])
 
 
+def wait_catches_sigterm(pid: int, timeout: float = 60.0) -> None:
+    """Wait until process `pid` has a SIGTERM handler of its own (/proc's SigCgt mask): a
+    role told to stop before it got that far would just die, and a test asserting a clean
+    stop would fail by timing."""
+    mask = 1 << (signal.SIGTERM - 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return  # gone already: the caller sees how it ended
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & mask:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} installed no SIGTERM handler in {timeout:.0f}s")
+
+
 def terminate(proc: subprocess.Popen[Any], grace: float = 30.0) -> int:
     """SIGTERM, then SIGKILL after `grace` seconds; the exit status. A no-op once exited."""
     if proc.poll() is None:

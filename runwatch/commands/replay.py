@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
-from runwatch.commands import CommandError
+from runwatch.commands.lines import must_exist, read_lines
 from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -55,71 +53,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _lines(files: list[str], stack: ExitStack, progress: Any) -> Iterator[tuple[str, int, bytes]]:
-    for name in files:
-        stream: IO[bytes]
-        if name == "-":
-            stream = sys.stdin.buffer
-            label = "<stdin>"
-        else:
-            stream = stack.enter_context(open(name, "rb"))  # noqa: SIM115
-            label = name
-        task = progress.start(label, None if name == "-" else os.path.getsize(name))
-        for number, raw in enumerate(stream, 1):
-            progress.advance(task, len(raw))
-            yield label, number, raw
-        progress.finish(task)
-
-
-class _NoProgress:
-    def start(self, label: str, total: int | None) -> int:
-        return 0
-
-    def advance(self, task: int, n: int) -> None:
-        pass
-
-    def finish(self, task: int) -> None:
-        pass
-
-
-class _RichProgress:
-    """A progress bar on stderr, for long files read at a terminal."""
-
-    def __init__(self, stack: ExitStack) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-        self._p = stack.enter_context(
-            Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-        )
-        self._pending = 0
-
-    def start(self, label: str, total: int | None) -> int:
-        return int(self._p.add_task(label, total=total))
-
-    def advance(self, task: int, n: int) -> None:
-        self._pending += n
-        if self._pending >= 1 << 20:
-            self._p.advance(task, self._pending)  # type: ignore[arg-type]
-            self._pending = 0
-
-    def finish(self, task: int) -> None:
-        self._p.advance(task, self._pending)  # type: ignore[arg-type]
-        self._pending = 0
-
-
 def run(args: argparse.Namespace) -> int:
     config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    for name in args.files:
-        if name != "-" and not os.path.isfile(name):
-            raise CommandError(f"{name}: no such file")
+    must_exist(args.files)
     invalid = 0
 
     def report(bad: BadLine) -> None:
@@ -131,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     transitions = 0
     with ExitStack() as stack:
-        progress = _RichProgress(stack) if sys.stderr.isatty() else _NoProgress()
-        lines = _lines(args.files, stack, progress)
+        lines = read_lines(args.files, stack, progress=True)
         for alert in replay(
             lines, engine, until=args.until, window=args.reorder_window, on_invalid=report
         ):

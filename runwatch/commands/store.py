@@ -6,13 +6,13 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from runwatch.commands import CommandError, given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
+from runwatch.commands.lines import must_exist, read_lines
 from runwatch.commands.query import add_db_args
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
@@ -137,32 +137,19 @@ def run_sink(args: argparse.Namespace) -> int:
 # -- ingest ----------------------------------------------------------------------------------
 
 
-def _lines(files: list[str], stack: ExitStack) -> Iterator[tuple[str, int, bytes]]:
-    for name in files:
-        stream: IO[bytes]
-        if name == "-":
-            stream, label = sys.stdin.buffer, "<stdin>"
-        else:
-            stream, label = stack.enter_context(open(name, "rb")), name  # noqa: SIM115
-        for number, raw in enumerate(stream, 1):
-            yield label, number, raw
-
-
 def run_ingest(args: argparse.Namespace) -> int:
     from runwatch.store.ingest import ingest
 
     until = given_time(args.until)
     config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
-    for name in args.files:
-        if name != "-" and not os.path.isfile(name):
-            raise CommandError(f"{name}: no such file")
+    must_exist(args.files)
 
     def report(bad: BadLine) -> None:
         print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
 
     with ExitStack() as stack:
         done = ingest(
-            _lines(args.files, stack),
+            read_lines(args.files, stack, progress=True),
             args.db,
             config=config,
             rules=not args.no_rules,

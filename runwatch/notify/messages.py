@@ -1,4 +1,11 @@
-"""Slack messages for alert transitions (Block Kit), pure functions of the alert dict."""
+"""Slack messages for alert transitions (Block Kit), pure functions of the alert dict.
+
+Every string that comes from an alert can come from an emitter (a host name in the subject,
+a progress bar's name in the summary), so it is escaped for Slack's mrkdwn before it goes
+into a message: `&`, `<` and `>` become entities, so `<!channel>`, `<@U123>` and
+`<https://elsewhere|a label>` show as text and ping or link nobody; and a backtick cannot end
+the code span a value sits in. The only markup is runwatch's own (dates, emphasis).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +39,16 @@ def grafana_button(link: str) -> dict[str, Any]:
     }
 
 
+def esc(text: object) -> str:
+    """`text` as mrkdwn shows it literally: no mention, no link, no entity of its own."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(text: object) -> str:
+    """`text` in a code span it cannot end."""
+    return "`" + esc(text).replace("`", "'") + "`"
+
+
 def _date(ts: float) -> str:
     return f"<!date^{int(ts)}^{{date_short_pretty}} {{time}} UTC|{int(ts)}>"
 
@@ -44,7 +61,9 @@ def _value(v: Any) -> str:
 def evidence(details: Mapping[str, Any]) -> str:
     """The key evidence: the first few detail fields, one line each."""
     lines = [
-        f"• *{k}*: `{_value(v)}`" for k, v in list(details.items())[:MAX_EVIDENCE] if k != "labels"
+        f"• *{esc(k)}*: {code(_value(v))}"
+        for k, v in list(details.items())[:MAX_EVIDENCE]
+        if k != "labels"
     ]
     more = len(details) - MAX_EVIDENCE
     if more > 0:
@@ -55,27 +74,28 @@ def evidence(details: Mapping[str, Any]) -> str:
 def headline(alert: Mapping[str, Any]) -> str:
     sev = str(alert.get("severity", "info"))
     emoji = SEVERITY_EMOJI.get(sev, ":white_circle:")
-    return f"{emoji} [{sev.upper()}] {alert.get('rule')} — {alert.get('run')}"
+    return f"{emoji} [{esc(sev.upper())}] {esc(alert.get('rule'))} — {esc(alert.get('run'))}"
 
 
 def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
     """The first message of an alert's thread."""
-    subject = f" ({alert['subject']})" if alert.get("subject") else ""
-    text = f"{headline(alert)}{subject}: {alert.get('summary', '')}"
+    subject = f" ({esc(alert['subject'])})" if alert.get("subject") else ""
+    summary = esc(alert.get("summary", ""))
+    text = f"{headline(alert)}{subject}: {summary}"
     fields = [
-        f"*Run*\n`{alert.get('run')}`",
-        f"*Rule*\n`{alert.get('rule')}`",
-        f"*Severity*\n{str(alert.get('severity', '')).upper()}",
+        f"*Run*\n{code(alert.get('run'))}",
+        f"*Rule*\n{code(alert.get('rule'))}",
+        f"*Severity*\n{esc(str(alert.get('severity', '')).upper())}",
         f"*Since*\n{_date(float(alert.get('since', alert.get('ts', 0))))}",
     ]
     if alert.get("subject"):
-        fields.append(f"*Subject*\n`{alert['subject']}`")
+        fields.append(f"*Subject*\n{code(alert['subject'])}")
     blocks: Blocks = [
         {
             "type": "header",
             "text": {"type": "plain_text", "text": headline(alert)[:150], "emoji": True},
         },
-        {"type": "section", "text": {"type": "mrkdwn", "text": str(alert.get("summary", ""))}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
     ]
     ev = evidence(alert.get("details") or {})
@@ -86,7 +106,7 @@ def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
     blocks.append(
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"runwatch · key `{alert.get('key')}`"}],
+            "elements": [{"type": "mrkdwn", "text": f"runwatch · key {code(alert.get('key'))}"}],
         }
     )
     return text, blocks
@@ -98,8 +118,8 @@ def resolved_root(
     """The root message, edited on resolve: short, and says so."""
     when = _date(float(alert.get("ts", 0)))
     text = (
-        f":white_check_mark: [RESOLVED] {first.get('rule')} — {first.get('run')}: "
-        f"{first.get('summary', '')}"
+        f":white_check_mark: [RESOLVED] {esc(first.get('rule'))} — {esc(first.get('run'))}: "
+        f"{esc(first.get('summary', ''))}"
     )
     blocks: Blocks = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
@@ -108,7 +128,7 @@ def resolved_root(
             "elements": [
                 {
                     "type": "mrkdwn",
-                    "text": f"{alert.get('summary', '')} · resolved {when}",
+                    "text": f"{esc(alert.get('summary', ''))} · resolved {when}",
                 }
             ],
         },
@@ -121,10 +141,11 @@ def resolved_root(
 def reply(alert: Mapping[str, Any]) -> str:
     """A later transition, as a reply in the thread."""
     if alert.get("state") == "resolved":
-        return f":white_check_mark: Resolved: {alert.get('summary', '')}"
+        return f":white_check_mark: Resolved: {esc(alert.get('summary', ''))}"
     ev = evidence(alert.get("details") or {})
-    return f"{headline(alert)} firing again: {alert.get('summary', '')}" + (f"\n{ev}" if ev else "")
+    again = f"{headline(alert)} firing again: {esc(alert.get('summary', ''))}"
+    return again + (f"\n{ev}" if ev else "")
 
 
 def reminder(first: Mapping[str, Any], firing_for: str) -> str:
-    return f":alarm_clock: Still firing after {firing_for}: {first.get('summary', '')}"
+    return f":alarm_clock: Still firing after {firing_for}: {esc(first.get('summary', ''))}"

@@ -26,7 +26,7 @@ from runwatch.service.wal import AlertLog, EventLog
 from runwatch.store.writer import BatchWriter
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import decode
+from runwatch.stream.decode import admit, decode
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
@@ -72,6 +72,7 @@ class Service:
         self.recent: deque[Alert] = deque(maxlen=2000)
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
         self.ready = False
+        self.history_error: str | None = None  # why the last history write failed
         self._writer_lock = threading.Lock()
 
     # -- start: rebuild from the logs ------------------------------------------------------
@@ -115,12 +116,16 @@ class Service:
         """Validate, log durably, apply. Returns what was accepted and what was not (why)."""
         out = Ingested()
         good: list[tuple[bytes, Any]] = []
+        received = time.time()
+        check = self.driver.engine.check
         for i, line in enumerate(lines, 1):
             line = line.strip()
             if not line:
                 continue
             try:
-                good.append((line, decode(line)))
+                event = admit(line, received)
+                check(event)  # a run.started.config the rules refuse: refused now, not later
+                good.append((line, event))
             except InvalidEvent as err:
                 out.rejected.append((i, err.reason))
                 self.rejected.labels("invalid_event").inc()
@@ -173,11 +178,29 @@ class Service:
                     log.exception("runwatch serve: notifier %r failed", notify)
 
     def flush(self) -> None:
+        """Write the history; a failure is kept (and tried again at the next flush), said once
+        per change of state, counted, and shown by /readyz -- never a traceback per try."""
         with self._writer_lock:
             try:
                 self.writer.flush()
-            except Exception:
-                log.exception("runwatch serve: writing the history failed; will retry")
+            except Exception as err:
+                self.counters.history_failures.inc()
+                why = f"{type(err).__name__}: {err}".splitlines()[0]
+                if why != self.history_error:
+                    log.error("cannot write the history %s (trying again): %s", self.db, why)
+                self.history_error = why
+                return
+        if self.history_error is not None:
+            log.warning("the history %s is written again", self.db)
+            self.history_error = None
+
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: rebuilt from the logs, and the history being written."""
+        if not self.ready:
+            return False, "starting up: rebuilding state"
+        if self.history_error is not None:
+            return False, f"cannot write the history: {self.history_error}"
+        return True, "ready"
 
     def compact(self, keep_finished_s: float = 3600.0) -> int:
         """Bound the event log (and so the restart): drop the events of runs that finished

@@ -117,7 +117,11 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(200, {"ok": True})
         elif path == "/readyz":
-            self._send(200 if service.ready else 503, {"ready": service.ready})
+            ok, why = service.readiness()
+            if ok:
+                self._send(200, {"ready": True})
+            else:
+                self._send(503, {"ready": False, "reason": why})
         elif path == "/metrics":
             with service.lock:
                 data = service.counters.exposition()

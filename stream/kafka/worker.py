@@ -234,7 +234,11 @@ class StreamWorker(Handler):
         producer = self.app.producer
         headers = self._headers
         for alert in alerts:
-            value = alert.to_json()
+            try:
+                value = alert.to_json()
+            except Exception:  # made by a timer, so no event to dead-letter: said, skipped
+                log.exception("alert transition %s could not be encoded; not published", alert.id)
+                continue
             await producer.send(self.topics.alerts, alert.run.encode(), value, None, None, headers)
         for letter in dead:
             key = f"{letter.topic}:{letter.partition}:{letter.offset}".encode()

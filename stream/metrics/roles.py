@@ -194,6 +194,11 @@ class ServiceCounters:
         self.accepted = Counter(
             "runwatch_serve_accepted_events_total", "Events acknowledged", registry=registry
         )
+        self.history_failures = Counter(
+            "runwatch_serve_history_write_failures_total",
+            "Flushes of the DuckDB history that failed (tried again at the next flush)",
+            registry=registry,
+        )
 
     def exposition(self) -> bytes:
         return _exposition(self.registry)

@@ -54,15 +54,16 @@ def test_replay_stdin_matches_file(orchestrator_file):
 
 
 def test_until_fires_conditions_still_holding(tmp_path):
-    ev = {"v": 1, "ts": 1000.0, "run": "r1", "kind": "heartbeat", "src": {"component": "trainer"}}
+    t0 = 1_800_000_000.0  # a plausible ts (contract §1: seconds since 1970, >= 1e9)
+    ev = {"v": 1, "ts": t0, "run": "r1", "kind": "heartbeat", "src": {"component": "trainer"}}
     path = tmp_path / "one.jsonl"
     path.write_text(json.dumps({**ev, "id": "a"}) + "\n")
     assert alerts_of(runwatch("replay", str(path))) == []
-    alerts = alerts_of(runwatch("replay", str(path), "--until", "2000"))
+    alerts = alerts_of(runwatch("replay", str(path), "--until", str(t0 + 1000)))
     assert [(a["rule"], a["ts"], a["state"]) for a in alerts] == [
-        ("heartbeat_lost", 1060.0, "firing")
+        ("heartbeat_lost", t0 + 60, "firing")
     ]
-    iso = alerts_of(runwatch("replay", str(path), "--until", "1970-01-01T00:33:20Z"))
+    iso = alerts_of(runwatch("replay", str(path), "--until", "2027-01-15T08:16:40Z"))
     assert iso == alerts
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_catches_sigterm
 from kafka import KafkaProducer
 
 from runwatch.dev import incidents
@@ -58,6 +59,7 @@ class SinkProcess:
         self.proc.stderr.close()
 
     def stop(self) -> str:
+        wait_catches_sigterm(self.proc.pid)  # a sink stopped while starting just dies
         self.proc.send_signal(signal.SIGTERM)
         _, err = self.proc.communicate(timeout=60)
         assert self.proc.returncode == 0, err

@@ -75,6 +75,25 @@ def test_a_skewed_host_raises_neither_false_nor_missed_alerts(skew: float) -> No
     assert d.corrected == (0 if skew == 0 else 20)
 
 
+@pytest.mark.parametrize("ahead", [30.0, 3000.0, 5 * 86_400.0])
+def test_one_event_from_the_future_cannot_move_its_hosts_clock(ahead: float) -> None:
+    """A healthy host beating every 0.5 s; one event claiming its name is stamped `ahead`
+    seconds in the future (a hostile emitter, or a clock that jumped once). It must not pull
+    the host's offset estimate: the beats after it would look old and fire heartbeat_lost."""
+    d = driver()
+    part = Partition()
+    beats = [T0 + i * 0.5 for i in range(40)]
+    out = play(d, part, 0.0, beats[:10])
+    poison = make_event("heartbeat", beats[9] + ahead, host="node-0", pid=999)
+    alerts, dead = d.feed([part.append(encode(poison), beats[9] + 0.06)])
+    out += alerts + play(d, part, 0.0, beats[10:])
+    assert [a for a in out if a.subject == "trainer@node-0/100"] == []  # no false alert
+    assert d.clocks.offset("node-0") == pytest.approx(0.05)
+    if ahead > 300:  # too far ahead of its arrival to be a clock a little off: refused
+        (letter,) = dead
+        assert "ahead of the time the event arrived" in letter.reason
+
+
 def test_uncorrected_skew_would_fire_falsely() -> None:
     """The control: with correction off, a host 2 min behind looks silent at once."""
     d = driver(min_correction=float("inf"))

@@ -1,0 +1,47 @@
+"""Slack messages escape everything an emitter could have put in an alert: no mention, no link,
+no broken code span reaches the channel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runwatch.notify import messages as msg
+
+HOSTILE = "<!channel> <https://evil.example|Open Grafana> & <@U0123> `rm -rf` \u202e"
+
+
+def alert(**over: Any) -> dict[str, Any]:
+    base = {"v": 1, "id": "a", "ts": 1_800_000_060.0, "rule": "heartbeat_lost", "run": "r1",
+            "state": "firing", "severity": "critical", "key": "heartbeat_lost|r1|x",
+            "since": 1_800_000_000.0, "summary": f"no heartbeat from {HOSTILE} for 60s",
+            "subject": HOSTILE, "details": {HOSTILE: HOSTILE, "host": HOSTILE}}  # fmt: skip
+    return {**base, **over}
+
+
+def rendered() -> list[str]:
+    a = alert()
+    text, blocks = msg.root(a, "https://grafana.example.com/d/run")
+    resolved, rblocks = msg.resolved_root(alert(state="resolved"), a, None)
+    return [text, json.dumps(blocks), resolved, json.dumps(rblocks), msg.reply(a),
+            msg.reply(alert(state="resolved")), msg.reminder(a, "2h")]  # fmt: skip
+
+
+def test_no_mention_or_link_from_an_alert_reaches_slack() -> None:
+    for out in rendered():
+        assert "<!channel>" not in out
+        assert "<https://evil" not in out
+        assert "<@U0123>" not in out
+        assert "&lt;!channel&gt;" in out
+
+
+def test_the_only_markup_is_runwatchs_own() -> None:
+    _, blocks = msg.root(alert(), None)
+    text = json.dumps(blocks)
+    # every "<" left opens one of runwatch's own date tokens
+    assert text.count("<") == text.count("<!date^")
+
+
+def test_a_backtick_cannot_end_a_code_span() -> None:
+    assert msg.code("a`b") == "`a'b`"
+    assert msg.esc("a & b <c>") == "a &amp; b &lt;c&gt;"
