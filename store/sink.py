@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
+from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed
 from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import admit
@@ -82,6 +83,12 @@ class Sink(Handler):
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._flushing = asyncio.Lock()
         self.loop: ConsumingLoop | None = None
+        #: why the history could not be written, until it is again; how often that happened
+        self.history_error: str | None = None
+        self.history_failures = 0
+        self.committed: dict[tuple[str, int], int] = {}  # positions last read from the history
+        self._backoff = 0.0
+        self._retry_at: float | None = None
         # ready: caught up to within one batch of the end of every partition
         self.health = ConsumerHealth(self.lag, stall=STALL_SECONDS, behind_ok=config.batch_size)
         self.endpoints: Any = None
@@ -89,8 +96,9 @@ class Sink(Handler):
             from runwatch.stream.metrics.roles import SinkEndpoints
 
             self.endpoints = SinkEndpoints(
-                self.lag, self.health, config.health_port, config.health_host, on_flush
-            )
+                self.lag, self.health, config.health_port, config.health_host, on_flush,
+                ready=self.ready, failures=lambda: self.history_failures,
+            )  # fmt: skip
             on_flush = self.endpoints.flushed
         # background: the next batch is decoded while this one is written (two cores)
         self.writer = BatchWriter(
@@ -117,10 +125,53 @@ class Sink(Handler):
         time: the loop and a rebalance may both ask."""
         async with self._flushing:
             self.health.beat(grace=self.config.wait + 60)  # the writer's own deadline
-            await asyncio.to_thread(self.writer.settle)
-            self.writer.flush(wait=False)  # nothing in flight: hands the batch over at once
-            if wait:
-                await asyncio.to_thread(self.writer.settle)
+            try:
+                done = await asyncio.to_thread(self.writer.settle)
+                self.writer.flush(wait=False)  # nothing in flight: hands the batch over
+                if wait:
+                    done = await asyncio.to_thread(self.writer.settle) or done
+            except NOT_A_ROW as err:
+                await self._rewind(err)
+                return
+            if done is not None and self.history_error is not None:  # a batch got in
+                self._written_again()
+
+    def _written_again(self) -> None:
+        log.warning("the history %s is written again", self.config.db)
+        self.history_error = None
+        self._backoff = 0.0
+
+    async def _rewind(self, err: BaseException) -> None:
+        """The history could not be written (the file locked for too long, unreadable, the
+        disk full): nothing of the batch is stored, so drop what is buffered, go back in
+        every partition to what the history holds, and wait a while before reading it again
+        -- Kafka keeps it meanwhile. Said once per change of state; /readyz says it until
+        the history is written again."""
+        self.history_failures += 1
+        why = f"{type(err).__name__}: {err}".splitlines()[0]
+        if why != self.history_error:
+            log.error("cannot write the history %s (trying again): %s", self.config.db, why)
+        self.history_error = why
+        self.writer.discard()
+        self._backoff = min(60.0, max(1.0, self._backoff * 2))
+        self._retry_at = time.monotonic() + self._backoff
+        try:
+            stored = self.committed = await asyncio.to_thread(self.writer.positions)
+        except NOT_A_ROW:  # not even readable: from the last positions known, at worst
+            stored = self.committed  # earlier ones (ids keep a re-read from doubling)
+        self.next_offsets = dict(stored)
+        loop = self.loop
+        if loop is not None:
+            held = {TP(tp.topic, tp.partition) for tp in loop.consumer.assignment()}
+            for tp in held:
+                loop.seek(tp, self.next_offsets.get((tp.topic, tp.partition), 0))
+            loop.pause(sorted(held))
+
+    def ready(self) -> tuple[bool, str]:
+        """/readyz: the loop's readiness, and the history being written."""
+        if self.history_error is not None:
+            return False, f"cannot write the history: {self.history_error}"
+        return self.health.ready()
 
     def run(self) -> dict[str, int]:
         """Consume until stopped; returns the totals written."""
@@ -128,7 +179,10 @@ class Sink(Handler):
             with tuned_for_consuming():
                 asyncio.run(self._run())
         finally:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except NOT_A_ROW as err:  # the last batch is not stored: read again next time
+                log.error("the last batch was not written (%s): it is read again at start", err)
         return dict(self.writer.totals)
 
     def lag(self) -> dict[tuple[str, int], int | None] | None:
@@ -152,6 +206,7 @@ class Sink(Handler):
         # Every revoke flushes, so at an assignment these equal the stored ones again.
         self.health.beat(grace=cfg.wait + 60)
         self.next_offsets = await asyncio.to_thread(self.writer.positions)
+        self.committed = dict(self.next_offsets)
         source = Group((cfg.events_topic, cfg.alerts_topic))
         self.loop = ConsumingLoop(self._consumer(), source, self, stop=self.stop.is_set,
                                   max_records=cfg.batch_size, health=self.health,
@@ -183,11 +238,22 @@ class Sink(Handler):
         self.next_offsets[(first.topic, first.partition)] = next_offset
 
     async def turn(self) -> None:
+        if self._retry_at is not None:  # after a failed write: read again once it is time
+            if time.monotonic() < self._retry_at or self.loop is None:
+                return
+            self._retry_at = None
+            self.loop.resume(sorted(self.loop.consumer.assignment()))
         cfg = self.config
         if self.writer.due(cfg.batch_size, cfg.flush_interval):
             await self._flush(wait=False)
         elif not self._flushing.locked():
-            self.writer.collect()  # report a finished flush now, not at the next batch
+            try:
+                done = self.writer.collect()  # report a finished flush now, not at the next
+            except NOT_A_ROW as err:
+                await self._rewind(err)
+                return
+            if done is not None and self.history_error is not None:
+                self._written_again()
 
     def dead(self, record: Any, reason: str) -> None:
         where = f"{record.topic}:{record.partition}:{record.offset}"

@@ -15,6 +15,7 @@ sides wait for the lock (`wait=`) instead of failing at the first conflict.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -239,11 +240,13 @@ class Store:
             if new < rows.num_rows or self._id_is_key:  # some JSON that DuckDB cannot read
                 self.con.execute(
                     "INSERT INTO invalid_events SELECT now()::TIMESTAMP, 'store', "
-                    "'DuckDB cannot read this JSON', CAST(raw AS BLOB) "
+                    "'DuckDB cannot read this JSON', encode(raw) "
                     "FROM _rw_batch WHERE NOT json_valid(raw)"
                 )
         finally:
-            self.con.unregister("_rw_batch")
+            # in a transaction a failed insert aborted, this fails too: keep the first error
+            with contextlib.suppress(duckdb.Error):
+                self.con.unregister("_rw_batch")
         return new
 
     def write_alerts(self, alerts: Sequence[Alert | Mapping[str, Any]]) -> int:

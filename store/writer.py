@@ -36,7 +36,7 @@ from runwatch.stream.alerts import Alert
 log = logging.getLogger("runwatch.store")
 
 #: Errors of the file, not of a row: locked, unreadable, out of disk. No row is to blame.
-_NOT_A_ROW = (StoreError, OSError, duckdb.IOException)
+NOT_A_ROW = (StoreError, OSError, duckdb.IOException)
 
 #: Records per batch by default: two DuckDB row groups (2 x 122,880 rows). A batch of at least
 #: a row group is written to the file directly (compressed once) instead of through the
@@ -194,6 +194,10 @@ class BatchWriter:
             return self.settle()
         return None
 
+    def discard(self) -> None:
+        """Drop everything buffered (the caller reads it again from where the history is)."""
+        self._clear()
+
     def _clear(self) -> None:
         self.events, self.alerts, self.invalid = EventBatch(), [], []
         self.moved = {}
@@ -230,10 +234,10 @@ class BatchWriter:
                     if self.consumer is not None:
                         store.set_positions(self.consumer, moved)
                     _hold_here(self.totals["flushes"])
-            except _NOT_A_ROW:
+            except NOT_A_ROW:
                 raise  # the file (locked, unreadable, the disk full): the caller retries
             except Exception as err:  # some row the history refuses: find it, write the rest
-                log.warning("writing a batch failed (%s); writing it row by row", err)
+                log.warning("writing a batch failed (%s); writing it row by row", _line(err))
                 new = self._isolate(store, events, alerts, invalid, moved)
         finally:
             if not self.hold_open:
@@ -262,25 +266,31 @@ class BatchWriter:
             try:
                 with store.transaction():
                     new += store.write_events(part)
-            except _NOT_A_ROW:
+            except NOT_A_ROW:
                 raise
             except Exception as err:
                 if len(part.raws) > 1:
                     parts += part.halves()
                 else:
-                    refused.append(("store", f"the history refused it: {err}", part.raws[0]))
+                    refused.append(("store", f"the history refused it: {_line(err)}", part.raws[0]))
         for alert in alerts:
             try:
                 with store.transaction():
                     store.write_alerts([alert])
-            except _NOT_A_ROW:
+            except NOT_A_ROW:
                 raise
             except Exception as err:
                 raw = alert.to_json() if isinstance(alert, Alert) else repr(alert).encode()
-                refused.append(("store", f"the history refused this alert: {err}", raw))
+                refused.append(("store", f"the history refused this alert: {_line(err)}", raw))
         self.refused += len(refused)
         with store.transaction():
             store.write_invalid([*invalid, *refused])
             if self.consumer is not None:
                 store.set_positions(self.consumer, moved)
         return new
+
+
+def _line(err: BaseException) -> str:
+    """An error as one short line (DuckDB's messages quote the statement over several)."""
+    first = (str(err).splitlines() or [type(err).__name__])[0]
+    return first if len(first) <= 300 else first[:299] + "…"

@@ -49,6 +49,9 @@ class SinkEndpoints:
         port: int,
         host: str = "0.0.0.0",
         then: Callable[[Any], None] | None = None,
+        *,
+        ready: Callable[[], tuple[bool, str]] | None = None,
+        failures: Callable[[], int] | None = None,
     ) -> None:
         self.then = then
         self.registry = r = CollectorRegistry()
@@ -82,8 +85,14 @@ class SinkEndpoints:
                 lag,
             )
         )
+        if failures is not None:
+            Gauge(
+                "runwatch_sink_history_write_failures",
+                "Batches the history could not take (read again from Kafka after a pause)",
+                registry=r,
+            ).set_function(failures)
         self.server = AsyncMetricsServer(
-            registry_body(r), port, host, ready=health.ready, live=health.live
+            registry_body(r), port, host, ready=ready or health.ready, live=health.live
         )
 
     def flushed(self, done: Any) -> None:

@@ -133,3 +133,56 @@ def test_a_taken_health_port_fails_in_one_line(
     assert done.stderr.splitlines() == [
         f"runwatch sink: --health-port: cannot listen on 127.0.0.1:{port}: Address already in use"
     ], done.stderr
+
+
+def test_a_history_that_cannot_be_written_is_not_ready_and_loses_nothing(
+    kafka_broker: str,
+    kafka_topic: str,
+    kafka_group: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The disk is full for a while: /readyz says so, the failures are counted and said once,
+    the sink goes on running, and once the disk has room every event is stored once."""
+    import threading
+
+    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.store.writer import BatchWriter
+
+    events = incidents.orchestrator_dies()
+    produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
+    full = threading.Event()
+    full.set()
+    write = BatchWriter._write
+
+    def full_disk(self: BatchWriter, *args: object) -> object:
+        if full.is_set():
+            raise OSError(28, "No space left on device")
+        return write(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BatchWriter, "_write", full_disk)
+    port, db, stop = free_port(), tmp_path / "h.duckdb", threading.Event()
+    config = SinkConfig(kafka_broker, db, group=kafka_group, events_topic=kafka_topic,
+                        alerts_topic=kafka_topic + ".alerts", flush_interval=0.2,
+                        health_port=port, health_host="127.0.0.1")  # fmt: skip
+    sink = Sink(config, stop=stop)
+    runner = threading.Thread(target=sink.run, name="test-sink")
+    with caplog.at_level("INFO", logger="runwatch"):
+        runner.start()
+        try:
+            wait_until(lambda: "No space left" in (http_get(port, "/readyz") or (0, ""))[1])
+            assert (http_get(port, "/readyz") or (0, ""))[0] == 503
+            wait_until(lambda: samples(port)[("runwatch_sink_history_write_failures", ())] >= 2)
+            assert runner.is_alive()
+            full.clear()  # room again
+            wait_until(lambda: stored(db)[1] == len(events))
+            wait_until(lambda: (http_get(port, "/readyz") or (0, ""))[0] == 200)
+        finally:
+            stop.set()
+            runner.join(60)
+    _, total, distinct = stored(db)
+    assert total == distinct == len(events)
+    said = [r.getMessage() for r in caplog.records if "cannot write the history" in r.getMessage()]
+    assert len(said) == 1, said  # once per change of state, not per try
+    assert any("written again" in r.getMessage() for r in caplog.records)

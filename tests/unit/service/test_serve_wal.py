@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runwatch.service.wal import AlertLog, EventLog
 from runwatch.stream.alerts import Alert
 
@@ -78,3 +80,36 @@ def test_compaction_drops_finished_runs_and_a_restart_repeats_nothing(tmp_path: 
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM events").fetchone() == (5,)
         assert con.execute("SELECT count(*) FROM alert_log").fetchone() == (1,)
+
+
+def test_a_history_that_cannot_be_written_is_said_once_counted_and_not_ready(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from runwatch.service.core import Service
+
+    service = Service(tmp_path / "h.duckdb", tmp_path / "wal")
+    try:
+        service.recover()
+        assert service.readiness() == (True, "ready")
+        real = service.writer.flush
+
+        def full_disk(**kw: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        service.writer.flush = full_disk  # type: ignore[method-assign]
+        with caplog.at_level("WARNING", logger="runwatch.serve"):
+            for _ in range(3):
+                service.flush()
+        ok, why = service.readiness()
+        assert not ok
+        assert "No space left on device" in why
+        assert service.counters.history_failures._value.get() == 3
+        said = [r.getMessage() for r in caplog.records if "history" in r.getMessage()]
+        assert len(said) == 1, said  # once per change of state, not per try
+        service.writer.flush = real  # type: ignore[method-assign]
+        with caplog.at_level("WARNING", logger="runwatch.serve"):
+            service.flush()
+        assert service.readiness() == (True, "ready")
+        assert any("written again" in r.getMessage() for r in caplog.records)
+    finally:
+        service.close()
