@@ -37,6 +37,11 @@ class RulesConfig:
         return cls.from_mapping({})
 
     @classmethod
+    def load_or_default(cls, path: str | Path | None) -> RulesConfig:
+        """The config in `path`, or the built-in defaults when no path is given."""
+        return cls.load(path) if path else cls.default()
+
+    @classmethod
     def load(cls, path: str | Path) -> RulesConfig:
         p = Path(path)
         try:

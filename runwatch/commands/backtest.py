@@ -84,7 +84,7 @@ def render(result: Backtest, config_name: str, show_all: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     since = given_time(args.since)
     until = given_time(args.until)
-    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    config = RulesConfig.load_or_default(args.config)
     with Store.reader(args.db, wait=args.wait) as store:
         result = run_backtest(store, config, run=args.run, since=since, until=until)
     if args.run is not None and not result.runs:

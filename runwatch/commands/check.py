@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from runwatch.stream.check import check_lines
     from runwatch.stream.config import RulesConfig
 
-    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    config = RulesConfig.load_or_default(args.config)
     must_exist(args.files)
     with ExitStack() as stack:
         result = check_lines(read_lines(args.files, stack, progress=True), config)

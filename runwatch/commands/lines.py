@@ -14,6 +14,11 @@ from runwatch.commands import CommandError
 Line = tuple[str, int, bytes]
 
 
+def report_invalid(bad: Any) -> None:
+    """An invalid line (a `BadLine`), on standard error: `FILE:LINE: invalid event: reason`."""
+    print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
+
+
 def must_exist(files: list[str]) -> None:
     """One line naming the first file that is not there, before any is read."""
     for name in files:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from runwatch.commands.lines import must_exist, read_lines
+from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -54,14 +54,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    config = RulesConfig.load_or_default(args.config)
     must_exist(args.files)
     invalid = 0
 
     def report(bad: BadLine) -> None:
         nonlocal invalid
         invalid += 1
-        print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
+        report_invalid(bad)
 
     engine = Engine(config)
     out = sys.stdout.buffer

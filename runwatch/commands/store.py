@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from runwatch.commands import CommandError, given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
-from runwatch.commands.lines import must_exist, read_lines
+from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.commands.query import add_db_args
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
@@ -22,7 +21,6 @@ from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import PortUnavailable
-from runwatch.stream.replay import BadLine
 
 log = logging.getLogger("runwatch.sink")
 
@@ -141,11 +139,8 @@ def run_ingest(args: argparse.Namespace) -> int:
     from runwatch.store.ingest import ingest
 
     until = given_time(args.until)
-    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    config = RulesConfig.load_or_default(args.config)
     must_exist(args.files)
-
-    def report(bad: BadLine) -> None:
-        print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
 
     with ExitStack() as stack:
         done = ingest(
@@ -154,7 +149,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             config=config,
             rules=not args.no_rules,
             until=until,
-            on_invalid=report,
+            on_invalid=report_invalid,
         )
     say(
         f"{done.events} events ({done.new_events} new), {done.alerts} alert "

@@ -83,7 +83,7 @@ def register(sub: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    config = RulesConfig.load(args.config) if args.config else RulesConfig.default()
+    config = RulesConfig.load_or_default(args.config)
     if args.partitions < 1:
         raise CommandError("--partitions must be at least 1")
     security = connect_check(args)

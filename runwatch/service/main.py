@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from runwatch.service.spool_tail import SpoolTail
     from runwatch.stream.config import RulesConfig
 
-    config = RulesConfig.load(args.config) if args.config else None
+    config = RulesConfig.load_or_default(args.config)
     db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
     token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
