@@ -162,7 +162,7 @@ class Sink(Handler):
         self.next_offsets = dict(stored)
         loop = self.loop
         if loop is not None:
-            held = {TP(tp.topic, tp.partition) for tp in loop.consumer.assignment()}
+            held = loop.consumer.assignment()
             for tp in held:
                 loop.seek(tp, self.next_offsets.get((tp.topic, tp.partition), 0))
             loop.pause(sorted(held))

@@ -194,12 +194,8 @@ def _struct_for(
     return struct
 
 
-#: pydantic model -> the msgspec struct generated from it
-_STRUCTS: dict[type[BaseModel], Any] = {}
-
-
 def _build() -> msgspec.json.Decoder[Any]:
-    structs = _STRUCTS
+    structs: dict[type[BaseModel], Any] = {}
     members = [_struct_for(m, structs, tag=k) for k, m in events.KNOWN_KINDS.items()]
     for member in members:
         if member in _PATTERN_FIELDS:

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from aiokafka.abc import ConsumerRebalanceListener
+
+# aiokafka's own type, so what the loop passes back to the consumer needs no conversion (the
+# in-memory double's named tuple compares and hashes the same)
 from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.emitters.exceptions import RunwatchError
@@ -182,10 +185,11 @@ class ConsumingLoop:
         self.running = True
         try:
             await self._subscribe()
-            if isinstance(self.source, Partitions) and not self._tps:
-                return  # nothing to read (a topic not created yet)
-            if self.until != "stopped" and isinstance(self.source, Partitions):
-                self._ends = await self._end_offsets(self._tps) if self._tps else {}
+            if isinstance(self.source, Partitions):
+                if not self._tps:
+                    return  # nothing to read (a topic not created yet)
+                if self.until != "stopped":
+                    self._ends = await self._end_offsets(self._tps)
             backoff = 0.0
             while not self.stop():
                 if self.health is not None:
@@ -202,7 +206,7 @@ class ConsumingLoop:
                 self._notice_assignment()
                 for tp, records in batch.items():
                     if records:
-                        await self._hand_on(TP(tp.topic, tp.partition), records)
+                        await self._hand_on(tp, records)
                 if batch and self.commit:
                     await self._commit()
                 await self.handler.turn()
@@ -300,7 +304,7 @@ class ConsumingLoop:
             return not isinstance(self.source, Group) or self._ends is not None
         if self._ends is None:
             self._ends = await self._end_offsets(tps)
-        if not all(self.read.get(TP(*tp), 0) >= self._ends.get(TP(*tp), 0) for tp in tps):
+        if not all(self.read.get(tp, 0) >= self._ends.get(tp, 0) for tp in tps):
             return False
         if self.until == "end":
             return True
@@ -312,14 +316,14 @@ class ConsumingLoop:
 
     async def _end_offsets(self, tps: Sequence[Any]) -> dict[TP, int]:
         ends = await self.consumer.end_offsets(list(tps))
-        return {TP(tp.topic, tp.partition): int(end) for tp, end in ends.items()}
+        return {tp: int(end) for tp, end in ends.items()}
 
     # -- assignment and health --------------------------------------------------------------
 
     def _notice_assignment(self) -> None:
         """A consumer without a group reassigns by itself when a topic grows, without telling
         a listener, and starts every partition over: go on from where we were instead."""
-        now = {TP(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        now = set(self.consumer.assignment())
         if now != self._known:
             self._assigned(now)
 
@@ -329,7 +333,7 @@ class ConsumingLoop:
         for tp in partitions:
             offset = chosen.get(tp, self.read.get(tp))
             if offset is not None:
-                self.consumer.seek(_native(self.consumer, tp), offset)
+                self.consumer.seek(tp, offset)
                 self.read[tp] = offset
         for tp in list(self.read):
             if tp not in partitions:
@@ -337,14 +341,14 @@ class ConsumingLoop:
 
     def seek(self, tp: TP, offset: int) -> None:
         """Go on in `tp` from `offset` (a handler that read it some other way)."""
-        self.consumer.seek(_native(self.consumer, tp), offset)
+        self.consumer.seek(tp, offset)
         self.read[tp] = offset
 
     def pause(self, tps: Sequence[TP]) -> None:
-        self.consumer.pause(*(_native(self.consumer, tp) for tp in tps))
+        self.consumer.pause(*tps)
 
     def resume(self, tps: Sequence[TP]) -> None:
-        self.consumer.resume(*(_native(self.consumer, tp) for tp in tps))
+        self.consumer.resume(*tps)
 
     def lag(self) -> dict[tuple[str, int], int | None] | None:
         """Per assigned partition, the records between what was handed on and the end as of
@@ -373,14 +377,6 @@ async def _partitions_of(consumer: Any, topic: str) -> set[int]:
     return set(consumer.partitions_for_topic(topic) or ())
 
 
-def _native(consumer: Any, tp: TP) -> Any:
-    """The consumer's own topic-partition type for `tp` (aiokafka checks the type)."""
-    for held in consumer.assignment():
-        if held.topic == tp.topic and held.partition == tp.partition:
-            return held
-    return tp
-
-
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     """aiokafka's rebalance callbacks, forwarded to the loop and its handler. Assignment is
     synchronous on purpose (see `Handler.assigned`)."""
@@ -389,7 +385,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self.loop = loop
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        await self.loop.handler.revoked({TP(tp.topic, tp.partition) for tp in revoked})
+        await self.loop.handler.revoked(set(revoked))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self.loop._assigned({TP(tp.topic, tp.partition) for tp in assigned})
+        self.loop._assigned(set(assigned))
