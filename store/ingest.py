@@ -12,20 +12,16 @@ recorded before are not stored twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runwatch.emitters.events import Event
 from runwatch.store.backtest import replay_stored
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE, BatchWriter
-from runwatch.stream.ahead import FarAhead
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
-from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.replay import BadLine, origin
+from runwatch.stream.replay import BadLine, admitted
 
 Line = tuple[str, int, bytes]
 
@@ -58,8 +54,12 @@ def ingest(
     writer = BatchWriter(db)
     runs: set[str] = set()
     n_lines = n_events = n_invalid = 0
-    ahead: FarAhead[tuple[str, int, bytes, Event]] = FarAhead()
-    check = Engine(config).check
+
+    def counted() -> Iterator[Line]:
+        nonlocal n_lines
+        for line in lines:
+            n_lines += 1
+            yield line
 
     def refuse(source: str, number: int, raw: bytes, reason: str) -> None:
         nonlocal n_invalid
@@ -68,27 +68,13 @@ def ingest(
         report(BadLine(source, number, reason))
 
     try:
-        for source, number, raw in lines:
-            n_lines += 1
-            if not raw.strip():
-                continue
-            try:
-                event = admit(raw)
-                check(event)  # a run.started.config the rules refuse: not stored either
-            except InvalidEvent as err:
-                refuse(source, number, raw, err.reason)
-                continue
-            passed, refused = ahead.offer(event.ts, origin(event), (source, number, raw, event))
-            for (src, line, data, _), why in refused:
-                refuse(src, line, data, why)
-            for _, _, data, ok in passed:
-                n_events += 1
-                runs.add(ok.run)
-                writer.add_event(data, ok)
+        # a run.started.config the rules refuse is not stored either
+        for event, _, _, raw in admitted(counted(), Engine(config).check, refuse):
+            n_events += 1
+            runs.add(event.run)
+            writer.add_event(raw, event)
             if writer.pending >= batch_size:
                 writer.flush()
-        for (src, line, data, _), why in ahead.finish():
-            refuse(src, line, data, why)
         writer.flush()
     finally:
         writer.close()

@@ -46,31 +46,50 @@ def replay(
     """
     report = on_invalid or (lambda bad: None)
     buffer: ReorderWindow[Held] = ReorderWindow(window)
-    ahead: FarAhead[Held] = FarAhead()
-    push, check = buffer.push, engine.check
+    push = buffer.push
+
+    def refused(source: str, number: int, raw: bytes, reason: str) -> None:
+        report(BadLine(source, number, reason))
+
+    for event, source, number, _ in admitted(lines, engine.check, refused):
+        for held in push(event.ts, (event, source, number)):
+            alerts = _apply(engine, held, report)
+            if alerts:
+                yield from alerts
+    for held in buffer.drain():
+        yield from _apply(engine, held, report)
+    if until is not None:
+        yield from engine.advance(until)
+
+
+def admitted(
+    lines: Iterable[tuple[str, int, bytes]],
+    check: Callable[[Event], None],
+    on_refused: Callable[[str, int, bytes, str], None],
+) -> Iterator[tuple[Event, str, int, bytes]]:
+    """The events of a stream of (source, line number, raw line) that may be applied, as
+    (event, source, line number, raw line) in the order to apply them: through the ingress
+    boundary (`decode.admit`), then `check` (the engine's: a usable run.started.config), then
+    the stream's time (`ahead.FarAhead`). Each line refused goes to `on_refused(source, line
+    number, raw line, reason)`, one far ahead of the stream when that is certain (at the end at
+    the latest). Blank lines are skipped. What `replay`, `ingest` and `check` all read through.
+    """
+    ahead: FarAhead[tuple[Event, str, int, bytes]] = FarAhead()
     for source, number, raw in lines:
         if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
         try:
             event = admit(raw)
-            check(event)  # one the engine will refuse must not move the window
+            check(event)  # one the engine will refuse must not move the stream's time
         except InvalidEvent as err:
-            report(BadLine(source, number, err.reason))
+            on_refused(source, number, raw, err.reason)
             continue
-        passed, refused = ahead.offer(event.ts, origin(event), (event, source, number))
-        for (_, src, line), why in refused:
-            report(BadLine(src, line, why))
-        for item in passed:
-            for held in push(item[0].ts, item):
-                alerts = _apply(engine, held, report)
-                if alerts:
-                    yield from alerts
-    for (_, src, line), why in ahead.finish():
-        report(BadLine(src, line, why))
-    for held in buffer.drain():
-        yield from _apply(engine, held, report)
-    if until is not None:
-        yield from engine.advance(until)
+        passed, refused = ahead.offer(event.ts, origin(event), (event, source, number, raw))
+        for (_, src, line, data), why in refused:
+            on_refused(src, line, data, why)
+        yield from passed
+    for (_, src, line, data), why in ahead.finish():
+        on_refused(src, line, data, why)
 
 
 def origin(event: Event) -> tuple[str, str, object]:
