@@ -31,7 +31,7 @@ from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed
+from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed, HistoryHealth
 from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import admit
@@ -83,9 +83,7 @@ class Sink(Handler):
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._flushing = asyncio.Lock()
         self.loop: ConsumingLoop | None = None
-        #: why the history could not be written, until it is again; how often that happened
-        self.history_error: str | None = None
-        self.history_failures = 0
+        self.history = HistoryHealth(config.db, log)
         self.committed: dict[tuple[str, int], int] = {}  # positions last read from the history
         self._backoff = 0.0
         self._retry_at: float | None = None
@@ -97,7 +95,7 @@ class Sink(Handler):
 
             self.endpoints = SinkEndpoints(
                 self.lag, self.health, config.health_port, config.health_host, on_flush,
-                ready=self.ready, failures=lambda: self.history_failures,
+                ready=self.ready, failures=lambda: self.history.failures,
             )  # fmt: skip
             on_flush = self.endpoints.flushed
         # background: the next batch is decoded while this one is written (two cores)
@@ -133,12 +131,11 @@ class Sink(Handler):
             except NOT_A_ROW as err:
                 await self._rewind(err)
                 return
-            if done is not None and self.history_error is not None:  # a batch got in
-                self._written_again()
+            if done is not None:  # a batch got in
+                self._written()
 
-    def _written_again(self) -> None:
-        log.warning("the history %s is written again", self.config.db)
-        self.history_error = None
+    def _written(self) -> None:
+        self.history.written()
         self._backoff = 0.0
 
     async def _rewind(self, err: BaseException) -> None:
@@ -147,11 +144,7 @@ class Sink(Handler):
         every partition to what the history holds, and wait a while before reading it again
         -- Kafka keeps it meanwhile. Said once per change of state; /readyz says it until
         the history is written again."""
-        self.history_failures += 1
-        why = f"{type(err).__name__}: {err}".splitlines()[0]
-        if why != self.history_error:
-            log.error("cannot write the history %s (trying again): %s", self.config.db, why)
-        self.history_error = why
+        self.history.failed(err)
         self.writer.discard()
         self._backoff = min(60.0, max(1.0, self._backoff * 2))
         self._retry_at = time.monotonic() + self._backoff
@@ -169,9 +162,8 @@ class Sink(Handler):
 
     def ready(self) -> tuple[bool, str]:
         """/readyz: the loop's readiness, and the history being written."""
-        if self.history_error is not None:
-            return False, f"cannot write the history: {self.history_error}"
-        return self.health.ready()
+        problem = self.history.problem()
+        return (False, problem) if problem is not None else self.health.ready()
 
     def run(self) -> dict[str, int]:
         """Consume until stopped; returns the totals written."""
@@ -252,8 +244,8 @@ class Sink(Handler):
             except NOT_A_ROW as err:
                 await self._rewind(err)
                 return
-            if done is not None and self.history_error is not None:
-                self._written_again()
+            if done is not None:
+                self._written()
 
     def dead(self, record: Any, reason: str) -> None:
         where = f"{record.topic}:{record.partition}:{record.offset}"

@@ -294,3 +294,29 @@ def _line(err: BaseException) -> str:
     """An error as one short line (DuckDB's messages quote the statement over several)."""
     first = (str(err).splitlines() or [type(err).__name__])[0]
     return first if len(first) <= 300 else first[:299] + "…"
+
+
+class HistoryHealth:
+    """Whether a role's history is being written. A failure is kept until a write gets in
+    again, said once per change of state (not per try), counted, and shown by /readyz."""
+
+    def __init__(self, path: Path | str, logger: logging.Logger) -> None:
+        self.path, self.log = path, logger
+        self.error: str | None = None  # why the last write failed, until one gets in
+        self.failures = 0
+
+    def failed(self, err: BaseException) -> None:
+        self.failures += 1
+        why = f"{type(err).__name__}: {_line(err)}"
+        if why != self.error:
+            self.log.error("cannot write the history %s (trying again): %s", self.path, why)
+        self.error = why
+
+    def written(self) -> None:
+        if self.error is not None:
+            self.log.warning("the history %s is written again", self.path)
+            self.error = None
+
+    def problem(self) -> str | None:
+        """/readyz's reason while the history cannot be written."""
+        return None if self.error is None else f"cannot write the history: {self.error}"

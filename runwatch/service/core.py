@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from runwatch.service.wal import AlertLog, EventLog
-from runwatch.store.writer import BatchWriter
+from runwatch.store.writer import BatchWriter, HistoryHealth
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
@@ -72,7 +72,7 @@ class Service:
         self.recent: deque[Alert] = deque(maxlen=2000)
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
         self.ready = False
-        self.history_error: str | None = None  # why the last history write failed
+        self.history = HistoryHealth(db, log)
         self._writer_lock = threading.Lock()
 
     # -- start: rebuild from the logs ------------------------------------------------------
@@ -185,22 +185,16 @@ class Service:
                 self.writer.flush()
             except Exception as err:
                 self.counters.history_failures.inc()
-                why = f"{type(err).__name__}: {err}".splitlines()[0]
-                if why != self.history_error:
-                    log.error("cannot write the history %s (trying again): %s", self.db, why)
-                self.history_error = why
+                self.history.failed(err)
                 return
-        if self.history_error is not None:
-            log.warning("the history %s is written again", self.db)
-            self.history_error = None
+        self.history.written()
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: rebuilt from the logs, and the history being written."""
         if not self.ready:
             return False, "starting up: rebuilding state"
-        if self.history_error is not None:
-            return False, f"cannot write the history: {self.history_error}"
-        return True, "ready"
+        problem = self.history.problem()
+        return (False, problem) if problem is not None else (True, "ready")
 
     def compact(self, keep_finished_s: float = 3600.0) -> int:
         """Bound the event log (and so the restart): drop the events of runs that finished

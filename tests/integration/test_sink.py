@@ -22,7 +22,7 @@ from kafka import KafkaProducer
 
 from runwatch.dev import incidents
 from runwatch.emitters.topics import Topics
-from runwatch.store import Store, StoreLocked
+from runwatch.store import NotAStore, Store, StoreLocked
 from runwatch.stream.kafka.admin import ensure_topics
 
 pytestmark = pytest.mark.integration
@@ -83,6 +83,15 @@ def stored(db: Path) -> tuple[Counter[str], int, int]:
             "SELECT count(*), count(DISTINCT id) FROM events"
         ).fetchall()[0]
     return per_run, total, distinct
+
+
+def stored_rows(db: Path) -> int:
+    """How many rows the history holds; -1 while the sink has not yet created it (a reader
+    can catch the file between its creation and its first header write)."""
+    try:
+        return stored(db)[1]
+    except NotAStore:
+        return -1
 
 
 def wait_until(predicate: Any, timeout: float = 120.0) -> None:

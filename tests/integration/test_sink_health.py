@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import http_get
 from prometheus_client.parser import text_string_to_metric_families
-from test_sink import RUNWATCH, SinkProcess, produce, stored, wait_until
+from test_sink import RUNWATCH, SinkProcess, produce, stored, stored_rows, wait_until
 
 from runwatch.dev import incidents
 from runwatch.dev.broker import free_port
@@ -176,7 +176,7 @@ def test_a_history_that_cannot_be_written_is_not_ready_and_loses_nothing(
             wait_until(lambda: samples(port)[("runwatch_sink_history_write_failures", ())] >= 2)
             assert runner.is_alive()
             full.clear()  # room again
-            wait_until(lambda: stored(db)[1] == len(events))
+            wait_until(lambda: stored_rows(db) == len(events))
             wait_until(lambda: (http_get(port, "/readyz") or (0, ""))[0] == 200)
         finally:
             stop.set()
