@@ -31,7 +31,7 @@ from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed, HistoryHealth
+from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed, WriteHealth
 from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import admit
@@ -83,7 +83,7 @@ class Sink(Handler):
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._flushing = asyncio.Lock()
         self.loop: ConsumingLoop | None = None
-        self.history = HistoryHealth(config.db, log)
+        self.history = WriteHealth(config.db, log)
         self.committed: dict[tuple[str, int], int] = {}  # positions last read from the history
         self._backoff = 0.0
         self._retry_at: float | None = None

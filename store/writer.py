@@ -296,12 +296,13 @@ def _line(err: BaseException) -> str:
     return first if len(first) <= 300 else first[:299] + "…"
 
 
-class HistoryHealth:
-    """Whether a role's history is being written. A failure is kept until a write gets in
-    again, said once per change of state (not per try), counted, and shown by /readyz."""
+class WriteHealth:
+    """Whether a role can write a file it must (the history, an event log). A failure is
+    kept until a write gets in again, said once per change of state (not per try), counted,
+    and shown by /readyz."""
 
-    def __init__(self, path: Path | str, logger: logging.Logger) -> None:
-        self.path, self.log = path, logger
+    def __init__(self, path: Path | str, logger: logging.Logger, what: str = "the history") -> None:
+        self.path, self.log, self.what = path, logger, what
         self.error: str | None = None  # why the last write failed, until one gets in
         self.failures = 0
 
@@ -309,14 +310,14 @@ class HistoryHealth:
         self.failures += 1
         why = f"{type(err).__name__}: {_line(err)}"
         if why != self.error:
-            self.log.error("cannot write the history %s (trying again): %s", self.path, why)
+            self.log.error("cannot write %s %s (trying again): %s", self.what, self.path, why)
         self.error = why
 
     def written(self) -> None:
         if self.error is not None:
-            self.log.warning("the history %s is written again", self.path)
+            self.log.warning("%s %s is written again", self.what, self.path)
             self.error = None
 
     def problem(self) -> str | None:
-        """/readyz's reason while the history cannot be written."""
-        return None if self.error is None else f"cannot write the history: {self.error}"
+        """/readyz's reason while the file cannot be written."""
+        return None if self.error is None else f"cannot write {self.what}: {self.error}"

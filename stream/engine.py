@@ -160,7 +160,7 @@ class Engine:
         try:
             return self.config.run_params(getattr(event, "config", None))
         except ConfigError as err:
-            raise InvalidEvent(f"run.started {err}") from None
+            raise InvalidEvent(f"run.started {err}", "refused_by_rules") from None
 
     def advance(self, now: float) -> list[Alert]:
         """Move time forward to `now`, evaluating every check that falls due on the way."""

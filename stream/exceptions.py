@@ -4,11 +4,14 @@ from runwatch.emitters.exceptions import RunwatchError
 
 
 class InvalidEvent(RunwatchError, ValueError):
-    """An input that is not a contract event; `reason` says why in one line."""
+    """An input that is not a contract event; `reason` says why in one line, `kind` which
+    of a few classes of why it is (a bounded label for metrics: too_large, too_deep,
+    not_json, not_an_object, schema, bad_time, refused_by_rules, failed_in_rules)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str = "schema") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 class InvalidAlert(RunwatchError, ValueError):

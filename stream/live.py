@@ -61,6 +61,7 @@ class DeadLetter:
     topic: str
     partition: int
     offset: int
+    kind: str = "schema"  # InvalidEvent.kind: a bounded label for metrics
 
     def to_json(self) -> bytes:
         out: dict[str, Any] = {"reason": self.reason}
@@ -153,12 +154,12 @@ class LiveDriver:
         dead: list[DeadLetter] = []
         for raw, arrival, offset in records:
             if raw is None:
-                dead.append(self._dead("empty record (no value)", b"", offset))
+                dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
                 continue
             try:
                 decoded.append((decode(raw), raw, arrival, offset))
             except InvalidEvent as err:
-                dead.append(self._dead(err.reason, raw, offset))
+                dead.append(self._dead(err.reason, raw, offset, err.kind))
         return self.feed_events(decoded, dead)
 
     def feed_events(
@@ -178,7 +179,7 @@ class LiveDriver:
                 continue
             problem = time_problem(event.ts, arrival, MAX_AHEAD_RAW)
             if problem is not None:  # not even a wrong clock: keep it out of the estimate
-                dead.append(self._dead(problem, raw, offset))
+                dead.append(self._dead(problem, raw, offset, "bad_time"))
                 continue
             skew = clocks.observe(_source(event.src), event.ts, arrival)
             if skew > limit or skew < -limit:
@@ -188,7 +189,7 @@ class LiveDriver:
                 why = f"ts is {span(event.ts - arrival)} ahead of the time the event arrived"
                 if skew > limit or skew < -limit:
                     why += f" (its host's clock corrected by {skew:+.0f}s)"
-                dead.append(self._dead(why, raw, offset))
+                dead.append(self._dead(why, raw, offset, "bad_time"))
                 continue
             try:
                 # now: event time, but never past its arrival -- one event stamped ahead
@@ -198,12 +199,12 @@ class LiveDriver:
                 for alert in alerts:
                     alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
-                dead.append(self._dead(err.reason, raw, offset))
+                dead.append(self._dead(err.reason, raw, offset, err.kind))
                 continue
             except Exception as err:  # a bug meets an input: isolate the event, go on
                 self.failures += 1
                 dead.append(self._dead(f"could not be applied: {type(err).__name__}: {err}",
-                                       raw, offset))  # fmt: skip
+                                       raw, offset, "failed_in_rules"))  # fmt: skip
                 continue
             out += alerts
             self.applied += 1
@@ -221,8 +222,8 @@ class LiveDriver:
         """Events dropped because their id was applied before (the engine's count)."""
         return self.engine.duplicates
 
-    def _dead(self, reason: str, raw: bytes, offset: int) -> DeadLetter:
-        return DeadLetter(reason, raw, self.topic, self.partition, offset)
+    def _dead(self, reason: str, raw: bytes, offset: int, kind: str = "schema") -> DeadLetter:
+        return DeadLetter(reason, raw, self.topic, self.partition, offset, kind)
 
     def tick(self, now: float) -> list[Alert]:
         """Judge conditions that ripen without events, at wall clock `now` less the grace.

@@ -24,8 +24,11 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
     p.add_argument("--port-file", help="write the port here once listening")
-    p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' "
-                   "(default $RUNWATCH_TOKEN; none: no token needed)")  # fmt: skip
+    p.add_argument("--token-file", metavar="PATH", help="require 'Authorization: Bearer "
+                   "TOKEN' on every endpoint but /healthz and /readyz, the token read from "
+                   "PATH (else $RUNWATCH_TOKEN; neither: no token needed)")  # fmt: skip
+    p.add_argument("--token", default=None, help="the token itself -- visible to every local "
+                   "user in the process list: prefer --token-file or $RUNWATCH_TOKEN")  # fmt: skip
     p.add_argument("--spool", default=None, help="spool directory to tail ($RUNWATCH_SPOOL)")
     p.add_argument("--db", default=None, help="DuckDB history ($RUNWATCH_DB, ./runwatch.duckdb)")
     p.add_argument("--wal", default=None, help="event/alert logs (default: DB.serve/)")
@@ -39,6 +42,11 @@ def register(sub: Any) -> None:
         default=1 << 30,
         help="past this, drop runs finished over an hour ago from the event log (in DuckDB)",
     )
+    p.add_argument("--max-runs", type=int, default=10_000, help="live runs tracked at most; "
+                   "finished and long-silent runs leave first, then events of new runs "
+                   "are refused (kept as dead letters) until there is room")  # fmt: skip
+    p.add_argument("--idle-timeout", type=int, default=30,
+                   help="seconds a connection may stay idle before it is closed")  # fmt: skip
     p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
     p.set_defaults(func=run_serve)
 

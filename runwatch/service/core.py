@@ -1,11 +1,13 @@
 """`Service`: the rules, the history and the notifiers behind `runwatch serve`.
 
-Input (HTTP requests, spool segments) comes in as batches of lines. A batch is validated,
-the valid lines go to the event log (fsync) -- only then is it acknowledged -- and then to
-the live driver (the Kafka worker's: skew correction, wall-clock ticks), the DuckDB batch
-writer and the metrics. Alert transitions go to the alert log (fsync) before the notifiers
-see them. On start, the event log is re-read to rebuild state; transitions the alert log
-lacks are published, those it has are not repeated (`LiveDriver.finish_replay`).
+Input (HTTP requests, spool segments) comes in as batches of lines. A batch is validated;
+the valid lines, and the refused ones as dead letters, go to the event log (fsync) -- only
+then is it acknowledged -- and the valid ones to the live driver (the Kafka worker's: skew
+correction, wall-clock ticks) and the metrics. Alert transitions go to the alert log
+(fsync) before the notifiers see them. The DuckDB history is written from the two logs by
+`HistoryFollower` on its own thread: nothing the history does waits the rules. On start,
+the event log is re-read to rebuild state; transitions the alert log lacks are published,
+those it has are not repeated (`LiveDriver.finish_replay`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +24,9 @@ from typing import Any
 
 import orjson
 
-from runwatch.service.wal import AlertLog, EventLog
-from runwatch.store.writer import BatchWriter, HistoryHealth
+from runwatch.service.history import HistoryFollower
+from runwatch.service.wal import AlertLog, DeadLetter, EventLog, LogsLock
+from runwatch.store.writer import WriteHealth
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
@@ -35,7 +38,7 @@ from runwatch.stream.metrics.roles import ServiceCounters, new_registry
 log = logging.getLogger("runwatch.serve")
 
 Notifier = Callable[[Alert], None]
-CONSUMER, TOPIC = "serve", "wal"
+TOPIC = "wal"
 
 
 @dataclass
@@ -54,68 +57,83 @@ class Service:
         registry: Any = None,
         notifiers: Sequence[Notifier] = (),
         flush_interval: float = 1.0,
+        max_runs: int = 10_000,
+        keep_finished_s: float = 3600.0,
+        silent_after_s: float = 86_400.0,
     ) -> None:
         self.lock = threading.RLock()
         self.driver = LiveDriver(config, topic=TOPIC)
-        self.writer = BatchWriter(db, consumer=CONSUMER)
         self.db = db
         wal_dir.mkdir(parents=True, exist_ok=True)
+        self.lock_file = LogsLock(wal_dir)  # raises LogsInUse: one service per set of logs
         self.events = EventLog(wal_dir / "events.wal")
         self.alert_log = AlertLog(wal_dir / "alerts.jsonl")
         self.notifiers = list(notifiers)
-        self.flush_interval = flush_interval
         self.registry = registry if registry is not None else new_registry()
         self.metrics = RunwatchMetrics(self.registry, lock=self.lock, clock=time.time)
         self.metrics.instrument(self.driver.engine, transitions=False)
         self.counters = ServiceCounters(self.registry)
         self.rejected, self.accepted = self.counters.rejected, self.counters.accepted
+        self.history = HistoryFollower(
+            db, self.events, self.alert_log, interval=flush_interval,
+            on_failure=self.counters.history_failures.inc,
+        )  # fmt: skip
+        self.counters.follow(self.history.lag_bytes, self.history.lag_seconds)
+        self.logs = WriteHealth(wal_dir, log, "the service's logs in")
+        self.unlogged: list[Alert] = []  # transitions the alert log could not take yet
         self.recent: deque[Alert] = deque(maxlen=2000)
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
         self.ready = False
-        self.history = HistoryHealth(db, log)
-        self._writer_lock = threading.Lock()
+        #: bounded state: live runs at most; finished / silent runs leave after these
+        self.max_runs, self.keep_finished_s, self.silent_after_s = (
+            max_runs, keep_finished_s, silent_after_s,
+        )  # fmt: skip
+        self.finished_gone: OrderedDict[str, None] = OrderedDict()  # late events are not a run
+        self._evict_at = 0.0
 
     # -- start: rebuild from the logs ------------------------------------------------------
 
     def recover(self) -> int:
-        """Rebuild state from the event log; publish only what the alert log lacks."""
+        """Rebuild state from the event log; publish only what the alert log lacks. Starts
+        the history's thread."""
         with self.lock:
             published = PublishedAlerts()
-            old = self.alert_log.read()
-            for a in old:
+            for a in self.alert_log.read():
                 published.add(a)
-                self.writer.add_alert(a)  # DuckDB ignores transitions it holds
-            stored = self.writer.positions().get((TOPIC, 0), 0)
-            if stored > self.events.size:  # a compaction whose position never got stored
-                stored = 0  # write the whole log again: the history keeps each id once
             driver = self.driver
             driver.start_replay()
             n = 0
             for line, arrival, end in self.events.read():
-                n += 1
                 try:
                     event = decode(line)
-                except InvalidEvent:
-                    continue  # a line that was valid when logged always is: not expected
+                except InvalidEvent:  # valid when logged: damaged since
+                    self.events.damaged += 1
+                    continue
+                n += 1
                 driver.feed_events([(event, line, arrival, end)])
-                if end > stored:
-                    self.writer.add_event(line, event)
-            self.writer.advance(TOPIC, 0, self.events.size)
+            if self.events.damaged:
+                log.warning("%s: passed over %d damaged lines; every intact record is kept",
+                            self.events.path, self.events.damaged)  # fmt: skip
             for last in published.last.values():  # runs compacted away are not shown
                 if last.run in driver.engine.runs:
                     self._remember(last)
             missing, _ = driver.finish_replay(published, time.time())
             self._publish(missing)
             self.ready = True
-        self.flush()
+        self.history.start()
         return n
 
     # -- input -----------------------------------------------------------------------------
 
     def ingest(self, lines: Sequence[bytes], source: str = "http") -> Ingested:
-        """Validate, log durably, apply. Returns what was accepted and what was not (why)."""
+        """Validate, log durably (the refused lines too), apply. Returns what was accepted
+        and what was not (why). Raises OSError when the event log cannot be written: then
+        nothing of the batch was acknowledged."""
         out = Ingested()
         good: list[tuple[bytes, Any]] = []
+        dead: list[DeadLetter] = []
+        kinds: list[str] = []
+        new_runs: set[str] = set()
         received = time.time()
         check = self.driver.engine.check
         for i, line in enumerate(lines, 1):
@@ -125,35 +143,105 @@ class Service:
             try:
                 event = admit(line, received)
                 check(event)  # a run.started.config the rules refuse: refused now, not later
+                self._room_for(event.run, new_runs)
                 good.append((line, event))
             except InvalidEvent as err:
                 out.rejected.append((i, err.reason))
-                self.rejected.labels("invalid_event").inc()
-                with self._writer_lock:
-                    self.writer.add_invalid(source, err.reason, line)
-        self.metrics.record_invalid(len(out.rejected))
-        if not good:
+                dead.append((source, err.reason, line))
+                kinds.append(err.kind)
+        if not good and not dead:
             return out
         with self.lock:
             arrival = time.time()
-            ends = self.events.append(arrival, [g[0] for g in good])
-            alerts, dead = self.driver.feed_events(
-                [(event, line, arrival, end) for (line, event), end in zip(good, ends, strict=True)]
-            )
-            with self._writer_lock:
-                for line, event in good:
-                    self.writer.add_event(line, event)
-                for d in dead:
-                    self.writer.add_invalid(source, d.reason, d.raw)
-                self.writer.advance(TOPIC, 0, self.events.size)
-            self._publish(alerts)
+            try:
+                ends = self.events.append(arrival, [g[0] for g in good], dead)
+            except OSError as err:
+                self.logs.failed(err)
+                raise
+            self.logs.written()
+            self.rejected.labels("invalid_event").inc(len(dead))
+            gone = self.finished_gone
+            if good:
+                alerts, failed = self.driver.feed_events(
+                    [(e, line, arrival, end) for (line, e), end in zip(good, ends, strict=True)
+                     if e.run not in gone]
+                )  # fmt: skip
+                if failed:  # the rules refused these: kept as dead letters too
+                    self._log_dead([(source, d.reason, d.raw) for d in failed])
+                    kinds += [d.kind for d in failed]
+                self._publish(alerts)
+            for kind in kinds:
+                self.counters.dead_letters.labels(kind).inc()
+            self.metrics.record_invalid(len(kinds))
+        self.history.wake()
         out.accepted = len(good)
         self.accepted.inc(len(good))
         return out
 
+    def _room_for(self, run: str, new_runs: set[str]) -> None:
+        """Refuse an event of a run the rules do not track yet while they track `max_runs`
+        (after letting finished and long-silent runs go): a flood of run ids must not take
+        the memory, or the rules' attention, from the runs being watched."""
+        runs = self.driver.engine.runs
+        if run in runs or run in new_runs or run in self.finished_gone:
+            return
+        if len(runs) + len(new_runs) >= self.max_runs:
+            with self.lock:
+                self.evict(time.time())
+            if len(runs) + len(new_runs) >= self.max_runs:
+                raise InvalidEvent(
+                    f"the service tracks {len(runs)} runs, its limit (--max-runs): events of "
+                    "new runs are refused until runs finish or go silent", "over_capacity",
+                )  # fmt: skip
+        new_runs.add(run)
+
+    def evict(self, now: float, keep_finished_s: float | None = None) -> int:
+        """Let go of runs finished over `keep_finished_s` ago or silent over
+        `silent_after_s` (their events stay in the history, and in the log until it is
+        compacted); counted."""
+        keep = self.keep_finished_s if keep_finished_s is None else keep_finished_s
+        runs = self.driver.engine.runs
+        finished, silent = [], []
+        for run, tracked in runs.items():
+            state = tracked.state
+            if state.finished_ts is not None:
+                if state.finished_ts < now - keep:
+                    finished.append(run)
+            elif state.clock < now - self.silent_after_s:
+                silent.append(run)
+        for run in finished:
+            self.finished_gone[run] = None
+            if len(self.finished_gone) > 10 * self.max_runs:
+                self.finished_gone.popitem(last=False)
+        self._forget(finished + silent)
+        if finished:
+            self.counters.evicted.labels("finished").inc(len(finished))
+        if silent:
+            self.counters.evicted.labels("silent").inc(len(silent))
+        return len(finished) + len(silent)
+
+    def _forget(self, gone: Sequence[str]) -> None:
+        if not gone:
+            return
+        runs = self.driver.engine.runs
+        for run in gone:
+            del runs[run]
+        left = set(gone)
+        self.last = {k: a for k, a in self.last.items() if a.run not in left}
+
+    def _log_dead(self, dead: list[DeadLetter]) -> None:
+        try:
+            self.events.append(time.time(), [], dead)
+        except OSError as err:
+            self.logs.failed(err)  # the events are logged: the rules fail on them again
+
     def tick(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
         with self.lock:
-            self._publish(self.driver.tick(time.time() if now is None else now))
+            self._publish(self.driver.tick(now))
+            if now >= self._evict_at:
+                self.evict(now)
+                self._evict_at = now + 10.0
 
     # -- output ----------------------------------------------------------------------------
 
@@ -162,13 +250,19 @@ class Service:
         self.recent.append(alert)
 
     def _publish(self, alerts: list[Alert]) -> None:
-        if not alerts:
+        """Log, then notify. A transition the alert log cannot take (a full disk) waits, in
+        order, for the next try (every tick) -- never notified before it is logged."""
+        self.unlogged += alerts
+        if not self.unlogged:
             return
-        self.alert_log.append(alerts)
+        try:
+            self.alert_log.append(self.unlogged)
+        except OSError as err:
+            self.logs.failed(err)
+            return
+        self.logs.written()
+        alerts, self.unlogged = self.unlogged, []
         self.metrics.record_transitions(alerts)
-        with self._writer_lock:
-            for a in alerts:
-                self.writer.add_alert(a)
         for a in alerts:
             self._remember(a)
             for notify in self.notifiers:
@@ -176,61 +270,38 @@ class Service:
                     notify(a)
                 except Exception:  # a notifier's trouble must not stop the rules
                     log.exception("runwatch serve: notifier %r failed", notify)
-
-    def flush(self) -> None:
-        """Write the history; a failure is kept (and tried again at the next flush), said once
-        per change of state, counted, and shown by /readyz -- never a traceback per try."""
-        with self._writer_lock:
-            try:
-                self.writer.flush()
-            except Exception as err:
-                self.counters.history_failures.inc()
-                self.history.failed(err)
-                return
-        self.history.written()
+        self.history.wake()
 
     def readiness(self) -> tuple[bool, str]:
-        """/readyz: rebuilt from the logs, and the history being written."""
+        """/readyz: rebuilt from the logs, the logs and the history being written."""
         if not self.ready:
             return False, "starting up: rebuilding state"
-        problem = self.history.problem()
+        problem = self.logs.problem() or self.history.health.problem()
         return (False, problem) if problem is not None else (True, "ready")
 
-    def compact(self, keep_finished_s: float = 3600.0) -> int:
-        """Bound the event log (and so the restart): drop the events of runs that finished
-        more than `keep_finished_s` ago -- they are in DuckDB -- from the log and from the
-        rules' state. Returns the log's new size."""
-        with self.lock:
-            self.flush()  # everything in the log is in the history before the log shrinks
-            now, runs = time.time(), self.driver.engine.runs
-            gone = {
-                run
-                for run, tracked in runs.items()
-                if tracked.state.finished_ts is not None
-                and tracked.state.finished_ts < now - keep_finished_s
-            }
-            if not gone:
-                return self.events.size
-            size = self.events.rewrite(lambda line: _run_of(line) not in gone)
-            for run in gone:
-                del runs[run]
-            self.last = {k: a for k, a in self.last.items() if a.run not in gone}
-            with self._writer_lock:
-                self.writer.advance(TOPIC, 0, size)
-            self.flush()
-            return size
+    def compact(self, keep_finished_s: float | None = None) -> int | None:
+        """Bound the event log (and so the restart): keep only the events of the runs the
+        rules still track (`evict` first) -- the rest are in DuckDB. Only while the history
+        has the whole log (else None: later); never waits on the history."""
+        with self.history.paused() as held, self.lock:
+            if not held or self.history.lag_bytes():
+                return None
+            self.evict(time.time(), keep_finished_s)
+            runs = self.driver.engine.runs
+            size = self.events.rewrite(lambda line: _run_of(line) in runs)
+            self.history.moved(size)
+        self.history.wake()
+        return size
 
-    def flush_due(self) -> None:
-        with self._writer_lock:
-            due = self.writer.due(50_000, self.flush_interval)
-        if due:
-            self.flush()
+    def exposition(self) -> bytes:
+        """/metrics: the run gauges (the lock taken per run, not per scrape) and counters."""
+        return self.metrics.exposition()
 
     def close(self) -> None:
-        self.flush()
-        self.writer.close()
+        self.history.stop()
         self.events.close()
         self.alert_log.close()
+        self.lock_file.close()
 
     # -- read side (JSON API) --------------------------------------------------------------
 

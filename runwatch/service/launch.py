@@ -29,8 +29,10 @@ class ServeProcess:
         log: Path | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 30.0,
+        token: str | None = None,
     ) -> None:
         self.db = Path(db)
+        self.token = token  # sent with `get` (the service's --token-file / $RUNWATCH_TOKEN)
         self.log = log or self.db.with_name(self.db.name + ".serve.log")
         port_file = Path(tempfile.mkdtemp(prefix="runwatch-port-")) / "port"
         cmd = [sys.executable, "-m", "runwatch.cli", "serve", "--db", str(self.db),
@@ -56,7 +58,9 @@ class ServeProcess:
         return self.proc.pid
 
     def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        request = urllib.request.Request(self.url + path, headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as resp:
             body = resp.read()
         return body.decode() if path == "/metrics" else json.loads(body)
 

@@ -30,9 +30,9 @@ def run(args: argparse.Namespace) -> int:
     config = RulesConfig.load_or_default(args.config)
     db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
-    token = args.token if args.token is not None else os.environ.get("RUNWATCH_TOKEN") or None
+    token = _token(args)
     spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
-    service = Service(db, wal, config=config, notifiers=[print_alert])
+    service = Service(db, wal, config=config, notifiers=[print_alert], max_runs=args.max_runs)
     try:
         slack = _slack(args.slack_config, service) if args.slack_config else None
     except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         for alert in service.alert_log.read():
             slack.submit(alert)
     try:
-        server = ServiceServer((args.host, args.port), service, token, args.max_body)
+        server = ServiceServer((args.host, args.port), service, token, args.max_body,
+                               idle_timeout=args.idle_timeout)  # fmt: skip
     except OSError as err:
         say(f"cannot listen on {args.host}:{args.port}: {err}")
         service.close()
@@ -58,25 +59,37 @@ def run(args: argparse.Namespace) -> int:
         os.replace(tmp, args.port_file)
     tail = SpoolTail(Path(spool_dir), wal / "spool.positions") if spool_dir else None
     stop = stop_on_signals()
-    thread = server.start()
+    server.start()
     compact_at = 0.0
     try:
         while not stop.wait(args.tick):
             service.tick()
             if tail is not None:
                 tail.poll(service)
-            service.flush_due()
-            if service.events.size > args.wal_max_bytes and time.monotonic() > compact_at:
-                service.compact()
+            big = service.events.size > args.wal_max_bytes
+            if big and time.monotonic() > compact_at and service.compact() is not None:
                 compact_at = time.monotonic() + 600  # at most every 10 minutes
     finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+        server.stop()
         service.close()
         if slack is not None:
             slack.close()
     return 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """--token-file, else $RUNWATCH_TOKEN, else --token (visible to every local user)."""
+    from runwatch.commands import CommandError
+
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as err:
+            raise CommandError(f"--token-file: {err.strerror}: {args.token_file}") from None
+        if not token:
+            raise CommandError(f"--token-file: {args.token_file} is empty")
+        return token
+    return os.environ.get("RUNWATCH_TOKEN") or args.token or None
 
 
 def _slack(path: str, service: Any) -> Any:

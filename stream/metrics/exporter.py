@@ -28,6 +28,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,10 +203,8 @@ class RunwatchMetrics(Collector):
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            lock = self.lock
-            if lock is not None:
-                with lock:
-                    families = self._collect()
+            if self.lock is not None:
+                families = self._collect(self.lock)
             else:
                 families = self._collect_retrying()
         finally:
@@ -218,49 +217,56 @@ class RunwatchMetrics(Collector):
         # Another thread may mutate a dict mid-iteration; a scrape is cheap to redo.
         for _ in range(4):
             try:
-                return self._collect()
+                return self._collect(nullcontext())
             except RuntimeError:
                 time.sleep(0.005)
-        return self._collect()
+        return self._collect(nullcontext())
 
-    def _collect(self) -> list[Any]:
+    def _collect(self, lock: Any) -> list[Any]:
+        """With the caller's lock taken per run, not for the whole scrape: events go on
+        between runs, so a scrape of many runs never holds the path that applies them."""
         f = Families()
         live = finished = 0
         shown: set[str] = set()
         for engine in self.engines():
-            now = self.clock() if self.clock is not None else engine.now
-            for run, tracked in list(engine.runs.items()):
-                state = tracked.state
-                if not self._visible(state, now):
-                    continue
-                if state.finished:
-                    finished += 1
-                else:
-                    live += 1
-                shown.add(run)
-                self._run(f, run, state, now)
-                firing: dict[tuple[str, str], int] = {}
-                for index, conds in list(tracked.firing.items()):
-                    if not conds:
+            with lock:
+                runs = list(engine.runs.items())
+            for run, tracked in runs:
+                with lock:
+                    now = self.clock() if self.clock is not None else engine.now
+                    state = tracked.state
+                    if not self._visible(state, now):
                         continue
-                    rule = engine.rules[index]
-                    sev: str = rule.severity_of(tracked.overrides.get(rule.rule_id, rule.params))
-                    k = (rule.rule_id, sev)
-                    firing[k] = firing.get(k, 0) + len(conds)
+                    if state.finished:
+                        finished += 1
+                    else:
+                        live += 1
+                    shown.add(run)
+                    self._run(f, run, state, now)
+                    firing: dict[tuple[str, str], int] = {}
+                    for index, conds in list(tracked.firing.items()):
+                        if not conds:
+                            continue
+                        rule = engine.rules[index]
+                        params = tracked.overrides.get(rule.rule_id, rule.params)
+                        sev: str = rule.severity_of(params)
+                        k = (rule.rule_id, sev)
+                        firing[k] = firing.get(k, 0) + len(conds)
                 for (rule_id, sev), n in firing.items():
                     f.alerts.add([run, rule_id, sev], n)
                 f.alerts_total.add([run], sum(firing.values()))
-        f.runs.add(["live"], live)
-        f.runs.add(["finished"], finished)
-        for kind, n in sorted(self.kinds.items()):
-            f.events.add([kind], n)
-        f.invalid.add([], self.invalid)
-        for (rule_id, st, sev), n in sorted(self.transitions.items()):
-            f.transitions.add([rule_id, st, sev], n)
-        if self.lag is not None:
-            f.lag.add([], self.lag)
-        for run in [r for r in self.step_timing if r not in shown]:
-            self.step_timing.pop(run, None)  # gone from every engine, or past its grace
+        with lock:
+            f.runs.add(["live"], live)
+            f.runs.add(["finished"], finished)
+            for kind, n in sorted(self.kinds.items()):
+                f.events.add([kind], n)
+            f.invalid.add([], self.invalid)
+            for (rule_id, st, sev), n in sorted(self.transitions.items()):
+                f.transitions.add([rule_id, st, sev], n)
+            if self.lag is not None:
+                f.lag.add([], self.lag)
+            for run in [r for r in self.step_timing if r not in shown]:
+                self.step_timing.pop(run, None)  # gone from every engine, or past its grace
         return f.all()
 
     def _visible(self, state: RunState, now: float) -> bool:

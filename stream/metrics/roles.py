@@ -208,6 +208,32 @@ class ServiceCounters:
             "Flushes of the DuckDB history that failed (tried again at the next flush)",
             registry=registry,
         )
+        self.dead_letters = Counter(
+            "runwatch_serve_dead_letters_total",
+            "Lines refused and kept in the history's invalid_events, by class of reason",
+            ["reason"],
+            registry=registry,
+        )
+        self.evicted = Counter(
+            "runwatch_serve_evicted_runs_total",
+            "Runs the rules stopped tracking (finished or silent past the horizon, or over "
+            "the cap on live runs); their events stay in the history",
+            ["why"],
+            registry=registry,
+        )
+
+    def follow(self, lag_bytes: Callable[[], float], lag_seconds: Callable[[], float]) -> None:
+        """How far the history is behind the event log (it is written on its own thread)."""
+        Gauge(
+            "runwatch_serve_history_lag_bytes",
+            "Bytes of the event log the DuckDB history does not hold yet",
+            registry=self.registry,
+        ).set_function(lag_bytes)
+        Gauge(
+            "runwatch_serve_history_lag_seconds",
+            "Seconds since the history last held the whole event log (0: it does)",
+            registry=self.registry,
+        ).set_function(lag_seconds)
 
     def exposition(self) -> bytes:
         return _exposition(self.registry)
