@@ -2,7 +2,10 @@
 
 chat.postMessage, chat.update and conversations.history, with the bot token checked
 (invalid_auth), unknown channels refused (channel_not_found), and scripted failures queued
-per method: `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`.
+per method: `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`,
+`fake.fail(..., 200, body=b"<html>")` (an answer that is not JSON). `fake.hold(method)`
+takes the next such call (the message is posted) and answers only after `fake.release()`:
+a client killed meanwhile never learns that Slack has it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class FakeSlack:
         self.failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
+        self.holding: set[str] = set()
+        self.held = threading.Event()  # a held call has been taken
+        self._released = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,6 +59,10 @@ class FakeSlack:
                     args = {k: v[0] for k, v in parse_qs(raw).items()}
                 auth = self.headers.get("Authorization", "")
                 status, body, headers = fake.answer(method, args, auth)
+                if method in fake.holding:
+                    fake.holding.discard(method)
+                    fake.held.set()
+                    fake._released.wait(60)
                 data = json.dumps(body).encode() if isinstance(body, dict) else body
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -67,7 +77,14 @@ class FakeSlack:
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/"
 
+    def hold(self, method: str) -> None:
+        self.holding.add(method)
+
+    def release(self) -> None:
+        self._released.set()
+
     def close(self) -> None:
+        self._released.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
@@ -83,8 +100,9 @@ class FakeSlack:
         times: int = 1,
         retry_after: int | None = None,
         error: str | None = None,
+        body: bytes | None = None,
     ) -> None:
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {} if body is None else {"body": body}
         if retry_after is not None:
             extra["retry_after"] = retry_after
         if error is not None:
@@ -101,6 +119,8 @@ class FakeSlack:
             queued = self.failures.get(method)
             if queued:
                 status, extra = queued.pop(0)
+                if "body" in extra:
+                    return status, extra["body"], {}
                 if status == 429:
                     return (
                         429,

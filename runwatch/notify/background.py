@@ -5,7 +5,8 @@ event path must not wait for that. `submit(alert)` queues the transition and ret
 thread sends in order, retrying a transition Slack did not take (`runwatch.notify.delivery`)
 before the next, and posts reminders. A transition queued but not sent when the
 process dies is not lost if the caller re-submits what its alert log holds at start: the
-notifier's ledger drops the ones already sent.
+notifier's ledger drops the ones already sent, and one in flight when the process died is
+looked for in the channel first (`Delivery.recover`), so it is not sent twice.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class BackgroundNotifier:
         self.notifier.close()
 
     def _run(self) -> None:
+        self.delivery.recover()  # before the first send: what a crash left in flight
         last_remind = 0.0
         while not self._stopping.is_set():
             try:

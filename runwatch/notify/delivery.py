@@ -58,6 +58,15 @@ class Delivery:
                 self._wait(backoff, err)
                 backoff = min(self.max_backoff, backoff * 2)
 
+    def recover(self) -> int:
+        """After a crash, before anything is sent: the messages that reached Slack but not
+        the ledger are found (`Notifier.recover`), so they are not sent twice."""
+        try:
+            return self.notifier.recover()
+        except SlackError as err:
+            log.warning("recovery check skipped: %s", err.error)
+            return 0
+
     def remind(self) -> int:
         """Reminders due now; a Slack outage defers them to the next call."""
         try:

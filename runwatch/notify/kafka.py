@@ -86,10 +86,7 @@ def run(settings: NotifySettings, notifier: Notifier, stop: threading.Event) -> 
             health.health.beat(grace=seconds + health.health.stall)
 
         handler = AlertsToSlack(Delivery(notifier, stop=stop, on_wait=waiting), health)
-        try:
-            notifier.recover()
-        except SlackError as err:
-            log.warning("recovery check skipped: %s", err.error)
+        handler.delivery.recover()
 
         async def consume() -> None:  # aiokafka's consumer is made on the loop it runs on
             consumer = clients.consumer(settings.bootstrap, settings.security,

@@ -31,6 +31,11 @@ TOKEN_FILE_ENV = "SLACK_BOT_TOKEN_FILE"
 SERVER_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+#: slack-sdk's error for a body that is not JSON (a proxy's page, a truncated answer): an
+#: answer nobody at Slack meant, so tried again like a 5xx.
+NOT_JSON = "Received a response in a non-JSON format"
+#: The longest Retry-After obeyed: a header asking for a day must not silence Slack for one.
+MAX_RETRY_AFTER = 300.0
 #: The token itself is refused: nothing will work until someone fixes it.
 AUTH_ERRORS = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
@@ -153,7 +158,8 @@ class SlackPoster:
                 if status == 429 or code == "ratelimited":
                     wait = _retry_after(err.response.headers, delay)
                     log.warning("slack %s rate limited: retrying in %.1fs", method, wait)
-                elif status >= 500 or code in SERVER_ERRORS:
+                elif status >= 500 or code in SERVER_ERRORS or code.startswith(NOT_JSON):
+                    code = code if len(code) <= 80 else code[:80] + "…"
                     wait = delay
                     log.warning("slack %s: %s, retrying in %.1fs", method, code, wait)
                 else:
@@ -176,10 +182,18 @@ class SlackPoster:
 
 
 def _retry_after(headers: Any, default: float) -> float:
+    """Slack's Retry-After, at most MAX_RETRY_AFTER (said when capped)."""
     try:
         value = headers.get("Retry-After") or headers.get("retry-after")
         if isinstance(value, list):
             value = value[0]
-        return max(0.0, float(value))
+        asked = float(value)
     except (AttributeError, TypeError, ValueError):
         return default
+    if not asked >= 0:  # NaN, negative
+        return default
+    if asked > MAX_RETRY_AFTER:
+        log.warning("slack asked to wait %.0fs (Retry-After); waiting %.0fs instead",
+                    asked, MAX_RETRY_AFTER)  # fmt: skip
+        return MAX_RETRY_AFTER
+    return asked

@@ -274,3 +274,51 @@ def test_slack_gets_each_transition_once_across_a_restart(tmp_path: Path) -> Non
         assert len(fake.roots()) == 1
     finally:
         fake.close()
+
+
+def test_kill_9_during_a_slack_post_then_restart_posts_it_once(tmp_path: Path) -> None:
+    """Slack got the message but serve died before it heard so: after the restart the
+    message is found in the channel (by the alert id in its metadata), not posted again."""
+    from slack_fake import FakeSlack
+
+    from runwatch.notify.store import NotifyStore
+
+    fake = FakeSlack(token="xoxb-test-token", channels=("C-ALERTS",))
+    fake.add_channel("#rl-alerts", "C-ALERTS")
+    ledger = tmp_path / "notify.sqlite"
+    config = tmp_path / "slack.toml"
+    config.write_text(f'[slack]\nchannel = "#rl-alerts"\nstate = "{ledger}"\n'
+                      f'base_url = "{fake.url}"\n')  # fmt: skip
+    db, env = tmp_path / "h.duckdb", {"SLACK_BOT_TOKEN": "xoxb-test-token"}
+    args = ["--slack-config", str(config)]
+    now = time.time()
+    src = {"component": "inference", "host": "n0", "pid": 7, "instance": "vllm-0"}
+    events = [
+        {"v": 1, "id": "k0", "ts": now, "run": "held-run", "kind": "run.started",
+         "src": src, "config": {"heartbeat_lost": {"timeout": 1.0}}},
+        {"v": 1, "id": "k1", "ts": now, "run": "held-run", "kind": "heartbeat", "src": src},
+    ]  # fmt: skip
+    fake.hold("chat.postMessage")
+    try:
+        serve = ServeProcess(db, args=args, env=env)
+        body = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+        assert post(serve.port, body)[0] == 200
+        assert fake.held.wait(60), "the alert never reached Slack"
+        serve.kill()  # Slack has the message; serve never heard back
+        fake.release()
+        assert len(fake.roots()) == 1
+        logged = (tmp_path / "h.duckdb.serve" / "alerts.jsonl").read_text().splitlines()
+        ident = json.loads(logged[0])["id"]
+        with ServeProcess(db, args=args, env=env):
+            deadline = time.monotonic() + 60
+            store = NotifyStore(ledger)
+            try:
+                while not store.was_sent(ident):
+                    assert time.monotonic() < deadline, "the restarted serve never settled it"
+                    time.sleep(0.1)
+            finally:
+                store.close()
+        assert fake.count("conversations.history") >= 1
+        assert len(fake.roots()) == 1
+    finally:
+        fake.close()

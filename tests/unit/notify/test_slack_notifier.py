@@ -199,6 +199,27 @@ def test_429_retry_after_is_honoured(rig: Rig, slack: FakeSlack) -> None:
     assert len(slack.roots()) == 1
 
 
+def test_a_retry_after_of_a_day_is_capped_and_said(
+    rig: Rig, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    from runwatch.notify.slack import MAX_RETRY_AFTER
+
+    slack.fail("chat.postMessage", 429, retry_after=86_400)
+    with caplog.at_level("WARNING", logger="runwatch.notify"):
+        assert rig.notifier.notify(alert(1)) == "sent"
+    assert rig.slept == [MAX_RETRY_AFTER]
+    assert any("86400s" in r.getMessage() for r in caplog.records)
+
+
+def test_an_answer_that_is_not_json_is_tried_again(rig: Rig, slack: FakeSlack) -> None:
+    """A proxy's HTML page with status 200 is not Slack saying no: the message is sent on
+    the next try, not recorded as failed."""
+    slack.fail("chat.postMessage", 200, body=b"<html><body>gateway says hi</body></html>")
+    assert rig.notifier.notify(alert(1)) == "sent"
+    assert len(rig.slept) == 1
+    assert len(slack.roots()) == 1
+
+
 def test_5xx_is_retried_with_backoff(rig: Rig, slack: FakeSlack) -> None:
     slack.fail("chat.postMessage", 500, times=2)
     assert rig.notifier.notify(alert(1)) == "sent"
