@@ -178,6 +178,19 @@ class Service:
         self.accepted.inc(len(good))
         return out
 
+    def refuse(self, source: str, reason: str, raw: bytes, kind: str) -> None:
+        """Keep a line refused before it could be read as one (an oversize spool line) as a
+        dead letter, durably; raises OSError when the event log cannot be written."""
+        with self.lock:
+            try:
+                self.events.append(time.time(), [], [(source, reason, raw)])
+            except OSError as err:
+                self.logs.failed(err)
+                raise
+            self.counters.dead_letters.labels(kind).inc()
+            self.metrics.record_invalid(1)
+        self.history.wake()
+
     def _room_for(self, run: str, new_runs: set[str]) -> None:
         """Refuse an event of a run the rules do not track yet while they track `max_runs`
         (after letting finished and long-silent runs go): a flood of run ids must not take
