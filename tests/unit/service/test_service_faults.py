@@ -93,7 +93,8 @@ def test_dead_letters_are_as_durable_as_events(tmp_path: Path) -> None:
     service.recover()
     service.history.stop()  # the history never gets to write them before the "crash"
     result = service.ingest([ev("ok"), b"{not json", ev("bad-ts", ts=1.0)])
-    assert result.accepted == 1 and len(result.rejected) == 2
+    assert result.accepted == 1
+    assert len(result.rejected) == 2
     service.events.close()  # kill -9: the lock and the files go with the process
     service.alert_log.close()
     service.lock_file.close()
@@ -106,7 +107,8 @@ def test_dead_letters_are_as_durable_as_events(tmp_path: Path) -> None:
     rows = history(db, "SELECT source, reason FROM invalid_events ORDER BY reason")
     assert len(rows) == 2
     assert {source for source, _ in rows} == {"http"}
-    assert "not JSON" in rows[0][1] and "ts" in rows[1][1]
+    assert "not JSON" in rows[0][1]
+    assert "ts" in rows[1][1]
     assert history(db, "SELECT count(*) FROM events") == [(1,)]
 
 
@@ -133,8 +135,10 @@ def test_a_full_disk_when_an_alert_ripens_waits_and_says_it_once(
     monkeypatch.setattr(service.alert_log, "append", full)
     service.tick(now + 120)  # heartbeat_lost ripens on the timer: the log cannot take it
     ok, why = service.readiness()
-    assert not ok and "No space left" in why
-    assert said == [] and service.unlogged  # never notified before it is logged
+    assert not ok
+    assert "No space left" in why
+    assert said == []
+    assert service.unlogged
     monkeypatch.setattr(service.alert_log, "append", real)
     service.tick(now + 121)
     assert [a.rule for a in said] == ["heartbeat_lost"]  # once, when the disk had room
@@ -177,7 +181,9 @@ def test_a_spool_line_over_every_limit_is_a_dead_letter_and_the_segment_goes_on(
     rows = history(service.db, "SELECT source, reason, octet_length(raw) FROM invalid_events")
     assert len(rows) == 1
     source, reason, size = rows[0]
-    assert source == f"spool:{segment.name}" and "over the 4 MiB" in reason and size < 2000
+    assert source == f"spool:{segment.name}"
+    assert "over the 4 MiB" in reason
+    assert size < 2000
 
 
 def test_a_flood_of_run_ids_is_refused_past_the_cap_and_finished_runs_make_room(
