@@ -155,7 +155,7 @@ def test_a_full_disk_refuses_an_event_whole_and_then_takes_it(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("runwatch.service.wal.os.fsync", full)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left"):
         service.ingest([ev("x")])
     assert service.events.path.stat().st_size == before  # nothing half-written stays
     assert not service.readiness()[0]
