@@ -63,7 +63,8 @@ class HistoryFollower:
     # -- the thread ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="runwatch-history", daemon=True)
+        # not a daemon: at exit it finishes the batch in hand instead of dying inside DuckDB
+        self._thread = threading.Thread(target=self._run, name="runwatch-history")
         self._thread.start()
 
     def _run(self) -> None:
@@ -85,7 +86,7 @@ class HistoryFollower:
             if self._thread.is_alive():
                 log.warning("the history is still busy (%s); it catches up at the next start",
                             self.held or "writing")  # fmt: skip
-                return  # a daemon thread: it cannot hold the process
+                return  # it stops after the batch in hand
         self._thread = None
         self.cycle()
         self.writer.close()

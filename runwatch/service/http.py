@@ -190,7 +190,7 @@ class ServiceServer:
                 channel.close()
 
         if self._thread is not None:
-            server.pull_trigger(close_all)
+            server.trigger.pull_trigger(close_all)
             self._thread.join(timeout)
         else:
             close_all()

@@ -69,8 +69,9 @@ class ServeProcess:
             self._out.flush()
         return self.log.read_text(errors="replace")
 
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM (the service flushes its history), then SIGKILL if it lingers."""
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (the service flushes its history), then SIGKILL if it lingers; the exit
+        status (-9: it did not stop when asked)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -78,7 +79,8 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._out.close()
+        if not self._out.closed:
+            self._out.close()
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -91,5 +93,8 @@ class ServeProcess:
     def __enter__(self) -> ServeProcess:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        killed = self.proc.poll() is None
+        status = self.stop()
+        if killed and status != 0 and kind is None:
+            raise RuntimeError(f"runwatch serve did not stop cleanly on SIGTERM (exit {status})")
