@@ -188,6 +188,12 @@ class Families:
             "processes by component and alive/lost/exited",
             labels=[*r, "component", "state"],
         )
+        self.dropped = g(
+            "runwatch_emitter_dropped_events",
+            "events the component's processes said (in heartbeats) they dropped: the monitor "
+            "is missing that many",
+            labels=[*r, "component"],
+        )
         self.ranks = g("runwatch_ranks", "trainer ranks by current phase", labels=[*r, "phase"])
         self.ranks_change = g(
             "runwatch_ranks_since_change_seconds", "seconds since any rank changed phase", labels=r

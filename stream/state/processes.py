@@ -17,13 +17,14 @@ def process_id(src: Source) -> str:
 class Process:
     """One emitting process as seen through its heartbeats."""
 
-    __slots__ = ("component", "final", "last_beat", "name")
+    __slots__ = ("component", "dropped", "final", "last_beat", "name")
 
     def __init__(self, name: str, component: str) -> None:
         self.name = name
         self.component = component
         self.last_beat: float | None = None  # None: it never sent a heartbeat
         self.final = False  # said `final: true`: a clean exit, not a loss
+        self.dropped = 0  # events it said it dropped (`dropped_events`, its latest beat)
 
     def lost_at(self, timeout: float) -> float | None:
         """When this process counts as lost if it stays silent; None if it cannot be lost."""
@@ -60,10 +61,12 @@ class Processes:
             self._by_src[key] = proc
         return proc
 
-    def beat(self, src: Source, ts: float, final: bool) -> Process:
+    def beat(self, src: Source, ts: float, final: bool, dropped: int | None = None) -> Process:
         proc = self.get(src)
         if proc.last_beat is None or ts >= proc.last_beat:
             proc.last_beat = ts
             # a beat after a clean exit means the process (or a new one in its place) is back
             proc.final = bool(final)
+            if dropped is not None:
+                proc.dropped = max(0, dropped)
         return proc

@@ -211,3 +211,14 @@ def test_a_flood_of_run_ids_is_refused_past_the_cap_and_finished_runs_make_room(
         assert "run-0" not in service.driver.engine.runs
     finally:
         service.close()
+
+
+def test_events_an_emitter_dropped_are_shown_per_run_and_component(service: Service) -> None:
+    beats = [ev("b1", final=False, dropped_events=3), ev("b2", run="other")]
+    assert service.ingest(beats).accepted == 2
+    assert service.run("r")["dropped_events"] == {"trainer": 3}  # type: ignore[index]
+    assert service.run("other")["dropped_events"] == {}  # type: ignore[index]
+    exposition = service.exposition().decode()
+    assert 'runwatch_emitter_dropped_events{run="r",component="trainer"} 3.0' in exposition
+    assert 'run="other"' in exposition
+    assert 'runwatch_emitter_dropped_events{run="other"' not in exposition
