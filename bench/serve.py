@@ -16,6 +16,18 @@ threads as fast as the service acknowledges them (each request is fsynced before
 Memory and CPU. `--jobs` (1,000) simulated jobs at real time against the service for
 `--seconds`; the service's RSS and CPU seconds per wall second from /proc.
 
+A reader on the history. Alert delay (from when heartbeat_lost is due to when /v1/alerts
+shows it) and POST latency p50/p99 with nobody reading the history, and while another
+process holds the DuckDB file open read-only (`runwatch sql`, a dashboard) the whole time.
+
+A flood of run ids. `--flood` distinct run ids POSTed as fast as acknowledged, against the
+default `--max-runs` and against a service with no cap (what it was before the cap): RSS
+after, POST p99 during, and one /metrics scrape's size and time.
+
+The HTTP front. POST p50/p99 and requests/s of the same app behind waitress (the front
+`serve` uses) and behind the standard library's threading server (the obvious
+alternative, and what `serve` used before), in process, same service.
+
     .venv/bin/python bench/serve.py [--quick]
 """
 
@@ -37,6 +49,7 @@ import orjson
 from benchinfo import RESULTS, follow_alerts, machine, write_section
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
+from runwatch.dev.reader import HeldHistory
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.service.launch import ServeProcess
 
@@ -241,6 +254,180 @@ def per_jobs(tmp: Path, jobs: int, seconds: float) -> list[str]:
     ]
 
 
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def _post(port: int, body: bytes) -> float:
+    """One POST on a new connection; its latency in ms."""
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("POST", "/v1/events", body)
+        conn.getresponse().read()
+    finally:
+        conn.close()
+    return (time.perf_counter() - started) * 1000
+
+
+def _probe_events(run: str, timeout: float) -> bytes:
+    now = time.time()
+    src = {"component": "trainer", "host": "bench", "pid": 1}
+    out = [
+        {"v": 1, "id": f"{run}-0", "ts": now, "run": run, "kind": "run.started", "src": src,
+         "config": {"heartbeat_lost": {"timeout": timeout}}},
+        {"v": 1, "id": f"{run}-1", "ts": now, "run": run, "kind": "heartbeat", "src": src},
+    ]  # fmt: skip
+    return b"".join(orjson.dumps(e) + b"\n" for e in out)
+
+
+def _alert_delays(serve: ServeProcess, tag: str, probes: int) -> tuple[list[float], list[float]]:
+    """(alert delays s, POST latencies ms) of `probes` runs whose heartbeat_lost is due 1 s
+    after their POST, with background POSTs of 100 events every 50 ms meanwhile."""
+    events = list(Cluster(50, seed=4, duration=600.0).events(time.time() - 600.0))
+    posts: list[float] = []
+    done = threading.Event()
+
+    def background() -> None:  # the same load in every phase: new ids, stamped when sent
+        for i in range(0, len(events), 100):
+            if done.wait(0.05):
+                return
+            now = time.time()
+            body = b"".join(
+                orjson.dumps({**e, "id": f"{tag}-{e['id']}", "run": f"{tag}-{e['run']}",
+                              "ts": now}) + b"\n"
+                for e in events[i : i + 100]
+            )  # fmt: skip
+            posts.append(_post(serve.port, body))
+
+    worker = threading.Thread(target=background)
+    worker.start()
+    delays = []
+    try:
+        for k in range(probes):
+            run = f"probe-{tag}-{k}"
+            sent = time.time()
+            posts.append(_post(serve.port, _probe_events(run, 1.0)))
+            while not any(a["run"] == run for a in serve.get("/v1/alerts?state=firing")["alerts"]):
+                time.sleep(0.02)
+            delays.append(time.time() - (sent + 1.0))
+    finally:
+        done.set()
+        worker.join()
+    return delays, posts
+
+
+def reader_hold(tmp: Path, probes: int) -> list[str]:
+    db = tmp / "reader.duckdb"
+    out = []
+    with ServeProcess(db) as serve:
+        _post(serve.port, _probe_events("warmup", 3600.0))
+        while not serve.get("/metrics").count("runwatch_serve_history_lag_bytes 0.0"):
+            time.sleep(0.1)
+        for label in ("no reader", "a reader holds the history"):
+            holder = HeldHistory(db) if label != "no reader" else None
+            try:
+                delays, posts = _alert_delays(serve, label.split()[0], probes)
+            finally:
+                if holder is not None:
+                    holder.release()
+            out.append(
+                f"{label}: alert delay p50 {_pct(delays, 0.5):.2f} s, p99 "
+                f"{_pct(delays, 0.99):.2f} s ({len(delays)} alerts); POST p50 "
+                f"{_pct(posts, 0.5):.1f} ms, p99 {_pct(posts, 0.99):.1f} ms ({len(posts)} POSTs)"
+            )
+    return out
+
+
+def flood(tmp: Path, ids: int) -> list[str]:
+    out = []
+    now = time.time()
+    src = {"component": "trainer"}
+    bodies = [
+        b"".join(orjson.dumps({"v": 1, "id": f"f-{i}", "ts": now, "run": f"flood-{i}",
+                               "kind": "heartbeat", "src": src}) + b"\n"
+                 for i in range(start, min(ids, start + 1000)))
+        for start in range(0, ids, 1000)
+    ]  # fmt: skip
+    for label, cap in (("--max-runs 10000 (default)", 10_000), ("no cap", 10**9)):
+        with ServeProcess(tmp / f"flood-{cap}.duckdb", args=["--max-runs", str(cap)]) as serve:
+            posts = [_post(serve.port, body) for body in bodies]
+            rss, _ = proc_stats(serve.pid)
+            started = time.perf_counter()
+            size = len(serve.get("/metrics"))
+            scrape = time.perf_counter() - started
+            runs = len(serve.get("/v1/runs")["runs"])
+        out.append(
+            f"flood of {ids:,} run ids, {label}: {runs:,} runs tracked, RSS {rss:.0f} MiB, "
+            f"POST p99 {_pct(posts, 0.99):.0f} ms, /metrics {size / 1e6:.1f} MB in {scrape:.2f} s"
+        )
+    return out
+
+
+def http_front(tmp: Path, seconds: float) -> list[str]:
+    """The same app behind waitress and behind the standard library's threading server."""
+    import socketserver
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    from runwatch.service.core import Service
+    from runwatch.service.http import App, ServiceServer
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class Threading(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    events = list(Cluster(100, seed=5, duration=600.0).events(time.time() - 600.0))
+    bodies = [b"".join(orjson.dumps(e) + b"\n" for e in events[i : i + 100])
+              for i in range(0, len(events), 100)]  # fmt: skip
+    out = []
+    for label in ("waitress", "stdlib ThreadingHTTPServer"):
+        service = Service(tmp / f"front-{label[:5]}.duckdb", tmp / f"front-{label[:5]}.serve")
+        service.recover()
+        if label == "waitress":
+            front: Any = ServiceServer(("127.0.0.1", 0), service, None)
+            port = front.server_address[1]
+            front.start()
+        else:
+            front = Threading(("127.0.0.1", 0), Quiet)
+            front.set_app(App(service, None))
+            port = front.server_address[1]
+            runner = threading.Thread(target=front.serve_forever)
+            runner.start()
+        latencies: list[float] = []
+
+        def client(k: int, port: int, stop: float, latencies: list[float]) -> None:
+            i = k
+            while time.monotonic() < stop:
+                latencies.append(_post(port, bodies[i % len(bodies)]))
+                i += 2
+
+        started = time.monotonic()
+        stop = started + seconds
+        clients = [threading.Thread(target=client, args=(k, port, stop, latencies))
+                   for k in range(2)]  # fmt: skip
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        elapsed = time.monotonic() - started
+        if label == "waitress":
+            front.stop()
+        else:
+            front.shutdown()
+            runner.join()
+            front.server_close()
+        service.close()
+        out.append(
+            f"HTTP front {label}: {len(latencies) / elapsed:,.0f} POSTs/s of 100 events, "
+            f"p50 {_pct(latencies, 0.5):.1f} ms, p99 {_pct(latencies, 0.99):.1f} ms"
+        )
+    return out
+
+
 def _accepted(serve: ServeProcess) -> float:
     for line in serve.get("/metrics").splitlines():
         if line.startswith("runwatch_serve_accepted_events_total "):
@@ -256,6 +443,8 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-kafka", action="store_true", help="skip the Kafka comparison")
+    p.add_argument("--flood", type=int, default=200_000, help="run ids in the flood")
+    p.add_argument("--only", choices=["reader", "flood", "front"], help="run one part only")
     p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
     p.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md")
     args = p.parse_args()
@@ -265,12 +454,23 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     lines: list[str] = []
+    if args.only:
+        part = {"reader": lambda: reader_hold(tmp, 5 if args.quick else 20),
+                "flood": lambda: flood(tmp, args.flood // (4 if args.quick else 1)),
+                "front": lambda: http_front(tmp, 5.0 if args.quick else 15.0),
+                }[args.only]  # fmt: skip
+        for line in part():
+            print(line)
+        return
     speed = args.speed * (2 if args.quick else 1)
     lines += latency(tmp, speed, 900.0)
     if not args.no_kafka:
         lines += kafka_latency(tmp, speed, 900.0)
     lines += throughput(tmp, 5.0 if args.quick else 15.0, args.clients, args.batch)
     lines += per_jobs(tmp, args.jobs // (4 if args.quick else 1), 15.0 if args.quick else 40.0)
+    lines += reader_hold(tmp, 5 if args.quick else 20)
+    lines += flood(tmp, args.flood // (4 if args.quick else 1))
+    lines += http_front(tmp, 5.0 if args.quick else 15.0)
     for line in lines:
         print(line)
     if not args.no_write:

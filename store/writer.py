@@ -138,6 +138,11 @@ class BatchWriter:
 
     # -- writing ---------------------------------------------------------------------------
 
+    def open(self) -> None:
+        """Open the file now (waiting for its lock), to be written by the next flush and
+        closed after it: a caller that must not prepare a batch the file cannot take yet."""
+        self._open()
+
     def _open(self) -> Store:
         if self._store is None:
             self._store = Store.writer(self.path, wait=self.wait)

@@ -199,8 +199,11 @@ class Service:
         if run in runs or run in new_runs or run in self.finished_gone:
             return
         if len(runs) + len(new_runs) >= self.max_runs:
-            with self.lock:
-                self.evict(time.time())
+            now = time.time()
+            if now >= self._evict_at:  # one pass over the runs now and then, not per event
+                with self.lock:
+                    self.evict(now)
+                self._evict_at = now + 1.0
             if len(runs) + len(new_runs) >= self.max_runs:
                 raise InvalidEvent(
                     f"the service tracks {len(runs)} runs, its limit (--max-runs): events of "
@@ -254,7 +257,7 @@ class Service:
             self._publish(self.driver.tick(now))
             if now >= self._evict_at:
                 self.evict(now)
-                self._evict_at = now + 10.0
+                self._evict_at = now + 10.0  # and at most once a second when at the cap
 
     # -- output ----------------------------------------------------------------------------
 

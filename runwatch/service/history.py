@@ -13,9 +13,11 @@ that cannot be written is said once, counted, and shown by /readyz.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +29,19 @@ from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
 
 log = logging.getLogger("runwatch.serve")
+
+_RUNNING: weakref.WeakSet[HistoryFollower] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At exit, let each running follower finish its batch (never killed inside DuckDB)."""
+    for follower in list(_RUNNING):
+        follower._stop.set()
+        follower._wake.set()
+        if follower._thread is not None:
+            follower._thread.join(LOCK_WAIT + 10)
+
 
 CONSUMER, TOPIC = "serve", "wal"
 #: Lines per batch: bounded memory, a few hundred ms of DuckDB work at most.
@@ -63,9 +78,11 @@ class HistoryFollower:
     # -- the thread ------------------------------------------------------------------------
 
     def start(self) -> None:
-        # not a daemon: at exit it finishes the batch in hand instead of dying inside DuckDB
-        self._thread = threading.Thread(target=self._run, name="runwatch-history")
+        # a daemon, so a forgotten close() cannot hold the process; at exit it is stopped
+        # first (_stop_all), so it never dies inside DuckDB
+        self._thread = threading.Thread(target=self._run, name="runwatch-history", daemon=True)
         self._thread.start()
+        _RUNNING.add(self)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -86,8 +103,9 @@ class HistoryFollower:
             if self._thread.is_alive():
                 log.warning("the history is still busy (%s); it catches up at the next start",
                             self.held or "writing")  # fmt: skip
-                return  # it stops after the batch in hand
+                return  # a daemon: it cannot hold the process
         self._thread = None
+        _RUNNING.discard(self)
         self.cycle()
         self.writer.close()
 
@@ -125,6 +143,9 @@ class HistoryFollower:
             stored = self.writer.positions().get((TOPIC, self.generation), 0)
             self.pos = stored if stored <= events.size else 0  # else: write it all again
         stop, alert_stop = events.size, self.alerts.size
+        if self.pos >= stop and self.alert_pos >= alert_stop:
+            return True  # nothing new: the file is not even opened
+        self.writer.open()  # the lock first: no batch is read while a reader holds the file
         end = self._read(self.pos, stop)
         for alert in self.alerts.read(self.alert_pos, alert_stop):
             self.writer.add_alert(alert)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from test_serve import post
 
+from runwatch.dev.reader import HeldHistory
 from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -46,28 +47,6 @@ def events(run: str, *, timeout: float = 1.0) -> bytes:
     return b"".join(json.dumps(e).encode() + b"\n" for e in out)
 
 
-class Reader:
-    """Another process holding the history open read-only, as `runwatch sql` does."""
-
-    def __init__(self, db: Path) -> None:
-        code = ("import duckdb, sys\ncon = duckdb.connect(sys.argv[1], read_only=True)\n"
-                "print('held', flush=True)\nsys.stdin.read()\n")  # fmt: skip
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(db)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline() == b"held\n"
-
-    def holding(self) -> bool:
-        return self.proc.poll() is None
-
-    def release(self) -> None:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        self.proc.stdout.close()
-
-
 def test_a_reader_holding_the_history_delays_no_alert_and_no_acknowledgment(
     tmp_path: Path,
 ) -> None:
@@ -75,7 +54,7 @@ def test_a_reader_holding_the_history_delays_no_alert_and_no_acknowledgment(
     with ServeProcess(db) as serve:
         assert post(serve.port, events("warmup", timeout=3600))[0] == 200
         wait_for(lambda: metric(serve, "runwatch_serve_history_lag_bytes") == 0, "the history")
-        reader = Reader(db)
+        reader = HeldHistory(db)
         try:
             # the incident runs while the file is held: acknowledged, and alerted on time
             assert post(serve.port, events("held"))[0] == 200

@@ -69,9 +69,11 @@ def test_compaction_drops_finished_runs_and_a_restart_repeats_nothing(tmp_path: 
     before = service.events.size
     transitions = len(service.alert_log.read())
     assert transitions == 1  # non_finite_metric fired
-    while not service.history.cycle():  # compaction waits for the history to have it all
-        pass
-    assert service.compact(keep_finished_s=0.0) < before
+    size = None
+    while size is None:  # compaction waits for the history to have it all, between batches
+        service.history.cycle()
+        size = service.compact(keep_finished_s=0.0)
+    assert size < before
     assert set(service.driver.engine.runs) == {"live"}
     service.close()
     again = Service(db, wal)
@@ -87,6 +89,9 @@ def test_compaction_drops_finished_runs_and_a_restart_repeats_nothing(tmp_path: 
 def test_a_history_that_cannot_be_written_is_said_once_counted_and_not_ready(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    import json
+    import time
+
     from runwatch.service.core import Service
 
     service = Service(tmp_path / "h.duckdb", tmp_path / "wal")
@@ -102,13 +107,16 @@ def test_a_history_that_cannot_be_written_is_said_once_counted_and_not_ready(
             raise OSError(28, "No space left on device")
 
         writer.flush = full_disk  # type: ignore[method-assign]
+        beat = {"v": 1, "id": "b", "ts": time.time(), "run": "r", "kind": "heartbeat",
+                "src": {"component": "trainer"}}  # fmt: skip
+        assert service.ingest([json.dumps(beat).encode()]).accepted == 1  # something to write
         with caplog.at_level("WARNING", logger="runwatch.serve"):
             for _ in range(3):
                 assert not service.history.cycle()
         ok, why = service.readiness()
         assert not ok
         assert "No space left on device" in why
-        assert service.counters.history_failures._value.get() == 3
+        assert service.counters.history_failures._value.get() >= 3  # (its thread tries too)
         said = [r.getMessage() for r in caplog.records if "history" in r.getMessage()]
         assert len(said) == 1, said  # once per change of state, not per try
         writer.flush = real  # type: ignore[method-assign]

@@ -199,8 +199,9 @@ def test_a_flood_of_run_ids_is_refused_past_the_cap_and_finished_runs_make_room(
         assert set(service.driver.engine.runs) == {"run-0", "run-1", "run-2"}
         # a tracked run still gets its events
         assert service.ingest([ev("more", run="run-1")]).accepted == 1
-        # a run finishes: it leaves (after keep_finished_s), and a new run fits
+        # a run finishes: it leaves (after keep_finished_s; the timer looks), and a new run fits
         assert service.ingest([ev("end", run="run-0", kind="run.finished", status="ok")]).accepted
+        service.tick(time.time() + 11)
         assert service.ingest([ev("new", run="run-9")]).accepted == 1
         assert "run-0" not in service.driver.engine.runs
         exposition = service.exposition().decode()
