@@ -4,6 +4,10 @@ Command modules pull heavy libraries (DuckDB, Faust, aiokafka, prometheus-client
 the module of the command being run is imported; `runwatch --help` (or an unknown command)
 imports them all to list every command. `runwatch watch -- python train.py` starts in
 about 0.3 s instead of 0.9 s.
+
+A trainer's install is light (`pip install runwatch`: pydantic and kafka-python): a command
+whose libraries come with an extra says which extra, in one line (`missing_extra`), and
+`--help` lists every command even when some cannot run here.
 """
 
 from __future__ import annotations
@@ -43,8 +47,39 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: the third-party modules of the extras (pyproject.toml), by the extra that installs them
+EXTRAS: dict[str, str] = {
+    "msgspec": "stream", "orjson": "stream", "rich": "stream", "waitress": "stream",
+    "duckdb": "store", "pyarrow": "store",
+    "faust": "kafka", "aiokafka": "kafka", "mode": "kafka",
+    "slack_sdk": "slack", "prometheus_client": "metrics", "torch": "torch",
+}  # fmt: skip
+
+
+class MissingExtra(RunwatchError):
+    """A command needs a library that comes with one of runwatch's extras."""
+
+
+def missing_extra(err: ModuleNotFoundError) -> MissingExtra | None:
+    """The one line (after the command's name) for a library an extra installs; None for
+    any other missing module."""
+    module = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return MissingExtra(
+        f"needs the '{extra}' extra ({module} is not installed): "
+        f"pip install 'runwatch[{extra}]' (or 'runwatch[all]' for every command)"
+    )
+
+
+#: commands that cannot run in this install (their extra is missing), with the reason
+STUBS: dict[str, MissingExtra] = {}
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser with `command`'s module registered, or every module when None."""
+    """The parser with `command`'s module registered, or every module when None. A module
+    whose extra is not installed is registered as a stub that says so (`STUBS`)."""
     parser = argparse.ArgumentParser(
         prog="runwatch",
         description="Run state and alerting for LLM RL training clusters.",
@@ -53,19 +88,46 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in wanted:
-        importlib.import_module(f"runwatch.commands.{name}").register(sub)
+        try:
+            module = importlib.import_module(f"runwatch.commands.{name}")
+        except ModuleNotFoundError as err:
+            for cmd in [c for c, m in COMMANDS.items() if m == name]:
+                problem = missing_extra(err)
+                if problem is None:
+                    raise
+                _stub(sub, cmd, problem)
+            continue
+        module.register(sub)
     return parser
+
+
+def _stub(sub: Any, command: str, problem: MissingExtra) -> None:
+    """A command that cannot run in this install: listed, and says why when run."""
+    STUBS[command] = problem
+    extra = str(problem).split("'")[1]
+    sub.add_parser(command, help=f"(needs the '{extra}' extra)",
+                   description=f"runwatch {command} {problem}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = args_in[0] if args_in and not args_in[0].startswith("-") else None
     parser = build_parser(command)
+    if command in STUBS and not {"-h", "--help"} & set(args_in[1:]):
+        logs.setup(command)  # its flags are unknown here: say what it needs, whatever they are
+        logging.getLogger(logs.LOGGER).error("%s", STUBS[command])
+        return 2
     args = _undashed(parser.parse_args(_dashed(parser, command, args_in)))
     name = " ".join(filter(None, (command, getattr(args, "kafka_command", None))))
     logs.setup(name)
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        except ModuleNotFoundError as err:  # a library of an extra, imported when needed
+            problem = missing_extra(err)
+            if problem is None:
+                raise
+            raise problem from None
     except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
         logging.getLogger(logs.LOGGER).error("%s", err)
         return int(getattr(err, "status", 2))
