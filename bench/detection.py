@@ -38,6 +38,7 @@ from benchinfo import RESULTS, follow_alerts, machine, write_section
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
+from runwatch.emitters.kafka_security import PLAINTEXT
 from runwatch.service.launch import ServeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,7 +234,7 @@ def run(tmp: Path, speed: float, duration: float, kafka: bool) -> dict[str, Any]
         ]
         if kafka:
             bootstrap, prefix = stack.enter_context(kafka_worker(tmp))
-            ksink = KafkaSink(bootstrap, prefix + "runwatch.events")
+            ksink = KafkaSink(bootstrap, prefix + "runwatch.events", PLAINTEXT)
             stack.callback(ksink.close)
             sinks.append(ksink)
             topic = prefix + "runwatch.alerts"

@@ -51,6 +51,7 @@ from benchinfo import RESULTS, follow_alerts, machine, write_section
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
 from runwatch.dev.reader import HeldHistory
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
+from runwatch.emitters.kafka_security import PLAINTEXT
 from runwatch.service.launch import ServeProcess
 
 
@@ -133,7 +134,7 @@ def kafka_latency(tmp: Path, speed: float, duration: float) -> list[str]:
             time.sleep(0.1)
         consumer.start()
         cluster, t0 = _cluster(duration), time.time() + 0.5
-        sink = KafkaSink(bootstrap, prefix + "runwatch.events")
+        sink = KafkaSink(bootstrap, prefix + "runwatch.events", PLAINTEXT)
         try:
             for batch in paced(cluster.events(t0, speed)):
                 sink.send(batch)
