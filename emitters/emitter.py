@@ -39,7 +39,7 @@ from runwatch.emitters.events import MAX_EVENT_BYTES, validate
 from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
-from runwatch.emitters.spool import Priority, Spool
+from runwatch.emitters.spool import Priority, Spool, destination_dir
 from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
@@ -75,6 +75,29 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=_plain).encode
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "runwatch" / "spool"
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        log.warning("%s", message)
+
+
+def _identity(
+    kafka: str | None, topic: str, security: KafkaSecurity, url: str | None
+) -> dict[str, str]:
+    """What makes two destinations the same: for Kafka the brokers, the topic and who we are
+    to them; for a service its URL."""
+    if url is not None:
+        return {"kind": "http", "url": url.rstrip("/")}
+    if kafka is None:
+        return {"kind": "file"}
+    brokers = ",".join(sorted(b.strip() for b in kafka.split(",") if b.strip()))
+    who = security.protocol + (f":{security.username}" if security.username else "")
+    return {"kind": "kafka", "bootstrap": brokers, "topic": topic, "security": who}
 
 
 class Emitter:
@@ -114,7 +137,13 @@ class Emitter:
         close_timeout: float = 5.0,
         kafka_options: Mapping[str, Any] | None = None,
         kafka_security: KafkaSecurity | None = None,
+        strict: bool | None = None,
     ) -> None:
+        fallback = False  # no destination was given: the events wait on disk
+        self._strict = strict if strict is not None else os.environ.get("RUNWATCH_STRICT") in (
+            "1", "true", "yes",
+        )  # fmt: skip
+        self.refused = 0  # events emit() dropped for what they were (not strict)
         run = run if run is not None else os.environ.get("RUNWATCH_RUN")
         if run is None:
             raise ValueError("no run id: pass run=... or set RUNWATCH_RUN")
@@ -131,11 +160,15 @@ class Emitter:
         if kafka is None and path is None and url is None:
             kafka = os.environ.get("RUNWATCH_KAFKA") or None
             url = None if kafka else os.environ.get("RUNWATCH_URL") or None
-            path = None if kafka or url else os.environ.get("RUNWATCH_SPOOL") or None
+            path = None if kafka or url else spool or os.environ.get("RUNWATCH_SPOOL") or None
             if kafka is None and path is None and url is None:
-                raise ValueError(
-                    "no destination: pass kafka='host:9092', url='http://host:port' or "
-                    "path='spool-dir', or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
+                # a missing variable must not stop a training job: keep the events on disk
+                path, fallback = _cache_dir() / "unsent", True
+                _say_once(
+                    f"runwatch: no destination for events (RUNWATCH_KAFKA, RUNWATCH_URL or "
+                    f"RUNWATCH_SPOOL, or kafka=/url=/path=): keeping them in {path}; send "
+                    "them later with `runwatch spool flush --dir "
+                    f"{path} --url URL` (or --kafka HOST:PORT)"
                 )
         if kafka is not None and not (isinstance(kafka, str) and kafka.strip()):
             raise ValueError(f"kafka must be 'host:port[,host:port...]', not {kafka!r}")
@@ -157,9 +190,12 @@ class Emitter:
         self._host = host if host is not None else socket.gethostname()
         self._rank, self._instance = rank, instance
         self._heartbeat, self._interval = heartbeat, float(heartbeat_interval)
-        self._spool_dir = self.path or Path(
-            spool or os.environ.get("RUNWATCH_SPOOL") or _cache_dir()
-        ) / ("kafka" if kafka else "http" if url else "")
+        #: where this destination's events wait: its own directory, so leftovers are only
+        #: ever sent where they were going (`spool.destination_dir`)
+        self._destination = _identity(kafka, topic, kafka_security or PLAINTEXT, url)
+        self._spool_dir = self.path or destination_dir(
+            Path(spool or os.environ.get("RUNWATCH_SPOOL") or _cache_dir()), self._destination
+        )
         self._max_spool_bytes, self._segment_bytes = max_spool_bytes, segment_bytes
         self._max_queue_wanted = max_queue
         self._close_timeout = float(close_timeout)
@@ -169,7 +205,10 @@ class Emitter:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise ValueError(f"cannot use {self.path} as the spool directory: {err}") from None
+                if not fallback:
+                    why = f"cannot use {self.path} as the spool directory: {err}"
+                    raise ValueError(why) from None
+                # the fallback cannot be written either: events are dropped and counted
         self._start_lock = threading.Lock()
         self._closed = False
         self._forked = False
@@ -190,8 +229,9 @@ class Emitter:
             src["instance"] = self._instance
         self._head = f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(src)},"id":"'
         self._spool = Spool(
-            self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes
-        )
+            self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes,
+            destination=None if self.path is not None else self._destination,
+        )  # fmt: skip
         destination: Destination
         if self.url is not None:
             destination = HttpDestination(self.url, self._spool, token=self._token)
@@ -272,17 +312,29 @@ class Emitter:
     def emit(self, kind: str, /, **fields: Any) -> None:
         """Send one event; never blocks on the network, never raises for transport errors.
 
-        Raises ValueError / TypeError at once for a bad kind, bad or unserialisable fields,
-        or an event over 64 KiB.
+        A bad kind, bad or unserialisable fields, or an event over 64 KiB: the event is
+        dropped, counted (`refused`, and in heartbeats' `dropped_events`) and said once per
+        kind and fields -- a typo must not kill a training job. With `strict=True` (or
+        RUNWATCH_STRICT=1, as in runwatch's own tests) it raises ValueError / TypeError.
         """
-        if kind not in GOOD_KINDS:
-            learn_kind(kind)
-        line = self._line(kind, fields)
-        if len(line) > MAX_EVENT_BYTES:
-            raise ValueError(f"{kind}: event is {len(line)} bytes; the limit is {MAX_EVENT_BYTES}")
-        check = FIELD_CHECKS.get(kind)
-        if check is not None and not check(fields):
-            validate_slowly(kind, line)
+        try:
+            if kind not in GOOD_KINDS:
+                learn_kind(kind)
+            line = self._line(kind, fields)
+            if len(line) > MAX_EVENT_BYTES:
+                raise ValueError(
+                    f"{kind}: event is {len(line)} bytes; the limit is {MAX_EVENT_BYTES}"
+                )
+            check = FIELD_CHECKS.get(kind)
+            if check is not None and not check(fields):
+                validate_slowly(kind, line)
+        except (ValueError, TypeError) as err:
+            if self._strict:
+                raise
+            self.refused += 1
+            _say_once(f"runwatch: dropped a {kind!r} event with fields {sorted(fields)}: {err} "
+                      "(said once; counted in heartbeats' dropped_events)")  # fmt: skip
+            return
         queued = len(self._queue)
         if queued < self._wake_at:
             self._queue.append(line)
@@ -320,8 +372,9 @@ class Emitter:
 
     @property
     def dropped(self) -> int:
-        """Events this process dropped (spool at its hard limit, or a disk error)."""
-        return self._spool.dropped
+        """Events this process dropped (spool at its hard limit, a disk error, or refused by
+        emit() for what they were)."""
+        return self._spool.dropped + self.refused
 
     def _heartbeat_line(self, final: bool) -> Priority:
         fields: dict[str, Any] = {"final": True} if final else {}

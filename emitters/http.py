@@ -101,6 +101,7 @@ class HttpDestination(SpooledDestination):
     def tick(self) -> None:
         if not self._up and time.monotonic() < self._retry_at:
             return
+        self._adopt_now_and_then()
         if self.spool.size > 0:
             self._replay_some()
 

@@ -15,7 +15,9 @@ Not thread-safe by itself: callers hold `lock` around every method but `read`.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import logging
 import os
 import re
@@ -41,6 +43,27 @@ class Priority(str):
     __slots__ = ()
 
 
+#: In a destination's spool directory: where its segments were going (`runwatch spool`).
+DESTINATION_FILE = "destination.json"
+
+
+def destination_dir(base: Path, identity: dict[str, str]) -> Path:
+    """The spool directory of one destination under `base`: events spooled for a broker or
+    a service are only ever sent there -- by a later emitter with the same destination, or
+    `runwatch spool flush` -- never to another one that happens to share the base."""
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(base) / f"{identity['kind']}-{digest}"
+
+
+def read_destination(directory: Path) -> dict[str, str] | None:
+    """Where a spool directory's segments go, as its emitter wrote it; None if unknown."""
+    try:
+        found = json.loads((directory / DESTINATION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else None
+
+
 def _safe_host(host: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
 
@@ -55,8 +78,10 @@ class Spool:
         max_bytes: int = 1 << 30,
         segment_bytes: int = 16 << 20,
         prefix: str = "events",
+        destination: dict[str, str] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self.destination = destination  # written beside the first segment
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
         host, pid, nth = _safe_host(socket.gethostname()), os.getpid(), next(_SPOOLS)
@@ -190,6 +215,12 @@ class Spool:
 
     def _open(self, seq: int) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.destination is not None:
+            described = self.directory / DESTINATION_FILE
+            if not described.exists():  # written whole: beside, then renamed
+                tmp = described.with_name(f".{DESTINATION_FILE}.{os.getpid()}")
+                tmp.write_text(json.dumps(self.destination, sort_keys=True) + "\n")
+                os.replace(tmp, described)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         return os.open(self._path(seq), flags, 0o644)
 
@@ -201,8 +232,9 @@ class Spool:
             log.error("runwatch: dropping events (%d so far): %s", self.dropped, why)
 
     def adopt_orphans(self) -> int:
-        """Take over the segments of exited processes on this host (Kafka fallback only:
-        in a file destination the segments are already where they belong).
+        """Take over the segments of exited processes on this host that were going to this
+        spool's destination (network destinations only: in a file destination the segments
+        are already where they belong).
 
         A process that exits while its broker is away leaves its backlog on disk; the next
         emitter here that reaches the broker sends it. A rename claims a segment, so two

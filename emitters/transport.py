@@ -109,6 +109,19 @@ class SpooledDestination:
         self._down_since: float | None = None
         #: The segment being replayed: its name, its lines, how many are confirmed.
         self._replaying: tuple[str, list[str], int] = ("", [], 0)
+        self._adopted_at = float("-inf")
+
+    def _adopt_now_and_then(self) -> None:
+        """Take over what exited processes on this host left for this destination (when it
+        is reachable, then once a minute: a worker may die while it is away and we are not)."""
+        if time.monotonic() - self._adopted_at < ADOPT_EVERY_S:
+            return
+        self._adopted_at = time.monotonic()
+        with self.spool.lock:
+            adopted = self.spool.adopt_orphans()
+        if adopted:
+            log.warning("runwatch: sending %d segments left by exited processes to %s",
+                        adopted, self.name)  # fmt: skip
 
     def _send(self, lines: Sequence[str], live: bool) -> int:
         """Send and wait; return how many leading lines are settled (confirmed or poison)."""
@@ -196,7 +209,6 @@ class KafkaDestination(SpooledDestination):
         #: kafka-python names its threads after it, which is how its logs are told apart.
         self.client_id = f"runwatch-{os.getpid()}"
         self.producer: Any = None
-        self._adopted_at = 0.0
 
     # --- connection --------------------------------------------------------------------
 
@@ -224,7 +236,8 @@ class KafkaDestination(SpooledDestination):
         except Exception as err:
             self._down(f"cannot connect: {err!r}")
             return False
-        self._adopt()
+        self._adopted_at = float("-inf")  # connected: look for leftovers now
+        self._adopt_now_and_then()
         self._came_back()
         if self.on_connect is not None:
             self.on_connect()
@@ -276,20 +289,10 @@ class KafkaDestination(SpooledDestination):
     def live(self) -> bool:
         return self.producer is not None and self.spool.size == 0
 
-    def _adopt(self) -> None:
-        """Take over what exited processes on this host left in the spool (at connect, then
-        once a minute: a worker may die while the broker is away and we are not)."""
-        self._adopted_at = time.monotonic()
-        with self.spool.lock:
-            adopted = self.spool.adopt_orphans()
-        if adopted:
-            log.warning("runwatch: sending %d segments left by exited processes", adopted)
-
     def tick(self) -> None:
         if self.producer is None and (time.monotonic() < self._retry_at or not self._connect()):
             return
-        if time.monotonic() - self._adopted_at > ADOPT_EVERY_S:
-            self._adopt()
+        self._adopt_now_and_then()
         if self.spool.size > 0:
             self._replay_some()
 

@@ -9,6 +9,7 @@ counted. `@pytest.mark.allow_leaks` opts a test out.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ GRACE_S = 1.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # runwatch's own tests want a bad emit() to raise, not to be dropped and counted
+    os.environ.setdefault("RUNWATCH_STRICT", "1")
     config.addinivalue_line(
         "markers", "allow_leaks: the test may leave threads or child processes behind"
     )

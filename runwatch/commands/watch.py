@@ -61,6 +61,17 @@ def add_destination(p: argparse.ArgumentParser) -> None:
 
 def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> Emitter | str:
     """The Emitter the flags ask for, or a one-line reason for the user."""
+    given = (
+        args.kafka,
+        args.url,
+        args.spool,
+        *(os.environ.get(v) for v in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL")),
+    )
+    if not any(given):  # a command line is not a trainer: say so instead of keeping them
+        return (
+            "no destination for events: pass --kafka HOST:PORT, --url URL or --spool DIR, "
+            "or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
+        )
     try:
         kafka = args.kafka or (None if args.url or args.spool else os.environ.get("RUNWATCH_KAFKA"))
         security = security_from_args(args) if kafka else None
@@ -69,11 +80,6 @@ def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> 
     except KafkaSecurityError as err:
         return f"Kafka security: {err}"
     except ValueError as err:
-        if str(err).startswith("no destination"):
-            return (
-                "no destination for events: pass --kafka HOST:PORT, --url URL or --spool DIR, "
-                "or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
-            )
         if str(err).startswith("no run id"):
             return "no run id: pass --run RUN or set RUNWATCH_RUN"
         return str(err)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import socket
 import subprocess
@@ -227,7 +228,7 @@ def test_emitter_spools_while_serve_is_down_and_sends_when_it_is_back(tmp_path: 
         for step in range(50):
             em.emit("step.done", step=step)
         assert em.flush(10)
-        assert list((tmp_path / "spool" / "http").glob("events-*.jsonl"))
+        assert list((tmp_path / "spool").glob("http-*/events-*.jsonl"))
         with ServeProcess(db, port=port) as back:
             deadline = time.monotonic() + 15
             count = 0
@@ -322,3 +323,45 @@ def test_kill_9_during_a_slack_post_then_restart_posts_it_once(tmp_path: Path) -
         assert len(fake.roots()) == 1
     finally:
         fake.close()
+
+
+def test_leftovers_go_to_their_own_service_only_and_once(tmp_path: Path) -> None:
+    """A job killed while its service (A) was down leaves spooled events. A later emitter
+    for another service (B), sharing the spool base, sends none of them; one for A sends
+    them all, once."""
+    from runwatch.dev.broker import free_port
+
+    spool, port_a = tmp_path / "spool", free_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL")}  # fmt: skip
+    job = ("import os, sys\nfrom runwatch.emitters import Emitter\n"
+           "em = Emitter(run='left', component='trainer', url=sys.argv[1], spool=sys.argv[2],"
+           " heartbeat=False, close_timeout=0.5)\n"
+           "for s in range(20):\n    em.emit('step.done', step=s)\nem.flush(10)\n"
+           "os._exit(0)\n")  # killed: no close, the spool stays  # fmt: skip
+    subprocess.run([sys.executable, "-c", job, f"http://127.0.0.1:{port_a}", str(spool)],
+                   check=True, timeout=120, env=env)  # fmt: skip
+    assert list(spool.glob("http-*/events-*.jsonl"))
+
+    def send_one(url: str, run: str) -> None:
+        from runwatch.emitters import Emitter
+
+        em = Emitter(run=run, component="trainer", url=url, spool=spool, heartbeat=False)
+        em.emit("step.done", step=0)
+        assert em.flush(30)
+        em.close()
+
+    def events(serve: ServeProcess) -> dict[str, int]:
+        return {r["run"]: r["events"] for r in serve.get("/v1/runs")["runs"]}
+
+    with ServeProcess(tmp_path / "b.duckdb") as b:
+        send_one(b.url, "b-job")
+        assert events(b) == {"b-job": 1}
+    with ServeProcess(tmp_path / "a.duckdb", port=port_a) as a:
+        send_one(a.url, "a-job")
+        deadline = time.monotonic() + 60
+        while events(a).get("left") != 20:
+            assert time.monotonic() < deadline, events(a)
+            time.sleep(0.1)
+        assert events(a) == {"a-job": 1, "left": 20}
+    assert not list(spool.glob("http-*/events-*.jsonl"))

@@ -73,7 +73,7 @@ def test_events_arrive_keyed_by_run(kafka_broker: str, kafka_topic: str, tmp_pat
     assert [e["step"] for e in work[1:-1]] == list(range(50))
     assert events[-1]["kind"] == "heartbeat"
     assert events[-1]["final"] is True
-    assert not list((tmp_path / "kafka").glob("*.jsonl"))  # nothing had to wait on disk
+    assert not list(tmp_path.glob("kafka-*/*.jsonl"))  # nothing had to wait on disk
 
 
 @pytest.mark.slow
@@ -107,7 +107,7 @@ def test_broker_outage_loses_nothing(tmp_path: Path, kafka_topic: str) -> None:
             emit_some(10)
             time.sleep(0.1)
         assert em.flush(timeout=30)
-        assert list((spool / "kafka").glob("*.jsonl")), "the outage should have spooled events"
+        assert list(spool.glob("kafka-*/*.jsonl")), "the outage should have spooled events"
         broker.start()
         emit_some(200)
         em.close()
@@ -122,7 +122,7 @@ def test_broker_outage_loses_nothing(tmp_path: Path, kafka_topic: str) -> None:
     assert {r.key for r in records} == {b"outage-run"}
     assert events[-1]["kind"] == "heartbeat"
     assert events[-1]["final"] is True
-    assert not list((spool / "kafka").glob("*.jsonl"))  # the backlog was sent and removed
+    assert not list(spool.glob("kafka-*/*.jsonl"))  # the backlog was sent and removed
 
 
 def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
@@ -143,7 +143,7 @@ def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert list((tmp_path / "kafka").glob(f"events-*-{pid}-*.jsonl"))
+    assert list(tmp_path.glob(f"kafka-*/events-*-{pid}-*.jsonl"))
 
     em = Emitter(run="survivor", component="trainer", kafka=kafka_broker, topic=kafka_topic,
                  spool=tmp_path, heartbeat=False)  # fmt: skip
@@ -160,7 +160,7 @@ def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
     assert [e["traj"] for e in by_key[b"dead-worker"]] == [f"t-{n}" for n in range(20)]
     assert all(e["src"]["pid"] == pid for e in by_key[b"dead-worker"])
     assert [e["kind"] for e in by_key[b"survivor"]] == ["step.started"]
-    assert not list((tmp_path / "kafka").glob("*.jsonl"))
+    assert not list(tmp_path.glob("kafka-*/*.jsonl"))
 
 
 def test_a_forked_child_leaves_the_parents_connection_alone(
@@ -190,4 +190,4 @@ def test_a_forked_child_leaves_the_parents_connection_alone(
     child = [e["traj"] for e in events if e["src"]["pid"] == pid]
     assert parent == list(range(11))
     assert child == [f"child-{n}" for n in range(10)]
-    assert not list((tmp_path / "kafka").glob("*.jsonl"))  # nobody had to spool
+    assert not list(tmp_path.glob("kafka-*/*.jsonl"))  # nobody had to spool

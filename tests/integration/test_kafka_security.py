@@ -301,7 +301,7 @@ def test_the_emitter_with_a_wrong_password_spools_and_never_blocks(
     started = time.perf_counter()
     em.close()
     assert time.perf_counter() - started < 10
-    spooled = [json.loads(line) for path in sorted((tmp_path / "kafka").glob("*.jsonl"))
+    spooled = [json.loads(line) for path in sorted(tmp_path.glob("kafka-*/*.jsonl"))
                for line in path.read_text().splitlines()]  # fmt: skip
     assert [e["step"] for e in spooled if e["kind"] == "step.done"] == list(range(500))
     warnings = [r.getMessage() for r in caplog.records if r.name == "runwatch.emitters"]

@@ -213,8 +213,6 @@ def test_invalid_fields_of_a_known_kind_raise(
 def test_bad_settings_raise(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not both"):
         Emitter(run="r", component="trainer", path=tmp_path, kafka="127.0.0.1:9092")
-    with pytest.raises(ValueError, match="no destination"):
-        Emitter(run="r", component="trainer")
     with pytest.raises(ValueError, match="no run id"):
         Emitter(component="trainer", path=tmp_path)
     with pytest.raises(ValueError, match="heartbeat_interval"):
@@ -286,7 +284,7 @@ def test_env_kafka_wins_over_spool(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     em.close()
     # The spool directory holds Kafka's fallback, apart from a file destination's segments.
     assert not list(tmp_path.glob("*.jsonl"))
-    assert kinds(read_events(tmp_path / "kafka"), "step.started")
+    assert kinds(read_events(next(tmp_path.glob("kafka-*"))), "step.started")
 
 
 def test_explicit_arguments_win_over_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -341,11 +339,11 @@ def test_unreachable_kafka_never_raises_and_spools(tmp_path: Path) -> None:
         em.emit("step.done", step=i)
     assert time.perf_counter() - started < 5  # not one emit waited for the network
     em.close(timeout=1)
-    events = read_events(tmp_path / "kafka")
+    events = read_events(next(tmp_path.glob("kafka-*")))
     assert [e["step"] for e in kinds(events, "step.done")] == list(range(3000))
     assert kinds(events, "heartbeat")[-1]["final"] is True
     assert all(path.name.startswith("events-") and f"-{os.getpid()}-" in path.name
-               for path in (tmp_path / "kafka").glob("*.jsonl"))  # fmt: skip
+               for path in tmp_path.glob("kafka-*/*.jsonl"))  # fmt: skip
     assert em.dropped == 0
 
 
@@ -465,7 +463,7 @@ def test_forked_child_with_unreachable_kafka_spools_under_its_pid(tmp_path: Path
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     em.close(timeout=0.5)
-    events = read_events(tmp_path / "kafka")
+    events = read_events(next(tmp_path.glob("kafka-*")))
     assert [e["src"]["pid"] for e in kinds(events, "trajectory.started")] == [pid]
 
 
@@ -486,3 +484,57 @@ def test_multiprocessing_fork_workers_deliver_without_close(tmp_path: Path) -> N
     started = kinds(read_events(tmp_path), "trajectory.started")
     assert sorted(e["traj"] for e in started) == ["worker-0", "worker-1"]
     assert {e["src"]["pid"] for e in started} == {w.pid for w in workers}
+
+
+def test_no_destination_keeps_the_events_on_disk_and_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing variable must not kill a training job at its start."""
+    for name in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with caplog.at_level("WARNING", logger="runwatch.emitters"):
+        for _ in range(2):
+            em = Emitter(run="r", component="trainer", heartbeat=False)
+            em.emit("step.done", step=1)
+            em.close()
+    said = [r.getMessage() for r in caplog.records if "no destination" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "runwatch spool flush" in said[0]
+    unsent = tmp_path / "cache" / "runwatch" / "spool" / "unsent"
+    lines = [json.loads(line) for f in sorted(unsent.glob("events-*.jsonl"))
+             for line in f.read_text().splitlines()]  # fmt: skip
+    assert [e["kind"] for e in lines].count("step.done") == 2
+
+
+def test_spool_alone_is_a_destination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL"):
+        monkeypatch.delenv(name, raising=False)
+    em = Emitter(run="r", component="trainer", spool=tmp_path, heartbeat=False)
+    em.emit("step.done", step=1)
+    em.close()
+    assert [json.loads(line)["kind"] for f in tmp_path.glob("events-*.jsonl")
+            for line in f.read_text().splitlines()] == ["step.done"]  # fmt: skip
+
+
+def test_a_bad_emit_is_dropped_counted_and_said_once_unless_strict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    em = Emitter(run="r", component="trainer", path=tmp_path, strict=False, heartbeat=False)
+    with caplog.at_level("WARNING", logger="runwatch.emitters"):
+        em.emit("no.such.kind!", step=1)
+        em.emit("step.done", step="three")
+        em.emit("step.done", step="four")  # the same kind and fields: not said again
+        em.emit("step.done", step=2)
+    assert em.refused == 3
+    assert em.dropped == 3  # what heartbeats report
+    said = [r.getMessage() for r in caplog.records if "dropped a" in r.getMessage()]
+    assert len(said) == 2, said
+    em.close()
+    kinds = [json.loads(line) for f in tmp_path.glob("events-*.jsonl")
+             for line in f.read_text().splitlines()]  # fmt: skip
+    assert [e.get("step") for e in kinds if e["kind"] == "step.done"] == [2]
+    strict = Emitter(run="r", component="trainer", path=tmp_path, strict=True, heartbeat=False)
+    with pytest.raises(ValueError):
+        strict.emit("step.done", step="three")
+    strict.close()
