@@ -535,6 +535,6 @@ def test_a_bad_emit_is_dropped_counted_and_said_once_unless_strict(
              for line in f.read_text().splitlines()]  # fmt: skip
     assert [e.get("step") for e in kinds if e["kind"] == "step.done"] == [2]
     strict = Emitter(run="r", component="trainer", path=tmp_path, strict=True, heartbeat=False)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="step"):
         strict.emit("step.done", step="three")
     strict.close()
