@@ -39,7 +39,7 @@ from runwatch.emitters.events import MAX_EVENT_BYTES, validate
 from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
-from runwatch.emitters.spool import Priority, Spool, destination_dir
+from runwatch.emitters.spool import Priority, Spool, default_base, destination_dir
 from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
@@ -70,11 +70,6 @@ def _plain(value: Any) -> Any:
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=_plain).encode
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "runwatch" / "spool"
 
 
 _SAID: set[str] = set()
@@ -163,7 +158,7 @@ class Emitter:
             path = None if kafka or url else spool or os.environ.get("RUNWATCH_SPOOL") or None
             if kafka is None and path is None and url is None:
                 # a missing variable must not stop a training job: keep the events on disk
-                path, fallback = _cache_dir() / "unsent", True
+                path, fallback = default_base() / "unsent", True
                 _say_once(
                     f"runwatch: no destination for events (RUNWATCH_KAFKA, RUNWATCH_URL or "
                     f"RUNWATCH_SPOOL, or kafka=/url=/path=): keeping them in {path}; send "
@@ -194,7 +189,7 @@ class Emitter:
         #: ever sent where they were going (`spool.destination_dir`)
         self._destination = _identity(kafka, topic, kafka_security or PLAINTEXT, url)
         self._spool_dir = self.path or destination_dir(
-            Path(spool or os.environ.get("RUNWATCH_SPOOL") or _cache_dir()), self._destination
+            Path(spool or os.environ.get("RUNWATCH_SPOOL") or default_base()), self._destination
         )
         self._max_spool_bytes, self._segment_bytes = max_spool_bytes, segment_bytes
         self._max_queue_wanted = max_queue

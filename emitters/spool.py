@@ -47,6 +47,12 @@ class Priority(str):
 DESTINATION_FILE = "destination.json"
 
 
+def default_base() -> Path:
+    """Where emitters keep events they could not send yet, by destination."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "runwatch" / "spool"
+
+
 def destination_dir(base: Path, identity: dict[str, str]) -> Path:
     """The spool directory of one destination under `base`: events spooled for a broker or
     a service are only ever sent there -- by a later emitter with the same destination, or

@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "watch": "watch",
     "scrape": "scrape",
+    "spool": "spool",
 }
 
 

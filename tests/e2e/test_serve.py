@@ -365,3 +365,37 @@ def test_leftovers_go_to_their_own_service_only_and_once(tmp_path: Path) -> None
             time.sleep(0.1)
         assert events(a) == {"a-job": 1, "left": 20}
     assert not list(spool.glob("http-*/events-*.jsonl"))
+
+
+def test_a_trainer_with_no_destination_finishes_and_spool_flush_delivers_it(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL")}  # fmt: skip
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    trainer = ("from runwatch.emitters import Emitter\n"
+               "em = Emitter(run='nowhere', component='trainer', heartbeat=False)\n"
+               "for s in range(10):\n    em.emit('step.done', step=s)\n"
+               "em.close()\nprint('trained')\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", trainer], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "trained\n"
+    assert "runwatch spool flush" in done.stderr  # it said where the events are
+    runwatch = [sys.executable, "-m", "runwatch.cli", "spool"]
+    status = subprocess.run([*runwatch, "status"], capture_output=True, text=True, env=env,
+                            timeout=60, check=True)  # fmt: skip
+    assert "10 events" in status.stdout, status.stdout
+    assert "no destination" in status.stdout
+    with ServeProcess(tmp_path / "h.duckdb") as serve:
+        unsent = tmp_path / "cache" / "runwatch" / "spool" / "unsent"
+        sent = subprocess.run([*runwatch, "flush", "--dir", str(unsent), "--url", serve.url],
+                              capture_output=True, text=True, env=env, timeout=120,
+                              check=False)  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        assert "10 events sent" in sent.stderr
+        runs = {r["run"]: r["events"] for r in serve.get("/v1/runs")["runs"]}
+        assert runs == {"nowhere": 10}
+    again = subprocess.run([*runwatch, "status"], capture_output=True, text=True, env=env,
+                           timeout=60, check=True)  # fmt: skip
+    assert again.stdout == "nothing waits\n"
