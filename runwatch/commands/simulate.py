@@ -73,6 +73,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         security = connect_check(args)
         sink = KafkaSink(args.kafka, args.topic, security)
-    sent = send_live(cluster, sink, args.speed)
+    say(
+        f"{args.jobs} jobs for {args.duration:.0f} simulated s at {args.speed:g}x "
+        f"({args.duration / args.speed:.0f} s; Ctrl-C ends them early)"
+    )
+    sent = send_live(cluster, sink, args.speed, progress=say)
     say(f"sent {sent} events from {args.jobs} jobs")
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 import orjson
@@ -96,13 +96,29 @@ def write_file(cluster: Cluster, out: IO[bytes], t0: float, speed: float) -> int
     return n
 
 
-def send_live(cluster: Cluster, sink: HttpSink | KafkaSink, speed: float) -> int:
-    """Send the events as their time comes (Ctrl-C stops early); returns how many were sent."""
+def send_live(
+    cluster: Cluster,
+    sink: HttpSink | KafkaSink,
+    speed: float,
+    progress: Callable[[str], None] = lambda line: None,
+    every: float = 5.0,
+) -> int:
+    """Send the events as their time comes, saying how far it is every `every` seconds;
+    Ctrl-C stops early, and the jobs still running end as stopped jobs do. Returns how many
+    were sent."""
+    started = time.monotonic()
+    said = started
+    wall = cluster.duration / speed
     try:
         for batch in paced(cluster.events(time.time() + 0.2, speed)):
             sink.send(batch)
+            if time.monotonic() - said >= every:
+                said = time.monotonic()
+                progress(f"{said - started:.0f} of {wall:.0f} s, {sink.sent:,} events sent")
     except KeyboardInterrupt:
-        pass
+        progress("stopping: ending the jobs still running")
+        if closing := cluster.stop(time.time()):
+            sink.send(closing)
     finally:
         if isinstance(sink, KafkaSink):
             sink.close()

@@ -90,6 +90,8 @@ class Job:
         #: When the injected fault began (simulated seconds): for detection latency.
         self.fault_at: float | None = None
         self.n = itertools.count()
+        self.finished = False  # its run.finished was yielded
+        self.yielded = 0  # events yielded so far (their ids count on from here)
 
     def emit(self, t: float, kind: str, src: dict[str, Any], **fields: Any) -> None:
         self.buf.append((t, next(self.n), kind, src, fields))
@@ -98,6 +100,22 @@ class Job:
         self.beats[id(src)][1] = at
 
     def events(self) -> Iterator[tuple[float, str, dict[str, Any], dict[str, Any]]]:
+        """The job's events; one the simulation stops before its last step ends as a
+        stopped job does (`closing`), so nothing it leaves behind looks like a fault."""
+        yield from self._steps()
+        if not self.finished:
+            for kind, src, fields in self.closing():
+                yield self.end, kind, src, fields
+
+    def closing(self) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """What a job the simulation stops says last: a final heartbeat from each process
+        still alive, and run.finished (killed)."""
+        self.finished = True
+        alive = [src for src in self.beating if self.beats[id(src)][1] == math.inf]
+        return [*(("heartbeat", src, {"final": True}) for src in alive),
+                ("run.finished", self.trainer[0], {"status": "killed"})]  # fmt: skip
+
+    def _steps(self) -> Iterator[tuple[float, str, dict[str, Any], dict[str, Any]]]:
         spec, t = self.spec, self.rng.uniform(0, 5)
         labels = {"model": "qwen2.5-7b", "algo": "grpo", "sim_fault": spec.fault or ""}
         self.emit(t, "run.started", self.trainer[0], total_steps=spec.total_steps, labels=labels)
@@ -116,6 +134,7 @@ class Job:
             if hung:
                 return
             if step >= spec.total_steps:
+                self.finished = True
                 yield t, "run.finished", self.trainer[0], {"status": "ok"}
                 return
             step += 1
@@ -304,10 +323,25 @@ class Cluster:
             out.update(fields)
             yield out
 
+    def stop(self, now: float) -> list[Event]:
+        """The simulation stops early (Ctrl-C) at wall time `now`: the closing events of
+        every job still running, so the runs end instead of going silent."""
+        out: list[Event] = []
+        for job in self.jobs:
+            if job.finished:
+                continue
+            run = job.spec.run
+            for kind, src, fields in job.closing():
+                out.append({"v": 1, "id": f"{run}-{job.yielded:07d}", "ts": round(now, 4),
+                            "run": run, "kind": kind, "src": src, **fields})  # fmt: skip
+                job.yielded += 1
+        return out
+
 
 def _numbered(job: Job) -> Iterator[tuple[float, int, int, str, dict[str, Any], dict[str, Any]]]:
     index = job.spec.index
-    for i, (t, kind, src, fields) in enumerate(job.events()):
+    for t, kind, src, fields in job.events():
+        i, job.yielded = job.yielded, job.yielded + 1
         yield t, index, i, kind, src, fields
 
 

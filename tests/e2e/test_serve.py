@@ -399,3 +399,17 @@ def test_a_trainer_with_no_destination_finishes_and_spool_flush_delivers_it(
     again = subprocess.run([*runwatch, "status"], capture_output=True, text=True, env=env,
                            timeout=60, check=True)  # fmt: skip
     assert again.stdout == "nothing waits\n"
+
+
+def test_healthy_simulated_jobs_raise_nothing_when_the_simulation_ends(tmp_path: Path) -> None:
+    """The simulation's end is the jobs' end (final heartbeats, run.finished), not their
+    silence: nothing fires afterwards, however long one waits."""
+    args = ["--jobs", "2", "--seed", "5", "--duration", "120", "--speed", "40"]
+    with ServeProcess(tmp_path / "h.duckdb") as serve:
+        done = subprocess.run(simulate(serve.url, *args), check=True, timeout=120,
+                              capture_output=True, text=True)  # fmt: skip
+        assert "2 jobs for 120 simulated s at 40x" in done.stderr  # it says what it does
+        runs = {r["run"]: r["status"] for r in serve.get("/v1/runs")["runs"]}
+        # ended, not silent: the rules judge no finished run, so nothing can fire later
+        assert runs == {"sim-5-job000": "killed", "sim-5-job001": "killed"}
+        assert serve.get("/v1/alerts")["alerts"] == []
