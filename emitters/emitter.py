@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -207,6 +207,7 @@ class Emitter:
         self._start_lock = threading.Lock()
         self._closed = False
         self._forked = False
+        self._before_close: list[Callable[[], None]] = []
         self._setup_process()
         self._check_envelope()
         _track(self)
@@ -389,6 +390,11 @@ class Emitter:
             if stop.wait(self._interval):
                 return
 
+    def before_close(self, hook: Callable[[], None]) -> None:
+        """Call `hook` when this emitter closes, before its last events are delivered (a
+        helper's final report: the rank that exits)."""
+        self._before_close.append(hook)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until what was emitted so far is delivered or spooled; False on timeout."""
         if not self._started or self._closed:
@@ -404,6 +410,13 @@ class Emitter:
         with self._start_lock:
             if self._closed:
                 return
+            hooks, self._before_close = self._before_close, []
+        for hook in hooks:  # their last words go out with ours, not to the spool after
+            try:
+                hook()
+            except Exception:
+                log.exception("runwatch: a close hook failed")
+        with self._start_lock:
             self._closed = True
         atexit.unregister(self.close)
         if not self._started:

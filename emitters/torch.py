@@ -111,6 +111,9 @@ class RankStatus:
         self._thread = threading.Thread(target=self._run, name="runwatch-rank-status", daemon=True)
         self._thread.start()
         atexit.register(self.close)
+        # also when the emitter closes first (its own atexit, or the caller's close()), so
+        # that `exited` goes out with its last events instead of into the spool after them
+        emitter.before_close(self.close)
 
     # --- phases ----------------------------------------------------------------------------
 

@@ -87,7 +87,17 @@ def run_job(tmp_path: Path, scenario: str) -> list[dict[str, Any]]:
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line == b"ready\n", proc.stderr.read() if proc.stderr else b""
-        time.sleep(2.0)  # every rank reports its phase a few times
+        if scenario == "divergent":
+            assert procs[0].wait(120) != 0  # rank 0 raised and is gone
+        # every rank still in the job reports the phase it is stuck in a few times
+        stuck = {
+            "divergent": {1: "recv", 2: "recv"},
+            "uniform": dict.fromkeys(range(3), "all_reduce"),
+        }
+        deadline = time.monotonic() + 120
+        while not _reported(read_spool(spool), stuck[scenario], times=2):
+            assert time.monotonic() < deadline, "the ranks never reported where they wait"
+            time.sleep(0.1)
         alive = [proc.poll() is None for proc in procs]
         assert alive == ([False, True, True] if scenario == "divergent" else [True] * 3)
     finally:
@@ -98,10 +108,26 @@ def run_job(tmp_path: Path, scenario: str) -> list[dict[str, Any]]:
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+    return read_spool(spool)
+
+
+def read_spool(spool: Path) -> list[dict[str, Any]]:
+    """The events the ranks wrote so far (whole lines only: they may be writing)."""
     events = []
     for path in sorted(spool.glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines() if line]
+        text = path.read_text()
+        events += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
     return sorted(events, key=lambda e: e["ts"])
+
+
+def _reported(events: list[dict[str, Any]], phases: dict[int, str], times: int) -> bool:
+    """Each rank has reported its phase at least `times` times."""
+    for rank, phase in phases.items():
+        seen = [e for e in events if e["kind"] == "rank.status" and e["rank"] == rank
+                and e["phase"] == phase]  # fmt: skip
+        if len(seen) < times:
+            return False
+    return True
 
 
 def stalled(events: list[dict[str, Any]]) -> Any:
@@ -163,3 +189,19 @@ def test_phases_nest_and_report_on_their_own_clock(tmp_path: Path) -> None:
     assert reports == [(2, 4, "running"), (2, 4, "exited")]  # not one per phase change
     done = next(e for e in events if e["kind"] == "step.done")
     assert ("cuda_memory" in done) == bool(cuda_memory())
+
+
+def test_exited_goes_out_before_the_emitters_last_words(tmp_path: Path) -> None:
+    """The emitter closes first (its atexit ran first, or the caller closed it): the rank's
+    `exited` still goes out with its events, before the final heartbeat -- not after it."""
+    from runwatch.emitters import Emitter
+    from runwatch.emitters.torch import RankStatus
+
+    em = Emitter(run="r", component="trainer", path=tmp_path, heartbeat_interval=3600)
+    status = RankStatus(em, rank=0, world_size=1, interval=3600)
+    em.close()
+    assert status._stop.is_set()  # closed with the emitter
+    events = read_spool(tmp_path)
+    order = [(e["kind"], e.get("phase"), e.get("final")) for e in events]
+    assert ("rank.status", "exited", None) in order
+    assert order.index(("rank.status", "exited", None)) < order.index(("heartbeat", None, True))
