@@ -445,7 +445,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-kafka", action="store_true", help="skip the Kafka comparison")
     p.add_argument("--flood", type=int, default=200_000, help="run ids in the flood")
-    p.add_argument("--only", choices=["reader", "flood", "front"], help="run one part only")
+    p.add_argument("--only", choices=["reader", "flood", "front", "jobs"],
+                   help="run one part only (printed, not written)")  # fmt: skip
     p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
     p.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md")
     args = p.parse_args()
@@ -459,6 +460,8 @@ def main() -> None:
         part = {"reader": lambda: reader_hold(tmp, 5 if args.quick else 20),
                 "flood": lambda: flood(tmp, args.flood // (4 if args.quick else 1)),
                 "front": lambda: http_front(tmp, 5.0 if args.quick else 15.0),
+                "jobs": lambda: per_jobs(tmp, args.jobs // (4 if args.quick else 1),
+                                         15.0 if args.quick else 40.0),
                 }[args.only]  # fmt: skip
         for line in part():
             print(line)

@@ -55,6 +55,9 @@ _UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
 #: Our own generator: a user's `random.seed(0)` must not make two processes' ids collide.
 _RNG = random.Random()
+# nor may a fork: a child would draw the very ids its parent draws next (the consumers'
+# dedup would then drop one of each pair)
+os.register_at_fork(after_in_child=_RNG.seed)
 
 
 def _plain(value: Any) -> Any:

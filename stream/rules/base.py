@@ -111,7 +111,9 @@ class Rule(Generic[P]):
 
 
 def fmt_duration(seconds: float) -> str:
-    """Human duration: 45s, 14m, 1h39m."""
+    """Human duration: 0.4s, 45s, 14m, 1h39m (never "0s" for a pace measured in ms)."""
+    if seconds < 9.95:
+        return "<0.1s" if seconds < 0.05 else f"{max(0.0, seconds):.1f}s"
     s = max(0, round(seconds))
     if s < 120:
         return f"{s}s"

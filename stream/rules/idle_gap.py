@@ -11,7 +11,15 @@ from itertools import pairwise
 
 from pydantic import NonNegativeFloat, conint
 
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    Params,
+    Rule,
+    Verdict,
+    fmt_duration,
+)
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -63,9 +71,9 @@ class IdleGapGrowing(Rule[IdleGapParams]):
         done = self._done(run)
         i = _growing(done, params) or len(done) - 1
         window = done[max(0, i - params.steps + 1) : i + 1]
-        minutes = " -> ".join(f"{s.gap / 60:.0f}" for s in window)
+        minutes = " -> ".join(fmt_duration(s.gap) for s in window)
         return Description(
-            f"GPU-idle gap per step is growing: {minutes} minutes over steps "
+            f"GPU-idle gap per step is growing: {minutes} over steps "
             f"{window[0].number}-{window[-1].number}",
             {"gaps": {str(s.number): round(s.gap, 3) for s in window}},
         )

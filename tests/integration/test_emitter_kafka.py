@@ -128,22 +128,31 @@ def test_broker_outage_loses_nothing(tmp_path: Path, kafka_topic: str) -> None:
 def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
     kafka_broker: str, kafka_topic: str, tmp_path: Path
 ) -> None:
+    """Only to its own destination: what a worker left for this broker is sent by the next
+    emitter for it; what another worker left for another broker stays where it is."""
+    nowhere = f"127.0.0.1:{free_port()}"
     pid = os.fork()
     if pid == 0:  # a worker that dies while the broker is out of its reach
         code = 1
         try:
-            nowhere = f"127.0.0.1:{free_port()}"
-            em = Emitter(run="dead-worker", component="rollout", kafka=nowhere, spool=tmp_path,
-                         heartbeat=False, topic=kafka_topic)  # fmt: skip
+            # this broker, but no route to it from here (the producer is sent elsewhere)
+            em = Emitter(run="dead-worker", component="rollout", kafka=kafka_broker,
+                         spool=tmp_path, heartbeat=False, topic=kafka_topic,
+                         kafka_options={"bootstrap_servers": [nowhere]})  # fmt: skip
             for n in range(20):
                 em.emit("trajectory.started", traj=f"t-{n}")
             em.close(timeout=0.5)
+            other = Emitter(run="elsewhere", component="rollout", kafka=nowhere, spool=tmp_path,
+                            heartbeat=False, topic=kafka_topic)  # fmt: skip
+            for n in range(5):
+                other.emit("trajectory.started", traj=f"e-{n}")
+            other.close(timeout=0.5)
             code = 0
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert list(tmp_path.glob(f"kafka-*/events-*-{pid}-*.jsonl"))
+    assert len({p.parent for p in tmp_path.glob(f"kafka-*/events-*-{pid}-*.jsonl")}) == 2
 
     em = Emitter(run="survivor", component="trainer", kafka=kafka_broker, topic=kafka_topic,
                  spool=tmp_path, heartbeat=False)  # fmt: skip
@@ -160,7 +169,10 @@ def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
     assert [e["traj"] for e in by_key[b"dead-worker"]] == [f"t-{n}" for n in range(20)]
     assert all(e["src"]["pid"] == pid for e in by_key[b"dead-worker"])
     assert [e["kind"] for e in by_key[b"survivor"]] == ["step.started"]
-    assert not list(tmp_path.glob("kafka-*/*.jsonl"))
+    assert b"elsewhere" not in by_key  # never sent to a broker it was not going to
+    left = [json.loads(line)["run"] for p in tmp_path.glob("kafka-*/*.jsonl")
+            for line in p.read_text().splitlines()]  # fmt: skip
+    assert left == ["elsewhere"] * 5
 
 
 def test_a_forked_child_leaves_the_parents_connection_alone(

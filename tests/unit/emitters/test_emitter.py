@@ -538,3 +538,22 @@ def test_a_bad_emit_is_dropped_counted_and_said_once_unless_strict(
     with pytest.raises(ValueError, match="step"):
         strict.emit("step.done", step="three")
     strict.close()
+
+
+def test_a_forked_child_draws_other_event_ids_than_its_parent() -> None:
+    """Otherwise a child's events share ids with its parent's next ones, and consumers,
+    which apply an id once, drop one of each pair."""
+    from runwatch.emitters.emitter import _RNG
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, str(_RNG.getrandbits(128)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        child = int(f.read())
+    assert _RNG.getrandbits(128) != child

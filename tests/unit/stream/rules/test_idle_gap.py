@@ -48,7 +48,7 @@ def test_fires_at_the_step_done_of_the_third_growing_gap() -> None:
     assert alert.since == done_ts(gaps, 3)
     assert (alert.severity, alert.subject) == ("warning", None)
     assert alert.details == {"gaps": {"1": 300.0, "2": 400.0, "3": 500.0}}
-    assert "5 -> 7 -> 8 minutes" in alert.summary
+    assert "5m -> 6m -> 8m" in alert.summary
 
 
 def test_the_gap_counts_from_the_first_moment_of_idleness_not_from_idle_for() -> None:
@@ -63,7 +63,7 @@ def test_the_published_incident_20_21_26_minutes() -> None:
     gaps = [20 * 60.0, 21 * 60.0, 26 * 60.0]
     alerts = gap_alerts(make_engine(), steps_with_gaps(gaps))
     assert brief(alerts) == [(RULE, "firing", done_ts(gaps, 3))]
-    assert "20 -> 21 -> 26 minutes" in alerts[0].summary
+    assert "20m -> 21m -> 26m" in alerts[0].summary
 
 
 def test_growing_gaps_below_min_gap_stay_quiet() -> None:
