@@ -173,7 +173,6 @@ class Service:
             for kind in kinds:
                 self.counters.dead_letters.labels(kind).inc()
             self.metrics.record_invalid(len(kinds))
-        self.history.wake()
         out.accepted = len(good)
         self.accepted.inc(len(good))
         return out
@@ -189,7 +188,6 @@ class Service:
                 raise
             self.counters.dead_letters.labels(kind).inc()
             self.metrics.record_invalid(1)
-        self.history.wake()
 
     def _room_for(self, run: str, new_runs: set[str]) -> None:
         """Refuse an event of a run the rules do not track yet while they track `max_runs`
@@ -286,7 +284,6 @@ class Service:
                     notify(a)
                 except Exception:  # a notifier's trouble must not stop the rules
                     log.exception("runwatch serve: notifier %r failed", notify)
-        self.history.wake()
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: rebuilt from the logs, the logs and the history being written."""
@@ -306,7 +303,6 @@ class Service:
             runs = self.driver.engine.runs
             size = self.events.rewrite(lambda line: _run_of(line) in runs)
             self.history.moved(size)
-        self.history.wake()
         return size
 
     def exposition(self) -> bytes:

@@ -38,7 +38,6 @@ def _stop_all() -> None:
     """At exit, let each running follower finish its batch (never killed inside DuckDB)."""
     for follower in list(_RUNNING):
         follower._stop.set()
-        follower._wake.set()
         if follower._thread is not None:
             follower._thread.join(LOCK_WAIT + 10)
 
@@ -71,7 +70,7 @@ class HistoryFollower:
         self.caught_up_at = time.monotonic()
         self.held: str | None = None  # who holds the file, while a reader does
         self._busy = threading.Lock()
-        self._wake = threading.Event()
+        self._full = False  # the last batch stopped at BATCH_LINES: more is waiting
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -86,18 +85,13 @@ class HistoryFollower:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            caught_up = self.cycle()
-            if caught_up or self.health.error is not None or self.held is not None:
-                self._wake.wait(self.interval)
-                self._wake.clear()
-
-    def wake(self) -> None:
-        self._wake.set()
+            self.cycle()
+            if not self._full:  # else more is waiting: the next batch at once
+                self._stop.wait(self.interval)  # one transaction a flush interval, not a POST
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread after one last try; what is left is written at the next start."""
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -157,7 +151,7 @@ class HistoryFollower:
 
     def _read(self, start: int, stop: int) -> int:
         """Buffer up to a batch of the log's records from `start`; where the batch ends."""
-        end = start
+        end, n = start, 0
         for n, (line, after) in enumerate(self.events.scan(start, stop), 1):
             end = after
             if line.startswith(DEAD):
@@ -171,6 +165,7 @@ class HistoryFollower:
                     self.writer.add_invalid("wal", err.reason, line)
             if n >= BATCH_LINES:
                 break
+        self._full = n >= BATCH_LINES if end > start else False
         return end
 
     # -- what others need to know ----------------------------------------------------------
