@@ -30,6 +30,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _own_spool(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's emitters keep what they cannot send under a directory of its own, never
+    in the user's ~/.cache, where another test (or a run before) left segments."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
 def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("allow_leaks"):
         yield

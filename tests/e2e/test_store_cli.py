@@ -80,7 +80,7 @@ def test_show_tells_the_story(history: Path) -> None:
     steps = [ln.split() for ln in out.split("\nsteps\n")[1].split("\n\n")[0].splitlines()[2:]]
     assert [s[0] for s in steps] == ["1", "2", "3", "4"]
     assert [s[5] for s in steps[:3]] == ["20m", "21m", "26m"]  # GPU IDLE
-    assert "GPU-idle gap per step is growing: 20 -> 21 -> 26 minutes" in out
+    assert "GPU-idle gap per step is growing: 20m -> 21m -> 26m" in out
     slowest = out.split("slowest trajectories (of 2048)\n")[1].splitlines()
     assert slowest[0].startswith("  s4-t511 step 4:")
     assert "last in sandbox" in slowest[0]
