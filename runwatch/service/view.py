@@ -51,7 +51,8 @@ def alerts_table(transitions: list[dict[str, Any]], limit: int = 12) -> Table:
     table.add_column("state", no_wrap=True)
     table.add_column("rule", no_wrap=True)
     table.add_column("run", no_wrap=True)
-    table.add_column("summary", ratio=1, overflow="ellipsis", no_wrap=True)
+    # the summary is the evidence: wrapped at any width, never cut to "…"
+    table.add_column("summary", ratio=1, overflow="fold")
     for a in transitions[-limit:]:
         if a["state"] == "firing":
             state = Text(f"FIRING {a['severity']}", style=STYLE.get(a["severity"], ""))
