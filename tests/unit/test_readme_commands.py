@@ -53,7 +53,7 @@ def test_the_readme_shows_commands() -> None:
     assert len(shown()) > 20
 
 
-@pytest.mark.parametrize("line,command,flags", shown(), ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize(("line", "command", "flags"), shown(), ids=lambda v: str(v)[:60])
 def test_each_command_the_readme_shows_takes_its_flags(
     line: str, command: str, flags: list[str]
 ) -> None:
