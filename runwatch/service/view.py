@@ -49,10 +49,11 @@ def alerts_table(transitions: list[dict[str, Any]], limit: int = 12) -> Table:
     table = Table(title="alert transitions (newest last)", title_justify="left", expand=True)
     table.add_column("time", no_wrap=True)
     table.add_column("state", no_wrap=True)
-    table.add_column("rule", no_wrap=True)
-    table.add_column("run", no_wrap=True)
+    # rule (with its subject) and run wrap too: on 80 columns they must leave the summary room
+    table.add_column("rule", ratio=1, overflow="fold")
+    table.add_column("run", ratio=1, overflow="fold")
     # the summary is the evidence: wrapped at any width, never cut to "…"
-    table.add_column("summary", ratio=1, overflow="fold")
+    table.add_column("summary", ratio=3, overflow="fold", min_width=24)
     for a in transitions[-limit:]:
         if a["state"] == "firing":
             state = Text(f"FIRING {a['severity']}", style=STYLE.get(a["severity"], ""))
