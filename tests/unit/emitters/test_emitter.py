@@ -557,3 +557,33 @@ def test_a_forked_child_draws_other_event_ids_than_its_parent() -> None:
     with os.fdopen(read) as f:
         child = int(f.read())
     assert _RNG.getrandbits(128) != child
+
+
+def test_each_destination_spools_in_a_directory_of_its_own(tmp_path: Path) -> None:
+    """Brokers, topic (so the topic prefix) and identity, or the service's URL, pick the
+    directory: leftovers are only ever adopted by an emitter with the same destination."""
+    from runwatch.emitters.emitter import _identity
+    from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+    from runwatch.emitters.spool import destination_dir, read_destination
+
+    def where(kafka: str | None, topic: str = "runwatch.events", url: str | None = None,
+              security: KafkaSecurity = PLAINTEXT) -> Path:  # fmt: skip
+        return destination_dir(tmp_path, _identity(kafka, topic, security, url))
+
+    a = where("b1:9092,b2:9092")
+    assert where("b2:9092, b1:9092") == a  # the same brokers, listed otherwise
+    assert where("b1:9092,b2:9092", topic="staging.runwatch.events") != a  # another prefix
+    assert where("b3:9092") != a
+    assert where(None, url="http://h:8787/") == where(None, url="http://h:8787")
+    assert where(None, url="http://other:8787") != where(None, url="http://h:8787")
+    em = Emitter(run="r", component="trainer", kafka="127.0.0.1:1", spool=tmp_path,
+                 heartbeat=False, close_timeout=0.2)  # fmt: skip
+    em.emit("step.done", step=1)
+    em.close()
+    (spooled,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert read_destination(spooled) == {
+        "kind": "kafka",
+        "bootstrap": "127.0.0.1:1",
+        "topic": "runwatch.events",
+        "security": "PLAINTEXT",
+    }
