@@ -15,6 +15,7 @@ from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
+from runwatch.stream.timebounds import time_problem
 from runwatch.timeparse import parse_time
 
 
@@ -59,6 +60,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise CommandError(f"{err}") from None
     if args.out:
         t0 = parse_time(args.start) if args.start else time.time()
+        if (problem := time_problem(t0)) is not None:  # its events would all be refused
+            raise CommandError(f"--start {args.start}: {problem.replace(f'ts {t0!r} ', '')}")
         out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
         try:
             n = write_file(cluster, out, t0, args.speed)

@@ -57,3 +57,25 @@ def test_bad_fault_names_are_refused() -> None:
         Cluster(2, faults=["gpu_on_fire"])
     with pytest.raises(ValueError, match="at least as many jobs"):
         Cluster(1, faults=["sandbox_hang", "inference_crash"])
+
+
+@pytest.mark.parametrize(
+    ("start", "why"),
+    [("0", "before 2001-09-09"), ("1800000000000", "looks like milliseconds")],
+)
+def test_a_start_no_event_could_carry_is_refused_in_one_line(
+    tmp_path: Path, start: str, why: str
+) -> None:
+    """A file whose every event the rules would refuse (and whose ages would read as
+    decades) is not written at all."""
+    out = tmp_path / "sim.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "runwatch.cli", "simulate", "--jobs", "1", "--duration", "60",
+         "--out", str(out), "--start", start],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"runwatch simulate: --start {start}: " + (
+        "is before 2001-09-09: runwatch wants seconds since 1970 (UTC)" if why.startswith("before")
+        else "looks like milliseconds since 1970: runwatch wants seconds")]  # fmt: skip
+    assert not out.exists()
