@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -50,6 +51,12 @@ DEFAULT_MIN_CORRECTION = 1.0
 DEFAULT_GRACE = 0.5
 #: Recent event ids kept per partition to drop duplicates (emitter retries).
 DEFAULT_DEDUP = 100_000
+#: Bounded state: a finished run leaves the rules this long after its end (its events are
+#: in the history), a run silent this long too; late events of a finished run that left
+#: are dropped (up to this many such runs remembered).
+KEEP_FINISHED_S = 3600.0
+SILENT_AFTER_S = 86_400.0
+GONE_REMEMBERED = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +146,8 @@ class LiveDriver:
         self.applied = 0
         self.invalid = 0
         self.failures = 0  # events that raised in the rules (isolated, dead-lettered)
+        self.late = 0  # events of runs that finished and left (`evict`), dropped
+        self.gone: OrderedDict[str, None] = OrderedDict()  # those runs, the newest last
         self.corrected = 0
 
     # -- input -----------------------------------------------------------------------------
@@ -173,9 +182,13 @@ class LiveDriver:
         dead = [] if dead is None else dead
         limit = self.min_correction
         arrival = self.arrival
+        gone = self.gone
         for event, raw, arrival, offset in items:
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
+                continue
+            if gone and event.run in gone:  # a late event of a run that finished and left
+                self.late += 1
                 continue
             problem = time_problem(event.ts, arrival, MAX_AHEAD_RAW)
             if problem is not None:  # not even a wrong clock: keep it out of the estimate
@@ -224,6 +237,32 @@ class LiveDriver:
 
     def _dead(self, reason: str, raw: bytes, offset: int, kind: str = "schema") -> DeadLetter:
         return DeadLetter(reason, raw, self.topic, self.partition, offset, kind)
+
+    def evict(
+        self,
+        now: float,
+        keep_finished_s: float = KEEP_FINISHED_S,
+        silent_after_s: float = SILENT_AFTER_S,
+    ) -> tuple[list[str], list[str]]:
+        """Let go of runs finished over `keep_finished_s` ago and runs silent over
+        `silent_after_s` (at `now`): the state follows the live runs, not the history.
+        Returns (finished, silent) runs that left."""
+        runs = self.engine.runs
+        finished, silent = [], []
+        for run, tracked in runs.items():
+            state = tracked.state
+            if state.finished_ts is not None:
+                if state.finished_ts < now - keep_finished_s:
+                    finished.append(run)
+            elif state.clock < now - silent_after_s:
+                silent.append(run)
+        for run in finished:
+            self.gone[run] = None
+            if len(self.gone) > GONE_REMEMBERED:
+                self.gone.popitem(last=False)
+        for run in finished + silent:
+            del runs[run]
+        return finished, silent
 
     def tick(self, now: float) -> list[Alert]:
         """Judge conditions that ripen without events, at wall clock `now` less the grace.

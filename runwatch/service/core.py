@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import ServiceCounters, new_registry
 
@@ -58,8 +58,8 @@ class Service:
         notifiers: Sequence[Notifier] = (),
         flush_interval: float = 1.0,
         max_runs: int = 10_000,
-        keep_finished_s: float = 3600.0,
-        silent_after_s: float = 86_400.0,
+        keep_finished_s: float = KEEP_FINISHED_S,
+        silent_after_s: float = SILENT_AFTER_S,
     ) -> None:
         self.lock = threading.RLock()
         self.driver = LiveDriver(config, topic=TOPIC)
@@ -88,7 +88,6 @@ class Service:
         self.max_runs, self.keep_finished_s, self.silent_after_s = (
             max_runs, keep_finished_s, silent_after_s,
         )  # fmt: skip
-        self.finished_gone: OrderedDict[str, None] = OrderedDict()  # late events are not a run
         self._evict_at = 0.0
 
     # -- start: rebuild from the logs ------------------------------------------------------
@@ -160,12 +159,10 @@ class Service:
                 raise
             self.logs.written()
             self.rejected.labels("invalid_event").inc(len(dead))
-            gone = self.finished_gone
-            if good:
+            if good:  # (late events of runs that left are logged, not applied: the driver)
                 alerts, failed = self.driver.feed_events(
-                    [(e, line, arrival, end) for (line, e), end in zip(good, ends, strict=True)
-                     if e.run not in gone]
-                )  # fmt: skip
+                    [(e, line, arrival, end) for (line, e), end in zip(good, ends, strict=True)]
+                )
                 if failed:  # the rules refused these: kept as dead letters too
                     self._log_dead([(source, d.reason, d.raw) for d in failed])
                     kinds += [d.kind for d in failed]
@@ -194,7 +191,7 @@ class Service:
         (after letting finished and long-silent runs go): a flood of run ids must not take
         the memory, or the rules' attention, from the runs being watched."""
         runs = self.driver.engine.runs
-        if run in runs or run in new_runs or run in self.finished_gone:
+        if run in runs or run in new_runs or run in self.driver.gone:
             return
         if len(runs) + len(new_runs) >= self.max_runs:
             now = time.time()
@@ -211,37 +208,18 @@ class Service:
 
     def evict(self, now: float, keep_finished_s: float | None = None) -> int:
         """Let go of runs finished over `keep_finished_s` ago or silent over
-        `silent_after_s` (their events stay in the history, and in the log until it is
-        compacted); counted."""
+        `silent_after_s` (`LiveDriver.evict`; their events stay in the history, and in the
+        log until it is compacted); counted."""
         keep = self.keep_finished_s if keep_finished_s is None else keep_finished_s
-        runs = self.driver.engine.runs
-        finished, silent = [], []
-        for run, tracked in runs.items():
-            state = tracked.state
-            if state.finished_ts is not None:
-                if state.finished_ts < now - keep:
-                    finished.append(run)
-            elif state.clock < now - self.silent_after_s:
-                silent.append(run)
-        for run in finished:
-            self.finished_gone[run] = None
-            if len(self.finished_gone) > 10 * self.max_runs:
-                self.finished_gone.popitem(last=False)
-        self._forget(finished + silent)
+        finished, silent = self.driver.evict(now, keep, self.silent_after_s)
+        if finished or silent:
+            left = set(finished) | set(silent)
+            self.last = {k: a for k, a in self.last.items() if a.run not in left}
         if finished:
             self.counters.evicted.labels("finished").inc(len(finished))
         if silent:
             self.counters.evicted.labels("silent").inc(len(silent))
         return len(finished) + len(silent)
-
-    def _forget(self, gone: Sequence[str]) -> None:
-        if not gone:
-            return
-        runs = self.driver.engine.runs
-        for run in gone:
-            del runs[run]
-        left = set(gone)
-        self.last = {k: a for k, a in self.last.items() if a.run not in left}
 
     def _log_dead(self, dead: list[DeadLetter]) -> None:
         try:

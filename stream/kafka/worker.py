@@ -54,6 +54,9 @@ from runwatch.stream.metrics.worker import WorkerMetrics
 
 log = logging.getLogger("runwatch.stream.worker")
 
+#: How often finished and long-silent runs are let go (`LiveDriver.evict`).
+EVICT_EVERY_S = 10.0
+
 
 @dataclass
 class WorkerSettings:
@@ -85,6 +88,7 @@ class StreamWorker(Handler):
         self.settings = settings
         self.topics = Topics(settings.topic_prefix)
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
+        self._evict_at = 0.0
         self.rebuilding: set[int] = set()
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_task: asyncio.Task[None] | None = None
@@ -213,9 +217,17 @@ class StreamWorker(Handler):
         """Wall-clock time for conditions that ripen in silence; a partition the worker is
         behind on only advances to the broker time of the last record it applied."""
         out: list[Alert] = []
+        evict = now >= self._evict_at  # bounded state: finished and long-silent runs leave
+        if evict:
+            self._evict_at = now + EVICT_EVERY_S
         for p, driver in list(self.drivers.items()):
             behind = self._behind(p)
             out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
+            if evict and not behind:
+                finished, silent = driver.evict(now)
+                if finished or silent:
+                    log.info("partition %d: %d finished and %d silent runs left the rules",
+                             p, len(finished), len(silent))  # fmt: skip
         if out:
             await self._publish(out, [])
 

@@ -285,3 +285,28 @@ def test_rebuild_republishes_dead_letters_past_the_last_one_recorded() -> None:
     d.feed(part.records)
     _, dead = d.finish_replay(PublishedAlerts(), T0 + 1, dead_after=0)
     assert [x.offset for x in dead] == [2]
+
+
+def test_finished_and_silent_runs_leave_and_late_events_do_not_bring_them_back() -> None:
+    """Bounded state: the rules keep live runs, not the history (serve and the worker)."""
+    from runwatch.stream.decode import decode
+    from runwatch.stream.live import LiveDriver
+
+    def ev(ident: str, run: str, kind: str, ts: float, **fields: object) -> object:
+        return decode(json.dumps({"v": 1, "id": ident, "ts": ts, "run": run, "kind": kind,
+                                  "src": {"component": "trainer"}, **fields}).encode())  # fmt: skip
+
+    t0 = 1_800_000_000.0
+    driver = LiveDriver()
+    driver.feed_events([(ev("a1", "done", "run.started", t0), b"", t0, 1),
+                        (ev("a2", "done", "run.finished", t0 + 1, status="ok"), b"", t0 + 1, 2),
+                        (ev("b1", "quiet", "heartbeat", t0), b"", t0, 3),
+                        (ev("c1", "live", "heartbeat", t0 + 7200), b"", t0 + 7200, 4)])  # fmt: skip
+    assert driver.evict(t0 + 7200, keep_finished_s=3600, silent_after_s=3600) == (
+        ["done"], ["quiet"])  # fmt: skip
+    assert set(driver.engine.runs) == {"live"}
+    driver.feed_events([(ev("a3", "done", "heartbeat", t0 + 7201), b"", t0 + 7201, 5)])
+    assert "done" not in driver.engine.runs
+    assert driver.late == 1
+    driver.feed_events([(ev("b2", "quiet", "heartbeat", t0 + 7201), b"", t0 + 7201, 6)])
+    assert "quiet" in driver.engine.runs  # a silent run that speaks again is tracked again
