@@ -30,3 +30,20 @@ def given_time(text: str | None) -> float | None:
 
 
 __all__ = ["CommandError", "given_time"]
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The bearer token: from `--token-file` (whole, trimmed; a missing or empty file is a
+    one-line error), else $RUNWATCH_TOKEN, else None."""
+    import os
+    from pathlib import Path
+
+    if token_file:
+        try:
+            token = Path(token_file).read_text().strip()
+        except OSError as err:
+            raise CommandError(f"--token-file: {err.strerror}: {token_file}") from None
+        if not token:
+            raise CommandError(f"--token-file: {token_file} is empty")
+        return token
+    return os.environ.get("RUNWATCH_TOKEN") or None

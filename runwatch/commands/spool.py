@@ -11,12 +11,11 @@ started with no destination variable), to the one `--url` / `--kafka` names.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError
+from runwatch.commands import CommandError, read_token
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters.spool import (
     SEGMENT_SUFFIX,
@@ -105,26 +104,17 @@ def _destination(directory: Path, args: argparse.Namespace, spool: Spool) -> Any
     kind = found.get("kind")
     if kind is None:  # kept without a destination: where the user says
         if args.url:
-            return HttpDestination(args.url, spool, token=_token(args))
+            return HttpDestination(args.url, spool, token=read_token(args.token_file))
         if args.kafka:
             return KafkaDestination(args.kafka, args.topic, "runwatch-spool", spool,
                                     security=security_from_args(args))  # fmt: skip
         return None
     if kind == "http":
-        return HttpDestination(found["url"], spool, token=_token(args))
+        return HttpDestination(found["url"], spool, token=read_token(args.token_file))
     if kind == "kafka":
         return KafkaDestination(found["bootstrap"], found["topic"], "runwatch-spool", spool,
                                 security=security_from_args(args))  # fmt: skip
     return None
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file:
-        try:
-            return Path(args.token_file).read_text().strip() or None
-        except OSError as err:
-            raise CommandError(f"--token-file: {err.strerror}: {args.token_file}") from None
-    return os.environ.get("RUNWATCH_TOKEN") or None
 
 
 def flush(directories: list[Path], args: argparse.Namespace) -> int:

@@ -335,10 +335,6 @@ class Service:
 def _run_summary(state: Any, firing: int) -> dict[str, Any]:
     steps = state.steps
     last = steps.last_done
-    dropped: dict[str, int] = {}
-    for proc in state.processes.by_id.values():
-        if proc.dropped:
-            dropped[proc.component] = dropped.get(proc.component, 0) + proc.dropped
     return {
         "run": state.run,
         "status": state.status or "running",
@@ -349,7 +345,7 @@ def _run_summary(state: Any, firing: int) -> dict[str, Any]:
         "step": last.number if last is not None else None,
         "total_steps": state.total_steps,
         "firing_count": firing,
-        "dropped_events": dropped,  # by component: what its emitters said they dropped
+        "dropped_events": state.processes.dropped(),  # by component, as emitters said
     }
 
 

@@ -79,17 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _token(args: argparse.Namespace) -> str | None:
     """--token-file, else $RUNWATCH_TOKEN, else --token (visible to every local user)."""
-    from runwatch.commands import CommandError
+    from runwatch.commands import read_token
 
-    if args.token_file:
-        try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as err:
-            raise CommandError(f"--token-file: {err.strerror}: {args.token_file}") from None
-        if not token:
-            raise CommandError(f"--token-file: {args.token_file} is empty")
-        return token
-    return os.environ.get("RUNWATCH_TOKEN") or args.token or None
+    return read_token(args.token_file) or args.token or None
 
 
 def _slack(path: str, service: Any) -> Any:

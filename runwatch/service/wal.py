@@ -80,6 +80,19 @@ def _repair(line: bytes) -> bytes:
     return line
 
 
+def _lines(path: Path, start: int, stop: int) -> Iterator[tuple[bytes, int]]:
+    """(line, offset after it) of the whole lines of a log between two offsets, the
+    newline off and NUL damage repaired."""
+    pos = start
+    with path.open("rb") as f:
+        f.seek(start)
+        for line in f:
+            pos += len(line)
+            if pos > stop:
+                return
+            yield _repair(line.rstrip(b"\n")), pos
+
+
 def dead_line(source: str, reason: str, raw: bytes) -> bytes:
     text = raw.decode("utf-8", "surrogateescape")
     return DEAD + json.dumps([source, reason, text]).encode()
@@ -129,19 +142,11 @@ class EventLog:
 
     def scan(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[bytes, int]]:
         """(line, offset after it) of every line between two offsets, damage repaired."""
-        stop = self.size if stop is None else stop
-        pos = start
-        with self.path.open("rb") as f:
-            f.seek(start)
-            for line in f:
-                pos += len(line)
-                if pos > stop:
-                    return
-                line = _repair(line.rstrip(b"\n"))
-                if line.startswith((b"{", b"#")):
-                    yield line, pos
-                elif line:
-                    self.damaged += 1
+        for line, pos in _lines(self.path, start, self.size if stop is None else stop):
+            if line.startswith((b"{", b"#")):
+                yield line, pos
+            elif line:
+                self.damaged += 1
 
     def read(self) -> Iterator[tuple[bytes, float, int]]:
         """(line, arrival, end offset) of every event in the log, in order."""
@@ -206,18 +211,11 @@ class AlertLog:
         return [a for a, _ in self.scan(start, stop)]
 
     def scan(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[Alert, int]]:
-        stop = self.size if stop is None else stop
-        pos = start
-        with self.path.open("rb") as f:
-            f.seek(start)
-            for line in f:
-                pos += len(line)
-                if pos > stop:
-                    return
-                try:
-                    yield Alert.from_json(_repair(line.rstrip(b"\n"))), pos
-                except InvalidAlert:
-                    continue  # a half-written line: that transition was never notified
+        for line, pos in _lines(self.path, start, self.size if stop is None else stop):
+            try:
+                yield Alert.from_json(line), pos
+            except InvalidAlert:
+                continue  # a half-written line: that transition was never notified
 
     def append(self, alerts: Sequence[Alert]) -> None:
         if not alerts:

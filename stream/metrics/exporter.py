@@ -375,14 +375,11 @@ class RunwatchMetrics(Collector):
         # per component: the stalest live process (the one heartbeat_lost would name)
         ages: dict[str, float] = {}
         counts: dict[tuple[str, str], int] = {}
-        dropped: dict[str, int] = {}
         timeout = state.config.heartbeat_timeout
         for proc in list(state.processes.by_id.values()):
             if proc.last_beat is None:
                 continue
             comp = proc.component
-            if proc.dropped:
-                dropped[comp] = dropped.get(comp, 0) + proc.dropped
             if proc.final:
                 what = "exited"
             else:
@@ -395,7 +392,7 @@ class RunwatchMetrics(Collector):
             f.heartbeat.add([run, comp], age)
         for (comp, what), n in sorted(counts.items())[: 3 * self.limits.components]:
             f.processes.add([run, comp, what], n)
-        for comp, n in _capped(sorted(dropped.items()), self.limits.components):
+        for comp, n in _capped(sorted(state.processes.dropped().items()), self.limits.components):
             f.dropped.add([run, comp], n)
 
 

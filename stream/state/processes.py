@@ -61,6 +61,14 @@ class Processes:
             self._by_src[key] = proc
         return proc
 
+    def dropped(self) -> dict[str, int]:
+        """Events the processes said they dropped (`dropped_events`), by component."""
+        out: dict[str, int] = {}
+        for proc in list(self.by_id.values()):
+            if proc.dropped:
+                out[proc.component] = out.get(proc.component, 0) + proc.dropped
+        return out
+
     def beat(self, src: Source, ts: float, final: bool, dropped: int | None = None) -> Process:
         proc = self.get(src)
         if proc.last_beat is None or ts >= proc.last_beat:
