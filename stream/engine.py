@@ -32,10 +32,10 @@ class RecentIds:
     the dict on every eviction, ~50 µs per event at 500k ids and growing until it resizes.)
     """
 
-    __slots__ = ("_capacity", "_ids", "_order")
+    __slots__ = ("_ids", "_order", "capacity")
 
     def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
+        self.capacity = capacity
         self._ids: set[str] = set()
         self._order: deque[str] = deque()
 
@@ -49,11 +49,15 @@ class RecentIds:
         ids.add(event_id)
         order = self._order
         order.append(event_id)
-        if len(order) > self._capacity:
+        if len(order) > self.capacity:
             ids.discard(order.popleft())
 
     def __len__(self) -> int:
         return len(self._ids)
+
+    def ordered(self) -> list[str]:
+        """The ids held, oldest first (what a checkpoint keeps)."""
+        return list(self._order)
 
 
 class TrackedRun:
@@ -222,6 +226,20 @@ class Engine:
         key = alert_key(rule.rule_id, run.run, cond.key)
         number = tracked.transitions.get(key, 0) + 1
         tracked.transitions[key] = number
+        return self._alert(tracked, rule, params, cond, now, state, key, number)
+
+    def _alert(
+        self,
+        tracked: TrackedRun,
+        rule: Rule[Any],
+        params: Params,
+        cond: Condition,
+        now: float,
+        state: AlertState,
+        key: str,
+        number: int,
+    ) -> Alert:
+        run = tracked.state
         if state == "firing":
             desc = rule.describe(run, cond, now, params)
         else:
@@ -243,6 +261,74 @@ class Engine:
         for observer in self._on_transition:
             observer(alert)
         return alert
+
+    def restate(self, run: str, key: str, number: int) -> Alert | None:
+        """Alert `key` as its `number`-th transition, firing, if it fires now (else None):
+        what restores alternation when the published sequence ran ahead of this engine's
+        (`LiveDriver.finish_replay`). The run's transition count becomes `number`."""
+        tracked = self.runs.get(run)
+        if tracked is None:
+            return None
+        for index, conds in tracked.firing.items():
+            rule = self.rules[index]
+            for cond in conds.values():
+                if alert_key(rule.rule_id, run, cond.key) == key:
+                    params = tracked.overrides.get(rule.rule_id, rule.params)
+                    tracked.transitions[key] = number
+                    now = self.now
+                    return self._alert(tracked, rule, params, cond, now, "firing", key, number)
+        return None
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def dump_state(self) -> dict[str, Any]:
+        """Everything a re-read of the input would rebuild (run states, the alert lifecycle,
+        pending checks, the dedup window), as objects a checkpoint can pickle. Per-run rule
+        parameters go as JSON, read back through the rules' own models."""
+        runs = [
+            (
+                run,
+                t.state,
+                {rule_id: p.model_dump_json(by_alias=True) for rule_id, p in t.overrides.items()},
+                t.firing,
+                t.timers,
+                t.transitions,
+            )
+            for run, t in self.runs.items()
+        ]
+        return {
+            "now": self.now,
+            "seq": self._seq,
+            "duplicates": self.duplicates,
+            "seen": self.seen.ordered(),
+            "timers": self._timers,
+            "runs": runs,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take over what `dump_state` gave, made with the same rules config (the caller
+        checks). Raises (ConfigError if a run's parameters no longer validate) before it
+        changes anything."""
+        rules = self.config.by_id()
+        runs: dict[str, TrackedRun] = {}
+        for run, run_state, overrides, firing, timers, transitions in state["runs"]:
+            tracked = TrackedRun(run_state)
+            for rule_id, raw in overrides.items():
+                rule = rules.get(rule_id)
+                if rule is None:
+                    raise ConfigError(f"run {run}: no rule {rule_id!r}")
+                tracked.overrides[rule_id] = rule.params_model.model_validate_json(raw)
+            tracked.firing, tracked.timers, tracked.transitions = firing, timers, transitions
+            runs[run] = tracked
+        now, seq, duplicates = state["now"], state["seq"], state["duplicates"]
+        pending = state["timers"]
+        seen = RecentIds(self.seen.capacity)
+        for event_id in state["seen"]:
+            seen.add(event_id)
+        heapq.heapify(pending)
+        # all read: only now is anything replaced (a state that fails to load changes nothing)
+        self.runs, self.now, self._seq, self.duplicates = runs, now, seq, duplicates
+        self._timers, self.seen = pending, seen
 
     # -- introspection ---------------------------------------------------------------------
 

@@ -149,6 +149,8 @@ class LiveDriver:
         self.late = 0  # events of runs that finished and left (`evict`), dropped
         self.gone: OrderedDict[str, None] = OrderedDict()  # those runs, the newest last
         self.corrected = 0
+        #: offset of the last record fed (a Kafka offset; serve: the end of its log line)
+        self.position: int | None = None
 
     # -- input -----------------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class LiveDriver:
         """
         decoded: list[Decoded] = []
         dead: list[DeadLetter] = []
+        offset = None
         for raw, arrival, offset in records:
             if raw is None:
                 dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
@@ -169,7 +172,13 @@ class LiveDriver:
                 decoded.append((decode(raw), raw, arrival, offset))
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset, err.kind))
-        return self.feed_events(decoded, dead)
+        out = self.feed_events(decoded, dead)
+        self._fed_to(offset)
+        return out
+
+    def _fed_to(self, offset: int | None) -> None:
+        if offset is not None and (self.position is None or offset > self.position):
+            self.position = offset
 
     def feed_events(
         self, items: Iterable[Decoded], dead: list[DeadLetter] | None = None
@@ -183,6 +192,7 @@ class LiveDriver:
         limit = self.min_correction
         arrival = self.arrival
         gone = self.gone
+        offset = None
         for event, raw, arrival, offset in items:
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
@@ -222,6 +232,7 @@ class LiveDriver:
             out += alerts
             self.applied += 1
         self.invalid += len(dead)
+        self._fed_to(offset)
         if arrival > self.arrival:
             self.arrival = arrival
         if self.replaying:
@@ -303,37 +314,81 @@ class LiveDriver:
         self._held_dead = []
         self.replaying = False
         engine = self.engine
+        # Per key the engine made E transitions in all (a checkpoint's and the re-read's);
+        # the re-read made the last h of them, numbered E-h+1..E.
         made: dict[str, list[Alert]] = {}
+        for alert in held:
+            made.setdefault(alert.key, []).append(alert)
+        numbered: dict[str, int] = {}
         out: list[Alert] = []
         for alert in held:
-            mine = made.setdefault(alert.key, [])
-            mine.append(alert)
-            if len(mine) > published.count(alert.key):
+            key = alert.key
+            if key not in numbered:
+                numbered[key] = self._made(alert.run, key, len(made[key])) - len(made[key])
+            numbered[key] += 1
+            if numbered[key] > published.count(key):
                 out.append(alert)
         for key in published:
             last = published.last[key]
             tracked = engine.runs.get(last.run)
-            made_here, count = len(made.get(key, ())), published.count(key)
-            if tracked is None or made_here >= count:
+            count = published.count(key)
+            if tracked is None:
+                continue
+            total = tracked.transitions.get(key, 0)
+            if total >= count:
                 continue
             tracked.transitions[key] = count
-            if made_here % 2 == count % 2:
+            if total % 2 == count % 2:
                 continue  # same state: firing iff odd
-            fix = _restore(key, count + 1, made.get(key), last, engine.now)
+            fix = _restore(engine, key, count + 1, made.get(key), last)
             if fix is not None:
                 tracked.transitions[key] = count + 1
                 out.append(fix)
         return out, dead
 
+    def _made(self, run: str, key: str, at_least: int) -> int:
+        tracked = self.engine.runs.get(run)
+        return max(at_least, tracked.transitions.get(key, 0) if tracked is not None else 0)
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def dump_state(self) -> dict[str, Any]:
+        """The driver's state as a checkpoint keeps it (`runwatch.stream.checkpoint`): the
+        engine's, the hosts' clock offsets, the runs that left, the counters, the position."""
+        return {
+            "engine": self.engine.dump_state(),
+            "clocks": self.clocks,
+            "arrival": self.arrival,
+            "counts": (self.applied, self.invalid, self.failures, self.late, self.corrected),
+            "gone": list(self.gone),
+            "position": self.position,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take over what `dump_state` gave (same rules config; the caller checks). Raises
+        before it changes anything when the state does not fit."""
+        clocks, arrival, position = state["clocks"], state["arrival"], state["position"]
+        applied, invalid, failures, late, corrected = state["counts"]
+        gone = OrderedDict.fromkeys(state["gone"])
+        if not isinstance(clocks, ClockOffsets):
+            raise TypeError(f"clocks is a {type(clocks).__name__}")
+        self.engine.load_state(state["engine"])
+        self.clocks, self.arrival, self.position, self.gone = clocks, arrival, position, gone
+        self.applied, self.invalid, self.failures, self.late, self.corrected = (
+            applied, invalid, failures, late, corrected,
+        )  # fmt: skip
+
 
 def _restore(
-    key: str, number: int, made: list[Alert] | None, last: Alert, now: float
+    engine: Engine, key: str, number: int, made: list[Alert] | None, last: Alert
 ) -> Alert | None:
     """Transition `number` of `key`, in the engine's current state for it."""
     ident = transition_id(key, number)
-    if made:
-        return dataclasses.replace(made[-1], id=ident, ts=now)
-    # The engine never made this alert, so it does not hold: resolve the published firing.
+    if number % 2 == 1:  # the engine has it firing
+        return engine.restate(last.run, key, number)
+    if made and not made[-1].firing:
+        return dataclasses.replace(made[-1], id=ident, ts=engine.now)
+    # The engine does not hold it now: resolve the published firing.
     return dataclasses.replace(
-        last, id=ident, ts=now, state="resolved", summary=f"resolved: {last.summary}"
+        last, id=ident, ts=engine.now, state="resolved", summary=f"resolved: {last.summary}"
     )

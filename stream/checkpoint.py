@@ -1,0 +1,154 @@
+"""Checkpoints: a live driver's state as bytes, so a restart replays only what came after.
+
+A checkpoint holds what a re-read of the input up to a position would rebuild -- run states,
+the alert lifecycle (firing conditions, pending checks, transition counts), the dedup window,
+the hosts' clock offsets, the runs that left -- and the position it covers, which the caller
+names (a Kafka offset, a place in serve's event log). Pure: a driver in, bytes out, and back.
+The Kafka worker keeps checkpoints on a compacted topic, `runwatch serve` in a file beside
+its log; both use this format.
+
+Format: ``RWCK``, the format version (u16), a fingerprint of the state's layout (16 bytes),
+a fingerprint of the rules config (16), the CRC-32 of the body, then the body: the pickled
+state, zlib-compressed. A checkpoint is used only when all four match:
+
+- the format version, bumped by hand when what a checkpoint means changes;
+- the layout: the fields of every class the state is made of, read from the code, so a
+  release that adds a field to `Step` makes older checkpoints unusable by itself (no one
+  has to remember to bump anything);
+- the rules: their ids and parameters decide what state is kept and which rule a firing
+  condition belongs to;
+- the CRC: a record damaged on the way or on disk.
+
+Anything else raises `CheckpointError` with the reason, and the caller rebuilds from the
+input as before. Pickle because it is the fastest way here to write object graphs with
+shared references (a server and the process that vouches for it) -- but read with an
+unpickler that can build only the state classes below and plain containers: a checkpoint
+that names anything else is refused, so a record forged on the topic can describe a strange
+state, never run code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import pickle
+import struct
+import zlib
+from collections import OrderedDict, deque
+from typing import Any
+
+from runwatch.emitters.exceptions import RunwatchError
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.rules.base import Condition
+from runwatch.stream.skew import ClockOffsets, _Host
+from runwatch.stream.state.inference import Inference, Server, Trajectory
+from runwatch.stream.state.processes import Process, Processes
+from runwatch.stream.state.progress import Counter, ProgressCounters
+from runwatch.stream.state.ranks import Rank, Ranks
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step, Steps
+
+FORMAT = 1
+MAGIC = b"RWCK"
+_HEAD = struct.Struct(">4sH16s16sI")
+#: A checkpoint body larger than this once decompressed is refused (a hostile record).
+MAX_STATE_BYTES = 1 << 31
+
+#: Every class a checkpoint may build, and so every class whose layout it depends on.
+STATE_CLASSES: tuple[type, ...] = (
+    RunState, StateConfig, Processes, Process, Inference, Server, Trajectory, Steps, Step,
+    ProgressCounters, Counter, Ranks, Rank, Condition, ClockOffsets, _Host,
+)  # fmt: skip
+_CONTAINERS: tuple[type, ...] = (deque, OrderedDict)
+_ALLOWED = {(c.__module__, c.__qualname__): c for c in STATE_CLASSES + _CONTAINERS}
+
+
+class CheckpointError(RunwatchError):
+    """A checkpoint that cannot be used (damaged, another format or layout, other rules);
+    `reason` says which in one line. The caller rebuilds from its input instead."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _fields(cls: type) -> list[str]:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    return sorted(names)
+
+
+def layout_fingerprint() -> bytes:
+    """16 bytes that change whenever a state class gains, loses or renames a field."""
+    text = ";".join(f"{c.__module__}.{c.__qualname__}({','.join(_fields(c))})"
+                    for c in STATE_CLASSES)  # fmt: skip
+    return hashlib.sha256(f"{FORMAT}|{text}".encode()).digest()[:16]
+
+
+def rules_fingerprint(config: RulesConfig) -> bytes:
+    """16 bytes that change whenever a rule is added, removed, reordered or re-parameterised."""
+    text = ";".join(
+        f"{type(r).__module__}.{type(r).__qualname__}:{r.rule_id}:{r.params.model_dump_json()}"
+        for r in config.rules
+    )
+    return hashlib.sha256(text.encode()).digest()[:16]
+
+
+def dump(driver: LiveDriver, position: Any) -> bytes:
+    """The driver's state and `position` (what the caller resumes from: plain data) as one
+    checkpoint. Call it between batches: the state must be what the input up to `position`
+    made."""
+    state = {"position": position, "driver": driver.dump_state()}
+    body = zlib.compress(pickle.dumps(state, protocol=5), 1)
+    head = _HEAD.pack(MAGIC, FORMAT, layout_fingerprint(),
+                      rules_fingerprint(driver.engine.config), zlib.crc32(body))  # fmt: skip
+    return head + body
+
+
+def load(data: bytes, driver: LiveDriver) -> Any:
+    """Put the checkpoint's state into `driver` (a fresh one, made with the rules config in
+    force) and return the position it covers. Raises CheckpointError, leaving the driver as
+    it was, when the checkpoint cannot be used."""
+    if len(data) < _HEAD.size:
+        raise CheckpointError(f"too short to be a checkpoint ({len(data)} bytes)")
+    magic, version, layout, rules, crc = _HEAD.unpack_from(data)
+    if magic != MAGIC:
+        raise CheckpointError("not a runwatch checkpoint")
+    if version != FORMAT:
+        raise CheckpointError(f"format version {version}, this runwatch reads {FORMAT}")
+    if layout != layout_fingerprint():
+        raise CheckpointError("written by a runwatch whose run state has other fields")
+    if rules != rules_fingerprint(driver.engine.config):
+        raise CheckpointError("written under other rules (the rules config changed)")
+    body = memoryview(data)[_HEAD.size :]
+    if zlib.crc32(body) != crc:
+        raise CheckpointError("damaged (its checksum does not match)")
+    try:
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(body, MAX_STATE_BYTES)
+        if inflate.unconsumed_tail:
+            raise CheckpointError(f"its state is over {MAX_STATE_BYTES} bytes")
+        state = _Unpickler(io.BytesIO(raw)).load()
+        position = state["position"]
+        driver.load_state(state["driver"])
+        return position
+    except CheckpointError:
+        raise
+    except Exception as err:  # a forged or truncated body: whatever it breaks, it is refused
+        raise CheckpointError(f"unreadable ({type(err).__name__}: {err})") from None
+
+
+class _Unpickler(pickle.Unpickler):
+    """Builds the state classes and plain containers, nothing else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        cls = _ALLOWED.get((module, name))
+        if cls is None:
+            raise CheckpointError(f"names {module}.{name}, which no checkpoint holds")
+        return cls

@@ -1,0 +1,206 @@
+"""Checkpoints of a live driver: a restart from one, replaying only the tail, publishes the
+same alert sequence as a run that never stopped; anything unusable is refused with a reason
+and changes nothing."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import zlib
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from runwatch.dev.incidents import INCIDENTS
+from runwatch.stream import checkpoint
+from runwatch.stream.alerts import Alert
+from runwatch.stream.checkpoint import CheckpointError
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.live import LiveDriver, PublishedAlerts
+
+Record = tuple[bytes, float, int]
+CONFIG = RulesConfig.default()
+
+
+def partition() -> list[Record]:
+    """Every incident of DESIGN.md in one partition, interleaved in time, as records that
+    reach the broker 50 ms after their time stamp."""
+    events = sorted((e for make in INCIDENTS.values() for e in make()), key=lambda e: e["ts"])
+    return [(orjson.dumps(e), e["ts"] + 0.05, i) for i, e in enumerate(events)]
+
+
+RECORDS = partition()
+
+
+def driver() -> LiveDriver:
+    return LiveDriver(CONFIG, topic="runwatch.events", partition=0)
+
+
+def live(d: LiveDriver, records: list[Record]) -> Iterator[Alert]:
+    """The worker's live path: a tick at each record's arrival, then the record."""
+    for record in records:
+        yield from d.tick(record[1])
+        yield from d.feed([record])[0]
+
+
+def uninterrupted() -> list[Alert]:
+    return list(live(driver(), RECORDS))
+
+
+def test_the_incidents_make_transitions_to_compare() -> None:
+    alerts = uninterrupted()
+    assert {a.rule for a in alerts} >= {"inference_idle_with_pending", "zero_reward",
+                                        "ranks_stalled", "heartbeat_lost"}  # fmt: skip
+    assert any(not a.firing for a in alerts)
+
+
+@pytest.mark.parametrize("cut", [0.2, 0.5, 0.8])
+def test_a_restart_from_a_checkpoint_publishes_what_an_uninterrupted_run_does(cut: float) -> None:
+    """Checkpoint at `cut`, crash (kill -9) a while later with what it made since published,
+    restart: load the checkpoint, re-read only the records after it, reconcile with what
+    the topic holds, go on live. The sequence on the topic is the uninterrupted one."""
+    at = int(len(RECORDS) * cut)
+    crash = at + len(RECORDS) // 10
+    before = driver()
+    published = list(live(before, RECORDS[:at]))
+    data = checkpoint.dump(before, {"offset": at})
+    published += live(before, RECORDS[at:crash])  # ... then the worker is killed
+
+    after = driver()
+    position = checkpoint.load(data, after)
+    assert position == {"offset": at}
+    topic = PublishedAlerts()
+    for alert in published:
+        topic.add(alert)
+    after.start_replay()
+    after.feed(RECORDS[position["offset"] : crash])
+    missing, _ = after.finish_replay(topic, RECORDS[crash - 1][1])
+    assert missing == []  # everything made before the crash was published
+    published += live(after, RECORDS[crash:])
+    assert [(a.id, a.state, a.ts) for a in published] == [
+        (a.id, a.state, a.ts) for a in uninterrupted()
+    ]
+
+
+def test_transitions_lost_with_the_worker_are_published_once_after_a_restart() -> None:
+    """Killed after making transitions and before publishing them: the re-read of the tail
+    makes them again and they go out, once, under the same ids."""
+    at, crash = len(RECORDS) // 3, 2 * len(RECORDS) // 3
+    before = driver()
+    published = list(live(before, RECORDS[:at]))
+    data = checkpoint.dump(before, at)
+    lost = list(live(before, RECORDS[at:crash]))
+    assert lost, "the window must make transitions for this test to mean anything"
+    after = driver()
+    checkpoint.load(data, after)
+    topic = PublishedAlerts()
+    for alert in published:
+        topic.add(alert)
+    after.start_replay()
+    after.feed(RECORDS[at:crash])
+    missing, _ = after.finish_replay(topic, RECORDS[crash - 1][1])
+    assert [a.id for a in missing] == [a.id for a in lost]
+
+
+def test_the_checkpoint_keeps_only_live_runs() -> None:
+    """Bounded state: runs that finished and left are not in the checkpoint, whose size
+    follows the live runs, not the history."""
+    d = driver()
+    list(live(d, RECORDS))
+    full = checkpoint.dump(d, 0)
+    finished, _ = d.evict(RECORDS[-1][1] + 2 * 3600)
+    assert finished
+    trimmed = checkpoint.dump(d, 0)
+    assert len(trimmed) < len(full)
+    restored = driver()
+    checkpoint.load(trimmed, restored)
+    assert set(restored.engine.runs) == set(d.engine.runs)
+    assert set(restored.gone) == set(finished)
+
+
+# -- what cannot be used is refused ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good() -> bytes:
+    d = driver()
+    list(live(d, RECORDS[:5000]))
+    return checkpoint.dump(d, 5000)
+
+
+def _refused(data: bytes, why: str, config: RulesConfig = CONFIG) -> None:
+    d = LiveDriver(config)
+    with pytest.raises(CheckpointError, match=why):
+        checkpoint.load(data, d)
+    assert d.engine.runs == {}  # nothing was taken over
+    assert d.position is None
+
+
+def test_a_damaged_checkpoint_is_refused(good: bytes) -> None:
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF
+    _refused(bytes(flipped), "damaged")
+    _refused(good[: len(good) // 2], "damaged")
+    _refused(good[:10], "too short")
+    _refused(b"X" + good[1:], "not a runwatch checkpoint")
+
+
+def test_another_format_version_is_refused(good: bytes) -> None:
+    older = good[:4] + struct.pack(">H", checkpoint.FORMAT - 1) + good[6:]
+    _refused(older, "format version 0")
+
+
+def test_a_checkpoint_of_another_state_layout_is_refused(
+    good: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that adds a field to a state class cannot read older checkpoints: the
+    layout fingerprint comes from the classes themselves."""
+    from runwatch.stream.state.steps import Step
+
+    monkeypatch.setattr(Step, "__slots__", (*Step.__slots__, "new_field"))
+    _refused(good, "other fields")
+
+
+def test_a_checkpoint_made_under_other_rules_is_refused(good: bytes) -> None:
+    other = RulesConfig.from_mapping({"rules": {"zero_reward": {"steps": 7}}})
+    _refused(good, "other rules", other)
+
+
+def _forged(state: object) -> bytes:
+    body = zlib.compress(pickle.dumps(state, protocol=5))
+    head = struct.pack(">4sH16s16sI", checkpoint.MAGIC, checkpoint.FORMAT,
+                       checkpoint.layout_fingerprint(), checkpoint.rules_fingerprint(CONFIG),
+                       zlib.crc32(body))  # fmt: skip
+    return head + body
+
+
+class _Runs:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return (os.system, ("touch /tmp/runwatch-checkpoint-pwned",))
+
+
+def test_a_forged_checkpoint_cannot_run_code(tmp_path: object) -> None:
+    import os
+
+    _refused(_forged({"position": 0, "driver": _Runs()}), "names posix.system")
+    assert not os.path.exists("/tmp/runwatch-checkpoint-pwned")
+
+
+def test_a_forged_checkpoint_of_the_wrong_shape_is_refused() -> None:
+    _refused(_forged({"position": 0, "driver": {"engine": 1}}), "unreadable")
+    _refused(_forged([1, 2, 3]), "unreadable")
+
+
+def test_the_dedup_window_survives_a_restart() -> None:
+    """An emitter's retry of an event from before the checkpoint, arriving after the
+    restart, is dropped as the uninterrupted worker would drop it."""
+    d = driver()
+    list(live(d, RECORDS[:1000]))
+    restored = driver()
+    checkpoint.load(checkpoint.dump(d, 1000), restored)
+    raw, arrival, _ = RECORDS[500]
+    restored.feed([(raw, arrival + 60, 1000)])
+    assert restored.duplicates == d.duplicates + 1
