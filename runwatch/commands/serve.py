@@ -47,6 +47,9 @@ def register(sub: Any) -> None:
                    "are refused (kept as dead letters) until there is room")  # fmt: skip
     p.add_argument("--idle-timeout", type=int, default=30,
                    help="seconds a connection may stay idle before it is closed")  # fmt: skip
+    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="store the rules' state beside the logs this often, so a restart "
+                   "replays only the events logged since (0: only at a clean stop)")  # fmt: skip
     p.add_argument("--tick", type=float, default=0.25, help="seconds between timer checks")
     p.set_defaults(func=run_serve)
 

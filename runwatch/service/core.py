@@ -6,8 +6,10 @@ then is it acknowledged -- and the valid ones to the live driver (the Kafka work
 correction, wall-clock ticks) and the metrics. Alert transitions go to the alert log
 (fsync) before the notifiers see them. The DuckDB history is written from the two logs by
 `HistoryFollower` on its own thread: nothing the history does waits the rules. On start,
-the event log is re-read to rebuild state; transitions the alert log lacks are published,
-those it has are not repeated (`LiveDriver.finish_replay`).
+the rules' state is loaded from the checkpoint beside the logs and the event log re-read
+from the position it covers (all of it when there is no usable checkpoint); transitions the
+alert log lacks are published, those it has are not repeated (`LiveDriver.finish_replay`).
+A checkpoint is written every minute or so, after a compaction and at a clean stop.
 """
 
 from __future__ import annotations
@@ -25,20 +27,24 @@ from typing import Any
 import orjson
 
 from runwatch.service.history import HistoryFollower
-from runwatch.service.wal import AlertLog, DeadLetter, EventLog, LogsLock
+from runwatch.service.wal import AlertLog, DeadLetter, EventLog, LogsLock, replace_file
 from runwatch.store.writer import WriteHealth
+from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
+from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
-from runwatch.stream.metrics.roles import ServiceCounters, new_registry
+from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry
 
 log = logging.getLogger("runwatch.serve")
 
 Notifier = Callable[[Alert], None]
 TOPIC = "wal"
+#: The rules' state and the log position it covers, beside the logs.
+CHECKPOINT = "state.ckpt"
 
 
 @dataclass
@@ -60,7 +66,9 @@ class Service:
         max_runs: int = 10_000,
         keep_finished_s: float = KEEP_FINISHED_S,
         silent_after_s: float = SILENT_AFTER_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock  # the wall clock (a test's own, to replay a day in a second)
         self.lock = threading.RLock()
         self.driver = LiveDriver(config, topic=TOPIC)
         self.db = db
@@ -70,7 +78,7 @@ class Service:
         self.alert_log = AlertLog(wal_dir / "alerts.jsonl")
         self.notifiers = list(notifiers)
         self.registry = registry if registry is not None else new_registry()
-        self.metrics = RunwatchMetrics(self.registry, lock=self.lock, clock=time.time)
+        self.metrics = RunwatchMetrics(self.registry, lock=self.lock, clock=clock)
         self.metrics.instrument(self.driver.engine, transitions=False)
         self.counters = ServiceCounters(self.registry)
         self.rejected, self.accepted = self.counters.rejected, self.counters.accepted
@@ -80,6 +88,11 @@ class Service:
         )  # fmt: skip
         self.counters.follow(self.history.lag_bytes, self.history.lag_seconds)
         self.logs = WriteHealth(wal_dir, log, "the service's logs in")
+        self.checkpoint_path = wal_dir / CHECKPOINT
+        self.checkpoints = CheckpointMetrics(self.registry)
+        self._checkpointing = threading.Lock()
+        self._checkpointed: tuple[int, int] | None = None  # the log position it covers
+        self._checkpoint_failing = False  # said once, until one is written again
         self.unlogged: list[Alert] = []  # transitions the alert log could not take yet
         self.recent: deque[Alert] = deque(maxlen=2000)
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
@@ -100,9 +113,10 @@ class Service:
             for a in self.alert_log.read():
                 published.add(a)
             driver = self.driver
+            start = self._load_checkpoint()
             driver.start_replay()
             n = 0
-            for line, arrival, end in self.events.read():
+            for line, arrival, end in self.events.read(start):
                 try:
                     event = decode(line)
                 except InvalidEvent:  # valid when logged: damaged since
@@ -116,11 +130,66 @@ class Service:
             for last in published.last.values():  # runs compacted away are not shown
                 if last.run in driver.engine.runs:
                     self._remember(last)
-            missing, _ = driver.finish_replay(published, time.time())
+            missing, _ = driver.finish_replay(published, self.clock())
             self._publish(missing)
             self.ready = True
         self.history.start()
         return n
+
+    def _load_checkpoint(self) -> int:
+        """Take over the checkpoint's state; the log position to replay from: where it
+        ends, else 0 (all of it) when there is none or it cannot be used, said in one line."""
+        path = self.checkpoint_path
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        except OSError as err:
+            log.warning("%s: cannot be read (%s); replaying the whole event log", path, err)
+            return 0
+        scratch = LiveDriver(self.driver.engine.config, topic=TOPIC)
+        events = self.events
+        try:
+            position = checkpoint.load(data, scratch)
+            generation, at = position["generation"], position["at"]
+            if generation != events.generation or not 0 <= at <= events.size:
+                raise CheckpointError(
+                    f"it covers generation {generation} of the event log up to byte {at}; "
+                    f"the log is generation {events.generation}, {events.size} bytes"
+                )
+        except (CheckpointError, KeyError, TypeError) as err:
+            why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
+            log.warning("%s: not used, replaying the whole event log: %s", path, why)
+            return 0
+        self.driver.load_state(scratch.dump_state())
+        self._checkpointed = (generation, at)
+        return int(at)
+
+    def checkpoint(self) -> int | None:
+        """Store the rules' state and the log position it covers beside the logs (a restart
+        replays only what follows); its size. None when there is nothing new, when it must
+        wait (not recovered yet; transitions wait for the alert log: a checkpoint must not
+        cover what no log holds) or when it cannot be written (said once, counted)."""
+        with self._checkpointing:
+            started = time.perf_counter()
+            with self.lock:
+                at = (self.events.generation, self.events.size)
+                if not self.ready or self.unlogged or at == self._checkpointed:
+                    return None
+                data = checkpoint.dump(self.driver, {"generation": at[0], "at": at[1]})
+                runs = len(self.driver.engine.runs)
+            try:
+                replace_file(self.checkpoint_path, data)
+            except OSError as err:
+                self.checkpoints.failed.labels(TOPIC).inc()
+                if not self._checkpoint_failing:
+                    log.warning("%s: cannot be written (%s); a restart replays more of the "
+                                "event log", self.checkpoint_path, err)  # fmt: skip
+                self._checkpoint_failing = True
+                return None
+            self._checkpointed, self._checkpoint_failing = at, False
+            self.checkpoints.stored(TOPIC, len(data), runs, time.perf_counter() - started)
+            return len(data)
 
     # -- input -----------------------------------------------------------------------------
 
@@ -133,7 +202,7 @@ class Service:
         dead: list[DeadLetter] = []
         kinds: list[str] = []
         new_runs: set[str] = set()
-        received = time.time()
+        received = self.clock()
         check = self.driver.engine.check
         for i, line in enumerate(lines, 1):
             line = line.strip()
@@ -151,7 +220,7 @@ class Service:
         if not good and not dead:
             return out
         with self.lock:
-            arrival = time.time()
+            arrival = self.clock()
             try:
                 ends = self.events.append(arrival, [g[0] for g in good], dead)
             except OSError as err:
@@ -179,7 +248,7 @@ class Service:
         dead letter, durably; raises OSError when the event log cannot be written."""
         with self.lock:
             try:
-                self.events.append(time.time(), [], [(source, reason, raw)])
+                self.events.append(self.clock(), [], [(source, reason, raw)])
             except OSError as err:
                 self.logs.failed(err)
                 raise
@@ -194,7 +263,7 @@ class Service:
         if run in runs or run in new_runs or run in self.driver.gone:
             return
         if len(runs) + len(new_runs) >= self.max_runs:
-            now = time.time()
+            now = self.clock()
             if now >= self._evict_at:  # one pass over the runs now and then, not per event
                 with self.lock:
                     self.evict(now)
@@ -223,12 +292,12 @@ class Service:
 
     def _log_dead(self, dead: list[DeadLetter]) -> None:
         try:
-            self.events.append(time.time(), [], dead)
+            self.events.append(self.clock(), [], dead)
         except OSError as err:
             self.logs.failed(err)  # the events are logged: the rules fail on them again
 
     def tick(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         with self.lock:
             self._publish(self.driver.tick(now))
             if now >= self._evict_at:
@@ -277,10 +346,11 @@ class Service:
         with self.history.paused() as held, self.lock:
             if not held or self.history.lag_bytes():
                 return None
-            self.evict(time.time(), keep_finished_s)
+            self.evict(self.clock(), keep_finished_s)
             runs = self.driver.engine.runs
             size = self.events.rewrite(lambda line: _run_of(line) in runs)
             self.history.moved(size)
+            self.checkpoint()  # of the new generation: until then a restart replays it all
         return size
 
     def exposition(self) -> bytes:
@@ -288,6 +358,7 @@ class Service:
         return self.metrics.exposition()
 
     def close(self) -> None:
+        self.checkpoint()  # a clean stop: the next start replays nothing
         self.history.stop()
         self.events.close()
         self.alert_log.close()

@@ -61,9 +61,13 @@ def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     server.start()
     compact_at = 0.0
+    checkpoint_at = time.monotonic() + args.checkpoint_every
     try:
         while not stop.wait(args.tick):
             service.tick()
+            if args.checkpoint_every > 0 and time.monotonic() >= checkpoint_at:
+                service.checkpoint()
+                checkpoint_at = time.monotonic() + args.checkpoint_every
             if tail is not None:
                 tail.poll(service)
             big = service.events.size > args.wal_max_bytes

@@ -54,6 +54,21 @@ def _append(fd: int, size: int, data: bytes) -> None:
         raise
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all: beside it, fsynced, then renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _cut_torn_tail(path: Path, fd: int) -> int:
     """Cut what follows the last newline (a write a crash interrupted); the new size."""
     size = os.fstat(fd).st_size
@@ -148,11 +163,12 @@ class EventLog:
             elif line:
                 self.damaged += 1
 
-    def read(self) -> Iterator[tuple[bytes, float, int]]:
-        """(line, arrival, end offset) of every event in the log, in order."""
+    def read(self, start: int = 0) -> Iterator[tuple[bytes, float, int]]:
+        """(line, arrival, end offset) of every event in the log from `start` (the start
+        of a request's record), in order."""
         self.damaged = 0
         arrival = 0.0
-        for line, pos in self.scan():
+        for line, pos in self.scan(start):
             if line.startswith(ARRIVAL):
                 try:
                     t = float(line[len(ARRIVAL) :])

@@ -237,3 +237,35 @@ class ServiceCounters:
 
     def exposition(self) -> bytes:
         return _exposition(self.registry)
+
+
+class CheckpointMetrics:
+    """Checkpoints of the rules' state (`runwatch.stream.checkpoint`), per partition (the
+    worker) or of the event log (`serve`: "wal"): how big, for how many live runs -- a size
+    that should follow the live runs, not the history -- and how long they take to write."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.bytes = Gauge("runwatch_checkpoint_bytes", "Size of the latest checkpoint",
+                           ["partition"], registry=registry)  # fmt: skip
+        self.runs = Gauge("runwatch_checkpoint_runs", "Live runs in the latest checkpoint",
+                          ["partition"], registry=registry)  # fmt: skip
+        self.seconds = Gauge(
+            "runwatch_checkpoint_write_seconds",
+            "Time the latest checkpoint took to make and store",
+            ["partition"],
+            registry=registry,
+        )
+        self.written = Counter("runwatch_checkpoints_written_total", "Checkpoints stored",
+                               ["partition"], registry=registry)  # fmt: skip
+        self.failed = Counter(
+            "runwatch_checkpoint_failures_total",
+            "Checkpoints that could not be stored (the restart replays further back)",
+            ["partition"],
+            registry=registry,
+        )
+
+    def stored(self, partition: str, size: int, runs: int, seconds: float) -> None:
+        self.bytes.labels(partition).set(size)
+        self.runs.labels(partition).set(runs)
+        self.seconds.labels(partition).set(seconds)
+        self.written.labels(partition).inc()

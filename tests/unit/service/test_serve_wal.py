@@ -75,7 +75,12 @@ def test_compaction_drops_finished_runs_and_a_restart_repeats_nothing(tmp_path: 
         size = service.compact(keep_finished_s=0.0)
     assert size < before
     assert set(service.driver.engine.runs) == {"live"}
-    service.close()
+    service.close()  # a clean stop checkpoints: the next start replays nothing
+    again = Service(db, wal)
+    assert again.recover() == 0
+    assert set(again.driver.engine.runs) == {"live"}
+    again.close()
+    (wal / "state.ckpt").unlink()  # without the checkpoint, the compacted log is replayed
     again = Service(db, wal)
     assert again.recover() == 2  # only the live run's events are replayed
     assert len(again.alert_log.read()) == transitions  # nothing published twice
