@@ -26,3 +26,8 @@ class Topics:
     def dlq(self) -> str:
         """Invalid events, each with the reason (the dead-letter topic)."""
         return f"{self.prefix}runwatch.events.dlq"
+
+    @property
+    def checkpoints(self) -> str:
+        """The stream workers' checkpoints (compacted); key = group, topic and partition."""
+        return f"{self.prefix}runwatch.checkpoints"

@@ -176,10 +176,10 @@ class MemoryConsumer:
     def last_poll_timestamp(self, partition: Any) -> int | None:
         return int(time.time() * 1000)
 
-    async def commit(self) -> None:
+    async def commit(self, offsets: Any = None) -> None:
         assert self.group_id is not None, "commit needs a group"
         self.commits += 1
-        for tp, pos in self.positions.items():
+        for tp, pos in (offsets if offsets is not None else self.positions).items():
             self.broker.committed[(self.group_id, tp)] = pos
 
 

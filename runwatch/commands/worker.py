@@ -22,8 +22,14 @@ Consume runwatch.events from Kafka, run the rules live (event time, corrected fo
 hosts' clock skew; the wall clock for conditions that ripen in silence) and publish alert
 transitions to runwatch.alerts (key = run id). Invalid events go to runwatch.events.dlq
 with the reason. Topics are created on start. Start several workers with the same --app-id
-to split the partitions (and so the runs) between them; a restarted worker rebuilds its
-state from the topic and publishes only the transitions that are missing.
+to split the partitions (and so the runs) between them.
+
+Each live partition's state is checkpointed to runwatch.checkpoints (a compacted topic)
+every --checkpoint-every seconds or --checkpoint-events events: a worker that starts,
+restarts or takes over partitions loads the newest checkpoint and re-reads only the events
+after it (all of them when there is no usable checkpoint -- the rules config changed, say),
+then publishes only the transitions that are missing. The group's positions are committed
+so kafka-consumer-groups.sh --describe shows the worker's lag.
 """
 
 
@@ -53,6 +59,20 @@ def register(sub: Any) -> None:
         type=float,
         default=10.0,
         help="seconds before the group gives a dead worker's partitions away (10)",
+    )
+    w.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="checkpoint each live partition this often (30; 0: by count only)",
+    )
+    w.add_argument(
+        "--checkpoint-events",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="... or after this many events (1000000; 0: by time only)",
     )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.add_argument(
@@ -86,6 +106,8 @@ def run_worker(args: argparse.Namespace) -> int:
     config = RulesConfig.load_or_default(args.config)
     if args.partitions < 1:
         raise CommandError("--partitions must be at least 1")
+    if args.checkpoint_every < 0 or args.checkpoint_events < 0:
+        raise CommandError("--checkpoint-every and --checkpoint-events cannot be negative")
     security = connect_check(args)
     from runwatch.stream.kafka.worker import WorkerSettings, run
 
@@ -99,6 +121,8 @@ def run_worker(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         metrics_port=args.metrics_port,
         security=security,
+        checkpoint_every_s=args.checkpoint_every,
+        checkpoint_every_events=args.checkpoint_events,
     )
     return run(settings, log_level=args.log_level)
 

@@ -8,6 +8,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka.checkpoints import TOPIC_CONFIG
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -22,7 +23,7 @@ async def ensure_topics(
     replication: int = 1,
     security: KafkaSecurity = PLAINTEXT,
 ) -> dict[str, int]:
-    """Create the three topics if missing; return each one's partition count.
+    """Create runwatch's topics if missing; return each one's partition count.
 
     `runwatch.events` records carry the broker's append time (LogAppendTime), the one clock
     the skew correction measures every host against.
@@ -39,6 +40,7 @@ async def ensure_topics(
             ),
             NewTopic(topics.alerts, partitions, replication),
             NewTopic(topics.dlq, partitions, replication),
+            NewTopic(topics.checkpoints, partitions, replication, topic_configs=TOPIC_CONFIG),
         ]
         response = await admin.create_topics(wanted)
         for name, code, *rest in response.topic_errors:

@@ -80,7 +80,7 @@ class Consumer(Protocol):
     async def end_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]: ...
     def highwater(self, partition: Any) -> int | None: ...
     def last_poll_timestamp(self, partition: Any) -> int | None: ...
-    async def commit(self) -> None: ...
+    async def commit(self, offsets: Any = None) -> None: ...
     def partitions_for_topic(self, topic: str) -> set[int] | None: ...
     def pause(self, *partitions: Any) -> None: ...
     def resume(self, *partitions: Any) -> None: ...
@@ -125,11 +125,13 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class Partitions:
-    """Read partitions of `topic` from their start, outside any group: the given ones, or
-    every partition the topic has when the loop starts (none if it does not exist)."""
+    """Read partitions of `topic` from their start (or from the offsets in `start`), outside
+    any group: the given ones, or every partition the topic has when the loop starts (none
+    if it does not exist)."""
 
     topic: str
     partitions: tuple[int, ...] | None = None
+    start: Mapping[int, int] | None = None
 
 
 Until = Literal["stopped", "end", "caught_up"]
@@ -232,12 +234,15 @@ class ConsumingLoop:
             return
         topic, numbers = self.source.topic, self.source.partitions
         if numbers is None:
-            numbers = tuple(sorted(await _partitions_of(consumer, topic)))
+            numbers = tuple(sorted(await partitions_of(consumer, topic)))
         tps = [TP(topic, p) for p in numbers]
         self._tps = tps
         if tps:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
+        for p, offset in (self.source.start or {}).items():
+            if p in numbers:
+                self.read[TP(topic, p)] = offset  # `_assigned` seeks there
         self._assigned(set(tps))
 
     async def _hand_on(self, tp: TP, records: list[Any]) -> None:
@@ -367,7 +372,7 @@ class ConsumingLoop:
         return out
 
 
-async def _partitions_of(consumer: Any, topic: str) -> set[int]:
+async def partitions_of(consumer: Any, topic: str) -> set[int]:
     """The partitions `topic` has now (none if it does not exist). aiokafka's consumer only
     holds metadata of topics it was asked about, so ask its client for all of them."""
     client = getattr(consumer, "_client", None)

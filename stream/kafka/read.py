@@ -5,7 +5,7 @@ dead-letter topic already hold."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -37,17 +37,20 @@ async def read_topic(
     each: Batch,
     *,
     partitions: Iterable[int] | None = None,
+    start: Mapping[int, int] | None = None,
     until: Until = "end",
     security: KafkaSecurity = PLAINTEXT,
     stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Hand `each` one partition's records at a time, in offset order, from the start of
-    `topic` (the given partitions, else all) to its end (see `Until`), or until `stop()`."""
+    `topic` (the given partitions, else all; from the offsets in `start` where given) to its
+    end (see `Until`), or until `stop()`."""
     source: Group | Partitions
     if until == "stopped" and partitions is None:  # follow: also partitions made later
         source = Group((topic,))  # a consumer without a group is assigned every one
     else:
-        source = Partitions(topic, tuple(partitions) if partitions is not None else None)
+        numbers = tuple(partitions) if partitions is not None else None
+        source = Partitions(topic, numbers, start)
     reader = clients.consumer(bootstrap, security)
     loop = ConsumingLoop(reader, source, _Each(each), until=until, max_records=20_000,
                          poll_ms=500, stop=stop, name=f"reading {topic}")  # fmt: skip

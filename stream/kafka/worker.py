@@ -8,12 +8,17 @@ correction and the rules run in `LiveDriver.feed`. bench/worker.py measured Faus
 path (`agent` + `stream.take_events`) at ~12k events/s on one core, with over 90% of the time
 in Faust's per-message machinery, against ~100k through the plain consumer.
 
-State is not kept in Faust tables. A partition the worker takes over (at start, or in a
-rebalance) is rebuilt by re-reading it from the start (`runwatch.stream.kafka.read`) while the
-live consumer holds it paused; the alerts this makes are held back, `runwatch.alerts` is read
-to learn what was already published, and only the missing transitions go out. The live
-consumer then goes on from where the rebuild stopped. Offsets are never committed: the
-rebuild is the recovery.
+State is not kept in Faust tables. Every `checkpoint_every_s` seconds (or
+`checkpoint_every_events` events) the worker stores each live partition's state with the
+offset it covers on `runwatch.checkpoints` (`runwatch.stream.checkpoint` is the format,
+`runwatch.stream.kafka.checkpoints` the topic), after what that state made is on
+`runwatch.alerts`. A partition the worker takes over (at start, or in a rebalance) loads its
+newest checkpoint and re-reads only the records after it (the whole partition when there is
+no usable checkpoint, said in one line) while the live consumer holds it paused; the alerts
+this makes are held back, `runwatch.alerts` is read to learn what was already published, and
+only the missing transitions go out. The live consumer then goes on from where the rebuild
+stopped. The group's offsets are committed as it goes, so Kafka's lag tools
+(kafka-consumer-groups.sh) show its lag; the recovery never reads them.
 """
 
 from __future__ import annotations
@@ -36,11 +41,14 @@ import faust
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
+from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
+from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
+from runwatch.stream.kafka.checkpoints import MAX_BYTES, checkpoint_key, latest
 from runwatch.stream.kafka.consume import (
     LOG_APPEND_TIME,
     TP,
@@ -56,6 +64,8 @@ log = logging.getLogger("runwatch.stream.worker")
 
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
+#: How often the group's positions are committed (for lag tools only).
+COMMIT_EVERY_S = 5.0
 
 
 @dataclass
@@ -78,6 +88,9 @@ class WorkerSettings:
     metrics_host: str = "0.0.0.0"
     #: TLS / SASL for every client: the Faust app's, the live and the rebuild consumers'.
     security: KafkaSecurity = PLAINTEXT
+    #: Checkpoint each live partition this often, or after this many events (0: never).
+    checkpoint_every_s: float = 30.0
+    checkpoint_every_events: int = 1_000_000
 
 
 class StreamWorker(Handler):
@@ -95,6 +108,13 @@ class StreamWorker(Handler):
         self.loop: ConsumingLoop | None = None
         self._warned_create_time = False
         self._dead: list[DeadLetter] = []  # records the loop isolated, to publish
+        #: held while a driver's output is made and handed to the producer, so that a
+        #: checkpoint never covers a transition the producer has not been given
+        self._making = asyncio.Lock()
+        #: per partition: (when, driver.applied) of its last checkpoint, and its offset
+        self._checkpointed: dict[int, tuple[float, int, int]] = {}
+        self._commit_at = 0.0
+        self._checkpoint_partitions = 1
         self.published = 0
         self.dead_letters = 0
         self._datadir = tempfile.mkdtemp(prefix="runwatch-worker-")
@@ -143,6 +163,7 @@ class StreamWorker(Handler):
             topic_disable_leader=True,
             producer_linger_ms=1,
             producer_acks=-1,
+            producer_max_request_size=MAX_BYTES + (1 << 20),  # a checkpoint in one record
         )
         # No Faust consumer at all: it would subscribe to nothing and crash.
         app.boot_strategy.enable_kafka_consumer = False
@@ -163,6 +184,7 @@ class StreamWorker(Handler):
         """Create the topics before anything subscribes (so they get our settings)."""
         s = self.settings
         counts = await ensure_topics(s.bootstrap, self.topics, s.partitions, security=s.security)
+        self._checkpoint_partitions = counts.get(self.topics.checkpoints) or 1
         if self.metrics is not None:
             await self.metrics.start()
             self.say(f"serving /metrics on port {self.metrics.server.port}")
@@ -197,11 +219,12 @@ class StreamWorker(Handler):
                 "correction is off (set message.timestamp.type=LogAppendTime on the topic)",
                 self.topics.events,
             )
-        alerts, dead = driver.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
-        if self.metrics is not None:
-            self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
-        if alerts or dead:
-            await self._publish(alerts, dead)
+        async with self._making:
+            alerts, dead = driver.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            if self.metrics is not None:
+                self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
+            if alerts or dead:
+                await self._publish(alerts, dead)
 
     def dead(self, record: Any, reason: str) -> None:
         """A record that failed in the worker itself (not as invalid input): to the DLQ."""
@@ -209,9 +232,83 @@ class StreamWorker(Handler):
                                      record.partition, record.offset))  # fmt: skip
 
     async def turn(self) -> None:
+        """Between polls: dead letters of isolated records, due checkpoints, commits."""
         if self._dead:
             dead, self._dead = self._dead, []
             await self._publish([], dead)
+        now = time.time()
+        for p in self._checkpoints_due(now):
+            await self.checkpoint(p, now)
+        if now >= self._commit_at:
+            self._commit_at = now + COMMIT_EVERY_S
+            await self._commit()
+
+    # -- checkpoints and commits -----------------------------------------------------------
+
+    def _checkpoints_due(self, now: float) -> list[int]:
+        s = self.settings
+        due = []
+        for p, driver in self.drivers.items():
+            if driver.position is None:
+                continue
+            when, applied, offset = self._checkpointed.get(p, (0.0, 0, -1))
+            if driver.position + 1 == offset:
+                continue  # nothing new since the last one
+            if (s.checkpoint_every_s > 0 and now - when >= s.checkpoint_every_s) or (
+                s.checkpoint_every_events > 0
+                and driver.applied - applied >= s.checkpoint_every_events
+            ):
+                due.append(p)
+        return due
+
+    async def checkpoint(self, partition: int, now: float) -> bool:
+        """Store the partition's state, with the offset it covers, once everything it made
+        is on its topics; whether it was stored (a failure is said and counted: the next
+        takeover replays from the checkpoint before)."""
+        driver = self.drivers.get(partition)
+        if driver is None or driver.position is None:
+            return False
+        started = time.perf_counter()
+        async with self._making:  # no transition made and not yet handed to the producer
+            offset = driver.position + 1
+            data = checkpoint.dump(driver, {"offset": offset})
+            runs = len(driver.engine.runs)
+        self._checkpointed[partition] = (now, driver.applied, offset)  # tried: due again later
+        key = checkpoint_key(self.settings.app_id, self.topics.events, partition)
+        target = partition % self._checkpoint_partitions
+        try:
+            if len(data) > MAX_BYTES:
+                raise ValueError(f"{len(data)} bytes for {runs} runs, over {MAX_BYTES}")
+            producer = self.app.producer
+            await producer.flush()  # what the state made is published before it is covered
+            await producer.send_and_wait(self.topics.checkpoints, key, data, target, None, None)
+        except Exception as err:
+            log.warning("partition %d: checkpoint not stored (%s: %s); a takeover replays "
+                        "from the one before", partition, type(err).__name__, err)  # fmt: skip
+            if self.metrics is not None:
+                self.metrics.checkpoints.failed.labels(str(partition)).inc()
+            return False
+        if self.metrics is not None:
+            self.metrics.checkpoints.stored(str(partition), len(data), runs,
+                                            time.perf_counter() - started)  # fmt: skip
+        return True
+
+    async def _commit(self) -> None:
+        """The live partitions' positions, for Kafka's lag tools; recovery never reads them."""
+        loop = self.loop
+        if loop is None:
+            return
+        offsets = {}
+        for p in self.drivers:
+            tp = TP(self.topics.events, p)
+            if tp in loop.read:
+                offsets[tp] = loop.read[tp]
+        if not offsets:
+            return
+        try:
+            await loop.consumer.commit(offsets)
+        except Exception as err:  # a rebalance in between: the next commit has it
+            log.info("commit skipped (%s)", err)
 
     async def tick(self, now: float) -> None:
         """Wall-clock time for conditions that ripen in silence; a partition the worker is
@@ -220,16 +317,17 @@ class StreamWorker(Handler):
         evict = now >= self._evict_at  # bounded state: finished and long-silent runs leave
         if evict:
             self._evict_at = now + EVICT_EVERY_S
-        for p, driver in list(self.drivers.items()):
-            behind = self._behind(p)
-            out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
-            if evict and not behind:
-                finished, silent = driver.evict(now)
-                if finished or silent:
-                    log.info("partition %d: %d finished and %d silent runs left the rules",
-                             p, len(finished), len(silent))  # fmt: skip
-        if out:
-            await self._publish(out, [])
+        async with self._making:
+            for p, driver in list(self.drivers.items()):
+                behind = self._behind(p)
+                out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
+                if evict and not behind:
+                    finished, silent = driver.evict(now)
+                    if finished or silent:
+                        log.info("partition %d: %d finished and %d silent runs left the rules",
+                                 p, len(finished), len(silent))  # fmt: skip
+            if out:
+                await self._publish(out, [])
 
     def _behind(self, partition: int) -> bool:
         loop = self.loop
@@ -281,6 +379,7 @@ class StreamWorker(Handler):
         for p in list(self.drivers):
             if p not in numbers:
                 del self.drivers[p]
+                self._checkpointed.pop(p, None)
         new = sorted(p for p in numbers if p not in self.drivers)
         if new:
             self.rebuilding.update(new)
@@ -292,14 +391,13 @@ class StreamWorker(Handler):
     async def _rebuild(self, partitions: list[int]) -> None:
         s = self.settings
         started = time.perf_counter()
-        drivers = {
-            p: LiveDriver(s.config, topic=self.topics.events, partition=p, grace=s.grace)
-            for p in partitions
-        }
+        drivers: dict[int, LiveDriver] = {}
+        resume: dict[int, int] = {}
+        for p in partitions:
+            drivers[p], resume[p] = await self._restore(p)
         for d in drivers.values():
             d.start_replay()
         published, dead_upto = await read_published(s.bootstrap, self.topics, s.security)
-        resume = dict.fromkeys(partitions, 0)
         count = 0
 
         def feed(records: list[Any]) -> None:
@@ -310,7 +408,7 @@ class StreamWorker(Handler):
             count += len(records)
 
         await read_topic(s.bootstrap, self.topics.events, feed, partitions=partitions,
-                         until="caught_up", security=s.security)  # fmt: skip
+                         start=dict(resume), until="caught_up", security=s.security)  # fmt: skip
         read_s = time.perf_counter() - started
         out: list[Alert] = []
         dead: list[DeadLetter] = []
@@ -331,6 +429,35 @@ class StreamWorker(Handler):
             f"live on partitions {partitions}: rebuilt from {count} events in {read_s:.2f}s "
             f"({rate:,.0f} events/s), {len(out)} missing alert transitions published"
         )
+
+    async def _restore(self, partition: int) -> tuple[LiveDriver, int]:
+        """A driver for `partition` with its newest checkpoint's state, and the offset to
+        re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
+        s = self.settings
+        driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
+                            grace=s.grace)  # fmt: skip
+        key = checkpoint_key(s.app_id, self.topics.events, partition)
+        try:
+            data = await latest(s.bootstrap, self.topics.checkpoints, key, partition, s.security)
+        except Exception as err:
+            data = None
+            self.say(f"partition {partition}: checkpoints cannot be read ({err}); rebuilding "
+                     "from the start")  # fmt: skip
+        if data is None:
+            return driver, 0
+        try:
+            offset = checkpoint.load(data, driver)["offset"]
+        except (CheckpointError, KeyError, TypeError) as err:
+            why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
+            self.say(f"partition {partition}: checkpoint not used ({why}); rebuilding from "
+                     "the start")  # fmt: skip
+            fresh = LiveDriver(s.config, topic=self.topics.events, partition=partition,
+                               grace=s.grace)  # fmt: skip
+            return fresh, 0
+        self._checkpointed[partition] = (time.time(), driver.applied, offset)
+        self.say(f"partition {partition}: from the checkpoint at offset {offset} "
+                 f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
+        return driver, offset
 
     def _go_on(self, partition: int, offset: int) -> None:
         """The live consumer goes on from where the rebuild stopped."""

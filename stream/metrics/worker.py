@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from runwatch.stream.alerts import Alert
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.http import AsyncMetricsServer, Ready
+from runwatch.stream.metrics.roles import CheckpointMetrics
 
 
 class WorkerMetrics:
@@ -34,6 +35,7 @@ class WorkerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = RunwatchMetrics(self.registry, finished_grace=finished_grace)
         self.collector.add_source(lambda: [d.engine for d in drivers()])
+        self.checkpoints = CheckpointMetrics(self.registry)
         self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready)
 
     async def start(self) -> None:

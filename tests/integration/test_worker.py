@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,9 @@ from helpers import http_get, terminate
 
 from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
+from runwatch.stream import checkpoint
 from runwatch.stream.alerts import transition_id
+from runwatch.stream.kafka.checkpoints import checkpoint_key
 
 pytestmark = pytest.mark.integration
 
@@ -52,9 +55,10 @@ class WorkerProcess:
         config: Path,
         parts: int,
         metrics_port: int | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
-        cmd += ["--app-id", group, "--config", str(config), "--partitions", str(parts)]
+        cmd += ["--app-id", group, "--config", str(config), "--partitions", str(parts), *extra]
         if metrics_port is not None:
             cmd += ["--metrics-port", str(metrics_port)]
         self.metrics_port = metrics_port
@@ -130,10 +134,13 @@ class Setup:
     def events(self) -> str:
         return f"{self.prefix}runwatch.events"
 
-    def worker(self, partitions: int = 2, metrics_port: int | None = None) -> WorkerProcess:
+    def worker(
+        self, partitions: int = 2, metrics_port: int | None = None, *extra: str
+    ) -> WorkerProcess:
         w = WorkerProcess(
-            self.bootstrap, self.prefix, self.group, self.config, partitions, metrics_port
-        )
+            self.bootstrap, self.prefix, self.group, self.config, partitions, metrics_port,
+            extra,
+        )  # fmt: skip
         self.workers.append(w)
         return w
 
@@ -163,6 +170,46 @@ class Setup:
             return out
         finally:
             consumer.close()
+
+    def raw(self, topic: str) -> list[tuple[bytes | None, bytes]]:
+        """(key, value) of everything on `<prefix>topic` now."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        name = f"{self.prefix}{topic}"
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                 max_partition_fetch_bytes=64 << 20)  # fmt: skip
+        try:
+            tps = [
+                TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())
+            ]
+            if not tps:
+                return []
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            ends = consumer.end_offsets(tps)
+            out = []
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                for records in consumer.poll(timeout_ms=200).values():
+                    out += [(r.key, r.value) for r in records]
+            return out
+        finally:
+            consumer.close()
+
+    def checkpoints(self) -> dict[int, bytes]:
+        """The newest checkpoint of each events partition this test's group stored."""
+        out = {}
+        for key, value in self.raw("runwatch.checkpoints"):
+            if key is not None and key.startswith(f"{self.group}|".encode()):
+                out[int(key.rsplit(b"|", 1)[1])] = value
+        return out
+
+    def wait_checkpoint(self, partition: int, timeout: float = 30) -> bytes:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (found := self.checkpoints().get(partition)) is not None:
+                return found
+            time.sleep(0.3)
+        raise AssertionError(f"no checkpoint of partition {partition}")
 
     def wait_alerts(
         self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
@@ -234,29 +281,44 @@ EXPECTED = [
 
 
 def play_incident(
-    s: Setup, run: str, crash: Callable[[], None], restart: Callable[[], None]
+    s: Setup, runs: str | list[str], crash: Callable[[], None], restart: Callable[[], None]
 ) -> None:
-    em = s.emitter(run)
-    beater = Beater(em)
+    """The incident of EXPECTED in each of `runs` at once; `crash` once every run's
+    heartbeat_lost fired, `restart` while the trainers are back."""
+    names = [runs] if isinstance(runs, str) else runs
+    emitters = [s.emitter(run) for run in names]
+    beaters = [Beater(em) for em in emitters]
+
+    def each(done: Callable[[list[dict[str, Any]], str], bool]) -> Callable[[Any], bool]:
+        return lambda alerts: all(done(alerts, run) for run in names)
+
     try:
-        em.emit("run.started")
-        beater.on.set()
-        em.emit("reward", step=0, mean=0.0)
-        em.emit("reward", step=1, mean=0.0)
+        for em, beater in zip(emitters, beaters, strict=True):
+            em.emit("run.started")
+            beater.on.set()
+            em.emit("reward", step=0, mean=0.0)
+            em.emit("reward", step=1, mean=0.0)
         time.sleep(2)
-        beater.on.clear()  # the trainer hangs
-        s.wait_alerts(lambda a: ("heartbeat_lost", "firing") in sequence(a, run), SILENCE + 5)
+        for beater in beaters:
+            beater.on.clear()  # the trainers hang
+        s.wait_alerts(each(lambda a, run: ("heartbeat_lost", "firing") in sequence(a, run)),
+                      SILENCE + 5)  # fmt: skip
         crash()
-        beater.on.set()  # it is back
+        for beater in beaters:
+            beater.on.set()  # they are back
         time.sleep(2)
         restart()
-        em.emit("reward", step=2, mean=1.0)
+        for em in emitters:
+            em.emit("reward", step=2, mean=1.0)
         time.sleep(1)
-        beater.on.clear()  # and hangs again
-        s.wait_alerts(lambda a: len(sequence(a, run)) >= len(EXPECTED), SILENCE + 10)
+        for beater in beaters:
+            beater.on.clear()  # and hang again
+        s.wait_alerts(each(lambda a, run: len(sequence(a, run)) >= len(EXPECTED)), SILENCE + 10)
     finally:
-        beater.close()
-        em.close()
+        for beater in beaters:
+            beater.close()
+        for em in emitters:
+            em.close()
 
 
 def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
@@ -294,38 +356,104 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     assert "heartbeat_lost  run=e2e-1 [trainer@" in lines[1]
 
 
-def test_kill_9_and_restart_loses_and_repeats_no_transition(setup: Setup) -> None:
-    first = setup.worker()
+def partition_of(run: str, partitions: int) -> int:
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(run.encode()) & 0x7FFFFFFF) % partitions
+
+
+def _damaged(data: bytes) -> bytes:
+    return (
+        data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0xFF]) + data[len(data) // 2 + 1 :]
+    )
+
+
+def _older(data: bytes) -> bytes:
+    return data[:4] + struct.pack(">H", checkpoint.FORMAT - 1) + data[6:]
+
+
+@pytest.mark.parametrize(
+    ("spoil", "said"),
+    [(None, "from the checkpoint at offset"), (_damaged, "checkpoint not used (damaged"),
+     (_older, "checkpoint not used (format version")],
+    ids=["checkpoint", "damaged-checkpoint", "older-checkpoint"],
+)  # fmt: skip
+def test_kill_9_and_restart_loses_and_repeats_no_transition(
+    setup: Setup, spoil: Callable[[bytes], bytes] | None, said: str
+) -> None:
+    """Killed between two checkpoints in the middle of the incident, restarted: the alert
+    sequence is the uninterrupted one. From the checkpoint it re-reads only the tail; from a
+    checkpoint it cannot use (damaged, an older format) it rebuilds the whole partition."""
+    first = setup.worker(2, None, "--checkpoint-every", "1")
     first.wait_live()
+    run = "crash-1"
+    p = partition_of(run, 2)
     state: dict[str, WorkerProcess] = {}
+
+    def crash() -> None:
+        setup.wait_checkpoint(p)
+        first.kill()
+        if spoil is not None:  # the newest checkpoint on the topic is one it cannot use
+            from kafka import KafkaProducer
+
+            producer = KafkaProducer(bootstrap_servers=setup.bootstrap, max_request_size=64 << 20)
+            key = checkpoint_key(setup.group, setup.events, p)
+            producer.send(f"{setup.prefix}runwatch.checkpoints", key=key,
+                          value=spoil(setup.checkpoints()[p]), partition=p)  # fmt: skip
+            producer.flush(30)
+            producer.close(10)
 
     def restart() -> None:
         state["second"] = w = setup.worker()
         w.wait_live()
         assert any("rebuilt from" in line for line in w.lines)
 
-    play_incident(setup, "crash-1", crash=first.kill, restart=restart)
+    play_incident(setup, run, crash=crash, restart=restart)
     alerts = setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
     time.sleep(1.5)  # a repeated transition would show up by now
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     print("\n".join(state["second"].lines))  # shown if it fails
     for a in alerts:
         print(a["id"], a["rule"], a["state"], a["ts"])
-    assert sequence(alerts, "crash-1") == EXPECTED
+    assert sequence(alerts, run) == EXPECTED
     assert_alternating_with_deterministic_ids(alerts)
     # the resolve made while no worker ran was published by the restarted one
     rebuilt = next(line for line in state["second"].lines if "rebuilt from" in line)
     assert "1 missing alert transitions published" in rebuilt
+    (line,) = [x for x in state["second"].lines if x.startswith(f"runwatch worker: partition {p}:")]
+    assert said in line
+
+
+def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) -> None:
+    """A second worker joins while incidents run in both partitions: the partition that moves
+    is taken over from the first worker's checkpoint, and both sequences stay whole."""
+    first = setup.worker(2, None, "--checkpoint-every", "1")
+    first.wait_live()
+    runs = [rs[0] for rs in _runs_per_partition(2, 1).values()]
+    state: dict[str, WorkerProcess] = {}
+
+    def join() -> None:
+        for p in (0, 1):
+            setup.wait_checkpoint(p)
+        state["second"] = second = setup.worker(2, None, "--checkpoint-every", "1")
+        wait_split(first, second, {0, 1})
+
+    play_incident(setup, runs, crash=join, restart=lambda: None)
+    alerts = setup.wait_alerts(lambda a: len(a) >= 2 * len(EXPECTED))
+    time.sleep(1.5)
+    alerts = [a for a, _ in setup.read("runwatch.alerts")]
+    for run in runs:
+        assert sequence(alerts, run) == EXPECTED, run
+    assert_alternating_with_deterministic_ids(alerts)
+    assert any("from the checkpoint at offset" in x for x in state["second"].lines)
 
 
 def _runs_per_partition(partitions: int, per: int) -> dict[int, list[str]]:
-    from kafka.partitioner.default import murmur2
-
     out: dict[int, list[str]] = {p: [] for p in range(partitions)}
     i = 0
     while any(len(v) < per for v in out.values()):
         run = f"split-{i}"
-        p = (murmur2(run.encode()) & 0x7FFFFFFF) % partitions
+        p = partition_of(run, partitions)
         if len(out[p]) < per:
             out[p].append(run)
         i += 1
@@ -365,12 +493,15 @@ def test_two_workers_split_the_runs(setup: Setup) -> None:
     assert {w for ws in by_run.values() for w in ws} == {a.name, b.name}
 
 
-def wait_split(a: WorkerProcess, b: WorkerProcess) -> tuple[set[int], set[int]]:
-    """The partitions each of two workers is live on, once they split all four."""
+def wait_split(
+    a: WorkerProcess, b: WorkerProcess, every: set[int] | None = None
+) -> tuple[set[int], set[int]]:
+    """The partitions each of two workers is live on, once they split all (four)."""
+    every = {0, 1, 2, 3} if every is None else every
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         pa, pb = a.live(), b.live()
-        if pa and pb and not (pa & pb) and pa | pb == {0, 1, 2, 3}:
+        if pa and pb and not (pa & pb) and pa | pb == every:
             return pa, pb
         time.sleep(0.2)
     raise AssertionError(f"no split: {a.lines[-5:]} {b.lines[-5:]}")
@@ -427,6 +558,8 @@ SKEWED = textwrap.dedent(
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
+from runwatch.stream import checkpoint
+from runwatch.stream.kafka.checkpoints import checkpoint_key
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
