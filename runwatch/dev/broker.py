@@ -214,6 +214,22 @@ def _configure(data: Path, port: int, controller: int, extra: str = "") -> Path:
     return props
 
 
+def consumer_groups(bootstrap: str, *args: str, version: str = DEFAULT_VERSION) -> str:
+    """What Kafka's own kafka-consumer-groups tool prints (e.g. `--describe --group G`: each
+    partition's committed offset, end and lag), run from the local jars."""
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaBrokerError("`java` (17 or newer) is not on PATH")
+    lib = fetch_jars(version)
+    cmd = [java, "-Xmx256m", "-cp", f"{lib}{os.sep}*",
+           "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+           "--bootstrap-server", bootstrap, *args]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    if result.returncode != 0:
+        raise KafkaBrokerError(f"kafka-consumer-groups failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
 def _run_java(cmd: list[str]) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:

@@ -54,10 +54,16 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "runwatch"
 
 
-def _jars_complete(lib: Path) -> bool:
+#: Beside the broker: Kafka's own tools (kafka-consumer-groups and friends), to check that
+#: what runwatch leaves in the cluster reads right with them.
+TOOLS = "kafka-tools"
+
+
+def _jars_complete(lib: Path, version: str) -> bool:
     marker = lib / MARKER
     names = marker.read_text().split() if marker.is_file() else []
-    return bool(names) and all((lib / name).is_file() for name in names)
+    wanted = f"{TOOLS}-{version}.jar"  # a cache from before the tools were fetched: again
+    return wanted in names and all((lib / name).is_file() for name in names)
 
 
 def fetch_jars(
@@ -70,7 +76,7 @@ def fetch_jars(
     """
     root = (cache or cache_dir()) / "kafka"
     lib = root / version / "lib"
-    if _jars_complete(lib):
+    if _jars_complete(lib, version):
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -78,10 +84,11 @@ def fetch_jars(
     (root / version).mkdir(parents=True, exist_ok=True)
     with open(root / f".{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _jars_complete(lib):
+        if _jars_complete(lib, version):
             return lib
         pom, tmp, repo = root / version / "pom.xml", root / version / "lib.partial", root / "m2"
-        deps = [("org.apache.kafka", "kafka_2.13", version), tuple(LOG4J_SLF4J.split(":"))]
+        deps = [("org.apache.kafka", "kafka_2.13", version), ("org.apache.kafka", TOOLS, version),
+                tuple(LOG4J_SLF4J.split(":"))]  # fmt: skip
         pom.write_text(_POM.format("".join(_DEPENDENCY.format(*d) + "</dependency>" for d in deps)))
         shutil.rmtree(tmp, ignore_errors=True)
         cmd = [mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", "-f", str(pom)]

@@ -356,6 +356,31 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     assert "heartbeat_lost  run=e2e-1 [trainer@" in lines[1]
 
 
+def test_kafka_lag_tools_show_the_worker_group_lag(setup: Setup) -> None:
+    """Kafka's own kafka-consumer-groups --describe shows the worker's group, each events
+    partition with its committed offset and a lag that falls to 0 once it is caught up."""
+    from runwatch.dev.broker import consumer_groups
+
+    worker = setup.worker(2)
+    worker.wait_live()
+    backlog(setup, 2_000)
+    deadline = time.monotonic() + 60
+    rows: dict[int, list[str]] = {}
+    while time.monotonic() < deadline:
+        out = consumer_groups(setup.bootstrap, "--describe", "--group", setup.group)
+        rows = {int(cols[2]): cols for line in out.splitlines()
+                if (cols := line.split()) and cols[1:2] == [setup.events]}  # fmt: skip
+        if len(rows) == 2 and all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values()):
+            break
+        time.sleep(1)
+    assert sorted(rows) == [0, 1], out
+    for cols in rows.values():  # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+        assert cols[0] == setup.group
+        assert int(cols[3]) > 0, out
+        assert cols[3] == cols[4], out
+        assert cols[5] == "0", out
+
+
 def partition_of(run: str, partitions: int) -> int:
     from kafka.partitioner.default import murmur2
 
