@@ -6,12 +6,14 @@ Benchmarks run as `python bench/<name>.py`, so this module imports as `benchinfo
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import os
 import platform
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,62 @@ def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
                 merged.append({**e, "run": run, "id": f"{run}-{i:07d}", "ts": e["ts"] + offset})
     merged.sort(key=lambda e: e["ts"])
     return merged
+
+
+def long_history(n_events: int, end: float, seed: int = 5) -> Iterator[tuple[float, str, bytes]]:
+    """`n_events` of weeks of history, as a partition holds it: every incident of
+    runwatch.dev.incidents in waves 4 h apart under new run ids (so most runs finished or
+    went silent long ago and a day's waves are live), ending at `end`, with random 128-bit
+    event ids as emitters make them. (ts, run, JSON), in time order, made as they are read."""
+    import orjson
+
+    from runwatch.dev.incidents import INCIDENTS
+
+    templates = [(name, build()) for name, build in INCIDENTS.items()]
+    per_wave = sum(len(t) for _, t in templates)
+    waves = max(1, -(-n_events // per_wave))
+    t_min = min(e["ts"] for _, t in templates for e in t)
+    span = max(e["ts"] for _, t in templates for e in t) - t_min
+    # wave k starts at first + k * 4 h; the n-th event of the merged waves falls at `end`
+    stamps = sorted(e["ts"] - t_min for _, t in templates for e in t)
+
+    def before(t: float) -> int:  # events of all waves stamped at most t (with first = 0)
+        return sum(bisect.bisect_right(stamps, t - k * 4 * 3600) for k in range(waves))
+
+    low, high = 0.0, (waves - 1) * 4 * 3600 + span
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if before(mid) < n_events else (low, mid)
+    first = end - high
+
+    def wave(k: int) -> Iterator[tuple[float, str, bytes]]:
+        rng = random.Random(seed * 100_003 + k)
+        offset = first + k * 4 * 3600 - t_min
+        out = []
+        for name, template in templates:
+            run = f"{name}-w{k:04d}"
+            for e in template:
+                ts = round(e["ts"] + offset, 3)
+                out.append((ts, run, {**e, "run": run, "id": f"{rng.getrandbits(128):032x}",
+                                      "ts": ts}))  # fmt: skip
+        out.sort(key=lambda x: x[0])
+        for ts, run, e in out:
+            yield ts, run, orjson.dumps(e)
+
+    # a merge that opens a wave only when the stream reaches its start: a few in memory
+    heap: list[tuple[float, int, str, bytes, Iterator[tuple[float, str, bytes]]]] = []
+    opened = made = 0
+    while made < n_events:
+        while opened < waves and (not heap or first + opened * 4 * 3600 <= heap[0][0]):
+            it = wave(opened)
+            ts, run, raw = next(it)
+            heapq.heappush(heap, (ts, opened, run, raw, it))
+            opened += 1
+        if not heap:
+            return
+        ts, k, run, raw, it = heapq.heappop(heap)
+        yield ts, run, raw
+        made += 1
+        following = next(it, None)
+        if following is not None:
+            heapq.heappush(heap, (following[0], k, following[1], following[2], it))

@@ -47,6 +47,7 @@ from typing import Any
 
 import orjson
 from benchinfo import RESULTS, follow_alerts, machine, write_section
+from restart import restart_serve
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
 from runwatch.dev.reader import HeldHistory
@@ -445,7 +446,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--no-kafka", action="store_true", help="skip the Kafka comparison")
     p.add_argument("--flood", type=int, default=200_000, help="run ids in the flood")
-    p.add_argument("--only", choices=["reader", "flood", "front", "jobs"],
+    p.add_argument("--retained", default="300000,1000000,3000000",
+                   help="event-log sizes for the restart part, comma-separated")  # fmt: skip
+    p.add_argument("--only", choices=["reader", "flood", "front", "jobs", "restart"],
                    help="run one part only (printed, not written)")  # fmt: skip
     p.add_argument("--dir", default=".cache/bench-serve", help="histories and service logs")
     p.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md")
@@ -456,12 +459,14 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     lines: list[str] = []
+    sizes = [int(x) // (10 if args.quick else 1) for x in args.retained.split(",")]
     if args.only:
         part = {"reader": lambda: reader_hold(tmp, 5 if args.quick else 20),
                 "flood": lambda: flood(tmp, args.flood // (4 if args.quick else 1)),
                 "front": lambda: http_front(tmp, 5.0 if args.quick else 15.0),
                 "jobs": lambda: per_jobs(tmp, args.jobs // (4 if args.quick else 1),
                                          15.0 if args.quick else 40.0),
+                "restart": lambda: restart_serve(sizes),
                 }[args.only]  # fmt: skip
         for line in part():
             print(line)
@@ -475,6 +480,7 @@ def main() -> None:
     lines += reader_hold(tmp, 5 if args.quick else 20)
     lines += flood(tmp, args.flood // (4 if args.quick else 1))
     lines += http_front(tmp, 5.0 if args.quick else 15.0)
+    lines += restart_serve(sizes)
     for line in lines:
         print(line)
     if not args.no_write:

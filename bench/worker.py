@@ -22,9 +22,14 @@ The obvious alternative, Faust's own agent stream (`take_events` batches), was m
 ~12k events/s on one core (2026-11-21, when the worker still carried it as `--consumer
 faust`); it left production code when every role moved onto the one consuming loop.
 
+Restart (bench/restart.py): restart-to-ready with 1M, 5M and 10M events retained, from a
+checkpoint and without one, and what a checkpoint costs. Goals of issue 16: ready in <= 10 s
+at 10M with checkpoints, flat as retention grows; < 5% off the live path's events/s.
+
 Figures only, no pass/fail. Goals of issue 3: >= 20k events/s per worker, p99 < 1 s.
 
     .venv/bin/python bench/worker.py [--kafka HOST:PORT] [--events 200000] [--samples 200]
+        [--retained 1000000,5000000,10000000] [--only restart]
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import orjson
 from benchinfo import interleaved_incidents
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from restart import checkpoint_cost, restart_worker
 
 from runwatch.dev.incidents import INCIDENTS
 
@@ -294,7 +300,14 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="latency samples per second")
     ap.add_argument("--load", type=int, default=5000, help="background events/s, 0 for none")
     ap.add_argument("--cpu", type=int, default=1, help="CPU to pin the worker to (-1: none)")
+    ap.add_argument(
+        "--retained",
+        default="1000000,5000000,10000000",
+        help="events retained for the restart part, comma-separated (0: skip)",
+    )
+    ap.add_argument("--only", choices=["restart"], help="run one part only")
     args = ap.parse_args()
+    sizes = [int(x) for x in args.retained.split(",") if int(x) > 0]
     cpu = None if args.cpu < 0 else args.cpu
     broker = None
     tmp = None
@@ -309,6 +322,12 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs; Python {sys.version.split()[0]}; broker {bootstrap}")
     worker = None
     try:
+        if args.only == "restart" or sizes:
+            for line in checkpoint_cost(min(sizes or [1_000_000]) if sizes else 1_000_000):
+                print(line, flush=True)
+            restart_worker(bootstrap, sizes, Worker)
+        if args.only:
+            return 0
         report, worker, prefix = throughput(bootstrap, args.events, cpu)
         print(report, flush=True)
         report, worker = rebuild(bootstrap, worker, prefix, cpu)

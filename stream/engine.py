@@ -296,11 +296,15 @@ class Engine:
             )
             for run, t in self.runs.items()
         ]
+        seen: str | list[str] = self.seen.ordered()
+        joined = "\n".join(seen)
+        if joined.count("\n") == len(seen) - 1:  # one string pickles ~6x faster than 100k
+            seen = joined
         return {
             "now": self.now,
             "seq": self._seq,
             "duplicates": self.duplicates,
-            "seen": self.seen.ordered(),
+            "seen": seen,
             "timers": self._timers,
             "runs": runs,
         }
@@ -323,7 +327,8 @@ class Engine:
         now, seq, duplicates = state["now"], state["seq"], state["duplicates"]
         pending = state["timers"]
         seen = RecentIds(self.seen.capacity)
-        for event_id in state["seen"]:
+        ids = state["seen"]
+        for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:
             seen.add(event_id)
         heapq.heapify(pending)
         # all read: only now is anything replaced (a state that fails to load changes nothing)

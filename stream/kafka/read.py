@@ -15,7 +15,7 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, Partitions, Until
+from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Partitions, Until
 from runwatch.stream.live import PublishedAlerts
 
 Batch = Callable[[list[Any]], Awaitable[None] | None]
@@ -81,3 +81,16 @@ async def read_published(
     await read_topic(bootstrap, topics.alerts, alerts, security=security)
     await read_topic(bootstrap, topics.dlq, letters, security=security)
     return published, dead_upto
+
+
+async def end_offset(
+    bootstrap: str, topic: str, partition: int, security: KafkaSecurity = PLAINTEXT
+) -> int:
+    """The offset the next record of `partition` of `topic` will get."""
+    reader = clients.consumer(bootstrap, security)
+    await reader.start()
+    try:
+        tp = TP(topic, partition)
+        return int((await reader.end_offsets([tp]))[tp])
+    finally:
+        await reader.stop()

@@ -56,7 +56,7 @@ from runwatch.stream.kafka.consume import (
     Group,
     Handler,
 )
-from runwatch.stream.kafka.read import read_published, read_topic
+from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
 from runwatch.stream.metrics.worker import WorkerMetrics
 
@@ -270,6 +270,8 @@ class StreamWorker(Handler):
             return False
         started = time.perf_counter()
         async with self._making:  # no transition made and not yet handed to the producer
+            if not self._behind(partition):  # the checkpoint holds the live runs only
+                self._evict(partition, driver, now)
             offset = driver.position + 1
             data = checkpoint.dump(driver, {"offset": offset})
             runs = len(driver.engine.runs)
@@ -322,12 +324,16 @@ class StreamWorker(Handler):
                 behind = self._behind(p)
                 out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
                 if evict and not behind:
-                    finished, silent = driver.evict(now)
-                    if finished or silent:
-                        log.info("partition %d: %d finished and %d silent runs left the rules",
-                                 p, len(finished), len(silent))  # fmt: skip
+                    self._evict(p, driver, now)
             if out:
                 await self._publish(out, [])
+
+    @staticmethod
+    def _evict(partition: int, driver: LiveDriver, now: float) -> None:
+        finished, silent = driver.evict(now)
+        if finished or silent:
+            log.info("partition %d: %d finished and %d silent runs left the rules",
+                     partition, len(finished), len(silent))  # fmt: skip
 
     def _behind(self, partition: int) -> bool:
         loop = self.loop
@@ -447,6 +453,10 @@ class StreamWorker(Handler):
             return driver, 0
         try:
             offset = checkpoint.load(data, driver)["offset"]
+            end = await end_offset(s.bootstrap, self.topics.events, partition, s.security)
+            if not isinstance(offset, int) or offset > end:
+                raise CheckpointError(f"it covers up to offset {offset} and the partition "
+                                      f"ends at {end}: the topic was made anew")  # fmt: skip
         except (CheckpointError, KeyError, TypeError) as err:
             why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
             self.say(f"partition {partition}: checkpoint not used ({why}); rebuilding from "

@@ -204,3 +204,12 @@ def test_the_dedup_window_survives_a_restart() -> None:
     raw, arrival, _ = RECORDS[500]
     restored.feed([(raw, arrival + 60, 1000)])
     assert restored.duplicates == d.duplicates + 1
+
+
+def test_event_ids_with_any_characters_survive_a_checkpoint() -> None:
+    d = driver()
+    for ident in ("plain", "with\nnewline", ""):
+        d.engine.seen.add(ident)
+    restored = driver()
+    checkpoint.load(checkpoint.dump(d, 0), restored)
+    assert restored.engine.seen.ordered() == ["plain", "with\nnewline", ""]

@@ -204,6 +204,17 @@ def test_until_caught_up_also_reads_what_arrived_meanwhile() -> None:
     assert [o for *_, o, _ in handler.seen] == list(range(5))
 
 
+def test_a_rebuild_from_a_checkpoint_reads_only_the_tail() -> None:
+    """`Partitions(start=...)`: from the offset a checkpoint covers, up to the end; a
+    partition read up to its end already finishes at once."""
+    broker = MemoryBroker()
+    fill(broker, "events", 2, 6)
+    handler = Recorder()
+    source = Partitions("events", (0, 1), start={0: 4, 1: 6})
+    run(ConsumingLoop(MemoryConsumer(broker), source, handler, until="caught_up"))
+    assert [(p, o) for _, p, o, _ in handler.seen] == [(0, 4), (0, 5)]
+
+
 def test_reading_a_topic_that_does_not_exist_returns_at_once() -> None:
     handler = Recorder()
     run(ConsumingLoop(MemoryConsumer(MemoryBroker()), Partitions("missing"), handler,
