@@ -583,8 +583,6 @@ SKEWED = textwrap.dedent(
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
-from runwatch.stream import checkpoint
-from runwatch.stream.kafka.checkpoints import checkpoint_key
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
