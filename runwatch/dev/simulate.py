@@ -40,6 +40,7 @@ TIME_PARAMS = {
     "ranks_stalled": {"timeout": 300.0},
     "stuck_progress": {"min_stall": 300.0},
     "idle_gap_growing": {"min_gap": 300.0},
+    "emitter_dropping": {"quiet_for": 600.0},
 }
 BEAT_S = 10.0
 STATS_S = 5.0

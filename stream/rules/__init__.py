@@ -5,6 +5,7 @@ from typing import Any
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.custom_absent import Absent
 from runwatch.stream.rules.custom_metric import MetricThreshold
+from runwatch.stream.rules.emitter_dropping import EmitterDropping
 from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
 from runwatch.stream.rules.idle_gap import IdleGapGrowing
 from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
@@ -13,7 +14,8 @@ from runwatch.stream.rules.ranks_stalled import RanksStalled
 from runwatch.stream.rules.stuck_progress import StuckProgress
 from runwatch.stream.rules.zero_reward import ZeroReward
 
-#: The contract's built-in rules (section 4), in the order they are evaluated.
+#: The contract's built-in rules (section 4; emitter_dropping is an addition, section 7), in
+#: the order they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -22,6 +24,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     RanksStalled,
     NonFiniteMetric,
     IdleGapGrowing,
+    EmitterDropping,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

@@ -17,7 +17,7 @@ def process_id(src: Source) -> str:
 class Process:
     """One emitting process as seen through its heartbeats."""
 
-    __slots__ = ("component", "dropped", "final", "last_beat", "name")
+    __slots__ = ("component", "dropped", "dropped_at", "final", "last_beat", "name")
 
     def __init__(self, name: str, component: str) -> None:
         self.name = name
@@ -25,6 +25,7 @@ class Process:
         self.last_beat: float | None = None  # None: it never sent a heartbeat
         self.final = False  # said `final: true`: a clean exit, not a loss
         self.dropped = 0  # events it said it dropped (`dropped_events`, its latest beat)
+        self.dropped_at: float | None = None  # the beat that last showed that count rise
 
     def lost_at(self, timeout: float) -> float | None:
         """When this process counts as lost if it stays silent; None if it cannot be lost."""
@@ -76,5 +77,8 @@ class Processes:
             # a beat after a clean exit means the process (or a new one in its place) is back
             proc.final = bool(final)
             if dropped is not None:
-                proc.dropped = max(0, dropped)
+                dropped = max(0, dropped)
+                if dropped > proc.dropped:
+                    proc.dropped_at = ts
+                proc.dropped = dropped
         return proc

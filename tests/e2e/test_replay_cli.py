@@ -143,3 +143,24 @@ def test_demo_shows_alerts_firing(tmp_path):
     assert "511 of 512 trajectories done" in out
     assert "(no alerts)" in out  # the healthy run stays quiet
     assert (tmp_path / "demo" / "sandbox_hang.jsonl").exists()
+
+
+def test_an_emitter_that_had_to_drop_events_is_said_by_the_rules(tmp_path: Path) -> None:
+    """An emitter over its disk limit drops events and says how many in its heartbeats; the
+    rules turn that into `emitter_dropping`: the monitor is losing the run's data."""
+    from runwatch.emitters import Emitter
+
+    em = Emitter(run="lossy", component="trainer", path=tmp_path, heartbeat_interval=3600,
+                 max_spool_bytes=20_000)  # fmt: skip
+    for i in range(1000):
+        em.emit("step.done", step=i, duration_s=1.0)
+    em.flush(5)
+    dropped = em.dropped
+    assert dropped > 0
+    em.close()
+    proc = runwatch("replay", *map(str, sorted(tmp_path.glob("*.jsonl"))))
+    assert proc.returncode == 0, proc.stderr
+    (alert,) = [a for a in alerts_of(proc) if a["rule"] == "emitter_dropping"]
+    assert alert["state"] == "firing"
+    assert alert["details"]["dropped"] == dropped
+    assert f"dropped {dropped} events" in alert["summary"]

@@ -49,6 +49,7 @@ BUILTIN_IDS = [
     "ranks_stalled",
     "non_finite_metric",
     "idle_gap_growing",
+    "emitter_dropping",  # an addition (docs/contract.md section 7)
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -95,6 +96,7 @@ def test_defaults_are_the_contract_table() -> None:
     assert p["ranks_stalled"] == {"timeout": 300.0}
     assert p["non_finite_metric"] == {}
     assert p["idle_gap_growing"] == {"steps": 3, "min_gap": 300.0}
+    assert p["emitter_dropping"] == {"quiet_for": 600.0, "min_dropped": 1}
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -104,6 +106,7 @@ def test_defaults_are_the_contract_table() -> None:
         "ranks_stalled": "critical",
         "non_finite_metric": "critical",
         "idle_gap_growing": "warning",
+        "emitter_dropping": "warning",
     }
 
 

@@ -42,10 +42,11 @@ SEVERITY = {
     "ranks_stalled": "critical",
     "non_finite_metric": "critical",
     "idle_gap_growing": "warning",
+    "emitter_dropping": "warning",
     "loss_high": "warning",
     "no_reward": "critical",
 }
-WITH_SUBJECT = {"heartbeat_lost", "stuck_progress"}
+WITH_SUBJECT = {"heartbeat_lost", "stuck_progress", "emitter_dropping"}
 
 
 def busy_run(run: str = "r1") -> list[dict[str, Any]]:
@@ -58,6 +59,10 @@ def busy_run(run: str = "r1") -> list[dict[str, Any]]:
     # the orchestrator comes and goes: heartbeat_lost fires and resolves twice
     events += beats(ORCH, 0, 100, run=run) + beats(ORCH, 300, 400, run=run)
     events += beats(ORCH, 600, 700, run=run)
+    # the rollout's emitter drops events twice: emitter_dropping fires and resolves twice
+    # (its beats say `final`, so heartbeat_lost does not judge its silences)
+    events += [ev("heartbeat", t, src=ROLLOUT, dropped_events=n, final=True)
+               for t, n in [(0, 0), (100, 5), (800, 5), (900, 9), (1600, 9)]]  # fmt: skip
     # rewards: five zeros, a recovery, five zeros again; a NaN in between
     for s in range(1, 15):
         mean = 0.5 if s in (6, 12) else 0.0

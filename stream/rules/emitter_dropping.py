@@ -1,0 +1,58 @@
+"""`emitter_dropping`: an emitter says it is dropping events -- the monitor itself is losing
+this run's data (its queue overflowed, or its spool is full).
+
+Every heartbeat carries `dropped_events`, the count the emitting process has dropped so far.
+A count that rises is a loss happening now: the alert fires at the beat that shows it, and
+resolves once `quiet_for` passes with no further rise. A run whose emitters drop nothing
+never fires; a process that comes back counting from zero (a restart) is not a loss.
+"""
+
+from __future__ import annotations
+
+from pydantic import PositiveFloat, PositiveInt
+
+from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.state.run import RunState
+
+
+class EmitterDroppingParams(Params):
+    quiet_for: PositiveFloat = 600.0
+    min_dropped: PositiveInt = 1
+
+
+class EmitterDropping(Rule[EmitterDroppingParams]):
+    id = "emitter_dropping"
+    severity = "warning"
+    params_model = EmitterDroppingParams
+    watches = frozenset({"heartbeat", "run.finished"})
+
+    def check(self, run: RunState, now: float, params: EmitterDroppingParams) -> Verdict:
+        if run.finished:
+            return QUIET
+        held = []
+        recheck: float | None = None
+        for proc in run.processes.by_id.values():
+            at = proc.dropped_at
+            if at is None or proc.dropped < params.min_dropped:
+                continue
+            quiet = at + params.quiet_for
+            if now < quiet:
+                held.append(Condition(proc.name, at, at, proc.name))
+                if recheck is None or quiet < recheck:
+                    recheck = quiet
+        return Verdict(tuple(held), recheck)
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: EmitterDroppingParams
+    ) -> Description:
+        proc = run.processes.by_id[cond.key]
+        return Description(
+            f"{proc.component} emitter {proc.name} has dropped {proc.dropped} events: "
+            "runwatch is losing this run's data",
+            {
+                "process": proc.name,
+                "component": proc.component,
+                "dropped": proc.dropped,
+                "last_drop": proc.dropped_at,
+            },
+        )
