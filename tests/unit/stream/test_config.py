@@ -49,7 +49,9 @@ BUILTIN_IDS = [
     "ranks_stalled",
     "non_finite_metric",
     "idle_gap_growing",
-    "emitter_dropping",  # an addition (docs/contract.md section 7)
+    "emitter_dropping",  # additions (docs/contract.md section 7)
+    "kl_spike",
+    "grad_norm_spike",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -97,6 +99,15 @@ def test_defaults_are_the_contract_table() -> None:
     assert p["non_finite_metric"] == {}
     assert p["idle_gap_growing"] == {"steps": 3, "min_gap": 300.0}
     assert p["emitter_dropping"] == {"quiet_for": 600.0, "min_dropped": 1}
+    spike = {"steps": 3, "window": 50, "warmup": 20, "z": 8.0, "min_rise": 0.5}
+    assert p["kl_spike"] == {
+        "metric_keys": ["actor/ppo_kl", "actor/kl_loss", "train/kl", "kl"],
+        **spike,
+    }
+    assert p["grad_norm_spike"] == {
+        "metric_keys": ["actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
+                        "grad_norm"], **spike,
+    }  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -107,6 +118,8 @@ def test_defaults_are_the_contract_table() -> None:
         "non_finite_metric": "critical",
         "idle_gap_growing": "warning",
         "emitter_dropping": "warning",
+        "kl_spike": "warning",
+        "grad_norm_spike": "warning",
     }
 
 
@@ -303,14 +316,14 @@ def test_per_run_overrides_change_what_the_state_keeps() -> None:
         "run.started",
         0,
         config={
-            "zero_reward": {"steps": 40, "reward_keys": ["env/ok"]},
+            "zero_reward": {"steps": 80, "reward_keys": ["env/ok"]},
             "heartbeat_lost": {"timeout": 15},
             "stuck_progress": {"window": 4},
         },
     )
     feed(engine, [start])
     cfg = engine.runs["r1"].state.config
-    assert cfg.keep_steps == 41
+    assert cfg.keep_steps == 81  # more than the spike rules keep (53)
     assert {"env/ok", "loss"} <= cfg.watched_metrics
     assert "reward" not in cfg.watched_metrics
     assert cfg.heartbeat_timeout == 15
@@ -319,10 +332,10 @@ def test_per_run_overrides_change_what_the_state_keeps() -> None:
 
 def test_global_config_decides_what_the_state_keeps() -> None:
     config = RulesConfig.from_mapping(
-        {"rules": {"idle_gap_growing": {"steps": 30}, "custom": [METRIC, ABSENT]}}
+        {"rules": {"idle_gap_growing": {"steps": 70}, "custom": [METRIC, ABSENT]}}
     )
     cfg = config.state_config()
-    assert cfg.keep_steps == 31
+    assert cfg.keep_steps == 71  # more than the spike rules keep (53)
     assert "loss" in cfg.watched_metrics
     assert "critic/score/mean" in cfg.watched_metrics
     assert cfg.watched_arrivals == {("trainer", "step.done")}

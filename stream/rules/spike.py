@@ -1,0 +1,148 @@
+"""`kl_spike` and `grad_norm_spike`: a training metric far above its own robust band for
+several steps in a row -- the policy is running away, or the optimizer is blowing up.
+
+The band is the run's own recent past: the median and the median absolute deviation (MAD)
+of the `window` steps before the latest `steps`, so one spike in the baseline moves it
+little (a mean and a standard deviation would be poisoned by it). A step is "far above" when
+its robust z-score, (value - median) / (1.4826 × MAD), exceeds `z` and the value is also at
+least `min_rise` (a fraction) above the median -- a series so steady that its MAD is ~0
+does not fire on noise. It fires when the latest `steps` steps all are; one-off spikes (RL
+gradients have many) do not. Nothing fires before `warmup` steps have reported the metric.
+The metric is the first of `metric_keys` the run logs (each framework names it its own way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from statistics import median
+from typing import ClassVar
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step
+
+#: MAD × this estimates the standard deviation of normally distributed data.
+MAD_SCALE = 1.4826
+
+#: Per framework, from their own source: verl (verl/trainer/ppo/core_algos.py,
+#: verl/workers/actor/dp_actor.py at b178a3c), OpenRLHF (openrlhf/trainer/ray/ppo_actor.py
+#: status keys, logged as train/<key> by openrlhf/utils/logging_utils.py at 3c3be62).
+KL_KEYS = ("actor/ppo_kl", "actor/kl_loss", "train/kl", "kl")
+GRAD_NORM_KEYS = ("actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm", "grad_norm")
+
+
+class SpikeParams(Params):
+    metric_keys: list[str] = Field(min_length=1)
+    steps: PositiveInt = 3
+    window: PositiveInt = 50
+    warmup: PositiveInt = 20
+    z: PositiveFloat = 8.0
+    min_rise: PositiveFloat = 0.5
+
+
+class KlSpikeParams(SpikeParams):
+    metric_keys: list[str] = Field(default_factory=lambda: list(KL_KEYS), min_length=1)
+
+
+class GradNormSpikeParams(SpikeParams):
+    metric_keys: list[str] = Field(default_factory=lambda: list(GRAD_NORM_KEYS), min_length=1)
+
+
+class MetricSpike(Rule[SpikeParams]):
+    """The rule for one kind of metric; subclasses name it and its keys."""
+
+    severity = "warning"
+    watches = frozenset({"step.metrics"})
+    what: ClassVar[str] = ""
+
+    def state_needs(self, params: SpikeParams, base: StateConfig) -> StateConfig:
+        return replace(
+            base,
+            watched_metrics=base.watched_metrics | frozenset(params.metric_keys),
+            keep_steps=max(base.keep_steps, params.window + params.steps),
+        )
+
+    def _series(self, run: RunState, params: SpikeParams) -> tuple[str, list[Step]] | None:
+        """The metric the run logs and the steps that reported it, oldest first."""
+        steps = run.steps.recent(params.window + params.steps)
+        if not steps:
+            return None
+        for key in params.metric_keys:
+            reported = [s for s in steps if s.metrics.get(key) is not None]
+            if reported:
+                return key, reported
+        return None
+
+    def _spike(
+        self, run: RunState, params: SpikeParams
+    ) -> tuple[str, list[Step], float, float] | None:
+        """(key, the spiking steps, baseline median, baseline MAD) when the latest `steps`
+        steps are all far above the band, else None."""
+        found = self._series(run, params)
+        if found is None:
+            return None
+        key, reported = found
+        recent, base = reported[-params.steps :], reported[: -params.steps]
+        if len(base) < params.warmup or len(recent) < params.steps:
+            return None
+        values = [float(s.metrics[key]) for s in base]  # type: ignore[arg-type]
+        mid = median(values)
+        mad = median(abs(v - mid) for v in values)
+        spread = MAD_SCALE * mad
+        for step in recent:
+            x = float(step.metrics[key])  # type: ignore[arg-type]
+            if x - mid <= params.min_rise * abs(mid):
+                return None
+            if spread > 0 and (x - mid) / spread <= params.z:
+                return None
+        return key, recent, mid, mad
+
+    def check(self, run: RunState, now: float, params: SpikeParams) -> Verdict:
+        spike = self._spike(run, params)
+        if spike is None:
+            return QUIET
+        key, recent, _, _ = spike
+        since = recent[0].metrics_ts
+        since = now if since is None else since
+        return Verdict((Condition(key, since, since, key),))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: SpikeParams
+    ) -> Description:
+        spike = self._spike(run, params)
+        found = self._series(run, params)
+        series = (
+            {str(s.number): s.metrics[found[0]] for s in found[1][-(params.steps + 10) :]}
+            if found
+            else {}
+        )
+        if spike is None:  # described at the moment it fired: always found then
+            return Description(f"{self.what} ({cond.key}) far above its usual band", {})
+        key, recent, mid, mad = spike
+        latest = recent[-1].metrics[key]
+        return Description(
+            f"{self.what} ({key}) has been far above its usual band for {len(recent)} steps "
+            f"({recent[0].number}–{recent[-1].number}): {latest:.4g} against a median of "
+            f"{mid:.4g}",
+            {
+                "metric": key,
+                "first_step": recent[0].number,
+                "median": mid,
+                "mad": mad,
+                "series": series,
+            },
+        )
+
+
+class KlSpike(MetricSpike):
+    id = "kl_spike"
+    what = "KL divergence"
+    params_model = KlSpikeParams
+
+
+class GradNormSpike(MetricSpike):
+    id = "grad_norm_spike"
+    what = "gradient norm"
+    params_model = GradNormSpikeParams
