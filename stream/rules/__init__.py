@@ -6,6 +6,7 @@ from runwatch.stream.rules.base import Condition, Description, Params, Rule, Ver
 from runwatch.stream.rules.custom_absent import Absent
 from runwatch.stream.rules.custom_metric import MetricThreshold
 from runwatch.stream.rules.emitter_dropping import EmitterDropping
+from runwatch.stream.rules.entropy_collapse import EntropyCollapse
 from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
 from runwatch.stream.rules.idle_gap import IdleGapGrowing
 from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
@@ -16,7 +17,8 @@ from runwatch.stream.rules.stuck_progress import StuckProgress
 from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
-#: emitter_dropping, kl_spike, grad_norm_spike), in the order they are evaluated.
+#: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse), in the order they are
+#: evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -28,6 +30,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     EmitterDropping,
     KlSpike,
     GradNormSpike,
+    EntropyCollapse,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

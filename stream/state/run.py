@@ -30,6 +30,10 @@ class StateConfig:
     heartbeat_timeout: float = 60.0
     #: (component, kind) pairs whose last arrival an `absent` rule watches
     watched_arrivals: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    #: metric keys whose first `early_steps` values are kept for good (a run's own
+    #: early-training level, which entropy_collapse compares against)
+    early_metrics: frozenset[str] = frozenset()
+    early_steps: int = 0
 
 
 class RunState:
@@ -50,6 +54,7 @@ class RunState:
         self.processes = Processes()
         self.inference = Inference()
         self.steps = Steps(cfg.keep_steps, cfg.watched_metrics)
+        self.steps.keep_early(cfg.early_metrics, cfg.early_steps)
         self.progress = ProgressCounters(cfg.progress_window)
         self.ranks = Ranks()
         self.last_arrival: dict[tuple[str, str], float] = {}
@@ -63,6 +68,7 @@ class RunState:
         self.config = config
         self.steps.keep = config.keep_steps
         self.steps.watched = config.watched_metrics
+        self.steps.keep_early(config.early_metrics, config.early_steps)
         self.progress.window = config.progress_window
 
     # -- folding events --------------------------------------------------------------------

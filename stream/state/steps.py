@@ -51,7 +51,8 @@ class Step:
 class Steps:
     """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
 
-    __slots__ = ("by_number", "keep", "last_done", "latest", "watched")
+    __slots__ = ("by_number", "early", "early_keys", "early_n", "keep", "last_done", "latest",
+                 "watched")  # fmt: skip
 
     def __init__(self, keep: int, watched: frozenset[str]) -> None:
         self.by_number: dict[int, Step] = {}
@@ -59,6 +60,13 @@ class Steps:
         self.watched = watched  # metric keys kept per step
         self.latest: int | None = None  # highest step number seen
         self.last_done: Step | None = None
+        #: the first `early_n` finite values of each of `early_keys`, in the order they came
+        self.early: dict[str, list[float]] = {}
+        self.early_keys: frozenset[str] = frozenset()
+        self.early_n = 0
+
+    def keep_early(self, keys: frozenset[str], n: int) -> None:
+        self.early_keys, self.early_n = keys, n
 
     def get(self, number: int) -> Step:
         step = self.by_number.get(number)
@@ -116,6 +124,12 @@ class Steps:
             step.nonfinite_ts = _earliest(step.nonfinite_ts, ts)
         for key in self.watched.intersection(metrics):
             step.metrics[key] = metrics[key]
+        if self.early_keys:
+            for key in self.early_keys.intersection(metrics):
+                value = metrics[key]
+                kept = self.early.setdefault(key, [])
+                if value is not None and math.isfinite(value) and len(kept) < self.early_n:
+                    kept.append(value)
         return step
 
     def reward(self, number: int, ts: float, mean: float) -> Step:

@@ -52,6 +52,7 @@ BUILTIN_IDS = [
     "emitter_dropping",  # additions (docs/contract.md section 7)
     "kl_spike",
     "grad_norm_spike",
+    "entropy_collapse",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -108,6 +109,10 @@ def test_defaults_are_the_contract_table() -> None:
         "metric_keys": ["actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
                         "grad_norm"], **spike,
     }  # fmt: skip
+    assert p["entropy_collapse"] == {
+        "metric_keys": ["actor/entropy", "train/entropy_loss", "entropy_loss", "entropy"],
+        "early_steps": 20, "fraction": 0.1, "steps": 10,
+    }  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -120,6 +125,7 @@ def test_defaults_are_the_contract_table() -> None:
         "emitter_dropping": "warning",
         "kl_spike": "warning",
         "grad_norm_spike": "warning",
+        "entropy_collapse": "warning",
     }
 
 

@@ -1,0 +1,102 @@
+"""`entropy_collapse`: the policy's entropy fell to a small fraction of its own early-training
+level and stays there -- the policy has stopped exploring (mode collapse), and what training
+goes on to do is sharpen the few answers it already gives.
+
+The early level is the median of the first `early_steps` values the run logged (kept for the
+run's life: the state keeps them apart from its recent steps). It fires when the latest
+`steps` reporting steps all are below `fraction` of it; a dip for a few steps does not. The
+metric is the first of `metric_keys` the run logs: verl's `actor/entropy`
+(verl/workers/actor/dp_actor.py at b178a3c), OpenRLHF's `entropy_loss` -- the entropy
+itself, subtracted times entropy_coef from the loss; `train/entropy_loss` in its W&B logs
+(openrlhf/trainer/ray/ppo_actor.py at 3c3be62).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from statistics import median
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.streaks import trailing_streak
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step
+
+ENTROPY_KEYS = ("actor/entropy", "train/entropy_loss", "entropy_loss", "entropy")
+
+
+class EntropyParams(Params):
+    metric_keys: list[str] = Field(default_factory=lambda: list(ENTROPY_KEYS), min_length=1)
+    early_steps: PositiveInt = 20
+    fraction: PositiveFloat = Field(0.1, lt=1)
+    steps: PositiveInt = 10
+
+
+class EntropyCollapse(Rule[EntropyParams]):
+    id = "entropy_collapse"
+    severity = "warning"
+    params_model = EntropyParams
+    watches = frozenset({"step.metrics"})
+
+    def state_needs(self, params: EntropyParams, base: StateConfig) -> StateConfig:
+        keys = frozenset(params.metric_keys)
+        return replace(
+            base,
+            watched_metrics=base.watched_metrics | keys,
+            early_metrics=base.early_metrics | keys,
+            early_steps=max(base.early_steps, params.early_steps),
+            keep_steps=max(base.keep_steps, params.steps + 1),
+        )
+
+    def _collapse(
+        self, run: RunState, params: EntropyParams
+    ) -> tuple[str, float, tuple[Step, ...]] | None:
+        """(key, early level, the low steps) when entropy sits below the fraction."""
+        early = run.steps.early
+        for key in params.metric_keys:
+            values = early.get(key, ())
+            if len(values) < params.early_steps:
+                continue
+            level = median(values[: params.early_steps])
+            if level <= 0:
+                return None
+            streak = trailing_streak(
+                run.steps.recent(run.steps.keep),
+                lambda s, k=key: s.metrics.get(k),  # type: ignore[misc]
+                lambda v, low=params.fraction * level: v < low,  # type: ignore[misc]
+            )
+            if len(streak.steps) < params.steps:
+                return None
+            return key, level, streak.steps
+        return None
+
+    def check(self, run: RunState, now: float, params: EntropyParams) -> Verdict:
+        found = self._collapse(run, params)
+        if found is None:
+            return QUIET
+        key, _, low = found
+        since = low[0].metrics_ts if low[0].metrics_ts is not None else now
+        fire_at = low[params.steps - 1].metrics_ts
+        return Verdict((Condition(key, since, fire_at if fire_at is not None else now, key),))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: EntropyParams
+    ) -> Description:
+        found = self._collapse(run, params)
+        if found is None:  # described at the moment it fired: always found then
+            return Description(f"policy entropy ({cond.key}) collapsed", {})
+        key, level, low = found
+        latest = low[-1].metrics[key]
+        return Description(
+            f"policy entropy ({key}) has been below {params.fraction:.0%} of its early-training "
+            f"level for {len(low)} steps ({low[0].number}–{low[-1].number}): {latest:.4g} "
+            f"against {level:.4g} early on -- the policy has stopped exploring",
+            {
+                "metric": key,
+                "early_level": level,
+                "first_step": low[0].number,
+                "count": len(low),
+                "series": {str(s.number): s.metrics[key] for s in low[-10:]},
+            },
+        )
