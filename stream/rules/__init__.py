@@ -12,13 +12,14 @@ from runwatch.stream.rules.idle_gap import IdleGapGrowing
 from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
 from runwatch.stream.rules.non_finite import NonFiniteMetric
 from runwatch.stream.rules.ranks_stalled import RanksStalled
+from runwatch.stream.rules.response_length import ResponseLengthDrift
 from runwatch.stream.rules.spike import GradNormSpike, KlSpike
 from runwatch.stream.rules.stuck_progress import StuckProgress
 from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
-#: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse), in the order they are
-#: evaluated.
+#: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift),
+#: in the order they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -31,6 +32,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     KlSpike,
     GradNormSpike,
     EntropyCollapse,
+    ResponseLengthDrift,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

@@ -14,12 +14,11 @@ itself, subtracted times entropy_coef from the loss; `train/entropy_loss` in its
 from __future__ import annotations
 
 from dataclasses import replace
-from statistics import median
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.streaks import trailing_streak
+from runwatch.stream.rules.levels import sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -53,23 +52,10 @@ class EntropyCollapse(Rule[EntropyParams]):
         self, run: RunState, params: EntropyParams
     ) -> tuple[str, float, tuple[Step, ...]] | None:
         """(key, early level, the low steps) when entropy sits below the fraction."""
-        early = run.steps.early
-        for key in params.metric_keys:
-            values = early.get(key, ())
-            if len(values) < params.early_steps:
-                continue
-            level = median(values[: params.early_steps])
-            if level <= 0:
-                return None
-            streak = trailing_streak(
-                run.steps.recent(run.steps.keep),
-                lambda s, k=key: s.metrics.get(k),  # type: ignore[misc]
-                lambda v, low=params.fraction * level: v < low,  # type: ignore[misc]
-            )
-            if len(streak.steps) < params.steps:
-                return None
-            return key, level, streak.steps
-        return None
+        found = sunk(run, params.metric_keys, params.early_steps, params.fraction)
+        if found is None or len(found[2]) < params.steps:
+            return None
+        return found
 
     def check(self, run: RunState, now: float, params: EntropyParams) -> Verdict:
         found = self._collapse(run, params)
@@ -97,6 +83,6 @@ class EntropyCollapse(Rule[EntropyParams]):
                 "early_level": level,
                 "first_step": low[0].number,
                 "count": len(low),
-                "series": {str(s.number): s.metrics[key] for s in low[-10:]},
+                "series": values_of(low, key),
             },
         )

@@ -20,6 +20,7 @@ from typing import ClassVar
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.levels import values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -113,11 +114,7 @@ class MetricSpike(Rule[SpikeParams]):
     ) -> Description:
         spike = self._spike(run, params)
         found = self._series(run, params)
-        series = (
-            {str(s.number): s.metrics[found[0]] for s in found[1][-(params.steps + 10) :]}
-            if found
-            else {}
-        )
+        series = values_of(found[1], found[0], params.steps + 10) if found else {}
         if spike is None:  # described at the moment it fired: always found then
             return Description(f"{self.what} ({cond.key}) far above its usual band", {})
         key, recent, mid, mad = spike

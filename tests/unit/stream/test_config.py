@@ -53,6 +53,7 @@ BUILTIN_IDS = [
     "kl_spike",
     "grad_norm_spike",
     "entropy_collapse",
+    "response_length_drift",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -113,6 +114,11 @@ def test_defaults_are_the_contract_table() -> None:
         "metric_keys": ["actor/entropy", "train/entropy_loss", "entropy_loss", "entropy"],
         "early_steps": 20, "fraction": 0.1, "steps": 10,
     }  # fmt: skip
+    assert p["response_length_drift"] == {
+        "length_keys": ["response_length/mean", "train/response_length", "response_length"],
+        "clip_keys": ["response_length/clip_ratio"], "early_steps": 20,
+        "collapse_fraction": 0.2, "max_clip_ratio": 0.5, "steps": 10,
+    }  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -126,6 +132,7 @@ def test_defaults_are_the_contract_table() -> None:
         "kl_spike": "warning",
         "grad_norm_spike": "warning",
         "entropy_collapse": "warning",
+        "response_length_drift": "warning",
     }
 
 

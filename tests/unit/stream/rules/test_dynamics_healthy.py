@@ -1,6 +1,7 @@
 """The training-dynamics rules stay quiet on healthy runs: 2,000 steps with realistic noise
 (heavy-tailed gradient norms with rare one-step spikes, a KL that grows and settles, an
-entropy that falls as the policy learns) raise none of them at the default thresholds."""
+entropy that falls as the policy learns, responses that lengthen) raise none of them at the
+default thresholds."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from helpers import feed, make_engine, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DYNAMICS = {"kl_spike", "grad_norm_spike", "entropy_collapse"}
+DYNAMICS = {"kl_spike", "grad_norm_spike", "entropy_collapse", "response_length_drift"}
 
 
 def healthy_run(seed: int, n: int = 2000) -> list[dict]:
@@ -21,13 +22,21 @@ def healthy_run(seed: int, n: int = 2000) -> list[dict]:
         grad = (0.5 + 5.0 * math.exp(-t / 150)) * math.exp(rng.gauss(0, 0.35))
         kl = 0.002 + 0.02 * (1 - math.exp(-t / 300)) * math.exp(rng.gauss(0, 0.35))
         entropy = (0.35 + 0.65 * math.exp(-t / 500)) * math.exp(rng.gauss(0, 0.1))
+        length = (400 + 600 * (1 - math.exp(-t / 400))) * math.exp(rng.gauss(0, 0.15))
+        clip = min(1.0, 0.02 * math.exp(rng.gauss(0, 0.5)))
         if rng.random() < 0.01:
             grad *= rng.uniform(3, 20)
         if rng.random() < 0.01:
             kl *= rng.uniform(3, 20)
         if rng.random() < 0.01:
             entropy *= rng.uniform(0.02, 0.2)  # a one-step dip
-        metrics = {"actor/grad_norm": grad, "actor/ppo_kl": kl, "actor/entropy": entropy}
+        metrics = {
+            "actor/grad_norm": grad,
+            "actor/ppo_kl": kl,
+            "actor/entropy": entropy,
+            "response_length/mean": length,
+            "response_length/clip_ratio": clip,
+        }
         events.append(make_event("step.metrics", 30.0 * t, step=t, metrics=metrics))
     return events
 

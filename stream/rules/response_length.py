@@ -1,0 +1,110 @@
+"""`response_length_drift`: the responses the policy writes collapse toward nothing, or run
+into the maximum length -- both mean the reward is being gamed or the policy is degenerating,
+and neither shows in the reward for a while.
+
+Two conditions, each with its own subject:
+- `collapse`: the mean response length below `collapse_fraction` of its own early-training
+  level (the median of its first `early_steps` values) for `steps` steps in a row;
+- `clipped`: the fraction of responses cut at the maximum length at least `max_clip_ratio`
+  for `steps` steps in a row.
+Keys, from the frameworks' own source: verl logs `response_length/mean` and
+`response_length/clip_ratio` (verl/trainer/ppo/metric_utils.py at b178a3c); OpenRLHF logs the
+mean as `response_length` (`train/response_length` in W&B; openrlhf/trainer/ray/ppo_actor.py
+at 3c3be62) and no clip ratio in training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.levels import sunk, values_of
+from runwatch.stream.rules.streaks import trailing_streak
+from runwatch.stream.state.run import RunState, StateConfig
+from runwatch.stream.state.steps import Step
+
+LENGTH_KEYS = ("response_length/mean", "train/response_length", "response_length")
+CLIP_KEYS = ("response_length/clip_ratio",)
+
+
+class ResponseLengthParams(Params):
+    length_keys: list[str] = Field(default_factory=lambda: list(LENGTH_KEYS), min_length=1)
+    clip_keys: list[str] = Field(default_factory=lambda: list(CLIP_KEYS))
+    early_steps: PositiveInt = 20
+    collapse_fraction: PositiveFloat = Field(0.2, lt=1)
+    max_clip_ratio: PositiveFloat = Field(0.5, le=1)
+    steps: PositiveInt = 10
+
+
+class ResponseLengthDrift(Rule[ResponseLengthParams]):
+    id = "response_length_drift"
+    severity = "warning"
+    params_model = ResponseLengthParams
+    watches = frozenset({"step.metrics"})
+
+    def state_needs(self, params: ResponseLengthParams, base: StateConfig) -> StateConfig:
+        return replace(
+            base,
+            watched_metrics=base.watched_metrics
+            | frozenset(params.length_keys)
+            | frozenset(params.clip_keys),
+            early_metrics=base.early_metrics | frozenset(params.length_keys),
+            early_steps=max(base.early_steps, params.early_steps),
+            keep_steps=max(base.keep_steps, params.steps + 1),
+        )
+
+    def _collapsed(
+        self, run: RunState, params: ResponseLengthParams
+    ) -> tuple[str, float, tuple[Step, ...]] | None:
+        found = sunk(run, params.length_keys, params.early_steps, params.collapse_fraction)
+        return found if found is not None and len(found[2]) >= params.steps else None
+
+    def _clipped(
+        self, run: RunState, params: ResponseLengthParams
+    ) -> tuple[str, tuple[Step, ...]] | None:
+        recent = run.steps.recent(run.steps.keep)
+        logged = (k for k in params.clip_keys if any(s.metrics.get(k) is not None for s in recent))
+        key = next(logged, None)
+        if key is None:
+            return None
+        limit = params.max_clip_ratio
+        streak = trailing_streak(recent, lambda s: s.metrics.get(key), lambda v: v >= limit)
+        return (key, streak.steps) if len(streak.steps) >= params.steps else None
+
+    def check(self, run: RunState, now: float, params: ResponseLengthParams) -> Verdict:
+        held = []
+        for subject, steps in (
+            ("collapse", (c := self._collapsed(run, params)) and c[2]),
+            ("clipped", (k := self._clipped(run, params)) and k[1]),
+        ):
+            if steps:
+                since = steps[0].metrics_ts if steps[0].metrics_ts is not None else now
+                fire_at = steps[params.steps - 1].metrics_ts
+                held.append(Condition(subject, since, fire_at or now, subject))
+        return Verdict(tuple(held))
+
+    def describe(
+        self, run: RunState, cond: Condition, now: float, params: ResponseLengthParams
+    ) -> Description:
+        collapsed, clipped = self._collapsed(run, params), self._clipped(run, params)
+        if cond.key == "collapse" and collapsed is not None:
+            key, level, low = collapsed
+            return Description(
+                f"responses have collapsed: {key} below {params.collapse_fraction:.0%} of its "
+                f"early-training level for {len(low)} steps ({low[0].number}–{low[-1].number}): "
+                f"{low[-1].metrics[key]:.4g} against {level:.4g} early on",
+                {"metric": key, "early_level": level, "first_step": low[0].number,
+                 "count": len(low), "series": values_of(low, key)},
+            )  # fmt: skip
+        if cond.key == "clipped" and clipped is not None:
+            key, high = clipped
+            return Description(
+                f"responses run into the maximum length: {key} at least "
+                f"{params.max_clip_ratio:.0%} for {len(high)} steps "
+                f"({high[0].number}–{high[-1].number}), {high[-1].metrics[key]:.0%} now",
+                {"metric": key, "first_step": high[0].number, "count": len(high),
+                 "series": values_of(high, key)},
+            )  # fmt: skip
+        return Description(f"response length drift ({cond.key})", {})
