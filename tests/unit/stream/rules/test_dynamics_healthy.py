@@ -5,40 +5,18 @@ default thresholds."""
 
 from __future__ import annotations
 
-import math
-import random
-
 from helpers import feed, make_engine, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DYNAMICS = {"kl_spike", "grad_norm_spike", "entropy_collapse", "response_length_drift"}
+from runwatch.dev.dynamics import FAULTS, curves
+
+DYNAMICS = set(FAULTS.values())
 
 
 def healthy_run(seed: int, n: int = 2000) -> list[dict]:
-    rng = random.Random(seed)
-    events = []
-    for t in range(1, n + 1):
-        grad = (0.5 + 5.0 * math.exp(-t / 150)) * math.exp(rng.gauss(0, 0.35))
-        kl = 0.002 + 0.02 * (1 - math.exp(-t / 300)) * math.exp(rng.gauss(0, 0.35))
-        entropy = (0.35 + 0.65 * math.exp(-t / 500)) * math.exp(rng.gauss(0, 0.1))
-        length = (400 + 600 * (1 - math.exp(-t / 400))) * math.exp(rng.gauss(0, 0.15))
-        clip = min(1.0, 0.02 * math.exp(rng.gauss(0, 0.5)))
-        if rng.random() < 0.01:
-            grad *= rng.uniform(3, 20)
-        if rng.random() < 0.01:
-            kl *= rng.uniform(3, 20)
-        if rng.random() < 0.01:
-            entropy *= rng.uniform(0.02, 0.2)  # a one-step dip
-        metrics = {
-            "actor/grad_norm": grad,
-            "actor/ppo_kl": kl,
-            "actor/entropy": entropy,
-            "response_length/mean": length,
-            "response_length/clip_ratio": clip,
-        }
-        events.append(make_event("step.metrics", 30.0 * t, step=t, metrics=metrics))
-    return events
+    return [make_event("step.metrics", 30.0 * t, step=t, metrics=m)
+            for t, m in enumerate(curves(seed, n), 1)]  # fmt: skip
 
 
 @settings(max_examples=8, deadline=None, derandomize=True, database=None,
@@ -47,3 +25,13 @@ def healthy_run(seed: int, n: int = 2000) -> list[dict]:
 def test_healthy_runs_of_2000_steps_raise_no_dynamics_alert(seed: int) -> None:
     alerts = feed(make_engine(), healthy_run(seed))
     assert [a for a in alerts if a.rule in DYNAMICS] == []
+
+
+def test_every_generated_fault_is_caught_by_its_rule() -> None:
+    for fault, rule in FAULTS.items():
+        metrics = curves(7, n=600, fault=fault, at=400)
+        alerts = feed(make_engine(), [make_event("step.metrics", 30.0 * t, step=t, metrics=m)
+                                      for t, m in enumerate(metrics, 1)])  # fmt: skip
+        fired = [a for a in alerts if a.rule == rule and a.firing]
+        assert fired, fault
+        assert fired[0].ts >= 30.0 * 400, fault  # not before the fault
