@@ -1,5 +1,6 @@
-"""A metric that sank below a fraction of its own early-training level and stays there: the
-shape of entropy_collapse and of response_length_drift's collapse, written once."""
+"""A run's own levels, written once for the rules that compare a value with them: far above
+its robust recent band (kl_spike, grad_norm_spike, step_slowdown), or sunk below a fraction
+of its early-training level (entropy_collapse, response_length_drift)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,25 @@ from statistics import median
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState
 from runwatch.stream.state.steps import Step
+
+#: MAD × this estimates the standard deviation of normally distributed data.
+MAD_SCALE = 1.4826
+
+
+def band(values: list[float]) -> tuple[float, float]:
+    """(median, median absolute deviation): a centre and a spread one outlier cannot move."""
+    mid = median(values)
+    return mid, median(abs(v - mid) for v in values)
+
+
+def far_above(x: float, mid: float, mad: float, z: float, min_rise: float) -> bool:
+    """Whether `x` is over `z` robust standard deviations above `mid` and at least
+    `min_rise` (a fraction of |mid|) above it -- the second keeps a series so steady that
+    its MAD is ~0 from firing on noise."""
+    if x - mid <= min_rise * abs(mid):
+        return False
+    spread = MAD_SCALE * mad
+    return spread <= 0 or (x - mid) / spread > z
 
 
 def sunk(

@@ -14,18 +14,14 @@ The metric is the first of `metric_keys` the run logs (each framework names it i
 from __future__ import annotations
 
 from dataclasses import replace
-from statistics import median
 from typing import ClassVar
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.levels import values_of
+from runwatch.stream.rules.levels import band, far_above, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
-
-#: MAD × this estimates the standard deviation of normally distributed data.
-MAD_SCALE = 1.4826
 
 #: Per framework, from their own source: verl (verl/trainer/ppo/core_algos.py,
 #: verl/workers/actor/dp_actor.py at b178a3c), OpenRLHF (openrlhf/trainer/ray/ppo_actor.py
@@ -88,16 +84,11 @@ class MetricSpike(Rule[SpikeParams]):
         recent, base = reported[-params.steps :], reported[: -params.steps]
         if len(base) < params.warmup or len(recent) < params.steps:
             return None
-        values = [float(s.metrics[key]) for s in base]  # type: ignore[arg-type]
-        mid = median(values)
-        mad = median(abs(v - mid) for v in values)
-        spread = MAD_SCALE * mad
-        for step in recent:
-            x = float(step.metrics[key])  # type: ignore[arg-type]
-            if x - mid <= params.min_rise * abs(mid):
-                return None
-            if spread > 0 and (x - mid) / spread <= params.z:
-                return None
+        mid, mad = band([float(s.metrics[key]) for s in base])  # type: ignore[arg-type]
+        z, rise = params.z, params.min_rise
+        if not all(far_above(float(s.metrics[key]), mid, mad, z, rise)  # type: ignore[arg-type]
+                   for s in recent):  # fmt: skip
+            return None
         return key, recent, mid, mad
 
     def check(self, run: RunState, now: float, params: SpikeParams) -> Verdict:

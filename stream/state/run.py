@@ -126,7 +126,7 @@ class RunState:
 
     def _step_done(self, event: ev.Event) -> None:
         e = cast(ev.StepDone, event)
-        self.steps.done(e.step, e.ts, e.duration_s, self.inference.idle_since)
+        self.steps.done(e.step, e.ts, e.duration_s, self.inference.idle_since, e.timing)
 
     def _step_metrics(self, event: ev.Event) -> None:
         e = cast(ev.StepMetrics, event)

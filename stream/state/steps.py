@@ -21,6 +21,7 @@ class Step:
         "reward_mean",
         "reward_ts",
         "started",
+        "timing",
     )
 
     def __init__(self, number: int) -> None:
@@ -36,6 +37,7 @@ class Step:
         self.metrics_ts: float | None = None
         self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
         self.nonfinite_ts: float | None = None  # when the first of them was reported
+        self.timing: dict[str, float] | None = None  # seconds per phase (step.done.timing)
 
     def reward(self, reward_keys: Iterable[str]) -> float | None:
         """The step reward: the `reward` event's mean, else the first reward key logged."""
@@ -89,12 +91,18 @@ class Steps:
             step.started = ts
 
     def done(
-        self, number: int, ts: float, duration: float | None, idle_since: float | None
+        self,
+        number: int,
+        ts: float,
+        duration: float | None,
+        idle_since: float | None,
+        timing: dict[str, float] | None = None,
     ) -> Step:
         step = self.get(number)
         if step.done is None:
             step.done = ts
             step.duration = duration
+            step.timing = timing
             if duration is None and step.started is not None:
                 step.duration = ts - step.started
             if idle_since is not None:

@@ -54,6 +54,7 @@ BUILTIN_IDS = [
     "grad_norm_spike",
     "entropy_collapse",
     "response_length_drift",
+    "step_slowdown",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -119,6 +120,8 @@ def test_defaults_are_the_contract_table() -> None:
         "clip_keys": ["response_length/clip_ratio"], "early_steps": 20,
         "collapse_fraction": 0.2, "max_clip_ratio": 0.5, "steps": 10,
     }  # fmt: skip
+    assert p["step_slowdown"] == {"steps": 3, "window": 20, "warmup": 10, "z": 6.0,
+                                  "min_rise": 0.5}  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -133,6 +136,7 @@ def test_defaults_are_the_contract_table() -> None:
         "grad_norm_spike": "warning",
         "entropy_collapse": "warning",
         "response_length_drift": "warning",
+        "step_slowdown": "warning",
     }
 
 
