@@ -13,12 +13,10 @@ itself, subtracted times entropy_coef from the loss; `train/entropy_loss` in its
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.levels import sunk, values_of
+from runwatch.stream.rules.levels import keeping_early, sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -39,14 +37,7 @@ class EntropyCollapse(Rule[EntropyParams]):
     watches = frozenset({"step.metrics"})
 
     def state_needs(self, params: EntropyParams, base: StateConfig) -> StateConfig:
-        keys = frozenset(params.metric_keys)
-        return replace(
-            base,
-            watched_metrics=base.watched_metrics | keys,
-            early_metrics=base.early_metrics | keys,
-            early_steps=max(base.early_steps, params.early_steps),
-            keep_steps=max(base.keep_steps, params.steps + 1),
-        )
+        return keeping_early(base, params.metric_keys, params.early_steps, params.steps + 1)
 
     def _collapse(
         self, run: RunState, params: EntropyParams

@@ -4,10 +4,11 @@ of its early-training level (entropy_collapse, response_length_drift)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from statistics import median
 
 from runwatch.stream.rules.streaks import trailing_streak
-from runwatch.stream.state.run import RunState
+from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
 #: MAD × this estimates the standard deviation of normally distributed data.
@@ -28,6 +29,33 @@ def far_above(x: float, mid: float, mad: float, z: float, min_rise: float) -> bo
         return False
     spread = MAD_SCALE * mad
     return spread <= 0 or (x - mid) / spread > z
+
+
+def spiking(
+    values: list[float], steps: int, window: int, warmup: int, z: float, min_rise: float
+) -> tuple[float, float] | None:
+    """(median, MAD) of the `window` values before the last `steps` when each of those last
+    ones is far above them (`far_above`); None when not, or with fewer than `warmup` before."""
+    recent, base = values[-steps:], values[:-steps][-window:]
+    if len(base) < warmup or len(recent) < steps:
+        return None
+    mid, mad = band(base)
+    return (mid, mad) if all(far_above(x, mid, mad, z, min_rise) for x in recent) else None
+
+
+def keeping_early(
+    base: StateConfig, keys: list[str], early_steps: int, last_steps: int
+) -> StateConfig:
+    """What a rule comparing `keys` with their early level needs kept: the keys per step, their
+    first `early_steps` values for good, and the `last_steps` latest steps."""
+    watched = frozenset(keys)
+    return replace(
+        base,
+        watched_metrics=base.watched_metrics | watched,
+        early_metrics=base.early_metrics | watched,
+        early_steps=max(base.early_steps, early_steps),
+        keep_steps=max(base.keep_steps, last_steps),
+    )
 
 
 def sunk(

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.levels import sunk, values_of
+from runwatch.stream.rules.levels import keeping_early, sunk, values_of
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -45,15 +45,8 @@ class ResponseLengthDrift(Rule[ResponseLengthParams]):
     watches = frozenset({"step.metrics"})
 
     def state_needs(self, params: ResponseLengthParams, base: StateConfig) -> StateConfig:
-        return replace(
-            base,
-            watched_metrics=base.watched_metrics
-            | frozenset(params.length_keys)
-            | frozenset(params.clip_keys),
-            early_metrics=base.early_metrics | frozenset(params.length_keys),
-            early_steps=max(base.early_steps, params.early_steps),
-            keep_steps=max(base.keep_steps, params.steps + 1),
-        )
+        needs = keeping_early(base, params.length_keys, params.early_steps, params.steps + 1)
+        return replace(needs, watched_metrics=needs.watched_metrics | frozenset(params.clip_keys))
 
     def _collapsed(
         self, run: RunState, params: ResponseLengthParams

@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.levels import band, far_above, values_of
+from runwatch.stream.rules.levels import spiking, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -81,14 +81,13 @@ class MetricSpike(Rule[SpikeParams]):
         if found is None:
             return None
         key, reported = found
-        recent, base = reported[-params.steps :], reported[: -params.steps]
-        if len(base) < params.warmup or len(recent) < params.steps:
+        values = [float(s.metrics[key]) for s in reported]  # type: ignore[arg-type]
+        p = params
+        band = spiking(values, p.steps, p.window, p.warmup, p.z, p.min_rise)
+        if band is None:
             return None
-        mid, mad = band([float(s.metrics[key]) for s in base])  # type: ignore[arg-type]
-        z, rise = params.z, params.min_rise
-        if not all(far_above(float(s.metrics[key]), mid, mad, z, rise)  # type: ignore[arg-type]
-                   for s in recent):  # fmt: skip
-            return None
+        mid, mad = band
+        recent = reported[-p.steps :]
         return key, recent, mid, mad
 
     def check(self, run: RunState, now: float, params: SpikeParams) -> Verdict:

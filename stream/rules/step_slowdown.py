@@ -25,7 +25,7 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.rules.levels import band, far_above
+from runwatch.stream.rules.levels import spiking
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -52,13 +52,13 @@ class StepSlowdown(Rule[SlowdownParams]):
     ) -> tuple[list[Step], list[Step], float, float] | None:
         """(the slow steps, the baseline steps, median, MAD) when the latest are slow."""
         done = [s for s in run.steps.recent(run.steps.keep) if s.duration is not None]
-        recent, base = done[-params.steps :], done[: -params.steps][-params.window :]
-        if len(base) < params.warmup or len(recent) < params.steps:
+        p = params
+        durations = [s.duration for s in done]
+        band = spiking(durations, p.steps, p.window, p.warmup, p.z, p.min_rise)  # type: ignore[arg-type]
+        if band is None:
             return None
-        mid, mad = band([s.duration for s in base])  # type: ignore[misc]
-        z, rise = params.z, params.min_rise
-        if not all(far_above(s.duration, mid, mad, z, rise) for s in recent):  # type: ignore[arg-type]
-            return None
+        mid, mad = band
+        recent, base = done[-p.steps :], done[: -p.steps][-p.window :]
         return recent, base, mid, mad
 
     def check(self, run: RunState, now: float, params: SlowdownParams) -> Verdict:

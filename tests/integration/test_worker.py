@@ -148,12 +148,14 @@ class Setup:
         return Emitter(run=run, component="trainer", kafka=self.bootstrap, topic=self.events,
                        heartbeat=False)  # fmt: skip
 
-    def read(self, topic: str) -> list[tuple[dict[str, Any], dict[str, bytes]]]:
-        """Everything on `<prefix>topic` now: (value, headers) in partition order."""
+    def records(self, topic: str) -> list[Any]:
+        """Every record on `<prefix>topic` now, in partition order (checkpoints included:
+        records up to 64 MiB)."""
         from kafka import KafkaConsumer, TopicPartition
 
         name = f"{self.prefix}{topic}"
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                 max_partition_fetch_bytes=64 << 20)  # fmt: skip
         try:
             parts = consumer.partitions_for_topic(name) or set()
             tps = [TopicPartition(name, p) for p in sorted(parts)]
@@ -165,42 +167,21 @@ class Setup:
             out = []
             while any(consumer.position(tp) < ends[tp] for tp in tps):
                 for records in consumer.poll(timeout_ms=200).values():
-                    for r in records:
-                        out.append((orjson.loads(r.value), dict(r.headers or [])))
+                    out += records
             return out
         finally:
             consumer.close()
 
-    def raw(self, topic: str) -> list[tuple[bytes | None, bytes]]:
-        """(key, value) of everything on `<prefix>topic` now."""
-        from kafka import KafkaConsumer, TopicPartition
-
-        name = f"{self.prefix}{topic}"
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 max_partition_fetch_bytes=64 << 20)  # fmt: skip
-        try:
-            tps = [
-                TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())
-            ]
-            if not tps:
-                return []
-            consumer.assign(tps)
-            consumer.seek_to_beginning()
-            ends = consumer.end_offsets(tps)
-            out = []
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                for records in consumer.poll(timeout_ms=200).values():
-                    out += [(r.key, r.value) for r in records]
-            return out
-        finally:
-            consumer.close()
+    def read(self, topic: str) -> list[tuple[dict[str, Any], dict[str, bytes]]]:
+        """Everything on `<prefix>topic` now: (value, headers) in partition order."""
+        return [(orjson.loads(r.value), dict(r.headers or [])) for r in self.records(topic)]
 
     def checkpoints(self) -> dict[int, bytes]:
         """The newest checkpoint of each events partition this test's group stored."""
         out = {}
-        for key, value in self.raw("runwatch.checkpoints"):
-            if key is not None and key.startswith(f"{self.group}|".encode()):
-                out[int(key.rsplit(b"|", 1)[1])] = value
+        for r in self.records("runwatch.checkpoints"):
+            if r.key is not None and r.key.startswith(f"{self.group}|".encode()):
+                out[int(r.key.rsplit(b"|", 1)[1])] = r.value
         return out
 
     def wait_checkpoint(self, partition: int, timeout: float = 30) -> bytes:
