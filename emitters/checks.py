@@ -136,6 +136,7 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
         {"labels": _dict_of(_str), "config": _config, "total_steps": _int},
     ),
     "run.finished": _fields({"status": _one_of("ok", "failed", "killed")}, {}),
+    "run.resumed": _fields({}, {"rule": _word, "by": _name, "reason": _name}),
     "heartbeat": _fields({}, {"final": lambda v: type(v) is bool}),
     "step.started": _fields({"step": _int}, {}),
     "step.done": _fields({"step": _int}, {"duration_s": _float, "timing": _dict_of(_float)}),

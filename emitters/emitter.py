@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
 if TYPE_CHECKING:
+    from runwatch.emitters.guard import Decision, Guard
     from runwatch.emitters.rollout import Request, Trajectory
 
 log = logging.getLogger("runwatch.emitters")
@@ -211,6 +212,7 @@ class Emitter:
         self._closed = False
         self._forked = False
         self._before_close: list[Callable[[], None]] = []
+        self._guard: Guard | None = None
         self._setup_process()
         self._check_envelope()
         _track(self)
@@ -282,6 +284,7 @@ class Emitter:
         are shared: start over with fresh state under the child's pid, and leave the
         parent's connections and files untouched. Threads start on the child's first emit."""
         self._sender.destination.orphan()
+        self._guard = None  # its thread stayed with the parent
         self._start_lock = threading.Lock()
         self._setup_process()
         self._forked = True
@@ -367,6 +370,48 @@ class Emitter:
 
         return Request(self, req, server=server)
 
+    # --- the circuit breaker (runwatch.emitters.guard) ----------------------------------
+
+    def guard(
+        self,
+        rules: Iterable[str] | Mapping[str, str] | None = None,
+        *,
+        poll_interval: float = 5.0,
+        on_change: Callable[[Decision], None] | None = None,
+        topic: str | None = None,
+    ) -> Guard:
+        """Let this run's alerts pause the training loop: `if em.should_pause(): ...`.
+
+        `rules`: the rules to obey when the service's config sets no `action` for them (a set
+        pauses on them; a mapping gives "pause" or "stop" per rule). The alerts are read where
+        the events go (serve over HTTP, or the `runwatch.breaker` topic on Kafka: `topic`
+        names it when the events topic is not `[prefix]runwatch.events`); a spool directory
+        has no service behind it, so that guard never pauses (said once). Unreachable: fails
+        open. One guard per emitter: a second call replaces the first."""
+        from runwatch.emitters.guard import Guard, HttpSource, KafkaSource
+
+        source: HttpSource | KafkaSource | None = None
+        if self.url is not None:
+            source = HttpSource(self.url, self.run, self._token)
+        elif self.kafka is not None:
+            source = KafkaSource(
+                self.kafka, self.run, topic or Topics.of_events(self.topic).breaker,
+                security=self._kafka_security.kafka_python(), options=self._kafka_options,
+            )  # fmt: skip
+        else:
+            _say_once("runwatch guard: events go to a directory, where no service raises "
+                      "alerts: this training loop will not be paused")  # fmt: skip
+        guard = Guard(source, self.run, rules, poll_interval=poll_interval, on_change=on_change)
+        old, self._guard = self._guard, guard
+        if old is not None:
+            old.close()
+        return guard
+
+    def should_pause(self) -> bool:
+        """True while this run's guard (`guard()`) says pause or stop; False without one."""
+        guard = self._guard
+        return guard is not None and guard.should_pause()
+
     # --- heartbeats and shutdown ---------------------------------------------------------
 
     @property
@@ -422,6 +467,8 @@ class Emitter:
         with self._start_lock:
             self._closed = True
         atexit.unregister(self.close)
+        if self._guard is not None:
+            self._guard.close()
         if not self._started:
             return
         self._stop_beating.set()

@@ -113,6 +113,16 @@ class RunFinished(Event):
     exit_code: Int64 | None = None  # addition: a watched command's exit status
 
 
+class RunResumed(Event):
+    """A person lifts the circuit breaker of a run (`runwatch resume RUN`): the alerts firing
+    now stop pausing it (an addition to the contract)."""
+
+    kind: Literal["run.resumed"]
+    rule: Ident | None = None  # only this rule's alerts; all of them when absent
+    by: Name | None = None
+    reason: Name | None = None
+
+
 class Heartbeat(Event):
     kind: Literal["heartbeat"]
     final: bool | None = None
@@ -210,6 +220,7 @@ KNOWN_KINDS: dict[str, type[Event]] = {
     for m in (
         RunStarted,
         RunFinished,
+        RunResumed,
         Heartbeat,
         StepStarted,
         StepDone,

@@ -31,3 +31,16 @@ class Topics:
     def checkpoints(self) -> str:
         """The stream workers' checkpoints (compacted); key = group, topic and partition."""
         return f"{self.prefix}runwatch.checkpoints"
+
+    @property
+    def breaker(self) -> str:
+        """Each run's circuit-breaker view (compacted); key = run id."""
+        return f"{self.prefix}runwatch.breaker"
+
+    @classmethod
+    def of_events(cls, events: str) -> Topics:
+        """The topics beside an events topic named the usual way (`Prunwatch.events`)."""
+        base = cls().events
+        if not events.endswith(base):
+            raise ValueError(f"{events!r} does not end in {base!r}: name the topic yourself")
+        return cls(events[: -len(base)])

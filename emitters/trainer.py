@@ -10,12 +10,20 @@ which reads the same dicts back from verl's console lines.
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runwatch.emitters.emitter import Emitter
+from runwatch.emitters.guard import ENV_GUARD, Decision, Guard, StopTraining, rules_from_env
+
+log = logging.getLogger("runwatch.emitters")
+
+#: How often a paused loop says it is still paused.
+STILL_PAUSED_EVERY_S = 600.0
 
 #: Where trainers put the step reward (contract §4 `zero_reward.reward_keys`); the rule
 #: imports this tuple, so the emitters and the rule agree on the default.
@@ -95,6 +103,12 @@ class TrainerLogger:
     Non-numeric values are skipped; numpy/torch scalars become floats. `done` as in
     `step_events`; `done_extra()` adds fields to each `step.done` (e.g. CUDA memory). Never
     raises for a value it cannot use.
+
+    The circuit breaker: with a `guard` (`Emitter.guard`), or `RUNWATCH_GUARD` set when
+    `guard` is None (`runwatch.emitters.guard.rules_from_env`), `log` is where the loop obeys
+    the run's alerts: on pause it calls `on_pause(decision)` (save a checkpoint) and blocks
+    until the run is resumed or the alert resolves; on stop it calls `on_stop(decision)` and
+    raises `StopTraining`. `guard=False`: never.
     """
 
     def __init__(
@@ -104,19 +118,63 @@ class TrainerLogger:
         reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS,
         done: bool | None = None,
         done_extra: Callable[[], Mapping[str, Any]] | None = None,
+        guard: Guard | bool | None = None,
+        on_pause: Callable[[Decision], None] | None = None,
+        on_stop: Callable[[Decision], None] | None = None,
     ) -> None:
         self.emitter = emitter
         self.reward_keys = tuple(reward_keys)
         self.done = done
         self.done_extra = done_extra
+        if guard is None or guard is True:
+            rules = rules_from_env(os.environ.get(ENV_GUARD))
+            if rules is None and guard is True:
+                rules = {}
+            guard = emitter.guard(rules) if rules is not None else None
+        self.guard: Guard | None = guard or None
+        self.on_pause, self.on_stop = on_pause, on_stop
 
     def log(self, data: Mapping[str, Any], step: int, backend: Any = None) -> None:
-        """Emit the step's events (`backend` is accepted, and ignored, as verl passes it)."""
+        """Emit the step's events (`backend` is accepted, and ignored, as verl passes it),
+        then obey the guard, if any."""
         for kind, fields in step_events(data, int(step), self.reward_keys, done=self.done):
             if kind == "step.done" and self.done_extra is not None:
                 fields.update(self.done_extra())
             self.emitter.emit(kind, **fields)
+        if self.guard is not None and self.guard.should_pause():
+            self.obey(int(step))
+
+    def obey(self, step: int) -> None:
+        """Pause here while the guard says pause; raise StopTraining when it says stop."""
+        guard, run = self.guard, self.emitter.run
+        assert guard is not None
+        decision = guard.decision
+        self.emitter.flush(timeout=5.0)  # what the person looking at the run should see
+        if decision.action == "pause":
+            log.warning("runwatch: pausing run %s after step %d: %s. `runwatch resume %s` "
+                        "lifts it", run, step, decision.reason, run)  # fmt: skip
+            _call(self.on_pause, decision)
+            while (decision := guard.wait(STILL_PAUSED_EVERY_S)).action == "pause":
+                if guard.closed:  # the emitter is closing: the process is on its way out
+                    return
+                log.warning("runwatch: run %s still paused: %s", run, decision.reason)
+        if decision.action == "stop":
+            log.error("runwatch: stopping run %s after step %d: %s", run, step, decision.reason)
+            _call(self.on_stop, decision)
+            raise StopTraining(f"runwatch: run {run} stopped by its alerts after step {step}: "
+                               f"{decision.reason}")  # fmt: skip
+        log.warning("runwatch: run %s goes on after step %d (%s)", run, step,
+                    "resumed" if decision.reachable else "runwatch cannot be reached")  # fmt: skip
 
     def finish(self, exit_code: int = 0) -> None:
         """What verl calls when its tracker goes away: deliver what is queued."""
         self.emitter.flush(timeout=5.0)
+
+
+def _call(hook: Callable[[Decision], None] | None, decision: Decision) -> None:
+    """A user's hook: its failure is logged, and the breaker still does its job."""
+    if hook is not None:
+        try:
+            hook(decision)
+        except Exception:
+            log.exception("runwatch: the circuit breaker's hook %r failed", hook)

@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "watch": "watch",
     "scrape": "scrape",
     "spool": "spool",
+    "resume": "resume",
 }
 
 

@@ -22,6 +22,7 @@ from runwatch.stream.exceptions import InvalidAlert
 AlertState = Literal["firing", "resolved"]
 STATES = ("firing", "resolved")
 SEVERITIES = ("critical", "warning", "info")
+ACTIONS = ("pause", "stop", "notify")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class Alert:
     subject: str | None = None
     #: the run's `run.started` labels (an addition to the alert format), for routing
     labels: dict[str, str] = field(default_factory=dict)
+    #: the rule's circuit-breaker policy when the config sets one (an addition)
+    action: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,6 +61,8 @@ class Alert:
         out.update(since=self.since, summary=self.summary, details=self.details)
         if self.labels:
             out["labels"] = self.labels
+        if self.action is not None:
+            out["action"] = self.action
         return out
 
     def to_json(self) -> bytes:
@@ -101,6 +106,9 @@ class Alert:
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
             raise InvalidAlert("alert field 'labels' must be an object of strings")
+        action = obj.get("action")
+        if action not in (None, *ACTIONS):
+            raise InvalidAlert(f"alert action must be one of {', '.join(ACTIONS)}")
         return cls(
             id=text["id"],
             ts=_time(obj, "ts"),
@@ -114,6 +122,7 @@ class Alert:
             details=details,
             subject=subject,
             labels=labels,
+            action=action,
         )
 
 

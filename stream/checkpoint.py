@@ -50,7 +50,7 @@ from runwatch.stream.state.ranks import Rank, Ranks
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step, Steps
 
-FORMAT = 1
+FORMAT = 2  # 2: the runs' lifted alerts and latest resume (the circuit breaker)
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

@@ -14,10 +14,11 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from runwatch.emitters import events as ev
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
+from runwatch.stream.breaker import breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.rules import Condition, Params, Rule
@@ -63,7 +64,7 @@ class RecentIds:
 class TrackedRun:
     """A run's state plus what the engine needs to drive its alerts."""
 
-    __slots__ = ("firing", "overrides", "state", "timers", "transitions")
+    __slots__ = ("firing", "lifted", "overrides", "resumed", "state", "timers", "transitions")
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -71,6 +72,10 @@ class TrackedRun:
         self.firing: dict[int, dict[str, Condition]] = {}  # rule index -> key -> condition
         self.timers: dict[int, float] = {}  # rule index -> next scheduled check
         self.transitions: dict[str, int] = {}  # alert key -> transitions so far
+        #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
+        #: the run's guard; a new firing (another id) does
+        self.lifted: set[str] = set()
+        self.resumed: dict[str, Any] | None = None  # the latest run.resumed: ts, by, rule
 
 
 class Engine:
@@ -95,6 +100,9 @@ class Engine:
         self.duplicates = 0
         self._on_event: list[Callable[[ev.Event], None]] = []
         self._on_transition: list[Callable[[Alert], None]] = []
+        #: runs whose circuit-breaker view (`breaker`) may have changed since the driver
+        #: last took them (`take_breakers`); None: nobody publishes views (serve reads them)
+        self.breakers_changed: set[str] | None = None
 
     def observe(
         self,
@@ -131,6 +139,11 @@ class Engine:
             out = []
             self.now = target
         tracked = self.runs.get(event.run)
+        if event.kind == "run.resumed":  # a person's word on the alerts, not run activity
+            self.seen.add(event.id)
+            if tracked is not None:
+                self._resume(tracked, cast(ev.RunResumed, event))
+            return out
         new_run = tracked is None
         if tracked is None:
             tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
@@ -165,6 +178,18 @@ class Engine:
             return self.config.run_params(getattr(event, "config", None))
         except ConfigError as err:
             raise InvalidEvent(f"run.started {err}", "refused_by_rules") from None
+
+    def _resume(self, tracked: TrackedRun, event: ev.RunResumed) -> None:
+        """Lift the firing alerts (of `event.rule`, or all) from the run's guard."""
+        for index, conds in tracked.firing.items():
+            rule_id = self._rule_ids[index]
+            if event.rule is None or event.rule == rule_id:
+                for cond in conds.values():
+                    key = alert_key(rule_id, tracked.state.run, cond.key)
+                    tracked.lifted.add(transition_id(key, tracked.transitions[key]))
+        tracked.resumed = {"ts": event.ts, "by": event.by, "rule": event.rule}
+        if self.breakers_changed is not None:
+            self.breakers_changed.add(tracked.state.run)
 
     def advance(self, now: float) -> list[Alert]:
         """Move time forward to `now`, evaluating every check that falls due on the way."""
@@ -226,6 +251,10 @@ class Engine:
         key = alert_key(rule.rule_id, run.run, cond.key)
         number = tracked.transitions.get(key, 0) + 1
         tracked.transitions[key] = number
+        if state == "resolved" and tracked.lifted:
+            tracked.lifted.discard(transition_id(key, number - 1))
+        if self.breakers_changed is not None:
+            self.breakers_changed.add(run.run)
         return self._alert(tracked, rule, params, cond, now, state, key, number)
 
     def _alert(
@@ -257,6 +286,7 @@ class Engine:
             details=desc.details,
             subject=cond.subject,
             labels=dict(run.labels),
+            action=params.action,
         )
         for observer in self._on_transition:
             observer(alert)
@@ -293,6 +323,8 @@ class Engine:
                 t.firing,
                 t.timers,
                 t.transitions,
+                t.lifted,
+                t.resumed,
             )
             for run, t in self.runs.items()
         ]
@@ -315,8 +347,11 @@ class Engine:
         changes anything."""
         rules = self.config.by_id()
         runs: dict[str, TrackedRun] = {}
-        for run, run_state, overrides, firing, timers, transitions in state["runs"]:
+        for run, run_state, overrides, firing, timers, transitions, lifted, resumed in state[
+            "runs"
+        ]:
             tracked = TrackedRun(run_state)
+            tracked.lifted, tracked.resumed = lifted, resumed
             for rule_id, raw in overrides.items():
                 rule = rules.get(rule_id)
                 if rule is None:
@@ -334,6 +369,39 @@ class Engine:
         # all read: only now is anything replaced (a state that fails to load changes nothing)
         self.runs, self.now, self._seq, self.duplicates = runs, now, seq, duplicates
         self._timers, self.seen = pending, seen
+
+    # -- the circuit breaker -----------------------------------------------------------------
+
+    def breaker(self, run: str) -> dict[str, Any] | None:
+        """What a guarding training loop of `run` needs (`runwatch.stream.breaker`): the
+        alerts firing now that no person lifted, with their rule's policy; None for a run
+        not tracked."""
+        tracked = self.runs.get(run)
+        if tracked is None:
+            return None
+        alerts = []
+        for index, conds in tracked.firing.items():
+            rule = self.rules[index]
+            params = tracked.overrides.get(rule.rule_id, rule.params)
+            for cond in conds.values():
+                key = alert_key(rule.rule_id, run, cond.key)
+                ident = transition_id(key, tracked.transitions[key])
+                if ident not in tracked.lifted:
+                    alerts.append(
+                        {"id": ident, "rule": rule.rule_id, "key": key, "subject": cond.subject,
+                         "severity": rule.severity_of(params), "action": params.action,
+                         "since": cond.since}
+                    )  # fmt: skip
+        alerts.sort(key=lambda a: (a["since"], a["key"]))
+        return breaker_view(run, self.now, alerts, len(tracked.lifted), tracked.resumed)
+
+    def take_breakers(self) -> list[dict[str, Any]]:
+        """The views of the runs whose breaker may have changed since the last call."""
+        changed = self.breakers_changed
+        if not changed:
+            return []
+        self.breakers_changed = set()
+        return [view for run in sorted(changed) if (view := self.breaker(run)) is not None]
 
     # -- introspection ---------------------------------------------------------------------
 

@@ -43,6 +43,12 @@ def register(sub: Any) -> None:
     d.add_argument("--speed", type=float, default=30.0, help="simulated seconds per second")
     d.add_argument("--duration", type=float, default=1500.0, help="simulated seconds")
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--trainer-steps", type=int, default=100,
+                   help="steps of the guarded training loop (live demo)")  # fmt: skip
+    d.add_argument("--trainer-step-s", type=float, default=0.3,
+                   help="its wall seconds per step")  # fmt: skip
+    d.add_argument("--resume-after", type=float, default=8.0,
+                   help="seconds the demo leaves it paused before `runwatch resume`")  # fmt: skip
     d.set_defaults(func=run_demo)
     i = sub.add_parser(
         "incidents",

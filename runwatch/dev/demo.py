@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from rich.console import Console
@@ -25,10 +26,14 @@ from rich.text import Text
 
 from runwatch.dev import incidents
 from runwatch.dev.incidents import INCIDENTS
+from runwatch.emitters.guard import decide
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 from runwatch.stream.replay import replay
 from runwatch.timeparse import iso
+
+#: the rules on step.metrics whose firing the demo tells as its dynamics story
+DYNAMICS_RULES = ("kl_spike", "grad_norm_spike", "entropy_collapse", "response_length_drift")
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -64,6 +69,49 @@ def render(alert: Alert) -> Text:
 
 
 LIVE_FAULTS = ("sandbox_hang", "inference_crash", "rank_divergence")
+#: the demo's guarded training loop (runwatch.dev.trainer): a dynamics alert and a pause
+GUARDED = "demo-guarded"
+
+
+class Breaker:
+    """The demo's person at the keyboard: watches the guarded run's breaker view, and once
+    the loop has been paused `resume_after` seconds, runs `runwatch resume` on it."""
+
+    def __init__(self, serve: Any, resume_after: float) -> None:
+        self.serve, self.resume_after = serve, resume_after
+        self.paused_at: float | None = None  # monotonic
+        self.paused_step: int | None = None
+        self.rules: list[str] = []
+        self.resumed = ""  # what `runwatch resume` said
+
+    def turn(self) -> str:
+        """Look once; one line for the live frame."""
+        try:
+            view = self.serve.get(f"/v1/breaker/{GUARDED}")
+            step = self.serve.get(f"/v1/runs/{GUARDED}").get("step")
+        except (OSError, ValueError):
+            return ""
+        decision = decide(view, {"zero_reward": "pause"})  # the trainer's own rule list
+        if decision.action == "pause" and self.paused_at is None and not self.resumed:
+            self.paused_at, self.paused_step = time.monotonic(), step
+            self.rules = [str(a["rule"]) for a in decision.alerts]
+        if self.paused_at is not None and not self.resumed:
+            waited = time.monotonic() - self.paused_at
+            if waited < self.resume_after:
+                return (
+                    f"\ncircuit breaker: {GUARDED} PAUSED after step {self.paused_step} by "
+                    f"{', '.join(self.rules)}; resuming it in {self.resume_after - waited:.0f}s"
+                )
+            done = subprocess.run(
+                [sys.executable, "-m", "runwatch.cli", "resume", GUARDED, "--url", self.serve.url,
+                 "--reason", "the demo, as a person would"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            said = (done.stderr or done.stdout).strip().splitlines()
+            self.resumed = said[-1] if said else f"runwatch resume: exit {done.returncode}"
+        if self.resumed:
+            return f"\ncircuit breaker: {self.resumed}; the loop goes on (step {step})"
+        return f"\ncircuit breaker: {GUARDED} at step {step}, guarded on zero_reward"
 
 
 def live(args: argparse.Namespace) -> int:
@@ -82,22 +130,36 @@ def live(args: argparse.Namespace) -> int:
                 str(args.duration), "--fault-step", "2", "--seed", str(args.seed),
                 "--prefix", "demo", *(f"--fault={f}" for f in LIVE_FAULTS)]  # fmt: skip
     console.print(f"[bold]runwatch demo[/]: {args.jobs} simulated RL jobs, faults injected: "
-                  f"{', '.join(LIVE_FAULTS)}; {args.speed:g}x real time")  # fmt: skip
+                  f"{', '.join(LIVE_FAULTS)}; {args.speed:g}x real time; and {GUARDED}, a "
+                  "training loop guarded by the circuit breaker (its KL runs away, then its "
+                  "reward drops to zero)")  # fmt: skip
     serve = ServeProcess(db)
-    sim: subprocess.Popen[bytes] | None = None
+    children: list[subprocess.Popen[bytes]] = []
+    breaker = Breaker(serve, args.resume_after)
+    trainer_log = out / "trainer.log"
     interrupted = False
     try:
         sim = subprocess.Popen(
             [sys.executable, "-m", "runwatch.cli", "simulate", "--url", serve.url, *sim_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )  # fmt: skip
+        children.append(sim)
+        with trainer_log.open("wb") as log_file:
+            children.append(subprocess.Popen(
+                [sys.executable, "-m", "runwatch.dev.trainer", "--url", serve.url, "--run",
+                 GUARDED, "--steps", str(args.trainer_steps), "--step-s",
+                 str(args.trainer_step_s)],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            ))  # fmt: skip
         started = time.monotonic()
         header = f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}"
         with Live(frame(serve, header), console=console, refresh_per_second=4) as live:
-            while sim.poll() is None:
+            while any(child.poll() is None for child in children):
                 time.sleep(0.5)
                 sim_min = (time.monotonic() - started) * args.speed / 60
-                live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min"))
+                note = breaker.turn()
+                live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min{note}"))
+        transitions = serve.get("/v1/alerts")["alerts"]
     except KeyboardInterrupt:
         interrupted = True
     except OSError:  # the service went away: Ctrl-C reaches the whole process group
@@ -105,12 +167,15 @@ def live(args: argparse.Namespace) -> int:
             raise
         interrupted = True
     finally:
-        if sim is not None and sim.poll() is None:
-            sim.terminate()
-            sim.wait()
+        for child in children:  # by pid: the ones this demo started
+            if child.poll() is None:
+                child.terminate()
+                child.wait()
         serve.stop()
     if interrupted:
-        console.print("interrupted: the service and the simulator are stopped.")
+        console.print("interrupted: the service, the simulator and the trainer are stopped.")
+    else:
+        _breaker_story(console, breaker, transitions, trainer_log)
     console.print(f"\nThe DuckDB history is in [bold]{db}[/] (alerts also went to "
                   f"{serve.log}). Try:")  # fmt: skip
     console.print(f"  .venv/bin/runwatch runs --db {db}", style="bold")
@@ -121,6 +186,25 @@ def live(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return 130 if interrupted else 0
+
+
+def _breaker_story(
+    console: Console, breaker: Breaker, transitions: list[dict[str, Any]], trainer_log: Path
+) -> None:
+    """What happened to the guarded loop, in three lines."""
+    mine = [a for a in transitions if a["run"] == GUARDED and a["state"] == "firing"]
+    for a in mine:
+        if a["rule"] in DYNAMICS_RULES:
+            console.print(f"\n[bold]Training dynamics[/]: {a['rule']} on {GUARDED}: {a['summary']}")
+    lines = trainer_log.read_text(errors="replace").splitlines()
+    steps = [int(x.split()[1]) for x in lines if x.startswith("step ")]
+    if breaker.paused_step is None:
+        console.print(f"[bold]Circuit breaker[/]: {GUARDED} was never paused (see {trainer_log})")
+        return
+    console.print(f"[bold]Circuit breaker[/]: {GUARDED} paused after step {breaker.paused_step} "
+                  f"by {', '.join(breaker.rules)}; `runwatch resume` lifted it "
+                  f"{breaker.resume_after:g}s later ({breaker.resumed}), and the loop went on to "
+                  f"step {max(steps, default=0)} (its output: {trainer_log})")  # fmt: skip
 
 
 def replay_incidents(args: argparse.Namespace) -> int:

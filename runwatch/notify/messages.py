@@ -101,6 +101,14 @@ def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
     ev = evidence(alert.get("details") or {})
     if ev:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Evidence*\n{ev}"}})
+    action = alert.get("action")
+    if action in ("pause", "stop"):  # the config's circuit-breaker policy for this rule
+        resume = code(f"runwatch resume {alert.get('run')}")
+        does = f"pauses the run's guarded training loop: {resume} lifts it"
+        if action == "stop":
+            does = "stops the run's guarded training loop"
+        breaker = f"*Circuit breaker*\nThis alert {does}"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": breaker}})
     if link:
         blocks.append(grafana_button(link))
     blocks.append(

@@ -395,6 +395,11 @@ class Service:
             out["transitions"] = [a.to_dict() for a in self.recent if a.run == run]
             return out
 
+    def breaker(self, run: str) -> dict[str, Any] | None:
+        """The run's circuit-breaker view (`runwatch.stream.breaker`), for guarding trainers."""
+        with self.lock:
+            return self.driver.engine.breaker(run)
+
     def alerts(self, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         if state == "firing":
             return self.firing()

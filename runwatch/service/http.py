@@ -112,13 +112,17 @@ class App:
             return 200, service.exposition(), EXPOSITION_TYPE
         if path == "/v1/runs":
             return _json(200, {"runs": service.runs()})
-        if path.startswith("/v1/runs/"):
-            # PATH_INFO is the decoded path, as latin-1 (WSGI)
-            run = path[len("/v1/runs/") :].encode("latin-1").decode("utf-8", "replace")
-            if not 1 <= len(run) <= 200 or not RUN_RE_CHARS.issuperset(run):
-                return _json(400, {"error": f"bad run id {run!r}: 1-200 of [A-Za-z0-9._:/@+-]"})
-            found = service.run(run)
-            return _json(404, {"error": f"no run {run!r}"}) if found is None else _json(200, found)
+        for prefix, read in (("/v1/runs/", service.run), ("/v1/breaker/", service.breaker)):
+            if path.startswith(prefix):
+                # PATH_INFO is the decoded path, as latin-1 (WSGI)
+                run = path[len(prefix) :].encode("latin-1").decode("utf-8", "replace")
+                if not 1 <= len(run) <= 200 or not RUN_RE_CHARS.issuperset(run):
+                    why = f"bad run id {run!r}: 1-200 of [A-Za-z0-9._:/@+-]"
+                    return _json(400, {"error": why})
+                found = read(run)
+                if found is None:
+                    return _json(404, {"error": f"no run {run!r}"})
+                return _json(200, found)
         if path == "/v1/alerts":
             state = query.get("state", [None])[0]
             if state not in (None, "firing", "resolved"):

@@ -12,6 +12,14 @@ from runwatch.stream.kafka.checkpoints import TOPIC_CONFIG
 
 log = logging.getLogger("runwatch.stream.worker")
 
+#: The breaker topic keeps each run's latest view: compacted soon, tombstones kept an hour.
+BREAKER_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": str(60 * 60 * 1000),
+}
+
 #: Broker error codes create_topics may answer with that mean "fine".
 _TOPIC_EXISTS = 36
 
@@ -41,6 +49,8 @@ async def ensure_topics(
             NewTopic(topics.alerts, partitions, replication),
             NewTopic(topics.dlq, partitions, replication),
             NewTopic(topics.checkpoints, partitions, replication, topic_configs=TOPIC_CONFIG),
+            # each run's latest circuit-breaker view, what guarding trainers read
+            NewTopic(topics.breaker, partitions, replication, topic_configs=BREAKER_CONFIG),
         ]
         response = await admin.create_topics(wanted)
         for name, code, *rest in response.topic_errors:

@@ -32,11 +32,12 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+import orjson
 
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
@@ -223,8 +224,9 @@ class StreamWorker(Handler):
             alerts, dead = driver.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
             if self.metrics is not None:
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
-            if alerts or dead:
-                await self._publish(alerts, dead)
+            views = driver.engine.take_breakers()
+            if alerts or dead or views:
+                await self._publish(alerts, dead, views)
 
     def dead(self, record: Any, reason: str) -> None:
         """A record that failed in the worker itself (not as invalid input): to the DLQ."""
@@ -320,13 +322,15 @@ class StreamWorker(Handler):
         if evict:
             self._evict_at = now + EVICT_EVERY_S
         async with self._making:
+            views: list[dict[str, Any]] = []
             for p, driver in list(self.drivers.items()):
                 behind = self._behind(p)
                 out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
+                views += driver.engine.take_breakers()
                 if evict and not behind:
                     self._evict(p, driver, now)
-            if out:
-                await self._publish(out, [])
+            if out or views:
+                await self._publish(out, [], views)
 
     @staticmethod
     def _evict(partition: int, driver: LiveDriver, now: float) -> None:
@@ -346,7 +350,11 @@ class StreamWorker(Handler):
             return False
         return high is not None and high > loop.read.get(tp, 0)
 
-    async def _publish(self, alerts: list[Alert], dead: list[DeadLetter]) -> None:
+    async def _publish(
+        self, alerts: list[Alert], dead: list[DeadLetter], views: Sequence[dict[str, Any]] = ()
+    ) -> None:
+        """Alert transitions, then dead letters, then the breaker views they changed (a
+        guarding trainer reads the view; the transition is on its topic first)."""
         producer = self.app.producer
         headers = self._headers
         for alert in alerts:
@@ -359,6 +367,9 @@ class StreamWorker(Handler):
         for letter in dead:
             key = f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
             await producer.send(self.topics.dlq, key, letter.to_json(), None, None, None)
+        for view in views:
+            value = orjson.dumps(view)
+            await producer.send(self.topics.breaker, view["run"].encode(), value, None, None, None)
         self.published += len(alerts)
         if self.metrics is not None:
             self.metrics.published(alerts)
@@ -418,12 +429,21 @@ class StreamWorker(Handler):
         read_s = time.perf_counter() - started
         out: list[Alert] = []
         dead: list[DeadLetter] = []
+        views: list[dict[str, Any]] = []
         now = time.time()
         for p, d in drivers.items():
             alerts, letters = d.finish_replay(published, now, dead_after=dead_upto.get(p, -1))
             out += alerts
             dead += letters
-        await self._publish(out, dead)
+            # the views a dead predecessor may not have published: every run the replay
+            # changed, and every run with alerts firing or lifted
+            engine = d.engine
+            assert engine.breakers_changed is not None
+            engine.breakers_changed.update(
+                run for run, t in engine.runs.items() if t.firing or t.lifted
+            )
+            views += engine.take_breakers()
+        await self._publish(out, dead, views)
         for p, d in drivers.items():
             self.drivers[p] = d
             self.rebuilding.discard(p)
@@ -436,12 +456,19 @@ class StreamWorker(Handler):
             f"({rate:,.0f} events/s), {len(out)} missing alert transitions published"
         )
 
+    def _driver(self, partition: int) -> LiveDriver:
+        """A new driver of `partition`, whose engine notes the breaker views to publish."""
+        s = self.settings
+        driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
+                            grace=s.grace)  # fmt: skip
+        driver.engine.breakers_changed = set()
+        return driver
+
     async def _restore(self, partition: int) -> tuple[LiveDriver, int]:
         """A driver for `partition` with its newest checkpoint's state, and the offset to
         re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
         s = self.settings
-        driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
-                            grace=s.grace)  # fmt: skip
+        driver = self._driver(partition)
         key = checkpoint_key(s.app_id, self.topics.events, partition)
         try:
             data = await latest(s.bootstrap, self.topics.checkpoints, key, partition, s.security)
@@ -461,9 +488,7 @@ class StreamWorker(Handler):
             why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
             self.say(f"partition {partition}: checkpoint not used ({why}); rebuilding from "
                      "the start")  # fmt: skip
-            fresh = LiveDriver(s.config, topic=self.topics.events, partition=partition,
-                               grace=s.grace)  # fmt: skip
-            return fresh, 0
+            return self._driver(partition), 0
         self._checkpointed[partition] = (time.time(), driver.applied, offset)
         self.say(f"partition {partition}: from the checkpoint at offset {offset} "
                  f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 from runwatch.stream.state.run import RunState, StateConfig
 
 Severity = Literal["critical", "warning", "info"]
+#: What a firing alert asks of the training loop that guards on it (`Emitter.guard`):
+#: `pause` (wait for a person or the resolution), `stop`, or `notify` (nothing).
+Action = Literal["pause", "stop", "notify"]
 
 
 #: A custom rule's id: it becomes part of alert keys, so keep it to plain characters.
@@ -27,6 +30,10 @@ class Params(BaseModel):
     (strict: `steps = "10"` is refused, not quietly read as 10)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    #: the circuit-breaker policy of every rule, built-in or custom; unset leaves it to the
+    #: trainer's guard (`Emitter.guard(rules=...)`)
+    action: Action | None = None
 
 
 P = TypeVar("P", bound=Params)

@@ -640,3 +640,44 @@ def test_emitters_with_clocks_two_minutes_off_raise_neither_false_nor_missed_ale
         fired = next(a for a in alerts if a["run"] == run)
         # on the broker's clock: fired ~3 s after the last beat, not 2 minutes off
         assert silent + 2 < fired["ts"] < silent + SILENCE, (run, fired["ts"] - silent)
+
+
+def test_a_guarded_training_loop_pauses_on_kafka_and_resumes_on_runwatch_resume(
+    setup: Setup,
+) -> None:
+    """The circuit breaker through Kafka: the worker publishes the run's breaker view to
+    `runwatch.breaker`; the trainer's guard reads its run's partition of it."""
+    setup.worker(partitions=2).wait_live()
+    run = "breaker-kafka"
+    em = setup.emitter(run)
+    try:
+        guard = em.guard(rules={"zero_reward"}, poll_interval=0.2)
+        em.emit("run.started")
+        em.emit("reward", step=0, mean=1.0)
+        em.emit("reward", step=1, mean=0.0)
+        assert em.flush(timeout=30)
+        assert not em.should_pause()
+        em.emit("reward", step=2, mean=0.0)  # the second zero step: zero_reward fires
+        assert em.flush(timeout=30)
+        deadline = time.monotonic() + 60
+        while not em.should_pause():
+            assert time.monotonic() < deadline, f"never paused: {guard.decision}"
+            time.sleep(0.05)
+        assert [a["rule"] for a in guard.decision.alerts] == ["zero_reward"]
+
+        done = subprocess.run(
+            [RUNWATCH, "resume", run, "--kafka", setup.bootstrap, "--topic-prefix",
+             setup.prefix, "--rule", "zero_reward"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "resumed (1 firing alert lifted)" in done.stderr
+        assert guard.wait(timeout=60).action == "run"
+        assert guard.decision.resumed is not None
+        assert guard.decision.resumed["rule"] == "zero_reward"
+    finally:
+        em.close(timeout=5)
+    # on the topic: the views in order, keyed by the run
+    views = [v for v, _ in setup.read("runwatch.breaker") if v["run"] == run]
+    assert [len(v["alerts"]) for v in views] == [1, 0]
+    assert views[-1]["lifted"] == 1

@@ -27,6 +27,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "run.started": {"labels": {"team": "rl"}, "config": {"zero_reward": {"steps": 3}},
                     "total_steps": 100},
     "run.finished": {"status": "ok"},
+    "run.resumed": {"rule": "zero_reward", "by": "alice@node-1", "reason": "sandbox fixed"},
     "heartbeat": {"final": False},
     "step.started": {"step": 1},
     "step.done": {"step": 1, "duration_s": 12.5, "timing": {"gen": 3.0, "update_actor": 2}},

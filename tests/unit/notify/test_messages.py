@@ -45,3 +45,18 @@ def test_the_only_markup_is_runwatchs_own() -> None:
 def test_a_backtick_cannot_end_a_code_span() -> None:
     assert msg.code("a`b") == "`a'b`"
     assert msg.esc("a & b <c>") == "a &amp; b &lt;c&gt;"
+
+
+def test_a_circuit_breaker_policy_is_said_with_how_to_lift_it() -> None:
+    def breaker(a: dict[str, Any]) -> list[str]:
+        _, blocks = msg.root(a, None)
+        return [b["text"]["text"] for b in blocks if "Circuit breaker" in str(b)]
+
+    assert breaker(alert()) == []  # no policy: nothing said
+    assert breaker(alert(action="notify")) == []
+    (paused,) = breaker(alert(action="pause", run="grpo-7"))
+    assert "pauses" in paused
+    assert "`runwatch resume grpo-7`" in paused
+    (stopped,) = breaker(alert(action="stop"))
+    assert "stops" in stopped
+    assert "resume" not in stopped

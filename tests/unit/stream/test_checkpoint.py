@@ -148,7 +148,7 @@ def test_a_damaged_checkpoint_is_refused(good: bytes) -> None:
 
 def test_another_format_version_is_refused(good: bytes) -> None:
     older = good[:4] + struct.pack(">H", checkpoint.FORMAT - 1) + good[6:]
-    _refused(older, "format version 0")
+    _refused(older, f"format version {checkpoint.FORMAT - 1}")
 
 
 def test_a_checkpoint_of_another_state_layout_is_refused(

@@ -27,6 +27,7 @@ FULL: dict[str, dict[str, Any]] = {
         "total_steps": 680,
     },
     "run.finished": {"status": "failed"},
+    "run.resumed": {"rule": "zero_reward", "by": "alice@node-1", "reason": "fixed"},
     "heartbeat": {"final": True},
     "step.started": {"step": 3},
     "step.done": {"step": 3, "duration_s": 12.5, "timing": {"gen": 7.0, "update_actor": 5}},
@@ -64,6 +65,7 @@ FULL: dict[str, dict[str, Any]] = {
 MINIMAL: dict[str, dict[str, Any]] = {
     "run.started": {},
     "run.finished": {"status": "ok"},
+    "run.resumed": {},
     "heartbeat": {},
     "step.started": {"step": 0},
     "step.done": {"step": 0},

@@ -1,0 +1,32 @@
+"""The circuit breaker's view of one run: what a training loop that guards on runwatch reads.
+
+The engine keeps, per run, the alerts firing now and the ones a person lifted with
+`run.resumed` (`runwatch resume RUN`); this is that state as one JSON object. The embedded
+service answers it at `GET /v1/breaker/RUN`; the Kafka worker publishes it, each time
+it may have changed, to the compacted topic `runwatch.breaker` with the run id as key. The
+guard in the emitter (`runwatch.emitters.guard`) turns it into pause / stop / run with the
+trainer's own rule list -- the policy is data here, the decision is the guard's:
+
+    {"v": 1, "run": str, "ts": float,            # event time of the view
+     "alerts": [{"id", "rule", "key", "subject", "severity",
+                 "action": "pause" | "stop" | "notify" | null,   # the config's policy
+                 "since"}],                      # firing now and not lifted
+     "lifted": int,                              # firing alerts a person lifted
+     "resumed": {"ts", "by", "rule"} | null}     # the latest run.resumed
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def breaker_view(
+    run: str,
+    now: float,
+    alerts: list[dict[str, Any]],
+    lifted: int,
+    resumed: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The view in its wire form (see the module docstring)."""
+    return {"v": 1, "run": run, "ts": now, "alerts": alerts, "lifted": lifted,
+            "resumed": resumed}  # fmt: skip
