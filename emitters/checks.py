@@ -163,6 +163,8 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
         {"kv_cache_usage": _fraction, "gen_tokens_per_s": _float},
     ),
     "progress": _fields({"name": _word, "n": _int}, {"total": _int}),
+    "weights.published": _fields({"version": _int}, {"step": _int}),
+    "weights.loaded": _fields({"version": _int}, {"server": _word}),
     "rank.status": _fields(
         {"rank": _int, "world_size": _int, "phase": _word},
         {"since": _float, "step": _int},

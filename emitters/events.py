@@ -214,6 +214,23 @@ class RankStatus(Event):
     step: Int64 | None = None
 
 
+class WeightsPublished(Event):
+    """The trainer finished an update and published policy weights `version` (addition)."""
+
+    kind: Literal["weights.published"]
+    version: Int64
+    step: Int64 | None = None
+
+
+class WeightsLoaded(Event):
+    """An inference server (or rollout engine) now generates with weights `version`
+    (addition); `server` names it, else the emitting process does."""
+
+    kind: Literal["weights.loaded"]
+    version: Int64
+    server: Ident | None = None
+
+
 #: Every kind the rules read, by name. Other kinds validate as plain `Event`.
 KNOWN_KINDS: dict[str, type[Event]] = {
     m.model_fields["kind"].annotation.__args__[0]: m  # type: ignore[union-attr]
@@ -234,6 +251,8 @@ KNOWN_KINDS: dict[str, type[Event]] = {
         InferenceStats,
         Progress,
         RankStatus,
+        WeightsPublished,
+        WeightsLoaded,
     )
 }
 

@@ -47,8 +47,10 @@ from runwatch.stream.state.inference import Inference, Server, Trajectory
 from runwatch.stream.state.processes import Process, Processes
 from runwatch.stream.state.progress import Counter, ProgressCounters
 from runwatch.stream.state.ranks import Rank, Ranks
+from runwatch.stream.state.restarts import Restarts, Slot
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step, Steps
+from runwatch.stream.state.weights import Loaded, Weights
 
 FORMAT = 2  # 2: the runs' lifted alerts and latest resume (the circuit breaker)
 MAGIC = b"RWCK"
@@ -59,7 +61,8 @@ MAX_STATE_BYTES = 1 << 31
 #: Every class a checkpoint may build, and so every class whose layout it depends on.
 STATE_CLASSES: tuple[type, ...] = (
     RunState, StateConfig, Processes, Process, Inference, Server, Trajectory, Steps, Step,
-    ProgressCounters, Counter, Ranks, Rank, Condition, ClockOffsets, _Host,
+    ProgressCounters, Counter, Ranks, Rank, Condition, ClockOffsets, _Host, Weights, Loaded,
+    Restarts, Slot,
 )  # fmt: skip
 _CONTAINERS: tuple[type, ...] = (deque, OrderedDict)
 _ALLOWED = {(c.__module__, c.__qualname__): c for c in STATE_CLASSES + _CONTAINERS}
@@ -81,6 +84,10 @@ def _fields(cls: type) -> list[str]:
     for klass in cls.__mro__:
         slots = klass.__dict__.get("__slots__", ())
         names += [slots] if isinstance(slots, str) else list(slots)
+    if not names and "__init__" in cls.__dict__:
+        # no slots (RunState): the names its __init__ uses, a superset of its fields -- a
+        # change there invalidates older checkpoints, which errs on the safe side
+        names = list(cls.__dict__["__init__"].__code__.co_names)
     return sorted(names)
 
 

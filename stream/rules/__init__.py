@@ -13,14 +13,16 @@ from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
 from runwatch.stream.rules.non_finite import NonFiniteMetric
 from runwatch.stream.rules.ranks_stalled import RanksStalled
 from runwatch.stream.rules.response_length import ResponseLengthDrift
+from runwatch.stream.rules.restart_loop import RestartLoop
 from runwatch.stream.rules.spike import GradNormSpike, KlSpike
 from runwatch.stream.rules.step_slowdown import StepSlowdown
 from runwatch.stream.rules.stuck_progress import StuckProgress
+from runwatch.stream.rules.weight_sync import WeightSyncStalled
 from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
 #: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
-#: step_slowdown), in the order they are evaluated.
+#: step_slowdown, weight_sync_stalled, restart_loop), in the order they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -35,6 +37,8 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     EntropyCollapse,
     ResponseLengthDrift,
     StepSlowdown,
+    WeightSyncStalled,
+    RestartLoop,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

@@ -16,7 +16,9 @@ from runwatch.stream.state.inference import Inference
 from runwatch.stream.state.processes import Processes
 from runwatch.stream.state.progress import ProgressCounters
 from runwatch.stream.state.ranks import Ranks
+from runwatch.stream.state.restarts import Restarts
 from runwatch.stream.state.steps import Steps
+from runwatch.stream.state.weights import Weights
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class RunState:
         self.steps.keep_early(cfg.early_metrics, cfg.early_steps)
         self.progress = ProgressCounters(cfg.progress_window)
         self.ranks = Ranks()
+        self.weights = Weights()
+        self.restarts = Restarts()
         self.last_arrival: dict[tuple[str, str], float] = {}
 
     @property
@@ -115,6 +119,7 @@ class RunState:
     def _heartbeat(self, event: ev.Event) -> None:
         e = cast(ev.Heartbeat, event)
         proc = self.processes.beat(e.src, e.ts, bool(e.final), e.dropped_events)
+        self.restarts.beat(e.src, e.ts)
         if self.inference.process_final(proc):
             # the idle condition depends on heartbeats only through servers' clean exits;
             # every other change re-evaluates it on its own, so nothing else can be stale
@@ -178,6 +183,15 @@ class RunState:
         e = cast(ev.RankStatus, event)
         self.ranks.status(e.rank, e.world_size, e.phase, e.since, e.step, e.ts)
 
+    def _weights_published(self, event: ev.Event) -> None:
+        e = cast(ev.WeightsPublished, event)
+        self.weights.publish(e.version, e.ts, e.step)
+
+    def _weights_loaded(self, event: ev.Event) -> None:
+        e = cast(ev.WeightsLoaded, event)
+        proc = self.processes.get(e.src)
+        self.weights.load(self._server_name(e.server, e), e.version, e.ts, proc.name)
+
 
 _HANDLERS = {
     "run.started": RunState._run_started,
@@ -195,4 +209,6 @@ _HANDLERS = {
     "inference.stats": RunState._inference_stats,
     "progress": RunState._progress,
     "rank.status": RunState._rank_status,
+    "weights.published": RunState._weights_published,
+    "weights.loaded": RunState._weights_loaded,
 }

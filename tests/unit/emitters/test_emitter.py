@@ -28,6 +28,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
                     "total_steps": 100},
     "run.finished": {"status": "ok"},
     "run.resumed": {"rule": "zero_reward", "by": "alice@node-1", "reason": "sandbox fixed"},
+    "weights.published": {"version": 3, "step": 12},
+    "weights.loaded": {"version": 3, "server": "vllm-0"},
     "heartbeat": {"final": False},
     "step.started": {"step": 1},
     "step.done": {"step": 1, "duration_s": 12.5, "timing": {"gen": 3.0, "update_actor": 2}},

@@ -8,6 +8,7 @@ import pickle
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 import pytest
@@ -213,3 +214,18 @@ def test_event_ids_with_any_characters_survive_a_checkpoint() -> None:
     restored = driver()
     checkpoint.load(checkpoint.dump(d, 0), restored)
     assert restored.engine.seen.ordered() == ["plain", "with\nnewline", ""]
+
+
+def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RunState has no slots: its fingerprint comes from what its __init__ sets."""
+    from runwatch.stream.state.run import RunState
+
+    before = checkpoint.layout_fingerprint()
+    original = RunState.__init__
+
+    def __init__(self: RunState, *args: Any, **kw: Any) -> None:  # noqa: N807
+        original(self, *args, **kw)
+        self.new_field = 1  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(RunState, "__init__", __init__)
+    assert checkpoint.layout_fingerprint() != before

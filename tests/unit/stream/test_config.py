@@ -55,6 +55,8 @@ BUILTIN_IDS = [
     "entropy_collapse",
     "response_length_drift",
     "step_slowdown",
+    "weight_sync_stalled",
+    "restart_loop",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -124,6 +126,8 @@ def test_defaults_are_the_contract_table() -> None:
     }  # fmt: skip
     assert p["step_slowdown"] == {"steps": 3, "window": 20, "warmup": 10, "z": 6.0,
                                   "min_rise": 0.5}  # fmt: skip
+    assert p["weight_sync_stalled"] == {"timeout": 600.0}
+    assert p["restart_loop"] == {"restarts": 3, "within": 1800.0, "confirm": 30.0}
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -139,6 +143,8 @@ def test_defaults_are_the_contract_table() -> None:
         "entropy_collapse": "warning",
         "response_length_drift": "warning",
         "step_slowdown": "warning",
+        "weight_sync_stalled": "critical",
+        "restart_loop": "critical",
     }
 
 

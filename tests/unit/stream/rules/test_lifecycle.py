@@ -43,10 +43,12 @@ SEVERITY = {
     "non_finite_metric": "critical",
     "idle_gap_growing": "warning",
     "emitter_dropping": "warning",
+    "weight_sync_stalled": "critical",
+    "restart_loop": "critical",
     "loss_high": "warning",
     "no_reward": "critical",
 }
-WITH_SUBJECT = {"heartbeat_lost", "stuck_progress", "emitter_dropping"}
+WITH_SUBJECT = {"heartbeat_lost", "stuck_progress", "emitter_dropping", "restart_loop"}
 
 
 def busy_run(run: str = "r1") -> list[dict[str, Any]]:
@@ -81,6 +83,16 @@ def busy_run(run: str = "r1") -> list[dict[str, Any]]:
         ev("trajectory.started", 30, src=ROLLOUT, traj="t1"),
         ev("trajectory.done", 500, src=ROLLOUT, traj="t1", status="ok"),
     ]
+    # the trainer publishes weights the server loads 800 s later: weight_sync_stalled
+    events += [
+        ev("weights.loaded", 20, src=VLLM, version=0, server="vllm-0"),
+        ev("weights.published", 100, version=1, step=2),
+        ev("weights.loaded", 900, src=VLLM, version=1, server="vllm-0"),
+    ]
+    # a sandbox that crashes every minute for a while: restart_loop
+    for i, start in enumerate(range(0, 400, 75)):
+        sandbox = {"component": "sandbox", "host": "node-0", "pid": 700 + i}
+        events += [ev("heartbeat", t, src=sandbox, final=True) for t in (start, start + 60)]
     events.append(ev("run.finished", 2000, status="killed"))
     return by_ts(events)
 
