@@ -8,7 +8,9 @@ run's life: the state keeps them apart from its recent steps). It fires when the
 metric is the first of `metric_keys` the run logs: verl's `actor/entropy`
 (verl/workers/actor/dp_actor.py at b178a3c), OpenRLHF's `entropy_loss` -- the entropy
 itself, subtracted times entropy_coef from the loss; `train/entropy_loss` in its W&B logs
-(openrlhf/trainer/ray/ppo_actor.py at 3c3be62).
+(openrlhf/trainer/ray/ppo_actor.py at 3c3be62), AReaL's `ppo_actor/update/entropy/avg`
+(areal/trainer/ppo/actor.py at 4aef98d), PRIME-RL's `entropy/all/mean`
+(src/prime_rl/trainer/rl/train.py at 559b447).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from runwatch.stream.rules.levels import keeping_early, sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
-ENTROPY_KEYS = ("actor/entropy", "train/entropy_loss", "entropy_loss", "entropy")
+ENTROPY_KEYS = ("actor/entropy", "train/entropy_loss", "entropy_loss",
+                "ppo_actor/update/entropy/avg", "entropy/all/mean", "entropy")  # fmt: skip
 
 
 class EntropyParams(Params):

@@ -10,7 +10,10 @@ Two conditions, each with its own subject:
 Keys, from the frameworks' own source: verl logs `response_length/mean` and
 `response_length/clip_ratio` (verl/trainer/ppo/metric_utils.py at b178a3c); OpenRLHF logs the
 mean as `response_length` (`train/response_length` in W&B; openrlhf/trainer/ray/ppo_actor.py
-at 3c3be62) and no clip ratio in training.
+at 3c3be62) and no clip ratio in training; AReaL logs the share of sequences that end
+without EOS at the maximum length as `ppo_actor/no_eos_ratios/avg`
+(areal/trainer/ppo/actor.py at 4aef98d), a clip ratio, and its `seq_len` counts the prompt
+too, so it is not a length key here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
 LENGTH_KEYS = ("response_length/mean", "train/response_length", "response_length")
-CLIP_KEYS = ("response_length/clip_ratio",)
+CLIP_KEYS = ("response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg")
 
 
 class ResponseLengthParams(Params):

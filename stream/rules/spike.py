@@ -25,9 +25,15 @@ from runwatch.stream.state.steps import Step
 
 #: Per framework, from their own source: verl (verl/trainer/ppo/core_algos.py,
 #: verl/workers/actor/dp_actor.py at b178a3c), OpenRLHF (openrlhf/trainer/ray/ppo_actor.py
-#: status keys, logged as train/<key> by openrlhf/utils/logging_utils.py at 3c3be62).
-KL_KEYS = ("actor/ppo_kl", "actor/kl_loss", "train/kl", "kl")
-GRAD_NORM_KEYS = ("actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm", "grad_norm")
+#: status keys, logged as train/<key> by openrlhf/utils/logging_utils.py at 3c3be62), AReaL
+#: (areal/trainer/ppo/actor.py: stats_tracker scopes ppo_actor/update, `stat` keys exported
+#: with /avg, areal/utils/stats_tracker.py at 4aef98d), PRIME-RL
+#: (src/prime_rl/trainer/rl/train.py, its W&B overview's stability metrics at 559b447; its KL
+#: is the trainer-inference mismatch, whose spike is the same instability).
+KL_KEYS = ("actor/ppo_kl", "actor/kl_loss", "train/kl", "ppo_actor/update/approx_kl/avg",
+           "mismatch_kl/all/mean", "kl")  # fmt: skip
+GRAD_NORM_KEYS = ("actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
+                  "ppo_actor/update/grad_norm", "optim/grad_norm", "grad_norm")  # fmt: skip
 
 
 class SpikeParams(Params):

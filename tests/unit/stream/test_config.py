@@ -108,20 +108,23 @@ def test_defaults_are_the_contract_table() -> None:
     assert p["emitter_dropping"] == {"quiet_for": 600.0, "min_dropped": 1}
     spike = {"steps": 3, "window": 50, "warmup": 20, "z": 8.0, "min_rise": 0.5}
     assert p["kl_spike"] == {
-        "metric_keys": ["actor/ppo_kl", "actor/kl_loss", "train/kl", "kl"],
+        "metric_keys": ["actor/ppo_kl", "actor/kl_loss", "train/kl",
+                        "ppo_actor/update/approx_kl/avg", "mismatch_kl/all/mean", "kl"],
         **spike,
-    }
+    }  # fmt: skip
     assert p["grad_norm_spike"] == {
         "metric_keys": ["actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
-                        "grad_norm"], **spike,
+                        "ppo_actor/update/grad_norm", "optim/grad_norm", "grad_norm"], **spike,
     }  # fmt: skip
     assert p["entropy_collapse"] == {
-        "metric_keys": ["actor/entropy", "train/entropy_loss", "entropy_loss", "entropy"],
+        "metric_keys": ["actor/entropy", "train/entropy_loss", "entropy_loss",
+                        "ppo_actor/update/entropy/avg", "entropy/all/mean", "entropy"],
         "early_steps": 20, "fraction": 0.1, "steps": 10,
     }  # fmt: skip
     assert p["response_length_drift"] == {
         "length_keys": ["response_length/mean", "train/response_length", "response_length"],
-        "clip_keys": ["response_length/clip_ratio"], "early_steps": 20,
+        "clip_keys": ["response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg"],
+        "early_steps": 20,
         "collapse_fraction": 0.2, "max_clip_ratio": 0.5, "steps": 10,
     }  # fmt: skip
     assert p["step_slowdown"] == {"steps": 3, "window": 20, "warmup": 10, "z": 6.0,

@@ -35,3 +35,30 @@ def test_every_generated_fault_is_caught_by_its_rule() -> None:
         fired = [a for a in alerts if a.rule == rule and a.firing]
         assert fired, fault
         assert fired[0].ts >= 30.0 * 400, fault  # not before the fault
+
+
+#: verl's key -> the same metric as AReaL (4aef98d) and PRIME-RL (559b447) log it
+SPELLINGS = {
+    "areal": {"actor/ppo_kl": "ppo_actor/update/approx_kl/avg",
+              "actor/grad_norm": "ppo_actor/update/grad_norm",
+              "actor/entropy": "ppo_actor/update/entropy/avg",
+              "response_length/clip_ratio": "ppo_actor/no_eos_ratios/avg"},
+    "prime-rl": {"actor/ppo_kl": "mismatch_kl/all/mean", "actor/grad_norm": "optim/grad_norm",
+                 "actor/entropy": "entropy/all/mean"},
+}  # fmt: skip
+
+
+def test_areal_and_prime_rl_spellings_are_read_by_default() -> None:
+    for framework, names in SPELLINGS.items():
+        for fault, rule in FAULTS.items():
+            if fault.startswith("length_collapse"):
+                continue  # neither logs a response length of its own (see response_length.py)
+            if fault == "length_clipping" and "response_length/clip_ratio" not in names:
+                continue
+            metrics = [{names[k]: v for k, v in m.items() if k in names}
+                       for m in curves(7, n=600, fault=fault, at=400)]  # fmt: skip
+            alerts = feed(make_engine(), [make_event("step.metrics", 30.0 * t, step=t, metrics=m)
+                                          for t, m in enumerate(metrics, 1)])  # fmt: skip
+            fired = [a for a in alerts if a.rule == rule and a.firing]
+            assert fired, (framework, fault)
+            assert fired[0].subject in (*names.values(), "clipped"), (framework, fired[0].subject)
