@@ -15,6 +15,7 @@ from runwatch.stream.rules.ranks_stalled import RanksStalled
 from runwatch.stream.rules.response_length import ResponseLengthDrift
 from runwatch.stream.rules.restart_loop import RestartLoop
 from runwatch.stream.rules.spike import GradNormSpike, KlSpike
+from runwatch.stream.rules.staleness import StalenessGrowing
 from runwatch.stream.rules.step_slowdown import StepSlowdown
 from runwatch.stream.rules.stuck_progress import StuckProgress
 from runwatch.stream.rules.weight_sync import WeightSyncStalled
@@ -22,7 +23,8 @@ from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
 #: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
-#: step_slowdown, weight_sync_stalled, restart_loop), in the order they are evaluated.
+#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing), in the order they
+#: are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -39,6 +41,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     StepSlowdown,
     WeightSyncStalled,
     RestartLoop,
+    StalenessGrowing,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

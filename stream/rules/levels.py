@@ -1,6 +1,7 @@
 """A run's own levels, written once for the rules that compare a value with them: far above
-its robust recent band (kl_spike, grad_norm_spike, step_slowdown), or sunk below a fraction
-of its early-training level (entropy_collapse, response_length_drift)."""
+its robust recent band (kl_spike, grad_norm_spike, step_slowdown), sunk below a fraction
+of its early-training level (entropy_collapse, response_length_drift), or held at a limit
+(response_length_drift's clipping, staleness_growing)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,19 @@ def sunk(
         run.steps.recent(run.steps.keep), lambda s: s.metrics.get(key), lambda v: v < low
     )
     return key, level, streak.steps
+
+
+def held_at_least(
+    run: RunState, keys: list[str], limit: float
+) -> tuple[str, tuple[Step, ...]] | None:
+    """For the first of `keys` the run's recent steps logged: (key, the latest reporting
+    steps whose value is at least `limit`, oldest first). None when none is logged."""
+    recent = run.steps.recent(run.steps.keep)
+    key = next((k for k in keys if any(s.metrics.get(k) is not None for s in recent)), None)
+    if key is None:
+        return None
+    streak = trailing_streak(recent, lambda s: s.metrics.get(key), lambda v: v >= limit)
+    return key, streak.steps
 
 
 def values_of(steps: tuple[Step, ...] | list[Step], key: str, last: int = 10) -> dict[str, float]:

@@ -23,8 +23,7 @@ from dataclasses import replace
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.levels import keeping_early, sunk, values_of
-from runwatch.stream.rules.streaks import trailing_streak
+from runwatch.stream.rules.levels import held_at_least, keeping_early, sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
@@ -60,14 +59,8 @@ class ResponseLengthDrift(Rule[ResponseLengthParams]):
     def _clipped(
         self, run: RunState, params: ResponseLengthParams
     ) -> tuple[str, tuple[Step, ...]] | None:
-        recent = run.steps.recent(run.steps.keep)
-        logged = (k for k in params.clip_keys if any(s.metrics.get(k) is not None for s in recent))
-        key = next(logged, None)
-        if key is None:
-            return None
-        limit = params.max_clip_ratio
-        streak = trailing_streak(recent, lambda s: s.metrics.get(key), lambda v: v >= limit)
-        return (key, streak.steps) if len(streak.steps) >= params.steps else None
+        found = held_at_least(run, params.clip_keys, params.max_clip_ratio)
+        return found if found is not None and len(found[1]) >= params.steps else None
 
     def check(self, run: RunState, now: float, params: ResponseLengthParams) -> Verdict:
         held = []

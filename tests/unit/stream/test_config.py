@@ -57,6 +57,7 @@ BUILTIN_IDS = [
     "step_slowdown",
     "weight_sync_stalled",
     "restart_loop",
+    "staleness_growing",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -131,6 +132,8 @@ def test_defaults_are_the_contract_table() -> None:
                                   "min_rise": 0.5}  # fmt: skip
     assert p["weight_sync_stalled"] == {"timeout": 600.0}
     assert p["restart_loop"] == {"restarts": 3, "within": 1800.0, "confirm": 30.0}
+    assert p["staleness_growing"] == {"lag_keys": ["off_policy/mean"], "max_lag": 4.0,
+                                      "steps": 5}  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -148,6 +151,7 @@ def test_defaults_are_the_contract_table() -> None:
         "step_slowdown": "warning",
         "weight_sync_stalled": "critical",
         "restart_loop": "critical",
+        "staleness_growing": "warning",
     }
 
 

@@ -45,10 +45,17 @@ SEVERITY = {
     "emitter_dropping": "warning",
     "weight_sync_stalled": "critical",
     "restart_loop": "critical",
+    "staleness_growing": "warning",
     "loss_high": "warning",
     "no_reward": "critical",
 }
-WITH_SUBJECT = {"heartbeat_lost", "stuck_progress", "emitter_dropping", "restart_loop"}
+WITH_SUBJECT = {
+    "heartbeat_lost",
+    "stuck_progress",
+    "emitter_dropping",
+    "restart_loop",
+    "staleness_growing",
+}
 
 
 def busy_run(run: str = "r1") -> list[dict[str, Any]]:
@@ -70,7 +77,9 @@ def busy_run(run: str = "r1") -> list[dict[str, Any]]:
         mean = 0.5 if s in (6, 12) else 0.0
         events.append(ev("reward", 50.0 * s, step=s, mean=mean))
         loss = math.nan if s == 8 else (10.0 if s in (3, 4) else 1.0)
-        events.append(ev("step.metrics", 50.0 * s + 1, step=s, metrics={"loss": loss}))
+        lag = 5.0 if s <= 6 else 1.0  # rollouts 5 versions old: staleness_growing, resolved
+        metrics = {"loss": loss, "off_policy/mean": lag}
+        events.append(ev("step.metrics", 50.0 * s + 1, step=s, metrics=metrics))
     # a progress bar that stalls, advances, stalls again
     events += [ev("progress", t, src=ROLLOUT, name="gen", n=n) for n, t in enumerate([0, 5, 10])]
     events += [ev("progress", 900, src=ROLLOUT, name="gen", n=3)]
