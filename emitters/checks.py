@@ -142,11 +142,11 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
     "step.done": _fields({"step": _int}, {"duration_s": _float, "timing": _dict_of(_float)}),
     "step.metrics": _fields({"step": _int, "metrics": _dict_of(_metric)}, {}),
     "reward": _fields({"step": _int, "mean": _float}, {"count": _int}),
-    "trajectory.started": _fields({"traj": _word}, {"step": _int}),
+    "trajectory.started": _fields({"traj": _word}, {"step": _int, "group": _word}),
     "trajectory.phase": _fields({"traj": _word, "phase": _word}, {}),
     "trajectory.done": _fields(
         {"traj": _word, "status": _OK_ERR_TIMEOUT_ABORTED},
-        {"reward": _float, "duration_s": _float},
+        {"reward": _float, "duration_s": _float, "group": _word, "step": _int},
     ),
     "request.queued": _fields({"req": _word}, {"server": _name}),
     "request.done": _fields(

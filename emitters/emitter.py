@@ -358,11 +358,14 @@ class Emitter:
 
     # --- helpers (runwatch.emitters.rollout) ---------------------------------------------
 
-    def trajectory(self, traj: str, step: int | None = None) -> Trajectory:
-        """`with em.trajectory(id, step=s) as t: t.phase("sandbox")`: started/phase/done."""
+    def trajectory(
+        self, traj: str, step: int | None = None, group: str | None = None
+    ) -> Trajectory:
+        """`with em.trajectory(id, step=s) as t: t.phase("sandbox")`: started/phase/done.
+        `group`: the prompt group (GRPO) it belongs to (degenerate_groups judges them)."""
         from runwatch.emitters.rollout import Trajectory
 
-        return Trajectory(self, traj, step=step)
+        return Trajectory(self, traj, step=step, group=group)
 
     def request(self, req: str, server: str | None = None) -> Request:
         """`with em.request(id, server="vllm-0") as r: ...`: request.queued/done."""

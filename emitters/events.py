@@ -158,6 +158,7 @@ class TrajectoryStarted(Event):
     kind: Literal["trajectory.started"]
     traj: Ident
     step: Int64 | None = None
+    group: Ident | None = None  # addition: the prompt group (GRPO) it belongs to
 
 
 class TrajectoryPhase(Event):
@@ -172,6 +173,8 @@ class TrajectoryDone(Event):
     status: Literal["ok", "error", "timeout", "aborted"]
     reward: float | None = None
     duration_s: float | None = None
+    group: Ident | None = None  # addition: as in trajectory.started
+    step: Int64 | None = None  # addition: as in trajectory.started
 
 
 class RequestQueued(Event):

@@ -69,8 +69,10 @@ class _Block:
 class Trajectory(_Block):
     """One rollout trajectory; see the module docstring."""
 
-    def __init__(self, emitter: Emitter, traj: str, step: int | None = None) -> None:
-        self.emitter, self.traj, self.step = emitter, str(traj), step
+    def __init__(
+        self, emitter: Emitter, traj: str, step: int | None = None, group: str | None = None
+    ) -> None:
+        self.emitter, self.traj, self.step, self.group = emitter, str(traj), step, group
         self.reward: float | None = None
         self.status: str | None = None  # set to override what the exit decides
 
@@ -79,6 +81,8 @@ class Trajectory(_Block):
         fields: dict[str, Any] = {"traj": self.traj}
         if self.step is not None:
             fields["step"] = self.step
+        if self.group is not None:
+            fields["group"] = str(self.group)
         self.emitter.emit("trajectory.started", **fields)
 
     def phase(self, name: str) -> None:
@@ -97,6 +101,10 @@ class Trajectory(_Block):
         }
         if self.reward is not None:
             fields["reward"] = float(self.reward)
+        if self.group is not None:  # the group's rewards are judged from the done events
+            fields["group"], fields["step"] = str(self.group), self.step
+            if self.step is None:
+                del fields["step"]
         if error is not None:
             fields["error"] = type(error).__name__
         self.emitter.emit("trajectory.done", **fields)

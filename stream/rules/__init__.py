@@ -5,6 +5,7 @@ from typing import Any
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.custom_absent import Absent
 from runwatch.stream.rules.custom_metric import MetricThreshold
+from runwatch.stream.rules.degenerate_groups import DegenerateGroups
 from runwatch.stream.rules.emitter_dropping import EmitterDropping
 from runwatch.stream.rules.entropy_collapse import EntropyCollapse
 from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
@@ -23,8 +24,8 @@ from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
 #: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
-#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing), in the order they
-#: are evaluated.
+#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing, degenerate_groups),
+#: in the order they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -42,6 +43,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     WeightSyncStalled,
     RestartLoop,
     StalenessGrowing,
+    DegenerateGroups,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

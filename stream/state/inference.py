@@ -45,11 +45,12 @@ class Server:
 class Trajectory:
     """A trajectory that has started and not finished."""
 
-    __slots__ = ("phase", "phase_since", "started", "step")
+    __slots__ = ("group", "phase", "phase_since", "started", "step")
 
-    def __init__(self, started: float, step: int | None) -> None:
+    def __init__(self, started: float, step: int | None, group: str | None = None) -> None:
         self.started = started
         self.step = step
+        self.group = group
         self.phase = "generate"
         self.phase_since = started
 
@@ -118,14 +119,14 @@ class Inference:
 
     # -- trajectories ----------------------------------------------------------------------
 
-    def started(self, traj: str, ts: float, step: int | None) -> None:
+    def started(self, traj: str, ts: float, step: int | None, group: str | None = None) -> None:
         if traj in self.pending or traj in self._ended:
             return
         if not self.pending:
             self.pending_since = ts
             if step is None:
                 self._started_by_step.pop(None, None)  # a new batch of step-less trajectories
-        self.pending[traj] = Trajectory(ts, step)
+        self.pending[traj] = Trajectory(ts, step, group)
         counts = self._started_by_step
         counts[step] = counts.get(step, 0) + 1
         if len(counts) > 8:
@@ -141,6 +142,10 @@ class Inference:
             # a handful of phase names across thousands of pending trajectories: share them
             t.phase = sys.intern(phase)
             t.phase_since = ts
+
+    def has_ended(self, traj: str) -> bool:
+        """Whether a `trajectory.done` of `traj` was seen already (of the recent ones)."""
+        return traj in self._ended
 
     def done(self, traj: str) -> None:
         if self.pending.pop(traj, None) is None:

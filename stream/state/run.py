@@ -8,6 +8,7 @@ intervals backwards.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -145,7 +146,7 @@ class RunState:
         e = cast(ev.TrajectoryStarted, event)
         if self.finished:
             return
-        self.inference.started(e.traj, e.ts, e.step)
+        self.inference.started(e.traj, e.ts, e.step, e.group)
         self._idle_changed()
 
     def _traj_phase(self, event: ev.Event) -> None:
@@ -154,6 +155,14 @@ class RunState:
 
     def _traj_done(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryDone, event)
+        if e.reward is not None and math.isfinite(e.reward):
+            began = self.inference.pending.get(e.traj)
+            group = e.group if e.group is not None else began.group if began else None
+            step = e.step if e.step is not None else began.step if began else None
+            # counted once: a second done of the same trajectory (another id) is not
+            again = began is None and self.inference.has_ended(e.traj)
+            if group is not None and step is not None and not again:
+                self.steps.group_reward(step, group, e.reward)
         self.inference.done(e.traj)
         self._idle_changed()
 

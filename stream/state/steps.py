@@ -13,6 +13,7 @@ class Step:
         "done",
         "duration",
         "gap",
+        "groups",
         "metrics",
         "metrics_ts",
         "nonfinite",
@@ -38,6 +39,13 @@ class Step:
         self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
         self.nonfinite_ts: float | None = None  # when the first of them was reported
         self.timing: dict[str, float] | None = None  # seconds per phase (step.done.timing)
+        #: prompt group -> [trajectories, lowest reward, highest reward] (GRPO groups)
+        self.groups: dict[str, list[float]] | None = None
+
+    def degenerate(self, epsilon: float) -> tuple[int, int]:
+        """(groups whose rewards are all equal, groups of two or more trajectories)."""
+        groups = [g for g in (self.groups or {}).values() if g[0] >= 2]
+        return sum(1 for g in groups if g[2] - g[1] <= epsilon), len(groups)
 
     def reward(self, reward_keys: Iterable[str]) -> float | None:
         """The step reward: the `reward` event's mean, else the first reward key logged."""
@@ -139,6 +147,18 @@ class Steps:
                 if value is not None and math.isfinite(value) and len(kept) < self.early_n:
                     kept.append(value)
         return step
+
+    def group_reward(self, number: int, group: str, reward: float) -> None:
+        """One finished trajectory's reward, counted in its step's prompt group."""
+        step = self.get(number)
+        if step.groups is None:
+            step.groups = {}
+        seen = step.groups.get(group)
+        if seen is None:
+            step.groups[group] = [1, reward, reward]
+        else:
+            seen[0] += 1
+            seen[1], seen[2] = min(seen[1], reward), max(seen[2], reward)
 
     def reward(self, number: int, ts: float, mean: float) -> Step:
         step = self.get(number)

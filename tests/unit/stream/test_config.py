@@ -58,6 +58,7 @@ BUILTIN_IDS = [
     "weight_sync_stalled",
     "restart_loop",
     "staleness_growing",
+    "degenerate_groups",
 ]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
@@ -134,6 +135,8 @@ def test_defaults_are_the_contract_table() -> None:
     assert p["restart_loop"] == {"restarts": 3, "within": 1800.0, "confirm": 30.0}
     assert p["staleness_growing"] == {"lag_keys": ["off_policy/mean"], "max_lag": 4.0,
                                       "steps": 5}  # fmt: skip
+    assert p["degenerate_groups"] == {"max_fraction": 0.8, "steps": 5, "min_groups": 4,
+                                      "epsilon": 1e-9}  # fmt: skip
     severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
     assert severities == {
         "inference_idle_with_pending": "critical",
@@ -152,6 +155,7 @@ def test_defaults_are_the_contract_table() -> None:
         "weight_sync_stalled": "critical",
         "restart_loop": "critical",
         "staleness_growing": "warning",
+        "degenerate_groups": "warning",
     }
 
 

@@ -46,6 +46,7 @@ SEVERITY = {
     "weight_sync_stalled": "critical",
     "restart_loop": "critical",
     "staleness_growing": "warning",
+    "degenerate_groups": "warning",
     "loss_high": "warning",
     "no_reward": "critical",
 }
@@ -92,6 +93,16 @@ def busy_run(run: str = "r1") -> list[dict[str, Any]]:
         ev("trajectory.started", 30, src=ROLLOUT, traj="t1"),
         ev("trajectory.done", 500, src=ROLLOUT, traj="t1", status="ok"),
     ]
+    # steps 1-5: every GRPO group all-zero (degenerate_groups); step 6 mixed (resolved)
+    for s in range(1, 7):
+        for g in range(4):
+            for k in range(2):
+                traj, reward = f"s{s}-g{g}-{k}", float(k) if s == 6 else 0.0
+                events += [ev("trajectory.started", 50.0 * s + 1.5, src=ROLLOUT, traj=traj,
+                              step=s, group=f"p{g}"),
+                           ev("trajectory.done", 50.0 * s + 1.5, src=ROLLOUT, traj=traj,
+                              status="ok", reward=reward)]  # fmt: skip
+        events.append(ev("step.done", 50.0 * s + 2, step=s))
     # the trainer publishes weights the server loads 800 s later: weight_sync_stalled
     events += [
         ev("weights.loaded", 20, src=VLLM, version=0, server="vllm-0"),
