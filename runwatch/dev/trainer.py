@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = "killed"
             break
         reward = 0.0 if step >= args.zero_at else round(0.2 + 0.4 * step / args.steps, 4)
-        data = {**metrics[step - 1], "critic/score/mean": reward, "timing_s/step": args.step_s}
+        curve = {k: v for k, v in metrics[step - 1].items() if not k.startswith("timing_s/")}
+        data = {**curve, "critic/score/mean": reward, "timing_s/step": args.step_s}
         logger.log(data, step)  # paused in here while zero_reward fires and nobody resumed
         say(f"step {step}")
     em.emit("run.finished", status=status)

@@ -6,7 +6,10 @@ The baseline is the run's own: the median and MAD of the `window` done steps bef
 latest `steps`. It fires when each of the latest `steps` done steps took over `z` robust
 standard deviations and at least `min_rise` (a fraction) longer than the median -- one slow
 step (validation, a checkpoint) does not. When the steps report `timing` (seconds per phase,
-step.done), the details name the phase that grew the most against its own median.
+step.done), the time of the periodic phases in `exclude_phases` (verl's `testing` and
+`save_checkpoint`) is left out of the duration compared -- a validation that lands between
+two stragglers does not make a third -- and the details name the phase that grew the most
+against its own median.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -31,6 +34,7 @@ from runwatch.stream.state.steps import Step
 
 
 class SlowdownParams(Params):
+    exclude_phases: list[str] = Field(default_factory=lambda: ["testing", "save_checkpoint"])
     steps: PositiveInt = 3
     window: PositiveInt = 20
     warmup: PositiveInt = 10
@@ -53,8 +57,8 @@ class StepSlowdown(Rule[SlowdownParams]):
         """(the slow steps, the baseline steps, median, MAD) when the latest are slow."""
         done = [s for s in run.steps.recent(run.steps.keep) if s.duration is not None]
         p = params
-        durations = [s.duration for s in done]
-        band = spiking(durations, p.steps, p.window, p.warmup, p.z, p.min_rise)  # type: ignore[arg-type]
+        durations = [_working(s, p.exclude_phases) for s in done]
+        band = spiking(durations, p.steps, p.window, p.warmup, p.z, p.min_rise)
         if band is None:
             return None
         mid, mad = band
@@ -94,6 +98,14 @@ class StepSlowdown(Rule[SlowdownParams]):
             f"{fmt_duration(last.duration or 0.0)} against a usual {fmt_duration(mid)}{where}",
             details,
         )
+
+
+def _working(step: Step, exclude: list[str]) -> float:
+    """The step's duration without its periodic phases (validation, checkpoints)."""
+    duration = step.duration or 0.0
+    if step.timing and exclude:
+        duration -= sum(step.timing.get(phase, 0.0) for phase in exclude)
+    return max(duration, 0.0)
 
 
 def _grown_phase(last: Step, base: list[Step]) -> tuple[str, float, float] | None:

@@ -129,7 +129,8 @@ def test_defaults_are_the_contract_table() -> None:
         "early_steps": 20,
         "collapse_fraction": 0.2, "max_clip_ratio": 0.5, "steps": 10,
     }  # fmt: skip
-    assert p["step_slowdown"] == {"steps": 3, "window": 20, "warmup": 10, "z": 6.0,
+    assert p["step_slowdown"] == {"exclude_phases": ["testing", "save_checkpoint"],
+                                  "steps": 3, "window": 20, "warmup": 10, "z": 6.0,
                                   "min_rise": 0.5}  # fmt: skip
     assert p["weight_sync_stalled"] == {"timeout": 600.0}
     assert p["restart_loop"] == {"restarts": 3, "within": 1800.0, "confirm": 30.0}

@@ -9,14 +9,13 @@ from helpers import feed, make_engine, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev.dynamics import FAULTS, curves
+from runwatch.dev.dynamics import FAULTS, curves, events
 
 DYNAMICS = set(FAULTS.values())
 
 
 def healthy_run(seed: int, n: int = 2000) -> list[dict]:
-    return [make_event("step.metrics", 30.0 * t, step=t, metrics=m)
-            for t, m in enumerate(curves(seed, n), 1)]  # fmt: skip
+    return events(f"healthy-{seed}", curves(seed, n), start=0.0)
 
 
 @settings(max_examples=8, deadline=None, derandomize=True, database=None,
@@ -30,8 +29,7 @@ def test_healthy_runs_of_2000_steps_raise_no_dynamics_alert(seed: int) -> None:
 def test_every_generated_fault_is_caught_by_its_rule() -> None:
     for fault, rule in FAULTS.items():
         metrics = curves(7, n=600, fault=fault, at=400)
-        alerts = feed(make_engine(), [make_event("step.metrics", 30.0 * t, step=t, metrics=m)
-                                      for t, m in enumerate(metrics, 1)])  # fmt: skip
+        alerts = feed(make_engine(), events(fault, metrics, start=0.0))
         fired = [a for a in alerts if a.rule == rule and a.firing]
         assert fired, fault
         assert fired[0].ts >= 30.0 * 400, fault  # not before the fault
@@ -51,8 +49,8 @@ SPELLINGS = {
 def test_areal_and_prime_rl_spellings_are_read_by_default() -> None:
     for framework, names in SPELLINGS.items():
         for fault, rule in FAULTS.items():
-            if fault.startswith("length_collapse"):
-                continue  # neither logs a response length of its own (see response_length.py)
+            if fault in ("length_collapse", "slowdown", "stale_rollouts"):
+                continue  # no response length of their own (response_length.py); not metrics
             if fault == "length_clipping" and "response_length/clip_ratio" not in names:
                 continue
             metrics = [{names[k]: v for k, v in m.items() if k in names}

@@ -66,3 +66,22 @@ def test_without_timings_it_still_fires_and_says_no_phase() -> None:
     (alert,) = of_rule(feed(make_engine(), events), RULE)
     assert "phase" not in alert.details
     assert brief([alert])[0][1] == "firing"
+
+
+def test_a_checkpoint_between_two_stragglers_is_not_a_third_slow_step() -> None:
+    """Two one-off slow steps with a checkpoint step between them: the checkpoint's own time
+    (timing.save_checkpoint) is left out, so only two steps are slow."""
+    events, t = [], 0.0
+    durations = [*noisy(30), 1500.0, 600.0, 1500.0, 600.0]
+    for i, d in enumerate(durations, 1):
+        events.append(make_event("step.started", t, step=i))
+        timing = {"gen": d * 0.7, "update": d * 0.3}
+        if i == 32:  # the checkpoint step: its usual work plus 400 s of saving
+            timing["save_checkpoint"] = 400.0
+            d += 400.0
+        t += d
+        events.append(make_event("step.done", t, step=i, duration_s=d, timing=timing))
+    assert of_rule(feed(make_engine(), events), RULE) == []
+    # counted whole (exclude_phases = []), the same steps are three slow ones in a row
+    engine = make_engine({RULE: {"exclude_phases": []}})
+    assert [a.state for a in of_rule(feed(engine, events), RULE)] == ["firing", "resolved"]
