@@ -213,6 +213,7 @@ class Emitter:
         self._forked = False
         self._before_close: list[Callable[[], None]] = []
         self._guard: Guard | None = None
+        self._heads: dict[tuple[Any, ...], str] = {}  # emit_from's envelopes, by source
         self._setup_process()
         self._check_envelope()
         _track(self)
@@ -298,10 +299,11 @@ class Emitter:
 
     # --- the hot path --------------------------------------------------------------------
 
-    def _line(self, kind: str, fields: Mapping[str, Any]) -> str:
+    def _line(self, kind: str, fields: Mapping[str, Any], head: str | None = None) -> str:
         ident = "%032x" % ((_RNG.getrandbits(128) & _UUID4_MASK) | _UUID4_BITS)
+        head = self._head if head is None else head
         if not fields:
-            return f'{self._head}{ident}","ts":{time.time()!r},"kind":"{kind}"}}'
+            return f'{head}{ident}","ts":{time.time()!r},"kind":"{kind}"}}'
         if not _ENVELOPE.isdisjoint(fields):
             taken = sorted(_ENVELOPE.intersection(fields))
             raise ValueError(f"{kind}: fields {taken} are the envelope's; the emitter sets them")
@@ -309,7 +311,39 @@ class Emitter:
             body = _encode(fields)
         except (TypeError, ValueError) as err:
             raise TypeError(f"{kind}: fields are not JSON serialisable: {err}") from None
-        return f'{self._head}{ident}","ts":{time.time()!r},"kind":"{kind}",{body[1:]}'
+        return f'{head}{ident}","ts":{time.time()!r},"kind":"{kind}",{body[1:]}'
+
+    def _head_for(self, src: Mapping[str, Any]) -> str:
+        """The envelope's start for events of another process (`emit_from`), checked in full
+        once per distinct source; ValueError when it would make invalid events."""
+        key = tuple(sorted(src.items()))
+        head = self._heads.get(key)
+        if head is None:
+            merged = {"component": self.component, "host": self._host, **src}
+            head = f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(merged)},"id":"'
+            try:
+                validate(json.loads(self._line("heartbeat", {}, head)))
+            except ValidationError as err:
+                raise ValueError(f"source {dict(src)!r} makes invalid events: {err}") from None
+            if len(self._heads) >= 1024:  # bounded: a flood of pids must not grow it
+                self._heads.clear()
+            self._heads[key] = head
+        return head
+
+    def emit_from(self, src: Mapping[str, Any], kind: str, /, **fields: Any) -> None:
+        """`emit`, stamped as another process's event: `src` (component, host, pid, ...; the
+        rest from this emitter) names the process a line was read from -- an actor whose
+        output Ray forwarded to the driver `runwatch watch` reads. Refused like `emit`."""
+        try:
+            head = self._head_for(src)
+        except ValueError:
+            if self._strict:
+                raise
+            self.refused += 1
+            _say_once(f"runwatch: dropped events of a source that makes invalid events: "
+                      f"{dict(src)!r}")  # fmt: skip
+            return
+        self._emit(kind, fields, head)
 
     def emit(self, kind: str, /, **fields: Any) -> None:
         """Send one event; never blocks on the network, never raises for transport errors.
@@ -319,10 +353,13 @@ class Emitter:
         kind and fields -- a typo must not kill a training job. With `strict=True` (or
         RUNWATCH_STRICT=1, as in runwatch's own tests) it raises ValueError / TypeError.
         """
+        self._emit(kind, fields, None)
+
+    def _emit(self, kind: str, fields: dict[str, Any], head: str | None) -> None:
         try:
             if kind not in GOOD_KINDS:
                 learn_kind(kind)
-            line = self._line(kind, fields)
+            line = self._line(kind, fields, head)
             if len(line) > MAX_EVENT_BYTES:
                 raise ValueError(
                     f"{kind}: event is {len(line)} bytes; the limit is {MAX_EVENT_BYTES}"

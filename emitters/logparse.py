@@ -24,6 +24,14 @@ The formats, from the libraries' own source:
   %d, #token: %d, token usage: %.2f, gen throughput (token/s): %.2f, #queue-req: %d" and
   "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f,
   #running-req: %d, #queue-req: %d"; the log prefix names the rank, `[... DP1 TP0]`.
+- Ray's driver console (`python/ray/_private/worker.py` `print_worker_logs`): each line a
+  worker forwarded starts `({actor or task name} pid={pid}) ` -- `, ip={ip}` inside the
+  parentheses when the worker is on another node, nothing but `(raylet)` or `(scheduler
+  +15m30s)` for Ray's own -- wrapped in colorama codes; and its deduplicator
+  (`python/ray/_private/ray_logging/__init__.py`, `DedupState.formatted`) prints the latest
+  of a pattern seen from several workers once, followed by ` [repeated {n}x across cluster]`
+  (and, the first time, ` (Ray deduplicates logs by default. ...)`). That line is one
+  observation of its own source, not n: the others are gone.
 """
 
 from __future__ import annotations
@@ -36,6 +44,44 @@ from typing import Any
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
 
 Found = tuple[str, dict[str, Any]]
+
+# --- Ray's driver console ----------------------------------------------------------------
+
+_RAY_PREFIX = re.compile(
+    r"^\((?:(?P<name>[^()\s]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:\[\]-]+))?\) ?"
+)
+_RAY_REPEATED = re.compile(
+    r" ?\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$"
+)
+#: A forwarded worker's component, from its actor or task name (case-insensitive, first
+#: match): verl's (b178a3c) TaskRunner and WorkerDict train, AgentLoopWorker and
+#: FullyAsyncRollouter roll out, vLLMHttpServer / SGLangHttpServer (and vLLM's own
+#: RayWorkerWrapper) serve; so do vLLM's own processes, which prefix their lines the same
+#: way (`(APIServer pid=N)`, `(EngineCore_0 pid=N)`); anything else is a `worker`.
+RAY_COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("httpserver", "inference"), ("vllm", "inference"), ("sglang", "inference"),
+    ("rayworkerwrapper", "inference"), ("apiserver", "inference"), ("enginecore", "inference"),
+    ("agentloop", "rollout"), ("rollouter", "rollout"), ("taskrunner", "trainer"),
+    ("workerdict", "trainer"),
+)  # fmt: skip
+
+
+def ray_origin(line: str) -> tuple[dict[str, Any] | None, str]:
+    """(the forwarding worker as an event `src`, the line without Ray's prefix and dedup
+    suffix); (None, line) for a line Ray did not forward from a worker."""
+    m = _RAY_PREFIX.match(line)
+    if m is None:
+        return None, line
+    rest = line[m.end() :]
+    if "across cluster]" in rest:
+        rest = _RAY_REPEATED.sub("", rest)
+    name = (m.group("name") or "").lower()
+    component = next((c for part, c in RAY_COMPONENTS if part in name), "worker")
+    src: dict[str, Any] = {"component": component, "pid": int(m.group("pid"))}
+    if m.group("ip"):
+        src["host"] = m.group("ip")
+    return src, rest
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _MAX_TAIL = 1 << 20
@@ -178,13 +224,25 @@ class LineParser:
         self.server = server
 
     def parse(self, line: str) -> list[Found]:
+        """The events a line shows. A line Ray forwarded from a worker gives them with
+        `src` (that worker, `ray_origin`) among their fields, and, unless `server` names
+        it, its server is named after it (`vllm@IP/PID`): an engine in a Ray actor is a
+        server of its own."""
         if "\x1b" in line:
             line = _ANSI.sub("", line)
+        src, line = ray_origin(line) if line.startswith("(") else (None, line)
+        found = self._parse(line, src)
+        if src is not None:
+            for _, fields in found:
+                fields["src"] = src
+        return found
+
+    def _parse(self, line: str, src: dict[str, Any] | None) -> list[Found]:
         if "#running-req: " in line:
-            found = parse_sglang(line, self.server or "sglang")
+            found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []
         if "Running: " in line:
-            found = parse_vllm(line, self.server or "vllm")
+            found = parse_vllm(line, self._server("vllm", src))
             if found:
                 return [found]
         if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
@@ -192,16 +250,28 @@ class LineParser:
         found = parse_tqdm(line)
         return [found] if found else []
 
+    def _server(self, kind: str, src: dict[str, Any] | None) -> str:
+        """The server a stats line is about: the name given (`--server`), else the engine's
+        kind, per forwarding process when the line was forwarded."""
+        if self.server:
+            return self.server
+        if src is None:
+            return kind
+        where = f"@{src['host']}" if "host" in src else ""
+        return f"{kind}{where}/{src['pid']}"
+
 
 class LineScanner:
     """Feed bytes as they come; get the events of the complete lines among them.
 
     Only lines around a few literal markers are looked at, found with `bytes.find` (memchr
     speed): a segment right after `\\r` (tqdm writes every refresh as `\\r` + bar), and lines
-    holding `step:`, `Running: ` or `#running-req: `.
+    holding `step:`, `Running: ` or `#running-req: `, or Ray's `pid=` (a tqdm bar Ray
+    forwarded arrives as a whole line, without its `\\r`). Each literal is a pass over the
+    bytes: short ones cost most (bench/watch.py), so there are few.
     """
 
-    LITERALS = (b"step:", b"Running: ", b"#running-req: ")
+    LITERALS = (b"step:", b"Running: ", b"#running-req: ", b"pid=")
 
     def __init__(self, parser: LineParser) -> None:
         self.parser = parser

@@ -60,11 +60,12 @@ class ProgressGate:
 
     def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.every, self.clock = every, clock
-        self._last: dict[str, tuple[float, int]] = {}  # name -> (sent at, n sent)
-        self._held: dict[str, dict[str, Any]] = {}
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # bar -> (sent at, n sent)
+        self._held: dict[tuple[str, str], dict[str, Any]] = {}
 
     def offer(self, fields: dict[str, Any]) -> dict[str, Any] | None:
-        name, n, now = fields["name"], fields["n"], self.clock()
+        # a bar is its name, per forwarding process (Ray workers' bars of one name differ)
+        name, n, now = (fields["name"], repr(fields.get("src"))), fields["n"], self.clock()
         sent = self._last.get(name)
         if sent is not None and n == sent[1]:
             self._held.pop(name, None)
@@ -117,7 +118,11 @@ class Watcher:
 
     def _send(self, kind: str, fields: dict[str, Any]) -> None:
         try:
-            self.emitter.emit(kind, **fields)
+            src = fields.pop("src", None)
+            if src is None:
+                self.emitter.emit(kind, **fields)
+            else:  # a line Ray forwarded: the event is that worker's
+                self.emitter.emit_from(src, kind, **fields)
             self.emitted += 1
         except (ValueError, TypeError):
             pass  # a line we misread must never stop the job's output

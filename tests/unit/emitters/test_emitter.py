@@ -590,3 +590,22 @@ def test_each_destination_spools_in_a_directory_of_its_own(tmp_path: Path) -> No
         "topic": "runwatch.events",
         "security": "PLAINTEXT",
     }
+
+
+def test_emit_from_stamps_another_process_and_refuses_a_bad_source(tmp_path: Path) -> None:
+    em = Emitter(run="r1", component="watch", path=tmp_path, heartbeat=False, strict=False)
+    em.emit_from({"component": "inference", "pid": 7, "host": "10.0.0.2"}, "progress",
+                 name="gen", n=1)  # fmt: skip
+    em.emit_from({"component": "Not A Word", "pid": 8}, "progress", name="gen", n=2)
+    em.emit("progress", name="gen", n=3)
+    em.close()
+    events = [e for e in read_events(tmp_path) if e["kind"] == "progress"]
+    assert [(e["n"], e["src"]) for e in events] == [
+        (1, {"component": "inference", "host": "10.0.0.2", "pid": 7}),
+        (3, {"component": "watch", "host": events[1]["src"]["host"], "pid": os.getpid()}),
+    ]
+    assert em.refused == 1
+    strict = Emitter(run="r1", component="watch", path=tmp_path, heartbeat=False, strict=True)
+    with pytest.raises(ValueError, match="makes invalid events"):
+        strict.emit_from({"component": "Not A Word"}, "progress", name="gen", n=1)
+    strict.close()

@@ -178,3 +178,38 @@ def test_progress_gate_bounds_the_rate_and_sends_what_it_held() -> None:
     assert gate.offer({"name": "a", "n": 0, "total": 10}) is not None  # started over
     assert gate.offer({"name": "a", "n": 3, "total": 10}) is None
     assert gate.drain() == [{"name": "a", "n": 3, "total": 10}]
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "consoles"
+
+
+def test_a_ray_driver_console_is_demultiplexed_by_actor(tmp_path: Path) -> None:
+    """Each forwarded line's events are its worker's (component and pid from Ray's prefix,
+    the node's ip as host); each vLLM engine in an actor is its own server; a line Ray
+    deduplicated is one observation, not N; Ray's own lines are nobody's events."""
+    fixture = FIXTURES / "ray_verl_driver.log"
+    spool = tmp_path / "spool"
+    proc = subprocess.run(
+        [*WATCH, "--run", "ray-run", "--spool", str(spool), "--", "cat", str(fixture)],
+        capture_output=True, timeout=120, env=env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout == fixture.read_bytes()  # passed through untouched, colours and all
+    events = [e for e in read_events(spool) if e["kind"] not in ("heartbeat",)]
+    stats = [(e["server"], e["src"]["component"], e["src"].get("host"), e["src"]["pid"],
+              e["running"]) for e in events if e["kind"] == "inference.stats"]  # fmt: skip
+    host = events[0]["src"]["host"]  # the watching process's: actors on this node
+    assert stats == [
+        ("vllm/3251000", "inference", host, 3251000, 48),
+        ("vllm@10.0.0.2/3262000", "inference", "10.0.0.2", 3262000, 40),
+        ("vllm/3251000", "inference", host, 3251000, 0),
+        ("vllm@10.0.0.2/3262000", "inference", "10.0.0.2", 3262000, 0),  # [repeated 3x]: once
+    ]
+    (bar,) = [e for e in events if e["kind"] == "progress"]
+    assert (bar["name"], bar["n"], bar["total"]) == ("Generating trajectories", 256, 512)
+    assert (bar["src"]["component"], bar["src"]["pid"]) == ("rollout", 3252000)
+    steps = [e for e in events if e["kind"] in ("step.metrics", "reward", "step.done")]
+    assert {(e["src"]["component"], e["src"]["pid"]) for e in steps} == {("trainer", 3249149)}
+    assert [e["mean"] for e in events if e["kind"] == "reward"] == [0.42]
+    run_events = [e for e in events if e["kind"].startswith("run.")]
+    assert all(e["src"]["component"] == "trainer" and "pid" in e["src"] for e in run_events)

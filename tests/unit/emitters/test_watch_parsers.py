@@ -154,6 +154,8 @@ def test_verl_console_line_with_numpy_scalars() -> None:
     line = concat_dict_to_str(verl_step(60, 0.0), 60)
     assert "np.float64(" in line  # what numpy 2 prints, which the reader must unwrap
     found = dict(LineParser().parse("(TaskRunner pid=4242) " + line))
+    for fields in found.values():  # forwarded by Ray from verl's TaskRunner: its events
+        assert fields.pop("src") == {"component": "trainer", "pid": 4242}
     metrics = found["step.metrics"]["metrics"]
     assert found["step.metrics"]["step"] == 60
     assert metrics["actor/entropy"] == pytest.approx(0.61)
@@ -226,10 +228,12 @@ def test_vllm_v0_line() -> None:
 
 def test_vllm_v1_lines_per_engine_and_newer_variants() -> None:
     parser = LineParser()
+    # vLLM's own processes prefix their lines as Ray does: the server is that process
     idle = parser.parse("(APIServer pid=7) " + PREFIX + VLLM_V1 % (0, 0.0, 0.0, 0, 0, 0.0, 0.0))
     assert idle == [
-        ("inference.stats", {"server": "vllm", "running": 0, "waiting": 0,
-                             "kv_cache_usage": 0.0, "gen_tokens_per_s": 0.0}),
+        ("inference.stats", {"server": "vllm/7", "running": 0, "waiting": 0,
+                             "kv_cache_usage": 0.0, "gen_tokens_per_s": 0.0,
+                             "src": {"component": "inference", "pid": 7}}),
     ]  # fmt: skip
     busy = parser.parse(PREFIX + VLLM_V1 % (1, 10.0, 250.0, 64, 3, 97.5, 40.0))
     assert busy[0][1]["server"] == "vllm/engine-1"
