@@ -7,7 +7,10 @@ line -- would move now for every run of the stream, and every run still live wou
 `heartbeat_lost` and `stuck_progress` alerts. So an event more than `jump` seconds ahead of
 the stream waits: if others come near it -- from another source (run, component, host), or
 `confirm` of them -- the whole stream has moved there (a gap in a multi-day file), and they
-are all passed on; if nothing does, it is refused at the end with the reason. Pure; the
+are all passed on; if nothing does, it is refused at the end with the reason. `confirm`
+events of one source confirm nothing while another source goes on at the stream's time: that
+is one source gone wrong (three lines of a hostile or broken emitter), not a stream that
+moved. Pure; the
 caller passes events in input order and gets them back, or their refusal, in the same order
 as they become certain.
 """
@@ -32,7 +35,7 @@ DEFAULT_HOLD = 1000
 class FarAhead(Generic[T]):
     """Holds events far ahead of the stream until others confirm the stream moved there."""
 
-    __slots__ = ("_held", "confirm", "high", "hold", "jump")
+    __slots__ = ("_contradicted", "_held", "confirm", "high", "hold", "jump")
 
     def __init__(
         self,
@@ -43,6 +46,8 @@ class FarAhead(Generic[T]):
         self.jump, self.confirm, self.hold = jump, confirm, hold
         self.high = float("-inf")  # the stream's time: the largest ts passed on
         self._held: list[tuple[float, Hashable, T]] = []
+        #: since the first held event, another source went on at the stream's time
+        self._contradicted = False
 
     def __len__(self) -> int:
         return len(self._held)
@@ -52,6 +57,9 @@ class FarAhead(Generic[T]):
         and those refused, each with its reason."""
         if self.high == float("-inf") or ts <= self.high + self.jump:
             self.high = max(self.high, ts)
+            held = self._held
+            if held and not self._contradicted and all(source != h[1] for h in held):
+                self._contradicted = True
             return [item, *self._caught_up()], []
         held = self._held
         held.append((ts, source, item))
@@ -65,6 +73,7 @@ class FarAhead(Generic[T]):
         """The end of the input: what is still held never found company."""
         out = [(item, self._why(ts)) for ts, _, item in self._held]
         self._held = []
+        self._contradicted = False
         return out
 
     def _why(self, ts: float) -> str:
@@ -82,6 +91,8 @@ class FarAhead(Generic[T]):
         if ready:
             self._held = [h for h in self._held if h[0] > limit]
             self.high = max(self.high, ready[-1][0])
+            if not self._held:
+                self._contradicted = False
         return [h[2] for h in ready]
 
     def _confirmed(self) -> list[T]:
@@ -91,10 +102,13 @@ class FarAhead(Generic[T]):
         held = self._held
         ts = held[-1][0]
         near = [h for h in held if abs(h[0] - ts) <= self.jump]
-        if len({h[1] for h in near}) < 2 and len(near) < self.confirm:
+        sources = len({h[1] for h in near})
+        if sources < 2 and (len(near) < self.confirm or self._contradicted):
             return []
         until = max(h[0] for h in near)
         released = sorted((h for h in held if h[0] <= until), key=lambda h: h[0])
         self._held = [h for h in held if h[0] > until]
         self.high = max(self.high, until)
+        if not self._held:
+            self._contradicted = False
         return [h[2] for h in released] + self._caught_up()
