@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 
-from pydantic import PositiveFloat
+from dataclasses import replace
+
+from pydantic import Field, PositiveFloat
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -19,11 +21,21 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.state.run import RunState
+from runwatch.stream.state.run import RunState, StateConfig
+
+
+#: Progress bars that count trajectories of a rollout: the sandbox-hang incident's
+#: "Generating trajectories" (DESIGN.md), slime's "Rollout generation" (samples;
+#: slime/rollout/sglang_rollout.py at 3c9aa09) and OpenRLHF's "Generate samples" (prompts;
+#: openrlhf/trainer/ppo_utils/samples_generator.py at 3c3be62).
+PENDING_BARS = ("Generating trajectories", "Rollout generation", "Generate samples")
 
 
 class IdleParams(Params):
     idle_for: PositiveFloat = 120.0
+    #: bars whose `total - n` stand for pending trajectories, for logs without
+    #: trajectory events (`runwatch watch`)
+    pending_bars: list[str] = Field(default_factory=lambda: list(PENDING_BARS))
 
 
 class InferenceIdleWithPending(Rule[IdleParams]):
@@ -39,8 +51,12 @@ class InferenceIdleWithPending(Rule[IdleParams]):
             "request.done",
             "heartbeat",
             "run.finished",
+            "progress",
         }
     )
+
+    def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:
+        return replace(base, pending_bars=base.pending_bars | frozenset(params.pending_bars))
 
     def check(self, run: RunState, now: float, params: IdleParams) -> Verdict:
         inf = run.inference
@@ -63,6 +79,8 @@ class InferenceIdleWithPending(Rule[IdleParams]):
     ) -> Description:
         inf = run.inference
         pending = inf.pending
+        if not pending:
+            return self._describe_bars(run, cond, now)
         by_phase = dict(Tally(t.phase for t in pending.values()).most_common())
         oldest_id, oldest = min(pending.items(), key=lambda kv: kv[1].started)
         servers = sorted(n for n, s in inf.servers.items() if not s.final)
@@ -95,4 +113,30 @@ class InferenceIdleWithPending(Rule[IdleParams]):
         }
         if batch:
             details["step_trajectories"] = batch
+        return Description(summary, details)
+
+    def _describe_bars(self, run: RunState, cond: Condition, now: float) -> Description:
+        """The evidence when only pending-work bars say trajectories wait (a console read by
+        `runwatch watch`): how far the bar got, and since when it has not moved."""
+        inf = run.inference
+        servers = sorted(n for n, s in inf.servers.items() if not s.final)
+        idle = f"inference is idle ({', '.join(servers)}) for {fmt_duration(now - cond.since)}"
+        bars = {
+            name: {"n": c.n, "total": c.total, "still_s": round(now - c.last_advance, 3)}
+            for (_, name), c in inf.bars.items()
+            if c.total is not None and c.n < c.total
+        }
+        name, bar = max(bars.items(), key=lambda kv: kv[1]["still_s"])
+        waiting = bar["total"] - bar["n"]  # type: ignore[operator]
+        last = "the last one has" if waiting == 1 else f"the last {waiting} have"
+        summary = (
+            f"{bar['n']} of {bar['total']} trajectories done ({name}), {last} not finished in "
+            f"{fmt_duration(float(bar['still_s']))} while {idle}"  # type: ignore[arg-type]
+        )
+        details = {
+            "pending": inf.bar_pending(),
+            "bars": bars,
+            "idle_servers": servers,
+            "idle_s": round(now - cond.since, 3),
+        }
         return Description(summary, details)

@@ -11,6 +11,7 @@ import sys
 from collections import deque
 
 from runwatch.stream.state.processes import Process
+from runwatch.stream.state.progress import Counter
 
 
 class Server:
@@ -58,7 +59,8 @@ class Trajectory:
 class Inference:
     """Servers, pending trajectories and when "every server idle while work waits" began."""
 
-    __slots__ = ("_ended", "_started_by_step", "idle_since", "pending", "pending_since", "servers")
+    __slots__ = ("_ended", "_started_by_step", "bars", "idle_since", "pending", "pending_since",
+                 "servers")  # fmt: skip
 
     #: How many finished trajectory ids to remember, so that a `started` arriving after its
     #: `done` (beyond the reorder window) does not leave a phantom pending trajectory.
@@ -72,6 +74,9 @@ class Inference:
         self.idle_since: float | None = None
         self._ended: deque[str] = deque(maxlen=self.ENDED_MEMORY)
         self._started_by_step: dict[int | None, int] = {}
+        #: progress counters that stand for pending trajectories (`pending_bars`): their
+        #: `total - n` trajectories wait while the bar is not complete
+        self.bars: dict[tuple[str, str], Counter] = {}
 
     # -- servers ---------------------------------------------------------------------------
 
@@ -159,6 +164,13 @@ class Inference:
     def clear_pending(self) -> None:
         self.pending.clear()
         self.pending_since = None
+        self.bars.clear()
+
+    def bar_pending(self) -> int:
+        """Trajectories the pending-work bars say wait (0 for a complete or open bar)."""
+        return sum(
+            c.total - c.n for c in self.bars.values() if c.total is not None and c.n < c.total
+        )
 
     # -- the condition ---------------------------------------------------------------------
 
@@ -167,7 +179,7 @@ class Inference:
 
     def all_idle_with_pending(self) -> bool:
         """Every live server idle while a trajectory waits (heartbeats not considered)."""
-        if not self.pending:
+        if not self.pending and not self.bar_pending():
             return False
         live = self.live_servers()
         return bool(live) and all(s.idle for s in live)

@@ -37,6 +37,8 @@ class StateConfig:
     #: early-training level, which entropy_collapse compares against)
     early_metrics: frozenset[str] = frozenset()
     early_steps: int = 0
+    #: progress bar names that stand for pending trajectories (inference_idle_with_pending)
+    pending_bars: frozenset[str] = frozenset()
 
 
 class RunState:
@@ -187,6 +189,10 @@ class RunState:
     def _progress(self, event: ev.Event) -> None:
         e = cast(ev.Progress, event)
         self.progress.update(e.src.component, e.name, e.n, e.total, e.ts)
+        if e.name in self.config.pending_bars and not self.finished:
+            key = (e.src.component, e.name)
+            self.inference.bars[key] = self.progress.by_key[key]
+            self._idle_changed()
 
     def _rank_status(self, event: ev.Event) -> None:
         e = cast(ev.RankStatus, event)

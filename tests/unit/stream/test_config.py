@@ -85,7 +85,10 @@ def test_defaults_are_the_contract_table() -> None:
     p = {rid: rule.params.model_dump(exclude={"action"}) for rid, rule in rules.items()}
     # every rule takes the circuit breaker's `action`, unset by default
     assert {rule.params.action for rule in rules.values()} == {None}
-    assert p["inference_idle_with_pending"] == {"idle_for": 120.0}
+    assert p["inference_idle_with_pending"] == {
+        "idle_for": 120.0,  # the contract's; the pending-work bars are an addition (§7)
+        "pending_bars": ["Generating trajectories", "Rollout generation", "Generate samples"],
+    }
     assert p["zero_reward"] == {
         "steps": 5,
         "epsilon": 1e-9,

@@ -227,3 +227,46 @@ def test_per_run_idle_for_override() -> None:
 def test_global_idle_for_from_the_config() -> None:
     engine = make_engine({RULE: {"idle_for": 200}})
     assert brief(feed(engine, busy_then_idle_at_60())) == [(RULE, "firing", 260.0)]
+
+
+# -- from logs alone: a bar that counts trajectories stands for the pending ones -------------
+
+
+def bar(ts: float, n: int, total: int = 512, name: str = "Generating trajectories") -> dict:
+    return make_event("progress", ts, src=ROLLOUT, name=name, n=n, total=total)
+
+
+def test_a_stuck_rollout_bar_with_vllm_idle_fires_with_the_511_of_512_evidence() -> None:
+    """The sandbox hang from logs only: the driver's "Generating trajectories" bar stops at
+    511/512 while vLLM's stats line says 0 running, 0 waiting. No trajectory events."""
+    events = by_ts(
+        [stats(0, running=64), bar(1, 0)],
+        [bar(10 + t, 100 * t) for t in range(1, 6)],
+        [bar(20, 511), stats(25, running=0)],
+    )
+    alerts = of_rule(feed(make_engine(), events), RULE)
+    engine = make_engine()
+    out = feed(engine, events) + engine.advance(25 + 14 * 60)
+    (alert,) = of_rule(out, RULE)
+    assert (alert.state, alert.since, alert.ts) == ("firing", 25.0, 145.0)
+    assert alerts == []  # not before idle_for
+    assert alert.details["pending"] == 1
+    assert alert.details["bars"]["Generating trajectories"]["n"] == 511
+    assert alert.summary.startswith(
+        "511 of 512 trajectories done (Generating trajectories), the last one has not "
+        "finished in 2m while inference is idle (vllm-0)"
+    )
+    # the bar completes: nothing waits any more
+    assert [a.state for a in of_rule(feed(engine, [bar(900, 512)]), RULE)] == ["resolved"]
+
+
+def test_a_bar_not_named_as_pending_work_or_a_complete_one_stays_quiet() -> None:
+    events = by_ts(
+        [stats(0, running=64), stats(25, running=0)],
+        [bar(20, 9, total=10, name="Training Progress")],  # steps, not trajectories
+        [bar(21, 512, name="Rollout generation")],  # slime's, complete
+    )
+    engine = make_engine()
+    assert of_rule(feed(engine, events) + engine.advance(10_000), RULE) == []
+    configured = make_engine({RULE: {"pending_bars": ["Training Progress"]}})
+    assert of_rule(feed(configured, events) + configured.advance(10_000), RULE) != []
