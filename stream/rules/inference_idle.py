@@ -7,7 +7,6 @@ sandbox for 99 minutes. The evidence says where the pending work is stuck.
 from __future__ import annotations
 
 from collections import Counter as Tally
-
 from dataclasses import replace
 
 from pydantic import Field, PositiveFloat
@@ -22,7 +21,6 @@ from runwatch.stream.rules.base import (
     fmt_duration,
 )
 from runwatch.stream.state.run import RunState, StateConfig
-
 
 #: Progress bars that count trajectories of a rollout: the sandbox-hang incident's
 #: "Generating trajectories" (DESIGN.md), slime's "Rollout generation" (samples;
