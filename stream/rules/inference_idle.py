@@ -125,11 +125,11 @@ class InferenceIdleWithPending(Rule[IdleParams]):
             if c.total is not None and c.n < c.total
         }
         name, bar = max(bars.items(), key=lambda kv: kv[1]["still_s"])
-        waiting = bar["total"] - bar["n"]  # type: ignore[operator]
+        waiting = bar["total"] - bar["n"]
         last = "the last one has" if waiting == 1 else f"the last {waiting} have"
         summary = (
             f"{bar['n']} of {bar['total']} trajectories done ({name}), {last} not finished in "
-            f"{fmt_duration(float(bar['still_s']))} while {idle}"  # type: ignore[arg-type]
+            f"{fmt_duration(float(bar['still_s']))} while {idle}"
         )
         details = {
             "pending": inf.bar_pending(),
