@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "scrape": "scrape",
     "spool": "spool",
     "resume": "resume",
+    "diagnose": "diagnose",
 }
 
 

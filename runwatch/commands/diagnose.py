@@ -1,0 +1,74 @@
+"""`runwatch diagnose FILE...`: a run's timeline and alerts from the logs it left
+(runwatch/diagnose.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from runwatch.commands import CommandError
+from runwatch.commands.lines import must_exist
+from runwatch.console import alert_line, printable
+from runwatch.diagnose import clock, diagnose, table
+from runwatch.logs import say
+from runwatch.stream.config import RulesConfig
+
+HELP = """\
+Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's
+stdout, a verl console, a Ray driver's output -- place what they show in time (the
+timestamps the lines carry; tqdm's elapsed field where nothing else says), and print, per
+step: when it started and ended, when its rollout's trajectories were done, how long the last
+one ran alone, and how long inference sat idle while trajectories waited; then the alert
+transitions the rules raise on the same events, as `runwatch serve` would have said them.
+
+  runwatch diagnose driver.err vllm.out
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "diagnose",
+        help="per-step timeline and alerts from existing log files (after the fact)",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files of one run")
+    p.add_argument("--run", default="diagnose", help="run id in the alerts (default diagnose)")
+    p.add_argument("--config", metavar="PATH", help="rules config (TOML), as for replay")
+    p.add_argument("--year", type=int, help="year of timestamps without one (vLLM's `03-14 "
+                   "14:01:00`; default: the first full timestamp's, else this year)")  # fmt: skip
+    p.add_argument("--utc-offset", type=float, default=0.0, metavar="HOURS",
+                   help="the logs' clock is UTC + HOURS (default 0)")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    must_exist(args.files)
+    paths = [Path(f) for f in args.files]
+    config = RulesConfig.load_or_default(args.config)
+
+    def refused(where: str, reason: str) -> None:
+        print(f"{where}: {reason}", file=sys.stderr)
+
+    found = diagnose(paths, run=args.run, config=config, year=args.year,
+                     offset=args.utc_offset * 3600, on_refused=refused)  # fmt: skip
+    if not found.events or found.first is None or found.last is None:
+        why = ("nothing runwatch reads in these files (tqdm bars, verl step lines, vLLM/SGLang "
+               "stats) with a time it could place")  # fmt: skip
+        raise CommandError(why, status=1)
+    print(f"{len(found.events):,} events from {len(paths)} files, "
+          f"{clock(found.first)} to {clock(found.last)} UTC")  # fmt: skip
+    if found.steps:
+        print()
+        for line in table(found.steps, found.last):
+            print(line)
+    print()
+    if not found.alerts:
+        print("no alerts")
+    for alert in found.alerts:
+        print(printable(alert_line(alert)))
+    if found.unread:
+        say(f"{found.unread} events could not be applied (above)")
+    return 0

@@ -1,0 +1,288 @@
+"""`runwatch diagnose FILE...`: the timeline of a run, after the fact, from the logs it left.
+
+What a person otherwise rebuilds by hand from a driver's `.err` and a vLLM `.out`: per step,
+when it started and ended, when its rollout's trajectories were done, how long the last one
+took alone (the straggler tail), and how long inference sat idle while trajectories waited
+(the GPU-idle gap) -- then the alerts the rules raise on the same events.
+
+Time comes from the lines themselves:
+- a timestamp at the start of a line (after Ray's prefix): ISO, `2026-03-14 14:01:00,000`
+  (Python logging's default), or vLLM's `INFO 03-14 14:01:00` (month and day; the year is the
+  first ISO timestamp's in any file, else `--year`), read as UTC unless `--utc-offset`;
+- a tqdm bar's elapsed field (`[03:53<...`): a bar's updates are placed at the time the bar
+  started (the latest timestamp in its file when it showed n = 0) plus their elapsed time;
+- any other line takes the latest time seen in its file.
+The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
+verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
+step k and starts step k + 1.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runwatch.emitters.logparse import LineParser, ray_origin
+from runwatch.stream.alerts import Alert
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.decode import decode_obj
+from runwatch.stream.engine import Engine
+from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.state.run import RunState
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
+_SHORT = re.compile(
+    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
+)
+_ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d{2})[<,\]]")
+STEP_BARS = ("Training Progress",)
+
+
+@dataclass
+class Timed:
+    """One event read from a log, at the time its line says."""
+
+    ts: float
+    kind: str
+    fields: dict[str, Any]
+    component: str
+    where: str  # file:line
+
+
+@dataclass
+class Bar:
+    """A tqdm bar of one file: when it started, what it said last."""
+
+    start: float | None
+    n: int = -1
+
+
+@dataclass
+class StepRow:
+    """One row of the timeline."""
+
+    step: int
+    started: float | None = None
+    done: float | None = None
+    rollout_done: float | None = None  # the rollout bar reached its total
+    last_but_one: float | None = None  # ... and total - 1 (the straggler tail starts)
+    rollout: tuple[int, int] | None = None  # the bar's last n, total within the step
+    gap: float | None = None  # seconds inference was idle while trajectories waited
+
+    @property
+    def tail(self) -> float | None:
+        if self.rollout_done is None or self.last_but_one is None:
+            return None
+        return self.rollout_done - self.last_but_one
+
+
+@dataclass
+class Diagnosis:
+    events: list[Timed] = field(default_factory=list)
+    steps: list[StepRow] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    first: float | None = None
+    last: float | None = None
+    unread: int = 0  # events the engine refused (reported on stderr)
+
+
+def _year_of(paths: Sequence[Path]) -> int | None:
+    for path in paths:
+        with path.open("rb") as f:
+            head = f.read(1 << 20).decode("utf-8", "replace")
+        m = _ISO.search(head)
+        if m is not None:
+            return int(m.group(1))
+    return None
+
+
+def stamp(line: str, year: int, offset: float) -> float | None:
+    """The time a log line carries at its start, in seconds since the epoch; None if none."""
+    head = line[:64]
+    m = _ISO.match(head) or _ISO.search(head[:40])
+    if m is not None:
+        y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+        frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
+    elif (m := _SHORT.match(head)) is not None:
+        y = year
+        mo, d, h, mi, s = (int(x) for x in m.groups())
+        frac = 0.0
+    else:
+        return None
+    try:
+        when = datetime(y, mo, d, h, mi, s, tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return when + frac - offset
+
+
+def elapsed(line: str) -> float | None:
+    """A tqdm bar's elapsed time, seconds."""
+    m = _ELAPSED.search(line)
+    if m is None:
+        return None
+    hours, minutes, seconds = (int(x) if x else 0 for x in m.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def read(path: Path, parser: LineParser, year: int, offset: float) -> tuple[list[Timed], float]:
+    """The events of one log file, each at the time its line says (module docstring), and
+    the latest time the file shows (a last line may say when the run was stopped)."""
+    out: list[Timed] = []
+    latest = float("-inf")
+    now: float | None = None
+    bars: dict[str, Bar] = {}
+    data = path.read_bytes().decode("utf-8", "replace")
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", data), 1):
+        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        _, body = ray_origin(line) if line.startswith("(") else (None, line)
+        if (ts := stamp(body, year, offset)) is not None:
+            now = ts
+            latest = max(latest, ts)
+        for kind, fields in parser.parse(line):
+            at = now
+            if kind == "progress":
+                bar = bars.setdefault(fields["name"], Bar(now))
+                if fields["n"] < bar.n or bar.start is None:  # a new bar of the same name
+                    bar.start = now
+                bar.n = fields["n"]
+                spent = elapsed(line)
+                if bar.start is not None and spent is not None:
+                    at = bar.start + spent
+            if at is None:
+                continue  # nothing in this file has said what time it is yet
+            src = fields.pop("src", None)
+            component = (src or {}).get("component") or (
+                "inference" if kind == "inference.stats" else "trainer"
+            )
+            out.append(Timed(at, kind, fields, component, f"{path.name}:{number}"))
+            latest = max(latest, at)
+    return out, latest
+
+
+def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
+    """step.started / step.done from the training bar, when no line said where steps end."""
+    if any(e.kind == "step.done" for e in events):
+        return []
+    out: list[Timed] = []
+    last = -1
+    for e in sorted(events, key=lambda e: e.ts):
+        if e.kind != "progress" or e.fields["name"] not in bars:
+            continue
+        n = e.fields["n"]
+        if n > last >= 0:
+            for k in range(last + 1, n + 1):
+                out.append(Timed(e.ts, "step.done", {"step": k}, "trainer", e.where))
+            out.append(Timed(e.ts, "step.started", {"step": n + 1}, "trainer", e.where))
+        elif last < 0:
+            out.append(Timed(e.ts, "step.started", {"step": n + 1}, "trainer", e.where))
+        last = max(last, n)
+    return out
+
+
+def diagnose(
+    paths: Sequence[Path],
+    *,
+    run: str = "diagnose",
+    config: RulesConfig | None = None,
+    year: int | None = None,
+    offset: float = 0.0,
+    on_refused: Any = None,
+) -> Diagnosis:
+    """Read the files, place their events in time, replay them through the rules."""
+    year = year or _year_of(paths) or time.gmtime().tm_year
+    parser = LineParser()
+    events: list[Timed] = []
+    end = float("-inf")
+    for path in paths:
+        found, latest = read(path, parser, year, offset)
+        events += found
+        end = max(end, latest)
+    events += step_events(events)
+    events.sort(key=lambda e: e.ts)
+    result = Diagnosis(events=events)
+    if not events:
+        return result
+    result.first, result.last = events[0].ts, max(end, events[-1].ts)
+    engine = Engine(config or RulesConfig.default())
+    rows: dict[int, StepRow] = {}
+    for i, e in enumerate(events):
+        src = {"component": e.component, "host": e.where.split(":")[0]}
+        obj = {"v": 1, "id": f"{run}-{i}", "ts": e.ts, "run": run, "kind": e.kind, "src": src,
+               **e.fields}  # fmt: skip
+        try:
+            result.alerts += engine.apply(decode_obj(obj))
+        except InvalidEvent as err:
+            result.unread += 1
+            if on_refused is not None:
+                on_refused(e.where, err.reason)
+            continue
+        _timeline(rows, e, engine.runs[run].state)
+    result.alerts += engine.advance(result.last)  # what held at the end of the logs fires
+    state = engine.runs[run].state if run in engine.runs else None
+    result.steps = [rows[k] for k in sorted(rows)]
+    for row in result.steps:
+        if state is not None and row.done is None:
+            row.gap = open_gap(state, row, result.last)
+    return result
+
+
+def _timeline(rows: dict[int, StepRow], e: Timed, state: Any) -> None:
+    if e.kind == "step.started":
+        rows.setdefault(e.fields["step"], StepRow(e.fields["step"])).started = e.ts
+    elif e.kind == "step.done":
+        number = e.fields["step"]
+        row = rows.setdefault(number, StepRow(number))
+        row.done = e.ts
+        step = state.steps.by_number.get(number)
+        row.gap = step.gap if step is not None else None
+    elif e.kind == "progress" and e.fields["name"] not in STEP_BARS and rows:
+        row = rows[max(rows)]  # the step under way
+        n, total = e.fields["n"], e.fields.get("total")
+        row.rollout = (n, total) if total else row.rollout
+        if total and n == total - 1:
+            row.last_but_one = e.ts
+        if total and n == total:
+            row.rollout_done = e.ts
+
+
+def open_gap(state: RunState, row: StepRow, end: float) -> float | None:
+    """The idle gap of a step still under way at the end of the logs."""
+    since = state.inference.idle_since
+    if row.done is not None or since is None:
+        return row.gap
+    return (row.gap or 0.0) + end - max(since, row.started or since)
+
+
+def clock(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%H:%M:%S", time.gmtime(ts))
+
+
+def minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds / 60:.0f}m" if seconds >= 60 else f"{seconds:.0f}s"
+
+
+def table(rows: Iterable[StepRow], end: float) -> list[str]:
+    """The timeline as text lines, one per step."""
+    out = [f"{'step':>5}  {'started':>8}  {'rollout done':>12}  {'last traj alone':>15}  "
+           f"{'GPU idle, work waiting':>22}  {'step done':>9}  {'took':>5}"]  # fmt: skip
+    for r in rows:
+        took = (r.done or end) - r.started if r.started is not None else None
+        rollout = clock(r.rollout_done)
+        if r.rollout_done is None and r.rollout is not None:
+            rollout = f"{r.rollout[0]}/{r.rollout[1]}"
+        tail = minutes(r.tail)
+        if r.tail is None and r.last_but_one is not None:
+            tail = f"{minutes(end - r.last_but_one)}+"
+        done = clock(r.done) if r.done is not None else "running"
+        out.append(f"{r.step:>5}  {clock(r.started):>8}  {rollout:>12}  {tail:>15}  "
+                   f"{minutes(r.gap):>22}  {done:>9}  {minutes(took):>5}")  # fmt: skip
+    return out

@@ -1,0 +1,69 @@
+"""`runwatch diagnose` on the sandbox-hang incident's logs -- the driver's stderr (tqdm bars,
+a few logging lines) and vLLM's stdout (V1 stats lines) -- prints the per-step table a person
+built by hand (GPU idle 20, 21, 26 minutes, then 511/512 for 99 minutes) and the alerts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from runwatch.dev.consoles import driver_err, vllm_out
+from runwatch.dev.incidents import sandbox_hang
+from runwatch.diagnose import elapsed, stamp
+
+HANG = Path(__file__).resolve().parents[1] / "fixtures" / "consoles" / "sandbox_hang"
+
+
+def test_the_fixtures_are_what_the_renderer_writes() -> None:
+    events = sandbox_hang()
+    for name, render in (("driver.err", driver_err), ("vllm.out", vllm_out)):
+        text = (HANG / name).read_bytes().decode()
+        body = "".join(text.splitlines(keepends=True)[2:])  # after the two header lines
+        assert body == render(events), name
+
+
+def test_diagnose_prints_the_idle_gap_table_and_the_alerts() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runwatch.cli", "diagnose", str(HANG / "driver.err"),
+         str(HANG / "vllm.out"), "--run", "grpo-sandbox"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "2,426 events from 2 files, 14:00:00 to 18:20:00 UTC"
+    rows = [line.split() for line in lines if line.strip()[:1].isdigit() and "  " in line]
+    by_step = {r[0]: r for r in rows if len(r) == 7}
+    assert by_step["1"] == ["1", "14:00:00", "14:36:00", "20m", "20m", "14:46:00", "46m"]
+    assert by_step["2"][3:5] == ["21m", "21m"]
+    assert by_step["3"][3:5] == ["26m", "26m"]
+    assert by_step["4"] == ["4", "16:24:00", "511/512", "99m+", "99m", "running", "116m"]
+    out = proc.stdout
+    assert "FIRING   warning  idle_gap_growing  run=grpo-sandbox: GPU-idle gap per step is " \
+        "growing: 20m -> 21m -> 26m over steps 1-3" in out  # fmt: skip
+    stall = (
+        "2026-03-14 16:43:00Z  FIRING   critical inference_idle_with_pending  "
+        "run=grpo-sandbox: 511 of 512 trajectories done (Generating trajectories)"
+    )
+    assert stall in out
+
+
+def test_times_from_the_lines() -> None:
+    assert stamp("2026-03-14 14:01:00,250 INFO x", 2000, 0.0) == 1773496860.25
+    assert stamp("INFO 03-14 14:01:00 [loggers.py:123] Engine 000", 2026, 0.0) == 1773496860.0
+    assert stamp("INFO 03-14 14:01:00 [x]", 2026, 3600.0) == 1773496860.0 - 3600
+    assert stamp("step:3 - reward:0.5", 2026, 0.0) is None
+    assert stamp("INFO 13-40 99:99:99 broken", 2026, 0.0) is None
+    assert elapsed("Gen:  50%|##   | 256/512 [1:02:10<02:10,  1.97it/s]") == 3730
+    assert elapsed("Gen: 3it [00:07, 2.5it/s]") == 7
+    assert elapsed("no bar here") is None
+
+
+def test_a_file_with_nothing_to_place_in_time_is_a_one_line_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("hello\nworld\n")
+    proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(empty)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1
+    assert "nothing runwatch reads in these files" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
