@@ -240,3 +240,33 @@ def test_async_trajectory_and_request_blocks(em: Emitter, tmp_path: Path) -> Non
     assert done["q-2"]["status"] == "aborted"
     assert of(events, "request.queued")[0]["req"] == "q-1"
     assert of(events, "trajectory.done")[0]["status"] == "ok"
+
+
+def test_areal_stats_logger_commit_also_emits(
+    em: Emitter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AReaL's StatsLogger.commit(epoch, step, global_step, data) shape (4aef98d): the
+    wrapped commit still does its own work, and each dict becomes the step's events."""
+    from runwatch.emitters import areal
+
+    committed: list[Any] = []
+
+    class StatsLogger:
+        def commit(self, epoch: int, step: int, global_step: int, data: Any) -> None:
+            committed.append((global_step, data))
+
+    module = types.ModuleType("fake_areal_stats_logger")
+    module.StatsLogger = StatsLogger  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_areal_stats_logger", module)
+    monkeypatch.delenv("RUNWATCH_GUARD", raising=False)
+    areal.patch_stats_logger(em, module="fake_areal_stats_logger")
+    stats = {"ppo_actor/task_reward/avg": 0.0, "ppo_actor/update/entropy/avg": 0.5,
+             "ppo_actor/update/grad_norm__count": 4}  # fmt: skip
+    StatsLogger().commit(0, 2, 7, stats)
+    em.flush()
+    assert committed == [(7, stats)]
+    (metrics,) = of(read_events(tmp_path), "step.metrics")
+    assert metrics["step"] == 7
+    assert metrics["metrics"] == {"ppo_actor/task_reward/avg": 0.0,
+                                  "ppo_actor/update/entropy/avg": 0.5}  # fmt: skip
+    assert [(e["step"], e["mean"]) for e in of(read_events(tmp_path), "reward")] == [(7, 0.0)]
