@@ -27,7 +27,10 @@ The formats, from the libraries' own source:
 - SGLang (`python/sglang/srt/managers/scheduler.py`, 0.3 to 0.4.x): "Decode batch. #running-req:
   %d, #token: %d, token usage: %.2f, gen throughput (token/s): %.2f, #queue-req: %d" and
   "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f,
-  #running-req: %d, #queue-req: %d"; the log prefix names the rank, `[... DP1 TP0]`.
+  #running-req: %d, #queue-req: %d"; 0.4.6 adds "cuda graph: ..."; 0.5 moves them to
+  scheduler_metrics_mixin.py ("full token usage" / "swa token usage" for hybrid models) and
+  0.5.10 writes "Decode batch, ..." ("cpu graph" on CPU); the log prefix names the rank,
+  `[... DP1 TP0]`. tests/fixtures/consoles/sglang_versions.log has each version's lines.
 - Ray's driver console (`python/ray/_private/worker.py` `print_worker_logs`): each line a
   worker forwarded starts `({actor or task name} pid={pid}) ` -- `, ip={ip}` inside the
   parentheses when the worker is on another node, nothing but `(raylet)` or `(scheduler

@@ -341,3 +341,23 @@ def test_vllm_stats_lines_of_every_version_from_0_8_to_0_33() -> None:
         ("vllm/4242", 12, 5, 0.333), ("vllm/4242", 0, 0, 0.0),  # 0.33.0, CPU
         ("vllm/4242", 96, 10, 0.7),  # 0.33.0, two engines aggregated
     ]  # fmt: skip
+
+
+def test_sglang_batch_lines_of_every_version_from_0_4_to_0_5_10() -> None:
+    """tests/fixtures/consoles/sglang_versions.log: running, queue and token usage of each
+    version's Decode / Prefill batch line, the DP rank from the log prefix."""
+    fixture = VERSIONS.with_name("sglang_versions.log")
+    got = []
+    for line in fixture.read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        ((kind, fields),) = LineParser().parse(line)
+        assert kind == "inference.stats"
+        got.append((fields["server"], fields["running"], fields["waiting"],
+                    fields["kv_cache_usage"]))  # fmt: skip
+    assert got == [
+        ("sglang", 32, 4, 0.45), ("sglang", 32, 0, 0.46),  # 0.4.0
+        ("sglang/dp-1", 16, 1, 0.2),  # 0.4.6.post5, DP rank 1
+        ("sglang", 8, 0, 0.3),  # 0.5.3, hybrid: the full-attention pool's usage
+        ("sglang", 0, 0, 0.0), ("sglang", 0, 3, 0.01),  # 0.5.10.post1
+    ]  # fmt: skip
