@@ -29,7 +29,8 @@ from runwatch.dev.vllm_server import VllmServer
 from runwatch.emitters import Emitter
 from runwatch.service.launch import ServeProcess
 
-pytestmark = pytest.mark.integration
+#: the first test builds the vLLM venv (~2 minutes, once per cache) and starts the server
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 RUN = "real-vllm"
 DEADLINE_S = 120.0
