@@ -41,9 +41,10 @@ class Weights:
             self.steps.pop(oldest, None)
 
     def load(self, server: str, version: int, ts: float, process: str) -> None:
-        """A server's load; an older report arriving late changes nothing."""
+        """A server's load: the highest version it reported stands (reports out of order,
+        an older one arriving late, change nothing)."""
         now = self.loaded.get(server)
-        if now is None or ts >= now.at:
+        if now is None or version > now.version or (version == now.version and ts > now.at):
             self.loaded[server] = Loaded(version, ts, process)
 
     @property

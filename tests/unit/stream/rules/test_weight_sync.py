@@ -94,3 +94,11 @@ def test_the_run_finishing_resolves_it() -> None:
     assert mine(engine.advance(200)) == [(RULE, "firing", 110.0)]
     done = make_event("run.finished", 300, src=TRAINER, status="ok")
     assert mine(feed(engine, [done])) == [(RULE, "resolved", 300.0)]
+
+
+def test_loads_reported_out_of_order_keep_the_highest_version() -> None:
+    engine = make_engine({RULE: {"timeout": 300}})
+    # v2's load is reported before v1's (a slow report): the server is on v2, not v1
+    out = feed(engine, [loaded(0, 0, 0), published(100, 1), published(200, 2),
+                        loaded(210, 2, 0), loaded(220, 1, 0)])  # fmt: skip
+    assert mine(out + engine.advance(5000)) == []
