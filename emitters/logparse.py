@@ -162,6 +162,28 @@ def parse_verl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS)
     return step_events(data, int(m.group(1)), reward_keys)
 
 
+# --- AReaL -------------------------------------------------------------------------------
+
+_AREAL_STEP = re.compile(r"Train step (\d+)/\d+ done\.")
+#: AReaL's step reward (its `task_reward`, exported under the ppo_actor scope)
+AREAL_REWARD_KEY = "ppo_actor/task_reward/avg"
+
+
+def parse_areal_row(line: str) -> dict[str, float]:
+    """One row of AReaL's stats table (`tabulate_stats`, fancy_grid): `│ key │ 1.2e-01 │ ...`
+    as {key: value}; {} for anything else."""
+    cells = [c.strip() for c in line.strip().strip("│").split("│")]
+    out: dict[str, float] = {}
+    for key, raw in zip(cells[0::2], cells[1::2], strict=False):
+        if not key or not raw:
+            continue
+        value = metric_text(raw)
+        if value is None:
+            return {}  # not a table of numbers
+        out[key] = value
+    return out
+
+
 # --- vLLM and SGLang ---------------------------------------------------------------------
 
 _VLLM_RUNNING = re.compile(r"Running: (\d+) reqs")
@@ -231,6 +253,9 @@ class LineParser:
     ) -> None:
         self.reward_keys = tuple(reward_keys)
         self.server = server
+        #: AReaL's global step whose stats table is being printed (its "Train step N/M done."
+        #: line comes first); None outside one
+        self._areal_step: int | None = None
 
     def parse(self, line: str) -> list[Found]:
         """The events a line shows. A line Ray forwarded from a worker gives them with
@@ -247,6 +272,13 @@ class LineParser:
         return found
 
     def _parse(self, line: str, src: dict[str, Any] | None) -> list[Found]:
+        if line.startswith("│") and self._areal_step is not None:
+            row = parse_areal_row(line)
+            keys = (AREAL_REWARD_KEY, *self.reward_keys)
+            return step_events(row, self._areal_step, keys, done=False) if row else []
+        if "Train step " in line and (m := _AREAL_STEP.search(line)) is not None:
+            self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
+            return []
         if "#running-req: " in line:
             found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []
@@ -275,12 +307,14 @@ class LineScanner:
 
     Only lines around a few literal markers are looked at, found with `bytes.find` (memchr
     speed): a segment right after `\\r` (tqdm writes every refresh as `\\r` + bar), and lines
-    holding `step:`, `Running: ` or `#running-req: `, or Ray's `pid=` (a tqdm bar Ray
+    holding `step:`, `Running: `, `#running-req: `, AReaL's `Train step ` and its stats
+    table's `│ `, or Ray's `pid=` (a tqdm bar Ray
     forwarded arrives as a whole line, without its `\\r`). Each literal is a pass over the
     bytes: short ones cost most (bench/watch.py), so there are few.
     """
 
-    LITERALS = (b"step:", b"Running: ", b"#running-req: ", b"pid=")
+    LITERALS = (b"step:", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
+                "│ ".encode())  # fmt: skip
 
     def __init__(self, parser: LineParser) -> None:
         self.parser = parser

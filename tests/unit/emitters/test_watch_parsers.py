@@ -361,3 +361,22 @@ def test_sglang_batch_lines_of_every_version_from_0_4_to_0_5_10() -> None:
         ("sglang", 8, 0, 0.3),  # 0.5.3, hybrid: the full-attention pool's usage
         ("sglang", 0, 0, 0.0), ("sglang", 0, 3, 0.01),  # 0.5.10.post1
     ]  # fmt: skip
+
+
+def test_areal_console_stats_tables_become_step_events() -> None:
+    """tests/fixtures/consoles/areal_trainer.log: each step's stats table (after its "Train
+    step N/M done." line) gives step.metrics and the step reward, at AReaL's global step."""
+    fixture = VERSIONS.with_name("areal_trainer.log")
+    scanner = LineScanner(LineParser())
+    found = scanner.feed(fixture.read_bytes()) + scanner.finish()
+    rewards = [(f["step"], f["mean"]) for k, f in found if k == "reward"]
+    assert rewards == [(0, 0.31), (1, 0.0), (2, 0.0)]
+    metrics: dict[int, dict[str, Any]] = {}
+    for kind, fields in found:
+        if kind == "step.metrics":
+            metrics.setdefault(fields["step"], {}).update(fields["metrics"])
+    assert sorted(metrics) == [0, 1, 2]
+    assert metrics[2]["ppo_actor/update/entropy/avg"] == pytest.approx(0.59)
+    assert metrics[2]["ppo_actor/update/grad_norm"] == 3.5
+    assert metrics[0]["ppo_actor/no_eos_ratios/avg"] == 0.02
+    assert {k for k, _ in found} == {"step.metrics", "reward"}  # no step.done: not in the table
