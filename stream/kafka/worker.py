@@ -65,6 +65,8 @@ log = logging.getLogger("runwatch.stream.worker")
 
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
+#: Tries at reading a partition's checkpoint before rebuilding it from the start.
+CHECKPOINT_READS = 3
 #: How often the group's positions are committed (for lag tools only).
 COMMIT_EVERY_S = 5.0
 
@@ -470,12 +472,18 @@ class StreamWorker(Handler):
         s = self.settings
         driver = self._driver(partition)
         key = checkpoint_key(s.app_id, self.topics.events, partition)
-        try:
-            data = await latest(s.bootstrap, self.topics.checkpoints, key, partition, s.security)
-        except Exception as err:
-            data = None
-            self.say(f"partition {partition}: checkpoints cannot be read ({err}); rebuilding "
-                     "from the start")  # fmt: skip
+        data = None
+        for attempt in range(1, CHECKPOINT_READS + 1):
+            try:
+                data = await latest(s.bootstrap, self.topics.checkpoints, key, partition,
+                                    s.security)  # fmt: skip
+                break
+            except Exception as err:  # a broker slow to answer: a full rebuild costs more
+                if attempt == CHECKPOINT_READS:
+                    self.say(f"partition {partition}: checkpoints cannot be read ({err}); "
+                             "rebuilding from the start")  # fmt: skip
+                else:
+                    await asyncio.sleep(attempt)
         if data is None:
             return driver, 0
         try:

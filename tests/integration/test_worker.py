@@ -451,7 +451,8 @@ def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) 
     for run in runs:
         assert sequence(alerts, run) == EXPECTED, run
     assert_alternating_with_deterministic_ids(alerts)
-    assert any("from the checkpoint at offset" in x for x in state["second"].lines)
+    said = state["second"].lines
+    assert any("from the checkpoint at offset" in x for x in said), "\n".join(said[-30:])
 
 
 def _runs_per_partition(partitions: int, per: int) -> dict[int, list[str]]:
