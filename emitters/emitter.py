@@ -229,7 +229,7 @@ class Emitter:
             src["rank"] = self._rank
         if self._instance is not None:
             src["instance"] = self._instance
-        self._head = f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(src)},"id":"'
+        self._head = self._head_of(src)
         self._spool = Spool(
             self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes,
             destination=None if self.path is not None else self._destination,
@@ -255,12 +255,20 @@ class Emitter:
         # Both 0 until started: the first emit() takes the slow path, which starts the threads.
         self._wake_at = self._max_queue = 0
 
-    def _check_envelope(self) -> None:
-        """Validate our stamp once, in full, so that emit() never has to."""
+    def _head_of(self, src: Mapping[str, Any]) -> str:
+        """The envelope's start (up to the id) of this run's events from `src`."""
+        return f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(src)},"id":"'
+
+    def _check_head(self, head: str, what: str) -> None:
+        """Validate a stamp once, in full, so that emit() never has to; ValueError saying
+        `what` ("... make") invalid events."""
         try:
-            validate(json.loads(self._line("heartbeat", {})))
+            validate(json.loads(self._line("heartbeat", {}, head)))
         except ValidationError as err:
-            raise ValueError(f"these emitter settings make invalid events: {err}") from None
+            raise ValueError(f"{what} invalid events: {err}") from None
+
+    def _check_envelope(self) -> None:
+        self._check_head(self._head, "these emitter settings make")
 
     def _start(self) -> None:
         with self._start_lock:
@@ -319,12 +327,8 @@ class Emitter:
         key = tuple(sorted(src.items()))
         head = self._heads.get(key)
         if head is None:
-            merged = {"component": self.component, "host": self._host, **src}
-            head = f'{{"v":1,"run":{_encode(self.run)},"src":{_encode(merged)},"id":"'
-            try:
-                validate(json.loads(self._line("heartbeat", {}, head)))
-            except ValidationError as err:
-                raise ValueError(f"source {dict(src)!r} makes invalid events: {err}") from None
+            head = self._head_of({"component": self.component, "host": self._host, **src})
+            self._check_head(head, f"source {dict(src)!r} makes")
             if len(self._heads) >= 1024:  # bounded: a flood of pids must not grow it
                 self._heads.clear()
             self._heads[key] = head

@@ -21,7 +21,6 @@ It fails open: a service or broker that cannot be reached, or answers nonsense, 
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import threading
@@ -29,7 +28,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
+
+from runwatch.emitters.http import Service
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -139,28 +140,16 @@ class HttpSource:
     """`GET /v1/breaker/RUN` of `runwatch serve` (standard library only)."""
 
     def __init__(self, url: str, run: str, token: str | None, timeout: float = 5.0) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be http(s)://host[:port], not {url!r}")
+        self.service = Service(url, token, timeout)
         self.name = f"runwatch at {url}"
-        self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
-        self._path = f"{parts.path.rstrip('/')}/v1/breaker/{quote(run, safe='/')}"
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.timeout = timeout
+        self._path = f"/v1/breaker/{quote(run, safe='/')}"
 
     def fetch(self) -> dict[str, Any] | None:
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=self.timeout)
-        try:
-            conn.request("GET", self._path, headers=self._headers)
-            resp = conn.getresponse()
-            body = resp.read(1 << 20)
-        finally:
-            conn.close()
-        if resp.status == 404:
+        status, body = self.service.request("GET", self._path)
+        if status == 404:
             return None  # the service has not heard of the run (yet): nothing fires for it
-        if resp.status != 200:
-            raise OSError(f"HTTP {resp.status}: {body[:200].decode('utf-8', 'replace')}")
+        if status != 200:
+            raise OSError(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
         view = json.loads(body)
         if not isinstance(view, dict):
             raise ValueError("the breaker view is not a JSON object")

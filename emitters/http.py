@@ -24,6 +24,41 @@ log = logging.getLogger("runwatch.emitters")
 MAX_REQUEST = 1 << 20
 
 
+class Service:
+    """`runwatch serve` at a URL: where to connect and who we are (the bearer token). One
+    request per connection, as the emitter's sender and the circuit breaker's guard need."""
+
+    def __init__(self, url: str, token: str | None, timeout: float = 5.0) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be http(s)://host[:port], not {url!r}")
+        self.url = url
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname, parts.port
+        self._base = parts.path.rstrip("/")
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        limit: int = 1 << 20,
+    ) -> tuple[int, bytes]:
+        """(status, at most `limit` bytes of the answer); raises OSError and
+        http.client.HTTPException as the standard library does."""
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.timeout)
+        try:
+            conn.request(method, self._base + path, body, {**self._auth, **(headers or {})})
+            resp = conn.getresponse()
+            return resp.status, resp.read(limit)
+        finally:
+            conn.close()
+
+
 class HttpDestination(SpooledDestination):
     """`runwatch serve` behind a stop-and-wait sender, with the spool for outages."""
 
@@ -36,35 +71,22 @@ class HttpDestination(SpooledDestination):
         timeout: float = 5.0,
         max_backoff: float = 5.0,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be http(s)://host[:port], not {url!r}")
+        self.service = Service(url, token, timeout)
         super().__init__(spool, max_backoff)
         self.name = self.url = url
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port
-        self._path = parts.path.rstrip("/") + "/v1/events"
-        self._headers = {"Content-Type": "application/x-ndjson"}
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self.timeout = timeout
         self._up = True
 
     def _post(self, body: bytes) -> int:
         """POST one request; the status, or 0 when the service could not be reached."""
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=self.timeout)
         try:
-            conn.request("POST", self._path, body, self._headers)
-            resp = conn.getresponse()
-            detail = resp.read(300)
-            if resp.status >= 400 and resp.status not in (500, 502, 503, 504):
-                log.error("runwatch: %s refused events: %d %r", self.url, resp.status, detail)
-            return resp.status
+            status, detail = self.service.request(
+                "POST", "/v1/events", body, {"Content-Type": "application/x-ndjson"}, limit=300
+            )
         except (OSError, http.client.HTTPException):
             return 0
-        finally:
-            conn.close()
+        if status >= 400 and status not in (500, 502, 503, 504):
+            log.error("runwatch: %s refused events: %d %r", self.url, status, detail)
+        return status
 
     def _send(self, lines: Sequence[str], live: bool) -> int:
         """Send in requests of at most MAX_REQUEST bytes; how many leading lines settled."""

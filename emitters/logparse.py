@@ -262,6 +262,11 @@ class LineParser:
         `src` (that worker, `ray_origin`) among their fields, and, unless `server` names
         it, its server is named after it (`vllm@IP/PID`): an engine in a Ray actor is a
         server of its own."""
+        return self.read(line)[1]
+
+    def read(self, line: str) -> tuple[str, list[Found]]:
+        """(the line without colour codes and Ray's prefix and suffix, its events): what
+        `runwatch diagnose` also reads the line's own timestamp from."""
         if "\x1b" in line:
             line = _ANSI.sub("", line)
         src, line = ray_origin(line) if line.startswith("(") else (None, line)
@@ -269,7 +274,7 @@ class LineParser:
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
-        return found
+        return line, found
 
     def _parse(self, line: str, src: dict[str, Any] | None) -> list[Found]:
         if line.startswith("│") and self._areal_step is not None:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runwatch.emitters.logparse import LineParser, ray_origin
+from runwatch.emitters.logparse import LineParser
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode_obj
@@ -35,7 +35,6 @@ from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.state.run import RunState
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
 _SHORT = re.compile(
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
@@ -104,12 +103,11 @@ def _year_of(paths: Sequence[Path]) -> int | None:
 
 def stamp(line: str, year: int, offset: float) -> float | None:
     """The time a log line carries at its start, in seconds since the epoch; None if none."""
-    head = line[:64]
-    m = _ISO.match(head) or _ISO.search(head[:40])
+    m = _ISO.search(line[:40])
     if m is not None:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
         frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
-    elif (m := _SHORT.match(head)) is not None:
+    elif (m := _SHORT.match(line[:64])) is not None:
         y = year
         mo, d, h, mi, s = (int(x) for x in m.groups())
         frac = 0.0
@@ -140,19 +138,18 @@ def read(path: Path, parser: LineParser, year: int, offset: float) -> tuple[list
     bars: dict[str, Bar] = {}
     data = path.read_bytes().decode("utf-8", "replace")
     for number, raw in enumerate(re.split(r"\r\n|\r|\n", data), 1):
-        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
-        _, body = ray_origin(line) if line.startswith("(") else (None, line)
+        body, found = parser.read(raw)
         if (ts := stamp(body, year, offset)) is not None:
             now = ts
             latest = max(latest, ts)
-        for kind, fields in parser.parse(line):
+        for kind, fields in found:
             at = now
             if kind == "progress":
                 bar = bars.setdefault(fields["name"], Bar(now))
                 if fields["n"] < bar.n or bar.start is None:  # a new bar of the same name
                     bar.start = now
                 bar.n = fields["n"]
-                spent = elapsed(line)
+                spent = elapsed(body)
                 if bar.start is not None and spent is not None:
                     at = bar.start + spent
             if at is None:

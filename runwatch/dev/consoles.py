@@ -30,6 +30,11 @@ def _utc(ts: float, fmt: str) -> str:
     return time.strftime(fmt, time.gmtime(ts))
 
 
+def _logged(ts: float) -> str:
+    """Python logging's default time: `2026-03-14 14:01:00,000`."""
+    return _utc(ts, "%Y-%m-%d %H:%M:%S") + f",{int(ts * 1000) % 1000:03d}"
+
+
 def driver_err(events: Iterable[dict[str, Any]]) -> str:
     """The driver's stderr: a logging line per rollout, the rollout and training bars."""
     from tqdm import tqdm  # type: ignore[import-untyped]
@@ -39,11 +44,9 @@ def driver_err(events: Iterable[dict[str, Any]]) -> str:
     for e in events:
         kind, ts = e["kind"], e["ts"]
         if kind == "run.started":
-            stamp = _utc(ts, "%Y-%m-%d %H:%M:%S") + f",{int(ts * 1000) % 1000:03d}"
-            out.append(f"{stamp} INFO training starts: {e.get('total_steps')} steps\n")
+            out.append(f"{_logged(ts)} INFO training starts: {e.get('total_steps')} steps\n")
         elif kind == "step.started":
-            stamp = _utc(ts, "%Y-%m-%d %H:%M:%S") + f",{int(ts * 1000) % 1000:03d}"
-            out.append(f"\n{stamp} INFO rollout for step {e['step']}: 512 prompts\n")
+            out.append(f"\n{_logged(ts)} INFO rollout for step {e['step']}: 512 prompts\n")
         elif kind == "progress":
             name = ROLLOUT_BAR if e["name"] == "Rollout" else e["name"]
             if e["n"] == 0 or name not in started:
@@ -52,8 +55,7 @@ def driver_err(events: Iterable[dict[str, Any]]) -> str:
                                     ncols=100)  # fmt: skip
             out.append("\r" + bar)
         elif kind == "run.finished":
-            stamp = _utc(ts, "%Y-%m-%d %H:%M:%S") + f",{int(ts * 1000) % 1000:03d}"
-            out.append(f"\n{stamp} WARNING interrupted (Ctrl-C): stopping the run\n")
+            out.append(f"\n{_logged(ts)} WARNING interrupted (Ctrl-C): stopping the run\n")
     return "".join(out) + "\n"
 
 

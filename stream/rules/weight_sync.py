@@ -29,8 +29,9 @@ class WeightSyncParams(Params):
     timeout: PositiveFloat = 600.0
 
 
-def lagging(run: RunState, now: float) -> dict[str, tuple[int, float]]:
-    """Live servers behind the latest published version: server -> (its version, since)."""
+def lagging(run: RunState, now: float) -> dict[str, tuple[int, float, float | None]]:
+    """Live servers behind the latest published version: server -> (its version, since,
+    when its process would count as lost if it stays silent)."""
     weights = run.weights
     latest = weights.latest
     if latest is None:
@@ -45,7 +46,8 @@ def lagging(run: RunState, now: float) -> dict[str, tuple[int, float]]:
             continue
         since = weights.missing_since(loaded.version)
         if since is not None:
-            out[server] = (loaded.version, since)
+            lost = proc.lost_at(timeout) if proc is not None else None
+            out[server] = (loaded.version, since, lost)
     return out
 
 
@@ -61,16 +63,9 @@ class WeightSyncStalled(Rule[WeightSyncParams]):
         behind = lagging(run, now)
         if not behind:
             return QUIET
-        since = min(s for _, s in behind.values())
+        since = min(s for _, s, _ in behind.values())
         # a lagging server whose heartbeats stop leaves the set: look again then
-        timeout = run.config.heartbeat_timeout
-        lost = [
-            at
-            for server in behind
-            if (proc := run.processes.by_id.get(run.weights.loaded[server].process)) is not None
-            and (at := proc.lost_at(timeout)) is not None
-            and at > now
-        ]
+        lost = [at for _, _, at in behind.values() if at is not None and at > now]
         return Verdict((Condition("", since, since + params.timeout),), min(lost, default=None))
 
     def describe(
@@ -93,7 +88,7 @@ class WeightSyncStalled(Rule[WeightSyncParams]):
                 "version": latest,
                 "step": step,
                 "published_at": published,
-                "lagging": {s: v for s, (v, _) in sorted(behind.items())},
+                "lagging": {s: v for s, (v, _, _) in sorted(behind.items())},
                 "loaded": {s: weights.loaded[s].version for s in servers},
             },
         )
