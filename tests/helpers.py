@@ -66,6 +66,18 @@ def make_event(
     }
 
 
+def wait_for(what: Any, why: str, timeout: float = 60.0, every: float = 0.05) -> Any:
+    """Poll `what()` until it returns something true, and return that; AssertionError
+    naming `why` after `timeout` seconds. How the tests wait on a condition: never a fixed
+    sleep, and a deadline generous enough for a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while not (got := what()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {why}")
+        time.sleep(every)
+    return got
+
+
 def read_events(directory: Path) -> list[dict[str, Any]]:
     """Every event an emitter wrote into a spool directory, each checked against the models."""
     from runwatch.emitters import validate

@@ -9,12 +9,10 @@ import logging
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import wait_for
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.guard import Decision
@@ -23,15 +21,6 @@ from runwatch.service.launch import ServeProcess
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 60.0
-
-
-def wait_for(what: Callable[[], Any], why: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while not (got := what()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S}s: {why}")
-        time.sleep(0.05)
-    return got
 
 
 def resume(url: str, run: str, *more: str) -> subprocess.CompletedProcess[str]:

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import wait_for
 from test_serve import post
 
 from runwatch.dev.reader import HeldHistory
@@ -26,14 +26,6 @@ def metric(serve: ServeProcess, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"{name} not in /metrics")
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return got
 
 
 def events(run: str, *, timeout: float = 1.0) -> bytes:

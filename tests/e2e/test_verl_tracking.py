@@ -9,11 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_for
 
 from runwatch.dev.verl_wheel import MODULE, VERL_VERSION, load_tracking
 from runwatch.emitters import Emitter, verl
@@ -24,14 +24,6 @@ pytestmark = pytest.mark.slow
 
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "verl"
 DEADLINE_S = 60.0
-
-
-def wait_for(what: Any, why: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while not (got := what()):
-        assert time.monotonic() < deadline, why
-        time.sleep(0.05)
-    return got
 
 
 def verl_step(score: float) -> dict[str, float]:

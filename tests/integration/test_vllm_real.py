@@ -15,14 +15,15 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_for as wait_until
 
 from runwatch.dev import vllm_server
 from runwatch.dev.vllm_server import VllmServer
@@ -44,12 +45,7 @@ timeout = 600
 """
 
 
-def wait_for(what: Callable[[], Any], why: str, deadline_s: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while not (got := what()):
-        assert time.monotonic() < deadline, why
-        time.sleep(0.2)
-    return got
+wait_for = partial(wait_until, timeout=DEADLINE_S, every=0.2)
 
 
 class Stack:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_for as wait_until
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.guard import (
@@ -38,12 +39,7 @@ def view(*alerts: tuple[str, str | None], resumed: dict[str, Any] | None = None)
     }  # fmt: skip
 
 
-def wait_for(what: Callable[[], Any], why: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError(why)
-        time.sleep(0.01)
+wait_for = partial(wait_until, timeout=DEADLINE_S, every=0.01)
 
 
 class Scripted:
