@@ -19,6 +19,7 @@ import duckdb
 import pytest
 
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
+from runwatch.emitters import Emitter
 from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -191,6 +192,28 @@ def test_bad_requests_get_a_reason_and_the_service_keeps_going(tmp_path: Path) -
     with duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM events").fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM invalid_events").fetchone() == (3,)
+
+
+def test_the_emitter_and_its_guard_send_the_token(tmp_path: Path) -> None:
+    """Behind a token, the emitter's events are accepted and the circuit breaker's guard
+    reads its run's view; without the token, the guard fails open."""
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    with ServeProcess(tmp_path / "h.duckdb", args=["--token-file", str(token_file)],
+                      token="s3cret") as serve:  # fmt: skip
+        em = Emitter("r-token", "trainer", url=serve.url, token="s3cret", heartbeat=False,
+                     spool=tmp_path / "spool")  # fmt: skip
+        stranger = Emitter("r-token", "trainer", url=serve.url, heartbeat=False,
+                           spool=tmp_path / "spool-2")  # fmt: skip
+        try:
+            em.emit("reward", step=1, mean=1.0)
+            assert em.flush(timeout=30)
+            assert serve.get("/v1/runs/r-token")["run"] == "r-token"  # delivered, not spooled
+            assert em.guard(poll_interval=60).refresh().reachable
+            assert not stranger.guard(poll_interval=60).refresh().reachable
+        finally:
+            em.close(timeout=5)
+            stranger.close(timeout=1)
 
 
 def test_emitters_reach_serve_over_http_and_through_a_spool(tmp_path: Path, monkeypatch) -> None:
