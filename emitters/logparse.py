@@ -92,6 +92,29 @@ def ray_origin(line: str) -> tuple[dict[str, Any] | None, str]:
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _MAX_TAIL = 1 << 20
+_HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
+
+
+def ray_prefix(head: str) -> str:
+    """The Ray prefix, `(Name pid=N[, ip=IP]) ` without colour codes, that a line starts with;
+    "" for none."""
+    if "\x1b" in head:
+        head = _ANSI.sub("", head)
+    m = _RAY_PREFIX.match(head)
+    return m.group(0) if m is not None else ""
+
+
+def segments(line: str) -> list[str]:
+    """The lines one physical line (up to `\\n`) shows: its parts between `\\r`s, as tqdm
+    rewrites a bar. Under Ray every part is the forwarding worker's: Ray's log monitor reads
+    a worker's file with `readline()`, which at the end of the file returns what is there,
+    so a bar's refreshes since its last read arrive as one forwarded line,
+    `(TaskRunner pid=N) \\rbar\\rbar` (python/ray/_private/log_monitor.py), and each part
+    gets the line's prefix."""
+    parts = line.split("\r")
+    if len(parts) > 1 and parts[0][:1] in ("(", "\x1b") and (prefix := ray_prefix(parts[0])):
+        parts[1:] = [prefix + part for part in parts[1:]]
+    return parts
 
 # --- tqdm --------------------------------------------------------------------------------
 
@@ -313,9 +336,9 @@ class LineScanner:
     Only lines around a few literal markers are looked at, found with `bytes.find` (memchr
     speed): a segment right after `\\r` (tqdm writes every refresh as `\\r` + bar), and lines
     holding `step:`, `Running: `, `#running-req: `, AReaL's `Train step ` and its stats
-    table's `│ `, or Ray's `pid=` (a tqdm bar Ray
-    forwarded arrives as a whole line, without its `\\r`). Each literal is a pass over the
-    bytes: short ones cost most (bench/watch.py), so there are few.
+    table's `│ `, or Ray's `pid=`. Each literal is a pass over the bytes: short ones cost
+    most (bench/watch.py), so there are few. A segment after `\\r` on a line Ray forwarded
+    is read with that line's prefix (`segments`): its bar is the worker's.
     """
 
     LITERALS = (b"step:", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
@@ -323,7 +346,10 @@ class LineScanner:
 
     def __init__(self, parser: LineParser) -> None:
         self.parser = parser
-        self._tail = b""
+        # the stream starts a line; the tail always starts with the break before it
+        self._tail = b"\n"
+        #: Ray's prefix of the line the tail continues, when that line began in earlier bytes
+        self._prefix = ""
 
     def feed(self, data: bytes) -> list[Found]:
         if self._tail:
@@ -332,14 +358,24 @@ class LineScanner:
         if last < 0:
             self._tail = data if len(data) <= _MAX_TAIL else b""
             return []
+        out = self._scan(data, last + 1)
+        if data[last] == 13 and (line := data.rfind(b"\n", 0, last)) >= 0:
+            self._prefix = self._prefix_of(data, line + 1)
         # keep the line break before the unfinished line: a tqdm bar is known by its "\r"
         self._tail = data[last:] if len(data) - last <= _MAX_TAIL else b""
-        return self._scan(data, last + 1)
+        return out
 
     def finish(self) -> list[Found]:
         """The last line, when the stream ended without a line break."""
         data, self._tail = self._tail, b""
-        return self._scan(data + b"\n", len(data) + 1) if data else []
+        return self._scan(data + b"\n", len(data) + 1) if data.strip(b"\r\n") else []
+
+    def _prefix_of(self, data: bytes, start: int) -> str:
+        """Ray's prefix of the line that starts at `start` ("" for none)."""
+        if data[start : start + 1] not in (b"(", b"\x1b"):
+            return ""
+        head = data[start : start + _HEAD]
+        return ray_prefix(head.split(b"\r", 1)[0].decode("utf-8", "replace"))
 
     def _scan(self, data: bytes, end: int) -> list[Found]:
         find, rfind = data.find, data.rfind
@@ -362,6 +398,12 @@ class LineScanner:
         for start in sorted(starts):
             stops = [s for s in (find(b"\n", start, end), find(b"\r", start, end)) if s >= 0]
             stop = min(stops) if stops else end
-            if stop > start:
-                out.extend(parse(data[start:stop].decode("utf-8", "replace")))
+            if stop <= start:
+                continue
+            text = data[start:stop].decode("utf-8", "replace")
+            if start > 0 and data[start - 1] == 13:  # a part after "\r": whose line is it?
+                line = rfind(b"\n", 0, start)
+                prefix = self._prefix if line < 0 else self._prefix_of(data, line + 1)
+                text = prefix + text
+            out.extend(parse(text))
         return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -134,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
         logging.getLogger(logs.LOGGER).error("%s", err)
         return int(getattr(err, "status", 2))
+    except BrokenPipeError:  # `runwatch ... | head`: the reader has what it wanted
+        # Python would complain again flushing stdout at exit; point it at /dev/null
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
 
 
 #: marks a value that begins with "-" (a run id such as "-3ab"), so argparse does not take it

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runwatch.emitters.logparse import LineParser
+from runwatch.emitters.logparse import LineParser, segments
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode_obj
@@ -137,7 +137,8 @@ def read(path: Path, parser: LineParser, year: int, offset: float) -> tuple[list
     now: float | None = None
     bars: dict[str, Bar] = {}
     data = path.read_bytes().decode("utf-8", "replace")
-    for number, raw in enumerate(re.split(r"\r\n|\r|\n", data), 1):
+    lines = enumerate(re.split(r"\r?\n", data), 1)
+    for number, raw in ((n, part) for n, line in lines for part in segments(line)):
         body, found = parser.read(raw)
         if (ts := stamp(body, year, offset)) is not None:
             now = ts

@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         why = ("nothing runwatch reads in these files (tqdm bars, verl step lines, vLLM/SGLang "
                "stats) with a time it could place")  # fmt: skip
         raise CommandError(why, status=1)
-    print(f"{len(found.events):,} events from {len(paths)} files, "
+    files = f"{len(paths)} file" + ("s" if len(paths) != 1 else "")
+    print(f"{len(found.events):,} events from {files}, "
           f"{clock(found.first)} to {clock(found.last)} UTC")  # fmt: skip
     if found.steps:
         print()

@@ -4,11 +4,14 @@ built by hand (GPU idle 20, 21, 26 minutes, then 511/512 for 99 minutes) and the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from runwatch.dev.consoles import driver_err, vllm_out
+import pytest
+
+from runwatch.dev.consoles import driver_err, ray_driver, vllm_out
 from runwatch.dev.incidents import sandbox_hang
 from runwatch.diagnose import elapsed, stamp
 
@@ -17,21 +20,33 @@ HANG = Path(__file__).resolve().parents[1] / "fixtures" / "consoles" / "sandbox_
 
 def test_the_fixtures_are_what_the_renderer_writes() -> None:
     events = sandbox_hang()
-    for name, render in (("driver.err", driver_err), ("vllm.out", vllm_out)):
+    renders = (("driver.err", driver_err), ("vllm.out", vllm_out), ("ray_driver.log", ray_driver))
+    for name, render in renders:
         text = (HANG / name).read_bytes().decode()
         body = "".join(text.splitlines(keepends=True)[2:])  # after the two header lines
         assert body == render(events), name
 
 
-def test_diagnose_prints_the_idle_gap_table_and_the_alerts() -> None:
+@pytest.mark.parametrize(
+    ("files", "server"),
+    [(("driver.err", "vllm.out"), "vllm"), (("ray_driver.log",), "vllm@10.0.0.2/3262000")],
+    ids=["driver-and-vllm-files", "ray-driver-console"],
+)
+def test_diagnose_prints_the_idle_gap_table_and_the_alerts(
+    files: tuple[str, ...], server: str
+) -> None:
+    """The same table and alerts from the two files the incident left, and from the one
+    console of the same run under Ray (TaskRunner and vLLMHttpServer lines interleaved, the
+    bar's refreshes forwarded as `\\r`-joined lines); there the server is the Ray worker."""
     proc = subprocess.run(
-        [sys.executable, "-m", "runwatch.cli", "diagnose", str(HANG / "driver.err"),
-         str(HANG / "vllm.out"), "--run", "grpo-sandbox"],
+        [sys.executable, "-m", "runwatch.cli", "diagnose", *(str(HANG / f) for f in files),
+         "--run", "grpo-sandbox"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "2,426 events from 2 files, 14:00:00 to 18:20:00 UTC"
+    plural = "s" if len(files) > 1 else ""
+    assert lines[0] == f"2,426 events from {len(files)} file{plural}, 14:00:00 to 18:20:00 UTC"
     rows = [line.split() for line in lines if line.strip()[:1].isdigit() and "  " in line]
     by_step = {r[0]: r for r in rows if len(r) == 7}
     assert by_step["1"] == ["1", "14:00:00", "14:36:00", "20m", "20m", "14:46:00", "46m"]
@@ -46,6 +61,7 @@ def test_diagnose_prints_the_idle_gap_table_and_the_alerts() -> None:
         "run=grpo-sandbox: 511 of 512 trajectories done (Generating trajectories)"
     )
     assert stall in out
+    assert f"while inference is idle ({server}) for 2m" in out
 
 
 def test_times_from_the_lines() -> None:
@@ -67,3 +83,18 @@ def test_a_file_with_nothing_to_place_in_time_is_a_one_line_error(tmp_path: Path
     assert proc.returncode == 1
     assert "nothing runwatch reads in these files" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_reading_ends_it_quietly(tmp_path: Path) -> None:
+    """`runwatch diagnose ... | head`: a closed pipe is not a traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "runwatch.cli", "diagnose", str(HANG / "ray_driver.log")],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141, proc.stderr
+    assert "Traceback" not in proc.stderr

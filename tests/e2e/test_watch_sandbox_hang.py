@@ -41,13 +41,59 @@ DRIVER = textwrap.dedent(
 )
 
 
+#: The same run under Ray: the bar is a TaskRunner actor's, written to the file Ray gives the
+#: actor for stderr and forwarded by Ray's log monitor -- `readline()` on that file, which at
+#: its end returns the unfinished line (a bar's refreshes since the last read, joined by
+#: "\\r"), each printed by the driver as `{DIM}{CYAN}(TaskRunner pid=N){RESET_ALL} {line}`
+#: (python/ray/_private/log_monitor.py, worker.py print_worker_logs); the vLLM server is a
+#: vLLMHttpServer actor on another node.
+RAY_DRIVER = textwrap.dedent(
+    """
+    import os, sys, tempfile, time
+    from tqdm import tqdm
+
+    V1 = ("INFO 11-24 10:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: %.1f "
+          "tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d "
+          "reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%")
+    VLLM = "\\x1b[2m\\x1b[36m(vLLMHttpServer pid=4242, ip=10.0.0.2)\\x1b[0m "
+    TASK_RUNNER = "\\x1b[2m\\x1b[36m(TaskRunner pid=%d)\\x1b[0m " % os.getpid()
+
+    # the actor's stderr, a file as Ray redirects it, which the log monitor opens on its own
+    fd, path = tempfile.mkstemp(prefix="worker-", suffix=".err")
+    writer, monitor = open(fd, "w"), open(path, "rb")
+    os.unlink(path)
+
+    def log_monitor():
+        while line := monitor.readline():
+            text = line.decode("utf-8", "replace").rstrip("\\r\\n")
+            print(TASK_RUNNER + text, file=sys.stderr, flush=True)
+
+    print(VLLM + V1 % (900.0, 3000.0, 64, 0, 40.0, 10.0), file=sys.stderr, flush=True)
+    bar = tqdm(total=512, desc="Generating trajectories", file=writer, mininterval=0)
+    for i in range(511):
+        bar.update(1)
+        if i % 100 == 0:
+            log_monitor()  # a read between refreshes
+    bar.refresh()
+    log_monitor()
+    print(VLLM + V1 % (0.0, 0.0, 0, 0, 0.0, 10.0), file=sys.stderr, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("driver", "server"),
+    [(DRIVER, "vllm"), (RAY_DRIVER, "vllm@10.0.0.2/4242")],
+    ids=["driver-console", "ray-driver-console"],
+)
 def test_a_hung_sandbox_read_from_the_console_raises_inference_idle_with_pending(
-    tmp_path: Path,
+    tmp_path: Path, driver: str, server: str
 ) -> None:
     config = tmp_path / "rules.toml"
     config.write_text("[rules.inference_idle_with_pending]\nidle_for = 2\n")
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
+    script.write_text(driver)
     with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
         watch = subprocess.Popen(
@@ -70,5 +116,5 @@ def test_a_hung_sandbox_read_from_the_console_raises_inference_idle_with_pending
     (alert,) = firing
     assert alert["run"] == "hang"
     assert alert["summary"].startswith("511 of 512 trajectories done (Generating trajectories)")
-    assert "while inference is idle (vllm)" in alert["summary"]
+    assert f"while inference is idle ({server})" in alert["summary"]
     assert alert["details"]["pending"] == 1

@@ -314,6 +314,29 @@ def test_unknown_lines_give_nothing_and_partial_lines_wait() -> None:
     assert [k for k, _ in scanner.finish()] == ["step.metrics", "reward"]
 
 
+# --- a bar Ray forwarded (tests/fixtures/consoles/sandbox_hang/ray_driver.log) ------------
+
+HANG = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "sandbox_hang"
+
+
+def test_a_bar_ray_forwarded_is_the_workers_however_the_bytes_arrive() -> None:
+    """Ray forwards a bar's refreshes as `(TaskRunner pid=N) \\rbar\\rbar`: every refresh
+    is the TaskRunner's, in one read or in bytes cut anywhere -- and the same refreshes
+    the driver's own stderr shows."""
+    data = (HANG / "ray_driver.log").read_bytes()
+    scanner = LineScanner(LineParser())
+    whole = scanner.feed(data) + scanner.finish()
+    for seed in range(3):
+        assert scan(data, seed) == whole
+    bars = [f for k, f in whole if k == "progress"]
+    assert {f["name"] for f in bars} == {"Training Progress", "Generating trajectories"}
+    assert {repr(f.pop("src")) for f in bars} == {repr({"component": "trainer", "pid": 3249149})}
+    alone = [f for k, f in scan((HANG / "driver.err").read_bytes()) if k == "progress"]
+    assert bars == alone
+    servers = {f["server"] for k, f in whole if k == "inference.stats"}
+    assert servers == {"vllm@10.0.0.2/3262000"}
+
+
 # --- vLLM across the versions users run (tests/fixtures/consoles/vllm_versions.log) -------
 
 VERSIONS = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "vllm_versions.log"
