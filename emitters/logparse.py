@@ -1,5 +1,5 @@
-"""Events read from a training job's console: tqdm bars, verl step lines, vLLM and SGLang
-engine stats.
+"""Events read from a training job's console: tqdm bars, verl / PRIME-RL / AReaL step lines,
+vLLM and SGLang engine stats.
 
 `LineScanner` finds the few interesting lines in a byte stream without looking at the rest:
 `bytes.find` for a handful of literal markers runs over each chunk in C, and only the
@@ -31,6 +31,12 @@ The formats, from the libraries' own source:
   scheduler_metrics_mixin.py ("full token usage" / "swa token usage" for hybrid models) and
   0.5.10 writes "Decode batch, ..." ("cpu graph" on CPU); the log prefix names the rank,
   `[... DP1 TP0]`. tests/fixtures/consoles/sglang_versions.log has each version's lines.
+- PRIME-RL (559b447, loguru): the orchestrator's `Step {step} | {format_time(t):>7} | Reward
+  {r:.4f} | Trainable {n}/{m} ({rate:.1%}) | ...` (src/prime_rl/orchestrator/orchestrator.py
+  `log_train_batch`) and the trainer's `Step {step} | {time} | Loss {l:.4f} | Entropy ... |
+  Mismatch KL ... | Grad. Norm ... | LR ... | ...` (src/prime_rl/trainer/rl/train.py), with
+  its logger's `HH:mm:ss   LEVEL ` before them, or inside its JSON log lines;
+  tests/fixtures/consoles/prime_rl has both processes' consoles.
 - Ray's driver console (`python/ray/_private/worker.py` `print_worker_logs`): each line a
   worker forwarded starts `({actor or task name} pid={pid}) ` -- `, ip={ip}` inside the
   parentheses when the worker is on another node, nothing but `(raylet)` or `(scheduler
@@ -115,6 +121,7 @@ def segments(line: str) -> list[str]:
     if len(parts) > 1 and parts[0][:1] in ("(", "\x1b") and (prefix := ray_prefix(parts[0])):
         parts[1:] = [prefix + part for part in parts[1:]]
     return parts
+
 
 # --- tqdm --------------------------------------------------------------------------------
 
@@ -205,6 +212,68 @@ def parse_areal_row(line: str) -> dict[str, float]:
             return {}  # not a table of numbers
         out[key] = value
     return out
+
+
+# --- PRIME-RL ----------------------------------------------------------------------------
+
+_PRIME_STEP = re.compile(
+    r'(?:^|[\s"])Step (\d+) \| +(\d+(?:\.\d+)?(?:ms|s)|\d+[mhd] \d+[smhd]) \| (.+)$'
+)
+_PRIME_ITEM = re.compile(r"^([A-Za-z][A-Za-z .-]*?) (-?\d[\d.]*(?:e[-+]?\d+)?|nan|-?inf)(.*)$")
+#: PRIME-RL's console labels as its own metric names (559b447: the trainer's from
+#: src/prime_rl/trainer/rl/train.py, the orchestrator's stats from src/prime_rl/orchestrator/
+#: metrics.py without the `{env}/{subset}/` they are logged under); the three rates are
+#: printed as percentages of a fraction, MFU as the percentage it is.
+PRIME_RL_KEYS = {
+    "Loss": "loss/mean", "Entropy": "entropy/all/mean", "Mismatch KL": "mismatch_kl/all/mean",
+    "Grad. Norm": "optim/grad_norm", "LR": "optim/lr", "Throughput": "perf/throughput",
+    "MFU": "perf/mfu", "Peak Mem.": "perf/peak_memory", "Max Vio": "max_vio/mean",
+    "Routing Conf.": "routing_confidence/mean",
+    "Reward": "reward/mean", "Trainable": "trainable/mean", "Turns": "num_turns/mean",
+    "Branches": "num_branches/mean", "Max Off-Policy": "off_policy/max",
+    "Error": "has_error/mean", "Cancelled": "cancelled/mean", "Truncation": "is_truncated/mean",
+}  # fmt: skip
+_PRIME_RATES = frozenset({"Error", "Cancelled", "Truncation"})
+_DURATION = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def prime_rl_duration(text: str) -> float:
+    """PRIME-RL's `format_time`, read back: 850ms, 12.3s, 1m 14s, 2h 5m, 1d 3h."""
+    total = 0.0
+    for part in text.split():
+        unit = "ms" if part.endswith("ms") else part[-1]
+        total += float(part[: -len(unit)]) * _DURATION[unit]
+    return total
+
+
+def parse_prime_rl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS) -> list[Found]:
+    """PRIME-RL's step line, `Step N | 1m 14s | Label value | ...`: the trainer's
+    (`Loss ...`) ends step N, taking the time it gives; the orchestrator's (`Reward ...`)
+    carries the rollout's metrics. Also inside its JSON log lines (`"message": "Step N |
+    ..."`); a multi-environment run's per-environment lines after the first are not read."""
+    m = _PRIME_STEP.search(line)
+    if m is None:
+        return []
+    message = m.group(3).split("\\n", 1)[0].split('"', 1)[0]  # a JSON message ends there
+    data: dict[str, float] = {}
+    for item in message.split(" | "):
+        if (part := _PRIME_ITEM.match(item.strip())) is None:
+            continue
+        label, raw, rest = part.groups()
+        if (key := PRIME_RL_KEYS.get(label)) is None:
+            continue
+        value = float(raw)
+        if label in _PRIME_RATES and rest.startswith("%"):
+            value /= 100.0
+        elif rest.startswith("/") and (whole := rest[1:].split(" ", 1)[0]).isdigit():
+            value = value / int(whole) if int(whole) else 0.0  # Trainable 240/256 (93.8%)
+        data[key] = value
+    if not data:
+        return []
+    trainer = "loss/mean" in data
+    if trainer:
+        data["timing_s/step"] = prime_rl_duration(m.group(2))
+    return step_events(data, int(m.group(1)), reward_keys, done=trainer)
 
 
 # --- vLLM and SGLang ---------------------------------------------------------------------
@@ -316,6 +385,8 @@ class LineParser:
                 return [found]
         if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
             return steps
+        if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
+            return steps
         found = parse_tqdm(line)
         return [found] if found else []
 
@@ -341,7 +412,7 @@ class LineScanner:
     is read with that line's prefix (`segments`): its bar is the worker's.
     """
 
-    LITERALS = (b"step:", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
+    LITERALS = (b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
                 "│ ".encode())  # fmt: skip
 
     def __init__(self, parser: LineParser) -> None:

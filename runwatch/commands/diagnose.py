@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     found = diagnose(paths, run=args.run, config=config, year=args.year,
                      offset=args.utc_offset * 3600, on_refused=refused)  # fmt: skip
     if not found.events or found.first is None or found.last is None:
-        why = ("nothing runwatch reads in these files (tqdm bars, verl step lines, vLLM/SGLang "
-               "stats) with a time it could place")  # fmt: skip
+        why = ("nothing runwatch reads in these files (tqdm bars, verl / PRIME-RL / AReaL step "
+               "lines, vLLM / SGLang stats) with a time it could place")  # fmt: skip
         raise CommandError(why, status=1)
     files = f"{len(paths)} file" + ("s" if len(paths) != 1 else "")
     print(f"{len(found.events):,} events from {files}, "

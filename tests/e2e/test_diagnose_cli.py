@@ -98,3 +98,14 @@ def test_a_reader_that_stops_reading_ends_it_quietly(tmp_path: Path) -> None:
         os.close(write_end)
     assert proc.returncode == 141, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_prime_rl_json_logs_are_placed_by_their_own_timestamps() -> None:
+    """PRIME-RL's JSON log (`[log] json_logging = true`) carries an ISO timestamp per line:
+    its step rewards, zero from step 3, raise zero_reward at step 7's line."""
+    log = HANG.parent / "prime_rl" / "orchestrator.json.log"
+    proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(log)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "2026-11-24 09:07:14Z  FIRING   critical zero_reward" in proc.stdout
+    assert "reward has been 0 for 5 consecutive steps (3–7)" in proc.stdout

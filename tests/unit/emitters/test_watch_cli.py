@@ -12,7 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from helpers import read_events
+from helpers import read_events, wait_for
 
 from runwatch.emitters.watch import ProgressGate
 
@@ -215,3 +215,37 @@ def test_a_ray_driver_console_is_demultiplexed_by_actor(tmp_path: Path) -> None:
     assert [e["mean"] for e in events if e["kind"] == "reward"] == [0.42]
     run_events = [e for e in events if e["kind"].startswith("run.")]
     assert all(e["src"]["component"] == "trainer" and "pid" in e["src"] for e in run_events)
+
+
+def test_a_prime_rl_run_is_watched_through_the_log_files_its_launcher_writes(
+    tmp_path: Path,
+) -> None:
+    """PRIME-RL's `rl` launcher sends the orchestrator's and the trainer's output to
+    logs/orchestrator.log and logs/trainer.log, so the README's way in is `runwatch watch
+    -- tail -n +1 -F` of both: the orchestrator's rewards and the trainer's step ends
+    arrive as one run's events, and SIGTERM ends it."""
+    logs = tmp_path / "outputs" / "logs"
+    logs.mkdir(parents=True)
+    for name in ("orchestrator.log", "trainer.log"):
+        (logs / name).write_bytes((FIXTURES / "prime_rl" / name).read_bytes())
+    spool = tmp_path / "spool"
+    watch = subprocess.Popen(
+        [*WATCH, "--run", "rl-7", "--spool", str(spool), "--", "tail", "-n", "+1", "-F",
+         str(logs / "orchestrator.log"), str(logs / "trainer.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env(),
+    )  # fmt: skip
+    try:
+
+        def steps_read() -> list[dict]:
+            got = [e for e in read_events(spool) if e["kind"] in ("reward", "step.done")]
+            return got if len(got) == 12 else []
+
+        events = wait_for(steps_read, "8 rewards and 4 step ends in the spool", timeout=60)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, err = watch.communicate(timeout=60)
+    assert watch.returncode == 128 + signal.SIGTERM, err
+    rewards = [e["mean"] for e in events if e["kind"] == "reward"]
+    assert rewards == [0.3125, 0.3516, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]
+    assert [e["step"] for e in events if e["kind"] == "step.done"] == [1, 2, 3, 4]
+    assert {e["run"] for e in events} == {"rl-7"}

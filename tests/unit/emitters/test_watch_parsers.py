@@ -403,3 +403,60 @@ def test_areal_console_stats_tables_become_step_events() -> None:
     assert metrics[2]["ppo_actor/update/grad_norm"] == 3.5
     assert metrics[0]["ppo_actor/no_eos_ratios/avg"] == 0.02
     assert {k for k, _ in found} == {"step.metrics", "reward"}  # no step.done: not in the table
+
+
+# --- PRIME-RL (tests/fixtures/consoles/prime_rl: written by loguru with PRIME-RL's set-up) --
+
+PRIME = VERSIONS.with_name("prime_rl")
+
+
+def read_console(path: Path) -> list[Found]:
+    scanner = LineScanner(LineParser())
+    return scanner.feed(path.read_bytes()) + scanner.finish()
+
+
+@pytest.mark.parametrize("name", ["orchestrator.log", "orchestrator.json.log"])
+def test_prime_rl_orchestrator_step_lines_give_the_rollout_metrics(name: str) -> None:
+    """Each `Step N | ... | Reward r | ...` line: the step reward and the rollout's stats
+    under PRIME-RL's names; not its eval line `Evaluated ENV (Step N) | ...`, its warning
+    `Step N: empty train batch ...` or the per-environment `╰─` lines of a multi-env run
+    (whose rewards would otherwise overwrite the step's). Coloured or JSON, the same."""
+    found = read_console(PRIME / name)
+    rewards = [(f["step"], f["mean"]) for k, f in found if k == "reward"]
+    assert rewards == [(1, 0.3125), (2, 0.3516), *((s, 0.0) for s in range(3, 8)), (8, 0.25)]
+    assert {k for k, _ in found} == {"step.metrics", "reward"}  # the trainer ends steps
+    metrics = {f["step"]: f["metrics"] for k, f in found if k == "step.metrics"}
+    assert metrics[1] == {
+        "reward/mean": 0.3125, "trainable/mean": 240 / 256, "num_turns/mean": 1.0,
+        "num_branches/mean": 1.0, "off_policy/max": 0.0, "has_error/mean": 0.0,
+        "cancelled/mean": 0.0, "is_truncated/mean": 0.02,
+    }  # fmt: skip
+    assert metrics[4]["has_error/mean"] == 1.0
+    assert metrics[4]["cancelled/mean"] == 0.012
+
+
+def test_prime_rl_trainer_step_lines_end_steps_with_their_time() -> None:
+    """The trainer's `Step N | 1m 20s | Loss ... | Grad. Norm ...` (torchrun's `[trainer0]:`
+    before it): step N done, taking the time the line gives, and the metrics the spike and
+    entropy rules read by default."""
+    found = read_console(PRIME / "trainer.log")
+    done = [(f["step"], f["duration_s"]) for k, f in found if k == "step.done"]
+    assert done == [(1, 80.0), (2, 66.0), (3, 64.0), (4, 3720.0)]  # "1h 2m" is what it says
+    metrics = {f["step"]: f["metrics"] for k, f in found if k == "step.metrics"}
+    assert metrics[1]["mismatch_kl/all/mean"] == 0.0012
+    assert metrics[1]["optim/grad_norm"] == 0.2345
+    assert metrics[1]["entropy/all/mean"] == 0.4567
+    assert metrics[1]["perf/mfu"] == 31.2
+    assert metrics[1]["optim/lr"] == 1e-06
+    assert not [k for k, _ in found if k == "reward"]
+
+
+def test_prime_rl_step_line_values_that_are_not_finite_are_kept() -> None:
+    """`f"{nan:.4f}"` prints `nan`: a loss gone NaN must reach non_finite_metric."""
+    line = "12:00:00 SUCCESS Step 9 |   12.5s | Loss nan | Entropy inf | Grad. Norm -inf"
+    ((_, fields), *_) = LineParser().parse(line)
+    values = fields["metrics"]
+    assert math.isnan(values["loss/mean"])
+    assert values["entropy/all/mean"] == math.inf
+    assert values["optim/grad_norm"] == -math.inf
+    assert LineParser().parse("Micro Step 1/4 | Loss 0.5 | Entropy 0.4") == []
