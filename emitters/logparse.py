@@ -10,7 +10,9 @@ The formats, from the libraries' own source:
 
 - tqdm (4.x `format_meter`): with a total `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}
   [{elapsed}<{remaining}, {rate_fmt}{postfix}]`, without `{desc}: {n_fmt}{unit} [{elapsed},
-  {rate_fmt}{postfix}]`; `unit_scale` writes counts as `1.50k`, `2.00M`.
+  {rate_fmt}{postfix}]`; `unit_scale` writes counts as `1.50k`, `2.00M`. vLLM loads weights
+  under its own `bar_format` (model_executor/model_loader/weight_utils.py), `{desc}:
+  {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [...]`.
 - verl (`verl/utils/logger/aggregate_logger.py`, `concat_dict_to_str`): `step:{step}` then
   `{k}:{pprint.pformat(v)}` for each number, joined by " - " (numpy 2 scalars print as
   `np.float64(0.5)`); older verl wrote `{k}:{v:.3f}`.
@@ -126,8 +128,9 @@ def segments(line: str) -> list[str]:
 # --- tqdm --------------------------------------------------------------------------------
 
 _COUNT = r"\d+(?:\.\d+)?[kMGTPEZY]?"
-_TQDM_TOTAL = re.compile(
-    rf"^(?P<desc>.*?)\s*(?P<pct>\d+)%(?:\|[^|]*\|)? (?P<n>{_COUNT})/(?P<total>{_COUNT}) ?\["
+_TQDM_TOTAL = re.compile(  # also vLLM's weight-loading bar_format, "{desc}: {pct}% Completed |"
+    rf"^(?P<desc>.*?)\s*(?P<pct>\d+)%(?:\|[^|]*\|| Completed \|)? (?P<n>{_COUNT})/"
+    rf"(?P<total>{_COUNT}) ?\["
 )
 _TQDM_OPEN = re.compile(
     rf"^(?:(?P<desc>.*?): )?(?P<n>{_COUNT})(?P<unit>[^\s\[]*) \[(?:\d+:)?\d\d:\d\d[,\]]"

@@ -460,3 +460,38 @@ def test_prime_rl_step_line_values_that_are_not_finite_are_kept() -> None:
     assert values["entropy/all/mean"] == math.inf
     assert values["optim/grad_norm"] == -math.inf
     assert LineParser().parse("Micro Step 1/4 | Loss 0.5 | Entropy 0.4") == []
+
+
+def test_a_real_noisy_console_gives_no_stats_and_no_steps() -> None:
+    """tests/fixtures/consoles/vllm_startup.log, a real vLLM's console from start to stop
+    with no request served (config dumps, `(APIServer pid=N)` / `(EngineCore pid=N)`
+    prefixes, warnings, routes, shutdown): no inference stats, no steps, no metrics -- only
+    the weight-loading bar, which is real progress (vLLM's own `% Completed |` format)."""
+    data = VERSIONS.with_name("vllm_startup.log").read_bytes()
+    assert data.count(b"pid=") > 100  # it is noisy
+    found = read_console(VERSIONS.with_name("vllm_startup.log"))
+    bar = "Loading safetensors checkpoint shards"
+    assert found == [("progress", {"name": bar, "n": 0, "total": 1}),
+                     ("progress", {"name": bar, "n": 1, "total": 1})]  # fmt: skip
+    assert scan(data, seed=1) == found
+
+
+def test_real_tqdm_captured_from_a_pipe() -> None:
+    """tests/fixtures/consoles/tqdm/pipe.log (real tqdm through a real pipe: nested bars
+    with cursor moves, postfixes, `tqdm.write` lines between refreshes, a `unit_scale` bar
+    without a total, a process killed with its bars open): each bar's counts, in order, to
+    the last refresh -- which has no line end -- and nothing from the written lines."""
+    data = VERSIONS.with_name("tqdm").joinpath("pipe.log").read_bytes()
+    found = read_console(VERSIONS.with_name("tqdm") / "pipe.log")
+    assert found == scan(data, seed=2)
+    assert {kind for kind, _ in found} == {"progress"}
+    last: dict[str, tuple[int, int | None]] = {}
+    for _, fields in found:
+        name = fields["name"]
+        assert name not in last or fields["n"] >= last[name][0] or fields["n"] == 0  # a new bar
+        last[name] = (fields["n"], fields.get("total"))
+    assert last == {
+        "Training Progress": (2, 3),
+        "Generating trajectories": (63, 64),  # stuck on its last trajectory
+        "tokens": (3500, None),
+    }
