@@ -5,8 +5,9 @@ One server for the module, started under `runwatch watch` so its own console is 
 `runwatch scrape` polling its /metrics, both reporting to one `runwatch serve`:
 - idle and busy, as its /metrics and its stats lines say them;
 - trajectories that wait while this server is idle raise `inference_idle_with_pending`;
-- the server killed: requests are refused, the rollout's rewards go to zero, `zero_reward`
-  fires -- the "inference server died, reward went to zero" failure, for real.
+- the server killed: requests are refused (the scrape sidecar says so), the rollout's
+  rewards go to zero, `zero_reward` fires -- the "inference server died, reward went to
+  zero" failure, for real.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class Stack:
                  "--component", "inference", "--"]  # fmt: skip
         self.vllm = VllmServer(tmp / "vllm.log", wrap=watch)
         self.scrape: subprocess.Popen[bytes] | None = None
-        self._scrape_log = (tmp / "scrape.log").open("wb")
+        self.scrape_log = tmp / "scrape.log"
+        self._scrape_log = self.scrape_log.open("wb")
         try:
             self.vllm.ready()
             self.scrape = subprocess.Popen(
@@ -166,8 +168,9 @@ def test_trajectories_waiting_while_the_real_server_is_idle_fire(stack: Stack) -
 
 
 def test_a_killed_server_refuses_requests_and_the_reward_goes_to_zero(stack: Stack) -> None:
-    """The rollout's requests to the real server fail once it is killed; the rewards it
-    reports are zero; zero_reward fires."""
+    """The rollout's requests to the real server fail once it is killed, and `runwatch
+    scrape` finds it refusing connections; the rewards the rollout reports are zero;
+    zero_reward fires."""
     em = Emitter(RUN, "trainer", url=stack.serve.url, heartbeat=False)
 
     def step(number: int) -> None:
@@ -192,6 +195,9 @@ def test_a_killed_server_refuses_requests_and_the_reward_goes_to_zero(stack: Sta
             return False
 
         wait_for(refused, "the dead server refuses connections")
+        # the sidecar sees it too: it says so once, and its heartbeats stop
+        said = f"runwatch scrape: vllm-0 ({stack.vllm.url}/metrics): connection refused"
+        wait_for(lambda: said in stack.scrape_log.read_text(), "scrape: connection refused")
         for n in (3, 4, 5):
             step(n)
         assert em.flush(timeout=30)
