@@ -7,8 +7,9 @@ took alone (the straggler tail), and how long inference sat idle while trajector
 
 Time comes from the lines themselves:
 - a timestamp at the start of a line (after Ray's prefix): ISO, `2026-03-14 14:01:00,000`
-  (Python logging's default), or vLLM's `INFO 03-14 14:01:00` (month and day; the year is the
-  first ISO timestamp's in any file, else `--year`), read as UTC unless `--utc-offset`;
+  (Python logging's default; PRIME-RL's JSON logs), AReaL's `20260314-14:01:00.000`, or
+  vLLM's `INFO 03-14 14:01:00` (month and day; the year is the first full timestamp's in
+  any file, else `--year`), read as UTC unless `--utc-offset`;
 - a tqdm bar's elapsed field (`[03:53<...`): a bar's updates are placed at the time the bar
   started (the latest timestamp in its file when it showed n = 0) plus their elapsed time;
 - any other line takes the latest time seen in its file.
@@ -36,6 +37,8 @@ from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.state.run import RunState
 
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
+#: AReaL's `%Y%m%d-%H:%M:%S.mmm` (areal/utils/logging.py DATE_FORMAT, after its `(AReaL) `)
+_COMPACT = re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
 _SHORT = re.compile(
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
 )
@@ -95,7 +98,7 @@ def _year_of(paths: Sequence[Path]) -> int | None:
     for path in paths:
         with path.open("rb") as f:
             head = f.read(1 << 20).decode("utf-8", "replace")
-        m = _ISO.search(head)
+        m = _ISO.search(head) or _COMPACT.search(head)
         if m is not None:
             return int(m.group(1))
     return None
@@ -103,7 +106,7 @@ def _year_of(paths: Sequence[Path]) -> int | None:
 
 def stamp(line: str, year: int, offset: float) -> float | None:
     """The time a log line carries at its start, in seconds since the epoch; None if none."""
-    m = _ISO.search(line[:40])
+    m = _ISO.search(line[:40]) or _COMPACT.search(line[:40])
     if m is not None:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
         frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0

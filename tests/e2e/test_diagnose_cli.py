@@ -68,6 +68,7 @@ def test_times_from_the_lines() -> None:
     assert stamp("2026-03-14 14:01:00,250 INFO x", 2000, 0.0) == 1773496860.25
     assert stamp("INFO 03-14 14:01:00 [loggers.py:123] Engine 000", 2026, 0.0) == 1773496860.0
     assert stamp("INFO 03-14 14:01:00 [x]", 2026, 3600.0) == 1773496860.0 - 3600
+    assert stamp("(AReaL) 20260314-14:01:00.250 StatsLogger INFO: x", 2000, 0.0) == 1773496860.25
     assert stamp("step:3 - reward:0.5", 2026, 0.0) is None
     assert stamp("INFO 13-40 99:99:99 broken", 2026, 0.0) is None
     assert elapsed("Gen:  50%|##   | 256/512 [1:02:10<02:10,  1.97it/s]") == 3730
@@ -109,3 +110,13 @@ def test_prime_rl_json_logs_are_placed_by_their_own_timestamps() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "2026-11-24 09:07:14Z  FIRING   critical zero_reward" in proc.stdout
     assert "reward has been 0 for 5 consecutive steps (3–7)" in proc.stdout
+
+
+def test_an_areal_console_is_placed_by_its_own_date_format() -> None:
+    """AReaL logs `(AReaL) 20261124-10:00:00.000 StatsLogger INFO: ...`: its stats tables'
+    steps are placed at those times."""
+    log = HANG.parent / "areal_trainer.log"
+    proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(log)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "9 events from 1 file, 10:00:00 to 10:02:00 UTC"
