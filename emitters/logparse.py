@@ -387,7 +387,11 @@ class LineParser:
             if found:
                 return [found]
         if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
-            return steps
+            # verl prints its step line right after the "Training Progress" bar, which has no
+            # line end: the bar's refresh and the step line share a line
+            head = line[: line.find("step:")]
+            bar = parse_tqdm(head) if head else None
+            return [bar, *steps] if bar is not None else steps
         if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
             return steps
         found = parse_tqdm(line)

@@ -495,3 +495,23 @@ def test_real_tqdm_captured_from_a_pipe() -> None:
         "Generating trajectories": (63, 64),  # stuck on its last trajectory
         "tokens": (3500, None),
     }
+
+
+def test_a_real_verl_console_with_its_bar_and_step_lines_on_one_line() -> None:
+    """tests/fixtures/consoles/verl/console.log, written by verl 0.9.1's own LocalLogger and
+    its "Training Progress" bar: the bar has no line end, so each step line comes right
+    after a refresh, on its line -- both are read: every step's metrics, reward and end
+    (with verl's timing), and every refresh of the bar."""
+    found = read_console(VERSIONS.with_name("verl") / "console.log")
+    rewards = [f["mean"] for k, f in found if k == "reward"]
+    assert rewards == [0.4375, 0.46875, 0.0, 0.0, 0.0]
+    done = [f for k, f in found if k == "step.done"]
+    assert [f["step"] for f in done] == [1, 2, 3, 4, 5]
+    assert done[0]["duration_s"] == 90.75
+    assert done[0]["timing"] == {"gen": 61.5, "update_actor": 20.0}
+    bar = [(f["n"], f["total"]) for k, f in found if k == "progress"]
+    assert bar == [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (5, 5)]  # close() redraws
+    metrics = [f["metrics"] for k, f in found if k == "step.metrics"]
+    assert math.isnan(metrics[2]["actor/pg_loss"])
+    assert metrics[0]["actor/entropy"] == pytest.approx(0.6)
+    assert metrics[0]["perf/total_num_tokens"] == 123456
