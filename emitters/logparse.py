@@ -135,6 +135,7 @@ _TQDM_TOTAL = re.compile(  # also vLLM's weight-loading bar_format, "{desc}: {pc
 _TQDM_OPEN = re.compile(
     rf"^(?:(?P<desc>.*?): )?(?P<n>{_COUNT})(?P<unit>[^\s\[]*) \[(?:\d+:)?\d\d:\d\d[,\]]"
 )
+_TQDM_TIME = re.compile(r"\[(?:\d+:)?\d\d:\d\d[<,\]]")
 _SCALE = {c: 1000.0**i for i, c in enumerate(" kMGTPEZY") if c != " "}
 
 
@@ -143,9 +144,13 @@ def _count(text: str) -> int:
     return round(float(text[:-1] if scale != 1.0 else text) * scale)
 
 
-def parse_tqdm(line: str) -> Found | None:
-    """A tqdm bar as `progress` (name = the description, or "progress")."""
+def tqdm_bar(line: str) -> tuple[Found, int] | None:
+    """A tqdm bar at the start of the line as `progress` (name = the description, or
+    "progress"), and where the bar ends (after its `[...]`): a bar has no line end, so
+    what the program prints next starts right after it, on the same line."""
     if "/s" not in line and "s/" not in line:  # tqdm's rate: 1.00it/s, ?it/s, 2.50s/it
+        return None
+    if _TQDM_TIME.search(line) is None:  # its [elapsed<remaining, ...]: cheaper to rule out
         return None
     m = _TQDM_TOTAL.match(line) or _TQDM_OPEN.match(line)
     if m is None:
@@ -155,7 +160,8 @@ def parse_tqdm(line: str) -> Found | None:
     fields: dict[str, Any] = {"name": desc[:200] or "progress", "n": _count(m.group("n"))}
     if "total" in m.groupdict():
         fields["total"] = _count(m.group("total"))
-    return ("progress", fields)
+    close = line.find("]", m.end() - 1)
+    return ("progress", fields), len(line) if close < 0 else close + 1
 
 
 # --- verl --------------------------------------------------------------------------------
@@ -379,6 +385,12 @@ class LineParser:
         if "Train step " in line and (m := _AREAL_STEP.search(line)) is not None:
             self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
             return []
+        if (bar := tqdm_bar(line)) is not None:
+            # a refresh, and what was printed after it on its line: verl's step line after
+            # its "Training Progress" bar, an engine's stats line after a rollout's bar
+            found, end = bar
+            rest = line[end:]
+            return [found, *self._parse(rest, src)] if rest.strip() else [found]
         if "#running-req: " in line:
             found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []
@@ -387,15 +399,10 @@ class LineParser:
             if found:
                 return [found]
         if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
-            # verl prints its step line right after the "Training Progress" bar, which has no
-            # line end: the bar's refresh and the step line share a line
-            head = line[: line.find("step:")]
-            bar = parse_tqdm(head) if head else None
-            return [bar, *steps] if bar is not None else steps
+            return steps
         if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
             return steps
-        found = parse_tqdm(line)
-        return [found] if found else []
+        return []
 
     def _server(self, kind: str, src: dict[str, Any] | None) -> str:
         """The server a stats line is about: the name given (`--server`), else the engine's

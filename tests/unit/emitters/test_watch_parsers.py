@@ -515,3 +515,28 @@ def test_a_real_verl_console_with_its_bar_and_step_lines_on_one_line() -> None:
     assert math.isnan(metrics[2]["actor/pg_loss"])
     assert metrics[0]["actor/entropy"] == pytest.approx(0.6)
     assert metrics[0]["perf/total_num_tokens"] == 123456
+
+
+def test_a_line_printed_right_after_a_real_bar_is_read_with_it() -> None:
+    """An engine in the trainer's process logs to the same stderr as the rollout's bar, and
+    the bar has no line end: the stats line lands on the bar's line. Both count -- the bar
+    stuck at 511/512 and the engine's 0 running, 0 waiting (real tqdm, vLLM V1's format)."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from tqdm import tqdm
+        bar = tqdm(total=512, desc="Generating trajectories", file=sys.stderr, mininterval=0)
+        bar.update(511)
+        sys.stderr.write("INFO 11-24 10:00:00 [loggers.py:123] Engine 000: Avg prompt "
+                         "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
+                         "Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, "
+                         "Prefix cache hit rate: 10.0%\\n")
+        """
+    )
+    raw = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stderr
+    assert b"s]INFO 11-24" in raw  # on one line
+    found = scan(raw)
+    at = [kind for kind, _ in found].index("inference.stats")  # then tqdm redraws at exit
+    assert found[at - 1] == ("progress", {"name": "Generating trajectories", "n": 511,
+                                          "total": 512})  # fmt: skip
+    assert (found[at][1]["running"], found[at][1]["waiting"]) == (0, 0)
