@@ -388,16 +388,14 @@ class LineParser:
         if (bar := tqdm_bar(line)) is not None:
             # a refresh, and what was printed after it on its line: verl's step line after
             # its "Training Progress" bar, an engine's stats line after a rollout's bar
-            found, end = bar
+            refresh, end = bar
             rest = line[end:]
-            return [found, *self._parse(rest, src)] if rest.strip() else [found]
+            return [refresh, *self._parse(rest, src)] if rest.strip() else [refresh]
         if "#running-req: " in line:
             found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []
-        if "Running: " in line:
-            found = parse_vllm(line, self._server("vllm", src))
-            if found:
-                return [found]
+        if "Running: " in line and (stats := parse_vllm(line, self._server("vllm", src))):
+            return [stats]
         if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
             return steps
         if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
