@@ -1,6 +1,7 @@
 """Every `runwatch` command the README shows exists and takes the flags it is shown with:
-each command line in a code block is checked against the command's own parser (and its
-sub-commands'), so the README cannot drift from `--help` unnoticed."""
+each command line in a code block, and each inline `runwatch ...` in the text, is checked
+against the command's own parser (and its sub-commands'), so the README cannot drift from
+`--help` unnoticed."""
 
 from __future__ import annotations
 
@@ -20,22 +21,33 @@ _CALL = re.compile(
 )
 
 
+def calls() -> list[str]:
+    """The command lines the README shows: each line of a code block, and each inline code
+    span (`runwatch ...` in the text, which may wrap across lines)."""
+    text = README.read_text()
+    lines = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+        lines += block.replace("\\\n", " ").splitlines()
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    lines += [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", prose)]
+    return lines
+
+
 def shown() -> list[tuple[str, str, list[str]]]:
-    """(the line, the command, its --flags) of each runwatch call in a code block."""
+    """(the line, the command, its --flags) of each runwatch call the README shows."""
     out = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", README.read_text(), re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            m = _CALL.search(line)
-            if m is None:
-                continue
-            try:
-                words = shlex.split(m.group(2), comments=True)
-            except ValueError:
-                words = m.group(2).split()
-            if "--" in words:
-                words = words[: words.index("--")]  # what follows is the watched command
-            flags = [w.strip("[]").split("=")[0] for w in words if w.strip("[]").startswith("--")]
-            out.append((line.strip(), m.group(1), flags))
+    for line in calls():
+        m = _CALL.search(line)
+        if m is None:
+            continue
+        try:
+            words = shlex.split(m.group(2), comments=True)
+        except ValueError:
+            words = m.group(2).split()
+        if "--" in words:
+            words = words[: words.index("--")]  # what follows is the watched command
+        flags = [w.strip("[]").split("=")[0] for w in words if w.strip("[]").startswith("--")]
+        out.append((line.strip(), m.group(1), flags))
     return out
 
 
