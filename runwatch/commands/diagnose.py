@@ -17,8 +17,9 @@ from runwatch.stream.config import RulesConfig
 
 HELP = """\
 Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's
-stdout, a verl console, a Ray driver's output -- place what they show in time (the
-timestamps the lines carry; tqdm's elapsed field where nothing else says), and print, per
+stdout, a verl console, a Ray driver's output, an AReaL console, PRIME-RL's JSON logs --
+place what they show in time (the timestamps the lines carry; tqdm's elapsed field where
+nothing else says; PRIME-RL's coloured consoles carry only the time of day), and print, per
 step: when it started and ended, when its rollout's trajectories were done, how long the last
 one ran alone, and how long inference sat idle while trajectories waited; then the alert
 transitions the rules raise on the same events, as `runwatch serve` would have said them.
