@@ -8,8 +8,11 @@ took alone (the straggler tail), and how long inference sat idle while trajector
 Time comes from the lines themselves:
 - a timestamp at the start of a line (after Ray's prefix): ISO, `2026-03-14 14:01:00,000`
   (Python logging's default; PRIME-RL's JSON logs), AReaL's `20260314-14:01:00.000`, or
-  vLLM's `INFO 03-14 14:01:00` (month and day; the year is the first full timestamp's in
-  any file, else `--year`), read as UTC unless `--utc-offset`;
+  vLLM's `INFO 03-14 14:01:00` (month and day, in the year `--year` gives, else the first
+  full timestamp's in any file, else this year), or a time of day alone, `14:01:00`
+  (PRIME-RL's consoles: on the day `--date` gives, else the first full timestamp's, else the
+  day the file was last written, moving to the next day when the clock goes back by more
+  than 12 hours); read as UTC unless `--utc-offset`;
 - a tqdm bar's elapsed field (`[03:53<...`): a bar's updates are placed at the time the bar
   started (the latest timestamp in its file when it showed n = 0) plus their elapsed time;
 - any other line takes the latest time seen in its file.
@@ -24,7 +27,7 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ _COMPACT = re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{
 _SHORT = re.compile(
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
 )
+_CLOCK = re.compile(r"^(?:\[[\w-]+\]:)?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s")
 _ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d{2})[<,\]]")
 STEP_BARS = ("Training Progress",)
 
@@ -94,14 +98,30 @@ class Diagnosis:
     unread: int = 0  # events the engine refused (reported on stderr)
 
 
-def _year_of(paths: Sequence[Path]) -> int | None:
+def _first_date(paths: Sequence[Path]) -> date | None:
+    """The date of the first full timestamp in the files (their first MB each)."""
     for path in paths:
         with path.open("rb") as f:
             head = f.read(1 << 20).decode("utf-8", "replace")
         m = _ISO.search(head) or _COMPACT.search(head)
         if m is not None:
-            return int(m.group(1))
+            try:
+                return date(*(int(x) for x in m.groups()[:3]))
+            except ValueError:
+                continue
     return None
+
+
+def time_of_day(line: str) -> float | None:
+    """The `HH:MM:SS` a line starts with when it carries no date (PRIME-RL's loguru
+    consoles, after torchrun's `[trainer0]:`), in seconds since midnight; None if none."""
+    m = _CLOCK.match(line[:40])
+    if m is None:
+        return None
+    h, mi, sec = (int(x) for x in m.groups()[:3])
+    if h > 23 or mi > 59 or sec > 60:
+        return None
+    return h * 3600 + mi * 60 + sec + (float(f"0.{m.group(4)}") if m.group(4) else 0.0)
 
 
 def stamp(line: str, year: int, offset: float) -> float | None:
@@ -132,18 +152,47 @@ def elapsed(line: str) -> float | None:
     return hours * 3600 + minutes * 60 + seconds
 
 
-def read(path: Path, parser: LineParser, year: int, offset: float) -> tuple[list[Timed], float]:
+class Days:
+    """The day a line's time of day falls on: the day of the last full timestamp, else the
+    first day given; a later time of day more than 12 hours before the last one is the next
+    day. Local time, the logs' own clock."""
+
+    def __init__(self, first: date) -> None:
+        self.midnight = datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp()
+        self.last: float | None = None  # the last time of day seen
+
+    def saw(self, local: float) -> None:
+        """A full timestamp (local seconds since the epoch)."""
+        self.midnight = local - local % 86400
+        self.last = local % 86400
+
+    def place(self, seconds: float) -> float:
+        """A time of day, as local seconds since the epoch."""
+        if self.last is not None and seconds < self.last - 43200:
+            self.midnight += 86400
+        self.last = seconds
+        return self.midnight + seconds
+
+
+def read(
+    path: Path, parser: LineParser, year: int, offset: float, day: date
+) -> tuple[list[Timed], float]:
     """The events of one log file, each at the time its line says (module docstring), and
     the latest time the file shows (a last line may say when the run was stopped)."""
     out: list[Timed] = []
     latest = float("-inf")
     now: float | None = None
     bars: dict[str, Bar] = {}
+    days = Days(day)
     data = path.read_bytes().decode("utf-8", "replace")
     lines = enumerate(re.split(r"\r?\n", data), 1)
     for number, raw in ((n, part) for n, line in lines for part in segments(line)):
         body, found = parser.read(raw)
         if (ts := stamp(body, year, offset)) is not None:
+            days.saw(ts + offset)
+        elif (seconds := time_of_day(body)) is not None:
+            ts = days.place(seconds) - offset
+        if ts is not None:
             now = ts
             latest = max(latest, ts)
         for kind, fields in found:
@@ -193,16 +242,20 @@ def diagnose(
     run: str = "diagnose",
     config: RulesConfig | None = None,
     year: int | None = None,
+    day: date | None = None,
     offset: float = 0.0,
     on_refused: Any = None,
 ) -> Diagnosis:
-    """Read the files, place their events in time, replay them through the rules."""
-    year = year or _year_of(paths) or time.gmtime().tm_year
+    """Read the files, place their events in time, replay them through the rules. `year`
+    and `day` are those of timestamps without one (module docstring)."""
+    first = _first_date(paths)
+    year = year or (first.year if first else None) or time.gmtime().tm_year
     parser = LineParser()
     events: list[Timed] = []
     end = float("-inf")
     for path in paths:
-        found, latest = read(path, parser, year, offset)
+        written = datetime.fromtimestamp(path.stat().st_mtime + offset, UTC).date()
+        found, latest = read(path, parser, year, offset, day or first or written)
         events += found
         end = max(end, latest)
     events += step_events(events)
@@ -231,6 +284,8 @@ def diagnose(
     for row in result.steps:
         if state is not None and row.done is None:
             row.gap = open_gap(state, row, result.last)
+        if not any(e.kind == "inference.stats" for e in events):
+            row.gap = None  # no log said what inference did: unknown, not "never idle"
     return result
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,20 @@ HELP = """\
 Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's
 stdout, a verl console, a Ray driver's output, an AReaL console, PRIME-RL's JSON logs --
 place what they show in time (the timestamps the lines carry; tqdm's elapsed field where
-nothing else says; PRIME-RL's coloured consoles carry only the time of day), and print, per
+nothing else says; `--date` for logs that carry only the time of day), and print, per
 step: when it started and ended, when its rollout's trajectories were done, how long the last
 one ran alone, and how long inference sat idle while trajectories waited; then the alert
 transitions the rules raise on the same events, as `runwatch serve` would have said them.
 
   runwatch diagnose driver.err vllm.out
 """
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
 def register(sub: Any) -> None:
@@ -40,6 +48,10 @@ def register(sub: Any) -> None:
     p.add_argument("--config", metavar="PATH", help="rules config (TOML), as for replay")
     p.add_argument("--year", type=int, help="year of timestamps without one (vLLM's `03-14 "
                    "14:01:00`; default: the first full timestamp's, else this year)")  # fmt: skip
+    p.add_argument("--date", type=_day, metavar="YYYY-MM-DD",
+                   help="day of the first timestamp that is a time of day alone (PRIME-RL's "
+                        "`14:01:00`; default: the first full timestamp's, else the day the "
+                        "file was last written)")  # fmt: skip
     p.add_argument("--utc-offset", type=float, default=0.0, metavar="HOURS",
                    help="the logs' clock is UTC + HOURS (default 0)")  # fmt: skip
     p.set_defaults(func=run)
@@ -53,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     def refused(where: str, reason: str) -> None:
         print(f"{where}: {reason}", file=sys.stderr)
 
-    found = diagnose(paths, run=args.run, config=config, year=args.year,
+    found = diagnose(paths, run=args.run, config=config, year=args.year, day=args.date,
                      offset=args.utc_offset * 3600, on_refused=refused)  # fmt: skip
     if not found.events or found.first is None or found.last is None:
         why = ("nothing runwatch reads in these files (tqdm bars, verl / PRIME-RL / AReaL step "

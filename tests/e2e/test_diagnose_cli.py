@@ -13,7 +13,7 @@ import pytest
 
 from runwatch.dev.consoles import driver_err, ray_driver, vllm_out
 from runwatch.dev.incidents import sandbox_hang
-from runwatch.diagnose import elapsed, stamp
+from runwatch.diagnose import elapsed, stamp, time_of_day
 
 HANG = Path(__file__).resolve().parents[1] / "fixtures" / "consoles" / "sandbox_hang"
 
@@ -70,6 +70,11 @@ def test_times_from_the_lines() -> None:
     assert stamp("INFO 03-14 14:01:00 [x]", 2026, 3600.0) == 1773496860.0 - 3600
     assert stamp("(AReaL) 20260314-14:01:00.250 StatsLogger INFO: x", 2000, 0.0) == 1773496860.25
     assert stamp("step:3 - reward:0.5", 2026, 0.0) is None
+    assert stamp("09:03:01 SUCCESS Step 1 | ...", 2026, 0.0) is None  # no date: see below
+    assert time_of_day("09:03:01 SUCCESS Step 1 | ...") == 9 * 3600 + 181
+    assert time_of_day("[trainer0]:09:03:01 SUCCESS Step 1 | ...") == 9 * 3600 + 181
+    assert time_of_day("99:03:01 x") is None
+    assert time_of_day("step 09:03:01 x") is None
     assert stamp("INFO 13-40 99:99:99 broken", 2026, 0.0) is None
     assert elapsed("Gen:  50%|##   | 256/512 [1:02:10<02:10,  1.97it/s]") == 3730
     assert elapsed("Gen: 3it [00:07, 2.5it/s]") == 7
@@ -120,3 +125,33 @@ def test_an_areal_console_is_placed_by_its_own_date_format() -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "9 events from 1 file, 10:00:00 to 10:02:00 UTC"
+
+
+def test_prime_rl_consoles_that_carry_only_the_time_of_day(tmp_path: Path) -> None:
+    """PRIME-RL's coloured consoles say `09:03:01` and no date: `--date` gives the day, and
+    a clock that goes back by more than 12 hours is the next day. Its trainer's and its
+    orchestrator's consoles together: the steps the trainer ended (step 4 took an hour) and
+    zero_reward from the orchestrator's rewards, at the times the JSON log gives them."""
+    logs = [str(HANG.parent / "prime_rl" / f) for f in ("orchestrator.log", "trainer.log")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "runwatch.cli", "diagnose", *logs, "--date", "2026-11-24"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "2026-11-24 09:07:14Z  FIRING   critical zero_reward" in proc.stdout
+    rows = {r.split()[0]: r.split() for r in proc.stdout.splitlines() if r[:5].strip().isdigit()}
+    assert rows["4"] == ["4", "09:03:31", "-", "-", "-", "10:05:36", "62m"]
+    midnight = tmp_path / "trainer.log"
+    midnight.write_text(
+        "23:59:50 SUCCESS Step 1 |   10.0s | Loss 0.1 | Entropy 0.5\n"
+        "00:00:20 SUCCESS Step 2 |   30.0s | Loss 0.1 | Entropy 0.5\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "runwatch.cli", "diagnose", str(midnight), "--date", "2026-11-24"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "6 events from 1 file, 23:59:50 to 00:00:20 UTC"
+    rows = {r.split()[0]: r.split() for r in proc.stdout.splitlines() if r[:5].strip().isdigit()}
+    assert rows["2"][1] == "23:59:50"
+    assert rows["2"][-2:] == ["00:00:20", "30s"]
