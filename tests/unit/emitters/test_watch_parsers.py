@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runwatch.emitters.logparse import Found, LineParser, LineScanner, metric_text
 
@@ -540,3 +542,46 @@ def test_a_line_printed_right_after_a_real_bar_is_read_with_it() -> None:
     assert found[at - 1] == ("progress", {"name": "Generating trajectories", "n": 511,
                                           "total": 512})  # fmt: skip
     assert (found[at][1]["running"], found[at][1]["waiting"]) == (0, 0)
+
+
+# --- any bytes, cut anywhere --------------------------------------------------------------
+
+#: a console line: a Ray prefix (or none), parts joined by "\\r" as tqdm refreshes, a line end
+PREFIXES = ["", "(TaskRunner pid=7) ", "\x1b[2m\x1b[36m(vLLMHttpServer pid=8, ip=10.0.0.2)\x1b[0m ",
+            "[trainer0]:", "(raylet) "]  # fmt: skip
+PARTS = [
+    "Generating trajectories:  50%|#####     | 256/512 [02:10<02:10,  1.97it/s]",
+    "Training Progress: 3it [00:07, 2.5it/s]", "step:3 - critic/score/mean:0.5 - timing_s/step:2",
+    "Engine 000: Avg generation throughput: 1.0 tokens/s, Running: 4 reqs, Waiting: 1 reqs",
+    "Decode batch. #running-req: 2, #token: 9, token usage: 0.50, #queue-req: 0",
+    "Step 3 |   1.0s | Loss 0.1 | Reward 0.5", "Train step 2/9 done.", "│ a │ 1.0 │",
+    " [repeated 3x across cluster]", "\x1b[A", "", "ü x ] [ | % pid= Step step: Running: ",
+]  # fmt: skip
+LINES = st.builds(
+    lambda prefix, parts, end: prefix + "\r".join(parts) + end,
+    st.sampled_from(PREFIXES),
+    st.lists(st.sampled_from(PARTS), min_size=1, max_size=4),
+    st.sampled_from(["\n", "\r\n", "\n", ""]),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(LINES, max_size=12),
+    st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=20),
+)
+def test_any_console_cut_anywhere_reads_the_same(lines: list[str], cuts: list[int]) -> None:
+    """Whatever the lines, the scanner never fails, and where a pipe cuts the bytes does not
+    change what it reads (a Ray prefix carried across a cut, a bar's refresh split in two)."""
+    data = "".join(lines).encode()
+    whole = LineScanner(LineParser())
+    expected = whole.feed(data) + whole.finish()
+    scanner = LineScanner(LineParser())
+    got: list[Found] = []
+    pos = 0
+    for size in cuts * (len(data) // max(1, sum(cuts)) + 1):
+        if pos >= len(data):
+            break
+        got += scanner.feed(data[pos : pos + size])
+        pos += size
+    assert got + scanner.finish() == expected
