@@ -129,9 +129,12 @@ def segments(line: str) -> list[str]:
 
 _COUNT = r"\d+(?:\.\d+)?[kMGTPEZY]?"
 _TQDM_TOTAL = re.compile(  # also vLLM's weight-loading bar_format, "{desc}: {pct}% Completed |"
-    rf"^(?P<desc>.*?)\s*(?P<pct>\d+)%(?:\|[^|]*\|| Completed \|)? (?P<n>{_COUNT})/"
+    rf"^(?P<desc>.*?)\s*(?<!\d)(?P<pct>\d{{1,3}})%(?:\|[^|]*\|| Completed \|)? (?P<n>{_COUNT})/"
     rf"(?P<total>{_COUNT}) ?\["
 )
+#: how much of a line a bar can take: the bar regexes try every start of the percentage, so
+#: on a long line of digits or spaces they would take time growing with its square
+_BAR_HEAD = 4096
 _TQDM_OPEN = re.compile(
     rf"^(?:(?P<desc>.*?): )?(?P<n>{_COUNT})(?P<unit>[^\s\[]*) \[(?:\d+:)?\d\d:\d\d[,\]]"
 )
@@ -152,7 +155,8 @@ def tqdm_bar(line: str) -> tuple[Found, int] | None:
         return None
     if _TQDM_TIME.search(line) is None:  # its [elapsed<remaining, ...]: cheaper to rule out
         return None
-    m = _TQDM_TOTAL.match(line) or _TQDM_OPEN.match(line)
+    head = line[:_BAR_HEAD]
+    m = _TQDM_TOTAL.match(head) or _TQDM_OPEN.match(head)
     if m is None:
         return None
     desc = (m.group("desc") or "").strip()

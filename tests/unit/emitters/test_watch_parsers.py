@@ -585,3 +585,13 @@ def test_any_console_cut_anywhere_reads_the_same(lines: list[str], cuts: list[in
         got += scanner.feed(data[pos : pos + size])
         pos += size
     assert got + scanner.finish() == expected
+
+
+def test_long_lines_that_look_almost_like_bars_are_read_in_one_pass() -> None:
+    """A printed tensor of digits, or a run of spaces, with a rate and a time after it: the
+    bar regexes once tried every start of the percentage (a 30 kB line took 10 s, a 1 MB one
+    hours, and the watched job's output stalled behind it). Nothing is read from them, and
+    the test's timeout (pytest-timeout, 300 s) stands for "in one pass"."""
+    tail = b" it/s [00:01<00:01]\n"  # each after "\r", where a bar refresh would be
+    data = b"\r" + b"1" * 900_000 + tail + b"\r" + b" " * 900_000 + b"5% 1/2" + tail
+    assert scan(data) == []
