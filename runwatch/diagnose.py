@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -174,9 +174,19 @@ class Days:
         return self.midnight + seconds
 
 
+Lines = Callable[[Path], Iterable[tuple[int, bytes]]]
+
+
+def file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of a file's lines, read as they come, not the whole file at once."""
+    with path.open("rb") as f:
+        yield from enumerate(f, 1)
+
+
 def read(
-    path: Path, parser: LineParser, year: int, offset: float, day: date
-) -> tuple[list[Timed], float]:
+    path: Path, parser: LineParser, year: int, offset: float, day: date,
+    lines: Lines = file_lines,
+) -> tuple[list[Timed], float]:  # fmt: skip
     """The events of one log file, each at the time its line says (module docstring), and
     the latest time the file shows (a last line may say when the run was stopped)."""
     out: list[Timed] = []
@@ -184,9 +194,12 @@ def read(
     now: float | None = None
     bars: dict[str, Bar] = {}
     days = Days(day)
-    data = path.read_bytes().decode("utf-8", "replace")
-    lines = enumerate(re.split(r"\r?\n", data), 1)
-    for number, raw in ((n, part) for n, line in lines for part in segments(line)):
+    parts = (
+        (number, part)
+        for number, line in lines(path)
+        for part in segments(line.decode("utf-8", "replace").rstrip("\r\n"))
+    )
+    for number, raw in parts:
         body, found = parser.read(raw)
         if (ts := stamp(body, year, offset)) is not None:
             days.saw(ts + offset)
@@ -245,9 +258,11 @@ def diagnose(
     day: date | None = None,
     offset: float = 0.0,
     on_refused: Any = None,
+    lines: Lines = file_lines,
 ) -> Diagnosis:
     """Read the files, place their events in time, replay them through the rules. `year`
-    and `day` are those of timestamps without one (module docstring)."""
+    and `day` are those of timestamps without one (module docstring); `lines` reads a file
+    (the command's shows progress at a terminal)."""
     first = _first_date(paths)
     year = year or (first.year if first else None) or time.gmtime().tm_year
     parser = LineParser()
@@ -255,7 +270,7 @@ def diagnose(
     end = float("-inf")
     for path in paths:
         written = datetime.fromtimestamp(path.stat().st_mtime + offset, UTC).date()
-        found, latest = read(path, parser, year, offset, day or first or written)
+        found, latest = read(path, parser, year, offset, day or first or written, lines)
         events += found
         end = max(end, latest)
     events += step_events(events)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from runwatch.commands import CommandError
-from runwatch.commands.lines import must_exist
+from runwatch.commands.lines import must_exist, read_lines
 from runwatch.console import alert_line, printable
 from runwatch.diagnose import clock, diagnose, table
 from runwatch.logs import say
@@ -65,8 +67,14 @@ def run(args: argparse.Namespace) -> int:
     def refused(where: str, reason: str) -> None:
         print(f"{where}: {reason}", file=sys.stderr)
 
-    found = diagnose(paths, run=args.run, config=config, year=args.year, day=args.date,
-                     offset=args.utc_offset * 3600, on_refused=refused)  # fmt: skip
+    with ExitStack() as stack:  # a progress bar per file, at a terminal
+
+        def lines(path: Path) -> Iterator[tuple[int, bytes]]:
+            return ((n, raw) for _, n, raw in read_lines([str(path)], stack, progress=True))
+
+        found = diagnose(paths, run=args.run, config=config, year=args.year, day=args.date,
+                         offset=args.utc_offset * 3600, on_refused=refused,
+                         lines=lines)  # fmt: skip
     if not found.events or found.first is None or found.last is None:
         why = ("nothing runwatch reads in these files (tqdm bars, verl / PRIME-RL / AReaL step "
                "lines, vLLM / SGLang stats) with a time it could place")  # fmt: skip
