@@ -26,20 +26,16 @@ from runwatch.stream.engine import Engine
 T0, EVERY = 1_800_000_000.0, 30.0  # runwatch.dev.dynamics.events' defaults: step i at T0 + 30 i
 
 
-def replay(run: str, metrics: list[dict[str, float]]) -> list:
-    engine = Engine()
-    out = []
-    for e in events(run, metrics):
-        out += engine.apply(decode(orjson.dumps(e)))
-    return out
-
-
 def replay_events(run_events: list[dict]) -> list:
     engine = Engine()
     out = []
     for e in run_events:
         out += engine.apply(decode(orjson.dumps(e)))
     return out
+
+
+def replay(run: str, metrics: list[dict[str, float]]) -> list:
+    return replay_events(events(run, metrics))
 
 
 def event_rules(runs: int, steps: int) -> None:

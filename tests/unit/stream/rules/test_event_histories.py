@@ -4,21 +4,15 @@ restart, easy and hard batches -- raise none of them; each injected fault is cau
 
 from __future__ import annotations
 
-import orjson
+from helpers import feed, make_engine
 
 from runwatch.dev.histories import FAULTS, STEP_S, T0, history
-from runwatch.stream.decode import decode
-from runwatch.stream.engine import Engine
 
 RULES = set(FAULTS.values())
 
 
 def replay(events: list[dict]) -> list:
-    engine = Engine()
-    out = []
-    for e in events:
-        out += engine.apply(decode(orjson.dumps(e)))
-    return out
+    return feed(make_engine(), events)
 
 
 def test_healthy_histories_raise_none_of_them() -> None:
