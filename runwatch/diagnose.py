@@ -296,10 +296,11 @@ def diagnose(
     result.alerts += engine.advance(result.last)  # what held at the end of the logs fires
     state = engine.runs[run].state if run in engine.runs else None
     result.steps = [rows[k] for k in sorted(rows)]
+    inference_seen = any(e.kind == "inference.stats" for e in events)
     for row in result.steps:
         if state is not None and row.done is None:
             row.gap = open_gap(state, row, result.last)
-        if not any(e.kind == "inference.stats" for e in events):
+        if not inference_seen:
             row.gap = None  # no log said what inference did: unknown, not "never idle"
     return result
 
