@@ -106,6 +106,8 @@ _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes in
 def ray_prefix(head: str) -> str:
     """The Ray prefix, `(Name pid=N[, ip=IP]) ` without colour codes, that a line starts with;
     "" for none."""
+    if head[:1] not in ("(", "\x1b"):  # Ray prints "(", colorama its codes first
+        return ""
     if "\x1b" in head:
         head = _ANSI.sub("", head)
     m = _RAY_PREFIX.match(head)
@@ -120,7 +122,7 @@ def segments(line: str) -> list[str]:
     `(TaskRunner pid=N) \\rbar\\rbar` (python/ray/_private/log_monitor.py), and each part
     gets the line's prefix."""
     parts = line.split("\r")
-    if len(parts) > 1 and parts[0][:1] in ("(", "\x1b") and (prefix := ray_prefix(parts[0])):
+    if len(parts) > 1 and (prefix := ray_prefix(parts[0])):
         parts[1:] = [prefix + part for part in parts[1:]]
     return parts
 
@@ -459,7 +461,7 @@ class LineScanner:
 
     def _prefix_of(self, data: bytes, start: int) -> str:
         """Ray's prefix of the line that starts at `start` ("" for none)."""
-        if data[start : start + 1] not in (b"(", b"\x1b"):
+        if data[start : start + 1] not in (b"(", b"\x1b"):  # ray_prefix's test, before decoding
             return ""
         head = data[start : start + _HEAD]
         return ray_prefix(head.split(b"\r", 1)[0].decode("utf-8", "replace"))
