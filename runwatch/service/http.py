@@ -196,9 +196,15 @@ class ServiceServer:
             for channel in list(server._map.values()):
                 channel.close()
 
+        pulled = False
+        if self._thread is not None and self._thread.is_alive():
+            try:
+                server.trigger.pull_trigger(close_all)
+                pulled = True
+            except OSError:  # its trigger is already closed: nothing can wake the loop
+                log.warning("the HTTP loop's trigger was closed; closing its connections here")
+        if not pulled:
+            close_all()  # the loop sees an empty map at its next poll and ends
         if self._thread is not None:
-            server.trigger.pull_trigger(close_all)
             self._thread.join(timeout)
-        else:
-            close_all()
         server.task_dispatcher.shutdown(timeout=timeout)

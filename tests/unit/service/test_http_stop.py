@@ -1,0 +1,53 @@
+"""`runwatch serve`'s HTTP front stops on request, whatever state its I/O loop is in: once,
+in a fresh clone's full run, the loop's trigger (the pipe that wakes it) was already closed
+when SIGTERM came, `stop()` died writing to it, and serve exited 1."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+from runwatch.service.core import Service
+from runwatch.service.http import ServiceServer
+
+
+def serving(tmp_path: Path) -> tuple[Service, ServiceServer]:
+    service = Service(tmp_path / "h.duckdb", tmp_path / "h.serve")
+    service.recover()
+    server = ServiceServer(("127.0.0.1", 0), service, None)
+    server.start()
+    port = server.server_address[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as resp:
+        assert resp.status == 200
+    return service, server
+
+
+def cleanup(service: Service, server: ServiceServer) -> None:
+    """Whatever happened, end the loop (so a failing test does not hang on its thread)."""
+    for channel in list(server.server._map.values()):
+        channel.close()
+    if server._thread is not None:
+        server._thread.join(30)
+    server.server.task_dispatcher.shutdown(timeout=30)
+    service.close()
+
+
+def test_stop_ends_the_loop(tmp_path: Path) -> None:
+    service, server = serving(tmp_path)
+    try:
+        server.stop(timeout=30)
+        assert server._thread is not None
+        assert not server._thread.is_alive()
+    finally:
+        cleanup(service, server)
+
+
+def test_stop_ends_the_loop_when_its_trigger_is_already_closed(tmp_path: Path) -> None:
+    service, server = serving(tmp_path)
+    try:
+        server.server.trigger.close()  # the pipe that would wake the loop is gone
+        server.stop(timeout=30)  # no OSError: it closes the connections itself
+        assert server._thread is not None
+        assert not server._thread.is_alive()
+    finally:
+        cleanup(service, server)
