@@ -1,5 +1,5 @@
 # The two commands a new user needs are `make demo` and `make test`; both set themselves up.
-.PHONY: setup demo test lint fmt bench clean
+.PHONY: setup demo test unit lint fmt docs bench clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,6 +13,17 @@ demo: setup
 test: setup
 	@scripts/ensure_prometheus.sh || true
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: the unit tests, no service started, the slowest (marked `slow`) left to
+# `make test`; two workers.
+unit: setup
+	@$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Regenerates what is made from code: the rule tables (README.md, docs/contract.md) and the
+# Grafana dashboards. Tests fail while a checked-in copy differs.
+docs: setup
+	$(PY) -m runwatch.dev.rule_docs
+	$(PY) dashboards/generate.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -17,11 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from runwatch.stream.rules import BUILTIN_RULES
+
 HERE = Path(__file__).resolve().parent
 SCHEMA_VERSION = 39
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RUN = 'run="$run"'
-STALL_RULES = "inference_idle_with_pending|stuck_progress|heartbeat_lost|ranks_stalled"
+#: the rules that say a run stopped moving (`Rule.hang`)
+STALL_RULES = "|".join(rule.id for rule in BUILTIN_RULES if rule.hang)
 
 Panel = dict[str, Any]
 

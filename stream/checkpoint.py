@@ -31,26 +31,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
+import inspect
 import io
 import pickle
+import pkgutil
 import struct
 import zlib
 from collections import OrderedDict, deque
 from typing import Any
 
 from runwatch.emitters.exceptions import RunwatchError
+from runwatch.stream import state as state_package
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition
 from runwatch.stream.skew import ClockOffsets, _Host
-from runwatch.stream.state.inference import Inference, Server, Trajectory
-from runwatch.stream.state.processes import Process, Processes
-from runwatch.stream.state.progress import Counter, ProgressCounters
-from runwatch.stream.state.ranks import Rank, Ranks
-from runwatch.stream.state.restarts import Restarts, Slot
-from runwatch.stream.state.run import RunState, StateConfig
-from runwatch.stream.state.steps import Step, Steps
-from runwatch.stream.state.weights import Loaded, Weights
 
 FORMAT = 2  # 2: the runs' lifted alerts and latest resume (the circuit breaker)
 MAGIC = b"RWCK"
@@ -58,12 +54,21 @@ _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).
 MAX_STATE_BYTES = 1 << 31
 
+
+def _state_classes() -> tuple[type, ...]:
+    """Every class defined in `runwatch.stream.state` (a run's state is made of them: a new
+    part of it, in a new module, is covered by itself), the engine's conditions and the
+    live driver's clock offsets."""
+    found: list[type] = []
+    for info in sorted(pkgutil.iter_modules(state_package.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{state_package.__name__}.{info.name}")
+        found += [c for _, c in inspect.getmembers(module, inspect.isclass)
+                  if c.__module__ == module.__name__]  # fmt: skip
+    return (*found, Condition, ClockOffsets, _Host)
+
+
 #: Every class a checkpoint may build, and so every class whose layout it depends on.
-STATE_CLASSES: tuple[type, ...] = (
-    RunState, StateConfig, Processes, Process, Inference, Server, Trajectory, Steps, Step,
-    ProgressCounters, Counter, Ranks, Rank, Condition, ClockOffsets, _Host, Weights, Loaded,
-    Restarts, Slot,
-)  # fmt: skip
+STATE_CLASSES: tuple[type, ...] = _state_classes()
 _CONTAINERS: tuple[type, ...] = (deque, OrderedDict)
 _ALLOWED = {(c.__module__, c.__qualname__): c for c in STATE_CLASSES + _CONTAINERS}
 

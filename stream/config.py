@@ -131,5 +131,6 @@ class RulesConfig:
         cfg = StateConfig()
         for rule in self.rules:
             params = (overrides or {}).get(rule.rule_id, rule.params)
-            cfg = rule.state_needs(params, cfg)
+            if params.enabled:
+                cfg = rule.state_needs(params, cfg)
         return cfg

@@ -22,6 +22,7 @@ from runwatch.stream.breaker import breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.rules import Condition, Params, Rule
+from runwatch.stream.rules.base import QUIET
 from runwatch.stream.state.run import RunState
 
 
@@ -64,11 +65,16 @@ class RecentIds:
 class TrackedRun:
     """A run's state plus what the engine needs to drive its alerts."""
 
-    __slots__ = ("firing", "lifted", "overrides", "resumed", "state", "timers", "transitions")
+    __slots__ = (
+        "by_kind", "firing", "lifted", "overrides", "resumed", "state", "timers", "transitions",
+    )  # fmt: skip
 
     def __init__(self, state: RunState) -> None:
         self.state = state
         self.overrides: dict[str, Params] = {}  # per-run rule parameters
+        #: kind -> the rules to evaluate, when the run's overrides turn rules on or off
+        #: (None: the engine's)
+        self.by_kind: dict[str, list[int]] | None = None
         self.firing: dict[int, dict[str, Condition]] = {}  # rule index -> key -> condition
         self.timers: dict[int, float] = {}  # rule index -> next scheduled check
         self.transitions: dict[str, int] = {}  # alert key -> transitions so far
@@ -85,10 +91,8 @@ class Engine:
         self.config = config or RulesConfig.default()
         self.rules: tuple[Rule[Any], ...] = self.config.rules
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
-        self._by_kind: dict[str, list[int]] = {}
-        for i, rule in enumerate(self.rules):
-            for kind in rule.watches:
-                self._by_kind.setdefault(kind, []).append(i)
+        self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
+        self._by_kind = self._index({})
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
         self.now = float("-inf")
@@ -117,6 +121,20 @@ class Engine:
             self._on_event.append(events)
         if transitions is not None:
             self._on_transition.append(transitions)
+
+    def _index(self, overrides: dict[str, Params]) -> dict[str, list[int]]:
+        """kind -> the enabled rules that watch it (a rule turned off costs nothing)."""
+        by_kind: dict[str, list[int]] = {}
+        for i, rule in enumerate(self.rules):
+            if overrides.get(rule.rule_id, rule.params).enabled:
+                for kind in rule.watches:
+                    by_kind.setdefault(kind, []).append(i)
+        return by_kind
+
+    def _reindex(self, tracked: TrackedRun) -> None:
+        enabled = self._enabled
+        switched = any(p.enabled != enabled[r] for r, p in tracked.overrides.items())
+        tracked.by_kind = self._index(tracked.overrides) if switched else None
 
     # -- input -----------------------------------------------------------------------------
 
@@ -154,10 +172,13 @@ class Engine:
         if overrides:
             tracked.overrides.update(overrides)
             tracked.state.reconfigure(self.config.state_config(tracked.overrides))
+            self._reindex(tracked)
         # a run's first event starts the clocks of rules that watch for silence (`absent`)
         everything = bool(overrides) or new_run
         indexes: Iterable[int] = (
-            range(len(self.rules)) if everything else self._by_kind.get(event.kind, ())
+            range(len(self.rules))
+            if everything
+            else (tracked.by_kind or self._by_kind).get(event.kind, ())
         )
         now = self.now
         for i in indexes:
@@ -212,7 +233,7 @@ class Engine:
         rule = self.rules[index]
         overrides = tracked.overrides
         params = overrides.get(self._rule_ids[index], rule.params) if overrides else rule.params
-        verdict = rule.check(tracked.state, now, params)
+        verdict = rule.check(tracked.state, now, params) if params.enabled else QUIET
         firing = tracked.firing.get(index)
         next_check = verdict.recheck_at
         ripe: set[str] = set()
@@ -358,6 +379,7 @@ class Engine:
                     raise ConfigError(f"run {run}: no rule {rule_id!r}")
                 tracked.overrides[rule_id] = rule.params_model.model_validate_json(raw)
             tracked.firing, tracked.timers, tracked.transitions = firing, timers, transitions
+            self._reindex(tracked)
             runs[run] = tracked
         now, seq, duplicates = state["now"], state["seq"], state["duplicates"]
         pending = state["timers"]

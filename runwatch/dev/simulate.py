@@ -22,6 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from runwatch.stream.rules import BUILTIN_RULES
+from runwatch.stream.rules.base import time_params
+
 Event = dict[str, Any]
 
 FAULTS = ("sandbox_hang", "inference_crash", "orchestrator_dies", "rank_divergence")
@@ -32,15 +35,6 @@ EXPECTED_RULE = {
     "inference_crash": "zero_reward",
     "orchestrator_dies": "heartbeat_lost",
     "rank_divergence": "ranks_stalled",
-}
-#: Time-valued rule parameters, scaled by 1/speed in `run.started.config`.
-TIME_PARAMS = {
-    "inference_idle_with_pending": {"idle_for": 120.0},
-    "heartbeat_lost": {"timeout": 60.0},
-    "ranks_stalled": {"timeout": 300.0},
-    "stuck_progress": {"min_stall": 300.0},
-    "idle_gap_growing": {"min_gap": 300.0},
-    "emitter_dropping": {"quiet_for": 600.0},
 }
 BEAT_S = 10.0
 STATS_S = 5.0
@@ -276,10 +270,21 @@ class Job:
 
 
 def scaled_config(speed: float) -> dict[str, dict[str, float]]:
-    """The time thresholds of the default rules at `speed` (empty at real time)."""
+    """The time thresholds of the built-in rules (their `Seconds` parameters, at their
+    defaults) at `speed`, for `run.started.config` (empty at real time)."""
     if speed == 1:
         return {}
-    return {rule: {k: v / speed for k, v in ps.items()} for rule, ps in TIME_PARAMS.items()}
+    out: dict[str, dict[str, float]] = {}
+    for rule in BUILTIN_RULES:
+        defaults = rule.params_model()
+        scaled = {}
+        for name in time_params(rule.params_model):
+            value = getattr(defaults, name)
+            if isinstance(value, float):
+                scaled[name] = value / speed
+        if scaled:
+            out[rule.id] = scaled
+    return out
 
 
 class Cluster:

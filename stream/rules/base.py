@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, PositiveFloat, StringConstraints
 
+from runwatch.emitters.events import KNOWN_KINDS
 from runwatch.stream.state.run import RunState, StateConfig
 
 Severity = Literal["critical", "warning", "info"]
@@ -25,6 +26,18 @@ Action = Literal["pause", "stop", "notify"]
 RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
 
 
+class TimeValued:
+    """Marks a parameter that is a duration in event-time seconds: what a simulation played
+    faster than real time scales (`time_params`)."""
+
+    def __repr__(self) -> str:
+        return "TimeValued()"
+
+
+#: A rule parameter that is a duration, seconds of event time.
+Seconds = Annotated[PositiveFloat, TimeValued()]
+
+
 class Params(BaseModel):
     """Base of every rule's parameters: unknown keys and wrong types are errors naming the key
     (strict: `steps = "10"` is refused, not quietly read as 10)."""
@@ -34,6 +47,18 @@ class Params(BaseModel):
     #: the circuit-breaker policy of every rule, built-in or custom; unset leaves it to the
     #: trainer's guard (`Emitter.guard(rules=...)`)
     action: Action | None = None
+    #: false turns the rule off (globally, or for one run in `run.started.config`): it is
+    #: not evaluated, costs nothing per event, and an alert of it that fires resolves
+    enabled: bool = True
+
+
+def time_params(model: type[Params]) -> tuple[str, ...]:
+    """The names of a parameter model's `Seconds` fields (as written in a config)."""
+    return tuple(
+        info.alias or name
+        for name, info in model.model_fields.items()
+        if any(isinstance(m, TimeValued) for m in info.metadata)
+    )
 
 
 P = TypeVar("P", bound=Params)
@@ -65,6 +90,38 @@ class Verdict:
 QUIET = Verdict()
 
 
+class Deadlines:
+    """The loop of a rule about many subjects (processes, servers, slots), each with a
+    deadline: a subject whose deadline has passed holds a condition, the others say when
+    the verdict may next change (the earliest deadline still ahead)."""
+
+    __slots__ = ("held", "now", "recheck")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.held: list[Condition] = []
+        self.recheck: float | None = None
+
+    def due(self, key: str, since: float, deadline: float, subject: str | None = None) -> None:
+        """`key` holds from `since` once `deadline` is reached."""
+        if deadline <= self.now:
+            self.held.append(Condition(key, since, deadline, subject))
+        else:
+            self.later(deadline)
+
+    def hold(self, key: str, since: float, fire_at: float, subject: str | None = None) -> None:
+        """`key` holds now (ripe at `fire_at`)."""
+        self.held.append(Condition(key, since, fire_at, subject))
+
+    def later(self, at: float | None) -> None:
+        """The verdict may change at `at` (a subject's deadline, a window that lets go)."""
+        if at is not None and at > self.now and (self.recheck is None or at < self.recheck):
+            self.recheck = at
+
+    def verdict(self) -> Verdict:
+        return Verdict(tuple(self.held), self.recheck) if self.held or self.recheck else QUIET
+
+
 @dataclass(frozen=True, slots=True)
 class Description:
     summary: str
@@ -72,13 +129,28 @@ class Description:
 
 
 class Rule(Generic[P]):
-    """A built-in or custom rule. Subclasses set the class attributes and `check`."""
+    """A built-in or custom rule. Subclasses set the class attributes and `check`.
+
+    A built-in rule is listed in `runwatch.stream.rules.BUILTIN_RULES`; the README's and
+    the contract's rule tables, the simulator's time scaling and the dashboards' stall panel
+    are made from these attributes (docs/architecture.md, "Adding a rule").
+    """
 
     id: ClassVar[str] = ""
     severity: Severity = "warning"
-    #: event kinds after which the verdict may have changed
+    #: event kinds after which the verdict may have changed (known kinds, checked)
     watches: frozenset[str] = frozenset()
     params_model: type[P]
+    #: one line for the rule tables: when it fires, with `{param}` for a default value
+    fires_when: ClassVar[str] = ""
+    #: a hang: something stopped moving (the dashboards' stall panel)
+    hang: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = sorted(set(cls.__dict__.get("watches", ())) - set(KNOWN_KINDS))
+        if unknown:  # a typo would leave the rule never evaluated
+            raise TypeError(f"{cls.__name__}.watches: no event kind {', '.join(unknown)}")
 
     def __init__(self, params: P) -> None:
         self.params = params  # the global (config file) parameters

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field, PositiveFloat
+from pydantic import Field
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -14,6 +14,7 @@ from runwatch.stream.rules.base import (
     Params,
     Rule,
     RuleId,
+    Seconds,
     Severity,
     Verdict,
     fmt_duration,
@@ -26,7 +27,7 @@ class AbsentRuleParams(Params):
     type: Literal["absent"]
     kind: str
     component: str
-    for_: PositiveFloat = Field(alias="for")
+    for_: Seconds = Field(alias="for")
     severity: Severity = "warning"
     summary: str | None = None
 

@@ -35,6 +35,11 @@ class DegenerateGroupsParams(Params):
 class DegenerateGroups(Rule[DegenerateGroupsParams]):
     id = "degenerate_groups"
     severity = "warning"
+    fires_when = (
+        "GRPO: at least `max_fraction` ({max_fraction:.0%}) of a step's prompt groups have "
+        "rewards that are all equal (zero advantage) for `steps` ({steps}) steps in a row; "
+        "groups come from `em.trajectory(id, step=s, group=prompt_id)`"
+    )
     params_model = DegenerateGroupsParams
     watches = frozenset({"step.done", "trajectory.done"})
 

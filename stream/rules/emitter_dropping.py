@@ -9,38 +9,49 @@ never fires; a process that comes back counting from zero (a restart) is not a l
 
 from __future__ import annotations
 
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import PositiveInt
 
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Deadlines,
+    Description,
+    Params,
+    Rule,
+    Seconds,
+    Verdict,
+)
 from runwatch.stream.state.run import RunState
 
 
 class EmitterDroppingParams(Params):
-    quiet_for: PositiveFloat = 600.0
+    quiet_for: Seconds = 600.0
     min_dropped: PositiveInt = 1
 
 
 class EmitterDropping(Rule[EmitterDroppingParams]):
     id = "emitter_dropping"
     severity = "warning"
+    fires_when = (
+        "an emitter's `dropped_events` rose: runwatch is losing the run's data (resolves "
+        "after `quiet_for`, {quiet_for:g} s, without more)"
+    )
     params_model = EmitterDroppingParams
     watches = frozenset({"heartbeat", "run.finished"})
 
     def check(self, run: RunState, now: float, params: EmitterDroppingParams) -> Verdict:
         if run.finished:
             return QUIET
-        held = []
-        recheck: float | None = None
+        due = Deadlines(now)
         for proc in run.processes.by_id.values():
             at = proc.dropped_at
             if at is None or proc.dropped < params.min_dropped:
                 continue
             quiet = at + params.quiet_for
-            if now < quiet:
-                held.append(Condition(proc.name, at, at, proc.name))
-                if recheck is None or quiet < recheck:
-                    recheck = quiet
-        return Verdict(tuple(held), recheck)
+            if now < quiet:  # holds until it has been quiet that long
+                due.hold(proc.name, at, at, proc.name)
+                due.later(quiet)
+        return due.verdict()
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: EmitterDroppingParams

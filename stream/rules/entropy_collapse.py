@@ -36,6 +36,11 @@ class EntropyParams(Params):
 class EntropyCollapse(Rule[EntropyParams]):
     id = "entropy_collapse"
     severity = "warning"
+    fires_when = (
+        "the policy entropy (`actor/entropy`, `train/entropy_loss`, ...) below `fraction` "
+        "({fraction:.0%}) of its early-training level (the median of its first `early_steps`,"
+        " {early_steps}, values) for `steps` ({steps}) steps in a row"
+    )
     params_model = EntropyParams
     watches = frozenset({"step.metrics"})
 

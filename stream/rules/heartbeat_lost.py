@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import PositiveFloat
-
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
+    Deadlines,
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -23,12 +23,14 @@ from runwatch.stream.state.run import RunState, StateConfig
 
 
 class HeartbeatParams(Params):
-    timeout: PositiveFloat = 60.0
+    timeout: Seconds = 60.0
 
 
 class HeartbeatLost(Rule[HeartbeatParams]):
     id = "heartbeat_lost"
     severity = "critical"
+    fires_when = "a process that sent heartbeats went silent for `timeout` ({timeout:g} s)"
+    hang = True
     params_model = HeartbeatParams
     watches = frozenset({"heartbeat", "run.finished"})
 
@@ -40,18 +42,13 @@ class HeartbeatLost(Rule[HeartbeatParams]):
             return QUIET
         # Every heartbeat re-checks every process of the run, so only the silent ones get a
         # Condition; the others only say when the next one could go silent.
-        held = []
-        recheck: float | None = None
+        due = Deadlines(now)
         timeout = params.timeout
         for proc in run.processes.by_id.values():
             if proc.last_beat is None or proc.final:
                 continue
-            lost = proc.last_beat + timeout
-            if lost <= now:
-                held.append(Condition(proc.name, proc.last_beat, lost, proc.name))
-            elif recheck is None or lost < recheck:
-                recheck = lost
-        return Verdict(tuple(held), recheck)
+            due.due(proc.name, proc.last_beat, proc.last_beat + timeout, proc.name)
+        return due.verdict()
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: HeartbeatParams

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import pairwise
+from typing import Annotated
 
 from pydantic import NonNegativeFloat, conint
 
@@ -17,6 +18,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    TimeValued,
     Verdict,
     fmt_duration,
 )
@@ -26,7 +28,7 @@ from runwatch.stream.state.steps import Step
 
 class IdleGapParams(Params):
     steps: conint(ge=2) = 3  # type: ignore[valid-type]
-    min_gap: NonNegativeFloat = 300.0
+    min_gap: Annotated[NonNegativeFloat, TimeValued()] = 300.0
 
 
 def _growing(done: list[Step], params: IdleGapParams) -> int | None:
@@ -46,6 +48,10 @@ def _growing(done: list[Step], params: IdleGapParams) -> int | None:
 class IdleGapGrowing(Rule[IdleGapParams]):
     id = "idle_gap_growing"
     severity = "warning"
+    fires_when = (
+        "the GPU-idle gap per step grew over `steps` ({steps}) steps and is ≥ `min_gap` "
+        "({min_gap:g} s)"
+    )
     params_model = IdleGapParams
     watches = frozenset({"step.done"})
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from dataclasses import replace
 
-from pydantic import Field, PositiveFloat
+from pydantic import Field
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -17,6 +17,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -30,7 +31,7 @@ PENDING_BARS = ("Generating trajectories", "Rollout generation", "Generate sampl
 
 
 class IdleParams(Params):
-    idle_for: PositiveFloat = 120.0
+    idle_for: Seconds = 120.0
     #: bars whose `total - n` stand for pending trajectories, for logs without
     #: trajectory events (`runwatch watch`)
     pending_bars: list[str] = Field(default_factory=lambda: list(PENDING_BARS))
@@ -39,6 +40,10 @@ class IdleParams(Params):
 class InferenceIdleWithPending(Rule[IdleParams]):
     id = "inference_idle_with_pending"
     severity = "critical"
+    fires_when = (
+        "every inference server idle for `idle_for` ({idle_for:g} s) while trajectories wait"
+    )
+    hang = True
     params_model = IdleParams
     watches = frozenset(
         {

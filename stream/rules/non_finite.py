@@ -24,6 +24,7 @@ def _latest_bad(run: RunState) -> Step | None:
 class NonFiniteMetric(Rule[NonFiniteParams]):
     id = "non_finite_metric"
     severity = "critical"
+    fires_when = "a logged metric or the reward is NaN or infinite"
     params_model = NonFiniteParams
     watches = frozenset({"step.metrics", "reward"})
 

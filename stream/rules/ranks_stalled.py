@@ -6,14 +6,13 @@ wait in `recv` (divergent), or every rank sits in one collective (uniform).
 
 from __future__ import annotations
 
-from pydantic import PositiveFloat
-
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -21,12 +20,16 @@ from runwatch.stream.state.run import RunState
 
 
 class RanksParams(Params):
-    timeout: PositiveFloat = 300.0
+    timeout: Seconds = 300.0
 
 
 class RanksStalled(Rule[RanksParams]):
     id = "ranks_stalled"
     severity = "critical"
+    fires_when = (
+        "no trainer rank changed phase for `timeout` ({timeout:g} s); says divergent or uniform"
+    )
+    hang = True
     params_model = RanksParams
     watches = frozenset({"rank.status", "run.finished"})
 

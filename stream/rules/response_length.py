@@ -43,6 +43,12 @@ class ResponseLengthParams(Params):
 class ResponseLengthDrift(Rule[ResponseLengthParams]):
     id = "response_length_drift"
     severity = "warning"
+    fires_when = (
+        "the mean response length (`response_length/mean`, `train/response_length`) below "
+        "`collapse_fraction` ({collapse_fraction:.0%}) of its early-training level, or the "
+        "share cut at the maximum length (`response_length/clip_ratio`) ≥ `max_clip_ratio` "
+        "({max_clip_ratio:.0%}), for `steps` ({steps}) steps in a row"
+    )
     params_model = ResponseLengthParams
     watches = frozenset({"step.metrics"})
 

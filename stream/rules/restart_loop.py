@@ -11,14 +11,16 @@ window, or the run finishes.
 
 from __future__ import annotations
 
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import PositiveInt
 
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
+    Deadlines,
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -27,8 +29,8 @@ from runwatch.stream.state.run import RunState
 
 class RestartLoopParams(Params):
     restarts: PositiveInt = 3
-    within: PositiveFloat = 1800.0
-    confirm: PositiveFloat = 30.0
+    within: Seconds = 1800.0
+    confirm: Seconds = 30.0
 
 
 def recent(times: list[float], now: float, within: float) -> list[float]:
@@ -38,26 +40,27 @@ def recent(times: list[float], now: float, within: float) -> list[float]:
 class RestartLoop(Rule[RestartLoopParams]):
     id = "restart_loop"
     severity = "critical"
+    fires_when = (
+        "one role (component + host + rank + instance) came back with a new pid `restarts` "
+        "({restarts}) times within `within` ({within:g} s): a crash loop a supervisor hides"
+    )
     params_model = RestartLoopParams
     watches = frozenset({"heartbeat", "run.finished"})
 
     def check(self, run: RunState, now: float, params: RestartLoopParams) -> Verdict:
         if run.finished:
             return QUIET
-        held = []
-        recheck: float | None = None
+        due = Deadlines(now)
         for name, slot in run.restarts.slots.items():
             times = recent(slot.restarts(), now, params.within)
             if len(times) < params.restarts:
                 continue
             # ripe `confirm` after the restart that made the count (later ones do not
             # postpone it: a loop faster than `confirm` must fire too)
-            ripe = times[params.restarts - 1] + params.confirm
-            held.append(Condition(name, times[0], ripe, name))
+            due.hold(name, times[0], times[params.restarts - 1] + params.confirm, name)
             # the window lets go of its oldest restart then: look again
-            leaves = times[-params.restarts] + params.within
-            recheck = leaves if recheck is None else min(recheck, leaves)
-        return Verdict(tuple(held), recheck)
+            due.later(times[-params.restarts] + params.within)
+        return due.verdict()
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: RestartLoopParams

@@ -129,13 +129,24 @@ class MetricSpike(Rule[SpikeParams]):
         )
 
 
+_SPIKE = (
+    "{what} far above the run's own robust band (median ± MAD of the last `window`, "
+    "{{window}}, steps; robust z > `z`, {{z:g}}, and ≥ {{min_rise:.0%}} above the median) for "
+    "`steps` ({{steps}}) steps in a row, after `warmup` ({{warmup}}) steps"
+)
+
+
 class KlSpike(MetricSpike):
     id = "kl_spike"
     what = "KL divergence"
+    fires_when = _SPIKE.format(what="the KL (`actor/ppo_kl`, `train/kl`, ...)")
     params_model = KlSpikeParams
 
 
 class GradNormSpike(MetricSpike):
     id = "grad_norm_spike"
     what = "gradient norm"
+    fires_when = _SPIKE.format(
+        what="the gradient norm (`actor/grad_norm`, `train/actor_grad_norm`, ...)"
+    )
     params_model = GradNormSpikeParams

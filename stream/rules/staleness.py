@@ -33,6 +33,11 @@ class StalenessParams(Params):
 class StalenessGrowing(Rule[StalenessParams]):
     id = "staleness_growing"
     severity = "warning"
+    fires_when = (
+        "async RL: the consumed rollouts are at least `max_lag` ({max_lag:g}) policy versions"
+        " old (`off_policy/mean`, PRIME-RL; `lag_keys` adds yours) for `steps` ({steps}) "
+        "steps in a row"
+    )
     params_model = StalenessParams
     watches = frozenset({"step.metrics"})
 

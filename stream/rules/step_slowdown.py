@@ -45,6 +45,11 @@ class SlowdownParams(Params):
 class StepSlowdown(Rule[SlowdownParams]):
     id = "step_slowdown"
     severity = "warning"
+    fires_when = (
+        "`steps` ({steps}) done steps in a row each far longer than the run's own (median ± "
+        "MAD of the `window`, {window}, before: robust z > `z`, {z:g}, and ≥ {min_rise:.0%} "
+        "longer); names the phase of `step.done.timing` that grew most"
+    )
     params_model = SlowdownParams
     watches = frozenset({"step.done"})
 

@@ -16,6 +16,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -24,10 +25,10 @@ from runwatch.stream.state.run import RunState, StateConfig
 
 
 class StuckProgressParams(Params):
-    min_stall: PositiveFloat = 300.0
+    min_stall: Seconds = 300.0
     factor: PositiveFloat = 10.0
     window: PositiveInt = 20
-    stall_after: dict[str, PositiveFloat] = Field(default_factory=dict)
+    stall_after: dict[str, Seconds] = Field(default_factory=dict)
 
 
 def stall_limit(counter: Counter, params: StuckProgressParams) -> float | None:
@@ -44,6 +45,11 @@ def stall_limit(counter: Counter, params: StuckProgressParams) -> float | None:
 class StuckProgress(Rule[StuckProgressParams]):
     id = "stuck_progress"
     severity = "warning"
+    fires_when = (
+        "a progress bar has not advanced for `max(min_stall, factor × its usual pace)` "
+        "({min_stall:g} s, ×{factor:g})"
+    )
+    hang = True
     params_model = StuckProgressParams
     watches = frozenset({"progress", "run.finished"})
 

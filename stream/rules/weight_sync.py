@@ -11,14 +11,13 @@ lagging since the first version newer than its own was published.
 
 from __future__ import annotations
 
-from pydantic import PositiveFloat
-
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -26,7 +25,7 @@ from runwatch.stream.state.run import RunState
 
 
 class WeightSyncParams(Params):
-    timeout: PositiveFloat = 600.0
+    timeout: Seconds = 600.0
 
 
 def lagging(run: RunState, now: float) -> dict[str, tuple[int, float, float | None]]:
@@ -54,6 +53,10 @@ def lagging(run: RunState, now: float) -> dict[str, tuple[int, float, float | No
 class WeightSyncStalled(Rule[WeightSyncParams]):
     id = "weight_sync_stalled"
     severity = "critical"
+    fires_when = (
+        "an inference server that reports loads (`weights.loaded`) has not loaded the weights"
+        " the trainer published (`weights.published`) for `timeout` ({timeout:g} s)"
+    )
     params_model = WeightSyncParams
     watches = frozenset({"weights.published", "weights.loaded", "heartbeat", "run.finished"})
 

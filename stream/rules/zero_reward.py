@@ -32,6 +32,7 @@ def reward_ts(step: Step) -> float:
 class ZeroReward(Rule[ZeroRewardParams]):
     id = "zero_reward"
     severity = "critical"
+    fires_when = "step reward exactly 0 for `steps` ({steps}) steps in a row"
     params_model = ZeroRewardParams
     watches = frozenset({"reward", "step.metrics"})
 

@@ -34,6 +34,7 @@ def test_each_fault_raises_its_rule_and_slow_but_healthy_none(speed: float) -> N
             assert rules == set(), (spec.fault, rules)
 
 
+@pytest.mark.slow
 def test_healthy_cluster_stays_quiet_over_two_hours() -> None:
     assert alerts_of(Cluster(6, faults=["slow_but_healthy"] * 3, seed=11, duration=7200.0)) == []
 

@@ -188,6 +188,7 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(events=histories(), batches=st.integers(1, 4))
+@pytest.mark.slow
 def test_idle_gaps_match_the_engine_on_random_histories(
     store: Store, events: list[dict[str, Any]], batches: int
 ) -> None:

@@ -57,6 +57,7 @@ def test_the_incidents_make_transitions_to_compare() -> None:
 
 
 @pytest.mark.parametrize("cut", [0.2, 0.5, 0.8])
+@pytest.mark.slow
 def test_a_restart_from_a_checkpoint_publishes_what_an_uninterrupted_run_does(cut: float) -> None:
     """Checkpoint at `cut`, crash (kill -9) a while later with what it made since published,
     restart: load the checkpoint, re-read only the records after it, reconcile with what

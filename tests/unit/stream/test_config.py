@@ -41,25 +41,7 @@ for = 10800
 severity = "warning"
 """  # noqa: E501
 
-BUILTIN_IDS = [
-    "inference_idle_with_pending",
-    "zero_reward",
-    "stuck_progress",
-    "heartbeat_lost",
-    "ranks_stalled",
-    "non_finite_metric",
-    "idle_gap_growing",
-    "emitter_dropping",  # additions (docs/contract.md section 7)
-    "kl_spike",
-    "grad_norm_spike",
-    "entropy_collapse",
-    "response_length_drift",
-    "step_slowdown",
-    "weight_sync_stalled",
-    "restart_loop",
-    "staleness_growing",
-    "degenerate_groups",
-]
+BUILTIN_IDS = [r.id for r in BUILTIN_RULES]
 METRIC = {"id": "m", "type": "metric", "metric": "loss", "op": ">", "value": 1.0}
 ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "trainer", "for": 60}
 
@@ -79,88 +61,14 @@ def config_error(data: dict[str, Any]) -> str:
 # --- defaults and the contract's example ---------------------------------------------------------
 
 
-def test_defaults_are_the_contract_table() -> None:
+def test_defaults_are_the_rules_own() -> None:
+    """The defaults themselves are held to docs/contract.md by tests/unit/test_rule_docs.py."""
     rules = RulesConfig.default().by_id()
-    assert list(rules) == BUILTIN_IDS == [r.id for r in BUILTIN_RULES]
-    p = {rid: rule.params.model_dump(exclude={"action"}) for rid, rule in rules.items()}
-    # every rule takes the circuit breaker's `action`, unset by default
-    assert {rule.params.action for rule in rules.values()} == {None}
-    assert p["inference_idle_with_pending"] == {
-        "idle_for": 120.0,  # the contract's; the pending-work bars are an addition (§7)
-        "pending_bars": ["Generating trajectories", "Rollout generation", "Generate samples"],
-    }
-    assert p["zero_reward"] == {
-        "steps": 5,
-        "epsilon": 1e-9,
-        "reward_keys": [
-            "critic/score/mean",
-            "critic/rewards/mean",
-            "task_reward/avg",
-            "reward/mean",
-            "reward",
-        ],
-    }
-    assert p["stuck_progress"] == {
-        "min_stall": 300.0,
-        "factor": 10.0,
-        "window": 20,
-        "stall_after": {},
-    }
-    assert p["heartbeat_lost"] == {"timeout": 60.0}
-    assert p["ranks_stalled"] == {"timeout": 300.0}
-    assert p["non_finite_metric"] == {}
-    assert p["idle_gap_growing"] == {"steps": 3, "min_gap": 300.0}
-    assert p["emitter_dropping"] == {"quiet_for": 600.0, "min_dropped": 1}
-    spike = {"steps": 3, "window": 50, "warmup": 20, "z": 8.0, "min_rise": 0.5}
-    assert p["kl_spike"] == {
-        "metric_keys": ["actor/ppo_kl", "actor/kl_loss", "train/kl",
-                        "ppo_actor/update/approx_kl/avg", "mismatch_kl/all/mean", "kl"],
-        **spike,
-    }  # fmt: skip
-    assert p["grad_norm_spike"] == {
-        "metric_keys": ["actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
-                        "ppo_actor/update/grad_norm", "optim/grad_norm", "grad_norm"], **spike,
-    }  # fmt: skip
-    assert p["entropy_collapse"] == {
-        "metric_keys": ["actor/entropy", "train/entropy_loss", "entropy_loss",
-                        "ppo_actor/update/entropy/avg", "entropy/all/mean", "entropy"],
-        "early_steps": 20, "fraction": 0.1, "steps": 10,
-    }  # fmt: skip
-    assert p["response_length_drift"] == {
-        "length_keys": ["response_length/mean", "train/response_length", "response_length"],
-        "clip_keys": ["response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg"],
-        "early_steps": 20,
-        "collapse_fraction": 0.2, "max_clip_ratio": 0.5, "steps": 10,
-    }  # fmt: skip
-    assert p["step_slowdown"] == {"exclude_phases": ["testing", "save_checkpoint"],
-                                  "steps": 3, "window": 20, "warmup": 10, "z": 6.0,
-                                  "min_rise": 0.5}  # fmt: skip
-    assert p["weight_sync_stalled"] == {"timeout": 600.0}
-    assert p["restart_loop"] == {"restarts": 3, "within": 1800.0, "confirm": 30.0}
-    assert p["staleness_growing"] == {"lag_keys": ["off_policy/mean"], "max_lag": 4.0,
-                                      "steps": 5}  # fmt: skip
-    assert p["degenerate_groups"] == {"max_fraction": 0.8, "steps": 5, "min_groups": 4,
-                                      "epsilon": 1e-9}  # fmt: skip
-    severities = {rid: r.severity_of(r.params) for rid, r in rules.items()}
-    assert severities == {
-        "inference_idle_with_pending": "critical",
-        "zero_reward": "critical",
-        "stuck_progress": "warning",
-        "heartbeat_lost": "critical",
-        "ranks_stalled": "critical",
-        "non_finite_metric": "critical",
-        "idle_gap_growing": "warning",
-        "emitter_dropping": "warning",
-        "kl_spike": "warning",
-        "grad_norm_spike": "warning",
-        "entropy_collapse": "warning",
-        "response_length_drift": "warning",
-        "step_slowdown": "warning",
-        "weight_sync_stalled": "critical",
-        "restart_loop": "critical",
-        "staleness_growing": "warning",
-        "degenerate_groups": "warning",
-    }
+    assert list(rules) == BUILTIN_IDS
+    for rule in rules.values():
+        assert rule.params == type(rule.params)()
+        # every rule takes the circuit breaker's `action` (unset) and `enabled` (on)
+        assert (rule.params.action, rule.params.enabled) == (None, True)
 
 
 def test_the_contract_example_loads(tmp_path: Path) -> None:
@@ -380,3 +288,52 @@ def test_global_config_decides_what_the_state_keeps() -> None:
     assert "critic/score/mean" in cfg.watched_metrics
     assert cfg.watched_arrivals == {("trainer", "step.done")}
     assert cfg.heartbeat_timeout == 60
+
+
+# --- enabled = false ------------------------------------------------------------------------------
+
+
+def _zeros(run: str, start: float = 10.0) -> list[dict[str, Any]]:
+    return [make_event("reward", start + 10.0 * s, run=run, step=s, mean=0.0) for s in range(8)]
+
+
+def test_a_rule_turned_off_globally_never_fires_and_is_never_evaluated() -> None:
+    engine = make_engine({"zero_reward": {"enabled": False}})
+    index = [r.rule_id for r in engine.rules].index("zero_reward")
+    assert all(index not in rules for rules in engine._by_kind.values())
+    assert [a.rule for a in feed(engine, _zeros("r1"))] == []
+    # what it would keep is not kept either
+    assert "critic/score/mean" not in engine.runs["r1"].state.config.watched_metrics
+
+
+def test_a_rule_turned_off_for_one_run_only() -> None:
+    engine = make_engine()
+    off = make_event("run.started", 0, run="quiet", config={"zero_reward": {"enabled": False}})
+    feed(engine, [off, make_event("run.started", 0, run="loud")])
+    assert [a.run for a in feed(engine, _zeros("quiet") + _zeros("loud"))] == ["loud"]
+
+
+def test_a_rule_turned_on_for_one_run_when_off_for_all() -> None:
+    engine = make_engine({"zero_reward": {"enabled": False}})
+    on = make_event("run.started", 0, run="on", config={"zero_reward": {"enabled": True}})
+    feed(engine, [on, make_event("run.started", 0, run="off")])
+    assert [a.run for a in feed(engine, _zeros("on") + _zeros("off"))] == ["on"]
+
+
+def test_turning_a_rule_off_for_a_run_resolves_its_alert() -> None:
+    engine = make_engine()
+    fired = feed(engine, _zeros("r1"))
+    assert [(a.rule, a.state) for a in fired] == [("zero_reward", "firing")]
+    off = make_event("run.started", 200, run="r1", config={"zero_reward": {"enabled": False}})
+    assert [(a.rule, a.state) for a in feed(engine, [off])] == [("zero_reward", "resolved")]
+
+
+def test_a_rule_turned_off_survives_a_checkpoint() -> None:
+    from runwatch.stream.config import RulesConfig
+    from runwatch.stream.engine import Engine
+
+    engine = make_engine()
+    feed(engine, [make_event("run.started", 0, config={"zero_reward": {"enabled": False}})])
+    again = Engine(RulesConfig.default())
+    again.load_state(engine.dump_state())
+    assert [a.rule for a in feed(again, _zeros("r1"))] == []

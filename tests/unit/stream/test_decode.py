@@ -443,6 +443,7 @@ def mutated_events(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_events())
+@pytest.mark.slow
 def test_fast_decode_and_pydantic_agree_on_mutated_events(event: dict[str, Any]) -> None:
     raw = json.dumps(event).encode()  # NaN/Infinity tokens, as Python emitters write them
     model = accepted_by_pydantic(raw)

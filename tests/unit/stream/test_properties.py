@@ -34,6 +34,9 @@ from runwatch.emitters.events import MAX_EVENT_BYTES
 from runwatch.stream.engine import Engine
 from runwatch.stream.replay import DEFAULT_WINDOW, BadLine, replay
 
+#: hypothesis over whole incidents: seconds each (make unit leaves them to make test)
+pytestmark = pytest.mark.slow
+
 Event = dict[str, Any]
 
 #: Largest shift, in seconds of event time, between two events that may swap places.

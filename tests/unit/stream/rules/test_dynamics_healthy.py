@@ -5,6 +5,7 @@ default thresholds."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import feed, make_engine, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,11 +22,13 @@ def healthy_run(seed: int, n: int = 2000) -> list[dict]:
 @settings(max_examples=8, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(seed=st.integers(0, 2**32 - 1))
+@pytest.mark.slow
 def test_healthy_runs_of_2000_steps_raise_no_dynamics_alert(seed: int) -> None:
     alerts = feed(make_engine(), healthy_run(seed))
     assert [a for a in alerts if a.rule in DYNAMICS] == []
 
 
+@pytest.mark.slow
 def test_every_generated_fault_is_caught_by_its_rule() -> None:
     for fault, rule in FAULTS.items():
         metrics = curves(7, n=600, fault=fault, at=400)

@@ -4,6 +4,7 @@ restart, easy and hard batches -- raise none of them; each injected fault is cau
 
 from __future__ import annotations
 
+import pytest
 from helpers import feed, make_engine
 
 from runwatch.dev.histories import FAULTS, STEP_S, T0, history
@@ -15,12 +16,14 @@ def replay(events: list[dict]) -> list:
     return feed(make_engine(), events)
 
 
+@pytest.mark.slow
 def test_healthy_histories_raise_none_of_them() -> None:
     for seed in (11, 12):
         fired = [a.rule for a in replay(history(f"h{seed}", seed)) if a.firing]
         assert RULES.isdisjoint(fired), fired
 
 
+@pytest.mark.slow
 def test_each_fault_is_caught_by_its_rule_after_it_starts() -> None:
     for fault, rule in FAULTS.items():
         fired = [a for a in replay(history(fault, 3, fault=fault, at=100))
