@@ -56,6 +56,11 @@ def _word(v: Any) -> bool:
     return type(v) is str and 0 < len(v) <= 200 and v.isprintable()
 
 
+def _quote(v: Any) -> bool:
+    """Text quoted from a console: any printable string up to 2,000 characters."""
+    return _str(v) and len(v) <= 2000
+
+
 def _fraction(v: Any) -> bool:
     return (type(v) is float or _int(v)) and 0 <= v <= 1
 
@@ -160,7 +165,25 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
     ),
     "inference.stats": _fields(
         {"server": _word, "running": _int, "waiting": _int},
-        {"kv_cache_usage": _fraction, "gen_tokens_per_s": _float},
+        {"kv_cache_usage": _fraction, "gen_tokens_per_s": _float, "prompt_tokens_per_s": _float},
+    ),
+    "collective.timeout": _fields(
+        {"backend": _word},
+        {
+            "rank": _int,
+            "group_rank": _int,
+            "pg": _name,
+            "op": _name,
+            "seq": _int,
+            "timeout_s": _float,
+            "ran_s": _float,
+            "last_enqueued": _int,
+            "last_completed": _int,
+            "message": _quote,
+        },  # fmt: skip
+    ),
+    "component.failed": _fields(
+        {"error": _quote, "how": _one_of("exception", "fatal", "exit")}, {"exit_code": _int}
     ),
     "progress": _fields({"name": _word, "n": _int}, {"total": _int}),
     "weights.published": _fields({"version": _int}, {"step": _int}),

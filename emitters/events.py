@@ -199,6 +199,9 @@ class InferenceStats(Event):
     waiting: Int64
     kv_cache_usage: Fraction | None = None
     gen_tokens_per_s: float | None = None
+    #: addition: prefill throughput (vLLM's "Avg prompt throughput"; the rate of its
+    #: prompt-tokens counter): with `gen_tokens_per_s`, whether an engine makes progress
+    prompt_tokens_per_s: float | None = None
 
 
 class Progress(Event):
@@ -234,6 +237,40 @@ class WeightsLoaded(Event):
     server: Ident | None = None
 
 
+#: Free text an event quotes from a console (an exception line, a watchdog's message).
+Quote = Annotated[str, StringConstraints(max_length=2000)]
+
+
+class CollectiveTimeout(Event):
+    """A rank's collective operation timed out (addition): torch's NCCL watchdog, gloo, or
+    the c10d store said so. One event per line that says it; the rule gathers them per
+    process group."""
+
+    kind: Literal["collective.timeout"]
+    backend: Word  # nccl, gloo, c10d
+    rank: Int64 | None = None  # the global rank (torch's `[rankN]:` prefix), when known
+    group_rank: Int64 | None = None  # the rank within its process group (`[Rank N]`)
+    pg: Name | None = None  # the process group: "0(default_pg)", "1"
+    op: Name | None = None  # ALLREDUCE, _ALLGATHER_BASE, recv, ...
+    seq: Int64 | None = None  # the collective's sequence number in its group
+    timeout_s: float | None = None
+    ran_s: float | None = None
+    last_enqueued: Int64 | None = None
+    last_completed: Int64 | None = None
+    message: Quote | None = None
+
+
+class ComponentFailed(Event):
+    """A process of the run failed (addition): an uncaught exception, a known fatal marker
+    of an engine or framework, or a command that exited non-zero (`runwatch watch`). The
+    process is the event's `src`."""
+
+    kind: Literal["component.failed"]
+    error: Quote  # the exception line, the marker line, or "exited with status N"
+    how: Literal["exception", "fatal", "exit"]
+    exit_code: Int64 | None = None
+
+
 #: Every kind the rules read, by name. Other kinds validate as plain `Event`.
 KNOWN_KINDS: dict[str, type[Event]] = {
     m.model_fields["kind"].annotation.__args__[0]: m  # type: ignore[union-attr]
@@ -256,6 +293,8 @@ KNOWN_KINDS: dict[str, type[Event]] = {
         RankStatus,
         WeightsPublished,
         WeightsLoaded,
+        CollectiveTimeout,
+        ComponentFailed,
     )
 }
 

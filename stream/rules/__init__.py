@@ -3,6 +3,8 @@
 from typing import Any
 
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.collective_timeout import CollectiveTimeout
+from runwatch.stream.rules.component_failed import ComponentFailed
 from runwatch.stream.rules.custom_absent import Absent
 from runwatch.stream.rules.custom_metric import MetricThreshold
 from runwatch.stream.rules.degenerate_groups import DegenerateGroups
@@ -11,6 +13,7 @@ from runwatch.stream.rules.entropy_collapse import EntropyCollapse
 from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
 from runwatch.stream.rules.idle_gap import IdleGapGrowing
 from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
+from runwatch.stream.rules.inference_stalled import InferenceStalled
 from runwatch.stream.rules.non_finite import NonFiniteMetric
 from runwatch.stream.rules.ranks_stalled import RanksStalled
 from runwatch.stream.rules.response_length import ResponseLengthDrift
@@ -24,8 +27,8 @@ from runwatch.stream.rules.zero_reward import ZeroReward
 
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
 #: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
-#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing, degenerate_groups),
-#: in the order they are evaluated.
+#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing, degenerate_groups,
+#: collective_timeout, component_failed, inference_stalled), in the order they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -44,6 +47,9 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     RestartLoop,
     StalenessGrowing,
     DegenerateGroups,
+    CollectiveTimeout,
+    ComponentFailed,
+    InferenceStalled,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

@@ -47,9 +47,9 @@ class RanksStalled(Rule[RanksParams]):
     ) -> Description:
         phases = run.ranks.phases()
         pattern = "divergent" if len(phases) > 1 else "uniform"
-        where = "; ".join(f"{p}: ranks {_ranks(rs)}" for p, rs in phases.items())
+        where = "; ".join(f"{p}: ranks {compact_ranks(rs)}" for p, rs in phases.items())
         missing = run.ranks.missing()
-        gone = f"; never heard from: {_ranks(missing)}" if missing else ""
+        gone = f"; never heard from: {compact_ranks(missing)}" if missing else ""
         return Description(
             f"no rank changed phase for {fmt_duration(now - cond.since)} ({pattern}: "
             f"{where}{gone})",
@@ -63,8 +63,8 @@ class RanksStalled(Rule[RanksParams]):
         )
 
 
-def _ranks(ranks: list[int]) -> str:
-    """Compact rank list: 0-3,5."""
+def compact_ranks(ranks: list[int]) -> str:
+    """Compact rank list: 0-3,5,7,8 (a range from three ranks on)."""
     out: list[str] = []
     start = prev = None
     for r in [*ranks, None]:
@@ -72,6 +72,10 @@ def _ranks(ranks: list[int]) -> str:
             prev = r
             continue
         if start is not None:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
+            assert prev is not None
+            if prev - start >= 2:
+                out.append(f"{start}-{prev}")
+            else:
+                out.extend(str(x) for x in range(start, prev + 1))
         start = prev = r
     return ",".join(out)

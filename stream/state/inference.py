@@ -23,6 +23,7 @@ class Server:
         "kv_cache_usage",
         "process",
         "running",
+        "stalled_since",
         "stats_ts",
         "waiting",
     )
@@ -35,6 +36,9 @@ class Server:
         self.kv_cache_usage: float | None = None
         self.in_flight: set[str] = set()
         self.final = False
+        #: the first snapshot since the engine last made progress that said it holds
+        #: requests and makes no tokens (no generation, no prefill); None: it progresses
+        self.stalled_since: float | None = None
 
     @property
     def idle(self) -> bool:
@@ -96,6 +100,8 @@ class Inference:
         running: int,
         waiting: int,
         kv: float | None,
+        gen: float | None = None,
+        prompt: float | None = None,
     ) -> None:
         srv = self.server(name, process)
         if srv.stats_ts is not None and ts < srv.stats_ts:
@@ -103,6 +109,13 @@ class Inference:
         srv.process = process
         srv.stats_ts = ts
         srv.running, srv.waiting, srv.kv_cache_usage = running, waiting, kv
+        # stalled: it holds requests and says it made no token in the last interval, of
+        # either kind (a snapshot that does not say its throughput says nothing of it)
+        if running > 0 and gen is not None and gen <= 0.0 and (prompt is None or prompt <= 0.0):
+            if srv.stalled_since is None:
+                srv.stalled_since = ts
+        else:
+            srv.stalled_since = None
 
     def request(self, name: str, process: Process | None, req: str, done: bool) -> None:
         srv = self.server(name, process)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from runwatch.emitters import events as ev
+from runwatch.stream.state.failures import Collectives, Failures
 from runwatch.stream.state.inference import Inference
 from runwatch.stream.state.processes import Processes
 from runwatch.stream.state.progress import ProgressCounters
@@ -64,6 +65,10 @@ class RunState:
         self.ranks = Ranks()
         self.weights = Weights()
         self.restarts = Restarts()
+        self.failures = Failures()
+        self.collectives = Collectives()
+        #: the latest `step.done`: progress that lets go of failures seen before it
+        self.progress_at: float | None = None
         self.last_arrival: dict[tuple[str, str], float] = {}
 
     @property
@@ -135,6 +140,8 @@ class RunState:
     def _step_done(self, event: ev.Event) -> None:
         e = cast(ev.StepDone, event)
         self.steps.done(e.step, e.ts, e.duration_s, self.inference.idle_since, e.timing)
+        if self.progress_at is None or e.ts > self.progress_at:
+            self.progress_at = e.ts
 
     def _step_metrics(self, event: ev.Event) -> None:
         e = cast(ev.StepMetrics, event)
@@ -183,7 +190,8 @@ class RunState:
     def _inference_stats(self, event: ev.Event) -> None:
         e = cast(ev.InferenceStats, event)
         proc = self.processes.get(e.src)
-        self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage)
+        self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage,
+                             e.gen_tokens_per_s, e.prompt_tokens_per_s)  # fmt: skip
         self._idle_changed()
 
     def _progress(self, event: ev.Event) -> None:
@@ -207,6 +215,27 @@ class RunState:
         proc = self.processes.get(e.src)
         self.weights.load(self._server_name(e.server, e), e.version, e.ts, proc.name)
 
+    def _component_failed(self, event: ev.Event) -> None:
+        e = cast(ev.ComponentFailed, event)
+        proc = self.processes.get(e.src)
+        self.failures.failed(proc.name, proc.component, e.ts, e.error, e.how, e.exit_code)
+
+    def _collective_timeout(self, event: ev.Event) -> None:
+        e = cast(ev.CollectiveTimeout, event)
+        fields = {name: getattr(e, name) for name in COLLECTIVE_FIELDS}
+        self.collectives.timeout(self.processes.get(e.src).name, e.ts, fields)
+
+    def failed_after_progress(self, at: float) -> bool:
+        """Whether something that went wrong at `at` still stands: no step ended after it,
+        and the run did not finish well."""
+        if self.status == "ok":
+            return False
+        return self.progress_at is None or self.progress_at < at
+
+
+#: the `collective.timeout` fields a rank's record keeps
+COLLECTIVE_FIELDS = ("backend", "rank", "group_rank", "pg", "op", "seq", "timeout_s", "ran_s",
+                     "last_enqueued", "last_completed", "message")  # fmt: skip
 
 _HANDLERS = {
     "run.started": RunState._run_started,
@@ -226,4 +255,6 @@ _HANDLERS = {
     "rank.status": RunState._rank_status,
     "weights.published": RunState._weights_published,
     "weights.loaded": RunState._weights_loaded,
+    "component.failed": RunState._component_failed,
+    "collective.timeout": RunState._collective_timeout,
 }

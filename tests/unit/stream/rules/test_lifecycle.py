@@ -46,6 +46,9 @@ WITH_SUBJECT = {
     "emitter_dropping",
     "restart_loop",
     "staleness_growing",
+    "component_failed",
+    "collective_timeout",
+    "inference_stalled",
 }
 
 
@@ -103,6 +106,15 @@ def busy_run(run: str = "r1") -> list[dict[str, Any]]:
     for i, start in enumerate(range(0, 400, 75)):
         sandbox = {"component": "sandbox", "host": "node-0", "pid": 700 + i}
         events += [ev("heartbeat", t, src=sandbox, final=True) for t in (start, start + 60)]
+    # the orchestrator's console says it failed; a step ends after: component_failed resolves
+    events.append(ev("component.failed", 140, src=ORCH, error="KeyError: 'x'", how="exception"))
+    # rank 1's NCCL collective times out in group 1; the next step resolves it
+    events.append(ev("collective.timeout", 240, backend="nccl", rank=1, pg="1", op="ALLREDUCE",
+                     seq=5))  # fmt: skip
+    # the engine holds requests and makes no tokens, then makes them again
+    events += [ev("inference.stats", t, src=VLLM, server="vllm-0", running=2, waiting=0,
+                  gen_tokens_per_s=g, prompt_tokens_per_s=0.0)
+               for t, g in [(1000, 0.0), (1100, 0.0), (1300, 40.0)]]  # fmt: skip
     events.append(ev("run.finished", 2000, status="killed"))
     return by_ts(events)
 
