@@ -180,7 +180,7 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
             "last_enqueued": _int,
             "last_completed": _int,
             "message": _quote,
-        },  # fmt: skip
+        },
     ),
     "component.failed": _fields(
         {"error": _quote, "how": _one_of("exception", "fatal", "exit")}, {"exit_code": _int}
