@@ -99,8 +99,6 @@ def ray_origin(line: str) -> tuple[dict[str, Any] | None, str]:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_MAX_TAIL = 1 << 20
-_HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 
 
 def ray_prefix(head: str) -> str:
@@ -299,6 +297,7 @@ _VLLM_KV = re.compile(
     r"KV cache usage: (?:active )?(\d+(?:\.\d+)?)%"
 )  # the first: V0 has GPU, then CPU (swap)
 _VLLM_GEN = re.compile(r"Avg generation throughput: (\d+(?:\.\d+)?) tokens/s")
+_VLLM_PROMPT = re.compile(r"Avg prompt throughput: (\d+(?:\.\d+)?) tokens/s")
 _VLLM_ENGINE = re.compile(r"Engine (\d+):")
 _SGL_RUNNING = re.compile(r"#running-req: (\d+)")
 _SGL_QUEUE = re.compile(r"#queue-req: (\d+)")
@@ -327,6 +326,8 @@ def parse_vllm(line: str, server: str = "vllm") -> Found | None:
         fields["kv_cache_usage"] = _fraction(float(kv.group(1)) / 100.0)
     if (gen := _VLLM_GEN.search(line)) is not None:
         fields["gen_tokens_per_s"] = float(gen.group(1))
+    if (prompt := _VLLM_PROMPT.search(line)) is not None:
+        fields["prompt_tokens_per_s"] = float(prompt.group(1))
     return ("inference.stats", fields)
 
 
@@ -347,152 +348,3 @@ def parse_sglang(line: str, server: str = "sglang") -> Found | None:
     if (gen := _SGL_GEN.search(line)) is not None and math.isfinite(float(gen.group(1))):
         fields["gen_tokens_per_s"] = float(gen.group(1))
     return ("inference.stats", fields)
-
-
-# --- one line, and a byte stream ---------------------------------------------------------
-
-
-class LineParser:
-    """Every reader above on one line; `server` names vLLM/SGLang servers (else vllm/sglang)."""
-
-    def __init__(
-        self, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS, server: str | None = None
-    ) -> None:
-        self.reward_keys = tuple(reward_keys)
-        self.server = server
-        #: AReaL's global step whose stats table is being printed (its "Train step N/M done."
-        #: line comes first); None outside one
-        self._areal_step: int | None = None
-
-    def parse(self, line: str) -> list[Found]:
-        """The events a line shows. A line Ray forwarded from a worker gives them with
-        `src` (that worker, `ray_origin`) among their fields, and, unless `server` names
-        it, its server is named after it (`vllm@IP/PID`): an engine in a Ray actor is a
-        server of its own."""
-        return self.read(line)[1]
-
-    def read(self, line: str) -> tuple[str, list[Found]]:
-        """(the line without colour codes and Ray's prefix and suffix, its events): what
-        `runwatch diagnose` also reads the line's own timestamp from."""
-        if "\x1b" in line:
-            line = _ANSI.sub("", line)
-        src, line = ray_origin(line) if line.startswith("(") else (None, line)
-        found = self._parse(line, src)
-        if src is not None:
-            for _, fields in found:
-                fields["src"] = src
-        return line, found
-
-    def _parse(self, line: str, src: dict[str, Any] | None) -> list[Found]:
-        if line.startswith("│") and self._areal_step is not None:
-            row = parse_areal_row(line)
-            keys = (AREAL_REWARD_KEY, *self.reward_keys)
-            return step_events(row, self._areal_step, keys, done=False) if row else []
-        if "Train step " in line and (m := _AREAL_STEP.search(line)) is not None:
-            self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
-            return []
-        if (bar := tqdm_bar(line)) is not None:
-            # a refresh, and what was printed after it on its line: verl's step line after
-            # its "Training Progress" bar, an engine's stats line after a rollout's bar
-            refresh, end = bar
-            rest = line[end:]
-            return [refresh, *self._parse(rest, src)] if rest.strip() else [refresh]
-        if "#running-req: " in line:
-            found = parse_sglang(line, self._server("sglang", src))
-            return [found] if found else []
-        if "Running: " in line and (stats := parse_vllm(line, self._server("vllm", src))):
-            return [stats]
-        if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
-            return steps
-        if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
-            return steps
-        return []
-
-    def _server(self, kind: str, src: dict[str, Any] | None) -> str:
-        """The server a stats line is about: the name given (`--server`), else the engine's
-        kind, per forwarding process when the line was forwarded."""
-        if self.server:
-            return self.server
-        if src is None:
-            return kind
-        where = f"@{src['host']}" if "host" in src else ""
-        return f"{kind}{where}/{src['pid']}"
-
-
-class LineScanner:
-    """Feed bytes as they come; get the events of the complete lines among them.
-
-    Only lines around a few literal markers are looked at, found with `bytes.find` (memchr
-    speed): a segment right after `\\r` (tqdm writes every refresh as `\\r` + bar), and lines
-    holding `step:`, `Running: `, `#running-req: `, AReaL's `Train step ` and its stats
-    table's `│ `, or Ray's `pid=`. Each literal is a pass over the bytes: short ones cost
-    most (bench/watch.py), so there are few. A segment after `\\r` on a line Ray forwarded
-    is read with that line's prefix (`segments`): its bar is the worker's.
-    """
-
-    LITERALS = (b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
-                "│ ".encode())  # fmt: skip
-
-    def __init__(self, parser: LineParser) -> None:
-        self.parser = parser
-        # the stream starts a line; the tail always starts with the break before it
-        self._tail = b"\n"
-        #: Ray's prefix of the line the tail continues, when that line began in earlier bytes
-        self._prefix = ""
-
-    def feed(self, data: bytes) -> list[Found]:
-        if self._tail:
-            data = self._tail + data
-        last = max(data.rfind(b"\n"), data.rfind(b"\r"))
-        if last < 0:
-            self._tail = data if len(data) <= _MAX_TAIL else b""
-            return []
-        out = self._scan(data, last + 1)
-        if data[last] == 13 and (line := data.rfind(b"\n", 0, last)) >= 0:
-            self._prefix = self._prefix_of(data, line + 1)
-        # keep the line break before the unfinished line: a tqdm bar is known by its "\r"
-        self._tail = data[last:] if len(data) - last <= _MAX_TAIL else b""
-        return out
-
-    def finish(self) -> list[Found]:
-        """The last line, when the stream ended without a line break."""
-        data, self._tail = self._tail, b""
-        return self._scan(data + b"\n", len(data) + 1) if data.strip(b"\r\n") else []
-
-    def _prefix_of(self, data: bytes, start: int) -> str:
-        """Ray's prefix of the line that starts at `start` ("" for none)."""
-        if data[start : start + 1] not in (b"(", b"\x1b"):  # ray_prefix's test, before decoding
-            return ""
-        head = data[start : start + _HEAD]
-        return ray_prefix(head.split(b"\r", 1)[0].decode("utf-8", "replace"))
-
-    def _scan(self, data: bytes, end: int) -> list[Found]:
-        find, rfind = data.find, data.rfind
-        starts: set[int] = set()
-        for literal in self.LITERALS:
-            pos = find(literal, 0, end)
-            while pos >= 0:
-                starts.add(max(rfind(b"\n", 0, pos), rfind(b"\r", 0, pos)) + 1)
-                stop = find(b"\n", pos, end)
-                if stop < 0:
-                    break
-                pos = find(literal, stop, end)
-        pos = find(b"\r", 0, end)
-        while pos >= 0:
-            if pos + 1 < end and data[pos + 1] not in (10, 13):  # not "\r\n" line ends
-                starts.add(pos + 1)
-            pos = find(b"\r", pos + 1, end)
-        out: list[Found] = []
-        parse = self.parser.parse
-        for start in sorted(starts):
-            stops = [s for s in (find(b"\n", start, end), find(b"\r", start, end)) if s >= 0]
-            stop = min(stops) if stops else end
-            if stop <= start:
-                continue
-            text = data[start:stop].decode("utf-8", "replace")
-            if start > 0 and data[start - 1] == 13:  # a part after "\r": whose line is it?
-                line = rfind(b"\n", 0, start)
-                prefix = self._prefix if line < 0 else self._prefix_of(data, line + 1)
-                text = prefix + text
-            out.extend(parse(text))
-        return out

@@ -26,7 +26,8 @@ from types import FrameType
 from typing import Any
 
 from runwatch.emitters import Emitter
-from runwatch.emitters.logparse import Found, LineParser, LineScanner
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
 
 FORWARDED = (
     signal.SIGTERM,

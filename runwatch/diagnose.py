@@ -31,7 +31,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from runwatch.emitters.logparse import LineParser, segments
+from runwatch.emitters.console import LineParser
+from runwatch.emitters.logparse import segments
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode_obj
@@ -46,8 +47,20 @@ _SHORT = re.compile(
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
 )
 _CLOCK = re.compile(r"^(?:\[[\w-]+\]:)?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s")
+#: glog's `[E419 10:42:28.858931807` (torch's C++ lines: month and day, no year)
+_GLOG = re.compile(r"\[[EWIF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+#: Open MPI's `--timestamp-output`, ctime's `Tue May 20 21:16:06 2025`
+_CTIME = re.compile(r"\b[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})")
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
 _ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d{2})[<,\]]")
 STEP_BARS = ("Training Progress",)
+#: events of lines without a time are placed this far apart, in file order
+UNTIMED_STEP = 0.001
 
 
 @dataclass
@@ -59,6 +72,8 @@ class Timed:
     fields: dict[str, Any]
     component: str
     where: str  # file:line
+    #: the Ray worker the line came from (its pid, and its node's address), when one did
+    origin: dict[str, Any] | None = None
 
 
 @dataclass
@@ -96,6 +111,9 @@ class Diagnosis:
     first: float | None = None
     last: float | None = None
     unread: int = 0  # events the engine refused (reported on stderr)
+    #: (file, events, where they end: its last write, or None when placed before its first
+    #: time) for files with lines that carried no time of their own
+    untimed: list[tuple[Path, int, float | None]] = field(default_factory=list)
 
 
 def _first_date(paths: Sequence[Path]) -> date | None:
@@ -134,6 +152,13 @@ def stamp(line: str, year: int, offset: float) -> float | None:
         y = year
         mo, d, h, mi, s = (int(x) for x in m.groups())
         frac = 0.0
+    elif (m := _CTIME.search(line[:60])) is not None and m.group(1) in _MONTHS:
+        mo, (d, h, mi, s, y) = _MONTHS[m.group(1)], (int(x) for x in m.groups()[1:])
+        frac = 0.0
+    elif (m := _GLOG.search(line[:60])) is not None:
+        y = year
+        mo, d, h, mi, s = (int(x) for x in m.groups()[:5])
+        frac = float(f"0.{m.group(6)}") if m.group(6) else 0.0
     else:
         return None
     try:
@@ -183,22 +208,58 @@ def file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         yield from enumerate(f, 1)
 
 
+@dataclass
+class FileRead:
+    """What one file gave: its events, the latest time it shows (a last line may say when
+    the run was stopped), and how many events carried no time of their own."""
+
+    events: list[Timed]
+    latest: float
+    untimed: int = 0
+    placed_at: float | None = None  # untimed events before any time: they end here
+
+
 def read(
     path: Path, parser: LineParser, year: int, offset: float, day: date,
     lines: Lines = file_lines,
-) -> tuple[list[Timed], float]:  # fmt: skip
-    """The events of one log file, each at the time its line says (module docstring), and
-    the latest time the file shows (a last line may say when the run was stopped)."""
+) -> FileRead:  # fmt: skip
+    """The events of one log file, each at the time its line says (module docstring). Events
+    of lines before the file says any time wait for the first time it says, and are placed
+    just before it, in order (1 ms apart); in a file that never says one, they end at the
+    time the file was last written. What the end of the file decides (a traceback that was
+    its process's last word) is placed at the last time it showed."""
     out: list[Timed] = []
     latest = float("-inf")
     now: float | None = None
     bars: dict[str, Bar] = {}
     days = Days(day)
+    waiting: list[tuple[str, dict[str, Any], str]] = []  # events before any time, in order
+    untimed = 0
     parts = (
         (number, part)
         for number, line in lines(path)
         for part in segments(line.decode("utf-8", "replace").rstrip("\r\n"))
     )
+
+    def place(kind: str, fields: dict[str, Any], at: float, where: str) -> None:
+        nonlocal latest
+        src = fields.pop("src", None)
+        hint = fields.pop("component", None)
+        component = (
+            (src or {}).get("component")
+            or hint
+            or ("inference" if kind == "inference.stats" else "trainer")
+        )
+        origin = {k: src[k] for k in ("pid", "host") if k in src} if src else None
+        out.append(Timed(at, kind, fields, component, where, origin))
+        latest = max(latest, at)
+
+    def settle(first: float) -> None:
+        for k, (kind, fields, where) in enumerate(waiting):
+            place(kind, fields, first - UNTIMED_STEP * (len(waiting) - k), where)
+        waiting.clear()
+
+    number = 0
     for number, raw in parts:
         body, found = parser.read(raw)
         if (ts := stamp(body, year, offset)) is not None:
@@ -206,6 +267,8 @@ def read(
         elif (seconds := time_of_day(body)) is not None:
             ts = days.place(seconds) - offset
         if ts is not None:
+            if now is None:
+                settle(ts)
             now = ts
             latest = max(latest, ts)
         for kind, fields in found:
@@ -218,15 +281,23 @@ def read(
                 spent = elapsed(body)
                 if bar.start is not None and spent is not None:
                     at = bar.start + spent
+            where = f"{path.name}:{number}"
             if at is None:
-                continue  # nothing in this file has said what time it is yet
-            src = fields.pop("src", None)
-            component = (src or {}).get("component") or (
-                "inference" if kind == "inference.stats" else "trainer"
-            )
-            out.append(Timed(at, kind, fields, component, f"{path.name}:{number}"))
-            latest = max(latest, at)
-    return out, latest
+                waiting.append((kind, fields, where))  # no time yet: placed when one comes
+                untimed += 1
+            else:
+                place(kind, fields, at, where)
+    for kind, fields in parser.finish():
+        if now is None:
+            waiting.append((kind, fields, f"{path.name}:{number}"))
+            untimed += 1
+        else:
+            place(kind, fields, now, f"{path.name}:{number}")
+    placed_at = None
+    if waiting:  # the file never said a time: its last write is when it ended
+        placed_at = path.stat().st_mtime
+        settle(placed_at + UNTIMED_STEP)
+    return FileRead(out, latest, untimed, placed_at)
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
@@ -265,24 +336,26 @@ def diagnose(
     (the command's shows progress at a terminal)."""
     first = _first_date(paths)
     year = year or (first.year if first else None) or time.gmtime().tm_year
-    parser = LineParser()
     events: list[Timed] = []
     end = float("-inf")
+    untimed: list[tuple[Path, int, float | None]] = []
     for path in paths:
         written = datetime.fromtimestamp(path.stat().st_mtime + offset, UTC).date()
-        found, latest = read(path, parser, year, offset, day or first or written, lines)
-        events += found
-        end = max(end, latest)
+        got = read(path, LineParser(), year, offset, day or first or written, lines)
+        events += got.events
+        end = max(end, got.latest)
+        if got.untimed:
+            untimed.append((path, got.untimed, got.placed_at))
     events += step_events(events)
     events.sort(key=lambda e: e.ts)
-    result = Diagnosis(events=events)
+    result = Diagnosis(events=events, untimed=untimed)
     if not events:
         return result
     result.first, result.last = events[0].ts, max(end, events[-1].ts)
     engine = Engine(config or RulesConfig.default())
     rows: dict[int, StepRow] = {}
     for i, e in enumerate(events):
-        src = {"component": e.component, "host": e.where.split(":")[0]}
+        src = {"component": e.component, "host": e.where.split(":")[0], **(e.origin or {})}
         obj = {"v": 1, "id": f"{run}-{i}", "ts": e.ts, "run": run, "kind": e.kind, "src": src,
                **e.fields}  # fmt: skip
         try:
@@ -293,7 +366,9 @@ def diagnose(
                 on_refused(e.where, err.reason)
             continue
         _timeline(rows, e, engine.runs[run].state)
-    result.alerts += engine.advance(result.last)  # what held at the end of the logs fires
+    # what held at the end of the logs fires; rules that gather what several processes say
+    # (collective_timeout's `settle`) get their window after it
+    result.alerts += engine.advance(result.last + gather_window(engine.config))
     state = engine.runs[run].state if run in engine.runs else None
     result.steps = [rows[k] for k in sorted(rows)]
     inference_seen = any(e.kind == "inference.stats" for e in events)
@@ -303,6 +378,14 @@ def diagnose(
         if not inference_seen:
             row.gap = None  # no log said what inference did: unknown, not "never idle"
     return result
+
+
+def gather_window(config: RulesConfig) -> float:
+    """How long past the end of the logs time runs: collective_timeout's `settle`, so the
+    ranks' timeouts at the very end are reported (they are all in the logs already)."""
+    rule = config.by_id().get("collective_timeout")
+    settle = getattr(rule.params, "settle", 0.0) if rule is not None else 0.0
+    return float(settle)
 
 
 def _timeline(rows: dict[int, StepRow], e: Timed, state: Any) -> None:

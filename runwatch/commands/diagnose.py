@@ -18,14 +18,27 @@ from runwatch.diagnose import clock, diagnose, table
 from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 
-HELP = """\
+#: what diagnose reads, said when it finds none of it
+READS = """\
+runwatch reads: tqdm progress bars; verl step lines (step:N - key:value - ...), PRIME-RL's
+(Step N | ...), AReaL's stats tables, transformers/TRL metric dicts ({'loss': ...}), OpenRLHF's
+Train epoch bars; vLLM and SGLang stats lines; torch's NCCL watchdog, gloo and c10d-store
+timeouts; uncaught Python tracebacks and the fatal errors of vLLM, SGLang, Ray, PRIME-RL and
+torchrun -- under Ray's (Name pid=N) prefix, torchrun's [rankN]:, Open MPI's [1,N]<stdout>:
+or a launcher's [timestamp] too."""
+
+HELP = f"""\
 Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's
-stdout, a verl console, a Ray driver's output, an AReaL console, PRIME-RL's JSON logs --
-place what they show in time (the timestamps the lines carry; tqdm's elapsed field where
-nothing else says; `--date` for logs that carry only the time of day), and print, per
-step: when it started and ended, when its rollout's trajectories were done, how long the last
-one ran alone, and how long inference sat idle while trajectories waited; then the alert
-transitions the rules raise on the same events, as `runwatch serve` would have said them.
+stdout, a verl console, a Ray driver's output, an AReaL console, PRIME-RL's JSON logs, a
+TRL run's output, a crash someone pasted -- place what they show in time (the timestamps the
+lines carry; tqdm's elapsed field where nothing else says; `--date` for logs that carry only
+the time of day; lines with no time at all in file order, just before the first time the
+file says, or ending at the time it was last written), and print, per step: when it started
+and ended, when its rollout's trajectories were done, how long the last one ran alone, and
+how long inference sat idle while trajectories waited; then the alert transitions the rules
+raise on the same events, as `runwatch serve` would have said them.
+
+{READS}
 
   runwatch diagnose driver.err vllm.out
 """
@@ -76,12 +89,15 @@ def run(args: argparse.Namespace) -> int:
                          offset=args.utc_offset * 3600, on_refused=refused,
                          lines=lines)  # fmt: skip
     if not found.events or found.first is None or found.last is None:
-        why = ("nothing runwatch reads in these files (tqdm bars, verl / PRIME-RL / AReaL step "
-               "lines, vLLM / SGLang stats) with a time it could place")  # fmt: skip
-        raise CommandError(why, status=1)
+        raise CommandError(f"nothing runwatch reads in these files.\n{READS}", status=1)
     files = f"{len(paths)} file" + ("s" if len(paths) != 1 else "")
     print(f"{len(found.events):,} events from {files}, "
           f"{clock(found.first)} to {clock(found.last)} UTC")  # fmt: skip
+    for path, count, placed_at in found.untimed:
+        where = (f"ending at the time the file was last written ({clock(placed_at)} UTC)"
+                 if placed_at is not None else "just before the first time it says")  # fmt: skip
+        print(f"{path.name}: {count:,} events from lines without a time, placed in file order, "
+              f"{where}")  # fmt: skip
     if found.steps:
         print()
         for line in table(found.steps, found.last):

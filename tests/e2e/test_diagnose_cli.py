@@ -81,14 +81,18 @@ def test_times_from_the_lines() -> None:
     assert elapsed("no bar here") is None
 
 
-def test_a_file_with_nothing_to_place_in_time_is_a_one_line_error(tmp_path: Path) -> None:
+def test_a_file_with_nothing_readable_says_what_runwatch_reads(tmp_path: Path) -> None:
     empty = tmp_path / "empty.log"
     empty.write_text("hello\nworld\n")
     proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(empty)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 1
-    assert "nothing runwatch reads in these files" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    first, *formats = proc.stderr.strip().splitlines()
+    assert first == "runwatch diagnose: nothing runwatch reads in these files."
+    said = " ".join(formats)
+    for looked_for in ("tqdm", "verl", "vLLM", "NCCL watchdog", "tracebacks", "[rankN]:"):
+        assert looked_for in said
+    assert "Traceback" not in proc.stderr
 
 
 def test_a_reader_that_stops_reading_ends_it_quietly(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.emitters.logparse import Found, LineParser, LineScanner, metric_text
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found, metric_text
 
 
 def scan(data: bytes, seed: int = 0) -> list[Found]:
@@ -225,7 +226,8 @@ def test_vllm_v0_line() -> None:
     line = PREFIX + VLLM_V0 % (120.0, 3400.5, 12, 0, 7, 81.3, 0.0)
     assert LineParser().parse(line) == [
         ("inference.stats", {"server": "vllm", "running": 12, "waiting": 7,
-                             "kv_cache_usage": pytest.approx(0.813), "gen_tokens_per_s": 3400.5}),
+                             "kv_cache_usage": pytest.approx(0.813), "gen_tokens_per_s": 3400.5,
+                             "prompt_tokens_per_s": 120.0}),
     ]  # fmt: skip
 
 
@@ -236,6 +238,7 @@ def test_vllm_v1_lines_per_engine_and_newer_variants() -> None:
     assert idle == [
         ("inference.stats", {"server": "vllm/7", "running": 0, "waiting": 0,
                              "kv_cache_usage": 0.0, "gen_tokens_per_s": 0.0,
+                             "prompt_tokens_per_s": 0.0,
                              "src": {"component": "inference", "pid": 7}}),
     ]  # fmt: skip
     busy = parser.parse(PREFIX + VLLM_V1 % (1, 10.0, 250.0, 64, 3, 97.5, 40.0))

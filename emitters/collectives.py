@@ -1,0 +1,160 @@
+"""Timed-out collectives read from a console: torch's NCCL watchdog, gloo and the c10d store,
+as `collective.timeout` events.
+
+The formats, from real consoles users posted (tests/fixtures/consoles/field/) and torch's
+torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp across releases:
+
+- the watchdog's line, every release since 1.x: `[Rank 3] Watchdog caught collective
+  operation timeout: WorkNCCL(SeqNum=4486, OpType=ALLTOALL[, NumelIn=.., NumelOut=..],
+  Timeout(ms)=600000) ran for 600013 milliseconds before timing out.` -- after glog's
+  `[E ProcessGroupNCCL.cpp:563]` (2.1-2.3) or `[E419 10:42:28.858931807
+  ProcessGroupNCCL.cpp:616]` (2.4 on), after `[rank3]:` (the global rank, 2.2 on); also
+  inside "Process group watchdog thread terminated with exception: ..." and a
+  `what():` of `c10::DistBackendError`;
+- the process group's status on the next line: `[PG 1 Rank 0] Timeout at NCCL work: N,
+  last enqueued NCCL work: E, last completed NCCL work: C.` (2.3), `[PG 1 Rank 0]
+  Exception (either an error or timeout) detected by watchdog at work: N, last enqueued
+  NCCL work: E, last completed NCCL work: C.` (2.4-2.5; `[PG ID 0 PG GUID 0(default_pg)
+  Rank 1]` from 2.5), `[PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog
+  at work sequence id: N PG status: last enqueued work: E, last completed work: C` (2.6 on);
+- the heartbeat monitor: `[PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's
+  watchdog got stuck for 480 seconds without making progress ...`;
+- the c10d store: `[c10d] The client socket has timed out after 1800s while trying to
+  connect to (HOST, PORT).`, `[c10d] waitForInput: socket ... timed out after 300000ms`,
+  `wait timeout after 300000ms, keys: ...`;
+- gloo: `Timed out waiting 1800000ms for recv operation to complete`.
+
+A terminal that hard-wraps at ~140 columns cuts a watchdog line anywhere, mid-number too
+(`SeqNum=385` / `6, OpType=...`): a line that starts a watchdog message without ending it
+is joined with the lines after it (`Collectives.open`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Found = tuple[str, dict[str, Any]]
+
+#: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
+MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
+           "[c10d]", "timed out after", "Timed out waiting", "wait timeout after")  # fmt: skip
+
+_WORK = re.compile(
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+    r"(?: ran for (?P<ran>\d+) milliseconds)?"
+)
+_PG = re.compile(r"\[PG (?:ID )?(?P<id>\d+)(?: PG GUID (?P<guid>[^\]\s]+))? Rank (?P<grank>\d+)\]")
+_RANK = re.compile(r"\[Rank (?P<grank>\d+)\]")
+_STATUS = re.compile(
+    r"(?:detected by watchdog at work(?: sequence id)?|Timeout at NCCL work): (?P<seq>-?\d+)"
+    r"(?:.*?last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: "
+    r"(?P<done>-?\d+))?"
+)
+_STUCK = re.compile(r"watchdog got stuck for (?P<s>\d+) seconds")
+_C10D = re.compile(
+    r"\[c10d\] (?:The client socket has timed out after (?P<after>\d+)(?P<unit>ms|s) while "
+    r"trying to (?P<op>connect)|.*?(?P<op2>waitForInput|recvValue|recvBytes|sendBytes)"
+    r".*?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
+)
+_STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
+_GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
+_GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
+
+
+def _pg(m: re.Match[str]) -> str:
+    """`0 (default_pg)` from `PG ID 0 PG GUID 0(default_pg)`, `1` from `PG 1`."""
+    guid = m.group("guid") or ""
+    name = _GUID_NAME.search(guid)
+    return f"{m.group('id')} ({name.group('name')})" if name else m.group("id")
+
+
+def _seconds(value: str, unit: str) -> float:
+    return float(value) / (1000.0 if unit == "ms" else 1.0)
+
+
+def starts_unfinished(line: str) -> bool:
+    """A watchdog message the line starts and does not end (a hard-wrapped line)."""
+    if "Watchdog caught" not in line and "WorkNCCL(" not in line:
+        return False
+    return _WORK.search(line) is None or (
+        "ran for" not in line and "timing out" not in line and "blocking wait" not in line
+    )
+
+
+def parse(line: str, rank: int | None = None) -> Found | None:
+    """The line as a `collective.timeout` (None if it says none); `rank`: the global rank a
+    prefix named (`[rank3]:`)."""
+    fields: dict[str, Any] = {}
+    if (work := _WORK.search(line)) is not None and ("timing out" in line or "timed out" in line):
+        fields.update(backend="nccl", seq=int(work.group("seq")), op=work.group("op"),
+                      timeout_s=int(work.group("timeout")) / 1000.0)  # fmt: skip
+        if work.group("ran"):
+            fields["ran_s"] = int(work.group("ran")) / 1000.0
+    elif (status := _STATUS.search(line)) is not None:
+        fields.update(backend="nccl", seq=int(status.group("seq")))
+        if status.group("enq") is not None:
+            fields.update(last_enqueued=int(status.group("enq")),
+                          last_completed=int(status.group("done")))  # fmt: skip
+    elif (stuck := _STUCK.search(line)) is not None:
+        fields.update(backend="nccl", timeout_s=float(stuck.group("s")), op="watchdog")
+    elif (c10d := _C10D.search(line)) is not None:
+        if c10d.group("after") is not None:
+            timeout = _seconds(c10d.group("after"), c10d.group("unit"))
+            fields.update(backend="c10d", op=c10d.group("op"), timeout_s=timeout)
+        else:
+            timeout = _seconds(c10d.group("after2"), c10d.group("unit2"))
+            fields.update(backend="c10d", op=c10d.group("op2"), timeout_s=timeout)
+    elif (store := _STORE_WAIT.search(line)) is not None:
+        fields.update(backend="c10d", op="wait", timeout_s=int(store.group("ms")) / 1000.0)
+    elif (gloo := _GLOO.search(line)) is not None:
+        fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
+    else:
+        return None
+    # the watchdog's own line names the group rank in "[Rank N]" after the PG's prefix
+    if (pg := _PG.search(line)) is not None:
+        fields.update(pg=_pg(pg), group_rank=int(pg.group("grank")))
+    elif (grank := _RANK.search(line)) is not None:
+        fields["group_rank"] = int(grank.group("grank"))
+    if rank is not None:
+        fields["rank"] = rank
+    fields["message"] = line.strip()[:2000]
+    return ("collective.timeout", fields)
+
+
+#: a line that starts anew: a prefix of its own (Ray's, torchrun's, glog's, a log level, a
+#: timestamp) -- not the rest of a line a terminal cut
+_FRESH = re.compile(r"^(?:\(|\[|\x1b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\d{4}-\d\d-\d\d)")
+
+
+class Wrapped:
+    """Joins a watchdog message a terminal cut over the lines right after it: the cut is a
+    display artefact, so its rest is the next physical line, whoever wrote the first part."""
+
+    MAX_LINES = 4
+
+    def __init__(self) -> None:
+        self.held: str | None = None  # the raw text of a cut message so far
+        self._lines = 0
+
+    def take(self, raw: str) -> tuple[str | None, str | None]:
+        """(a whole or given-up cut message to read now, this line to read on its own, or
+        None when it was joined)."""
+        held = self.held
+        if held is None:
+            if starts_unfinished(raw):
+                self.held, self._lines = raw, 1
+                return None, None
+            return None, raw
+        self.held = None
+        if _FRESH.match(raw):
+            return held, raw  # the cut one never ended: read what it has
+        joined = held + raw
+        if starts_unfinished(joined) and self._lines < self.MAX_LINES:
+            self.held, self._lines = joined, self._lines + 1
+            return None, None
+        return joined, None
+
+    def flush(self) -> str | None:
+        held, self.held = self.held, None
+        return held

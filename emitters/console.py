@@ -1,0 +1,313 @@
+"""One parser for a console: every reader on each line, and a scanner that finds the lines
+worth reading in a byte stream (`runwatch watch`, `runwatch diagnose`).
+
+`LineParser.read` takes a line's wrappers off (colour codes, Ray's prefix, a launcher's:
+`runwatch.emitters.prefixes`), then asks each reader: failures (`failures`), timed-out
+collectives (`collectives`), tqdm bars and what follows them on the line, engine stats, verl,
+PRIME-RL and AReaL step lines (`logparse`), printed metric dicts and OpenRLHF's bar postfix
+(`metric_lines`). Readers that need more than one line (a traceback, a watchdog message a
+terminal cut) say so through `following`, and `finish` gives what the end of the output
+decides (a traceback that was the process's last word).
+
+`LineScanner` finds the few interesting lines without looking at the rest: `bytes.find` for
+a handful of literal markers runs over each chunk in C, and only the lines around a hit are
+decoded and parsed -- plus every line after one while a reader is following. Lines end at
+`\\n` or `\\r` (tqdm rewrites its bar with `\\r`). `peek` reads the unfinished line at the end
+of what came so far, for a bar that has not been overwritten yet (tqdm writes `\\r` + bar and
+no line end until its next refresh): its progress is read when it is written, and once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runwatch.emitters import collectives
+from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
+from runwatch.emitters.failures import Failures
+from runwatch.emitters.logparse import (
+    _AREAL_STEP,
+    AREAL_REWARD_KEY,
+    Found,
+    parse_areal_row,
+    parse_prime_rl_step,
+    parse_sglang,
+    parse_verl_step,
+    parse_vllm,
+    ray_origin,
+    ray_prefix,
+    tqdm_bar,
+)
+from runwatch.emitters.metric_lines import MetricLines
+from runwatch.emitters.prefixes import launcher_prefix, strip_colour
+from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
+
+#: kinds that say a process goes on working (a traceback it printed before was handled)
+PROGRESS_KINDS = frozenset({"progress", "step.metrics", "step.done", "reward", "inference.stats"})
+_MAX_TAIL = 1 << 20
+_HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
+_WRAP_MARKERS = ("WorkNCCL(", "Watchdog caught")
+
+
+def _source(src: dict[str, Any] | None, rank: int | None) -> Any:
+    """Who printed a line, as far as the line says: a Ray worker, a rank, or the process."""
+    if src is not None:
+        return ("ray", src.get("host"), src["pid"])
+    if rank is not None:
+        return ("rank", rank)
+    return None
+
+
+class LineParser:
+    """Every reader on one line; `server` names vLLM/SGLang servers (else vllm/sglang).
+
+    One parser per output (a watched stream, a file): multi-line readers keep their state in
+    it."""
+
+    def __init__(
+        self, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS, server: str | None = None
+    ) -> None:
+        self.reward_keys = tuple(reward_keys)
+        self.server = server
+        #: AReaL's global step whose stats table is being printed (its "Train step N/M done."
+        #: line comes first); None outside one
+        self._areal_step: int | None = None
+        self.failures = Failures()
+        self.metrics = MetricLines(self.reward_keys)
+        self.wrapped = collectives.Wrapped()
+        self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
+
+    @property
+    def following(self) -> bool:
+        """The next lines matter whatever they hold (a traceback, a cut watchdog message)."""
+        return self.wrapped.held is not None or self.failures.reading
+
+    def parse(self, line: str) -> list[Found]:
+        """The events a line shows. A line Ray forwarded from a worker gives them with
+        `src` (that worker, `ray_origin`) among their fields, and, unless `server` names
+        it, its server is named after it (`vllm@IP/PID`): an engine in a Ray actor is a
+        server of its own. A field `component` is a hint for a line nobody names the source
+        of (an engine's fatal error): not an event field."""
+        return self.read(line)[1]
+
+    def read(self, line: str) -> tuple[str, list[Found]]:
+        """(the line without colour codes and Ray's prefix and suffix, its events): what
+        `runwatch diagnose` also reads the line's own timestamp from."""
+        if self.wrapped.held is None and not any(m in line for m in _WRAP_MARKERS):
+            return self._read(line)
+        whole, this = self.wrapped.take(line)
+        body, out = self._read(whole) if whole is not None else ("", [])
+        if this is not None:
+            body, found = self._read(this)
+            out += found
+        return body, out
+
+    def finish(self) -> list[Found]:
+        """What the end of the output decides: a traceback its process printed last."""
+        out: list[Found] = []
+        if (held := self.wrapped.flush()) is not None:
+            out += self._read(held)[1]
+        for source, (kind, fields) in self.failures.finish():
+            if (src := self._srcs.get(source)) is not None:
+                fields["src"] = src
+            out.append((kind, fields))
+        return out
+
+    def _read(self, line: str) -> tuple[str, list[Found]]:
+        line = strip_colour(line)
+        src, body = ray_origin(line) if line.startswith("(") else (None, line)
+        line, rank = launcher_prefix(body)
+        source = _source(src, rank)
+        if src is not None:
+            self._srcs[source] = src
+        found = self.failures.read(source, line)
+        if any(m in line for m in collectives.MARKERS) and (
+            timeout := collectives.parse(line, rank)
+        ):
+            found.append(timeout)
+        found += self._parse(line, src, source)
+        if any(kind in PROGRESS_KINDS for kind, _ in found):
+            self.failures.progressed(source)
+        if src is not None:
+            for _, fields in found:
+                fields["src"] = src
+        return body, found
+
+    def _parse(self, line: str, src: dict[str, Any] | None, source: Any) -> list[Found]:
+        if line.startswith("│") and self._areal_step is not None:
+            row = parse_areal_row(line)
+            keys = (AREAL_REWARD_KEY, *self.reward_keys)
+            return step_events(row, self._areal_step, keys, done=False) if row else []
+        if "Train step " in line and (m := _AREAL_STEP.search(line)) is not None:
+            self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
+            return []
+        if (bar := tqdm_bar(line)) is not None:
+            # a refresh, and what was printed after it on its line: verl's step line after
+            # its "Training Progress" bar, an engine's stats line after a rollout's bar, a
+            # trainer's metrics dict after its bar
+            refresh, end = bar
+            out = [refresh]
+            fields = refresh[1]
+            if fields["name"].startswith("Train epoch"):  # OpenRLHF: the postfix is metrics
+                meter = line[:end]
+                out += self.metrics.bar(source, fields["name"], fields["n"],
+                                        fields.get("total"), meter[meter.rfind("[") :])  # fmt: skip
+            rest = line[end:]
+            return out + self._parse(rest, src, source) if rest.strip() else out
+        if "#running-req: " in line:
+            found = parse_sglang(line, self._server("sglang", src))
+            return [found] if found else []
+        if "Running: " in line and (stats := parse_vllm(line, self._server("vllm", src))):
+            return [stats]
+        if "step:" in line and (steps := parse_verl_step(line, self.reward_keys)):
+            return steps
+        if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
+            return steps
+        if ("{'" in line or '{"' in line) and (dicts := self.metrics.dict_line(source, line)):
+            return dicts
+        return []
+
+    def _server(self, kind: str, src: dict[str, Any] | None) -> str:
+        """The server a stats line is about: the name given (`--server`), else the engine's
+        kind, per forwarding process when the line was forwarded."""
+        if self.server:
+            return self.server
+        if src is None:
+            return kind
+        where = f"@{src['host']}" if "host" in src else ""
+        return f"{kind}{where}/{src['pid']}"
+
+
+def bar_of(line: str) -> list[Found]:
+    """The tqdm refresh a line starts with, read without touching any reader's state."""
+    line = strip_colour(line)
+    src, line = ray_origin(line) if line.startswith("(") else (None, line)
+    bar = tqdm_bar(launcher_prefix(line)[0])
+    if bar is None:
+        return []
+    refresh = bar[0]
+    if src is not None:
+        refresh[1]["src"] = src
+    return [refresh]
+
+
+class LineScanner:
+    """Feed bytes as they come; get the events of the complete lines among them.
+
+    Only lines around literal markers are looked at: a segment right after `\\r` (tqdm
+    writes every refresh as `\\r` + bar), and lines holding one of `LITERALS` (step lines,
+    engine stats, Ray's `pid=`, the failure and collective markers, printed dicts). Each
+    literal is a pass over the bytes (bench/watch.py has the cost). A segment after `\\r` on
+    a line Ray forwarded is read with that line's prefix (`segments`): its bar is the
+    worker's.
+    """
+
+    LITERALS = (
+        b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
+        "│ ".encode(), b"{'", b'{"',
+        *{m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS)},
+    )  # fmt: skip
+
+    def __init__(self, parser: LineParser) -> None:
+        self.parser = parser
+        # the stream starts a line; the tail always starts with the break before it
+        self._tail = b"\n"
+        #: Ray's prefix of the line the tail continues, when that line began in earlier bytes
+        self._prefix = ""
+        #: the unfinished line `peek` read, and what it gave (so its end does not give it again)
+        self._peeked: tuple[bytes, list[Found]] | None = None
+
+    def feed(self, data: bytes) -> list[Found]:
+        if self._tail:
+            data = self._tail + data
+        last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if last < 0:
+            self._tail = data if len(data) <= _MAX_TAIL else b""
+            return []
+        out = self._scan(data, last + 1)
+        if data[last] == 13 and (line := data.rfind(b"\n", 0, last)) >= 0:
+            self._prefix = self._prefix_of(data, line + 1)
+        # keep the line break before the unfinished line: a tqdm bar is known by its "\r"
+        self._tail = data[last:] if len(data) - last <= _MAX_TAIL else b""
+        return out
+
+    def peek(self) -> list[Found]:
+        """The progress the unfinished line shows now (a tqdm refresh waiting for the next
+        one to end it), once: call it when the output pauses. Only bars are read this way --
+        a line cut mid-write would give half a step's metrics."""
+        tail = self._tail
+        if len(tail) < 2 or tail[:1] != b"\r" or (self._peeked and self._peeked[0] == tail):
+            return []
+        found = bar_of(self._prefix + tail[1:].decode("utf-8", "replace"))
+        self._peeked = (tail, found)
+        return found
+
+    def finish(self) -> list[Found]:
+        """The last line, when the stream ended without a line break, and what the end of
+        the output decides (`LineParser.finish`)."""
+        data, self._tail = self._tail, b""
+        out = self._scan(data + b"\n", len(data) + 1) if data.strip(b"\r\n") else []
+        return out + self.parser.finish()
+
+    def _prefix_of(self, data: bytes, start: int) -> str:
+        """Ray's prefix of the line that starts at `start` ("" for none)."""
+        if data[start : start + 1] not in (b"(", b"\x1b"):  # ray_prefix's test, before decoding
+            return ""
+        head = data[start : start + _HEAD]
+        return ray_prefix(head.split(b"\r", 1)[0].decode("utf-8", "replace"))
+
+    def _starts(self, data: bytes, end: int) -> set[int]:
+        find, rfind = data.find, data.rfind
+        starts: set[int] = set()
+        for literal in self.LITERALS:
+            pos = find(literal, 0, end)
+            while pos >= 0:
+                starts.add(max(rfind(b"\n", 0, pos), rfind(b"\r", 0, pos)) + 1)
+                stop = find(b"\n", pos, end)
+                if stop < 0:
+                    break
+                pos = find(literal, stop, end)
+        pos = find(b"\r", 0, end)
+        while pos >= 0:
+            if pos + 1 < end and data[pos + 1] not in (10, 13):  # not "\r\n" line ends
+                starts.add(pos + 1)
+            pos = find(b"\r", pos + 1, end)
+        if self.parser.following:
+            starts.add(1)  # the line after the tail's break goes on what was being read
+        return starts
+
+    def _scan(self, data: bytes, end: int) -> list[Found]:
+        find, rfind = data.find, data.rfind
+        starts = sorted(self._starts(data, end))
+        out: list[Found] = []
+        parser = self.parser
+        peeked, self._peeked = self._peeked, None
+        i = 0
+        last = -1
+        while i < len(starts):
+            start = starts[i]
+            i += 1
+            if start <= last or start >= end:
+                continue
+            stops = [s for s in (find(b"\n", start, end), find(b"\r", start, end)) if s >= 0]
+            stop = min(stops) if stops else end
+            if stop <= start:
+                continue
+            last = start
+            text = data[start:stop].decode("utf-8", "replace")
+            if start > 0 and data[start - 1] == 13:  # a part after "\r": whose line is it?
+                line = rfind(b"\n", 0, start)
+                prefix = self._prefix if line < 0 else self._prefix_of(data, line + 1)
+                text = prefix + text
+            found = parser.parse(text)
+            if peeked is not None and start == 1 and data.startswith(peeked[0]):
+                found = [f for f in found if f not in peeked[1]]  # read when it was written
+                peeked = None
+            out.extend(found)
+            if parser.following:  # the next line goes on what is being read
+                following = stop + 1
+                while following < end and data[following] in (10, 13):
+                    following += 1
+                if following < end and (i >= len(starts) or starts[i] != following):
+                    starts.insert(i, following)
+        return out

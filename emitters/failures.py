@@ -1,0 +1,157 @@
+"""A process's failure read from its console, as `component.failed`.
+
+Two kinds of evidence:
+
+- **Fatal markers**, lines that only a dying component prints: vLLM's `EngineCore
+  encountered a fatal error` / `EngineCore hit an exception` / `Engine core proc ... died
+  unexpectedly` / `Engine iteration timed out. This should never happen!` / `Worker ... pid N
+  died, exit code` (vllm/v1/engine/core.py, core_client.py; vllm/engine/async_llm_engine.py
+  and multiproc_worker_utils.py in V0), SGLang's `Scheduler hit an exception` (any `X hit an
+  exception:` of its managers) and `Received sigquit from a child process`, Ray's `A worker
+  died or was killed while executing a task` and `The actor died unexpectedly`, PRIME-RL's
+  `Fatal error in <function>` (src/prime_rl/utils/utils.py `clean_exit`, at ERROR),
+  torchrun's `ChildFailedError` and `failed (exitcode: N) local_rank`, and the C++ signal
+  reports (`*** SIGABRT received at time=`, `Fatal Python error:`, `Segmentation fault`).
+  Each is a failure at once.
+- **An uncaught exception**: a traceback (`Traceback (most recent call last):`, its frames,
+  chained tracebacks, Ray's remote traceback after `RayTaskError(...)`) whose last line names
+  the exception. A handled exception prints the same thing, so a traceback is only *pending*
+  until the process says more: if the same source goes on working (a step, a progress bar,
+  engine stats: anything the parsers read as progress) it was handled; if the output ends
+  with it (the file, or the watched command) it was the process's last word -- a failure.
+  A traceback logged at WARNING, INFO or DEBUG is a warning, never a failure.
+
+Lines are read with whatever prefix their logger puts before each line of a record (vLLM's
+`ERROR 04-28 02:37:03 [core.py:398] `, loguru's time and level): the prefix of the
+`Traceback` line, with its digits free, is the prefix of the record's other lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Found = tuple[str, dict[str, Any]]
+
+#: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers)
+MARKERS = ("Traceback (most recent call last)", "EngineCore", "Engine core proc",
+           "Engine iteration timed out", "died, exit code", "hit an exception",
+           "Received sigquit", "worker died", "actor died", "Fatal error in ",
+           "ChildFailedError", "(exitcode:", "received at time=", "Fatal Python error",
+           "Segmentation fault")  # fmt: skip
+
+FATAL = re.compile(
+    r"EngineCore encountered a fatal error|EngineCore hit an exception|Engine core proc \S+ "
+    r"died unexpectedly|Engine iteration timed out\. This should never happen"
+    r"|Worker \S+ pid \d+ died, exit code|\b[A-Z]\w+ hit an exception[:.]"
+    r"|Received sigquit from a child process|A worker died or was killed while executing a task"
+    r"|The actor died unexpectedly before finishing this task|\bERROR\b.*Fatal error in \w+"
+    r"|ChildFailedError|failed \(exitcode: -?\d+\) local_rank"
+    r"|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE|ILL) received at time=|Fatal Python error:"
+    r"|Segmentation fault"
+)
+#: components whose fatal markers these are, for a line no launcher names the source of
+_ENGINE = re.compile(r"EngineCore|Engine core proc|Engine iteration|VllmWorker|Scheduler hit|"
+                     r"sigquit")  # fmt: skip
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_EXCEPTION = re.compile(
+    r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
+    r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)(?:\([\w.]*\))?)(?::(?:\s.*)?|\s*)$"
+)
+_QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
+#: a record longer than this is given up (a loop printing frames is not a traceback)
+MAX_RECORD_LINES = 2000
+
+
+def fatal(line: str) -> Found | None:
+    """A fatal marker's line as `component.failed` (how = fatal)."""
+    m = FATAL.search(line)
+    if m is None:
+        return None
+    fields: dict[str, Any] = {"error": line.strip()[:2000], "how": "fatal"}
+    if _ENGINE.search(m.group(0)):
+        fields["component"] = "inference"  # a hint for a line no launcher says the source of
+    return ("component.failed", fields)
+
+
+def _shape(prefix: str) -> re.Pattern[str]:
+    """The prefix of a record's lines, its digits free (timestamps move)."""
+    return re.compile(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)))
+
+
+class _Record:
+    """A traceback being read, or read and waiting for its process to say more."""
+
+    __slots__ = ("error", "lines", "open", "shape")
+
+    def __init__(self, prefix: str) -> None:
+        self.shape = _shape(prefix)
+        self.error: str | None = None  # the exception line so far (the last one wins)
+        self.lines = 0
+        self.open = True  # still reading its lines
+
+
+class Failures:
+    """Reads fatal markers and tracebacks, per source (a Ray worker, a rank, the process)."""
+
+    def __init__(self) -> None:
+        self._records: dict[Any, _Record] = {}
+
+    @property
+    def reading(self) -> bool:
+        """A traceback is being read: every next line matters (not only marked ones)."""
+        return any(r.open for r in self._records.values())
+
+    def read(self, source: Any, line: str) -> list[Found]:
+        """What this line says of its source's failure."""
+        out: list[Found] = []
+        record = self._records.get(source)
+        if record is not None and record.open:
+            if self._continue(record, line):
+                return out
+            record.open = False  # the traceback ended; it waits for the process to say more
+        if (at := line.find(_TRACEBACK)) >= 0:
+            prefix = line[:at]
+            if not _QUIET_LEVELS.search(prefix):
+                self._records[source] = _Record(prefix)
+            return out
+        if (found := fatal(line)) is not None:
+            out.append(found)
+        return out
+
+    def _continue(self, record: _Record, line: str) -> bool:
+        """Whether the line is more of the traceback being read."""
+        m = record.shape.match(line)
+        if m is None:
+            return bool(record.shape.pattern) and not line.strip()  # blank lines in between
+        body = line[m.end() :]
+        record.lines += 1
+        if record.lines > MAX_RECORD_LINES:
+            record.error = None
+            return False
+        stripped = body.strip()
+        if not stripped or body[:1] in (" ", "\t") or stripped.startswith(_CHAINED):
+            return True
+        if stripped.startswith(_TRACEBACK):
+            return True
+        if _EXCEPTION.match(stripped) is not None:
+            record.error = stripped[:2000]
+            return True
+        return False
+
+    def progressed(self, source: Any) -> None:
+        """The source went on working: a traceback it printed was handled."""
+        record = self._records.get(source)
+        if record is not None and not record.open:
+            del self._records[source]
+
+    def finish(self) -> list[tuple[Any, Found]]:
+        """The output ended: each source's last traceback was its last word."""
+        out = []
+        for source, record in self._records.items():
+            if record.error is not None:
+                fields = {"error": record.error, "how": "exception"}
+                out.append((source, ("component.failed", fields)))
+        self._records.clear()
+        return out

@@ -1,0 +1,48 @@
+"""What launchers put in front of a process's lines, taken off so the parsers see the line.
+
+Real consoles arrive wrapped: colour codes (sometimes pasted with the ESC byte lost, as
+`[36m`, or turned into U+FFFD), torchrun's `[rank3]:` / `[default0]:` (`--tee` /
+`--local-ranks-filter`; torch/distributed/elastic/multiprocessing/api.py), Open MPI's
+`--tag-output` `[1,0]<stdout>:` and with `--timestamp-output` a date before it
+(`Tue May 20 21:16:06 2025[1,0]<stdout>:`; orte/mca/iof/base/iof_base_output.c), and a
+launcher's own `[2024-08-21 03:38:02] `. Ray's own prefix is read by
+`runwatch.emitters.logparse.ray_origin`, before these. A rank the prefix names is kept: it
+tells one process of a job from another when nothing else does.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: colour codes, with the ESC byte or without it (lost in a paste), or as U+FFFD
+COLOUR = re.compile(r"(?:\x1b|\ufffd)?\[[0-9;?]*m|\x1b\[[0-9;?]*[A-Za-z]")
+_LOST_ESC = re.compile(r"(?:\ufffd)?\[[0-9;]+m")
+
+_TORCHRUN = r"\[(?P<tr>rank|default)(?P<trank>\d+)\]:"
+_MPI = (
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?"
+    r"\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"
+)
+_STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
+PREFIX = re.compile(rf"(?:{_TORCHRUN}|{_MPI}|{_STAMPED})+")
+
+
+def strip_colour(line: str) -> str:
+    """The line without colour codes, also those whose ESC byte was lost."""
+    if "\x1b" in line:
+        line = COLOUR.sub("", line)
+    if "[" in line and "m" in line and ("\ufffd[" in line or _LOST_ESC.match(line)):
+        line = _LOST_ESC.sub("", line)
+    return line
+
+
+def launcher_prefix(line: str) -> tuple[str, int | None]:
+    """(the line without torchrun's, Open MPI's and a launcher's prefixes, the rank they
+    name or None)."""
+    if line[:1] not in ("[", "M", "T", "W", "F", "S"):  # "[", or an MPI date's weekday
+        return line, None
+    m = PREFIX.match(line)
+    if m is None:
+        return line, None
+    rank = m.group("trank") or m.group("mrank")
+    return line[m.end() :], int(rank) if rank is not None else None
