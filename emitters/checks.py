@@ -146,6 +146,7 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
     "step.started": _fields({"step": _int}, {}),
     "step.done": _fields({"step": _int}, {"duration_s": _float, "timing": _dict_of(_float)}),
     "step.metrics": _fields({"step": _int, "metrics": _dict_of(_metric)}, {}),
+    "eval.metrics": _fields({"step": _int, "metrics": _dict_of(_metric)}, {}),
     "reward": _fields({"step": _int, "mean": _float}, {"count": _int}),
     "trajectory.started": _fields({"traj": _word}, {"step": _int, "group": _word}),
     "trajectory.phase": _fields({"traj": _word, "phase": _word}, {}),

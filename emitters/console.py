@@ -243,11 +243,11 @@ class LineScanner:
         return found
 
     def finish(self) -> list[Found]:
-        """The last line, when the stream ended without a line break, and what the end of
-        the output decides (`LineParser.finish`)."""
+        """The last line, when the stream ended without a line break. (What the end of the
+        whole output decides is the parser's: `LineParser.finish`, once every stream of it
+        ended.)"""
         data, self._tail = self._tail, b""
-        out = self._scan(data + b"\n", len(data) + 1) if data.strip(b"\r\n") else []
-        return out + self.parser.finish()
+        return self._scan(data + b"\n", len(data) + 1) if data.strip(b"\r\n") else []
 
     def _prefix_of(self, data: bytes, start: int) -> str:
         """Ray's prefix of the line that starts at `start` ("" for none)."""

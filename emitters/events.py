@@ -147,6 +147,15 @@ class StepMetrics(Event):
     metrics: dict[str, MetricValue]
 
 
+class EvalMetrics(Event):
+    """A validation or evaluation pass's metrics at a step (addition): kept apart from the
+    training step's `step.metrics`, which the rules read."""
+
+    kind: Literal["eval.metrics"]
+    step: Int64
+    metrics: dict[str, MetricValue]
+
+
 class Reward(Event):
     kind: Literal["reward"]
     step: Int64
@@ -282,6 +291,7 @@ KNOWN_KINDS: dict[str, type[Event]] = {
         StepStarted,
         StepDone,
         StepMetrics,
+        EvalMetrics,
         Reward,
         TrajectoryStarted,
         TrajectoryPhase,

@@ -38,7 +38,7 @@ MARKERS = ("Traceback (most recent call last)", "EngineCore", "Engine core proc"
            "Engine iteration timed out", "died, exit code", "hit an exception",
            "Received sigquit", "worker died", "actor died", "Fatal error in ",
            "ChildFailedError", "(exitcode:", "received at time=", "Fatal Python error",
-           "Segmentation fault")  # fmt: skip
+           "Segmentation fault", "ray.exceptions.")  # fmt: skip
 
 FATAL = re.compile(
     r"EngineCore encountered a fatal error|EngineCore hit an exception|Engine core proc \S+ "
@@ -97,6 +97,7 @@ class Failures:
 
     def __init__(self) -> None:
         self._records: dict[Any, _Record] = {}
+        self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
 
     @property
     def reading(self) -> bool:
@@ -106,18 +107,34 @@ class Failures:
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
         out: list[Found] = []
+        before, self._before[source] = self._before.get(source, ""), line
         record = self._records.get(source)
         if record is not None and record.open:
             if self._continue(record, line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
-        if (at := line.find(_TRACEBACK)) >= 0:
-            prefix = line[:at]
-            if not _QUIET_LEVELS.search(prefix):
-                self._records[source] = _Record(prefix)
-            return out
         if (found := fatal(line)) is not None:
             out.append(found)
+        if (at := line.find(_TRACEBACK)) >= 0:
+            prefix = line[:at]
+            # Python's logging prints a record's traceback on the lines after its message:
+            # the level is on the line before
+            level = prefix if prefix.strip() else before[:80]
+            if not _QUIET_LEVELS.search(level):
+                # "Scheduler hit an exception: Traceback ...": a message introduces it, and
+                # its frames follow on lines of their own
+                shape = "" if prefix.rstrip().endswith(":") else prefix
+                self._records[source] = _Record(shape)
+        elif (
+            record is None
+            and (before[:1] in (" ", "\t") or line.startswith("ray.exceptions."))
+            and _EXCEPTION.match(line)
+        ):
+            # the end of a traceback whose head was not in the output (a pasted tail; Ray's
+            # errors name themselves)
+            tail = _Record("")
+            tail.error, tail.open = line.strip()[:2000], False
+            self._records[source] = tail
         return out
 
     def _continue(self, record: _Record, line: str) -> bool:

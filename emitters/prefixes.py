@@ -24,7 +24,9 @@ _MPI = (
     r"\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"
 )
 _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
-PREFIX = re.compile(rf"(?:{_TORCHRUN}|{_MPI}|{_STAMPED})+")
+#: a log viewer's line numbers, `[80746] `, pasted with the lines
+_GUTTER = r"\[\d+\] (?=\[)"
+PREFIX = re.compile(rf"(?:{_GUTTER})?(?:{_TORCHRUN}|{_MPI}|{_STAMPED})+")
 
 
 def strip_colour(line: str) -> str:

@@ -1,7 +1,8 @@
 """A trainer's metrics dict as events: `TrainerLogger.log(data, step)`, shaped like verl's
 `Tracking.log(data=..., step=...)` and wandb-style loggers.
 
-One call gives `step.metrics` (every numeric value), `reward` (the first reward key present)
+One call gives `step.metrics` (every numeric value; a validation pass's keys, `EVAL_PREFIXES`,
+as `eval.metrics`), `reward` (the first reward key present)
 and, when the dict carries verl's `timing_s/*` keys, `step.done` with those as `timing` (and
 `timing_s/step` as `duration_s`) followed by `step.started` for the next step, since verl logs
 once at the very end of a step. `step_events` is the pure half, shared with `runwatch watch`,
@@ -35,6 +36,12 @@ DEFAULT_REWARD_KEYS: tuple[str, ...] = (
     "reward",
 )
 TIMING_PREFIX = "timing_s/"
+#: Metrics of a validation or evaluation pass (verl's `val-core/`, `val-aux/`; `eval/`,
+#: transformers' `eval_`): not the training step's, so they go out as `eval.metrics` --
+#: a NaN among them (verl logs `val-aux/...: nan` at step 0 of a healthy run) is no training
+#: fault, and the training rules never read them.
+EVAL_PREFIXES: tuple[str, ...] = ("val/", "val-core/", "val-aux/", "val_", "eval/", "eval_",
+                                  "test/")  # fmt: skip
 
 Fields = dict[str, Any]
 
@@ -69,18 +76,24 @@ def step_events(
     """(kind, fields) for one logged step. `done`: True / False to force or skip
     `step.done`; None emits it when the dict has `timing_s/*` keys."""
     metrics: dict[str, float | None] = {}
+    evals: dict[str, float | None] = {}
     timing: dict[str, float] = {}
     for key, raw in data.items():
         value = metric_value(raw)
         if value is False:
             continue
         assert not isinstance(value, bool)
+        if key.startswith(EVAL_PREFIXES):
+            evals[key] = value
+            continue
         metrics[key] = value
         if key.startswith(TIMING_PREFIX) and value is not None and math.isfinite(value):
             timing[key[len(TIMING_PREFIX) :]] = value
     out: list[tuple[str, Fields]] = []
     if metrics:
         out.append(("step.metrics", {"step": step, "metrics": metrics}))
+    if evals:
+        out.append(("eval.metrics", {"step": step, "metrics": evals}))
     for key in reward_keys:
         reward = metrics.get(key)
         if reward is not None:

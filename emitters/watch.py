@@ -39,6 +39,12 @@ FORWARDED = (
 )
 #: After the command exits, keep copying output its children may still write, this long.
 DRAIN_S = 5.0
+#: A stream quiet this long has its unfinished line read (a tqdm refresh waiting for the
+#: next one): a bar's progress is reported when it is written, not one refresh late.
+PAUSE_S = 0.2
+#: Signals that end a command because it failed (the others stop it: a person, a scheduler).
+FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
+                             signal.SIGFPE, signal.SIGILL})  # fmt: skip
 _CHUNK = 1 << 16
 
 
@@ -119,6 +125,7 @@ class Watcher:
 
     def _send(self, kind: str, fields: dict[str, Any]) -> None:
         try:
+            fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
             if src is None:
                 self.emitter.emit(kind, **fields)
@@ -136,9 +143,11 @@ class Watcher:
             sel.register(src, selectors.EVENT_READ, dst)
             scanners[src] = LineScanner(self.parser)
         open_fds = set(sources)
+        last_data = {fd: time.monotonic() for fd in sources}
         try:
             while open_fds:
-                ready = sel.select(timeout=0.25)
+                ready = sel.select(timeout=PAUSE_S / 2)
+                now = time.monotonic()
                 for key, _ in ready:
                     fd = int(key.fd)
                     try:
@@ -151,11 +160,16 @@ class Watcher:
                         self._emit(scanners[fd].finish())
                         continue
                     _write_all(key.data, data)
+                    last_data[fd] = now
                     self._emit(scanners[fd].feed(data))
+                for fd in open_fds:  # a stream that paused: its unfinished refresh, once
+                    if now - last_data[fd] >= PAUSE_S:
+                        self._emit(scanners[fd].peek())
                 for fields in self.gate.due():
                     self._send("progress", fields)
                 if not ready and self.stop.is_set():
                     break
+            self._emit(self.parser.finish())  # the output ended: what that decides
         finally:
             sel.close()
             for fields in self.gate.drain():
@@ -193,8 +207,12 @@ def watch(
     `run.finished` with its status after."""
     if run_events:
         emitter.emit("run.started", labels={"command": shlex.join(command)[:1000]})
+    env = dict(os.environ)
+    # a Python child writes its stdout in 8 KB blocks to a pipe: its lines would reach us
+    # minutes late on a slow run (the user's own setting stands)
+    env.setdefault("PYTHONUNBUFFERED", "1")
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as err:
         print(f"runwatch watch: cannot run {command[0]}: {err}", file=sys.stderr)
         if run_events:
@@ -235,6 +253,19 @@ def watch(
         proc.stdout.close()
         proc.stderr.close()
     status = "ok" if rc == 0 else ("killed" if rc < 0 else "failed")
+    if failure := exit_failure(rc):
+        emitter.emit("component.failed", error=failure, how="exit", exit_code=rc)
     if run_events:
         emitter.emit("run.finished", status=status, exit_code=rc)
     return 128 - rc if rc < 0 else rc
+
+
+def exit_failure(rc: int) -> str | None:
+    """What a command's exit status says of its failure: a non-zero status, or a signal a
+    failure sends (SIGKILL by the OOM killer, SIGSEGV, SIGABRT, ...); None for a clean exit
+    or a stop (SIGTERM, SIGINT, SIGHUP: someone ended it)."""
+    if rc > 0:
+        return f"exited with status {rc}"
+    if rc < 0 and -rc in FAILURE_SIGNALS:
+        return f"killed by {signal.Signals(-rc).name}"
+    return None

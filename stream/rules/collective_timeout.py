@@ -36,9 +36,11 @@ class CollectiveTimeoutParams(Params):
     settle: Seconds = 10.0
 
 
-def _where(record: Timeout) -> str:
-    op = record.op or "a collective"
-    return f"{op} #{record.seq}" if record.seq is not None else op
+def _where(record: Timeout, ops: dict[int, str]) -> str:
+    """`ALLREDUCE #1580`: the collective a rank timed out in (its op from another rank's
+    line about the same sequence number when its own line does not say it)."""
+    op = record.op or (ops.get(record.seq) if record.seq is not None else None)
+    return f"{op or 'collective'} #{record.seq}" if record.seq is not None else (op or "?")
 
 
 def _number(record: Timeout) -> int | None:
@@ -64,9 +66,13 @@ class Analysis:
 
 def analyse(records: list[Timeout]) -> Analysis:
     """Uniform or divergent, and which ranks are behind, from what the ranks said."""
+    # lines that name no collective (the heartbeat monitor's "watchdog got stuck", the c10d
+    # store) say where nothing is, when others do: they are told apart (`others`)
+    records = [r for r in records if r.seq is not None] or records
+    ops = {r.seq: r.op for r in records if r.seq is not None and r.op}
     by_work: dict[str, list[Timeout]] = {}
     for r in records:
-        by_work.setdefault(_where(r), []).append(r)
+        by_work.setdefault(_where(r, ops), []).append(r)
     seqs = [r.seq for r in records if r.seq is not None]
     completed = [r.last_completed for r in records if r.last_completed is not None]
     behind: list[Timeout] = []
@@ -111,7 +117,8 @@ class CollectiveTimeout(Rule[CollectiveTimeoutParams]):
     ) -> Description:
         records = run.collectives.by_group().get(cond.key, [])
         found = analyse(records)
-        backend = next((r.backend for r in records if r.backend), "nccl")
+        sequenced = [r for r in records if r.seq is not None]
+        backend = next((r.backend for r in sequenced or records if r.backend), "nccl")
         group = f" in process group {cond.key}" if cond.key else ""
         timeout = max((r.timeout_s for r in records if r.timeout_s is not None), default=None)
         limit = f" (timeout {fmt_duration(timeout)})" if timeout is not None else ""
@@ -131,6 +138,12 @@ class CollectiveTimeout(Rule[CollectiveTimeoutParams]):
             story += f"; last completed {_span(done)}"
         if queued:
             story += f", last enqueued {_span(queued)}"
+        if sequenced:  # what the lines without a collective said beside it
+            for r in records:
+                if r.seq is None:
+                    after = f" after {fmt_duration(r.timeout_s)}" if r.timeout_s else ""
+                    what = "watchdog stuck" if r.op == "watchdog" else f"{r.backend} {r.op}"
+                    story += f"; {what} on {_ranks([r])}{after}"
         ranks = {
             r.label: {
                 "op": r.op,

@@ -117,7 +117,13 @@ class Collectives:
     def timeout(self, process: str, at: float, fields: dict[str, Any]) -> None:
         """One line that said a collective timed out (the `collective.timeout` fields)."""
         rank, seq, pg = fields.get("rank"), fields.get("seq"), fields.get("pg")
-        who = f"rank {rank}" if rank is not None else process
+        group_rank = fields.get("group_rank")
+        if rank is not None:
+            who = f"rank {rank}"
+        elif group_rank is not None:  # one process printing for several ranks (one file)
+            who = f"{process} rank {group_rank}"
+        else:
+            who = process
         for record in self.records:
             if record.who != who:
                 continue
@@ -134,8 +140,20 @@ class Collectives:
             self.records.append(record)
 
     def by_group(self) -> dict[str, list[Timeout]]:
-        """The records by process group ("" when no line named it)."""
-        out: dict[str, list[Timeout]] = {}
+        """The records by process group. A line that names no group (torch 2.4's watchdog
+        line; the c10d store's) belongs to the group whose records have its sequence number,
+        else to "" (none named): a group named later does not take it, so an alert that
+        fired stays one alert."""
+        named: dict[str, list[Timeout]] = {}
+        unnamed: list[Timeout] = []
         for record in self.records:
-            out.setdefault(record.pg or "", []).append(record)
-        return out
+            if record.pg:
+                named.setdefault(record.pg, []).append(record)
+            else:
+                unnamed.append(record)
+        for record in unnamed:
+            home = next((pg for pg, rs in named.items()
+                         if record.seq is not None and any(r.seq == record.seq for r in rs)),
+                        None)  # fmt: skip
+            named.setdefault(home or "", []).append(record)
+        return named

@@ -33,6 +33,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "collective.timeout": {"backend": "nccl", "rank": 3, "op": "ALLREDUCE", "seq": 4486,
                            "timeout_s": 600.0, "message": "[Rank 3] Watchdog caught ..."},
     "component.failed": {"error": "KeyError: 'x'", "how": "exit", "exit_code": 1},
+    "eval.metrics": {"step": 0, "metrics": {"val-core/acc": 0.31}},
     "heartbeat": {"final": False},
     "step.started": {"step": 1},
     "step.done": {"step": 1, "duration_s": 12.5, "timing": {"gen": 3.0, "update_actor": 2}},

@@ -1,0 +1,106 @@
+"""The consoles users posted (tests/fixtures/consoles/field/), the way a user without any
+code change meets runwatch: `runwatch watch -- cat FILE` into `runwatch serve`. Each raises
+the alerts its text supports (tests/unit/test_field_consoles.py reads the same files with
+`runwatch diagnose`), every control none.
+
+A console whose alerts need time to pass with the output still open (a collective's settle,
+an engine stalled for a while) is played by a command that prints it and then hangs, as the
+job did; the others by a command that prints it and exits. The service runs with short
+thresholds (settle 1 s, stalled_for 2 s): what is tested here is the path, the defaults
+are the rules' own tests'."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+
+from runwatch.service.launch import ServeProcess
+
+pytestmark = pytest.mark.slow
+
+FIELD = Path(__file__).resolve().parents[1] / "fixtures" / "consoles" / "field"
+MANIFEST: dict[str, dict[str, Any]] = tomllib.loads((FIELD / "MANIFEST.toml").read_text())
+#: rules that fire only while the job's output stays open (the job hung)
+WHILE_HUNG = {"collective_timeout", "inference_stalled"}
+#: how long a hung control is watched after its last event for an alert that must not come
+QUIET_S = 6.0
+
+
+def _hangs(name: str) -> bool:
+    return bool(WHILE_HUNG & set(MANIFEST[name]["rules"])) or name.startswith("healthy_vllm")
+
+
+def test_every_console_watched_raises_what_its_text_supports(tmp_path: Path) -> None:
+    config = tmp_path / "rules.toml"
+    config.write_text("[rules.collective_timeout]\nsettle = 1\n\n"
+                      "[rules.inference_stalled]\nstalled_for = 2\n")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    watches: dict[str, subprocess.Popen[bytes]] = {}
+    with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
+        try:
+            for name in sorted(MANIFEST):
+                path = FIELD / f"{name}.log"
+                play = ["sh", "-c", f'cat "{path}"; exec sleep 600'] if _hangs(name) else [
+                    "cat", str(path)]  # fmt: skip
+                watches[name] = subprocess.Popen(
+                    [sys.executable, "-m", "runwatch.cli", "watch", "--run", name, "--url",
+                     serve.url, "--", *play],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                )  # fmt: skip
+            for name, watch in watches.items():
+                if not _hangs(name):
+                    assert watch.wait(120) == 0, name
+
+            def transitions() -> dict[str, list[dict[str, Any]]]:
+                out: dict[str, list[dict[str, Any]]] = {name: [] for name in MANIFEST}
+                for alert in serve.get("/v1/alerts")["alerts"]:
+                    out[alert["run"]].append(alert)
+                return out
+
+            waiting: dict[str, str] = {}
+            first_seen: dict[str, float] = {}  # when the run's events began to arrive
+
+            def settled() -> dict[str, list[dict[str, Any]]] | None:
+                runs = {r["run"]: r for r in serve.get("/v1/runs")["runs"]}
+                seen = transitions()
+                waiting.clear()
+                for name, entry in MANIFEST.items():
+                    run = runs.get(name)
+                    fired = {a["rule"] for a in seen[name] if a["state"] == "firing"}
+                    if run is not None:
+                        first_seen.setdefault(name, time.monotonic())
+                    if run is None:
+                        waiting[name] = "no events yet"
+                    elif not set(entry["rules"]) <= fired:
+                        waiting[name] = f"fired {sorted(fired)}"
+                    elif _hangs(name) and time.monotonic() - first_seen[name] < QUIET_S:
+                        waiting[name] = "quiet for a while yet"
+                    elif not _hangs(name) and run["status"] == "running":
+                        waiting[name] = "not finished"
+                return None if waiting else seen
+
+            try:
+                seen = wait_for(settled, "every console's alerts", timeout=180, every=0.25)
+            except AssertionError as err:
+                raise AssertionError(f"{err}: {waiting}") from None
+        finally:
+            for watch in watches.values():
+                if watch.poll() is None:
+                    watch.send_signal(signal.SIGTERM)  # passed on to the hung command
+            for watch in watches.values():
+                watch.wait(60)
+    for name, entry in MANIFEST.items():
+        firing = [a for a in seen[name] if a["state"] == "firing"]
+        assert sorted({a["rule"] for a in firing}) == sorted(entry["rules"]), (name, firing)
+        said = " | ".join(a["summary"] for a in firing)
+        for text in entry.get("evidence", []):
+            assert text in said, (name, text, said)
