@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ahocorasick_rs import BytesAhoCorasick
+
 from runwatch.emitters import collectives
 from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
 from runwatch.emitters.failures import Failures
@@ -191,22 +193,26 @@ def bar_of(line: str) -> list[Found]:
     return [refresh]
 
 
+#: Literal pieces of the lines worth reading (step lines, engine stats, Ray's `pid=`,
+#: AReaL's table, printed dicts, the failure and collective markers)
+LITERALS: tuple[bytes, ...] = (
+    b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
+    "│ ".encode(), b"{'", b'{"',
+    *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS)}),
+)  # fmt: skip
+#: All of them found in one pass (Aho-Corasick in Rust: 33 markers cost less than 7
+#: `bytes.find` passes did -- bench/watch.py)
+_MARKERS = BytesAhoCorasick(list(LITERALS))
+
+
 class LineScanner:
     """Feed bytes as they come; get the events of the complete lines among them.
 
-    Only lines around literal markers are looked at: a segment right after `\\r` (tqdm
-    writes every refresh as `\\r` + bar), and lines holding one of `LITERALS` (step lines,
-    engine stats, Ray's `pid=`, the failure and collective markers, printed dicts). Each
-    literal is a pass over the bytes (bench/watch.py has the cost). A segment after `\\r` on
-    a line Ray forwarded is read with that line's prefix (`segments`): its bar is the
-    worker's.
+    Only lines around markers are looked at: a segment right after `\\r` (tqdm writes every
+    refresh as `\\r` + bar), and lines holding one of `LITERALS`, all found in one pass over
+    the bytes. A segment after `\\r` on a line Ray forwarded is read with that line's prefix
+    (`segments`): its bar is the worker's.
     """
-
-    LITERALS = (
-        b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
-        "│ ".encode(), b"{'", b'{"',
-        *{m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS)},
-    )  # fmt: skip
 
     def __init__(self, parser: LineParser) -> None:
         self.parser = parser
@@ -259,14 +265,16 @@ class LineScanner:
     def _starts(self, data: bytes, end: int) -> set[int]:
         find, rfind = data.find, data.rfind
         starts: set[int] = set()
-        for literal in self.LITERALS:
-            pos = find(literal, 0, end)
-            while pos >= 0:
-                starts.add(max(rfind(b"\n", 0, pos), rfind(b"\r", 0, pos)) + 1)
-                stop = find(b"\n", pos, end)
-                if stop < 0:
-                    break
-                pos = find(literal, stop, end)
+        line_end = -1  # the end of the line of the last hit: more hits on it add nothing
+        for _, pos, _ in _MARKERS.find_matches_as_indexes(data):
+            if pos >= end:
+                break
+            if pos < line_end:
+                continue
+            starts.add(max(rfind(b"\n", 0, pos), rfind(b"\r", 0, pos)) + 1)
+            line_end = find(b"\n", pos, end)
+            if line_end < 0:
+                line_end = end
         pos = find(b"\r", 0, end)
         while pos >= 0:
             if pos + 1 < end and data[pos + 1] not in (10, 13):  # not "\r\n" line ends
