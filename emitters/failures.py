@@ -83,13 +83,14 @@ def _shape(prefix: str) -> re.Pattern[str]:
 class _Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("error", "lines", "open", "shape")
+    __slots__ = ("error", "lines", "open", "quiet", "shape")
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, quiet: bool = False) -> None:
         self.shape = _shape(prefix)
         self.error: str | None = None  # the exception line so far (the last one wins)
         self.lines = 0
         self.open = True  # still reading its lines
+        self.quiet = quiet  # logged as a warning: read through, never a failure
 
 
 class Failures:
@@ -120,11 +121,10 @@ class Failures:
             # Python's logging prints a record's traceback on the lines after its message:
             # the level is on the line before
             level = prefix if prefix.strip() else before[:80]
-            if not _QUIET_LEVELS.search(level):
-                # "Scheduler hit an exception: Traceback ...": a message introduces it, and
-                # its frames follow on lines of their own
-                shape = "" if prefix.rstrip().endswith(":") else prefix
-                self._records[source] = _Record(shape)
+            # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
+            # frames follow on lines of their own
+            shape = "" if prefix.rstrip().endswith(":") else prefix
+            self._records[source] = _Record(shape, quiet=bool(_QUIET_LEVELS.search(level)))
         elif (
             record is None
             and (before[:1] in (" ", "\t") or line.startswith("ray.exceptions."))
@@ -167,7 +167,7 @@ class Failures:
         """The output ended: each source's last traceback was its last word."""
         out = []
         for source, record in self._records.items():
-            if record.error is not None:
+            if record.error is not None and not record.quiet:
                 fields = {"error": record.error, "how": "exception"}
                 out.append((source, ("component.failed", fields)))
         self._records.clear()

@@ -249,3 +249,123 @@ def test_a_prime_rl_run_is_watched_through_the_log_files_its_launcher_writes(
     assert rewards == [0.3125, 0.3516, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]
     assert [e["step"] for e in events if e["kind"] == "step.done"] == [1, 2, 3, 4]
     assert {e["run"] for e in events} == {"rl-7"}
+
+
+#: A bar whose refreshes come far apart: it writes refresh k, then waits for the test to say
+#: go (the test says it once runwatch has reported refresh k).
+SLOW_BAR = textwrap.dedent(
+    """
+    import os, sys, time
+    from tqdm import tqdm
+
+    go = sys.argv[1]
+    bar = tqdm(total=4, desc="Training Progress", file=sys.stderr, mininterval=0)
+    for k in range(1, 4):
+        bar.update(1)
+        while not os.path.exists(f"{go}.{k}"):
+            time.sleep(0.01)
+    bar.close()
+    """
+)
+
+
+def test_a_refresh_is_reported_when_it_is_written_and_once(tmp_path: Path) -> None:
+    """tqdm writes `\\r` + the bar and no line end until its next refresh: runwatch reads the
+    unfinished refresh once the output pauses, not one refresh late -- refresh k is reported
+    before refresh k + 1 is written (here: before the bar is even allowed to go on)."""
+    script, spool, go = tmp_path / "bar.py", tmp_path / "spool", tmp_path / "go"
+    script.write_text(SLOW_BAR)
+    proc = subprocess.Popen(
+        [*WATCH, "--run", "r-bar", "--spool", str(spool), "--", sys.executable, str(script),
+         str(go)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(),
+    )  # fmt: skip
+
+    def bar_at(k: int) -> bool:
+        if not spool.exists():
+            return False
+        events = [json.loads(line) for p in sorted(spool.glob("*.jsonl"))
+                  for line in p.read_text().splitlines() if line.strip()]  # fmt: skip
+        return any(e["kind"] == "progress" and e["n"] == k for e in events)
+
+    try:
+        for k in range(1, 4):
+            wait_for(lambda k=k: bar_at(k), f"refresh {k} reported while the bar waits")
+            (tmp_path / f"go.{k}").touch()
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    progress = [e["n"] for e in read_events(spool) if e["kind"] == "progress"]
+    assert progress == [0, 1, 2, 3]  # each refresh once: 0 as the bar opens, then 1-3
+
+
+def test_a_python_child_writes_through_at_once(tmp_path: Path) -> None:
+    """A Python child's stdout to a pipe is block-buffered: watch makes it unbuffered, so a
+    step line is read while the child still runs."""
+    script, spool, go = tmp_path / "quiet.py", tmp_path / "spool", tmp_path / "go"
+    script.write_text(textwrap.dedent(
+        """
+        import os, sys, time
+        print("step:1 - critic/score/mean:0.5 - timing_s/step:2.0")  # no flush
+        while not os.path.exists(sys.argv[1]):
+            time.sleep(0.01)
+        """))  # fmt: skip
+    plain = {k: v for k, v in env().items() if k != "PYTHONUNBUFFERED"}  # as a user's shell
+    proc = subprocess.Popen(
+        [*WATCH, "--run", "r-unbuffered", "--spool", str(spool), "--", sys.executable,
+         str(script), str(go)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=plain,
+    )  # fmt: skip
+    try:
+
+        def stepped() -> bool:
+            lines = [ln for p in spool.glob("*.jsonl") for ln in p.read_text().splitlines()]
+            return any('"step.done"' in ln for ln in lines)
+
+        wait_for(stepped, "the step line read while the child runs")
+        go.touch()
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _failures(tmp_path: Path, code: str, name: str) -> tuple[int, list[dict]]:
+    spool = tmp_path / name
+    proc = subprocess.run([*WATCH, "--run", name, "--spool", str(spool), "--", sys.executable,
+                           "-c", code], capture_output=True, timeout=60, env=env())  # fmt: skip
+    return proc.returncode, [e for e in read_events(spool) if e["kind"] == "component.failed"]
+
+
+def test_an_uncaught_exception_and_the_exit_status_are_a_component_failure(
+    tmp_path: Path,
+) -> None:
+    rc, failed = _failures(tmp_path, "import sys\nd = {}\nd['teacher_logprobs']", "crash")
+    assert rc == 1
+    assert [(f["how"], f["error"]) for f in failed] == [
+        ("exception", "KeyError: 'teacher_logprobs'"),
+        ("exit", "exited with status 1"),
+    ]
+
+
+def test_a_clean_exit_a_handled_traceback_and_a_stop_are_not_failures(tmp_path: Path) -> None:
+    handled = textwrap.dedent(
+        """
+        import logging, sys
+        logging.basicConfig()
+        try:
+            raise TimeoutError("sandbox did not answer")
+        except TimeoutError:
+            logging.exception("retrying")
+        print("step:1 - critic/score/mean:0.5 - timing_s/step:2.0", flush=True)
+        """
+    )
+    assert _failures(tmp_path, handled, "handled") == (0, [])
+    assert _failures(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGTERM)",
+                     "stopped") == (128 + signal.SIGTERM, [])  # fmt: skip
+    rc, failed = _failures(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                           "oom-killed")  # fmt: skip
+    assert (rc, [f["error"] for f in failed]) == (128 + signal.SIGKILL, ["killed by SIGKILL"])

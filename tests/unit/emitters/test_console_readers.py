@@ -1,0 +1,256 @@
+"""The readers `runwatch watch` and `runwatch diagnose` share, on the shapes real consoles
+take: launchers' prefixes, wrapped lines, tracebacks handled or not, printed metric dicts,
+OpenRLHF's postfix, and a refresh read once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+
+WATCHDOG = (
+    "[rank3]:[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=4486, OpType=ALLTOALL, NumelIn=46684160, "
+    "NumelOut=46684160, Timeout(ms)=600000) ran for 600013 milliseconds before timing out."
+)
+
+
+def read_all(lines: list[str], parser: LineParser | None = None) -> list[Found]:
+    parser = parser or LineParser()
+    out: list[Found] = []
+    for line in lines:
+        out += parser.parse(line)
+    return out + parser.finish()
+
+
+def kinds(found: list[Found]) -> list[str]:
+    return [k for k, _ in found]
+
+
+def only(found: list[Found], kind: str) -> dict[str, Any]:
+    (fields,) = [f for k, f in found if k == kind]
+    return fields
+
+
+# --- prefixes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["", "(WorkerDict pid=7591) ", "\x1b[36m(WorkerDict pid=7591)\x1b[0m ",
+     "[36m(WorkerDict pid=7591)[0m ", "Tue May 20 21:16:06 2025[1,3]<stdout>:",
+     "[2024-08-21 03:38:02] ", "[80746] "],
+    ids=["bare", "ray", "ray-colour", "ray-colour-esc-lost", "mpirun", "launcher", "gutter"],
+)  # fmt: skip
+def test_a_watchdog_line_under_any_prefix(prefix: str) -> None:
+    fields = only(read_all([prefix + WATCHDOG]), "collective.timeout")
+    assert (fields["rank"], fields["group_rank"], fields["op"], fields["seq"]) == (
+        3, 3, "ALLTOALL", 4486)  # fmt: skip
+    assert (fields["timeout_s"], fields["ran_s"]) == (600.0, 600.013)
+
+
+def test_every_torch_release_s_group_status_line() -> None:
+    lines = {
+        "[PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last "
+        "completed NCCL work: 158045.": ("1", 158046, 158045),
+        "[PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: "
+        "1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.": ("1", 1580, 1579),
+        "[PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog at work sequence "
+        "id: 26 PG status: last enqueued work: 26, last completed work: 126": (
+            "0 (default_pg)", 26, 126),
+        "[PG ID 1 PG GUID 1 Rank 1] Exception (either an error or timeout) detected by watchdog "
+        "at work: 1, last enqueued NCCL work: 547, last completed NCCL work: -1.": ("1", 1, -1),
+    }  # fmt: skip
+    for line, (pg, seq, done) in lines.items():
+        fields = only(read_all([line]), "collective.timeout")
+        assert (fields["pg"], fields["seq"], fields["last_completed"]) == (pg, seq, done)
+
+
+def test_c10d_gloo_and_the_stuck_watchdog() -> None:
+    found = read_all([
+        "[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while trying to "
+        "connect to (172.17.0.2, 44737).",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+        "waiting 1800000ms for recv operation to complete",
+        "[PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480 "
+        "seconds without making progress in monitoring enqueued collectives.",
+    ])  # fmt: skip
+    got = [(f["backend"], f.get("op"), f["timeout_s"]) for k, f in found
+           if k == "collective.timeout"]  # fmt: skip
+    assert got == [("c10d", "connect", 1800.0), ("gloo", "recv", 1800.0),
+                   ("nccl", "watchdog", 480.0)]  # fmt: skip
+
+
+def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
+    cut = [WATCHDOG[:60], WATCHDOG[60:140], WATCHDOG[140:]]
+    assert only(read_all(cut), "collective.timeout")["seq"] == 4486
+    # the rest of a cut message is the next physical line, whoever wrote the first part
+    ray = ["(ActorModelRayActor pid=1, ip=10.0.0.1) " + WATCHDOG[:100], WATCHDOG[100:]]
+    fields = only(read_all(ray), "collective.timeout")
+    assert (fields["seq"], fields["src"]["host"]) == (4486, "10.0.0.1")
+    # a cut message a fresh line follows is read for what it has; the fresh line too
+    found = read_all([WATCHDOG[:100], "(TaskRunner pid=9) step:3 - critic/score/mean:0.5"])
+    assert kinds(found) == ["step.metrics", "reward"]
+    # and one the output ends in
+    assert read_all([WATCHDOG[:100]]) == []
+
+
+def test_ray_prefixes_ipv6_the_same_pid_on_two_nodes_and_prefix_only_lines() -> None:
+    line = "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.0 tokens/s, " \
+           "Running: 1 reqs, Waiting: 0 reqs"  # fmt: skip
+    a = only(read_all([f"(vLLMHttpServer pid=42, ip=2001:db8::7) {line}"]), "inference.stats")
+    b = only(read_all([f"(vLLMHttpServer pid=42, ip=10.0.0.3) {line}"]), "inference.stats")
+    assert a["src"]["host"] == "2001:db8::7"
+    assert (a["server"], b["server"]) == ("vllm@2001:db8::7/42", "vllm@10.0.0.3/42")
+    assert read_all(["(WorkerDict pid=29239)", "(WorkerDict pid=29239) ", "(raylet)"]) == []
+
+
+def test_wandb_s_end_of_run_summary_is_not_metrics() -> None:
+    lines = ["wandb: Run history:", "wandb:   actor/grad_norm ▁▁▃▁█▂▁",
+             "wandb: critic/score/mean ▁▃▅▇█", "wandb: Run summary:",
+             "wandb:   actor/grad_norm 0.15893", "wandb: critic/score/mean 0.71"]  # fmt: skip
+    assert read_all(lines) == []
+
+
+# --- failures -----------------------------------------------------------------------------
+
+TRACEBACK = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+             "    d['teacher_logprobs']", "KeyError: 'teacher_logprobs'"]  # fmt: skip
+
+
+def test_an_uncaught_traceback_is_a_failure_once_the_output_ends() -> None:
+    parser = LineParser()
+    assert [f for line in TRACEBACK for f in parser.parse(line)] == []  # pending
+    assert parser.finish() == [("component.failed", {
+        "error": "KeyError: 'teacher_logprobs'", "how": "exception"})]  # fmt: skip
+
+
+def test_a_traceback_after_which_the_process_goes_on_was_handled() -> None:
+    assert read_all([*TRACEBACK, "step:3 - critic/score/mean:0.5"])[-1][0] == "reward"
+    assert "component.failed" not in kinds(
+        read_all([*TRACEBACK, "Training Progress:  10%|# | 1/10 [00:01<00:09,  1.00it/s]"])
+    )
+
+
+def test_a_traceback_logged_at_warning_is_no_failure() -> None:
+    for head in (["2026-03-14 10:00:00 WARNING reward server hiccup, will retry"],
+                 []):  # fmt: skip
+        lines = head + (TRACEBACK if head else ["WARNING 03-14 10:00:00 [x.py:1] " + t
+                                               for t in TRACEBACK])  # fmt: skip
+        assert read_all(lines) == []
+
+
+def test_a_logger_s_prefixed_traceback_and_chained_ones() -> None:
+    prefix = "ERROR 04-28 02:37:03 [core.py:398] "
+    lines = [prefix + "Traceback (most recent call last):", prefix + '  File "x.py", line 1',
+             "ERROR 04-28 02:37:04 [core.py:398]     raise ValueError('bad')",
+             prefix + "ValueError: bad", prefix,
+             prefix + "The above exception was the direct cause of the following exception:",
+             prefix + "Traceback (most recent call last):", prefix + '  File "y.py", line 2',
+             prefix + "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+                      "issue."]  # fmt: skip
+    (failed,) = read_all(lines)
+    assert failed[1]["error"].startswith("vllm.v1.engine.exceptions.EngineDeadError")
+
+
+def test_loguru_s_decorated_frames_and_a_fatal_marker() -> None:
+    lines = ["21:01:26   ERROR Fatal error in orchestrate", "Traceback (most recent call last):",
+             "", '  File "/prime-rl/orchestrator.py", line 837, in main',
+             "    asyncio.run(orchestrate(config))", "    │       └ <function run>", "",
+             "KeyError: 'teacher_logprobs'"]  # fmt: skip
+    found = read_all(lines)
+    assert [(f["how"], f["error"]) for _, f in found] == [
+        ("fatal", "21:01:26   ERROR Fatal error in orchestrate"),
+        ("exception", "KeyError: 'teacher_logprobs'")]  # fmt: skip
+
+
+def test_fatal_markers_of_the_engines_and_frameworks() -> None:
+    markers = [
+        "(EngineCore) ERROR [core.py:1138] EngineCore encountered a fatal error.",
+        "ERROR 07-31 11:57:33 async_llm_engine.py:658] Engine iteration timed out. This should "
+        "never happen!",
+        "ERROR 07-01 13:54:43 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 1159 "
+        "died, exit code: -6",
+        "[2025-03-22 01:05:30 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "(raylet) A worker died or was killed while executing a task by an unexpected system "
+        "error.",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "*** SIGSEGV received at time=1744106512 on cpu 176 ***",
+    ]  # fmt: skip
+    for line in markers:
+        assert [(k, f["how"]) for k, f in read_all([line])][:1] == [
+            ("component.failed", "fatal")
+        ], line
+
+
+def test_the_scanner_follows_a_traceback_across_chunks() -> None:
+    text = "\n".join(["INFO starting", *TRACEBACK, ""]).encode()
+    scanner = LineScanner(LineParser())
+    found: list[Found] = []
+    for i in range(0, len(text), 7):  # chunks cut anywhere
+        found += scanner.feed(text[i : i + 7])
+    found += scanner.finish() + scanner.parser.finish()
+    assert found == [("component.failed", {"error": "KeyError: 'teacher_logprobs'",
+                                           "how": "exception"})]  # fmt: skip
+
+
+# --- metrics printed ----------------------------------------------------------------------
+
+
+def test_trl_s_dicts_as_transformers_4_and_5_print_them() -> None:
+    found = read_all([
+        "{'loss': 0.0, 'grad_norm': 0.0866, 'reward': 1.71, 'reward_std': 0.57, 'epoch': 0.31}",
+        "{'loss': '0', 'grad_norm': '0', 'reward': '0', 'reward_std': '0', "
+        "'frac_reward_zero_std': '1', 'entropy': '5.593', 'step_time': '2.066', 'epoch': '0.25'}",
+        "{'loss': '0.01', 'reward': None, 'epoch': '0.5'}",
+        "{'train_runtime': '31.5', 'train_samples_per_second': '2.03', 'train_loss': '0.01'}",
+    ])  # fmt: skip
+    metrics = [(f["step"], f["metrics"].get("reward")) for k, f in found if k == "step.metrics"]
+    assert metrics == [(1, 1.71), (2, 0.0), (3, None)]  # the summary is no step
+    assert [(f["step"], f["mean"]) for k, f in found if k == "reward"] == [(1, 1.71), (2, 0.0)]
+
+
+def test_a_dict_after_a_bar_s_refresh_on_its_line() -> None:
+    line = ("\r 25%|██▌       | 1/4 [00:02<00:06,  2.07s/it]"
+            "{'loss': '0', 'reward': '0.5', 'epoch': '0.25'}")  # fmt: skip
+    assert kinds(read_all([line.lstrip("\r")])) == ["progress", "step.metrics", "reward"]
+
+
+def test_openrlhf_s_postfix_newer_and_older_names() -> None:
+    def bar(n: int, post: str) -> str:
+        return f"Train epoch [1/1]: {n * 25}%|##  | {n}/4 [00:0{n}<00:03,  1.2it/s, {post}]"
+
+    new = "act_loss=0.00142, reward=0.65, return=0.6, gen_len=512, tot_len=700, kl=0.001"
+    old = "pg=0.00142, rm=0, ret=0.6, glen=512, tlen=700, kl=0.001, act_lr=1e-06"
+    found = read_all([bar(1, new), bar(4, new), bar(1, old), bar(4, old),
+                      bar(2, old.replace("pg=0.00142", "pg=nan"))])  # fmt: skip
+    steps = [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
+    assert [s for s, _ in steps] == [1, 2, 3]  # a step per bar that ends; NaN at once
+    assert steps[0][1]["train/reward"] == 0.65
+    assert steps[1][1]["train/policy_loss"] == 0.00142
+    assert [(f["step"], f["mean"]) for k, f in found if k == "reward"][:2] == [(1, 0.65), (2, 0.0)]
+    assert kinds(found).count("step.done") == 2
+
+
+def test_validation_metrics_are_eval_metrics_not_the_step_s() -> None:
+    found = read_all(["step:0 - val-core/math/acc/mean@1:0.31 - val-aux/num_turns/min:nan"])
+    assert kinds(found) == ["eval.metrics"]
+
+
+# --- a refresh read when it is written ------------------------------------------------------
+
+
+def test_peek_reads_an_unfinished_refresh_once_and_changes_no_reader_s_state() -> None:
+    scanner = LineScanner(LineParser())
+    head = b"\rTrain epoch [1/1]: 100%|####| 4/4 [00:04<00:00,  1.0it/s, act_loss=0.1, reward=1]"
+    assert scanner.feed(head) == []
+    peeked = scanner.peek()
+    assert [(k, f["n"]) for k, f in peeked] == [("progress", 4)]
+    assert scanner.peek() == []  # once
+    rest = scanner.feed(b"\n")
+    # its end gives the refresh no second time; the step its postfix ends, once
+    assert kinds(rest) == ["step.metrics", "reward", "step.done", "step.started"]
+    assert [f["step"] for k, f in rest if k == "step.metrics"] == [1]
