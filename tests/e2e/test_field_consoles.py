@@ -98,9 +98,22 @@ def test_every_console_watched_raises_what_its_text_supports(tmp_path: Path) -> 
                     watch.send_signal(signal.SIGTERM)  # passed on to the hung command
             for watch in watches.values():
                 watch.wait(60)
+    # a hung job stopped: watch exits as the command did, killed by SIGTERM (no crash of its
+    # own on any of these consoles)
+    stopped = {name: w.returncode for name, w in watches.items() if _hangs(name)}
+    assert set(stopped.values()) == {128 + signal.SIGTERM}, stopped
     for name, entry in MANIFEST.items():
         firing = [a for a in seen[name] if a["state"] == "firing"]
         assert sorted({a["rule"] for a in firing}) == sorted(entry["rules"]), (name, firing)
         said = " | ".join(a["summary"] for a in firing)
         for text in entry.get("evidence", []):
             assert text in said, (name, text, said)
+
+
+def test_diagnose_reads_every_console_without_a_traceback() -> None:
+    files = sorted(str(p) for p in FIELD.glob("*.log"))
+    done = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", *files],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "collective_timeout" in done.stdout
