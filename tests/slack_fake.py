@@ -1,11 +1,21 @@
-"""A local HTTP server that answers like the Slack Web API, for the notifier's tests.
+"""A local HTTP server that answers like the Slack Web API, for the notifier's tests -- as
+strict as Slack is, so the notifier is held to the real API:
 
-chat.postMessage, chat.update and conversations.history, with the bot token checked
-(invalid_auth), unknown channels refused (channel_not_found), and scripted failures queued
-per method: `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`,
-`fake.fail(..., 200, body=b"<html>")` (an answer that is not JSON). `fake.hold(method)`
-takes the next such call (the message is posted) and answers only after `fake.release()`:
-a client killed meanwhile never learns that Slack has it.
+- chat.postMessage takes a channel ID or a name (`#rl-alerts` / `rl-alerts`) and answers with
+  the channel's ID; chat.update, conversations.history, conversations.replies and
+  conversations.info take an ID only (a name is `channel_not_found`, as on Slack);
+- conversations.history holds a channel's top-level messages only: replies in threads are
+  left out (they come from conversations.replies, with the thread root's ts);
+- message metadata comes back only with `include_all_metadata`;
+- conversations.list and the history methods page with `limit` and
+  `response_metadata.next_cursor`;
+- the bot token is checked (invalid_auth), and scripted failures are queued per method:
+  `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`,
+  `fake.fail(..., 200, body=b"<html>")` (an answer that is not JSON). `fake.hold(method)`
+  takes the next such call (the message is posted) and answers only after
+  `fake.release()`: a client killed meanwhile never learns that Slack has it.
+
+Channels are given as IDs (`C-ALERTS`) or as names (`#training-alerts`, which get an ID).
 """
 
 from __future__ import annotations
@@ -34,7 +44,14 @@ class Message:
 class FakeSlack:
     def __init__(self, token: str = "xoxb-test-token", channels: tuple[str, ...] = ("C-ALERTS",)):
         self.token = token
-        self.channels = {c: c for c in channels}  # name or id -> id
+        self.ids: set[str] = set()  # channel ids
+        self.names: dict[str, str] = {}  # channel name (no "#") -> id
+        for c in channels:
+            if c.startswith("#"):
+                self.add_channel(c)
+            else:
+                self.ids.add(c)
+                self.names.setdefault(c.lower(), c)
         self.messages: list[Message] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -90,7 +107,38 @@ class FakeSlack:
         self.thread.join()
 
     def add_channel(self, name: str, ident: str | None = None) -> None:
-        self.channels[name] = ident or name
+        """A channel called `name`, with the ID `ident` (made up when not given)."""
+        ident = ident or "C" + "".join(ch for ch in name.upper() if ch.isalnum())[:10]
+        self.ids.add(ident)
+        self.names[name.lstrip("#")] = ident
+
+    def remove_channel(self, name: str) -> None:
+        ident = self.names.pop(name.lstrip("#"), None)
+        self.ids.discard(ident or name)
+
+    def _by_id(self, channel: object) -> str | None:
+        return channel if isinstance(channel, str) and channel in self.ids else None
+
+    def _by_id_or_name(self, channel: object) -> str | None:
+        if not isinstance(channel, str):
+            return None
+        return self._by_id(channel) or self.names.get(channel.lstrip("#"))
+
+    @staticmethod
+    def _page(items: list[dict[str, Any]], args: dict[str, Any]) -> tuple[list[Any], str]:
+        start = int(args.get("cursor") or 0)
+        limit = max(1, min(int(args.get("limit") or 100), 1000))
+        more = start + limit < len(items)
+        return items[start : start + limit], str(start + limit) if more else ""
+
+    def _shown(self, m: Message, args: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"ts": m.ts, "text": m.text}
+        if m.thread_ts is not None:
+            out["thread_ts"] = m.thread_ts
+        if m.metadata is not None and str(args.get("include_all_metadata")).lower() in (
+            "true", "1"):  # fmt: skip
+            out["metadata"] = m.metadata
+        return out
 
     def fail(
         self,
@@ -132,7 +180,16 @@ class FakeSlack:
                 return 200, {"ok": False, "error": extra.get("error", "unknown")}, {}
             if auth != f"Bearer {self.token}":
                 return 200, {"ok": False, "error": "invalid_auth"}, {}
-            channel = self.channels.get(str(args.get("channel")))
+            if method == "conversations.list":
+                listed = [{"id": i, "name": n, "is_channel": True}
+                          for n, i in sorted(self.names.items())]  # fmt: skip
+                page, cursor = self._page(listed, args)
+                return 200, {"ok": True, "channels": page,
+                             "response_metadata": {"next_cursor": cursor}}, {}  # fmt: skip
+            if method == "chat.postMessage":
+                channel = self._by_id_or_name(args.get("channel"))
+            else:  # every other method wants the channel's ID
+                channel = self._by_id(args.get("channel"))
             if channel is None:
                 return 200, {"ok": False, "error": "channel_not_found"}, {}
             if method == "chat.postMessage":
@@ -140,15 +197,14 @@ class FakeSlack:
                 meta = args.get("metadata")
                 if isinstance(meta, str):
                     meta = json.loads(meta)
+                thread = args.get("thread_ts")
+                if thread is not None and not any(
+                    m.channel == channel and m.ts == thread and m.thread_ts is None
+                    for m in self.messages
+                ):
+                    return 200, {"ok": False, "error": "thread_not_found"}, {}
                 self.messages.append(
-                    Message(
-                        channel,
-                        ts,
-                        args.get("text", ""),
-                        args.get("blocks"),
-                        args.get("thread_ts"),
-                        meta,
-                    )
+                    Message(channel, ts, args.get("text", ""), args.get("blocks"), thread, meta)
                 )
                 return 200, {"ok": True, "channel": channel, "ts": ts}, {}
             if method == "chat.update":
@@ -157,14 +213,26 @@ class FakeSlack:
                         m.updates.append(args.get("text", ""))
                         return 200, {"ok": True, "channel": channel, "ts": m.ts}, {}
                 return 200, {"ok": False, "error": "message_not_found"}, {}
-            if method == "conversations.history":
+            if method in ("conversations.history", "conversations.replies"):
                 oldest = float(args.get("oldest") or 0)
-                msgs = [
-                    {"ts": m.ts, "text": m.text, "thread_ts": m.thread_ts, "metadata": m.metadata}
-                    for m in self.messages
-                    if m.channel == channel and float(m.ts) >= oldest
-                ]
-                return 200, {"ok": True, "messages": msgs}, {}
+                if method == "conversations.history":  # top-level messages only
+                    msgs = [m for m in self.messages if m.channel == channel
+                            and m.thread_ts is None and float(m.ts) >= oldest]  # fmt: skip
+                    msgs.reverse()  # newest first, as Slack gives them
+                else:
+                    root = args.get("ts")
+                    parent = [m for m in self.messages if m.channel == channel
+                              and m.ts == root and m.thread_ts is None]  # fmt: skip
+                    if not parent:
+                        return 200, {"ok": False, "error": "thread_not_found"}, {}
+                    msgs = parent + [m for m in self.messages if m.channel == channel
+                                     and m.thread_ts == root and float(m.ts) >= oldest]  # fmt: skip
+                page, cursor = self._page([self._shown(m, args) for m in msgs], args)
+                return 200, {"ok": True, "messages": page, "has_more": bool(cursor),
+                             "response_metadata": {"next_cursor": cursor}}, {}  # fmt: skip
+            if method == "conversations.info":
+                name = next((n for n, i in self.names.items() if i == channel), channel)
+                return 200, {"ok": True, "channel": {"id": channel, "name": name}}, {}
             return 200, {"ok": False, "error": "unknown_method"}, {}
 
     # -- reading what happened -------------------------------------------------------------

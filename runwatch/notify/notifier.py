@@ -18,7 +18,13 @@ from typing import Any
 
 from runwatch.notify import messages as msg
 from runwatch.notify.config import NotifyConfig
-from runwatch.notify.slack import AUTH_ERRORS, SlackError, SlackPoster, load_token
+from runwatch.notify.slack import (
+    AUTH_ERRORS,
+    SlackError,
+    SlackPoster,
+    is_channel_id,
+    load_token,
+)
 from runwatch.notify.store import NotifyStore, Thread, default_path
 from runwatch.stream.alerts import Alert
 
@@ -127,7 +133,7 @@ class Notifier:
                 continue
             text = msg.reminder(th.alert, fmt_duration(t - th.since))
             try:
-                self.store.begin(ident, th.key, th.channel)
+                self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
                 self.poster.post(
                     th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key)
                 )
@@ -143,23 +149,52 @@ class Notifier:
 
     def recover(self) -> int:
         """After a crash: for messages begun but not recorded, ask Slack whether they arrived
-        (by the alert id in their metadata). Found: recorded, not sent again. Not found: left
-        to be sent when the transition is seen again. Returns how many were found."""
+        (by the alert id in their metadata): a root in the channel's history, a reply in its
+        thread's replies (Slack's history holds no replies). Found: recorded, not sent again.
+        Not found: left to be sent when the transition is seen again. Returns how many were
+        found."""
         found = 0
-        for ident, key, channel, at in self.store.pending():
+        for p in self.store.pending():
             try:
-                messages = self.poster.history(channel, at - 5)
+                channel = self._channel_id(p.channel)
+                if channel is None:
+                    raise SlackError("conversations.list", f"no channel {p.channel} the bot "
+                                     "can see (scope channels:read?)", retryable=False)  # fmt: skip
+                if p.thread_ts:
+                    messages = self.poster.replies(channel, p.thread_ts, p.at - 5)
+                else:
+                    messages = self.poster.history(channel, p.at - 5)
             except SlackError as err:
-                log.warning("cannot check %s for an unrecorded message: %s", channel, err.error)
-                self.store.drop_pending(ident)
+                log.warning("cannot check %s for an unrecorded message: %s (it may be posted "
+                            "again)", p.channel, err.error)  # fmt: skip
+                self.store.drop_pending(p.id)
                 continue
-            hit = next((m for m in messages if _metadata_id(m) == ident), None)
+            hit = next((m for m in messages if _metadata_id(m) == p.id), None)
             if hit is None:
-                self.store.drop_pending(ident)
+                self.store.drop_pending(p.id)
                 continue
             found += 1
-            self._adopt(ident, key, channel, hit)
+            self._adopt(p.id, p.key, channel, hit)
         return found
+
+    def _channel_id(self, channel: str) -> str | None:
+        """The ID of a channel named in the config (`#rl-alerts`), looked up once
+        (conversations.list) and kept in the ledger; an ID as it is."""
+        if is_channel_id(channel):
+            return channel
+        known = self.store.channel_id(channel)
+        if known is None:
+            known = self.poster.channel_id(channel)
+            if known is not None:
+                self.store.set_channel_id(channel, known)
+        return known
+
+    def _target(self, channel: str) -> str:
+        """Where to post: the channel's ID when known (chat.postMessage also takes a name,
+        and its answer then tells the ID, which is kept)."""
+        if is_channel_id(channel):
+            return channel
+        return self.store.channel_id(channel) or channel
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -181,16 +216,19 @@ class Notifier:
         ident, key = str(a["id"]), str(a["key"])
         link = self.config.drilldown(str(a["run"]), float(a.get("since", a.get("ts", now))))
         text, blocks = msg.root(a, link)
-        self.store.begin(ident, key, channel)
+        target = self._target(channel)
+        self.store.begin(ident, key, target)
         brief = {k: a[k] for k in _BRIEF if k in a}
-        resp = self.poster.post(channel, text, blocks, metadata=_metadata(ident, key, brief))
+        resp = self.poster.post(target, text, blocks, metadata=_metadata(ident, key, brief))
         ts = str(resp.get("ts"))
-        channel_id = str(resp.get("channel") or channel)
+        channel_id = str(resp.get("channel") or target)
+        if channel_id != target and is_channel_id(channel_id):
+            self.store.set_channel_id(channel, channel_id)  # the name's ID, for good
         self.store.sent_and_thread(ident, "root", _new_thread(a, channel_id, ts, now))
 
     def _send_reply(self, a: dict[str, Any], th: Thread, now: float) -> None:
         ident, state = str(a["id"]), str(a["state"])
-        self.store.begin(ident, th.key, th.channel)
+        self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
         self.poster.post(
             th.channel, msg.reply(a), thread_ts=th.ts, metadata=_metadata(ident, th.key)
         )

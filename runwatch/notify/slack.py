@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,8 +78,19 @@ def load_token(token_file: str | None = None, env: dict[str, str] | None = None)
     return token
 
 
+#: A channel ID (C..., G... for private, D... for an IM): what every method but
+#: chat.postMessage needs; a name (`#rl-alerts`, `rl-alerts`) is lowercase.
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9_-]+$")
+
+
+def is_channel_id(channel: str) -> bool:
+    return CHANNEL_ID.match(channel) is not None
+
+
 class SlackPoster:
-    """chat.postMessage / chat.update / conversations.history with retries."""
+    """chat.postMessage / chat.update / conversations.history / conversations.replies /
+    conversations.list with retries. Every method but chat.postMessage takes a channel ID,
+    as Slack's API does (a name is `channel_not_found`)."""
 
     def __init__(
         self,
@@ -133,15 +145,40 @@ class SlackPoster:
         return self.call("chat.update", args)
 
     def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
-        """Recent messages of a channel with their metadata (to find what a crash hid)."""
-        args = {
-            "channel": channel,
-            "oldest": f"{oldest:.6f}",
-            "include_all_metadata": True,
-            "limit": 200,
-        }
-        data = self.call("conversations.history", args)
-        return list(data.get("messages") or [])
+        """Recent messages of a channel (an ID) with their metadata -- top-level ones: Slack
+        leaves replies in threads out of a channel's history."""
+        args = {"channel": channel, "oldest": f"{oldest:.6f}", "include_all_metadata": True}
+        return self._pages("conversations.history", args, "messages")
+
+    def replies(self, channel: str, thread_ts: str, oldest: float) -> list[dict[str, Any]]:
+        """The messages of one thread (the root and its replies) with their metadata."""
+        args = {"channel": channel, "ts": thread_ts, "oldest": f"{oldest:.6f}",
+                "include_all_metadata": True}  # fmt: skip
+        return self._pages("conversations.replies", args, "messages")
+
+    def channel_id(self, name: str) -> str | None:
+        """The ID of the channel named `name` (`#rl-alerts` or `rl-alerts`) the bot can see,
+        from conversations.list; None when there is none."""
+        wanted = name.lstrip("#")
+        args = {"types": "public_channel,private_channel", "exclude_archived": True}
+        for channel in self._pages("conversations.list", args, "channels"):
+            if channel.get("name") == wanted and channel.get("id"):
+                return str(channel["id"])
+        return None
+
+    def _pages(self, method: str, args: dict[str, Any], field: str) -> list[dict[str, Any]]:
+        """Every item of a paginated method (Slack's `response_metadata.next_cursor`)."""
+        out: list[dict[str, Any]] = []
+        cursor = ""
+        for _ in range(100):  # a bound: 100 pages of 200
+            data = self.call(
+                method, {**args, "limit": 200, **({"cursor": cursor} if cursor else {})}
+            )
+            out += list(data.get(field) or [])
+            cursor = str((data.get("response_metadata") or {}).get("next_cursor") or "")
+            if not cursor:
+                break
+        return out
 
     def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         """One API call with the retry policy; returns the response body or raises SlackError."""

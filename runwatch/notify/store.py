@@ -34,8 +34,10 @@ CREATE TABLE IF NOT EXISTS sent (
     at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS pending (
-    id TEXT PRIMARY KEY, key TEXT NOT NULL, channel TEXT NOT NULL, at REAL NOT NULL
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, channel TEXT NOT NULL, at REAL NOT NULL,
+    thread_ts TEXT
 );
+CREATE TABLE IF NOT EXISTS channels (name TEXT PRIMARY KEY, id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS labels (run TEXT PRIMARY KEY, labels TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS silences (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, rule TEXT, until REAL NOT NULL,
@@ -65,6 +67,17 @@ class Thread:
 
 
 @dataclass(frozen=True)
+class Pending:
+    """A message begun and not yet recorded as sent: a crash may have hidden its answer."""
+
+    id: str
+    key: str
+    channel: str
+    at: float
+    thread_ts: str | None  # the root of its thread, for a reply or a reminder
+
+
+@dataclass(frozen=True)
 class Silence:
     id: int
     run: str
@@ -90,6 +103,9 @@ class NotifyStore:
         )
         self._db.execute("PRAGMA synchronous=FULL")  # fsync at every commit
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
+        if "thread_ts" not in columns:  # a ledger from before replies were recovered
+            self._db.execute("ALTER TABLE pending ADD COLUMN thread_ts TEXT")
 
     def close(self) -> None:
         self._db.close()
@@ -123,16 +139,18 @@ class NotifyStore:
                 (ident, key, what, outcome, time.time()),
             )
 
-    def begin(self, ident: str, key: str, channel: str) -> None:
+    def begin(self, ident: str, key: str, channel: str, thread_ts: str | None = None) -> None:
+        """A message about to go out (to `channel`; in the thread of `thread_ts` if a reply)."""
         with self.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)",
-                (ident, key, channel, time.time()),
+                "INSERT OR REPLACE INTO pending (id, key, channel, at, thread_ts) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (ident, key, channel, time.time(), thread_ts),
             )
 
-    def pending(self) -> list[tuple[str, str, str, float]]:
-        rows = self._db.execute("SELECT id, key, channel, at FROM pending ORDER BY at")
-        return [(str(a), str(b), str(c), float(d)) for a, b, c, d in rows]
+    def pending(self) -> list[Pending]:
+        rows = self._db.execute("SELECT id, key, channel, at, thread_ts FROM pending ORDER BY at")
+        return [Pending(str(a), str(b), str(c), float(d), e) for a, b, c, d, e in rows]
 
     def drop_pending(self, ident: str) -> None:
         with self.transaction() as db:
@@ -173,6 +191,16 @@ class NotifyStore:
                     thread.reminders,
                 ),
             )
+
+    # -- channel ids -----------------------------------------------------------------------
+
+    def channel_id(self, name: str) -> str | None:
+        row = self._db.execute("SELECT id FROM channels WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_channel_id(self, name: str, ident: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO channels VALUES (?, ?)", (name, ident))
 
     # -- labels ----------------------------------------------------------------------------
 

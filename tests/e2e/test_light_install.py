@@ -1,5 +1,5 @@
-"""A trainer's install: `pip install runwatch` with no extras (pydantic and kafka-python
-only). `runwatch --help` lists every command, and each command that needs an extra says
+"""A trainer's install: `pip install runwatch` with no extras (its base dependencies only,
+as pyproject.toml lists them). `runwatch --help` lists every command, and each command that needs an extra says
 which one in one line -- no traceback. The environment is a real fresh venv with the base
 dependencies; runwatch itself is the source tree (the same editable finder `make setup`
 installs), so what is tested is this checkout."""
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,9 @@ def light(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = venv / "bin" / "python"
     env = {**os.environ, "PIP_CACHE_DIR": str(ROOT / ".cache" / "pip"),
            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}  # fmt: skip
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "pydantic>=2.7,<3",
-                    "kafka-python>=2.1"], check=True, timeout=600, env=env)  # fmt: skip
+    base = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *base], check=True, timeout=600,
+                   env=env)  # fmt: skip
     site = next((venv / "lib").glob("python3*/site-packages"))
     ours = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
     for finder in ours.glob("__editable__*runwatch*"):

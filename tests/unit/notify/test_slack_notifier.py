@@ -266,7 +266,7 @@ def test_invalid_auth_fails_once_with_a_clear_line(
 
 def test_channel_not_found_fails_once_and_moves_on(rig: Rig, slack: FakeSlack) -> None:
     rig.notifier.learn_labels("lost", {"team": "math"})
-    slack.channels.pop("#math-rl")
+    slack.remove_channel("#math-rl")
     assert rig.notifier.notify(alert(1, run="lost")) == "failed"
     assert slack.count("chat.postMessage") == 1
     assert rig.notifier.notify(alert(1, run="lost")) == "duplicate"
@@ -383,3 +383,77 @@ def test_background_notifier_keeps_order_through_an_outage(rig: Rig, slack: Fake
         bg.close(timeout=20)
     (root,) = slack.roots()
     assert [m.text.split(":")[1] for m in slack.replies(root)] == ["white_check_mark"]
+
+
+# --- Slack's real semantics: channel IDs, replies outside the history ------------------------
+
+
+def test_the_fake_is_as_strict_as_slack(slack: FakeSlack) -> None:
+    poster = SlackPoster(TOKEN, base_url=slack.url, max_attempts=1)
+    root = poster.post("#rl-alerts", "hello")  # a name is fine to post to...
+    assert root["channel"] == "C-ALERTS"  # ...and the answer says the ID
+    reply = poster.post("C-ALERTS", "in the thread", thread_ts=root["ts"], metadata=_meta("r"))
+    for method, args in [("chat.update", {"ts": root["ts"], "text": "x"}),
+                         ("conversations.history", {}),
+                         ("conversations.replies", {"ts": root["ts"]})]:  # fmt: skip
+        with pytest.raises(SlackError, match="channel_not_found"):
+            poster.call(method, {"channel": "#rl-alerts", **args})
+    history = poster.history("C-ALERTS", 0)
+    assert [m["ts"] for m in history] == [root["ts"]]  # no reply in a channel's history
+    replies = poster.replies("C-ALERTS", root["ts"], 0)
+    assert [m["ts"] for m in replies] == [root["ts"], reply["ts"]]
+    assert replies[1]["metadata"]["event_payload"]["alert_id"] == "r"
+    bare = poster.call("conversations.replies", {"channel": "C-ALERTS", "ts": root["ts"]})
+    assert "metadata" not in bare["messages"][1]  # only with include_all_metadata
+    assert poster.channel_id("#math-rl") == "C-MATH"
+
+
+def _meta(ident: str) -> dict[str, Any]:
+    return {"event_type": "runwatch_alert", "event_payload": {"alert_id": ident, "key": "k"}}
+
+
+def test_a_reply_slack_got_before_a_crash_is_found_in_its_thread(
+    rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert rig.notifier.notify(alert(1)) == "sent"
+    store = rig.notifier.store
+
+    def crash(*args: Any) -> None:
+        raise KeyboardInterrupt("killed between the post and the record")
+
+    monkeypatch.setattr(store, "sent_and_thread", crash)
+    with pytest.raises(KeyboardInterrupt):
+        rig.notifier.notify(alert(2, "resolved"))
+    monkeypatch.undo()
+    n = rig.restart()
+    assert n.recover() == 1  # looked up in the thread, not in the channel's history
+    assert n.notify(alert(2, "resolved")) == "duplicate"
+    (root,) = slack.roots()
+    assert len(slack.replies(root)) == 1
+
+
+def test_a_root_whose_answer_was_lost_is_found_by_the_channel_s_id(
+    rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post to `#rl-alerts` reaches Slack and the notifier dies before the answer
+    (so before it learned the channel's ID): recovery looks the ID up by name, then the
+    message in that channel's history."""
+    poster = rig.notifier.poster
+    real = poster.post
+
+    def lost(*args: Any, **kw: Any) -> dict[str, Any]:
+        real(*args, **kw)
+        raise KeyboardInterrupt("killed while Slack answered")
+
+    monkeypatch.setattr(poster, "post", lost)
+    with pytest.raises(KeyboardInterrupt):
+        rig.notifier.notify(alert(1))
+    monkeypatch.undo()
+    n = rig.restart()
+    assert n.recover() == 1
+    assert n.notify(alert(1)) == "duplicate"
+    assert n.notify(alert(2, "resolved")) == "sent"
+    (root,) = slack.roots()
+    assert root.channel == "C-ALERTS"
+    assert len(slack.replies(root)) == 1
+    assert slack.count("conversations.list") == 1  # looked up once, then kept
