@@ -1,8 +1,8 @@
 """A trainer's install: `pip install runwatch` with no extras (its base dependencies only,
-as pyproject.toml lists them). `runwatch --help` lists every command, and each command that needs an extra says
-which one in one line -- no traceback. The environment is a real fresh venv with the base
-dependencies; runwatch itself is the source tree (the same editable finder `make setup`
-installs), so what is tested is this checkout."""
+as pyproject.toml lists them). `runwatch --help` lists every command, and each command that
+needs an extra says which one in one line -- no traceback. The environment is a real fresh
+venv with the base dependencies; runwatch itself is the source tree (the same editable finder
+`make setup` installs), so what is tested is this checkout."""
 
 from __future__ import annotations
 
