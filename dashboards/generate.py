@@ -1,6 +1,7 @@
 """Generate runwatch's Grafana dashboards (JSON) and their provisioning file.
 
-    .venv/bin/python dashboards/generate.py          # rewrites dashboards/*.json
+    .venv/bin/python dashboards/generate.py          # rewrites dashboards/*.json (and the
+                                                     # Helm chart's copies)
     .venv/bin/python dashboards/generate.py --check  # exit 1 if the committed JSON differs
 
 Why code: every panel's query is listed once here, and tests/integration/test_prometheus.py
@@ -558,15 +559,20 @@ def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+#: The Helm chart ships the dashboards as sidecar ConfigMaps: copies of the JSON here.
+CHART = HERE.parent / "helm" / "runwatch" / "dashboards"
+
+
 def main(argv: list[str]) -> int:
     stale = []
     for name, content in render().items():
-        path = HERE / name
-        if "--check" in argv:
-            if not path.exists() or path.read_text() != content:
-                stale.append(name)
-        else:
-            path.write_text(content)
+        paths = [HERE / name] + ([CHART / name] if name.endswith(".json") else [])
+        for path in paths:
+            if "--check" in argv:
+                if not path.exists() or path.read_text() != content:
+                    stale.append(str(path.relative_to(HERE.parent)))
+            else:
+                path.write_text(content)
     if stale:
         print(f"stale: {', '.join(stale)} (run dashboards/generate.py)", file=sys.stderr)
         return 1
