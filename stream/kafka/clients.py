@@ -34,11 +34,17 @@ def consumer(
 
 
 def group_settings(session_timeout: float) -> dict[str, Any]:
-    """Group tuning of a role that must notice a dead member soon (the worker)."""
+    """Group tuning of a role that must notice a dead member soon (the worker), and keeps
+    what it holds across a rebalance: the sticky assignor moves only the partitions it must
+    (a surviving worker keeps its partitions, their state and their live judgement; the
+    default round robin would deal every partition out anew)."""
+    from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
     return {
         "session_timeout_ms": int(session_timeout * 1000),
         "heartbeat_interval_ms": int(max(0.5, session_timeout / 5) * 1000),
         "max_poll_interval_ms": 30 * 60 * 1000,
+        "partition_assignment_strategy": (StickyPartitionAssignor,),
     }
 
 

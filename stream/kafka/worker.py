@@ -106,8 +106,16 @@ class StreamWorker(Handler):
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self._evict_at = 0.0
         self.rebuilding: set[int] = set()
+        self.wanted: set[int] = set()  # the partitions the group gave this worker
+        #: the group's word that this worker is still a member, until then (monotonic):
+        #: renewed by each heartbeat the coordinator answers and by each assignment
+        self._leased_until = 0.0
+        self._watched: Any = None  # the group coordinator whose heartbeats renew the lease
+        #: per partition, output made while the lease had lapsed: published once it is
+        #: renewed and the partition is still this worker's, else left to the new owner
+        self._fenced: dict[int, list[tuple[list[Alert], list[DeadLetter], list[Any]]]] = {}
         self.assigned_once = False  # the consumer group has given this worker its share
-        self._rebuild_task: asyncio.Task[None] | None = None
+        self._rebuild_tasks: set[asyncio.Task[None]] = set()
         self.loop: ConsumingLoop | None = None
         self._warned_create_time = False
         self._dead: list[DeadLetter] = []  # records the loop isolated, to publish
@@ -120,7 +128,8 @@ class StreamWorker(Handler):
         self._checkpoint_partitions = 1
         self.published = 0
         self.dead_letters = 0
-        self._datadir = tempfile.mkdtemp(prefix="runwatch-worker-")
+        sweep_datadirs()
+        self._datadir = tempfile.mkdtemp(prefix=f"{DATADIR_PREFIX}{os.getpid()}-")
         #: Which worker published an alert (a record header, outside the contract's body).
         self.name = f"{socket.gethostname()}/{os.getpid()}"
         self._headers = [("runwatch-worker", self.name.encode())]
@@ -228,7 +237,7 @@ class StreamWorker(Handler):
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
             views = driver.engine.take_breakers()
             if alerts or dead or views:
-                await self._publish(alerts, dead, views)
+                await self._publish_for(records[0].partition, alerts, dead, views)
 
     def dead(self, record: Any, reason: str) -> None:
         """A record that failed in the worker itself (not as invalid input): to the DLQ."""
@@ -236,7 +245,17 @@ class StreamWorker(Handler):
                                      record.partition, record.offset))  # fmt: skip
 
     async def turn(self) -> None:
-        """Between polls: dead letters of isolated records, due checkpoints, commits."""
+        """Between polls: the group membership watched, output held while the lease lapsed,
+        dead letters of isolated records, due checkpoints, commits."""
+        if self.loop is not None:
+            self._watch_membership(self.loop.consumer)
+        if self._fenced and self._leased():
+            async with self._making:
+                fenced, self._fenced = self._fenced, {}
+                for partition, held in sorted(fenced.items()):
+                    if partition in self.drivers:  # still this worker's
+                        for alerts, dead, views in held:
+                            await self._publish(alerts, dead, views)
         if self._dead:
             dead, self._dead = self._dead, []
             await self._publish([], dead)
@@ -253,8 +272,8 @@ class StreamWorker(Handler):
         s = self.settings
         due = []
         for p, driver in self.drivers.items():
-            if driver.position is None:
-                continue
+            if driver.position is None or p in self._fenced:
+                continue  # (a checkpoint covers only what is published)
             when, applied, offset = self._checkpointed.get(p, (0.0, 0, -1))
             if driver.position + 1 == offset:
                 continue  # nothing new since the last one
@@ -274,7 +293,7 @@ class StreamWorker(Handler):
             return False
         started = time.perf_counter()
         async with self._making:  # no transition made and not yet handed to the producer
-            if not self._behind(partition):  # the checkpoint holds the live runs only
+            if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)
             offset = driver.position + 1
             data = checkpoint.dump(driver, {"offset": offset})
@@ -317,22 +336,111 @@ class StreamWorker(Handler):
             log.info("commit skipped (%s)", err)
 
     async def tick(self, now: float) -> None:
-        """Wall-clock time for conditions that ripen in silence; a partition the worker is
-        behind on only advances to the broker time of the last record it applied."""
-        out: list[Alert] = []
+        """Wall-clock time for conditions that ripen in silence -- but only as far as the
+        worker knows it has read (`_horizon`): a pause of its own, a stall or a broker
+        outage holds time, it does not make silence."""
         evict = now >= self._evict_at  # bounded state: finished and long-silent runs leave
         if evict:
             self._evict_at = now + EVICT_EVERY_S
         async with self._making:
-            views: list[dict[str, Any]] = []
             for p, driver in list(self.drivers.items()):
-                behind = self._behind(p)
-                out += driver.tick(min(now, driver.arrival + driver.grace) if behind else now)
-                views += driver.engine.take_breakers()
-                if evict and not behind:
+                if not self._owns(p, now):
+                    continue  # judged by whoever holds it; by this worker once it knows
+                horizon, caught_up = self._horizon(p, driver, now)
+                out = driver.tick(horizon)
+                views = driver.engine.take_breakers()
+                if evict and caught_up:
                     self._evict(p, driver, now)
-            if out or views:
-                await self._publish(out, [], views)
+                if out or views:
+                    await self._publish_for(p, out, [], views)
+
+    def _owns(self, partition: int, now: float) -> bool:
+        """Whether this worker may judge `partition` by the wall clock and publish what that
+        makes: the partition is assigned to it and a fetch of it answered within the session
+        timeout. A member the group expelled while it was paused has neither until it runs
+        again -- and by the time a fresh fetch answers, its heartbeat has mostly learned it
+        was expelled and the partition is revoked. What a zombie could still publish in
+        that moment comes from records it read, so it is what the owner publishes, with
+        the same deterministic transition ids, which notify and the history apply once.
+        (Not transactions: a transactional producer per partition would fence it at the
+        broker, but faust-streaming's producer has no per-partition transactional ids, and
+        the ids already make a late write harmless.)"""
+        loop = self.loop
+        if loop is None or not self._leased():
+            return False
+        tp = TP(self.topics.events, partition)
+        try:
+            if tp not in loop.consumer.assignment():
+                return False
+            polled = loop.consumer.last_poll_timestamp(tp)
+        except Exception:
+            return False
+        return polled is not None and now - polled / 1000.0 < self.settings.session_timeout
+
+    def _leased(self) -> bool:
+        """Whether the group confirmed this worker's membership within the session timeout
+        (a heartbeat it answered, or an assignment). Always, where the coordinator cannot
+        be watched."""
+        return self._watched is False or time.monotonic() < self._leased_until
+
+    def _renew(self) -> None:
+        self._leased_until = time.monotonic() + self.settings.session_timeout
+
+    def _watch_membership(self, consumer: Any) -> None:
+        """Renew the lease on each heartbeat the group coordinator answers. A member the
+        group expelled while it was paused gets no such answer (the coordinator says it
+        does not know it): its lease lapses, and it publishes nothing until it has joined
+        again. aiokafka keeps its last good heartbeat to itself, so its heartbeat call is
+        wrapped (private API; without it the lease is always granted)."""
+        coordinator = getattr(consumer, "_coordinator", None)
+        if coordinator is None or coordinator is self._watched:
+            return
+        beat = getattr(coordinator, "_do_heartbeat", None)
+        if beat is None:
+            self._watched = False
+            return
+
+        async def heartbeat() -> Any:
+            answered = await beat()
+            if answered:
+                self._renew()
+            return answered
+
+        coordinator._do_heartbeat = heartbeat
+        self._watched = coordinator
+        self._renew()
+
+    async def _publish_for(
+        self, partition: int, alerts: list[Alert], dead: list[DeadLetter], views: list[Any]
+    ) -> None:
+        """Publish what a partition's driver made -- or, while the lease has lapsed, hold it
+        (a zombie's output is the new owner's to publish)."""
+        if self._leased() and partition not in self._fenced:
+            await self._publish(alerts, dead, views)
+        else:
+            self._fenced.setdefault(partition, []).append((alerts, dead, views))
+
+    def _horizon(self, partition: int, driver: LiveDriver, now: float) -> tuple[float, bool]:
+        """(how far wall-clock time may go for `partition`'s silence rules, whether all of it
+        is read): to the moment a fetch last answered with the partition's end (aiokafka's
+        `last_poll_timestamp`) when everything up to that end is read -- silence until then
+        is silence of the emitters; else to the broker time of the last record applied.
+        After a pause of this worker (a long GC, SIGSTOP, a node freeze), a broker restart
+        or any stall, no fetch has answered since: time holds until one does, and the
+        records that waited are read before their silence is judged."""
+        held = min(now, driver.arrival + driver.grace)
+        loop = self.loop
+        if loop is None:
+            return held, False
+        tp = TP(self.topics.events, partition)
+        try:
+            high = loop.consumer.highwater(tp)
+            polled = loop.consumer.last_poll_timestamp(tp)
+        except Exception:  # not assigned any more
+            return held, False
+        if high is None or polled is None or high > loop.read.get(tp, 0):
+            return held, False
+        return max(held, min(now, polled / 1000.0)), True
 
     @staticmethod
     def _evict(partition: int, driver: LiveDriver, now: float) -> None:
@@ -340,17 +448,6 @@ class StreamWorker(Handler):
         if finished or silent:
             log.info("partition %d: %d finished and %d silent runs left the rules",
                      partition, len(finished), len(silent))  # fmt: skip
-
-    def _behind(self, partition: int) -> bool:
-        loop = self.loop
-        if loop is None:
-            return False
-        tp = TP(self.topics.events, partition)
-        try:
-            high = loop.consumer.highwater(tp)
-        except Exception:  # not assigned any more, or not fetched yet
-            return False
-        return high is not None and high > loop.read.get(tp, 0)
 
     async def _publish(
         self, alerts: list[Alert], dead: list[DeadLetter], views: Sequence[dict[str, Any]] = ()
@@ -387,27 +484,39 @@ class StreamWorker(Handler):
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
-        already had (the loop goes on where it read up to), drop the others, rebuild the new
-        ones in the background while the loop holds them paused."""
+        already had (the loop goes on where it read up to) and the rebuilds still under way
+        of those it keeps, drop the others, rebuild the new ones in the background while the
+        loop holds them paused."""
         numbers = {tp.partition for tp in partitions if tp.topic == self.topics.events}
         self.say(f"assigned partitions {sorted(numbers)}")
         self.assigned_once = True
-        if self._rebuild_task is not None and not self._rebuild_task.done():
-            self._rebuild_task.cancel()  # what it was rebuilding starts over below
-        self.rebuilding.clear()
+        self.wanted = numbers
+        self._renew()  # the group has just confirmed this member
+        for p in list(self._fenced):
+            if p not in numbers:
+                del self._fenced[p]  # the new owner's rebuild publishes it
         for p in list(self.drivers):
             if p not in numbers:
                 del self.drivers[p]
                 self._checkpointed.pop(p, None)
-        new = sorted(p for p in numbers if p not in self.drivers)
+        self.rebuilding &= numbers  # a rebuild of one given away is dropped when it ends
+        new = sorted(p for p in numbers if p not in self.drivers and p not in self.rebuilding)
+        if self.loop is not None and (self.rebuilding or new):
+            # an assignment starts every partition unpaused: those still rebuilding too
+            self.loop.pause([TP(self.topics.events, p) for p in sorted(self.rebuilding | set(new))])
         if new:
             self.rebuilding.update(new)
-            if self.loop is not None:
-                self.loop.pause([TP(self.topics.events, p) for p in new])
-            self._rebuild_task = asyncio.ensure_future(self._rebuild(new))
+            task = asyncio.ensure_future(self._rebuild(new))
+            self._rebuild_tasks.add(task)
+            task.add_done_callback(self._rebuild_tasks.discard)
         return {}
 
     async def _rebuild(self, partitions: list[int]) -> None:
+        """Bring `partitions` up to date: each from its newest checkpoint, re-reading the
+        records after it up to the partition's end as it was when the rebuild began (taken
+        once: under traffic the end moves on, and a rebuild that chased it would never
+        finish); then the live loop goes on from there. Time for the silence rules goes to
+        when the end was taken -- what came after is the live loop's to read and judge."""
         s = self.settings
         started = time.perf_counter()
         drivers: dict[int, LiveDriver] = {}
@@ -426,15 +535,18 @@ class StreamWorker(Handler):
             resume[p] = records[-1].offset + 1
             count += len(records)
 
+        ends_taken = time.time()
         await read_topic(s.bootstrap, self.topics.events, feed, partitions=partitions,
-                         start=dict(resume), until="caught_up", security=s.security)  # fmt: skip
+                         start=dict(resume), until="end", security=s.security)  # fmt: skip
         read_s = time.perf_counter() - started
         out: list[Alert] = []
         dead: list[DeadLetter] = []
         views: list[dict[str, Any]] = []
-        now = time.time()
-        for p, d in drivers.items():
-            alerts, letters = d.finish_replay(published, now, dead_after=dead_upto.get(p, -1))
+        kept = [p for p in partitions if p in self.rebuilding]  # still this worker's
+        for p in kept:
+            d = drivers[p]
+            alerts, letters = d.finish_replay(published, ends_taken,
+                                              dead_after=dead_upto.get(p, -1))  # fmt: skip
             out += alerts
             dead += letters
             # the views a dead predecessor may not have published: every run the replay
@@ -446,16 +558,23 @@ class StreamWorker(Handler):
             )
             views += engine.take_breakers()
         await self._publish(out, dead, views)
-        for p, d in drivers.items():
+        now = time.time()
+        for p in kept:
+            if p not in self.rebuilding:
+                continue  # given away while its transitions were published
+            d = drivers[p]
             self.drivers[p] = d
             self.rebuilding.discard(p)
             if self.metrics is not None:
                 self.metrics.live(d)
             self._go_on(p, resume[p])
+            await self.checkpoint(p, now)  # a takeover after this one starts from here
         rate = count / read_s if read_s > 0 else 0.0
+        dropped = sorted(set(partitions) - set(kept))
+        gone = f"; {dropped} given away meanwhile" if dropped else ""
         self.say(
-            f"live on partitions {partitions}: rebuilt from {count} events in {read_s:.2f}s "
-            f"({rate:,.0f} events/s), {len(out)} missing alert transitions published"
+            f"live on partitions {kept}: rebuilt from {count} events in {read_s:.2f}s "
+            f"({rate:,.0f} events/s), {len(out)} missing alert transitions published{gone}"
         )
 
     def _driver(self, partition: int) -> LiveDriver:
@@ -514,10 +633,10 @@ class StreamWorker(Handler):
             log.info("seek %s/%d: %r", tp.topic, partition, err)
 
     async def shutdown(self) -> None:
-        if self._rebuild_task is not None and not self._rebuild_task.done():
-            self._rebuild_task.cancel()
+        for task in list(self._rebuild_tasks):
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._rebuild_task
+                await task
         with contextlib.suppress(Exception):  # the producer may be stopped already
             await self.app.producer.flush()
         if self.metrics is not None:
@@ -525,6 +644,37 @@ class StreamWorker(Handler):
 
     def cleanup(self) -> None:
         shutil.rmtree(self._datadir, ignore_errors=True)
+
+
+#: Faust's data directory of a worker: `runwatch-worker-PID-...` in the temp directory.
+DATADIR_PREFIX = "runwatch-worker-"
+
+
+def sweep_datadirs(root: str | None = None) -> list[str]:
+    """Remove the data directories of workers that are gone (killed with SIGKILL, a worker
+    cannot clean up after itself); those of live processes stay. Returns what went."""
+    root = root or tempfile.gettempdir()
+    gone = []
+    for entry in os.scandir(root):
+        name = entry.name
+        if not name.startswith(DATADIR_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        pid = name[len(DATADIR_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        gone.append(entry.path)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 class WorkerStartFailed(RunwatchError):
