@@ -48,7 +48,7 @@ from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition
 from runwatch.stream.skew import ClockOffsets, _Host
 
-FORMAT = 2  # 2: the runs' lifted alerts and latest resume (the circuit breaker)
+FORMAT = 3  # 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

@@ -37,6 +37,7 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.reading import ReadClock
 from runwatch.stream.skew import ClockOffsets
 from runwatch.stream.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -143,6 +144,8 @@ class LiveDriver:
         self._held: list[Alert] = []
         self._held_dead: list[DeadLetter] = []
         self.arrival = float("-inf")  # broker time of the latest record fed
+        #: holds time after an outage, while emitters deliver what they spooled through it
+        self.reading = ReadClock()
         self.applied = 0
         self.invalid = 0
         self.failures = 0  # events that raised in the rules (isolated, dead-lettered)
@@ -186,7 +189,7 @@ class LiveDriver:
         """Apply events a caller has decoded already (`runwatch serve` validates a request
         before it logs and acknowledges it), in order; like `feed` otherwise. `dead`: the
         invalid records of the same batch, returned (or held) with those found here."""
-        engine, clocks, seen = self.engine, self.clocks, self.engine.seen
+        engine, clocks, seen, reading = self.engine, self.clocks, self.engine.seen, self.reading
         out: list[Alert] = []
         dead = [] if dead is None else dead
         limit = self.min_correction
@@ -217,8 +220,11 @@ class LiveDriver:
             try:
                 # now: event time, but never past its arrival -- one event stamped ahead
                 # (within the bounds) must not move time on for every run of the partition
+                # -- nor past an outage's start while its backlog comes in (`reading`)
                 ts = event.ts
-                alerts = engine.apply(event, ts if ts <= arrival else arrival)
+                reading.late(ts, arrival)
+                alerts = engine.apply(event, reading.limit(ts if ts <= arrival else arrival,
+                                                           arrival))  # fmt: skip
                 for alert in alerts:
                     alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
@@ -279,7 +285,7 @@ class LiveDriver:
         """Judge conditions that ripen without events, at wall clock `now` less the grace.
         A rule that fails on a run's state is counted (`failures`) and time goes on."""
         try:
-            out = self.engine.advance(now - self.grace)
+            out = self.engine.advance(self.reading.limit(now, now) - self.grace)
         except Exception:  # a bug meets a state: that check is skipped, not every later one
             self.failures += 1
             return []
@@ -359,6 +365,7 @@ class LiveDriver:
             "engine": self.engine.dump_state(),
             "clocks": self.clocks,
             "arrival": self.arrival,
+            "reading": self.reading.dump(),
             "counts": (self.applied, self.invalid, self.failures, self.late, self.corrected),
             "gone": list(self.gone),
             "position": self.position,
@@ -370,10 +377,12 @@ class LiveDriver:
         clocks, arrival, position = state["clocks"], state["arrival"], state["position"]
         applied, invalid, failures, late, corrected = state["counts"]
         gone = OrderedDict.fromkeys(state["gone"])
+        reading = ReadClock.load(state["reading"])
         if not isinstance(clocks, ClockOffsets):
             raise TypeError(f"clocks is a {type(clocks).__name__}")
         self.engine.load_state(state["engine"])
         self.clocks, self.arrival, self.position, self.gone = clocks, arrival, position, gone
+        self.reading = reading
         self.applied, self.invalid, self.failures, self.late, self.corrected = (
             applied, invalid, failures, late, corrected,
         )  # fmt: skip

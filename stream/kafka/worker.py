@@ -60,6 +60,7 @@ from runwatch.stream.kafka.consume import (
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
 from runwatch.stream.metrics.worker import WorkerMetrics
+from runwatch.stream.reading import ReadClock
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -114,6 +115,7 @@ class StreamWorker(Handler):
         #: per partition, output made while the lease had lapsed: published once it is
         #: renewed and the partition is still this worker's, else left to the new owner
         self._fenced: dict[int, list[tuple[list[Alert], list[DeadLetter], list[Any]]]] = {}
+        self._clocks: dict[int, ReadClock] = {}  # per live partition, its reading's gaps
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
         self.loop: ConsumingLoop | None = None
@@ -426,8 +428,8 @@ class StreamWorker(Handler):
         `last_poll_timestamp`) when everything up to that end is read -- silence until then
         is silence of the emitters; else to the broker time of the last record applied.
         After a pause of this worker (a long GC, SIGSTOP, a node freeze), a broker restart
-        or any stall, no fetch has answered since: time holds until one does, and the
-        records that waited are read before their silence is judged."""
+        or any stall, no fetch has answered since: time holds until one does, and then a
+        while longer for emitters that spooled through it (`runwatch.stream.reading`)."""
         held = min(now, driver.arrival + driver.grace)
         loop = self.loop
         if loop is None:
@@ -438,9 +440,12 @@ class StreamWorker(Handler):
             polled = loop.consumer.last_poll_timestamp(tp)
         except Exception:  # not assigned any more
             return held, False
+        clock = self._clocks.setdefault(partition, ReadClock())
+        if polled is not None:
+            clock.observe(polled / 1000.0)
         if high is None or polled is None or high > loop.read.get(tp, 0):
-            return held, False
-        return max(held, min(now, polled / 1000.0)), True
+            return clock.limit(held, now), False
+        return clock.limit(max(held, min(now, polled / 1000.0)), now), True
 
     @staticmethod
     def _evict(partition: int, driver: LiveDriver, now: float) -> None:
@@ -499,6 +504,7 @@ class StreamWorker(Handler):
             if p not in numbers:
                 del self.drivers[p]
                 self._checkpointed.pop(p, None)
+                self._clocks.pop(p, None)
         self.rebuilding &= numbers  # a rebuild of one given away is dropped when it ends
         new = sorted(p for p in numbers if p not in self.drivers and p not in self.rebuilding)
         if self.loop is not None and (self.rebuilding or new):
@@ -564,6 +570,7 @@ class StreamWorker(Handler):
                 continue  # given away while its transitions were published
             d = drivers[p]
             self.drivers[p] = d
+            self._clocks[p] = ReadClock.after(d.arrival)
             self.rebuilding.discard(p)
             if self.metrics is not None:
                 self.metrics.live(d)

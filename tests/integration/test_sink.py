@@ -62,6 +62,8 @@ class SinkProcess:
         wait_catches_sigterm(self.proc.pid)  # a sink stopped while starting just dies
         self.proc.send_signal(signal.SIGTERM)
         _, err = self.proc.communicate(timeout=60)
+        if self.log is not None:
+            self.log.close()
         assert self.proc.returncode == 0, err
         return err.decode() if err is not None else ""
 

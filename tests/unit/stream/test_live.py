@@ -95,10 +95,11 @@ def test_one_event_from_the_future_cannot_move_its_hosts_clock(ahead: float) -> 
 
 
 def test_uncorrected_skew_would_fire_falsely() -> None:
-    """The control: with correction off, a host 2 min behind looks silent at once."""
+    """The control: with correction off, a host 2 min behind looks silent -- as soon as the
+    hold its records' lateness starts is over (they look spooled through an outage)."""
     d = driver(min_correction=float("inf"))
-    out = play(d, Partition(), -120.0, [T0 + i * 0.5 for i in range(6)])
-    assert [a.state for a in out] == ["firing"]
+    out = play(d, Partition(), -120.0, [T0 + i * 0.5 for i in range(40)])
+    assert [a.state for a in out][:1] == ["firing"]
 
 
 def test_offset_estimate_is_the_fastest_delivery() -> None:
@@ -251,13 +252,13 @@ def test_rebuild_keeps_numbering_when_live_judged_a_silence_replay_does_not_see(
     d = driver()
     d.feed(part.records)
     (fired,) = d.tick(T0 + 4)  # due T0+3
-    part.append(beat(T0 + 2.9), T0 + 6)  # delayed delivery
+    part.append(beat(T0 + 2.9), T0 + 5)  # delayed delivery
     (resolved,) = d.feed(part.records[-1:])[0]
-    assert rebuild(part, published_of([fired, resolved]), T0 + 6.1) == []
+    assert rebuild(part, published_of([fired, resolved]), T0 + 5.1) == []
     d = driver()
     d.start_replay()
     d.feed(part.records)
-    d.finish_replay(published_of([fired, resolved]), T0 + 6.1)
+    d.finish_replay(published_of([fired, resolved]), T0 + 5.1)
     (again,) = d.tick(T0 + 7)
     assert (again.state, again.id) == ("firing", transition_id(KEY, 3))
 
@@ -310,3 +311,53 @@ def test_finished_and_silent_runs_leave_and_late_events_do_not_bring_them_back()
     assert driver.late == 1
     driver.feed_events([(ev("b2", "quiet", "heartbeat", t0 + 7201), b"", t0 + 7201, 6)])
     assert "quiet" in driver.engine.runs  # a silent run that speaks again is tracked again
+
+
+# -- a broker outage: the emitters' backlogs come in one after the other -------------------
+
+
+def outage(part: Partition, dead: bool = False) -> list[tuple[float, Alert]]:
+    """node-0 and node-1 beat every 0.5 s; the broker is down from T0+10 to T0+20, while
+    both spool. node-0 reconnects first and sends its backlog, then beats live; node-1 only
+    4 s later (its backoff). With `dead`, node-2 stopped at T0+10 for good. Returns each
+    transition with the wall time it was made at."""
+    hosts = ["node-0", "node-1"] + (["node-2"] if dead else [])
+    before = [(T0 + i * 0.5, h) for i in range(20) for h in hosts]
+    d, out, wall = driver(), [], T0
+    for ts, host in before:  # delivered at once, ticked as the wall clock goes
+        while wall + 0.5 <= ts:
+            wall += 0.5
+            out += [(wall, a) for a in d.tick(wall)]
+        out += [(ts, a) for a in d.feed([part.append(beat(ts, host=host), ts + 0.01)])[0]]
+    # the outage: no record, and the worker's time holds (no fetch answers: no tick)
+    arrivals = [(T0 + 20 + i * 0.01, T0 + 10 + i * 0.5, "node-0") for i in range(20)]
+    arrivals += [(T0 + 20.2 + i * 0.5, T0 + 20.2 + i * 0.5, "node-0") for i in range(40)]
+    arrivals += [(T0 + 24 + i * 0.01, T0 + 10 + i * 0.5, "node-1") for i in range(28)]
+    arrivals += [(T0 + 24.3 + i * 0.5, T0 + 24.3 + i * 0.5, "node-1") for i in range(32)]
+    wall = T0 + 20
+    for arrival, ts, host in sorted(arrivals):
+        while wall + 0.5 <= arrival:
+            wall += 0.5
+            out += [(wall, a) for a in d.tick(wall)]
+        record = part.append(beat(ts, host=host), arrival)
+        out += [(arrival, a) for a in d.feed([record])[0]]
+    while wall < T0 + 40:
+        wall += 0.5
+        out += [(wall, a) for a in d.tick(wall)]
+    return out
+
+
+def test_backlogs_delivered_one_after_the_other_raise_no_alert() -> None:
+    part = Partition()
+    assert outage(part) == []
+    assert rebuild(part, PublishedAlerts(), T0 + 40) == []  # the re-read agrees
+
+
+def test_a_process_that_died_in_the_outage_fires_once_the_backlogs_are_in() -> None:
+    part = Partition()
+    fired = [(wall, a) for wall, a in outage(part, dead=True) if a.state == "firing"]
+    assert [a.key for _, a in fired] == ["heartbeat_lost|r1|trainer@node-2/100"]
+    (made, alert), *_ = fired
+    assert alert.ts == pytest.approx(T0 + 9.5 + 3)  # when it became true, as ever
+    assert T0 + 24 < made <= T0 + 20 + 15 + 1  # after node-1's backlog; not minutes later
+    assert rebuild(part, published_of([alert]), T0 + 40) == []

@@ -1,0 +1,96 @@
+"""The live clock rule: silence is judged only on time in which it could have been heard.
+
+A silence rule (a heartbeat that stops, a step that does not come) fires when time passes a
+deadline with nothing heard. But nothing can be heard while the broker is down or the worker
+is paused, and after a broker outage each emitter delivers what it spooled meanwhile on its
+own schedule (its reconnect backoff): one emitter's backlog arriving before another's must
+not move time past the moment the other fell silent -- that would fire on every process of
+the partition at once, and resolve it a moment later.
+
+So time for a partition holds, at the moment its reading stopped, for a while after it
+resumes -- as long as the interruption lasted, at most `RECONNECT_S`, which is how long an
+emitter takes to reconnect and send its spool. Two things start a hold, both seen from the
+partition, both bounded:
+
+- the worker's fetches of it stopped answering for `GAP_S` (`observe`): its broker was
+  down or the worker itself was paused; live only, it holds the wall clock of `tick`;
+- a record arrives late, `arrival - ts > LATE_S` (`late`): an emitter spooled it through an
+  outage. Read from the records alone, so a rebuild that re-reads them holds as the live
+  worker did; it holds the time events move too.
+
+A process that died during the outage fires that much later; none fires for having been
+unreadable. However late its records, one emitter cannot hold time for long: an episode
+ends `RECONNECT_S` after it began, and as long again passes before the next one may begin.
+Pure: the drivers pass in the times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: No fetch of the partition answered for this many seconds: a gap (outage, pause, stall).
+GAP_S = 2.0
+#: A record that arrives this many seconds after its event time was held on its way.
+LATE_S = 3.0
+#: The longest a hold lasts: an emitter retries its broker within 5 s (its longest backoff)
+#: and then sends its spool, oldest first, before anything new.
+RECONNECT_S = 15.0
+
+
+@dataclass
+class ReadClock:
+    """One partition's reading: when its fetches last answered, and the time held after an
+    interruption (`held_at`, until time reaches `until`; the episode began at `since`)."""
+
+    answered: float | None = None  # when a fetch of the partition last answered
+    held_at: float | None = None
+    until: float = -math.inf
+    since: float = -math.inf
+
+    @classmethod
+    def after(cls, last_record: float) -> ReadClock:
+        """The clock of a partition that goes live after a rebuild: its last record's append
+        time stands for the last answer, so a broker outage that ended while it was being
+        rebuilt still holds time (the worker that read through it is gone)."""
+        return cls(answered=last_record if math.isfinite(last_record) else None)
+
+    def observe(self, answered: float) -> None:
+        """A fetch of the partition answered at `answered` (the client's record of it)."""
+        last = self.answered
+        if last is not None and answered - last > GAP_S:
+            self._hold(last, answered, answered - last)
+        if last is None or answered > last:
+            self.answered = answered
+
+    def late(self, ts: float, arrival: float) -> None:
+        """A record with event time `ts` arrived at `arrival` (on the broker's clock)."""
+        if arrival - ts > LATE_S:
+            self._hold(ts, arrival, arrival - ts)
+
+    def _hold(self, at: float, now: float, lasted: float) -> None:
+        if self.held_at is not None and now < self.until:  # within an episode: hold on
+            self.held_at = min(self.held_at, at)
+            # however many late records follow, it ends RECONNECT_S after it began
+            self.until = min(max(self.until, now + min(lasted, RECONNECT_S)),
+                             self.since + RECONNECT_S)  # fmt: skip
+        elif now < self.until + RECONNECT_S:  # just after one: time flows before another
+            self.held_at = None
+        else:
+            self.held_at, self.since, self.until = at, now, now + min(lasted, RECONNECT_S)
+
+    def limit(self, horizon: float, now: float) -> float:
+        """`horizon`, held at an interruption's start until its emitters had time to deliver."""
+        if self.held_at is None:
+            return horizon
+        if now >= self.until:
+            self.held_at = None
+            return horizon
+        return min(horizon, self.held_at)
+
+    def dump(self) -> tuple[float | None, float | None, float, float]:
+        return self.answered, self.held_at, self.until, self.since
+
+    @classmethod
+    def load(cls, state: tuple[float | None, float | None, float, float]) -> ReadClock:
+        return cls(*state)

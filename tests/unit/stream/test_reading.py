@@ -1,0 +1,82 @@
+"""The live clock rule: time the worker could not read is not silence."""
+
+from __future__ import annotations
+
+from runwatch.stream.reading import GAP_S, RECONNECT_S, ReadClock
+
+
+def test_steady_reading_lets_time_go() -> None:
+    clock = ReadClock()
+    for t in range(100, 120):
+        clock.observe(t * 0.5)
+        assert clock.limit(t * 0.5, t * 0.5) == t * 0.5
+
+
+def test_after_a_gap_time_holds_at_its_start_for_as_long_as_it_lasted() -> None:
+    clock = ReadClock()
+    clock.observe(1000.0)
+    clock.observe(1009.0)  # a 9 s broker outage: the first fetch after it
+    assert clock.limit(1009.0, 1009.0) == 1000.0
+    assert clock.limit(1017.0, 1017.9) == 1000.0  # the emitters are still delivering
+    assert clock.limit(1018.0, 1018.0) == 1018.0  # 9 s after reading resumed: judged
+    assert clock.limit(1019.0, 1019.0) == 1019.0
+
+
+def test_a_long_gap_holds_no_longer_than_emitters_take_to_come_back() -> None:
+    clock = ReadClock()
+    clock.observe(1000.0)
+    clock.observe(1600.0)  # a worker paused for ten minutes
+    assert clock.limit(1600.0 + RECONNECT_S - 0.1, 1600.0 + RECONNECT_S - 0.1) == 1000.0
+    assert clock.limit(1600.0 + RECONNECT_S, 1600.0 + RECONNECT_S) == 1600.0 + RECONNECT_S
+
+
+def test_a_second_gap_during_the_hold_keeps_the_first_start() -> None:
+    clock = ReadClock()
+    clock.observe(1000.0)
+    clock.observe(1009.0)  # holds until 1018
+    clock.observe(1012.0)
+    assert clock.limit(1013.0, 1013.0) == 1000.0
+    assert clock.limit(1018.0, 1018.0) == 1018.0
+
+
+def test_a_late_record_holds_time_at_its_event_time() -> None:
+    clock = ReadClock()
+    clock.late(1000.5, 1000.6)  # on time: nothing
+    assert clock.limit(1001.0, 1001.0) == 1001.0
+    clock.late(1002.0, 1012.0)  # spooled through a 10 s outage
+    clock.late(1001.0, 1013.0)  # another emitter's, older and later: 12 s more
+    assert clock.limit(1013.0, 1013.0) == 1001.0
+    assert clock.limit(1024.9, 1024.9) == 1001.0
+    assert clock.limit(1025.0, 1025.0) == 1025.0
+
+
+def test_late_records_without_end_hold_time_only_half_the_time() -> None:
+    """An emitter whose every record is 2 min late (a wrong clock nobody corrects, or
+    someone else's records under its name) delays silence by RECONNECT_S at most."""
+    clock, held, stretch = ReadClock(), 0, 0
+    for i in range(1200):  # 10 minutes, a record every 0.5 s
+        now = 1000.0 + i * 0.5
+        clock.late(now - 120, now)
+        stretch = stretch + 1 if clock.limit(now, now) < now else 0
+        assert stretch * 0.5 <= RECONNECT_S, f"held past {RECONNECT_S}s at {now}"
+        held += stretch > 0
+    assert 0 < held <= 1200 / 2 + 1
+
+
+def test_a_short_stall_is_not_a_gap() -> None:
+    clock = ReadClock()
+    clock.observe(1000.0)
+    clock.observe(1000.0 + GAP_S)
+    assert clock.limit(1000.0 + GAP_S, 1000.0 + GAP_S) == 1000.0 + GAP_S
+    clock.observe(999.0)  # an older answer (observed late) moves nothing
+    assert clock.answered == 1000.0 + GAP_S
+
+
+def test_a_rebuilt_partition_holds_for_an_outage_it_did_not_see() -> None:
+    clock = ReadClock.after(1000.0)  # its last record, appended before the broker stopped
+    clock.observe(1012.0)  # its first answer after going live
+    assert clock.limit(1012.0, 1012.0) == 1000.0
+    assert clock.limit(1024.0, 1024.0) == 1024.0
+    empty = ReadClock.after(float("-inf"))  # nothing in the partition yet
+    empty.observe(1012.0)
+    assert empty.limit(1012.0, 1012.0) == 1012.0
