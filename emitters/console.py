@@ -75,6 +75,7 @@ class LineParser:
         #: line comes first); None outside one
         self._areal_step: int | None = None
         self.failures = Failures()
+        self._bars: dict[tuple[Any, Any], int] = {}  # (source, bar name) -> the count it showed
         self.metrics = MetricLines(self.reward_keys)
         self.wrapped = collectives.Wrapped()
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
@@ -128,12 +129,25 @@ class LineParser:
         ):
             found.append(timeout)
         found += self._parse(line, src, source)
-        if any(kind in PROGRESS_KINDS for kind, _ in found):
+        if any(self._advanced(source, kind, fields) for kind, fields in found):
             self.failures.progressed(source)
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
         return body, found
+
+    def _advanced(self, source: Any, kind: str, fields: dict[str, Any]) -> bool:
+        """Whether an event says its process went on working: a bar's repaint at the count
+        it showed (tqdm closes a bar at exit, after the traceback that ended the job) does
+        not."""
+        if kind not in PROGRESS_KINDS:
+            return False
+        if kind != "progress":
+            return True
+        key, n = (source, fields.get("name")), fields.get("n", 0)
+        last = self._bars.get(key)
+        self._bars[key] = n if last is None else max(last, n)
+        return last is None or n > last
 
     def _parse(self, line: str, src: dict[str, Any] | None, source: Any) -> list[Found]:
         if line.startswith("│") and self._areal_step is not None:

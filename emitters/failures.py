@@ -59,6 +59,9 @@ _EXCEPTION = re.compile(
     r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
     r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)(?:\([\w.]*\))?)(?::(?:\s.*)?|\s*)$"
 )
+#: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
+#: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
+_BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: a record longer than this is given up (a loop printing frames is not a traceback)
 MAX_RECORD_LINES = 2000
@@ -123,7 +126,9 @@ class Failures:
             level = prefix if prefix.strip() else before[:80]
             # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
             # frames follow on lines of their own
-            shape = "" if prefix.rstrip().endswith(":") else prefix
+            # -- or it follows a progress bar's refresh on the same line
+            glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
+            shape = "" if glued else prefix
             self._records[source] = _Record(shape, quiet=bool(_QUIET_LEVELS.search(level)))
         elif (
             record is None

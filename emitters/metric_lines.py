@@ -25,14 +25,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from runwatch.emitters.trainer import metric_value, step_events
+from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value, step_events
 
 Found = tuple[str, dict[str, Any]]
 
 #: keys that make a printed dict a training step's metrics (transformers, TRL, ms-swift)
 STEP_KEYS = frozenset({"loss", "grad_norm", "reward", "learning_rate", "kl", "entropy"})
 #: keys of the end-of-training summary, which is no step
-SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
 _DICT = re.compile(r"\{['\"][^{}]*\}")
 _STEP_OF = re.compile(r"^(\d+)/\d+$")
 

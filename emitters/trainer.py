@@ -43,6 +43,9 @@ TIMING_PREFIX = "timing_s/"
 EVAL_PREFIXES: tuple[str, ...] = ("val/", "val-core/", "val-aux/", "val_", "eval/", "eval_",
                                   "test/")  # fmt: skip
 
+#: The keys of transformers' summary at the end of `train()`: a dict that is no step.
+SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
+
 Fields = dict[str, Any]
 
 
@@ -95,9 +98,12 @@ def step_events(
     if evals:
         out.append(("eval.metrics", {"step": step, "metrics": evals}))
     for key in reward_keys:
-        reward = metrics.get(key)
-        if reward is not None:
-            out.append(("reward", {"step": step, "mean": reward}))
+        if key in metrics:
+            if metrics[key] is None:
+                # no sample had a score (TRL: every reward function returned None or NaN):
+                # a non-finite reward, in the step's metrics too, so it is reported at once
+                metrics[key] = math.nan
+            out.append(("reward", {"step": step, "mean": metrics[key]}))
             break
     if done if done is not None else bool(timing):
         fields: Fields = {"step": step}

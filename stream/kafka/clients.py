@@ -26,6 +26,9 @@ def consumer(
         "auto_offset_reset": "earliest",
         "max_partition_fetch_bytes": 8 << 20,
         "fetch_max_bytes": 64 << 20,
+        # a group subscribed to a topic not created yet (notify or the sink started before
+        # the first worker) learns of it at the next refresh: seconds, not aiokafka's 5 min
+        "metadata_max_age_ms": 5000,
         **tuning,
     }
     return AIOKafkaConsumer(

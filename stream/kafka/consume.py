@@ -218,26 +218,6 @@ class ConsumingLoop:
             self.running = False
             await consumer.stop()
 
-    async def _await_topics(self, topics: Sequence[str]) -> None:
-        """Wait until each of `topics` exists (the worker creates them). A group subscribed
-        to a missing topic would learn of it only at the client's next metadata refresh,
-        minutes later: a notifier started before the first worker would stay deaf."""
-        said = False
-        while not self.stop():
-            try:
-                missing = [t for t in topics if not await partitions_of(self.consumer, t)]
-            except Exception as err:  # the broker not answering yet: the same wait
-                missing = [f"{', '.join(topics)} ({err})"]
-            if not missing:
-                return
-            if not said:
-                log.info("%s: waiting for %s to be created (by `runwatch worker`)", self.name,
-                         ", ".join(missing))  # fmt: skip
-                said = True
-            if self.health is not None:
-                self.health.beat()
-            await self._sleep(1.0)
-
     async def _fetch(self) -> Mapping[Any, list[Any]]:
         """One poll. Bounded: before its first assignment aiokafka waits for one without a
         timeout, and a loop told to stop must notice."""
@@ -250,7 +230,6 @@ class ConsumingLoop:
     async def _subscribe(self) -> None:
         consumer = self.consumer
         if isinstance(self.source, Group):
-            await self._await_topics(self.source.topics)
             consumer.subscribe(list(self.source.topics), listener=_Listener(self))
             return
         topic, numbers = self.source.topic, self.source.partitions

@@ -13,7 +13,9 @@ mean as `response_length` (`train/response_length` in W&B; openrlhf/trainer/ray/
 at 3c3be62) and no clip ratio in training; AReaL logs the share of sequences that end
 without EOS at the maximum length as `ppo_actor/no_eos_ratios/avg`
 (areal/trainer/ppo/actor.py at 4aef98d), a clip ratio, and its `seq_len` counts the prompt
-too, so it is not a length key here.
+too, so it is not a length key here; TRL's GRPOTrainer logs `completions/mean_length` and
+`completions/clipped_ratio`, the share that hit `max_completion_length` without EOS
+(trl/trainer/grpo_trainer.py, 1.16.0).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from runwatch.stream.rules.levels import held_at_least, keeping_early, sunk, val
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
-LENGTH_KEYS = ("response_length/mean", "train/response_length", "response_length")
-CLIP_KEYS = ("response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg")
+LENGTH_KEYS = ("response_length/mean", "train/response_length", "response_length",
+               "completions/mean_length")  # fmt: skip
+CLIP_KEYS = ("response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg",
+             "completions/clipped_ratio")  # fmt: skip
 
 
 class ResponseLengthParams(Params):

@@ -4,10 +4,14 @@ OpenRLHF's postfix, and a refresh read once."""
 
 from __future__ import annotations
 
+import math
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
 
@@ -209,8 +213,14 @@ def test_trl_s_dicts_as_transformers_4_and_5_print_them() -> None:
         "{'train_runtime': '31.5', 'train_samples_per_second': '2.03', 'train_loss': '0.01'}",
     ])  # fmt: skip
     metrics = [(f["step"], f["metrics"].get("reward")) for k, f in found if k == "step.metrics"]
-    assert metrics == [(1, 1.71), (2, 0.0), (3, None)]  # the summary is no step
-    assert [(f["step"], f["mean"]) for k, f in found if k == "reward"] == [(1, 1.71), (2, 0.0)]
+    assert metrics[:2] == [(1, 1.71), (2, 0.0)]
+    assert len(metrics) == 3  # the summary is no step
+    rewards = [(f["step"], f["mean"]) for k, f in found if k == "reward"]
+    assert rewards[:2] == [(1, 1.71), (2, 0.0)]
+    # `None`: TRL had no score for any sample -- reported as a non-finite reward, not skipped
+    assert math.isnan(metrics[2][1])
+    assert rewards[2][0] == 3
+    assert math.isnan(rewards[2][1])
 
 
 def test_a_dict_after_a_bar_s_refresh_on_its_line() -> None:
@@ -254,3 +264,32 @@ def test_peek_reads_an_unfinished_refresh_once_and_changes_no_reader_s_state() -
     # its end gives the refresh no second time; the step its postfix ends, once
     assert kinds(rest) == ["step.metrics", "reward", "step.done", "step.started"]
     assert [f["step"] for k, f in rest if k == "step.metrics"] == [1]
+
+
+TRL = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "trl"
+
+
+def test_a_real_grpo_console_whose_reward_raised_names_the_exception() -> None:
+    """The traceback follows the bar's last refresh on its line; the bar's repaint at exit
+    (the same count) is no sign the process went on."""
+    found = diagnose([TRL / "grpo_reward_raises.log"], day=date(2026, 11, 25))
+    (alert,) = [a for a in found.alerts if a.state == "firing"]
+    assert alert.rule == "component_failed"
+    assert "RuntimeError: the reward service answered 500 at step 3" in alert.summary
+
+
+def test_a_real_grpo_console_with_unscorable_rewards_fires_once_from_that_step() -> None:
+    found = diagnose([TRL / "grpo_reward_nan.log"], day=date(2026, 11, 25))
+    assert [(a.rule, a.state, a.details["step"]) for a in found.alerts] == [
+        ("non_finite_metric", "firing", 4)  # and stays firing: no flapping per step
+    ]
+
+
+def test_a_bar_repainted_at_its_count_after_a_traceback_does_not_cancel_it() -> None:
+    bar = "Epoch 1:  25%|██▌       | {n}/8 [00:0{n}<00:03,  1.2it/s]"
+    lines = [bar.format(n=1), bar.format(n=2), "Traceback (most recent call last):",
+             '  File "train.py", line 9, in <module>', "ValueError: bad batch"]  # fmt: skip
+    repainted = read_all([*lines, bar.format(n=2)])  # tqdm closing the bar at exit
+    assert only(repainted, "component.failed")["error"] == "ValueError: bad batch"
+    went_on = read_all([*lines, bar.format(n=3)])  # handled: the loop went on
+    assert "component.failed" not in kinds(went_on)

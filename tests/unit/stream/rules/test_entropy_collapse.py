@@ -34,7 +34,13 @@ def test_ten_steps_below_a_tenth_of_the_early_level_fire_at_the_tenth() -> None:
     assert alert.details["metric"] == "actor/entropy"
     assert 0.9 < alert.details["early_level"] < 1.1
     assert (alert.details["first_step"], alert.details["count"]) == (31, 10)
-    assert "below 10% of its early-training level" in alert.summary
+    assert "below 15% of its early-training level" in alert.summary
+
+
+def test_a_fall_to_twelve_percent_that_stays_is_a_collapse() -> None:
+    """Between 10% and 15%: what 0.1 let pass (issue 32); healthy runs stay above 50%."""
+    assert run([*noisy(30), *noisy(12, level=0.12, seed=3)]) == [(RULE, "firing", 60.0 * 40)]
+    assert run([*noisy(30), *noisy(40, level=0.5, seed=4)]) == []
 
 
 def test_it_resolves_when_entropy_comes_back() -> None:
