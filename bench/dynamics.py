@@ -5,17 +5,25 @@ fault, replayed through the same engine as live (`Engine.apply`).
 Healthy: `--runs` runs of `--steps` steps (different seeds). Faulty: the same, each fault
 injected at a random step between 25% and 75% of the run. Figures only: nothing asserts.
 
-    .venv/bin/python bench/dynamics.py [--runs 50] [--steps 2000]
+Real runs (`--trl N`): N healthy TRL GRPO runs of `examples/trl_grpo.py` on the CPU
+(a tiny random-weight model; `scripts/trl_env.sh` builds the venv) and two with a broken
+reward, recorded by the callback and replayed the same way.
+
+    .venv/bin/python bench/dynamics.py [--runs 50] [--steps 2000] [--trl 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
-import orjson
 from benchinfo import machine
 
 from runwatch.dev import histories
@@ -26,11 +34,18 @@ from runwatch.stream.engine import Engine
 T0, EVERY = 1_800_000_000.0, 30.0  # runwatch.dev.dynamics.events' defaults: step i at T0 + 30 i
 
 
+def lead(delays: list[float]) -> str:
+    """Steps from a fault's onset to its alert: the median and the worst."""
+    if not delays:
+        return "never"
+    return f"lead time median {statistics.median(delays):.1f}, worst {max(delays):.1f} steps"
+
+
 def replay_events(run_events: list[dict]) -> list:
     engine = Engine()
     out = []
-    for e in run_events:
-        out += engine.apply(decode(orjson.dumps(e)))
+    for e in run_events:  # json, not orjson: it writes NaN as null, and NaN is the point
+        out += engine.apply(decode(json.dumps(e).encode()))
     return out
 
 
@@ -63,8 +78,49 @@ def event_rules(runs: int, steps: int) -> None:
                 delays.append((fired[0].ts - start) / histories.STEP_S)
             else:
                 missed += 1
-        delay = f"median delay {statistics.median(delays):.1f} steps" if delays else "never"
-        print(f"  {fault:18s} -> {rule:22s} caught {runs - missed}/{runs}, {delay}")
+        print(f"  {fault:18s} -> {rule:22s} caught {runs - missed}/{runs}, {lead(delays)}")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRL_FAULTS = {"zero": "zero_reward", "nan": "non_finite_metric"}
+
+
+def trl_run(name: str, steps: int, *args: str) -> list[dict]:
+    """One real GRPO run's events, as the callback wrote them to a spool directory."""
+    spool = Path(tempfile.mkdtemp(prefix="runwatch-bench-trl-"))
+    cmd = [str(ROOT / ".cache/trl-env/bin/python"), str(ROOT / "examples/trl_grpo.py"),
+           "--model", str(ROOT / ".cache/tiny-llama"), "--steps", str(steps),
+           "--out", str(spool / "out"), *args]  # fmt: skip
+    env = {**os.environ, "RUNWATCH_RUN": name, "RUNWATCH_SPOOL": str(spool / "events")}
+    subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=1800)
+    out = [json.loads(line) for p in sorted((spool / "events").rglob("*.jsonl"))
+           for line in p.read_bytes().splitlines()]  # fmt: skip
+    return sorted(out, key=lambda e: e["ts"])
+
+
+def trl_runs(runs: int, steps: int = 150) -> None:
+    """Every rule on real TRL runs: firings per 1,000 healthy steps, and two faults."""
+    if not (ROOT / ".cache/trl-env/.complete").exists():
+        print("real TRL runs: no .cache/trl-env (scripts/trl_env.sh builds it)")
+        return
+    fired: dict[str, int] = {}
+    for seed in range(runs):
+        for alert in replay_events(trl_run(f"trl-{seed}", steps, "--seed", str(seed))):
+            if alert.firing:
+                fired[alert.rule] = fired.get(alert.rule, 0) + 1
+    total = runs * steps
+    print(f"real TRL GRPO runs (trl 1.16, CPU, random-weight model): {runs} x {steps} steps")
+    for rule, count in sorted(fired.items()) or [("(none)", 0)]:
+        print(f"  {rule:24s} {count} firings = {count / total * 1000:.3f} per 1,000 steps")
+    at = steps // 2
+    for fault, rule in TRL_FAULTS.items():
+        run_events = trl_run(f"trl-{fault}", at + 30, "--fault", f"{fault}@{at}")
+        first = next((a for a in replay_events(run_events) if a.rule == rule and a.firing), None)
+        if first is None:
+            print(f"  {fault}@{at:<14d} -> {rule:22s} never")
+            continue
+        done = sum(1 for e in run_events if e["kind"] == "step.done" and e["ts"] <= first.ts)
+        print(f"  {fault}@{at:<14d} -> {rule:22s} caught, lead time {done - at + 1} steps")
 
 
 def main() -> None:
@@ -73,6 +129,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--histories", type=int, default=20,
                    help="event histories (200 steps each) for the event-based rules")  # fmt: skip
+    p.add_argument("--trl", type=int, default=0, metavar="N",
+                   help="also N healthy real TRL GRPO runs, and two faulty ones")  # fmt: skip
     args = p.parse_args()
     print(machine())
     rules = sorted(set(FAULTS.values()))
@@ -101,9 +159,10 @@ def main() -> None:
             else:
                 missed += 1
         caught = args.runs - missed
-        delay = f"median delay {statistics.median(delays):.0f} steps" if delays else "never"
-        print(f"  {fault:18s} -> {rule:22s} caught {caught}/{args.runs}, {delay}")
+        print(f"  {fault:18s} -> {rule:22s} caught {caught}/{args.runs}, {lead(delays)}")
     event_rules(args.histories, 200)
+    if args.trl:
+        trl_runs(args.trl)
     print(f"({time.perf_counter() - started:.0f}s)")
 
 

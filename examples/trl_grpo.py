@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", type=Path, default=Path("/tmp/runwatch-trl-grpo"))
     p.add_argument("--fault", type=parse_fault, help="KIND@STEP: break the reward")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reward-latency", type=float, default=0.0, metavar="SECONDS",
                    help="each reward call takes this long, as a remote judge does")  # fmt: skip
     p.add_argument("--no-callback", action="store_true",
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     config = GRPOConfig(
         output_dir=str(args.out), max_steps=args.steps, logging_steps=1, report_to=[],
         per_device_train_batch_size=8, num_generations=4, max_completion_length=12,
-        learning_rate=1e-4, use_cpu=True, bf16=False, save_strategy="no", seed=0,
+        learning_rate=1e-4, use_cpu=True, bf16=False, save_strategy="no", seed=args.seed,
         temperature=1.0, disable_tqdm=False,
     )  # fmt: skip
     trainer = GRPOTrainer(

@@ -18,6 +18,7 @@ FAULTS = {
     "grad_explosion": "grad_norm_spike",
     "kl_runaway": "kl_spike",
     "entropy_collapse": "entropy_collapse",
+    "entropy_to_12pct": "entropy_collapse",  # the fall a fraction of 0.1 let pass
     "length_collapse": "response_length_drift",
     "length_clipping": "response_length_drift",
     "slowdown": "step_slowdown",
@@ -51,6 +52,8 @@ def curves(
                 kl *= 20
             elif fault == "entropy_collapse":
                 entropy *= 0.03
+            elif fault == "entropy_to_12pct":  # of the early level (1.0), and it stays
+                entropy = 0.12 * math.exp(rng.gauss(0, 0.05))
             elif fault == "length_collapse":
                 length *= 0.05
             elif fault == "length_clipping":

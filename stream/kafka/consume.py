@@ -43,6 +43,8 @@ log = logging.getLogger("runwatch.stream.consume")
 LOG_APPEND_TIME = 1
 #: A partition whose last fetch Kafka answered longer ago than this has an unknown lag.
 FETCHED_WITHIN_MS = 30_000
+#: How often a group looks again for a topic of its that was not created yet.
+RECHECK_TOPICS_S = 2.0
 
 
 class Record(Protocol):
@@ -174,6 +176,9 @@ class ConsumingLoop:
         self._ends: dict[TP, int] | None = None
         self._known: set[TP] = set()  # the assignment `_assigned` last saw
         self._tps: list[TP] = []  # a `Partitions` source's partitions
+        self._subscribed: list[str] = []  # a `Group` source's topics subscribed to, so far
+        self._missing: list[str] = []  # ... and those not created yet
+        self._recheck_at = 0.0
         self.running = False
         self.isolated = 0  # records that failed on their own
         self.client_errors = 0
@@ -205,6 +210,7 @@ class ConsumingLoop:
                     await self._sleep(backoff)
                     continue
                 backoff = 0.0
+                await self._recheck()
                 self._notice_assignment()
                 for tp, records in batch.items():
                     if records:
@@ -218,6 +224,43 @@ class ConsumingLoop:
             self.running = False
             await consumer.stop()
 
+    async def _subscribe_present(self, wait: bool = False) -> None:
+        """Subscribe the group to those of its topics that exist, and note the others.
+
+        A consumer's metadata request for a missing topic makes a broker with
+        `auto.create.topics.enable` (Kafka's default) create it with the broker's defaults
+        -- one partition, CreateTime -- before `runwatch worker` can make it right; and a
+        group subscribed to a missing topic learns of it only at the next metadata refresh,
+        minutes later. So a role started before the first worker (notify, the sink) asks for
+        the whole topic list, which creates nothing, subscribes to what exists (with `wait`,
+        once something does) and subscribes again as the rest appears (`_recheck`)."""
+        assert isinstance(self.source, Group)
+        topics, said = self.source.topics, False
+        while True:
+            try:
+                present = [t for t in topics if await partitions_of(self.consumer, t)]
+            except Exception as err:  # the broker not answering yet: as if none existed
+                present, why = [], f" ({err})"
+            else:
+                why = ""
+            if present or not wait or self.stop():
+                break
+            if not said:
+                log.info("%s: waiting for %s to be created (by `runwatch worker`)%s",
+                         self.name, ", ".join(topics), why)  # fmt: skip
+                said = True
+            await self._sleep(1.0)
+        self._missing = [t for t in topics if t not in present]
+        self._recheck_at = time.monotonic() + RECHECK_TOPICS_S
+        if present and present != self._subscribed:
+            self.consumer.subscribe(present, listener=_Listener(self))
+            self._subscribed = present
+
+    async def _recheck(self) -> None:
+        """Now and then, whether a topic the group waits for was created."""
+        if self._missing and time.monotonic() >= self._recheck_at:
+            await self._subscribe_present()
+
     async def _fetch(self) -> Mapping[Any, list[Any]]:
         """One poll. Bounded: before its first assignment aiokafka waits for one without a
         timeout, and a loop told to stop must notice."""
@@ -230,7 +273,7 @@ class ConsumingLoop:
     async def _subscribe(self) -> None:
         consumer = self.consumer
         if isinstance(self.source, Group):
-            consumer.subscribe(list(self.source.topics), listener=_Listener(self))
+            await self._subscribe_present(wait=True)
             return
         topic, numbers = self.source.topic, self.source.partitions
         if numbers is None:

@@ -2,10 +2,14 @@
 
 A slot is one role in a run: component + host + rank + instance (eight trainer ranks on a
 host are eight slots; a vLLM server named `vllm-0` is one slot whatever its pid). Each pid
-of a slot is kept with its first and last heartbeat. A pid P restarted the slot when an
-earlier pid Q of the slot beat for the last time before P's first beat: Q went quiet and
-P came in its place. Pids that beat side by side (workers without a rank) never count; a
-pid that looked replaced and beats again was not. Bounded: the latest `KEEP` pids a slot.
+of a slot is kept with its first and last heartbeat. A pid P restarted the slot when every
+earlier pid of the slot had beaten for the last time before P's first beat (they went quiet,
+P came in their place), or -- even while a sibling of the slot lives on (workers without a
+rank share one) -- when one earlier pid did so without saying it was stopping (`final`):
+it was lost, and each lost pid stands for one restart at most. (A Python process that dies
+of an exception still says `final` from its exit handler, so a lone pid's `final` does not
+rule a restart out.) Pids that beat side by side never count, nor a pool that grows; a pid
+that looked replaced and beats again was not. Bounded: the latest `KEEP` pids.
 """
 
 from __future__ import annotations
@@ -26,19 +30,24 @@ def slot_name(src: Source) -> str:
 
 
 class Slot:
-    """One role's pids: pid -> [first beat, last beat], oldest first."""
+    """One role's pids: pid -> [first beat, last beat], and the pids that said `final`."""
 
-    __slots__ = ("pids",)
+    __slots__ = ("final", "pids")
 
     def __init__(self) -> None:
         self.pids: dict[int, list[float]] = {}
+        self.final: set[int] = set()
 
-    def beat(self, pid: int, ts: float) -> None:
+    def beat(self, pid: int, ts: float, final: bool = False) -> None:
+        if final:
+            self.final.add(pid)
         seen = self.pids.get(pid)
         if seen is None:
             self.pids[pid] = [ts, ts]
             if len(self.pids) > KEEP:
-                del self.pids[min(self.pids, key=lambda p: self.pids[p][0])]
+                oldest = min(self.pids, key=lambda p: self.pids[p][0])
+                del self.pids[oldest]
+                self.final.discard(oldest)
             return
         if ts < seen[0]:
             seen[0] = ts
@@ -47,12 +56,18 @@ class Slot:
 
     def restarts(self) -> list[float]:
         """When a pid came in place of one that had gone quiet, oldest first."""
-        spans = sorted(self.pids.values())
         out = []
-        quiet_until = float("-inf")  # the latest last beat of the pids started before
-        for first, last in spans:
-            if quiet_until != float("-inf") and quiet_until < first:
+        quiet: list[float] = []  # last beats of earlier pids lost (no `final`), not replaced
+        quiet_until = float("-inf")  # the latest last beat of all earlier pids
+        for pid, (first, last) in sorted(self.pids.items(), key=lambda p: p[1]):
+            lost = [q for q in quiet if q < first]
+            if lost:  # in place of a pid that was lost, whoever else of the slot lives
+                quiet.remove(lost[0])
                 out.append(first)
+            elif quiet_until != float("-inf") and quiet_until < first:
+                out.append(first)  # in place of every earlier pid, however they ended
+            if pid not in self.final:
+                quiet.append(last)
             quiet_until = max(quiet_until, last)
         return out
 
@@ -65,11 +80,11 @@ class Restarts:
     def __init__(self) -> None:
         self.slots: dict[str, Slot] = {}
 
-    def beat(self, src: Source, ts: float) -> None:
+    def beat(self, src: Source, ts: float, final: bool = False) -> None:
         if src.pid is None:
             return
         name = slot_name(src)
         slot = self.slots.get(name)
         if slot is None:
             slot = self.slots[name] = Slot()
-        slot.beat(src.pid, ts)
+        slot.beat(src.pid, ts, final)

@@ -127,7 +127,7 @@ class RunState:
     def _heartbeat(self, event: ev.Event) -> None:
         e = cast(ev.Heartbeat, event)
         proc = self.processes.beat(e.src, e.ts, bool(e.final), e.dropped_events)
-        self.restarts.beat(e.src, e.ts)
+        self.restarts.beat(e.src, e.ts, bool(e.final))
         if self.inference.process_final(proc):
             # the idle condition depends on heartbeats only through servers' clean exits;
             # every other change re-evaluates it on its own, so nothing else can be stale

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_catches_sigterm
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 
 from runwatch.dev import incidents
 from runwatch.emitters.topics import Topics
@@ -235,3 +235,32 @@ def test_a_clean_run_reads_each_record_once_and_reports_each_batch_when_written(
     per_run, total, distinct = stored(db)
     assert per_run == Counter(e["run"] for e in events)
     assert total == distinct == len(events)
+
+
+def test_a_sink_started_before_the_worker_creates_no_topic_and_reads_once_they_exist(
+    kafka_broker: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    """Kafka creates a topic a consumer asks about (auto.create.topics.enable, its default):
+    one partition, CreateTime -- runwatch.events made wrong before the worker could make it
+    right. The sink asks for the whole topic list instead, waits, and reads once the worker
+    has created them; the alerts topic, created last, is picked up too."""
+    topics = Topics(prefix=f"t{uuid.uuid4().hex[:8]}.")
+    db, log = tmp_path / "history.duckdb", tmp_path / "sink.log"
+    sink = SinkProcess(
+        ["--kafka", kafka_broker, "--db", str(db), "--group", kafka_group,
+         "--topic-prefix", topics.prefix, "--flush-interval", "0.2"],
+        log=log,
+    )  # fmt: skip
+    sinks.append(sink)
+    wait_until(lambda: "waiting for" in log.read_text())
+    time.sleep(2.0)  # what the sink asked the broker meanwhile must not have created them
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker)
+    try:
+        assert topics.events not in admin.list_topics()
+    finally:
+        admin.close()
+    counts = asyncio.run(ensure_topics(kafka_broker, topics, 3))  # the worker starts
+    assert counts[topics.events] == 3  # its own settings, not the broker's defaults
+    events = incidents.zero_reward(last_step=20)
+    produce(kafka_broker, topics.events, [(e["run"], json.dumps(e).encode()) for e in events])
+    wait_until(lambda: stored(db)[1] == len(events))

@@ -78,3 +78,27 @@ def test_the_run_finishing_resolves_it() -> None:
     assert [s for _, s, _ in mine(out)] == ["firing"]
     done = make_event("run.finished", 400.0, status="failed")
     assert mine(feed(engine, [done])) == [(RULE, "resolved", 400.0)]
+
+
+def test_a_crash_loop_beside_a_healthy_sibling_of_its_slot_fires() -> None:
+    """Two rollout workers on one host, no rank: one lives, the other keeps dying. The
+    living sibling used to keep the slot looking alive (issue 32)."""
+    engine = make_engine()
+    sibling = life(7000, 0, 600)
+    out = feed(engine, sorted(sibling + crash_loop(4), key=lambda e: e["ts"]))
+    assert mine(out) == [(RULE, "firing", 255.0)]
+    (alert,) = [a for a in out if a.rule == RULE]
+    assert alert.details["restarts"] == [75.0, 150.0, 225.0]
+
+
+def test_clean_stops_and_a_growing_pool_are_no_restarts() -> None:
+    engine = make_engine()
+    events = life(7100, 0, 600)  # a sibling that lives throughout
+    for i in range(4):  # workers that each finish their share and say so, then the next
+        events += life(7200 + i, i * 75.0, i * 75.0 + 60)
+        events.append(make_event("heartbeat", i * 75.0 + 61, final=True,
+                                 src={"component": "rollout", "host": "node-3",
+                                      "pid": 7200 + i}))  # fmt: skip
+    events += [e for i in range(4) for e in life(7300 + i, 300 + i * 20.0, 600)]  # scale-up
+    out = feed(engine, sorted(events, key=lambda e: e["ts"]))
+    assert mine(out + engine.advance(5000)) == []
