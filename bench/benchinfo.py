@@ -41,6 +41,16 @@ def machine() -> str:
     )
 
 
+#: the lines a bench said (`say`), for its section of RESULTS.md
+SAID: list[str] = []
+
+
+def say(line: str, flush: bool = True) -> None:
+    """Print a line of a bench's figures, and keep it for its section of RESULTS.md."""
+    print(line, flush=flush)
+    SAID.append(line)
+
+
 def write_section(name: str, body: list[str]) -> None:
     """Replace (or append) this bench's section of RESULTS.md, between its markers."""
     start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchinfo import machine
+from benchinfo import SAID, machine, say, write_section
 
 from runwatch.dev import histories
 from runwatch.dev.dynamics import FAULTS, curves, events
@@ -62,9 +62,9 @@ def event_rules(runs: int, steps: int) -> None:
             if alert.rule in false and alert.firing:
                 false[alert.rule] += 1
     total = runs * steps
-    print(f"healthy histories: {runs} runs x {steps} steps of 5 min ({total:,} steps)")
+    say(f"healthy histories: {runs} runs x {steps} steps of 5 min ({total:,} steps)")
     for rule in rules:
-        print(f"  {rule:24s} {false[rule]} firings = {false[rule] / total * 1000:.3f} per "
+        say(f"  {rule:24s} {false[rule]} firings = {false[rule] / total * 1000:.3f} per "
               "1,000 healthy steps")  # fmt: skip
     rng = random.Random(2)
     for fault, rule in histories.FAULTS.items():
@@ -78,7 +78,7 @@ def event_rules(runs: int, steps: int) -> None:
                 delays.append((fired[0].ts - start) / histories.STEP_S)
             else:
                 missed += 1
-        print(f"  {fault:18s} -> {rule:22s} caught {runs - missed}/{runs}, {lead(delays)}")
+        say(f"  {fault:18s} -> {rule:22s} caught {runs - missed}/{runs}, {lead(delays)}")
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def trl_run(name: str, steps: int, *args: str) -> list[dict]:
 def trl_runs(runs: int, steps: int = 150) -> None:
     """Every rule on real TRL runs: firings per 1,000 healthy steps, and two faults."""
     if not (ROOT / ".cache/trl-env/.complete").exists():
-        print("real TRL runs: no .cache/trl-env (scripts/trl_env.sh builds it)")
+        say("real TRL runs: no .cache/trl-env (scripts/trl_env.sh builds it)")
         return
     fired: dict[str, int] = {}
     for seed in range(runs):
@@ -109,18 +109,18 @@ def trl_runs(runs: int, steps: int = 150) -> None:
             if alert.firing:
                 fired[alert.rule] = fired.get(alert.rule, 0) + 1
     total = runs * steps
-    print(f"real TRL GRPO runs (trl 1.16, CPU, random-weight model): {runs} x {steps} steps")
+    say(f"real TRL GRPO runs (trl 1.16, CPU, random-weight model): {runs} x {steps} steps")
     for rule, count in sorted(fired.items()) or [("(none)", 0)]:
-        print(f"  {rule:24s} {count} firings = {count / total * 1000:.3f} per 1,000 steps")
+        say(f"  {rule:24s} {count} firings = {count / total * 1000:.3f} per 1,000 steps")
     at = steps // 2
     for fault, rule in TRL_FAULTS.items():
         run_events = trl_run(f"trl-{fault}", at + 30, "--fault", f"{fault}@{at}")
         first = next((a for a in replay_events(run_events) if a.rule == rule and a.firing), None)
         if first is None:
-            print(f"  {fault}@{at:<14d} -> {rule:22s} never")
+            say(f"  {fault}@{at:<14d} -> {rule:22s} never")
             continue
         done = sum(1 for e in run_events if e["kind"] == "step.done" and e["ts"] <= first.ts)
-        print(f"  {fault}@{at:<14d} -> {rule:22s} caught, lead time {done - at + 1} steps")
+        say(f"  {fault}@{at:<14d} -> {rule:22s} caught, lead time {done - at + 1} steps")
 
 
 def main() -> None:
@@ -132,7 +132,7 @@ def main() -> None:
     p.add_argument("--trl", type=int, default=0, metavar="N",
                    help="also N healthy real TRL GRPO runs, and two faulty ones")  # fmt: skip
     args = p.parse_args()
-    print(machine())
+    say(machine())
     rules = sorted(set(FAULTS.values()))
     started = time.perf_counter()
     false: dict[str, int] = dict.fromkeys(rules, 0)
@@ -141,12 +141,12 @@ def main() -> None:
             if alert.rule in false and alert.firing:
                 false[alert.rule] += 1
     steps = args.runs * args.steps
-    print(f"healthy: {args.runs} runs x {args.steps} steps ({steps:,} steps)")
+    say(f"healthy: {args.runs} runs x {args.steps} steps ({steps:,} steps)")
     for rule in rules:
-        print(f"  {rule:24s} {false[rule]} firings = {false[rule] / steps * 1000:.3f} per "
+        say(f"  {rule:24s} {false[rule]} firings = {false[rule] / steps * 1000:.3f} per "
               "1,000 healthy steps")  # fmt: skip
     rng = random.Random(1)
-    print(f"faulty: {args.runs} runs per fault, injected at a random step in the middle half")
+    say(f"faulty: {args.runs} runs per fault, injected at a random step in the middle half")
     for fault, rule in FAULTS.items():
         delays, missed = [], 0
         for seed in range(args.runs):
@@ -159,11 +159,22 @@ def main() -> None:
             else:
                 missed += 1
         caught = args.runs - missed
-        print(f"  {fault:18s} -> {rule:22s} caught {caught}/{args.runs}, {lead(delays)}")
+        say(f"  {fault:18s} -> {rule:22s} caught {caught}/{args.runs}, {lead(delays)}")
     event_rules(args.histories, 200)
     if args.trl:
         trl_runs(args.trl)
-    print(f"({time.perf_counter() - started:.0f}s)")
+    say(f"({time.perf_counter() - started:.0f}s)")
+
+    write_section(
+        "dynamics",
+        [
+            "## Training-dynamics and event rules backtested (`bench/dynamics.py`)",
+            "",
+            "```",
+            *SAID,
+            "```",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -82,9 +82,11 @@ def event(run: str, kind: str, ts: float, **fields: Any) -> bytes:
 class Worker:
     """`runwatch worker` as a subprocess; stderr lines are collected."""
 
-    def __init__(self, bootstrap: str, prefix: str, app_id: str, cpu: int | None) -> None:
+    def __init__(
+        self, bootstrap: str, prefix: str, app_id: str, cpu: int | None, *extra: str
+    ) -> None:
         cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
-        cmd += ["--app-id", app_id, "--partitions", "1"]
+        cmd += ["--app-id", app_id, "--partitions", "1", *extra]
         if cpu is not None and shutil.which("taskset"):
             cmd = ["taskset", "-c", str(cpu), *cmd]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)

@@ -4,7 +4,8 @@ node with a sick GPU: each shows first as steps that stretch, long before anythi
 
 The baseline is the run's own: the median and MAD of the `window` done steps before the
 latest `steps`. It fires when each of the latest `steps` done steps took over `z` robust
-standard deviations and at least `min_rise` (a fraction) longer than the median -- one slow
+standard deviations, at least `min_rise` (a fraction) and `min_rise_s` seconds longer than
+the median (sub-second steps double on any load, and that is no stall) -- one slow
 step (validation, a checkpoint) does not. When the steps report `timing` (seconds per phase,
 step.done), the time of the periodic phases in `exclude_phases` (verl's `testing` and
 `save_checkpoint`) is left out of the duration compared -- a validation that lands between
@@ -25,6 +26,7 @@ from runwatch.stream.rules.base import (
     Description,
     Params,
     Rule,
+    Seconds,
     Verdict,
     fmt_duration,
 )
@@ -40,6 +42,9 @@ class SlowdownParams(Params):
     warmup: PositiveInt = 10
     z: PositiveFloat = 6.0
     min_rise: PositiveFloat = 0.5
+    # a step must also be this many seconds longer: sub-second steps (a small model, a
+    # CPU run) double on any load, and such a slowdown is no stall (issue 32's real runs)
+    min_rise_s: Seconds = 5.0
 
 
 class StepSlowdown(Rule[SlowdownParams]):
@@ -48,7 +53,8 @@ class StepSlowdown(Rule[SlowdownParams]):
     fires_when = (
         "`steps` ({steps}) done steps in a row each far longer than the run's own (median ± "
         "MAD of the `window`, {window}, before: robust z > `z`, {z:g}, and ≥ {min_rise:.0%} "
-        "longer); names the phase of `step.done.timing` that grew most"
+        "and `min_rise_s` ({min_rise_s:g} s) longer); names the phase of `step.done.timing` "
+        "that grew most"
     )
     params_model = SlowdownParams
     watches = frozenset({"step.done"})
@@ -67,6 +73,8 @@ class StepSlowdown(Rule[SlowdownParams]):
         if band is None:
             return None
         mid, mad = band
+        if any(d - mid < p.min_rise_s for d in durations[-p.steps :]):
+            return None
         recent, base = done[-p.steps :], done[: -p.steps][-p.window :]
         return recent, base, mid, mad
 

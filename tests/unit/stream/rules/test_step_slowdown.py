@@ -85,3 +85,12 @@ def test_a_checkpoint_between_two_stragglers_is_not_a_third_slow_step() -> None:
     # counted whole (exclude_phases = []), the same steps are three slow ones in a row
     engine = make_engine({RULE: {"exclude_phases": []}})
     assert [a.state for a in of_rule(feed(engine, events), RULE)] == ["firing", "resolved"]
+
+
+def test_sub_second_steps_that_double_under_load_are_no_slowdown() -> None:
+    """A small model's 0.05 s steps (the real TRL runs of bench/dynamics.py) stretch to
+    0.15 s when the machine is busy: far above their median, but no stall."""
+    events = steps([*noisy(20, level=0.05), 0.15, 0.16, 0.15], timing=False)
+    assert of_rule(feed(make_engine(), events), RULE) == []
+    slower = steps([*noisy(20, level=4.0), 12.0, 13.0, 12.5], timing=False)  # 8 s longer
+    assert [a.state for a in of_rule(feed(make_engine(), slower), RULE)] == ["firing"]
