@@ -48,7 +48,9 @@ from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition
 from runwatch.stream.skew import ClockOffsets, _Host
 
-FORMAT = 3  # 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading
+#: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
+#: rebuild's re-read made and has not published (a checkpoint of a half-rebuilt partition)
+FORMAT = 4
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

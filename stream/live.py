@@ -360,7 +360,8 @@ class LiveDriver:
 
     def dump_state(self) -> dict[str, Any]:
         """The driver's state as a checkpoint keeps it (`runwatch.stream.checkpoint`): the
-        engine's, the hosts' clock offsets, the runs that left, the counters, the position."""
+        engine's, the hosts' clock offsets, the runs that left, the counters, the position,
+        and while replaying what the re-read made so far (`finish_replay` sorts it out)."""
         return {
             "engine": self.engine.dump_state(),
             "clocks": self.clocks,
@@ -369,6 +370,10 @@ class LiveDriver:
             "counts": (self.applied, self.invalid, self.failures, self.late, self.corrected),
             "gone": list(self.gone),
             "position": self.position,
+            # a rebuild's checkpoint: what the re-read made and has not handed out yet, so
+            # that a takeover of a half-rebuilt partition still publishes it (plain data)
+            "held": [alert.to_json() for alert in self._held],
+            "held_dead": [dataclasses.astuple(d) for d in self._held_dead],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -378,11 +383,14 @@ class LiveDriver:
         applied, invalid, failures, late, corrected = state["counts"]
         gone = OrderedDict.fromkeys(state["gone"])
         reading = ReadClock.load(state["reading"])
+        held = [Alert.from_json(raw) for raw in state["held"]]
+        held_dead = [DeadLetter(*fields) for fields in state["held_dead"]]
         if not isinstance(clocks, ClockOffsets):
             raise TypeError(f"clocks is a {type(clocks).__name__}")
         self.engine.load_state(state["engine"])
         self.clocks, self.arrival, self.position, self.gone = clocks, arrival, position, gone
         self.reading = reading
+        self._held, self._held_dead = held, held_dead
         self.applied, self.invalid, self.failures, self.late, self.corrected = (
             applied, invalid, failures, late, corrected,
         )  # fmt: skip

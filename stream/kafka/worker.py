@@ -17,7 +17,9 @@ newest checkpoint and re-reads only the records after it (the whole partition wh
 no usable checkpoint, said in one line) while the live consumer holds it paused; the alerts
 this makes are held back, `runwatch.alerts` is read to learn what was already published, and
 only the missing transitions go out. The live consumer then goes on from where the rebuild
-stopped. The group's offsets are committed as it goes, so Kafka's lag tools
+stopped. A rebuild longer than the checkpoint interval stores checkpoints as it goes, with
+the transitions it holds back, so a worker killed half-way leaves its successor only the
+rest to re-read. The group's offsets are committed as it goes, so Kafka's lag tools
 (kafka-consumer-groups.sh) show its lag; the recovery never reads them.
 """
 
@@ -271,20 +273,23 @@ class StreamWorker(Handler):
     # -- checkpoints and commits -----------------------------------------------------------
 
     def _checkpoints_due(self, now: float) -> list[int]:
-        s = self.settings
         due = []
         for p, driver in self.drivers.items():
             if driver.position is None or p in self._fenced:
                 continue  # (a checkpoint covers only what is published)
-            when, applied, offset = self._checkpointed.get(p, (0.0, 0, -1))
-            if driver.position + 1 == offset:
-                continue  # nothing new since the last one
-            if (s.checkpoint_every_s > 0 and now - when >= s.checkpoint_every_s) or (
-                s.checkpoint_every_events > 0
-                and driver.applied - applied >= s.checkpoint_every_events
-            ):
+            covered = self._checkpointed.get(p, (0.0, 0, -1))[2]
+            if driver.position + 1 != covered and self._due(p, driver, now):  # something new
                 due.append(p)
         return due
+
+    def _due(self, partition: int, driver: LiveDriver, now: float) -> bool:
+        """Whether `partition`'s last checkpoint is older than the interval (in seconds or
+        in events applied since)."""
+        s = self.settings
+        when, applied, _ = self._checkpointed.get(partition, (0.0, 0, -1))
+        return (s.checkpoint_every_s > 0 and now - when >= s.checkpoint_every_s) or (
+            s.checkpoint_every_events > 0 and driver.applied - applied >= s.checkpoint_every_events
+        )
 
     async def checkpoint(self, partition: int, now: float) -> bool:
         """Store the partition's state, with the offset it covers, once everything it made
@@ -293,13 +298,19 @@ class StreamWorker(Handler):
         driver = self.drivers.get(partition)
         if driver is None or driver.position is None:
             return False
-        started = time.perf_counter()
         async with self._making:  # no transition made and not yet handed to the producer
             if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)
             offset = driver.position + 1
-            data = checkpoint.dump(driver, {"offset": offset})
-            runs = len(driver.engine.runs)
+            data, runs = checkpoint.dump(driver, {"offset": offset}), len(driver.engine.runs)
+        return await self._store(partition, driver, offset, data, runs, now)
+
+    async def _store(
+        self, partition: int, driver: LiveDriver, offset: int, data: bytes, runs: int, now: float
+    ) -> bool:
+        """Put one checkpoint of `partition` on the topic, once what its driver published
+        is there; whether it was stored."""
+        started = time.perf_counter()
         self._checkpointed[partition] = (now, driver.applied, offset)  # tried: due again later
         key = checkpoint_key(self.settings.app_id, self.topics.events, partition)
         target = partition % self._checkpoint_partitions
@@ -529,17 +540,28 @@ class StreamWorker(Handler):
         resume: dict[int, int] = {}
         for p in partitions:
             drivers[p], resume[p] = await self._restore(p)
-        for d in drivers.values():
+        for p, d in drivers.items():
             d.start_replay()
+            self._checkpointed.setdefault(p, (time.time(), d.applied, resume[p]))
         published, dead_upto = await read_published(s.bootstrap, self.topics, s.security)
         count = 0
 
-        def feed(records: list[Any]) -> None:
+        async def feed(records: list[Any]) -> None:
             nonlocal count
             p = records[0].partition
-            drivers[p].feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            d = drivers[p]
+            d.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
             resume[p] = records[-1].offset + 1
             count += len(records)
+            now = time.time()
+            if p in self.rebuilding and self._due(p, d, now):
+                # a rebuild longer than the checkpoint interval keeps what it has: a worker
+                # killed now leaves its successor less to re-read (the re-read's transitions
+                # go along, unpublished, for the successor's `finish_replay` to publish)
+                data = checkpoint.dump(d, {"offset": resume[p]})
+                if await self._store(p, d, resume[p], data, len(d.engine.runs), now):
+                    self.say(f"partition {p}: rebuilding, {count:,} events re-read; "
+                             f"checkpoint stored at offset {resume[p]}")  # fmt: skip
 
         ends_taken = time.time()
         await read_topic(s.bootstrap, self.topics.events, feed, partitions=partitions,

@@ -682,3 +682,63 @@ def test_a_guarded_training_loop_pauses_on_kafka_and_resumes_on_runwatch_resume(
     views = [v for v, _ in setup.read("runwatch.breaker") if v["run"] == run]
     assert [len(v["alerts"]) for v in views] == [1, 0]
     assert views[-1]["lifted"] == 1
+
+
+def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_from(
+    setup: Setup,
+) -> None:
+    """A long rebuild stores checkpoints as it goes: killed half-way, its successor re-reads
+    only the rest, and still publishes the transitions the first re-read had made (held,
+    unpublished, in the checkpoint) -- once."""
+    from kafka import KafkaProducer
+
+    run = "gap-1"
+    em = setup.emitter(run)
+    try:  # an incident while no worker runs: heartbeat_lost fires and resolves in the log
+        em.emit("run.started")
+        for _ in range(4):
+            em.emit("heartbeat")
+            time.sleep(BEAT)
+        time.sleep(SILENCE)
+        for _ in range(3):
+            em.emit("heartbeat")
+            time.sleep(BEAT)
+        em.emit("run.finished", status="ok")
+    finally:
+        em.close()
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap, linger_ms=20)
+    try:  # then a long backlog of runs that end (no silence left to judge)
+        now = time.time()
+        for i in range(150_000):
+            r = f"fill-{i % 200}"
+            kind = "run.finished" if i >= 150_000 - 200 else "heartbeat"
+            value = {"v": 1, "id": f"f{i}", "ts": now, "run": r, "kind": kind,
+                     "src": {"component": "trainer", "host": "h", "pid": 1}}  # fmt: skip
+            if kind == "run.finished":
+                value["status"] = "ok"
+            producer.send(setup.events, key=r.encode(), value=orjson.dumps(value))
+        producer.flush(120)
+    finally:
+        producer.close(10)
+
+    first = setup.worker(1, None, "--checkpoint-events", "20000")
+    deadline = time.monotonic() + 120
+    while not any("checkpoint stored at offset" in x for x in first.lines):
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.lines[-20:]
+        time.sleep(0.02)
+    first.kill()
+    said = next(x for x in first.lines if "checkpoint stored at offset" in x)
+    stored = int(said.rsplit(" ", 1)[1])
+    assert not any("live on partitions" in x for x in first.lines), "killed too late"
+    assert setup.read("runwatch.alerts") == [], "the rebuild published before the kill"
+
+    second = setup.worker(1)
+    second.wait_live(120)
+    (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
+    assert f"from the checkpoint at offset {stored} " in line, second.lines
+    time.sleep(1.5)  # a repeated transition would show up by now
+    alerts = [a for a, _ in setup.read("runwatch.alerts")]
+    assert sequence(alerts, run) == [("heartbeat_lost", "firing"), ("heartbeat_lost", "resolved")]
+    assert [a["id"] for a in alerts] == [
+        transition_id(alerts[0]["key"], 1), transition_id(alerts[0]["key"], 2)
+    ]

@@ -288,6 +288,38 @@ def test_rebuild_republishes_dead_letters_past_the_last_one_recorded() -> None:
     assert [x.offset for x in dead] == [2]
 
 
+@pytest.mark.parametrize("published_count", [0, 1, 3])
+def test_a_rebuild_taken_over_from_its_own_checkpoint_loses_and_repeats_nothing(
+    published_count: int,
+) -> None:
+    """A worker killed mid-rebuild left a checkpoint of what it had re-read: the successor
+    starts there and publishes what the whole rebuild would have (transitions and dead
+    letters the first re-read made are in the checkpoint, unpublished)."""
+    from runwatch.stream import checkpoint
+
+    part = Partition()
+    part.append(b"bad-0", T0)
+    history(part)
+    done = live_run(part, T0 + 20)
+    published = published_of(done[:published_count])
+    whole = driver()
+    whole.start_replay()
+    whole.feed(part.records)
+    want_alerts, want_dead = whole.finish_replay(published, T0 + 20)
+    for split in range(len(part.records) + 1):
+        first = driver()
+        first.start_replay()
+        first.feed(part.records[:split])
+        data = checkpoint.dump(first, {"offset": split})
+        second = driver()
+        assert checkpoint.load(data, second) == {"offset": split}
+        second.start_replay()
+        second.feed(part.records[split:])
+        alerts, dead = second.finish_replay(published, T0 + 20)
+        assert [a.id for a in alerts] == [a.id for a in want_alerts], split
+        assert [(d.offset, d.reason) for d in dead] == [(d.offset, d.reason) for d in want_dead]
+
+
 def test_finished_and_silent_runs_leave_and_late_events_do_not_bring_them_back() -> None:
     """Bounded state: the rules keep live runs, not the history (serve and the worker)."""
     from runwatch.stream.decode import decode
