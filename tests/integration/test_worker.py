@@ -724,7 +724,8 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
     first = setup.worker(1, None, "--checkpoint-events", "20000")
     deadline = time.monotonic() + 120
     while not any("checkpoint stored at offset" in x for x in first.lines):
-        assert time.monotonic() < deadline and first.proc.poll() is None, first.lines[-20:]
+        assert time.monotonic() < deadline, first.lines[-20:]
+        assert first.proc.poll() is None, first.lines[-20:]
         time.sleep(0.02)
     first.kill()
     said = next(x for x in first.lines if "checkpoint stored at offset" in x)
@@ -740,5 +741,6 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     assert sequence(alerts, run) == [("heartbeat_lost", "firing"), ("heartbeat_lost", "resolved")]
     assert [a["id"] for a in alerts] == [
-        transition_id(alerts[0]["key"], 1), transition_id(alerts[0]["key"], 2)
+        transition_id(alerts[0]["key"], 1),
+        transition_id(alerts[0]["key"], 2),
     ]
