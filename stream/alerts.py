@@ -18,6 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.incidents import IncidentRef
 
 AlertState = Literal["firing", "resolved"]
 STATES = ("firing", "resolved")
@@ -44,6 +45,8 @@ class Alert:
     labels: dict[str, str] = field(default_factory=dict)
     #: the rule's circuit-breaker policy when the config sets one (an addition)
     action: str | None = None
+    #: the incident the transition belongs to, and its role there (an addition)
+    incident: IncidentRef | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -63,6 +66,8 @@ class Alert:
             out["labels"] = self.labels
         if self.action is not None:
             out["action"] = self.action
+        if self.incident is not None:
+            out["incident"] = self.incident.to_dict()
         return out
 
     def to_json(self) -> bytes:
@@ -109,6 +114,7 @@ class Alert:
         action = obj.get("action")
         if action not in (None, *ACTIONS):
             raise InvalidAlert(f"alert action must be one of {', '.join(ACTIONS)}")
+        incident = _incident(obj.get("incident"))
         return cls(
             id=text["id"],
             ts=_time(obj, "ts"),
@@ -123,7 +129,22 @@ class Alert:
             subject=subject,
             labels=labels,
             action=action,
+            incident=incident,
         )
+
+
+def _incident(obj: Any) -> IncidentRef | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, Mapping):
+        raise InvalidAlert("alert field 'incident' must be an object")
+    text = {name: _text(obj, name) for name in ("id", "role", "root", "root_rule")}
+    if text["role"] not in ("root", "symptom"):
+        raise InvalidAlert(f"alert incident role must be root or symptom, not {text['role']!r}")
+    if not isinstance(obj.get("open"), bool):
+        raise InvalidAlert("alert incident field 'open' must be true or false")
+    return IncidentRef(text["id"], text["role"], text["root"], text["root_rule"],
+                       _time(obj, "opened"), obj["open"])  # fmt: skip
 
 
 def _text(obj: Mapping[str, Any], name: str) -> str:

@@ -6,6 +6,7 @@ Both are validated up front with errors that name the bad key, e.g.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 
 from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import ConfigError
+from runwatch.stream.incidents import IncidentGraph
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
 from runwatch.stream.state.run import StateConfig
 
@@ -96,7 +98,16 @@ class RulesConfig:
                 raise ConfigError(f"{where}.id: {rule.rule_id!r} is already a rule id")
             ids.add(rule.rule_id)
             rules.append(rule)
+        for rule in rules:
+            unknown = sorted(set(rule.params.explains or ()) - ids)
+            if unknown:
+                raise ConfigError(f"rules.{rule.rule_id}.explains: no rule {unknown[0]!r}")
         return cls(tuple(rules))
+
+    @functools.cached_property
+    def incidents(self) -> IncidentGraph:
+        """Which rule's alert explains which: the incidents' grouping and roots."""
+        return IncidentGraph({rule.rule_id: rule.explained() for rule in self.rules})
 
     def by_id(self) -> dict[str, Rule[Any]]:
         return {r.rule_id: r for r in self.rules}
@@ -116,7 +127,7 @@ class RulesConfig:
             if rule is None:
                 raise ConfigError(f"{where}: no such rule")
             override = _table(raw, where)
-            for fixed in getattr(rule, "fixed_fields", ()):
+            for fixed in ("explains", *getattr(rule, "fixed_fields", ())):
                 if fixed in override and override[fixed] != getattr(rule.params, fixed, None):
                     raise ConfigError(f"{where}.{fixed}: cannot be changed per run")
             merged = {**rule.params.model_dump(by_alias=True), **override}

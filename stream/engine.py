@@ -21,8 +21,10 @@ from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.breaker import breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
+from runwatch.stream.incidents import place
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET
+from runwatch.stream.state.incidents import RunIncidents
 from runwatch.stream.state.run import RunState
 
 
@@ -66,7 +68,8 @@ class TrackedRun:
     """A run's state plus what the engine needs to drive its alerts."""
 
     __slots__ = (
-        "by_kind", "firing", "lifted", "overrides", "resumed", "state", "timers", "transitions",
+        "by_kind", "firing", "incidents", "lifted", "overrides", "resumed", "state", "timers",
+        "transitions",
     )  # fmt: skip
 
     def __init__(self, state: RunState) -> None:
@@ -82,6 +85,7 @@ class TrackedRun:
         #: the run's guard; a new firing (another id) does
         self.lifted: set[str] = set()
         self.resumed: dict[str, Any] | None = None  # the latest run.resumed: ts, by, rule
+        self.incidents = RunIncidents()  # which of its alerts belong to one fault
 
 
 class Engine:
@@ -92,6 +96,7 @@ class Engine:
         self.rules: tuple[Rule[Any], ...] = self.config.rules
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
+        self._incidents = self.config.incidents
         self._by_kind = self._index({})
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
@@ -294,6 +299,8 @@ class Engine:
             desc = rule.describe(run, cond, now, params)
         else:
             desc = rule.describe_resolved(run, cond, now, params)
+        incident = place(tracked.incidents, self._incidents, run.run, key, rule.rule_id,
+                         cond.since, state == "firing", now)  # fmt: skip
         alert = Alert(
             id=transition_id(key, number),
             ts=now,
@@ -308,6 +315,7 @@ class Engine:
             subject=cond.subject,
             labels=dict(run.labels),
             action=params.action,
+            incident=incident,
         )
         for observer in self._on_transition:
             observer(alert)
@@ -346,6 +354,7 @@ class Engine:
                 t.transitions,
                 t.lifted,
                 t.resumed,
+                t.incidents,
             )
             for run, t in self.runs.items()
         ]
@@ -368,11 +377,19 @@ class Engine:
         changes anything."""
         rules = self.config.by_id()
         runs: dict[str, TrackedRun] = {}
-        for run, run_state, overrides, firing, timers, transitions, lifted, resumed in state[
-            "runs"
-        ]:
+        for (
+            run,
+            run_state,
+            overrides,
+            firing,
+            timers,
+            transitions,
+            lifted,
+            resumed,
+            incidents,
+        ) in state["runs"]:
             tracked = TrackedRun(run_state)
-            tracked.lifted, tracked.resumed = lifted, resumed
+            tracked.lifted, tracked.resumed, tracked.incidents = lifted, resumed, incidents
             for rule_id, raw in overrides.items():
                 rule = rules.get(rule_id)
                 if rule is None:

@@ -62,9 +62,18 @@ def contract_table() -> str:
     return "\n".join(rows)
 
 
+def incidents_table() -> str:
+    """Which rule's alert explains which in an incident (`Rule.explains`)."""
+    rows = ["| rule id | its alert explains those of |", "|---|---|"]
+    for r in BUILTIN_RULES:
+        if r.explains:
+            rows.append(f"| `{r.id}` | {', '.join(f'`{x}`' for x in sorted(r.explains))} |")
+    return "\n".join(rows)
+
+
 TABLES = {
     ROOT / "README.md": {"summary": readme_table},
-    ROOT / "docs" / "contract.md": {"parameters": contract_table},
+    ROOT / "docs" / "contract.md": {"parameters": contract_table, "incidents": incidents_table},
 }
 
 

@@ -36,6 +36,13 @@ EXPECTED_RULE = {
     "orchestrator_dies": "heartbeat_lost",
     "rank_divergence": "ranks_stalled",
 }
+#: The root cause each fault's incident must name: (rule, component of its subject or None).
+EXPECTED_ROOT = {
+    "sandbox_hang": ("inference_idle_with_pending", None),
+    "inference_crash": ("heartbeat_lost", "inference"),
+    "orchestrator_dies": ("heartbeat_lost", "orchestrator"),
+    "rank_divergence": ("ranks_stalled", None),
+}
 BEAT_S = 10.0
 STATS_S = 5.0
 HANG_S = 900.0  # a hung sandbox is killed after this long (the alert then resolves)

@@ -50,6 +50,9 @@ class Params(BaseModel):
     #: false turns the rule off (globally, or for one run in `run.started.config`): it is
     #: not evaluated, costs nothing per event, and an alert of it that fires resolves
     enabled: bool = True
+    #: the rules whose alerts an alert of this one explains in an incident (unset: the
+    #: built-in table, `Rule.explains`); the config file only, not per run
+    explains: list[RuleId] | None = None
 
 
 def time_params(model: type[Params]) -> tuple[str, ...]:
@@ -145,6 +148,9 @@ class Rule(Generic[P]):
     fires_when: ClassVar[str] = ""
     #: a hang: something stopped moving (the dashboards' stall panel)
     hang: ClassVar[bool] = False
+    #: the rules whose alerts an alert of this one explains when both fire in a run: what
+    #: waits downstream of what this rule sees fail (`runwatch.stream.incidents`)
+    explains: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -158,6 +164,11 @@ class Rule(Generic[P]):
     @property
     def rule_id(self) -> str:
         return self.id
+
+    def explained(self) -> frozenset[str]:
+        """The rules this rule's alerts explain under the config in force."""
+        listed = self.params.explains
+        return type(self).explains if listed is None else frozenset(listed)
 
     def severity_of(self, params: P) -> Severity:
         """Built-in rules have a fixed severity; custom rules carry theirs in params."""

@@ -100,6 +100,18 @@ class CollectiveTimeout(Rule[CollectiveTimeoutParams]):
     hang = True
     params_model = CollectiveTimeoutParams
     watches = frozenset({"collective.timeout", "step.done", "run.finished"})
+    explains = frozenset(
+        {
+            "heartbeat_lost",
+            "weight_sync_stalled",
+            "inference_idle_with_pending",
+            "stuck_progress",
+            "ranks_stalled",
+            "step_slowdown",
+            "idle_gap_growing",
+            "staleness_growing",
+        }
+    )
 
     def check(self, run: RunState, now: float, params: CollectiveTimeoutParams) -> Verdict:
         if not run.collectives.records:

@@ -57,6 +57,15 @@ class InferenceIdleWithPending(Rule[IdleParams]):
             "progress",
         }
     )
+    explains = frozenset(
+        {
+            "stuck_progress",
+            "ranks_stalled",
+            "step_slowdown",
+            "idle_gap_growing",
+            "staleness_growing",
+        }
+    )
 
     def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:
         return replace(base, pending_bars=base.pending_bars | frozenset(params.pending_bars))

@@ -43,6 +43,17 @@ class InferenceStalled(Rule[InferenceStalledParams]):
     hang = True
     params_model = InferenceStalledParams
     watches = frozenset({"inference.stats", "heartbeat", "run.finished"})
+    explains = frozenset(
+        {
+            "inference_idle_with_pending",
+            "zero_reward",
+            "stuck_progress",
+            "ranks_stalled",
+            "step_slowdown",
+            "idle_gap_growing",
+            "staleness_growing",
+        }
+    )
 
     def check(self, run: RunState, now: float, params: InferenceStalledParams) -> Verdict:
         due = Deadlines(now)

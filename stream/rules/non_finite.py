@@ -27,6 +27,14 @@ class NonFiniteMetric(Rule[NonFiniteParams]):
     fires_when = "a logged metric or the reward is NaN or infinite"
     params_model = NonFiniteParams
     watches = frozenset({"step.metrics", "reward"})
+    explains = frozenset(
+        {
+            "grad_norm_spike",
+            "kl_spike",
+            "entropy_collapse",
+            "response_length_drift",
+        }
+    )
 
     def check(self, run: RunState, now: float, params: NonFiniteParams) -> Verdict:
         step = _latest_bad(run)

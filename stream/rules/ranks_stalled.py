@@ -32,6 +32,7 @@ class RanksStalled(Rule[RanksParams]):
     hang = True
     params_model = RanksParams
     watches = frozenset({"rank.status", "run.finished"})
+    explains = frozenset({"stuck_progress", "step_slowdown", "idle_gap_growing"})
 
     def check(self, run: RunState, now: float, params: RanksParams) -> Verdict:
         ranks = run.ranks

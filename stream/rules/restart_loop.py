@@ -46,6 +46,18 @@ class RestartLoop(Rule[RestartLoopParams]):
     )
     params_model = RestartLoopParams
     watches = frozenset({"heartbeat", "run.finished"})
+    explains = frozenset(
+        {
+            "heartbeat_lost",
+            "inference_idle_with_pending",
+            "zero_reward",
+            "stuck_progress",
+            "ranks_stalled",
+            "step_slowdown",
+            "idle_gap_growing",
+            "staleness_growing",
+        }
+    )
 
     def check(self, run: RunState, now: float, params: RestartLoopParams) -> Verdict:
         if run.finished:

@@ -52,6 +52,7 @@ class StuckProgress(Rule[StuckProgressParams]):
     hang = True
     params_model = StuckProgressParams
     watches = frozenset({"progress", "run.finished"})
+    explains = frozenset({"step_slowdown", "idle_gap_growing"})
 
     def state_needs(self, params: StuckProgressParams, base: StateConfig) -> StateConfig:
         return replace(base, progress_window=params.window)

@@ -59,6 +59,18 @@ class WeightSyncStalled(Rule[WeightSyncParams]):
     )
     params_model = WeightSyncParams
     watches = frozenset({"weights.published", "weights.loaded", "heartbeat", "run.finished"})
+    explains = frozenset(
+        {
+            "inference_stalled",
+            "inference_idle_with_pending",
+            "zero_reward",
+            "stuck_progress",
+            "ranks_stalled",
+            "step_slowdown",
+            "idle_gap_growing",
+            "staleness_growing",
+        }
+    )
 
     def check(self, run: RunState, now: float, params: WeightSyncParams) -> Verdict:
         if run.finished:

@@ -35,6 +35,7 @@ class ZeroReward(Rule[ZeroRewardParams]):
     fires_when = "step reward exactly 0 for `steps` ({steps}) steps in a row"
     params_model = ZeroRewardParams
     watches = frozenset({"reward", "step.metrics"})
+    explains = frozenset({"degenerate_groups"})
 
     def state_needs(self, params: ZeroRewardParams, base: StateConfig) -> StateConfig:
         return replace(

@@ -174,7 +174,7 @@ def test_alert_dicts_carry_every_contract_field() -> None:
         required = {"v", "id", "ts", "rule", "run", "state", "severity", "key", "since"}
         required |= {"summary", "details"}
         assert required <= d.keys()
-        assert set(d) - required <= {"subject"}
+        assert set(d) - required <= {"subject", "incident"}
         assert d["v"] == 1
         assert isinstance(d["id"], str)
         assert d["id"]

@@ -1,0 +1,138 @@
+"""Incidents: the alerts of one run that overlap in time and belong to one fault, and the
+one among them that explains the others (the root cause).
+
+Pure: the engine calls `place` with each alert transition it makes, on event time, so a
+replay, `serve` and the Kafka worker (rebuilt or not) put every transition in the same
+incident under the same id. Which rule's alert explains which is a table (`Rule.explains`,
+overridable per rule with `explains = [...]` in the config, custom rules included):
+upstream explains downstream -- a failed or silent component explains the stalls and
+empty rewards of what waits on it. The root is not the alert that fired first but one no
+other member explains (directly or through others), the earliest condition among those.
+
+Grouping. Rules joined by the table, in either direction and through others, form a family;
+a firing joins the run's open incident that has a member of its family, else opens a new
+one. So at most one incident per family and run is open, and no incident ever has to merge
+with another. It closes when its last alert resolves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from runwatch.stream.state.incidents import Incident, Member, RunIncidents
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentRef:
+    """What an alert transition says about its incident (the alert format's `incident`)."""
+
+    id: str
+    role: str  # "root" | "symptom"
+    root: str  # the root alert's key
+    root_rule: str
+    opened: float
+    open: bool  # after this transition, some alert of the incident still fires
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "role": self.role, "root": self.root,
+                "root_rule": self.root_rule, "opened": self.opened, "open": self.open}  # fmt: skip
+
+
+def incident_id(run: str, number: int) -> str:
+    """`incident|RUN|N`: the run's n-th incident, the same in every replay."""
+    return f"incident|{run}|{number}"
+
+
+class IncidentGraph:
+    """Which rule's alert explains which (transitively), and the families they form."""
+
+    def __init__(self, explains: Mapping[str, Iterable[str]]) -> None:
+        direct = {rule: set(targets) for rule, targets in explains.items()}
+        self.reach: dict[str, frozenset[str]] = {}
+        for rule in direct:
+            seen: set[str] = set()
+            todo = list(direct[rule])
+            while todo:
+                other = todo.pop()
+                if other not in seen:
+                    seen.add(other)
+                    todo += direct.get(other, ())
+            self.reach[rule] = frozenset(seen)
+        self.family: dict[str, str] = {}  # rule -> the family's first rule (by name)
+        neighbours: dict[str, set[str]] = {r: set() for r in direct}
+        for rule, targets in direct.items():
+            for other in targets:
+                neighbours[rule].add(other)
+                neighbours.setdefault(other, set()).add(rule)
+        for rule in sorted(neighbours):
+            if rule in self.family:
+                continue
+            group, todo = set(), [rule]
+            while todo:
+                r = todo.pop()
+                if r not in group:
+                    group.add(r)
+                    todo += neighbours[r]
+            for r in group:
+                self.family[r] = rule
+
+    def explains(self, a: str, b: str) -> bool:
+        """Whether an alert of rule `a` explains one of rule `b` (through others too)."""
+        return b in self.reach.get(a, ())
+
+    def related(self, a: str, b: str) -> bool:
+        return a == b or (a in self.family and self.family.get(b) == self.family[a])
+
+
+def place(
+    incidents: RunIncidents,
+    graph: IncidentGraph,
+    run: str,
+    key: str,
+    rule: str,
+    since: float,
+    firing: bool,
+    now: float,
+) -> IncidentRef | None:
+    """Put one transition of alert `key` in its incident and say which and in what role.
+    None for a resolution of an alert in no open incident (a state from before incidents)."""
+    incident = next((i for i in incidents.open if key in i.members), None)
+    if firing:
+        if incident is None:
+            incident = next((i for i in incidents.open
+                             if any(graph.related(rule, m.rule) for m in i.members.values())),
+                            None)  # fmt: skip
+        if incident is None:
+            incidents.count += 1
+            incident = Incident(incidents.count, now)
+            incidents.open.append(incident)
+        member = incident.members.get(key)
+        if member is None:
+            incident.members[key] = Member(rule, since)
+        else:
+            member.firing, member.since = True, since
+        incident.root = _root(incident, graph)
+    elif incident is not None:
+        incident.members[key].firing = False
+    else:
+        return None
+    still = any(m.firing for m in incident.members.values())
+    if not still:
+        incidents.open.remove(incident)
+    role = "root" if key == incident.root else "symptom"
+    root = incident.members[incident.root]
+    ident = incident_id(run, incident.number)
+    return IncidentRef(ident, role, incident.root, root.rule, incident.opened, still)
+
+
+def _root(incident: Incident, graph: IncidentGraph) -> str:
+    """The member no other member explains (unless it explains that one back), the earliest
+    condition among those; all members when each is explained (a cycle in the table)."""
+    members = incident.members
+    roots = [
+        key for key, m in members.items()
+        if not any(graph.explains(o.rule, m.rule) and not graph.explains(m.rule, o.rule)
+                   for other, o in members.items() if other != key)
+    ] or list(members)  # fmt: skip
+    return min(roots, key=lambda k: (members[k].since, k))

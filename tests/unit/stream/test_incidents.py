@@ -1,0 +1,199 @@
+"""Incidents: one per fault, with the root the pipeline's direction of dependency names --
+on every bundled incident and every simulated fault -- a root that changes as evidence
+arrives, the table extended from the config, and the state through a checkpoint."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers import ROLLOUT, TRAINER, beats, by_ts, decoded, feed, make_engine, make_event
+
+from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.simulate import EXPECTED_ROOT, KINDS, Cluster
+from runwatch.stream.alerts import Alert
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.engine import Engine
+from runwatch.stream.exceptions import ConfigError
+from runwatch.stream.incidents import IncidentGraph
+from runwatch.stream.replay import replay
+
+ORCH = {"component": "orchestrator", "host": "node-5", "pid": 500}
+
+
+def incidents(alerts: list[Alert]) -> dict[str, list[Alert]]:
+    """Transitions by incident id, in order; every transition is in one."""
+    out: dict[str, list[Alert]] = {}
+    for a in alerts:
+        assert a.incident is not None, a
+        out.setdefault(a.incident.id, []).append(a)
+    return out
+
+
+def root_of(transitions: list[Alert]) -> tuple[str, str | None]:
+    """The incident's root as its last transition says: (rule, the root's subject)."""
+    ref = transitions[-1].incident
+    assert ref is not None
+    subject = next(a.subject for a in transitions if a.key == ref.root)
+    return ref.root_rule, subject
+
+
+def replayed(events: list[Any]) -> list[Alert]:
+    lines = (("t", i, json.dumps(e).encode()) for i, e in enumerate(events))
+    return list(replay(lines, Engine()))
+
+
+# -- the bundled incidents and the simulated faults -----------------------------------------
+
+#: Per bundled incident: the root of each incident it yields, in order.
+BUNDLED = {
+    "orchestrator_dies": [("heartbeat_lost", "orchestrator@node-3/5100")],
+    "zero_reward": [("heartbeat_lost", "inference@node-5/sglang-0")],
+    "sandbox_hang": [("inference_idle_with_pending", None)] * 4,
+    "rank_divergence": [("ranks_stalled", None)],
+    "rank_uniform": [("ranks_stalled", None)],
+    "healthy_long_steps": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INCIDENTS))
+def test_each_bundled_incident_names_its_root(name: str) -> None:
+    events = [e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else e
+              for e in INCIDENTS[name]()]  # fmt: skip
+    found = incidents(replayed(events))
+    assert [root_of(ts) for ts in found.values()] == BUNDLED[name]
+    for transitions in found.values():  # each closes or stays open, once
+        opens = [a.incident.open for a in transitions if a.incident is not None]
+        assert all(opens[:-1]), opens
+
+
+def test_each_simulated_fault_yields_one_incident_with_the_right_root() -> None:
+    cluster = Cluster(len(KINDS) + 1, faults=list(KINDS), seed=7, duration=2400.0)
+    events = cluster.events(1_773_496_800.0, 1.0)
+    lines = (("s", i, json.dumps(e).encode()) for i, e in enumerate(events))
+    alerts = list(replay(lines, Engine()))
+    for spec in cluster.specs:
+        mine = incidents([a for a in alerts if a.run == spec.run])
+        if spec.fault not in EXPECTED_ROOT:
+            assert mine == {}, spec.fault
+            continue
+        rule, component = EXPECTED_ROOT[spec.fault]
+        first, *_ = mine.values()  # the fault's incident (a sandbox hang may recur)
+        got_rule, subject = root_of(first)
+        assert got_rule == rule, (spec.fault, got_rule)
+        if component is not None:
+            assert subject is not None
+            assert subject.startswith(f"{component}@"), subject
+        assert len({a.rule for a in first}) >= 2 or spec.fault == "rank_divergence", (
+            "the fault's symptoms join its incident",
+            spec.fault,
+            [a.rule for a in first],
+        )
+
+
+# -- evidence that arrives late, and unrelated faults ------------------------------------
+
+
+def orchestrator_dies(failure_at: float | None) -> list[dict[str, Any]]:
+    """The orchestrator beats until 100 and goes silent; the trainer waits in wait_batch."""
+    events = beats(ORCH, 0, 100) + beats(TRAINER, 0, 1000)
+    events += [make_event("rank.status", 100, src={**TRAINER, "rank": r}, rank=r, world_size=2,
+                          phase="wait_batch", since=100.0) for r in range(2)]  # fmt: skip
+    if failure_at is not None:
+        events.append(make_event("component.failed", failure_at, src=ORCH, how="exception",
+                                 error="KeyError: 'teacher_logprobs'"))  # fmt: skip
+    return by_ts(events)
+
+
+def test_a_root_seen_after_the_stall_was_reported_updates_the_incident() -> None:
+    """heartbeat_lost fires first; the orchestrator's failure is read later (a console that
+    arrives late): same incident, new root, and the earlier alert becomes a symptom."""
+    alerts = feed(make_engine(), orchestrator_dies(failure_at=400))
+    found = incidents(alerts)
+    assert len(found) == 1
+    (transitions,) = found.values()
+    roles = [(a.rule, a.incident.role, a.incident.root_rule) for a in transitions
+             if a.incident is not None and a.state == "firing"]  # fmt: skip
+    assert roles[0] == ("heartbeat_lost", "root", "heartbeat_lost")
+    assert ("component_failed", "root", "component_failed") in roles
+    assert root_of(transitions)[0] == "component_failed"
+
+
+def test_unrelated_faults_of_one_run_are_separate_incidents() -> None:
+    events = [
+        *orchestrator_dies(None),
+        make_event("step.metrics", 150, src=TRAINER, step=3, metrics={"loss": float("nan")}),
+    ]
+    alerts = feed(make_engine(), by_ts(events))
+    roots = sorted(root_of(ts)[0] for ts in incidents(alerts).values())
+    assert roots == ["heartbeat_lost", "non_finite_metric"]
+
+
+def test_an_incident_closes_when_its_last_alert_resolves_and_the_next_one_is_new() -> None:
+    events = beats(ROLLOUT, 0, 100) + beats(ROLLOUT, 300, 400) + beats(ROLLOUT, 600, 700)
+    alerts = feed(make_engine(), events)
+    found = incidents(alerts)
+    assert list(found) == ["incident|r1|1", "incident|r1|2"]
+    for transitions in found.values():
+        assert [a.incident.open for a in transitions if a.incident] == [True, False]
+
+
+# -- the table in the config -------------------------------------------------------------
+
+
+def test_a_custom_rule_can_explain_a_built_in_one() -> None:
+    custom = [{"type": "absent", "id": "reward_service_down", "kind": "heartbeat",
+               "component": "orchestrator", "for": 60, "explains": ["ranks_stalled"]}]  # fmt: skip
+    engine = make_engine(custom=custom)
+    engine_alerts = feed(engine, orchestrator_dies(None))
+    (transitions,) = incidents(engine_alerts).values()
+    rules = {a.rule for a in transitions}
+    assert "reward_service_down" in rules
+    # neither explains the other: the earlier condition is the root (on a tie, the key)
+    assert root_of(transitions)[0] == "heartbeat_lost"
+    # a custom rule that explains heartbeat_lost too is the root
+    custom[0]["explains"] = ["ranks_stalled", "heartbeat_lost"]
+    (transitions,) = incidents(feed(make_engine(custom=custom), orchestrator_dies(None))).values()
+    assert root_of(transitions)[0] == "reward_service_down"
+
+
+def test_explains_names_known_rules_and_is_not_set_per_run() -> None:
+    with pytest.raises(ConfigError, match=r"rules.zero_reward.explains: no rule 'nope'"):
+        RulesConfig.from_mapping({"rules": {"zero_reward": {"explains": ["nope"]}}})
+    with pytest.raises(ConfigError, match="cannot be changed per run"):
+        RulesConfig.default().run_params({"zero_reward": {"explains": []}})
+
+
+def test_the_graph_reaches_through_rules_and_survives_cycles() -> None:
+    g = IncidentGraph({"a": {"b"}, "b": {"c"}, "x": {"y"}, "y": {"x"}})
+    assert g.explains("a", "c")
+    assert not g.explains("c", "a")
+    assert g.related("a", "c")
+    assert not g.related("a", "x")
+    assert g.explains("x", "x")  # a cycle: each is explained, the earliest is the root
+
+
+def test_every_built_in_explains_only_built_in_rules() -> None:
+    ids = {r.rule_id for r in RulesConfig.default().rules}
+    for rule in RulesConfig.default().rules:
+        assert rule.explained() <= ids, rule.rule_id
+
+
+# -- through a checkpoint -------------------------------------------------------------------
+
+
+def test_incident_state_goes_through_a_checkpoint() -> None:
+    from runwatch.stream import checkpoint
+    from runwatch.stream.live import LiveDriver
+
+    events = orchestrator_dies(failure_at=400)
+    whole = make_engine()
+    want = [a.to_dict() for a in feed(whole, events)]
+    for split in (len(events) // 3, len(events) // 2, len(events) - 5):
+        first = LiveDriver()
+        got = [a.to_dict() for e in events[:split] for a in first.engine.apply(decoded(e))]
+        second = LiveDriver()
+        checkpoint.load(checkpoint.dump(first, {"offset": split}), second)
+        got += [a.to_dict() for e in events[split:] for a in second.engine.apply(decoded(e))]
+        assert got == want, split
