@@ -157,3 +157,85 @@ def reply(alert: Mapping[str, Any]) -> str:
 
 def reminder(first: Mapping[str, Any], firing_for: str) -> str:
     return f":alarm_clock: Still firing after {firing_for}: {esc(first.get('summary', ''))}"
+
+
+# -- incidents: one thread per incident, its root message says the chain -----------------------
+
+MAX_MEMBERS = 8
+
+
+def _who(alert: Mapping[str, Any]) -> str:
+    subject = alert.get("subject")
+    return f"{esc(alert.get('rule'))} ({esc(subject)})" if subject else esc(alert.get("rule"))
+
+
+def chain(root_alert: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]]) -> str:
+    """What waits on what: the symptoms still firing, downstream first (the condition that
+    began last), then the root -- "ranks_stalled ← heartbeat_lost (orchestrator@...)"."""
+    symptoms = sorted(
+        (
+            m
+            for k, m in members.items()
+            if k != root_alert.get("key") and m.get("state") == "firing"
+        ),
+        key=lambda m: -float(m.get("since", 0)),
+    )
+    return " ← ".join([*(_who(m) for m in symptoms[:MAX_MEMBERS]), _who(root_alert)])
+
+
+def incident_root(
+    root_alert: Mapping[str, Any],
+    members: Mapping[str, Mapping[str, Any]],
+    incident: Mapping[str, Any],
+    link: str | None,
+) -> tuple[str, Blocks]:
+    """The first message of an incident's thread, re-rendered as its alerts come and go:
+    the root cause with its evidence, the chain, and every alert of the incident."""
+    text, blocks = root(root_alert, link)
+    count = len(members)
+    text = f"{text} ({count} alerts in this incident)" if count > 1 else text
+    lines = []
+    for key, m in list(members.items())[:MAX_MEMBERS]:
+        mark = "" if m.get("state") == "firing" else " _(resolved)_"
+        role = "root cause" if key == root_alert.get("key") else "symptom"
+        lines.append(f"• {role}: *{_who(m)}*: {esc(m.get('summary', ''))}{mark}")
+    if count > MAX_MEMBERS:
+        lines.append(f"_… {count - MAX_MEMBERS} more_")
+    extra: Blocks = [
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": f"*Chain*\n{chain(root_alert, members)}"},
+        },
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*Alerts*\n" + "\n".join(lines)}},
+    ]
+    blocks[2:2] = extra  # after the header and the root's summary
+    blocks[-1] = {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": f"runwatch · {code(incident.get('id'))}"}],
+    }
+    return text, blocks
+
+
+def incident_resolved(
+    last: Mapping[str, Any],
+    root_alert: Mapping[str, Any],
+    members: Mapping[str, Mapping[str, Any]],
+    link: str | None,
+) -> tuple[str, Blocks]:
+    """The incident's root message once its last alert resolved."""
+    text, blocks = resolved_root(last, root_alert, link)
+    who = ", ".join(_who(m) for m in list(members.values())[:MAX_MEMBERS])
+    blocks.insert(1, {"type": "context", "elements": [
+        {"type": "mrkdwn", "text": f"root cause {_who(root_alert)}; {len(members)} alerts: {who}"}
+    ]})  # fmt: skip
+    return text, blocks
+
+
+def incident_reply(alert: Mapping[str, Any], role: str) -> str:
+    """A transition in an incident's thread: a symptom (or a new root) firing, a resolve."""
+    if alert.get("state") == "resolved":
+        return reply(alert)
+    ev = evidence(alert.get("details") or {})
+    what = "Root cause" if role == "root" else "Symptom"
+    line = f"{headline(alert)} — {what}: {_who(alert)}: {esc(alert.get('summary', ''))}"
+    return line + (f"\n{ev}" if ev else "")

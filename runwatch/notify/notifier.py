@@ -1,8 +1,10 @@
-"""The Slack notifier: alert transitions in, one Slack thread per alert key out.
+"""The Slack notifier: alert transitions in, one Slack thread per incident out.
 
 Stages, Alertmanager-style: dedup (by transition id, in the store) → silence → route (by
-run labels) → send (root message, or a reply in the key's thread; chat.update of the root on
-resolve) → record. Reminders go to the thread every `repeat_interval` while firing.
+run labels) → send (root message, or a reply in the incident's thread; chat.update of the
+root, which names the root cause and the chain, as alerts come and go) → record. Reminders
+go to the thread every `repeat_interval` while the incident is open. A transition without
+an incident (from an older producer) gets a thread of its own alert key, as before.
 
 The embedded service calls `Notifier.notify(alert)` per transition; `runwatch notify` feeds
 it from the runwatch.alerts topic. Labels for routing come from the alert (`labels`: the run's
@@ -32,7 +34,10 @@ log = logging.getLogger("runwatch.notify")
 
 METADATA_TYPE = "runwatch_alert"
 #: Alert fields carried in a root message's metadata (enough to rebuild its thread).
-_BRIEF = ("id", "key", "run", "rule", "severity", "state", "since", "summary", "ts", "subject")
+_BRIEF = (
+    "id", "key", "run", "rule", "severity", "state", "since", "summary", "ts", "subject",
+    "incident",
+)  # fmt: skip
 
 
 def fmt_duration(seconds: float) -> str:
@@ -93,15 +98,23 @@ class Notifier:
         now = self.clock()
         run, rule = str(a["run"]), str(a["rule"])
         sev, state = str(a.get("severity", "info")), str(a["state"])
-        thread = self.store.thread(key)
+        incident = alert.incident
+        # one thread per incident (its alerts are replies), else one per alert key
+        thread_key = incident.id if incident is not None else key
+        thread = self.store.thread(thread_key)
         if now - float(a.get("ts", now)) > self.config.max_age:
             return self._record(ident, key, state, "stale")
         if sev not in self.config.severities:
             return self._record(ident, key, state, "skipped")
-        if state == "firing" and self._silenced(run, rule, now):
+        if state == "firing" and (
+            self._silenced(run, rule, now)
+            or (incident is not None and self._silenced(run, incident.root_rule, now))
+        ):
             # a silenced firing is not shown; a resolve of a shown alert still is
             return self._record(ident, key, state, "silenced")
-        if state == "resolved" and thread is None:
+        if state == "resolved" and (thread is None or (incident and key not in thread.members)):
+            if thread is not None and incident is not None and not incident.open:
+                self._close(thread, a, now)  # the incident's last alert: its root says so
             return self._record(ident, key, state, "skipped")  # its firing was never shown
         labels = self._labels(a, labels)
         channel = (
@@ -109,7 +122,7 @@ class Notifier:
         )
         try:
             if thread is None:
-                self._send_root(a, channel, now)
+                self._send_root(a, thread_key, channel, now)
             else:
                 self._send_reply(a, thread, now)
         except SlackError as err:
@@ -212,26 +225,35 @@ class Notifier:
             return dict(given)
         return self.store.labels(str(a["run"]))
 
-    def _send_root(self, a: dict[str, Any], channel: str, now: float) -> None:
-        ident, key = str(a["id"]), str(a["key"])
+    def _send_root(self, a: dict[str, Any], thread_key: str, channel: str, now: float) -> None:
+        ident = str(a["id"])
         link = self.config.drilldown(str(a["run"]), float(a.get("since", a.get("ts", now))))
-        text, blocks = msg.root(a, link)
+        thread = _new_thread(a, thread_key, "", "", now)
+        if "incident" in a:
+            text, blocks = msg.incident_root(a, thread.members, a["incident"], link)
+        else:
+            text, blocks = msg.root(a, link)
         target = self._target(channel)
-        self.store.begin(ident, key, target)
-        brief = {k: a[k] for k in _BRIEF if k in a}
-        resp = self.poster.post(target, text, blocks, metadata=_metadata(ident, key, brief))
+        self.store.begin(ident, thread_key, target)
+        meta = _metadata(ident, thread_key, _brief(a))
+        resp = self.poster.post(target, text, blocks, metadata=meta)
         ts = str(resp.get("ts"))
         channel_id = str(resp.get("channel") or target)
         if channel_id != target and is_channel_id(channel_id):
             self.store.set_channel_id(channel, channel_id)  # the name's ID, for good
-        self.store.sent_and_thread(ident, "root", _new_thread(a, channel_id, ts, now))
+        self.store.sent_and_thread(ident, "root", _replace(thread, channel=channel_id, ts=ts))
 
     def _send_reply(self, a: dict[str, Any], th: Thread, now: float) -> None:
         ident, state = str(a["id"]), str(a["state"])
+        incident = a.get("incident")
+        text = msg.incident_reply(a, incident["role"]) if incident else msg.reply(a)
         self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
-        self.poster.post(
-            th.channel, msg.reply(a), thread_ts=th.ts, metadata=_metadata(ident, th.key)
-        )
+        self.poster.post(th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key))
+        if incident:
+            updated = _in_incident(th, a, now)
+            self.store.sent_and_thread(ident, "reply", updated)
+            self._edit_incident(updated, a)
+            return
         link = self.config.drilldown(th.run, th.since)
         if state == "resolved":
             text, blocks = msg.resolved_root(a, th.alert, link)
@@ -252,6 +274,25 @@ class Notifier:
             self.poster.update(th.channel, th.ts, text, blocks)
         except SlackError as err:
             log.warning("could not edit the root message of %s: %s", th.key, err.error)
+
+    def _edit_incident(self, th: Thread, last: Mapping[str, Any]) -> None:
+        """Re-render an incident's root message from its thread's alerts."""
+        link = self.config.drilldown(th.run, th.since)
+        if th.state == "firing":
+            text, blocks = msg.incident_root(th.alert, th.members, last["incident"], link)
+        else:
+            text, blocks = msg.incident_resolved(last, th.alert, th.members, link)
+        try:  # the root's edit is cosmetic: the replies carry the news
+            self.poster.update(th.channel, th.ts, text, blocks)
+        except SlackError as err:
+            log.warning("could not edit the root message of %s: %s", th.key, err.error)
+
+    def _close(self, th: Thread, last: Mapping[str, Any], now: float) -> None:
+        """An incident closed on a transition not shown (its firing was silenced)."""
+        closed = _replace(th, state="resolved", last_notified=now)
+        with self.store.transaction() as db:  # just the thread's state: no message of its own
+            db.execute("UPDATE threads SET state = 'resolved' WHERE key = ?", (th.key,))
+        self._edit_incident(closed, last)
 
     def _record(self, ident: str, key: str, what: str, outcome: str) -> str:
         self.store.mark(ident, key, what, outcome)
@@ -279,7 +320,7 @@ class Notifier:
         payload = (message.get("metadata") or {}).get("event_payload") or {}
         first = payload.get("alert")
         if self.store.thread(key) is None and not message.get("thread_ts") and first:
-            thread = _new_thread(first, channel, str(message.get("ts")), self.clock())
+            thread = _new_thread(first, key, channel, str(message.get("ts")), self.clock())
             self.store.sent_and_thread(ident, "root", thread)
         else:
             self.store.mark(ident, key, "recovered", "sent")
@@ -300,9 +341,43 @@ def _metadata_id(message: Mapping[str, Any]) -> str | None:
     return str(ident) if ident is not None else None
 
 
-def _new_thread(a: Mapping[str, Any], channel: str, ts: str, now: float) -> Thread:
+def _brief(a: Mapping[str, Any]) -> dict[str, Any]:
+    """What a thread keeps of a transition (and a root message's metadata carries)."""
+    return {k: a[k] for k in _BRIEF if k in a}
+
+
+def _in_incident(th: Thread, a: Mapping[str, Any], now: float) -> Thread:
+    """An incident's thread after transition `a`: its alerts, its root, open or closed."""
+    incident = a["incident"]
+    key = str(a["key"])
+    members = dict(th.members)
+    if a.get("state") == "firing":
+        members[key] = _brief(a)
+    elif key in members:  # keeps the firing's summary, marked resolved
+        members[key] = {**members[key], "state": "resolved"}
+    root_key = str(incident["root"])
+    if root_key == key and a.get("state") == "firing":
+        root = dict(a)
+    elif root_key == th.alert.get("key"):
+        root = th.alert
+    else:
+        root = dict(members.get(root_key, th.alert))
+    return _replace(
+        th,
+        state="firing" if incident["open"] else "resolved",
+        rule=str(root.get("rule", th.rule)),
+        since=float(root.get("since", th.since)),
+        summary=str(root.get("summary", "")),
+        alert=root,
+        members=members,
+        last_notified=now,
+        reminders=0 if a.get("state") == "firing" else th.reminders,
+    )
+
+
+def _new_thread(a: Mapping[str, Any], key: str, channel: str, ts: str, now: float) -> Thread:
     return Thread(
-        key=str(a["key"]),
+        key=key,
         channel=channel,
         ts=ts,
         run=str(a.get("run", "")),
@@ -314,6 +389,7 @@ def _new_thread(a: Mapping[str, Any], channel: str, ts: str, now: float) -> Thre
         alert=dict(a),
         last_notified=now,
         reminders=0,
+        members={str(a["key"]): _brief(a)} if a.get("incident") else {},
     )
 
 

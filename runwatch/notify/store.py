@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS threads (
     key TEXT PRIMARY KEY, channel TEXT NOT NULL, ts TEXT NOT NULL, run TEXT NOT NULL,
     rule TEXT NOT NULL, severity TEXT NOT NULL, state TEXT NOT NULL, since REAL NOT NULL,
     summary TEXT NOT NULL, alert TEXT NOT NULL, last_notified REAL NOT NULL,
-    reminders INTEGER NOT NULL DEFAULT 0
+    reminders INTEGER NOT NULL DEFAULT 0, members TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS sent (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, what TEXT NOT NULL, outcome TEXT NOT NULL,
@@ -64,6 +64,8 @@ class Thread:
     alert: dict[str, object]
     last_notified: float
     reminders: int
+    #: an incident's thread: its alerts by key, the latest transition of each (brief)
+    members: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class NotifyStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
         if "thread_ts" not in columns:  # a ledger from before replies were recovered
             self._db.execute("ALTER TABLE pending ADD COLUMN thread_ts TEXT")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(threads)")}
+        if "members" not in columns:  # a ledger from before incidents
+            self._db.execute("ALTER TABLE threads ADD COLUMN members TEXT NOT NULL DEFAULT '{}'")
 
     def close(self) -> None:
         self._db.close()
@@ -175,7 +180,7 @@ class NotifyStore:
                 (ident, thread.key, what, "sent", time.time()),
             )
             db.execute(
-                "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     thread.key,
                     thread.channel,
@@ -189,6 +194,7 @@ class NotifyStore:
                     json.dumps(thread.alert, default=str),
                     thread.last_notified,
                     thread.reminders,
+                    json.dumps(thread.members, default=str),
                 ),
             )
 
@@ -243,7 +249,7 @@ class NotifyStore:
 
 
 def _thread(row: tuple[Any, ...]) -> Thread:
-    key, channel, ts, run, rule, sev, state, since, summary, alert, last, reminders = row
+    key, channel, ts, run, rule, sev, state, since, summary, alert, last, reminders, members = row
     return Thread(
         key=str(key),
         channel=str(channel),
@@ -257,4 +263,5 @@ def _thread(row: tuple[Any, ...]) -> Thread:
         alert=dict(json.loads(str(alert))),
         last_notified=float(last),
         reminders=int(reminders),
+        members=dict(json.loads(str(members))),
     )

@@ -230,7 +230,10 @@ def _check(
     shown = [m.metadata["event_payload"]["alert_id"] for m in slack.messages if m.metadata]
     assert len(shown) == len(set(shown)), "a Slack post made twice"
     roots = {m.metadata["event_payload"]["alert_id"] for m in slack.roots() if m.metadata}
-    assert roots == {r["id"] for r, _ in firing}, "a firing not shown as its own message"
+    opened: dict[str, str] = {}  # incident -> the firing that opened it: its thread's root
+    for r, _ in firing:
+        opened.setdefault(r["incident"]["id"], r["id"])
+    assert roots == set(opened.values()), "an incident not shown as its own thread"
     # the history holds each transition once
     with Store.reader(db, wait=60) as store:
         rows = store.con.execute("SELECT id FROM alerts").fetchall()

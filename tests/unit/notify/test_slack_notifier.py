@@ -316,18 +316,102 @@ def test_crash_before_slack_got_it_is_sent_after_restart(
     assert len(slack.roots()) == 1
 
 
-def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
-    """The sandbox hang through the engine: a thread per key, transitions as replies."""
+def engine_alerts(events: Any) -> list[Alert]:
     engine = Engine()
-    alerts = []
-    for e in incidents.sandbox_hang():
-        alerts += engine.apply(decoded(e))
+    out: list[Alert] = []
+    for e in events:
+        out += engine.apply(decoded(e))
+    return out
+
+
+def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
+    """The sandbox hang through the engine: one thread per incident (four stragglers),
+    every transition of its alerts a reply, the root message naming the root cause."""
+    alerts = engine_alerts(incidents.sandbox_hang())
     rig.clock.t = alerts[-1].ts
     for a in alerts:
-        rig.notifier.notify(a, labels={"team": "reasoning"})
-    keys = {a.key for a in alerts}
-    assert len(slack.roots()) == len(keys)
-    assert len(slack.messages) == len(alerts)
+        assert rig.notifier.notify(a, labels={"team": "reasoning"}) == "sent"
+    ids = list(dict.fromkeys(a.incident.id for a in alerts if a.incident is not None))
+    roots = slack.roots()
+    assert len(roots) == len(ids) == 4
+    assert len(slack.messages) == len(alerts)  # each transition once: a root or a reply
+    last = roots[-1]  # opened by idle_gap_growing; the straggler that came next is the root
+    assert "idle_gap_growing" in last.text
+    assert "Root cause" in slack.replies(last)[0].text
+    assert "inference_idle_with_pending" in last.updates[-1].split(" — ")[0]
+    for root in roots[:3]:  # closed: every alert resolved
+        assert "[RESOLVED]" in root.updates[-1]
+
+
+def orchestrator_failure() -> list[dict[str, Any]]:
+    """orchestrator_dies, and its failure read from its console minutes after the stall."""
+    from helpers import make_event
+
+    events = incidents.orchestrator_dies()
+    src = next(e["src"] for e in events if e["src"]["component"] == "orchestrator")
+    silent = max(e["ts"] for e in events if e["src"]["component"] == "orchestrator")
+    late = make_event("component.failed", silent + 3000, run=events[0]["run"], src=src,
+                      how="exception", error="KeyError: 'teacher_logprobs'")  # fmt: skip
+    return sorted([*events, late], key=lambda e: e["ts"])
+
+
+def test_a_root_found_late_updates_the_incident_s_message_not_a_new_one(
+    rig: Rig, slack: FakeSlack
+) -> None:
+    alerts = engine_alerts(orchestrator_failure())
+    rig.clock.t = alerts[-1].ts
+    for a in alerts:
+        rig.notifier.notify(a)
+    (root,) = slack.roots()
+    assert "heartbeat_lost" in root.text
+    assert "KeyError" in root.updates[-1]  # the root message now names the failure...
+    assert root.updates[-1].split(" — ")[0].endswith("component_failed")
+    chain = [u for u in root.updates if "component_failed" in u]
+    assert chain, root.updates
+    said = [r.text.split(" — ")[2].split(":")[0] for r in slack.replies(root)]
+    assert said[:2] == ["Symptom", "Root cause"], said
+
+
+def test_a_silence_of_the_run_silences_its_incident_whole(rig: Rig, slack: FakeSlack) -> None:
+    alerts = engine_alerts(orchestrator_failure())
+    rig.clock.t = alerts[-1].ts
+    rig.notifier.store.add_silence(alerts[0].run, None, rig.clock.t + 3600)
+    assert {rig.notifier.notify(a) for a in alerts} == {"silenced"}
+    assert slack.messages == []
+
+
+def test_a_silence_of_the_root_s_rule_silences_its_symptoms(rig: Rig, slack: FakeSlack) -> None:
+    """heartbeat_lost silenced: the stall it explains is not shown either; the failure
+    found later, a root of its own rule, is."""
+    alerts = engine_alerts(orchestrator_failure())
+    rig.clock.t = alerts[-1].ts
+    rig.notifier.store.add_silence(alerts[0].run, "heartbeat_lost", rig.clock.t + 3600)
+    outcomes = {(a.rule, a.state): rig.notifier.notify(a) for a in alerts}
+    assert outcomes[("heartbeat_lost", "firing")] == "silenced"
+    assert outcomes[("stuck_progress", "firing")] == "silenced"
+    assert outcomes[("component_failed", "firing")] == "sent"
+
+
+def test_an_incident_reply_slack_got_before_a_crash_is_not_posted_again(
+    rig: Rig, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alerts = engine_alerts(orchestrator_failure())
+    rig.clock.t = alerts[-1].ts
+    assert rig.notifier.notify(alerts[0]) == "sent"
+    store = rig.notifier.store
+
+    def crash(*args: Any) -> None:
+        raise KeyboardInterrupt("killed between the post and the record")
+
+    monkeypatch.setattr(store, "sent_and_thread", crash)
+    with pytest.raises(KeyboardInterrupt):
+        rig.notifier.notify(alerts[1])
+    monkeypatch.undo()
+    n = rig.restart()
+    assert n.recover() == 1
+    assert [n.notify(a) for a in alerts] == ["duplicate", "duplicate", *["sent"] * (len(alerts) - 2)]
+    (root,) = slack.roots()
+    assert len(slack.replies(root)) == len(alerts) - 1
 
 
 def test_token_never_in_logs_or_errors(
