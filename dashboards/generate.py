@@ -463,7 +463,19 @@ def run_drilldown() -> dict[str, Any]:
             "textFormat": "{{rule}} firing",
             "tagKeys": "rule,severity",
             "useValueForTime": False,
-        }
+        },
+        {
+            "name": "runwatch incidents",
+            "datasource": DS,
+            "enable": True,
+            "iconColor": "purple",
+            "expr": f"runwatch_incidents_open{{{RUN}}} > 0",
+            "step": "60s",
+            "titleFormat": "incident: root cause {{root_rule}}",
+            "textFormat": "an incident whose root cause is {{root_rule}} (runwatch show RUN)",
+            "tagKeys": "root_rule",
+            "useValueForTime": False,
+        },
     ]
     return dashboard(
         "runwatch-run",

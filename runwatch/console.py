@@ -35,5 +35,15 @@ def alert_line(alert: Alert) -> str:
     subject = f" [{printable(alert.subject)}]" if alert.subject else ""
     return (
         f"{iso(alert.ts)}  {state:<8} {printable(alert.severity):<8} {printable(alert.rule)}  "
-        f"run={printable(alert.run)}{subject}: {printable(alert.summary)}"
+        f"run={printable(alert.run)}{subject}: {printable(alert.summary)}{incident_note(alert)}"
     )
+
+
+def incident_note(alert: Alert) -> str:
+    """`  (incident 2: symptom of heartbeat_lost)`: where the transition belongs."""
+    ref = alert.incident
+    if ref is None:
+        return ""
+    number = ref.id.rsplit("|", 1)[-1]
+    role = "root cause" if ref.role == "root" else f"symptom of {printable(ref.root_rule)}"
+    return f"  (incident {printable(number)}: {role})"

@@ -29,6 +29,7 @@ class Timeline:
     run: dict[str, Any]
     steps: list[dict[str, Any]] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[dict[str, Any]] = field(default_factory=list)
     slowest: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
@@ -57,6 +58,12 @@ def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
         store,
         "SELECT ts, rule, state, severity, subject, summary, open FROM alerts WHERE run = ? "
         "ORDER BY ts, id",
+        [run],
+    )
+    tl.incidents = _dicts(
+        store,
+        "SELECT id, opened_ts, duration_s, root_rule, root_subject, symptoms, alerts, open "
+        "FROM incidents WHERE run = ? ORDER BY opened_ts, id",
         [run],
     )
     tl.slowest = _dicts(

@@ -154,6 +154,35 @@ VIEWS["alerts"] = f"""
     FROM alert_log a JOIN latest USING (key)
 """
 
+VIEWS["incidents"] = f"""
+    -- one row per incident (contract section 7, "Incidents"): its root as its latest
+    -- transition names it, the other alerts as symptoms, closed once its last alert resolved
+    WITH t AS (
+        SELECT seq, run, ts, rule, key, subject, state,
+               json_extract_string(raw, '$.incident.id') AS incident,
+               json_extract_string(raw, '$.incident.root') AS root_key,
+               json_extract_string(raw, '$.incident.root_rule') AS root_rule,
+               CAST(json_extract(raw, '$.incident.opened') AS DOUBLE) AS opened,
+               CAST(json_extract(raw, '$.incident.open') AS BOOLEAN) AS still_open
+        FROM alert_log WHERE json_extract(raw, '$.incident') IS NOT NULL
+    ), latest AS (
+        SELECT incident, any_value(run) AS run, min(opened) AS opened_ts,
+               arg_max(root_key, seq) AS root_key, arg_max(root_rule, seq) AS root_rule,
+               arg_max(still_open, seq) AS still_open, max(ts) AS last_ts,
+               count(DISTINCT key) AS alerts
+        FROM t GROUP BY incident
+    )
+    SELECT l.run, l.incident AS id, {ts("l.opened_ts")} AS opened,
+           CASE WHEN NOT l.still_open THEN {ts("l.last_ts")} END AS closed,
+           l.root_rule,
+           (SELECT any_value(subject) FROM t WHERE t.key = l.root_key) AS root_subject,
+           (SELECT list(DISTINCT rule ORDER BY rule) FROM t
+             WHERE t.incident = l.incident AND t.key <> l.root_key) AS symptoms,
+           CASE WHEN NOT l.still_open THEN l.last_ts - l.opened_ts END AS duration_s,
+           l.alerts, l.still_open AS open, l.opened_ts, l.root_key
+    FROM latest l
+"""
+
 # -- GPU idle while trajectories wait ----------------------------------------------------------
 
 VIEWS["_servers"] = """
@@ -372,6 +401,7 @@ ORDER = [
     "trajectories",
     "inference",
     "alerts",
+    "incidents",
     "_servers",
     "_server_changes",
     "idle_spans",

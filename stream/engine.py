@@ -21,7 +21,7 @@ from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.breaker import breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
-from runwatch.stream.incidents import place
+from runwatch.stream.incidents import incident_id, place
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET
 from runwatch.stream.state.incidents import RunIncidents
@@ -443,6 +443,21 @@ class Engine:
         return [view for run in sorted(changed) if (view := self.breaker(run)) is not None]
 
     # -- introspection ---------------------------------------------------------------------
+
+    def open_incidents(self, run: str | None = None) -> list[dict[str, Any]]:
+        """The incidents open now (of `run`, or all): their id, root and alerts."""
+        runs = self.runs.items() if run is None else [(run, self.runs.get(run))]
+        out = []
+        for name, tracked in runs:
+            if tracked is None:
+                continue
+            for i in tracked.incidents.open:
+                root = i.members[i.root]
+                out.append({"id": incident_id(name, i.number), "run": name, "opened": i.opened,
+                            "root": i.root, "root_rule": root.rule,
+                            "alerts": {k: {"rule": m.rule, "since": m.since, "firing": m.firing}
+                                       for k, m in i.members.items()}})  # fmt: skip
+        return out
 
     def firing(self) -> list[tuple[str, str, Condition]]:
         """(run, rule id, condition) for every alert that is firing now."""

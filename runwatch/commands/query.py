@@ -224,6 +224,16 @@ def render_timeline(tl: Timeline) -> str:
     names = ["STEP", "START", "DURATION", "GAP BEFORE", "GPU IDLE", "REWARD", "TIMING"]
     out += ["  " + ln for ln in render_table(names, rows, 80).splitlines()[:-1]]
     out.append("")
+    out.append("incidents (root cause <- symptoms)")
+    if not tl.incidents:
+        out.append("  none")
+    for i in tl.incidents:
+        number = i["id"].rsplit("|", 1)[-1]
+        root = i["root_rule"] + (f" ({i['root_subject']})" if i["root_subject"] else "")
+        lasted = "open" if i["open"] else f"lasted {_dur(i['duration_s'])}"
+        symptoms = ", ".join(i["symptoms"] or []) or "no other alert"
+        out.append(f"  #{number}  {iso(i['opened_ts'])}  {lasted:<14} {root} <- {symptoms}")
+    out.append("")
     out.append("alerts")
     if not tl.alerts:
         out.append("  none")

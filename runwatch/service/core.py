@@ -400,6 +400,12 @@ class Service:
         with self.lock:
             return self.driver.engine.breaker(run)
 
+    def incidents(self, run: str | None = None) -> list[dict[str, Any]]:
+        """The incidents open now, with their root as it stands (a transition names the
+        root as it stood when it was made)."""
+        with self.lock:
+            return self.driver.engine.open_incidents(run)
+
     def alerts(self, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         if state == "firing":
             return self.firing()

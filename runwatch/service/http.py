@@ -127,7 +127,7 @@ class App:
             state = query.get("state", [None])[0]
             if state not in (None, "firing", "resolved"):
                 return _json(400, {"error": "state must be firing or resolved"})
-            return _json(200, {"alerts": service.alerts(state)})
+            return _json(200, {"alerts": service.alerts(state), "incidents": service.incidents()})
         return _json(404, {"error": f"no such endpoint: GET {path}"})
 
 

@@ -252,8 +252,14 @@ class RunwatchMetrics(Collector):
                         sev: str = rule.severity_of(params)
                         k = (rule.rule_id, sev)
                         firing[k] = firing.get(k, 0) + len(conds)
+                    roots: dict[str, int] = {}
+                    for incident in tracked.incidents.open:
+                        root = incident.members[incident.root].rule
+                        roots[root] = roots.get(root, 0) + 1
                 for (rule_id, sev), n in firing.items():
                     f.alerts.add([run, rule_id, sev], n)
+                for root, n in roots.items():
+                    f.incidents.add([run, root], n)
                 f.alerts_total.add([run], sum(firing.values()))
         with lock:
             f.runs.add(["live"], live)

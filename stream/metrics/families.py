@@ -203,6 +203,11 @@ class Families:
             "firing alerts by rule and severity",
             labels=[*r, "rule", "severity"],
         )
+        self.incidents = g(
+            "runwatch_incidents_open",
+            "open incidents of the run by the rule of their root cause",
+            labels=[*r, "root_rule"],
+        )
         self.alerts_total = g(
             "runwatch_alerts_firing_total_per_run", "firing alerts of the run, all rules", labels=r
         )

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
+from runwatch.dev.simulate import EXPECTED_ROOT, EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters import Emitter
 from runwatch.service.launch import ServeProcess
 
@@ -78,6 +78,12 @@ def test_simulated_faults_raise_their_alerts_through_serve(tmp_path: Path) -> No
         else:
             assert EXPECTED_RULE[fault] in rules, (fault, rules)
             assert f"FIRING   critical {EXPECTED_RULE[fault]}" in console
+            # the fault's incident names its root cause (its first incident: a sandbox
+            # hang may recur)
+            mine = [a for a in alerts if a["run"] == run]
+            first = mine[0]["incident"]["id"]
+            last = [a for a in mine if a["incident"]["id"] == first][-1]["incident"]
+            assert last["root_rule"] == EXPECTED_ROOT[fault][0], (fault, last)
     assert 'runwatch_events_total{kind="trajectory.done"}' in metrics
     assert "runwatch_serve_accepted_events_total" in metrics
     # the history holds every event once, and the transitions

@@ -81,6 +81,11 @@ def test_show_tells_the_story(history: Path) -> None:
     assert [s[0] for s in steps] == ["1", "2", "3", "4"]
     assert [s[5] for s in steps[:3]] == ["20m", "21m", "26m"]  # GPU IDLE
     assert "GPU-idle gap per step is growing: 20m -> 21m -> 26m" in out
+    incidents = out.split("incidents (root cause <- symptoms)\n")[1].split("\n\n")[0]
+    assert [ln.split()[0] for ln in incidents.splitlines()] == ["#1", "#2", "#3", "#4"]
+    assert incidents.splitlines()[-1].endswith(
+        "open           inference_idle_with_pending <- idle_gap_growing, stuck_progress"
+    )
     slowest = out.split("slowest trajectories (of 2048)\n")[1].splitlines()
     assert slowest[0].startswith("  s4-t511 step 4:")
     assert "last in sandbox" in slowest[0]

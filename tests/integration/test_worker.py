@@ -312,6 +312,11 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     fired = alerts[1]
     assert fired["subject"].startswith("trainer@")
     assert "no heartbeat" in fired["summary"]
+    # the lost trainer explains the zero reward that opened the incident: its root now
+    assert [a["incident"]["id"] for a in alerts] == ["incident|e2e-1|1"] * 4 + ["incident|e2e-1|2"]
+    assert (fired["incident"]["role"], alerts[0]["incident"]["role"]) == ("root", "root")
+    assert alerts[3]["incident"]["root_rule"] == "heartbeat_lost"
+    assert alerts[3]["incident"]["open"] is False
     # an invalid event lands on the dead-letter topic with its reason
     from kafka import KafkaProducer
 
@@ -335,6 +340,7 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     assert len(lines) == len(EXPECTED)
     assert "FIRING" in lines[1]
     assert "heartbeat_lost  run=e2e-1 [trainer@" in lines[1]
+    assert lines[1].endswith("(incident 1: root cause)")
 
 
 def test_kafka_lag_tools_show_the_worker_group_lag(setup: Setup) -> None:

@@ -75,6 +75,9 @@ def test_the_sandbox_hang_as_gauges() -> None:
     assert value(registry, "runwatch_run_label", **run, name="team", value="reasoning") == 1
     firing = {"run": SANDBOX, "rule": "inference_idle_with_pending", "severity": "critical"}
     assert value(registry, "runwatch_alerts_firing", **firing) == 1
+    # the Grafana annotation of incidents: one open, named by its root cause
+    root = {"run": SANDBOX, "root_rule": "inference_idle_with_pending"}
+    assert value(registry, "runwatch_incidents_open", **root) == 1
     assert value(registry, "runwatch_runs", state="live") == 1
 
 

@@ -197,3 +197,12 @@ def test_incident_state_goes_through_a_checkpoint() -> None:
         checkpoint.load(checkpoint.dump(first, {"offset": split}), second)
         got += [a.to_dict() for e in events[split:] for a in second.engine.apply(decoded(e))]
         assert got == want, split
+
+
+def test_the_printed_line_says_the_incident_and_the_role() -> None:
+    from runwatch.console import alert_line
+
+    alerts = feed(make_engine(), orchestrator_dies(failure_at=None))
+    lines = [alert_line(a) for a in alerts if a.firing]
+    assert lines[0].endswith("  (incident 1: root cause)")
+    assert any(x.endswith("  (incident 1: symptom of heartbeat_lost)") for x in lines[1:])
