@@ -24,6 +24,8 @@ from runwatch.emitters.events import (
     INT64_MIN,
     KIND_PATTERN,
     KNOWN_KINDS,
+    MAX_STACK_FRAMES,
+    MAX_STACK_THREADS,
     RUN_ID_PATTERN,
     describe_errors,
     validate,
@@ -134,6 +136,22 @@ def _fields(required: Mapping[str, Check], optional: Mapping[str, Check]) -> Fie
 
 _OK_ERR_TIMEOUT_ABORTED = _one_of("ok", "error", "timeout", "aborted")
 
+
+def _frame(v: Any) -> bool:
+    return (type(v) is dict and len(v) == 3 and _name(v.get("file")) and _int(v.get("line"))
+            and _name(v.get("function")))  # fmt: skip
+
+
+def _thread(v: Any) -> bool:
+    frames = v.get("frames") if type(v) is dict else None
+    return (type(frames) is list and len(v) == 2 and _name(v.get("name"))
+            and len(frames) <= MAX_STACK_FRAMES and all(_frame(f) for f in frames))  # fmt: skip
+
+
+def _threads(v: Any) -> bool:
+    return type(v) is list and len(v) <= MAX_STACK_THREADS and all(_thread(t) for t in v)
+
+
 #: Kind -> a check of its own fields (the envelope is the emitter's, checked at construction).
 FIELD_CHECKS: dict[str, FieldsCheck] = {
     "run.started": _fields(
@@ -185,6 +203,10 @@ FIELD_CHECKS: dict[str, FieldsCheck] = {
     ),
     "component.failed": _fields(
         {"error": _quote, "how": _one_of("exception", "fatal", "exit")}, {"exit_code": _int}
+    ),
+    "process.stacks": _fields(
+        {"request": _word, "how": _one_of("emitter", "py-spy")},
+        {"threads": _threads, "truncated": lambda v: type(v) is bool, "error": _quote},
     ),
     "progress": _fields({"name": _word, "n": _int}, {"total": _int}),
     "weights.published": _fields({"version": _int}, {"step": _int}),

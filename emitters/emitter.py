@@ -40,11 +40,12 @@ from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool, default_base, destination_dir
+from runwatch.emitters.stacks import StackResponder
 from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
 if TYPE_CHECKING:
-    from runwatch.emitters.guard import Decision, Guard
+    from runwatch.emitters.guard import Decision, Guard, HttpSource, KafkaSource
     from runwatch.emitters.rollout import Request, Trajectory
 
 log = logging.getLogger("runwatch.emitters")
@@ -112,6 +113,9 @@ class Emitter:
     `RUNWATCH_KAFKA_SECURITY_PROTOCOL`, `RUNWATCH_KAFKA_SASL_*` and `RUNWATCH_KAFKA_SSL_*`
     variables (`runwatch.emitters.kafka_security`); a bad setting raises ValueError here, a
     refused password later is an outage like any other (spooled, retried, logged once).
+    With a service or Kafka behind it, a daemon thread looks every `stacks_interval` seconds
+    for runwatch's request for this process's stacks (an incident opened on a hang) and
+    answers it once (`runwatch.emitters.stacks`); `stacks=False` turns that off.
     """
 
     def __init__(
@@ -137,6 +141,8 @@ class Emitter:
         kafka_options: Mapping[str, Any] | None = None,
         kafka_security: KafkaSecurity | None = None,
         strict: bool | None = None,
+        stacks: bool = True,
+        stacks_interval: float = 10.0,
     ) -> None:
         fallback = False  # no destination was given: the events wait on disk
         self._strict = strict if strict is not None else os.environ.get("RUNWATCH_STRICT") in (
@@ -213,6 +219,10 @@ class Emitter:
         self._forked = False
         self._before_close: list[Callable[[], None]] = []
         self._guard: Guard | None = None
+        #: answers runwatch's requests for this process's stacks (`runwatch.emitters.stacks`)
+        self._stacks_wanted = stacks and (url is not None or kafka is not None)
+        self._stacks_interval = float(stacks_interval)
+        self._responder: StackResponder | None = None
         self._heads: dict[tuple[Any, ...], str] = {}  # emit_from's envelopes, by source
         self._setup_process()
         self._check_envelope()
@@ -276,6 +286,13 @@ class Emitter:
                 return
             self._started = True
             self._sender.start()
+            source = self._view_source() if self._stacks_wanted else None
+            if source is not None:
+                self._responder = StackResponder(
+                    source, self._answer_stacks, interval=self._stacks_interval,
+                    name=f"runwatch-stacks-{self.component}",
+                )  # fmt: skip
+                self._responder.start()
             if self._heartbeat:
                 self._beater = threading.Thread(
                     target=self._beat, name=f"runwatch-heartbeat-{self.component}", daemon=True
@@ -432,17 +449,10 @@ class Emitter:
         names it when the events topic is not `[prefix]runwatch.events`); a spool directory
         has no service behind it, so that guard never pauses (said once). Unreachable: fails
         open. One guard per emitter: a second call replaces the first."""
-        from runwatch.emitters.guard import Guard, HttpSource, KafkaSource
+        from runwatch.emitters.guard import Guard
 
-        source: HttpSource | KafkaSource | None = None
-        if self.url is not None:
-            source = HttpSource(self.url, self.run, self._token)
-        elif self.kafka is not None:
-            source = KafkaSource(
-                self.kafka, self.run, topic or Topics.of_events(self.topic).breaker,
-                security=self._kafka_security.kafka_python(), options=self._kafka_options,
-            )  # fmt: skip
-        else:
+        source = self._view_source(topic)
+        if source is None:
             _say_once("runwatch guard: events go to a directory, where no service raises "
                       "alerts: this training loop will not be paused")  # fmt: skip
         guard = Guard(source, self.run, rules, poll_interval=poll_interval, on_change=on_change)
@@ -450,6 +460,23 @@ class Emitter:
         if old is not None:
             old.close()
         return guard
+
+    def _view_source(self, topic: str | None = None) -> HttpSource | KafkaSource | None:
+        """Where this run's breaker view is read: serve over HTTP, or the breaker topic."""
+        from runwatch.emitters.guard import HttpSource, KafkaSource
+
+        if self.url is not None:
+            return HttpSource(self.url, self.run, self._token)
+        if self.kafka is not None:
+            return KafkaSource(
+                self.kafka, self.run, topic or Topics.of_events(self.topic).breaker,
+                security=self._kafka_security.kafka_python(), options=self._kafka_options,
+            )  # fmt: skip
+        return None
+
+    def _answer_stacks(self, request: str, threads: list[dict[str, Any]], truncated: bool) -> None:
+        self.emit("process.stacks", request=request, how="emitter", threads=threads,
+                  truncated=truncated)  # fmt: skip
 
     def should_pause(self) -> bool:
         """True while this run's guard (`guard()`) says pause or stop; False without one."""
@@ -513,6 +540,8 @@ class Emitter:
         atexit.unregister(self.close)
         if self._guard is not None:
             self._guard.close()
+        if self._responder is not None:
+            self._responder.close()
         if not self._started:
             return
         self._stop_beating.set()

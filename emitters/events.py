@@ -29,6 +29,8 @@ MAX_EVENT_BYTES = 64 * 1024
 MAX_DEPTH = 32
 #: Integers anywhere in an event fit in a signed 64-bit integer (contract §1, bounds).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Bounds of a `process.stacks` event: threads, frames per thread.
+MAX_STACK_THREADS, MAX_STACK_FRAMES = 64, 64
 #: Control characters (C0, DEL, C1), which identifiers (`id`, `src.*`, `traj`, `req`,
 #: `server`, `name`) may not hold. (`stream.decode` checks this its own, cheaper way.)
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -280,6 +282,39 @@ class ComponentFailed(Event):
     exit_code: Int64 | None = None
 
 
+class StackFrame(BaseModel):
+    """One frame of a thread's stack: where, never what (no local variable is captured)."""
+
+    model_config = _STRICT_OPEN
+
+    file: Name
+    line: Int64
+    function: Name
+
+
+class StackThread(BaseModel):
+    """One thread of a process and its stack, outermost frame first."""
+
+    model_config = _STRICT_OPEN
+
+    name: Name
+    frames: Annotated[list[StackFrame], Field(max_length=MAX_STACK_FRAMES)]
+
+
+class ProcessStacks(Event):
+    """Where each thread of a process is (addition): the answer to runwatch's request for
+    stacks when an incident opened on a hang (`request`: the incident's id). From the
+    process's own emitter (`how` = emitter), or from outside (`py-spy`, by `runwatch watch`);
+    `error` when it could not be taken. Bounded in threads, frames and size."""
+
+    kind: Literal["process.stacks"]
+    request: Ident
+    how: Literal["emitter", "py-spy"]
+    threads: Annotated[list[StackThread], Field(max_length=MAX_STACK_THREADS)] | None = None
+    truncated: bool | None = None  # true: threads or frames were left out (bounds)
+    error: Quote | None = None
+
+
 #: Every kind the rules read, by name. Other kinds validate as plain `Event`.
 KNOWN_KINDS: dict[str, type[Event]] = {
     m.model_fields["kind"].annotation.__args__[0]: m  # type: ignore[union-attr]
@@ -305,6 +340,7 @@ KNOWN_KINDS: dict[str, type[Event]] = {
         WeightsLoaded,
         CollectiveTimeout,
         ComponentFailed,
+        ProcessStacks,
     )
 }
 

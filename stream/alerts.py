@@ -139,8 +139,9 @@ def _incident(obj: Any) -> IncidentRef | None:
     if not isinstance(obj, Mapping):
         raise InvalidAlert("alert field 'incident' must be an object")
     text = {name: _text(obj, name) for name in ("id", "role", "root", "root_rule")}
-    if text["role"] not in ("root", "symptom"):
-        raise InvalidAlert(f"alert incident role must be root or symptom, not {text['role']!r}")
+    if text["role"] not in ("root", "symptom", "evidence"):
+        raise InvalidAlert(f"alert incident role must be root, symptom or evidence, not "
+                           f"{text['role']!r}")  # fmt: skip
     if not isinstance(obj.get("open"), bool):
         raise InvalidAlert("alert incident field 'open' must be true or false")
     return IncidentRef(text["id"], text["role"], text["root"], text["root_rule"],

@@ -12,7 +12,9 @@ trainer's own rule list -- the policy is data here, the decision is the guard's:
                  "action": "pause" | "stop" | "notify" | null,   # the config's policy
                  "since"}],                      # firing now and not lifted
      "lifted": int,                              # firing alerts a person lifted
-     "resumed": {"ts", "by", "rule"} | null}     # the latest run.resumed
+     "resumed": {"ts", "by", "rule"} | null,     # the latest run.resumed
+     "stacks": {"request", "at"}}                # (when asked) an incident wants the
+                                                 # processes' stacks (emitters.stacks)
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ def breaker_view(
     alerts: list[dict[str, Any]],
     lifted: int,
     resumed: dict[str, Any] | None,
+    stacks: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The view in its wire form (see the module docstring)."""
-    return {"v": 1, "run": run, "ts": now, "alerts": alerts, "lifted": lifted,
+    view = {"v": 1, "run": run, "ts": now, "alerts": alerts, "lifted": lifted,
             "resumed": resumed}  # fmt: skip
+    if stacks is not None:
+        view["stacks"] = stacks
+    return view

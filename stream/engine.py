@@ -97,6 +97,8 @@ class Engine:
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
         self._incidents = self.config.incidents
+        self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
+        self._closed: list[tuple[TrackedRun, str]] = []  # incidents closed by a transition
         self._by_kind = self._index({})
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
@@ -256,6 +258,12 @@ class Engine:
             for key in [k for k in firing if k not in ripe]:
                 cond = firing.pop(key)
                 out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
+        while self._closed:  # an incident closed: its request for stacks goes, and so
+            closed, ident = self._closed.pop()  # does the evidence that answered it
+            if closed.state.stacks.clear(ident):
+                self._breaker_changed(closed.state.run)
+                for i in self._evidence:
+                    self._evaluate(closed, i, now, out)
         if next_check is not None and next_check > now:
             if tracked.timers.get(index) != next_check:
                 tracked.timers[index] = next_check
@@ -279,9 +287,12 @@ class Engine:
         tracked.transitions[key] = number
         if state == "resolved" and tracked.lifted:
             tracked.lifted.discard(transition_id(key, number - 1))
-        if self.breakers_changed is not None:
-            self.breakers_changed.add(run.run)
+        self._breaker_changed(run.run)
         return self._alert(tracked, rule, params, cond, now, state, key, number)
+
+    def _breaker_changed(self, run: str) -> None:
+        if self.breakers_changed is not None:
+            self.breakers_changed.add(run)
 
     def _alert(
         self,
@@ -300,7 +311,13 @@ class Engine:
         else:
             desc = rule.describe_resolved(run, cond, now, params)
         incident = place(tracked.incidents, self._incidents, run.run, key, rule.rule_id,
-                         cond.since, state == "firing", now)  # fmt: skip
+                         cond.since, state == "firing", now,
+                         cond.key if rule.evidence else None)  # fmt: skip
+        if incident is not None:
+            if state == "firing" and rule.hang and run.stacks.ask(incident.id, now):
+                self._breaker_changed(run.run)  # the emitters read the request there
+            elif not incident.open and incident.role != "evidence":
+                self._closed.append((tracked, incident.id))
         alert = Alert(
             id=transition_id(key, number),
             ts=now,
@@ -432,7 +449,10 @@ class Engine:
                          "since": cond.since}
                     )  # fmt: skip
         alerts.sort(key=lambda a: (a["since"], a["key"]))
-        return breaker_view(run, self.now, alerts, len(tracked.lifted), tracked.resumed)
+        stacks = tracked.state.stacks
+        asked = None if stacks.request is None else {"request": stacks.request,
+                                                     "at": stacks.requested_at}  # fmt: skip
+        return breaker_view(run, self.now, alerts, len(tracked.lifted), tracked.resumed, asked)
 
     def take_breakers(self) -> list[dict[str, Any]]:
         """The views of the runs whose breaker may have changed since the last call."""

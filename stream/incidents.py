@@ -28,7 +28,7 @@ class IncidentRef:
     """What an alert transition says about its incident (the alert format's `incident`)."""
 
     id: str
-    role: str  # "root" | "symptom"
+    role: str  # "root" | "symptom" | "evidence"
     root: str  # the root alert's key
     root_rule: str
     opened: float
@@ -94,10 +94,26 @@ def place(
     since: float,
     firing: bool,
     now: float,
+    evidence_of: str | None = None,
 ) -> IncidentRef | None:
     """Put one transition of alert `key` in its incident and say which and in what role.
-    None for a resolution of an alert in no open incident (a state from before incidents)."""
+    `evidence_of`: the incident an evidence rule's alert belongs to (it joins that one).
+    None for a resolution of an alert in no incident (a state from before incidents), and
+    for evidence of an incident that is not open."""
     incident = next((i for i in incidents.open if key in i.members), None)
+    closed = incidents.closed
+    if incident is None and not firing and closed is not None and key in closed.members:
+        closed.members[key].firing = False  # evidence, resolving after its incident closed
+        return _ref(run, closed, key, False)
+    if evidence_of is not None:
+        if incident is None:
+            incident = next((i for i in incidents.open
+                             if incident_id(run, i.number) == evidence_of), None)  # fmt: skip
+        if incident is None:
+            return None
+        member = incident.members.setdefault(key, Member(rule, since, evidence=True))
+        member.firing = firing
+        return _ref(run, incident, key, True)
     if firing:
         if incident is None:
             incident = next((i for i in incidents.open
@@ -107,20 +123,26 @@ def place(
             incidents.count += 1
             incident = Incident(incidents.count, now)
             incidents.open.append(incident)
-        member = incident.members.get(key)
-        if member is None:
+        found = incident.members.get(key)
+        if found is None:
             incident.members[key] = Member(rule, since)
         else:
-            member.firing, member.since = True, since
+            found.firing, found.since = True, since
         incident.root = _root(incident, graph)
     elif incident is not None:
         incident.members[key].firing = False
     else:
         return None
-    still = any(m.firing for m in incident.members.values())
+    still = any(m.firing and not m.evidence for m in incident.members.values())
     if not still:
         incidents.open.remove(incident)
-    role = "root" if key == incident.root else "symptom"
+        incidents.closed = incident
+    return _ref(run, incident, key, still)
+
+
+def _ref(run: str, incident: Incident, key: str, still: bool) -> IncidentRef:
+    member = incident.members[key]
+    role = "evidence" if member.evidence else "root" if key == incident.root else "symptom"
     root = incident.members[incident.root]
     ident = incident_id(run, incident.number)
     return IncidentRef(ident, role, incident.root, root.rule, incident.opened, still)
@@ -129,7 +151,7 @@ def place(
 def _root(incident: Incident, graph: IncidentGraph) -> str:
     """The member no other member explains (unless it explains that one back), the earliest
     condition among those; all members when each is explained (a cycle in the table)."""
-    members = incident.members
+    members = {k: m for k, m in incident.members.items() if not m.evidence}
     roots = [
         key for key, m in members.items()
         if not any(graph.explains(o.rule, m.rule) and not graph.explains(m.rule, o.rule)

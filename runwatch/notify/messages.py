@@ -176,7 +176,9 @@ def chain(root_alert: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]
         (
             m
             for k, m in members.items()
-            if k != root_alert.get("key") and m.get("state") == "firing"
+            if k != root_alert.get("key")
+            and m.get("state") == "firing"
+            and (m.get("incident") or {}).get("role") != "evidence"
         ),
         key=lambda m: -float(m.get("since", 0)),
     )
@@ -197,7 +199,9 @@ def incident_root(
     lines = []
     for key, m in list(members.items())[:MAX_MEMBERS]:
         mark = "" if m.get("state") == "firing" else " _(resolved)_"
-        role = "root cause" if key == root_alert.get("key") else "symptom"
+        said = (m.get("incident") or {}).get("role")
+        role = "root cause" if key == root_alert.get("key") else (
+            "evidence" if said == "evidence" else "symptom")  # fmt: skip
         lines.append(f"• {role}: *{_who(m)}*: {esc(m.get('summary', ''))}{mark}")
     if count > MAX_MEMBERS:
         lines.append(f"_… {count - MAX_MEMBERS} more_")
@@ -236,6 +240,6 @@ def incident_reply(alert: Mapping[str, Any], role: str) -> str:
     if alert.get("state") == "resolved":
         return reply(alert)
     ev = evidence(alert.get("details") or {})
-    what = "Root cause" if role == "root" else "Symptom"
+    what = {"root": "Root cause", "evidence": "Evidence"}.get(role, "Symptom")
     line = f"{headline(alert)} — {what}: {_who(alert)}: {esc(alert.get('summary', ''))}"
     return line + (f"\n{ev}" if ev else "")

@@ -15,6 +15,7 @@ from runwatch.stream.rules.idle_gap import IdleGapGrowing
 from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
 from runwatch.stream.rules.inference_stalled import InferenceStalled
 from runwatch.stream.rules.non_finite import NonFiniteMetric
+from runwatch.stream.rules.process_stacks import ProcessStacks
 from runwatch.stream.rules.ranks_stalled import RanksStalled
 from runwatch.stream.rules.response_length import ResponseLengthDrift
 from runwatch.stream.rules.restart_loop import RestartLoop
@@ -28,7 +29,8 @@ from runwatch.stream.rules.zero_reward import ZeroReward
 #: The contract's built-in rules (section 4) and runwatch's additions (section 7:
 #: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
 #: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing, degenerate_groups,
-#: collective_timeout, component_failed, inference_stalled), in the order they are evaluated.
+#: collective_timeout, component_failed, inference_stalled, process_stacks), in the order
+#: they are evaluated.
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     InferenceIdleWithPending,
     ZeroReward,
@@ -50,6 +52,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     CollectiveTimeout,
     ComponentFailed,
     InferenceStalled,
+    ProcessStacks,
 )
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.

@@ -151,6 +151,9 @@ class Rule(Generic[P]):
     #: the rules whose alerts an alert of this one explains when both fire in a run: what
     #: waits downstream of what this rule sees fail (`runwatch.stream.incidents`)
     explains: ClassVar[frozenset[str]] = frozenset()
+    #: evidence of an incident (stacks), not a fault: its condition's key is the id of the
+    #: incident it joins, and it is never the root
+    evidence: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

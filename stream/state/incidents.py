@@ -12,12 +12,13 @@ from __future__ import annotations
 class Member:
     """One alert of an incident: its rule, when its condition began, whether it fires."""
 
-    __slots__ = ("firing", "rule", "since")
+    __slots__ = ("evidence", "firing", "rule", "since")
 
-    def __init__(self, rule: str, since: float) -> None:
+    def __init__(self, rule: str, since: float, evidence: bool = False) -> None:
         self.rule = rule
         self.since = since
         self.firing = True
+        self.evidence = evidence  # what the incident found out (stacks), not a fault
 
 
 class Incident:
@@ -35,8 +36,9 @@ class Incident:
 class RunIncidents:
     """The incidents of one run that are open, and how many it has had."""
 
-    __slots__ = ("count", "open")
+    __slots__ = ("closed", "count", "open")
 
     def __init__(self) -> None:
         self.count = 0
         self.open: list[Incident] = []
+        self.closed: Incident | None = None  # the latest closed: its evidence resolves after

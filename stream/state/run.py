@@ -19,6 +19,7 @@ from runwatch.stream.state.processes import Processes
 from runwatch.stream.state.progress import ProgressCounters
 from runwatch.stream.state.ranks import Ranks
 from runwatch.stream.state.restarts import Restarts
+from runwatch.stream.state.stacks import Stacks
 from runwatch.stream.state.steps import Steps
 from runwatch.stream.state.weights import Weights
 
@@ -67,6 +68,7 @@ class RunState:
         self.restarts = Restarts()
         self.failures = Failures()
         self.collectives = Collectives()
+        self.stacks = Stacks()  # the processes' stacks, asked for when a hang opens
         #: the latest `step.done`: progress that lets go of failures seen before it
         self.progress_at: float | None = None
         self.last_arrival: dict[tuple[str, str], float] = {}
@@ -225,6 +227,9 @@ class RunState:
         fields = {name: getattr(e, name) for name in COLLECTIVE_FIELDS}
         self.collectives.timeout(self.processes.get(e.src).name, e.ts, fields)
 
+    def _process_stacks(self, event: ev.Event) -> None:
+        self.stacks.answer(self.processes.get(event.src).name, event)
+
     def failed_after_progress(self, at: float) -> bool:
         """Whether something that went wrong at `at` still stands: no step ended after it,
         and the run did not finish well."""
@@ -257,4 +262,5 @@ _HANDLERS = {
     "weights.loaded": RunState._weights_loaded,
     "component.failed": RunState._component_failed,
     "collective.timeout": RunState._collective_timeout,
+    "process.stacks": RunState._process_stacks,
 }

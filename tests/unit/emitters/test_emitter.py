@@ -33,6 +33,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "collective.timeout": {"backend": "nccl", "rank": 3, "op": "ALLREDUCE", "seq": 4486,
                            "timeout_s": 600.0, "message": "[Rank 3] Watchdog caught ..."},
     "component.failed": {"error": "KeyError: 'x'", "how": "exit", "exit_code": 1},
+    "process.stacks": {"request": "incident|r|1", "how": "emitter", "truncated": True,
+                       "threads": [{"name": "MainThread", "frames": [
+                           {"file": "/w/train.py", "line": 42, "function": "step"}]}]},
     "eval.metrics": {"step": 0, "metrics": {"val-core/acc": 0.31}},
     "heartbeat": {"final": False},
     "step.started": {"step": 1},

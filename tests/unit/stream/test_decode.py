@@ -69,6 +69,21 @@ FULL: dict[str, dict[str, Any]] = {
         "message": "[Rank 3] Watchdog caught collective operation timeout: ...",
     },
     "component.failed": {"error": "KeyError: 'teacher_logprobs'", "how": "exit", "exit_code": 1},
+    "process.stacks": {
+        "request": "incident|r|1",
+        "how": "emitter",
+        "threads": [
+            {
+                "name": "MainThread",
+                "frames": [
+                    {"file": "/w/train.py", "line": 42, "function": "step"},
+                    {"file": "/t/distributed_c10d.py", "line": 2310, "function": "recv"},
+                ],
+            }
+        ],
+        "truncated": False,
+        "error": None,
+    },
     "progress": {"name": "Training Progress", "n": 511, "total": 512},
     "rank.status": {
         "rank": 1,
@@ -89,6 +104,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "eval.metrics": {"step": 0, "metrics": {}},
     "collective.timeout": {"backend": "gloo"},
     "component.failed": {"error": "", "how": "fatal"},
+    "process.stacks": {"request": "i", "how": "py-spy"},
     "heartbeat": {},
     "step.started": {"step": 0},
     "step.done": {"step": 0},
@@ -125,6 +141,10 @@ def assert_same_values(fast: Any, model: BaseModel) -> None:
         want, got = getattr(model, name), getattr(fast, name)
         if isinstance(want, BaseModel):
             assert_same_values(got, want)
+        elif isinstance(want, list) and want and isinstance(want[0], BaseModel):
+            assert len(got) == len(want), name
+            for g, w in zip(got, want, strict=True):
+                assert_same_values(g, w)
         else:
             assert same(got, want), f"{name}: fast {got!r} != pydantic {want!r}"
 

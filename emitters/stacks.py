@@ -1,0 +1,131 @@
+"""Where each thread of this process is, when runwatch asks: the evidence of a hang.
+
+When an incident opens on a hang (`ranks_stalled`, `stuck_progress`, ...), the run's breaker
+view (`runwatch.stream.breaker`, read where the events go: `GET /v1/breaker/RUN` of serve,
+or the compacted `runwatch.breaker` topic) carries a request, `"stacks": {"request": ID}`.
+The emitter's responder thread reads that view every `interval` seconds and answers each
+request once with a `process.stacks` event: every thread's stack as file, line and function
+(`sys._current_frames`; no local variable, no source line), the innermost frames kept when
+a stack is deep, and the whole within `MAX_BYTES`. It runs on its own daemon thread and
+never touches the training loop: a process whose interpreter cannot run it (a C call
+holding the GIL) simply does not answer, which the incident reports. A service that cannot
+be reached costs one failed look per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
+
+log = logging.getLogger("runwatch.emitters")
+
+#: Budget of one answer's threads, in bytes of JSON (an event is at most 64 KiB).
+MAX_BYTES = 40_000
+#: Seconds between two looks at the breaker view.
+DEFAULT_INTERVAL = 10.0
+
+
+def capture(skip: frozenset[int] = frozenset()) -> tuple[list[dict[str, Any]], bool]:
+    """Every thread's stack but those in `skip` (thread idents), main thread first: a list
+    of {name, frames: [{file, line, function}], outermost first}, and whether anything was
+    left out to stay within the bounds."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    main = threading.main_thread().ident
+    frames = sys._current_frames()
+    order = sorted(frames, key=lambda ident: (ident != main, names.get(ident, ""), ident))
+    threads: list[dict[str, Any]] = []
+    truncated = False
+    size = 0
+    for ident in order:
+        if ident in skip:
+            continue
+        if len(threads) == MAX_STACK_THREADS:
+            truncated = True
+            break
+        stack = []
+        frame: Any = frames[ident]
+        while frame is not None:  # innermost first; only the innermost ones are kept
+            code = frame.f_code
+            stack.append({"file": code.co_filename[-200:], "line": frame.f_lineno or 0,
+                          "function": code.co_name[:200]})  # fmt: skip
+            frame = frame.f_back
+            if len(stack) == MAX_STACK_FRAMES:
+                truncated = truncated or frame is not None
+                break
+        stack.reverse()
+        cost = 40 + sum(len(f["file"]) + len(f["function"]) + 40 for f in stack)
+        if size + cost > MAX_BYTES:
+            truncated = True
+            break
+        size += cost
+        threads.append({"name": names.get(ident, f"thread-{ident}")[:200], "frames": stack})
+    return threads, truncated
+
+
+class ViewSource(Protocol):
+    """Where the breaker view is read (`runwatch.emitters.guard`'s sources)."""
+
+    def fetch(self) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+
+class StackResponder:
+    """A daemon thread that answers the run's stack requests, each once."""
+
+    def __init__(
+        self,
+        source: ViewSource,
+        answer: Callable[[str, list[dict[str, Any]], bool], None],
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        name: str = "runwatch-stacks",
+    ) -> None:
+        self.source = source
+        self.answer = answer
+        self.interval = interval
+        self.answered: set[str] = set()
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        try:
+            self.source.close()
+        except Exception:  # a broker gone already: nothing to release
+            log.debug("runwatch: closing the stack requests' source failed", exc_info=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.look()
+
+    def look(self) -> str | None:
+        """One look at the view: the request answered now, if any."""
+        try:
+            view = self.source.fetch()
+        except Exception:
+            self.failures += 1  # fails quietly: the guard, if any, says when it is down
+            return None
+        wanted = (view or {}).get("stacks")
+        request = wanted.get("request") if isinstance(wanted, dict) else None
+        if not isinstance(request, str) or not request or request in self.answered:
+            return None
+        self.answered.add(request)
+        me = threading.get_ident()
+        threads, truncated = capture(frozenset({me}))
+        try:
+            self.answer(request, threads, truncated)
+        except Exception:
+            log.warning("runwatch: could not send the stacks asked for", exc_info=True)
+        return request

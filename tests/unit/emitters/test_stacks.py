@@ -1,0 +1,93 @@
+"""The emitter's stack responder: every thread's stack, bounded, no locals; each request
+answered once; a source that fails costs a counted miss, never an exception."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from runwatch.emitters import events
+from runwatch.emitters.stacks import MAX_BYTES, StackResponder, capture
+
+
+def waiting_in_a_function_of_mine(ready: threading.Event, done: threading.Event) -> None:
+    secret = "hunter2"  # a local: it must never travel
+    ready.set()
+    done.wait(30)
+    assert secret
+
+
+def test_capture_names_each_thread_and_where_it_is_without_locals() -> None:
+    ready, done = threading.Event(), threading.Event()
+    worker = threading.Thread(target=waiting_in_a_function_of_mine, args=(ready, done),
+                              name="rollout-worker")  # fmt: skip
+    worker.start()
+    try:
+        ready.wait(30)
+        threads, truncated = capture()
+    finally:
+        done.set()
+        worker.join()
+    assert not truncated
+    assert threads[0]["name"] == "MainThread"
+    assert threads[0]["frames"][-1]["function"] == "capture"  # innermost last
+    (mine,) = [t for t in threads if t["name"] == "rollout-worker"]
+    functions = [f["function"] for f in mine["frames"]]
+    assert "waiting_in_a_function_of_mine" in functions
+    text = json.dumps(threads)
+    assert "hunter2" not in text
+    # what an event can carry
+    events.validate({"v": 1, "id": "i", "ts": 1.0, "run": "r", "kind": "process.stacks",
+                     "src": {"component": "trainer"}, "request": "incident|r|1",
+                     "how": "emitter", "threads": threads, "truncated": truncated})  # fmt: skip
+
+
+def deep(n: int, out: list[Any]) -> None:
+    if n:
+        deep(n - 1, out)
+    else:
+        out.append(capture())
+
+
+def test_a_deep_stack_keeps_its_innermost_frames_and_says_so() -> None:
+    got: list[Any] = []
+    deep(200, got)
+    ((threads, truncated),) = got
+    assert truncated
+    frames = threads[0]["frames"]
+    assert len(frames) == events.MAX_STACK_FRAMES
+    assert frames[-1]["function"] == "capture"
+    assert len(json.dumps(threads)) < MAX_BYTES + 8_000
+
+
+class Views:
+    def __init__(self, *views: Any) -> None:
+        self.views = list(views)
+
+    def fetch(self) -> dict[str, Any] | None:
+        view = self.views.pop(0) if len(self.views) > 1 else self.views[0]
+        if isinstance(view, Exception):
+            raise view
+        return view
+
+    def close(self) -> None:
+        pass
+
+
+def test_each_request_is_answered_once_and_failures_are_counted() -> None:
+    answers: list[tuple[str, int]] = []
+    source = Views(None, OSError("down"), {"alerts": []}, {"stacks": {"request": "i-1"}},
+                   {"stacks": {"request": "i-1"}}, {"stacks": {"request": "i-2"}})  # fmt: skip
+    responder = StackResponder(source, lambda req, threads, _: answers.append((req, len(threads))))
+    got = [responder.look() for _ in range(6)]
+    assert got == [None, None, None, "i-1", None, "i-2"]
+    assert [a for a, _ in answers] == ["i-1", "i-2"]
+    assert responder.failures == 1
+
+
+def test_the_responder_thread_stops_at_close() -> None:
+    responder = StackResponder(Views(None), lambda *a: None, interval=0.01, name="rw-test-stacks")
+    responder.start()
+    responder.close()
+    assert not any(t.name == "rw-test-stacks" for t in threading.enumerate())
