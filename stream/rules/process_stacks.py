@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import runwatch.emitters as emitters_package
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
@@ -29,8 +30,10 @@ from runwatch.stream.rules.ranks_stalled import compact_ranks
 from runwatch.stream.state.run import RunState
 from runwatch.stream.state.stacks import Frame, StackAnswer
 
-#: Frames of these places are the runtime's, not the user's code.
-_LIBRARY = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/runwatch/")
+#: Frames of these places are the runtime's, not the user's code (runwatch's own emitters
+#: too, wherever this install has them: an editable one is outside site-packages).
+_LIBRARY = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/runwatch/",
+            next(iter(emitters_package.__path__)).rstrip("/") + "/")  # fmt: skip
 #: Innermost frames that make two stacks the same place.
 SAME = 3
 #: Groups and frames an alert keeps in its details.

@@ -1,0 +1,116 @@
+"""Stacks at detection on a real 4-process torch.distributed (gloo, CPU) job through a real
+`runwatch serve`: ranks 0, 1 and 3 wait in `recv` for rank 2, which waits in a `barrier` of
+a subgroup its peer never joins -- the rank divergence of docs/architecture.md. (gloo's
+`destroy_process_group` returns at once and breaks its peers' `recv`, measured with torch
+2.x here, so the rank that went elsewhere waits in another collective instead.) Each rank
+runs an `Emitter` to serve with `RankStatus`; `ranks_stalled` opens an incident, the
+service asks for stacks, the ranks' responder threads answer, and `process_stacks` names
+the divergence -- within seconds, with no py-spy and nothing attached to the ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+
+from runwatch.dev.broker import free_port
+from runwatch.service.launch import ServeProcess
+
+if os.environ.get("CI"):
+    import torch  # noqa: F401  (in CI a missing torch is a failure, never a skip)
+else:
+    pytest.importorskip("torch")
+
+pytestmark = pytest.mark.integration
+
+RANK = textwrap.dedent(
+    """
+    import datetime, sys, time
+    import torch
+    import torch.distributed as dist
+    from runwatch.emitters import Emitter
+    from runwatch.emitters.torch import RankStatus
+
+    rank, port, url = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=4, timeout=datetime.timedelta(seconds=300))
+    em = Emitter(run="r-stacks", component="trainer", url=url, rank=rank,
+                 heartbeat_interval=0.5, stacks_interval=0.5)
+    status = RankStatus(em, interval=0.2)
+    status.watch_collectives()
+    pair = dist.new_group([2, 3])
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    print("ready", flush=True)
+
+    def train_step():
+        if rank == 2:
+            dist.barrier(group=pair)  # rank 3 never comes: it waits for rank 2 in recv
+        else:
+            dist.recv(t, src=2)
+
+    train_step()
+    time.sleep(600)
+    """
+)
+
+CONFIG = """\
+[rules.ranks_stalled]
+timeout = 3
+[rules.process_stacks]
+settle = 3
+"""
+
+
+def test_a_hung_gloo_job_s_incident_names_where_each_rank_waits(tmp_path: Path) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    config = tmp_path / "rules.toml"
+    config.write_text(CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    procs: list[subprocess.Popen[bytes]] = []
+    with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
+        port = free_port()
+        try:
+            procs = [
+                subprocess.Popen([sys.executable, str(script), str(r), str(port), serve.url],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                for r in range(4)
+            ]  # fmt: skip
+            for proc in procs:
+                assert proc.stdout is not None
+                said = proc.stdout.readline()
+                assert said == b"ready\n", proc.stderr.read() if proc.stderr else b""
+
+            def evidence() -> dict[str, Any] | None:
+                alerts = serve.get("/v1/alerts")["alerts"]
+                return next((a for a in alerts if a["rule"] == "process_stacks"), None)
+
+            found = wait_for(evidence, "the stacks reached the incident", timeout=120)
+            alerts = serve.get("/v1/alerts")["alerts"]
+            assert [p.poll() for p in procs] == [None] * 4  # every rank still there, hung
+        finally:
+            for proc in procs:
+                proc.kill()
+            for proc in procs:
+                proc.wait()
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+    stalled = next(a for a in alerts if a["rule"] == "ranks_stalled" and a["state"] == "firing")
+    assert found["incident"]["id"] == stalled["incident"]["id"]
+    assert found["incident"]["role"] == "evidence"
+    assert found["incident"]["root_rule"] == "ranks_stalled"
+    summary = found["summary"]
+    assert "ranks 0,1,3: `recv` (distributed_c10d.py:" in summary, summary
+    assert "rank 2: `barrier` (distributed_c10d.py:" in summary, summary
+    assert "in `train_step` (rank.py:" in summary, summary  # the ranks' own code, named
+    assert "not answering" not in summary
+    assert found["ts"] - stalled["ts"] < 30  # seconds after the hang was seen, not minutes
