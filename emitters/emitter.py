@@ -40,7 +40,7 @@ from runwatch.emitters.http import HttpDestination
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.sender import Sender
 from runwatch.emitters.spool import Priority, Spool, default_base, destination_dir
-from runwatch.emitters.stacks import StackResponder
+from runwatch.emitters.stacks import StackResponder, Taken
 from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
@@ -474,9 +474,19 @@ class Emitter:
             )  # fmt: skip
         return None
 
-    def _answer_stacks(self, request: str, threads: list[dict[str, Any]], truncated: bool) -> None:
-        self.emit("process.stacks", request=request, how="emitter", threads=threads,
-                  truncated=truncated)  # fmt: skip
+    def _answer_stacks(self, request: str, taken: Taken) -> None:
+        fields: dict[str, Any] = {"threads": taken.threads, "truncated": taken.truncated}
+        if taken.error is not None:
+            fields = {"error": taken.error}
+        self.emit("process.stacks", request=request, how=taken.how, **fields)
+
+    def stacks_from(self, take: Callable[[], Taken]) -> bool:
+        """Answer runwatch's requests for stacks with `take()` instead of this process's own
+        (`runwatch watch`: the command's, through py-spy); False without a responder."""
+        if self._responder is None:
+            return False
+        self._responder.take = take
+        return True
 
     def should_pause(self) -> bool:
         """True while this run's guard (`guard()`) says pause or stop; False without one."""

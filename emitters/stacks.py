@@ -14,10 +14,16 @@ be reached costs one failed look per interval.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
@@ -67,6 +73,74 @@ def capture(skip: frozenset[int] = frozenset()) -> tuple[list[dict[str, Any]], b
     return threads, truncated
 
 
+@dataclass(frozen=True)
+class Taken:
+    """Stacks taken for an answer: how, the threads, whether some were left out, and why
+    none could be taken."""
+
+    how: str
+    threads: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+
+
+def own_stacks() -> Taken:
+    """This process's threads but the one asking."""
+    threads, truncated = capture(frozenset({threading.get_ident()}))
+    return Taken("emitter", threads, truncated)
+
+
+#: Where `py-spy` is, when not on PATH or beside this Python (`runwatch watch` uses it).
+PY_SPY_ENV = "RUNWATCH_PY_SPY"
+
+
+def py_spy_path() -> str | None:
+    """The py-spy binary: $RUNWATCH_PY_SPY, else on PATH, else beside this interpreter."""
+    chosen = os.environ.get(PY_SPY_ENV)
+    if chosen:
+        return chosen if os.access(chosen, os.X_OK) else None
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def py_spy(pid: int, timeout: float = 20.0) -> Taken:
+    """Another process's stacks, from outside (`py-spy dump --json`): what `runwatch watch`
+    answers for the command it runs. py-spy reads the process's memory, which needs ptrace
+    permission over it (the same user and `kernel.yama.ptrace_scope` 0 or 1 for a child,
+    else CAP_SYS_PTRACE); without py-spy or the permission the answer says why."""
+    exe = py_spy_path()
+    if exe is None:
+        return Taken("py-spy", error="py-spy is not installed (pip install py-spy)")
+    try:
+        done = subprocess.run([exe, "dump", "--pid", str(pid), "--json"], capture_output=True,
+                              text=True, timeout=timeout, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Taken("py-spy", error=f"py-spy failed: {err}"[:2000])
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return Taken("py-spy", error=f"py-spy could not read process {pid}: {why}"[:2000])
+    try:
+        dumped = json.loads(done.stdout)
+    except ValueError:
+        return Taken("py-spy", error="py-spy said something that is not JSON")
+    threads: list[dict[str, Any]] = []
+    truncated = False
+    for t in dumped if isinstance(dumped, list) else []:
+        if len(threads) == MAX_STACK_THREADS:
+            truncated = True
+            break
+        frames = [{"file": str(f.get("filename", "?"))[-200:], "line": int(f.get("line") or 0),
+                   "function": str(f.get("name", "?"))[:200]}
+                  for f in (t.get("frames") or [])[:MAX_STACK_FRAMES]]  # fmt: skip
+        truncated = truncated or len(t.get("frames") or []) > MAX_STACK_FRAMES
+        frames.reverse()  # py-spy: innermost first; the event: outermost first
+        name = t.get("thread_name") or (
+            "MainThread" if t.get("os_thread_id") == pid else f"thread-{t.get('thread_id')}"
+        )  # (py-spy names a thread only when it finds the name)
+        threads.append({"name": str(name)[:200], "frames": frames})
+    return Taken("py-spy", threads, truncated)
+
+
 class ViewSource(Protocol):
     """Where the breaker view is read (`runwatch.emitters.guard`'s sources)."""
 
@@ -81,13 +155,15 @@ class StackResponder:
     def __init__(
         self,
         source: ViewSource,
-        answer: Callable[[str, list[dict[str, Any]], bool], None],
+        answer: Callable[[str, Taken], None],
         *,
         interval: float = DEFAULT_INTERVAL,
         name: str = "runwatch-stacks",
     ) -> None:
         self.source = source
         self.answer = answer
+        #: what is asked is answered with: this process's stacks, or a watched command's
+        self.take: Callable[[], Taken] = own_stacks
         self.interval = interval
         self.answered: set[str] = set()
         self.failures = 0
@@ -122,10 +198,8 @@ class StackResponder:
         if not isinstance(request, str) or not request or request in self.answered:
             return None
         self.answered.add(request)
-        me = threading.get_ident()
-        threads, truncated = capture(frozenset({me}))
         try:
-            self.answer(request, threads, truncated)
+            self.answer(request, self.take())
         except Exception:
             log.warning("runwatch: could not send the stacks asked for", exc_info=True)
         return request

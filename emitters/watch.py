@@ -28,6 +28,7 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
+from runwatch.emitters.stacks import Taken, py_spy
 
 FORWARDED = (
     signal.SIGTERM,
@@ -220,6 +221,8 @@ def watch(
         return 127
     assert proc.stdout is not None
     assert proc.stderr is not None
+    # runwatch's requests for stacks (a hang) are answered with the command's, from outside
+    emitter.stacks_from(_stacks_of(proc.pid))
     watcher = Watcher(emitter, LineParser(server=server), progress_every)
     sources = {
         proc.stdout.fileno(): sys.stdout.fileno(),
@@ -258,6 +261,21 @@ def watch(
     if run_events:
         emitter.emit("run.finished", status=status, exit_code=rc)
     return 128 - rc if rc < 0 else rc
+
+
+def _stacks_of(pid: int) -> Callable[[], Taken]:
+    """py-spy's dump of the command; without py-spy (or ptrace permission), one line says
+    so, once, and the answer carries the reason."""
+    said: list[str] = []
+
+    def take() -> Taken:
+        taken = py_spy(pid)
+        if taken.error and not said:
+            said.append(taken.error)
+            print(f"runwatch watch: no stacks of the command: {taken.error}", file=sys.stderr)
+        return taken
+
+    return take
 
 
 def exit_failure(rc: int) -> str | None:

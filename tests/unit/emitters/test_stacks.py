@@ -4,11 +4,16 @@ answered once; a source that fails costs a counted miss, never an exception."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runwatch.emitters import events
-from runwatch.emitters.stacks import MAX_BYTES, StackResponder, capture
+from runwatch.emitters.stacks import MAX_BYTES, StackResponder, Taken, capture, py_spy
 
 
 def waiting_in_a_function_of_mine(ready: threading.Event, done: threading.Event) -> None:
@@ -76,10 +81,10 @@ class Views:
 
 
 def test_each_request_is_answered_once_and_failures_are_counted() -> None:
-    answers: list[tuple[str, int]] = []
+    answers: list[tuple[str, Taken]] = []
     source = Views(None, OSError("down"), {"alerts": []}, {"stacks": {"request": "i-1"}},
                    {"stacks": {"request": "i-1"}}, {"stacks": {"request": "i-2"}})  # fmt: skip
-    responder = StackResponder(source, lambda req, threads, _: answers.append((req, len(threads))))
+    responder = StackResponder(source, lambda req, taken: answers.append((req, taken)))
     got = [responder.look() for _ in range(6)]
     assert got == [None, None, None, "i-1", None, "i-2"]
     assert [a for a, _ in answers] == ["i-1", "i-2"]
@@ -91,3 +96,34 @@ def test_the_responder_thread_stops_at_close() -> None:
     responder.start()
     responder.close()
     assert not any(t.name == "rw-test-stacks" for t in threading.enumerate())
+
+
+def test_py_spy_dumps_another_process_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `runwatch watch` answers with: the command's stacks from outside."""
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import time\ndef stuck_in_here():\n    while True:\n        time.sleep(0.05)\n"
+        "print('go', flush=True)\nstuck_in_here()\n"
+    )
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"go\n"
+        taken = py_spy(child.pid)
+        assert taken.error is None, taken.error
+        (main,) = [t for t in taken.threads if t["name"] == "MainThread"]
+        assert main["frames"][-1]["function"] == "stuck_in_here"  # innermost last
+        assert main["frames"][-1]["file"] == str(script)
+        monkeypatch.setenv("RUNWATCH_PY_SPY", str(tmp_path / "no-such-py-spy"))
+        missing = py_spy(child.pid)
+        assert (missing.threads, missing.error) == (
+            [],
+            "py-spy is not installed (pip install py-spy)",
+        )
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()

@@ -1,11 +1,16 @@
-"""Stacks at detection on a real 4-process torch.distributed (gloo, CPU) job through a real
-`runwatch serve`: ranks 0, 1 and 3 wait in `recv` for rank 2, which waits in a `barrier` of
+"""Stacks at detection, through a real `runwatch serve`.
+
+A real 4-process torch.distributed (gloo, CPU) job: ranks 0, 1 and 3 wait in `recv` for rank 2, which waits in a `barrier` of
 a subgroup its peer never joins -- the rank divergence of docs/architecture.md. (gloo's
 `destroy_process_group` returns at once and breaks its peers' `recv`, measured with torch
 2.x here, so the rank that went elsewhere waits in another collective instead.) Each rank
 runs an `Emitter` to serve with `RankStatus`; `ranks_stalled` opens an incident, the
 service asks for stacks, the ranks' responder threads answer, and `process_stacks` names
 the divergence -- within seconds, with no py-spy and nothing attached to the ranks.
+
+A Python command under `runwatch watch` whose tqdm bar stops: `stuck_progress` opens the
+incident and `watch` answers with the command's stacks through py-spy (a dev dependency);
+with py-spy missing, one line says so and the evidence says why there are no stacks.
 """
 
 from __future__ import annotations
@@ -114,3 +119,65 @@ def test_a_hung_gloo_job_s_incident_names_where_each_rank_waits(tmp_path: Path) 
     assert "in `train_step` (rank.py:" in summary, summary  # the ranks' own code, named
     assert "not answering" not in summary
     assert found["ts"] - stalled["ts"] < 30  # seconds after the hang was seen, not minutes
+
+
+STUCK = textwrap.dedent(
+    """
+    import time
+    from tqdm import tqdm
+
+    def wait_for_the_sandbox():
+        while True:
+            time.sleep(0.05)
+
+    for i in tqdm(range(40), mininterval=0):
+        if i == 12:
+            wait_for_the_sandbox()
+        time.sleep(0.1)
+    """
+)
+
+WATCH_CONFIG = """\
+[rules.stuck_progress]
+min_stall = 2
+factor = 2
+[rules.process_stacks]
+settle = 12
+"""
+
+
+@pytest.mark.parametrize("py_spy", ["installed", "missing"])
+def test_a_watched_command_that_hangs_gets_its_stacks_through_py_spy(
+    tmp_path: Path, py_spy: str
+) -> None:
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    config = tmp_path / "rules.toml"
+    config.write_text(WATCH_CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    if py_spy == "missing":
+        env["RUNWATCH_PY_SPY"] = str(tmp_path / "no-py-spy-here")
+    with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "runwatch.cli", "watch", "--url", serve.url, "--run",
+             "r-watch", "--", sys.executable, str(script)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        )  # fmt: skip
+        try:
+
+            def evidence() -> dict[str, Any] | None:
+                alerts = serve.get("/v1/alerts")["alerts"]
+                return next((a for a in alerts if a["rule"] == "process_stacks"), None)
+
+            found = wait_for(evidence, "the stacks reached the incident", timeout=120)
+        finally:
+            watch.terminate()
+            _, err = watch.communicate(timeout=60)
+    assert found["incident"]["root_rule"] == "stuck_progress"
+    said = err.decode()
+    if py_spy == "installed":
+        assert "`wait_for_the_sandbox` (stuck.py:" in found["summary"], found["summary"]
+        assert "no stacks" not in said
+    else:
+        assert "no stacks: py-spy is not installed (pip install py-spy)" in found["summary"]
+        assert said.count("runwatch watch: no stacks of the command: py-spy is not") == 1
