@@ -1,7 +1,8 @@
 """Stacks at detection, through a real `runwatch serve`.
 
-A real 4-process torch.distributed (gloo, CPU) job: ranks 0, 1 and 3 wait in `recv` for rank 2, which waits in a `barrier` of
-a subgroup its peer never joins -- the rank divergence of docs/architecture.md. (gloo's
+A real 4-process torch.distributed (gloo, CPU) job: ranks 0, 1 and 3 wait in `recv` for
+rank 2, which waits in a `barrier` of a subgroup its peer never joins -- the rank
+divergence of docs/architecture.md. (gloo's
 `destroy_process_group` returns at once and breaks its peers' `recv`, measured with torch
 2.x here, so the rank that went elsewhere waits in another collective instead.) Each rank
 runs an `Emitter` to serve with `RankStatus`; `ranks_stalled` opens an incident, the
