@@ -9,6 +9,9 @@ Scenarios, each timing every call with perf_counter_ns:
   up            broker running
   down          broker stopped after the producer / emitter connected (an outage)
   unreachable   emitter pointed at a port nothing listens on (never connected)
+  stacks        broker running, with the stack responder off (`stacks=False`) and with it
+                answering a new request 20 times a second (each a `capture()` of every
+                thread on the responder's thread): the worst a hang's request can cost
 
     .venv/bin/python bench/emit.py [--n 20000] [--rates 0,10000] [--bootstrap HOST:PORT]
 
@@ -90,7 +93,7 @@ def scenarios(
     """Every scenario at one pace; with our own `broker`, stop it for the 'down' ones."""
     from kafka import KafkaProducer
 
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    topic = f"bench-{uuid.uuid4().hex[:8]}.runwatch.events"
     results: dict[str, dict[str, float]] = {}
 
     def emitter(address: str) -> Emitter:
@@ -128,7 +131,40 @@ def scenarios(
     em = emitter(f"127.0.0.1:{free_port()}")
     results["emit, unreachable"] = measure(emitter_call(em), n, rate)
     em.close(timeout=1)
+
+    if broker is not None:
+        bootstrap = broker.start()
+    em = Emitter(run="bench-run", component="trainer", kafka=bootstrap, topic=topic,
+                 spool=spool, heartbeat_interval=1.0, stacks=False)  # fmt: skip
+    em.emit("step.done", step=-1)
+    em.flush(30)
+    results["emit, stack responder off"] = measure(emitter_call(em), n, rate)
+    em.close(timeout=60)
+    em = Emitter(run="bench-run", component="trainer", kafka=bootstrap, topic=topic,
+                 spool=spool, heartbeat_interval=1.0, stacks_interval=0.05)  # fmt: skip
+    responder = em._responder
+    assert responder is not None
+    responder.source = AlwaysAsking()
+    em.emit("step.done", step=-1)
+    em.flush(30)
+    results["emit, stacks taken 20/s"] = measure(emitter_call(em), n, rate)
+    results["emit, stacks taken 20/s"]["answers"] = len(responder.answered)
+    em.close(timeout=60)
     return results
+
+
+class AlwaysAsking:
+    """A breaker view that asks for stacks anew at every look."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def fetch(self) -> dict[str, Any]:
+        self.n += 1
+        return {"stacks": {"request": f"bench-{self.n}"}}
+
+    def close(self) -> None:
+        pass
 
 
 def report(n: int, rate: float, results: dict[str, dict[str, float]]) -> None:
@@ -140,7 +176,7 @@ def report(n: int, rate: float, results: dict[str, dict[str, float]]) -> None:
         print(f"{name:32s} {r['p50_us']:8.1f} {r['p99_us']:8.1f} {r['p999_us']:9.1f} "
               f"{r['max_us']:10.0f} {r['calls_per_s']:10.0f} {r['errors']:6.0f}")  # fmt: skip
     for name, r in results.items():
-        extra = {k: v for k, v in r.items() if k in ("close_s", "dropped")}
+        extra = {k: v for k, v in r.items() if k in ("close_s", "dropped", "answers")}
         if extra:
             print(f"  {name}: " + ", ".join(f"{k}={v:.2f}" for k, v in extra.items()))
 

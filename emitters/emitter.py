@@ -286,7 +286,13 @@ class Emitter:
                 return
             self._started = True
             self._sender.start()
-            source = self._view_source() if self._stacks_wanted else None
+            source = None
+            if self._stacks_wanted:
+                try:
+                    source = self._view_source()
+                except ValueError:  # an events topic of another name: no breaker topic known
+                    log.debug("runwatch: no breaker topic beside %s: stacks are not answered",
+                              self.topic)  # fmt: skip
             if source is not None:
                 self._responder = StackResponder(
                     source, self._answer_stacks, interval=self._stacks_interval,

@@ -127,3 +127,17 @@ def test_py_spy_dumps_another_process_or_says_why_not(
         child.wait()
         assert child.stdout is not None
         child.stdout.close()
+
+
+def test_an_events_topic_of_another_name_leaves_stacks_unanswered_not_the_emitter_broken(
+    tmp_path: Path,
+) -> None:
+    from runwatch.emitters import Emitter
+
+    em = Emitter(run="r", component="trainer", kafka="127.0.0.1:9", topic="my-events",
+                 spool=tmp_path, heartbeat=False)  # fmt: skip
+    try:
+        assert em._responder is None
+        assert em.stacks_from(lambda: Taken("py-spy")) is False
+    finally:
+        em.close(timeout=0.1)
