@@ -317,6 +317,10 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     assert (fired["incident"]["role"], alerts[0]["incident"]["role"]) == ("root", "root")
     assert alerts[3]["incident"]["root_rule"] == "heartbeat_lost"
     assert alerts[3]["incident"]["open"] is False
+    # the hang asked the run's processes for their stacks where emitters read the breaker
+    views = [v for v, _ in setup.read("runwatch.breaker") if v["run"] == "e2e-1"]
+    asked = [v["stacks"]["request"] for v in views if "stacks" in v]
+    assert asked[:1] == ["incident|e2e-1|1"], views
     # an invalid event lands on the dead-letter topic with its reason
     from kafka import KafkaProducer
 
