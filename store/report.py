@@ -30,6 +30,8 @@ class Timeline:
     steps: list[dict[str, Any]] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     incidents: list[dict[str, Any]] = field(default_factory=list)
+    #: incident id -> its evidence (`process_stacks` details: the stacks, grouped)
+    evidence: dict[str, Any] = field(default_factory=dict)
     slowest: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
@@ -66,6 +68,16 @@ def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
         "FROM incidents WHERE run = ? ORDER BY opened_ts, id",
         [run],
     )
+    tl.evidence = {
+        row["incident"]: row["details"]
+        for row in _dicts(
+            store,
+            "SELECT json_extract_string(raw, '$.incident.id') AS incident, details "
+            "FROM alert_log WHERE run = ? AND rule = 'process_stacks' AND state = 'firing' "
+            "ORDER BY seq",
+            [run],
+        )
+    }
     tl.slowest = _dicts(
         store,
         "SELECT traj, step, start_ts, duration_s, status, phase, time_per_phase "

@@ -160,6 +160,7 @@ VIEWS["incidents"] = f"""
     WITH t AS (
         SELECT seq, run, ts, rule, key, subject, state,
                json_extract_string(raw, '$.incident.id') AS incident,
+               json_extract_string(raw, '$.incident.role') AS role,
                json_extract_string(raw, '$.incident.root') AS root_key,
                json_extract_string(raw, '$.incident.root_rule') AS root_rule,
                CAST(json_extract(raw, '$.incident.opened') AS DOUBLE) AS opened,
@@ -169,7 +170,7 @@ VIEWS["incidents"] = f"""
         SELECT incident, any_value(run) AS run, min(opened) AS opened_ts,
                arg_max(root_key, seq) AS root_key, arg_max(root_rule, seq) AS root_rule,
                arg_max(still_open, seq) AS still_open, max(ts) AS last_ts,
-               count(DISTINCT key) AS alerts
+               count(DISTINCT key) FILTER (WHERE role <> 'evidence') AS alerts
         FROM t GROUP BY incident
     )
     SELECT l.run, l.incident AS id, {ts("l.opened_ts")} AS opened,
@@ -177,7 +178,8 @@ VIEWS["incidents"] = f"""
            l.root_rule,
            (SELECT any_value(subject) FROM t WHERE t.key = l.root_key) AS root_subject,
            (SELECT list(DISTINCT rule ORDER BY rule) FROM t
-             WHERE t.incident = l.incident AND t.key <> l.root_key) AS symptoms,
+             WHERE t.incident = l.incident AND t.key <> l.root_key
+               AND t.role <> 'evidence') AS symptoms,
            CASE WHEN NOT l.still_open THEN l.last_ts - l.opened_ts END AS duration_s,
            l.alerts, l.still_open AS open, l.opened_ts, l.root_key
     FROM latest l

@@ -193,6 +193,22 @@ def _dur(seconds: float | None) -> str:
     return "-" if seconds is None else fmt_duration(seconds)
 
 
+def _stacks(details: Any) -> list[str]:
+    """An incident's evidence: where each group of processes was, innermost frame first."""
+    if isinstance(details, str):
+        details = orjson.loads(details)
+    if not isinstance(details, dict):
+        return []
+    out = []
+    for g in details.get("groups") or []:
+        who = ", ".join(g.get("processes") or [])
+        out.append(f"      {who}: {g.get('where', '')}")
+        out += [f"          {f[2]} ({f[0]}:{f[1]})" for f in (g.get("stack") or [])]
+    if details.get("not_answering"):
+        out.append(f"      not answering: {', '.join(details['not_answering'])}")
+    return out
+
+
 def render_timeline(tl: Timeline) -> str:
     r = tl.run
     out = [f"run {r['run']}  status {r['status']}"]
@@ -233,6 +249,7 @@ def render_timeline(tl: Timeline) -> str:
         lasted = "open" if i["open"] else f"lasted {_dur(i['duration_s'])}"
         symptoms = ", ".join(i["symptoms"] or []) or "no other alert"
         out.append(f"  #{number}  {iso(i['opened_ts'])}  {lasted:<14} {root} <- {symptoms}")
+        out += _stacks(tl.evidence.get(i["id"]))
     out.append("")
     out.append("alerts")
     if not tl.alerts:
