@@ -121,10 +121,9 @@ def test_a_hung_gloo_job_s_incident_names_where_each_rank_waits(tmp_path: Path) 
     assert "not answering" not in summary
     assert found["ts"] - stalled["ts"] < 30  # seconds after the hang was seen, not minutes
     # the history keeps them: `runwatch show` prints the incident with its stacks
-    shown = subprocess.run(
-        [sys.executable, "-m", "runwatch.cli", "show", "r-stacks", "--db", str(tmp_path / "h.duckdb")],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+    show = [sys.executable, "-m", "runwatch.cli", "show", "r-stacks", "--db",
+            str(tmp_path / "h.duckdb")]  # fmt: skip
+    shown = subprocess.run(show, capture_output=True, text=True, timeout=120, check=True).stdout
     incidents = shown.split("incidents (root cause <- symptoms)\n")[1].split("\n\n")[0]
     lines = incidents.splitlines()
     assert lines[0].endswith("ranks_stalled <- no other alert"), incidents  # evidence apart
