@@ -754,3 +754,33 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
         transition_id(alerts[0]["key"], 1),
         transition_id(alerts[0]["key"], 2),
     ]
+
+
+def test_each_simulated_fault_s_incident_names_its_root_through_the_worker(setup: Setup) -> None:
+    """The simulated cluster, live through Kafka and one worker: each fault yields an
+    incident whose root is the one replay and serve name (EXPECTED_ROOT)."""
+    from runwatch.dev.simulate import EXPECTED_ROOT, FAULTS
+
+    worker = setup.worker(2)
+    worker.wait_live()
+    faults = [*FAULTS, "slow_but_healthy"]
+    cmd = [sys.executable, "-m", "runwatch.cli", "simulate", "--kafka", setup.bootstrap,
+           "--topic", setup.events, "--jobs", str(len(faults)), "--seed", "3", "--duration",
+           "800", "--speed", "40", "--fault-step", "2"]  # fmt: skip
+    cmd += [f"--fault={f}" for f in faults]
+    subprocess.run(cmd, check=True, timeout=180, capture_output=True)
+    runs = {f"sim-3-job{i:03d}": fault for i, fault in enumerate(faults)}
+
+    def rooted(alerts: list[dict[str, Any]]) -> bool:
+        fired = {a["run"] for a in alerts if a["state"] == "firing"}
+        return all(run in fired for run, fault in runs.items() if fault in EXPECTED_ROOT)
+
+    alerts = setup.wait_alerts(rooted, timeout=120)
+    for run, fault in runs.items():
+        mine = [a for a in alerts if a["run"] == run]
+        if fault not in EXPECTED_ROOT:
+            assert mine == [], (fault, [a["summary"] for a in mine])
+            continue
+        first = mine[0]["incident"]["id"]
+        last = [a for a in mine if a["incident"]["id"] == first][-1]["incident"]
+        assert last["root_rule"] == EXPECTED_ROOT[fault][0], (fault, last)
