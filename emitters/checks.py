@@ -5,7 +5,7 @@ Full pydantic validation costs several µs per event, too much for a trainer's h
 checks accept the common, plainly valid shapes only (`int` for int, `int`/`float` for float,
 …); anything they do not accept is *not sure*, and the emitter then asks pydantic on the exact
 wire form. So a check may be stricter than the models but never laxer —
-tests/unit/test_emitter.py holds the two to that.
+tests/unit/emitters/test_emitter.py holds the two to that.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ strict JSON parsers reject, and genuinely bad input -- is decided by the stdlib 
 pydantic, which also words the reason that goes to the dead-letter place.
 
 Fast-path objects are Structs with the same attribute names and value types as the pydantic
-models (tests/unit/test_decode.py holds the two paths to the same verdicts), so the rest of
+models (tests/unit/stream/test_decode.py holds the two paths to the same verdicts), so the rest of
 the stream code is typed against the pydantic classes.
 """
 
