@@ -15,17 +15,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-import duckdb
 import orjson
 
-from runwatch.store.exceptions import QueryFailed, QueryRefused
 from runwatch.store.report import Timeline, list_runs, run_timeline
+from runwatch.store.sql import query
 from runwatch.store.store import Store, default_db
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.timeparse import iso
 
 #: Statement types `runwatch sql` runs; anything else could change the history.
-READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
 
 
 def add_db_args(p: argparse.ArgumentParser) -> None:
@@ -69,43 +67,6 @@ def register(sub: Any) -> None:
     add_db_args(p)
     p.add_argument("--slowest", type=int, default=5, help="how many trajectories to list")
     p.set_defaults(func=run_show)
-
-
-def duckdb_message(err: duckdb.Error) -> str:
-    """DuckDB's message on one line (the `LINE 1: ...` and caret lines dropped)."""
-    lines = [ln.strip() for ln in str(err).splitlines()]
-    keep = [ln for ln in lines if ln and not ln.startswith("LINE ") and set(ln) != {"^"}]
-    return "; ".join(keep) or type(err).__name__
-
-
-# -- sql -------------------------------------------------------------------------------------
-
-
-def query(store: Store, sql: str) -> list[tuple[list[str], list[tuple[Any, ...]]]]:
-    """Run read-only statements; one (columns, rows) per statement. Raises QueryRefused or
-    QueryFailed with one line."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as err:
-        raise QueryFailed(duckdb_message(err)) from None
-    if not statements:
-        raise QueryFailed("no SQL statement given")
-    for st in statements:
-        kind = st.type.name
-        if kind not in READ_ONLY_TYPES:
-            raise QueryRefused(
-                f"refused: {kind} statements are not run here; runwatch sql only reads "
-                "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE). Nothing was changed."
-            )
-    results = []
-    try:
-        for st in statements:
-            cur = store.con.execute(st.query)
-            names = [d[0] for d in cur.description or []]
-            results.append((names, cur.fetchall()))
-    except duckdb.Error as err:
-        raise QueryFailed(duckdb_message(err)) from None
-    return results
 
 
 def cell(value: Any) -> str:
