@@ -60,17 +60,31 @@ EXTRAS: dict[str, str] = {
 }  # fmt: skip
 
 
+#: command modules that need an extra which brings others along (pyproject.toml: `store`
+#: and `kafka` include `stream`): a missing library of any of them names that extra, so
+#: one install makes the command work, whichever import failed first
+NEEDS: dict[str, tuple[str, frozenset[str]]] = {
+    "store": ("store", frozenset({"stream", "store"})),
+    "query": ("store", frozenset({"stream", "store"})),
+    "backtest": ("store", frozenset({"stream", "store"})),
+    "worker": ("kafka", frozenset({"stream", "kafka"})),
+}
+
+
 class MissingExtra(RunwatchError):
     """A command needs a library that comes with one of runwatch's extras."""
 
 
-def missing_extra(err: ModuleNotFoundError) -> MissingExtra | None:
+def missing_extra(err: ModuleNotFoundError, command_module: str = "") -> MissingExtra | None:
     """The one line (after the command's name) for a library an extra installs; None for
     any other missing module."""
     module = (err.name or "").split(".")[0]
     extra = EXTRAS.get(module)
     if extra is None:
         return None
+    whole, covers = NEEDS.get(command_module, (extra, frozenset()))
+    if extra in covers:
+        extra = whole
     return MissingExtra(
         f"needs the '{extra}' extra ({module} is not installed): "
         f"pip install 'runwatch[{extra}]' (or 'runwatch[all]' for every command)"
@@ -96,7 +110,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(f"runwatch.commands.{name}")
         except ModuleNotFoundError as err:
             for cmd in [c for c, m in COMMANDS.items() if m == name]:
-                problem = missing_extra(err)
+                problem = missing_extra(err, name)
                 if problem is None:
                     raise
                 _stub(sub, cmd, problem)
@@ -128,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except ModuleNotFoundError as err:  # a library of an extra, imported when needed
-            problem = missing_extra(err)
+            problem = missing_extra(err, COMMANDS.get(command or "", ""))
             if problem is None:
                 raise
             raise problem from None

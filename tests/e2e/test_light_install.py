@@ -76,3 +76,5 @@ def test_a_command_that_needs_an_extra_says_which_in_one_line(light: Path, argv:
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"runwatch {argv[0]}: needs the '"), lines[0]
     assert "pip install 'runwatch[" in lines[0]
+    if argv[0] in ("runs", "sql", "sink", "backtest"):  # one install that makes it work
+        assert "needs the 'store' extra" in lines[0], lines[0]
