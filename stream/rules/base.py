@@ -55,6 +55,14 @@ class Params(BaseModel):
     explains: list[RuleId] | None = None
 
 
+#: The stalls of a run's downstream -- the trainer waits, the bar stops, steps slow down,
+#: the idle gap grows, the policy lag grows -- which a failure upstream explains
+#: (`Rule.explains` of the rules that see one).
+STALLS = frozenset(
+    {"stuck_progress", "ranks_stalled", "step_slowdown", "idle_gap_growing", "staleness_growing"}
+)
+
+
 def time_params(model: type[Params]) -> tuple[str, ...]:
     """The names of a parameter model's `Seconds` fields (as written in a config)."""
     return tuple(

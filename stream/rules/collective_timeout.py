@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Description,
     Params,
@@ -100,18 +101,7 @@ class CollectiveTimeout(Rule[CollectiveTimeoutParams]):
     hang = True
     params_model = CollectiveTimeoutParams
     watches = frozenset({"collective.timeout", "step.done", "run.finished"})
-    explains = frozenset(
-        {
-            "heartbeat_lost",
-            "weight_sync_stalled",
-            "inference_idle_with_pending",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {"heartbeat_lost", "weight_sync_stalled", "inference_idle_with_pending"}
 
     def check(self, run: RunState, now: float, params: CollectiveTimeoutParams) -> Verdict:
         if not run.collectives.records:

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Description,
     Params,
@@ -38,22 +39,15 @@ class ComponentFailed(Rule[ComponentFailedParams]):
     )
     params_model = ComponentFailedParams
     watches = frozenset({"component.failed", "step.done", "run.finished"})
-    explains = frozenset(
-        {
-            "heartbeat_lost",
-            "restart_loop",
-            "collective_timeout",
-            "inference_stalled",
-            "weight_sync_stalled",
-            "inference_idle_with_pending",
-            "zero_reward",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {
+        "heartbeat_lost",
+        "restart_loop",
+        "collective_timeout",
+        "inference_stalled",
+        "weight_sync_stalled",
+        "inference_idle_with_pending",
+        "zero_reward",
+    }
 
     def check(self, run: RunState, now: float, params: ComponentFailedParams) -> Verdict:
         failures = run.failures.by_process

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Deadlines,
     Description,
@@ -33,18 +34,7 @@ class HeartbeatLost(Rule[HeartbeatParams]):
     hang = True
     params_model = HeartbeatParams
     watches = frozenset({"heartbeat", "run.finished"})
-    explains = frozenset(
-        {
-            "inference_idle_with_pending",
-            "zero_reward",
-            "weight_sync_stalled",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {"inference_idle_with_pending", "zero_reward", "weight_sync_stalled"}
 
     def state_needs(self, params: HeartbeatParams, base: StateConfig) -> StateConfig:
         return replace(base, heartbeat_timeout=params.timeout)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Description,
     Params,
@@ -57,15 +58,7 @@ class InferenceIdleWithPending(Rule[IdleParams]):
             "progress",
         }
     )
-    explains = frozenset(
-        {
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS
 
     def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:
         return replace(base, pending_bars=base.pending_bars | frozenset(params.pending_bars))

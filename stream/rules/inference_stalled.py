@@ -17,6 +17,7 @@ zero for three minutes. A prefill-only interval (generation 0, prompt > 0) is pr
 from __future__ import annotations
 
 from runwatch.stream.rules.base import (
+    STALLS,
     Condition,
     Deadlines,
     Description,
@@ -43,17 +44,7 @@ class InferenceStalled(Rule[InferenceStalledParams]):
     hang = True
     params_model = InferenceStalledParams
     watches = frozenset({"inference.stats", "heartbeat", "run.finished"})
-    explains = frozenset(
-        {
-            "inference_idle_with_pending",
-            "zero_reward",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {"inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: InferenceStalledParams) -> Verdict:
         due = Deadlines(now)

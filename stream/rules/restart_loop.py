@@ -15,6 +15,7 @@ from pydantic import PositiveInt
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Deadlines,
     Description,
@@ -46,18 +47,7 @@ class RestartLoop(Rule[RestartLoopParams]):
     )
     params_model = RestartLoopParams
     watches = frozenset({"heartbeat", "run.finished"})
-    explains = frozenset(
-        {
-            "heartbeat_lost",
-            "inference_idle_with_pending",
-            "zero_reward",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {"heartbeat_lost", "inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: RestartLoopParams) -> Verdict:
         if run.finished:

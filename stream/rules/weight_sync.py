@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from runwatch.stream.rules.base import (
     QUIET,
+    STALLS,
     Condition,
     Description,
     Params,
@@ -59,18 +60,7 @@ class WeightSyncStalled(Rule[WeightSyncParams]):
     )
     params_model = WeightSyncParams
     watches = frozenset({"weights.published", "weights.loaded", "heartbeat", "run.finished"})
-    explains = frozenset(
-        {
-            "inference_stalled",
-            "inference_idle_with_pending",
-            "zero_reward",
-            "stuck_progress",
-            "ranks_stalled",
-            "step_slowdown",
-            "idle_gap_growing",
-            "staleness_growing",
-        }
-    )
+    explains = STALLS | {"inference_stalled", "inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: WeightSyncParams) -> Verdict:
         if run.finished:
