@@ -290,8 +290,7 @@ class Notifier:
     def _close(self, th: Thread, last: Mapping[str, Any], now: float) -> None:
         """An incident closed on a transition not shown (its firing was silenced)."""
         closed = _replace(th, state="resolved", last_notified=now)
-        with self.store.transaction() as db:  # just the thread's state: no message of its own
-            db.execute("UPDATE threads SET state = 'resolved' WHERE key = ?", (th.key,))
+        self.store.resolve_thread(th.key)  # just the thread's state: no message of its own
         self._edit_incident(closed, last)
 
     def _record(self, ident: str, key: str, what: str, outcome: str) -> str:

@@ -198,6 +198,12 @@ class NotifyStore:
                 ),
             )
 
+    def resolve_thread(self, key: str) -> None:
+        """Mark a thread resolved without a message of its own (an incident closed on a
+        transition that was not shown): no more reminders."""
+        with self.transaction() as db:
+            db.execute("UPDATE threads SET state = 'resolved' WHERE key = ?", (key,))
+
     # -- channel ids -----------------------------------------------------------------------
 
     def channel_id(self, name: str) -> str | None:
