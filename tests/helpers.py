@@ -230,3 +230,16 @@ def http_get(port: int, path: str) -> tuple[int, str] | None:
         return err.code, err.read().decode()
     except OSError:
         return None
+
+
+def tiny_model_in(env: str, out: Path) -> Path:
+    """Build the cached venv `.cache/<env>` (scripts/<env with _>.sh, once per machine) and
+    make a tiny random-weight model with its tokenizer in `out` with that venv's Python
+    (scripts/tiny_model.py): what the tests that run a real trainer or agent loop need."""
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / f"{env.replace('-', '_')}.sh"
+    subprocess.run([str(script)], check=True, timeout=1800)
+    python = root / ".cache" / env / "bin" / "python"
+    subprocess.run([str(python), str(root / "scripts" / "tiny_model.py"), str(out)],
+                   check=True, timeout=300)  # fmt: skip
+    return out

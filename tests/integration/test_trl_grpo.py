@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import tiny_model_in, wait_for
 
 from runwatch.service.launch import ServeProcess
 
@@ -40,11 +40,7 @@ min_stall = 5
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TRL venv (built once per machine) and a tiny model of this module's own."""
-    subprocess.run([str(ROOT / "scripts" / "trl_env.sh")], check=True, timeout=1800)
-    out = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([str(PYTHON), str(ROOT / "scripts" / "tiny_model.py"), str(out)],
-                   check=True, timeout=300)  # fmt: skip
-    return out
+    return tiny_model_in("trl-env", tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture

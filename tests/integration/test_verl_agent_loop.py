@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import tiny_model_in, wait_for
 
 from runwatch.service.launch import ServeProcess
 
@@ -39,11 +39,7 @@ idle_for = 3
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The verl venv (built once per machine) and a tiny tokenizer of this module's own."""
-    subprocess.run([str(ROOT / "scripts" / "verl_env.sh")], check=True, timeout=1800)
-    out = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([str(PYTHON), str(ROOT / "scripts" / "tiny_model.py"), str(out)],
-                   check=True, timeout=300)  # fmt: skip
-    return out
+    return tiny_model_in("verl-env", tmp_path_factory.mktemp("tiny-llama"))
 
 
 def test_a_tool_call_that_never_returns_is_named_by_the_idle_alert(
