@@ -31,7 +31,14 @@ from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.store.writer import BATCH_SIZE, NOT_A_ROW, BatchWriter, Flushed, WriteHealth
+from runwatch.store.writer import (
+    BATCH_SIZE,
+    NOT_A_ROW,
+    BatchWriter,
+    BeforeCommit,
+    Flushed,
+    WriteHealth,
+)
 from runwatch.stream.alerts import Alert
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import admit
@@ -77,6 +84,7 @@ class Sink(Handler):
         *,
         stop: threading.Event | None = None,
         on_flush: Callable[[Flushed], None] | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> None:
         self.config = config
         self.stop = stop or threading.Event()
@@ -100,8 +108,9 @@ class Sink(Handler):
             on_flush = self.endpoints.flushed
         # background: the next batch is decoded while this one is written (two cores)
         self.writer = BatchWriter(
-            config.db, consumer=config.group, wait=config.wait, background=True, on_flush=on_flush
-        )
+            config.db, consumer=config.group, wait=config.wait, background=True,
+            on_flush=on_flush, before_commit=before_commit,
+        )  # fmt: skip
 
     def _consumer(self) -> Any:
         cfg = self.config

@@ -17,7 +17,6 @@ positions in one transaction -- is the same either way.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,20 +45,10 @@ NOT_A_ROW = (StoreError, OSError, duckdb.IOException)
 ROW_GROUP = 122_880
 BATCH_SIZE = 2 * ROW_GROUP
 
-#: Test hook: `PATH@K` makes the K-th flush of this process (default the first) create PATH
-#: after writing its rows and before the commit, then wait -- so a test can kill -9 the
-#: process in the middle of a batch.
-HOLD_ENV = "RUNWATCH_TEST_HOLD_IN_FLUSH"
-
-
-def _hold_here(flushes_done: int) -> None:
-    hold = os.environ.get(HOLD_ENV)
-    if not hold:
-        return
-    path, _, nth = hold.partition("@")
-    if flushes_done + 1 == int(nth or 1):
-        Path(path).touch()
-        time.sleep(3600)
+#: Called inside a flush's transaction, its rows written and not yet committed, with the
+#: number of the flush (1 for the first): where a fault is injected to kill a writer
+#: mid-batch (tests/integration/held_sink.py).
+BeforeCommit = Callable[[int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +74,10 @@ class BatchWriter:
         hold_open: bool = False,
         background: bool = False,
         on_flush: Callable[[Flushed], None] | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> None:
         self.path = Path(path)
+        self.before_commit = before_commit
         self.consumer = consumer
         self.wait = wait
         self.hold_open = hold_open
@@ -238,7 +229,8 @@ class BatchWriter:
                     store.write_invalid(invalid)
                     if self.consumer is not None:
                         store.set_positions(self.consumer, moved)
-                    _hold_here(self.totals["flushes"])
+                    if self.before_commit is not None:
+                        self.before_commit(self.totals["flushes"] + 1)
             except NOT_A_ROW:
                 raise  # the file (locked, unreadable, the disk full): the caller retries
             except Exception as err:  # some row the history refuses: find it, write the rest

@@ -18,7 +18,7 @@ from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
-from runwatch.store.writer import BATCH_SIZE
+from runwatch.store.writer import BATCH_SIZE, BeforeCommit
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import PortUnavailable
 
@@ -81,7 +81,9 @@ def register(sub: Any) -> None:
 # -- sink ------------------------------------------------------------------------------------
 
 
-def run_sink(args: argparse.Namespace) -> int:
+def run_sink(args: argparse.Namespace, *, before_commit: BeforeCommit | None = None) -> int:
+    """`runwatch sink`; `before_commit` runs inside each flush before its commit (a fault
+    a test injects)."""
     from runwatch.store.sink import Sink, SinkConfig
     from runwatch.store.writer import Flushed
 
@@ -115,7 +117,7 @@ def run_sink(args: argparse.Namespace) -> int:
         health_host=args.health_host,
     )
     try:
-        totals = Sink(config, stop=stop, on_flush=report).run()
+        totals = Sink(config, stop=stop, on_flush=report, before_commit=before_commit).run()
     except StoreError as err:
         raise CommandError(str(err)) from None
     except PortUnavailable as err:

@@ -40,13 +40,27 @@ def produce(bootstrap: str, topic: str, values: list[tuple[str, bytes]]) -> None
         producer.close(timeout=10)
 
 
+#: `runwatch sink` with a flush held before its commit (the writer's `before_commit` hook)
+HELD_SINK = str(Path(__file__).with_name("held_sink.py"))
+
+
 class SinkProcess:
+    """`runwatch sink ARGS`; with `held=(MARKER, K)`, its K-th flush creates MARKER and waits
+    before the commit, for the test to kill it mid-batch."""
+
     def __init__(
-        self, args: list[str], env: dict[str, str] | None = None, log: Path | None = None
+        self,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        held: tuple[Path, int] | None = None,
     ) -> None:
         self.log = log.open("wb") if log is not None else None
+        command = [RUNWATCH, "sink"]
+        if held is not None:
+            command = [sys.executable, HELD_SINK, str(held[0]), str(held[1])]
         self.proc = subprocess.Popen(
-            [RUNWATCH, "sink", *args],
+            [*command, *args],
             stdout=subprocess.DEVNULL,
             stderr=self.log or subprocess.PIPE,
             env={**os.environ, **(env or {})},
@@ -125,7 +139,7 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
             "--batch-size", "1000", "--flush-interval", "0.2", "-q"]  # fmt: skip
 
     # 1. the third batch is written but not committed when the sink is killed
-    first = SinkProcess(args, env={"RUNWATCH_TEST_HOLD_IN_FLUSH": f"{marker}@3"})
+    first = SinkProcess(args, held=(marker, 3))
     sinks.append(first)
     wait_until(marker.exists)
     first.kill9()
@@ -179,7 +193,7 @@ def test_readers_wait_for_a_batch_and_say_so_when_it_takes_too_long(
     sink = SinkProcess(
         ["--kafka", kafka_broker, "--db", str(db), "--group", kafka_group,
          "--events-topic", kafka_topic, "--alerts-topic", kafka_topic + ".alerts", "-q"],
-        env={"RUNWATCH_TEST_HOLD_IN_FLUSH": str(marker)},
+        held=(marker, 1),
     )  # fmt: skip
     sinks.append(sink)
     wait_until(marker.exists)  # the sink holds the file, mid-batch

@@ -48,7 +48,7 @@ def test_behind_is_not_ready_and_a_held_flush_is_still_alive(
     sink = SinkProcess(
         [*_args(kafka_broker, kafka_topic, kafka_group, tmp_path / "h.duckdb", port),
          "--batch-size", "500"],
-        env={"RUNWATCH_TEST_HOLD_IN_FLUSH": f"{marker}@2"},
+        held=(marker, 2),
     )  # fmt: skip
     sinks.append(sink)
     # the second batch never commits: the sink stops reading ~1,500 records in

@@ -44,3 +44,39 @@ def test_a_row_the_history_refuses_is_isolated_and_the_rest_written(tmp_path: Pa
     assert reason.startswith("the history refused it")
     assert b'"id": "e37"' in raw
     assert positions == [(100,)]
+
+
+def test_before_commit_runs_in_each_flush_and_a_fault_there_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    """The hook a test kills a writer in: it runs once per flush, numbered from 1, before the
+    commit -- a fault raised there leaves neither rows nor positions behind."""
+    db = tmp_path / "h.duckdb"
+    seen: list[int] = []
+
+    def before_commit(flush: int) -> None:
+        seen.append(flush)
+        if flush == 2:
+            raise OSError("the disk went away mid-batch")
+
+    writer = BatchWriter(db, consumer="test", before_commit=before_commit)
+    try:
+        writer.add_event(*event(0))
+        writer.advance("events", 0, 1)
+        writer.flush()
+        writer.add_event(*event(1))
+        writer.advance("events", 0, 2)
+        try:
+            writer.flush()
+        except OSError:
+            pass
+        else:
+            raise AssertionError("the fault in before_commit did not reach the caller")
+    finally:
+        writer.close()
+    assert seen == [1, 2]
+    with duckdb.connect(str(db), read_only=True) as con:
+        ids = {r for (r,) in con.execute("SELECT id FROM events").fetchall()}
+        positions = con.execute("SELECT next_offset FROM positions").fetchall()
+    assert ids == {"e0"}
+    assert positions == [(1,)]
