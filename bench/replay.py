@@ -87,27 +87,8 @@ def runwatch_replay_full_ring(lines: list[bytes]) -> list[bytes]:
     return runwatch_replay(lines, Engine(dedup_capacity=SMALL_RING))
 
 
-class _EveryRule(dict[str, list[int]]):
-    """A watch index that answers "all rules" for every kind."""
-
-    def __init__(self, count: int) -> None:
-        super().__init__()
-        self._all = list(range(count))
-
-    def get(self, kind: str, default: Any = None) -> list[int]:  # type: ignore[override]
-        return self._all
-
-
-class NaiveEngine(Engine):
-    """The same state, rules and alert lifecycle, evaluating every rule after every event."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._by_kind = _EveryRule(len(self.rules))
-
-
 def naive(lines: list[bytes]) -> list[bytes]:
-    engine = NaiveEngine()
+    engine = Engine(shortcuts=False)  # every rule after every event
     out: list[bytes] = []
     for raw in lines:
         try:

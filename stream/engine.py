@@ -91,21 +91,32 @@ class TrackedRun:
 class Engine:
     """Run states for many runs and their alerts."""
 
-    def __init__(self, config: RulesConfig | None = None, *, dedup_capacity: int = 500_000) -> None:
+    def __init__(
+        self,
+        config: RulesConfig | None = None,
+        *,
+        dedup_capacity: int = 500_000,
+        shortcuts: bool = True,
+    ) -> None:
+        """`shortcuts=False` evaluates every rule after every event (no index by kind, no
+        skipped routine heartbeat): the reference the shortcuts are held to (tests, bench)."""
         self.config = config or RulesConfig.default()
+        self._shortcuts = shortcuts
         self.rules: tuple[Rule[Any], ...] = self.config.rules
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
         self._incidents = self.config.incidents
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
+        self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
         self._closed: list[tuple[TrackedRun, str]] = []  # incidents closed by a transition
         self._by_kind = self._index({})
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
         self.now = float("-inf")
         self.seen = RecentIds(dedup_capacity)
-        self._timers: list[tuple[float, int, str, int]] = []
-        self._seq = 0
+        #: (when, run, rule index): checks due at one instant run in run and rule order,
+        #: whatever order they were scheduled in (what a skipped evaluation cannot change)
+        self._timers: list[tuple[float, str, int]] = []
         #: events not applied because their id was seen: by the engine or by a driver that
         #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
         self.duplicates = 0
@@ -181,13 +192,19 @@ class Engine:
             tracked.state.reconfigure(self.config.state_config(tracked.overrides))
             self._reindex(tracked)
         # a run's first event starts the clocks of rules that watch for silence (`absent`)
-        everything = bool(overrides) or new_run
+        everything = bool(overrides) or new_run or not self._shortcuts
         indexes: Iterable[int] = (
             range(len(self.rules))
             if everything
             else (tracked.by_kind or self._by_kind).get(event.kind, ())
         )
         now = self.now
+        postponed = tracked.state.postponed
+        if postponed is not None and postponed > now and not everything:
+            # a routine heartbeat: only the rules it can change, and those firing (it may
+            # be what resolves them)
+            skip, firing = self._skip_routine, tracked.firing
+            indexes = [i for i in indexes if i not in skip or firing.get(i)]
         for i in indexes:
             self._evaluate(tracked, i, now, out)
         return out
@@ -224,7 +241,7 @@ class Engine:
         out: list[Alert] = []
         timers = self._timers
         while timers and timers[0][0] <= now:
-            at, _, run, index = heapq.heappop(timers)
+            at, run, index = heapq.heappop(timers)
             tracked = self.runs.get(run)
             if tracked is None or tracked.timers.get(index) != at:
                 continue  # superseded by a later evaluation
@@ -267,8 +284,7 @@ class Engine:
         if next_check is not None and next_check > now:
             if tracked.timers.get(index) != next_check:
                 tracked.timers[index] = next_check
-                self._seq += 1
-                heapq.heappush(self._timers, (next_check, self._seq, tracked.state.run, index))
+                heapq.heappush(self._timers, (next_check, tracked.state.run, index))
         else:
             tracked.timers.pop(index, None)
 
@@ -381,7 +397,6 @@ class Engine:
             seen = joined
         return {
             "now": self.now,
-            "seq": self._seq,
             "duplicates": self.duplicates,
             "seen": seen,
             "timers": self._timers,
@@ -415,15 +430,15 @@ class Engine:
             tracked.firing, tracked.timers, tracked.transitions = firing, timers, transitions
             self._reindex(tracked)
             runs[run] = tracked
-        now, seq, duplicates = state["now"], state["seq"], state["duplicates"]
-        pending = state["timers"]
+        now, duplicates = state["now"], state["duplicates"]
+        pending = [(t[0], t[-2], t[-1]) for t in state["timers"]]  # older: (at, seq, run, i)
         seen = RecentIds(self.seen.capacity)
         ids = state["seen"]
         for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:
             seen.add(event_id)
         heapq.heapify(pending)
         # all read: only now is anything replaced (a state that fails to load changes nothing)
-        self.runs, self.now, self._seq, self.duplicates = runs, now, seq, duplicates
+        self.runs, self.now, self.duplicates = runs, now, duplicates
         self._timers, self.seen = pending, seen
 
     # -- the circuit breaker -----------------------------------------------------------------

@@ -159,6 +159,10 @@ class Rule(Generic[P]):
     #: the rules whose alerts an alert of this one explains when both fire in a run: what
     #: waits downstream of what this rule sees fail (`runwatch.stream.incidents`)
     explains: ClassVar[frozenset[str]] = frozenset()
+    #: a routine heartbeat (a live process beating again, nothing else new:
+    #: `RunState.postponed`) can only postpone this rule's next check, never change what
+    #: holds now: the engine skips the rule on one while none of its alerts fire in the run
+    skips_routine_beats: ClassVar[bool] = False
     #: evidence of an incident (stacks), not a fault: its condition's key is the id of the
     #: incident it joins, and it is never the root
     evidence: ClassVar[bool] = False

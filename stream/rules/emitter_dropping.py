@@ -38,6 +38,7 @@ class EmitterDropping(Rule[EmitterDroppingParams]):
     )
     params_model = EmitterDroppingParams
     watches = frozenset({"heartbeat", "run.finished"})
+    skips_routine_beats = True
 
     def check(self, run: RunState, now: float, params: EmitterDroppingParams) -> Verdict:
         if run.finished:

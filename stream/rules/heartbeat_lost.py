@@ -34,6 +34,7 @@ class HeartbeatLost(Rule[HeartbeatParams]):
     hang = True
     params_model = HeartbeatParams
     watches = frozenset({"heartbeat", "run.finished"})
+    skips_routine_beats = True
     explains = STALLS | {"inference_idle_with_pending", "zero_reward", "weight_sync_stalled"}
 
     def state_needs(self, params: HeartbeatParams, base: StateConfig) -> StateConfig:

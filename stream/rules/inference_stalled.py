@@ -44,6 +44,7 @@ class InferenceStalled(Rule[InferenceStalledParams]):
     hang = True
     params_model = InferenceStalledParams
     watches = frozenset({"inference.stats", "heartbeat", "run.finished"})
+    skips_routine_beats = True
     explains = STALLS | {"inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: InferenceStalledParams) -> Verdict:

@@ -47,6 +47,7 @@ class RestartLoop(Rule[RestartLoopParams]):
     )
     params_model = RestartLoopParams
     watches = frozenset({"heartbeat", "run.finished"})
+    skips_routine_beats = True
     explains = STALLS | {"heartbeat_lost", "inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: RestartLoopParams) -> Verdict:

@@ -60,6 +60,7 @@ class WeightSyncStalled(Rule[WeightSyncParams]):
     )
     params_model = WeightSyncParams
     watches = frozenset({"weights.published", "weights.loaded", "heartbeat", "run.finished"})
+    skips_routine_beats = True
     explains = STALLS | {"inference_stalled", "inference_idle_with_pending", "zero_reward"}
 
     def check(self, run: RunState, now: float, params: WeightSyncParams) -> Verdict:

@@ -32,27 +32,39 @@ def slot_name(src: Source) -> str:
 class Slot:
     """One role's pids: pid -> [first beat, last beat], and the pids that said `final`."""
 
-    __slots__ = ("final", "pids")
+    __slots__ = ("final", "newest", "pids")
 
     def __init__(self) -> None:
         self.pids: dict[int, list[float]] = {}
         self.final: set[int] = set()
+        self.newest: int | None = None  # the pid that beat first last, if no other did then
 
-    def beat(self, pid: int, ts: float, final: bool = False) -> None:
+    def beat(self, pid: int, ts: float, final: bool = False) -> bool:
+        """Fold one heartbeat in. False when it cannot change `restarts()`: a later beat of
+        the slot's newest pid, which no pid follows (a routine beat)."""
+        seen = self.pids.get(pid)
+        routine = not final and seen is not None and pid == self.newest and ts >= seen[0]
         if final:
             self.final.add(pid)
-        seen = self.pids.get(pid)
         if seen is None:
             self.pids[pid] = [ts, ts]
             if len(self.pids) > KEEP:
                 oldest = min(self.pids, key=lambda p: self.pids[p][0])
                 del self.pids[oldest]
                 self.final.discard(oldest)
-            return
-        if ts < seen[0]:
-            seen[0] = ts
-        if ts > seen[1]:
-            seen[1] = ts
+        else:
+            if ts < seen[0]:
+                seen[0] = ts
+            if ts > seen[1]:
+                seen[1] = ts
+        if not routine:
+            self._find_newest()
+        return not routine
+
+    def _find_newest(self) -> None:
+        firsts = sorted((first, pid) for pid, (first, _) in self.pids.items())
+        tied = len(firsts) > 1 and firsts[-1][0] == firsts[-2][0]
+        self.newest = None if tied or not firsts else firsts[-1][1]
 
     def restarts(self) -> list[float]:
         """When a pid came in place of one that had gone quiet, oldest first."""
@@ -80,11 +92,12 @@ class Restarts:
     def __init__(self) -> None:
         self.slots: dict[str, Slot] = {}
 
-    def beat(self, src: Source, ts: float, final: bool = False) -> None:
+    def beat(self, src: Source, ts: float, final: bool = False) -> bool:
+        """Fold one heartbeat in; False when it changed no slot's restarts (routine)."""
         if src.pid is None:
-            return
+            return False
         name = slot_name(src)
         slot = self.slots.get(name)
         if slot is None:
             slot = self.slots[name] = Slot()
-        slot.beat(src.pid, ts, final)
+        return slot.beat(src.pid, ts, final)

@@ -72,6 +72,11 @@ class RunState:
         #: the latest `step.done`: progress that lets go of failures seen before it
         self.progress_at: float | None = None
         self.last_arrival: dict[tuple[str, str], float] = {}
+        #: after a routine heartbeat (a live process beating again, nothing else new): when
+        #: that process would have counted as lost without it; None after any other event.
+        #: Rules that only learn from such a beat that a deadline moved later skip it
+        #: (`Rule.routine_beats`)
+        self.postponed: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -95,6 +100,7 @@ class RunState:
         if ts > self.clock:
             self.clock = ts
         self.events += 1
+        self.postponed = None
         kind = event.kind
         if self.config.watched_arrivals:
             key = (event.src.component, kind)
@@ -128,8 +134,13 @@ class RunState:
 
     def _heartbeat(self, event: ev.Event) -> None:
         e = cast(ev.Heartbeat, event)
-        proc = self.processes.beat(e.src, e.ts, bool(e.final), e.dropped_events)
-        self.restarts.beat(e.src, e.ts, bool(e.final))
+        final = bool(e.final)
+        proc = self.processes.get(e.src)
+        was, dropped = proc.lost_at(self.config.heartbeat_timeout), proc.dropped
+        self.processes.beat(e.src, e.ts, final, e.dropped_events)
+        restarted = self.restarts.beat(e.src, e.ts, final)
+        if was is not None and e.ts < was and not (final or restarted or proc.dropped != dropped):
+            self.postponed = was
         if self.inference.process_final(proc):
             # the idle condition depends on heartbeats only through servers' clean exits;
             # every other change re-evaluates it on its own, so nothing else can be stale
