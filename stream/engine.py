@@ -115,7 +115,9 @@ class Engine:
         self.now = float("-inf")
         self.seen = RecentIds(dedup_capacity)
         #: (when, run, rule index): checks due at one instant run in run and rule order,
-        #: whatever order they were scheduled in (what a skipped evaluation cannot change)
+        #: whatever order they were scheduled in (what a skipped evaluation cannot change).
+        #: A run's `timers` holds when each check is wanted; the heap has an entry at or
+        #: before it
         self._timers: list[tuple[float, str, int]] = []
         #: events not applied because their id was seen: by the engine or by a driver that
         #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
@@ -243,8 +245,12 @@ class Engine:
         while timers and timers[0][0] <= now:
             at, run, index = heapq.heappop(timers)
             tracked = self.runs.get(run)
-            if tracked is None or tracked.timers.get(index) != at:
-                continue  # superseded by a later evaluation
+            want = None if tracked is None else tracked.timers.get(index)
+            if want != at:
+                if want is not None and want > at:  # postponed since: wait on until then
+                    heapq.heappush(timers, (want, run, index))
+                continue  # else superseded by a later evaluation
+            assert tracked is not None
             del tracked.timers[index]
             self.now = max(self.now, at)
             self._evaluate(tracked, index, self.now, out)
@@ -282,9 +288,13 @@ class Engine:
                 for i in self._evidence:
                     self._evaluate(closed, i, now, out)
         if next_check is not None and next_check > now:
-            if tracked.timers.get(index) != next_check:
+            scheduled = tracked.timers.get(index)
+            if scheduled != next_check:
                 tracked.timers[index] = next_check
-                heapq.heappush(self._timers, (next_check, tracked.state.run, index))
+                # a check put off needs no new entry: the earlier one, when due, moves on to
+                # the later time (`advance`); most evaluations only put a check off
+                if scheduled is None or next_check < scheduled:
+                    heapq.heappush(self._timers, (next_check, tracked.state.run, index))
         else:
             tracked.timers.pop(index, None)
 

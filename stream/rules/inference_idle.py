@@ -58,6 +58,7 @@ class InferenceIdleWithPending(Rule[IdleParams]):
             "progress",
         }
     )
+    skips_routine_beats = True
     explains = STALLS
 
     def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:

@@ -28,6 +28,7 @@ SHORT = {
     "emitter_dropping": {"quiet_for": 40.0},
     "inference_stalled": {"stalled_for": 25.0},
     "weight_sync_stalled": {"timeout": 35.0},
+    "inference_idle_with_pending": {"idle_for": 20.0},
 }
 
 
@@ -80,12 +81,14 @@ PROCESSES = [("trainer", "n0", None), ("rollout", "n1", None), ("inference", "n2
 @st.composite
 def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]]:
     """Heartbeats of four processes with everything that makes a beat not routine mixed in,
-    plus the inference and weights events the heartbeat-reading rules combine them with."""
+    plus the inference, trajectory and weights events the heartbeat-reading rules combine
+    them with."""
     seed = draw(st.integers(0, 2**32 - 1))
     live = draw(st.booleans())  # a live clock: `now` ahead of event time
     rnd = random.Random(seed)
     pids = {p: 1000 + i * 10 for i, p in enumerate(PROCESSES)}
     dropped = dict.fromkeys(PROCESSES, 0)
+    started = 0
     out: list[tuple[dict[str, Any], float | None]] = []
     t = 1_800_000_000.0
     out.append((make_event("run.started", t, run="r"), None))
@@ -118,6 +121,14 @@ def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]
         if 0.28 <= roll < 0.31 and instance is not None:
             out.append((make_event("weights.loaded", ts, run="r", src=src, server=instance,
                                    version=int(t)), None))  # fmt: skip
+        if 0.36 <= roll < 0.44:
+            started += 1
+            out.append((make_event("trajectory.started", ts, run="r", component="rollout",
+                                   traj=f"t{started}"), None))  # fmt: skip
+        if 0.44 <= roll < 0.50 and started:
+            traj = f"t{rnd.randint(1, started)}"
+            out.append((make_event("trajectory.done", ts, run="r", component="rollout",
+                                   traj=traj, status="ok"), None))  # fmt: skip
         if 0.31 <= roll < 0.36:
             out.append(({"kind": "tick", "ts": t + rnd.choice([5.0, 31.0, 60.0])}, None))
         now = t + rnd.choice([0.0, 2.0, 35.0]) if live else None
