@@ -52,6 +52,16 @@ class FarAhead(Generic[T]):
     def __len__(self) -> int:
         return len(self._held)
 
+    def passes(self, ts: float) -> bool:
+        """The common case, decided without building anything: nothing is held and `ts` is
+        not far ahead. Then the event passes (the caller applies it) and the stream's time
+        moves to `ts`; otherwise the caller `offer`s it."""
+        if self._held or (ts > self.high + self.jump and self.high != float("-inf")):
+            return False
+        if ts > self.high:
+            self.high = ts
+        return True
+
     def offer(self, ts: float, source: Hashable, item: T) -> tuple[list[T], list[tuple[T, str]]]:
         """Take one event; return the events to pass on now (in the order to apply them)
         and those refused, each with its reason."""

@@ -84,6 +84,9 @@ def admitted(
         except InvalidEvent as err:
             on_refused(source, number, raw, err.reason)
             continue
+        if ahead.passes(event.ts):
+            yield event, source, number, raw
+            continue
         passed, refused = ahead.offer(event.ts, origin(event), (event, source, number, raw))
         for (_, src, line, data), why in refused:
             on_refused(src, line, data, why)

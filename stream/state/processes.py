@@ -33,6 +33,17 @@ class Process:
             return None
         return self.last_beat + timeout
 
+    def beat(self, ts: float, final: bool, dropped: int | None = None) -> None:
+        if self.last_beat is None or ts >= self.last_beat:
+            self.last_beat = ts
+            # a beat after a clean exit means the process (or a new one in its place) is back
+            self.final = bool(final)
+            if dropped is not None:
+                dropped = max(0, dropped)
+                if dropped > self.dropped:
+                    self.dropped_at = ts
+                self.dropped = dropped
+
     def alive(self, now: float, timeout: float) -> bool:
         """Alive unless its heartbeats stopped (a process that never beat is presumed alive)."""
         if self.final:
@@ -72,13 +83,5 @@ class Processes:
 
     def beat(self, src: Source, ts: float, final: bool, dropped: int | None = None) -> Process:
         proc = self.get(src)
-        if proc.last_beat is None or ts >= proc.last_beat:
-            proc.last_beat = ts
-            # a beat after a clean exit means the process (or a new one in its place) is back
-            proc.final = bool(final)
-            if dropped is not None:
-                dropped = max(0, dropped)
-                if dropped > proc.dropped:
-                    proc.dropped_at = ts
-                proc.dropped = dropped
+        proc.beat(ts, final, dropped)
         return proc

@@ -87,17 +87,23 @@ class Slot:
 class Restarts:
     """The run's slots by name."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("_by_src", "slots")
 
     def __init__(self) -> None:
         self.slots: dict[str, Slot] = {}
+        #: (component, host, rank, instance) -> slot: spares formatting the name per beat
+        self._by_src: dict[tuple[str, str | None, int | None, str | None], Slot] = {}
 
     def beat(self, src: Source, ts: float, final: bool = False) -> bool:
         """Fold one heartbeat in; False when it changed no slot's restarts (routine)."""
         if src.pid is None:
             return False
-        name = slot_name(src)
-        slot = self.slots.get(name)
+        key = (src.component, src.host, src.rank, src.instance)
+        slot = self._by_src.get(key)
         if slot is None:
-            slot = self.slots[name] = Slot()
+            name = slot_name(src)
+            slot = self.slots.get(name)
+            if slot is None:
+                slot = self.slots[name] = Slot()
+            self._by_src[key] = slot
         return slot.beat(src.pid, ts, final)

@@ -137,7 +137,7 @@ class RunState:
         final = bool(e.final)
         proc = self.processes.get(e.src)
         was, dropped = proc.lost_at(self.config.heartbeat_timeout), proc.dropped
-        self.processes.beat(e.src, e.ts, final, e.dropped_events)
+        proc.beat(e.ts, final, e.dropped_events)
         restarted = self.restarts.beat(e.src, e.ts, final)
         if was is not None and e.ts < was and not (final or restarted or proc.dropped != dropped):
             self.postponed = was
