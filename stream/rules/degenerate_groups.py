@@ -60,12 +60,18 @@ class DegenerateGroups(Rule[DegenerateGroupsParams]):
         ).steps  # fmt: skip
 
     def check(self, run: RunState, now: float, params: DegenerateGroupsParams) -> Verdict:
-        streak = self._streak(run, params)
-        if len(streak) < params.steps:
-            return Verdict()
-        since = streak[0].done or now
-        fire_at = streak[params.steps - 1].done or now
-        return Verdict((Condition("", since, fire_at),))
+        # most trajectories end in a step still open, which changes no done step's groups:
+        # the streak is read again only when `settled` moved (or the parameters differ)
+        steps = run.steps
+        memo = steps.memo.get(self.id)
+        if memo is None or memo[0] != steps.settled or memo[1] != hash(params):
+            streak = self._streak(run, params)
+            held = None
+            if len(streak) >= params.steps:
+                held = (streak[0].done or now, streak[params.steps - 1].done or now)
+            memo = steps.memo[self.id] = (steps.settled, hash(params), held)
+        held = memo[2]
+        return Verdict() if held is None else Verdict((Condition("", *held),))
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: DegenerateGroupsParams

@@ -86,6 +86,7 @@ class RunState:
         """Per-run rule parameters (from run.started.config) change what must be kept."""
         self.config = config
         self.steps.keep = config.keep_steps
+        self.steps.settled += 1  # what step rules read may differ now
         self.steps.watched = config.watched_metrics
         self.steps.keep_early(config.early_metrics, config.early_steps)
         self.progress.window = config.progress_window

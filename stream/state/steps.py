@@ -62,7 +62,7 @@ class Steps:
     """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
 
     __slots__ = ("by_number", "early", "early_keys", "early_n", "keep", "last_done", "latest",
-                 "watched")  # fmt: skip
+                 "memo", "settled", "watched")  # fmt: skip
 
     def __init__(self, keep: int, watched: frozenset[str]) -> None:
         self.by_number: dict[int, Step] = {}
@@ -74,6 +74,12 @@ class Steps:
         self.early: dict[str, list[float]] = {}
         self.early_keys: frozenset[str] = frozenset()
         self.early_n = 0
+        #: counts changes to what the done steps say about their groups (a step done, a
+        #: late trajectory of a done step, a step let go): a rule over them re-reads only
+        #: when it moved
+        self.settled = 0
+        #: what such a rule read last, by rule id: (settled, parameters' hash, result)
+        self.memo: dict[str, tuple[int, int, tuple[float, float] | None]] = {}
 
     def keep_early(self, keys: frozenset[str], n: int) -> None:
         self.early_keys, self.early_n = keys, n
@@ -86,6 +92,7 @@ class Steps:
                 self.latest = number
             if len(self.by_number) > self.keep:
                 del self.by_number[min(self.by_number)]
+                self.settled += 1
         return step
 
     def recent(self, count: int) -> list[Step]:
@@ -108,6 +115,7 @@ class Steps:
     ) -> Step:
         step = self.get(number)
         if step.done is None:
+            self.settled += 1
             step.done = ts
             step.duration = duration
             step.timing = timing
@@ -151,6 +159,8 @@ class Steps:
     def group_reward(self, number: int, group: str, reward: float) -> None:
         """One finished trajectory's reward, counted in its step's prompt group."""
         step = self.get(number)
+        if step.done is not None:
+            self.settled += 1
         if step.groups is None:
             step.groups = {}
         seen = step.groups.get(group)

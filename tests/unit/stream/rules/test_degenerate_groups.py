@@ -95,3 +95,34 @@ def test_a_trajectory_done_twice_is_counted_once() -> None:
                        for _ in range(2)]  # fmt: skip
         events.append(make_event("step.done", 100.0 * n + 2, step=n))
     assert mine(feed(make_engine(), events)) == []
+
+
+def test_the_remembered_streak_is_the_one_counted_afresh() -> None:
+    """The rule re-reads the steps only when what done steps say about their groups moved
+    (`Steps.settled`): after every event of a long run with late trajectories (done after
+    their step), a streak longer than the steps kept (53 here, for the other rules), and a
+    step done twice, its verdict is the one it gives with nothing remembered."""
+    events: list[dict[str, Any]] = []
+    for n in range(1, 40):
+        events += step(n, 0.875 if n % 5 else 0.25, seed=n, on_done=n % 3 == 0)
+        if n % 4 == 0:  # a straggler of the step before, done: its group p0 is mixed now,
+            # and 7 of 8 degenerate groups become 6 (below `max_fraction`)
+            events.append(make_event("trajectory.done", 100.0 * n + 95, src=ROLLOUT,
+                                     traj=f"late-{n}", status="ok", reward=0.5, group="p0",
+                                     step=n - 1))  # fmt: skip
+        if n % 7 == 0:
+            events.append(make_event("step.done", 100.0 * n + 96, step=n))
+    for n in range(40, 110):  # a streak longer than the steps kept: each one let go moves it
+        events += step(n, 1.0, seed=n)
+    engine = make_engine({RULE: {"steps": 3}})
+    index = [r.rule_id for r in engine.rules].index(RULE)
+    rule = engine.rules[index]
+    fired = 0
+    for event in events:
+        fired += len(mine(feed(engine, [event])))
+        tracked = engine.runs["r1"]
+        params = tracked.overrides.get(RULE, rule.params)
+        remembered = rule.check(tracked.state, engine.now, params)
+        tracked.state.steps.memo.clear()
+        assert rule.check(tracked.state, engine.now, params) == remembered
+    assert fired >= 4  # it fired and resolved on the way: the verdicts compared were not all quiet
