@@ -8,6 +8,10 @@ computes every gauge from the run states, then writes the text format: reported 
 collector's own writer (`exposition()`, what /metrics answers) and for prometheus-client's
 `generate_latest(registry)`: series per scrape, median and p95 wall time of `--scrapes`.
 
+Fleet. `--fleet-runs` (5,000) runs of the same shape, one in 100 with a firing alert: one
+scrape under the cardinality budget (`Limits.detailed_runs`: quiet runs show 6 series when
+more runs than that are tracked) against every family for every run.
+
 Per event. The sandbox-hang incident, decoded up front, applied to a fresh `Engine` with and
 without `RunwatchMetrics.instrument` (the event-kind counter and the transition counter),
 best of `--repeat` passes; the difference per event is the exporter's cost.
@@ -20,6 +24,7 @@ Figures only: nothing here asserts a timing.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from typing import Any
@@ -30,7 +35,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from runwatch.dev.incidents import sandbox_hang
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
-from runwatch.stream.metrics.exporter import RunwatchMetrics
+from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics
 
 PHASES = ("generate", "tool", "sandbox", "reward")
 
@@ -166,17 +171,55 @@ def per_event_cost(repeat: int) -> None:
     )
 
 
+def fleet_budget(runs: int, scrapes: int) -> None:
+    """`runs` live runs of the shape above, 1 in 100 with a firing alert: /metrics under the
+    default budget (`Limits.detailed_runs`) against every family for every run, the same
+    run states scraped by both."""
+    engines = [Engine() for _ in range(4)]
+    t0 = 1_700_000_000.0
+    for r in range(runs):
+        engine = engines[r % len(engines)]
+        events = _events(f"run-{r:05d}", t0)
+        if r % 100 == 0:  # a NaN loss: non_finite_metric fires
+            last = events[-1]
+            events.append({"v": 1, "id": f"nan-{r}", "ts": last["ts"], "run": last["run"],
+                           "kind": "step.metrics", "src": events[0]["src"], "step": 17,
+                           "metrics": {"loss": float("nan")}})  # fmt: skip
+        for e in events:  # json writes NaN as the token the contract allows; orjson as null
+            engine.apply(decode(json.dumps(e).encode()) if e["id"].startswith("nan") else
+                         decode_dict(e))  # fmt: skip
+    firing = sum(len(engine.firing()) for engine in engines)
+    print(f"fleet: {runs} live runs, {firing} firing alerts, 4 engines")
+    budget = f"the budget (detailed_runs={Limits.detailed_runs})"
+    for label, limits in (("every family for every run", Limits(detailed_runs=10**9)),
+                          (budget, Limits())):  # fmt: skip
+        metrics = RunwatchMetrics(CollectorRegistry(), limits=limits)
+        for engine in engines:
+            metrics.add_engine(engine)
+        times = []
+        for _ in range(scrapes):
+            t = time.perf_counter()
+            body = metrics.exposition()
+            times.append(time.perf_counter() - t)
+        lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+        took = statistics.median(times) * 1e3
+        print(f"  {label:<40} {lines:>8,} series ({lines / runs:.0f} per run), "
+              f"{len(body) / 1e6:5.1f} MB, median scrape {took:.0f} ms")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--scrapes", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--fleet-runs", type=int, default=5000, help="runs for the budget figure")
     ap.add_argument("--quick", action="store_true", help="fewer scrapes and passes")
     args = ap.parse_args()
     if args.quick:
-        args.scrapes, args.repeat = 5, 2
+        args.scrapes, args.repeat, args.fleet_runs = 5, 2, 1000
     print(machine())
     scrape_cost(args.runs, args.scrapes)
+    fleet_budget(args.fleet_runs, max(3, args.scrapes // 4))
     per_event_cost(args.repeat)
 
 

@@ -82,6 +82,15 @@ def register(sub: Any) -> None:
         metavar="PORT",
         help="serve Prometheus /metrics on this port (default: off; e.g. 9464)",
     )
+    w.add_argument(
+        "--metrics-detailed-runs",
+        type=int,
+        default=500,
+        metavar="N",
+        help="while the worker tracks more runs than this, /metrics shows every series only "
+        "for runs with a firing alert or an open incident, and 6 series for each other run "
+        "(500; the budget of a large fleet: README, Metrics)",
+    )
     add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
@@ -108,6 +117,8 @@ def run_worker(args: argparse.Namespace) -> int:
         raise CommandError("--partitions must be at least 1")
     if args.checkpoint_every < 0 or args.checkpoint_events < 0:
         raise CommandError("--checkpoint-every and --checkpoint-events cannot be negative")
+    if args.metrics_detailed_runs < 0:
+        raise CommandError("--metrics-detailed-runs cannot be negative")
     security = connect_check(args)
     from runwatch.stream.kafka.worker import WorkerSettings, run
 
@@ -120,6 +131,7 @@ def run_worker(args: argparse.Namespace) -> int:
         tick_s=args.tick,
         session_timeout=args.session_timeout,
         metrics_port=args.metrics_port,
+        metrics_detailed_runs=args.metrics_detailed_runs,
         security=security,
         checkpoint_every_s=args.checkpoint_every,
         checkpoint_every_events=args.checkpoint_events,

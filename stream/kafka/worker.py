@@ -61,6 +61,7 @@ from runwatch.stream.kafka.consume import (
 )
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
+from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.reading import ReadClock
 
@@ -92,6 +93,8 @@ class WorkerSettings:
     #: Serve Prometheus /metrics on this port (None: off; 0: a free port).
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
+    #: past this many runs, /metrics details only the runs with an alert (`Limits`)
+    metrics_detailed_runs: int = Limits.detailed_runs
     #: TLS / SASL for every client: the Faust app's, the live and the rebuild consumers'.
     security: KafkaSecurity = PLAINTEXT
     #: Checkpoint each live partition this often, or after this many events (0: never).
@@ -144,6 +147,7 @@ class StreamWorker(Handler):
                 settings.metrics_port,
                 settings.metrics_host,
                 ready=self.readiness,
+                limits=Limits(detailed_runs=settings.metrics_detailed_runs),
             )
         self.app = self._build_app()
 

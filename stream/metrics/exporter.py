@@ -6,7 +6,8 @@ increment for "events by kind"), and a scrape computes every per-run gauge from 
 after its `run.finished`; a run that went silent without finishing drops out after
 `stale_after`. Labels are bounded: never one series per trajectory or request; phases,
 servers, progress bars and components are capped per run (`Limits`), and the rest are
-summed under `other`. README "Metrics" lists the series and their cardinality per run.
+summed under `other`. In a large fleet (more runs than `Limits.detailed_runs`) a run with
+no alert firing shows 6 brief series. README "Metrics" lists the series and the budget.
 
 Use (the worker does this with `--metrics-port`; the embedded service the same):
 
@@ -58,6 +59,10 @@ class Limits:
     components: int = 16
     labels: int = 16
     step_phases: int = 16
+    #: the fleet's budget: while more runs than this are tracked, a run with no firing
+    #: alert and no open incident shows only its brief series (`_brief`: 6), the others
+    #: every family -- 10,000 jobs stay near 60,000 series, not 400,000
+    detailed_runs: int = 500
 
 
 EngineSource = Callable[[], Iterable[Engine]]
@@ -228,7 +233,10 @@ class RunwatchMetrics(Collector):
         f = Families()
         live = finished = 0
         shown: set[str] = set()
-        for engine in self.engines():
+        engines = list(self.engines())
+        with lock:
+            brief = sum(len(e.runs) for e in engines) > self.limits.detailed_runs
+        for engine in engines:
             with lock:
                 runs = list(engine.runs.items())
             for run, tracked in runs:
@@ -242,7 +250,6 @@ class RunwatchMetrics(Collector):
                     else:
                         live += 1
                     shown.add(run)
-                    self._run(f, run, state, now)
                     firing: dict[tuple[str, str], int] = {}
                     for index, conds in list(tracked.firing.items()):
                         if not conds:
@@ -256,6 +263,10 @@ class RunwatchMetrics(Collector):
                     for incident in tracked.incidents.open:
                         root = incident.members[incident.root].rule
                         roots[root] = roots.get(root, 0) + 1
+                    if brief and not firing and not roots:
+                        self._brief(f, run, state, now)
+                    else:
+                        self._run(f, run, state, now)
                 for (rule_id, sev), n in firing.items():
                     f.alerts.add([run, rule_id, sev], n)
                 for root, n in roots.items():
@@ -280,6 +291,18 @@ class RunwatchMetrics(Collector):
             end = state.finished_ts if state.finished_ts is not None else state.clock
             return now - end <= self.finished_grace
         return self.stale_after is None or now - state.clock <= self.stale_after
+
+    def _brief(self, f: Families, run: str, state: RunState, now: float) -> None:
+        """A quiet run in a large fleet: whether it lives, how far it got, what waits and
+        for how long inference has been idle under it (with the alerts total, 6 series)."""
+        f.info.add([run, state.status or "running"], 1)
+        f.last_event.add([run], max(0.0, now - state.clock))
+        if state.steps.latest is not None:
+            f.step.add([run], state.steps.latest)
+        inf = state.inference
+        f.pending.add([run, OTHER], len(inf.pending))
+        since = inf.idle_since
+        f.idle_pending_s.add([run], max(0.0, now - since) if since is not None else 0.0)
 
     def _run(self, f: Families, run: str, state: RunState, now: float) -> None:
         lim = self.limits

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from runwatch.stream.alerts import Alert
-from runwatch.stream.metrics.exporter import RunwatchMetrics
+from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics
 from runwatch.stream.metrics.http import AsyncMetricsServer, Ready
 from runwatch.stream.metrics.roles import CheckpointMetrics
 
@@ -31,9 +31,12 @@ class WorkerMetrics:
         registry: CollectorRegistry | None = None,
         finished_grace: float = 600.0,
         ready: Ready | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.collector = RunwatchMetrics(self.registry, finished_grace=finished_grace)
+        self.collector = RunwatchMetrics(
+            self.registry, finished_grace=finished_grace, limits=limits
+        )
         self.collector.add_source(lambda: [d.engine for d in drivers()])
         self.checkpoints = CheckpointMetrics(self.registry)
         self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready)

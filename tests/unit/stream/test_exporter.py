@@ -291,3 +291,59 @@ def test_direct_text_equals_prometheus_client_rendering() -> None:
     assert samples(fast) == samples(slow)
     assert fast.count("# TYPE runwatch_events_total counter") == 1
     assert "other_things_total 2.0" in fast
+
+
+def busy_run(run: str, t: float) -> list[dict[str, Any]]:
+    """A run with a server, a bar, pending trajectories and a step: many families each."""
+    return [
+        make_event("run.started", t, run=run, labels={"team": "rl"}),
+        make_event("heartbeat", t, run=run, src=VLLM),
+        make_event("heartbeat", t, run=run, src=ROLLOUT),
+        make_event(
+            "inference.stats",
+            t + 1,
+            run=run,
+            src=VLLM,
+            server="vllm-0",
+            running=4,
+            waiting=1,
+            kv_cache_usage=0.5,
+        ),
+        make_event("trajectory.started", t + 1, run=run, src=ROLLOUT, traj="a"),
+        make_event("progress", t + 1, run=run, src=ROLLOUT, name="Rollout", n=3, total=8),
+        make_event("step.done", t + 2, run=run, step=1, duration_s=2.0),
+    ]
+
+
+def per_run(registry: CollectorRegistry) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in series(registry):
+        if 'run="' in line:
+            out.setdefault(line.split('run="', 1)[1].split('"', 1)[0], []).append(line)
+    return out
+
+
+def test_a_large_fleet_shows_quiet_runs_briefly_and_alerting_runs_in_full() -> None:
+    """The cardinality budget: past `detailed_runs` tracked runs, a run with no firing alert
+    shows 6 series; one with an alert keeps every family (what its drill-down needs)."""
+    t = 1_800_000_000.0
+    registry, _, engine = setup(limits=Limits(detailed_runs=3))
+    events = [e for i in range(3) for e in busy_run(f"r{i}", t)]
+    feed(engine, events)
+    full = per_run(registry)
+    assert all(len(full[f"r{i}"]) > 15 for i in range(3))  # within the budget: everything
+
+    feed(engine, busy_run("r3", t))  # four runs: over it
+    feed(engine, [make_event("step.metrics", t + 3, run="r3", step=1,
+                             metrics={"loss": float("nan")})])  # fmt: skip
+    shown = per_run(registry)
+    assert len(shown["r3"]) > 15  # non_finite_metric fires: still in full
+    assert "runwatch_alerts_firing{" in " ".join(shown["r3"])
+    for quiet in ("r0", "r1", "r2"):
+        names = sorted(line.split("{", 1)[0] for line in shown[quiet])
+        assert names == sorted(["runwatch_run_info", "runwatch_run_last_event_age_seconds",
+                                "runwatch_step", "runwatch_trajectories_pending",
+                                "runwatch_inference_idle_with_pending_seconds",
+                                "runwatch_alerts_firing_total_per_run"])  # fmt: skip
+        assert value(registry, "runwatch_trajectories_pending", run=quiet, phase="other") == 1
+        assert value(registry, "runwatch_step", run=quiet) == 1
