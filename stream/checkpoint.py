@@ -30,6 +30,7 @@ state, never run code.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import importlib
 import inspect
@@ -39,6 +40,8 @@ import pkgutil
 import struct
 import zlib
 from collections import OrderedDict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from runwatch.emitters.exceptions import RunwatchError
@@ -50,7 +53,7 @@ from runwatch.stream.skew import ClockOffsets, _Host
 
 #: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
 #: rebuild's re-read made and has not published (a checkpoint of a half-rebuilt partition)
-FORMAT = 4
+FORMAT = 5
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).
@@ -119,7 +122,8 @@ def dump(driver: LiveDriver, position: Any) -> bytes:
     checkpoint. Call it between batches: the state must be what the input up to `position`
     made."""
     state = {"position": position, "driver": driver.dump_state()}
-    body = zlib.compress(pickle.dumps(state, protocol=5), 1)
+    with _no_gc():
+        body = zlib.compress(pickle.dumps(state, protocol=5), 1)
     head = _HEAD.pack(MAGIC, FORMAT, layout_fingerprint(),
                       rules_fingerprint(driver.engine.config), zlib.crc32(body))  # fmt: skip
     return head + body
@@ -148,7 +152,8 @@ def load(data: bytes, driver: LiveDriver) -> Any:
         raw = inflate.decompress(body, MAX_STATE_BYTES)
         if inflate.unconsumed_tail:
             raise CheckpointError(f"its state is over {MAX_STATE_BYTES} bytes")
-        state = _Unpickler(io.BytesIO(raw)).load()
+        with _no_gc():
+            state = _Unpickler(io.BytesIO(raw)).load()
         position = state["position"]
         driver.load_state(state["driver"])
         return position
@@ -156,6 +161,19 @@ def load(data: bytes, driver: LiveDriver) -> Any:
         raise
     except Exception as err:  # a forged or truncated body: whatever it breaks, it is refused
         raise CheckpointError(f"unreadable ({type(err).__name__}: {err})") from None
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic GC off while a checkpoint is written or read: the objects made (hundreds
+    per run) trigger full collections over every run state otherwise, for no cycle."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class _Unpickler(pickle.Unpickler):

@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from collections import deque
 
+from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.processes import Process
 from runwatch.stream.state.progress import Counter
 
 
-class Server:
+class Server(Compact):
     """One inference server (or engine): its latest queue snapshot or its in-flight requests."""
 
     __slots__ = (
@@ -47,7 +48,7 @@ class Server:
         return not self.in_flight
 
 
-class Trajectory:
+class Trajectory(Compact):
     """A trajectory that has started and not finished."""
 
     __slots__ = ("group", "phase", "phase_since", "started", "step")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runwatch.emitters.events import Source
+from runwatch.stream.state.compact import Compact
 
 
 def process_id(src: Source) -> str:
@@ -14,7 +15,7 @@ def process_id(src: Source) -> str:
     return f"{src.component}@{where}/{who}" if who else f"{src.component}@{where}"
 
 
-class Process:
+class Process(Compact):
     """One emitting process as seen through its heartbeats."""
 
     __slots__ = ("component", "dropped", "dropped_at", "final", "last_beat", "name")

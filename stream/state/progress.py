@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import deque
 from statistics import median
 
+from runwatch.stream.state.compact import Compact
 
-class Counter:
+
+class Counter(Compact):
     """One progress counter; restarts (a new bar under the same name) reset its pace."""
 
     __slots__ = ("advances", "intervals", "last_advance", "last_update", "n", "name", "total")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from runwatch.stream.state.compact import Compact
 
-class Rank:
+
+class Rank(Compact):
     __slots__ = ("changed_at", "last_ts", "phase", "step")
 
     def __init__(self, phase: str, changed_at: float, ts: float, step: int | None) -> None:

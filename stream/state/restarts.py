@@ -15,6 +15,7 @@ that looked replaced and beats again was not. Bounded: the latest `KEEP` pids.
 from __future__ import annotations
 
 from runwatch.emitters.events import Source
+from runwatch.stream.state.compact import Compact
 
 KEEP = 16
 
@@ -29,7 +30,7 @@ def slot_name(src: Source) -> str:
     return name
 
 
-class Slot:
+class Slot(Compact):
     """One role's pids: pid -> [first beat, last beat], and the pids that said `final`."""
 
     __slots__ = ("final", "newest", "pids")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from runwatch.stream.state.compact import Compact
 
-class Step:
+
+class Step(Compact):
     """What runwatch keeps about one training step."""
 
     __slots__ = (

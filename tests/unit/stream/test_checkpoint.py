@@ -4,6 +4,7 @@ and changes nothing."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 import zlib
@@ -18,6 +19,7 @@ from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
+from runwatch.stream.decode import decode
 from runwatch.stream.live import LiveDriver, PublishedAlerts
 
 Record = tuple[bytes, float, int]
@@ -170,7 +172,11 @@ def test_a_checkpoint_made_under_other_rules_is_refused(good: bytes) -> None:
 
 
 def _forged(state: object) -> bytes:
-    body = zlib.compress(pickle.dumps(state, protocol=5))
+    return _forged_raw(pickle.dumps(state, protocol=5))
+
+
+def _forged_raw(pickled: bytes) -> bytes:
+    body = zlib.compress(pickled)
     head = struct.pack(">4sH16s16sI", checkpoint.MAGIC, checkpoint.FORMAT,
                        checkpoint.layout_fingerprint(), checkpoint.rules_fingerprint(CONFIG),
                        zlib.crc32(body))  # fmt: skip
@@ -230,3 +236,56 @@ def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(RunState, "__init__", __init__)
     assert checkpoint.layout_fingerprint() != before
+
+
+def _records() -> list[Any]:
+    """One instance of each `Compact` state record, from a replayed incident's runs."""
+    from runwatch.stream.state.compact import Compact
+
+    driver = LiveDriver()
+    events = [e for n in ("sandbox_hang", "rank_divergence", "orchestrator_dies")
+              for e in INCIDENTS[n]()]  # fmt: skip
+    last = events[-1]
+    events.append({**last, "id": "pending", "run": "pending", "kind": "trajectory.started",
+                   "traj": "t1"})  # fmt: skip
+    for e in events:
+        driver.engine.apply(decode(orjson.dumps(e)))
+    found: dict[type, Any] = {}
+
+    class Finder(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, Compact):
+                found.setdefault(type(obj), obj)
+            return NotImplemented
+
+    Finder(io.BytesIO(), protocol=5).dump(driver.dump_state())
+    return list(found.values())
+
+
+def test_state_records_pickle_as_their_slot_values_and_come_back_equal() -> None:
+    """`Compact`: a record's pickled state is the tuple of its slots, in order, and what
+    loads pickles the same again."""
+    records = _records()
+    assert {type(r).__name__ for r in records} >= {"Trajectory", "Step", "Rank", "Process"}
+    for record in records:
+        names = type(record).__slots__
+        _, _, values = record.__reduce_ex__(5)
+        assert values == tuple(getattr(record, n) for n in names)
+        written = pickle.dumps(record, protocol=5)  # records inside compare the same way
+        assert pickle.dumps(pickle.loads(written), protocol=5) == written
+
+
+def test_a_forged_record_of_the_wrong_length_is_refused() -> None:
+    import copyreg
+
+    from runwatch.stream.state.inference import Trajectory
+
+    class Short(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, Trajectory):  # two values for five slots
+                return copyreg.__newobj__, (Trajectory,), (1.0, 2)  # type: ignore[attr-defined]
+            return NotImplemented
+
+    buf = io.BytesIO()
+    Short(buf, protocol=5).dump({"position": 0, "driver": [Trajectory(1.0, 2)]})
+    _refused(_forged_raw(buf.getvalue()), "unreadable")
