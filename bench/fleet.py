@@ -1,0 +1,439 @@
+"""A cluster's worth of jobs on the Kafka path: N concurrent simulated runs, two workers in
+one group, faults at known times (issue 30).
+
+Each run has the shape of an RL job: eight trainer ranks, a rollout worker, an orchestrator
+and two inference servers, every process beating every 10 s, the servers sending queue stats
+every 10 s, and a training step every 30-120 s (its own period) with 32 trajectories that
+start, go to a tool and finish, then step.done with timing, step.metrics and reward: ~2.7
+events/s per run. `--producers` processes send the runs' events with kafka-python into a
+local broker (`runwatch.events`, `--partitions` partitions); `--workers` `runwatch worker`
+processes in one group consume them, and `runwatch sink` writes the history.
+
+Faults, every `PROBE_EVERY` seconds in a different run: a NaN in the metrics of the step in
+progress (`non_finite_metric`: from the producer's send to the alert on `runwatch.alerts`),
+or a rollout worker that stops beating (`heartbeat_lost`, timeout 30 s here: from the
+moment it ripens -- last beat + timeout -- to the alert). Without `--quick`, a third worker
+joins at 40% of the time and one is killed with SIGKILL at 70%: spawn to live, and the
+delays of the faults placed after each.
+
+Printed per N: events/s sent and sustained (lag sampled from each worker's
+`runwatch_processing_lag_seconds`), fault delays (p50 / p99 / max, how many alerted exactly
+once), false alerts, worker CPU seconds per 1,000 events and RSS per live run, /metrics size
+and scrape time, checkpoint size, and the sink's rows/s. On a 2-core machine the producers,
+the broker, the sink and the workers share the cores: CPU per event is the figure that
+extrapolates, wall rates are what this machine sustained.
+
+`--quick` (1,000 runs, one minute, two workers) is what tests/integration/test_fleet.py runs:
+it exits non-zero unless every fault alerted exactly once, nothing else fired and no lag was
+left at the end. Timings are figures only.
+
+    .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
+        [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import multiprocessing as mp
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from benchinfo import SAID, machine, say, write_section
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from worker import RUNWATCH, Worker
+
+from runwatch.dev.broker import KafkaBroker, free_port
+from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka.admin import ensure_topics
+
+TIMEOUT = 30.0  # heartbeat_lost here (the default is 60 s)
+BEAT = 10.0
+PROBE_EVERY = 2.0
+TRAJS = 32
+
+
+def src(run: str, k: int) -> dict[str, Any]:
+    """Process k of a run: 0-7 trainer ranks, 8 rollout, 9 orchestrator, 10-11 inference."""
+    if k < 8:
+        return {"component": "trainer", "host": f"{run}-n{k // 4}", "pid": 100 + k, "rank": k}
+    if k == 8:
+        return {"component": "rollout", "host": f"{run}-n2", "pid": 200}
+    if k == 9:
+        return {"component": "orchestrator", "host": f"{run}-n2", "pid": 300}
+    return {"component": "inference", "host": f"{run}-g{k - 10}", "pid": 400 + k,
+            "instance": f"vllm-{k - 10}"}  # fmt: skip
+
+
+def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: int,
+            faults: list[tuple[float, str, str]], out: Any) -> None:  # fmt: skip
+    """One producer process: the runs' events in real time, faults at their moments (seconds
+    after the start), each fault reported on `out` as it is sent; then final heartbeats."""
+    rng = random.Random(seed)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1,
+                             batch_size=256 * 1024)  # fmt: skip
+    sent = 0
+    step = dict.fromkeys(runs, 0)
+    silent: set[tuple[str, int]] = set()
+    last_beat: dict[tuple[str, int], float] = {}
+
+    def send(run: str, kind: str, k: int, **fields: Any) -> float:
+        nonlocal sent
+        now = time.time()
+        event = {"v": 1, "id": uuid.uuid4().hex, "ts": now, "run": run, "kind": kind,
+                 "src": src(run, k), **fields}  # fmt: skip
+        # json writes NaN as the contract's token; orjson would write null
+        data = json.dumps(event).encode() if kind == "step.metrics" else orjson.dumps(event)
+        producer.send(topic, data, key=run.encode())
+        sent += 1
+        return now
+
+    start = time.monotonic()
+    todo: list[tuple[float, int, str, str, int]] = []  # (at, seq, run, what, k)
+    seq = 0
+
+    def later(at: float, run: str, what: str, k: int = 0) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(todo, (at, seq, run, what, k))
+
+    for run in runs:
+        send(run, "run.started", 0, labels={"team": "fleet"})
+        for k in range(12):
+            later(rng.uniform(0, BEAT), run, "beat", k)
+        for k in (10, 11):
+            later(rng.uniform(0, BEAT), run, "stats", k)
+        later(rng.uniform(0, 30), run, "step")
+    for at, run, kind in faults:
+        later(at, run, kind)
+    periods = {run: rng.uniform(30, 120) for run in runs}
+    while todo:
+        at, _, run, what, k = heapq.heappop(todo)
+        if at >= seconds:
+            continue
+        wait = start + at - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        if what == "beat":
+            if (run, k) not in silent:
+                last_beat[(run, k)] = send(run, "heartbeat", k)
+                later(at + BEAT, run, "beat", k)
+        elif what == "stats":
+            send(run, "inference.stats", k, server=f"vllm-{k - 10}", running=8, waiting=0,
+                 kv_cache_usage=0.4, gen_tokens_per_s=900.0)  # fmt: skip
+            later(at + BEAT, run, "stats", k)
+        elif what == "step":
+            step[run] += 1
+            p = periods[run]
+            send(run, "step.started", 0, step=step[run])
+            later(at + 0.1 * p, run, "start")
+            later(at + 0.5 * p, run, "tool")
+            later(at + 0.8 * p, run, "done")
+            later(at + p, run, "step_done")
+        elif what in ("start", "tool", "done"):
+            for i in range(TRAJS):
+                traj = f"s{step[run]}-t{i}"
+                if what == "start":
+                    send(run, "trajectory.started", 8, traj=traj, step=step[run])
+                elif what == "tool":
+                    send(run, "trajectory.phase", 8, traj=traj, phase="tool")
+                else:
+                    send(run, "trajectory.done", 8, traj=traj, status="ok", reward=0.5)
+        elif what == "step_done":
+            s, p = step[run], periods[run]
+            send(run, "step.done", 0, step=s, duration_s=p,
+                 timing={"gen": 0.5 * p, "update_actor": 0.3 * p})  # fmt: skip
+            send(run, "step.metrics", 0, step=s, metrics={"actor/loss": 0.1, "reward": 0.5})
+            send(run, "reward", 0, step=s, mean=0.5, count=TRAJS)
+            later(at + 0.01, run, "step")
+        elif what == "nan":
+            t = send(run, "step.metrics", 0, step=step[run], metrics={"actor/loss": float("nan")})
+            out.put({"run": run, "kind": "nan", "sent": t, "due": t})
+        elif what == "silent":
+            silent.add((run, 8))
+            last = last_beat.get((run, 8), time.time())
+            out.put({"run": run, "kind": "silent", "sent": last, "due": last + TIMEOUT})
+    for run in runs:  # a clean stop: every process says so
+        for k in range(12):
+            if (run, k) not in silent:
+                send(run, "heartbeat", k, final=True)
+    producer.flush()
+    producer.close()
+    out.put({"done": True, "sent": sent})
+
+
+class Alerts:
+    """Follows `runwatch.alerts` in a thread: each transition with its arrival time."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.seen: list[tuple[dict[str, Any], float]] = []
+        self._stop = threading.Event()
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        parts = self._consumer.partitions_for_topic(topic) or {0}
+        self._consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        self._consumer.seek_to_beginning()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for records in self._consumer.poll(timeout_ms=100).values():
+                now = time.time()
+                self.seen += [(orjson.loads(r.value), now) for r in records]
+
+    def close(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(5)
+            self._consumer.close()
+
+
+def scrape(port: int) -> tuple[dict[str, float], int, float]:
+    """A worker's /metrics: the samples by name (summed over labels), bytes, seconds."""
+    t = time.perf_counter()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        body = r.read()
+    took = time.perf_counter() - t
+    samples: dict[str, float] = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split("{", 1)[0].split(" ", 1)[0], line.rsplit(" ", 1)[1]
+            samples[name] = samples.get(name, 0.0) + float(value)
+    return samples, len(body), took
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """Records of `topic` the group has not committed yet (a consumer that never joins)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)  # fmt: skip
+    try:
+        parts = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = consumer.end_offsets(parts)
+        return sum(ends[tp] - (consumer.committed(tp) or 0) for tp in parts)
+    finally:
+        consumer.close()
+
+
+def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> bool:
+    """One N: returns whether every fault alerted exactly once and nothing else fired."""
+    topics = Topics(f"fleet{uuid.uuid4().hex[:6]}.")
+    import asyncio
+
+    asyncio.run(ensure_topics(bootstrap, topics, args.partitions))
+    tmp = Path(tempfile.mkdtemp(prefix="runwatch-bench-fleet-"))
+    config = tmp / "rules.toml"
+    config.write_text(f"[rules.heartbeat_lost]\ntimeout = {TIMEOUT}\n")
+    group = f"fleet-{uuid.uuid4().hex[:6]}"
+    ports: list[int] = []
+
+    def worker() -> Worker:
+        ports.append(free_port())
+        return Worker(bootstrap, topics.prefix, group, None, "--partitions",
+                      str(args.partitions), "--config", str(config), "--session-timeout", "6",
+                      "--metrics-port", str(ports[-1]))  # fmt: skip
+
+    stack = contextlib.ExitStack()  # whatever fails, nothing is left running
+    with stack:
+        workers = [worker() for _ in range(args.workers)]
+        stack.callback(lambda: [w.stop() for w in workers])
+        for w in workers:
+            w.wait_live(timeout=300)
+        base_rss = [rss_kib(w.proc.pid) for w in workers]
+        sink_log = (tmp / "sink.log").open("w")
+        sink = subprocess.Popen(
+            [RUNWATCH, "sink", "--kafka", bootstrap, "--db", str(tmp / "history.duckdb"),
+             "--group", f"{group}-sink", "--events-topic", topics.events,
+             "--alerts-topic", topics.alerts], stderr=sink_log)  # fmt: skip
+        stack.callback(lambda: (sink.poll() is None and sink.terminate(), sink.wait(60)))
+        alerts = Alerts(bootstrap, topics.alerts)
+        stack.callback(alerts.close)
+        runs = [f"job-{i:05d}" for i in range(n)]
+        # faults: one every PROBE_EVERY s from 5 s to 10 s before the end, alternating kinds,
+        # each in its own run; a silent one must ripen before the end
+        plan: list[tuple[float, str, str]] = []
+        t, i = 5.0, 0
+        while t < seconds - 10:
+            kind = "nan" if i % 2 == 0 or t + TIMEOUT + BEAT > seconds - 5 else "silent"
+            plan.append((t, runs[(i * 7919) % n], kind))
+            t, i = t + PROBE_EVERY, i + 1
+        queue: Any = mp.Queue()
+        producers = []
+        for p in range(args.producers):
+            mine = runs[p :: args.producers]
+            faults = [f for f in plan if f[1] in set(mine)]
+            proc = mp.Process(target=produce, args=(bootstrap, topics.events, mine, seconds, p,
+                                                    faults, queue))  # fmt: skip
+            proc.start()
+            producers.append(proc)
+            stack.callback(lambda proc=proc: proc.is_alive() and proc.terminate())
+        started = time.time()
+        cpu0 = sum(w.cpu_s() for w in workers)
+        lag: list[tuple[float, float]] = []
+        moments: dict[str, float] = {}
+        extra: Worker | None = None
+        victim: Worker | None = None
+        while (elapsed := time.time() - started) < seconds:
+            if not args.quick and extra is None and elapsed >= 0.4 * seconds:
+                moments["join"] = time.time()
+                extra = worker()
+                workers.append(extra)
+                try:
+                    extra.wait_live(timeout=120)
+                    moments["joined"] = time.time()
+                except RuntimeError:  # an overloaded machine: say so, measure the rest
+                    say(f"  a third worker did not go live within 120 s (at {n:,} runs)")
+            if not args.quick and victim is None and elapsed >= 0.7 * seconds:
+                victim = workers[0]
+                moments["kill"] = time.time()
+                victim.proc.kill()
+            for port, w in zip(ports, workers, strict=False):
+                if w is not victim and w.proc.poll() is None:
+                    with contextlib.suppress(OSError):
+                        got = scrape(port)[0].get("runwatch_processing_lag_seconds", 0.0)
+                        lag.append((elapsed, got))
+            time.sleep(2.0)
+        faults, sent = [], 0
+        for _ in producers:
+            while "done" not in (msg := queue.get(timeout=600)):
+                faults.append(msg)
+            sent += msg["sent"]
+        for proc in producers:
+            proc.join(60)
+        live = [w for w in workers if w is not victim]
+        deadline = time.monotonic() + 300
+        while (left := group_lag(bootstrap, group, topics.events, args.partitions)) > 0:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        time.sleep(5)  # the last transitions reach runwatch.alerts
+        cpu = sum(w.cpu_s() for w in live) - cpu0
+        figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
+        rss = [rss_kib(w.proc.pid) for w in live]
+        for w in workers:
+            w.stop()
+        sink.terminate()
+        sink.wait(60)
+        sink_log.close()
+        alerts.close()
+
+    # -- judge and print --------------------------------------------------------------------
+    firing = [(a, at) for a, at in alerts.seen if a["state"] == "firing"]
+    expect = {"nan": "non_finite_metric", "silent": "heartbeat_lost"}
+    delays: dict[str, list[float]] = {"nan": [], "silent": []}
+    ok = True
+    claimed: set[str] = set()
+    for f in faults:
+        rule = expect[f["kind"]]
+        got = [(a, at) for a, at in firing if a["run"] == f["run"] and a["rule"] == rule]
+        if len(got) != 1:
+            say(f"  FAULT {f['kind']} in {f['run']}: {len(got)} firings (want 1)")
+            ok = False
+            continue
+        claimed.add(got[0][0]["id"])
+        delays[f["kind"]].append(got[0][1] - f["due"])
+    false = [a for a, _ in firing if a["id"] not in claimed]
+    if false:
+        ok = False
+        say(f"  FALSE alerts: {len(false)}: " + ", ".join(
+            sorted({f"{a['rule']} {a['run']}" for a in false})[:5]))  # fmt: skip
+    if left:
+        ok = False
+        say(f"  LAG left at the end: {left} records")
+    wall = seconds
+    say(f"N={n:,} runs, {len(live)} workers at the end, {args.partitions} partitions, "
+        f"{args.producers} producers, {seconds:.0f} s: {sent:,} events sent, "
+        f"{sent / wall:,.0f} events/s")  # fmt: skip
+    half = [v for t, v in lag if t >= seconds / 2] or [0.0]
+    first = [v for t, v in lag if t < seconds / 2] or [0.0]
+    say(f"  processing lag (s): first half max {max(first):.1f}, second half max "
+        f"{max(half):.1f}; records behind at the end: {left}")  # fmt: skip
+    for kind, values in delays.items():
+        if values:
+            values.sort()
+            p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+            origin = "the send" if kind == "nan" else "ripening"
+            say(f"  {expect[kind]:<18} {len(values):3d} faults, each alerted once; delay "
+                f"p50 {statistics.median(values) * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, "
+                f"max {values[-1] * 1e3:,.0f} ms (from {origin})")  # fmt: skip
+    say(f"  false alerts: {len(false)}")
+    say(f"  workers: {cpu:.1f} CPU s for {sent:,} events = {cpu / max(sent, 1) * 1e6:.0f} µs "
+        f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second)")  # fmt: skip
+    grown = [r - b for r, b in zip(rss, base_rss, strict=False)]
+    if grown:
+        per_run = sum(grown) / n
+        say(f"  worker RSS: {', '.join(f'{r / 1024:.0f} MiB' for r in rss)}; grown "
+            f"{per_run:.1f} KiB per live run")  # fmt: skip
+    for samples, size, took in figures:
+        say(f"  /metrics: {size / 1e6:.2f} MB in {took * 1e3:.0f} ms "
+            f"({samples.get('runwatch_runs', 0):,.0f} runs); checkpoint "
+            f"{samples.get('runwatch_checkpoint_bytes', 0) / 1e6:.2f} MB for "
+            f"{samples.get('runwatch_checkpoint_runs', 0):,.0f} runs")  # fmt: skip
+
+    def after(moment: float, until: float = float("inf")) -> str:
+        """The alert delays of the NaN faults sent between `moment` and `until`."""
+        got = sorted(at - f["due"] for f in faults for a, at in firing
+                     if f["kind"] == "nan" and moment < f["sent"] < until
+                     and a["run"] == f["run"] and a["rule"] == "non_finite_metric")  # fmt: skip
+        if not got:
+            return "no fault after it"
+        return f"the faults after it alerted in {got[0]:.1f}-{got[-1]:.1f} s"
+
+    if "joined" in moments:
+        joined = moments["joined"] - moments["join"]
+        since = after(moments["join"], moments.get("kill", float("inf")))
+        say(f"  a third worker joined: spawn to live {joined:.1f} s; {since}")
+    if "kill" in moments:
+        say(f"  one worker killed (SIGKILL): {after(moments['kill'])}")
+    sink_lines = (tmp / "sink.log").read_text().splitlines()
+    batches = [line for line in sink_lines if "stopped" not in line]  # the last sums them
+    stored = sum(int(m[1]) for line in batches if (m := re.search(r"(\d+) events \(", line)))
+    say(f"  sink: {stored:,} records written, {stored / wall:,.0f} rows/s over the run")
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, nargs="+", default=[1000, 3000, 10000])
+    ap.add_argument("--seconds", type=float, default=180.0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
+    ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
+    args = ap.parse_args()
+    if args.quick:
+        args.runs, args.seconds = [1000], 60.0
+    say(machine())
+    ok = True
+    with contextlib.ExitStack() as stack:
+        bootstrap = (
+            args.kafka or stack.enter_context(KafkaBroker(progress=lambda _: None)).bootstrap
+        )
+        for n in args.runs:
+            ok = fleet(bootstrap, n, args.seconds, args) and ok
+    if not args.quick:
+        write_section("fleet", ["## A cluster's worth of jobs (`bench/fleet.py`)", "", "```",
+                                *SAID, "```"])  # fmt: skip
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
