@@ -636,7 +636,8 @@ class StreamWorker(Handler):
                              "rebuilding from the start")  # fmt: skip
                 else:
                     await asyncio.sleep(attempt)
-        if data is None:
+        if data is None:  # said, so that a takeover that found none can be told apart
+            self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
             return driver, 0
         try:
             offset = checkpoint.load(data, driver)["offset"]

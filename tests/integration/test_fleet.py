@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: solo: 1,000 runs through two workers take both cores; `make test` runs it alone
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.solo]
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "fleet.py"
 
