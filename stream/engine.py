@@ -435,7 +435,7 @@ class Engine:
             self._reindex(tracked)
             runs[run] = tracked
         now, duplicates = state["now"], state["duplicates"]
-        pending = [(t[0], t[-2], t[-1]) for t in state["timers"]]  # older: (at, seq, run, i)
+        pending = state["timers"]
         seen = RecentIds(self.seen.capacity)
         ids = state["seen"]
         for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:

@@ -62,14 +62,14 @@ class DegenerateGroups(Rule[DegenerateGroupsParams]):
     def check(self, run: RunState, now: float, params: DegenerateGroupsParams) -> Verdict:
         # most trajectories end in a step still open, which changes no done step's groups:
         # the streak is read again only when `settled` moved (or the parameters differ)
-        steps = run.steps
+        steps, key = run.steps, hash(params)
         memo = steps.memo.get(self.id)
-        if memo is None or memo[0] != steps.settled or memo[1] != hash(params):
+        if memo is None or memo[0] != steps.settled or memo[1] != key:
             streak = self._streak(run, params)
             held = None
             if len(streak) >= params.steps:
                 held = (streak[0].done or now, streak[params.steps - 1].done or now)
-            memo = steps.memo[self.id] = (steps.settled, hash(params), held)
+            memo = steps.memo[self.id] = (steps.settled, key, held)
         held = memo[2]
         return Verdict() if held is None else Verdict((Condition("", *held),))
 

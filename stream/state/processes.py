@@ -81,8 +81,3 @@ class Processes:
             if proc.dropped:
                 out[proc.component] = out.get(proc.component, 0) + proc.dropped
         return out
-
-    def beat(self, src: Source, ts: float, final: bool, dropped: int | None = None) -> Process:
-        proc = self.get(src)
-        proc.beat(ts, final, dropped)
-        return proc
