@@ -67,6 +67,19 @@ def write_section(name: str, body: list[str]) -> None:
     RESULTS.write_text(text)
 
 
+def proc_stats(pid: int) -> tuple[float, float]:
+    """(RSS MiB, CPU seconds) of a process."""
+    rss = 0.0
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
 def follow_alerts(
     bootstrap: str, topic: str, on_alert: Callable[[dict], None], done: threading.Event
 ) -> None:

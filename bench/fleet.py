@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import SAID, machine, say, write_section
+from benchinfo import SAID, follow_alerts, machine, proc_stats, say, write_section
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from worker import RUNWATCH, Worker
 
@@ -176,29 +176,22 @@ def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: i
 
 
 class Alerts:
-    """Follows `runwatch.alerts` in a thread: each transition with its arrival time."""
+    """Follows `runwatch.alerts` in a thread (`follow_alerts`): each transition with its
+    arrival time."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.seen: list[tuple[dict[str, Any], float]] = []
-        self._stop = threading.Event()
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        parts = self._consumer.partitions_for_topic(topic) or {0}
-        self._consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
-        self._consumer.seek_to_beginning()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=follow_alerts,
+            args=(bootstrap, topic, lambda a: self.seen.append((a, time.time())), self._done),
+            daemon=True,
+        )
         self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for records in self._consumer.poll(timeout_ms=100).values():
-                now = time.time()
-                self.seen += [(orjson.loads(r.value), now) for r in records]
-
     def close(self) -> None:
-        if not self._stop.is_set():
-            self._stop.set()
-            self._thread.join(5)
-            self._consumer.close()
+        self._done.set()
+        self._thread.join(5)
 
 
 def scrape(port: int) -> tuple[dict[str, float], int, float]:
@@ -213,11 +206,6 @@ def scrape(port: int) -> tuple[dict[str, float], int, float]:
             name, value = line.split("{", 1)[0].split(" ", 1)[0], line.rsplit(" ", 1)[1]
             samples[name] = samples.get(name, 0.0) + float(value)
     return samples, len(body), took
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
@@ -256,7 +244,7 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         stack.callback(lambda: [w.stop() for w in workers])
         for w in workers:
             w.wait_live(timeout=300)
-        base_rss = [rss_kib(w.proc.pid) for w in workers]
+        base_rss = [proc_stats(w.proc.pid)[0] for w in workers]
         sink_log = (tmp / "sink.log").open("w")
         sink = subprocess.Popen(
             [RUNWATCH, "sink", "--kafka", bootstrap, "--db", str(tmp / "history.duckdb"),
@@ -326,7 +314,7 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         time.sleep(5)  # the last transitions reach runwatch.alerts
         cpu = sum(w.cpu_s() for w in live) - cpu0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
-        rss = [rss_kib(w.proc.pid) for w in live]
+        rss = [proc_stats(w.proc.pid)[0] for w in live]
         for w in workers:
             w.stop()
         sink.terminate()
@@ -378,8 +366,8 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second)")  # fmt: skip
     grown = [r - b for r, b in zip(rss, base_rss, strict=False)]
     if grown:
-        per_run = sum(grown) / n
-        say(f"  worker RSS: {', '.join(f'{r / 1024:.0f} MiB' for r in rss)}; grown "
+        per_run = sum(grown) * 1024 / n  # KiB
+        say(f"  worker RSS: {', '.join(f'{r:.0f} MiB' for r in rss)}; grown "
             f"{per_run:.1f} KiB per live run")  # fmt: skip
     for samples, size, took in figures:
         say(f"  /metrics: {size / 1e6:.2f} MB in {took * 1e3:.0f} ms "

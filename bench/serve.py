@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import RESULTS, follow_alerts, machine, write_section
+from benchinfo import RESULTS, follow_alerts, machine, proc_stats, write_section
 from restart import restart_serve
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
@@ -54,19 +53,6 @@ from runwatch.dev.reader import HeldHistory
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters.kafka_security import PLAINTEXT
 from runwatch.service.launch import ServeProcess
-
-
-def proc_stats(pid: int) -> tuple[float, float]:
-    """(RSS MiB, CPU seconds) of a process."""
-    rss = 0.0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
 def _cluster(duration: float) -> Cluster:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import interleaved_incidents
+from benchinfo import interleaved_incidents, proc_stats
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from restart import checkpoint_cost, restart_worker
@@ -111,9 +111,7 @@ class Worker:
         raise RuntimeError("worker did not go live:\n" + "\n".join(self.lines[-20:]))
 
     def cpu_s(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_stats(self.proc.pid)[1]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
