@@ -1,13 +1,18 @@
 # The two commands a new user needs are `make demo` and `make test`; both set themselves up.
-.PHONY: setup demo test unit lint fmt docs bench clean
+.PHONY: setup setup-demo demo test unit lint fmt docs bench clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
 
+# Everything: the suite's tools, torch, the benchmarks' needs.
 setup:
-	@scripts/bootstrap.sh
+	@scripts/bootstrap.sh dev
 
-demo: setup
+# What the demo needs and no more (no torch), so a first `make demo` is quick.
+setup-demo:
+	@scripts/bootstrap.sh demo
+
+demo: setup-demo
 	@$(VENV)/bin/runwatch demo
 
 # Two workers, a test file each at a time (its module fixtures stay in one process); each
@@ -24,7 +29,7 @@ test: setup
 unit: setup
 	@$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# Regenerates what is made from code: the rule tables (README.md, docs/contract.md) and the
+# Regenerates what is made from code: the rule tables (docs/rules.md, docs/contract.md) and the
 # Grafana dashboards. Tests fail while a checked-in copy differs.
 docs: setup
 	$(PY) -m runwatch.dev.rule_docs

@@ -1,18 +1,34 @@
 #!/usr/bin/env bash
-# Creates (or refreshes) the project's virtual environment in .venv, with every extra the
-# suite, the demo and the benchmarks need. Re-runs only when pyproject.toml changed, so the
-# second `make` on a machine is fast; pip's own cache lives under .cache/pip.
+# Creates (or refreshes) the project's virtual environment in .venv. `bootstrap.sh demo`
+# installs what `make demo` needs (the `all` extra: no torch, no test tools), so a first demo
+# is quick; `bootstrap.sh` (or `dev`) adds what the suite and the benchmarks need. Re-runs
+# only when pyproject.toml changed or more is asked for than is there, so the second `make`
+# on a machine is fast; pip's own cache lives under .cache/pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+want=${1:-dev}
+case $want in
+  demo) extra=all ;;
+  dev) extra=dev ;;
+  *) echo "usage: scripts/bootstrap.sh [demo|dev]" >&2; exit 2 ;;
+esac
 STAMP=.venv/.runwatch-stamp
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [[ -f $STAMP && "$(cat "$STAMP")" == "$want" && -x .venv/bin/runwatch ]]; then
-  exit 0
+hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [[ -f $STAMP && -x .venv/bin/runwatch ]]; then
+  read -r had_hash had <"$STAMP" || true
+  # a dev environment holds everything the demo needs
+  if [[ $had_hash == "$hash" && ( $had == "$want" || $had == dev ) ]]; then
+    exit 0
+  fi
 fi
-echo "runwatch: setting up .venv (first run takes a minute)" >&2
+if [[ $want == demo ]]; then
+  echo "runwatch: setting up .venv for the demo (first run: a minute or two)" >&2
+else
+  echo "runwatch: setting up .venv with the test tools and torch (first run: a few minutes)" >&2
+fi
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 export PIP_CACHE_DIR="$PWD/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install -q --upgrade "pip>=24" "setuptools>=68" wheel
-.venv/bin/python -m pip install -q -e ".[dev]"
-echo "$want" > "$STAMP"
+.venv/bin/python -m pip install -q -e ".[$extra]"
+echo "$hash $want" > "$STAMP"

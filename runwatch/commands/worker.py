@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
         metavar="N",
         help="while the worker tracks more runs than this, /metrics shows every series only "
         "for runs with a firing alert or an open incident, and 6 series for each other run "
-        "(500; the budget of a large fleet: README, Metrics)",
+        "(500; the budget of a large fleet: docs/metrics.md)",
     )
     add_kafka_security_args(w)
     w.set_defaults(func=run_worker)

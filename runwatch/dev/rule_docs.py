@@ -1,4 +1,4 @@
-"""The rule tables of README.md and docs/contract.md, made from the rules themselves.
+"""The rule tables of docs/rules.md and docs/contract.md, made from the rules themselves.
 
     .venv/bin/python -m runwatch.dev.rule_docs           # rewrites the tables
     .venv/bin/python -m runwatch.dev.rule_docs --check   # exit 1 if a checked-in one differs
@@ -72,7 +72,7 @@ def incidents_table() -> str:
 
 
 TABLES = {
-    ROOT / "README.md": {"summary": readme_table},
+    ROOT / "docs" / "rules.md": {"summary": readme_table},
     ROOT / "docs" / "contract.md": {"parameters": contract_table, "incidents": incidents_table},
 }
 

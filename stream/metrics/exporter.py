@@ -7,7 +7,7 @@ after its `run.finished`; a run that went silent without finishing drops out aft
 `stale_after`. Labels are bounded: never one series per trajectory or request; phases,
 servers, progress bars and components are capped per run (`Limits`), and the rest are
 summed under `other`. In a large fleet (more runs than `Limits.detailed_runs`) a run with
-no alert firing shows 6 brief series. README "Metrics" lists the series and the budget.
+no alert firing shows 6 brief series. docs/metrics.md lists the series and the budget.
 
 Use (the worker does this with `--metrics-port`; the embedded service the same):
 

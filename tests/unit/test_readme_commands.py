@@ -1,30 +1,33 @@
-"""Every `runwatch` command the README shows exists and takes the flags it is shown with:
-each command line in a code block, and each inline `runwatch ...` in the text, is checked
-against the command's own parser (and its sub-commands'), so the README cannot drift from
-`--help` unnoticed."""
+"""Every `runwatch` command the README and the pages under docs/ show exists and takes the
+flags it is shown with: each command line in a code block, and each inline `runwatch ...` in
+the text, is checked against the command's own parser (and its sub-commands'), so no page can
+drift from `--help` unnoticed."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import shlex
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from runwatch.cli import COMMANDS, build_parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: the README and every page it links to
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: a runwatch call where a shell command starts (after VAR=value words, `&&`, `|`, `;`)
 _CALL = re.compile(
     r"(?:^|[;&|(]\s*)\s*(?:[A-Z_]+=\S*\s+)*(?:\.venv/bin/)?runwatch\s+([a-z][a-z-]*)(.*)$"
 )
 
 
-def calls() -> list[str]:
-    """The command lines the README shows: each line of a code block, and each inline code
+def calls(page: Path) -> list[str]:
+    """The command lines a page shows: each line of a code block, and each inline code
     span (`runwatch ...` in the text, which may wrap across lines)."""
-    text = README.read_text()
+    text = page.read_text()
     lines = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
         lines += block.replace("\\\n", " ").splitlines()
@@ -33,10 +36,10 @@ def calls() -> list[str]:
     return lines
 
 
-def shown() -> list[tuple[str, str, list[str]]]:
-    """(the line, the command, its --flags) of each runwatch call the README shows."""
+def shown(page: Path) -> list[tuple[str, str, list[str]]]:
+    """(the line, the command, its --flags) of each runwatch call a page shows."""
     out = []
-    for line in calls():
+    for line in calls(page):
         m = _CALL.search(line)
         if m is None:
             continue
@@ -61,17 +64,28 @@ def options(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
-def test_the_readme_shows_commands() -> None:
-    assert len(shown()) > 20
+def every_call() -> list[tuple[str, str, str, list[str]]]:
+    """(the page, the line, the command, its --flags) of every runwatch call shown."""
+    return [(p.relative_to(ROOT).as_posix(), *call) for p in PAGES for call in shown(p)]
 
 
-@pytest.mark.parametrize(("line", "command", "flags"), shown(), ids=lambda v: str(v)[:60])
-def test_each_command_the_readme_shows_takes_its_flags(
-    line: str, command: str, flags: list[str]
+def test_the_pages_show_commands() -> None:
+    per_page = Counter(page for page, *_ in every_call())
+    assert per_page["README.md"] >= 8
+    assert len(every_call()) > 60
+    for name in ("watch.md", "kafka.md", "history.md", "serve.md", "rules.md", "slack.md"):
+        assert per_page[f"docs/{name}"] > 0, name
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "command", "flags"), every_call(), ids=lambda v: str(v)[:60]
+)
+def test_each_command_a_page_shows_takes_its_flags(
+    page: str, line: str, command: str, flags: list[str]
 ) -> None:
-    assert command in COMMANDS, f"no command {command!r}: {line}"
+    assert command in COMMANDS, f"{page}: no command {command!r}: {line}"
     top = build_parser(command)
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     known = options(sub.choices[command])
     unknown = [f for f in flags if f not in known]
-    assert not unknown, f"{line}: {command} has no {unknown}"
+    assert not unknown, f"{page}: {line}: {command} has no {unknown}"
