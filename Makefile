@@ -56,6 +56,7 @@ bench: setup
 	$(PY) bench/worker.py
 	$(PY) bench/store.py $(BENCH_ARGS)
 	$(PY) bench/exporter.py $(BENCH_ARGS)
+	$(PY) bench/memory.py $(BENCH_ARGS)
 	$(PY) bench/watch.py
 	$(PY) bench/serve.py $(BENCH_ARGS)
 	$(PY) bench/detection.py $(BENCH_ARGS)  # writes its section of bench/RESULTS.md

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import heapq
 import json
 import multiprocessing as mp
-import random
 import re
 import statistics
 import subprocess
@@ -53,6 +51,7 @@ from typing import Any
 
 import orjson
 from benchinfo import SAID, follow_alerts, machine, proc_stats, say, write_section
+from fleet_shape import BEAT, schedule
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from worker import RUNWATCH, Worker
 
@@ -61,115 +60,35 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 
 TIMEOUT = 30.0  # heartbeat_lost here (the default is 60 s)
-BEAT = 10.0
 PROBE_EVERY = 2.0
-TRAJS = 32
-
-
-def src(run: str, k: int) -> dict[str, Any]:
-    """Process k of a run: 0-7 trainer ranks, 8 rollout, 9 orchestrator, 10-11 inference."""
-    if k < 8:
-        return {"component": "trainer", "host": f"{run}-n{k // 4}", "pid": 100 + k, "rank": k}
-    if k == 8:
-        return {"component": "rollout", "host": f"{run}-n2", "pid": 200}
-    if k == 9:
-        return {"component": "orchestrator", "host": f"{run}-n2", "pid": 300}
-    return {"component": "inference", "host": f"{run}-g{k - 10}", "pid": 400 + k,
-            "instance": f"vllm-{k - 10}"}  # fmt: skip
 
 
 def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: int,
             faults: list[tuple[float, str, str]], out: Any) -> None:  # fmt: skip
     """One producer process: the runs' events in real time, faults at their moments (seconds
     after the start), each fault reported on `out` as it is sent; then final heartbeats."""
-    rng = random.Random(seed)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1,
                              batch_size=256 * 1024)  # fmt: skip
     sent = 0
-    step = dict.fromkeys(runs, 0)
-    silent: set[tuple[str, int]] = set()
-    last_beat: dict[tuple[str, int], float] = {}
-
-    def send(run: str, kind: str, k: int, **fields: Any) -> float:
-        nonlocal sent
-        now = time.time()
-        event = {"v": 1, "id": uuid.uuid4().hex, "ts": now, "run": run, "kind": kind,
-                 "src": src(run, k), **fields}  # fmt: skip
-        # json writes NaN as the contract's token; orjson would write null
-        data = json.dumps(event).encode() if kind == "step.metrics" else orjson.dumps(event)
-        producer.send(topic, data, key=run.encode())
-        sent += 1
-        return now
-
-    start = time.monotonic()
-    todo: list[tuple[float, int, str, str, int]] = []  # (at, seq, run, what, k)
-    seq = 0
-
-    def later(at: float, run: str, what: str, k: int = 0) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(todo, (at, seq, run, what, k))
-
-    for run in runs:
-        send(run, "run.started", 0, labels={"team": "fleet"})
-        for k in range(12):
-            later(rng.uniform(0, BEAT), run, "beat", k)
-        for k in (10, 11):
-            later(rng.uniform(0, BEAT), run, "stats", k)
-        later(rng.uniform(0, 30), run, "step")
-    for at, run, kind in faults:
-        later(at, run, kind)
-    periods = {run: rng.uniform(30, 120) for run in runs}
-    while todo:
-        at, _, run, what, k = heapq.heappop(todo)
-        if at >= seconds:
-            continue
-        wait = start + at - time.monotonic()
-        if wait > 0:
+    start_wall, start = time.time(), time.monotonic()
+    for planned in schedule(runs, seconds, seed, faults):
+        wait = start + planned.at - time.monotonic()
+        if wait > 0 and planned.at < seconds:
             time.sleep(wait)
-        if what == "beat":
-            if (run, k) not in silent:
-                last_beat[(run, k)] = send(run, "heartbeat", k)
-                later(at + BEAT, run, "beat", k)
-        elif what == "stats":
-            send(run, "inference.stats", k, server=f"vllm-{k - 10}", running=8, waiting=0,
-                 kv_cache_usage=0.4, gen_tokens_per_s=900.0)  # fmt: skip
-            later(at + BEAT, run, "stats", k)
-        elif what == "step":
-            step[run] += 1
-            p = periods[run]
-            send(run, "step.started", 0, step=step[run])
-            later(at + 0.1 * p, run, "start")
-            later(at + 0.5 * p, run, "tool")
-            later(at + 0.8 * p, run, "done")
-            later(at + p, run, "step_done")
-        elif what in ("start", "tool", "done"):
-            for i in range(TRAJS):
-                traj = f"s{step[run]}-t{i}"
-                if what == "start":
-                    send(run, "trajectory.started", 8, traj=traj, step=step[run])
-                elif what == "tool":
-                    send(run, "trajectory.phase", 8, traj=traj, phase="tool")
-                else:
-                    send(run, "trajectory.done", 8, traj=traj, status="ok", reward=0.5)
-        elif what == "step_done":
-            s, p = step[run], periods[run]
-            send(run, "step.done", 0, step=s, duration_s=p,
-                 timing={"gen": 0.5 * p, "update_actor": 0.3 * p})  # fmt: skip
-            send(run, "step.metrics", 0, step=s, metrics={"actor/loss": 0.1, "reward": 0.5})
-            send(run, "reward", 0, step=s, mean=0.5, count=TRAJS)
-            later(at + 0.01, run, "step")
-        elif what == "nan":
-            t = send(run, "step.metrics", 0, step=step[run], metrics={"actor/loss": float("nan")})
-            out.put({"run": run, "kind": "nan", "sent": t, "due": t})
-        elif what == "silent":
-            silent.add((run, 8))
-            last = last_beat.get((run, 8), time.time())
-            out.put({"run": run, "kind": "silent", "sent": last, "due": last + TIMEOUT})
-    for run in runs:  # a clean stop: every process says so
-        for k in range(12):
-            if (run, k) not in silent:
-                send(run, "heartbeat", k, final=True)
+        if planned.fault == "silent":
+            last = start_wall + (planned.last_beat or planned.at)
+            out.put({"run": planned.run, "kind": "silent", "sent": last, "due": last + TIMEOUT})
+            continue
+        now = time.time()
+        event = {"v": 1, "id": uuid.uuid4().hex, "ts": now, "run": planned.run,
+                 "kind": planned.kind, "src": planned.src, **planned.fields}  # fmt: skip
+        # json writes NaN as the contract's token; orjson would write null
+        data = json.dumps(event) if planned.kind == "step.metrics" else orjson.dumps(event)
+        producer.send(topic, data.encode() if isinstance(data, str) else data,
+                      key=planned.run.encode())  # fmt: skip
+        sent += 1
+        if planned.fault == "nan":
+            out.put({"run": planned.run, "kind": "nan", "sent": now, "due": now})
     producer.flush()
     producer.close()
     out.put({"done": True, "sent": sent})

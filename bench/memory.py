@@ -1,0 +1,120 @@
+"""Worker memory per live run (issue 30): the fleet's run shape (`bench/fleet_shape.py`)
+applied to one engine in simulated time until every run holds its steady state (the steps
+the rules keep: 53 with the defaults), then each run's state measured part by part.
+
+What a worker holds beyond this: the duplicate-id ring of each partition it owns (the last
+`DEFAULT_DEDUP` event ids, filled by events, not runs), measured here per id, and the
+process itself (Python, faust, the Kafka clients: `bench/fleet.py` reports RSS). Sizes are
+`sys.getsizeof` summed over each part's objects, counting an object shared by several
+parts once; they do not depend on the machine's speed.
+
+    .venv/bin/python bench/memory.py [--runs 100] [--seconds 7200] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import types
+import uuid
+from collections import Counter
+
+import orjson
+from benchinfo import SAID, machine, say, write_section
+from fleet_shape import schedule
+
+from runwatch.stream.decode import decode
+from runwatch.stream.engine import Engine
+from runwatch.stream.live import DEFAULT_DEDUP
+
+T0 = 1.78e9
+_SHARED = (type, types.ModuleType, types.FunctionType)
+
+
+def deep_size(obj: object, seen: set[int]) -> int:
+    """Bytes of `obj` and everything it reaches that `seen` does not hold yet."""
+    size, stack = 0, [obj]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, _SHARED):
+            continue
+        seen.add(id(o))
+        size += sys.getsizeof(o)
+        stack.extend(gc.get_referents(o))
+    return size
+
+
+def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, int]:
+    """An engine holding `n` runs after `seconds` of the fleet's events."""
+    engine = Engine(dedup_capacity=dedup)
+    runs = [f"fleet-{i:05d}" for i in range(n)]
+    count = 0
+    for p in schedule(runs, seconds, seed=1):
+        if p.kind is None or p.at >= seconds:
+            continue  # no final beats: the runs stay live
+        event = {"v": 1, "id": uuid.uuid4().hex, "ts": T0 + p.at, "run": p.run,
+                 "kind": p.kind, "src": p.src, **p.fields}  # fmt: skip
+        engine.apply(decode(orjson.dumps(event)))
+        count += 1
+    return engine, count
+
+
+def per_run(engine: Engine) -> Counter[str]:
+    """Bytes per part of the run state, summed over the engine's runs."""
+    parts: Counter[str] = Counter()
+    seen: set[int] = {id(engine.config)}
+    for tracked in engine.runs.values():
+        state = tracked.state
+        for name, part in vars(state).items():
+            parts[name] += deep_size(part, seen)
+        for name in type(tracked).__slots__:
+            if name != "state":
+                parts[f"engine: {name}"] += deep_size(getattr(tracked, name), seen)
+    return parts
+
+
+def ring_bytes_per_id(ids: int) -> float:
+    """What one id costs in a full duplicate-id ring (its string, set slot and deque slot)."""
+    gc.collect()
+    engine = Engine(dedup_capacity=ids)
+    for _ in range(ids):
+        engine.seen.add(uuid.uuid4().hex)
+    return deep_size(engine.seen, set()) / ids
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=7200.0,
+                    help="simulated seconds (7200: every run has its 53 steps)")  # fmt: skip
+    ap.add_argument("--quick", action="store_true", help="30 runs, 1,200 s")
+    args = ap.parse_args()
+    if args.quick:
+        args.runs, args.seconds = 30, 1200.0
+    say(machine())
+    began = time.perf_counter()
+    engine, count = fill(args.runs, args.seconds, dedup=1000)
+    parts = per_run(engine)
+    total = sum(parts.values()) / args.runs / 1024
+    say(f"memory per live run: {args.runs} runs of the fleet's shape, {args.seconds:.0f} s "
+        f"simulated ({count:,} events, {time.perf_counter() - began:.0f} s to apply)")  # fmt: skip
+    say(f"  run state: {total:.1f} KiB per live run (goal: 50 KiB with everything)")
+    for name, size in parts.most_common(8):
+        say(f"    {name:<22} {size / args.runs / 1024:6.1f} KiB")
+    per_id = ring_bytes_per_id(20_000 if args.quick else 100_000)
+    say(f"  duplicate-id ring: {per_id:.0f} bytes per id; {DEFAULT_DEDUP:,} ids per partition "
+        f"= {per_id * DEFAULT_DEDUP / 2**20:.1f} MiB, whatever the number of runs")  # fmt: skip
+    for runs_per_partition in (250, 1250, 2500):
+        ring = per_id * DEFAULT_DEDUP / runs_per_partition / 1024
+        say(f"    with {runs_per_partition:,} live runs per partition: +{ring:.1f} KiB per run "
+            f"= {total + ring:.1f} KiB")  # fmt: skip
+    if not args.quick:
+        write_section("memory", ["## Worker memory per live run (`bench/memory.py`)", "",
+                                 "```", *SAID, "```"])  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
