@@ -8,9 +8,9 @@ integrations such as the tqdm bar just do their plain job.
 
 from __future__ import annotations
 
-import os
 import threading
 
+from runwatch.emitters import env
 from runwatch.emitters.emitter import Emitter
 
 _LOCK = threading.Lock()
@@ -26,9 +26,9 @@ def default_emitter() -> Emitter | None:
     with _LOCK:
         if not _TRIED:
             _TRIED = True
-            if os.environ.get("RUNWATCH_RUN"):
+            if env.get(env.RUN):
                 try:
-                    _DEFAULT = Emitter(component=os.environ.get("RUNWATCH_COMPONENT") or "trainer")
+                    _DEFAULT = Emitter(component=env.get(env.COMPONENT) or "trainer")
                 except ValueError:  # no destination configured, or a bad setting
                     _DEFAULT = None
     return _DEFAULT

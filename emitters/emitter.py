@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from runwatch.emitters import env
 from runwatch.emitters.checks import (
     FIELD_CHECKS,
     GOOD_KINDS,
@@ -145,11 +146,9 @@ class Emitter:
         stacks_interval: float = 10.0,
     ) -> None:
         fallback = False  # no destination was given: the events wait on disk
-        self._strict = strict if strict is not None else os.environ.get("RUNWATCH_STRICT") in (
-            "1", "true", "yes",
-        )  # fmt: skip
+        self._strict = strict if strict is not None else env.strict()
         self.refused = 0  # events emit() dropped for what they were (not strict)
-        run = run if run is not None else os.environ.get("RUNWATCH_RUN")
+        run = run if run is not None else env.get(env.RUN)
         if run is None:
             raise ValueError("no run id: pass run=... or set RUNWATCH_RUN")
         check_settings(
@@ -163,9 +162,8 @@ class Emitter:
         if url is not None and (kafka is not None or path is not None):
             raise ValueError("pass one of kafka=, url= or path=")
         if kafka is None and path is None and url is None:
-            kafka = os.environ.get("RUNWATCH_KAFKA") or None
-            url = None if kafka else os.environ.get("RUNWATCH_URL") or None
-            path = None if kafka or url else spool or os.environ.get("RUNWATCH_SPOOL") or None
+            kafka, url, path = env.destination()
+            path = None if kafka or url else spool or path
             if kafka is None and path is None and url is None:
                 # a missing variable must not stop a training job: keep the events on disk
                 path, fallback = default_base() / "unsent", True
@@ -190,7 +188,7 @@ class Emitter:
         self.topic = topic
         self.kafka = kafka
         self.url = url
-        self._token = token if token is not None else os.environ.get("RUNWATCH_TOKEN") or None
+        self._token = token if token is not None else env.get(env.TOKEN)
         self.path = Path(path) if path is not None else None
         self._host = host if host is not None else socket.gethostname()
         self._rank, self._instance = rank, instance
@@ -199,7 +197,7 @@ class Emitter:
         #: ever sent where they were going (`spool.destination_dir`)
         self._destination = _identity(kafka, topic, kafka_security or PLAINTEXT, url)
         self._spool_dir = self.path or destination_dir(
-            Path(spool or os.environ.get("RUNWATCH_SPOOL") or default_base()), self._destination
+            Path(spool or env.get(env.SPOOL) or default_base()), self._destination
         )
         self._max_spool_bytes, self._segment_bytes = max_spool_bytes, segment_bytes
         self._max_queue_wanted = max_queue

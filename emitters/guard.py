@@ -85,7 +85,6 @@ def policy_of(rules: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]
 #: How a trainer asks for a guard by configuration alone (the verl backend, TrainerLogger):
 #: `RUNWATCH_GUARD=zero_reward,non_finite_metric:stop` (rules to obey, `:stop` to stop on
 #: one), or `RUNWATCH_GUARD=on` (only what the service's config says).
-ENV_GUARD = "RUNWATCH_GUARD"
 
 
 def rules_from_env(text: str | None) -> dict[str, str] | None:

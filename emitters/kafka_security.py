@@ -22,20 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runwatch.emitters import env
 from runwatch.emitters.exceptions import RunwatchError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-ENV_PROTOCOL = "RUNWATCH_KAFKA_SECURITY_PROTOCOL"
-ENV_MECHANISM = "RUNWATCH_KAFKA_SASL_MECHANISM"
-ENV_USERNAME = "RUNWATCH_KAFKA_SASL_USERNAME"
-ENV_PASSWORD = "RUNWATCH_KAFKA_SASL_PASSWORD"
-ENV_PASSWORD_FILE = "RUNWATCH_KAFKA_SASL_PASSWORD_FILE"
-ENV_CAFILE = "RUNWATCH_KAFKA_SSL_CAFILE"
-ENV_CERTFILE = "RUNWATCH_KAFKA_SSL_CERTFILE"
-ENV_KEYFILE = "RUNWATCH_KAFKA_SSL_KEYFILE"
-ENV_CHECK_HOSTNAME = "RUNWATCH_KAFKA_SSL_CHECK_HOSTNAME"
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -139,12 +131,12 @@ class KafkaSecurity:
                 )
             if not self.username:
                 raise KafkaSecurityError(
-                    f"{p} needs a SASL username (--kafka-sasl-username or {ENV_USERNAME})"
+                    f"{p} needs a SASL username (--kafka-sasl-username or {env.KAFKA_USERNAME})"
                 )
             if not self.password:
                 raise KafkaSecurityError(
-                    f"{p} needs a SASL password (--kafka-sasl-password-file, {ENV_PASSWORD_FILE}"
-                    f" or {ENV_PASSWORD})"
+                    f"{p} needs a SASL password (--kafka-sasl-password-file, "
+                    f"{env.KAFKA_PASSWORD_FILE} or {env.KAFKA_PASSWORD})"
                 )
         elif self.username or self.password:
             raise KafkaSecurityError(
@@ -189,26 +181,30 @@ class KafkaSecurity:
         """The settings in `environ` (default os.environ); arguments that are not None win
         (the CLI flags). The password comes from `password_file`, else the file named by
         RUNWATCH_KAFKA_SASL_PASSWORD_FILE, else RUNWATCH_KAFKA_SASL_PASSWORD."""
-        env = os.environ if environ is None else environ
+        given = os.environ if environ is None else environ
 
         def get(name: str) -> str | None:
-            return env.get(name, "").strip() or None
+            return given.get(name, "").strip() or None
 
         if check_hostname is None:
-            raw = (get(ENV_CHECK_HOSTNAME) or "true").lower()
+            raw = (get(env.KAFKA_CHECK_HOSTNAME) or "true").lower()
             if raw not in _TRUE + _FALSE:
-                raise KafkaSecurityError(f"{ENV_CHECK_HOSTNAME} must be true or false, not {raw!r}")
+                raise KafkaSecurityError(
+                    f"{env.KAFKA_CHECK_HOSTNAME} must be true or false, not {raw!r}"
+                )
             check_hostname = raw in _TRUE
-        password_file = password_file or get(ENV_PASSWORD_FILE)
-        password = read_password_file(password_file) if password_file else env.get(ENV_PASSWORD)
+        password_file = password_file or get(env.KAFKA_PASSWORD_FILE)
+        password = (
+            read_password_file(password_file) if password_file else given.get(env.KAFKA_PASSWORD)
+        )
         return cls(
-            protocol=protocol or get(ENV_PROTOCOL) or "PLAINTEXT",
-            mechanism=mechanism or get(ENV_MECHANISM) or "PLAIN",
-            username=username or get(ENV_USERNAME),
+            protocol=protocol or get(env.KAFKA_PROTOCOL) or "PLAINTEXT",
+            mechanism=mechanism or get(env.KAFKA_MECHANISM) or "PLAIN",
+            username=username or get(env.KAFKA_USERNAME),
             password=password or None,
-            cafile=cafile or get(ENV_CAFILE),
-            certfile=certfile or get(ENV_CERTFILE),
-            keyfile=keyfile or get(ENV_KEYFILE),
+            cafile=cafile or get(env.KAFKA_CAFILE),
+            certfile=certfile or get(env.KAFKA_CERTFILE),
+            keyfile=keyfile or get(env.KAFKA_KEYFILE),
             check_hostname=check_hostname,
         )
 

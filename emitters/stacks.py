@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from runwatch.emitters import env
 from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
 
 log = logging.getLogger("runwatch.emitters")
@@ -91,12 +92,11 @@ def own_stacks() -> Taken:
 
 
 #: Where `py-spy` is, when not on PATH or beside this Python (`runwatch watch` uses it).
-PY_SPY_ENV = "RUNWATCH_PY_SPY"
 
 
 def py_spy_path() -> str | None:
     """The py-spy binary: $RUNWATCH_PY_SPY, else on PATH, else beside this interpreter."""
-    chosen = os.environ.get(PY_SPY_ENV)
+    chosen = env.get(env.PY_SPY)
     if chosen:
         return chosen if os.access(chosen, os.X_OK) else None
     beside = Path(sys.executable).with_name("py-spy")

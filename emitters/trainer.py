@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runwatch.emitters import env
 from runwatch.emitters.emitter import Emitter
-from runwatch.emitters.guard import ENV_GUARD, Decision, Guard, StopTraining, rules_from_env
+from runwatch.emitters.guard import Decision, Guard, StopTraining, rules_from_env
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -146,7 +146,7 @@ class TrainerLogger:
         self.done = done
         self.done_extra = done_extra
         if guard is None or guard is True:
-            rules = rules_from_env(os.environ.get(ENV_GUARD))
+            rules = rules_from_env(env.get(env.GUARD))
             if rules is None and guard is True:
                 rules = {}
             guard = emitter.guard(rules) if rules is not None else None

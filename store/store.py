@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, cast
 import duckdb
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from runwatch.emitters import env
 from runwatch.emitters.events import Event
 from runwatch.store import schema, views
 from runwatch.store.batch import EventBatch, RawEvent
@@ -330,7 +330,7 @@ def hash_views() -> str:
 
 def default_db() -> str:
     """The history file: $RUNWATCH_DB, else runwatch.duckdb in the working directory."""
-    return os.environ.get("RUNWATCH_DB", "runwatch.duckdb")
+    return env.db()
 
 
 def first_row(cur: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:

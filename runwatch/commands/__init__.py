@@ -3,6 +3,7 @@ call into the package that does the work, and its exit codes. A command that can
 raises `CommandError` (or lets another `RunwatchError` through); `runwatch.cli` prints it as
 one line and exits with its status."""
 
+from runwatch.emitters import env
 from runwatch.emitters.exceptions import RunwatchError
 
 
@@ -35,7 +36,6 @@ __all__ = ["CommandError", "given_time"]
 def read_token(token_file: str | None) -> str | None:
     """The bearer token: from `--token-file` (whole, trimmed; a missing or empty file is a
     one-line error), else $RUNWATCH_TOKEN, else None."""
-    import os
     from pathlib import Path
 
     if token_file:
@@ -46,4 +46,4 @@ def read_token(token_file: str | None) -> str | None:
         if not token:
             raise CommandError(f"--token-file: {token_file} is empty")
         return token
-    return os.environ.get("RUNWATCH_TOKEN") or None
+    return env.get(env.TOKEN)

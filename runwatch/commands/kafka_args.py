@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from runwatch.commands import CommandError
+from runwatch.emitters import env
 from runwatch.emitters import kafka_security as ks
 from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
 from runwatch.stream.kafka.connect import kafka_problem
@@ -18,7 +19,7 @@ from runwatch.stream.kafka.connect import kafka_problem
 GROUP_HELP = (
     "How to reach a secured Kafka. Each flag defaults to its environment variable (the Helm "
     "chart sets those); without any, the connection is PLAINTEXT. The SASL password is never "
-    f"a flag value: give a file, or set {ks.ENV_PASSWORD} / {ks.ENV_PASSWORD_FILE}."
+    f"a flag value: give a file, or set {env.KAFKA_PASSWORD} / {env.KAFKA_PASSWORD_FILE}."
 )
 
 
@@ -29,7 +30,7 @@ class _NoPasswordFlag(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
         parser.error(
             "--kafka-sasl-password is not accepted (a password on the command line leaks): "
-            f"use --kafka-sasl-password-file FILE or set {ks.ENV_PASSWORD}"
+            f"use --kafka-sasl-password-file FILE or set {env.KAFKA_PASSWORD}"
         )
 
 
@@ -60,39 +61,39 @@ def add_kafka_security_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Kafka security (TLS/SASL)", GROUP_HELP)
     g.add_argument(
         "--kafka-security-protocol", metavar="PROTOCOL", type=str.upper,
-        help=f"{' | '.join(ks.PROTOCOLS)} (default ${ks.ENV_PROTOCOL}, else PLAINTEXT)",
+        help=f"{' | '.join(ks.PROTOCOLS)} (default ${env.KAFKA_PROTOCOL}, else PLAINTEXT)",
     )  # fmt: skip
     g.add_argument(
         "--kafka-sasl-mechanism", metavar="MECHANISM", type=str.upper,
-        help=f"{' | '.join(ks.MECHANISMS)} (default ${ks.ENV_MECHANISM}, else PLAIN)",
+        help=f"{' | '.join(ks.MECHANISMS)} (default ${env.KAFKA_MECHANISM}, else PLAIN)",
     )  # fmt: skip
     g.add_argument(
-        "--kafka-sasl-username", metavar="USER", help=f"SASL user (default ${ks.ENV_USERNAME})"
+        "--kafka-sasl-username", metavar="USER", help=f"SASL user (default ${env.KAFKA_USERNAME})"
     )
     g.add_argument(
         "--kafka-sasl-password-file", metavar="FILE",
-        help=f"file holding the SASL password (default ${ks.ENV_PASSWORD_FILE}, else "
-        f"${ks.ENV_PASSWORD})",
+        help=f"file holding the SASL password (default ${env.KAFKA_PASSWORD_FILE}, else "
+        f"${env.KAFKA_PASSWORD})",
     )  # fmt: skip
     g.add_argument("--kafka-sasl-password", nargs="?", action=_NoPasswordFlag,
                    help=argparse.SUPPRESS)  # fmt: skip
     g.add_argument(
         "--kafka-ssl-cafile", metavar="PEM",
-        help=f"CA certificate(s) that signed the brokers' (default ${ks.ENV_CAFILE}, else the "
+        help=f"CA certificate(s) that signed the brokers' (default ${env.KAFKA_CAFILE}, else the "
         "system's CAs)",
     )  # fmt: skip
     g.add_argument(
         "--kafka-ssl-certfile", metavar="PEM",
-        help=f"client certificate, for mutual TLS (default ${ks.ENV_CERTFILE})",
+        help=f"client certificate, for mutual TLS (default ${env.KAFKA_CERTFILE})",
     )  # fmt: skip
     g.add_argument(
         "--kafka-ssl-keyfile", metavar="PEM",
-        help=f"the client certificate's key (default ${ks.ENV_KEYFILE})",
+        help=f"the client certificate's key (default ${env.KAFKA_KEYFILE})",
     )  # fmt: skip
     g.add_argument(
         "--kafka-ssl-no-check-hostname", action="store_true",
         help="do not check that a broker's certificate names its host (still checks the CA; "
-        f"default: check, unless ${ks.ENV_CHECK_HOSTNAME}=false)",
+        f"default: check, unless ${env.KAFKA_CHECK_HOSTNAME}=false)",
     )  # fmt: skip
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import socket
 import tempfile
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from runwatch.commands import CommandError, read_token
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
+from runwatch.emitters import env
 from runwatch.emitters.guard import HttpSource, KafkaSource, Source, decide
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
@@ -60,8 +60,7 @@ def _who() -> str:
 def run(args: argparse.Namespace) -> int:
     from runwatch.emitters.emitter import Emitter
 
-    url = args.url or (None if args.kafka else os.environ.get("RUNWATCH_URL"))
-    kafka = args.kafka or (None if url else os.environ.get("RUNWATCH_KAFKA"))
+    kafka, url, _ = env.destination(args.kafka, args.url)
     if not url and not kafka:
         raise CommandError("where is runwatch? give --url (runwatch serve) or --kafka, or set "
                            "RUNWATCH_URL / RUNWATCH_KAFKA")  # fmt: skip

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import signal
 from typing import Any
 
 from runwatch.commands import CommandError
 from runwatch.commands.watch import add_destination, make_emitter
-from runwatch.emitters import scrape
+from runwatch.emitters import env, scrape
 from runwatch.emitters.scrape import ScrapeLoop, Scraper
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -63,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     scraper = Scraper(flavour, url, name=args.name, timeout=args.timeout)
     emitter = make_emitter(
         args,
-        args.run or os.environ.get("RUNWATCH_RUN"),
+        args.run or env.get(env.RUN),
         component=args.component,
         instance=scraper.name,
         heartbeat=False,

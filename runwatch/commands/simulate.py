@@ -13,6 +13,7 @@ from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.simulate import KINDS, Cluster
+from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
 from runwatch.stream.timebounds import time_problem
@@ -47,7 +48,6 @@ def register(sub: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    import os
 
     if args.speed <= 0:
         raise CommandError("--speed must be > 0")
@@ -72,7 +72,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 0
     sink: HttpSink | KafkaSink
     if args.url:
-        sink = HttpSink(args.url, args.token or os.environ.get("RUNWATCH_TOKEN"))
+        sink = HttpSink(args.url, args.token or env.get(env.TOKEN))
     else:
         security = connect_check(args)
         sink = KafkaSink(args.kafka, args.topic, security)

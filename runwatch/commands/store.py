@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from runwatch.commands import CommandError, given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.commands.query import add_db_args
+from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
         "rows: a crash neither loses nor duplicates a row. The file is held only while a "
         "batch is written, so `runwatch sql` can read between batches.",
     )
-    p.add_argument("--kafka", metavar="HOST:PORT", default=os.environ.get("RUNWATCH_KAFKA"))
+    p.add_argument("--kafka", metavar="HOST:PORT", default=env.get(env.KAFKA))
     p.add_argument("--db", metavar="PATH", required=True, help="the history file")
     p.add_argument("--group", default="runwatch-sink", help="consumer group id")
     p.add_argument("--topic-prefix", default="", help="prefix of the topic names, e.g. 'staging.'")

@@ -12,12 +12,11 @@ on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are no
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
-from runwatch.emitters import Emitter
+from runwatch.emitters import Emitter, env
 from runwatch.emitters.kafka_security import KafkaSecurityError
 from runwatch.emitters.watch import run_id_for, watch
 from runwatch.logs import say
@@ -61,20 +60,14 @@ def add_destination(p: argparse.ArgumentParser) -> None:
 
 def make_emitter(args: argparse.Namespace, run: str | None, **settings: Any) -> Emitter | str:
     """The Emitter the flags ask for, or a one-line reason for the user."""
-    given = (
-        args.kafka,
-        args.url,
-        args.spool,
-        *(os.environ.get(v) for v in ("RUNWATCH_KAFKA", "RUNWATCH_URL", "RUNWATCH_SPOOL")),
-    )
-    if not any(given):  # a command line is not a trainer: say so instead of keeping them
+    where = env.destination(args.kafka, args.url, args.spool)
+    if not where:  # a command line is not a trainer: say so instead of keeping them
         return (
             "no destination for events: pass --kafka HOST:PORT, --url URL or --spool DIR, "
             "or set RUNWATCH_KAFKA, RUNWATCH_URL or RUNWATCH_SPOOL"
         )
     try:
-        kafka = args.kafka or (None if args.url or args.spool else os.environ.get("RUNWATCH_KAFKA"))
-        security = security_from_args(args) if kafka else None
+        security = security_from_args(args) if where.kafka else None
         return Emitter(run=run, kafka=args.kafka, url=args.url, path=args.spool,
                        kafka_security=security, **settings)  # fmt: skip
     except KafkaSecurityError as err:
@@ -91,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise CommandError("no command given (runwatch watch -- CMD ARGS...)")
-    run_id = args.run or os.environ.get("RUNWATCH_RUN")
+    run_id = args.run or env.get(env.RUN)
     if not run_id:
         run_id = run_id_for(command)
         say(f"run id {run_id} (set --run or RUNWATCH_RUN to choose)")

@@ -9,7 +9,6 @@ shows. A second start with the jars cached runs no Maven and needs no network.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runwatch.emitters import env
 from runwatch.emitters.exceptions import RunwatchError
 
 DEFAULT_VERSION = "4.1.2"
@@ -46,8 +46,8 @@ def _say(message: str) -> None:
 
 def cache_dir() -> Path:
     """The project cache: `$RUNWATCH_CACHE`, else `<repo>/.cache` (git-ignored), else ~/.cache."""
-    if env := os.environ.get("RUNWATCH_CACHE"):
-        return Path(env).expanduser().resolve()
+    if cache := env.get(env.CACHE):
+        return Path(cache).expanduser().resolve()
     repo = Path(__file__).resolve().parents[2]
     if (repo / "pyproject.toml").is_file():
         return repo / ".cache"

@@ -10,7 +10,6 @@ restart neither repeats nor drops it. Silences live in the same file (`runwatch 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -19,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DB_ENV = "RUNWATCH_NOTIFY_DB"
+from runwatch.emitters import env
+
 DEFAULT_DB = "runwatch-notify.sqlite"
 
 SCHEMA = """
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS silences (
 
 
 def default_path() -> str:
-    return os.environ.get(DB_ENV) or DEFAULT_DB
+    return env.get(env.NOTIFY_DB) or DEFAULT_DB
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.console import alert_line
+from runwatch.emitters import env
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
@@ -28,10 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from runwatch.stream.config import RulesConfig
 
     config = RulesConfig.load_or_default(args.config)
-    db = Path(args.db or os.environ.get("RUNWATCH_DB") or "runwatch.duckdb")
+    db = Path(env.db(args.db))
     wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
     token = _token(args)
-    spool_dir = args.spool or os.environ.get("RUNWATCH_SPOOL")
+    spool_dir = args.spool or env.get(env.SPOOL)
     service = Service(db, wal, config=config, notifiers=[print_alert], max_runs=args.max_runs)
     try:
         slack = _slack(args.slack_config, service) if args.slack_config else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,3 +167,33 @@ def test_every_exception_of_ours_is_a_runwatch_error() -> None:
                     continue
                 assert issubclass(cls, RunwatchError), f"{name}.{cls.__name__}"
     assert len(found) >= 10
+
+
+#: a whole string that names one of runwatch's environment variables
+_VARIABLE = re.compile(r"RUNWATCH_[A-Z0-9_]+")
+
+
+def variables_named(path: Path) -> set[str]:
+    """The RUNWATCH_* names a module spells out as a whole string (a name it can read)."""
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and _VARIABLE.fullmatch(node.value)
+    }
+
+
+def test_the_environment_is_named_in_one_module() -> None:
+    """Names, precedence and defaults of RUNWATCH_* live in runwatch.emitters.env alone."""
+    elsewhere = {
+        f"{name}: {variable}"
+        for name, path in modules()
+        if name != "runwatch.emitters.env"
+        for variable in variables_named(path)
+    }
+    assert elsewhere == set()
+    env_module = dict(modules())["runwatch.emitters.env"]
+    assert {"RUNWATCH_KAFKA", "RUNWATCH_DB", "RUNWATCH_KAFKA_SASL_PASSWORD"} <= variables_named(
+        env_module
+    )

@@ -1,0 +1,81 @@
+"""Every `RUNWATCH_*` variable runwatch reads, and the one place it reads them.
+
+Emitters, the command wrappers and the commands take their defaults from here, so a name, a
+precedence or a default is written once: where events go is `RUNWATCH_KAFKA`, else
+`RUNWATCH_URL`, else `RUNWATCH_SPOOL` (a flag or argument given wins over all three); the
+history file is `RUNWATCH_DB`, else `runwatch.duckdb`. An empty variable counts as unset.
+(The Slack token's variables, `SLACK_BOT_TOKEN` and `SLACK_BOT_TOKEN_FILE`, are Slack's
+names and are read by `runwatch.notify.slack`.)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+RUN = "RUNWATCH_RUN"
+COMPONENT = "RUNWATCH_COMPONENT"
+KAFKA = "RUNWATCH_KAFKA"
+URL = "RUNWATCH_URL"
+SPOOL = "RUNWATCH_SPOOL"
+TOKEN = "RUNWATCH_TOKEN"
+STRICT = "RUNWATCH_STRICT"
+GUARD = "RUNWATCH_GUARD"
+DB = "RUNWATCH_DB"
+NOTIFY_DB = "RUNWATCH_NOTIFY_DB"
+PY_SPY = "RUNWATCH_PY_SPY"
+PROMETHEUS = "RUNWATCH_PROMETHEUS"
+CACHE = "RUNWATCH_CACHE"
+#: a secured Kafka (`kafka_security.KafkaSecurity.from_env`, which reads any mapping)
+KAFKA_PROTOCOL = "RUNWATCH_KAFKA_SECURITY_PROTOCOL"
+KAFKA_MECHANISM = "RUNWATCH_KAFKA_SASL_MECHANISM"
+KAFKA_USERNAME = "RUNWATCH_KAFKA_SASL_USERNAME"
+KAFKA_PASSWORD_FILE = "RUNWATCH_KAFKA_SASL_PASSWORD_FILE"
+KAFKA_PASSWORD = "RUNWATCH_KAFKA_SASL_PASSWORD"
+KAFKA_CAFILE = "RUNWATCH_KAFKA_SSL_CAFILE"
+KAFKA_CERTFILE = "RUNWATCH_KAFKA_SSL_CERTFILE"
+KAFKA_KEYFILE = "RUNWATCH_KAFKA_SSL_KEYFILE"
+KAFKA_CHECK_HOSTNAME = "RUNWATCH_KAFKA_SSL_CHECK_HOSTNAME"
+
+#: the history file when neither --db nor RUNWATCH_DB names one
+DEFAULT_DB = "runwatch.duckdb"
+
+
+def get(name: str) -> str | None:
+    """The variable's value; None when it is unset or empty."""
+    return os.environ.get(name) or None
+
+
+class Destination(NamedTuple):
+    """Where events go: at most one of the three is set."""
+
+    kafka: str | None = None
+    url: str | None = None
+    spool: str | None = None
+
+    def __bool__(self) -> bool:
+        return any(self)
+
+
+def destination(
+    kafka: str | None = None, url: str | None = None, spool: str | None = None
+) -> Destination:
+    """The destination given, else the environment's: Kafka, else the URL, else the spool."""
+    if kafka or url or spool:
+        return Destination(kafka or None, None if kafka else url or None,
+                           None if kafka or url else spool or None)  # fmt: skip
+    if value := get(KAFKA):
+        return Destination(kafka=value)
+    if value := get(URL):
+        return Destination(url=value)
+    return Destination(spool=get(SPOOL))
+
+
+def strict() -> bool:
+    """RUNWATCH_STRICT=1 (or true, yes): an emit() with a bad kind or field raises."""
+    return os.environ.get(STRICT) in ("1", "true", "yes")
+
+
+def db(given: str | None = None) -> str:
+    """The history file: `given`, else RUNWATCH_DB, else runwatch.duckdb here."""
+    return given or get(DB) or DEFAULT_DB
