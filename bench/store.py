@@ -140,7 +140,7 @@ def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[f
 
     from runwatch.dev.broker import KafkaBroker
     from runwatch.emitters.topics import Topics
-    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.store.sink import Sink, SinkSettings
     from runwatch.stream.kafka.admin import ensure_topics
 
     broker = KafkaBroker(tmp / "kafka")
@@ -158,7 +158,7 @@ def bench_sink_kafka(values: list[bytes], tmp: Path, partitions: int) -> tuple[f
             if sum(n for _, n in flushes) >= len(values):
                 stop.set()
 
-        config = SinkConfig(
+        config = SinkSettings(
             bootstrap, tmp / "sink-kafka.duckdb", group="bench-sink",
             events_topic=topics.events, alerts_topic=topics.alerts,
         )  # fmt: skip

@@ -51,12 +51,12 @@ log = logging.getLogger("runwatch.sink")
 
 DEFAULT_GROUP = "runwatch-sink"
 #: /healthz fails when the consuming loop has not turned for this long (and is not waiting
-#: on a flush, which has its own deadline: `SinkConfig.wait`)
+#: on a flush, which has its own deadline: `SinkSettings.wait`)
 STALL_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
-class SinkConfig:
+class SinkSettings:
     bootstrap: str
     db: Path
     group: str = DEFAULT_GROUP
@@ -80,7 +80,7 @@ class Sink(Handler):
 
     def __init__(
         self,
-        config: SinkConfig,
+        config: SinkSettings,
         *,
         stop: threading.Event | None = None,
         on_flush: Callable[[Flushed], None] | None = None,

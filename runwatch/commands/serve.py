@@ -9,7 +9,11 @@ transition on the console (more notifiers: `Service.notifiers`).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runwatch.service.main import ServeSettings
 
 DEFAULT_PORT = 8787
 
@@ -54,7 +58,36 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_serve)
 
 
+def settings(args: argparse.Namespace) -> ServeSettings:
+    """The command line, with every default and environment variable resolved."""
+    from runwatch.commands import read_token
+    from runwatch.emitters import env
+    from runwatch.service.main import ServeSettings
+    from runwatch.stream.config import RulesConfig
+
+    db = Path(env.db(args.db))
+    spool = args.spool or env.get(env.SPOOL)
+    return ServeSettings(
+        db=db,
+        wal=Path(args.wal) if args.wal else db.with_name(db.name + ".serve"),
+        config=RulesConfig.load_or_default(args.config),
+        host=args.host,
+        port=args.port,
+        port_file=Path(args.port_file) if args.port_file else None,
+        # --token-file, else $RUNWATCH_TOKEN, else --token (visible to every local user)
+        token=read_token(args.token_file) or args.token or None,
+        spool=Path(spool) if spool else None,
+        max_body=args.max_body,
+        slack_config=Path(args.slack_config) if args.slack_config else None,
+        wal_max_bytes=args.wal_max_bytes,
+        max_runs=args.max_runs,
+        idle_timeout=args.idle_timeout,
+        checkpoint_every=args.checkpoint_every,
+        tick=args.tick,
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from runwatch.service.main import run
 
-    return run(args)
+    return run(settings(args))

@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
 def run_sink(args: argparse.Namespace, *, before_commit: BeforeCommit | None = None) -> int:
     """`runwatch sink`; `before_commit` runs inside each flush before its commit (a fault
     a test injects)."""
-    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.store.sink import Sink, SinkSettings
     from runwatch.store.writer import Flushed
 
     if not args.kafka:
@@ -104,7 +104,7 @@ def run_sink(args: argparse.Namespace, *, before_commit: BeforeCommit | None = N
                 f"alerts, {done.invalid} invalid in {done.seconds * 1000:.0f} ms"
             )
 
-    config = SinkConfig(
+    config = SinkSettings(
         bootstrap=args.kafka,
         db=db,
         group=args.group,

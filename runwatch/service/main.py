@@ -1,41 +1,59 @@
 """The embedded service's main loop (`runwatch serve`): build the `Service`, recover it from
 its logs, listen on HTTP, tail the spool, and turn the wall-clock timer until SIGTERM/Ctrl-C.
+Its settings (`ServeSettings`) are built from the command line in `runwatch.commands.serve`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runwatch.console import alert_line
-from runwatch.emitters import env
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
+from runwatch.stream.config import RulesConfig
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What `runwatch serve` runs with, every default and environment variable resolved."""
+
+    db: Path
+    wal: Path  # the event and alert logs, and the checkpoint
+    config: RulesConfig
+    host: str = "127.0.0.1"
+    port: int = 8787
+    port_file: Path | None = None
+    token: str | None = None  # every endpoint but /healthz and /readyz asks for it
+    spool: Path | None = None  # a spool directory to tail
+    max_body: int = 4 << 20
+    slack_config: Path | None = None
+    wal_max_bytes: int = 1 << 30
+    max_runs: int = 10_000
+    idle_timeout: int = 30
+    checkpoint_every: float = 60.0
+    tick: float = 0.25
 
 
 def print_alert(alert: Alert) -> None:
     print(alert_line(alert), flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(settings: ServeSettings) -> int:
     """Serve until stopped; the exit status."""
     from runwatch.service.core import Service
     from runwatch.service.http import ServiceServer
     from runwatch.service.spool_tail import SpoolTail
-    from runwatch.stream.config import RulesConfig
 
-    config = RulesConfig.load_or_default(args.config)
-    db = Path(env.db(args.db))
-    wal = Path(args.wal) if args.wal else db.with_name(db.name + ".serve")
-    token = _token(args)
-    spool_dir = args.spool or env.get(env.SPOOL)
-    service = Service(db, wal, config=config, notifiers=[print_alert], max_runs=args.max_runs)
+    db, wal = settings.db, settings.wal
+    service = Service(db, wal, config=settings.config, notifiers=[print_alert],
+                      max_runs=settings.max_runs)  # fmt: skip
     try:
-        slack = _slack(args.slack_config, service) if args.slack_config else None
+        slack = _slack(settings.slack_config, service) if settings.slack_config else None
     except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
         say(f"{err}")
         service.close()
@@ -45,33 +63,33 @@ def run(args: argparse.Namespace) -> int:
         for alert in service.alert_log.read():
             slack.submit(alert)
     try:
-        server = ServiceServer((args.host, args.port), service, token, args.max_body,
-                               idle_timeout=args.idle_timeout)  # fmt: skip
+        server = ServiceServer((settings.host, settings.port), service, settings.token,
+                               settings.max_body, idle_timeout=settings.idle_timeout)  # fmt: skip
     except OSError as err:
-        say(f"cannot listen on {args.host}:{args.port}: {err}")
+        say(f"cannot listen on {settings.host}:{settings.port}: {err}")
         service.close()
         return 2
     port = server.server_address[1]
-    print(f"runwatch serve: listening on http://{args.host}:{port} (history {db}; "
+    print(f"runwatch serve: listening on http://{settings.host}:{port} (history {db}; "
           f"{replayed} logged events replayed)", flush=True)  # fmt: skip
-    if args.port_file:
-        tmp = Path(args.port_file + ".tmp")
+    if settings.port_file:
+        tmp = settings.port_file.with_name(settings.port_file.name + ".tmp")
         tmp.write_text(str(port))
-        os.replace(tmp, args.port_file)
-    tail = SpoolTail(Path(spool_dir), wal / "spool.positions") if spool_dir else None
+        os.replace(tmp, settings.port_file)
+    tail = SpoolTail(settings.spool, wal / "spool.positions") if settings.spool else None
     stop = stop_on_signals()
     server.start()
     compact_at = 0.0
-    checkpoint_at = time.monotonic() + args.checkpoint_every
+    checkpoint_at = time.monotonic() + settings.checkpoint_every
     try:
-        while not stop.wait(args.tick):
+        while not stop.wait(settings.tick):
             service.tick()
-            if args.checkpoint_every > 0 and time.monotonic() >= checkpoint_at:
+            if settings.checkpoint_every > 0 and time.monotonic() >= checkpoint_at:
                 service.checkpoint()
-                checkpoint_at = time.monotonic() + args.checkpoint_every
+                checkpoint_at = time.monotonic() + settings.checkpoint_every
             if tail is not None:
                 tail.poll(service)
-            big = service.events.size > args.wal_max_bytes
+            big = service.events.size > settings.wal_max_bytes
             if big and time.monotonic() > compact_at and service.compact() is not None:
                 compact_at = time.monotonic() + 600  # at most every 10 minutes
     finally:
@@ -82,14 +100,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _token(args: argparse.Namespace) -> str | None:
-    """--token-file, else $RUNWATCH_TOKEN, else --token (visible to every local user)."""
-    from runwatch.commands import read_token
-
-    return read_token(args.token_file) or args.token or None
-
-
-def _slack(path: str, service: Any) -> Any:
+def _slack(path: Path, service: Any) -> Any:
     """The Slack notifier off the event path (`runwatch.notify.background`), as a notifier."""
     from runwatch.notify.background import BackgroundNotifier
     from runwatch.notify.config import NotifyConfig

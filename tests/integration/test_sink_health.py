@@ -147,7 +147,7 @@ def test_a_history_that_cannot_be_written_is_not_ready_and_loses_nothing(
     the sink goes on running, and once the disk has room every event is stored once."""
     import threading
 
-    from runwatch.store.sink import Sink, SinkConfig
+    from runwatch.store.sink import Sink, SinkSettings
     from runwatch.store.writer import BatchWriter
 
     events = incidents.orchestrator_dies()
@@ -163,7 +163,7 @@ def test_a_history_that_cannot_be_written_is_not_ready_and_loses_nothing(
 
     monkeypatch.setattr(BatchWriter, "_write", full_disk)
     port, db, stop = free_port(), tmp_path / "h.duckdb", threading.Event()
-    config = SinkConfig(kafka_broker, db, group=kafka_group, events_topic=kafka_topic,
+    config = SinkSettings(kafka_broker, db, group=kafka_group, events_topic=kafka_topic,
                         alerts_topic=kafka_topic + ".alerts", flush_interval=0.2,
                         health_port=port, health_host="127.0.0.1")  # fmt: skip
     sink = Sink(config, stop=stop)

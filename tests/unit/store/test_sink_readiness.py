@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.store.sink import Sink, SinkConfig
+from runwatch.store.sink import Sink, SinkSettings
 from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group
 
 
@@ -28,7 +28,7 @@ class Consumer:
 
 
 def test_lag_from_the_last_fetch_and_unknown_where_kafka_went_quiet(tmp_path: Path) -> None:
-    sink = Sink(SinkConfig(bootstrap="unused:9092", db=tmp_path / "h.duckdb", batch_size=100))
+    sink = Sink(SinkSettings(bootstrap="unused:9092", db=tmp_path / "h.duckdb", batch_size=100))
     try:
         assert sink.lag() is None
         assert sink.health.ready() == (False, "no partitions assigned yet")
