@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
-from runwatch.emitters.http import Service
+from runwatch.emitters.http import ServiceClient
 
 log = logging.getLogger("runwatch.emitters")
 
-Action = Literal["run", "pause", "stop"]
+#: what the guard tells the training loop (an alert's policy, `Action` on the alert, says
+#: pause, stop or notify; the guard's verdict combines them with the trainer's own)
+Verdict = Literal["run", "pause", "stop"]
 _RANK = {"run": 0, "pause": 1, "stop": 2}
 
 
@@ -42,7 +44,7 @@ _RANK = {"run": 0, "pause": 1, "stop": 2}
 class Decision:
     """What the training loop should do now, and why."""
 
-    action: Action = "run"
+    action: Verdict = "run"
     #: the alerts that make it (rule, severity, since, ... as in the view)
     alerts: tuple[dict[str, Any], ...] = ()
     #: False: the last look at the service failed, and the guard fails open
@@ -111,7 +113,7 @@ def decide(view: Mapping[str, Any] | None, policy: Mapping[str, str]) -> Decisio
     alerts = view.get("alerts")
     if not isinstance(alerts, list):
         raise ValueError("the breaker view has no list of alerts")
-    action: Action = "run"
+    action: Verdict = "run"
     making: list[dict[str, Any]] = []
     for alert in alerts:
         if not isinstance(alert, dict):
@@ -125,7 +127,7 @@ def decide(view: Mapping[str, Any] | None, policy: Mapping[str, str]) -> Decisio
     return Decision(action, tuple(making), True, resumed if isinstance(resumed, dict) else None)
 
 
-class Source(Protocol):
+class ViewSource(Protocol):
     """Where a guard reads its run's breaker view."""
 
     name: str
@@ -139,7 +141,7 @@ class HttpSource:
     """`GET /v1/breaker/RUN` of `runwatch serve` (standard library only)."""
 
     def __init__(self, url: str, run: str, token: str | None, timeout: float = 5.0) -> None:
-        self.service = Service(url, token, timeout)
+        self.service = ServiceClient(url, token, timeout)
         self.name = f"runwatch at {url}"
         self._path = f"/v1/breaker/{quote(run, safe='/')}"
 
@@ -247,7 +249,7 @@ class Guard:
 
     def __init__(
         self,
-        source: Source | None,
+        source: ViewSource | None,
         run: str,
         rules: Iterable[str] | Mapping[str, str] | None = None,
         *,

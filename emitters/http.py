@@ -24,7 +24,7 @@ log = logging.getLogger("runwatch.emitters")
 MAX_REQUEST = 1 << 20
 
 
-class Service:
+class ServiceClient:
     """`runwatch serve` at a URL: where to connect and who we are (the bearer token). One
     request per connection, as the emitter's sender and the circuit breaker's guard need."""
 
@@ -71,7 +71,7 @@ class HttpDestination(SpooledDestination):
         timeout: float = 5.0,
         max_backoff: float = 5.0,
     ) -> None:
-        self.service = Service(url, token, timeout)
+        self.service = ServiceClient(url, token, timeout)
         super().__init__(spool, max_backoff)
         self.name = self.url = url
         self._up = True

@@ -24,10 +24,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from runwatch.emitters import env
 from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
+
+if TYPE_CHECKING:
+    from runwatch.emitters.guard import ViewSource
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -139,14 +142,6 @@ def py_spy(pid: int, timeout: float = 20.0) -> Taken:
         )  # (py-spy names a thread only when it finds the name)
         threads.append({"name": str(name)[:200], "frames": frames})
     return Taken("py-spy", threads, truncated)
-
-
-class ViewSource(Protocol):
-    """Where the breaker view is read (`runwatch.emitters.guard`'s sources)."""
-
-    def fetch(self) -> dict[str, Any] | None: ...
-
-    def close(self) -> None: ...
 
 
 class StackResponder:

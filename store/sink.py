@@ -44,7 +44,14 @@ from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.decode import admit
 from runwatch.stream.exceptions import InvalidAlert, InvalidEvent
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import LOG_APPEND_TIME, TP, ConsumingLoop, Group, Handler
+from runwatch.stream.kafka.consume import (
+    LOG_APPEND_TIME,
+    TP,
+    ConsumingLoop,
+    Group,
+    Handler,
+    Record,
+)
 from runwatch.stream.kafka.health import ConsumerHealth
 
 log = logging.getLogger("runwatch.sink")
@@ -228,7 +235,7 @@ class Sink(Handler):
     async def revoked(self, partitions: set[TP]) -> None:
         await self._flush()  # what was read so far is written with its positions
 
-    async def handle(self, records: list[Any]) -> None:
+    async def handle(self, records: list[Record]) -> None:
         first = records[0]
         if first.topic == self.config.alerts_topic:
             self._alerts(records)

@@ -13,7 +13,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 
@@ -21,9 +21,13 @@ from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.incidents import IncidentRef
 
 AlertState = Literal["firing", "resolved"]
-STATES = ("firing", "resolved")
-SEVERITIES = ("critical", "warning", "info")
-ACTIONS = ("pause", "stop", "notify")
+Severity = Literal["critical", "warning", "info"]
+#: What a firing alert asks of the training loop that guards on it (`Emitter.guard`):
+#: `pause` (wait for a person or the resolution), `stop`, or `notify` (nothing).
+Action = Literal["pause", "stop", "notify"]
+STATES: tuple[AlertState, ...] = get_args(AlertState)
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,7 @@ class Alert:
     rule: str
     run: str
     state: AlertState
-    severity: str
+    severity: Severity
     key: str
     since: float
     summary: str
@@ -44,7 +48,7 @@ class Alert:
     #: the run's `run.started` labels (an addition to the alert format), for routing
     labels: dict[str, str] = field(default_factory=dict)
     #: the rule's circuit-breaker policy when the config sets one (an addition)
-    action: str | None = None
+    action: Action | None = None
     #: the incident the transition belongs to, and its role there (an addition)
     incident: IncidentRef | None = None
 

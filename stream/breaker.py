@@ -19,20 +19,59 @@ trainer's own rule list -- the policy is data here, the decision is the guard's:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
+
+
+class BreakerAlert(TypedDict):
+    """An alert firing now that no person lifted."""
+
+    id: str
+    rule: str
+    key: str
+    subject: str | None
+    severity: str
+    action: str | None  # the config's policy: pause, stop, notify; None: the trainer's
+    since: float
+
+
+class Resumed(TypedDict):
+    """The latest `run.resumed`: when, by whom, for which rule (None: every alert)."""
+
+    ts: float
+    by: str | None
+    rule: str | None
+
+
+class StacksAsked(TypedDict):
+    """An incident asked the run's processes for their stacks (`emitters/stacks.py`)."""
+
+    request: str
+    at: float | None
+
+
+class BreakerView(TypedDict):
+    """The view in its wire form (see the module docstring)."""
+
+    v: int
+    run: str
+    ts: float
+    alerts: list[BreakerAlert]
+    lifted: int
+    resumed: Resumed | None
+    stacks: NotRequired[StacksAsked]
 
 
 def breaker_view(
     run: str,
     now: float,
-    alerts: list[dict[str, Any]],
+    alerts: list[BreakerAlert],
     lifted: int,
-    resumed: dict[str, Any] | None,
-    stacks: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    resumed: Resumed | None,
+    stacks: StacksAsked | None = None,
+) -> BreakerView:
     """The view in its wire form (see the module docstring)."""
-    view = {"v": 1, "run": run, "ts": now, "alerts": alerts, "lifted": lifted,
-            "resumed": resumed}  # fmt: skip
+    view: BreakerView = {"v": 1, "run": run, "ts": now, "alerts": alerts, "lifted": lifted,
+                         "resumed": resumed}  # fmt: skip
     if stacks is not None:
         view["stacks"] = stacks
     return view

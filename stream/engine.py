@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from runwatch.emitters import events as ev
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
-from runwatch.stream.breaker import breaker_view
+from runwatch.stream.breaker import BreakerAlert, BreakerView, Resumed, StacksAsked, breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.incidents import incident_id, place
@@ -78,7 +78,7 @@ class TrackedRun:
         #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
         #: the run's guard; a new firing (another id) does
         self.lifted: set[str] = set()
-        self.resumed: dict[str, Any] | None = None  # the latest run.resumed: ts, by, rule
+        self.resumed: Resumed | None = None  # the latest run.resumed
         self.incidents = RunIncidents()  # which of its alerts belong to one fault
 
 
@@ -447,14 +447,14 @@ class Engine:
 
     # -- the circuit breaker -----------------------------------------------------------------
 
-    def breaker(self, run: str) -> dict[str, Any] | None:
+    def breaker(self, run: str) -> BreakerView | None:
         """What a guarding training loop of `run` needs (`runwatch.stream.breaker`): the
         alerts firing now that no person lifted, with their rule's policy; None for a run
         not tracked."""
         tracked = self.runs.get(run)
         if tracked is None:
             return None
-        alerts = []
+        alerts: list[BreakerAlert] = []
         for index, conds in tracked.firing.items():
             rule = self.rules[index]
             params = tracked.overrides.get(rule.rule_id, rule.params)
@@ -469,11 +469,12 @@ class Engine:
                     )  # fmt: skip
         alerts.sort(key=lambda a: (a["since"], a["key"]))
         stacks = tracked.state.stacks
-        asked = None if stacks.request is None else {"request": stacks.request,
-                                                     "at": stacks.requested_at}  # fmt: skip
+        asked: StacksAsked | None = None
+        if stacks.request is not None:
+            asked = {"request": stacks.request, "at": stacks.requested_at}
         return breaker_view(run, self.now, alerts, len(tracked.lifted), tracked.resumed, asked)
 
-    def take_breakers(self) -> list[dict[str, Any]]:
+    def take_breakers(self) -> list[BreakerView]:
         """The views of the runs whose breaker may have changed since the last call."""
         changed = self.breakers_changed
         if not changed:

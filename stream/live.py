@@ -42,7 +42,7 @@ from runwatch.stream.skew import ClockOffsets
 from runwatch.stream.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
-Record = tuple[bytes | None, float, int]
+RawRecord = tuple[bytes | None, float, int]
 #: (event, its raw bytes, broker append time in seconds, offset): a record already decoded.
 Decoded = tuple[ev.Event, bytes, float, int]
 
@@ -157,7 +157,7 @@ class LiveDriver:
 
     # -- input -----------------------------------------------------------------------------
 
-    def feed(self, records: Iterable[Record]) -> tuple[list[Alert], list[DeadLetter]]:
+    def feed(self, records: Iterable[RawRecord]) -> tuple[list[Alert], list[DeadLetter]]:
         """Decode and apply a batch of records in order; return transitions made and
         invalid records.
 

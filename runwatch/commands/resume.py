@@ -22,7 +22,7 @@ from typing import Any
 from runwatch.commands import CommandError, read_token
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import env
-from runwatch.emitters.guard import HttpSource, KafkaSource, Source, decide
+from runwatch.emitters.guard import HttpSource, KafkaSource, ViewSource, decide
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             where = url or f"Kafka at {kafka}"
             raise CommandError(f"{where} did not take the resume within {args.timeout:g}s: "
                                "nothing was changed; try again", status=1)  # fmt: skip
-    source: Source = (
+    source: ViewSource = (
         HttpSource(url, args.run, token)
         if url
         else KafkaSource(
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _applied(source: Source, by: str, since: float, deadline: float) -> Any:
+def _applied(source: ViewSource, by: str, since: float, deadline: float) -> Any:
     """The run's breaker view once it shows a resume by `by` from `since` on; None at
     `deadline`."""
     while True:

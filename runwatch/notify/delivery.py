@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from runwatch.emitters.exceptions import RunwatchError
-from runwatch.notify.notifier import Notifier
+from runwatch.notify.notifier import Notifier, Outcome
 from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 
@@ -45,7 +45,7 @@ class Delivery:
         self.on_wait = on_wait or (lambda seconds: None)
         self.retries = 0
 
-    def deliver(self, alert: Alert) -> str:
+    def deliver(self, alert: Alert) -> Outcome:
         """The notifier's outcome for `alert` (sent, duplicate, silenced, ...), once Slack took
         it. Raises SlackError for what retrying cannot fix, DeliveryStopped when stopped."""
         backoff = 1.0

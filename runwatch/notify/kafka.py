@@ -13,7 +13,6 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
@@ -23,7 +22,7 @@ from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, StopConsuming
+from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, Record, StopConsuming
 from runwatch.stream.metrics.roles import NotifyEndpoints
 
 log = logging.getLogger("runwatch.notify")
@@ -51,7 +50,7 @@ class AlertsToSlack(Handler):
         self.health = health
         self.loop: ConsumingLoop | None = None
 
-    async def handle(self, records: list[Any]) -> None:
+    async def handle(self, records: list[Record]) -> None:
         for r in records:
             try:
                 alert = Alert.from_json(r.value or b"")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any
 
 from runwatch.notify import messages as msg
@@ -29,23 +30,30 @@ from runwatch.notify.slack import (
 )
 from runwatch.notify.store import NotifyStore, Thread, default_path
 from runwatch.stream.alerts import Alert
+from runwatch.stream.rules.base import fmt_duration
 
 log = logging.getLogger("runwatch.notify")
 
 METADATA_TYPE = "runwatch_alert"
+
+
+class Outcome(StrEnum):
+    """What the notifier did with one transition (counted per outcome on /metrics)."""
+
+    SENT = "sent"
+    DUPLICATE = "duplicate"  # its id was handled before (a restart, a re-read)
+    DISABLED = "disabled"  # Slack refused the token: nothing goes out until it is fixed
+    STALE = "stale"  # older than `max_age`
+    SKIPPED = "skipped"  # a severity not routed, or a resolve whose firing was never shown
+    SILENCED = "silenced"
+    FAILED = "failed"  # Slack refused the message itself (channel_not_found, ...)
+
+
 #: Alert fields carried in a root message's metadata (enough to rebuild its thread).
 _BRIEF = (
     "id", "key", "run", "rule", "severity", "state", "since", "summary", "ts", "subject",
     "incident",
 )  # fmt: skip
-
-
-def fmt_duration(seconds: float) -> str:
-    s = max(0, round(seconds))
-    if s < 120:
-        return f"{s}s"
-    m = s // 60
-    return f"{m}m" if m < 120 else f"{m // 60}h{m % 60:02d}m"
 
 
 class Notifier:
@@ -83,18 +91,17 @@ class Notifier:
         if labels and self.store.labels(run) != dict(labels):
             self.store.set_labels(run, labels)
 
-    def notify(self, alert: Alert, labels: Mapping[str, str] | None = None) -> str:
-        """Handle one transition; returns what happened:
-        sent, duplicate, silenced, stale, skipped, failed or disabled.
+    def notify(self, alert: Alert, labels: Mapping[str, str] | None = None) -> Outcome:
+        """Handle one transition; returns what happened.
 
         Raises SlackError (retryable) when Slack stayed unreachable through every retry:
         the caller keeps the transition and tries again later (nothing was recorded)."""
         a = alert.to_dict()
         ident, key = str(a["id"]), str(a["key"])
         if self.store.was_sent(ident):
-            return "duplicate"
+            return Outcome.DUPLICATE
         if self.disabled is not None:
-            return "disabled"
+            return Outcome.DISABLED
         now = self.clock()
         run, rule = str(a["run"]), str(a["rule"])
         sev, state = str(a.get("severity", "info")), str(a["state"])
@@ -103,19 +110,19 @@ class Notifier:
         thread_key = incident.id if incident is not None else key
         thread = self.store.thread(thread_key)
         if now - float(a.get("ts", now)) > self.config.max_age:
-            return self._record(ident, key, state, "stale")
+            return self._record(ident, key, state, Outcome.STALE)
         if sev not in self.config.severities:
-            return self._record(ident, key, state, "skipped")
+            return self._record(ident, key, state, Outcome.SKIPPED)
         if state == "firing" and (
             self._silenced(run, rule, now)
             or (incident is not None and self._silenced(run, incident.root_rule, now))
         ):
             # a silenced firing is not shown; a resolve of a shown alert still is
-            return self._record(ident, key, state, "silenced")
+            return self._record(ident, key, state, Outcome.SILENCED)
         if state == "resolved" and (thread is None or (incident and key not in thread.members)):
             if thread is not None and incident is not None and not incident.open:
                 self._close(thread, a, now)  # the incident's last alert: its root says so
-            return self._record(ident, key, state, "skipped")  # its firing was never shown
+            return self._record(ident, key, state, Outcome.SKIPPED)  # its firing was never shown
         labels = self._labels(a, labels)
         channel = (
             thread.channel if thread is not None else self.config.channel_for(labels, rule, sev)
@@ -128,7 +135,7 @@ class Notifier:
         except SlackError as err:
             return self._failed(err, ident, key, state)
         self.sent += 1
-        return "sent"
+        return Outcome.SENT
 
     def remind(self, now: float | None = None) -> int:
         """Post a reminder in every firing thread due one; returns how many went out."""
@@ -151,7 +158,7 @@ class Notifier:
                     th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key)
                 )
             except SlackError as err:
-                if self._failed(err, ident, th.key, "reminder") == "failed":
+                if self._failed(err, ident, th.key, "reminder") is Outcome.FAILED:
                     continue
                 raise
             self.store.sent_and_thread(
@@ -293,11 +300,11 @@ class Notifier:
         self.store.resolve_thread(th.key)  # just the thread's state: no message of its own
         self._edit_incident(closed, last)
 
-    def _record(self, ident: str, key: str, what: str, outcome: str) -> str:
+    def _record(self, ident: str, key: str, what: str, outcome: Outcome) -> Outcome:
         self.store.mark(ident, key, what, outcome)
         return outcome
 
-    def _failed(self, err: SlackError, ident: str, key: str, what: str) -> str:
+    def _failed(self, err: SlackError, ident: str, key: str, what: str) -> Outcome:
         if err.error in AUTH_ERRORS:
             # nothing can be sent with this token; keep the transition for after the fix
             self.store.drop_pending(ident)
@@ -312,7 +319,7 @@ class Notifier:
             self.store.drop_pending(ident)
             raise err
         log.error("alert %s (%s) not sent to Slack: %s", ident, key, err.error)
-        return self._record(ident, key, what, "failed")
+        return self._record(ident, key, what, Outcome.FAILED)
 
     def _adopt(self, ident: str, key: str, channel: str, message: Mapping[str, Any]) -> None:
         """A message that reached Slack before a crash: record it as if just sent."""
@@ -322,7 +329,7 @@ class Notifier:
             thread = _new_thread(first, key, channel, str(message.get("ts")), self.clock())
             self.store.sent_and_thread(ident, "root", thread)
         else:
-            self.store.mark(ident, key, "recovered", "sent")
+            self.store.mark(ident, key, "recovered", Outcome.SENT)
 
 
 def _metadata(ident: str, key: str, alert: Mapping[str, Any] | None = None) -> dict[str, Any]:

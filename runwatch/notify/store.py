@@ -177,7 +177,7 @@ class NotifyStore:
             db.execute("DELETE FROM pending WHERE id = ?", (ident,))
             db.execute(
                 "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?)",
-                (ident, thread.key, what, "sent", time.time()),
+                (ident, thread.key, what, "sent", time.time()),  # Outcome.SENT
             )
             db.execute(
                 "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

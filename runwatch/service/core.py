@@ -27,10 +27,11 @@ from typing import Any
 import orjson
 
 from runwatch.service.history import HistoryFollower
-from runwatch.service.wal import AlertLog, DeadLetter, EventLog, LogsLock, replace_file
+from runwatch.service.wal import AlertLog, EventLog, LogsLock, RefusedLine, replace_file
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
+from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
@@ -38,6 +39,7 @@ from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry
+from runwatch.stream.recovery import restore
 
 log = logging.getLogger("runwatch.serve")
 
@@ -48,7 +50,7 @@ CHECKPOINT = "state.ckpt"
 
 
 @dataclass
-class Ingested:
+class Received:
     accepted: int = 0
     rejected: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
 
@@ -147,23 +149,26 @@ class Service:
         except OSError as err:
             log.warning("%s: cannot be read (%s); replaying the whole event log", path, err)
             return 0
-        scratch = LiveDriver(self.driver.engine.config, topic=TOPIC)
         events = self.events
-        try:
-            position = checkpoint.load(data, scratch)
+
+        def fits(position: Any) -> None:
             generation, at = position["generation"], position["at"]
             if generation != events.generation or not 0 <= at <= events.size:
                 raise CheckpointError(
                     f"it covers generation {generation} of the event log up to byte {at}; "
                     f"the log is generation {events.generation}, {events.size} bytes"
                 )
-        except (CheckpointError, KeyError, TypeError) as err:
-            why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
-            log.warning("%s: not used, replaying the whole event log: %s", path, why)
+
+        config = self.driver.engine.config
+        restored = restore(data, lambda: LiveDriver(config, topic=TOPIC), fits)
+        if restored.position is None:
+            log.warning("%s: not used, replaying the whole event log: %s", path,
+                        restored.refused)  # fmt: skip
             return 0
-        self.driver.load_state(scratch.dump_state())
-        self._checkpointed = (generation, at)
-        return int(at)
+        position = restored.position
+        self.driver.load_state(restored.driver.dump_state())  # the driver others hold
+        self._checkpointed = (position["generation"], position["at"])
+        return int(position["at"])
 
     def checkpoint(self) -> int | None:
         """Store the rules' state and the log position it covers beside the logs (a restart
@@ -193,13 +198,13 @@ class Service:
 
     # -- input -----------------------------------------------------------------------------
 
-    def ingest(self, lines: Sequence[bytes], source: str = "http") -> Ingested:
+    def ingest(self, lines: Sequence[bytes], source: str = "http") -> Received:
         """Validate, log durably (the refused lines too), apply. Returns what was accepted
         and what was not (why). Raises OSError when the event log cannot be written: then
         nothing of the batch was acknowledged."""
-        out = Ingested()
+        out = Received()
         good: list[tuple[bytes, Any]] = []
-        dead: list[DeadLetter] = []
+        dead: list[RefusedLine] = []
         kinds: list[str] = []
         new_runs: set[str] = set()
         received = self.clock()
@@ -290,7 +295,7 @@ class Service:
             self.counters.evicted.labels("silent").inc(len(silent))
         return len(finished) + len(silent)
 
-    def _log_dead(self, dead: list[DeadLetter]) -> None:
+    def _log_dead(self, dead: list[RefusedLine]) -> None:
         try:
             self.events.append(self.clock(), [], dead)
         except OSError as err:
@@ -395,7 +400,7 @@ class Service:
             out["transitions"] = [a.to_dict() for a in self.recent if a.run == run]
             return out
 
-    def breaker(self, run: str) -> dict[str, Any] | None:
+    def breaker(self, run: str) -> BreakerView | None:
         """The run's circuit-breaker view (`runwatch.stream.breaker`), for guarding trainers."""
         with self.lock:
             return self.driver.engine.breaker(run)

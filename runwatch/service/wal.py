@@ -37,7 +37,7 @@ ARRIVAL, GENERATION, DEAD = b"#t=", b"#g=", b"#x="
 CHUNK = 1 << 20
 
 #: A refused line, kept with the events: (source, reason, raw).
-DeadLetter = tuple[str, str, bytes]
+RefusedLine = tuple[str, str, bytes]
 
 
 def _append(fd: int, size: int, data: bytes) -> None:
@@ -113,7 +113,7 @@ def dead_line(source: str, reason: str, raw: bytes) -> bytes:
     return DEAD + json.dumps([source, reason, text]).encode()
 
 
-def parse_dead(line: bytes) -> DeadLetter | None:
+def parse_dead(line: bytes) -> RefusedLine | None:
     try:
         source, reason, text = json.loads(line[len(DEAD) :])
         return str(source), str(reason), str(text).encode("utf-8", "surrogateescape")
@@ -141,7 +141,7 @@ class EventLog:
         return 0
 
     def append(
-        self, arrival: float, lines: Sequence[bytes], dead: Sequence[DeadLetter] = ()
+        self, arrival: float, lines: Sequence[bytes], dead: Sequence[RefusedLine] = ()
     ) -> list[int]:
         """Append and fsync; returns each event line's end offset (its position)."""
         head = ARRIVAL + repr(arrival).encode() + b"\n"

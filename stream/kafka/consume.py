@@ -96,7 +96,7 @@ class StopConsuming(RunwatchError):
 class Handler:
     """A role's side of the loop. Override what the role needs; the defaults do nothing."""
 
-    async def handle(self, records: list[Any]) -> None:
+    async def handle(self, records: list[Record]) -> None:
         """One partition's records, in offset order (at least one)."""
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:

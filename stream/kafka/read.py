@@ -15,7 +15,15 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Partitions, Until
+from runwatch.stream.kafka.consume import (
+    TP,
+    ConsumingLoop,
+    Group,
+    Handler,
+    Partitions,
+    Record,
+    Until,
+)
 from runwatch.stream.live import PublishedAlerts
 
 Batch = Callable[[list[Any]], Awaitable[None] | None]
@@ -25,7 +33,7 @@ class _Each(Handler):
     def __init__(self, each: Batch) -> None:
         self.each = each
 
-    async def handle(self, records: list[Any]) -> None:
+    async def handle(self, records: list[Record]) -> None:
         result = self.each(records)
         if result is not None:
             await result

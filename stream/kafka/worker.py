@@ -46,6 +46,7 @@ from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
+from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
@@ -58,12 +59,14 @@ from runwatch.stream.kafka.consume import (
     ConsumingLoop,
     Group,
     Handler,
+    Record,
 )
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.reading import ReadClock
+from runwatch.stream.recovery import restore
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -119,7 +122,7 @@ class StreamWorker(Handler):
         self._watched: Any = None  # the group coordinator whose heartbeats renew the lease
         #: per partition, output made while the lease had lapsed: published once it is
         #: renewed and the partition is still this worker's, else left to the new owner
-        self._fenced: dict[int, list[tuple[list[Alert], list[DeadLetter], list[Any]]]] = {}
+        self._fenced: dict[int, list[tuple[list[Alert], list[DeadLetter], list[BreakerView]]]] = {}
         self._clocks: dict[int, ReadClock] = {}  # per live partition, its reading's gaps
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
@@ -227,7 +230,7 @@ class StreamWorker(Handler):
 
     # -- live path (the loop's handler) ----------------------------------------------------
 
-    async def handle(self, records: list[Any]) -> None:
+    async def handle(self, records: list[Record]) -> None:
         """One partition's batch: feed its driver, publish what it made."""
         driver = self.drivers.get(records[0].partition)
         if driver is None:
@@ -428,7 +431,7 @@ class StreamWorker(Handler):
         self._renew()
 
     async def _publish_for(
-        self, partition: int, alerts: list[Alert], dead: list[DeadLetter], views: list[Any]
+        self, partition: int, alerts: list[Alert], dead: list[DeadLetter], views: list[BreakerView]
     ) -> None:
         """Publish what a partition's driver made -- or, while the lease has lapsed, hold it
         (a zombie's output is the new owner's to publish)."""
@@ -470,7 +473,7 @@ class StreamWorker(Handler):
                      partition, len(finished), len(silent))  # fmt: skip
 
     async def _publish(
-        self, alerts: list[Alert], dead: list[DeadLetter], views: Sequence[dict[str, Any]] = ()
+        self, alerts: list[Alert], dead: list[DeadLetter], views: Sequence[BreakerView] = ()
     ) -> None:
         """Alert transitions, then dead letters, then the breaker views they changed (a
         guarding trainer reads the view; the transition is on its topic first)."""
@@ -573,7 +576,7 @@ class StreamWorker(Handler):
         read_s = time.perf_counter() - started
         out: list[Alert] = []
         dead: list[DeadLetter] = []
-        views: list[dict[str, Any]] = []
+        views: list[BreakerView] = []
         kept = [p for p in partitions if p in self.rebuilding]  # still this worker's
         for p in kept:
             d = drivers[p]
@@ -622,7 +625,6 @@ class StreamWorker(Handler):
         """A driver for `partition` with its newest checkpoint's state, and the offset to
         re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
         s = self.settings
-        driver = self._driver(partition)
         key = checkpoint_key(s.app_id, self.topics.events, partition)
         data = None
         for attempt in range(1, CHECKPOINT_READS + 1):
@@ -638,18 +640,21 @@ class StreamWorker(Handler):
                     await asyncio.sleep(attempt)
         if data is None:  # said, so that a takeover that found none can be told apart
             self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
-            return driver, 0
-        try:
-            offset = checkpoint.load(data, driver)["offset"]
-            end = await end_offset(s.bootstrap, self.topics.events, partition, s.security)
+            return self._driver(partition), 0
+        end = await end_offset(s.bootstrap, self.topics.events, partition, s.security)
+
+        def fits(position: Any) -> None:
+            offset = position["offset"]
             if not isinstance(offset, int) or offset > end:
                 raise CheckpointError(f"it covers up to offset {offset} and the partition "
                                       f"ends at {end}: the topic was made anew")  # fmt: skip
-        except (CheckpointError, KeyError, TypeError) as err:
-            why = err.reason if isinstance(err, CheckpointError) else f"unreadable ({err!r})"
-            self.say(f"partition {partition}: checkpoint not used ({why}); rebuilding from "
-                     "the start")  # fmt: skip
-            return self._driver(partition), 0
+
+        restored = restore(data, lambda: self._driver(partition), fits)
+        if restored.position is None:
+            self.say(f"partition {partition}: checkpoint not used ({restored.refused}); "
+                     "rebuilding from the start")  # fmt: skip
+            return restored.driver, 0
+        driver, offset = restored.driver, restored.position["offset"]
         self._checkpointed[partition] = (time.time(), driver.applied, offset)
         self.say(f"partition {partition}: from the checkpoint at offset {offset} "
                  f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip

@@ -9,18 +9,13 @@ only on a transition, so the per-event check stays cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PositiveFloat, StringConstraints
 
 from runwatch.emitters.events import KNOWN_KINDS
+from runwatch.stream.alerts import Action, Severity
 from runwatch.stream.state.run import RunState, StateConfig
-
-Severity = Literal["critical", "warning", "info"]
-#: What a firing alert asks of the training loop that guards on it (`Emitter.guard`):
-#: `pause` (wait for a person or the resolution), `stop`, or `notify` (nothing).
-Action = Literal["pause", "stop", "notify"]
-
 
 #: A custom rule's id: it becomes part of alert keys, so keep it to plain characters.
 RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]

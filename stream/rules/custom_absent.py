@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
@@ -15,7 +16,6 @@ from runwatch.stream.rules.base import (
     Rule,
     RuleId,
     Seconds,
-    Severity,
     Verdict,
     fmt_duration,
 )

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import PositiveInt
 
+from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
@@ -16,7 +17,6 @@ from runwatch.stream.rules.base import (
     Params,
     Rule,
     RuleId,
-    Severity,
     Verdict,
 )
 from runwatch.stream.rules.streaks import trailing_streak

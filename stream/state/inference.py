@@ -48,7 +48,7 @@ class Server(Compact):
         return not self.in_flight
 
 
-class Trajectory(Compact):
+class PendingTrajectory(Compact):
     """A trajectory that has started and not finished."""
 
     __slots__ = ("group", "phase", "phase_since", "started", "step")
@@ -73,7 +73,7 @@ class Inference:
 
     def __init__(self) -> None:
         self.servers: dict[str, Server] = {}
-        self.pending: dict[str, Trajectory] = {}
+        self.pending: dict[str, PendingTrajectory] = {}
         self.pending_since: float | None = None
         #: When every known server became idle while something was pending; None when not.
         self.idle_since: float | None = None
@@ -145,7 +145,7 @@ class Inference:
             self.pending_since = ts
             if step is None:
                 self._started_by_step.pop(None, None)  # a new batch of step-less trajectories
-        self.pending[traj] = Trajectory(ts, step, group)
+        self.pending[traj] = PendingTrajectory(ts, step, group)
         counts = self._started_by_step
         counts[step] = counts.get(step, 0) + 1
         if len(counts) > 8:

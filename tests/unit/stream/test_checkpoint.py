@@ -266,7 +266,7 @@ def test_state_records_pickle_as_their_slot_values_and_come_back_equal() -> None
     """`Compact`: a record's pickled state is the tuple of its slots, in order, and what
     loads pickles the same again."""
     records = _records()
-    assert {type(r).__name__ for r in records} >= {"Trajectory", "Step", "Rank", "Process"}
+    assert {type(r).__name__ for r in records} >= {"PendingTrajectory", "Step", "Rank", "Process"}
     for record in records:
         names = type(record).__slots__
         _, _, values = record.__reduce_ex__(5)
@@ -278,14 +278,14 @@ def test_state_records_pickle_as_their_slot_values_and_come_back_equal() -> None
 def test_a_forged_record_of_the_wrong_length_is_refused() -> None:
     import copyreg
 
-    from runwatch.stream.state.inference import Trajectory
+    from runwatch.stream.state.inference import PendingTrajectory
 
     class Short(pickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, Trajectory):  # two values for five slots
-                return copyreg.__newobj__, (Trajectory,), (1.0, 2)  # type: ignore[attr-defined]
+            if isinstance(obj, PendingTrajectory):  # two values for five slots
+                return copyreg.__newobj__, (PendingTrajectory,), (1.0, 2)  # type: ignore[attr-defined]
             return NotImplemented
 
     buf = io.BytesIO()
-    Short(buf, protocol=5).dump({"position": 0, "driver": [Trajectory(1.0, 2)]})
+    Short(buf, protocol=5).dump({"position": 0, "driver": [PendingTrajectory(1.0, 2)]})
     _refused(_forged_raw(buf.getvalue()), "unreadable")
