@@ -1,12 +1,18 @@
 """An in-memory Kafka for unit tests of the consuming loop (`runwatch.stream.kafka.consume`).
 
 `MemoryBroker` keeps topics as lists of records per partition, committed offsets per group
-and group members; `MemoryConsumer` has the methods of aiokafka's consumer that the loop
-uses, with the same semantics where the loop relies on them: a group splits partitions among
-its members (round robin) and rebalances when one joins or leaves, calling the listener's
-`on_partitions_revoked` before and `on_partitions_assigned` after; positions start at the
-committed offset, else at the start; `seek` overrides; `end_offsets`/`highwater` give the
-next offset to be written. Integration tests run the same loop against a real broker.
+and group members; `MemoryConsumer` and `MemoryProducer` have the methods of aiokafka's
+consumer and producer that runwatch uses, with the same semantics where runwatch relies on
+them: a group splits partitions among its members (round robin) and rebalances when one
+joins or leaves, calling the listener's `on_partitions_revoked` before and
+`on_partitions_assigned` after; positions start at the committed offset, else at the start;
+`seek` overrides; `end_offsets`/`highwater` give the next offset to be written.
+
+As strict as aiokafka 0.14 where it refuses: aiokafka's own `TopicPartition` (pause and
+resume take nothing else), its errors (`seek` or `commit` of a partition not assigned:
+`IllegalStateError`; a commit without a group: `IllegalOperation`; a negative offset:
+`ValueError`). `tests/integration/test_kafka_contract.py` runs the same cases against this
+double and a real broker, so the two cannot drift apart unnoticed.
 """
 
 from __future__ import annotations
@@ -16,12 +22,10 @@ import inspect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+from aiokafka.errors import IllegalOperation, IllegalStateError
+from aiokafka.structs import RecordMetadata, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -96,9 +100,11 @@ class MemoryConsumer:
             self.pending_rebalance = True
 
     def assign(self, partitions: Sequence[Any]) -> None:
-        self._assignment = {TopicPartition(*tp) for tp in partitions}
-        for tp in self._assignment:
-            self.positions.setdefault(tp, 0)
+        _only_topic_partitions(partitions)
+        self._assignment = set(partitions)
+        group = self.group_id or ""
+        self.positions = {tp: self.positions.get(tp, self.broker.committed.get((group, tp), 0))
+                          for tp in self._assignment}  # fmt: skip
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         parts = self.broker.topics.get(topic)
@@ -112,15 +118,19 @@ class MemoryConsumer:
             self.positions[TopicPartition(*tp)] = 0
 
     def seek(self, partition: Any, offset: int) -> None:
-        tp = TopicPartition(*partition)
-        assert tp in self._assignment, f"seek on {tp}, not assigned"
-        self.positions[tp] = offset
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError("Offset must be a positive integer")
+        if partition not in self._assignment:
+            raise IllegalStateError(f"No current assignment for partition {partition}")
+        self.positions[partition] = offset
 
     def pause(self, *partitions: Any) -> None:
-        self.paused.update(TopicPartition(*tp) for tp in partitions)
+        _only_topic_partitions(partitions)
+        self.paused.update(partitions)
 
     def resume(self, *partitions: Any) -> None:
-        self.paused.difference_update(TopicPartition(*tp) for tp in partitions)
+        _only_topic_partitions(partitions)
+        self.paused.difference_update(partitions)
 
     async def _rebalance(self) -> None:
         self.pending_rebalance = False
@@ -177,10 +187,54 @@ class MemoryConsumer:
         return int(time.time() * 1000)
 
     async def commit(self, offsets: Any = None) -> None:
-        assert self.group_id is not None, "commit needs a group"
+        if self.group_id is None:
+            raise IllegalOperation("Requires group_id")
+        if not self._assignment:
+            raise IllegalStateError("No partitions assigned")
+        given = offsets if offsets is not None else self.positions
+        for tp in given:
+            if tp not in self._assignment:
+                raise IllegalStateError(f"Partition {tp} is not assigned")
         self.commits += 1
-        for tp, pos in (offsets if offsets is not None else self.positions).items():
+        for tp, pos in given.items():
             self.broker.committed[(self.group_id, tp)] = pos
+
+
+class MemoryProducer:
+    """The part of aiokafka's producer runwatch uses: `send_and_wait` to a partition (or by
+    key: the same key, the same partition), after `start`."""
+
+    def __init__(self, broker: MemoryBroker) -> None:
+        self.broker = broker
+        self.started = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.started = False
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None,
+                            key: bytes | None = None,
+                            partition: int | None = None) -> RecordMetadata:  # fmt: skip
+        if not self.started:
+            raise IllegalStateError("the producer is not started")
+        parts = self.broker.topics.get(topic)
+        if parts is None:
+            raise KeyError(f"no topic {topic}")  # runwatch creates its topics first
+        if partition is None:
+            partition = hash(key) % len(parts) if key is not None else 0
+        if not 0 <= partition < len(parts):
+            raise ValueError(f"Unrecognized partition {partition}")
+        offset = self.broker.produce(topic, value, partition, key)
+        record = parts[partition][offset]
+        return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
+                              record.timestamp, record.timestamp_type, -1)  # fmt: skip
+
+
+def _only_topic_partitions(partitions: Any) -> None:
+    if not all(isinstance(p, TopicPartition) for p in partitions):
+        raise TypeError("partitions must be TopicPartition namedtuples")
 
 
 async def _call(callback: Any, arg: Any) -> None:
