@@ -3,10 +3,13 @@ worker's live path: no event is applied meanwhile) and the time to load it (a ta
 
 `--runs` live runs (1,000 and 5,000) of the shape `bench/exporter.py` builds -- a trainer,
 a rollout worker and two vLLM servers beating, 64 trajectories pending, 16 steps with
-reward and timing, 8 ranks -- in one partition's `LiveDriver`. `checkpoint.dump` is timed
-as the worker calls it, and against the same state pickled with Python's default for
-slotted objects (`(None, {slot: value})`, what the records wrote before `Compact`), in the
-same run; `checkpoint.load` into a fresh driver. Best of `--repeat`. Figures only.
+reward and timing, 8 ranks -- in one partition's `LiveDriver`. `checkpoint.dump` is timed,
+and against the same state pickled with Python's default for slotted objects
+(`(None, {slot: value})`, what the records wrote before `Compact`), in the same run;
+`checkpoint.load` into a fresh driver. Then what the live path loses to one checkpoint as
+the worker makes it now (`stream/kafka/snapshot.py`: a forked child pickles), against
+pickling in place, in the same run: the time the caller is held before it can apply the
+next event, and the time until the bytes are back. Best of `--repeat`. Figures only.
 
     .venv/bin/python bench/checkpoint.py [--quick] [--runs 1000 5000] [--repeat 3]
 """
@@ -14,6 +17,7 @@ same run; `checkpoint.load` into a fresh driver. Best of `--repeat`. Figures onl
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import io
 import pickle
@@ -25,6 +29,7 @@ from benchinfo import SAID, machine, say, write_section
 from exporter import _events, decode_dict
 
 from runwatch.stream import checkpoint
+from runwatch.stream.kafka.snapshot import Snapshot
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.state.compact import Compact
 
@@ -67,6 +72,24 @@ def measure(runs: int, repeat: int) -> None:
     say(f"{runs:>6,} runs: {size / 1e6:5.1f} MB ({size / runs:,.0f} B/run); dump "
         f"{t_dump * 1e3:5.0f} ms (default slot pickling, GC on: {t_default * 1e3:5.0f} ms, "
         f"{len(old) / 1e6:.1f} MB; {ratio:.1f}x); load {t_load * 1e3:5.0f} ms")  # fmt: skip
+    held, whole = forked(driver, repeat)
+    say(f"        live path held by one checkpoint: forked {held * 1e3:5.1f} ms (bytes back "
+        f"after {whole * 1e3:5.0f} ms), in place {t_dump * 1e3:5.0f} ms: "
+        f"{t_dump / held:,.0f}x less")  # fmt: skip
+
+
+def forked(driver: LiveDriver, repeat: int) -> tuple[float, float]:
+    """(seconds the caller is held: the fork; seconds until the bytes are back), best of
+    `repeat` each."""
+    held = whole = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        snapshot = Snapshot(driver, {"offset": 2}, fork=True)
+        held = min(held, time.perf_counter() - start)
+        assert asyncio.run(snapshot.data())
+        whole = min(whole, time.perf_counter() - start)
+    return held, whole
 
 
 def main() -> None:
@@ -80,7 +103,10 @@ def main() -> None:
     say(machine())
     for runs in args.runs:
         measure(runs, args.repeat)
-    say("the dump is time the worker applies no event; a takeover pays the load once")
+    say(
+        "a dump in place is time the worker applies no event; forked (what the worker does "
+        "now), only the fork is; a takeover pays the load once"
+    )
     if not args.quick:
         write_section("checkpoint", ["## A checkpoint of many live runs (`bench/checkpoint.py`)",
                                      "", "```", *SAID, "```"])  # fmt: skip

@@ -62,6 +62,7 @@ from runwatch.stream.kafka.consume import (
     Record,
 )
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
+from runwatch.stream.kafka.snapshot import CAN_FORK, Snapshot, SnapshotFailed
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -103,6 +104,8 @@ class WorkerSettings:
     #: Checkpoint each live partition this often, or after this many events (0: never).
     checkpoint_every_s: float = 30.0
     checkpoint_every_events: int = 1_000_000
+    #: pickle checkpoints in a forked child while the live path goes on (`snapshot.py`)
+    checkpoint_fork: bool = CAN_FORK
 
 
 class StreamWorker(Handler):
@@ -126,6 +129,8 @@ class StreamWorker(Handler):
         self._clocks: dict[int, ReadClock] = {}  # per live partition, its reading's gaps
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
+        #: the due checkpoints being made, off the polling loop (one batch at a time)
+        self._checkpointing: asyncio.Task[None] | None = None
         self.loop: ConsumingLoop | None = None
         self._warned_create_time = False
         self._dead: list[DeadLetter] = []  # records the loop isolated, to publish
@@ -271,8 +276,10 @@ class StreamWorker(Handler):
             dead, self._dead = self._dead, []
             await self._publish([], dead)
         now = time.time()
-        for p in self._checkpoints_due(now):
-            await self.checkpoint(p, now)
+        if self._checkpointing is None or self._checkpointing.done():
+            due = self._checkpoints_due(now)
+            if due:  # made off this loop: polling goes on while a child pickles
+                self._checkpointing = asyncio.create_task(self._checkpoint_all(due, now))
         if now >= self._commit_at:
             self._commit_at = now + COMMIT_EVERY_S
             await self._commit()
@@ -298,27 +305,47 @@ class StreamWorker(Handler):
             s.checkpoint_every_events > 0 and driver.applied - applied >= s.checkpoint_every_events
         )
 
+    async def _checkpoint_all(self, partitions: list[int], now: float) -> None:
+        for p in partitions:
+            try:
+                await self.checkpoint(p, now)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # said; the next turn tries again
+                log.exception("partition %d: checkpoint failed", p)
+
     async def checkpoint(self, partition: int, now: float) -> bool:
         """Store the partition's state, with the offset it covers, once everything it made
         is on its topics; whether it was stored (a failure is said and counted: the next
-        takeover replays from the checkpoint before)."""
+        takeover replays from the checkpoint before). The state is taken as it is now; it is
+        pickled in a forked child while events go on being applied (`snapshot.py`)."""
         driver = self.drivers.get(partition)
         if driver is None or driver.position is None:
             return False
         async with self._making:  # no transition made and not yet handed to the producer
             if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)
-            offset = driver.position + 1
-            data, runs = checkpoint.dump(driver, {"offset": offset}), len(driver.engine.runs)
-        return await self._store(partition, driver, offset, data, runs, now)
+            offset, applied = driver.position + 1, driver.applied
+            runs = len(driver.engine.runs)
+            snapshot = Snapshot(driver, {"offset": offset}, fork=self.settings.checkpoint_fork)
+        try:
+            data = await snapshot.data()
+        except SnapshotFailed as err:
+            log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
+                        "one before", partition, err)  # fmt: skip
+            if self.metrics is not None:
+                self.metrics.checkpoints.failed.labels(str(partition)).inc()
+            return False
+        return await self._store(partition, applied, offset, data, runs, now)
 
     async def _store(
-        self, partition: int, driver: LiveDriver, offset: int, data: bytes, runs: int, now: float
+        self, partition: int, applied: int, offset: int, data: bytes, runs: int, now: float
     ) -> bool:
-        """Put one checkpoint of `partition` on the topic, once what its driver published
-        is there; whether it was stored."""
+        """Put one checkpoint of `partition` (made when its driver had applied `applied`
+        events) on the topic, once what the driver published is there; whether it was
+        stored."""
         started = time.perf_counter()
-        self._checkpointed[partition] = (now, driver.applied, offset)  # tried: due again later
+        self._checkpointed[partition] = (now, applied, offset)  # tried: due again later
         key = checkpoint_key(self.settings.app_id, self.topics.events, partition)
         target = partition % self._checkpoint_partitions
         try:
@@ -566,7 +593,7 @@ class StreamWorker(Handler):
                 # killed now leaves its successor less to re-read (the re-read's transitions
                 # go along, unpublished, for the successor's `finish_replay` to publish)
                 data = checkpoint.dump(d, {"offset": resume[p]})
-                if await self._store(p, d, resume[p], data, len(d.engine.runs), now):
+                if await self._store(p, d.applied, resume[p], data, len(d.engine.runs), now):
                     self.say(f"partition {p}: rebuilding, {count:,} events re-read; "
                              f"checkpoint stored at offset {resume[p]}")  # fmt: skip
 
@@ -672,7 +699,7 @@ class StreamWorker(Handler):
             log.info("seek %s/%d: %r", tp.topic, partition, err)
 
     async def shutdown(self) -> None:
-        for task in list(self._rebuild_tasks):
+        for task in [*self._rebuild_tasks, *filter(None, [self._checkpointing])]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
