@@ -18,6 +18,7 @@ import os
 import signal
 from typing import Any
 
+from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream import checkpoint
 from runwatch.stream.live import LiveDriver
 
@@ -25,7 +26,7 @@ from runwatch.stream.live import LiveDriver
 CAN_FORK = hasattr(os, "fork")
 
 
-class SnapshotFailed(RuntimeError):
+class SnapshotFailed(RunwatchError):
     """The child that pickled the state did not finish (killed, out of memory)."""
 
 
