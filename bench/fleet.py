@@ -29,6 +29,7 @@ left at the end. Timings are figures only.
 
     .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
         [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
+        [--checkpoint-every 10]
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         ports.append(free_port())
         return Worker(bootstrap, topics.prefix, group, None, "--partitions",
                       str(args.partitions), "--config", str(config), "--session-timeout", "6",
-                      "--metrics-port", str(ports[-1]))  # fmt: skip
+                      "--metrics-port", str(ports[-1]),
+                      "--checkpoint-every", str(args.checkpoint_every))  # fmt: skip
 
     stack = contextlib.ExitStack()  # whatever fails, nothing is left running
     with stack:
@@ -323,6 +325,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--checkpoint-every", type=float, default=10.0, metavar="SECONDS",
+                    help="the workers' checkpoint interval (10: the worker's default)")  # fmt: skip
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
     args = ap.parse_args()
