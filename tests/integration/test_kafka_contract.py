@@ -7,8 +7,9 @@ committed offsets, what is refused -- is what a real broker does, or this module
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,20 @@ async def fill(kafka: Kafka, topic: str) -> tuple[TopicPartition, TopicPartition
     return TopicPartition(topic, 0), TopicPartition(topic, 1)
 
 
+@contextlib.asynccontextmanager
+async def started(
+    kafka: Kafka, group: str | None, *partitions: TopicPartition
+) -> AsyncIterator[Any]:
+    """A consumer (of `group`, or none), started, holding `partitions`; stopped after."""
+    consumer = kafka.consumer(group)
+    await consumer.start()
+    try:
+        consumer.assign(list(partitions))
+        yield consumer
+    finally:
+        await consumer.stop()
+
+
 async def drain(consumer: Any, want: int) -> list[Any]:
     """Records until `want` came (a real fetch may answer empty at first), in fetch order."""
     got: list[Any] = []
@@ -116,10 +131,7 @@ def by_partition(records: list[Any]) -> dict[int, list[tuple[int, bytes | None, 
 def test_records_come_back_in_offset_order_per_partition(kafka: Kafka, kafka_topic: str) -> None:
     async def case() -> None:
         p0, p1 = await fill(kafka, kafka_topic)
-        consumer = kafka.consumer(None)
-        await consumer.start()
-        try:
-            consumer.assign([p0, p1])
+        async with started(kafka, None, p0, p1) as consumer:
             records = await drain(consumer, 8)
             assert {r.topic for r in records} == {kafka_topic}
             assert by_partition(records) == {
@@ -129,8 +141,6 @@ def test_records_come_back_in_offset_order_per_partition(kafka: Kafka, kafka_top
             assert await consumer.end_offsets([p0, p1]) == {p0: 5, p1: 3}
             assert (consumer.highwater(p0), consumer.highwater(p1)) == (5, 3)
             assert await quiet(consumer) == []
-        finally:
-            await consumer.stop()
 
     run(case())
 
@@ -138,10 +148,7 @@ def test_records_come_back_in_offset_order_per_partition(kafka: Kafka, kafka_top
 def test_seek_moves_the_position(kafka: Kafka, kafka_topic: str) -> None:
     async def case() -> None:
         p0, p1 = await fill(kafka, kafka_topic)
-        consumer = kafka.consumer(None)
-        await consumer.start()
-        try:
-            consumer.assign([p0, p1])
+        async with started(kafka, None, p0, p1) as consumer:
             await drain(consumer, 8)
             consumer.seek(p0, 3)
             await consumer.seek_to_beginning(p1)
@@ -149,8 +156,6 @@ def test_seek_moves_the_position(kafka: Kafka, kafka_topic: str) -> None:
                 0: [(3, b"a", b"a3"), (4, b"a", b"a4")],
                 1: [(i, b"b", f"b{i}".encode()) for i in range(3)],
             }
-        finally:
-            await consumer.stop()
 
     run(case())
 
@@ -158,10 +163,7 @@ def test_seek_moves_the_position(kafka: Kafka, kafka_topic: str) -> None:
 def test_a_paused_partition_yields_nothing_until_resumed(kafka: Kafka, kafka_topic: str) -> None:
     async def case() -> None:
         p0, p1 = await fill(kafka, kafka_topic)
-        consumer = kafka.consumer(None)
-        await consumer.start()
-        try:
-            consumer.assign([p0, p1])
+        async with started(kafka, None, p0, p1) as consumer:
             consumer.pause(p0)
             first = await drain(consumer, 3)
             assert {r.partition for r in first + await quiet(consumer)} == {1}
@@ -169,8 +171,6 @@ def test_a_paused_partition_yields_nothing_until_resumed(kafka: Kafka, kafka_top
             assert [r.offset for r in await drain(consumer, 5)] == [0, 1, 2, 3, 4]
             with pytest.raises(TypeError):
                 consumer.pause((kafka_topic, 0))  # aiokafka takes its TopicPartition only
-        finally:
-            await consumer.stop()
 
     run(case())
 
@@ -180,24 +180,14 @@ def test_a_group_goes_on_from_its_committed_offsets(
 ) -> None:
     async def case() -> None:
         p0, p1 = await fill(kafka, kafka_topic)
-        first = kafka.consumer(kafka_group)
-        await first.start()
-        try:
-            first.assign([p0, p1])
+        async with started(kafka, kafka_group, p0, p1) as first:
             await drain(first, 8)
             await first.commit({p0: 3, p1: 1})
-        finally:
-            await first.stop()
-        second = kafka.consumer(kafka_group)
-        await second.start()
-        try:
-            second.assign([p0, p1])
+        async with started(kafka, kafka_group, p0, p1) as second:
             assert by_partition(await drain(second, 4)) == {
                 0: [(3, b"a", b"a3"), (4, b"a", b"a4")],
                 1: [(1, b"b", b"b1"), (2, b"b", b"b2")],
             }
-        finally:
-            await second.stop()
 
     run(case())
 
@@ -205,13 +195,10 @@ def test_a_group_goes_on_from_its_committed_offsets(
 def test_what_is_refused(kafka: Kafka, kafka_topic: str, kafka_group: str) -> None:
     async def case() -> None:
         p0, p1 = await fill(kafka, kafka_topic)
-        lone = kafka.consumer(None)
-        grouped = kafka.consumer(kafka_group)
-        await lone.start()
-        await grouped.start()
-        try:
-            lone.assign([p0])
-            grouped.assign([p0])
+        async with (
+            started(kafka, None, p0) as lone,
+            started(kafka, kafka_group, p0) as grouped,
+        ):
             with pytest.raises(IllegalStateError):
                 lone.seek(p1, 0)  # not assigned
             with pytest.raises(ValueError, match="positive integer"):
@@ -220,9 +207,6 @@ def test_what_is_refused(kafka: Kafka, kafka_topic: str, kafka_group: str) -> No
                 await lone.commit({p0: 1})  # no group
             with pytest.raises(IllegalStateError):
                 await grouped.commit({p1: 1})  # not assigned
-        finally:
-            await lone.stop()
-            await grouped.stop()
 
     run(case())
 
