@@ -343,13 +343,13 @@ def _file_of(container: dict[str, Any], volumes: dict[str, Any], path: str) -> t
 
 
 def test_kafka_security_reaches_every_role_from_secrets_only(helm: str, tmp_path: Path) -> None:
-    from runwatch.emitters import kafka_security as ks
+    from runwatch.emitters import env as variables
 
     docs = render(helm, tmp_path, EVERYTHING_ON)
     for name in KAFKA_ROLES:
         container, volumes = _container_and_volumes(docs, name)
         env = {e["name"]: e for e in container["env"] if e["name"].startswith("RUNWATCH_KAFKA")}
-        known = {getattr(ks, n) for n in dir(ks) if n.startswith("ENV_")}
+        known = {v for n, v in vars(variables).items() if n.startswith("KAFKA_")}
         assert set(env) <= known, f"{name}: variables runwatch does not read"
         value = {k: e.get("value") for k, e in env.items()}
         assert value["RUNWATCH_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL", name

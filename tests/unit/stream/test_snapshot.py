@@ -39,9 +39,11 @@ def beyond_a_pipe() -> LiveDriver:
     return driver
 
 
-def no_children() -> bool:
+def reaped(pid: int) -> bool:
+    """Whether `pid`, a child of this process, is gone and waited for (only that child is
+    asked: the others, a broker of the session say, are none of this test's business)."""
     try:
-        os.waitpid(-1, os.WNOHANG)
+        os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         return True
     return False
@@ -51,16 +53,18 @@ def test_the_child_writes_the_state_as_it_was_at_the_fork() -> None:
     async def case() -> tuple[bytes, LiveDriver]:
         driver = fed(fresh(), sandbox_hang()[:200])
         snapshot = Snapshot(driver, {"offset": 200}, fork=True)
+        children.append(snapshot._pid)
         fed(driver, zero_reward()[:50], first=200)  # the parent goes on meanwhile
         return await snapshot.data(), driver
 
+    children: list[int] = []
     data, parent = asyncio.run(case())
     loaded = fresh()
     assert checkpoint.load(data, loaded) == {"offset": 200}
     assert set(loaded.engine.runs) == {"grpo-qwen2.5-7b-sandbox"}
     assert len(parent.engine.runs) == 2  # the later run is the parent's alone
     assert data == checkpoint.dump(fed(fresh(), sandbox_hang()[:200]), {"offset": 200})
-    assert no_children()
+    assert reaped(children[0])
 
 
 def test_without_fork_it_pickles_in_place() -> None:
@@ -72,22 +76,26 @@ def test_without_fork_it_pickles_in_place() -> None:
 def test_a_child_that_dies_is_a_failure_and_is_reaped() -> None:
     async def case() -> None:
         snapshot = Snapshot(beyond_a_pipe(), {"offset": 1}, fork=True)
+        children.append(snapshot._pid)
         os.kill(snapshot._pid, signal.SIGKILL)  # blocked on the full pipe: still there
         with pytest.raises(SnapshotFailed):
             await snapshot.data()
 
+    children: list[int] = []
     asyncio.run(case())
-    assert no_children()
+    assert reaped(children[0])
 
 
 def test_a_snapshot_abandoned_on_the_way_leaves_no_child() -> None:
     async def case() -> None:
         snapshot = Snapshot(beyond_a_pipe(), {"offset": 1}, fork=True)
+        children.append(snapshot._pid)
         task = asyncio.create_task(snapshot.data())
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
+    children: list[int] = []
     asyncio.run(case())
-    assert no_children()
+    assert reaped(children[0])
