@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -19,6 +21,9 @@ BREAKER_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": str(60 * 60 * 1000),
 }
+
+#: How long a topic just created may take to show its partitions in the metadata.
+SETTLE_S = 30.0
 
 #: Broker error codes create_topics may answer with that mean "fine".
 _TOPIC_EXISTS = 36
@@ -56,8 +61,7 @@ async def ensure_topics(
         for name, code, *rest in response.topic_errors:
             if code not in (0, _TOPIC_EXISTS):
                 raise RuntimeError(f"cannot create topic {name}: error {code} {rest}")
-        described = await admin.describe_topics([t.name for t in wanted])
-        counts = {t["topic"]: len(t["partitions"]) for t in described}
+        counts = await _partitions(admin, [t.name for t in wanted])
     finally:
         await admin.close()
     if counts.get(topics.events) != partitions:
@@ -68,3 +72,21 @@ async def ensure_topics(
             partitions,
         )
     return counts
+
+
+async def _partitions(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+    """Each topic's partition count, once the broker's metadata has them all. A topic just
+    created is created in the background: asked at once, a loaded broker answers with no
+    partitions yet (LEADER_NOT_AVAILABLE), which would read as a topic of 0 partitions."""
+    deadline = time.monotonic() + SETTLE_S
+    wait = 0.05
+    while True:
+        described = await admin.describe_topics(names)
+        counts = {t["topic"]: len(t["partitions"]) for t in described}
+        settled = all(t["error_code"] == 0 and counts[t["topic"]] > 0 for t in described) and set(
+            counts
+        ) >= set(names)
+        if settled or time.monotonic() >= deadline:
+            return counts
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, 1.0)
