@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.errors import IllegalOperation, IllegalStateError
+from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaConnectionError
 from aiokafka.structs import RecordMetadata, TopicPartition
 
 
@@ -46,6 +46,8 @@ class MemoryBroker:
     members: dict[str, list[MemoryConsumer]] = field(default_factory=dict)
     #: raised by the next getmany of any consumer (once), to test the loop's backoff
     fail_next_fetch: BaseException | None = None
+    #: how many of the next consumer starts fail as aiokafka's do when no broker answers
+    fail_starts: int = 0
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -83,6 +85,11 @@ class MemoryConsumer:
         self.commits = 0
 
     async def start(self) -> None:
+        if self.started:
+            raise AssertionError("Did you call `start` twice?")  # as aiokafka asserts
+        if self.broker.fail_starts > 0:
+            self.broker.fail_starts -= 1
+            raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9, 2)]")
         self.started = True
 
     async def stop(self) -> None:

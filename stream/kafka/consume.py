@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaConnectionError
 
 # aiokafka's own type, so what the loop passes back to the consumer needs no conversion (the
-# in-memory double's named tuple compares and hashes the same)
+# in-memory double uses it too)
 from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.emitters.exceptions import RunwatchError
@@ -188,7 +189,9 @@ class ConsumingLoop:
     async def run(self) -> None:
         """Consume until `stop()` says so (or `until` is met), then stop the consumer."""
         consumer = self.consumer
-        await consumer.start()
+        if not await self._start():
+            await consumer.stop()
+            return
         self.running = True
         try:
             await self._subscribe()
@@ -335,6 +338,28 @@ class ConsumingLoop:
             await self.consumer.commit()
         except Exception as err:  # a rebalance in between: the next owner reads it again
             log.info("%s: commit skipped (%s)", self.name, err)
+
+    async def _start(self) -> bool:
+        """Start the consumer; while Kafka cannot be reached, try again (backing off, said
+        once), so a role that starts as the broker goes down waits for it instead of exiting
+        with a traceback. (Whether Kafka can be reached at all, and with these credentials, the
+        command asked before: `connect.kafka_problem`.) False when stopped meanwhile."""
+        backoff = 0.0
+        said = False
+        while True:
+            try:
+                await self.consumer.start()
+                return True
+            except KafkaConnectionError as err:
+                self.client_errors += 1
+                if not said:
+                    log.warning("%s: cannot reach Kafka (%s); trying again until it answers",
+                                self.name, err)  # fmt: skip
+                    said = True
+            backoff = min(self.max_backoff, max(0.5, backoff * 2))
+            await self._sleep(backoff)
+            if self.stop():
+                return False
 
     async def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -259,6 +259,34 @@ def test_a_failing_fetch_backs_off_and_goes_on() -> None:
     assert health.live()[0]
 
 
+def test_a_broker_gone_as_the_role_starts_is_waited_for(caplog: pytest.LogCaptureFixture) -> None:
+    """The command's probe found Kafka; the broker went down before the consumer started:
+    the loop tries again until it answers, says so once, and then reads as usual."""
+    broker = MemoryBroker()
+    fill(broker, "events", 1, 3)
+    broker.fail_starts = 3
+    handler = Recorder(want=3)
+    loop = ConsumingLoop(MemoryConsumer(broker, "g"), Group(("events",)), handler,
+                         stop=handler.done, max_backoff=0.01)  # fmt: skip
+    with caplog.at_level("WARNING"):
+        run(loop)
+    assert len(handler.seen) == 3
+    assert loop.client_errors == 3
+    assert sum("cannot reach Kafka" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_role_stopped_while_the_broker_is_away_stops() -> None:
+    broker = MemoryBroker()
+    broker.fail_starts = 1_000_000
+    consumer = MemoryConsumer(broker, "g")
+    stops = iter([False, False, True])
+    loop = ConsumingLoop(consumer, Group(("events",)), Recorder(),
+                         stop=lambda: next(stops, True), max_backoff=0.01)  # fmt: skip
+    run(loop)
+    assert consumer.stopped
+    assert not consumer.started
+
+
 def test_lag_is_the_records_between_what_was_handed_on_and_the_end() -> None:
     broker = MemoryBroker()
     fill(broker, "events", 2, 4)
