@@ -29,7 +29,7 @@ left at the end. Timings are figures only.
 
     .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
         [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
-        [--checkpoint-every 10]
+        [--checkpoint-every 30]
 """
 
 from __future__ import annotations
@@ -325,8 +325,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--producers", type=int, default=2)
-    ap.add_argument("--checkpoint-every", type=float, default=10.0, metavar="SECONDS",
-                    help="the workers' checkpoint interval (10: the worker's default)")  # fmt: skip
+    ap.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+                    help="the workers' checkpoint interval (30: the worker's default)")  # fmt: skip
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
     args = ap.parse_args()

@@ -63,9 +63,9 @@ def register(sub: Any) -> None:
     w.add_argument(
         "--checkpoint-every",
         type=float,
-        default=10.0,
+        default=30.0,
         metavar="SECONDS",
-        help="checkpoint each live partition this often (10; 0: by count only); a forked "
+        help="checkpoint each live partition this often (30; 0: by count only); a forked "
         "child pickles it, so a short interval costs the live path little",
     )
     w.add_argument(
