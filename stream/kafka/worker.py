@@ -332,6 +332,8 @@ class StreamWorker(Handler):
             snapshot = Snapshot(driver, {"offset": offset}, fork=self.settings.checkpoint_fork)
         try:
             data = await snapshot.data()
+            if self.drivers.get(partition) is not driver or not self._leased():
+                return False  # given away meanwhile (a pause, a rebalance): the owner's now
         except SnapshotFailed as err:
             log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
                         "one before", partition, err)  # fmt: skip
