@@ -28,18 +28,14 @@ class Restored:
     driver: LiveDriver
     #: what the checkpoint covers (its caller's own keys); None: re-read all of the input
     position: Any = None
-    #: why a checkpoint was found and not used (one line for the log); None otherwise
+    #: why the checkpoint was not used (one line for the log); None when it was
     refused: str | None = None
 
 
-def restore(
-    data: bytes | None, fresh: Callable[[], LiveDriver], fits: Callable[[Any], None]
-) -> Restored:
-    """The checkpoint `data` (None: none found) taken over by a driver from `fresh()`, if
-    `fits(position)` accepts its position (it raises CheckpointError with the reason if not);
-    else a fresh driver, from the start."""
-    if data is None:
-        return Restored(fresh())
+def restore(data: bytes, fresh: Callable[[], LiveDriver], fits: Callable[[Any], None]) -> Restored:
+    """The checkpoint `data` taken over by a driver from `fresh()`, if `fits(position)`
+    accepts its position (it raises CheckpointError with the reason if not); else a fresh
+    driver, from the start. (Finding none is the caller's: each says so its own way.)"""
     driver = fresh()
     try:
         position = checkpoint.load(data, driver)

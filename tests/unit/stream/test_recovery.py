@@ -36,13 +36,6 @@ def data() -> bytes:
     return checkpoint.dump(driver, {"offset": 100})
 
 
-def test_no_checkpoint_starts_from_nothing() -> None:
-    restored = restore(None, fresh, accept)
-    assert restored.position is None
-    assert restored.refused is None
-    assert not restored.driver.engine.runs
-
-
 def test_a_fitting_checkpoint_is_taken_over(data: bytes) -> None:
     restored = restore(data, fresh, accept)
     assert restored.position == {"offset": 100}
