@@ -75,6 +75,12 @@ def register(sub: Any) -> None:
         metavar="N",
         help="... or after this many events (1000000; 0: by time only)",
     )
+    w.add_argument(
+        "--checkpoint-fork",
+        action="store_true",
+        help="pickle checkpoints in a forked child while events go on being applied "
+        "(opt-in: the live path stops only for the fork; bench/checkpoint.py)",
+    )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.add_argument(
         "--metrics-port",
@@ -136,6 +142,7 @@ def run_worker(args: argparse.Namespace) -> int:
         security=security,
         checkpoint_every_s=args.checkpoint_every,
         checkpoint_every_events=args.checkpoint_events,
+        checkpoint_fork=args.checkpoint_fork,
     )
     return run(settings, log_level=args.log_level)
 

@@ -62,7 +62,7 @@ from runwatch.stream.kafka.consume import (
     Record,
 )
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
-from runwatch.stream.kafka.snapshot import CAN_FORK, Snapshot, SnapshotFailed
+from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
 from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -106,8 +106,11 @@ class WorkerSettings:
     #: heartbeat_lost after takeovers from a checkpoint: 30 until that is understood)
     checkpoint_every_s: float = 30.0
     checkpoint_every_events: int = 1_000_000
-    #: pickle checkpoints in a forked child while the live path goes on (`snapshot.py`)
-    checkpoint_fork: bool = CAN_FORK
+    #: pickle checkpoints in a forked child while the live path goes on (`snapshot.py`).
+    #: Opt-in: with it, tests/integration/test_cluster_faults.py saw false heartbeat_lost
+    #: after takeovers on a loaded machine, not yet understood; off, a checkpoint is made
+    #: in place between polls, as before.
+    checkpoint_fork: bool = False
 
 
 class StreamWorker(Handler):
@@ -278,7 +281,10 @@ class StreamWorker(Handler):
             dead, self._dead = self._dead, []
             await self._publish([], dead)
         now = time.time()
-        if self._checkpointing is None or self._checkpointing.done():
+        if not self.settings.checkpoint_fork:
+            for p in self._checkpoints_due(now):
+                await self.checkpoint(p, now)
+        elif self._checkpointing is None or self._checkpointing.done():
             due = self._checkpoints_due(now)
             if due:  # made off this loop: polling goes on while a child pickles
                 self._checkpointing = asyncio.create_task(self._checkpoint_all(due, now))
@@ -319,8 +325,9 @@ class StreamWorker(Handler):
     async def checkpoint(self, partition: int, now: float) -> bool:
         """Store the partition's state, with the offset it covers, once everything it made
         is on its topics; whether it was stored (a failure is said and counted: the next
-        takeover replays from the checkpoint before). The state is taken as it is now; it is
-        pickled in a forked child while events go on being applied (`snapshot.py`)."""
+        takeover replays from the checkpoint before). The state is taken as it is now; with
+        `checkpoint_fork` it is pickled in a forked child while events go on being applied
+        (`snapshot.py`), else in place."""
         driver = self.drivers.get(partition)
         if driver is None or driver.position is None:
             return False
@@ -332,8 +339,9 @@ class StreamWorker(Handler):
             snapshot = Snapshot(driver, {"offset": offset}, fork=self.settings.checkpoint_fork)
         try:
             data = await snapshot.data()
-            if self.drivers.get(partition) is not driver or not self._leased():
-                return False  # given away meanwhile (a pause, a rebalance): the owner's now
+            forked = self.settings.checkpoint_fork
+            if forked and (self.drivers.get(partition) is not driver or not self._leased()):
+                return False  # given away while the child pickled: the new owner's now
         except SnapshotFailed as err:
             log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
                         "one before", partition, err)  # fmt: skip
