@@ -17,8 +17,9 @@ demo: setup-demo
 
 # Two workers, a test file each at a time (its module fixtures stay in one process); each
 # worker starts its own Kafka broker. Then the tests marked `solo`, which load the machine
-# so much (1,000 runs through two workers) that they run with nothing beside them. About 14
-# minutes on 2 cores, against 23 one by one.
+# so much (1,000 runs through two workers) or keep time so tightly (a 4 s heartbeat timeout
+# through pauses, kills and a broker restart) that they run with nothing beside them. About
+# 16 minutes on 2 cores, against 23 one by one.
 test: setup
 	@scripts/ensure_prometheus.sh || true
 	@$(PY) -m pytest -n 2 --dist loadfile -m "not solo" $(PYTEST_ARGS)

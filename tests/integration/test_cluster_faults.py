@@ -38,7 +38,9 @@ from runwatch.dev.broker import KafkaBroker
 from runwatch.store.store import Store
 from runwatch.stream.kafka.worker import DATADIR_PREFIX
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: solo: its heartbeat timeout is 4 s, and beside the heaviest tests (load average 8-9 on
+#: two cores) its own traffic thread fell that far behind: `make test` runs it alone
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.solo]
 
 TIMEOUT = 4.0  # heartbeat_lost's, for the test
 SESSION = 6.0  # the workers' session timeout (the broker's minimum)
