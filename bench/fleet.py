@@ -39,6 +39,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,18 @@ from runwatch.stream.kafka.admin import ensure_topics
 
 TIMEOUT = 30.0  # heartbeat_lost here (the default is 60 s)
 PROBE_EVERY = 2.0
+#: the longest any one phase may take (a worker going live, the producers finishing, the
+#: workers catching up, the alerts arriving) before the bench gives up and says which
+PHASE_S = 120.0
+
+
+class Stuck(RuntimeError):
+    """A phase did not finish within PHASE_S; the message says which and what was seen."""
+
+
+def progress(started: float, line: str) -> None:
+    """Where the bench is, on stderr (not a figure): a run cut short shows its last phase."""
+    print(f"[fleet +{time.monotonic() - started:5.1f}s] {line}", file=sys.stderr, flush=True)
 
 
 def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: int,
@@ -109,6 +122,20 @@ class Alerts:
         )
         self._thread.start()
 
+    def wait_caught_up(self, bootstrap: str, topic: str, timeout: float) -> None:
+        """Until every record on `topic` now has been read (the topic is this run's own)."""
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        try:
+            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+            total = sum(consumer.end_offsets(parts).values())
+        finally:
+            consumer.close()
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < total:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise Stuck(f"{len(self.seen)} of {total} alerts on {topic} read")
+            time.sleep(0.2)
+
     def close(self) -> None:
         self._done.set()
         self._thread.join(5)
@@ -140,9 +167,37 @@ def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int]:
+    """The faults the producers report and the events they sent, until each says done; a
+    producer that dies or goes quiet for PHASE_S is named, not waited on for ever."""
+    import queue as queues
+
+    faults: list[dict[str, Any]] = []
+    sent, done = 0, 0
+    quiet = time.monotonic() + PHASE_S
+    while done < len(producers):
+        try:
+            msg = queue.get(timeout=1.0)
+        except queues.Empty:
+            dead = [p for p in producers if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > quiet:
+                codes = ", ".join(f"{p.name}: exit {p.exitcode}" for p in producers)
+                raise Stuck(f"{done} of {len(producers)} producers finished ({codes})") from None
+            continue
+        quiet = time.monotonic() + PHASE_S
+        if "done" in msg:
+            done, sent = done + 1, sent + msg["sent"]
+        else:
+            faults.append(msg)
+    for proc in producers:
+        proc.join(PHASE_S)
+    return faults, sent
+
+
 def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> bool:
     """One N: returns whether every fault alerted exactly once and nothing else fired."""
     topics = Topics(f"fleet{uuid.uuid4().hex[:6]}.")
+    t0 = time.monotonic()
     import asyncio
 
     asyncio.run(ensure_topics(bootstrap, topics, args.partitions))
@@ -165,7 +220,8 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         workers = [worker() for _ in range(args.workers)]
         stack.callback(lambda: [w.stop() for w in workers])
         for w in workers:
-            w.wait_live(timeout=300)
+            w.wait_live(timeout=PHASE_S)
+        progress(t0, f"{len(workers)} workers live")
         base_rss = [proc_stats(w.proc.pid)[0] for w in workers]
         sink_log = (tmp / "sink.log").open("w")
         sink = subprocess.Popen(
@@ -184,16 +240,20 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
             kind = "nan" if i % 2 == 0 or t + TIMEOUT + BEAT > seconds - 5 else "silent"
             plan.append((t, runs[(i * 7919) % n], kind))
             t, i = t + PROBE_EVERY, i + 1
-        queue: Any = mp.Queue()
+        # spawned, not forked: threads run here by now (the alert follower, the workers' log
+        # readers), and a forked child can inherit a lock one of them held and hang for ever
+        spawn = mp.get_context("spawn")
+        queue: Any = spawn.Queue()
         producers = []
         for p in range(args.producers):
             mine = runs[p :: args.producers]
             faults = [f for f in plan if f[1] in set(mine)]
-            proc = mp.Process(target=produce, args=(bootstrap, topics.events, mine, seconds, p,
+            proc = spawn.Process(target=produce, args=(bootstrap, topics.events, mine, seconds, p,
                                                     faults, queue))  # fmt: skip
             proc.start()
             producers.append(proc)
             stack.callback(lambda proc=proc: proc.is_alive() and proc.terminate())
+        progress(t0, f"{n:,} runs playing for {seconds:.0f} s")
         started = time.time()
         cpu0 = sum(w.cpu_s() for w in workers)
         lag: list[tuple[float, float]] = []
@@ -219,21 +279,21 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
                     with contextlib.suppress(OSError):
                         got = scrape(port)[0].get("runwatch_processing_lag_seconds", 0.0)
                         lag.append((elapsed, got))
+            if dead := [p for p in producers if p.exitcode not in (None, 0)]:
+                raise Stuck(f"a producer died: {dead[0].name}, exit {dead[0].exitcode}")
             time.sleep(2.0)
-        faults, sent = [], 0
-        for _ in producers:
-            while "done" not in (msg := queue.get(timeout=600)):
-                faults.append(msg)
-            sent += msg["sent"]
-        for proc in producers:
-            proc.join(60)
+        faults, sent = collect(queue, producers)
+        progress(t0, f"producers done: {sent:,} events sent")
         live = [w for w in workers if w is not victim]
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + PHASE_S
         while (left := group_lag(bootstrap, group, topics.events, args.partitions)) > 0:
             if time.monotonic() > deadline:
                 break
             time.sleep(1.0)
-        time.sleep(5)  # the last transitions reach runwatch.alerts
+        progress(t0, f"workers caught up ({left} records behind)")
+        # what the workers published before committing is on runwatch.alerts now
+        alerts.wait_caught_up(bootstrap, topics.alerts, PHASE_S)
+        progress(t0, f"{len(alerts.seen)} alert transitions read")
         cpu = sum(w.cpu_s() for w in live) - cpu0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
         rss = [proc_stats(w.proc.pid)[0] for w in live]
@@ -333,6 +393,8 @@ def main() -> int:
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
     args = ap.parse_args()
+    # a SIGTERM (a test's timeout) unwinds like ^C, so every worker and producer is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.quick:
         args.runs, args.seconds = [1000], 60.0
     say(machine())
@@ -342,7 +404,11 @@ def main() -> int:
             args.kafka or stack.enter_context(KafkaBroker(progress=lambda _: None)).bootstrap
         )
         for n in args.runs:
-            ok = fleet(bootstrap, n, args.seconds, args) and ok
+            try:
+                ok = fleet(bootstrap, n, args.seconds, args) and ok
+            except (Stuck, RuntimeError) as e:  # RuntimeError: a worker that did not go live
+                say(f"N={n:,} runs: STUCK: {e}")
+                ok = False
     if not args.quick:
         write_section("fleet", ["## A cluster's worth of jobs (`bench/fleet.py`)", "", "```",
                                 *SAID, "```"])  # fmt: skip
