@@ -1,4 +1,4 @@
-"""Slack messages for alert transitions (Block Kit), pure functions of the alert dict.
+"""Slack messages for alert transitions (Block Kit), pure functions of the `Alert`.
 
 Every string that comes from an alert can come from an emitter (a host name in the subject,
 a progress bar's name in the summary), so it is escaped for Slack's mrkdwn before it goes
@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from runwatch.stream.alerts import Alert
+from runwatch.stream.incidents import IncidentRef
 
 SEVERITY_EMOJI = {
     "critical": ":red_circle:",
@@ -71,25 +74,24 @@ def evidence(details: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def headline(alert: Mapping[str, Any]) -> str:
-    sev = str(alert.get("severity", "info"))
-    emoji = SEVERITY_EMOJI.get(sev, ":white_circle:")
-    return f"{emoji} [{esc(sev.upper())}] {esc(alert.get('rule'))} — {esc(alert.get('run'))}"
+def headline(alert: Alert) -> str:
+    emoji = SEVERITY_EMOJI.get(alert.severity, ":white_circle:")
+    return f"{emoji} [{esc(alert.severity.upper())}] {esc(alert.rule)} — {esc(alert.run)}"
 
 
-def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
+def root(alert: Alert, link: str | None) -> tuple[str, Blocks]:
     """The first message of an alert's thread."""
-    subject = f" ({esc(alert['subject'])})" if alert.get("subject") else ""
-    summary = esc(alert.get("summary", ""))
+    subject = f" ({esc(alert.subject)})" if alert.subject else ""
+    summary = esc(alert.summary)
     text = f"{headline(alert)}{subject}: {summary}"
     fields = [
-        f"*Run*\n{code(alert.get('run'))}",
-        f"*Rule*\n{code(alert.get('rule'))}",
-        f"*Severity*\n{esc(str(alert.get('severity', '')).upper())}",
-        f"*Since*\n{_date(float(alert.get('since', alert.get('ts', 0))))}",
+        f"*Run*\n{code(alert.run)}",
+        f"*Rule*\n{code(alert.rule)}",
+        f"*Severity*\n{esc(alert.severity.upper())}",
+        f"*Since*\n{_date(alert.since)}",
     ]
-    if alert.get("subject"):
-        fields.append(f"*Subject*\n{code(alert['subject'])}")
+    if alert.subject:
+        fields.append(f"*Subject*\n{code(alert.subject)}")
     blocks: Blocks = [
         {
             "type": "header",
@@ -98,14 +100,13 @@ def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
         {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
     ]
-    ev = evidence(alert.get("details") or {})
+    ev = evidence(alert.details)
     if ev:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Evidence*\n{ev}"}})
-    action = alert.get("action")
-    if action in ("pause", "stop"):  # the config's circuit-breaker policy for this rule
-        resume = code(f"runwatch resume {alert.get('run')}")
+    if alert.action in ("pause", "stop"):  # the config's circuit-breaker policy for this rule
+        resume = code(f"runwatch resume {alert.run}")
         does = f"pauses the run's guarded training loop: {resume} lifts it"
-        if action == "stop":
+        if alert.action == "stop":
             does = "stops the run's guarded training loop"
         breaker = f"*Circuit breaker*\nThis alert {does}"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": breaker}})
@@ -114,20 +115,17 @@ def root(alert: Mapping[str, Any], link: str | None) -> tuple[str, Blocks]:
     blocks.append(
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"runwatch · key {code(alert.get('key'))}"}],
+            "elements": [{"type": "mrkdwn", "text": f"runwatch · key {code(alert.key)}"}],
         }
     )
     return text, blocks
 
 
-def resolved_root(
-    alert: Mapping[str, Any], first: Mapping[str, Any], link: str | None
-) -> tuple[str, Blocks]:
+def resolved_root(alert: Alert, first: Alert, link: str | None) -> tuple[str, Blocks]:
     """The root message, edited on resolve: short, and says so."""
-    when = _date(float(alert.get("ts", 0)))
+    when = _date(alert.ts)
     text = (
-        f":white_check_mark: [RESOLVED] {esc(first.get('rule'))} — {esc(first.get('run'))}: "
-        f"{esc(first.get('summary', ''))}"
+        f":white_check_mark: [RESOLVED] {esc(first.rule)} — {esc(first.run)}: {esc(first.summary)}"
     )
     blocks: Blocks = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
@@ -136,7 +134,7 @@ def resolved_root(
             "elements": [
                 {
                     "type": "mrkdwn",
-                    "text": f"{esc(alert.get('summary', ''))} · resolved {when}",
+                    "text": f"{esc(alert.summary)} · resolved {when}",
                 }
             ],
         },
@@ -146,17 +144,17 @@ def resolved_root(
     return text, blocks
 
 
-def reply(alert: Mapping[str, Any]) -> str:
+def reply(alert: Alert) -> str:
     """A later transition, as a reply in the thread."""
-    if alert.get("state") == "resolved":
-        return f":white_check_mark: Resolved: {esc(alert.get('summary', ''))}"
-    ev = evidence(alert.get("details") or {})
-    again = f"{headline(alert)} firing again: {esc(alert.get('summary', ''))}"
+    if not alert.firing:
+        return f":white_check_mark: Resolved: {esc(alert.summary)}"
+    ev = evidence(alert.details)
+    again = f"{headline(alert)} firing again: {esc(alert.summary)}"
     return again + (f"\n{ev}" if ev else "")
 
 
-def reminder(first: Mapping[str, Any], firing_for: str) -> str:
-    return f":alarm_clock: Still firing after {firing_for}: {esc(first.get('summary', ''))}"
+def reminder(first: Alert, firing_for: str) -> str:
+    return f":alarm_clock: Still firing after {firing_for}: {esc(first.summary)}"
 
 
 # -- incidents: one thread per incident, its root message says the chain -----------------------
@@ -164,32 +162,30 @@ def reminder(first: Mapping[str, Any], firing_for: str) -> str:
 MAX_MEMBERS = 8
 
 
-def _who(alert: Mapping[str, Any]) -> str:
-    subject = alert.get("subject")
-    return f"{esc(alert.get('rule'))} ({esc(subject)})" if subject else esc(alert.get("rule"))
+def _who(alert: Alert) -> str:
+    return f"{esc(alert.rule)} ({esc(alert.subject)})" if alert.subject else esc(alert.rule)
 
 
-def chain(root_alert: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]]) -> str:
+def _role(alert: Alert) -> str | None:
+    return alert.incident.role if alert.incident is not None else None
+
+
+def chain(root_alert: Alert, members: Mapping[str, Alert]) -> str:
     """What waits on what: the symptoms still firing, downstream first (the condition that
     began last), then the root -- "ranks_stalled ← heartbeat_lost (orchestrator@...)"."""
     symptoms = sorted(
         (
             m
             for k, m in members.items()
-            if k != root_alert.get("key")
-            and m.get("state") == "firing"
-            and (m.get("incident") or {}).get("role") != "evidence"
+            if k != root_alert.key and m.firing and _role(m) != "evidence"
         ),
-        key=lambda m: -float(m.get("since", 0)),
+        key=lambda m: -m.since,
     )
     return " ← ".join([*(_who(m) for m in symptoms[:MAX_MEMBERS]), _who(root_alert)])
 
 
 def incident_root(
-    root_alert: Mapping[str, Any],
-    members: Mapping[str, Mapping[str, Any]],
-    incident: Mapping[str, Any],
-    link: str | None,
+    root_alert: Alert, members: Mapping[str, Alert], incident: IncidentRef, link: str | None
 ) -> tuple[str, Blocks]:
     """The first message of an incident's thread, re-rendered as its alerts come and go:
     the root cause with its evidence, the chain, and every alert of the incident."""
@@ -198,11 +194,10 @@ def incident_root(
     text = f"{text} ({count} alerts in this incident)" if count > 1 else text
     lines = []
     for key, m in list(members.items())[:MAX_MEMBERS]:
-        mark = "" if m.get("state") == "firing" else " _(resolved)_"
-        said = (m.get("incident") or {}).get("role")
-        role = "root cause" if key == root_alert.get("key") else (
-            "evidence" if said == "evidence" else "symptom")  # fmt: skip
-        lines.append(f"• {role}: *{_who(m)}*: {esc(m.get('summary', ''))}{mark}")
+        mark = "" if m.firing else " _(resolved)_"
+        role = "root cause" if key == root_alert.key else (
+            "evidence" if _role(m) == "evidence" else "symptom")  # fmt: skip
+        lines.append(f"• {role}: *{_who(m)}*: {esc(m.summary)}{mark}")
     if count > MAX_MEMBERS:
         lines.append(f"_… {count - MAX_MEMBERS} more_")
     extra: Blocks = [
@@ -215,16 +210,13 @@ def incident_root(
     blocks[2:2] = extra  # after the header and the root's summary
     blocks[-1] = {
         "type": "context",
-        "elements": [{"type": "mrkdwn", "text": f"runwatch · {code(incident.get('id'))}"}],
+        "elements": [{"type": "mrkdwn", "text": f"runwatch · {code(incident.id)}"}],
     }
     return text, blocks
 
 
 def incident_resolved(
-    last: Mapping[str, Any],
-    root_alert: Mapping[str, Any],
-    members: Mapping[str, Mapping[str, Any]],
-    link: str | None,
+    last: Alert, root_alert: Alert, members: Mapping[str, Alert], link: str | None
 ) -> tuple[str, Blocks]:
     """The incident's root message once its last alert resolved."""
     text, blocks = resolved_root(last, root_alert, link)
@@ -235,11 +227,11 @@ def incident_resolved(
     return text, blocks
 
 
-def incident_reply(alert: Mapping[str, Any], role: str) -> str:
+def incident_reply(alert: Alert, role: str) -> str:
     """A transition in an incident's thread: a symptom (or a new root) firing, a resolve."""
-    if alert.get("state") == "resolved":
+    if not alert.firing:
         return reply(alert)
-    ev = evidence(alert.get("details") or {})
+    ev = evidence(alert.details)
     what = {"root": "Root cause", "evidence": "Evidence"}.get(role, "Symptom")
-    line = f"{headline(alert)} — {what}: {_who(alert)}: {esc(alert.get('summary', ''))}"
+    line = f"{headline(alert)} — {what}: {_who(alert)}: {esc(alert.summary)}"
     return line + (f"\n{ev}" if ev else "")

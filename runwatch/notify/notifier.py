@@ -13,6 +13,7 @@ run.started labels), else from those given with it, else from what `learn_labels
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +31,8 @@ from runwatch.notify.slack import (
 )
 from runwatch.notify.store import NotifyStore, Thread, default_path
 from runwatch.stream.alerts import Alert
+from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.incidents import IncidentRef
 from runwatch.stream.rules.base import fmt_duration
 
 log = logging.getLogger("runwatch.notify")
@@ -47,13 +50,6 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"  # a severity not routed, or a resolve whose firing was never shown
     SILENCED = "silenced"
     FAILED = "failed"  # Slack refused the message itself (channel_not_found, ...)
-
-
-#: Alert fields carried in a root message's metadata (enough to rebuild its thread).
-_BRIEF = (
-    "id", "key", "run", "rule", "severity", "state", "since", "summary", "ts", "subject",
-    "incident",
-)  # fmt: skip
 
 
 class Notifier:
@@ -96,20 +92,19 @@ class Notifier:
 
         Raises SlackError (retryable) when Slack stayed unreachable through every retry:
         the caller keeps the transition and tries again later (nothing was recorded)."""
-        a = alert.to_dict()
-        ident, key = str(a["id"]), str(a["key"])
+        a = alert
+        ident, key = a.id, a.key
         if self.store.was_sent(ident):
             return Outcome.DUPLICATE
         if self.disabled is not None:
             return Outcome.DISABLED
         now = self.clock()
-        run, rule = str(a["run"]), str(a["rule"])
-        sev, state = str(a.get("severity", "info")), str(a["state"])
-        incident = alert.incident
+        run, rule, sev, state = a.run, a.rule, a.severity, a.state
+        incident = a.incident
         # one thread per incident (its alerts are replies), else one per alert key
         thread_key = incident.id if incident is not None else key
         thread = self.store.thread(thread_key)
-        if now - float(a.get("ts", now)) > self.config.max_age:
+        if now - a.ts > self.config.max_age:
             return self._record(ident, key, state, Outcome.STALE)
         if sev not in self.config.severities:
             return self._record(ident, key, state, Outcome.SKIPPED)
@@ -121,7 +116,7 @@ class Notifier:
             return self._record(ident, key, state, Outcome.SILENCED)
         if state == "resolved" and (thread is None or (incident and key not in thread.members)):
             if thread is not None and incident is not None and not incident.open:
-                self._close(thread, a, now)  # the incident's last alert: its root says so
+                self._close(thread, a, incident, now)  # the incident's last alert: its root says so
             return self._record(ident, key, state, Outcome.SKIPPED)  # its firing was never shown
         labels = self._labels(a, labels)
         channel = (
@@ -221,23 +216,22 @@ class Notifier:
     def _silenced(self, run: str, rule: str, now: float) -> bool:
         return any(s.matches(run, rule, now) for s in self.store.silences(now))
 
-    def _labels(self, a: Mapping[str, Any], given: Mapping[str, str] | None) -> dict[str, str]:
-        if a.get("labels"):  # the run's labels, carried on the alert
-            return dict(a["labels"])
-        details = a.get("details") or {}
-        from_alert = details.get("labels") if isinstance(details, Mapping) else None
+    def _labels(self, a: Alert, given: Mapping[str, str] | None) -> dict[str, str]:
+        if a.labels:  # the run's labels, carried on the alert
+            return dict(a.labels)
+        from_alert = a.details.get("labels")
         if isinstance(from_alert, Mapping):
             return {str(k): str(v) for k, v in from_alert.items()}
         if given is not None:
             return dict(given)
-        return self.store.labels(str(a["run"]))
+        return self.store.labels(a.run)
 
-    def _send_root(self, a: dict[str, Any], thread_key: str, channel: str, now: float) -> None:
-        ident = str(a["id"])
-        link = self.config.drilldown(str(a["run"]), float(a.get("since", a.get("ts", now))))
+    def _send_root(self, a: Alert, thread_key: str, channel: str, now: float) -> None:
+        ident = a.id
+        link = self.config.drilldown(a.run, a.since)
         thread = _new_thread(a, thread_key, "", "", now)
-        if "incident" in a:
-            text, blocks = msg.incident_root(a, thread.members, a["incident"], link)
+        if a.incident is not None:
+            text, blocks = msg.incident_root(a, thread.members, a.incident, link)
         else:
             text, blocks = msg.root(a, link)
         target = self._target(channel)
@@ -250,19 +244,18 @@ class Notifier:
             self.store.set_channel_id(channel, channel_id)  # the name's ID, for good
         self.store.sent_and_thread(ident, "root", _replace(thread, channel=channel_id, ts=ts))
 
-    def _send_reply(self, a: dict[str, Any], th: Thread, now: float) -> None:
-        ident, state = str(a["id"]), str(a["state"])
-        incident = a.get("incident")
-        text = msg.incident_reply(a, incident["role"]) if incident else msg.reply(a)
+    def _send_reply(self, a: Alert, th: Thread, now: float) -> None:
+        ident, incident = a.id, a.incident
+        text = msg.incident_reply(a, incident.role) if incident else msg.reply(a)
         self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
         self.poster.post(th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key))
         if incident:
-            updated = _in_incident(th, a, now)
+            updated = _in_incident(th, a, incident, now)
             self.store.sent_and_thread(ident, "reply", updated)
-            self._edit_incident(updated, a)
+            self._edit_incident(updated, a, incident)
             return
         link = self.config.drilldown(th.run, th.since)
-        if state == "resolved":
+        if not a.firing:
             text, blocks = msg.resolved_root(a, th.alert, link)
             updated = _replace(th, state="resolved", last_notified=now)
         else:
@@ -270,8 +263,8 @@ class Notifier:
             updated = _replace(
                 th,
                 state="firing",
-                since=float(a.get("since", now)),
-                summary=str(a.get("summary", "")),
+                since=a.since,
+                summary=a.summary,
                 alert=a,
                 last_notified=now,
                 reminders=0,
@@ -282,11 +275,11 @@ class Notifier:
         except SlackError as err:
             log.warning("could not edit the root message of %s: %s", th.key, err.error)
 
-    def _edit_incident(self, th: Thread, last: Mapping[str, Any]) -> None:
+    def _edit_incident(self, th: Thread, last: Alert, incident: IncidentRef) -> None:
         """Re-render an incident's root message from its thread's alerts."""
         link = self.config.drilldown(th.run, th.since)
         if th.state == "firing":
-            text, blocks = msg.incident_root(th.alert, th.members, last["incident"], link)
+            text, blocks = msg.incident_root(th.alert, th.members, incident, link)
         else:
             text, blocks = msg.incident_resolved(last, th.alert, th.members, link)
         try:  # the root's edit is cosmetic: the replies carry the news
@@ -294,11 +287,11 @@ class Notifier:
         except SlackError as err:
             log.warning("could not edit the root message of %s: %s", th.key, err.error)
 
-    def _close(self, th: Thread, last: Mapping[str, Any], now: float) -> None:
+    def _close(self, th: Thread, last: Alert, incident: IncidentRef, now: float) -> None:
         """An incident closed on a transition not shown (its firing was silenced)."""
         closed = _replace(th, state="resolved", last_notified=now)
         self.store.resolve_thread(th.key)  # just the thread's state: no message of its own
-        self._edit_incident(closed, last)
+        self._edit_incident(closed, last, incident)
 
     def _record(self, ident: str, key: str, what: str, outcome: Outcome) -> Outcome:
         self.store.mark(ident, key, what, outcome)
@@ -324,7 +317,10 @@ class Notifier:
     def _adopt(self, ident: str, key: str, channel: str, message: Mapping[str, Any]) -> None:
         """A message that reached Slack before a crash: record it as if just sent."""
         payload = (message.get("metadata") or {}).get("event_payload") or {}
-        first = payload.get("alert")
+        try:
+            first = Alert.from_dict(payload["alert"]) if "alert" in payload else None
+        except InvalidAlert:
+            first = None  # not a root of ours that can be rebuilt: recorded as sent only
         if self.store.thread(key) is None and not message.get("thread_ts") and first:
             thread = _new_thread(first, key, channel, str(message.get("ts")), self.clock())
             self.store.sent_and_thread(ident, "root", thread)
@@ -332,10 +328,10 @@ class Notifier:
             self.store.mark(ident, key, "recovered", Outcome.SENT)
 
 
-def _metadata(ident: str, key: str, alert: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _metadata(ident: str, key: str, alert: Alert | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {"alert_id": ident, "key": key}
     if alert is not None:
-        payload["alert"] = dict(alert)
+        payload["alert"] = alert.to_dict()
     return {"event_type": METADATA_TYPE, "event_payload": payload}
 
 
@@ -347,59 +343,55 @@ def _metadata_id(message: Mapping[str, Any]) -> str | None:
     return str(ident) if ident is not None else None
 
 
-def _brief(a: Mapping[str, Any]) -> dict[str, Any]:
-    """What a thread keeps of a transition (and a root message's metadata carries)."""
-    return {k: a[k] for k in _BRIEF if k in a}
+def _brief(a: Alert) -> Alert:
+    """What a thread keeps of a transition (and a root message's metadata carries): the
+    alert less its details, labels and breaker policy."""
+    return dataclasses.replace(a, details={}, labels={}, action=None)
 
 
-def _in_incident(th: Thread, a: Mapping[str, Any], now: float) -> Thread:
+def _in_incident(th: Thread, a: Alert, incident: IncidentRef, now: float) -> Thread:
     """An incident's thread after transition `a`: its alerts, its root, open or closed."""
-    incident = a["incident"]
-    key = str(a["key"])
     members = dict(th.members)
-    if a.get("state") == "firing":
-        members[key] = _brief(a)
-    elif key in members:  # keeps the firing's summary, marked resolved
-        members[key] = {**members[key], "state": "resolved"}
-    root_key = str(incident["root"])
-    if root_key == key and a.get("state") == "firing":
-        root = dict(a)
-    elif root_key == th.alert.get("key"):
+    if a.firing:
+        members[a.key] = _brief(a)
+    elif a.key in members:  # keeps the firing's summary, marked resolved
+        members[a.key] = dataclasses.replace(members[a.key], state="resolved")
+    if incident.root == a.key and a.firing:
+        root = a
+    elif incident.root == th.alert.key:
         root = th.alert
     else:
-        root = dict(members.get(root_key, th.alert))
+        root = members.get(incident.root, th.alert)
     return _replace(
         th,
-        state="firing" if incident["open"] else "resolved",
-        rule=str(root.get("rule", th.rule)),
-        since=float(root.get("since", th.since)),
-        summary=str(root.get("summary", "")),
+        state="firing" if incident.open else "resolved",
+        rule=root.rule,
+        since=root.since,
+        summary=root.summary,
         alert=root,
         members=members,
         last_notified=now,
-        reminders=0 if a.get("state") == "firing" else th.reminders,
+        reminders=0 if a.firing else th.reminders,
     )
 
 
-def _new_thread(a: Mapping[str, Any], key: str, channel: str, ts: str, now: float) -> Thread:
+def _new_thread(a: Alert, key: str, channel: str, ts: str, now: float) -> Thread:
     return Thread(
         key=key,
         channel=channel,
         ts=ts,
-        run=str(a.get("run", "")),
-        rule=str(a.get("rule", "")),
-        severity=str(a.get("severity", "info")),
-        state=str(a.get("state", "firing")),
-        since=float(a.get("since", a.get("ts", now))),
-        summary=str(a.get("summary", "")),
-        alert=dict(a),
+        run=a.run,
+        rule=a.rule,
+        severity=a.severity,
+        state=a.state,
+        since=a.since,
+        summary=a.summary,
+        alert=a,
         last_notified=now,
         reminders=0,
-        members={str(a["key"]): _brief(a)} if a.get("incident") else {},
+        members={a.key: _brief(a)} if a.incident is not None else {},
     )
 
 
 def _replace(th: Thread, **changes: Any) -> Thread:
-    import dataclasses
-
     return dataclasses.replace(th, **changes)

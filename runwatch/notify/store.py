@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters import env
+from runwatch.stream.alerts import Alert
 
 DEFAULT_DB = "runwatch-notify.sqlite"
 
@@ -61,11 +62,11 @@ class Thread:
     state: str
     since: float
     summary: str
-    alert: dict[str, object]
+    alert: Alert
     last_notified: float
     reminders: int
     #: an incident's thread: its alerts by key, the latest transition of each (brief)
-    members: dict[str, dict[str, object]] = field(default_factory=dict)
+    members: dict[str, Alert] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,10 @@ class NotifyStore:
                     thread.state,
                     thread.since,
                     thread.summary,
-                    json.dumps(thread.alert, default=str),
+                    json.dumps(thread.alert.to_dict(), default=str),
                     thread.last_notified,
                     thread.reminders,
-                    json.dumps(thread.members, default=str),
+                    json.dumps({k: m.to_dict() for k, m in thread.members.items()}, default=str),
                 ),
             )
 
@@ -266,8 +267,8 @@ def _thread(row: tuple[Any, ...]) -> Thread:
         state=str(state),
         since=float(since),
         summary=str(summary),
-        alert=dict(json.loads(str(alert))),
+        alert=Alert.from_dict(json.loads(str(alert))),
         last_notified=float(last),
         reminders=int(reminders),
-        members=dict(json.loads(str(members))),
+        members={k: Alert.from_dict(m) for k, m in json.loads(str(members)).items()},
     )

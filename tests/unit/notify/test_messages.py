@@ -7,16 +7,17 @@ import json
 from typing import Any
 
 from runwatch.notify import messages as msg
+from runwatch.stream.alerts import Alert
 
 HOSTILE = "<!channel> <https://evil.example|Open Grafana> & <@U0123> `rm -rf` \u202e"
 
 
-def alert(**over: Any) -> dict[str, Any]:
+def alert(**over: Any) -> Alert:
     base = {"v": 1, "id": "a", "ts": 1_800_000_060.0, "rule": "heartbeat_lost", "run": "r1",
             "state": "firing", "severity": "critical", "key": "heartbeat_lost|r1|x",
             "since": 1_800_000_000.0, "summary": f"no heartbeat from {HOSTILE} for 60s",
             "subject": HOSTILE, "details": {HOSTILE: HOSTILE, "host": HOSTILE}}  # fmt: skip
-    return {**base, **over}
+    return Alert.from_dict({**base, **over})
 
 
 def rendered() -> list[str]:
@@ -48,7 +49,7 @@ def test_a_backtick_cannot_end_a_code_span() -> None:
 
 
 def test_a_circuit_breaker_policy_is_said_with_how_to_lift_it() -> None:
-    def breaker(a: dict[str, Any]) -> list[str]:
+    def breaker(a: Alert) -> list[str]:
         _, blocks = msg.root(a, None)
         return [b["text"]["text"] for b in blocks if "Circuit breaker" in str(b)]
 

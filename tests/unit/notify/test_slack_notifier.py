@@ -343,6 +343,42 @@ def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
         assert "[RESOLVED]" in root.updates[-1]
 
 
+def test_a_ledger_from_before_typed_alerts_is_read_and_its_incident_goes_on(
+    rig: Rig, slack: FakeSlack
+) -> None:
+    """Ledgers written before the notifier kept `Alert`s hold briefs: no `v`, no details.
+    A notifier upgraded mid-incident reads them and goes on in the same thread."""
+    import json
+    import sqlite3
+
+    alerts = engine_alerts(orchestrator_failure())
+    rig.clock.t = alerts[-1].ts
+    half = len(alerts) // 2
+    for a in alerts[:half]:
+        rig.notifier.notify(a)
+    rig.notifier.close()
+    brief = ("id", "key", "run", "rule", "severity", "state", "since", "summary", "ts",
+             "subject", "incident")  # fmt: skip
+    db = sqlite3.connect(rig.db)
+    with db:
+        for key, alert_json, members_json in db.execute(
+            "SELECT key, alert, members FROM threads"
+        ).fetchall():
+            old = {k: v for k, v in json.loads(alert_json).items() if k != "v"}
+            members = {k: {f: m[f] for f in brief if f in m}
+                       for k, m in json.loads(members_json).items()}  # fmt: skip
+            db.execute("UPDATE threads SET alert = ?, members = ? WHERE key = ?",
+                       (json.dumps(old), json.dumps(members), key))  # fmt: skip
+    db.close()
+    n = rig.open()
+    rig.notifier = n
+    for a in alerts[half:]:
+        n.notify(a)
+    (root,) = slack.roots()
+    assert len(slack.messages) == len(alerts)
+    assert "KeyError" in root.updates[-1]
+
+
 def orchestrator_failure() -> list[dict[str, Any]]:
     """orchestrator_dies, and its failure read from its console minutes after the stall."""
     from helpers import make_event
