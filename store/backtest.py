@@ -20,7 +20,8 @@ from runwatch.store.store import Store
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.replay import BadLine, replay
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import replay
 
 ChangeKind = Literal["moved", "added", "removed", "same"]
 
@@ -91,7 +92,7 @@ class Backtest:
     events: int
     seconds: float
     changes: list[Change] = field(default_factory=list)
-    invalid: list[BadLine] = field(default_factory=list)
+    invalid: list[Refused] = field(default_factory=list)
 
     def count(self, kind: ChangeKind) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -122,7 +123,7 @@ def _stored_lines(store: Store, runs: list[str]) -> Iterator[tuple[str, int, byt
         seqs = batch.column(0).to_pylist()
         raws = batch.column(1).to_pylist()
         for seq, raw in zip(seqs, raws, strict=True):
-            yield "store", seq, raw.encode()
+            yield "stored event seq", seq, raw.encode()
 
 
 class _Steps:
@@ -162,7 +163,7 @@ def replay_stored(
     engine: Engine,
     *,
     until: float | None = None,
-    on_invalid: Callable[[BadLine], None] | None = None,
+    on_invalid: Callable[[Refused], None] | None = None,
 ) -> Iterator[Alert]:
     """The alert transitions of `runs`, replayed from their stored events in event-time order
     (ties in arrival order) through `runwatch.stream.replay`."""

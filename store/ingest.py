@@ -21,7 +21,8 @@ from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE, BatchWriter
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.replay import BadLine, admitted
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import admitted
 
 Line = tuple[str, int, bytes]
 
@@ -44,7 +45,7 @@ def ingest(
     rules: bool = True,
     until: float | None = None,
     batch_size: int = BATCH_SIZE,
-    on_invalid: Callable[[BadLine], None] | None = None,
+    on_invalid: Callable[[Refused], None] | None = None,
 ) -> Ingested:
     """Store every valid line; with `rules`, also store the transitions of the runs touched.
 
@@ -61,11 +62,11 @@ def ingest(
             n_lines += 1
             yield line
 
-    def refuse(source: str, number: int, raw: bytes, reason: str) -> None:
+    def refuse(bad: Refused) -> None:
         nonlocal n_invalid
         n_invalid += 1
-        writer.add_invalid(f"{source}:{number}", reason, raw)
-        report(BadLine(source, number, reason))
+        writer.add_invalid(bad)
+        report(bad)
 
     try:
         # a run.started.config the rules refuse is not stored either
@@ -88,9 +89,7 @@ def ingest(
                     sorted(runs),
                     engine,
                     until=until,
-                    on_invalid=lambda bad: report(
-                        BadLine("stored event seq", bad.line, bad.reason)
-                    ),
+                    on_invalid=report,
                 )
             )
             alerts = len(found)

@@ -51,6 +51,7 @@ from runwatch.stream.kafka.consume import (
     Group,
     Handler,
     Record,
+    refused,
 )
 from runwatch.stream.kafka.health import ConsumerHealth
 
@@ -263,9 +264,8 @@ class Sink(Handler):
             if done is not None:
                 self._written()
 
-    def dead(self, record: Any, reason: str) -> None:
-        where = f"{record.topic}:{record.partition}:{record.offset}"
-        self.writer.add_invalid(where, reason, record.value or b"")
+    def dead(self, record: Record, reason: str) -> None:
+        self.writer.add_invalid(refused(record, reason))
         self.writer.advance(record.topic, record.partition, record.offset + 1)
         self.next_offsets[(record.topic, record.partition)] = record.offset + 1
 
@@ -280,7 +280,7 @@ class Sink(Handler):
             try:
                 add(value, admit(value, received))
             except InvalidEvent as err:
-                bad(f"{topic}:{rec.partition}:{rec.offset}", err.reason, value)
+                bad(refused(rec, err.reason, err.kind))
 
     def _alerts(self, records: list[Any]) -> None:
         for rec in records:
@@ -289,8 +289,4 @@ class Sink(Handler):
             try:
                 self.writer.add_alert(Alert.from_json(rec.value))
             except InvalidAlert as err:
-                self.writer.add_invalid(
-                    f"{self.config.alerts_topic}:{rec.partition}:{rec.offset}",
-                    err.reason,
-                    rec.value,
-                )
+                self.writer.add_invalid(refused(rec, err.reason))

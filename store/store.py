@@ -32,6 +32,7 @@ from runwatch.store.batch import EventBatch, RawEvent
 from runwatch.store.connection import connect
 from runwatch.store.exceptions import NotAStore, StoreError
 from runwatch.stream.alerts import Alert
+from runwatch.stream.refused import Refused
 
 #: What write_events takes: the event as received, or (as received, the decoded event).
 EventItem = tuple[RawEvent, Event | None]
@@ -281,15 +282,15 @@ class Store:
         self._alert_seq += len(dicts)
         return int(row[0]) if row else 0
 
-    def write_invalid(self, items: Sequence[tuple[str, str, bytes]]) -> None:
-        """Keep invalid input with its reason: (source, reason, raw bytes)."""
+    def write_invalid(self, items: Sequence[Refused]) -> None:
+        """Keep refused input with where it came from and why."""
         self._check_writable()
         if not items:
             return
         with self.transaction():
             self.con.executemany(
                 "INSERT INTO invalid_events VALUES (now()::TIMESTAMP, ?, ?, ?)",
-                [(src, reason, raw) for src, reason, raw in items],
+                [(r.where, r.reason, r.raw) for r in items],
             )
 
     def positions(self, consumer: str) -> dict[tuple[str, int], int]:

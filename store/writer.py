@@ -31,6 +31,7 @@ from runwatch.store.batch import EventBatch, RawEvent
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.stream.alerts import Alert
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.store")
 
@@ -87,7 +88,7 @@ class BatchWriter:
         self._in_flight: Future[Flushed] | None = None
         self.events = EventBatch()
         self.alerts: list[Alert | Mapping[str, Any]] = []
-        self.invalid: list[tuple[str, str, bytes]] = []
+        self.invalid: list[Refused] = []
         self.moved: dict[tuple[str, int], int] = {}
         self.first_added: float | None = None
         self.totals = {"events": 0, "new_events": 0, "alerts": 0, "invalid": 0, "flushes": 0}
@@ -108,9 +109,9 @@ class BatchWriter:
         self._touch()
         self.alerts.append(alert)
 
-    def add_invalid(self, source: str, reason: str, raw: bytes) -> None:
+    def add_invalid(self, refused: Refused) -> None:
         self._touch()
-        self.invalid.append((source, reason, raw))
+        self.invalid.append(refused)
 
     def advance(self, topic: str, partition: int, next_offset: int) -> None:
         """Record that everything before `next_offset` of this partition is in the buffer."""
@@ -216,7 +217,7 @@ class BatchWriter:
         self,
         events: EventBatch,
         alerts: list[Alert | Mapping[str, Any]],
-        invalid: list[tuple[str, str, bytes]],
+        invalid: list[Refused],
         moved: dict[tuple[str, int], int],
     ) -> Flushed:
         started = time.perf_counter()
@@ -246,14 +247,14 @@ class BatchWriter:
         store: Store,
         events: EventBatch,
         alerts: list[Alert | Mapping[str, Any]],
-        invalid: list[tuple[str, str, bytes]],
+        invalid: list[Refused],
         moved: dict[tuple[str, int], int],
     ) -> int:
         """Write what the history takes, halving the events until the ones it refuses stand
         alone; those go to `invalid_events` with the reason, as do refused alerts. Then the
         positions, so the refused rows are not read again. Each part commits on its own: a
         crash in between rewrites the rest, and ids keep what was written from doubling."""
-        refused: list[tuple[str, str, bytes]] = []
+        refused: list[Refused] = []
         new = 0
         parts = [events]
         while parts:
@@ -269,7 +270,8 @@ class BatchWriter:
                 if len(part.raws) > 1:
                     parts += part.halves()
                 else:
-                    refused.append(("store", f"the history refused it: {_line(err)}", part.raws[0]))
+                    why = f"the history refused it: {_line(err)}"
+                    refused.append(Refused(why, part.raws[0], "store"))
         for alert in alerts:
             try:
                 with store.transaction():
@@ -278,7 +280,8 @@ class BatchWriter:
                 raise
             except Exception as err:
                 raw = alert.to_json() if isinstance(alert, Alert) else repr(alert).encode()
-                refused.append(("store", f"the history refused this alert: {_line(err)}", raw))
+                why = f"the history refused this alert: {_line(err)}"
+                refused.append(Refused(why, raw, "store"))
         self.refused += len(refused)
         with store.transaction():
             store.write_invalid([*invalid, *refused])

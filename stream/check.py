@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.replay import BadLine, admitted
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import admitted
 
 
 @dataclass
 class Checked:
     valid: int = 0
-    invalid: list[BadLine] = field(default_factory=list)
+    invalid: list[Refused] = field(default_factory=list)
 
     @property
     def lines(self) -> int:
@@ -27,9 +28,6 @@ def check_lines(lines: Iterable[tuple[str, int, bytes]], config: RulesConfig) ->
     """Every problem, in the order found (an event far ahead of the stream: once certain)."""
     out = Checked()
 
-    def refused(source: str, number: int, raw: bytes, reason: str) -> None:
-        out.invalid.append(BadLine(source, number, reason))
-
-    for _ in admitted(lines, Engine(config).check, refused):
+    for _ in admitted(lines, Engine(config).check, out.invalid.append):
         out.valid += 1
     return out

@@ -20,15 +20,12 @@ lost, not repeated" is checkable by id; per key the n-th transition is firing wh
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, cast
 
 import msgspec
-import orjson
 
 from runwatch.emitters import events as ev
 from runwatch.emitters.topics import Topics
@@ -38,6 +35,7 @@ from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.reading import ReadClock
+from runwatch.stream.refused import Refused
 from runwatch.stream.skew import ClockOffsets
 from runwatch.stream.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -58,28 +56,6 @@ DEFAULT_DEDUP = 100_000
 KEEP_FINISHED_S = 3600.0
 SILENT_AFTER_S = 86_400.0
 GONE_REMEMBERED = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An invalid record, and why; its value on `runwatch.events.dlq`."""
-
-    reason: str
-    raw: bytes
-    topic: str
-    partition: int
-    offset: int
-    kind: str = "schema"  # InvalidEvent.kind: a bounded label for metrics
-
-    def to_json(self) -> bytes:
-        out: dict[str, Any] = {"reason": self.reason}
-        try:
-            out["raw"] = self.raw.decode("utf-8")
-        except UnicodeDecodeError:
-            out["raw"] = base64.b64encode(self.raw).decode("ascii")
-            out["raw_encoding"] = "base64"
-        out.update(topic=self.topic, partition=self.partition, offset=self.offset)
-        return orjson.dumps(out)
 
 
 class PublishedAlerts:
@@ -142,7 +118,7 @@ class LiveDriver:
         self.clocks = clocks or ClockOffsets()
         self.replaying = False
         self._held: list[Alert] = []
-        self._held_dead: list[DeadLetter] = []
+        self._held_dead: list[Refused] = []
         self.arrival = float("-inf")  # broker time of the latest record fed
         #: holds time after an outage, while emitters deliver what they spooled through it
         self.reading = ReadClock()
@@ -157,7 +133,7 @@ class LiveDriver:
 
     # -- input -----------------------------------------------------------------------------
 
-    def feed(self, records: Iterable[RawRecord]) -> tuple[list[Alert], list[DeadLetter]]:
+    def feed(self, records: Iterable[RawRecord]) -> tuple[list[Alert], list[Refused]]:
         """Decode and apply a batch of records in order; return transitions made and
         invalid records.
 
@@ -165,7 +141,7 @@ class LiveDriver:
         (invalid records went to the dead-letter topic when they were first read live).
         """
         decoded: list[Decoded] = []
-        dead: list[DeadLetter] = []
+        dead: list[Refused] = []
         offset = None
         for raw, arrival, offset in records:
             if raw is None:
@@ -184,8 +160,8 @@ class LiveDriver:
             self.position = offset
 
     def feed_events(
-        self, items: Iterable[Decoded], dead: list[DeadLetter] | None = None
-    ) -> tuple[list[Alert], list[DeadLetter]]:
+        self, items: Iterable[Decoded], dead: list[Refused] | None = None
+    ) -> tuple[list[Alert], list[Refused]]:
         """Apply events a caller has decoded already (`runwatch serve` validates a request
         before it logs and acknowledges it), in order; like `feed` otherwise. `dead`: the
         invalid records of the same batch, returned (or held) with those found here."""
@@ -252,8 +228,8 @@ class LiveDriver:
         """Events dropped because their id was applied before (the engine's count)."""
         return self.engine.duplicates
 
-    def _dead(self, reason: str, raw: bytes, offset: int, kind: str = "schema") -> DeadLetter:
-        return DeadLetter(reason, raw, self.topic, self.partition, offset, kind)
+    def _dead(self, reason: str, raw: bytes, offset: int, kind: str = "schema") -> Refused:
+        return Refused(reason, raw, self.topic, self.partition, offset, kind)
 
     def evict(
         self,
@@ -302,7 +278,7 @@ class LiveDriver:
 
     def finish_replay(
         self, published: PublishedAlerts, now: float, *, dead_after: int = -1
-    ) -> tuple[list[Alert], list[DeadLetter]]:
+    ) -> tuple[list[Alert], list[Refused]]:
         """Catch up to wall clock `now`; return the transitions `runwatch.alerts` lacks,
         and the invalid records past offset `dead_after` (the last one the dead-letter
         topic holds for this partition).
@@ -316,7 +292,7 @@ class LiveDriver:
         """
         self.tick(now)
         held, self._held = self._held, []
-        dead = [d for d in self._held_dead if d.offset > dead_after]
+        dead = [d for d in self._held_dead if d.position is not None and d.position > dead_after]
         self._held_dead = []
         self.replaying = False
         engine = self.engine
@@ -384,7 +360,7 @@ class LiveDriver:
         gone = OrderedDict.fromkeys(state["gone"])
         reading = ReadClock.load(state["reading"])
         held = [Alert.from_json(raw) for raw in state["held"]]
-        held_dead = [DeadLetter(*fields) for fields in state["held_dead"]]
+        held_dead = [Refused(*fields) for fields in state["held_dead"]]
         if not isinstance(clocks, ClockOffsets):
             raise TypeError(f"clocks is a {type(clocks).__name__}")
         self.engine.load_state(state["engine"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from runwatch.emitters.events import Event
 from runwatch.stream.ahead import FarAhead
@@ -11,22 +10,14 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.refused import Refused
 from runwatch.stream.reorder import ReorderWindow
 
 #: Default reorder window for replay, in seconds of event time.
 DEFAULT_WINDOW = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class BadLine:
-    """An input line that was skipped, and why."""
-
-    source: str
-    line: int
-    reason: str
-
-
-Held = tuple[Event, str, int]  # an event and where it came from
+Held = tuple[Event, str, int, bytes]  # an event, where it came from, and its line
 
 
 def replay(
@@ -35,7 +26,7 @@ def replay(
     *,
     until: float | None = None,
     window: float = DEFAULT_WINDOW,
-    on_invalid: Callable[[BadLine], None] | None = None,
+    on_invalid: Callable[[Refused], None] | None = None,
 ) -> Iterator[Alert]:
     """Feed (source, line number, raw line) records to the engine; yield transitions in order.
 
@@ -47,12 +38,8 @@ def replay(
     report = on_invalid or (lambda bad: None)
     buffer: ReorderWindow[Held] = ReorderWindow(window)
     push = buffer.push
-
-    def refused(source: str, number: int, raw: bytes, reason: str) -> None:
-        report(BadLine(source, number, reason))
-
-    for event, source, number, _ in admitted(lines, engine.check, refused):
-        for held in push(event.ts, (event, source, number)):
+    for line in admitted(lines, engine.check, report):
+        for held in push(line[0].ts, line):
             alerts = _apply(engine, held, report)
             if alerts:
                 yield from alerts
@@ -65,16 +52,16 @@ def replay(
 def admitted(
     lines: Iterable[tuple[str, int, bytes]],
     check: Callable[[Event], None],
-    on_refused: Callable[[str, int, bytes, str], None],
-) -> Iterator[tuple[Event, str, int, bytes]]:
+    on_refused: Callable[[Refused], None],
+) -> Iterator[Held]:
     """The events of a stream of (source, line number, raw line) that may be applied, as
     (event, source, line number, raw line) in the order to apply them: through the ingress
     boundary (`decode.admit`), then `check` (the engine's: a usable run.started.config), then
-    the stream's time (`ahead.FarAhead`). Each line refused goes to `on_refused(source, line
-    number, raw line, reason)`, one far ahead of the stream when that is certain (at the end at
-    the latest). Blank lines are skipped. What `replay`, `ingest` and `check` all read through.
+    the stream's time (`ahead.FarAhead`). Each line refused goes to `on_refused`, one far
+    ahead of the stream when that is certain (at the end at the latest). Blank lines are
+    skipped. What `replay`, `ingest` and `check` all read through.
     """
-    ahead: FarAhead[tuple[Event, str, int, bytes]] = FarAhead()
+    ahead: FarAhead[Held] = FarAhead()
     for source, number, raw in lines:
         if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
@@ -82,17 +69,17 @@ def admitted(
             event = admit(raw)
             check(event)  # one the engine will refuse must not move the stream's time
         except InvalidEvent as err:
-            on_refused(source, number, raw, err.reason)
+            on_refused(Refused(err.reason, raw, source, position=number, kind=err.kind))
             continue
         if ahead.passes(event.ts):
             yield event, source, number, raw
             continue
         passed, refused = ahead.offer(event.ts, origin(event), (event, source, number, raw))
         for (_, src, line, data), why in refused:
-            on_refused(src, line, data, why)
+            on_refused(Refused(why, data, src, position=line, kind="bad_time"))
         yield from passed
     for (_, src, line, data), why in ahead.finish():
-        on_refused(src, line, data, why)
+        on_refused(Refused(why, data, src, position=line, kind="bad_time"))
 
 
 def origin(event: Event) -> tuple[str, str, object]:
@@ -101,15 +88,16 @@ def origin(event: Event) -> tuple[str, str, object]:
     return event.run, src.component, src.host or src.instance or src.pid
 
 
-def _apply(engine: Engine, held: Held, report: Callable[[BadLine], None]) -> list[Alert]:
-    event, source, number = held
+def _apply(engine: Engine, held: Held, report: Callable[[Refused], None]) -> list[Alert]:
+    event, source, number, raw = held
     try:
         alerts = engine.apply(event)
         for alert in alerts:
             alert.to_json()  # what cannot be written out must not be made
         return alerts
     except InvalidEvent as err:
-        report(BadLine(source, number, err.reason))
+        report(Refused(err.reason, raw, source, position=number, kind=err.kind))
     except Exception as err:  # a bug meets an input: isolate the event, go on
-        report(BadLine(source, number, f"could not be applied: {type(err).__name__}: {err}"))
+        why = f"could not be applied: {type(err).__name__}: {err}"
+        report(Refused(why, raw, source, position=number, kind="failed_in_rules"))
     return []

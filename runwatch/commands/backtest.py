@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.run is not None and not result.runs:
         raise CommandError(f"no events of run {args.run!r}" + (" since then" if since else ""))
     for bad in result.invalid:
-        print(f"stored event seq {bad.line}: refused by the rules: {bad.reason}", file=sys.stderr)
+        print(f"{bad.where}: refused by the rules: {bad.reason}", file=sys.stderr)
     if args.format == "json":
         for c in result.changes:
             if c.kind != "same" or args.all:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         result = check_lines(read_lines(args.files, stack, progress=True), config)
         for bad in result.invalid:
-            print(f"{bad.source}:{bad.line}: {bad.reason}", flush=False)
+            print(f"{bad.where}: {bad.reason}", flush=False)
     sys.stdout.flush()
     say(f"{result.lines} lines: {result.valid} valid, {len(result.invalid)} invalid")
     return 1 if result.invalid else 0

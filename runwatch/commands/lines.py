@@ -10,13 +10,14 @@ from contextlib import ExitStack
 from typing import IO, Any
 
 from runwatch.commands import CommandError
+from runwatch.stream.refused import Refused
 
 Line = tuple[str, int, bytes]
 
 
-def report_invalid(bad: Any) -> None:
-    """An invalid line (a `BadLine`), on standard error: `FILE:LINE: invalid event: reason`."""
-    print(f"{bad.source}:{bad.line}: invalid event: {bad.reason}", file=sys.stderr)
+def report_invalid(bad: Refused) -> None:
+    """A refused line on standard error: `FILE:LINE: invalid event: reason`."""
+    print(f"{bad.where}: invalid event: {bad.reason}", file=sys.stderr)
 
 
 def must_exist(files: list[str]) -> None:

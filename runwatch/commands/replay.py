@@ -13,7 +13,8 @@ from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.logs import say
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.replay import DEFAULT_WINDOW, BadLine, replay
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import DEFAULT_WINDOW, replay
 from runwatch.timeparse import time_arg
 
 HELP = """\
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     must_exist(args.files)
     invalid = 0
 
-    def report(bad: BadLine) -> None:
+    def report(bad: Refused) -> None:
         nonlocal invalid
         invalid += 1
         report_invalid(bad)

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from runwatch.service.history import HistoryFollower
-from runwatch.service.wal import AlertLog, EventLog, LogsLock, RefusedLine, replace_file
+from runwatch.service.wal import AlertLog, EventLog, LogsLock, replace_file
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
@@ -40,6 +40,7 @@ from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, Pu
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry
 from runwatch.stream.recovery import restore
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.serve")
 
@@ -52,7 +53,7 @@ CHECKPOINT = "state.ckpt"
 @dataclass
 class Received:
     accepted: int = 0
-    rejected: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
+    rejected: list[Refused] = field(default_factory=list)  # position: the line's number
 
 
 class Service:
@@ -204,7 +205,7 @@ class Service:
         nothing of the batch was acknowledged."""
         out = Received()
         good: list[tuple[bytes, Any]] = []
-        dead: list[RefusedLine] = []
+        dead: list[Refused] = []
         kinds: list[str] = []
         new_runs: set[str] = set()
         received = self.clock()
@@ -219,8 +220,9 @@ class Service:
                 self._room_for(event.run, new_runs)
                 good.append((line, event))
             except InvalidEvent as err:
-                out.rejected.append((i, err.reason))
-                dead.append((source, err.reason, line))
+                refused = Refused(err.reason, line, source, position=i, kind=err.kind)
+                out.rejected.append(refused)
+                dead.append(refused)
                 kinds.append(err.kind)
         if not good and not dead:
             return out
@@ -238,7 +240,7 @@ class Service:
                     [(e, line, arrival, end) for (line, e), end in zip(good, ends, strict=True)]
                 )
                 if failed:  # the rules refused these: kept as dead letters too
-                    self._log_dead([(source, d.reason, d.raw) for d in failed])
+                    self._log_dead([Refused(d.reason, d.raw, source, kind=d.kind) for d in failed])
                     kinds += [d.kind for d in failed]
                 self._publish(alerts)
             for kind in kinds:
@@ -248,16 +250,16 @@ class Service:
         self.accepted.inc(len(good))
         return out
 
-    def refuse(self, source: str, reason: str, raw: bytes, kind: str) -> None:
+    def refuse(self, refused: Refused) -> None:
         """Keep a line refused before it could be read as one (an oversize spool line) as a
         dead letter, durably; raises OSError when the event log cannot be written."""
         with self.lock:
             try:
-                self.events.append(self.clock(), [], [(source, reason, raw)])
+                self.events.append(self.clock(), [], [refused])
             except OSError as err:
                 self.logs.failed(err)
                 raise
-            self.counters.dead_letters.labels(kind).inc()
+            self.counters.dead_letters.labels(refused.kind).inc()
             self.metrics.record_invalid(1)
 
     def _room_for(self, run: str, new_runs: set[str]) -> None:
@@ -295,7 +297,7 @@ class Service:
             self.counters.evicted.labels("silent").inc(len(silent))
         return len(finished) + len(silent)
 
-    def _log_dead(self, dead: list[RefusedLine]) -> None:
+    def _log_dead(self, dead: list[Refused]) -> None:
         try:
             self.events.append(self.clock(), [], dead)
         except OSError as err:

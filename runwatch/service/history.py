@@ -27,6 +27,7 @@ from runwatch.store.exceptions import StoreLocked
 from runwatch.store.writer import NOT_A_ROW, BatchWriter, WriteHealth
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.serve")
 
@@ -157,12 +158,12 @@ class HistoryFollower:
             if line.startswith(DEAD):
                 dead = parse_dead(line)
                 if dead is not None:
-                    self.writer.add_invalid(*dead)
+                    self.writer.add_invalid(dead)
             elif not line.startswith(ARRIVAL) and not line.startswith(b"#"):
                 try:
                     self.writer.add_event(line, decode(line))
                 except InvalidEvent as err:  # valid when logged: damage since
-                    self.writer.add_invalid("wal", err.reason, line)
+                    self.writer.add_invalid(Refused(err.reason, line, "wal"))
             if n >= BATCH_LINES:
                 break
         self._full = n >= BATCH_LINES if end > start else False

@@ -96,7 +96,7 @@ class App:
             return _json(503, {"error": f"cannot write the event log: {err}"})
         if result.rejected:
             service.rejected.labels("bad_request").inc()
-            errors = [{"line": n, "reason": r} for n, r in result.rejected[:100]]
+            errors = [{"line": r.position, "reason": r.reason} for r in result.rejected[:100]]
             first = f"line {errors[0]['line']}: {errors[0]['reason']}"
             return _json(400, {"error": first, "accepted": result.accepted, "rejected": errors})
         return _json(200, {"accepted": result.accepted})

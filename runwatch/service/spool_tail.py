@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from runwatch.service.core import Service
+from runwatch.stream.refused import Refused
 
 CHUNK = 4 << 20
 
@@ -51,14 +52,11 @@ class SpoolTail:
             try:
                 if cut < 0:  # no end in sight: one line over the limit
                     cut = self._end_of_line(path, start)
-                    service.refuse(
-                        source,
-                        f"a line of {cut + 1} bytes or more, over the "
-                        f"{CHUNK >> 20} MiB a spool line may have (an event has at "
-                        "most 64 KiB); its first KiB kept",
-                        data[:1024],
-                        "too_large",
+                    why = (
+                        f"a line of {cut + 1} bytes or more, over the {CHUNK >> 20} MiB a "
+                        "spool line may have (an event has at most 64 KiB); its first KiB kept"
                     )
+                    service.refuse(Refused(why, data[:1024], source, kind="too_large"))
                 else:
                     n += service.ingest(data[: cut + 1].split(b"\n"), source=source).accepted
             except OSError:

@@ -30,14 +30,12 @@ from pathlib import Path
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.serve")
 
 ARRIVAL, GENERATION, DEAD = b"#t=", b"#g=", b"#x="
 CHUNK = 1 << 20
-
-#: A refused line, kept with the events: (source, reason, raw).
-RefusedLine = tuple[str, str, bytes]
 
 
 def _append(fd: int, size: int, data: bytes) -> None:
@@ -108,15 +106,16 @@ def _lines(path: Path, start: int, stop: int) -> Iterator[tuple[bytes, int]]:
             yield _repair(line.rstrip(b"\n")), pos
 
 
-def dead_line(source: str, reason: str, raw: bytes) -> bytes:
-    text = raw.decode("utf-8", "surrogateescape")
-    return DEAD + json.dumps([source, reason, text]).encode()
+def dead_line(refused: Refused) -> bytes:
+    """A refused line as the log keeps it: `#x=` and [source, reason, raw line]."""
+    text = refused.raw.decode("utf-8", "surrogateescape")
+    return DEAD + json.dumps([refused.source, refused.reason, text]).encode()
 
 
-def parse_dead(line: bytes) -> RefusedLine | None:
+def parse_dead(line: bytes) -> Refused | None:
     try:
         source, reason, text = json.loads(line[len(DEAD) :])
-        return str(source), str(reason), str(text).encode("utf-8", "surrogateescape")
+        return Refused(str(reason), str(text).encode("utf-8", "surrogateescape"), str(source))
     except (ValueError, TypeError, UnicodeError):
         return None
 
@@ -141,12 +140,12 @@ class EventLog:
         return 0
 
     def append(
-        self, arrival: float, lines: Sequence[bytes], dead: Sequence[RefusedLine] = ()
+        self, arrival: float, lines: Sequence[bytes], dead: Sequence[Refused] = ()
     ) -> list[int]:
         """Append and fsync; returns each event line's end offset (its position)."""
         head = ARRIVAL + repr(arrival).encode() + b"\n"
         body = b"".join(line + b"\n" for line in lines)
-        letters = b"".join(dead_line(*d) + b"\n" for d in dead)
+        letters = b"".join(dead_line(d) + b"\n" for d in dead)
         _append(self._fd, self.size, head + body + letters)
         ends, pos = [], self.size + len(head)
         for line in lines:

@@ -35,6 +35,7 @@ from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream.kafka.health import ConsumerHealth
+from runwatch.stream.refused import Refused
 
 __all__ = ["TP", "ConsumingLoop", "Group", "Handler", "Partitions", "StopConsuming", "Until"]
 
@@ -65,6 +66,12 @@ class Record(Protocol):
     def key(self) -> bytes | None: ...
     @property
     def value(self) -> bytes | None: ...
+
+
+def refused(record: Record, reason: str, kind: str = "schema") -> Refused:
+    """A record refused: its value, where it was read, and why."""
+    return Refused(reason, record.value or b"", record.topic, record.partition, record.offset,
+                   kind)  # fmt: skip
 
 
 class Consumer(Protocol):
@@ -113,7 +120,7 @@ class Handler:
     async def turn(self) -> None:
         """After every poll, also an empty one: time-driven work (flushes, reminders)."""
 
-    def dead(self, record: Any, reason: str) -> None:
+    def dead(self, record: Record, reason: str) -> None:
         """A record that failed on its own: dead-letter it. The loop goes on either way."""
         log.error("%s/%d@%d skipped: %s", record.topic, record.partition, record.offset, reason)
 

@@ -60,14 +60,16 @@ from runwatch.stream.kafka.consume import (
     Group,
     Handler,
     Record,
+    refused,
 )
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
-from runwatch.stream.live import DEFAULT_GRACE, DeadLetter, LiveDriver
+from runwatch.stream.live import DEFAULT_GRACE, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.reading import ReadClock
 from runwatch.stream.recovery import restore
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.stream.worker")
 
@@ -129,7 +131,7 @@ class StreamWorker(Handler):
         self._watched: Any = None  # the group coordinator whose heartbeats renew the lease
         #: per partition, output made while the lease had lapsed: published once it is
         #: renewed and the partition is still this worker's, else left to the new owner
-        self._fenced: dict[int, list[tuple[list[Alert], list[DeadLetter], list[BreakerView]]]] = {}
+        self._fenced: dict[int, list[tuple[list[Alert], list[Refused], list[BreakerView]]]] = {}
         self._clocks: dict[int, ReadClock] = {}  # per live partition, its reading's gaps
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
@@ -137,7 +139,7 @@ class StreamWorker(Handler):
         self._checkpointing: asyncio.Task[None] | None = None
         self.loop: ConsumingLoop | None = None
         self._warned_create_time = False
-        self._dead: list[DeadLetter] = []  # records the loop isolated, to publish
+        self._dead: list[Refused] = []  # records the loop isolated, to publish
         #: held while a driver's output is made and handed to the producer, so that a
         #: checkpoint never covers a transition the producer has not been given
         self._making = asyncio.Lock()
@@ -259,10 +261,9 @@ class StreamWorker(Handler):
             if alerts or dead or views:
                 await self._publish_for(records[0].partition, alerts, dead, views)
 
-    def dead(self, record: Any, reason: str) -> None:
+    def dead(self, record: Record, reason: str) -> None:
         """A record that failed in the worker itself (not as invalid input): to the DLQ."""
-        self._dead.append(DeadLetter(reason, record.value or b"", record.topic,
-                                     record.partition, record.offset))  # fmt: skip
+        self._dead.append(refused(record, reason))
 
     async def turn(self) -> None:
         """Between polls: the group membership watched, output held while the lease lapsed,
@@ -469,7 +470,7 @@ class StreamWorker(Handler):
         self._renew()
 
     async def _publish_for(
-        self, partition: int, alerts: list[Alert], dead: list[DeadLetter], views: list[BreakerView]
+        self, partition: int, alerts: list[Alert], dead: list[Refused], views: list[BreakerView]
     ) -> None:
         """Publish what a partition's driver made -- or, while the lease has lapsed, hold it
         (a zombie's output is the new owner's to publish)."""
@@ -511,7 +512,7 @@ class StreamWorker(Handler):
                      partition, len(finished), len(silent))  # fmt: skip
 
     async def _publish(
-        self, alerts: list[Alert], dead: list[DeadLetter], views: Sequence[BreakerView] = ()
+        self, alerts: list[Alert], dead: list[Refused], views: Sequence[BreakerView] = ()
     ) -> None:
         """Alert transitions, then dead letters, then the breaker views they changed (a
         guarding trainer reads the view; the transition is on its topic first)."""
@@ -525,8 +526,9 @@ class StreamWorker(Handler):
                 continue
             await producer.send(self.topics.alerts, alert.run.encode(), value, None, None, headers)
         for letter in dead:
-            key = f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
-            await producer.send(self.topics.dlq, key, letter.to_json(), None, None, None)
+            await producer.send(
+                self.topics.dlq, letter.where.encode(), letter.to_json(), None, None, None
+            )
         for view in views:
             value = orjson.dumps(view)
             await producer.send(self.topics.breaker, view["run"].encode(), value, None, None, None)
@@ -613,7 +615,7 @@ class StreamWorker(Handler):
                          start=dict(resume), until="end", security=s.security)  # fmt: skip
         read_s = time.perf_counter() - started
         out: list[Alert] = []
-        dead: list[DeadLetter] = []
+        dead: list[Refused] = []
         views: list[BreakerView] = []
         kept = [p for p in partitions if p in self.rebuilding]  # still this worker's
         for p in kept:

@@ -194,8 +194,8 @@ def test_a_flood_of_run_ids_is_refused_past_the_cap_and_finished_runs_make_room(
         service.recover()
         got = service.ingest([ev(f"e{i}", run=f"run-{i}") for i in range(5)])
         assert got.accepted == 3
-        assert [n for n, _ in got.rejected] == [4, 5]
-        assert "--max-runs" in got.rejected[0][1]
+        assert [r.position for r in got.rejected] == [4, 5]
+        assert "--max-runs" in got.rejected[0].reason
         assert set(service.driver.engine.runs) == {"run-0", "run-1", "run-2"}
         # a tracked run still gets its events
         assert service.ingest([ev("more", run="run-1")]).accepted == 1

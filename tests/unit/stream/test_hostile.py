@@ -23,7 +23,8 @@ from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import LiveDriver
-from runwatch.stream.replay import BadLine, replay
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import replay
 
 T = 1_800_000_000.0
 NORMAL = json.dumps({"v": 1, "id": "n1", "ts": T, "run": "normal", "kind": "heartbeat",
@@ -42,7 +43,7 @@ def test_each_line_is_refused_with_one_printable_reason_or_accepted(
     raw = line(T)
     checked = check_lines([("f", 1, NORMAL), ("f", 2, raw)], RulesConfig.default())
     reasons = [b.reason for b in checked.invalid]
-    assert [b.line for b in checked.invalid] == ([2] if refused else []), (name, reasons)
+    assert [b.position for b in checked.invalid] == ([2] if refused else []), (name, reasons)
     for reason in reasons:
         assert reason.strip()
         assert reason.isprintable(), repr(reason)  # safe for any terminal or log line
@@ -121,11 +122,11 @@ def test_hostile_lines_change_no_transition_of_the_stream_and_each_is_accounted_
 ) -> None:
     hostile = [line for _, line, _ in picked] + generated
     lines, at = weave(STREAM, hostile, seed)
-    bad: list[BadLine] = []
+    bad: list[Refused] = []
     alerts = list(replay([("w", i, raw) for i, raw in enumerate(lines)], Engine(),
                          on_invalid=bad.append))  # fmt: skip
     assert _of_s(alerts) == ALONE
-    reported = [b.line for b in bad]
+    reported = [b.position for b in bad]
     assert len(reported) == len(set(reported)), "a line is reported once"
     assert set(reported) <= at, "only hostile lines are refused"
     for i in at - set(reported):  # not refused: valid, and applied
@@ -147,6 +148,6 @@ def test_the_live_driver_dead_letters_every_hostile_record_and_goes_on() -> None
         dead += letters
     refused = {o for o, (_, _, r) in zip(sorted(at), CORPUS, strict=True) if r}
     # the year-3000 and week-ahead lines are refused live too: ahead of their arrival
-    assert {d.offset for d in dead} == refused
+    assert {d.position for d in dead} == refused
     assert all(d.reason and d.reason.isprintable() for d in dead)
     assert driver.failures == 0

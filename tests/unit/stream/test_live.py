@@ -13,7 +13,8 @@ from helpers import encode, make_event
 
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.live import DeadLetter, LiveDriver, PublishedAlerts
+from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.refused import Refused
 from runwatch.stream.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
@@ -166,7 +167,7 @@ def test_invalid_records_become_dead_letters() -> None:
         [(b"not json", T0, 7), (b"\xff\xfe", T0, 8), (None, T0, 9), (encode(bad_run), T0, 10)]
     )
     assert alerts == []
-    assert [x.offset for x in dead] == [7, 8, 9, 10]
+    assert [x.position for x in dead] == [7, 8, 9, 10]
     assert d.invalid == 4
     first = json.loads(dead[0].to_json())
     assert first["raw"] == "not json"
@@ -179,7 +180,7 @@ def test_invalid_records_become_dead_letters() -> None:
 
 
 def test_dead_letter_json_round_trips() -> None:
-    letter = DeadLetter("bad", b'{"a":1}', "t", 0, 5)
+    letter = Refused("bad", b'{"a":1}', "t", 0, 5)
     assert json.loads(letter.to_json()) == {
         "reason": "bad", "raw": '{"a":1}', "topic": "t", "partition": 0, "offset": 5,
     }  # fmt: skip
@@ -285,7 +286,7 @@ def test_rebuild_republishes_dead_letters_past_the_last_one_recorded() -> None:
     d.start_replay()
     d.feed(part.records)
     _, dead = d.finish_replay(PublishedAlerts(), T0 + 1, dead_after=0)
-    assert [x.offset for x in dead] == [2]
+    assert [x.position for x in dead] == [2]
 
 
 @pytest.mark.parametrize("published_count", [0, 1, 3])
@@ -317,7 +318,7 @@ def test_a_rebuild_taken_over_from_its_own_checkpoint_loses_and_repeats_nothing(
         second.feed(part.records[split:])
         alerts, dead = second.finish_replay(published, T0 + 20)
         assert [a.id for a in alerts] == [a.id for a in want_alerts], split
-        assert [(d.offset, d.reason) for d in dead] == [(d.offset, d.reason) for d in want_dead]
+        assert [(d.position, d.reason) for d in dead] == [(d.position, d.reason) for d in want_dead]
 
 
 def test_finished_and_silent_runs_leave_and_late_events_do_not_bring_them_back() -> None:

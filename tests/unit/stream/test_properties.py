@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from runwatch.dev.incidents import INCIDENTS
 from runwatch.emitters.events import MAX_EVENT_BYTES
 from runwatch.stream.engine import Engine
-from runwatch.stream.replay import DEFAULT_WINDOW, BadLine, replay
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import DEFAULT_WINDOW, replay
 
 #: hypothesis over whole incidents: seconds each (make unit leaves them to make test)
 pytestmark = pytest.mark.slow
@@ -69,9 +70,9 @@ def encode(event: Event) -> bytes:
 
 def run_replay(
     raws: Sequence[bytes], until: float | None = None
-) -> tuple[list[bytes], list[BadLine]]:
+) -> tuple[list[bytes], list[Refused]]:
     """Alert transitions as canonical JSON (NaN-safe comparison), and the reported lines."""
-    bad: list[BadLine] = []
+    bad: list[Refused] = []
     records = (("input", number, raw) for number, raw in enumerate(raws, 1))
     alerts = [
         orjson.dumps(a.to_dict(), option=orjson.OPT_SORT_KEYS)
@@ -454,7 +455,7 @@ def test_incident_invalid_lines_change_nothing(
         raws = tuple(encode(e) for e in events)
     lines, bad_numbers = interleave(raws, events, picks)
     alerts, bad = run_replay(lines, until=until)
-    assert Counter(b.line for b in bad) == Counter(bad_numbers)
+    assert Counter(b.position for b in bad) == Counter(bad_numbers)
     assert alerts == list(incident_alerts(name))
 
 
@@ -474,7 +475,7 @@ def test_generated_invalid_lines_change_nothing(
     shuffled = perturb(events, random.Random(seed), dup_rate)
     lines, bad_numbers = interleave([encode(e) for e in shuffled], shuffled, picks)
     alerts, bad = run_replay(lines, until=until)
-    assert Counter(b.line for b in bad) == Counter(bad_numbers)
+    assert Counter(b.position for b in bad) == Counter(bad_numbers)
     assert all(b.source == "input" and b.reason for b in bad)
     assert alerts == expected
 
@@ -490,6 +491,6 @@ def test_refused_run_started_does_not_move_the_window() -> None:
     lines = [encode(e) for e in shuffled]
     lines.insert(0, encode(refused))
     alerts, bad = run_replay(lines, until=until)
-    assert [b.line for b in bad] == [1]
+    assert [b.position for b in bad] == [1]
     assert "no_such_rule" in bad[0].reason
     assert alerts == list(incident_alerts("sandbox_hang"))
