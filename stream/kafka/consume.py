@@ -273,10 +273,14 @@ class ConsumingLoop:
 
     async def _fetch(self) -> Mapping[Any, list[Any]]:
         """One poll. Bounded: before its first assignment aiokafka waits for one without a
-        timeout, and a loop told to stop must notice."""
-        fetching = self.consumer.getmany(timeout_ms=self.poll_ms, max_records=self.max_records)
+        timeout, and a loop told to stop must notice. (`asyncio.timeout`, not `wait_for`:
+        3.11's `wait_for` loses a cancellation that meets a poll finishing, and the loop
+        then polls on after its task was cancelled -- a worker that would not stop.)"""
         try:
-            return await asyncio.wait_for(fetching, max(1.0, 5 * self.poll_ms / 1000))
+            async with asyncio.timeout(max(1.0, 5 * self.poll_ms / 1000)):
+                return await self.consumer.getmany(
+                    timeout_ms=self.poll_ms, max_records=self.max_records
+                )
         except TimeoutError:
             return {}
 

@@ -347,3 +347,27 @@ def test_cancelling_the_loop_stops_the_consumer() -> None:
     asyncio.run(scenario())
     assert consumer.stopped
     assert not loop.running
+
+
+def test_a_cancel_that_meets_a_finishing_poll_still_stops_the_loop() -> None:
+    """3.11's `asyncio.wait_for` drops a cancellation that arrives as the awaited poll
+    finishes; a loop that polled through it would keep its role from stopping. Cancelled at
+    every moment of a busy loop, each stops."""
+
+    async def scenario(when: int) -> bool:
+        broker = MemoryBroker()
+        fill(broker, "events", 1, 1_000)
+        consumer = MemoryConsumer(broker, "g")
+        loop = ConsumingLoop(consumer, Group(("events",)), Recorder(), max_records=1)
+        task = asyncio.ensure_future(loop.run())
+        for _ in range(when):
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=5)
+        if not done:  # (stop it some other way, so the test ends)
+            loop.stop = lambda: True
+            await asyncio.wait([task], timeout=5)
+        return bool(done)
+
+    stopped = [asyncio.run(scenario(when)) for when in range(40)]
+    assert all(stopped), [i for i, ok in enumerate(stopped) if not ok]
