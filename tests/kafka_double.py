@@ -1,4 +1,6 @@
-"""An in-memory Kafka for unit tests of the consuming loop (`runwatch.stream.kafka.consume`).
+"""An in-memory Kafka for unit tests of the consuming loop (`runwatch.stream.kafka.consume`)
+and of the stream worker (`MemoryConnection` makes its consumers, `MemoryAppProducer` stands
+in for Faust's producer).
 
 `MemoryBroker` keeps topics as lists of records per partition, committed offsets per group
 and group members; `MemoryConsumer` and `MemoryProducer` have the methods of aiokafka's
@@ -48,6 +50,8 @@ class MemoryBroker:
     fail_next_fetch: BaseException | None = None
     #: how many of the next consumer starts fail as aiokafka's do when no broker answers
     fail_starts: int = 0
+    #: every record produced, (topic, partition, offset), in the order it was appended
+    appended: list[tuple[str, int, int]] = field(default_factory=list)
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -60,7 +64,12 @@ class MemoryBroker:
         log = self.topics[topic][partition]
         log.append(MemoryRecord(topic, partition, len(log), int(time.time() * 1000), 1, key,
                                 value))  # fmt: skip
+        self.appended.append((topic, partition, len(log) - 1))
         return len(log) - 1
+
+    def values(self, topic: str) -> list[bytes]:
+        """Every value on `topic`, partition by partition."""
+        return [r.value for part in self.topics.get(topic, []) for r in part if r.value]
 
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t in topics for p in range(len(self.topics.get(t, [])))]
@@ -180,6 +189,14 @@ class MemoryConsumer:
             await asyncio.sleep(min(timeout_ms, 5) / 1000)
         return out
 
+    async def beginning_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): 0 for tp in partitions}  # nothing is compacted here
+
+    async def position(self, partition: Any) -> int:
+        if partition not in self._assignment:
+            raise IllegalStateError(f"Partition {partition} is not assigned")
+        return self.positions.get(partition, 0)
+
     async def end_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
         return {TopicPartition(*tp): self._end(TopicPartition(*tp)) for tp in partitions}
 
@@ -248,3 +265,49 @@ async def _call(callback: Any, arg: Any) -> None:
     result = callback(arg)
     if inspect.isawaitable(result):
         await result
+
+
+@dataclass
+class MemoryConnection:
+    """A role's `Connects` (runwatch.stream.kafka.clients) to a `MemoryBroker`: each
+    consumer it makes reads the broker (aiokafka's tuning is accepted and not needed)."""
+
+    broker: MemoryBroker
+
+    def consumer(self, *, group: str | None = None, **tuning: Any) -> MemoryConsumer:
+        return MemoryConsumer(self.broker, group)
+
+
+class MemoryAppProducer:
+    """Faust's producer as the worker publishes with it (`send`, `send_and_wait`, `flush`;
+    topic, key, value, partition, timestamp, headers, in that order): into a `MemoryBroker`,
+    by key where no partition is given. Like aiokafka's underneath it, a send to a topic that
+    does not exist is refused (runwatch creates its topics first)."""
+
+    def __init__(self, broker: MemoryBroker) -> None:
+        self.broker = broker
+        self.flushes = 0
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None,
+                   partition: int | None, timestamp: float | None,
+                   headers: Any) -> Any:  # fmt: skip
+        parts = self.broker.topics.get(topic)
+        if parts is None:
+            raise KeyError(f"no topic {topic}")
+        if partition is None:
+            partition = hash(key) % len(parts) if key is not None else 0
+        if not 0 <= partition < len(parts):
+            raise ValueError(f"Unrecognized partition {partition}")
+        offset = self.broker.produce(topic, value, partition, key)
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(RecordMetadata(topic, partition, TopicPartition(topic, partition),
+                                       offset, -1, 1, -1))  # fmt: skip
+        return done
+
+    async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,
+                            partition: int | None, timestamp: float | None,
+                            headers: Any) -> Any:  # fmt: skip
+        return await (await self.send(topic, key, value, partition, timestamp, headers))
+
+    async def flush(self) -> None:
+        self.flushes += 1

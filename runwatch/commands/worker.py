@@ -152,6 +152,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
 def run_alerts(args: argparse.Namespace) -> int:
     security = connect_check(args, 3.0)
+    from runwatch.stream.kafka.clients import Connection
     from runwatch.stream.kafka.read import read_topic
 
     topic = Topics(args.topic_prefix).alerts
@@ -161,8 +162,8 @@ def run_alerts(args: argparse.Namespace) -> int:
         for r in records:
             _show(r.value, args)
 
-    reading = read_topic(args.kafka, topic, show, until="stopped" if args.follow else "end",
-                         security=security, stop=stop.is_set)  # fmt: skip
+    reading = read_topic(Connection(args.kafka, security), topic, show,
+                         until="stopped" if args.follow else "end", stop=stop.is_set)  # fmt: skip
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(reading)
     return 0

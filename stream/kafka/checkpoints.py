@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
-from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.clients import Connects
 from runwatch.stream.kafka.consume import TP, partitions_of
 
 #: The largest checkpoint record (topic max.message.bytes, producer max_request_size).
@@ -42,17 +41,10 @@ def checkpoint_key(group: str, topic: str, partition: int) -> bytes:
     return f"{group}|{topic}|{partition}".encode()
 
 
-async def latest(
-    bootstrap: str,
-    topic: str,
-    key: bytes,
-    partition: int,
-    security: KafkaSecurity = PLAINTEXT,
-) -> bytes | None:
+async def latest(kafka: Connects, topic: str, key: bytes, partition: int) -> bytes | None:
     """The newest value of `key` in `partition` of `topic`, read from the end backwards
     (a few records at a time, then more); None when there is none (or no such topic)."""
-    reader = clients.consumer(bootstrap, security, max_partition_fetch_bytes=MAX_BYTES,
-                              fetch_max_bytes=MAX_BYTES)  # fmt: skip
+    reader = kafka.consumer(max_partition_fetch_bytes=MAX_BYTES, fetch_max_bytes=MAX_BYTES)
     await reader.start()
     try:
         partitions = await partitions_of(reader, topic)

@@ -1,9 +1,15 @@
 """The Kafka clients of every consuming role, made in one place: aiokafka consumers with the
-role's security (TLS / SASL) and tuning, and the Faust app's credentials."""
+role's security (TLS / SASL) and tuning, and the Faust app's credentials.
+
+A role that reads more than its own loop (the worker's rebuilds, checkpoints, what is
+published) takes a `Connects` -- `Connection` here, an in-memory broker's in the unit tests
+(tests/kafka_double.py) -- so that what it does on a takeover can be tested without Kafka.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer
 
@@ -34,6 +40,23 @@ def consumer(
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=group, **security.aiokafka(), **settings
     )
+
+
+class Connects(Protocol):
+    """Where a role's consumers come from."""
+
+    def consumer(self, *, group: str | None = None, **tuning: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """A Kafka cluster and how to sign in to it: makes `consumer`s."""
+
+    bootstrap: str
+    security: KafkaSecurity = PLAINTEXT
+
+    def consumer(self, *, group: str | None = None, **tuning: Any) -> Any:
+        return consumer(self.bootstrap, self.security, group=group, **tuning)
 
 
 def group_settings(session_timeout: float) -> dict[str, Any]:

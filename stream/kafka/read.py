@@ -10,11 +10,10 @@ from typing import Any
 
 import orjson
 
-from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
-from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.clients import Connects
 from runwatch.stream.kafka.consume import (
     TP,
     ConsumingLoop,
@@ -40,14 +39,13 @@ class _Each(Handler):
 
 
 async def read_topic(
-    bootstrap: str,
+    kafka: Connects,
     topic: str,
     each: Batch,
     *,
     partitions: Iterable[int] | None = None,
     start: Mapping[int, int] | None = None,
     until: Until = "end",
-    security: KafkaSecurity = PLAINTEXT,
     stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Hand `each` one partition's records at a time, in offset order, from the start of
@@ -59,15 +57,13 @@ async def read_topic(
     else:
         numbers = tuple(partitions) if partitions is not None else None
         source = Partitions(topic, numbers, start)
-    reader = clients.consumer(bootstrap, security)
+    reader = kafka.consumer()
     loop = ConsumingLoop(reader, source, _Each(each), until=until, max_records=20_000,
                          poll_ms=500, stop=stop, name=f"reading {topic}")  # fmt: skip
     await loop.run()
 
 
-async def read_published(
-    bootstrap: str, topics: Topics, security: KafkaSecurity = PLAINTEXT
-) -> tuple[PublishedAlerts, dict[int, int]]:
+async def read_published(kafka: Connects, topics: Topics) -> tuple[PublishedAlerts, dict[int, int]]:
     """What runwatch.alerts holds, and per events partition the last offset on the DLQ."""
     published = PublishedAlerts()
 
@@ -86,16 +82,14 @@ async def read_published(
                     p, off = int(letter["partition"]), int(letter["offset"])
                     dead_upto[p] = max(dead_upto.get(p, -1), off)
 
-    await read_topic(bootstrap, topics.alerts, alerts, security=security)
-    await read_topic(bootstrap, topics.dlq, letters, security=security)
+    await read_topic(kafka, topics.alerts, alerts)
+    await read_topic(kafka, topics.dlq, letters)
     return published, dead_upto
 
 
-async def end_offset(
-    bootstrap: str, topic: str, partition: int, security: KafkaSecurity = PLAINTEXT
-) -> int:
+async def end_offset(kafka: Connects, topic: str, partition: int) -> int:
     """The offset the next record of `partition` of `topic` will get."""
-    reader = clients.consumer(bootstrap, security)
+    reader = kafka.consumer()
     await reader.start()
     try:
         tp = TP(topic, partition)

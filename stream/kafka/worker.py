@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 import orjson
@@ -72,6 +72,20 @@ from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.stream.worker")
+
+
+class Producer(Protocol):
+    """The part of Faust's producer the worker publishes with (positional: topic, key, value,
+    partition, timestamp, headers)."""
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None,
+                   partition: int | None, timestamp: float | None,
+                   headers: Any) -> Any: ...  # fmt: skip
+    async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,
+                            partition: int | None, timestamp: float | None,
+                            headers: Any) -> Any: ...  # fmt: skip
+    async def flush(self) -> None: ...
+
 
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
@@ -118,8 +132,19 @@ class StreamWorker(Handler):
     """Owns the drivers of the partitions this worker holds, and the Faust app driving them;
     the consuming loop's handler for `runwatch.events`."""
 
-    def __init__(self, settings: WorkerSettings) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        kafka: clients.Connects | None = None,
+        producer: Producer | None = None,
+    ) -> None:
+        """`kafka` and `producer`: where its consumers and the producer come from (default:
+        the settings' cluster, and the Faust app's producer); a unit test gives it an
+        in-memory broker's."""
         self.settings = settings
+        self.kafka = kafka or clients.Connection(settings.bootstrap, settings.security)
+        self._producer = producer
         self.topics = Topics(settings.topic_prefix)
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self._evict_at = 0.0
@@ -175,6 +200,11 @@ class StreamWorker(Handler):
             return False, f"rebuilding partitions {sorted(self.rebuilding)}"
         return True, f"live on partitions {sorted(self.drivers)}"
 
+    @property
+    def producer(self) -> Producer:
+        """What alerts, dead letters, breaker views and checkpoints are published with."""
+        return self._producer if self._producer is not None else self.app.producer
+
     def say(self, message: str) -> None:
         if self.settings.say is not None:
             self.settings.say(message)
@@ -229,9 +259,7 @@ class StreamWorker(Handler):
 
     async def _consume(self) -> None:
         s = self.settings
-        consumer = clients.consumer(
-            s.bootstrap, s.security, group=s.app_id, **clients.group_settings(s.session_timeout)
-        )
+        consumer = self.kafka.consumer(group=s.app_id, **clients.group_settings(s.session_timeout))
         self.loop = ConsumingLoop(consumer, Group((self.topics.events,)), self,
                                   max_records=s.batch_max, name="worker")  # fmt: skip
         try:
@@ -363,7 +391,7 @@ class StreamWorker(Handler):
         try:
             if len(data) > MAX_BYTES:
                 raise ValueError(f"{len(data)} bytes for {runs} runs, over {MAX_BYTES}")
-            producer = self.app.producer
+            producer = self.producer
             await producer.flush()  # what the state made is published before it is covered
             await producer.send_and_wait(self.topics.checkpoints, key, data, target, None, None)
         except Exception as err:
@@ -516,7 +544,7 @@ class StreamWorker(Handler):
     ) -> None:
         """Alert transitions, then dead letters, then the breaker views they changed (a
         guarding trainer reads the view; the transition is on its topic first)."""
-        producer = self.app.producer
+        producer = self.producer
         headers = self._headers
         for alert in alerts:
             try:
@@ -543,7 +571,7 @@ class StreamWorker(Handler):
         """Partitions are about to go to another worker: what we published must be on the
         topic before it reads the topic to learn what was published."""
         with contextlib.suppress(Exception):
-            await self.app.producer.flush()
+            await self.producer.flush()
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
@@ -581,7 +609,6 @@ class StreamWorker(Handler):
         once: under traffic the end moves on, and a rebuild that chased it would never
         finish); then the live loop goes on from there. Time for the silence rules goes to
         when the end was taken -- what came after is the live loop's to read and judge."""
-        s = self.settings
         started = time.perf_counter()
         drivers: dict[int, LiveDriver] = {}
         resume: dict[int, int] = {}
@@ -590,7 +617,7 @@ class StreamWorker(Handler):
         for p, d in drivers.items():
             d.start_replay()
             self._checkpointed.setdefault(p, (time.time(), d.applied, resume[p]))
-        published, dead_upto = await read_published(s.bootstrap, self.topics, s.security)
+        published, dead_upto = await read_published(self.kafka, self.topics)
         count = 0
 
         async def feed(records: list[Any]) -> None:
@@ -611,8 +638,8 @@ class StreamWorker(Handler):
                              f"checkpoint stored at offset {resume[p]}")  # fmt: skip
 
         ends_taken = time.time()
-        await read_topic(s.bootstrap, self.topics.events, feed, partitions=partitions,
-                         start=dict(resume), until="end", security=s.security)  # fmt: skip
+        await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
+                         start=dict(resume), until="end")  # fmt: skip
         read_s = time.perf_counter() - started
         out: list[Alert] = []
         dead: list[Refused] = []
@@ -669,8 +696,7 @@ class StreamWorker(Handler):
         data = None
         for attempt in range(1, CHECKPOINT_READS + 1):
             try:
-                data = await latest(s.bootstrap, self.topics.checkpoints, key, partition,
-                                    s.security)  # fmt: skip
+                data = await latest(self.kafka, self.topics.checkpoints, key, partition)
                 break
             except Exception as err:  # a broker slow to answer: a full rebuild costs more
                 if attempt == CHECKPOINT_READS:
@@ -681,7 +707,7 @@ class StreamWorker(Handler):
         if data is None:  # said, so that a takeover that found none can be told apart
             self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
             return self._driver(partition), 0
-        end = await end_offset(s.bootstrap, self.topics.events, partition, s.security)
+        end = await end_offset(self.kafka, self.topics.events, partition)
 
         def fits(position: Any) -> None:
             offset = position["offset"]
@@ -717,7 +743,7 @@ class StreamWorker(Handler):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         with contextlib.suppress(Exception):  # the producer may be stopped already
-            await self.app.producer.flush()
+            await self.producer.flush()
         if self.metrics is not None:
             await self.metrics.close()
 

@@ -232,3 +232,21 @@ def test_the_producer_says_where_each_record_went(kafka: Kafka, kafka_topic: str
             await producer.stop()
 
     run(case())
+
+
+def test_offsets_and_the_position_after_a_fetch(kafka: Kafka, kafka_topic: str) -> None:
+    """What reading a checkpoint backwards relies on (`checkpoints.latest`): where a
+    partition begins and ends, and the position after what was fetched."""
+
+    async def case() -> None:
+        p0, p1 = await fill(kafka, kafka_topic)
+        async with started(kafka, None, p0, p1) as consumer:
+            assert await consumer.beginning_offsets([p0, p1]) == {p0: 0, p1: 0}
+            assert await consumer.end_offsets([p0, p1]) == {p0: 5, p1: 3}
+            consumer.seek(p0, 3)
+            consumer.pause(p1)
+            got = await drain(consumer, 2)
+            assert [r.offset for r in got] == [3, 4]
+            assert await consumer.position(p0) == 5
+
+    run(case())

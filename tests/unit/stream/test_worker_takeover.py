@@ -1,0 +1,166 @@
+"""The stream worker without a broker: its live path, its checkpoints and its takeovers, run
+against the in-memory Kafka double (`MemoryConnection` for every consumer it makes,
+`MemoryAppProducer` for Faust's producer). What tests/integration/test_worker.py checks
+against a real broker with processes and kills, here in a second each: the order things
+are published in, and that a takeover -- from a checkpoint, or from nothing -- loses and
+repeats no transition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from helpers import encode, make_event
+from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
+
+from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka.worker import StreamWorker, WorkerSettings
+
+TOPICS = Topics("t.")
+GROUP = "workers"
+PARTITIONS = 2
+
+
+def broker() -> MemoryBroker:
+    b = MemoryBroker()
+    b.create(TOPICS.events, PARTITIONS)
+    for topic in (TOPICS.alerts, TOPICS.dlq, TOPICS.checkpoints, TOPICS.breaker):
+        b.create(topic, 1)
+    return b
+
+
+@asynccontextmanager
+async def worker(b: MemoryBroker, said: list[str]) -> AsyncIterator[StreamWorker]:
+    """A worker of GROUP, consuming and ticking (as Faust's timer ticks it) until the block
+    ends, then stopped as Faust stops it; live (every partition it was given rebuilt) when
+    the block starts. Checkpoints only when a test asks (`checkpoint`)."""
+    settings = WorkerSettings(bootstrap="memory", partitions=PARTITIONS,
+                              topic_prefix=TOPICS.prefix, app_id=GROUP, say=said.append,
+                              checkpoint_every_s=0, checkpoint_every_events=0)  # fmt: skip
+    w = StreamWorker(settings, kafka=MemoryConnection(b), producer=MemoryAppProducer(b))
+
+    async def ticking() -> None:
+        while True:
+            await w.tick(time.time())
+            await asyncio.sleep(settings.tick_s / 10)
+
+    tasks = [asyncio.create_task(w._consume()), asyncio.create_task(ticking())]
+    try:
+        await until(lambda: w.readiness()[0] and bool(w.drivers), "the worker is live")
+        yield w
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await w.shutdown()
+        w.cleanup()
+
+
+async def until(what: Callable[[], Any], why: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (got := what()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {why}")
+        await asyncio.sleep(0.01)
+    return got
+
+
+def send(b: MemoryBroker, partition: int, *events: dict[str, Any] | bytes) -> None:
+    for e in events:
+        if isinstance(e, bytes):
+            b.produce(TOPICS.events, e, partition)
+        else:
+            b.produce(TOPICS.events, encode(e), partition, e["run"].encode())
+
+
+def step(run: str, n: int, loss: float) -> dict[str, Any]:
+    """Step `n`'s metrics, stamped a moment before they are sent (an event stamped after
+    the broker's append time waits for the clock to pass it: the next tick)."""
+    return make_event("step.metrics", time.time() - 1, run=run, step=n, metrics={"loss": loss})
+
+
+def alerts(b: MemoryBroker) -> list[tuple[str, str, str]]:
+    """(run, rule, state) of every transition on runwatch.alerts, in order."""
+    out = [json.loads(v) for v in b.values(TOPICS.alerts)]
+    return [(a["run"], a["rule"], a["state"]) for a in out]
+
+
+def ids(b: MemoryBroker) -> list[str]:
+    return [json.loads(v)["id"] for v in b.values(TOPICS.alerts)]
+
+
+NAN = ("r1", "non_finite_metric", "firing")
+FINE = ("r1", "non_finite_metric", "resolved")
+
+
+def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint() -> None:
+    b, said = broker(), []
+
+    async def scenario() -> None:
+        async with worker(b, said) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            send(b, 0, b"not json")
+            await until(lambda: b.values(TOPICS.dlq), "the bad record dead-lettered")
+            flushed = w.producer.flushes  # type: ignore[attr-defined]
+            assert await w.checkpoint(0, time.time())
+            assert w.producer.flushes > flushed  # type: ignore[attr-defined]
+
+    asyncio.run(scenario())
+    order = [topic for topic, _, _ in b.appended if topic != TOPICS.events]
+    assert order.index(TOPICS.alerts) < order.index(TOPICS.breaker), order
+    assert order[-1] == TOPICS.checkpoints, order  # after everything it covers
+    (letter,) = [json.loads(v) for v in b.values(TOPICS.dlq)]
+    assert (letter["topic"], letter["partition"], letter["offset"]) == (TOPICS.events, 0, 2)
+    assert letter["raw"] == "not json"
+
+
+def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing() -> None:
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            assert await w.checkpoint(0, time.time())
+            send(b, 0, step("r1", 3, 0.4))  # published, and not covered by the checkpoint
+            await until(lambda: alerts(b) == [NAN, FINE], "the resolve")
+        # killed between two checkpoints; meanwhile r1 goes NaN again
+        send(b, 0, step("r1", 4, math.nan))
+        async with worker(b, second):
+            await until(lambda: len(alerts(b)) == 3, "the missing transition published")
+            send(b, 0, step("r1", 5, 0.3))
+            await until(lambda: len(alerts(b)) == 4, "live again")
+
+    asyncio.run(scenario())
+    assert alerts(b) == [NAN, FINE, NAN, FINE]
+    assert len(set(ids(b))) == 4
+    (took,) = [line for line in second if line.startswith("partition 0:")]
+    assert "from the checkpoint at offset 2" in took, second
+    rebuilt = next(line for line in second if "rebuilt from" in line)
+    assert "rebuilt from 2 events" in rebuilt  # offsets 2 and 3, not the whole partition
+    assert "1 missing alert transitions published" in rebuilt
+
+
+def test_a_takeover_without_a_checkpoint_rebuilds_all_and_repeats_nothing() -> None:
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first):
+            send(b, 1, step("r1", 1, 0.5), step("r1", 2, math.nan), step("r1", 3, 0.4))
+            await until(lambda: alerts(b) == [NAN, FINE], "the NaN and its resolve")
+        async with worker(b, second):
+            send(b, 1, step("r1", 4, math.nan))
+            await until(lambda: len(alerts(b)) == 3, "live again")
+
+    asyncio.run(scenario())
+    assert alerts(b) == [NAN, FINE, NAN]
+    assert len(set(ids(b))) == 3
+    assert any("partition 1: no checkpoint found" in line for line in second), second
+    rebuilt = next(line for line in second if "rebuilt from" in line)
+    assert "0 missing alert transitions published" in rebuilt
