@@ -12,15 +12,15 @@ State is not kept in Faust tables. Every `checkpoint_every_s` seconds (or
 `checkpoint_every_events` events) the worker stores each live partition's state with the
 offset it covers on `runwatch.checkpoints` (`runwatch.stream.checkpoint` is the format,
 `runwatch.stream.kafka.checkpoints` the topic), after what that state made is on
-`runwatch.alerts`. A partition the worker takes over (at start, or in a rebalance) loads its
-newest checkpoint and re-reads only the records after it (the whole partition when there is
-no usable checkpoint, said in one line) while the live consumer holds it paused; the alerts
-this makes are held back, `runwatch.alerts` is read to learn what was already published, and
-only the missing transitions go out. The live consumer then goes on from where the rebuild
-stopped. A rebuild longer than the checkpoint interval stores checkpoints as it goes, with
-the transitions it holds back, so a worker killed half-way leaves its successor only the
-rest to re-read. The group's offsets are committed as it goes, so Kafka's lag tools
-(kafka-consumer-groups.sh) show its lag; the recovery never reads them.
+`runwatch.alerts`. The worker is split by concern: this module is the live path (batches,
+wall-clock ticks, the group lease, when to checkpoint); `takeover.py` brings partitions the
+group gives it up to date (newest checkpoint, re-read of the rest, only the missing
+transitions out) while the live consumer holds them paused; `publish.py` puts output on
+its topics in the order consumers rely on. The group's offsets are committed as it goes, so
+Kafka's lag tools (kafka-consumer-groups.sh) show its lag; the recovery never reads them.
+
+Its Kafka clients come from outside (`kafka`, `producer`): the settings' cluster and the Faust
+app's producer in `runwatch worker`, an in-memory broker's in the unit tests.
 """
 
 from __future__ import annotations
@@ -34,25 +34,22 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import faust
-import orjson
 
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.breaker import BreakerView
-from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
-from runwatch.stream.kafka.checkpoints import MAX_BYTES, checkpoint_key, latest
+from runwatch.stream.kafka.checkpoints import MAX_BYTES, checkpoint_key
 from runwatch.stream.kafka.consume import (
     LOG_APPEND_TIME,
     TP,
@@ -62,35 +59,20 @@ from runwatch.stream.kafka.consume import (
     Record,
     refused,
 )
-from runwatch.stream.kafka.read import end_offset, read_published, read_topic
+from runwatch.stream.kafka.publish import Producer, Publisher
 from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
+from runwatch.stream.kafka.takeover import Takeover
 from runwatch.stream.live import DEFAULT_GRACE, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.reading import ReadClock
-from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.stream.worker")
 
 
-class Producer(Protocol):
-    """The part of Faust's producer the worker publishes with (positional: topic, key, value,
-    partition, timestamp, headers)."""
-
-    async def send(self, topic: str, key: bytes | None, value: bytes | None,
-                   partition: int | None, timestamp: float | None,
-                   headers: Any) -> Any: ...  # fmt: skip
-    async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,
-                            partition: int | None, timestamp: float | None,
-                            headers: Any) -> Any: ...  # fmt: skip
-    async def flush(self) -> None: ...
-
-
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
-#: Tries at reading a partition's checkpoint before rebuilding it from the start.
-CHECKPOINT_READS = 3
 #: How often the group's positions are committed (for lag tools only).
 COMMIT_EVERY_S = 5.0
 
@@ -172,13 +154,10 @@ class StreamWorker(Handler):
         self._checkpointed: dict[int, tuple[float, int, int]] = {}
         self._commit_at = 0.0
         self._checkpoint_partitions = 1
-        self.published = 0
-        self.dead_letters = 0
         sweep_datadirs()
         self._datadir = tempfile.mkdtemp(prefix=f"{DATADIR_PREFIX}{os.getpid()}-")
         #: Which worker published an alert (a record header, outside the contract's body).
         self.name = f"{socket.gethostname()}/{os.getpid()}"
-        self._headers = [("runwatch-worker", self.name.encode())]
         self.metrics: WorkerMetrics | None = None
         if settings.metrics_port is not None:
             self.metrics = WorkerMetrics(
@@ -189,6 +168,9 @@ class StreamWorker(Handler):
                 limits=Limits(detailed_runs=settings.metrics_detailed_runs),
             )
         self.app = self._build_app()
+        self.publisher = Publisher(lambda: self.producer, self.topics, self.name, self.metrics)
+        self.takeover = Takeover(self.kafka, self.topics, settings.app_id, self._driver,
+                                 self.say, self._due, self._store)  # fmt: skip
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: in the consumer group (an assignment came, even an empty one: more
@@ -304,10 +286,10 @@ class StreamWorker(Handler):
                 for partition, held in sorted(fenced.items()):
                     if partition in self.drivers:  # still this worker's
                         for alerts, dead, views in held:
-                            await self._publish(alerts, dead, views)
+                            await self.publisher.publish(alerts, dead, views)
         if self._dead:
             dead, self._dead = self._dead, []
-            await self._publish([], dead)
+            await self.publisher.publish([], dead)
         now = time.time()
         if not self.settings.checkpoint_fork:
             for p in self._checkpoints_due(now):
@@ -391,9 +373,7 @@ class StreamWorker(Handler):
         try:
             if len(data) > MAX_BYTES:
                 raise ValueError(f"{len(data)} bytes for {runs} runs, over {MAX_BYTES}")
-            producer = self.producer
-            await producer.flush()  # what the state made is published before it is covered
-            await producer.send_and_wait(self.topics.checkpoints, key, data, target, None, None)
+            await self.publisher.checkpoint(key, data, target)
         except Exception as err:
             log.warning("partition %d: checkpoint not stored (%s: %s); a takeover replays "
                         "from the one before", partition, type(err).__name__, err)  # fmt: skip
@@ -503,7 +483,7 @@ class StreamWorker(Handler):
         """Publish what a partition's driver made -- or, while the lease has lapsed, hold it
         (a zombie's output is the new owner's to publish)."""
         if self._leased() and partition not in self._fenced:
-            await self._publish(alerts, dead, views)
+            await self.publisher.publish(alerts, dead, views)
         else:
             self._fenced.setdefault(partition, []).append((alerts, dead, views))
 
@@ -539,39 +519,13 @@ class StreamWorker(Handler):
             log.info("partition %d: %d finished and %d silent runs left the rules",
                      partition, len(finished), len(silent))  # fmt: skip
 
-    async def _publish(
-        self, alerts: list[Alert], dead: list[Refused], views: Sequence[BreakerView] = ()
-    ) -> None:
-        """Alert transitions, then dead letters, then the breaker views they changed (a
-        guarding trainer reads the view; the transition is on its topic first)."""
-        producer = self.producer
-        headers = self._headers
-        for alert in alerts:
-            try:
-                value = alert.to_json()
-            except Exception:  # made by a timer, so no event to dead-letter: said, skipped
-                log.exception("alert transition %s could not be encoded; not published", alert.id)
-                continue
-            await producer.send(self.topics.alerts, alert.run.encode(), value, None, None, headers)
-        for letter in dead:
-            await producer.send(
-                self.topics.dlq, letter.where.encode(), letter.to_json(), None, None, None
-            )
-        for view in views:
-            value = orjson.dumps(view)
-            await producer.send(self.topics.breaker, view["run"].encode(), value, None, None, None)
-        self.published += len(alerts)
-        if self.metrics is not None:
-            self.metrics.published(alerts)
-        self.dead_letters += len(dead)
-
     # -- rebalances and restarts -----------------------------------------------------------
 
     async def revoked(self, partitions: set[TP]) -> None:
         """Partitions are about to go to another worker: what we published must be on the
         topic before it reads the topic to learn what was published."""
         with contextlib.suppress(Exception):
-            await self.producer.flush()
+            await self.publisher.flush()
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
@@ -604,80 +558,34 @@ class StreamWorker(Handler):
         return {}
 
     async def _rebuild(self, partitions: list[int]) -> None:
-        """Bring `partitions` up to date: each from its newest checkpoint, re-reading the
-        records after it up to the partition's end as it was when the rebuild began (taken
-        once: under traffic the end moves on, and a rebuild that chased it would never
-        finish); then the live loop goes on from there. Time for the silence rules goes to
-        when the end was taken -- what came after is the live loop's to read and judge."""
-        started = time.perf_counter()
-        drivers: dict[int, LiveDriver] = {}
-        resume: dict[int, int] = {}
+        """Bring `partitions` up to date (`takeover.py`), then publish what is missing and
+        let the live loop go on from where the re-read stopped."""
+        restored = {}
         for p in partitions:
-            drivers[p], resume[p] = await self._restore(p)
-        for p, d in drivers.items():
-            d.start_replay()
-            self._checkpointed.setdefault(p, (time.time(), d.applied, resume[p]))
-        published, dead_upto = await read_published(self.kafka, self.topics)
-        count = 0
-
-        async def feed(records: list[Any]) -> None:
-            nonlocal count
-            p = records[0].partition
-            d = drivers[p]
-            d.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
-            resume[p] = records[-1].offset + 1
-            count += len(records)
-            now = time.time()
-            if p in self.rebuilding and self._due(p, d, now):
-                # a rebuild longer than the checkpoint interval keeps what it has: a worker
-                # killed now leaves its successor less to re-read (the re-read's transitions
-                # go along, unpublished, for the successor's `finish_replay` to publish)
-                data = checkpoint.dump(d, {"offset": resume[p]})
-                if await self._store(p, d.applied, resume[p], data, len(d.engine.runs), now):
-                    self.say(f"partition {p}: rebuilding, {count:,} events re-read; "
-                             f"checkpoint stored at offset {resume[p]}")  # fmt: skip
-
-        ends_taken = time.time()
-        await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
-                         start=dict(resume), until="end")  # fmt: skip
-        read_s = time.perf_counter() - started
-        out: list[Alert] = []
-        dead: list[Refused] = []
-        views: list[BreakerView] = []
-        kept = [p for p in partitions if p in self.rebuilding]  # still this worker's
-        for p in kept:
-            d = drivers[p]
-            alerts, letters = d.finish_replay(published, ends_taken,
-                                              dead_after=dead_upto.get(p, -1))  # fmt: skip
-            out += alerts
-            dead += letters
-            # the views a dead predecessor may not have published: every run the replay
-            # changed, and every run with alerts firing or lifted
-            engine = d.engine
-            assert engine.breakers_changed is not None
-            engine.breakers_changed.update(
-                run for run, t in engine.runs.items() if t.firing or t.lifted
-            )
-            views += engine.take_breakers()
-        await self._publish(out, dead, views)
+            restored[p] = await self.takeover.restore(p)
+            d, offset = restored[p]
+            self._checkpointed[p] = (time.time(), d.applied, offset)
+        done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
+        await self.publisher.publish(done.alerts, done.dead, done.views)
         now = time.time()
-        for p in kept:
+        for p in done.kept:
             if p not in self.rebuilding:
                 continue  # given away while its transitions were published
-            d = drivers[p]
+            d = done.drivers[p]
             self.drivers[p] = d
             self._clocks[p] = ReadClock.after(d.arrival)
             self.rebuilding.discard(p)
             if self.metrics is not None:
                 self.metrics.live(d)
-            self._go_on(p, resume[p])
+            self._go_on(p, done.resume[p])
             await self.checkpoint(p, now)  # a takeover after this one starts from here
-        rate = count / read_s if read_s > 0 else 0.0
-        dropped = sorted(set(partitions) - set(kept))
+        rate = done.events / done.seconds if done.seconds > 0 else 0.0
+        dropped = sorted(set(partitions) - set(done.kept))
         gone = f"; {dropped} given away meanwhile" if dropped else ""
         self.say(
-            f"live on partitions {kept}: rebuilt from {count} events in {read_s:.2f}s "
-            f"({rate:,.0f} events/s), {len(out)} missing alert transitions published{gone}"
+            f"live on partitions {done.kept}: rebuilt from {done.events} events in "
+            f"{done.seconds:.2f}s ({rate:,.0f} events/s), {len(done.alerts)} missing alert "
+            f"transitions published{gone}"
         )
 
     def _driver(self, partition: int) -> LiveDriver:
@@ -687,44 +595,6 @@ class StreamWorker(Handler):
                             grace=s.grace)  # fmt: skip
         driver.engine.breakers_changed = set()
         return driver
-
-    async def _restore(self, partition: int) -> tuple[LiveDriver, int]:
-        """A driver for `partition` with its newest checkpoint's state, and the offset to
-        re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
-        s = self.settings
-        key = checkpoint_key(s.app_id, self.topics.events, partition)
-        data = None
-        for attempt in range(1, CHECKPOINT_READS + 1):
-            try:
-                data = await latest(self.kafka, self.topics.checkpoints, key, partition)
-                break
-            except Exception as err:  # a broker slow to answer: a full rebuild costs more
-                if attempt == CHECKPOINT_READS:
-                    self.say(f"partition {partition}: checkpoints cannot be read ({err}); "
-                             "rebuilding from the start")  # fmt: skip
-                else:
-                    await asyncio.sleep(attempt)
-        if data is None:  # said, so that a takeover that found none can be told apart
-            self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
-            return self._driver(partition), 0
-        end = await end_offset(self.kafka, self.topics.events, partition)
-
-        def fits(position: Any) -> None:
-            offset = position["offset"]
-            if not isinstance(offset, int) or offset > end:
-                raise CheckpointError(f"it covers up to offset {offset} and the partition "
-                                      f"ends at {end}: the topic was made anew")  # fmt: skip
-
-        restored = restore(data, lambda: self._driver(partition), fits)
-        if restored.position is None:
-            self.say(f"partition {partition}: checkpoint not used ({restored.refused}); "
-                     "rebuilding from the start")  # fmt: skip
-            return restored.driver, 0
-        driver, offset = restored.driver, restored.position["offset"]
-        self._checkpointed[partition] = (time.time(), driver.applied, offset)
-        self.say(f"partition {partition}: from the checkpoint at offset {offset} "
-                 f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
-        return driver, offset
 
     def _go_on(self, partition: int, offset: int) -> None:
         """The live consumer goes on from where the rebuild stopped."""
@@ -743,7 +613,7 @@ class StreamWorker(Handler):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         with contextlib.suppress(Exception):  # the producer may be stopped already
-            await self.producer.flush()
+            await self.publisher.flush()
         if self.metrics is not None:
             await self.metrics.close()
 

@@ -1,0 +1,161 @@
+"""Taking partitions over: what a stream worker does with partitions the group just gave it,
+before it judges them live.
+
+Each partition starts from its newest checkpoint on `runwatch.checkpoints` when that decodes
+and fits the partition as it is now (`stream/recovery.py`), else from nothing (said in one
+line). Then the records after it are re-read, up to the partition's end as it was when the
+re-read began (under traffic the end moves on; a rebuild that chased it would never finish),
+with transitions held back; `runwatch.alerts` and the dead-letter topic are read to learn
+what was published already, and only what is missing comes out (`LiveDriver.finish_replay`).
+A re-read longer than the checkpoint interval stores checkpoints as it goes, so a worker
+killed half-way leaves its successor only the rest.
+
+The worker (`worker.py`) installs what comes out: the drivers go live, the missing
+transitions are published, the live loop goes on from where the re-read stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runwatch.emitters.topics import Topics
+from runwatch.stream import checkpoint
+from runwatch.stream.alerts import Alert
+from runwatch.stream.breaker import BreakerView
+from runwatch.stream.checkpoint import CheckpointError
+from runwatch.stream.kafka.checkpoints import checkpoint_key, latest
+from runwatch.stream.kafka.clients import Connects
+from runwatch.stream.kafka.read import end_offset, read_published, read_topic
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.recovery import restore
+from runwatch.stream.refused import Refused
+
+#: Tries at reading a partition's checkpoint before rebuilding it from the start.
+CHECKPOINT_READS = 3
+
+
+@dataclass
+class Rebuilt:
+    """Partitions brought up to date: their drivers and where the live loop goes on, what
+    the re-read made that was not published yet, and how much it read."""
+
+    drivers: dict[int, LiveDriver]
+    resume: dict[int, int]
+    #: the partitions still this worker's when the re-read ended, in order
+    kept: list[int] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    dead: list[Refused] = field(default_factory=list)
+    views: list[BreakerView] = field(default_factory=list)
+    events: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Takeover:
+    """What a takeover needs of its worker: where Kafka is, the names, how to make a fresh
+    driver, how to say a line, and how to store a checkpoint while re-reading."""
+
+    kafka: Connects
+    topics: Topics
+    group: str
+    fresh: Callable[[int], LiveDriver]
+    say: Callable[[str], None]
+    #: whether a partition re-read this far is due a checkpoint (partition, driver, now)
+    due: Callable[[int, LiveDriver, float], bool]
+    #: store one (partition, applied, offset, data, runs, now); whether it was stored
+    store: Callable[[int, int, int, bytes, int, float], Awaitable[bool]]
+
+    async def restore(self, partition: int) -> tuple[LiveDriver, int]:
+        """A driver for `partition` with its newest checkpoint's state, and the offset to
+        re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
+        data = await self._newest(partition)
+        if data is None:  # said, so that a takeover that found none can be told apart
+            self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
+            return self.fresh(partition), 0
+        end = await end_offset(self.kafka, self.topics.events, partition)
+
+        def fits(position: Any) -> None:
+            offset = position["offset"]
+            if not isinstance(offset, int) or offset > end:
+                raise CheckpointError(f"it covers up to offset {offset} and the partition "
+                                      f"ends at {end}: the topic was made anew")  # fmt: skip
+
+        restored = restore(data, lambda: self.fresh(partition), fits)
+        if restored.position is None:
+            self.say(f"partition {partition}: checkpoint not used ({restored.refused}); "
+                     "rebuilding from the start")  # fmt: skip
+            return restored.driver, 0
+        driver, offset = restored.driver, restored.position["offset"]
+        self.say(f"partition {partition}: from the checkpoint at offset {offset} "
+                 f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
+        return driver, offset
+
+    async def _newest(self, partition: int) -> bytes | None:
+        key = checkpoint_key(self.group, self.topics.events, partition)
+        for attempt in range(1, CHECKPOINT_READS + 1):
+            try:
+                return await latest(self.kafka, self.topics.checkpoints, key, partition)
+            except Exception as err:  # a broker slow to answer: a full rebuild costs more
+                if attempt == CHECKPOINT_READS:
+                    self.say(f"partition {partition}: checkpoints cannot be read ({err}); "
+                             "rebuilding from the start")  # fmt: skip
+                else:
+                    await asyncio.sleep(attempt)
+        return None
+
+    async def rebuild(
+        self,
+        partitions: list[int],
+        restored: dict[int, tuple[LiveDriver, int]],
+        still_mine: Callable[[int], bool],
+    ) -> Rebuilt:
+        """Re-read `partitions` from where their `restored` drivers stand to their ends as
+        of now, and sort out what the re-read made against what is published, for those
+        still this worker's when it ends. Time for the silence rules goes to when the ends
+        were taken: what came after is the live loop's to read and judge."""
+        started = time.perf_counter()
+        out = Rebuilt({p: d for p, (d, _) in restored.items()},
+                      {p: o for p, (_, o) in restored.items()})  # fmt: skip
+        for d in out.drivers.values():
+            d.start_replay()
+        published, dead_upto = await read_published(self.kafka, self.topics)
+
+        async def feed(records: list[Any]) -> None:
+            p = records[0].partition
+            d = out.drivers[p]
+            d.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            out.resume[p] = records[-1].offset + 1
+            out.events += len(records)
+            now = time.time()
+            if still_mine(p) and self.due(p, d, now):
+                # keep what it has: a worker killed now leaves its successor less to
+                # re-read (the held transitions go along, for the successor to publish)
+                data = checkpoint.dump(d, {"offset": out.resume[p]})
+                if await self.store(p, d.applied, out.resume[p], data, len(d.engine.runs), now):
+                    self.say(f"partition {p}: rebuilding, {out.events:,} events re-read; "
+                             f"checkpoint stored at offset {out.resume[p]}")  # fmt: skip
+
+        ends_taken = time.time()
+        await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
+                         start=dict(out.resume), until="end")  # fmt: skip
+        out.seconds = time.perf_counter() - started
+        out.kept = [p for p in partitions if still_mine(p)]
+        for p in out.kept:
+            d = out.drivers[p]
+            alerts, letters = d.finish_replay(published, ends_taken,
+                                              dead_after=dead_upto.get(p, -1))  # fmt: skip
+            out.alerts += alerts
+            out.dead += letters
+            # the views a dead predecessor may not have published: every run the replay
+            # changed, and every run with alerts firing or lifted
+            engine = d.engine
+            assert engine.breakers_changed is not None
+            engine.breakers_changed.update(
+                run for run, t in engine.runs.items() if t.firing or t.lifted
+            )
+            out.views += engine.take_breakers()
+        return out
