@@ -7,7 +7,7 @@ reward and timing, 8 ranks -- in one partition's `LiveDriver`. `checkpoint.dump`
 and against the same state pickled with Python's default for slotted objects
 (`(None, {slot: value})`, what the records wrote before `Compact`), in the same run;
 `checkpoint.load` into a fresh driver. Then what the live path loses to one checkpoint as
-`runwatch worker --checkpoint-fork` makes it (`stream/kafka/snapshot.py`: a forked child
+`runwatch worker` makes it by default (`stream/kafka/snapshot.py`: a forked child
 pickles), against
 pickling in place, in the same run: the time the caller is held before it can apply the
 next event, and the time until the bytes are back. Best of `--repeat`. Figures only.
@@ -105,8 +105,8 @@ def main() -> None:
     for runs in args.runs:
         measure(runs, args.repeat)
     say(
-        "a dump in place is time the worker applies no event; forked (`runwatch worker "
-        "--checkpoint-fork`), only the fork is; a takeover pays the load once"
+        "a dump in place (`runwatch worker --no-checkpoint-fork`) is time the worker applies "
+        "no event; forked (the default), only the fork is; a takeover pays the load once"
     )
     if not args.quick:
         write_section("checkpoint", ["## A checkpoint of many live runs (`bench/checkpoint.py`)",

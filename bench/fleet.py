@@ -29,7 +29,7 @@ left at the end. Timings are figures only.
 
     .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
         [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
-        [--checkpoint-every 30] [--checkpoint-fork]
+        [--checkpoint-every 30] [--no-checkpoint-fork]
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
                       str(args.partitions), "--config", str(config), "--session-timeout", "6",
                       "--metrics-port", str(ports[-1]),
                       "--checkpoint-every", str(args.checkpoint_every),
-                      *(["--checkpoint-fork"] if args.checkpoint_fork else []))  # fmt: skip
+                      "--" + "no-" * (not args.checkpoint_fork) + "checkpoint-fork")  # fmt: skip
 
     stack = contextlib.ExitStack()  # whatever fails, nothing is left running
     with stack:
@@ -388,8 +388,9 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                     help="the workers' checkpoint interval (30: the worker's default)")  # fmt: skip
-    ap.add_argument("--checkpoint-fork", action="store_true",
-                    help="the workers pickle checkpoints in a forked child")  # fmt: skip
+    ap.add_argument("--checkpoint-fork", action=argparse.BooleanOptionalAction, default=True,
+                    help="the workers pickle checkpoints in a forked child (the worker's "
+                    "default); --no-checkpoint-fork: in place")  # fmt: skip
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
     args = ap.parse_args()

@@ -77,9 +77,11 @@ def register(sub: Any) -> None:
     )
     w.add_argument(
         "--checkpoint-fork",
-        action="store_true",
-        help="pickle checkpoints in a forked child while events go on being applied "
-        "(opt-in: the live path stops only for the fork; bench/checkpoint.py)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pickle checkpoints in a forked child while events go on being applied, so "
+        "the live path stops only for the fork (default); --no-checkpoint-fork: in place, "
+        "the live path waits (bench/checkpoint.py)",
     )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.add_argument(

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from helpers import encode, make_event
 from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
 
@@ -35,13 +36,16 @@ def broker() -> MemoryBroker:
 
 
 @asynccontextmanager
-async def worker(b: MemoryBroker, said: list[str]) -> AsyncIterator[StreamWorker]:
+async def worker(
+    b: MemoryBroker, said: list[str], fork: bool = True
+) -> AsyncIterator[StreamWorker]:
     """A worker of GROUP, consuming and ticking (as Faust's timer ticks it) until the block
     ends, then stopped as Faust stops it; live (every partition it was given rebuilt) when
     the block starts. Checkpoints only when a test asks (`checkpoint`)."""
     settings = WorkerSettings(bootstrap="memory", partitions=PARTITIONS,
                               topic_prefix=TOPICS.prefix, app_id=GROUP, say=said.append,
-                              checkpoint_every_s=0, checkpoint_every_events=0)  # fmt: skip
+                              checkpoint_every_s=0, checkpoint_every_events=0,
+                              checkpoint_fork=fork)  # fmt: skip
     w = StreamWorker(settings, kafka=MemoryConnection(b), producer=MemoryAppProducer(b))
 
     async def ticking() -> None:
@@ -98,11 +102,12 @@ NAN = ("r1", "non_finite_metric", "firing")
 FINE = ("r1", "non_finite_metric", "resolved")
 
 
-def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint() -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
+def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint(fork: bool) -> None:
     b, said = broker(), []
 
     async def scenario() -> None:
-        async with worker(b, said) as w:
+        async with worker(b, said, fork) as w:
             send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
             await until(lambda: alerts(b) == [NAN], "the NaN alerted")
             send(b, 0, b"not json")
@@ -120,11 +125,12 @@ def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint() -> N
     assert letter["raw"] == "not json"
 
 
-def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing() -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
+def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing(fork: bool) -> None:
     b, first, second = broker(), [], []
 
     async def scenario() -> None:
-        async with worker(b, first) as w:
+        async with worker(b, first, fork) as w:
             send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
             await until(lambda: alerts(b) == [NAN], "the NaN alerted")
             assert await w.checkpoint(0, time.time())
