@@ -567,7 +567,7 @@ class StreamWorker(Handler):
             self._checkpointed[p] = (time.time(), d.applied, offset)
         done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
         await self.publisher.publish(done.alerts, done.dead, done.views)
-        now = time.time()
+        live = []
         for p in done.kept:
             if p not in self.rebuilding:
                 continue  # given away while its transitions were published
@@ -578,15 +578,19 @@ class StreamWorker(Handler):
             if self.metrics is not None:
                 self.metrics.live(d)
             self._go_on(p, done.resume[p])
-            await self.checkpoint(p, now)  # a takeover after this one starts from here
+            live.append(p)
+        # said as they go live (/readyz says so too), before the checkpoints below
         rate = done.events / done.seconds if done.seconds > 0 else 0.0
-        dropped = sorted(set(partitions) - set(done.kept))
+        dropped = sorted(set(partitions) - set(live))
         gone = f"; {dropped} given away meanwhile" if dropped else ""
         self.say(
-            f"live on partitions {done.kept}: rebuilt from {done.events} events in "
+            f"live on partitions {live}: rebuilt from {done.events} events in "
             f"{done.seconds:.2f}s ({rate:,.0f} events/s), {len(done.alerts)} missing alert "
             f"transitions published{gone}"
         )
+        now = time.time()
+        for p in live:  # a takeover after this one starts from here
+            await self.checkpoint(p, now)
 
     def _driver(self, partition: int) -> LiveDriver:
         """A new driver of `partition`, whose engine notes the breaker views to publish."""
