@@ -83,17 +83,29 @@ def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: i
     after the start), each fault reported on `out` as it is sent; then final heartbeats."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1,
                              batch_size=256 * 1024)  # fmt: skip
-    sent = 0
+    sent, behind = 0, 0.0
+    # when the rollout worker of each run that goes silent really beat last: a producer
+    # behind its schedule sent it later than planned, and the fault ripens from then
+    silent = {f[1] for f in faults if f[2] == "silent"}
+    beat_sent: dict[str, float] = {}
     start_wall, start = time.time(), time.monotonic()
     for planned in schedule(runs, seconds, seed, faults):
         wait = start + planned.at - time.monotonic()
         if wait > 0 and planned.at < seconds:
             time.sleep(wait)
+        elif planned.at < seconds:
+            behind = max(behind, -wait)
         if planned.fault == "silent":
-            last = start_wall + (planned.last_beat or planned.at)
+            last = beat_sent.get(planned.run, start_wall + (planned.last_beat or planned.at))
             out.put({"run": planned.run, "kind": "silent", "sent": last, "due": last + TIMEOUT})
             continue
         now = time.time()
+        if (
+            planned.run in silent
+            and planned.kind == "heartbeat"
+            and planned.src.get("component") == "rollout"
+        ):
+            beat_sent[planned.run] = now
         event = {"v": 1, "id": uuid.uuid4().hex, "ts": now, "run": planned.run,
                  "kind": planned.kind, "src": planned.src, **planned.fields}  # fmt: skip
         # json writes NaN as the contract's token; orjson would write null
@@ -105,7 +117,7 @@ def produce(bootstrap: str, topic: str, runs: list[str], seconds: float, seed: i
             out.put({"run": planned.run, "kind": "nan", "sent": now, "due": now})
     producer.flush()
     producer.close()
-    out.put({"done": True, "sent": sent})
+    out.put({"done": True, "sent": sent, "took": time.monotonic() - start, "behind": behind})
 
 
 class Alerts:
@@ -167,13 +179,14 @@ def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
-def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int]:
-    """The faults the producers report and the events they sent, until each says done; a
-    producer that dies or goes quiet for PHASE_S is named, not waited on for ever."""
+def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int, float, float]:
+    """The faults the producers report, the events they sent, how long the slowest took and
+    how far behind its schedule any fell, once each says done; a producer that dies or goes
+    quiet for PHASE_S is named, not waited on for ever."""
     import queue as queues
 
     faults: list[dict[str, Any]] = []
-    sent, done = 0, 0
+    sent, done, took, behind = 0, 0, 0.0, 0.0
     quiet = time.monotonic() + PHASE_S
     while done < len(producers):
         try:
@@ -187,11 +200,12 @@ def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int
         quiet = time.monotonic() + PHASE_S
         if "done" in msg:
             done, sent = done + 1, sent + msg["sent"]
+            took, behind = max(took, msg["took"]), max(behind, msg["behind"])
         else:
             faults.append(msg)
     for proc in producers:
         proc.join(PHASE_S)
-    return faults, sent
+    return faults, sent, took, behind
 
 
 def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> bool:
@@ -282,7 +296,7 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
             if dead := [p for p in producers if p.exitcode not in (None, 0)]:
                 raise Stuck(f"a producer died: {dead[0].name}, exit {dead[0].exitcode}")
             time.sleep(2.0)
-        faults, sent = collect(queue, producers)
+        faults, sent, took, behind = collect(queue, producers)
         progress(t0, f"producers done: {sent:,} events sent")
         live = [w for w in workers if w is not victim]
         deadline = time.monotonic() + PHASE_S
@@ -327,10 +341,13 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
     if left:
         ok = False
         say(f"  LAG left at the end: {left} records")
-    wall = seconds
+    wall = max(seconds, took)
     say(f"N={n:,} runs, {len(live)} workers at the end, {args.partitions} partitions, "
-        f"{args.producers} producers, {seconds:.0f} s: {sent:,} events sent, "
-        f"{sent / wall:,.0f} events/s")  # fmt: skip
+        f"{args.producers} producers, {seconds:.0f} s planned: {sent:,} events sent in "
+        f"{took:.0f} s, {sent / wall:,.0f} events/s")  # fmt: skip
+    if behind > 5:  # the producers, not the workers, set the pace: say so
+        say(f"  the producers fell up to {behind:.0f} s behind their schedule (this machine "
+            f"could not send {sent / seconds:,.0f} events/s beside the rest)")  # fmt: skip
     half = [v for t, v in lag if t >= seconds / 2] or [0.0]
     first = [v for t, v in lag if t < seconds / 2] or [0.0]
     say(f"  processing lag (s): first half max {max(first):.1f}, second half max "
