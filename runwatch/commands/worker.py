@@ -80,8 +80,8 @@ def register(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="pickle checkpoints in a forked child while events go on being applied, so "
-        "the live path stops only for the fork (default); --no-checkpoint-fork: in place, "
-        "the live path waits (bench/checkpoint.py)",
+        "the live path stops only for the fork (default, where the platform can fork); "
+        "--no-checkpoint-fork: in place, the live path waits (bench/checkpoint.py)",
     )
     w.add_argument("--log-level", default="warning", help="Faust's log level (warning)")
     w.add_argument(
@@ -129,6 +129,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.metrics_detailed_runs < 0:
         raise CommandError("--metrics-detailed-runs cannot be negative")
     security = connect_check(args)
+    from runwatch.stream.kafka.snapshot import CAN_FORK
     from runwatch.stream.kafka.worker import WorkerSettings, run
 
     settings = WorkerSettings(
@@ -144,7 +145,7 @@ def run_worker(args: argparse.Namespace) -> int:
         security=security,
         checkpoint_every_s=args.checkpoint_every,
         checkpoint_every_events=args.checkpoint_events,
-        checkpoint_fork=args.checkpoint_fork,
+        checkpoint_fork=args.checkpoint_fork and CAN_FORK,
     )
     return run(settings, log_level=args.log_level)
 

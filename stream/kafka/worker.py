@@ -60,7 +60,7 @@ from runwatch.stream.kafka.consume import (
     refused,
 )
 from runwatch.stream.kafka.publish import Producer, Publisher
-from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
+from runwatch.stream.kafka.snapshot import CAN_FORK, Snapshot, SnapshotFailed
 from runwatch.stream.kafka.takeover import Takeover
 from runwatch.stream.live import DEFAULT_GRACE, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
@@ -104,10 +104,11 @@ class WorkerSettings:
     #: suite has run with it)
     checkpoint_every_s: float = 30.0
     checkpoint_every_events: int = 1_000_000
-    #: pickle checkpoints in a forked child while the live path goes on (`snapshot.py`);
-    #: off (`--no-checkpoint-fork`), a checkpoint is made in place between polls and the
-    #: live path waits for it (1.2 s at 5,000 runs: bench/checkpoint.py)
-    checkpoint_fork: bool = True
+    #: pickle checkpoints in a forked child while the live path goes on (`snapshot.py`),
+    #: where the platform can fork; off (`--no-checkpoint-fork`), a checkpoint is made in
+    #: place between polls and the live path waits for it (1.2 s at 5,000 runs:
+    #: bench/checkpoint.py)
+    checkpoint_fork: bool = CAN_FORK
 
 
 class StreamWorker(Handler):
