@@ -67,6 +67,23 @@ class MemoryBroker:
         self.appended.append((topic, partition, len(log) - 1))
         return len(log) - 1
 
+    def send(self, topic: str, value: bytes | None, key: bytes | None,
+             partition: int | None) -> RecordMetadata:  # fmt: skip
+        """What a producer's send does: to `partition`, else by key (the same key, the same
+        partition). A topic that does not exist is refused (runwatch creates its topics
+        first), as is a partition it does not have."""
+        parts = self.topics.get(topic)
+        if parts is None:
+            raise KeyError(f"no topic {topic}")
+        if partition is None:
+            partition = hash(key) % len(parts) if key is not None else 0
+        if not 0 <= partition < len(parts):
+            raise ValueError(f"Unrecognized partition {partition}")
+        offset = self.produce(topic, value, partition, key)
+        record = parts[partition][offset]
+        return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
+                              record.timestamp, record.timestamp_type, -1)  # fmt: skip
+
     def values(self, topic: str) -> list[bytes]:
         """Every value on `topic`, partition by partition."""
         return [r.value for part in self.topics.get(topic, []) for r in part if r.value]
@@ -243,17 +260,7 @@ class MemoryProducer:
                             partition: int | None = None) -> RecordMetadata:  # fmt: skip
         if not self.started:
             raise IllegalStateError("the producer is not started")
-        parts = self.broker.topics.get(topic)
-        if parts is None:
-            raise KeyError(f"no topic {topic}")  # runwatch creates its topics first
-        if partition is None:
-            partition = hash(key) % len(parts) if key is not None else 0
-        if not 0 <= partition < len(parts):
-            raise ValueError(f"Unrecognized partition {partition}")
-        offset = self.broker.produce(topic, value, partition, key)
-        record = parts[partition][offset]
-        return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
-                              record.timestamp, record.timestamp_type, -1)  # fmt: skip
+        return self.broker.send(topic, value, key, partition)
 
 
 def _only_topic_partitions(partitions: Any) -> None:
@@ -281,8 +288,7 @@ class MemoryConnection:
 class MemoryAppProducer:
     """Faust's producer as the worker publishes with it (`send`, `send_and_wait`, `flush`;
     topic, key, value, partition, timestamp, headers, in that order): into a `MemoryBroker`,
-    by key where no partition is given. Like aiokafka's underneath it, a send to a topic that
-    does not exist is refused (runwatch creates its topics first)."""
+    placed as `MemoryBroker.send` places it."""
 
     def __init__(self, broker: MemoryBroker) -> None:
         self.broker = broker
@@ -291,17 +297,8 @@ class MemoryAppProducer:
     async def send(self, topic: str, key: bytes | None, value: bytes | None,
                    partition: int | None, timestamp: float | None,
                    headers: Any) -> Any:  # fmt: skip
-        parts = self.broker.topics.get(topic)
-        if parts is None:
-            raise KeyError(f"no topic {topic}")
-        if partition is None:
-            partition = hash(key) % len(parts) if key is not None else 0
-        if not 0 <= partition < len(parts):
-            raise ValueError(f"Unrecognized partition {partition}")
-        offset = self.broker.produce(topic, value, partition, key)
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        done.set_result(RecordMetadata(topic, partition, TopicPartition(topic, partition),
-                                       offset, -1, 1, -1))  # fmt: skip
+        done.set_result(self.broker.send(topic, value, key, partition))
         return done
 
     async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,
