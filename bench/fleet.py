@@ -179,6 +179,11 @@ def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+def died(producers: list[Any]) -> list[Any]:
+    """The producer processes that exited with an error."""
+    return [p for p in producers if p.exitcode not in (None, 0)]
+
+
 def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int, float, float]:
     """The faults the producers report, the events they sent, how long the slowest took and
     how far behind its schedule any fell, once each says done; a producer that dies or goes
@@ -192,8 +197,7 @@ def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int
         try:
             msg = queue.get(timeout=1.0)
         except queues.Empty:
-            dead = [p for p in producers if p.exitcode not in (None, 0)]
-            if dead or time.monotonic() > quiet:
+            if died(producers) or time.monotonic() > quiet:
                 codes = ", ".join(f"{p.name}: exit {p.exitcode}" for p in producers)
                 raise Stuck(f"{done} of {len(producers)} producers finished ({codes})") from None
             continue
@@ -293,7 +297,7 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
                     with contextlib.suppress(OSError):
                         got = scrape(port)[0].get("runwatch_processing_lag_seconds", 0.0)
                         lag.append((elapsed, got))
-            if dead := [p for p in producers if p.exitcode not in (None, 0)]:
+            if dead := died(producers):
                 raise Stuck(f"a producer died: {dead[0].name}, exit {dead[0].exitcode}")
             time.sleep(2.0)
         faults, sent, took, behind = collect(queue, producers)
