@@ -2,22 +2,27 @@
 # A real TRL for the tests that train (issue 32): trl from PyPI in its own venv under
 # .cache/trl-env, built once. Its own venv because huggingface_hub 2 (which trl's
 # transformers wants) needs click>=8.4.2 and faust-streaming, in .venv, needs click<8.4.
-# torch is the plain PyPI wheel without its CUDA libraries (--no-deps): the tests train on
-# the CPU. runwatch goes in from this checkout (editable), with its base dependencies.
+# It is layered on .venv (`make setup`, built first): a .pth puts .venv's site-packages after
+# this env's own, so torch with its CUDA libraries (torch will not import without them;
+# nothing here uses a GPU), ~4.5 GB, is installed and downloaded once for the suite and
+# both trainer envs; what trl needs in other versions (click, ...) goes in this env's own
+# site-packages, ahead of .venv's, which pip leaves alone ("outside environment"). runwatch
+# goes in from this checkout (editable). ~300 MB and about a minute on top of .venv. (pip warns
+# that .venv's faust-streaming wants click<8.4: this env never imports faust.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.cache/trl-env
 TRL=1.16.0
-TORCH=2.15.0
 if [ -f "$ENV/.complete" ]; then exit 0; fi
+scripts/bootstrap.sh dev
+TORCH=$(.venv/bin/python -c "from importlib.metadata import version; print(version('torch'))")
 rm -rf "$ENV"
-echo "[trl] building $ENV (trl $TRL, torch $TORCH on the CPU; first use only, ~1.5 GB)" >&2
+echo "[trl] building $ENV (trl $TRL on .venv's torch $TORCH; first use only)" >&2
 export PIP_CACHE_DIR="$PWD/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 python3.11 -m venv "$ENV"
+site=$("$ENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$PWD/.venv/lib/python3.11/site-packages" > "$site/zz-venv.pth"
 "$ENV/bin/pip" install -q --upgrade pip
-"$ENV/bin/pip" install -q --no-deps "torch==$TORCH"
-# what torch itself imports (its nvidia-* wheels are what --no-deps left out)
-"$ENV/bin/pip" install -q filelock typing-extensions sympy networkx jinja2 fsspec
 echo "torch==$TORCH" > "$ENV/constraints.txt"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "trl==$TRL"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
