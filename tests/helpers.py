@@ -110,6 +110,43 @@ def feed(engine: Engine, events: Iterable[dict[str, Any]]) -> list[Alert]:
     return out
 
 
+def lawful(alerts: Iterable[Alert], last: dict[str, str]) -> None:
+    """What the contract says of every transition, whatever the rule: the fields and their
+    types, the rule's own severity, a key that starts with rule and run, plain JSON, and per
+    key firing and resolved in turn, starting with firing (`last`: key -> last state, kept
+    across calls). `make_engine`'s engines hold each transition they make to it, so
+    every rule's own test checks its rule's lifecycle."""
+    from runwatch.stream.rules import BUILTIN_RULES
+
+    severity = {rule.id: rule.severity for rule in BUILTIN_RULES}
+    for alert in alerts:
+        d = alert.to_dict()
+        required = {"v", "id", "ts", "rule", "run", "state", "severity", "key", "since",
+                    "summary", "details"}  # fmt: skip
+        optional = {"subject", "labels", "action", "incident"}
+        assert required <= d.keys(), d
+        assert set(d) - required <= optional, d
+        assert d["v"] == 1, d
+        assert isinstance(d["id"], str), d
+        assert len(d["id"]) == 32, d
+        assert isinstance(d["ts"], float), d
+        assert isinstance(d["since"], float), d
+        assert d["since"] <= d["ts"], d
+        assert d["severity"] == severity.get(d["rule"], d["severity"]), d
+        assert isinstance(d["summary"], str), d
+        assert d["summary"], d
+        assert "\n" not in d["summary"], d
+        assert isinstance(d["details"], dict), d
+        assert d.get("subject", "-"), d
+        assert d["key"] == f"{d['rule']}|{d['run']}" or d["key"].startswith(
+            f"{d['rule']}|{d['run']}|"
+        ), d
+        json.dumps(d, allow_nan=False)  # plain JSON on the wire
+        want = "resolved" if last.get(alert.key) == "firing" else "firing"
+        assert alert.state == want, f"{alert.key}: {alert.state} after {last.get(alert.key)}"
+        last[alert.key] = alert.state
+
+
 def brief(alerts: Iterable[Alert]) -> list[tuple[str, str, float]]:
     """(rule, state, ts) per transition: what most assertions compare."""
     return [(a.rule, a.state, a.ts) for a in alerts]
@@ -171,7 +208,31 @@ def make_engine(
     section: dict[str, Any] = dict(rules or {})
     if custom:
         section["custom"] = custom
-    return Engine(RulesConfig.from_mapping({"rules": section}))
+
+    class Lawful(Engine):
+        """An engine that holds every transition it makes to the contract (`lawful`)."""
+
+        def __init__(self, config: RulesConfig) -> None:
+            super().__init__(config)
+            self.last_state: dict[str, str] = {}
+            self.depth = 0  # apply() advances too: hold only what the outer call returns
+
+        def apply(self, event: Event, now: float | None = None) -> list[Alert]:
+            self.depth += 1
+            try:
+                out = super().apply(event, now)
+            finally:
+                self.depth -= 1
+            lawful(out, self.last_state)
+            return out
+
+        def advance(self, now: float) -> list[Alert]:
+            out = super().advance(now)
+            if not self.depth:
+                lawful(out, self.last_state)
+            return out
+
+    return Lawful(RulesConfig.from_mapping({"rules": section}))
 
 
 def beats(

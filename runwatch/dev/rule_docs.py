@@ -3,7 +3,7 @@
     .venv/bin/python -m runwatch.dev.rule_docs           # rewrites the tables
     .venv/bin/python -m runwatch.dev.rule_docs --check   # exit 1 if a checked-in one differs
 
-Each built-in rule (`runwatch.stream.rules.BUILTIN_RULES`) says when it fires
+Each built-in rule (`runwatch.stream.rules.BUILTIN_RULES`, found in its modules) says when it fires
 (`Rule.fires_when`, with `{param}` for a default), its severity and its parameter model; the
 tables are written between `<!-- rules:NAME:begin -->` and `<!-- rules:NAME:end -->`
 markers, so a default changed in a model changes the docs with one command (`make docs`),
@@ -55,10 +55,12 @@ def readme_table() -> str:
 
 
 def contract_table() -> str:
-    rows = ["| rule id | severity | parameters (default) |", "|---|---|---|"]
+    """Each rule with when it fires and its parameters: what the contract says of a rule
+    whose section-7 prose has not been written, and what that prose is checked against."""
+    rows = ["| rule id | severity | fires when | parameters (default) |", "|---|---|---|---|"]
     for r in BUILTIN_RULES:
         params = ", ".join(f"`{k}` ({_value(v)})" for k, v in defaults(r).items()) or "—"
-        rows.append(f"| `{r.id}` | {r.severity} | {params} |")
+        rows.append(f"| `{r.id}` | {r.severity} | {fires_when(r)} | {params} |")
     return "\n".join(rows)
 
 

@@ -1,59 +1,55 @@
-"""Built-in and custom alert rules: one module each, pure functions of state and time."""
+"""Built-in and custom alert rules: one module each, pure functions of state and time.
 
+A built-in rule is found, not listed: every `Rule` subclass with an `id` defined in a module
+of this package is one (docs/architecture.md, "Adding a rule").
+"""
+
+import importlib
+import pkgutil
 from typing import Any
 
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.collective_timeout import CollectiveTimeout
-from runwatch.stream.rules.component_failed import ComponentFailed
 from runwatch.stream.rules.custom_absent import Absent
 from runwatch.stream.rules.custom_metric import MetricThreshold
-from runwatch.stream.rules.degenerate_groups import DegenerateGroups
-from runwatch.stream.rules.emitter_dropping import EmitterDropping
-from runwatch.stream.rules.entropy_collapse import EntropyCollapse
-from runwatch.stream.rules.heartbeat_lost import HeartbeatLost
-from runwatch.stream.rules.idle_gap import IdleGapGrowing
-from runwatch.stream.rules.inference_idle import InferenceIdleWithPending
-from runwatch.stream.rules.inference_stalled import InferenceStalled
-from runwatch.stream.rules.non_finite import NonFiniteMetric
-from runwatch.stream.rules.process_stacks import ProcessStacks
-from runwatch.stream.rules.ranks_stalled import RanksStalled
-from runwatch.stream.rules.response_length import ResponseLengthDrift
-from runwatch.stream.rules.restart_loop import RestartLoop
-from runwatch.stream.rules.spike import GradNormSpike, KlSpike
-from runwatch.stream.rules.staleness import StalenessGrowing
-from runwatch.stream.rules.step_slowdown import StepSlowdown
-from runwatch.stream.rules.stuck_progress import StuckProgress
-from runwatch.stream.rules.weight_sync import WeightSyncStalled
-from runwatch.stream.rules.zero_reward import ZeroReward
 
-#: The contract's built-in rules (section 4) and runwatch's additions (section 7:
-#: emitter_dropping, kl_spike, grad_norm_spike, entropy_collapse, response_length_drift,
-#: step_slowdown, weight_sync_stalled, restart_loop, staleness_growing, degenerate_groups,
-#: collective_timeout, component_failed, inference_stalled, process_stacks), in the order
-#: they are evaluated.
-BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
-    InferenceIdleWithPending,
-    ZeroReward,
-    StuckProgress,
-    HeartbeatLost,
-    RanksStalled,
-    NonFiniteMetric,
-    IdleGapGrowing,
-    EmitterDropping,
-    KlSpike,
-    GradNormSpike,
-    EntropyCollapse,
-    ResponseLengthDrift,
-    StepSlowdown,
-    WeightSyncStalled,
-    RestartLoop,
-    StalenessGrowing,
-    DegenerateGroups,
-    CollectiveTimeout,
-    ComponentFailed,
-    InferenceStalled,
-    ProcessStacks,
+#: The contract's seven rules (section 4), in its order: they are evaluated first, then
+#: runwatch's additions (section 7) by id.
+CONTRACT_RULES = (
+    "inference_idle_with_pending",
+    "zero_reward",
+    "stuck_progress",
+    "heartbeat_lost",
+    "ranks_stalled",
+    "non_finite_metric",
+    "idle_gap_growing",
 )
+
+
+def _order(rule: type[Rule[Any]]) -> tuple[int, str]:
+    return (CONTRACT_RULES.index(rule.id), "") if rule.id in CONTRACT_RULES else (99, rule.id)
+
+
+def _builtin_rules() -> tuple[type[Rule[Any]], ...]:
+    """Every built-in rule of this package's modules, in evaluation order; two rules with
+    one id are an error at import, not a rule silently shadowed."""
+    found: dict[str, type[Rule[Any]]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if not (isinstance(obj, type) and issubclass(obj, Rule) and obj.id):
+                continue
+            if obj.__module__ == module.__name__ and found.setdefault(obj.id, obj) is not obj:
+                first = found[obj.id].__qualname__
+                raise TypeError(f"two built-in rules have the id {obj.id!r}: {first} and "
+                                f"{obj.__qualname__}")  # fmt: skip
+    missing = set(CONTRACT_RULES) - set(found)
+    if missing:
+        raise TypeError(f"the contract's rules {sorted(missing)} have no module")
+    return tuple(sorted(found.values(), key=_order))
+
+
+#: Every built-in rule, in the order they are evaluated.
+BUILTIN_RULES: tuple[type[Rule[Any]], ...] = _builtin_rules()
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.
 CUSTOM_RULE_TYPES: dict[str, type[Rule[Any]]] = {"metric": MetricThreshold, "absent": Absent}

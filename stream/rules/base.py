@@ -137,7 +137,8 @@ class Description:
 class Rule(Generic[P]):
     """A built-in or custom rule. Subclasses set the class attributes and `check`.
 
-    A built-in rule is listed in `runwatch.stream.rules.BUILTIN_RULES`; docs/rules.md's and
+    A subclass with an `id` in a module of `runwatch.stream.rules` is a built-in rule (found
+    there: `BUILTIN_RULES`); docs/rules.md's and
     the contract's rule tables, the simulator's time scaling and the dashboards' stall panel
     are made from these attributes (docs/architecture.md, "Adding a rule").
     """

@@ -20,6 +20,7 @@ from runwatch.dev.incidents import INCIDENTS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
+from runwatch.stream.rules import BUILTIN_RULES
 
 #: short windows, so that every heartbeat rule fires and resolves within a few dozen beats
 SHORT = {
@@ -30,6 +31,12 @@ SHORT = {
     "weight_sync_stalled": {"timeout": 35.0},
     "inference_idle_with_pending": {"idle_for": 20.0},
 }
+
+
+def test_every_rule_that_skips_routine_beats_has_short_windows_here() -> None:
+    """A new such rule must fire and resolve inside the storms, or they test nothing of it."""
+    skipping = {rule.id for rule in BUILTIN_RULES if rule.skips_routine_beats}
+    assert skipping == set(SHORT), "give the rule short windows in SHORT"
 
 
 def engines(rules: dict[str, Any] | None = None) -> tuple[Engine, Engine]:
