@@ -16,6 +16,10 @@ Four ways, on the same lines:
                         with them (the ASCII / escape / DEL scans, unknown fields refused):
                         what decoding cost before, for the cost of the boundary
 
+Then what comes before decoding in a consumer, on the same lines: parsing gzip Kafka record
+batches to each record's value, kafka-python's reader against aiokafka's (C), the one the
+sink and the worker consume with.
+
 The lines follow the kind mix of the incident streams (`runwatch.dev.incidents`, all of them),
 with a few `step.metrics` lines carrying NaN (written by stdlib json, as a Python emitter
 would). Each method is timed over every line, in CPU time, best of `--repeat` rounds; the
@@ -38,7 +42,7 @@ from typing import Annotated, Any, Union
 
 import msgspec
 import orjson
-from benchinfo import machine
+from benchinfo import SAID, machine, say, write_section
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from runwatch.dev.incidents import INCIDENTS
@@ -155,13 +159,13 @@ def main() -> None:
     if args.quick:
         args.n, args.repeat = 10_000, 3
 
-    print(machine())
+    say(machine())
     lines = corpus(args.n)
     mix = Counter(orjson.loads(raw.replace(b"NaN", b"null"))["kind"] for raw in lines)
     nan_lines = sum(b"NaN" in raw for raw in lines)
     avg = sum(map(len, lines)) / len(lines)
-    print(f"{len(lines)} lines, {avg:.0f} bytes on average, {nan_lines} with NaN; kind mix:")
-    print("  " + ", ".join(f"{k} {v / len(lines):.1%}" for k, v in mix.most_common()))
+    say(f"{len(lines)} lines, {avg:.0f} bytes on average, {nan_lines} with NaN; kind mix:")
+    say("  " + ", ".join(f"{k} {v / len(lines):.1%}" for k, v in mix.most_common()))
 
     # every method must agree with the baseline before its time means anything
     reference = [json_pydantic(raw) for raw in lines[:2000]]
@@ -172,13 +176,54 @@ def main() -> None:
 
     times = {name: timed(fn, lines, args.repeat) for name, fn in METHODS.items()}
     base = times[BASELINE]
-    print()
-    print(f"{'method':<28}{'µs/event':>10}{'events/s':>14}{'vs json+pydantic':>19}")
+    say("")
+    say(f"{'method':<28}{'µs/event':>10}{'events/s':>14}{'vs json+pydantic':>19}")
     for name, t in times.items():
         per = t / len(lines)
-        print(f"{name:<28}{per * 1e6:>10.2f}{1 / per:>14,.0f}{base / t:>18.2f}x")
+        say(f"{name:<28}{per * 1e6:>10.2f}{1 / per:>14,.0f}{base / t:>18.2f}x")
     bounds = times["runwatch decode (msgspec)"] / times["... without bounds"] - 1
-    print(f"\nthe contract's bounds add {bounds:+.1%} to decode's cost per event")
+    say("")
+    say(f"the contract's bounds add {bounds:+.1%} to decode's cost per event")
+
+    say("")
+    say("Kafka record batches (gzip, 500 records each), parsed to each record's value:")
+    readers = record_readers(lines, args.repeat)
+    for name, t in readers.items():
+        say(f"  {name:<26}{t / len(lines) * 1e6:>8.2f} µs/record")
+    ratio = readers["kafka-python"] / readers["aiokafka (C)"]
+    say(f"  aiokafka's reader is {ratio:.1f}x kafka-python's")
+    if not args.quick:
+        title = "## Decoding one event, and the Kafka records around it (`bench/decode.py`)"
+        write_section("decode", [title, "", "```", *SAID, "```"])
+
+
+def record_readers(lines: list[bytes], repeat: int) -> dict[str, float]:
+    """Best CPU seconds to read every record's value out of gzip batches, per reader."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    from aiokafka.record.memory_records import MemoryRecords as AioRecords
+    from kafka.record.memory_records import MemoryRecords as KafkaPythonRecords
+
+    batches = []
+    for start in range(0, len(lines), 500):
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=1, is_transactional=False, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+        )  # fmt: skip
+        for offset, value in enumerate(lines[start : start + 500]):
+            builder.append(offset, timestamp=None, key=None, value=value, headers=[])
+        batches.append(bytes(builder.build()))
+    data = b"".join(batches)
+
+    def read(records_of: Callable[[bytes], Any]) -> float:
+        t0 = time.process_time()
+        records, n = records_of(data), 0
+        while (batch := records.next_batch()) is not None:
+            n += sum(1 for _ in batch)
+        assert n == len(lines)
+        return time.process_time() - t0
+
+    readers = {"kafka-python": KafkaPythonRecords, "aiokafka (C)": AioRecords}
+    return {name: min(read(cls) for _ in range(repeat)) for name, cls in readers.items()}
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import statistics
 import time
 from typing import Any
 
-from benchinfo import machine
+from benchinfo import SAID, machine, say, write_section
 from prometheus_client import CollectorRegistry, generate_latest
 
 from runwatch.dev.incidents import sandbox_hang
@@ -123,16 +123,16 @@ def scrape_cost(runs: int, scrapes: int) -> None:
 
     fast, fast95 = timed(metrics.exposition)
     slow, slow95 = timed(lambda: generate_latest(registry))
-    print(
+    say(
         f"scrape: {runs} live runs ({firing} firing alerts), {lines} series "
         f"({lines / runs:.0f} per run), {len(text) / 1e6:.1f} MB of text "
         f"(state built in {build:.1f}s)"
     )
-    print(
+    say(
         f"  /metrics (RunwatchMetrics.exposition, what the worker and serve() answer): "
         f"median {fast * 1e3:.0f} ms, p95 {fast95 * 1e3:.0f} ms"
     )
-    print(
+    say(
         f"  via prometheus-client generate_latest(registry): median {slow * 1e3:.0f} ms, "
         f"p95 {slow95 * 1e3:.0f} ms"
     )
@@ -163,7 +163,7 @@ def per_event_cost(repeat: int) -> None:
 
     plain, inst = run(False), run(True)
     n = len(decoded)
-    print(
+    say(
         f"per event ({n} events of the sandbox-hang incident, engine.apply only, best of "
         f"{repeat}): plain {plain / n * 1e6:.2f} µs, instrumented {inst / n * 1e6:.2f} µs, "
         f"exporter adds {(inst - plain) / n * 1e9:.0f} ns/event "
@@ -189,7 +189,7 @@ def fleet_budget(runs: int, scrapes: int) -> None:
             engine.apply(decode(json.dumps(e).encode()) if e["id"].startswith("nan") else
                          decode_dict(e))  # fmt: skip
     firing = sum(len(engine.firing()) for engine in engines)
-    print(f"fleet: {runs} live runs, {firing} firing alerts, 4 engines")
+    say(f"fleet: {runs} live runs, {firing} firing alerts, 4 engines")
     budget = f"the budget (detailed_runs={Limits.detailed_runs})"
     for label, limits in (("every family for every run", Limits(detailed_runs=10**9)),
                           (budget, Limits())):  # fmt: skip
@@ -203,7 +203,7 @@ def fleet_budget(runs: int, scrapes: int) -> None:
             times.append(time.perf_counter() - t)
         lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
         took = statistics.median(times) * 1e3
-        print(f"  {label:<40} {lines:>8,} series ({lines / runs:.0f} per run), "
+        say(f"  {label:<40} {lines:>8,} series ({lines / runs:.0f} per run), "
               f"{len(body) / 1e6:5.1f} MB, median scrape {took:.0f} ms")  # fmt: skip
 
 
@@ -217,10 +217,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.scrapes, args.repeat, args.fleet_runs = 5, 2, 1000
-    print(machine())
+    say(machine())
     scrape_cost(args.runs, args.scrapes)
     fleet_budget(args.fleet_runs, max(3, args.scrapes // 4))
     per_event_cost(args.repeat)
+    if not args.quick:
+        write_section("exporter", ["## What `/metrics` costs (`bench/exporter.py`)", "", "```",
+                                   *SAID, "```"])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ Figures only; nothing here asserts a timing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 
 import duckdb
+from benchinfo import SAID, say, write_section
 
 from runwatch.dev import incidents
 from runwatch.store import Store, schema
@@ -55,14 +57,17 @@ def sample_values(n: int) -> list[bytes]:
     return out
 
 
-def bench_sink_path(values: list[bytes], db: Path, batch: int) -> tuple[float, float, float]:
+def bench_sink_path(
+    values: list[bytes], db: Path, batch: int, tuned: bool = True
+) -> tuple[float, float, float]:
     """(events/s through decode + batched flushes, seconds waited on flushes, CPU seconds).
 
-    As in the sink, flushes run on the writer thread while the next batch is decoded.
+    As in the sink, flushes run on the writer thread while the next batch is decoded, and
+    the garbage collector is tuned (`tuned=False`: Python's defaults, for comparison).
     """
     writer = BatchWriter(db, consumer="bench", background=True)
     waited = 0.0
-    with tuned_for_consuming():  # as the sink
+    with tuned_for_consuming() if tuned else contextlib.nullcontext():
         started = time.perf_counter()
         cpu = time.process_time()
         for offset, value in enumerate(values):
@@ -343,7 +348,7 @@ def main() -> None:
     n_views = args.events or (1_000_000 if args.quick else 10_000_000)
     n_ingest = args.ingest or (200_000 if args.quick else 1_000_000)
 
-    print(
+    say(
         f"runwatch store bench: {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, DuckDB {duckdb.__version__}"
     )
@@ -357,27 +362,36 @@ def main() -> None:
         rates = [bench_sink_path(values, root / f"sink{i}.duckdb", args.batch)
                  for i in range(args.ingest_repeat)]  # fmt: skip
         rate, flush_s, cpu = max(rates)
+        untuned = [bench_sink_path(values, root / f"sink-gc{i}.duckdb", args.batch, tuned=False)
+                   for i in range(args.ingest_repeat)]  # fmt: skip
+        _, _, cpu_untuned = min(untuned, key=lambda r: r[2])
         base = bench_row_by_row(values[: args.row_by_row], root / "rows.duckdb")
-        print("\ningest (decode + store, per event)")
-        print(
+        say("")
+        say("ingest (decode + store, per event)")
+        say(
             f"  sink path, batches of {args.batch:,}: {rate:>12,.0f} events/s "
             f"(best of {args.ingest_repeat}; {n_ingest:,} events; CPU {cpu / n_ingest * 1e6:.1f} "
             f"us/event; {flush_s:.1f} s waiting for the writer thread)"
         )
-        print(
+        say(
+            f"  the same, default gc thresholds: CPU {cpu_untuned / n_ingest * 1e6:.1f} us/event "
+            f"(the tuned collector saves {1 - cpu / cpu_untuned:.0%} of it)"
+        )
+        say(
             f"  row by row, one INSERT each:    {base:>12,.0f} events/s "
             f"({args.row_by_row:,} events)   -> batches are {rate / base:,.0f}x faster"
         )
         if not args.no_kafka:
             k_rate, k_cpu, k_batches = bench_sink_kafka(values, root, args.partitions)
-            print(
+            say(
                 f"  runwatch sink through Kafka:    {k_rate:>12,.0f} events/s "
                 f"(steady, after the first of {k_batches} batches; {args.partitions} partitions, "
                 f"gzip; CPU {k_cpu:.1f} us/event)"
             )
         n, gen_s = generate(root / "big.duckdb", n_views)
         size = (root / "big.duckdb").stat().st_size
-        print(f"\nviews over {n:,} stored events (generated + typed in {gen_s:.0f} s; "
+        say("")
+        say(f"views over {n:,} stored events (generated + typed in {gen_s:.0f} s; "
               f"file {size / 1e9:.2f} GB)")  # fmt: skip
         queries = {
             "idle_gaps (all runs and steps)": "SELECT * FROM idle_gaps",
@@ -387,8 +401,11 @@ def main() -> None:
         }
         for name, sql in queries.items():
             best, med, cpu, rows = time_query(root / "big.duckdb", sql, args.repeat)
-            print(f"  {name:<34} best {best * 1000:>7.0f} ms  median {med * 1000:>7.0f} ms"
-                  f"  CPU {cpu * 1000:>6.0f} ms  ({rows:,} rows)")  # fmt: skip
+            say(f"  {name:<34} best {best * 1000:>7.0f} ms  median {med * 1000:>7.0f} ms"
+                f"  CPU {cpu * 1000:>6.0f} ms  ({rows:,} rows)")  # fmt: skip
+    if not args.quick:
+        write_section("store", ["## The history: ingest and the views (`bench/store.py`)", "",
+                                "```", *SAID, "```"])  # fmt: skip
 
 
 if __name__ == "__main__":

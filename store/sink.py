@@ -9,9 +9,9 @@ writer also leaves out events that emitters sent twice (by id, `Store.write_even
 run on the writer's thread while the next batch is decoded (`BatchWriter(background=True)`).
 
 The consumer is aiokafka's, driven by the one consuming loop (`runwatch.stream.kafka.consume`):
-its record parsing is C code, about 2 us per event against kafka-python's 7 (measured on one
-broker, gzip batches), and at 200k events/s that is the difference between the sink keeping
-up and not. A record the sink itself fails on is kept in `invalid_events` with the reason.
+its record parsing is C code, several times cheaper per record than kafka-python's
+(`bench/decode.py`; figures in bench/RESULTS.md), which at the sink's rates decides whether
+it keeps up. A record the sink itself fails on is kept in `invalid_events` with the reason.
 
 With `health_port` it serves /healthz, /readyz and /metrics on its own loop
 (`runwatch.stream.metrics.roles.SinkEndpoints`); the loop reports a turn once per `getmany`,

@@ -5,7 +5,7 @@ It buffers events, alert transitions, invalid input and consumer positions, and 
 writes all of them in one DuckDB transaction. The file is opened for the flush and closed
 after it (by default), so between batches other processes can open the history read-only:
 that is how `runwatch sql` reads while the sink writes (DuckDB allows one writing process and
-no readers beside it). Opening and closing cost ~10-30 ms per batch (bench/store.py).
+no readers beside it). The open and close are part of every flush `bench/store.py` times.
 
 With `background=True` (the sink) a flush runs on a writer thread while the caller goes on
 decoding the next batch: DuckDB releases the GIL, so decoding and writing overlap on two

@@ -1,11 +1,12 @@
 """Bytes to validated events, fast: the hot path of every consumer.
 
-`bench/decode.py` measures pydantic's own JSON validation at ~4 µs per event and this
-module at ~1 µs (a 2-CPU EPYC VM), so the common case goes through msgspec Structs that are
-*generated from the pydantic models* in `runwatch.emitters.events` (one definition of the
-schema). Whatever that fast path refuses -- unknown kinds, the `NaN`/`Infinity` tokens that
-strict JSON parsers reject, and genuinely bad input -- is decided by the stdlib parser plus
-pydantic, which also words the reason that goes to the dead-letter place.
+pydantic's own JSON validation costs several times what msgspec does per event (measured:
+`bench/decode.py`, figures in bench/RESULTS.md), so the common case goes through msgspec
+Structs that are *generated from the pydantic models* in `runwatch.emitters.events` (one
+definition of the schema). Whatever that fast path refuses -- unknown kinds, the
+`NaN`/`Infinity` tokens that strict JSON parsers reject, and genuinely bad input -- is
+decided by the stdlib parser plus pydantic, which also words the reason that goes to the
+dead-letter place.
 
 Fast-path objects are Structs with the same attribute names and value types as the pydantic
 models (tests/unit/stream/test_decode.py holds the two paths to the same verdicts), so the rest of

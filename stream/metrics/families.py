@@ -1,9 +1,10 @@
 """The metric families one scrape of `RunwatchMetrics` fills, and their text rendering.
 
-A scrape adds tens of thousands of samples (46 per run); prometheus-client's own families
-cost ~7 µs per `add_metric` and its text writer ~10 µs per sample. `Family` keeps samples
-as plain tuples and renders the text exposition format directly (label values escaped once
-per distinct value), so the worker's event loop is held for far less per scrape. It also
+A scrape adds tens of thousands of samples; prometheus-client's own families and text
+writer cost several times more per sample (`bench/exporter.py`; figures in
+bench/RESULTS.md). `Family` keeps samples as plain tuples and renders the text exposition
+format directly (label values escaped once per distinct value), so the worker's event loop
+is held for far less per scrape. It also
 converts to prometheus-client `Metric`s for any registry-based consumer.
 """
 
