@@ -41,6 +41,7 @@ from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry
 from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
+from runwatch.stream.state.run import RunState
 
 log = logging.getLogger("runwatch.serve")
 
@@ -152,7 +153,7 @@ class Service:
             return 0
         events = self.events
 
-        def fits(position: Any) -> None:
+        def fits(position: dict[str, Any]) -> None:
             generation, at = position["generation"], position["at"]
             if generation != events.generation or not 0 <= at <= events.size:
                 raise CheckpointError(
@@ -421,7 +422,7 @@ class Service:
         return items[-limit:]
 
 
-def _run_summary(state: Any, firing: int) -> dict[str, Any]:
+def _run_summary(state: RunState, firing: int) -> dict[str, Any]:
     steps = state.steps
     last = steps.last_done
     return {

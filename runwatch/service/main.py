@@ -9,13 +9,17 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runwatch.console import alert_line
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
+
+if TYPE_CHECKING:
+    from runwatch.notify.background import BackgroundNotifier
+    from runwatch.service.core import Service
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def run(settings: ServeSettings) -> int:
     return 0
 
 
-def _slack(path: Path, service: Any) -> Any:
+def _slack(path: Path, service: Service) -> BackgroundNotifier:
     """The Slack notifier off the event path (`runwatch.notify.background`), as a notifier."""
     from runwatch.notify.background import BackgroundNotifier
     from runwatch.notify.config import NotifyConfig

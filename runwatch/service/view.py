@@ -4,11 +4,18 @@ transitions as they happen. Reads the service's JSON API only."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+
+class Fetches(Protocol):
+    """A client of the service's API (`ServeProcess`): the JSON answer to a GET of `path`."""
+
+    def get(self, path: str) -> Any: ...
+
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -66,7 +73,7 @@ def alerts_table(transitions: list[dict[str, Any]], limit: int = 12) -> Table:
     return table
 
 
-def render(api: Any, header: str) -> Group:
+def render(api: Fetches, header: str) -> Group:
     """One frame from a client with `get(path)` (ServeProcess)."""
     runs = api.get("/v1/runs")["runs"]
     firing = api.get("/v1/alerts?state=firing")["alerts"]
