@@ -75,7 +75,7 @@ class EntropyCollapse(Rule[EntropyParams]):
         if found is None:  # described at the moment it fired: always found then
             return Description(f"policy entropy ({cond.key}) collapsed", {})
         key, level, low = found
-        latest = low[-1].metrics[key]
+        latest = low[-1].metrics.get(key)
         return Description(
             f"policy entropy ({key}) has been below {params.fraction:.0%} of its early-training "
             f"level for {len(low)} steps ({low[0].number}–{low[-1].number}): {latest:.4g} "

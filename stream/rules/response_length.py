@@ -93,7 +93,7 @@ class ResponseLengthDrift(Rule[ResponseLengthParams]):
             return Description(
                 f"responses have collapsed: {key} below {params.collapse_fraction:.0%} of its "
                 f"early-training level for {len(low)} steps ({low[0].number}–{low[-1].number}): "
-                f"{low[-1].metrics[key]:.4g} against {level:.4g} early on",
+                f"{low[-1].metrics.get(key):.4g} against {level:.4g} early on",
                 {"metric": key, "early_level": level, "first_step": low[0].number,
                  "count": len(low), "series": values_of(low, key)},
             )  # fmt: skip
@@ -102,7 +102,7 @@ class ResponseLengthDrift(Rule[ResponseLengthParams]):
             return Description(
                 f"responses run into the maximum length: {key} at least "
                 f"{params.max_clip_ratio:.0%} for {len(high)} steps "
-                f"({high[0].number}–{high[-1].number}), {high[-1].metrics[key]:.0%} now",
+                f"({high[0].number}–{high[-1].number}), {high[-1].metrics.get(key):.0%} now",
                 {"metric": key, "first_step": high[0].number, "count": len(high),
                  "series": values_of(high, key)},
             )  # fmt: skip

@@ -87,7 +87,7 @@ class MetricSpike(Rule[SpikeParams]):
         if found is None:
             return None
         key, reported = found
-        values = [float(s.metrics[key]) for s in reported]  # type: ignore[arg-type]
+        values = [float(s.metrics.get(key)) for s in reported]  # type: ignore[arg-type]
         p = params
         band = spiking(values, p.steps, p.window, p.warmup, p.z, p.min_rise)
         if band is None:
@@ -114,7 +114,7 @@ class MetricSpike(Rule[SpikeParams]):
         if spike is None:  # described at the moment it fired: always found then
             return Description(f"{self.what} ({cond.key}) far above its usual band", {})
         key, recent, mid, mad = spike
-        latest = recent[-1].metrics[key]
+        latest = recent[-1].metrics.get(key)
         return Description(
             f"{self.what} ({key}) has been far above its usual band for {len(recent)} steps "
             f"({recent[0].number}–{recent[-1].number}): {latest:.4g} against a median of "

@@ -66,7 +66,7 @@ class StalenessGrowing(Rule[StalenessParams]):
             return Description(f"rollouts are stale ({cond.key})", {})
         key, steps = found
         return Description(
-            f"rollouts are {steps[-1].metrics[key]:.3g} policy versions old ({key}), at least "
+            f"rollouts are {steps[-1].metrics.get(key):.3g} policy versions old ({key}), at least "
             f"{params.max_lag:g} for {len(steps)} steps ({steps[0].number}–{steps[-1].number}): "
             "inference is not keeping up with training",
             {"metric": key, "first_step": steps[0].number, "count": len(steps),

@@ -60,7 +60,9 @@ class StepSlowdown(Rule[SlowdownParams]):
     watches = frozenset({"step.done"})
 
     def state_needs(self, params: SlowdownParams, base: StateConfig) -> StateConfig:
-        return replace(base, keep_steps=max(base.keep_steps, params.window + params.steps))
+        steps = params.window + params.steps
+        return replace(base, keep_steps=max(base.keep_steps, steps),
+                       timing_steps=max(base.timing_steps, steps))  # fmt: skip
 
     def _slow(
         self, run: RunState, params: SlowdownParams

@@ -7,12 +7,20 @@ steps (`idle_gap_growing`) and the rule itself only adds the heartbeat check.
 
 from __future__ import annotations
 
+import hashlib
 import sys
-from collections import deque
 
 from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.processes import Process
 from runwatch.stream.state.progress import Counter
+
+#: bytes of a remembered trajectory id's digest (a false match: about 1 in 2**57 per lookup)
+_DIGEST = 8
+
+
+def _digest(traj: str) -> bytes:
+    """A stable digest of a trajectory id (the same in every process: checkpoints keep it)."""
+    return hashlib.blake2b(traj.encode(), digest_size=_DIGEST).digest()
 
 
 class Server(Compact):
@@ -64,11 +72,13 @@ class PendingTrajectory(Compact):
 class Inference:
     """Servers, pending trajectories and when "every server idle while work waits" began."""
 
-    __slots__ = ("_ended", "_started_by_step", "bars", "idle_since", "pending", "pending_since",
-                 "servers")  # fmt: skip
+    __slots__ = ("_ended", "_ended_next", "_started_by_step", "bars", "idle_since", "pending",
+                 "pending_since", "servers")  # fmt: skip
 
     #: How many finished trajectory ids to remember, so that a `started` arriving after its
-    #: `done` (beyond the reorder window) does not leave a phantom pending trajectory.
+    #: `done` (beyond the reorder window) does not leave a phantom pending trajectory. They
+    #: are kept as 8-byte digests in one ring buffer: 1 KiB per run, where the ids
+    #: themselves took about 8 (bench/memory.py).
     ENDED_MEMORY = 128
 
     def __init__(self) -> None:
@@ -77,7 +87,8 @@ class Inference:
         self.pending_since: float | None = None
         #: When every known server became idle while something was pending; None when not.
         self.idle_since: float | None = None
-        self._ended: deque[str] = deque(maxlen=self.ENDED_MEMORY)
+        self._ended = bytearray(_DIGEST * self.ENDED_MEMORY)
+        self._ended_next = 0  # the ring's slot the next ended id goes in
         self._started_by_step: dict[int | None, int] = {}
         #: progress counters that stand for pending trajectories (`pending_bars`): their
         #: `total - n` trajectories wait while the bar is not complete
@@ -139,7 +150,7 @@ class Inference:
     # -- trajectories ----------------------------------------------------------------------
 
     def started(self, traj: str, ts: float, step: int | None, group: str | None = None) -> None:
-        if traj in self.pending or traj in self._ended:
+        if traj in self.pending or self.has_ended(traj):
             return
         if not self.pending:
             self.pending_since = ts
@@ -164,14 +175,26 @@ class Inference:
 
     def has_ended(self, traj: str) -> bool:
         """Whether a `trajectory.done` of `traj` was seen already (of the recent ones)."""
-        return traj in self._ended
+        return self._ended_slot(_digest(traj)) >= 0
+
+    def _ended_slot(self, digest: bytes) -> int:
+        ring, at = self._ended, self._ended.find(digest)
+        while at >= 0 and at % _DIGEST:  # a match across two slots is not one
+            at = ring.find(digest, at + 1)
+        return at
+
+    def _remember_ended(self, digest: bytes) -> None:
+        at = self._ended_next * _DIGEST
+        self._ended[at : at + _DIGEST] = digest
+        self._ended_next = (self._ended_next + 1) % self.ENDED_MEMORY
 
     def done(self, traj: str) -> None:
+        digest = _digest(traj)
         if self.pending.pop(traj, None) is None:
-            if traj not in self._ended:
-                self._ended.append(traj)
+            if self._ended_slot(digest) < 0:
+                self._remember_ended(digest)
             return
-        self._ended.append(traj)
+        self._remember_ended(digest)
         if not self.pending:
             self.pending_since = None
 

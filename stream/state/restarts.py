@@ -37,7 +37,9 @@ class Slot(Compact):
 
     def __init__(self) -> None:
         self.pids: dict[int, list[float]] = {}
-        self.final: set[int] = set()
+        #: made on the first `final` beat: most slots never see one, and an empty set is
+        #: a few hundred bytes per slot of every live run
+        self.final: set[int] | None = None
         self.newest: int | None = None  # the pid that beat first last, if no other did then
 
     def beat(self, pid: int, ts: float, final: bool = False) -> bool:
@@ -46,13 +48,16 @@ class Slot(Compact):
         seen = self.pids.get(pid)
         routine = not final and seen is not None and pid == self.newest and ts >= seen[0]
         if final:
+            if self.final is None:
+                self.final = set()
             self.final.add(pid)
         if seen is None:
             self.pids[pid] = [ts, ts]
             if len(self.pids) > KEEP:
                 oldest = min(self.pids, key=lambda p: self.pids[p][0])
                 del self.pids[oldest]
-                self.final.discard(oldest)
+                if self.final:
+                    self.final.discard(oldest)
         else:
             if ts < seen[0]:
                 seen[0] = ts
@@ -79,7 +84,7 @@ class Slot(Compact):
                 out.append(first)
             elif quiet_until != float("-inf") and quiet_until < first:
                 out.append(first)  # in place of every earlier pid, however they ended
-            if pid not in self.final:
+            if not self.final or pid not in self.final:
                 quiet.append(last)
             quiet_until = max(quiet_until, last)
         return out

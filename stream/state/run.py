@@ -31,6 +31,9 @@ class StateConfig:
     watched_metrics: frozenset[str] = frozenset()
     progress_window: int = 20
     keep_steps: int = 16
+    #: the latest steps whose `step.done.timing` is kept (step_slowdown's; none without it):
+    #: the per-phase seconds are most of a step's size, and only that rule reads them
+    timing_steps: int = 0
     #: silence after which a process counts as lost (heartbeat_lost's `timeout`)
     heartbeat_timeout: float = 60.0
     #: (component, kind) pairs whose last arrival an `absent` rule watches
@@ -60,7 +63,7 @@ class RunState:
         self.events = 0
         self.processes = Processes()
         self.inference = Inference()
-        self.steps = Steps(cfg.keep_steps, cfg.watched_metrics)
+        self.steps = Steps(cfg.keep_steps, cfg.watched_metrics, cfg.timing_steps)
         self.steps.keep_early(cfg.early_metrics, cfg.early_steps)
         self.progress = ProgressCounters(cfg.progress_window)
         self.ranks = Ranks()
@@ -86,6 +89,7 @@ class RunState:
         """Per-run rule parameters (from run.started.config) change what must be kept."""
         self.config = config
         self.steps.keep = config.keep_steps
+        self.steps.timing_steps = config.timing_steps
         self.steps.settled += 1  # what step rules read may differ now
         self.steps.watched = config.watched_metrics
         self.steps.keep_early(config.early_metrics, config.early_steps)

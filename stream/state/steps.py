@@ -8,6 +8,33 @@ from collections.abc import Iterable, Mapping
 from runwatch.stream.state.compact import Compact
 
 
+class Metrics(tuple[str | float | None, ...]):
+    """A step's watched metrics, flat: (key, value, key, value, ...). A step keeps the one
+    or few keys some rule watches; a dict of that size costs ~200 bytes, this ~80, and a run
+    keeps 53 steps (bench/memory.py). Read with `get`, as a dict."""
+
+    __slots__ = ()
+
+    def get(self, key: str) -> float | None:
+        for i in range(0, len(self), 2):
+            if self[i] == key:
+                return self[i + 1]  # type: ignore[return-value]
+        return None
+
+    def items(self) -> list[tuple[str, float | None]]:
+        return list(zip(self[::2], self[1::2], strict=True))  # type: ignore[arg-type]
+
+    def updated(self, values: Mapping[str, float | None]) -> Metrics:
+        """These metrics with `values` set (a later `step.metrics` of the step)."""
+        merged = dict(self.items())
+        merged.update(values)
+        return Metrics(x for pair in merged.items() for x in pair)
+
+
+#: what a step has before any watched metric (shared by every such step)
+NO_METRICS = Metrics()
+
+
 class Step(Compact):
     """What runwatch keeps about one training step."""
 
@@ -36,7 +63,7 @@ class Step(Compact):
         self.gap = 0.0
         self.reward_mean: float | None = None  # from the step's `reward` event
         self.reward_ts: float | None = None
-        self.metrics: dict[str, float | None] = {}  # only the keys some rule watches
+        self.metrics = NO_METRICS  # only the keys some rule watches
         self.metrics_ts: float | None = None
         self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
         self.nonfinite_ts: float | None = None  # when the first of them was reported
@@ -64,12 +91,14 @@ class Steps:
     """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
 
     __slots__ = ("by_number", "early", "early_keys", "early_n", "keep", "last_done", "latest",
-                 "memo", "settled", "watched")  # fmt: skip
+                 "memo", "settled", "timing_steps", "watched")  # fmt: skip
 
-    def __init__(self, keep: int, watched: frozenset[str]) -> None:
+    def __init__(self, keep: int, watched: frozenset[str], timing_steps: int = 0) -> None:
         self.by_number: dict[int, Step] = {}
         self.keep = keep
         self.watched = watched  # metric keys kept per step
+        #: a done step's `timing` is kept while it is one of the latest `timing_steps`
+        self.timing_steps = timing_steps
         self.latest: int | None = None  # highest step number seen
         self.last_done: Step | None = None
         #: the first `early_n` finite values of each of `early_keys`, in the order they came
@@ -120,7 +149,11 @@ class Steps:
             self.settled += 1
             step.done = ts
             step.duration = duration
-            step.timing = timing
+            if timing and self.timing_steps:
+                step.timing = timing
+                older = self.by_number.get(number - self.timing_steps)
+                if older is not None:
+                    older.timing = None
             if duration is None and step.started is not None:
                 step.duration = ts - step.started
             if idle_since is not None:
@@ -148,8 +181,9 @@ class Steps:
         if bad:
             step.nonfinite = sorted(set(step.nonfinite or ()) | set(bad))
             step.nonfinite_ts = _earliest(step.nonfinite_ts, ts)
-        for key in self.watched.intersection(metrics):
-            step.metrics[key] = metrics[key]
+        watched = self.watched.intersection(metrics)
+        if watched:
+            step.metrics = step.metrics.updated({key: metrics[key] for key in watched})
         if self.early_keys:
             for key in self.early_keys.intersection(metrics):
                 value = metrics[key]

@@ -208,6 +208,21 @@ def test_a_started_that_arrives_after_its_done_is_ignored(state: RunState) -> No
     assert state.inference.pending == {}
 
 
+def test_the_last_ended_trajectories_are_remembered_and_older_ones_let_go(
+    state: RunState,
+) -> None:
+    """A ring of ENDED_MEMORY digests: a late `started` of any of the latest is ignored, one
+    of an id that ended longer ago starts a trajectory again (bounded memory per run)."""
+    memory = state.inference.ENDED_MEMORY
+    fold(state, *(make_event("trajectory.done", i, src=ROLLOUT, traj=f"t{i}", status="ok")
+                  for i in range(memory + 1)))  # fmt: skip
+    assert [state.inference.has_ended(f"t{i}") for i in (0, 1, memory)] == [False, True, True]
+    assert not state.inference.has_ended("never")
+    fold(state, make_event("trajectory.started", 500, src=ROLLOUT, traj=f"t{memory}"),
+         make_event("trajectory.started", 501, src=ROLLOUT, traj="t0"))  # fmt: skip
+    assert list(state.inference.pending) == ["t0"]
+
+
 def test_a_duplicate_started_does_not_reset_the_trajectory(state: RunState) -> None:
     fold(
         state,
@@ -374,7 +389,7 @@ def test_step_timings_rewards_and_watched_metrics(state: RunState) -> None:
     )
     one, two = state.steps.by_number[1], state.steps.by_number[2]
     assert (one.duration, two.duration) == (60, 38.5)
-    assert one.metrics == {"reward": 0.5}  # only watched keys are kept
+    assert dict(one.metrics.items()) == {"reward": 0.5}  # only watched keys are kept
     assert one.reward(["reward"]) == 0.5
     assert two.reward(["reward"]) == 0.25
     assert (one.metrics_ts, two.reward_ts) == (161, 210)
@@ -403,11 +418,42 @@ def test_non_finite_values_are_recorded_with_when_they_were_reported(state: RunS
     assert step.nonfinite_ts == 20
 
 
+def test_a_later_metrics_event_of_a_step_adds_to_and_replaces_its_values() -> None:
+    state = RunState("r1", StateConfig(watched_metrics=frozenset({"a", "b", "c"})))
+    fold(state, make_event("step.metrics", 1, step=1, metrics={"a": 1.0, "b": 2.0, "z": 9.0}),
+         make_event("step.metrics", 2, step=1, metrics={"b": 3.0, "c": None}))  # fmt: skip
+    metrics = state.steps.by_number[1].metrics
+    assert dict(metrics.items()) == {"a": 1.0, "b": 3.0, "c": None}
+    assert (metrics.get("a"), metrics.get("b"), metrics.get("z")) == (1.0, 3.0, None)
+
+
 def test_only_the_last_steps_are_kept() -> None:
     state = RunState("r1", StateConfig(keep_steps=3))
     fold(state, *(make_event("step.done", i, step=i) for i in range(10)))
     assert sorted(state.steps.by_number) == [7, 8, 9]
     assert [s.number for s in state.steps.recent(2)] == [8, 9]
+
+
+def test_phase_timings_are_kept_for_the_latest_timing_steps_only() -> None:
+    """Most of a kept step's size is its `timing`; only step_slowdown reads it, over its
+    window: older steps let theirs go, and without the rule no step keeps one."""
+    done = [make_event("step.done", i, step=i, timing={"gen": 1.0 + i, "update": 2.0})
+            for i in range(10)]  # fmt: skip
+    state = fold(RunState("r1", StateConfig(keep_steps=8, timing_steps=3)), *done)
+    kept = {n: s.timing for n, s in state.steps.by_number.items()}
+    assert kept == {2: None, 3: None, 4: None, 5: None, 6: None,
+                    7: {"gen": 8.0, "update": 2.0}, 8: {"gen": 9.0, "update": 2.0},
+                    9: {"gen": 10.0, "update": 2.0}}  # fmt: skip
+    without = fold(RunState("r1", StateConfig(keep_steps=8)), *done)
+    assert all(s.timing is None for s in without.steps.by_number.values())
+
+
+def test_the_rules_in_force_decide_how_many_steps_keep_their_timing() -> None:
+    from runwatch.stream.config import RulesConfig
+
+    assert RulesConfig.from_mapping({}).state_config().timing_steps == 23  # window 20 + 3
+    off = RulesConfig.from_mapping({"rules": {"step_slowdown": {"enabled": False}}})
+    assert off.state_config().timing_steps == 0
 
 
 def test_idle_spans_are_attributed_to_the_steps_open_during_them(state: RunState) -> None:
@@ -470,5 +516,5 @@ def test_reconfigure_changes_what_is_kept(state: RunState) -> None:
         ),
     )
     assert sorted(state.steps.by_number) == [2, 3]
-    assert state.steps.by_number[3].metrics == {"x": 1.0}
+    assert dict(state.steps.by_number[3].metrics.items()) == {"x": 1.0}
     assert state.progress.window == 3
