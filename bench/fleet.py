@@ -7,10 +7,13 @@ every 10 s, and a training step every 30-120 s (its own period) with 32 trajecto
 start, go to a tool and finish, then step.done with timing, step.metrics and reward: ~2.7
 events/s per run. `--producers` processes send the runs' events with kafka-python into a
 local broker (`runwatch.events`, `--partitions` partitions); `--workers` `runwatch worker`
-processes in one group consume them, and `runwatch sink` writes the history.
+processes in one group consume them, `runwatch sink` writes the history, and `runwatch
+notify` posts the alerts to a local server that answers like the Slack Web API
+(`runwatch.dev.slack_server`).
 
 Faults, every `PROBE_EVERY` seconds in a different run: a NaN in the metrics of the step in
-progress (`non_finite_metric`: from the producer's send to the alert on `runwatch.alerts`),
+progress (`non_finite_metric`: from the producer's send to the alert on `runwatch.alerts`
+and to its message in Slack),
 or a rollout worker that stops beating (`heartbeat_lost`, timeout 30 s here: from the
 moment it ripens -- last beat + timeout -- to the alert). Without `--quick`, a third worker
 joins at 40% of the time and one is killed with SIGKILL at 70%: spawn to live, and the
@@ -24,8 +27,8 @@ the broker, the sink and the workers share the cores: CPU per event is the figur
 extrapolates, wall rates are what this machine sustained.
 
 `--quick` (1,000 runs, one minute, two workers) is what tests/integration/test_fleet.py runs:
-it exits non-zero unless every fault alerted exactly once, nothing else fired and no lag was
-left at the end. Timings are figures only.
+it exits non-zero unless every fault alerted exactly once and reached Slack once, nothing
+else fired and no lag was left at the end. Timings are figures only.
 
     .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
         [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
@@ -38,6 +41,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
+import os
 import re
 import signal
 import statistics
@@ -58,10 +62,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from worker import RUNWATCH, Worker
 
 from runwatch.dev.broker import KafkaBroker, free_port
+from runwatch.dev.slack_server import FakeSlack
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 
 TIMEOUT = 30.0  # heartbeat_lost here (the default is 60 s)
+SLACK_TOKEN = "xoxb-fleet-bench"
+SLACK_CHANNEL = "C-FLEET"
 PROBE_EVERY = 2.0
 #: the longest any one phase may take (a worker going live, the producers finishing, the
 #: workers catching up, the alerts arriving) before the bench gives up and says which
@@ -179,6 +186,37 @@ def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+def spread(values: list[float]) -> str:
+    """p50 / p99 / max of delays in seconds, in milliseconds."""
+    values = sorted(values)
+    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+    return (f"p50 {statistics.median(values) * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, "
+            f"max {values[-1] * 1e3:,.0f} ms")  # fmt: skip
+
+
+def slack_posts(slack: FakeSlack, alerts: Alerts, notify: Any) -> dict[str, list[float]]:
+    """When each firing transition on `runwatch.alerts` was posted to Slack (by the alert id
+    `runwatch notify` puts in a message's metadata), once notify has posted them all or
+    PHASE_S has passed, or notify died."""
+    want = {a["id"] for a, _ in alerts.seen if a["state"] == "firing"}
+    deadline = time.monotonic() + PHASE_S
+    while True:
+        posted: dict[str, list[float]] = {}
+        for m in list(slack.messages):
+            ident = ((m.metadata or {}).get("event_payload") or {}).get("alert_id")
+            if ident is not None:
+                posted.setdefault(ident, []).append(m.received)
+        if want <= posted.keys():
+            return posted
+        if notify.poll() is not None:
+            raise Stuck(f"runwatch notify exited ({notify.returncode}) with "
+                        f"{len(want - posted.keys())} alerts not posted")  # fmt: skip
+        if time.monotonic() > deadline:
+            raise Stuck(f"{len(want - posted.keys())} of {len(want)} firing alerts not "
+                        f"posted to Slack")  # fmt: skip
+        time.sleep(0.2)
+
+
 def died(producers: list[Any]) -> list[Any]:
     """The producer processes that exited with an error."""
     return [p for p in producers if p.exitcode not in (None, 0)]
@@ -247,6 +285,15 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
              "--group", f"{group}-sink", "--events-topic", topics.events,
              "--alerts-topic", topics.alerts], stderr=sink_log)  # fmt: skip
         stack.callback(lambda: (sink.poll() is None and sink.terminate(), sink.wait(60)))
+        slack = FakeSlack(token=SLACK_TOKEN, channels=(SLACK_CHANNEL,))
+        stack.callback(slack.close)
+        notify_log = (tmp / "notify.log").open("w")
+        notify = subprocess.Popen(
+            [RUNWATCH, "notify", "--kafka", bootstrap, "--topic-prefix", topics.prefix,
+             "--channel", SLACK_CHANNEL, "--state", str(tmp / "notify.sqlite"),
+             "--slack-url", slack.url, "--group", f"{group}-notify"],
+            stderr=notify_log, env={**os.environ, "SLACK_BOT_TOKEN": SLACK_TOKEN})  # fmt: skip
+        stack.callback(lambda: (notify.poll() is None and notify.terminate(), notify.wait(60)))
         alerts = Alerts(bootstrap, topics.alerts)
         stack.callback(alerts.close)
         runs = [f"job-{i:05d}" for i in range(n)]
@@ -312,6 +359,8 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         # what the workers published before committing is on runwatch.alerts now
         alerts.wait_caught_up(bootstrap, topics.alerts, PHASE_S)
         progress(t0, f"{len(alerts.seen)} alert transitions read")
+        posted = slack_posts(slack, alerts, notify)
+        progress(t0, f"Slack: {sum(map(len, posted.values()))} messages of {len(posted)} alerts")
         cpu = sum(w.cpu_s() for w in live) - cpu0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
         rss = [proc_stats(w.proc.pid)[0] for w in live]
@@ -320,12 +369,16 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
         sink.terminate()
         sink.wait(60)
         sink_log.close()
+        notify.terminate()
+        notify.wait(60)
+        notify_log.close()
         alerts.close()
 
     # -- judge and print --------------------------------------------------------------------
     firing = [(a, at) for a, at in alerts.seen if a["state"] == "firing"]
     expect = {"nan": "non_finite_metric", "silent": "heartbeat_lost"}
     delays: dict[str, list[float]] = {"nan": [], "silent": []}
+    to_slack: dict[str, list[float]] = {"nan": [], "silent": []}
     ok = True
     claimed: set[str] = set()
     for f in faults:
@@ -337,6 +390,12 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
             continue
         claimed.add(got[0][0]["id"])
         delays[f["kind"]].append(got[0][1] - f["due"])
+        messages = posted.get(got[0][0]["id"], [])
+        if len(messages) != 1:
+            say(f"  FAULT {f['kind']} in {f['run']}: {len(messages)} Slack messages (want 1)")
+            ok = False
+            continue
+        to_slack[f["kind"]].append(messages[0] - f["due"])
     false = [a for a, _ in firing if a["id"] not in claimed]
     if false:
         ok = False
@@ -357,13 +416,13 @@ def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> b
     say(f"  processing lag (s): first half max {max(first):.1f}, second half max "
         f"{max(half):.1f}; records behind at the end: {left}")  # fmt: skip
     for kind, values in delays.items():
+        origin = "the send" if kind == "nan" else "ripening"
         if values:
-            values.sort()
-            p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
-            origin = "the send" if kind == "nan" else "ripening"
             say(f"  {expect[kind]:<18} {len(values):3d} faults, each alerted once; delay "
-                f"p50 {statistics.median(values) * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, "
-                f"max {values[-1] * 1e3:,.0f} ms (from {origin})")  # fmt: skip
+                f"{spread(values)} (from {origin})")  # fmt: skip
+        if to_slack[kind]:
+            say(f"  {'... to Slack':<18} {len(to_slack[kind]):3d} posted once each; delay "
+                f"{spread(to_slack[kind])} (from {origin})")  # fmt: skip
     say(f"  false alerts: {len(false)}")
     say(f"  workers: {cpu:.1f} CPU s for {sent:,} events = {cpu / max(sent, 1) * 1e6:.0f} µs "
         f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second)")  # fmt: skip

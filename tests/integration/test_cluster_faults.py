@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 from helpers import wait_for
 from kafka import KafkaConsumer
-from slack_fake import FakeSlack
 from test_live_surfaces import TOKEN, Proc
 from test_sink import SinkProcess
 from test_worker import WorkerProcess
 
 from runwatch.dev.broker import KafkaBroker
+from runwatch.dev.slack_server import FakeSlack
 from runwatch.store.store import Store
 from runwatch.stream.kafka.worker import DATADIR_PREFIX
 

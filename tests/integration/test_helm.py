@@ -19,9 +19,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from slack_fake import FakeSlack
 from test_live_surfaces import Proc, free_port, wait_for
 
+from runwatch.dev.slack_server import FakeSlack
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.metrics.http import AsyncMetricsServer

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from helpers import terminate
 from kafka import KafkaProducer
-from slack_fake import FakeSlack
 
 from runwatch.dev.broker import free_port
+from runwatch.dev.slack_server import FakeSlack
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from helpers import http_get
 from kafka import KafkaProducer
-from slack_fake import FakeSlack
 from test_live_surfaces import (
     RUNWATCH,
     TOKEN,
@@ -26,6 +25,8 @@ from test_live_surfaces import (
     wait_for,
 )
 from test_sink_health import samples
+
+from runwatch.dev.slack_server import FakeSlack
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,6 @@
-"""A local HTTP server that answers like the Slack Web API, for the notifier's tests -- as
-strict as Slack is, so the notifier is held to the real API:
+"""A local HTTP server that answers like the Slack Web API, for the notifier's tests and the
+fleet bench (which times an alert's way to Slack) -- as strict as Slack is, so the notifier
+is held to the real API:
 
 - chat.postMessage takes a channel ID or a name (`#rl-alerts` / `rl-alerts`) and answers with
   the channel's ID; chat.update, conversations.history, conversations.replies and
@@ -39,6 +40,8 @@ class Message:
     thread_ts: str | None
     metadata: dict[str, Any] | None
     updates: list[str] = field(default_factory=list)
+    #: when it was posted (wall clock): how long an alert took to reach Slack
+    received: float = field(default_factory=time.time)
 
 
 class FakeSlack:
