@@ -34,6 +34,7 @@ from runwatch.emitters.events import MAX_EVENT_BYTES
 from runwatch.stream.engine import Engine
 from runwatch.stream.refused import Refused
 from runwatch.stream.replay import DEFAULT_WINDOW, replay
+from runwatch.stream.rules import CONTRACT_RULES
 
 #: hypothesis over whole incidents: seconds each (make unit leaves them to make test)
 pytestmark = pytest.mark.slow
@@ -390,15 +391,7 @@ def test_generated_streams_reach_every_rule() -> None:
         alerts, bad = run_replay([encode(e) for e in events], until=events[-1]["ts"] + 120)
         assert not bad
         seen.update((a["rule"], a["state"]) for a in map(orjson.loads, alerts))
-    rules = {
-        "inference_idle_with_pending",
-        "zero_reward",
-        "stuck_progress",
-        "heartbeat_lost",
-        "ranks_stalled",
-        "non_finite_metric",
-        "idle_gap_growing",
-    }
+    rules = set(CONTRACT_RULES)
     assert {rule for rule, state in seen if state == "firing"} == rules
     assert {rule for rule, state in seen if state == "resolved"} == rules
 
