@@ -39,6 +39,7 @@ def test_healthy_cluster_stays_quiet_over_two_hours() -> None:
     assert alerts_of(Cluster(6, faults=["slow_but_healthy"] * 3, seed=11, duration=7200.0)) == []
 
 
+@pytest.mark.slow
 def test_a_seed_reproduces_the_events(tmp_path: Path) -> None:
     def run(out: Path, seed: int) -> bytes:
         cmd = [sys.executable, "-m", "runwatch.cli", "simulate", "--jobs", "3", "--seed",

@@ -381,6 +381,7 @@ def test_hard_limit_drops_and_counts(tmp_path: Path) -> None:
     assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) <= limit + heartbeat_bytes
 
 
+@pytest.mark.slow
 def test_room_made_by_a_reader_is_used_again(tmp_path: Path) -> None:
     em = Emitter(run="r", component="trainer", path=tmp_path, heartbeat=False,
                  max_spool_bytes=5_000, segment_bytes=1_000)  # fmt: skip

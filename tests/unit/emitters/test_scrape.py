@@ -182,6 +182,7 @@ def test_breakage_is_said_once_per_state_and_heartbeats_only_while_answering(
     assert kinds == ["inference.stats", "heartbeat"] * 3
 
 
+@pytest.mark.slow
 def test_garbage_that_looks_like_metrics_never_crashes(em: Emitter) -> None:
     for text in ['vllm:num_requests_running{model_name="x" 3\n', "a b c d e\n", "{}\n" * 5]:
         reg = CollectorRegistry()
@@ -222,6 +223,7 @@ def test_durations() -> None:
     assert duration_arg("3") == 3.0
 
 
+@pytest.mark.slow
 def test_scrape_command_runs_until_terminated(tmp_path: Path) -> None:
     reg, m = vllm_registry()
     m["waiting"].labels("Qwen/Qwen2.5-7B", "0").set(4)

@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from helpers import read_events, wait_for
 
 from runwatch.emitters.watch import ProgressGate
@@ -269,6 +270,7 @@ SLOW_BAR = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_refresh_is_reported_when_it_is_written_and_once(tmp_path: Path) -> None:
     """tqdm writes `\\r` + the bar and no line end until its next refresh: runwatch reads the
     unfinished refresh once the output pauses, not one refresh late -- refresh k is reported

@@ -568,6 +568,7 @@ LINES = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(
     st.lists(LINES, max_size=12),

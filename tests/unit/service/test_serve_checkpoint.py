@@ -20,6 +20,9 @@ EVENTS = sorted(sandbox_hang() + zero_reward() + orchestrator_dies(), key=lambda
 BATCH = 250
 BATCHES = [EVENTS[i : i + BATCH] for i in range(0, len(EVENTS), BATCH)]
 
+#: services started and replayed: `make test`, not the inner loop
+pytestmark = pytest.mark.slow
+
 
 class Clock:
     """The service's wall clock: 50 ms after the latest event handed to it."""

@@ -143,6 +143,7 @@ def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(heartbeat_storm())

@@ -49,6 +49,7 @@ SPELLINGS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_areal_and_prime_rl_spellings_are_read_by_default() -> None:
     for framework, names in SPELLINGS.items():
         for fault, rule in FAULTS.items():
