@@ -87,14 +87,15 @@ TRL_FAULTS = {"zero": "zero_reward", "nan": "non_finite_metric"}
 
 def trl_run(name: str, steps: int, *args: str) -> list[dict]:
     """One real GRPO run's events, as the callback wrote them to a spool directory."""
-    spool = Path(tempfile.mkdtemp(prefix="runwatch-bench-trl-"))
-    cmd = [str(ROOT / ".cache/trl-env/bin/python"), str(ROOT / "examples/trl_grpo.py"),
-           "--model", str(ROOT / ".cache/tiny-llama"), "--steps", str(steps),
-           "--out", str(spool / "out"), *args]  # fmt: skip
-    env = {**os.environ, "RUNWATCH_RUN": name, "RUNWATCH_SPOOL": str(spool / "events")}
-    subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=1800)
-    out = [json.loads(line) for p in sorted((spool / "events").rglob("*.jsonl"))
-           for line in p.read_bytes().splitlines()]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="runwatch-bench-trl-") as tmp:
+        spool = Path(tmp)
+        cmd = [str(ROOT / ".cache/trl-env/bin/python"), str(ROOT / "examples/trl_grpo.py"),
+               "--model", str(ROOT / ".cache/tiny-llama"), "--steps", str(steps),
+               "--out", str(spool / "out"), *args]  # fmt: skip
+        env = {**os.environ, "RUNWATCH_RUN": name, "RUNWATCH_SPOOL": str(spool / "events")}
+        subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=1800)
+        out = [json.loads(line) for p in sorted((spool / "events").rglob("*.jsonl"))
+               for line in p.read_bytes().splitlines()]  # fmt: skip
     return sorted(out, key=lambda e: e["ts"])
 
 

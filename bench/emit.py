@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -206,6 +207,7 @@ def main() -> int:
     finally:
         if broker is not None:
             broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"n": args.n, "by_rate": figures}, indent=2))

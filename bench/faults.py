@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
+import shutil
 import statistics
 import tempfile
 import threading
@@ -107,6 +109,7 @@ def scenario(bootstrap: str, rate: int, seconds: float, churn: bool) -> dict[str
     asyncio.run(ensure_topics(bootstrap, topics, 4))
     config = Path(tempfile.mkdtemp(prefix="runwatch-bench-faults-")) / "rules.toml"
     config.write_text(f"[rules.heartbeat_lost]\ntimeout = {TIMEOUT}\n")
+    atexit.register(shutil.rmtree, config.parent, ignore_errors=True)
     group = f"faults-{uuid.uuid4().hex[:8]}"
     extra = ("--partitions", "4", "--config", str(config), "--session-timeout", "6")
 

@@ -44,6 +44,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -294,11 +295,19 @@ def collect(queue: Any, producers: list[Any]) -> tuple[list[dict[str, Any]], int
 
 
 def fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace) -> bool:
-    """One N: returns whether every fault alerted exactly once and nothing else fired."""
+    """One N: returns whether every fault alerted exactly once and nothing else fired. Its
+    files (the history, notify's state, the logs: hundreds of MB at 10,000 runs) go with it."""
+    tmp = Path(tempfile.mkdtemp(prefix="runwatch-bench-fleet-"))
+    try:
+        return _fleet(bootstrap, n, seconds, args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp: Path) -> bool:
     topics = Topics(f"fleet{uuid.uuid4().hex[:6]}.")
     t0 = time.monotonic()
     asyncio.run(ensure_topics(bootstrap, topics, args.partitions))
-    tmp = Path(tempfile.mkdtemp(prefix="runwatch-bench-fleet-"))
     config = tmp / "rules.toml"
     config.write_text(f"[rules.heartbeat_lost]\ntimeout = {TIMEOUT}\n")
     group = f"fleet-{uuid.uuid4().hex[:6]}"
