@@ -75,6 +75,8 @@ log = logging.getLogger("runwatch.stream.worker")
 EVICT_EVERY_S = 10.0
 #: How often the group's positions are committed (for lag tools only).
 COMMIT_EVERY_S = 5.0
+#: the longest a handover's checkpoints may hold a revoke (or a stop) up
+HANDOVER_S = 10.0
 
 
 @dataclass
@@ -305,15 +307,42 @@ class StreamWorker(Handler):
 
     # -- checkpoints and commits -----------------------------------------------------------
 
-    def _checkpoints_due(self, now: float) -> list[int]:
+    def _checkpoints_due(self, now: float, handover: bool = False) -> list[int]:
+        """The live partitions with something new since their last checkpoint, whose
+        interval has passed -- or, for a `handover`, whatever the interval."""
         due = []
         for p, driver in self.drivers.items():
             if driver.position is None or p in self._fenced:
                 continue  # (a checkpoint covers only what is published)
             covered = self._checkpointed.get(p, (0.0, 0, -1))[2]
-            if driver.position + 1 != covered and self._due(p, driver, now):  # something new
+            if driver.position + 1 != covered and (handover or self._due(p, driver, now)):
                 due.append(p)
         return due
+
+    async def _hand_over(self) -> None:
+        """A planned handover -- this worker's partitions revoked because a worker joined or
+        left the group, or this one stopping: every live partition is checkpointed as it is
+        now and the checkpoints flushed, so whoever gets one re-reads only what comes after
+        instead of up to a checkpoint interval of records (a SIGKILL gives no such chance:
+        the interval bounds that). Not while the lease has lapsed: a member the group
+        expelled holds state that is the new owner's to make."""
+        running = self._checkpointing
+        if running is not None and not running.done():
+            with contextlib.suppress(Exception):
+                await running
+        if not self._leased():
+            return
+        now = time.time()
+        try:
+            async with asyncio.timeout(HANDOVER_S):  # the group waits on a revoke
+                for p in self._checkpoints_due(now, handover=True):
+                    try:
+                        await self.checkpoint(p, now)
+                    except Exception:  # said; a takeover replays from the one before
+                        log.exception("partition %d: checkpoint at handover failed", p)
+                await self.publisher.flush()
+        except Exception as err:  # over HANDOVER_S (a broker away): the one before serves
+            log.info("handover checkpoints cut short (%s: %s)", type(err).__name__, err)
 
     def _due(self, partition: int, driver: LiveDriver, now: float) -> bool:
         """Whether `partition`'s last checkpoint is older than the interval (in seconds or
@@ -524,9 +553,11 @@ class StreamWorker(Handler):
 
     async def revoked(self, partitions: set[TP]) -> None:
         """Partitions are about to go to another worker: what we published must be on the
-        topic before it reads the topic to learn what was published."""
+        topic before it reads the topic to learn what was published, and a checkpoint of
+        each as it is now spares it the re-read (`_hand_over`)."""
         with contextlib.suppress(Exception):
             await self.publisher.flush()
+        await self._hand_over()
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
@@ -613,10 +644,13 @@ class StreamWorker(Handler):
             log.info("seek %s/%d: %r", tp.topic, partition, err)
 
     async def shutdown(self) -> None:
-        for task in [*self._rebuild_tasks, *filter(None, [self._checkpointing])]:
+        """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, and
+        what this worker holds is handed over as on a revoke."""
+        for task in list(self._rebuild_tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self._hand_over()
         with contextlib.suppress(Exception):  # the producer may be stopped already
             await self.publisher.flush()
         if self.metrics is not None:
