@@ -246,9 +246,12 @@ def _recover(tmp: Path) -> float:
 # -- restart under traffic -------------------------------------------------------------------
 
 
-def restart_under_traffic(bootstrap: str, rate: int, kill: bool, traffic: bool) -> dict[str, float]:
+def restart_under_traffic(
+    bootstrap: str, rate: int, kill: bool, traffic: bool, every: float = 5.0
+) -> dict[str, float]:
     """One restart of a live worker (SIGTERM, or kill -9) with the producer at `rate` events/s
-    going on (`traffic`) or stopped just before; spawn-to-live and the worst probe delay."""
+    going on (`traffic`) or stopped just before, checkpoints every `every` seconds;
+    spawn-to-live and the worst probe delay."""
     from faults import TIMEOUT, Traffic, firings
     from worker import Worker
 
@@ -261,7 +264,7 @@ def restart_under_traffic(bootstrap: str, rate: int, kill: bool, traffic: bool) 
     (tmp / "rules.toml").write_text(f"[rules.heartbeat_lost]\ntimeout = {TIMEOUT}\n")
     group = f"rt-{uuid.uuid4().hex[:8]}"
     extra = ("--partitions", "4", "--config", str(tmp / "rules.toml"), "--session-timeout",
-             "6", "--checkpoint-every", "5")  # fmt: skip
+             "6", "--checkpoint-every", str(every))  # fmt: skip
     first = Worker(bootstrap, topics.prefix, group, None, *extra)
     second = None
     feed = Traffic(bootstrap, topics.events, rate)
@@ -309,14 +312,19 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description="A live worker restarted under traffic.")
     p.add_argument("--rates", default="1000,10000", help="events/s, comma-separated")
+    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="SECONDS",
+                   help="the workers' checkpoint interval (5)")  # fmt: skip
     args = p.parse_args()
     say(machine())
+    say(f"checkpoints every {args.checkpoint_every:g} s")
     with KafkaBroker(progress=lambda _: None) as broker:
         for rate in [int(r) for r in args.rates.split(",")]:
             for kill in (False, True):
                 how = "kill -9 " if kill else "SIGTERM "
-                busy = restart_under_traffic(broker.bootstrap, rate, kill, traffic=True)
-                idle = restart_under_traffic(broker.bootstrap, rate, kill, traffic=False)
+                busy = restart_under_traffic(broker.bootstrap, rate, kill, True,
+                                             args.checkpoint_every)  # fmt: skip
+                idle = restart_under_traffic(broker.bootstrap, rate, kill, False,
+                                             args.checkpoint_every)  # fmt: skip
                 say(f"{rate:>6,} events/s, {how}: spawn to live {busy['to_live']:.1f}s under "
                     f"traffic, {idle['to_live']:.1f}s on a static topic (ratio "
                     f"{busy['to_live'] / idle['to_live']:.1f}x); worst alert delay of the "
