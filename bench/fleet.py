@@ -120,7 +120,9 @@ async def _produce(bootstrap: str, topic: str, runs: list[str], seconds: float, 
             for part, batch in batches.items():
                 if batch.record_count():
                     await send(part)
-            acks[:] = [a for a in acks if not a.done() or a.result() is None]
+            for ack in [a for a in acks if a.done()]:
+                ack.result()  # a send that failed stops the producer here
+            acks[:] = [a for a in acks if not a.done()]
 
         sent, behind = 0, 0.0
         # when the rollout worker of each run that goes silent really beat last: a producer

@@ -52,8 +52,6 @@ class Publisher:
         self.topics = topics
         self.headers = [("runwatch-worker", name.encode())]
         self.metrics = metrics
-        self.published = 0
-        self.dead_letters = 0
 
     async def publish(
         self, alerts: list[Alert], dead: list[Refused], views: Sequence[BreakerView] = ()
@@ -73,10 +71,8 @@ class Publisher:
         for view in views:
             value = orjson.dumps(view)
             await producer.send(topics.breaker, view["run"].encode(), value, None, None, None)
-        self.published += len(alerts)
         if self.metrics is not None:
             self.metrics.published(alerts)
-        self.dead_letters += len(dead)
 
     async def checkpoint(self, key: bytes, data: bytes, partition: int) -> None:
         """One checkpoint record, once everything published before it is on its topic."""
