@@ -534,6 +534,8 @@ def main() -> int:
                     "default); --no-checkpoint-fork: in place")  # fmt: skip
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
+    ap.add_argument("--no-write", action="store_true",
+                    help="print only; leave bench/RESULTS.md as it is (a trial or a profile)")  # fmt: skip
     args = ap.parse_args()
     # a SIGTERM (a test's timeout) unwinds like ^C, so every worker and producer is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -551,7 +553,7 @@ def main() -> int:
             except (Stuck, RuntimeError) as e:  # RuntimeError: a worker that did not go live
                 say(f"N={n:,} runs: STUCK: {e}")
                 ok = False
-    if not args.quick:
+    if not (args.quick or args.no_write):
         write_section("fleet", ["## A cluster's worth of jobs (`bench/fleet.py`)", "", "```",
                                 *SAID, "```"])  # fmt: skip
     return 0 if ok else 1

@@ -17,7 +17,9 @@ One event cannot move a host's estimate: a sample more than `outlier` seconds be
 host's second-smallest sample (an event stamped far in the future -- a wrong clock, or a
 hostile emitter naming that host) is left out until a second sample confirms it, which is
 what a host whose clock really stepped forward gives. Samples are kept as the two smallest
-per second of arrival, so the estimate costs O(1) per event and O(window) once a second.
+per second of arrival, so the estimate costs O(1) per event, and O(window) only when a
+second forgotten held one of the two smallest (a host of a large fleet sends about once a
+second, so forgetting comes with nearly every event and a rescan must be the exception).
 
 Everything depends only on the records (event ts, append time) in partition order, so a
 worker that rebuilds its state by re-reading a partition gets the same corrections.
@@ -66,11 +68,19 @@ class _Host:
 
     def forget_before(self, horizon: float) -> None:
         buckets = self.buckets
-        if len(buckets) > 1 and buckets[0][0] < horizon:
-            while len(buckets) > 1 and buckets[0][0] < horizon:
-                buckets.popleft()
-            lows = sorted(v for b in buckets for v in (b[1], b[2]))
-            self.low1, self.low2 = lows[0], lows[1]
+        low2 = self.low2
+        lost = False  # whether a bucket forgotten held one of the two smallest samples
+        while len(buckets) > 1 and buckets[0][0] < horizon:
+            lost = buckets.popleft()[1] <= low2 or lost
+        if lost:  # rescan what is left (the two smallest of every bucket's two)
+            low1 = low2 = _INF
+            for _, a, b in buckets:
+                if a < low2:
+                    if a < low1:
+                        low1, low2 = a, (low1 if low1 < b else b)
+                    else:
+                        low2 = a  # (b >= a: nothing more from this bucket)
+            self.low1, self.low2 = low1, low2
 
 
 class ClockOffsets:
