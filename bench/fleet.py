@@ -507,12 +507,25 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
             return "no fault after it"
         return f"the faults after it alerted in {got[0]:.1f}-{got[-1]:.1f} s"
 
+    def timeline(moment: float, until: float = float("inf")) -> None:
+        """What the workers said of partitions between `moment` and `until`: when each
+        was assigned some, and when it went live on those it took over (and how)."""
+        wanted = re.compile(r"assigned partitions|live on partitions|handover")
+        said = sorted((at, f"w{i}", line.removeprefix("runwatch worker: "))
+                      for i, w in enumerate(workers)
+                      for at, line in zip(w.said_at, w.lines, strict=False)
+                      if moment <= at < until and wanted.search(line))  # fmt: skip
+        for at, who, line in said:
+            say(f"    +{at - moment:4.1f} s {who}: {line}")
+
     if "joined" in moments:
         joined = moments["joined"] - moments["join"]
         since = after(moments["join"], moments.get("kill", float("inf")))
         say(f"  a third worker joined: spawn to live {joined:.1f} s; {since}")
+        timeline(moments["join"], moments.get("kill", float("inf")))
     if "kill" in moments:
         say(f"  one worker killed (SIGKILL): {after(moments['kill'])}")
+        timeline(moments["kill"])
     sink_lines = (tmp / "sink.log").read_text().splitlines()
     batches = [line for line in sink_lines if "stopped" not in line]  # the last sums them
     stored = sum(int(m[1]) for line in batches if (m := re.search(r"(\d+) events \(", line)))
@@ -535,7 +548,7 @@ def main() -> int:
     ap.add_argument("--kafka", metavar="HOST:PORT", help="a broker to use (default: start one)")
     ap.add_argument("--quick", action="store_true", help="1,000 runs, 60 s, checks only")
     ap.add_argument("--no-write", action="store_true",
-                    help="print only; leave bench/RESULTS.md as it is (a trial or a profile)")  # fmt: skip
+                    help="print only; bench/RESULTS.md stays as it is")  # fmt: skip
     args = ap.parse_args()
     # a SIGTERM (a test's timeout) unwinds like ^C, so every worker and producer is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -91,12 +91,14 @@ class Worker:
             cmd = ["taskset", "-c", str(cpu), *cmd]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
+        self.said_at: list[float] = []  # when each line came (time.time())
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
+            self.said_at.append(time.time())
             self.lines.append(line.rstrip())
 
     def wait_live(self, timeout: float = 120) -> str:
