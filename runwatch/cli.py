@@ -163,11 +163,13 @@ _MARK = "\x00"
 def _dashed(parser: argparse.ArgumentParser, command: str | None, argv: list[str]) -> list[str]:
     """Run ids may begin with "-" (contract §1): a word that does so (one dash) and is no
     option of the command is a value. Words after "--" are left to argparse, which passes
-    them as they are."""
+    them as they are, and so are negative numbers, which argparse takes as values itself
+    (marked, `--fetch-wait -1` would be refused as the float "\\x00-1")."""
     sub = _subparser(parser, command)
     if sub is None:
         return argv
     options = set(sub._option_string_actions)
+    number = sub._negative_number_matcher
     out: list[str] = []
     for i, word in enumerate(argv):
         if word == "--":
@@ -175,6 +177,7 @@ def _dashed(parser: argparse.ArgumentParser, command: str | None, argv: list[str
         name = word.split("=", 1)[0]
         # "--word" stays an option (a mistyped one is better said so)
         is_value = word.startswith("-") and word[1:2] not in ("", "-") and name not in options
+        is_value = is_value and not number.match(word)
         out.append(_MARK + word if is_value and i > 0 else word)
     return out
 

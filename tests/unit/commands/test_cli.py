@@ -28,3 +28,16 @@ def test_unknown_command_is_a_usage_error(capsys):
         cli.main(["frobnicate"])
     assert exit_.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("run", ["-3ab", "-123", "-1.5"])
+def test_a_run_id_may_begin_with_a_dash(run: str) -> None:
+    argv = ["alerts", "--kafka", "127.0.0.1:1", "--run", run]
+    parser = cli.build_parser("alerts")
+    assert cli._undashed(parser.parse_args(cli._dashed(parser, "alerts", argv))).run == run
+
+
+def test_a_negative_number_reaches_its_option_as_a_number(capsys):
+    """(Marked as a dashed value, it was refused as the float "\\x00-1".)"""
+    assert cli.main(["worker", "--kafka", "127.0.0.1:1", "--checkpoint-every", "-1"]) == 2
+    assert "cannot be negative" in capsys.readouterr().err
