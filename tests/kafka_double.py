@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaConnectionError
 from aiokafka.structs import RecordMetadata, TopicPartition
 
@@ -274,14 +275,25 @@ async def _call(callback: Any, arg: Any) -> None:
         await result
 
 
+#: What AIOKafkaConsumer accepts as tuning: a name it lacks would fail there, so here too.
+_TUNING = frozenset(inspect.signature(AIOKafkaConsumer).parameters) - {"topics", "loop"}
+
+
 @dataclass
 class MemoryConnection:
     """A role's `Connects` (runwatch.stream.kafka.clients) to a `MemoryBroker`: each
-    consumer it makes reads the broker (aiokafka's tuning is accepted and not needed)."""
+    consumer it makes reads the broker. aiokafka's tuning is checked by name as aiokafka
+    would take it, kept on the connection (`tuning`, one dict per consumer made), and not
+    otherwise needed."""
 
     broker: MemoryBroker
+    tuning: list[dict[str, Any]] = field(default_factory=list)
 
     def consumer(self, *, group: str | None = None, **tuning: Any) -> MemoryConsumer:
+        unknown = sorted(set(tuning) - _TUNING)
+        if unknown:
+            raise TypeError(f"AIOKafkaConsumer takes no {', '.join(unknown)}")
+        self.tuning.append(tuning)
         return MemoryConsumer(self.broker, group)
 
 

@@ -59,19 +59,32 @@ class Connection:
         return consumer(self.bootstrap, self.security, group=group, **tuning)
 
 
-def group_settings(session_timeout: float) -> dict[str, Any]:
+#: What a fetch held up to `fetch_wait` waits to fill: more than any such wait brings, so the
+#: wait decides (records beyond it come in the same answer, up to the fetch limits above).
+FETCH_FILL_BYTES = 1 << 20
+
+
+def group_settings(session_timeout: float, fetch_wait: float = 0.0) -> dict[str, Any]:
     """Group tuning of a role that must notice a dead member soon (the worker), and keeps
     what it holds across a rebalance: the sticky assignor moves only the partitions it must
     (a surviving worker keeps its partitions, their state and their live judgement; the
-    default round robin would deal every partition out anew)."""
+    default round robin would deal every partition out anew).
+
+    `fetch_wait` (seconds): the broker holds each fetch up to this long to fill it, so a
+    steady trickle comes in fewer, larger batches; 0: it answers as soon as a record is
+    there (aiokafka's default)."""
     from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
-    return {
+    settings: dict[str, Any] = {
         "session_timeout_ms": int(session_timeout * 1000),
         "heartbeat_interval_ms": int(max(0.5, session_timeout / 5) * 1000),
         "max_poll_interval_ms": 30 * 60 * 1000,
         "partition_assignment_strategy": (StickyPartitionAssignor,),
     }
+    if fetch_wait > 0:
+        settings["fetch_min_bytes"] = FETCH_FILL_BYTES
+        settings["fetch_max_wait_ms"] = max(1, round(fetch_wait * 1000))
+    return settings
 
 
 def faust_credentials(security: KafkaSecurity) -> Any:

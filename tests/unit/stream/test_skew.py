@@ -42,7 +42,7 @@ class Reference:
         return low2 if low2 != math.inf and low1 < low2 - self.outlier else low1
 
     def lows(self) -> tuple[float, float]:
-        low1, low2 = (sorted(v for _, samples in self.buckets for v in samples) + [math.inf])[:2]
+        low1, low2 = [*sorted(v for _, samples in self.buckets for v in samples), math.inf][:2]
         return low1, low2
 
 

@@ -211,3 +211,23 @@ def test_a_revoke_checkpoints_what_the_worker_holds_once() -> None:
             assert len(b.values(TOPICS.checkpoints)) == 1
 
     asyncio.run(scenario())
+
+
+def test_the_live_fetch_waits_to_fill_and_rebuilds_do_not() -> None:
+    """The live consumer asks the broker to hold a fetch up to the worker's fetch wait (fewer,
+    larger batches); the consumers of a rebuild read what is there at once."""
+    b, said = broker(), []
+
+    async def scenario() -> dict[str, Any]:
+        async with worker(b, said) as w:
+            assert isinstance(w.kafka, MemoryConnection)
+            made = w.kafka.tuning
+            return {"live": [t for t in made if "session_timeout_ms" in t],
+                    "other": [t for t in made if "session_timeout_ms" not in t]}  # fmt: skip
+
+    made = asyncio.run(scenario())
+    (live,) = made["live"]
+    assert live["fetch_max_wait_ms"] == 50, live
+    assert live["fetch_min_bytes"] >= 1 << 20, live
+    assert made["other"], "the takeover made no consumer of its own"
+    assert not any("fetch_max_wait_ms" in t or "fetch_min_bytes" in t for t in made["other"])
