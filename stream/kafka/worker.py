@@ -75,7 +75,8 @@ log = logging.getLogger("runwatch.stream.worker")
 EVICT_EVERY_S = 10.0
 #: How often the group's positions are committed (for lag tools only).
 COMMIT_EVERY_S = 5.0
-#: the longest a handover's checkpoints may hold a revoke (or a stop) up
+#: the longest a handover's checkpoints may hold a revoke (or a stop) up; the group waits
+#: this long, and a session timeout more, for a member to rejoin (`clients.group_settings`)
 HANDOVER_S = 10.0
 
 
@@ -249,7 +250,7 @@ class StreamWorker(Handler):
 
     async def _consume(self) -> None:
         s = self.settings
-        tuning = clients.group_settings(s.session_timeout, s.fetch_wait_s)
+        tuning = clients.group_settings(s.session_timeout, s.fetch_wait_s, HANDOVER_S)
         consumer = self.kafka.consumer(group=s.app_id, **tuning)
         self.loop = ConsumingLoop(consumer, Group((self.topics.events,)), self,
                                   max_records=s.batch_max, name="worker")  # fmt: skip
@@ -332,14 +333,15 @@ class StreamWorker(Handler):
         instead of up to a checkpoint interval of records (a SIGKILL gives no such chance:
         the interval bounds that). Not while the lease has lapsed: a member the group
         expelled holds state that is the new owner's to make."""
-        running = self._checkpointing
-        if running is not None and not running.done():
-            await asyncio.wait([running])  # its outcome is its own; a cancel of ours is not
-        if not self._leased():
-            return
-        now = time.time()
         try:
-            async with asyncio.timeout(HANDOVER_S):  # the group waits on a revoke
+            # the group waits on a revoke, for HANDOVER_S at most (`group_settings`)
+            async with asyncio.timeout(HANDOVER_S):
+                running = self._checkpointing
+                if running is not None and not running.done():
+                    await asyncio.wait([running])  # its outcome is its own, a cancel ours
+                if not self._leased():
+                    return
+                now = time.time()
                 await self._checkpoint_all(self._checkpoints_due(now, handover=True), now)
                 await self.publisher.flush()
         except Exception as err:  # over HANDOVER_S (a broker away): the one before serves

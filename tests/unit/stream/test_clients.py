@@ -16,6 +16,13 @@ def test_a_fetch_wait_holds_fetches_to_fill_and_zero_answers_at_once() -> None:
     assert group_settings(10.0, 0.0004)["fetch_max_wait_ms"] == 1  # never "wait 0 ms to fill"
 
 
+def test_the_group_waits_for_a_revoke_as_long_as_it_may_take() -> None:
+    """A member still checkpointing in its revoke callback stays in the next generation: the
+    rebalance timeout is the session timeout plus the callback's bound."""
+    assert group_settings(6.0, revoke_bound=10.0)["rebalance_timeout_ms"] == 16_000
+    assert group_settings(6.0)["rebalance_timeout_ms"] == 6_000
+
+
 def test_aiokafka_takes_the_group_settings() -> None:
     async def made() -> tuple[int, int]:  # (never started: nothing is reached)
         consumer = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9", group_id="g",

@@ -20,7 +20,7 @@ from helpers import encode, make_event
 from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
 
 from runwatch.emitters.topics import Topics
-from runwatch.stream.kafka.worker import StreamWorker, WorkerSettings
+from runwatch.stream.kafka.worker import HANDOVER_S, StreamWorker, WorkerSettings
 
 TOPICS = Topics("t.")
 GROUP = "workers"
@@ -213,9 +213,10 @@ def test_a_revoke_checkpoints_what_the_worker_holds_once() -> None:
     asyncio.run(scenario())
 
 
-def test_the_live_fetch_waits_to_fill_and_rebuilds_do_not() -> None:
+def test_the_live_consumer_waits_to_fill_fetches_and_for_a_handover() -> None:
     """The live consumer asks the broker to hold a fetch up to the worker's fetch wait (fewer,
-    larger batches); the consumers of a rebuild read what is there at once."""
+    larger batches), and the group to wait for its handover on a revoke; the consumers of a
+    rebuild read what is there at once."""
     b, said = broker(), []
 
     async def scenario() -> dict[str, Any]:
@@ -229,5 +230,7 @@ def test_the_live_fetch_waits_to_fill_and_rebuilds_do_not() -> None:
     (live,) = made["live"]
     assert live["fetch_max_wait_ms"] == 50, live
     assert live["fetch_min_bytes"] >= 1 << 20, live
+    # a member handing over (HANDOVER_S at most) is not dropped from the next generation
+    assert live["rebalance_timeout_ms"] >= (WorkerSettings.session_timeout + HANDOVER_S) * 1000
     assert made["other"], "the takeover made no consumer of its own"
     assert not any("fetch_max_wait_ms" in t or "fetch_min_bytes" in t for t in made["other"])
