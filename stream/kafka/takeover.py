@@ -36,6 +36,11 @@ from runwatch.stream.refused import Refused
 
 #: Tries at reading a partition's checkpoint before rebuilding it from the start.
 CHECKPOINT_READS = 3
+#: Records a re-read applies between turns of the event loop. The group heartbeat runs in
+#: between, so a long rebuild does not look like a dead member: a whole fetch (up to 20,000
+#: records) applied at once can hold the loop for seconds on a loaded machine, past the
+#: heartbeat interval (a fifth of the session timeout).
+FEED_SLICE = 2000
 
 
 @dataclass
@@ -127,7 +132,11 @@ class Takeover:
         async def feed(records: list[Any]) -> None:
             p = records[0].partition
             d = out.drivers[p]
-            d.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            for i in range(0, len(records), FEED_SLICE):
+                if i:
+                    await asyncio.sleep(0)
+                d.feed([(r.value, r.timestamp / 1000.0, r.offset)
+                        for r in records[i : i + FEED_SLICE]])  # fmt: skip
             out.resume[p] = records[-1].offset + 1
             out.events += len(records)
             now = time.time()

@@ -8,6 +8,7 @@ repeats no transition."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import time
@@ -20,7 +21,9 @@ from helpers import encode, make_event
 from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
 
 from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka.takeover import FEED_SLICE
 from runwatch.stream.kafka.worker import HANDOVER_S, StreamWorker, WorkerSettings
+from runwatch.stream.live import LiveDriver
 
 TOPICS = Topics("t.")
 GROUP = "workers"
@@ -234,3 +237,41 @@ def test_the_live_consumer_waits_to_fill_fetches_and_for_a_handover() -> None:
     assert live["rebalance_timeout_ms"] >= (WorkerSettings.session_timeout + HANDOVER_S) * 1000
     assert made["other"], "the takeover made no consumer of its own"
     assert not any("fetch_max_wait_ms" in t or "fetch_min_bytes" in t for t in made["other"])
+
+
+def test_a_rebuild_gives_the_loop_a_turn_between_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-read applies its fetches FEED_SLICE records at a time and lets every other task
+    of the loop (the group heartbeat among them) run in between."""
+    b, said = broker(), []
+    n = 3 * FEED_SLICE + 7
+    send(b, 0, *[step("r1", i, 0.5) for i in range(1, n + 1)])
+    turns = 0
+    fed: list[tuple[int, int]] = []  # (records, turns of the other task so far), replaying
+    feed = LiveDriver.feed
+
+    def noting(self: LiveDriver, records: Any) -> Any:
+        records = list(records)
+        if self.replaying:
+            fed.append((len(records), turns))
+        return feed(self, records)
+
+    monkeypatch.setattr(LiveDriver, "feed", noting)
+
+    async def scenario() -> None:
+        async def other() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other())
+        try:
+            async with worker(b, said):
+                pass
+        finally:
+            task.cancel()
+
+    asyncio.run(scenario())
+    assert sum(count for count, _ in fed) == n
+    assert max(count for count, _ in fed) <= FEED_SLICE
+    assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(fed))
