@@ -32,7 +32,10 @@ else fired and no lag was left at the end. Timings are figures only.
 
     .venv/bin/python bench/fleet.py [--quick] [--runs 1000 3000 10000] [--seconds 180]
         [--workers 2] [--partitions 8] [--producers 2] [--kafka HOST:PORT]
-        [--checkpoint-every 30] [--no-checkpoint-fork]
+        [--checkpoint-every 30] [--no-checkpoint-fork] [--no-write]
+
+Its section of bench/RESULTS.md holds prose beside the printed figures: a run without
+`--no-write` replaces the whole section, so merge what a new run prints by hand.
 """
 
 from __future__ import annotations
