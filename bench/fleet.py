@@ -513,7 +513,7 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
     def timeline(moment: float, until: float = float("inf")) -> None:
         """What the workers said of partitions between `moment` and `until`: when each
         was assigned some, and when it went live on those it took over (and how)."""
-        wanted = re.compile(r"assigned partitions|live on partitions|handover")
+        wanted = re.compile(r"assigned partitions|live on partitions|handover|from the checkpoint")
         said = sorted((at, f"w{i}", line.removeprefix("runwatch worker: "))
                       for i, w in enumerate(workers)
                       for at, line in zip(w.said_at, w.lines, strict=False)
