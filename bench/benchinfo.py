@@ -67,6 +67,13 @@ def write_section(name: str, body: list[str]) -> None:
     RESULTS.write_text(text)
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank `q` quantile of `values` (NaN for none): what every bench reports
+    as p50 / p99."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
 def proc_stats(pid: int) -> tuple[float, float]:
     """(RSS MiB, CPU seconds) of a process."""
     rss = 0.0

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import SAID, follow_alerts, machine, proc_stats, say, write_section
+from benchinfo import SAID, follow_alerts, machine, percentile, proc_stats, say, write_section
 from fleet_shape import BEAT, schedule
 from kafka import KafkaConsumer, TopicPartition
 from worker import RUNWATCH, Worker
@@ -237,10 +237,8 @@ def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int:
 
 def spread(values: list[float]) -> str:
     """p50 / p99 / max of delays in seconds, in milliseconds."""
-    values = sorted(values)
-    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
-    return (f"p50 {statistics.median(values) * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, "
-            f"max {values[-1] * 1e3:,.0f} ms")  # fmt: skip
+    p50, p99 = statistics.median(values), percentile(values, 0.99)
+    return f"p50 {p50 * 1e3:,.0f} ms, p99 {p99 * 1e3:,.0f} ms, max {max(values) * 1e3:,.0f} ms"
 
 
 def slack_posts(slack: FakeSlack, alerts: Alerts, notify: Any) -> dict[str, list[float]]:

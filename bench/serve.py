@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import RESULTS, follow_alerts, machine, proc_stats, write_section
+from benchinfo import RESULTS, follow_alerts, machine, percentile, proc_stats, write_section
 from restart import restart_serve
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
@@ -242,11 +242,6 @@ def per_jobs(tmp: Path, jobs: int, seconds: float) -> list[str]:
     ]
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def _post(port: int, body: bytes) -> float:
     """One POST on a new connection; its latency in ms."""
     started = time.perf_counter()
@@ -321,9 +316,10 @@ def reader_hold(tmp: Path, probes: int) -> list[str]:
                 if holder is not None:
                     holder.release()
             out.append(
-                f"{label}: alert delay p50 {_pct(delays, 0.5):.2f} s, p99 "
-                f"{_pct(delays, 0.99):.2f} s ({len(delays)} alerts); POST p50 "
-                f"{_pct(posts, 0.5):.1f} ms, p99 {_pct(posts, 0.99):.1f} ms ({len(posts)} POSTs)"
+                f"{label}: alert delay p50 {percentile(delays, 0.5):.2f} s, p99 "
+                f"{percentile(delays, 0.99):.2f} s ({len(delays)} alerts); POST p50 "
+                f"{percentile(posts, 0.5):.1f} ms, p99 {percentile(posts, 0.99):.1f} ms "
+                f"({len(posts)} POSTs)"
             )
     return out
 
@@ -348,7 +344,8 @@ def flood(tmp: Path, ids: int) -> list[str]:
             runs = len(serve.get("/v1/runs")["runs"])
         out.append(
             f"flood of {ids:,} run ids, {label}: {runs:,} runs tracked, RSS {rss:.0f} MiB, "
-            f"POST p99 {_pct(posts, 0.99):.0f} ms, /metrics {size / 1e6:.1f} MB in {scrape:.2f} s"
+            f"POST p99 {percentile(posts, 0.99):.0f} ms, /metrics {size / 1e6:.1f} MB in "
+            f"{scrape:.2f} s"
         )
     return out
 
@@ -411,7 +408,7 @@ def http_front(tmp: Path, seconds: float) -> list[str]:
         service.close()
         out.append(
             f"HTTP front {label}: {len(latencies) / elapsed:,.0f} POSTs/s of 100 events, "
-            f"p50 {_pct(latencies, 0.5):.1f} ms, p99 {_pct(latencies, 0.99):.1f} ms"
+            f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"
         )
     return out
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import interleaved_incidents, proc_stats
+from benchinfo import interleaved_incidents, percentile, proc_stats
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from restart import checkpoint_cost, restart_worker
@@ -286,7 +286,7 @@ def latency(bootstrap: str, prefix: str, samples: int, rate: float, load: int) -
             em.close()
         watch.close()
     p50 = statistics.median(lat)
-    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+    p99 = percentile(lat, 0.99)
     what = f"with {load:,} background events/s" if load else "idle"
     return (
         f"latency emit()->alert on runwatch.alerts ({what}, {len(lat)} samples): "
