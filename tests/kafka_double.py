@@ -7,8 +7,11 @@ and group members; `MemoryConsumer` and `MemoryProducer` have the methods of aio
 consumer and producer that runwatch uses, with the same semantics where runwatch relies on
 them: a group splits partitions among its members (round robin) and rebalances when one
 joins or leaves, calling the listener's `on_partitions_revoked` before and
-`on_partitions_assigned` after; positions start at the committed offset, else at the start;
-`seek` overrides; `end_offsets`/`highwater` give the next offset to be written.
+`on_partitions_assigned` after -- every member's revoke before any member's assignment, as
+Kafka's join barrier orders them (a member that does not poll is waited for up to
+`JOIN_WAIT_S`, as the group waits out its rebalance timeout); positions start at the
+committed offset, else at the start; `seek` overrides; `end_offsets`/`highwater` give the
+next offset to be written.
 
 As strict as aiokafka 0.14 where it refuses: aiokafka's own `TopicPartition` (pause and
 resume take nothing else), its errors (`seek` or `commit` of a partition not assigned:
@@ -29,6 +32,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaConnectionError
 from aiokafka.structs import RecordMetadata, TopicPartition
+
+#: The longest a rebalance waits for a member that does not rejoin (Kafka: the group's
+#: rebalance timeout, after which it goes on without that member).
+JOIN_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class MemoryBroker:
     fail_starts: int = 0
     #: every record produced, (topic, partition, offset), in the order it was appended
     appended: list[tuple[str, int, int]] = field(default_factory=list)
+    #: per group, its generation: a rebalance starts the next one
+    generations: dict[str, int] = field(default_factory=dict)
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -93,8 +102,21 @@ class MemoryBroker:
         return [TopicPartition(t, p) for t in topics for p in range(len(self.topics.get(t, [])))]
 
     def rebalance(self, group: str) -> None:
+        self.generations[group] = self.generations.get(group, 0) + 1
         for member in self.members.get(group, []):
             member.pending_rebalance = True
+
+    async def join(self, member: MemoryConsumer) -> None:
+        """Kafka's join barrier: the members of `member`'s group all rejoin (each revoked
+        its partitions first) before any is given its new ones."""
+        group = member.group_id or ""
+        member.joined = self.generations.get(group, 0)
+        deadline = time.monotonic() + JOIN_WAIT_S
+        while time.monotonic() < deadline:
+            generation = self.generations.get(group, 0)
+            if all(m.joined >= generation for m in self.members.get(group, [])):
+                return
+            await asyncio.sleep(0.001)
 
 
 class MemoryConsumer:
@@ -107,6 +129,7 @@ class MemoryConsumer:
         self.positions: dict[TopicPartition, int] = {}
         self.paused: set[TopicPartition] = set()
         self.pending_rebalance = False
+        self.joined = 0  # the generation this member last rejoined in
         self.started = self.stopped = False
         self.polls = 0
         self.commits = 0
@@ -170,6 +193,11 @@ class MemoryConsumer:
         self.pending_rebalance = False
         if self._assignment and self.listener is not None:
             await _call(self.listener.on_partitions_revoked, set(self._assignment))
+        if self.group_id is not None:
+            await self.broker.join(self)
+            if self.pending_rebalance:  # a member came or went meanwhile: join again
+                await self._rebalance()
+                return
         everything = self.broker.partitions(self.topics)
         if self.group_id is None:
             mine = set(everything)

@@ -9,6 +9,14 @@ are removing. The checkpoint of events partition p is written to checkpoints par
 (mod the topic's partitions), keyed by group, topic and partition, so a takeover reads one
 partition, from its end backwards, and stops at the newest record with its key.
 
+A rebalance does not wait for checkpoints: a worker whose partitions are revoked writes a
+small marker per partition (`handover_key`, PENDING) and rejoins at once; once the new
+assignment says which partitions went elsewhere, it checkpoints those and settles the
+markers of those it kept. A takeover that finds a PENDING marker newer than the checkpoint
+waits (a bounded while) for the checkpoint that follows it. So a rebalance -- a member that
+died included -- holds every member's live partitions only as long as the group protocol
+does, and a partition that moves still starts from its state as the old owner left it.
+
 Records are single values up to `MAX_BYTES` (the topic's max.message.bytes, the producer's
 request limit): a checkpoint is compressed (`runwatch.stream.checkpoint`), and its size per
 live run is reported, so one over the limit is a figure to act on, not a surprise.
@@ -16,6 +24,9 @@ live run is reported, so one over the limit is a figure to act on, not a surpris
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from runwatch.stream.kafka.clients import Connects
@@ -41,35 +52,82 @@ def checkpoint_key(group: str, topic: str, partition: int) -> bytes:
     return f"{group}|{topic}|{partition}".encode()
 
 
-async def latest(kafka: Connects, topic: str, key: bytes, partition: int) -> bytes | None:
-    """The newest value of `key` in `partition` of `topic`, read from the end backwards
-    (a few records at a time, then more); None when there is none (or no such topic)."""
+#: The longest a handover may take: a takeover waits this long for a checkpoint its
+#: previous owner promised, and a stopping worker's checkpoints hold its stop this long.
+HANDOVER_S = 10.0
+
+#: A handover marker's values: the previous owner is writing the partition's checkpoint
+#: (a takeover waits for it), or it is not (it kept the partition, or could not).
+PENDING, SETTLED = b"pending", b"settled"
+
+
+def handover_key(group: str, topic: str, partition: int) -> bytes:
+    """The key of the previous owner's word on a handover of that partition: a key of its
+    own, so that compaction keeps it beside the checkpoint, not instead of it."""
+    return b"handover|" + checkpoint_key(group, topic, partition)
+
+
+@dataclass
+class Found:
+    """A partition's newest checkpoint (None: there is none), and how long the search
+    waited for one a handover promised."""
+
+    value: bytes | None
+    waited: float = 0.0
+
+
+async def latest(
+    kafka: Connects,
+    topic: str,
+    key: bytes,
+    partition: int,
+    handover: bytes | None = None,
+    wait_s: float = 0.0,
+) -> Found:
+    """The newest value of `key` in `partition` of `topic`, read from the end backwards (a
+    few records at a time, then more); None when there is none (or no such topic). Where
+    a PENDING `handover` marker is newer than it, first up to `wait_s` (counted from the
+    marker's time, so an old promise is not waited on) for the checkpoint that follows."""
     reader = kafka.consumer(max_partition_fetch_bytes=MAX_BYTES, fetch_max_bytes=MAX_BYTES)
     await reader.start()
     try:
         partitions = await partitions_of(reader, topic)
         if not partitions:
-            return None
+            return Found(None)
         tp = TP(topic, partition % len(partitions))
         reader.assign([tp])
         begin = (await reader.beginning_offsets([tp]))[tp]
         stop = (await reader.end_offsets([tp]))[tp]
+        keys = {key} if handover is None else {key, handover}
+        waited = 0.0
         window = 1  # its own partition, when the topics match: the newest record is it
         while stop > begin:
             start = max(begin, stop - window)
-            found = await _newest(reader, tp, key, start, stop)
-            if found is not None:
-                return found
-            stop, window = start, window * 4
-        return None
+            found = await _newest(reader, tp, keys, start, stop)
+            if found is None:
+                stop, window = start, window * 4
+                continue
+            if found.key == key:
+                return Found(found.value, waited)
+            keys = {key}  # a marker: only the checkpoint before it counts now
+            left = min(wait_s, found.timestamp / 1000.0 + wait_s - time.time())
+            if found.value == PENDING and left > 0:
+                started = time.monotonic()
+                value = await _follow(reader, tp, key, found.key, found.offset + 1, left)
+                waited = time.monotonic() - started
+                if value is not None:
+                    return Found(value, waited)
+            stop, window = found.offset, 1
+        return Found(None, waited)
     finally:
         await reader.stop()
 
 
-async def _newest(reader: Any, tp: TP, key: bytes, start: int, stop: int) -> bytes | None:
-    """The newest value of `key` among offsets [start, stop) (compaction leaves gaps)."""
+async def _newest(reader: Any, tp: TP, keys: set[bytes], start: int, stop: int) -> Any:
+    """The newest record of one of `keys` with a value among offsets [start, stop)
+    (compaction leaves gaps)."""
     reader.seek(tp, start)
-    found: bytes | None = None
+    found: Any = None
     position = start
     while position < stop:
         batch = await reader.getmany(tp, timeout_ms=1000)
@@ -80,7 +138,30 @@ async def _newest(reader: Any, tp: TP, key: bytes, start: int, stop: int) -> byt
         for record in records:
             if record.offset >= stop:
                 return found
-            if record.key == key and record.value is not None:
-                found = record.value
+            if record.key in keys and record.value is not None:
+                found = record
         position = records[-1].offset + 1
     return found
+
+
+async def _follow(
+    reader: Any, tp: TP, key: bytes, marker: bytes, position: int, seconds: float
+) -> bytes | None:
+    """What comes after a PENDING marker, for up to `seconds`: the checkpoint of `key` it
+    promised (the newest one read), or None once the marker is settled or time is up."""
+    reader.seek(tp, position)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        batch = await reader.getmany(tp, timeout_ms=max(1, int(min(left, 0.5) * 1000)))
+        found: bytes | None = None
+        for record in batch.get(tp, []):
+            if record.value is None:
+                continue
+            if record.key == key:
+                found = record.value
+            elif record.key == marker and record.value != PENDING and found is None:
+                return None  # the promise was withdrawn: the checkpoint before stands
+        if found is not None:
+            return found
+        await asyncio.sleep(0)
+    return None

@@ -3,12 +3,15 @@ before it judges them live.
 
 Each partition starts from its newest checkpoint on `runwatch.checkpoints` when that decodes
 and fits the partition as it is now (`stream/recovery.py`), else from nothing (said in one
-line). Then the records after it are re-read, up to the partition's end as it was when the
-re-read began (under traffic the end moves on; a rebuild that chased it would never finish),
-with transitions held back; `runwatch.alerts` and the dead-letter topic are read to learn
-what was published already, and only what is missing comes out (`LiveDriver.finish_replay`).
-A re-read longer than the checkpoint interval stores checkpoints as it goes, so a worker
-killed half-way leaves its successor only the rest.
+line); where its previous owner promised a handover checkpoint, the search waits for it
+(`checkpoints.latest`). The partitions given at once are restored side by side: their
+checkpoints are read, and promises waited on, together. Then the records after it are
+re-read, up to the partition's end as it was when the re-read began (under traffic the end
+moves on; a rebuild that chased it would never finish), with transitions held back;
+`runwatch.alerts` and the dead-letter topic are read to learn what was published already,
+and only what is missing comes out (`LiveDriver.finish_replay`). A re-read longer than the
+checkpoint interval stores checkpoints as it goes, so a worker killed half-way leaves its
+successor only the rest.
 
 The worker (`worker.py`) installs what comes out: the drivers go live, the missing
 transitions are published, the live loop goes on from where the re-read stopped.
@@ -27,7 +30,7 @@ from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
-from runwatch.stream.kafka.checkpoints import checkpoint_key, latest
+from runwatch.stream.kafka.checkpoints import HANDOVER_S, checkpoint_key, handover_key, latest
 from runwatch.stream.kafka.clients import Connects
 from runwatch.stream.kafka.read import end_offset, read_published, read_topic
 from runwatch.stream.live import LiveDriver
@@ -101,9 +104,15 @@ class Takeover:
 
     async def _newest(self, partition: int) -> bytes | None:
         key = checkpoint_key(self.group, self.topics.events, partition)
+        promised = handover_key(self.group, self.topics.events, partition)
         for attempt in range(1, CHECKPOINT_READS + 1):
             try:
-                return await latest(self.kafka, self.topics.checkpoints, key, partition)
+                found = await latest(self.kafka, self.topics.checkpoints, key, partition,
+                                     promised, HANDOVER_S)  # fmt: skip
+                if found.waited:
+                    self.say(f"partition {partition}: waited {found.waited:.2f}s for the "
+                             "previous owner's handover checkpoint")  # fmt: skip
+                return found.value
             except Exception as err:  # a broker slow to answer: a full rebuild costs more
                 if attempt == CHECKPOINT_READS:
                     self.say(f"partition {partition}: checkpoints cannot be read ({err}); "

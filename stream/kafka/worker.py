@@ -49,7 +49,14 @@ from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
-from runwatch.stream.kafka.checkpoints import MAX_BYTES, checkpoint_key
+from runwatch.stream.kafka.checkpoints import (
+    HANDOVER_S,
+    MAX_BYTES,
+    PENDING,
+    SETTLED,
+    checkpoint_key,
+    handover_key,
+)
 from runwatch.stream.kafka.consume import (
     LOG_APPEND_TIME,
     TP,
@@ -75,9 +82,6 @@ log = logging.getLogger("runwatch.stream.worker")
 EVICT_EVERY_S = 10.0
 #: How often the group's positions are committed (for lag tools only).
 COMMIT_EVERY_S = 5.0
-#: the longest a handover's checkpoints may hold a revoke (or a stop) up; the group waits
-#: this long, and a session timeout more, for a member to rejoin (`clients.group_settings`)
-HANDOVER_S = 10.0
 
 
 @dataclass
@@ -159,6 +163,10 @@ class StreamWorker(Handler):
         #: held while a driver's output is made and handed to the producer, so that a
         #: checkpoint never covers a transition the producer has not been given
         self._making = asyncio.Lock()
+        #: the partitions a revoke promised a handover checkpoint of, with their drivers as
+        #: they stood (`_promise`); the assignment after it keeps the promises (`_settle`)
+        self._promised: dict[int, LiveDriver] = {}
+        self._settling: set[asyncio.Task[None]] = set()
         #: per partition: (when, driver.applied) of its last checkpoint, and its offset
         self._checkpointed: dict[int, tuple[float, int, int]] = {}
         self._commit_at = 0.0
@@ -327,14 +335,12 @@ class StreamWorker(Handler):
         return due
 
     async def _hand_over(self) -> None:
-        """A planned handover -- this worker's partitions revoked because a worker joined or
-        left the group, or this one stopping: every live partition is checkpointed as it is
-        now and the checkpoints flushed, so whoever gets one re-reads only what comes after
-        instead of up to a checkpoint interval of records (a SIGKILL gives no such chance:
-        the interval bounds that). Not while the lease has lapsed: a member the group
-        expelled holds state that is the new owner's to make."""
+        """This worker stopping: every live partition is checkpointed as it is now and the
+        checkpoints flushed, so whoever gets one re-reads only what comes after instead of
+        up to a checkpoint interval of records (a SIGKILL gives no such chance: the interval
+        bounds that). Not while the lease has lapsed: a member the group expelled holds
+        state that is the new owner's to make."""
         try:
-            # the group waits on a revoke, for HANDOVER_S at most (`group_settings`)
             async with asyncio.timeout(HANDOVER_S):
                 running = self._checkpointing
                 if running is not None and not running.done():
@@ -372,8 +378,16 @@ class StreamWorker(Handler):
         `checkpoint_fork` it is pickled in a forked child while events go on being applied
         (`snapshot.py`), else in place."""
         driver = self.drivers.get(partition)
-        if driver is None or driver.position is None:
+        if driver is None:
             return False
+        return await self._checkpoint(partition, driver, now)
+
+    async def _checkpoint(self, partition: int, driver: LiveDriver, now: float) -> bool:
+        """`checkpoint` of `driver`: the partition's live one, or one a handover promised
+        (given away since, and stored all the same: its new owner waits for it)."""
+        if driver.position is None:
+            return False
+        mine = self.drivers.get(partition) is driver
         async with self._making:  # no transition made and not yet handed to the producer
             if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)
@@ -383,7 +397,8 @@ class StreamWorker(Handler):
         try:
             data = await snapshot.data()
             forked = self.settings.checkpoint_fork
-            if forked and (self.drivers.get(partition) is not driver or not self._leased()):
+            gone = self.drivers.get(partition) is not driver or not self._leased()
+            if mine and forked and gone:
                 return False  # given away while the child pickled: the new owner's now
         except SnapshotFailed as err:
             log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
@@ -391,16 +406,25 @@ class StreamWorker(Handler):
             if self.metrics is not None:
                 self.metrics.checkpoints.failed.labels(str(partition)).inc()
             return False
-        return await self._store(partition, applied, offset, data, runs, now)
+        return await self._store(partition, applied, offset, data, runs, now, note=mine)
 
     async def _store(
-        self, partition: int, applied: int, offset: int, data: bytes, runs: int, now: float
+        self,
+        partition: int,
+        applied: int,
+        offset: int,
+        data: bytes,
+        runs: int,
+        now: float,
+        note: bool = True,
     ) -> bool:
         """Put one checkpoint of `partition` (made when its driver had applied `applied`
         events) on the topic, once what the driver published is there; whether it was
-        stored."""
+        stored. `note`: the partition is this worker's (its next checkpoint is due from
+        now)."""
         started = time.perf_counter()
-        self._checkpointed[partition] = (now, applied, offset)  # tried: due again later
+        if note:
+            self._checkpointed[partition] = (now, applied, offset)  # tried: due again later
         key = checkpoint_key(self.settings.app_id, self.topics.events, partition)
         target = partition % self._checkpoint_partitions
         try:
@@ -555,12 +579,50 @@ class StreamWorker(Handler):
     # -- rebalances and restarts -----------------------------------------------------------
 
     async def revoked(self, partitions: set[TP]) -> None:
-        """Partitions are about to go to another worker: what we published must be on the
-        topic before it reads the topic to learn what was published, and a checkpoint of
-        each as it is now spares it the re-read (`_hand_over`)."""
+        """Partitions may be about to go to another worker: what we published must be on
+        the topic before it reads the topic to learn what was published, and each new owner
+        is promised a checkpoint as the partition stands now (`_promise`)."""
         with contextlib.suppress(Exception):
             await self.publisher.flush()
-        await self._hand_over()
+        await self._promise()
+
+    async def _promise(self) -> None:
+        """A revoke -- a worker joined, left or died: which partitions move is known only
+        at the assignment, and checkpointing them all here would hold every member's live
+        partitions until the slowest had pickled its state (seconds at thousands of runs).
+        So each live partition with something new since its last checkpoint gets a PENDING
+        marker on the checkpoints topic, and the worker rejoins at once; no record of them
+        is applied until the assignment, which keeps the promise (`_settle`). A takeover
+        waits for a promised checkpoint (`checkpoints.latest`)."""
+        if not self._leased():
+            return  # expelled: the state is the new owner's to make
+        try:
+            async with asyncio.timeout(HANDOVER_S):
+                for p in self._checkpoints_due(time.time(), handover=True):
+                    if p not in self._promised:
+                        await self._mark(p, PENDING)
+                        self._promised[p] = self.drivers[p]
+        except Exception as err:  # over HANDOVER_S (a broker away): the checkpoint before serves
+            log.info("handover not promised (%s: %s)", type(err).__name__, err)
+
+    async def _mark(self, partition: int, word: bytes) -> None:
+        key = handover_key(self.settings.app_id, self.topics.events, partition)
+        await self.publisher.checkpoint(key, word, partition % self._checkpoint_partitions)
+
+    async def _settle(self, promised: dict[int, LiveDriver], kept: set[int]) -> None:
+        """Keep a revoke's promises: SETTLED for the partitions this worker `kept` (no one
+        waits on them), then a checkpoint of each that went elsewhere, as it stood at the
+        revoke, for its new owner -- or SETTLED where that fails, so it waits no longer."""
+        for p in sorted(promised, key=lambda p: p not in kept):
+            try:
+                async with asyncio.timeout(HANDOVER_S):
+                    if p not in kept and await self._checkpoint(p, promised[p], time.time()):
+                        continue
+                    await self._mark(p, SETTLED)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # the new owner waits out HANDOVER_S at most
+                log.info("partition %d: handover not kept (%s: %s)", p, type(err).__name__, err)
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it
@@ -572,6 +634,11 @@ class StreamWorker(Handler):
         self.assigned_once = True
         self.wanted = numbers
         self._renew()  # the group has just confirmed this member
+        if self._promised:
+            promised, self._promised = self._promised, {}
+            settling = asyncio.ensure_future(self._settle(promised, numbers & set(promised)))
+            self._settling.add(settling)
+            settling.add_done_callback(self._settling.discard)
         for p in list(self._fenced):
             if p not in numbers:
                 del self._fenced[p]  # the new owner's rebuild publishes it
@@ -595,10 +662,10 @@ class StreamWorker(Handler):
     async def _rebuild(self, partitions: list[int]) -> None:
         """Bring `partitions` up to date (`takeover.py`), then publish what is missing and
         let the live loop go on from where the re-read stopped."""
-        restored = {}
-        for p in partitions:
-            restored[p] = await self.takeover.restore(p)
-            d, offset = restored[p]
+        # side by side: reading a checkpoint, or waiting for a promised one, is mostly I/O
+        got = await asyncio.gather(*(self.takeover.restore(p) for p in partitions))
+        restored = dict(zip(partitions, got, strict=True))
+        for p, (d, offset) in restored.items():
             self._checkpointed[p] = (time.time(), d.applied, offset)
         done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
         await self.publisher.publish(done.alerts, done.dead, done.views)
@@ -647,13 +714,16 @@ class StreamWorker(Handler):
             log.info("seek %s/%d: %r", tp.topic, partition, err)
 
     async def shutdown(self) -> None:
-        """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, and
-        what this worker holds is handed over as on a revoke."""
+        """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, the
+        handovers of partitions already given away finish, and every partition this worker
+        holds is checkpointed before it leaves the group (`_hand_over`)."""
         for task in list(self._rebuild_tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._hand_over()
+        if self._settling:  # handovers under way: their new owners wait for them
+            await asyncio.wait(self._settling, timeout=HANDOVER_S)
+        await self._hand_over()  # promises of a revoke not yet settled among them
         with contextlib.suppress(Exception):  # the producer may be stopped already
             await self.publisher.flush()
         if self.metrics is not None:

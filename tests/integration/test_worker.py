@@ -29,7 +29,7 @@ from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import transition_id
-from runwatch.stream.kafka.checkpoints import checkpoint_key
+from runwatch.stream.kafka.checkpoints import PENDING, checkpoint_key
 
 pytestmark = pytest.mark.integration
 
@@ -350,26 +350,37 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
 def test_kafka_lag_tools_show_the_worker_group_lag(setup: Setup) -> None:
     """Kafka's own kafka-consumer-groups --describe shows the worker's group, each events
     partition with its committed offset and a lag that falls to 0 once it is caught up."""
-    from runwatch.dev.broker import consumer_groups
 
     worker = setup.worker(2)
     worker.wait_live()
     backlog(setup, 2_000)
-    deadline = time.monotonic() + 60
-    rows: dict[int, list[str]] = {}
-    while time.monotonic() < deadline:
-        out = consumer_groups(setup.bootstrap, "--describe", "--group", setup.group)
-        rows = {int(cols[2]): cols for line in out.splitlines()
-                if (cols := line.split()) and cols[1:2] == [setup.events]}  # fmt: skip
-        if len(rows) == 2 and all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values()):
-            break
-        time.sleep(1)
+    rows, out = wait_caught_up(setup, 2)
     assert sorted(rows) == [0, 1], out
     for cols in rows.values():  # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
         assert cols[0] == setup.group
         assert int(cols[3]) > 0, out
         assert cols[3] == cols[4], out
         assert cols[5] == "0", out
+
+
+def wait_caught_up(setup: Setup, partitions: int) -> tuple[dict[int, list[str]], str]:
+    """kafka-consumer-groups --describe of the test's group, once its committed offsets
+    reach the ends of all `partitions` (or after a minute): the rows per partition, and
+    the whole output."""
+    from runwatch.dev.broker import consumer_groups
+
+    deadline = time.monotonic() + 60
+    rows: dict[int, list[str]] = {}
+    out = ""
+    while time.monotonic() < deadline:
+        out = consumer_groups(setup.bootstrap, "--describe", "--group", setup.group)
+        rows = {int(cols[2]): cols for line in out.splitlines()
+                if (cols := line.split()) and cols[1:2] == [setup.events]}  # fmt: skip
+        done = all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values())
+        if len(rows) == partitions and done:
+            break
+        time.sleep(1)
+    return rows, out
 
 
 def partition_of(run: str, partitions: int) -> int:
@@ -463,6 +474,46 @@ def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) 
     assert_alternating_with_deterministic_ids(alerts)
     said = state["second"].lines
     assert any("from the checkpoint at offset" in x for x in said), "\n".join(said[-30:])
+
+
+def test_a_partition_that_moves_starts_from_its_old_owner_s_handover(setup: Setup) -> None:
+    """A worker joins between two checkpoints: on the revoke, the first promises a
+    checkpoint of each partition with something new and rejoins; once the assignment says
+    which moved, it keeps the promise. The newcomer starts from that checkpoint and
+    re-reads nothing, and no promise is left open on the topic."""
+    first = setup.worker(2, None, "--checkpoint-every", "0")  # none due meanwhile
+    first.wait_live()
+    backlog(setup, 2_000)
+    rows, out = wait_caught_up(setup, 2)
+    assert len(rows) == 2, out
+    second = setup.worker(2, None, "--checkpoint-every", "0")
+    _, moved = wait_split(first, second, {0, 1})
+    (p,) = moved
+    said = second.lines
+    assert any(f"partition {p}: from the checkpoint at offset" in x for x in said), said
+    rebuilt = next(x for x in said if "rebuilt from" in x)
+    assert "rebuilt from 0 events" in rebuilt, said
+    assert_promises_kept(setup)
+
+
+def assert_promises_kept(setup: Setup) -> None:
+    """The revoke promised handovers on the real topic, and each promise was kept: a
+    PENDING marker is followed by its partition's checkpoint or a SETTLED marker."""
+    open_: dict[int, int] = {}  # events partition -> offset of its open promise
+    words = []
+    for r in setup.records("runwatch.checkpoints"):
+        key = r.key or b""
+        if key.startswith(b"handover|" + f"{setup.group}|".encode()):
+            p = int(key.rsplit(b"|", 1)[1])
+            words.append((p, r.value))
+            if r.value == PENDING:
+                open_.setdefault(p, r.offset)
+            else:
+                open_.pop(p, None)
+        elif key.startswith(f"{setup.group}|".encode()):
+            open_.pop(int(key.rsplit(b"|", 1)[1]), None)
+    assert any(word == PENDING for _, word in words), words
+    assert not open_, f"promises left open: {open_}"
 
 
 def _runs_per_partition(partitions: int, per: int) -> dict[int, list[str]]:

@@ -1,13 +1,24 @@
-"""Finding a partition's newest checkpoint on `runwatch.checkpoints`, from the end backwards."""
+"""Finding a partition's newest checkpoint on `runwatch.checkpoints`, from the end backwards,
+and waiting for one a handover promised."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from kafka_double import MemoryBroker, MemoryConnection
+from kafka_double import MemoryBroker, MemoryConnection, MemoryRecord
 
-from runwatch.stream.kafka.checkpoints import checkpoint_key, latest
+from runwatch.stream.kafka.checkpoints import (
+    PENDING,
+    SETTLED,
+    Found,
+    checkpoint_key,
+    handover_key,
+    latest,
+)
 
 TOPIC = "t.runwatch.checkpoints"
 
@@ -27,11 +38,82 @@ def test_the_newest_value_of_the_key_however_many_others_follow_it(others: int) 
     for i in range(others):
         b.produce(TOPIC, f"p{1 + i % 3} v{i}".encode(), 0, key(1 + i % 3))
     got = asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0))
-    assert got == b"p0 v2"
+    assert got == Found(b"p0 v2")
 
 
 def test_none_for_a_key_never_written_and_for_a_missing_topic() -> None:
     b = MemoryBroker()
     b.produce(TOPIC, b"p1", 0, key(1))
-    assert asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0)) is None
-    assert asyncio.run(latest(MemoryConnection(b), "t.nothing", key(0), 0)) is None
+    assert asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0)).value is None
+    assert asyncio.run(latest(MemoryConnection(b), "t.nothing", key(0), 0)).value is None
+
+
+MARKER = handover_key("workers", "t.runwatch.events", 0)
+#: Longer than any test waits: a search still waiting on a promise when its test gives up
+#: (`until`) has failed to see what settled it.
+FOREVER = 3600.0
+
+
+async def until(what: Callable[[], Any], why: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {why}")
+        await asyncio.sleep(0.01)
+
+
+def promised(b: MemoryBroker) -> asyncio.Task[Found]:
+    """The old checkpoint, then a PENDING marker; the search of it, under way."""
+    b.produce(TOPIC, b"old", 0, key(0))
+    b.produce(TOPIC, b"p1", 0, key(1))
+    b.produce(TOPIC, PENDING, 0, MARKER)
+    b.produce(TOPIC, b"p2", 0, key(2))
+    return asyncio.create_task(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
+
+
+def test_a_promised_handover_is_waited_for() -> None:
+    """Newer than the checkpoint, a PENDING marker: the search waits, and takes the
+    checkpoint that comes after it (another partition's records come in between)."""
+    b = MemoryBroker()
+
+    async def scenario() -> Found:
+        search = promised(b)
+        await until(lambda: len(b.topics[TOPIC][0]) == 4 and not search.done(), "a wait")
+        await asyncio.sleep(0.05)  # (long enough to notice a search that did not wait)
+        assert not search.done()
+        b.produce(TOPIC, b"p3", 0, key(3))
+        b.produce(TOPIC, b"handed over", 0, key(0))
+        await until(search.done, "the search took the handover")
+        return search.result()
+
+    found = asyncio.run(scenario())
+    assert found.value == b"handed over"
+    assert found.waited > 0
+
+
+def test_a_promise_withdrawn_leaves_the_checkpoint_before_it() -> None:
+    """The old owner kept the partition or could not checkpoint it (SETTLED): the search
+    stops waiting and takes the checkpoint before the marker."""
+    b = MemoryBroker()
+
+    async def scenario() -> Found:
+        search = promised(b)
+        await asyncio.sleep(0.05)
+        b.produce(TOPIC, SETTLED, 0, MARKER)
+        await until(search.done, "the search saw the promise withdrawn")
+        return search.result()
+
+    assert asyncio.run(scenario()).value == b"old"
+
+
+@pytest.mark.parametrize("word", [SETTLED, PENDING], ids=["settled", "stale-pending"])
+def test_no_wait_for_a_settled_or_stale_promise(word: bytes) -> None:
+    """A SETTLED marker, or a PENDING one older than the wait (its owner died before
+    keeping it): the checkpoint before it, at once."""
+    b = MemoryBroker()
+    b.produce(TOPIC, b"old", 0, key(0))
+    made = int((time.time() - 2 * FOREVER) * 1000) if word == PENDING else int(time.time() * 1000)
+    log = b.topics[TOPIC][0]
+    log.append(MemoryRecord(TOPIC, 0, len(log), made, 0, MARKER, word))
+    found = asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
+    assert found == Found(b"old")

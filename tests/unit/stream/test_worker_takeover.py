@@ -21,6 +21,8 @@ from helpers import encode, make_event
 from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
 
 from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka.checkpoints import PENDING, SETTLED
+from runwatch.stream.kafka.consume import TP
 from runwatch.stream.kafka.takeover import FEED_SLICE
 from runwatch.stream.kafka.worker import HANDOVER_S, StreamWorker, WorkerSettings
 from runwatch.stream.live import LiveDriver
@@ -199,9 +201,21 @@ def test_a_worker_that_stops_hands_its_partitions_over_checkpointed(fork: bool) 
     assert "rebuilt from 0 events" in rebuilt, rebuilt
 
 
-def test_a_revoke_checkpoints_what_the_worker_holds_once() -> None:
-    """The group takes the partitions back (a worker joined): each with something new since
-    its last checkpoint is checkpointed before they go; one with nothing new is not."""
+def markers(b: MemoryBroker) -> list[tuple[int, bytes]]:
+    """(events partition, word) of every handover marker on the checkpoints topic, and
+    (partition, b"checkpoint") of every checkpoint, in order."""
+    out = []
+    for part in b.topics[TOPICS.checkpoints]:
+        for r in part:
+            p = int(r.key.rsplit(b"|", 1)[1])
+            out.append((p, r.value if r.key.startswith(b"handover|") else b"checkpoint"))
+    return out
+
+
+def test_a_revoke_promises_a_handover_and_rejoins_without_a_checkpoint() -> None:
+    """The group takes the partitions back (a worker joined or died): the worker promises
+    a checkpoint of each with something new since its last one, and makes none yet; the
+    assignment says it kept them, and it withdraws the promise."""
     b, said = broker(), []
 
     async def scenario() -> None:
@@ -209,11 +223,57 @@ def test_a_revoke_checkpoints_what_the_worker_holds_once() -> None:
             send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
             await until(lambda: alerts(b) == [NAN], "the NaN alerted")
             await w.revoked(set())
-            assert len(b.values(TOPICS.checkpoints)) == 1
-            await w.revoked(set())  # nothing read since
-            assert len(b.values(TOPICS.checkpoints)) == 1
+            assert markers(b) == [(0, PENDING)]  # partition 1 has nothing new
+            await w.revoked(set())  # promised already
+            assert markers(b) == [(0, PENDING)]
+            w.assigned({TP(TOPICS.events, p) for p in range(PARTITIONS)})
+            await until(lambda: markers(b) == [(0, PENDING), (0, SETTLED)], "settled")
 
     asyncio.run(scenario())
+
+
+def test_a_partition_that_moves_is_handed_over_after_the_assignment() -> None:
+    """A second worker joins: the first promised partition 1 on the revoke and, told at the
+    assignment that it went to the newcomer, checkpoints it as it stood; the newcomer waits
+    for that checkpoint and re-reads nothing."""
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first):
+            send(b, 1, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            async with worker(b, second):
+                send(b, 1, step("r1", 3, 0.4))
+                await until(lambda: alerts(b) == [NAN, FINE], "live again")
+
+    asyncio.run(scenario())
+    assert markers(b)[:2] == [(1, PENDING), (1, b"checkpoint")], markers(b)
+    assert len(set(ids(b))) == 2
+    (took,) = [line for line in second if line.startswith("partition 1: from")]
+    assert "from the checkpoint at offset 2" in took, second
+    rebuilt = next(line for line in second if "rebuilt from" in line)
+    assert "rebuilt from 0 events" in rebuilt, rebuilt
+
+
+def test_a_worker_stopping_before_its_assignment_keeps_its_promises() -> None:
+    """Revoked, then stopped before the assignment came: the promised checkpoint is made
+    on the way out, so that no successor waits on a promise left open."""
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            await w.revoked(set())
+        async with worker(b, second):
+            send(b, 0, step("r1", 3, 0.4))
+            await until(lambda: alerts(b) == [NAN, FINE], "live again")
+
+    asyncio.run(scenario())
+    assert markers(b)[:2] == [(0, PENDING), (0, b"checkpoint")], markers(b)
+    (took,) = [line for line in second if line.startswith("partition 0:")]
+    assert "from the checkpoint at offset 2" in took, second
+    assert not any("waited" in line for line in second), second
 
 
 def test_the_live_consumer_waits_to_fill_fetches_and_for_a_handover() -> None:
