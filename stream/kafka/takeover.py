@@ -39,11 +39,28 @@ from runwatch.stream.refused import Refused
 
 #: Tries at reading a partition's checkpoint before rebuilding it from the start.
 CHECKPOINT_READS = 3
-#: Records a re-read applies between turns of the event loop. The group heartbeat runs in
-#: between, so a long rebuild does not look like a dead member: a whole fetch (up to 20,000
-#: records) applied at once can hold the loop for seconds on a loaded machine, past the
-#: heartbeat interval (a fifth of the session timeout).
-FEED_SLICE = 2000
+#: Records a driver applies between turns of the event loop, live or re-reading. The group
+#: heartbeat runs in between, so a long rebuild does not look like a dead member (a whole
+#: fetch, up to 20,000 records, applied at once can hold the loop for seconds on a loaded
+#: machine, past the heartbeat interval), and a worker behind on its live partitions still
+#: gives the loop to a takeover's reads, whose every round trip waits for a turn.
+FEED_SLICE = 1000
+
+
+async def fed(driver: LiveDriver, rows: list[Any]) -> tuple[list[Alert], list[Refused]]:
+    """`driver.feed(rows)`, FEED_SLICE rows at a time, with a turn of the event loop for
+    every other task in between; what it made, in order."""
+    if len(rows) <= FEED_SLICE:
+        return driver.feed(rows)
+    alerts: list[Alert] = []
+    dead: list[Refused] = []
+    for i in range(0, len(rows), FEED_SLICE):
+        if i:
+            await asyncio.sleep(0)
+        made, refused = driver.feed(rows[i : i + FEED_SLICE])
+        alerts += made
+        dead += refused
+    return alerts, dead
 
 
 @dataclass
@@ -141,11 +158,7 @@ class Takeover:
         async def feed(records: list[Any]) -> None:
             p = records[0].partition
             d = out.drivers[p]
-            for i in range(0, len(records), FEED_SLICE):
-                if i:
-                    await asyncio.sleep(0)
-                d.feed([(r.value, r.timestamp / 1000.0, r.offset)
-                        for r in records[i : i + FEED_SLICE]])  # fmt: skip
+            await fed(d, [(r.value, r.timestamp / 1000.0, r.offset) for r in records])
             out.resume[p] = records[-1].offset + 1
             out.events += len(records)
             now = time.time()

@@ -68,7 +68,7 @@ from runwatch.stream.kafka.consume import (
 )
 from runwatch.stream.kafka.publish import Producer, Publisher
 from runwatch.stream.kafka.snapshot import CAN_FORK, Snapshot, SnapshotFailed
-from runwatch.stream.kafka.takeover import Takeover
+from runwatch.stream.kafka.takeover import Takeover, fed
 from runwatch.stream.live import DEFAULT_GRACE, LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -282,7 +282,8 @@ class StreamWorker(Handler):
                 self.topics.events,
             )
         async with self._making:
-            alerts, dead = driver.feed([(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            rows = [(r.value, r.timestamp / 1000.0, r.offset) for r in records]
+            alerts, dead = await fed(driver, rows)  # in slices: a takeover's reads go on
             if self.metrics is not None:
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
             views = driver.engine.take_breakers()

@@ -299,19 +299,25 @@ def test_the_live_consumer_waits_to_fill_fetches_and_for_a_handover() -> None:
     assert not any("fetch_max_wait_ms" in t or "fetch_min_bytes" in t for t in made["other"])
 
 
-def test_a_rebuild_gives_the_loop_a_turn_between_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A re-read applies its fetches FEED_SLICE records at a time and lets every other task
-    of the loop (the group heartbeat among them) run in between."""
+@pytest.mark.parametrize("when", ["re-read", "live"])
+def test_a_driver_gives_the_loop_a_turn_between_slices(
+    when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-read, and the live path, apply their fetches FEED_SLICE records at a time and
+    let every other task of the loop (the group heartbeat, a takeover's reads) run in
+    between."""
     b, said = broker(), []
-    n = 3 * FEED_SLICE + 7
-    send(b, 0, *[step("r1", i, 0.5) for i in range(1, n + 1)])
+    n = 3 * FEED_SLICE + 7  # one fetch of the double (the worker's batch_max is 5,000)
+    records = [step("r1", i, 0.5) for i in range(1, n + 1)]
+    if when == "re-read":
+        send(b, 0, *records)
     turns = 0
-    fed: list[tuple[int, int]] = []  # (records, turns of the other task so far), replaying
+    fed: list[tuple[int, int]] = []  # (records, turns of the other task so far)
     feed = LiveDriver.feed
 
     def noting(self: LiveDriver, records: Any) -> Any:
         records = list(records)
-        if self.replaying:
+        if self.replaying == (when == "re-read"):
             fed.append((len(records), turns))
         return feed(self, records)
 
@@ -326,8 +332,11 @@ def test_a_rebuild_gives_the_loop_a_turn_between_slices(monkeypatch: pytest.Monk
 
         task = asyncio.create_task(other())
         try:
-            async with worker(b, said):
-                pass
+            async with worker(b, said) as w:
+                if when == "live":
+                    fed.clear()
+                    send(b, 0, *records)
+                    await until(lambda: w.drivers[0].position == n - 1, "all applied")
         finally:
             task.cancel()
 
