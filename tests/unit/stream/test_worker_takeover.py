@@ -109,6 +109,16 @@ NAN = ("r1", "non_finite_metric", "firing")
 FINE = ("r1", "non_finite_metric", "resolved")
 
 
+def took_over(said: list[str], partition: int, rebuilt: int | None = 0) -> None:
+    """The worker that said `said` started `partition` from the checkpoint at offset 2 (what
+    the first worker had read), and re-read `rebuilt` events (None: any number)."""
+    (took,) = [x for x in said if x.startswith(f"partition {partition}: from")]
+    assert "from the checkpoint at offset 2" in took, said
+    if rebuilt is not None:
+        line = next(x for x in said if "rebuilt from" in x)
+        assert f"rebuilt from {rebuilt} events" in line, line
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
 def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint(fork: bool) -> None:
     b, said = broker(), []
@@ -153,10 +163,8 @@ def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing(fork
     asyncio.run(scenario())
     assert alerts(b) == [NAN, FINE, NAN, FINE]
     assert len(set(ids(b))) == 4
-    (took,) = [line for line in second if line.startswith("partition 0:")]
-    assert "from the checkpoint at offset 2" in took, second
+    took_over(second, 0, rebuilt=2)  # offsets 2 and 3, not the whole partition
     rebuilt = next(line for line in second if "rebuilt from" in line)
-    assert "rebuilt from 2 events" in rebuilt  # offsets 2 and 3, not the whole partition
     assert "1 missing alert transitions published" in rebuilt
 
 
@@ -195,10 +203,7 @@ def test_a_worker_that_stops_hands_its_partitions_over_checkpointed(fork: bool) 
 
     asyncio.run(scenario())
     assert len(set(ids(b))) == 2
-    (took,) = [line for line in second if line.startswith("partition 0:")]
-    assert "from the checkpoint at offset 2" in took, second
-    rebuilt = next(line for line in second if "rebuilt from" in line)
-    assert "rebuilt from 0 events" in rebuilt, rebuilt
+    took_over(second, 0)
 
 
 def markers(b: MemoryBroker) -> list[tuple[int, bytes]]:
@@ -249,10 +254,7 @@ def test_a_partition_that_moves_is_handed_over_after_the_assignment() -> None:
     asyncio.run(scenario())
     assert markers(b)[:2] == [(1, PENDING), (1, b"checkpoint")], markers(b)
     assert len(set(ids(b))) == 2
-    (took,) = [line for line in second if line.startswith("partition 1: from")]
-    assert "from the checkpoint at offset 2" in took, second
-    rebuilt = next(line for line in second if "rebuilt from" in line)
-    assert "rebuilt from 0 events" in rebuilt, rebuilt
+    took_over(second, 1)
 
 
 def test_a_worker_stopping_before_its_assignment_keeps_its_promises() -> None:
@@ -271,8 +273,7 @@ def test_a_worker_stopping_before_its_assignment_keeps_its_promises() -> None:
 
     asyncio.run(scenario())
     assert markers(b)[:2] == [(0, PENDING), (0, b"checkpoint")], markers(b)
-    (took,) = [line for line in second if line.startswith("partition 0:")]
-    assert "from the checkpoint at offset 2" in took, second
+    took_over(second, 0, rebuilt=None)
     assert not any("waited" in line for line in second), second
 
 
