@@ -164,8 +164,9 @@ class StreamWorker(Handler):
         #: checkpoint never covers a transition the producer has not been given
         self._making = asyncio.Lock()
         #: the partitions a revoke promised a handover checkpoint of, with their drivers as
-        #: they stood (`_promise`); the assignment after it keeps the promises (`_settle`)
-        self._promised: dict[int, LiveDriver] = {}
+        #: they stood and until when (loop time) their new owners wait (`_promise`); the
+        #: assignment after it keeps the promises (`_settle`)
+        self._promised: dict[int, tuple[LiveDriver, float]] = {}
         self._settling: set[asyncio.Task[None]] = set()
         #: per partition: (when, driver.applied) of its last checkpoint, and its offset
         self._checkpointed: dict[int, tuple[float, int, int]] = {}
@@ -601,8 +602,9 @@ class StreamWorker(Handler):
             async with asyncio.timeout(HANDOVER_S):
                 for p in self._checkpoints_due(time.time(), handover=True):
                     if p not in self._promised:
+                        waited_until = asyncio.get_running_loop().time() + HANDOVER_S
                         await self._mark(p, PENDING)
-                        self._promised[p] = self.drivers[p]
+                        self._promised[p] = (self.drivers[p], waited_until)
         except Exception as err:  # over HANDOVER_S (a broker away): the checkpoint before serves
             log.info("handover not promised (%s: %s)", type(err).__name__, err)
 
@@ -610,16 +612,22 @@ class StreamWorker(Handler):
         key = handover_key(self.settings.app_id, self.topics.events, partition)
         await self.publisher.checkpoint(key, word, partition % self._checkpoint_partitions)
 
-    async def _settle(self, promised: dict[int, LiveDriver], kept: set[int]) -> None:
+    async def _settle(self, promised: dict[int, tuple[LiveDriver, float]], kept: set[int]) -> None:
         """Keep a revoke's promises: SETTLED for the partitions this worker `kept` (no one
         waits on them), then a checkpoint of each that went elsewhere, as it stood at the
-        revoke, for its new owner -- or SETTLED where that fails, so it waits no longer."""
+        revoke, for its new owner -- or SETTLED where that fails, so it waits no longer. Not
+        once the new owner has stopped waiting: it went on from the checkpoint before, and
+        the one it stores must stay the newest."""
         for p in sorted(promised, key=lambda p: p not in kept):
+            driver, waited_until = promised[p]
             try:
-                async with asyncio.timeout(HANDOVER_S):
-                    if p not in kept and await self._checkpoint(p, promised[p], time.time()):
-                        continue
-                    await self._mark(p, SETTLED)
+                if p in kept:
+                    async with asyncio.timeout(HANDOVER_S):
+                        await self._mark(p, SETTLED)
+                    continue
+                async with asyncio.timeout_at(waited_until):
+                    if not await self._checkpoint(p, driver, time.time()):
+                        await self._mark(p, SETTLED)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # the new owner waits out HANDOVER_S at most
