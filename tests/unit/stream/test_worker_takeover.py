@@ -21,6 +21,7 @@ from helpers import encode, make_event
 from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
 
 from runwatch.emitters.topics import Topics
+from runwatch.stream.kafka import worker as worker_module
 from runwatch.stream.kafka.checkpoints import PENDING, SETTLED
 from runwatch.stream.kafka.consume import TP
 from runwatch.stream.kafka.takeover import FEED_SLICE
@@ -255,6 +256,35 @@ def test_a_partition_that_moves_is_handed_over_after_the_assignment() -> None:
     assert markers(b)[:2] == [(1, PENDING), (1, b"checkpoint")], markers(b)
     assert len(set(ids(b))) == 2
     took_over(second, 1)
+
+
+def test_a_handover_its_new_owner_stopped_waiting_for_is_not_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The new owner waits HANDOVER_S from the promise, then goes on from the checkpoint
+    before and stores a newer one; an old owner too slow to checkpoint by then stores
+    nothing, lest its older state replace that."""
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 0.2)
+    b, said = broker(), []
+
+    async def scenario() -> None:
+        async with worker(b, said) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            gate = asyncio.Event()  # never set: a pickling that takes for ever
+            checkpoint = w._checkpoint
+
+            async def slow(*args: Any) -> bool:
+                await gate.wait()
+                return await checkpoint(*args)
+
+            monkeypatch.setattr(w, "_checkpoint", slow)
+            await w.revoked(set())
+            w.assigned(set())  # all went elsewhere
+            await until(lambda: not w._settling, "the handover given up")
+
+    asyncio.run(scenario())
+    assert markers(b) == [(0, PENDING)], markers(b)
 
 
 def test_a_worker_stopping_before_its_assignment_keeps_its_promises() -> None:
