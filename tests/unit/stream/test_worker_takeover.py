@@ -24,7 +24,7 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka import worker as worker_module
 from runwatch.stream.kafka.checkpoints import PENDING, SETTLED
 from runwatch.stream.kafka.consume import TP
-from runwatch.stream.kafka.takeover import FEED_SLICE
+from runwatch.stream.kafka.takeover import FEED_SLICE, Takeover
 from runwatch.stream.kafka.worker import HANDOVER_S, StreamWorker, WorkerSettings
 from runwatch.stream.live import LiveDriver
 
@@ -186,6 +186,34 @@ def test_a_takeover_without_a_checkpoint_rebuilds_all_and_repeats_nothing() -> N
     assert any("partition 1: no checkpoint found" in line for line in second), second
     rebuilt = next(line for line in second if "rebuilt from" in line)
     assert "0 missing alert transitions published" in rebuilt
+
+
+def test_the_partitions_of_a_takeover_are_restored_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading one partition's checkpoint, or waiting for a promised one, does not hold up
+    the others given in the same assignment: each restore here goes on only once every
+    one has begun (one after another, the first would wait for ever)."""
+    began: set[int] = set()
+    everyone = asyncio.Event()
+    restore = Takeover.restore
+
+    async def together(self: Takeover, partition: int) -> Any:
+        began.add(partition)
+        if len(began) == PARTITIONS:
+            everyone.set()
+        await everyone.wait()
+        return await restore(self, partition)
+
+    monkeypatch.setattr(Takeover, "restore", together)
+    said: list[str] = []
+
+    async def scenario() -> None:
+        async with worker(broker(), said) as w:
+            assert sorted(w.drivers) == list(range(PARTITIONS))
+
+    asyncio.run(scenario())
+    assert began == set(range(PARTITIONS))
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
