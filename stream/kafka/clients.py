@@ -77,12 +77,13 @@ def group_settings(
     there (aiokafka's default).
 
     `revoke_bound` (seconds): the longest the member's revoke callback may take (the
-    worker checkpoints what it holds there). The group waits that long, and a session
-    timeout more, for members to rejoin: aiokafka's default, the session timeout alone,
-    dropped a member still checkpointing 5,000 runs from the new generation, gave the one
-    that joined every partition, and rebalanced again when the first came back -- over and
-    over at 10,000 runs (bench/fleet.py). A member that died is still noticed after the
-    session timeout: the wait is for members that answer heartbeats."""
+    worker flushes its output and writes its handover promises there, within that bound).
+    The group waits that long, and a session timeout more, for members to rejoin:
+    aiokafka's default, the session timeout alone, dropped a member then still checkpointing
+    5,000 runs in that callback from the new generation, gave the one that joined every
+    partition, and rebalanced again when the first came back -- over and over at 10,000
+    runs (bench/fleet.py). A member that died is still noticed after the session timeout:
+    the wait is for members that answer heartbeats."""
     from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
     settings: dict[str, Any] = {
