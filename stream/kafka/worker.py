@@ -593,9 +593,10 @@ class StreamWorker(Handler):
         at the assignment, and checkpointing them all here would hold every member's live
         partitions until the slowest had pickled its state (seconds at thousands of runs).
         So each live partition with something new since its last checkpoint gets a PENDING
-        marker on the checkpoints topic, and the worker rejoins at once; no record of them
-        is applied until the assignment, which keeps the promise (`_settle`). A takeover
-        waits for a promised checkpoint (`checkpoints.latest`)."""
+        marker on the checkpoints topic, and the worker rejoins at once; the assignment
+        keeps the promise (`_settle`), with a checkpoint of the driver as it stands then (a
+        batch fetched before the revoke may still have been applied: it is in there). A
+        takeover waits for a promised checkpoint (`checkpoints.latest`)."""
         if not self._leased():
             return  # expelled: the state is the new owner's to make
         try:
@@ -614,8 +615,8 @@ class StreamWorker(Handler):
 
     async def _settle(self, promised: dict[int, tuple[LiveDriver, float]], kept: set[int]) -> None:
         """Keep a revoke's promises: SETTLED for the partitions this worker `kept` (no one
-        waits on them), then a checkpoint of each that went elsewhere, as it stood at the
-        revoke, for its new owner -- or SETTLED where that fails, so it waits no longer. Not
+        waits on them), then a checkpoint of each that went elsewhere, of the driver it
+        left behind, for its new owner -- or SETTLED where that fails, so it waits no longer. Not
         once the new owner has stopped waiting: it went on from the checkpoint before, and
         the one it stores must stay the newest."""
         for p in sorted(promised, key=lambda p: p not in kept):
