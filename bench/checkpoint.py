@@ -33,10 +33,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from benchinfo import SAID, machine, say, write_section
 from exporter import _events, decode_dict
-from fleet_shape import schedule
+from fleet_shape import schedule, wire
 
 from runwatch.stream import checkpoint
 from runwatch.stream.kafka.snapshot import Snapshot
@@ -96,9 +95,7 @@ def fleet_driver(runs: int) -> LiveDriver:
         if p.kind is None or p.at >= FLEET_SECONDS:
             continue  # no final beats: the runs stay live
         ts = T0 + p.at
-        event_id = f"{rng.getrandbits(128):032x}"  # as random as an emitter's uuid4
-        raw = orjson.dumps({"v": 1, "id": event_id, "ts": ts, "run": p.run, "kind": p.kind,
-                            "src": p.src, **p.fields})  # fmt: skip
+        raw = wire(p, ts, f"{rng.getrandbits(128):032x}")  # ids as random as uuid4's
         batch.append((raw, ts + rng.uniform(0.002, 0.05), offset))
         offset += 1
         if len(batch) == 2000:

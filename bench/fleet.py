@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import re
@@ -60,9 +59,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import orjson
 from benchinfo import SAID, follow_alerts, machine, percentile, proc_stats, say, write_section
-from fleet_shape import BEAT, schedule
+from fleet_shape import BEAT, schedule, wire
 from kafka import KafkaConsumer, TopicPartition
 from worker import RUNWATCH, Worker
 
@@ -154,11 +152,7 @@ async def _produce(bootstrap: str, topic: str, runs: list[str], seconds: float, 
                 and planned.src.get("component") == "rollout"
             ):
                 beat_sent[planned.run] = now
-            event = {"v": 1, "id": uuid.uuid4().hex, "ts": now, "run": planned.run,
-                     "kind": planned.kind, "src": planned.src, **planned.fields}  # fmt: skip
-            # json writes NaN as the contract's token; orjson would write null
-            value = (json.dumps(event).encode() if planned.kind == "step.metrics"
-                     else orjson.dumps(event))  # fmt: skip
+            value = wire(planned, now, uuid.uuid4().hex)
             key = planned.run.encode()
             part = partitions[zlib.crc32(key) % len(partitions)]
             if batches[part].append(key=key, value=value, timestamp=None) is None:

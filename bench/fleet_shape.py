@@ -12,9 +12,12 @@ worker stops beating).
 from __future__ import annotations
 
 import heapq
+import json
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
+
+import orjson
 
 BEAT = 10.0
 TRAJS = 32
@@ -30,6 +33,14 @@ class Planned(NamedTuple):
     fields: dict[str, Any]
     fault: str | None = None  # "nan" or "silent": the fault this event is (or starts)
     last_beat: float | None = None  # "silent": when the worker beat last (schedule seconds)
+
+
+def wire(p: Planned, ts: float, event_id: str) -> bytes:
+    """`p` as a record's value: the contract's event, stamped `ts`. A step's metrics go
+    through json, which writes NaN as the contract's token (orjson would write null)."""
+    event = {"v": 1, "id": event_id, "ts": ts, "run": p.run, "kind": p.kind, "src": p.src,
+             **p.fields}  # fmt: skip
+    return json.dumps(event).encode() if p.kind == "step.metrics" else orjson.dumps(event)
 
 
 def src(run: str, k: int) -> dict[str, Any]:

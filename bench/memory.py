@@ -21,9 +21,8 @@ import types
 import uuid
 from collections import Counter
 
-import orjson
 from benchinfo import SAID, machine, say, write_section
-from fleet_shape import schedule
+from fleet_shape import schedule, wire
 
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
@@ -54,9 +53,7 @@ def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, int]:
     for p in schedule(runs, seconds, seed=1):
         if p.kind is None or p.at >= seconds:
             continue  # no final beats: the runs stay live
-        event = {"v": 1, "id": uuid.uuid4().hex, "ts": T0 + p.at, "run": p.run,
-                 "kind": p.kind, "src": p.src, **p.fields}  # fmt: skip
-        engine.apply(decode(orjson.dumps(event)))
+        engine.apply(decode(wire(p, T0 + p.at, uuid.uuid4().hex)))
         count += 1
     return engine, count
 
