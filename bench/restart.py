@@ -31,12 +31,8 @@ restart with the producer stopped (a static topic, what the history restart abov
 
     .venv/bin/python bench/restart.py [--rates 1000,10000]
 
-Figures only: nothing here asserts. Measured 2026-11-24 on the 2-CPU dev machine: ready in
-14.3 s / 66.3 s / 143.5 s with 1M / 5M / 10M events retained without a checkpoint, and in
-2.5 s / 2.6 s / 2.9 s from one (a 1.9 MiB checkpoint, mostly the 100,000-id dedup window;
-the 24 live runs' states 0.6 KiB each); a checkpoint made in ~55 ms, 0.6% of the live path
-at the defaults; serve: 0.10 s / 0.26 s from the checkpoint against 11.6 s / 28.8 s
-replaying a log of 1M / 3M events.
+Figures only: nothing here asserts. They are in bench/RESULTS.md, "A live worker restarted
+under traffic" (the history restarts of 2026-11-24 at its end).
 """
 
 from __future__ import annotations
