@@ -24,7 +24,6 @@ live run is reported, so one over the limit is a figure to act on, not a surpris
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -163,5 +162,4 @@ async def _follow(
                 return None  # the promise was withdrawn: the checkpoint before stands
         if found is not None:
             return found
-        await asyncio.sleep(0)
     return None

@@ -47,9 +47,11 @@ CHECKPOINT_READS = 3
 FEED_SLICE = 1000
 
 
-async def fed(driver: LiveDriver, rows: list[Any]) -> tuple[list[Alert], list[Refused]]:
-    """`driver.feed(rows)`, FEED_SLICE rows at a time, with a turn of the event loop for
-    every other task in between; what it made, in order."""
+async def fed(driver: LiveDriver, records: list[Any]) -> tuple[list[Alert], list[Refused]]:
+    """One partition's Kafka records into `driver` (value, broker time, offset), FEED_SLICE
+    at a time, with a turn of the event loop for every other task in between; what it made,
+    in order."""
+    rows = [(r.value, r.timestamp / 1000.0, r.offset) for r in records]
     if len(rows) <= FEED_SLICE:
         return driver.feed(rows)
     alerts: list[Alert] = []
@@ -158,7 +160,7 @@ class Takeover:
         async def feed(records: list[Any]) -> None:
             p = records[0].partition
             d = out.drivers[p]
-            await fed(d, [(r.value, r.timestamp / 1000.0, r.offset) for r in records])
+            await fed(d, records)
             out.resume[p] = records[-1].offset + 1
             out.events += len(records)
             now = time.time()

@@ -283,8 +283,7 @@ class StreamWorker(Handler):
                 self.topics.events,
             )
         async with self._making:
-            rows = [(r.value, r.timestamp / 1000.0, r.offset) for r in records]
-            alerts, dead = await fed(driver, rows)  # in slices: a takeover's reads go on
+            alerts, dead = await fed(driver, records)  # in slices: a takeover's reads go on
             if self.metrics is not None:
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
             views = driver.engine.take_breakers()
