@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kafka_double import MemoryBroker, MemoryConnection, MemoryRecord
 
+from runwatch.stream.kafka import checkpoints
 from runwatch.stream.kafka.checkpoints import (
     PENDING,
     SETTLED,
@@ -62,25 +63,33 @@ async def until(what: Callable[[], Any], why: str, timeout: float = 30.0) -> Non
         await asyncio.sleep(0.01)
 
 
-def promised(b: MemoryBroker) -> asyncio.Task[Found]:
-    """The old checkpoint, then a PENDING marker; the search of it, under way."""
+def promised(b: MemoryBroker, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, asyncio.Event]:
+    """The old checkpoint, then a PENDING marker; the search of it, under way, and an event
+    set once it follows what comes after the marker (it waits)."""
     b.produce(TOPIC, b"old", 0, key(0))
     b.produce(TOPIC, b"p1", 0, key(1))
     b.produce(TOPIC, PENDING, 0, MARKER)
     b.produce(TOPIC, b"p2", 0, key(2))
-    return asyncio.create_task(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
+    following = asyncio.Event()
+    follow = checkpoints._follow
+
+    async def noted(*args: Any) -> Any:
+        following.set()
+        return await follow(*args)
+
+    monkeypatch.setattr(checkpoints, "_follow", noted)
+    search = asyncio.create_task(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
+    return search, following
 
 
-def test_a_promised_handover_is_waited_for() -> None:
+def test_a_promised_handover_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """Newer than the checkpoint, a PENDING marker: the search waits, and takes the
     checkpoint that comes after it (another partition's records come in between)."""
     b = MemoryBroker()
 
     async def scenario() -> Found:
-        search = promised(b)
-        await until(lambda: len(b.topics[TOPIC][0]) == 4 and not search.done(), "a wait")
-        await asyncio.sleep(0.05)  # (long enough to notice a search that did not wait)
-        assert not search.done()
+        search, following = promised(b, monkeypatch)
+        await until(following.is_set, "the search waits on the promise")
         b.produce(TOPIC, b"p3", 0, key(3))
         b.produce(TOPIC, b"handed over", 0, key(0))
         await until(search.done, "the search took the handover")
@@ -91,14 +100,16 @@ def test_a_promised_handover_is_waited_for() -> None:
     assert found.waited > 0
 
 
-def test_a_promise_withdrawn_leaves_the_checkpoint_before_it() -> None:
-    """The old owner kept the partition or could not checkpoint it (SETTLED): the search
-    stops waiting and takes the checkpoint before the marker."""
+def test_a_promise_withdrawn_leaves_the_checkpoint_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The old owner kept the partition or could not checkpoint it (SETTLED) while the
+    search waited: the search stops waiting and takes the checkpoint before the marker."""
     b = MemoryBroker()
 
     async def scenario() -> Found:
-        search = promised(b)
-        await asyncio.sleep(0.05)
+        search, following = promised(b, monkeypatch)
+        await until(following.is_set, "the search waits on the promise")
         b.produce(TOPIC, SETTLED, 0, MARKER)
         await until(search.done, "the search saw the promise withdrawn")
         return search.result()
