@@ -34,7 +34,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -645,9 +645,7 @@ class StreamWorker(Handler):
         self._renew()  # the group has just confirmed this member
         if self._promised:
             promised, self._promised = self._promised, {}
-            settling = asyncio.ensure_future(self._settle(promised, numbers & set(promised)))
-            self._settling.add(settling)
-            settling.add_done_callback(self._settling.discard)
+            _keep(self._settling, self._settle(promised, numbers & set(promised)))
         for p in list(self._fenced):
             if p not in numbers:
                 del self._fenced[p]  # the new owner's rebuild publishes it
@@ -663,9 +661,7 @@ class StreamWorker(Handler):
             self.loop.pause([TP(self.topics.events, p) for p in sorted(self.rebuilding | set(new))])
         if new:
             self.rebuilding.update(new)
-            task = asyncio.ensure_future(self._rebuild(new))
-            self._rebuild_tasks.add(task)
-            task.add_done_callback(self._rebuild_tasks.discard)
+            _keep(self._rebuild_tasks, self._rebuild(new))
         return {}
 
     async def _rebuild(self, partitions: list[int]) -> None:
@@ -740,6 +736,14 @@ class StreamWorker(Handler):
 
     def cleanup(self) -> None:
         shutil.rmtree(self._datadir, ignore_errors=True)
+
+
+def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` in the background, held in `tasks` until it ends (the loop keeps only a
+    weak reference to a task; `shutdown` waits for or cancels what is held)."""
+    task = asyncio.ensure_future(work)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 #: Faust's data directory of a worker: `runwatch-worker-PID-...` in the temp directory.
