@@ -11,7 +11,9 @@ joins or leaves, calling the listener's `on_partitions_revoked` before and
 Kafka's join barrier orders them (a member that does not poll is waited for up to
 `JOIN_WAIT_S`, as the group waits out its rebalance timeout); positions start at the
 committed offset, else at the start; `seek` overrides; `end_offsets`/`highwater` give the
-next offset to be written.
+next offset to be written. Records can be deleted from a partition's start, as retention and
+DeleteRecords do (`delete_records`): the partition then begins later (`beginning_offsets`),
+and a fetch from before its beginning starts there, as with auto_offset_reset="earliest".
 
 As strict as aiokafka 0.14 where it refuses: aiokafka's own `TopicPartition` (pause and
 resume take nothing else), its errors (`seek` or `commit` of a partition not assigned:
@@ -62,6 +64,8 @@ class MemoryBroker:
     appended: list[tuple[str, int, int]] = field(default_factory=list)
     #: per group, its generation: a rebalance starts the next one
     generations: dict[str, int] = field(default_factory=dict)
+    #: per partition, its first offset still there (0 where none was deleted)
+    starts: dict[TopicPartition, int] = field(default_factory=dict)
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -93,6 +97,13 @@ class MemoryBroker:
         record = parts[partition][offset]
         return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
                               record.timestamp, record.timestamp_type, -1)  # fmt: skip
+
+    def delete_records(self, tp: TopicPartition, before: int) -> None:
+        """Records before offset `before` gone, as retention deletes them (offsets stay)."""
+        end = len(self.topics[tp.topic][tp.partition])
+        if not 0 <= before <= end:
+            raise ValueError(f"offset {before} out of range [0, {end}]")  # as Kafka refuses
+        self.starts[tp] = max(self.starts.get(tp, 0), before)
 
     def values(self, topic: str) -> list[bytes]:
         """Every value on `topic`, partition by partition."""
@@ -172,7 +183,8 @@ class MemoryConsumer:
 
     async def seek_to_beginning(self, *partitions: Any) -> None:
         for tp in partitions:
-            self.positions[TopicPartition(*tp)] = 0
+            tp = TopicPartition(*tp)
+            self.positions[tp] = self.broker.starts.get(tp, 0)
 
     def seek(self, partition: Any, offset: int) -> None:
         if not isinstance(offset, int) or offset < 0:
@@ -225,7 +237,8 @@ class MemoryConsumer:
         left = max_records or 1_000_000
         for tp in sorted(self._assignment - self.paused):
             log = self.broker.topics.get(tp.topic, [[]] * (tp.partition + 1))[tp.partition]
-            start = self.positions.get(tp, 0)
+            start = max(self.positions.get(tp, 0), self.broker.starts.get(tp, 0))
+            self.positions[tp] = start  # before the beginning: from there ("earliest")
             records = log[start : start + left]
             if records:
                 out[tp] = records
@@ -236,7 +249,8 @@ class MemoryConsumer:
         return out
 
     async def beginning_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): 0 for tp in partitions}  # nothing is compacted here
+        return {TopicPartition(*tp): self.broker.starts.get(TopicPartition(*tp), 0)
+                for tp in partitions}  # fmt: skip
 
     async def position(self, partition: Any) -> int:
         if partition not in self._assignment:

@@ -82,7 +82,7 @@ class Consumer(Protocol):
     def subscribe(self, topics: Sequence[str], listener: Any = None) -> None: ...
     def assign(self, partitions: Sequence[Any]) -> None: ...
     def assignment(self) -> set[Any]: ...
-    async def seek_to_beginning(self, *partitions: Any) -> Any: ...
+    async def beginning_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]: ...
     def seek(self, partition: Any, offset: int) -> None: ...
     async def getmany(
         self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
@@ -207,6 +207,8 @@ class ConsumingLoop:
                     return  # nothing to read (a topic not created yet)
                 if self.until != "stopped":
                     self._ends = await self._end_offsets(self._tps)
+                    if await self._at_end():
+                        return  # nothing to read: no poll waited out for nothing
             backoff = 0.0
             while not self.stop():
                 if self.health is not None:
@@ -296,11 +298,13 @@ class ConsumingLoop:
         self._tps = tps
         if tps:
             consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-        for p, offset in (self.source.start or {}).items():
-            if p in numbers:
-                self.read[TP(topic, p)] = offset  # `_assigned` seeks there
-        self._assigned(set(tps))
+            # from the first offset still there: a partition whose records all expired
+            # (retention) starts at its end, not at 0, and is read to its end at once
+            begins = await consumer.beginning_offsets(tps)
+            start = self.source.start or {}
+            for tp in tps:
+                self.read[tp] = max(start.get(tp.partition, 0), int(begins[tp]))
+        self._assigned(set(tps))  # seeks where `read` says
 
     async def _hand_on(self, tp: TP, records: list[Any]) -> None:
         read = self.read.get(tp)
@@ -459,6 +463,18 @@ async def partitions_of(consumer: Any, topic: str) -> set[int]:
         cluster = await client.fetch_all_metadata()
         return set(cluster.partitions_for_topic(topic) or ())
     return set(consumer.partitions_for_topic(topic) or ())
+
+
+async def ends_of(consumer: Any, topics: Sequence[str]) -> dict[TP, int]:
+    """Where every partition of `topics` ends now, in one request. For topics that exist:
+    asked for by name, one a broker auto-creates would be made. The consumer's client is told
+    of them first, so that the request does not fail as stale and back off 100 ms first."""
+    client = getattr(consumer, "_client", None)
+    if client is not None:
+        await client.set_topics(list(topics))
+    tps = [TP(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+    ends = await consumer.end_offsets(tps) if tps else {}
+    return {TP(tp.topic, tp.partition): int(end) for tp, end in ends.items()}
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import IllegalOperation, IllegalStateError
 from aiokafka.structs import TopicPartition
 from kafka_double import MemoryBroker, MemoryConsumer, MemoryProducer
@@ -31,6 +31,8 @@ class Kafka:
     create: Callable[[str, int], Coroutine[Any, Any, None]]
     consumer: Callable[[str | None], Any]
     producer: Callable[[], Any]
+    #: records of a partition before an offset deleted (retention, DeleteRecords)
+    delete: Callable[[TopicPartition, int], Coroutine[Any, Any, None]]
 
 
 def double() -> Kafka:
@@ -39,8 +41,11 @@ def double() -> Kafka:
     async def create(topic: str, partitions: int) -> None:
         broker.create(topic, partitions)
 
+    async def delete(tp: TopicPartition, before: int) -> None:
+        broker.delete_records(tp, before)
+
     return Kafka("double", create, lambda group: MemoryConsumer(broker, group),
-                 lambda: MemoryProducer(broker))  # fmt: skip
+                 lambda: MemoryProducer(broker), delete)  # fmt: skip
 
 
 def real(bootstrap: str) -> Kafka:
@@ -57,8 +62,17 @@ def real(bootstrap: str) -> Kafka:
                                 enable_auto_commit=False,
                                 auto_offset_reset="earliest")  # fmt: skip
 
+    async def delete(tp: TopicPartition, before: int) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records({tp: RecordsToDelete(before)}, timeout_ms=30_000)
+        finally:
+            await admin.close()
+
     return Kafka("broker", create, consumer,
-                 lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all"))  # fmt: skip
+                 lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all"),
+                 delete)  # fmt: skip
 
 
 @pytest.fixture(params=["double", "broker"])
@@ -248,5 +262,25 @@ def test_offsets_and_the_position_after_a_fetch(kafka: Kafka, kafka_topic: str) 
             got = await drain(consumer, 2)
             assert [r.offset for r in got] == [3, 4]
             assert await consumer.position(p0) == 5
+
+    run(case())
+
+
+def test_records_deleted_from_a_partition_s_start(kafka: Kafka, kafka_topic: str) -> None:
+    """Retention deletes a partition's oldest records: it begins later, a fetch from before
+    that starts at its beginning, and one whose records all went begins at its end (what a
+    takeover reading runwatch.alerts or the DLQ to its end relies on)."""
+
+    async def case() -> None:
+        p0, p1 = await fill(kafka, kafka_topic)
+        await kafka.delete(p0, 3)
+        await kafka.delete(p1, 3)  # all of them
+        async with started(kafka, None, p0, p1) as consumer:
+            assert await consumer.beginning_offsets([p0, p1]) == {p0: 3, p1: 3}
+            assert await consumer.end_offsets([p0, p1]) == {p0: 5, p1: 3}
+            consumer.seek(p0, 1)
+            got = await drain(consumer, 2)
+            assert [r.offset for r in got] == [3, 4]
+            assert await quiet(consumer) == []
 
     run(case())
