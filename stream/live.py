@@ -74,6 +74,15 @@ class PublishedAlerts:
             ids.add(alert.id)
             self.last[alert.key] = alert
 
+    def checkpointed(self, engine: Engine) -> None:
+        """Record every transition `engine` made as on the topic: restored from a checkpoint
+        stored once all it made was published, whose output topics are read from where
+        they ended when it was made (`read.output_ends`), not from their start."""
+        for tracked in engine.runs.values():
+            for key, made in tracked.transitions.items():
+                ids = self._ids.setdefault(key, set())
+                ids.update(transition_id(key, n) for n in range(1, made + 1))
+
     def count(self, key: str) -> int:
         return len(self._ids.get(key, ()))
 
@@ -311,7 +320,9 @@ class LiveDriver:
             if numbered[key] > published.count(key):
                 out.append(alert)
         for key in published:
-            last = published.last[key]
+            last = published.last.get(key)
+            if last is None:
+                continue  # all a checkpoint's: the engine made that many
             tracked = engine.runs.get(last.run)
             count = published.count(key)
             if tracked is None:

@@ -1,11 +1,14 @@
 """Reading a topic from its start, outside any consumer group, through the consuming loop:
 what a worker re-reads when it takes over partitions, and what `runwatch.alerts` and the
-dead-letter topic already hold."""
+dead-letter topic already hold -- all of them, or only what came after a checkpoint was made
+(`output_ends`), so that a takeover reads the checkpoint interval's output, not the topics'
+whole retention (a flood of invalid events would otherwise slow every later takeover)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,6 +25,7 @@ from runwatch.stream.kafka.consume import (
     Partitions,
     Record,
     Until,
+    ends_of,
 )
 from runwatch.stream.live import PublishedAlerts
 
@@ -63,28 +67,81 @@ async def read_topic(
     await loop.run()
 
 
-async def read_published(kafka: Connects, topics: Topics) -> tuple[PublishedAlerts, dict[int, int]]:
-    """What runwatch.alerts holds, and per events partition the last offset on the DLQ."""
-    published = PublishedAlerts()
+#: Per output topic (runwatch.alerts, the dead-letter topic), per partition, the offset its
+#: next record gets: where a checkpoint's output ends (plain data, kept in its position).
+Ends = dict[str, dict[int, int]]
+
+
+async def output_ends(kafka: Connects, topics: Topics) -> Ends:
+    """Where runwatch.alerts and the dead-letter topic end now. Taken before a checkpoint's
+    state, it bounds what a takeover from it must read: everything the state made was on
+    its way to those topics by then, so what is missing from them comes after."""
+    reader = kafka.consumer()
+    await reader.start()
+    try:
+        ends = await ends_of(reader, [topics.alerts, topics.dlq])
+    finally:
+        await reader.stop()
+    out: Ends = {topics.alerts: {}, topics.dlq: {}}
+    for tp, end in ends.items():
+        out[tp.topic][tp.partition] = end
+    return out
+
+
+def earliest(marks: Iterable[Ends | None]) -> Ends | None:
+    """Where to read from to cover every one of `marks` (None, a checkpoint without them:
+    from the start)."""
+    out: Ends = {}
+    for mark in marks:
+        if mark is None:
+            return None
+        for topic, ends in mark.items():
+            have = out.setdefault(topic, {})
+            for p, end in ends.items():
+                have[p] = min(end, have.get(p, end))
+    return out
+
+
+@dataclass
+class Published:
+    """What a takeover learned of the output topics: the transitions on runwatch.alerts, per
+    events partition the last offset on the DLQ, and how many records it read for that."""
+
+    alerts: PublishedAlerts
+    dead_upto: dict[int, int]
+    read: int = 0
+
+
+async def read_published(kafka: Connects, topics: Topics, since: Ends | None = None) -> Published:
+    """What runwatch.alerts and the DLQ hold -- from `since` on where given (the earlier
+    records are a checkpoint's: `PublishedAlerts.checkpointed`), else all of it. A topic
+    made anew since (it ends before `since`) is read from its start."""
+    out = Published(PublishedAlerts(), {})
 
     def alerts(records: list[Any]) -> None:
+        out.read += len(records)
         for r in records:
             with contextlib.suppress(InvalidAlert):
-                published.add(Alert.from_json(r.value or b"{}"))
-
-    dead_upto: dict[int, int] = {}
+                out.alerts.add(Alert.from_json(r.value or b"{}"))
 
     def letters(records: list[Any]) -> None:
+        out.read += len(records)
         for r in records:
             with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 letter = orjson.loads(r.value or b"{}")
                 if letter.get("topic") == topics.events:
                     p, off = int(letter["partition"]), int(letter["offset"])
-                    dead_upto[p] = max(dead_upto.get(p, -1), off)
+                    out.dead_upto[p] = max(out.dead_upto.get(p, -1), off)
 
-    await read_topic(kafka, topics.alerts, alerts)
-    await read_topic(kafka, topics.dlq, letters)
-    return published, dead_upto
+    now = await output_ends(kafka, topics) if since is not None else {}
+    for topic, each in ((topics.alerts, alerts), (topics.dlq, letters)):
+        start = None
+        if since is not None:
+            was = since.get(topic, {})  # (a partition added since, or made anew: all of it)
+            start = {p: was[p] if was.get(p, end + 1) <= end else 0
+                     for p, end in now[topic].items()}  # fmt: skip
+        await read_topic(kafka, topic, each, start=start)
+    return out
 
 
 async def end_offset(kafka: Connects, topic: str, partition: int) -> int:
@@ -92,7 +149,6 @@ async def end_offset(kafka: Connects, topic: str, partition: int) -> int:
     reader = kafka.consumer()
     await reader.start()
     try:
-        tp = TP(topic, partition)
-        return int((await reader.end_offsets([tp]))[tp])
+        return (await ends_of(reader, [topic]))[TP(topic, partition)]
     finally:
         await reader.stop()

@@ -9,7 +9,10 @@ checkpoints are read, and promises waited on, together. Then the records after i
 re-read, up to the partition's end as it was when the re-read began (under traffic the end
 moves on; a rebuild that chased it would never finish), with transitions held back;
 `runwatch.alerts` and the dead-letter topic are read to learn what was published already,
-and only what is missing comes out (`LiveDriver.finish_replay`). A re-read longer than the
+and only what is missing comes out (`LiveDriver.finish_replay`). A live worker's checkpoint
+says where those topics ended when it was made (`read.output_ends`); what its state made is
+before that, so they are read from there on -- from their start only where a partition has
+no such checkpoint. A re-read longer than the
 checkpoint interval stores checkpoints as it goes, so a worker killed half-way leaves its
 successor only the rest.
 
@@ -23,7 +26,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
@@ -32,7 +35,7 @@ from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, checkpoint_key, handover_key, latest
 from runwatch.stream.kafka.clients import Connects
-from runwatch.stream.kafka.read import end_offset, read_published, read_topic
+from runwatch.stream.kafka.read import Ends, earliest, end_offset, read_published, read_topic
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
@@ -65,6 +68,29 @@ async def fed(driver: LiveDriver, records: list[Any]) -> tuple[list[Alert], list
     return alerts, dead
 
 
+def _output(output: Any) -> Ends | None:
+    """A checkpoint's output ends, if they are what `read.output_ends` makes (else None: a
+    takeover reads the output topics from their start, which is slower, never wrong)."""
+    if not isinstance(output, dict):
+        return None
+    for ends in output.values():
+        if not isinstance(ends, dict) or not all(
+            type(p) is int and type(end) is int for p, end in ends.items()
+        ):
+            return None
+    return output
+
+
+class Start(NamedTuple):
+    """Where a partition's takeover starts: its driver, the offset to re-read from, and
+    where the output topics ended when its checkpoint was made (None: not known, read them
+    from their start)."""
+
+    driver: LiveDriver
+    offset: int
+    output: Ends | None = None
+
+
 @dataclass
 class Rebuilt:
     """Partitions brought up to date: their drivers and where the live loop goes on, what
@@ -79,6 +105,8 @@ class Rebuilt:
     views: list[BreakerView] = field(default_factory=list)
     events: int = 0
     seconds: float = 0.0
+    #: records of runwatch.alerts and the dead-letter topic read to learn what is published
+    output_read: int = 0
 
 
 @dataclass
@@ -96,14 +124,15 @@ class Takeover:
     #: store one (partition, applied, offset, data, runs, now); whether it was stored
     store: Callable[[int, int, int, bytes, int, float], Awaitable[bool]]
 
-    async def restore(self, partition: int) -> tuple[LiveDriver, int]:
+    async def restore(self, partition: int) -> Start:
         """A driver for `partition` with its newest checkpoint's state, and the offset to
         re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
         data = await self._newest(partition)
+        end = await end_offset(self.kafka, self.topics.events, partition)
         if data is None:  # said, so that a takeover that found none can be told apart
             self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
-            return self.fresh(partition), 0
-        end = await end_offset(self.kafka, self.topics.events, partition)
+            # a partition that never had a record has no output to learn of
+            return Start(self.fresh(partition), 0, {} if end == 0 else None)
 
         def fits(position: Any) -> None:
             offset = position["offset"]
@@ -115,11 +144,11 @@ class Takeover:
         if restored.position is None:
             self.say(f"partition {partition}: checkpoint not used ({restored.refused}); "
                      "rebuilding from the start")  # fmt: skip
-            return restored.driver, 0
+            return Start(restored.driver, 0)
         driver, offset = restored.driver, restored.position["offset"]
         self.say(f"partition {partition}: from the checkpoint at offset {offset} "
                  f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
-        return driver, offset
+        return Start(driver, offset, _output(restored.position.get("output")))
 
     async def _newest(self, partition: int) -> bytes | None:
         key = checkpoint_key(self.group, self.topics.events, partition)
@@ -143,7 +172,7 @@ class Takeover:
     async def rebuild(
         self,
         partitions: list[int],
-        restored: dict[int, tuple[LiveDriver, int]],
+        restored: dict[int, Start],
         still_mine: Callable[[int], bool],
     ) -> Rebuilt:
         """Re-read `partitions` from where their `restored` drivers stand to their ends as
@@ -151,11 +180,16 @@ class Takeover:
         still this worker's when it ends. Time for the silence rules goes to when the ends
         were taken: what came after is the live loop's to read and judge."""
         started = time.perf_counter()
-        out = Rebuilt({p: d for p, (d, _) in restored.items()},
-                      {p: o for p, (_, o) in restored.items()})  # fmt: skip
+        out = Rebuilt({p: s.driver for p, s in restored.items()},
+                      {p: s.offset for p, s in restored.items()})  # fmt: skip
+        since = earliest(s.output for s in restored.values())
+        found = await read_published(self.kafka, self.topics, since)
+        out.output_read = found.read
+        published, dead_upto = found.alerts, found.dead_upto
         for d in out.drivers.values():
+            if since is not None:  # the records before `since`: what the checkpoints hold
+                published.checkpointed(d.engine)
             d.start_replay()
-        published, dead_upto = await read_published(self.kafka, self.topics)
 
         async def feed(records: list[Any]) -> None:
             p = records[0].partition

@@ -67,6 +67,7 @@ from runwatch.stream.kafka.consume import (
     refused,
 )
 from runwatch.stream.kafka.publish import Producer, Publisher
+from runwatch.stream.kafka.read import Ends, output_ends
 from runwatch.stream.kafka.snapshot import CAN_FORK, Snapshot, SnapshotFailed
 from runwatch.stream.kafka.takeover import Takeover, fed
 from runwatch.stream.live import DEFAULT_GRACE, LiveDriver
@@ -389,12 +390,16 @@ class StreamWorker(Handler):
         if driver.position is None:
             return False
         mine = self.drivers.get(partition) is driver
+        output = await self._output_ends()  # before the state: all it made is before them
         async with self._making:  # no transition made and not yet handed to the producer
             if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)
             offset, applied = driver.position + 1, driver.applied
             runs = len(driver.engine.runs)
-            snapshot = Snapshot(driver, {"offset": offset}, fork=self.settings.checkpoint_fork)
+            position: dict[str, Any] = {"offset": offset}
+            if output is not None:
+                position["output"] = output
+            snapshot = Snapshot(driver, position, fork=self.settings.checkpoint_fork)
         try:
             data = await snapshot.data()
             forked = self.settings.checkpoint_fork
@@ -408,6 +413,18 @@ class StreamWorker(Handler):
                 self.metrics.checkpoints.failed.labels(str(partition)).inc()
             return False
         return await self._store(partition, applied, offset, data, runs, now, note=mine)
+
+    async def _output_ends(self) -> Ends | None:
+        """Where the output topics end now, for a checkpoint to keep (`read.output_ends`);
+        None if the broker does not say (its takeover then reads them from the start)."""
+        try:
+            async with asyncio.timeout(HANDOVER_S):
+                return await output_ends(self.kafka, self.topics)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.info("output topics' ends not known (%s: %s)", type(err).__name__, err)
+            return None
 
     async def _store(
         self,
@@ -670,8 +687,8 @@ class StreamWorker(Handler):
         # side by side: reading a checkpoint, or waiting for a promised one, is mostly I/O
         got = await asyncio.gather(*(self.takeover.restore(p) for p in partitions))
         restored = dict(zip(partitions, got, strict=True))
-        for p, (d, offset) in restored.items():
-            self._checkpointed[p] = (time.time(), d.applied, offset)
+        for p, start in restored.items():
+            self._checkpointed[p] = (time.time(), start.driver.applied, start.offset)
         done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
         await self.publisher.publish(done.alerts, done.dead, done.views)
         live = []
@@ -693,7 +710,8 @@ class StreamWorker(Handler):
         self.say(
             f"live on partitions {live}: rebuilt from {done.events} events in "
             f"{done.seconds:.2f}s ({rate:,.0f} events/s), {len(done.alerts)} missing alert "
-            f"transitions published{gone}"
+            f"transitions published ({done.output_read} alert and dead-letter records "
+            f"read){gone}"
         )
         now = time.time()
         for p in live:  # a takeover after this one starts from here

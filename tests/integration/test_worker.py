@@ -9,6 +9,7 @@ in real time. Every test stops the workers it started.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import struct
 import subprocess
@@ -17,6 +18,7 @@ import textwrap
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -449,6 +451,67 @@ def test_kill_9_and_restart_loses_and_repeats_no_transition(
     assert "1 missing alert transitions published" in rebuilt
     (line,) = [x for x in state["second"].lines if x.startswith(f"runwatch worker: partition {p}:")]
     assert said in line
+
+
+def covered(data: bytes) -> int:
+    """The offset a checkpoint covers up to (one this test's worker wrote: trusted)."""
+    state = pickle.loads(zlib.decompress(data[checkpoint._HEAD.size :]))
+    return int(state["position"]["offset"])
+
+
+def test_a_takeover_does_not_read_again_the_dead_letters_its_checkpoint_covers(
+    setup: Setup,
+) -> None:
+    """A flood of invalid events, dead-lettered and checkpointed, then a SIGKILL: the
+    successor reads the output topics from where they ended when the checkpoint was made,
+    not the flood again, and publishes the letter of a record that came after the kill, once."""
+    from kafka import KafkaProducer
+
+    flood = 500
+    first = setup.worker(1, None, "--checkpoint-every", "1")
+    first.wait_live()
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap)
+
+    def send(*values: bytes) -> None:
+        for value in values:
+            producer.send(setup.events, value, key=b"flood")
+        producer.flush(30)
+
+    def checkpointed(offset: int) -> None:
+        deadline = time.monotonic() + 60
+        while covered(setup.wait_checkpoint(0)) != offset:
+            assert time.monotonic() < deadline, f"no checkpoint at offset {offset}"
+            time.sleep(0.3)
+
+    try:
+        send(*(b"not json %d" % i for i in range(flood)))
+        checkpointed(flood)
+        deadline = time.monotonic() + 60
+        while len(setup.records("runwatch.events.dlq")) < flood:
+            assert time.monotonic() < deadline, "the flood not dead-lettered"
+            time.sleep(0.3)
+        # a checkpoint made after the flood's letters are on the topic (its ends cover them)
+        send(orjson.dumps({"v": 1, "id": "h1", "ts": time.time(), "run": "flood",
+                           "kind": "heartbeat", "src": {"component": "trainer", "host": "h",
+                                                           "pid": 1}}))  # fmt: skip
+        checkpointed(flood + 1)
+        first.kill()
+        send(b"after the kill")
+    finally:
+        producer.close(10)
+    second = setup.worker(1)
+    second.wait_live()
+    deadline = time.monotonic() + 30
+    while len(setup.records("runwatch.events.dlq")) < flood + 1:
+        assert time.monotonic() < deadline, "the letter after the kill not published"
+        time.sleep(0.3)
+    time.sleep(1.5)  # a repeated letter would show up by now
+    offsets = [orjson.loads(r.value)["offset"] for r in setup.records("runwatch.events.dlq")]
+    assert offsets == [*range(flood), flood + 1], offsets[-5:]
+    (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
+    assert f"from the checkpoint at offset {flood + 1} " in line, second.lines
+    rebuilt = next(x for x in second.lines if "rebuilt from" in x)
+    assert "(0 alert and dead-letter records read)" in rebuilt, rebuilt
 
 
 def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) -> None:

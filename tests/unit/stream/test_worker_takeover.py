@@ -110,11 +110,11 @@ NAN = ("r1", "non_finite_metric", "firing")
 FINE = ("r1", "non_finite_metric", "resolved")
 
 
-def took_over(said: list[str], partition: int, rebuilt: int | None = 0) -> None:
-    """The worker that said `said` started `partition` from the checkpoint at offset 2 (what
-    the first worker had read), and re-read `rebuilt` events (None: any number)."""
+def took_over(said: list[str], partition: int, rebuilt: int | None = 0, at: int = 2) -> None:
+    """The worker that said `said` started `partition` from the checkpoint at offset `at`
+    (what the first worker had read), and re-read `rebuilt` events (None: any number)."""
     (took,) = [x for x in said if x.startswith(f"partition {partition}: from")]
-    assert "from the checkpoint at offset 2" in took, said
+    assert f"from the checkpoint at offset {at} " in took, said
     if rebuilt is not None:
         line = next(x for x in said if "rebuilt from" in x)
         assert f"rebuilt from {rebuilt} events" in line, line
@@ -167,6 +167,40 @@ def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing(fork
     took_over(second, 0, rebuilt=2)  # offsets 2 and 3, not the whole partition
     rebuilt = next(line for line in second if "rebuilt from" in line)
     assert "1 missing alert transitions published" in rebuilt
+
+
+def letters(b: MemoryBroker) -> list[int]:
+    """The events offset of every dead letter, in order."""
+    return [json.loads(v)["offset"] for v in b.values(TOPICS.dlq)]
+
+
+def test_a_takeover_reads_the_output_topics_only_from_its_checkpoint_on() -> None:
+    """A flood of invalid events dead-lettered before the checkpoint is not read again by
+    every later takeover: the checkpoint says where runwatch.alerts and the dead-letter
+    topic ended, and what came before is its state's. What came after is read, so nothing
+    published is repeated and nothing missing is lost."""
+    b, first, second = broker(), [], []
+    flood = 30
+
+    async def scenario() -> None:
+        async with worker(b, first, killed=True) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan), *[b"not json"] * flood)
+            await until(lambda: len(letters(b)) == flood and alerts(b) == [NAN], "the flood")
+            assert await w.checkpoint(0, time.time())
+            send(b, 0, step("r1", 3, 0.4), b"late")  # published, not in the checkpoint
+            await until(lambda: len(alerts(b)) == 2 and len(letters(b)) == flood + 1, "more")
+        send(b, 0, step("r1", 4, math.nan), b"unseen")  # after the kill: not published
+        async with worker(b, second):
+            await until(lambda: len(alerts(b)) == 3 and len(letters(b)) == flood + 2,
+                        "the missing transition and letter published")  # fmt: skip
+
+    asyncio.run(scenario())
+    assert alerts(b) == [NAN, FINE, NAN]
+    assert len(set(ids(b))) == 3
+    assert letters(b) == [*range(2, flood + 2), flood + 3, flood + 5]
+    took_over(second, 0, rebuilt=4, at=flood + 2)
+    line = next(x for x in second if "rebuilt from" in x)
+    assert "1 missing alert transitions published (2 alert and dead-letter records" in line
 
 
 def test_a_takeover_without_a_checkpoint_rebuilds_all_and_repeats_nothing() -> None:
