@@ -203,6 +203,28 @@ def test_a_takeover_reads_the_output_topics_only_from_its_checkpoint_on() -> Non
     assert "1 missing alert transitions published (2 alert and dead-letter records" in line
 
 
+def test_a_partition_without_a_checkpoint_reads_the_output_topics_from_their_start() -> None:
+    """Taken over together with one that has a checkpoint: what the other partition's runs
+    published before that checkpoint is read all the same, and not published again."""
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first, killed=True) as w:
+            send(b, 1, step("r2", 1, 0.5), step("r2", 2, math.nan))
+            await until(lambda: alerts(b) == [("r2", *NAN[1:])], "r2's NaN")
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: len(alerts(b)) == 2, "r1's NaN")
+            assert await w.checkpoint(0, time.time())  # partition 1 has none
+        async with worker(b, second):
+            send(b, 1, step("r2", 3, 0.4))
+            await until(lambda: len(alerts(b)) == 3, "live again")
+
+    asyncio.run(scenario())
+    assert alerts(b) == [("r2", *NAN[1:]), NAN, ("r2", *FINE[1:])]
+    assert len(set(ids(b))) == 3
+    assert any("partition 1: no checkpoint found" in line for line in second), second
+
+
 def test_a_takeover_without_a_checkpoint_rebuilds_all_and_repeats_nothing() -> None:
     b, first, second = broker(), [], []
 
