@@ -56,6 +56,7 @@ bench: setup
 	$(PY) bench/emit.py
 	$(PY) bench/worker.py
 	$(PY) bench/fetch_wait.py
+	$(PY) bench/output_read.py
 	$(PY) bench/store.py $(BENCH_ARGS)
 	$(PY) bench/exporter.py $(BENCH_ARGS)
 	$(PY) bench/memory.py $(BENCH_ARGS)
