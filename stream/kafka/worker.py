@@ -391,6 +391,8 @@ class StreamWorker(Handler):
             return False
         mine = self.drivers.get(partition) is driver
         output = await self._output_ends()  # before the state: all it made is before them
+        if mine and self.drivers.get(partition) is not driver:
+            return False  # given away meanwhile: the new owner's to checkpoint
         async with self._making:  # no transition made and not yet handed to the producer
             if self._horizon(partition, driver, now)[1]:  # it holds the live runs only
                 self._evict(partition, driver, now)

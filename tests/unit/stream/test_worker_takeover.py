@@ -371,6 +371,33 @@ def test_a_handover_its_new_owner_stopped_waiting_for_is_not_stored(
     assert markers(b) == [(0, PENDING)], markers(b)
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
+def test_a_partition_given_away_while_the_output_ends_are_asked_is_not_checkpointed(
+    fork: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint asks the broker where the output topics end before it takes the state;
+    a partition the group gave to another worker meanwhile is that worker's now, and a
+    checkpoint of the state left behind would replace the newer ones it stores."""
+    b, said = broker(), []
+
+    async def scenario() -> None:
+        async with worker(b, said, fork) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
+            await until(lambda: alerts(b) == [NAN], "the NaN alerted")
+            ask = w._output_ends
+
+            async def given_away_meanwhile() -> Any:
+                ends = await ask()
+                w.drivers.pop(0)
+                return ends
+
+            monkeypatch.setattr(w, "_output_ends", given_away_meanwhile)
+            assert not await w.checkpoint(0, time.time())
+
+    asyncio.run(scenario())
+    assert markers(b) == [], markers(b)
+
+
 def test_a_worker_stopping_before_its_assignment_keeps_its_promises() -> None:
     """Revoked, then stopped before the assignment came: the promised checkpoint is made
     on the way out, so that no successor waits on a promise left open."""
