@@ -632,25 +632,31 @@ class StreamWorker(Handler):
         await self.publisher.checkpoint(key, word, partition % self._checkpoint_partitions)
 
     async def _settle(self, promised: dict[int, tuple[LiveDriver, float]], kept: set[int]) -> None:
-        """Keep a revoke's promises: SETTLED for the partitions this worker `kept` (no one
-        waits on them), then a checkpoint of each that went elsewhere, of the driver it
-        left behind, for its new owner -- or SETTLED where that fails, so it waits no longer. Not
-        once the new owner has stopped waiting: it went on from the checkpoint before, and
-        the one it stores must stay the newest."""
-        for p in sorted(promised, key=lambda p: p not in kept):
-            driver, waited_until = promised[p]
-            try:
-                if p in kept:
-                    async with asyncio.timeout(HANDOVER_S):
-                        await self._mark(p, SETTLED)
-                    continue
-                async with asyncio.timeout_at(waited_until):
-                    if not await self._checkpoint(p, driver, time.time()):
-                        await self._mark(p, SETTLED)
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:  # the new owner waits out HANDOVER_S at most
-                log.info("partition %d: handover not kept (%s: %s)", p, type(err).__name__, err)
+        """Keep a revoke's promises, side by side (a new owner waits on each of its own):
+        SETTLED for the partitions this worker `kept` (no one waits on them), a checkpoint
+        of the driver left behind for each that went elsewhere -- or SETTLED where that
+        fails, so its new owner waits no longer."""
+        await asyncio.gather(*(self._keep_promise(p, *promised[p], kept=p in kept)
+                               for p in sorted(promised)))  # fmt: skip
+
+    async def _keep_promise(
+        self, partition: int, driver: LiveDriver, waited_until: float, *, kept: bool
+    ) -> None:
+        """One partition's promise. Not once its new owner has stopped waiting: it went on
+        from the checkpoint before, and the one it stores must stay the newest."""
+        try:
+            if kept:
+                async with asyncio.timeout(HANDOVER_S):
+                    await self._mark(partition, SETTLED)
+                return
+            async with asyncio.timeout_at(waited_until):
+                if not await self._checkpoint(partition, driver, time.time()):
+                    await self._mark(partition, SETTLED)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # the new owner waits out HANDOVER_S at most
+            log.info("partition %d: handover not kept (%s: %s)", partition,
+                     type(err).__name__, err)  # fmt: skip
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it

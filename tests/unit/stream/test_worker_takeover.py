@@ -342,6 +342,42 @@ def test_a_partition_that_moves_is_handed_over_after_the_assignment() -> None:
     took_over(second, 1)
 
 
+def test_the_handovers_of_one_assignment_are_made_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every partition went elsewhere: each new owner waits for its own handover, so none
+    waits for another's pickling -- each checkpoint here goes on only once every one has
+    begun (one after another, the first would wait out the new owner's deadline)."""
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 3.0)
+    b, said = broker(), []
+    began: set[int] = set()
+
+    async def scenario() -> None:
+        everyone = asyncio.Event()
+        async with worker(b, said) as w:
+            for p in range(PARTITIONS):
+                send(b, p, step(f"r{p}", 1, 0.5))
+            await until(lambda: all(d.position is not None for d in w.drivers.values()),
+                        "news in every partition")  # fmt: skip
+            checkpoint = w._checkpoint
+
+            async def together(partition: int, *args: Any) -> bool:
+                began.add(partition)
+                if len(began) == PARTITIONS:
+                    everyone.set()
+                await everyone.wait()
+                return await checkpoint(partition, *args)
+
+            monkeypatch.setattr(w, "_checkpoint", together)
+            await w.revoked(set())
+            w.assigned(set())  # all went elsewhere
+            await until(lambda: not w._settling, "the handovers made")
+
+    asyncio.run(scenario())
+    stored = [p for p, word in markers(b) if word == b"checkpoint"]
+    assert sorted(stored) == list(range(PARTITIONS)), markers(b)
+
+
 def test_a_handover_its_new_owner_stopped_waiting_for_is_not_stored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
