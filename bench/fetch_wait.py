@@ -22,12 +22,9 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import shutil
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from benchinfo import SAID, machine, say, write_section
@@ -100,21 +97,15 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     args = ap.parse_args()
     say(machine())
-    tmp = tempfile.mkdtemp(prefix="runwatch-bench-fetch-")
-    broker = KafkaBroker(Path(tmp), progress=lambda _: None)
-    try:
-        bootstrap = broker.start()
+    with KafkaBroker(progress=lambda _: None) as broker:  # in a temporary folder, removed
         for n in args.runs:
             base = None
             for wait in args.waits:
-                us, delays, sent = one(bootstrap, n, wait, args.seconds)
+                us, delays, sent = one(broker.bootstrap, n, wait, args.seconds)
                 base = us if base is None else base
                 say(f"{n:,} runs ({sent / args.seconds:,.0f} events/s), --fetch-wait {wait:g}: "
                     f"{us:.1f} µs of worker CPU per event ({base / us:.2f}x of wait "
                     f"{args.waits[0]:g}); NaN alert {spread(delays)}")  # fmt: skip
-    finally:
-        broker.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     write_section("fetch-wait", ["## The live fetch wait (`bench/fetch_wait.py`)", "", "```",
                                  *SAID, "```"])  # fmt: skip
     return 0

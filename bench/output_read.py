@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import orjson
 from benchinfo import SAID, machine, say, write_section
@@ -72,21 +69,15 @@ def main() -> int:
     ap.add_argument("--letters", type=int, nargs="+", default=[0, 100_000, 1_000_000])
     args = ap.parse_args()
     say(machine())
-    tmp = tempfile.mkdtemp(prefix="runwatch-bench-output-")
-    broker = KafkaBroker(Path(tmp), progress=lambda _: None)
-    try:
-        bootstrap = broker.start()
+    with KafkaBroker(progress=lambda _: None) as broker:  # in a temporary folder, removed
         for letters in args.letters:
             topics = Topics(f"or{uuid.uuid4().hex[:6]}.")
-            asyncio.run(ensure_topics(bootstrap, topics, PARTITIONS))
-            flood(bootstrap, topics, letters)
-            whole, since, n_whole, n_since = asyncio.run(timed(bootstrap, topics))
+            asyncio.run(ensure_topics(broker.bootstrap, topics, PARTITIONS))
+            flood(broker.bootstrap, topics, letters)
+            whole, since, n_whole, n_since = asyncio.run(timed(broker.bootstrap, topics))
             say(f"{letters:>9,} dead letters: whole topics {whole * 1000:7,.0f} ms "
                 f"({n_whole:,} read); from a checkpoint's ends {since * 1000:5,.0f} ms "
                 f"({n_since:,} read): {whole / since:,.1f}x")  # fmt: skip
-    finally:
-        broker.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     write_section("output-read", ["## What a takeover reads of the output topics "
                                   "(`bench/output_read.py`)", "", "```", *SAID, "```"])  # fmt: skip
     return 0
