@@ -89,16 +89,19 @@ async def output_ends(kafka: Connects, topics: Topics) -> Ends:
 
 
 def earliest(marks: Iterable[Ends | None]) -> Ends | None:
-    """Where to read from to cover every one of `marks` (None, a checkpoint without them:
-    from the start)."""
-    out: Ends = {}
+    """Where to read from to cover every one of `marks`: None if one is None (a checkpoint
+    without them: from the start); an empty one (a partition that never had a record) needs
+    nothing; a partition one of them lacks (added after it was made), from 0."""
+    known: list[Ends] = []
     for mark in marks:
         if mark is None:
             return None
-        for topic, ends in mark.items():
-            have = out.setdefault(topic, {})
-            for p, end in ends.items():
-                have[p] = min(end, have.get(p, end))
+        if mark:
+            known.append(mark)
+    out: Ends = {}
+    for topic in {t for mark in known for t in mark}:
+        parts = {p for mark in known for p in mark.get(topic, {})}
+        out[topic] = {p: min(mark.get(topic, {}).get(p, 0) for mark in known) for p in parts}
     return out
 
 

@@ -12,9 +12,8 @@ moves on; a rebuild that chased it would never finish), with transitions held ba
 and only what is missing comes out (`LiveDriver.finish_replay`). A live worker's checkpoint
 says where those topics ended when it was made (`read.output_ends`); what its state made is
 before that, so they are read from there on -- from their start only where a partition has
-no such checkpoint. A re-read longer than the
-checkpoint interval stores checkpoints as it goes, so a worker killed half-way leaves its
-successor only the rest.
+no such checkpoint. A re-read longer than the checkpoint interval stores checkpoints as it
+goes, so a worker killed half-way leaves its successor only the rest.
 
 The worker (`worker.py`) installs what comes out: the drivers go live, the missing
 transitions are published, the live loop goes on from where the re-read stopped.
