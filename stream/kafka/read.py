@@ -51,10 +51,12 @@ async def read_topic(
     start: Mapping[int, int] | None = None,
     until: Until = "end",
     stop: Callable[[], bool] = lambda: False,
-) -> None:
+) -> dict[int, int]:
     """Hand `each` one partition's records at a time, in offset order, from the start of
     `topic` (the given partitions, else all; from the offsets in `start` where given) to its
-    end (see `Until`), or until `stop()`."""
+    end (see `Until`), or until `stop()`; return where each partition was read up to (past
+    the records retention deleted, too: a partition's first offset left is where it goes
+    on)."""
     source: Group | Partitions
     if until == "stopped" and partitions is None:  # follow: also partitions made later
         source = Group((topic,))  # a consumer without a group is assigned every one
@@ -65,6 +67,7 @@ async def read_topic(
     loop = ConsumingLoop(reader, source, _Each(each), until=until, max_records=20_000,
                          poll_ms=500, stop=stop, name=f"reading {topic}")  # fmt: skip
     await loop.run()
+    return {tp.partition: offset for tp, offset in loop.read.items()}
 
 
 #: Per output topic (runwatch.alerts, the dead-letter topic), per partition, the offset its

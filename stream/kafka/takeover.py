@@ -206,8 +206,10 @@ class Takeover:
                              f"checkpoint stored at offset {out.resume[p]}")  # fmt: skip
 
         ends_taken = time.time()
-        await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
-                         start=dict(out.resume), until="end")  # fmt: skip
+        read = await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
+                                start=dict(out.resume), until="end")  # fmt: skip
+        for p in partitions:  # past records deleted since the checkpoint: go on from there
+            out.resume[p] = max(out.resume[p], read.get(p, 0))
         out.seconds = time.perf_counter() - started
         out.kept = [p for p in partitions if still_mine(p)]
         for p in out.kept:

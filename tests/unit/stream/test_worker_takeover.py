@@ -225,6 +225,30 @@ def test_a_partition_without_a_checkpoint_reads_the_output_topics_from_their_sta
     assert any("partition 1: no checkpoint found" in line for line in second), second
 
 
+def test_a_takeover_goes_on_past_records_retention_deleted_since_its_checkpoint() -> None:
+    """Every record after the checkpoint was deleted (a partition quiet for longer than the
+    retention): the live loop goes on from the partition's first offset left, so it counts
+    as read to its end -- time moves on for its runs, and no lag shows."""
+    b, first, second = broker(), [], []
+
+    async def scenario() -> None:
+        async with worker(b, first, killed=True) as w:
+            send(b, 0, step("r1", 1, 0.5), step("r1", 2, 0.4))
+            await until(lambda: w.drivers[0].position == 1, "read")
+            assert await w.checkpoint(0, time.time())
+            send(b, 0, step("r1", 3, 0.3), step("r1", 4, 0.2))
+            await until(lambda: w.drivers[0].position == 3, "read on")
+        b.delete_records(TP(TOPICS.events, 0), 4)
+        async with worker(b, second) as w:
+            driver = w.drivers[0]
+            await until(lambda: w._horizon(0, driver, time.time())[1], "read to its end")
+            assert w.loop is not None
+            assert w.loop.read[TP(TOPICS.events, 0)] == 4
+
+    asyncio.run(scenario())
+    took_over(second, 0, rebuilt=0)
+
+
 def test_a_takeover_without_a_checkpoint_rebuilds_all_and_repeats_nothing() -> None:
     b, first, second = broker(), [], []
 
