@@ -14,6 +14,8 @@ committed offset, else at the start; `seek` overrides; `end_offsets`/`highwater`
 next offset to be written. Records can be deleted from a partition's start, as retention and
 DeleteRecords do (`delete_records`): the partition then begins later (`beginning_offsets`),
 and a fetch from before its beginning starts there, as with auto_offset_reset="earliest".
+A transaction's commit marker (`commit_marker`) takes an offset and is never fetched: the
+consumer's position passes it, and no record is returned for it.
 
 As strict as aiokafka 0.14 where it refuses: aiokafka's own `TopicPartition` (pause and
 resume take nothing else), its errors (`seek` or `commit` of a partition not assigned:
@@ -49,6 +51,8 @@ class MemoryRecord:
     timestamp_type: int
     key: bytes | None
     value: bytes | None
+    #: a transaction's control record: it takes an offset, no consumer gets it
+    control: bool = False
 
 
 @dataclass
@@ -97,6 +101,14 @@ class MemoryBroker:
         record = parts[partition][offset]
         return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
                               record.timestamp, record.timestamp_type, -1)  # fmt: skip
+
+    def commit_marker(self, topic: str, partition: int = 0) -> int:
+        """What a transactional producer's commit leaves after its records: an offset with
+        a control record in it, which consumers pass without getting it."""
+        log = self.topics[topic][partition]
+        log.append(MemoryRecord(topic, partition, len(log), int(time.time() * 1000), 1, None,
+                                None, control=True))  # fmt: skip
+        return len(log) - 1
 
     def delete_records(self, tp: TopicPartition, before: int) -> None:
         """Records before offset `before` gone, as retention deletes them (offsets stay)."""
@@ -239,10 +251,11 @@ class MemoryConsumer:
             log = self.broker.topics.get(tp.topic, [[]] * (tp.partition + 1))[tp.partition]
             start = max(self.positions.get(tp, 0), self.broker.starts.get(tp, 0))
             self.positions[tp] = start  # before the beginning: from there ("earliest")
-            records = log[start : start + left]
+            taken = log[start : start + left]
+            self.positions[tp] = start + len(taken)  # past control records too
+            records = [r for r in taken if not r.control]
             if records:
                 out[tp] = records
-                self.positions[tp] = start + len(records)
                 left -= len(records)
         if not out:
             await asyncio.sleep(min(timeout_ms, 5) / 1000)

@@ -47,6 +47,9 @@ LOG_APPEND_TIME = 1
 FETCHED_WITHIN_MS = 30_000
 #: How often a group looks again for a topic of its that was not created yet.
 RECHECK_TOPICS_S = 2.0
+#: How long the loop waits for a partition's position (known at once after a fetch; being
+#: reset, it is looked at again after the next poll instead).
+POSITION_S = 0.1
 
 
 class Record(Protocol):
@@ -89,6 +92,7 @@ class Consumer(Protocol):
     ) -> Mapping[Any, list[Any]]: ...
     async def end_offsets(self, partitions: Sequence[Any]) -> Mapping[Any, int]: ...
     def highwater(self, partition: Any) -> int | None: ...
+    async def position(self, partition: Any) -> int: ...
     def last_poll_timestamp(self, partition: Any) -> int | None: ...
     async def commit(self, offsets: Any = None) -> None: ...
     def partitions_for_topic(self, topic: str) -> set[int] | None: ...
@@ -227,6 +231,7 @@ class ConsumingLoop:
                 for tp, records in batch.items():
                     if records:
                         await self._hand_on(tp, records)
+                await self._pass_markers(batch)
                 if batch and self.commit:
                     await self._commit()
                 await self.handler.turn()
@@ -338,6 +343,31 @@ class ConsumingLoop:
                     except Exception as one:
                         self._isolate(record, one)
         self.read[tp] = records[-1].offset + 1
+
+    async def _pass_markers(self, batch: Mapping[Any, list[Any]]) -> None:
+        """Offsets that hold no record for a consumer -- the commit marker a transactional
+        producer leaves after its records -- are passed by its position with nothing handed
+        on. `read` follows the position there: else a partition whose last offset is a
+        marker never counts as read to its end (a read to the end never finishes, silence
+        is never judged, lag never drops to 0). Only where a fetch answered with nothing
+        and the partition's end is past what was handed on; never past the end a read to
+        the end stops at (what it fetched beyond is not handed on)."""
+        consumer = self.consumer
+        for tp, read in list(self.read.items()):
+            if batch.get(tp):
+                continue
+            try:
+                high = consumer.highwater(tp)
+                if high is None or high <= read:
+                    continue
+                async with asyncio.timeout(POSITION_S):  # known at once after a fetch
+                    position = await consumer.position(tp)
+            except Exception:  # not assigned now, or its position being reset: next poll
+                continue
+            if self.until == "end" and self._ends is not None:
+                position = min(position, self._ends.get(tp, read))
+            if position > read:
+                self.read[tp] = position
 
     def _isolate(self, record: Any, err: BaseException) -> None:
         self.isolated += 1

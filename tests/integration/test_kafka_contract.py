@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ class Kafka:
     producer: Callable[[], Any]
     #: records of a partition before an offset deleted (retention, DeleteRecords)
     delete: Callable[[TopicPartition, int], Coroutine[Any, Any, None]]
+    #: values sent to a partition in one committed transaction
+    transaction: Callable[[TopicPartition, list[bytes]], Coroutine[Any, Any, None]]
 
 
 def double() -> Kafka:
@@ -44,8 +47,13 @@ def double() -> Kafka:
     async def delete(tp: TopicPartition, before: int) -> None:
         broker.delete_records(tp, before)
 
+    async def transaction(tp: TopicPartition, values: list[bytes]) -> None:
+        for value in values:
+            broker.produce(tp.topic, value, tp.partition)
+        broker.commit_marker(tp.topic, tp.partition)
+
     return Kafka("double", create, lambda group: MemoryConsumer(broker, group),
-                 lambda: MemoryProducer(broker), delete)  # fmt: skip
+                 lambda: MemoryProducer(broker), delete, transaction)  # fmt: skip
 
 
 def real(bootstrap: str) -> Kafka:
@@ -70,9 +78,20 @@ def real(bootstrap: str) -> Kafka:
         finally:
             await admin.close()
 
+    async def transaction(tp: TopicPartition, values: list[bytes]) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap,
+                                    transactional_id=f"contract-{uuid.uuid4().hex}")  # fmt: skip
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for value in values:
+                    await producer.send_and_wait(tp.topic, value, partition=tp.partition)
+        finally:
+            await producer.stop()
+
     return Kafka("broker", create, consumer,
                  lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all"),
-                 delete)  # fmt: skip
+                 delete, transaction)  # fmt: skip
 
 
 @pytest.fixture(params=["double", "broker"])
@@ -282,5 +301,31 @@ def test_records_deleted_from_a_partition_s_start(kafka: Kafka, kafka_topic: str
             got = await drain(consumer, 2)
             assert [r.offset for r in got] == [3, 4]
             assert await quiet(consumer) == []
+
+    run(case())
+
+
+def test_a_transaction_s_commit_marker_takes_an_offset_no_record_has(
+    kafka: Kafka, kafka_topic: str
+) -> None:
+    """Events written by a transactional producer (an exactly-once pipeline): the commit
+    marker after them takes the partition's last offset, and is never fetched -- the
+    consumer's position passes it (what a read to the end, and a live partition counted as
+    read to its end, rely on)."""
+
+    async def case() -> None:
+        await kafka.create(kafka_topic, 1)
+        tp = TopicPartition(kafka_topic, 0)
+        await kafka.transaction(tp, [b"a", b"b", b"c"])
+        async with started(kafka, None, tp) as consumer:
+            deadline = time.monotonic() + DEADLINE_S  # the coordinator writes it after the
+            while (await consumer.end_offsets([tp]))[tp] != 4:  # commit has returned
+                assert time.monotonic() < deadline, "no commit marker at offset 3"
+                await asyncio.sleep(0.05)
+            consumer.seek(tp, 0)
+            got = await drain(consumer, 3)
+            assert [r.offset for r in got] == [0, 1, 2]
+            assert await quiet(consumer) == []
+            assert await consumer.position(tp) == 4
 
     run(case())

@@ -514,6 +514,43 @@ def test_a_takeover_does_not_read_again_the_dead_letters_its_checkpoint_covers(
     assert "(0 alert and dead-letter records read)" in rebuilt, rebuilt
 
 
+def test_events_written_in_transactions_are_taken_over(setup: Setup) -> None:
+    """An exactly-once pipeline writes the events: each transaction's commit marker takes an
+    offset no consumer gets, the partition's last one here. A worker that takes the
+    partition over reads to its end past it and goes live, instead of waiting for ever for a
+    record at that offset; what it read alerts as usual."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    first = setup.worker(1, None, "--checkpoint-every", "0")
+    first.wait_live()
+
+    async def write() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=setup.bootstrap,
+                                    transactional_id=f"pipeline-{uuid.uuid4().hex}")  # fmt: skip
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for step, loss in ((1, 0.5), (2, "NaN")):
+                    value = {"v": 1, "id": f"t{step}", "ts": time.time(), "run": "txn-1",
+                             "kind": "step.metrics", "step": step, "metrics": {"loss": loss},
+                             "src": {"component": "trainer", "host": "h", "pid": 1}}  # fmt: skip
+                    raw = orjson.dumps(value).replace(b'"NaN"', b"NaN")
+                    await producer.send_and_wait(setup.events, raw, key=b"txn-1")
+        finally:
+            await producer.stop()
+
+    asyncio.run(write())
+    alerts = setup.wait_alerts(lambda a: len(a) >= 1)
+    assert sequence(alerts, "txn-1") == [("non_finite_metric", "firing")]
+    first.stop()
+    second = setup.worker(1)
+    second.wait_live(60)
+    rebuilt = next(x for x in second.lines if "rebuilt from" in x)
+    assert "0 missing alert transitions published" in rebuilt, second.lines
+
+
 def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) -> None:
     """A second worker joins while incidents run in both partitions: the partition that moves
     is taken over from the first worker's checkpoint, and both sequences stay whole."""
