@@ -8,6 +8,8 @@ handler's failure isolated to the record that caused it (the batch is handled ag
 by record, and the record that fails on its own is handed to `Handler.dead` with the reason:
 its role dead-letters it and goes on), backoff when the client itself fails, liveness beats
 and lag for /healthz and /readyz, reading up to the end for rebuilds, and a clean stop.
+What was read up to follows the consumer past offsets that hold no record for it (records
+retention deleted, a transaction's commit marker), so a partition reaches its end.
 
 Roles do their own work in a `Handler`: `handle(records)` gets one partition's records in
 offset order. Handling must be idempotent by record (event ids, alert ids, transition ids
