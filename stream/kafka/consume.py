@@ -233,7 +233,7 @@ class ConsumingLoop:
                 for tp, records in batch.items():
                     if records:
                         await self._hand_on(tp, records)
-                await self._pass_markers(batch)
+                await self._pass_markers()
                 if batch and self.commit:
                     await self._commit()
                 await self.handler.turn()
@@ -346,18 +346,16 @@ class ConsumingLoop:
                         self._isolate(record, one)
         self.read[tp] = records[-1].offset + 1
 
-    async def _pass_markers(self, batch: Mapping[Any, list[Any]]) -> None:
+    async def _pass_markers(self) -> None:
         """Offsets that hold no record for a consumer -- the commit marker a transactional
         producer leaves after its records -- are passed by its position with nothing handed
         on. `read` follows the position there: else a partition whose last offset is a
         marker never counts as read to its end (a read to the end never finishes, silence
-        is never judged, lag never drops to 0). Only where a fetch answered with nothing
-        and the partition's end is past what was handed on; never past the end a read to
+        is never judged, lag never drops to 0). The position counts only what the consumer
+        returned (a marker with them: passed in the same poll); never past the end a read to
         the end stops at (what it fetched beyond is not handed on)."""
         consumer = self.consumer
         for tp, read in list(self.read.items()):
-            if batch.get(tp):
-                continue
             try:
                 high = consumer.highwater(tp)
                 if high is None or high <= read:
