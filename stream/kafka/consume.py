@@ -143,7 +143,8 @@ class Group:
 class Partitions:
     """Read partitions of `topic` from their start (or from the offsets in `start`), outside
     any group: the given ones, or every partition the topic has when the loop starts (none
-    if it does not exist)."""
+    if it does not exist). An offset past its partition's end is of a topic by that name
+    that was deleted and made anew: that partition is read from its start."""
 
     topic: str
     partitions: tuple[int, ...] | None = None
@@ -212,7 +213,8 @@ class ConsumingLoop:
                 if not self._tps:
                     return  # nothing to read (a topic not created yet)
                 if self.until != "stopped":
-                    self._ends = await self._end_offsets(self._tps)
+                    if self._ends is None:
+                        self._ends = await self._end_offsets(self._tps)
                     if await self._at_end():
                         return  # nothing to read: no poll waited out for nothing
             backoff = 0.0
@@ -309,8 +311,14 @@ class ConsumingLoop:
             # (retention) starts at its end, not at 0, and is read to its end at once
             begins = await consumer.beginning_offsets(tps)
             start = self.source.start or {}
+            ends = await self._end_offsets(tps) if start else {}
+            if self.until != "stopped" and start:
+                self._ends = ends  # (the ends as the loop starts: `run` needs no others)
             for tp in tps:
-                self.read[tp] = max(start.get(tp.partition, 0), int(begins[tp]))
+                offset = start.get(tp.partition, 0)
+                if offset > ends.get(tp, offset):  # past its end: the topic was made anew
+                    offset = 0
+                self.read[tp] = max(offset, int(begins[tp]))
         self._assigned(set(tps))  # seeks where `read` says
 
     async def _hand_on(self, tp: TP, records: list[Any]) -> None:

@@ -139,13 +139,8 @@ async def read_published(kafka: Connects, topics: Topics, since: Ends | None = N
                     p, off = int(letter["partition"]), int(letter["offset"])
                     out.dead_upto[p] = max(out.dead_upto.get(p, -1), off)
 
-    now = await output_ends(kafka, topics) if since is not None else {}
     for topic, each in ((topics.alerts, alerts), (topics.dlq, letters)):
-        start = None
-        if since is not None:
-            was = since.get(topic, {})  # (a partition added since, or made anew: all of it)
-            start = {p: was[p] if was.get(p, end + 1) <= end else 0
-                     for p, end in now[topic].items()}  # fmt: skip
+        start = since.get(topic, {}) if since is not None else None  # (none: from 0)
         await read_topic(kafka, topic, each, start=start)
     return out
 

@@ -235,6 +235,17 @@ def test_until_end_of_nothing_returns_without_a_poll(until: Until) -> None:
     assert consumer.polls == 0
 
 
+def test_a_start_past_a_partition_s_end_reads_it_from_its_start() -> None:
+    """An offset past the end is of a topic by that name that was deleted and made anew
+    (runwatch.alerts, say, since a checkpoint noted where it ended): all of it is new."""
+    broker = MemoryBroker()
+    fill(broker, "alerts", 2, 3)
+    handler = Recorder()
+    source = Partitions("alerts", start={0: 7, 1: 2})
+    run(ConsumingLoop(MemoryConsumer(broker), source, handler, until="end"))
+    assert sorted((p, o) for _, p, o, _ in handler.seen) == [(0, 0), (0, 1), (0, 2), (1, 2)]
+
+
 def test_a_partition_whose_records_all_expired_is_read_to_its_end() -> None:
     """Retention deleted every record of a partition (one the DLQ has not written to for a
     week): it begins at its end, and a read to the end finishes instead of waiting for
