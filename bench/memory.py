@@ -2,9 +2,13 @@
 applied to one engine in simulated time until every run holds its steady state (the steps
 the rules keep: 53 with the defaults), then each run's state measured part by part.
 
-What a worker holds beyond this: the duplicate-id ring of each partition it owns (the last
-`DEFAULT_DEDUP` event ids, filled by events, not runs), measured here per id, and the
-process itself (Python, faust, the Kafka clients: `bench/fleet.py` reports RSS). Sizes are
+Beside the run state, the worker keeps each emitting host's clock samples (`stream/skew.py`;
+five hosts per run here, each record arriving 2-50 ms after its stamp at the broker's
+millisecond), measured the same way, and beside them the layout they had until 2026-11-27
+(a list per second of arrival; `bench/live_path.py`). What a worker holds beyond this: the
+duplicate-id ring of each partition it owns (the last `DEFAULT_DEDUP` event ids, filled by
+events, not runs), measured here per id, and the process itself (Python, faust, the Kafka
+clients: `bench/fleet.py` reports RSS). Sizes are
 `sys.getsizeof` summed over each part's objects, counting an object shared by several
 parts once; they do not depend on the machine's speed.
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import sys
 import time
 import types
@@ -23,10 +28,12 @@ from collections import Counter
 
 from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
+from live_path import PerSecondLists
 
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
-from runwatch.stream.live import DEFAULT_DEDUP
+from runwatch.stream.live import DEFAULT_DEDUP, _source
+from runwatch.stream.skew import ClockOffsets
 
 T0 = 1.78e9
 _SHARED = (type, types.ModuleType, types.FunctionType)
@@ -45,17 +52,24 @@ def deep_size(obj: object, seen: set[int]) -> int:
     return size
 
 
-def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, int]:
-    """An engine holding `n` runs after `seconds` of the fleet's events."""
+def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, list[ClockOffsets], int]:
+    """An engine holding `n` runs after `seconds` of the fleet's events, and the hosts'
+    clock samples of the same events, kept both ways (runwatch's, then the old layout)."""
     engine = Engine(dedup_capacity=dedup)
+    clocks = [ClockOffsets(), PerSecondLists()]
     runs = [f"fleet-{i:05d}" for i in range(n)]
+    rng = random.Random(2)
     count = 0
     for p in schedule(runs, seconds, seed=1):
         if p.kind is None or p.at >= seconds:
             continue  # no final beats: the runs stay live
-        engine.apply(decode(wire(p, T0 + p.at, uuid.uuid4().hex)))
+        event = decode(wire(p, T0 + p.at, uuid.uuid4().hex))
+        engine.apply(event)
+        arrival = round(event.ts + rng.uniform(0.002, 0.05), 3)
+        for c in clocks:
+            c.observe(_source(event.src), event.ts, arrival)
         count += 1
-    return engine, count
+    return engine, clocks, count
 
 
 def per_run(engine: Engine) -> Counter[str]:
@@ -92,14 +106,17 @@ def main() -> int:
         args.runs, args.seconds = 30, 1200.0
     say(machine())
     began = time.perf_counter()
-    engine, count = fill(args.runs, args.seconds, dedup=1000)
+    engine, (clocks, before), count = fill(args.runs, args.seconds, dedup=1000)
     parts = per_run(engine)
+    parts["clock samples (5 hosts)"] = deep_size(clocks, set())
     total = sum(parts.values()) / args.runs / 1024
     say(f"memory per live run: {args.runs} runs of the fleet's shape, {args.seconds:.0f} s "
         f"simulated ({count:,} events, {time.perf_counter() - began:.0f} s to apply)")  # fmt: skip
     say(f"  run state: {total:.1f} KiB per live run (goal: 50 KiB with everything)")
-    for name, size in parts.most_common(8):
-        say(f"    {name:<22} {size / args.runs / 1024:6.1f} KiB")
+    for name, size in parts.most_common(9):
+        say(f"    {name:<24} {size / args.runs / 1024:6.1f} KiB")
+    say(f"  the clock samples as a list per second (until 2026-11-27): "
+        f"{deep_size(before, set()) / args.runs / 1024:.1f} KiB per run")  # fmt: skip
     per_id = ring_bytes_per_id(20_000 if args.quick else 100_000)
     say(f"  duplicate-id ring: {per_id:.0f} bytes per id; {DEFAULT_DEDUP:,} ids per partition "
         f"= {per_id * DEFAULT_DEDUP / 2**20:.1f} MiB, whatever the number of runs")  # fmt: skip

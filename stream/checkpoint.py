@@ -39,6 +39,7 @@ import pickle
 import pkgutil
 import struct
 import zlib
+from array import _array_reconstructor, array  # type: ignore[attr-defined]
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,8 +75,13 @@ def _state_classes() -> tuple[type, ...]:
 
 #: Every class a checkpoint may build, and so every class whose layout it depends on.
 STATE_CLASSES: tuple[type, ...] = _state_classes()
-_CONTAINERS: tuple[type, ...] = (deque, OrderedDict)
-_ALLOWED = {(c.__module__, c.__qualname__): c for c in STATE_CLASSES + _CONTAINERS}
+_CONTAINERS: tuple[type, ...] = (deque, OrderedDict, array)
+_ALLOWED: dict[tuple[str, str], Any] = {
+    (c.__module__, c.__qualname__): c for c in STATE_CLASSES + _CONTAINERS
+}
+# how pickle rebuilds an array (of doubles: a host's clock samples): from its typecode and
+# raw bytes, nothing else
+_ALLOWED["array", "_array_reconstructor"] = _array_reconstructor
 
 
 class CheckpointError(RunwatchError):

@@ -28,7 +28,7 @@ worker that rebuilds its state by re-reading a partition gets the same correctio
 from __future__ import annotations
 
 import math
-from collections import deque
+from array import array
 
 #: Seconds of arrival time over which the smallest offset sample is taken.
 DEFAULT_WINDOW = 60.0
@@ -38,28 +38,35 @@ DEFAULT_GAP = 30.0
 DEFAULT_OUTLIER = 10.0
 
 _INF = math.inf
+_floor = math.floor
 
 
 class _Host:
-    __slots__ = ("buckets", "last", "low1", "low2", "streak_start")
+    """One host's samples: per second of arrival its two smallest, flat in one array of
+    doubles -- [second, smallest, second smallest] * seconds held, oldest first. A fleet
+    has tens of thousands of hosts per worker, each touched about once a second: one
+    contiguous buffer per host, not a list per second, is what keeps that in cache."""
+
+    __slots__ = ("last", "low1", "low2", "samples", "streak_start")
 
     def __init__(self, arrival: float) -> None:
-        # [second of arrival, smallest sample, second smallest sample], oldest first
-        self.buckets: deque[list[float]] = deque()
+        self.samples = array("d")
         self.streak_start = arrival
         self.last = arrival
         self.low1 = self.low2 = _INF  # the two smallest samples held
 
     def add(self, sample: float, second: float) -> None:
-        buckets = self.buckets
-        if not buckets or second > buckets[-1][0]:
-            buckets.append([second, sample, _INF])
-        else:  # this second (or an arrival a little out of order): the latest bucket
-            b = buckets[-1]
-            if sample < b[1]:
-                b[1], b[2] = sample, b[1]
-            elif sample < b[2]:
-                b[2] = sample
+        held = self.samples
+        n = len(held)
+        if not n or second > held[n - 3]:
+            held.append(second)
+            held.append(sample)
+            held.append(_INF)
+        elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
+            held[n - 1] = held[n - 2]
+            held[n - 2] = sample
+        elif sample < held[n - 1]:
+            held[n - 1] = sample
         if sample < self.low2:
             if sample < self.low1:
                 self.low1, self.low2 = sample, self.low1
@@ -67,19 +74,24 @@ class _Host:
                 self.low2 = sample
 
     def forget_before(self, horizon: float) -> None:
-        buckets = self.buckets
+        held = self.samples
         low2 = self.low2
-        lost = False  # whether a bucket forgotten held one of the two smallest samples
-        while len(buckets) > 1 and buckets[0][0] < horizon:
-            lost = buckets.popleft()[1] <= low2 or lost
-        if lost:  # rescan what is left (the two smallest of every bucket's two)
+        lost = False  # whether a second forgotten held one of the two smallest samples
+        i, n = 0, len(held)
+        while n - i > 3 and held[i] < horizon:
+            lost = held[i + 1] <= low2 or lost
+            i += 3
+        del held[:i]
+        if lost:  # rescan what is left (the two smallest of every second's two)
             low1 = low2 = _INF
-            for _, a, b in buckets:
+            for j in range(1, n - i, 3):
+                a = held[j]
                 if a < low2:
                     if a < low1:
+                        b = held[j + 1]
                         low1, low2 = a, (low1 if low1 < b else b)
                     else:
-                        low2 = a  # (b >= a: nothing more from this bucket)
+                        low2 = a  # (b >= a: nothing more from this second)
             self.low1, self.low2 = low1, low2
 
 
@@ -114,10 +126,15 @@ class ClockOffsets:
             state.streak_start = arrival
         if arrival > state.last:
             state.last = arrival
-        state.add(arrival - ts, math.floor(arrival))
+        state.add(arrival - ts, _floor(arrival))
+        # (called once per event: the checks that nearly always say "nothing to forget"
+        # and the estimate are written out here, not called)
         if arrival - state.streak_start >= self.window:
-            state.forget_before(arrival - self.window)
-        return self._estimate(state)
+            horizon = arrival - self.window
+            if state.samples[0] < horizon:
+                state.forget_before(horizon)
+        low1, low2 = state.low1, state.low2
+        return low2 if low2 != _INF and low1 < low2 - self.outlier else low1
 
     def _estimate(self, state: _Host) -> float:
         low1, low2 = state.low1, state.low2

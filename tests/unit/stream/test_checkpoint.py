@@ -214,6 +214,27 @@ def test_the_dedup_window_survives_a_restart() -> None:
     assert restored.duplicates == d.duplicates + 1
 
 
+def test_the_hosts_clock_samples_survive_a_restart() -> None:
+    """Each host's samples (a flat array of doubles) come back: the restored driver
+    corrects a host's clock as the uninterrupted one does, and forgets as it does."""
+    d = driver()
+    for k in range(120):  # host "a" 90 s behind, "b" on time; a sample a second
+        for host, behind in (("a", 90.0), ("b", 0.0)):
+            d.clocks.observe(host, 1000.0 + k - behind, 1000.0 + k + 0.05 * (k % 3))
+    restored = driver()
+    checkpoint.load(checkpoint.dump(d, 0), restored)
+    for host in ("a", "b"):
+        held, back = d.clocks._hosts[host], restored.clocks._hosts[host]
+        assert back.samples == held.samples
+        assert len(back.samples) == 3 * 60
+        assert restored.clocks.offset(host) == d.clocks.offset(host)
+        # the next sample forgets the oldest second in both
+        assert restored.clocks.observe(host, 1119.0, 1121.0) == d.clocks.observe(
+            host, 1119.0, 1121.0
+        )
+        assert back.samples == held.samples
+
+
 def test_event_ids_with_any_characters_survive_a_checkpoint() -> None:
     d = driver()
     for ident in ("plain", "with\nnewline", ""):
