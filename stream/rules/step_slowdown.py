@@ -119,7 +119,7 @@ def _working(step: Step, exclude: list[str]) -> float:
     """The step's duration without its periodic phases (validation, checkpoints)."""
     duration = step.duration or 0.0
     if step.timing and exclude:
-        duration -= sum(step.timing.get(phase, 0.0) for phase in exclude)
+        duration -= sum(step.timing.get(phase) or 0.0 for phase in exclude)
     return max(duration, 0.0)
 
 
@@ -130,7 +130,9 @@ def _grown_phase(last: Step, base: list[Step]) -> tuple[str, float, float] | Non
         return None
     best: tuple[str, float, float] | None = None
     for name, seconds in last.timing.items():
-        before = [s.timing[name] for s in base if s.timing and name in s.timing]
+        if seconds is None:
+            continue
+        before = [t for s in base if s.timing and (t := s.timing.get(name)) is not None]
         was = median(before) if before else 0.0
         if best is None or seconds - was > best[2] - best[1]:
             best = (name, was, seconds)

@@ -9,11 +9,16 @@ from runwatch.stream.state.compact import Compact
 
 
 class Metrics(tuple[str | float | None, ...]):
-    """A step's watched metrics, flat: (key, value, key, value, ...). A step keeps the one
-    or few keys some rule watches; a dict of that size costs ~200 bytes, this ~80, and a run
-    keeps 53 steps (bench/memory.py). Read with `get`, as a dict."""
+    """A step's watched metrics, or its phase timings, flat: (key, value, key, value, ...).
+    A step keeps the one or few keys some rule watches, and a run's latest steps keep their
+    timings; a dict of two keys costs 184 bytes, this 72 (of twelve, verl's phases: 464 and
+    232), and a run keeps 53 steps (bench/memory.py). Read with `get`, as a dict."""
 
     __slots__ = ()
+
+    @classmethod
+    def of(cls, values: Mapping[str, float | None]) -> Metrics:
+        return cls(x for pair in values.items() for x in pair)
 
     def get(self, key: str) -> float | None:
         for i in range(0, len(self), 2):
@@ -28,7 +33,7 @@ class Metrics(tuple[str | float | None, ...]):
         """These metrics with `values` set (a later `step.metrics` of the step)."""
         merged = dict(self.items())
         merged.update(values)
-        return Metrics(x for pair in merged.items() for x in pair)
+        return Metrics.of(merged)
 
 
 #: what a step has before any watched metric (shared by every such step)
@@ -67,7 +72,7 @@ class Step(Compact):
         self.metrics_ts: float | None = None
         self.nonfinite: list[str] | None = None  # metric keys that were NaN/inf
         self.nonfinite_ts: float | None = None  # when the first of them was reported
-        self.timing: dict[str, float] | None = None  # seconds per phase (step.done.timing)
+        self.timing: Metrics | None = None  # seconds per phase (step.done.timing)
         #: prompt group -> [trajectories, lowest reward, highest reward] (GRPO groups)
         self.groups: dict[str, list[float]] | None = None
 
@@ -150,7 +155,7 @@ class Steps:
             step.done = ts
             step.duration = duration
             if timing and self.timing_steps:
-                step.timing = timing
+                step.timing = Metrics.of(timing)
                 older = self.by_number.get(number - self.timing_steps)
                 if older is not None:
                     older.timing = None

@@ -440,7 +440,7 @@ def test_phase_timings_are_kept_for_the_latest_timing_steps_only() -> None:
     done = [make_event("step.done", i, step=i, timing={"gen": 1.0 + i, "update": 2.0})
             for i in range(10)]  # fmt: skip
     state = fold(RunState("r1", StateConfig(keep_steps=8, timing_steps=3)), *done)
-    kept = {n: s.timing for n, s in state.steps.by_number.items()}
+    kept = {n: s.timing and dict(s.timing.items()) for n, s in state.steps.by_number.items()}
     assert kept == {2: None, 3: None, 4: None, 5: None, 6: None,
                     7: {"gen": 8.0, "update": 2.0}, 8: {"gen": 9.0, "update": 2.0},
                     9: {"gen": 10.0, "update": 2.0}}  # fmt: skip
