@@ -52,6 +52,7 @@ fmt: setup
 bench: setup
 	$(PY) bench/decode.py $(BENCH_ARGS)
 	$(PY) bench/replay.py $(BENCH_ARGS)
+	$(PY) bench/live_path.py $(BENCH_ARGS)
 	$(PY) bench/dynamics.py
 	$(PY) bench/emit.py
 	$(PY) bench/worker.py

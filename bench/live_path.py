@@ -22,7 +22,8 @@ the part that differs. A fleet of 10,000 runs on two workers holds 25,000 hosts 
 each touched about once a second: the estimate is memory-bound, and the layout decides how
 many cache lines a record touches. Figures only: nothing here asserts a timing.
 
-    .venv/bin/python bench/live_path.py [--runs 250 1250 2500] [--seconds 240] [--repeat 3]
+    .venv/bin/python bench/live_path.py [--quick] [--runs 250 1250 2500] [--seconds 240]
+        [--repeat 3]
 """
 
 from __future__ import annotations
@@ -168,7 +169,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=240.0, help="schedule length (240)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds, best kept (3)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--quick", action="store_true", help="250 runs, 120 s, once; print only")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.seconds, args.repeat, args.no_write = [250], 120.0, 1, True
     say(machine())
     ways: dict[str, Callable[[], object]] = {"per-second lists": PerSecondLists,
                                              "flat array": ClockOffsets}  # fmt: skip
