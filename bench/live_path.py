@@ -42,6 +42,7 @@ from typing import Any
 from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
 
+from runwatch.stream.decode import decode
 from runwatch.stream.live import LiveDriver, _source
 from runwatch.stream.skew import ClockOffsets
 
@@ -148,8 +149,6 @@ def live_path(recs: list[Record], make: Callable[[], object]) -> float:
 
 def estimate_only(recs: list[Record], make: Callable[[], object]) -> float:
     """CPU seconds per `observe`, over the same (host, ts, arrival) as the live path."""
-    from runwatch.stream.decode import decode
-
     samples = [(_source(e.src), e.ts, arrival) for raw, arrival, _ in recs for e in [decode(raw)]]
     third = len(samples) // 3
     clocks = make()

@@ -38,7 +38,6 @@ DEFAULT_GAP = 30.0
 DEFAULT_OUTLIER = 10.0
 
 _INF = math.inf
-_floor = math.floor
 
 
 class _Host:
@@ -126,15 +125,10 @@ class ClockOffsets:
             state.streak_start = arrival
         if arrival > state.last:
             state.last = arrival
-        state.add(arrival - ts, _floor(arrival))
-        # (called once per event: the checks that nearly always say "nothing to forget"
-        # and the estimate are written out here, not called)
+        state.add(arrival - ts, math.floor(arrival))
         if arrival - state.streak_start >= self.window:
-            horizon = arrival - self.window
-            if state.samples[0] < horizon:
-                state.forget_before(horizon)
-        low1, low2 = state.low1, state.low2
-        return low2 if low2 != _INF and low1 < low2 - self.outlier else low1
+            state.forget_before(arrival - self.window)
+        return self._estimate(state)
 
     def _estimate(self, state: _Host) -> float:
         low1, low2 = state.low1, state.low2
