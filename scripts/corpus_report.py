@@ -1,0 +1,154 @@
+"""How `runwatch diagnose`'s reading does on the corpus of real consoles (issue 41).
+
+    .venv/bin/python scripts/corpus_report.py            # dev and held-out figures
+    .venv/bin/python scripts/corpus_report.py --files    # ... and every dev file's result
+
+Reads every excerpt of tests/fixtures/consoles/corpus/{dev,heldout}/ with
+`runwatch.diagnose.diagnose` (as tests/unit/test_field_consoles.py does) and prints, for the
+development part and for the held-out part separately:
+
+- recall per class: of the excerpts whose labels say a rule must fire, how many it fires on
+  (an excerpt with two rules counts once in each class);
+- for `non_finite_metric`, how many of the found ones name the labelled key, and the
+  labelled step where the label has one;
+- false alerts: controls on which any rule fires;
+- extra rules: failure excerpts on which a rule fires that their labels do not name;
+- crashes: excerpts on which the reading raised;
+- how many excerpts fire exactly the rules of their labels.
+
+It reports and does not fail (exit 0 unless the corpus cannot be read). Per-file results are
+printed for the development part only (`--files`): the held-out part is reported as figures,
+so nobody tunes the reader on its excerpts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from runwatch.diagnose import diagnose
+
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles" / "corpus"
+CLASSES = (
+    "collective_timeout",
+    "ranks_stalled",
+    "component_failed",
+    "non_finite_metric",
+    "inference_stalled",
+    "weight_sync_stalled",
+    "zero_reward",
+)
+#: the day of timestamps without a date (as tests/unit/test_field_consoles.py reads)
+DAY = date(2026, 11, 24)
+
+
+@dataclass
+class Result:
+    ident: str
+    expected: list[str]
+    fired: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    crash: str | None = None
+    seconds: float = 0.0
+
+
+def read_part(part: str) -> dict[str, dict[str, Any]]:
+    manifest = "MANIFEST.toml" if part == "dev" else "HELDOUT.toml"
+    return tomllib.loads((CORPUS / manifest).read_text(encoding="utf-8"))
+
+
+def run_one(path: Path, expected: list[str]) -> Result:
+    result = Result(path.stem, sorted(expected))
+    start = time.perf_counter()
+    try:
+        found = diagnose([path], day=DAY)
+    except Exception as exc:  # a crash is a figure of the report, not the end of it
+        result.crash = "".join(traceback.format_exception_only(exc)).strip()
+    else:
+        firing = [a for a in found.alerts if a.state == "firing"]
+        result.fired = sorted({a.rule for a in firing})
+        result.summaries = [f"{a.rule}: {a.summary}" for a in firing]
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _names(text: str, key: str) -> bool:
+    return key.lower() in text.lower()
+
+
+def report(part: str, show_files: bool) -> dict[str, Any]:
+    labels = read_part(part)
+    results = {i: run_one(CORPUS / part / f"{i}.log", e["rules"]) for i, e in labels.items()}
+    controls = [r for r in results.values() if not r.expected]
+    failures = [r for r in results.values() if r.expected]
+    print(
+        f"\n== {part}: {len(results)} excerpts ({len(failures)} failures, {len(controls)} controls)"
+    )
+    figures: dict[str, Any] = {"recall": {}}
+    for rule in CLASSES:
+        should = [r for r in failures if rule in r.expected]
+        if not should:
+            print(f"  {rule:22} -      (no excerpt)")
+            continue
+        hit = [r for r in should if rule in r.fired]
+        figures["recall"][rule] = (len(hit), len(should))
+        line = f"  {rule:22} {len(hit):3} / {len(should):<3} ({100 * len(hit) / len(should):3.0f}%)"
+        if rule == "non_finite_metric":
+            key_named = step_named = step_labelled = 0
+            for r in hit:
+                entry = labels[r.ident]
+                said = " | ".join(s for s in r.summaries if s.startswith(rule))
+                key_named += any(_names(said, k) for k in entry.get("keys", []))
+                if "step" in entry:
+                    step_labelled += 1
+                    step_named += re.search(rf"\b{entry['step']}\b", said) is not None
+            line += f"   key named {key_named}/{len(hit)}, step named {step_named}/{step_labelled}"
+        print(line)
+    total_hit = sum(h for h, _ in figures["recall"].values())
+    total = sum(n for _, n in figures["recall"].values())
+    print(
+        f"  {'all classes':22} {total_hit:3} / {total:<3} ({100 * total_hit / max(total, 1):3.0f}%)"
+    )
+    false = [r for r in controls if r.fired]
+    extra = [r for r in failures if set(r.fired) - set(r.expected)]
+    crashes = [r for r in results.values() if r.crash]
+    print(f"  false alerts on controls: {len(false)} / {len(controls)}")
+    print(f"  failures with an extra rule: {len(extra)} / {len(failures)}")
+    print(f"  crashes: {len(crashes)}")
+    exact = [r for r in results.values() if r.fired == r.expected and not r.crash]
+    print(f"  excerpts read exactly as labelled: {len(exact)} / {len(results)}")
+    slowest = max(results.values(), key=lambda r: r.seconds)
+    print(
+        f"  slowest read: {slowest.seconds:.2f} s" + (f" ({slowest.ident})" if show_files else "")
+    )
+    figures.update(false=len(false), controls=len(controls), extra=len(extra), crashes=len(crashes))
+    if show_files and part == "dev":
+        print("\n  per file (expected -> fired):")
+        for r in sorted(results.values(), key=lambda r: r.ident):
+            mark = "ok " if r.fired == r.expected and not r.crash else "-- "
+            got = f"CRASH {r.crash}" if r.crash else (", ".join(r.fired) or "nothing")
+            print(f"  {mark}{r.ident}: {', '.join(r.expected) or 'control'} -> {got}")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", action="store_true", help="print each dev file's result")
+    parser.add_argument("--part", choices=("dev", "heldout", "both"), default="both")
+    args = parser.parse_args(argv)
+    for part in ("dev", "heldout"):
+        if args.part in (part, "both"):
+            report(part, args.files)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
