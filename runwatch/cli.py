@@ -31,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "incidents": "demo",
     "kafka": "kafka",
     "worker": "worker",
-    "alerts": "worker",
+    "alerts": "alerts",
     "sink": "store",
     "ingest": "store",
     "export": "store",

@@ -22,8 +22,11 @@ def duckdb_message(err: duckdb.Error) -> str:
     return "; ".join(keep) or type(err).__name__
 
 
-def query(store: Store, sql: str) -> list[tuple[list[str], list[tuple[Any, ...]]]]:
-    """Run read-only statements; one (columns, rows) per statement. Raises QueryRefused or
+def query(
+    store: Store, sql: str, max_rows: int | None = None
+) -> list[tuple[list[str], list[tuple[Any, ...]]]]:
+    """Run read-only statements; one (columns, rows) per statement, each cut to `max_rows`
+    rows plus one when given (so a caller can tell it was cut). Raises QueryRefused or
     QueryFailed with one line."""
     try:
         statements = duckdb.extract_statements(sql)
@@ -43,7 +46,8 @@ def query(store: Store, sql: str) -> list[tuple[list[str], list[tuple[Any, ...]]
         for st in statements:
             cur = store.con.execute(st.query)
             names = [d[0] for d in cur.description or []]
-            results.append((names, cur.fetchall()))
+            rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
+            results.append((names, rows))
     except duckdb.Error as err:
         raise QueryFailed(duckdb_message(err)) from None
     return results

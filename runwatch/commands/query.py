@@ -1,7 +1,9 @@
 """`runwatch sql`, `runwatch runs`, `runwatch show RUN`: reading the history.
 
 All three open the file read-only and only for as long as they run; while the sink is
-writing a batch they wait for it (`--wait`), so they work beside a running sink.
+writing a batch they wait for it (`--wait`), so they work beside a running sink. Or they ask
+a running `runwatch serve` for its history (`--url`, else $RUNWATCH_URL when no file is
+named: `runwatch.commands.remote`), and print the same.
 """
 
 from __future__ import annotations
@@ -17,22 +19,28 @@ from typing import Any
 
 import orjson
 
+from runwatch.commands.remote import Remote, add_url_args, history_source, run_path
+from runwatch.emitters import env
+from runwatch.logs import say
 from runwatch.store.report import Timeline, list_runs, run_timeline
 from runwatch.store.sql import query
 from runwatch.store.store import Store, default_db
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.timeparse import iso
 
-#: Statement types `runwatch sql` runs; anything else could change the history.
 
-
-def add_db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def add_db_args(p: argparse.ArgumentParser, *, remote: bool = False) -> None:
+    """`--db` and `--wait`; with `remote`, `--url` too (the history of a running serve)."""
+    where: Any = p.add_mutually_exclusive_group() if remote else p
+    where.add_argument(
         "--db",
         metavar="PATH",
-        default=default_db(),
+        default=None if remote else default_db(),
         help="the history file (default: $RUNWATCH_DB, else ./runwatch.duckdb)",
     )
+    if remote:
+        add_url_args(p, "for its history instead (default $RUNWATCH_URL when neither --db "
+                     "nor $RUNWATCH_DB names a file)", where)  # fmt: skip
     p.add_argument(
         "--wait",
         metavar="SECONDS",
@@ -51,20 +59,20 @@ def register(sub: Any) -> None:
         "inference, idle_spans, idle_gaps, alerts.",
     )
     p.add_argument("query", metavar="SQL")
-    add_db_args(p)
+    add_db_args(p, remote=True)
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--max-width", type=int, default=60, help="table cells are cut at this width")
     p.set_defaults(func=run_sql)
 
     p = sub.add_parser("runs", help="one line per run: status, step, open alerts")
-    add_db_args(p)
+    add_db_args(p, remote=True)
     p.set_defaults(func=run_runs)
 
     p = sub.add_parser(
         "show", help="a run's timeline: steps, idle gaps, alerts, slowest trajectories"
     )
     p.add_argument("run", metavar="RUN")
-    add_db_args(p)
+    add_db_args(p, remote=True)
     p.add_argument("--slowest", type=int, default=5, help="how many trajectories to list")
     p.set_defaults(func=run_show)
 
@@ -102,9 +110,25 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def remote(args: argparse.Namespace) -> Remote | None:
+    """The serve to ask, or None: then `args.db` is the file to read."""
+    url = history_source(args.url, args.db, env.DB)
+    if url:
+        return Remote(url, args.token_file)
+    args.db = args.db or default_db()
+    return None
+
+
 def run_sql(args: argparse.Namespace) -> int:
-    with Store.reader(args.db, wait=args.wait, external_access=False) as store:
-        results = query(store, args.query)
+    serve = remote(args)
+    if serve is not None:
+        answer = serve.post("/v1/sql", {"query": args.query})
+        results = [(r["columns"], [tuple(row) for row in r["rows"]]) for r in answer["results"]]
+        if any(r.get("truncated") for r in answer["results"]):
+            say(f"only the first {len(results[-1][1]):,} rows of a result came back from serve")
+    else:
+        with Store.reader(args.db, wait=args.wait, external_access=False) as store:
+            results = query(store, args.query)
     out = sys.stdout
     for names, rows in results:
         if args.format == "table":
@@ -127,8 +151,12 @@ def run_sql(args: argparse.Namespace) -> int:
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    with Store.reader(args.db, wait=args.wait) as store:
-        runs = list_runs(store)
+    serve = remote(args)
+    if serve is not None:
+        runs = serve.get("/v1/history/runs")["runs"]
+    else:
+        with Store.reader(args.db, wait=args.wait) as store:
+            runs = list_runs(store)
     if not runs:
         print("no runs in the history yet")
         return 0
@@ -235,7 +263,12 @@ def render_timeline(tl: Timeline) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with Store.reader(args.db, wait=args.wait) as store:
-        tl = run_timeline(store, args.run, slowest=args.slowest)
+    serve = remote(args)
+    if serve is not None:
+        found = serve.get(run_path("/v1/history/runs/", args.run), slowest=args.slowest)
+        tl = Timeline(**found)
+    else:
+        with Store.reader(args.db, wait=args.wait) as store:
+            tl = run_timeline(store, args.run, slowest=args.slowest)
     print(render_timeline(tl))
     return 0

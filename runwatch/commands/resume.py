@@ -2,10 +2,11 @@
 
     runwatch resume RUN [--rule RULE] [--reason "checked: sandbox restarted"]
 
-It sends a `run.resumed` event to where the run's events go (`--url` of `runwatch serve`, or
-`--kafka`; else $RUNWATCH_URL / $RUNWATCH_KAFKA), then waits until the service has applied it
-and prints what still pauses the run. The alerts firing now (of RULE, or all) stop pausing
-it; one that resolves and fires again pauses it again. The trainer's guard sees the change
+It asks the `runwatch serve` at `--url` to resume the run (`POST /v1/resume`: applied before
+it answers), or sends a `run.resumed` event to Kafka (`--kafka`) and waits until the workers
+have applied it (else $RUNWATCH_KAFKA / $RUNWATCH_URL); then prints what still pauses the
+run. The alerts firing now (of RULE, or all) stop pausing it; one that resolves and fires
+again pauses it again. The trainer's guard sees the change
 at its next look (every 5 s by default).
 """
 
@@ -19,10 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError, read_token
+from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
+from runwatch.commands.remote import Remote
 from runwatch.emitters import env
-from runwatch.emitters.guard import HttpSource, KafkaSource, ViewSource, decide
+from runwatch.emitters.guard import KafkaSource, ViewSource, decide
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
@@ -58,25 +60,44 @@ def _who() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runwatch.emitters.emitter import Emitter
-
     kafka, url, _ = env.destination(args.kafka, args.url)
     if not url and not kafka:
         raise CommandError("where is runwatch? give --url (runwatch serve) or --kafka, or set "
                            "RUNWATCH_URL / RUNWATCH_KAFKA")  # fmt: skip
-    topics = Topics(args.topic_prefix)
     fields = {"by": _who()}
     if args.rule:
         fields["rule"] = args.rule
     if args.reason:
         fields["reason"] = args.reason
-    token = read_token(args.token_file) if url else None
-    security = security_from_args(args) if kafka else None
+    if url:
+        serve = Remote(url, args.token_file, timeout=args.timeout)
+        view = serve.post("/v1/resume", {"run": args.run, **fields})["breaker"]
+    else:
+        view = _through_kafka(args, str(kafka), fields)
+        if view is None:
+            say(f"sent; runwatch has not applied it within {args.timeout:g}s (does it track "
+                f"run {args.run}?): the trainer's guard will see it once it does")  # fmt: skip
+            return 0
+    lifted = view.get("lifted", 0)
+    left = decide(view, {}).alerts
+    still = "; ".join(str(a.get("rule")) for a in left)
+    say(f"run {args.run}: resumed ({lifted} firing alert{'s' if lifted != 1 else ''} lifted)"
+        + (f"; still pausing it by the config's policy: {still}" if still else ""))  # fmt: skip
+    return 0
+
+
+def _through_kafka(args: argparse.Namespace, kafka: str, fields: dict[str, str]) -> Any:
+    """Send the `run.resumed` event; the run's breaker view once the workers applied it
+    (None at the timeout)."""
+    from runwatch.emitters.emitter import Emitter
+
+    topics = Topics(args.topic_prefix)
+    security = security_from_args(args)
     with tempfile.TemporaryDirectory(prefix="runwatch-resume-") as spool:
         try:
             em = Emitter(
-                args.run, "operator", url=url, kafka=kafka, token=token, topic=topics.events,
-                kafka_security=security, spool=spool, heartbeat=False, strict=True,
+                args.run, "operator", kafka=kafka, topic=topics.events, kafka_security=security,
+                spool=spool, heartbeat=False, strict=True,
             )  # fmt: skip
             em.emit("run.resumed", **fields)
         except (ValueError, TypeError) as err:
@@ -84,34 +105,14 @@ def run(args: argparse.Namespace) -> int:
         sent_at = time.time()
         em.close(timeout=args.timeout)
         if any(p.name.endswith(SEGMENT_SUFFIX) for p in Path(spool).rglob("*")):
-            where = url or f"Kafka at {kafka}"
-            raise CommandError(f"{where} did not take the resume within {args.timeout:g}s: "
-                               "nothing was changed; try again", status=1)  # fmt: skip
-    source: ViewSource = (
-        HttpSource(url, args.run, token)
-        if url
-        else KafkaSource(
-            str(kafka),
-            args.run,
-            topics.breaker,
-            security=security.kafka_python() if security else None,
-        )
-    )
+            raise CommandError(f"Kafka at {kafka} did not take the resume within "
+                               f"{args.timeout:g}s: nothing was changed; try again", 1)  # fmt: skip
+    source = KafkaSource(kafka, args.run, topics.breaker, security=security.kafka_python())
     try:
         # ours: by this person, and no older than the skew bound allows
-        view = _applied(source, fields["by"], sent_at - 300.0, time.monotonic() + args.timeout)
+        return _applied(source, fields["by"], sent_at - 300.0, time.monotonic() + args.timeout)
     finally:
         source.close()
-    if view is None:
-        say(f"sent; runwatch has not applied it within {args.timeout:g}s (does it track run "
-            f"{args.run}?): the trainer's guard will see it once it does")  # fmt: skip
-        return 0
-    lifted = view.get("lifted", 0)
-    left = decide(view, {}).alerts
-    still = "; ".join(str(a.get("rule")) for a in left)
-    say(f"run {args.run}: resumed ({lifted} firing alert{'s' if lifted != 1 else ''} lifted)"
-        + (f"; still pausing it by the config's policy: {still}" if still else ""))  # fmt: skip
-    return 0
 
 
 def _applied(source: ViewSource, by: str, since: float, deadline: float) -> Any:

@@ -6,6 +6,8 @@
 
 Silences live in the notifier's state file (`--state`, `$RUNWATCH_NOTIFY_DB`, default
 ./runwatch-notify.sqlite), which the running notifier reads at every transition: no restart.
+A `runwatch serve` that notifies Slack keeps them in its own; `--url` (else $RUNWATCH_URL
+when no state file is named) sets, lists and removes them there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import time
 from typing import Any
 
 from runwatch.commands import CommandError
-from runwatch.notify.store import NotifyStore, default_path
+from runwatch.commands.remote import Remote, add_url_args, history_source
+from runwatch.emitters import env
+from runwatch.notify.store import NotifyStore, Silence, default_path
 from runwatch.timeparse import iso
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -59,37 +63,66 @@ def register(sub: Any) -> None:
     p.add_argument("--comment", default="", help="why (shown by --list)")
     p.add_argument("--list", action="store_true", help="list the silences in force")
     p.add_argument("--remove", type=int, metavar="ID", help="remove a silence by its id")
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--state",
         default=None,
         help="notifier state file (default: $RUNWATCH_NOTIFY_DB or ./runwatch-notify.sqlite)",
     )
+    add_url_args(p, "(its Slack notifier's silences) instead of a state file", where)
     p.set_defaults(func=run_silence)
 
 
+def _show(rows: list[Silence]) -> None:
+    if not rows:
+        print("no silences in force")
+    for s in rows:
+        what = f"{s.run} {s.rule or '(all rules)'}"
+        note = f"  # {s.comment}" if s.comment else ""
+        print(f"{s.id:>4}  {what}  until {iso(s.until)}{note}")
+
+
+def _made(ident: int, run: str, rule: str | None, until: float) -> None:
+    what = f"{rule} of {run}" if rule else f"every rule of {run}"
+    print(f"silence {ident}: {what} until {iso(until)}")
+
+
 def run_silence(args: argparse.Namespace) -> int:
+    if not args.list and args.remove is None and (not args.run or args.duration is None):
+        raise CommandError("give RUN [RULE] --for DURATION, or --list, or --remove ID")
+    url = history_source(args.url, args.state, env.NOTIFY_DB)
+    if url:
+        return _at_serve(Remote(url, args.token_file), args)
     store = NotifyStore(args.state or default_path())
     try:
         if args.list:
-            rows = store.silences()
-            if not rows:
-                print("no silences in force")
-            for s in rows:
-                what = f"{s.run} {s.rule or '(all rules)'}"
-                note = f"  # {s.comment}" if s.comment else ""
-                print(f"{s.id:>4}  {what}  until {iso(s.until)}{note}")
+            _show(store.silences())
             return 0
         if args.remove is not None:
             if store.remove_silence(args.remove):
                 print(f"removed silence {args.remove}")
                 return 0
             raise CommandError(f"no silence with id {args.remove}", 1)
-        if not args.run or args.duration is None:
-            raise CommandError("give RUN [RULE] --for DURATION, or --list, or --remove ID")
         until = time.time() + args.duration
-        ident = store.add_silence(args.run, args.rule, until, args.comment)
-        what = f"{args.rule} of {args.run}" if args.rule else f"every rule of {args.run}"
-        print(f"silence {ident}: {what} until {iso(until)}")
+        _made(store.add_silence(args.run, args.rule, until, args.comment), args.run,
+              args.rule, until)  # fmt: skip
         return 0
     finally:
         store.close()
+
+
+def _at_serve(serve: Remote, args: argparse.Namespace) -> int:
+    """The same, through serve's API (`/v1/silences`)."""
+    if args.list:
+        _show([Silence(**s) for s in serve.get("/v1/silences")["silences"]])
+    elif args.remove is not None:
+        serve.delete(f"/v1/silences/{args.remove}")
+        print(f"removed silence {args.remove}")
+    else:
+        made = serve.post(
+            "/v1/silences",
+            {"run": args.run, "rule": args.rule, "for_s": args.duration, "comment": args.comment},
+        )
+        s = made["silence"]
+        _made(s["id"], s["run"], s["rule"], s["until"])  # fmt: skip
+    return 0

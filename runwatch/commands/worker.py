@@ -1,21 +1,13 @@
-"""`runwatch worker` (the live stream worker) and `runwatch alerts` (read alert transitions)."""
+"""`runwatch worker`: the live stream worker."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 from typing import Any
 
 from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
-from runwatch.console import alert_line
-from runwatch.emitters.topics import Topics
-from runwatch.stopping import stop_on_signals
-from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.exceptions import InvalidAlert
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
@@ -111,19 +103,6 @@ def register(sub: Any) -> None:
     add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
-    a = sub.add_parser(
-        "alerts",
-        help="print alert transitions from runwatch.alerts",
-        description="Print the alert transitions on runwatch.alerts, oldest first.",
-    )
-    a.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
-    a.add_argument("--follow", "-f", action="store_true", help="keep printing new ones")
-    a.add_argument("--json", action="store_true", help="one JSON object per line")
-    a.add_argument("--topic-prefix", default="")
-    a.add_argument("--run", help="only this run's alerts")
-    add_kafka_security_args(a)
-    a.set_defaults(func=run_alerts)
-
 
 # -- runwatch worker -------------------------------------------------------------------------
 
@@ -159,35 +138,3 @@ def run_worker(args: argparse.Namespace) -> int:
         checkpoint_fork=args.checkpoint_fork and CAN_FORK,
     )
     return run(settings, log_level=args.log_level)
-
-
-# -- runwatch alerts -------------------------------------------------------------------------
-
-
-def run_alerts(args: argparse.Namespace) -> int:
-    security = connect_check(args, 3.0)
-    from runwatch.stream.kafka.clients import Connection
-    from runwatch.stream.kafka.read import read_topic
-
-    topic = Topics(args.topic_prefix).alerts
-    stop = stop_on_signals(signal.SIGTERM)  # Ctrl-C: KeyboardInterrupt, below
-
-    def show(records: list[Any]) -> None:
-        for r in records:
-            _show(r.value, args)
-
-    reading = read_topic(Connection(args.kafka, security), topic, show,
-                         until="stopped" if args.follow else "end", stop=stop.is_set)  # fmt: skip
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(reading)
-    return 0
-
-
-def _show(value: bytes | None, args: argparse.Namespace) -> None:
-    try:
-        alert = Alert.from_json(value or b"")
-    except InvalidAlert:
-        return
-    if args.run and alert.run != args.run:
-        return
-    print(alert.to_json().decode() if args.json else alert_line(alert), flush=True)

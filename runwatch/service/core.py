@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from runwatch.service.history import HistoryFollower
 from runwatch.service.wal import AlertLog, EventLog, LogsLock, replace_file
+from runwatch.store.exceptions import StoreLocked
+from runwatch.store.store import Store
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
@@ -46,9 +49,14 @@ from runwatch.stream.state.run import RunState
 log = logging.getLogger("runwatch.serve")
 
 Notifier = Callable[[Alert], None]
+#: Told of each transition with its cursor (the follower streams, `service.stream`).
+Listener = Callable[[str, Alert], None]
 TOPIC = "wal"
 #: The rules' state and the log position it covers, beside the logs.
 CHECKPOINT = "state.ckpt"
+#: Transitions kept for the API and the follower streams.
+RECENT = 2000
+T = TypeVar("T")
 
 
 @dataclass
@@ -98,7 +106,11 @@ class Service:
         self._checkpointed: tuple[int, int] | None = None  # the log position it covers
         self._checkpoint_failing = False  # said once, until one is written again
         self.unlogged: list[Alert] = []  # transitions the alert log could not take yet
-        self.recent: deque[Alert] = deque(maxlen=2000)
+        self.listeners: list[Listener] = []
+        #: the latest transitions, each with its number; a cursor is `boot-number`, so one
+        #: from before a restart is known not to be ours
+        self.recent: deque[tuple[int, Alert]] = deque(maxlen=RECENT)
+        self.boot, self.seq = secrets.token_hex(4), 0
         self.last: dict[str, Alert] = {}  # alert key -> its latest transition
         self.ready = False
         #: bounded state: live runs at most; finished / silent runs leave after these
@@ -314,9 +326,12 @@ class Service:
 
     # -- output ----------------------------------------------------------------------------
 
-    def _remember(self, alert: Alert) -> None:
+    def _remember(self, alert: Alert) -> str:
+        """Keep a transition for the read side; its cursor."""
         self.last[alert.key] = alert
-        self.recent.append(alert)
+        self.seq += 1
+        self.recent.append((self.seq, alert))
+        return f"{self.boot}-{self.seq}"
 
     def _publish(self, alerts: list[Alert]) -> None:
         """Log, then notify. A transition the alert log cannot take (a full disk) waits, in
@@ -333,7 +348,9 @@ class Service:
         alerts, self.unlogged = self.unlogged, []
         self.metrics.record_transitions(alerts)
         for a in alerts:
-            self._remember(a)
+            cursor = self._remember(a)
+            for listen in self.listeners:
+                listen(cursor, a)
             for notify in self.notifiers:
                 try:
                     notify(a)
@@ -400,7 +417,7 @@ class Service:
             out = _run_summary(tracked.state, 0)
             out["firing"] = self.firing(run)
             out["alerts"] = out["firing_count"] = len(out["firing"])
-            out["transitions"] = [a.to_dict() for a in self.recent if a.run == run]
+            out["transitions"] = [a.to_dict() for _, a in self.recent if a.run == run]
             return out
 
     def breaker(self, run: str) -> BreakerView | None:
@@ -418,8 +435,41 @@ class Service:
         if state == "firing":
             return self.firing()
         with self.lock:
-            items = [a.to_dict() for a in self.recent if state is None or a.state == state]
-        return items[-limit:]
+            items = [a.to_dict() for _, a in self.recent if state is None or a.state == state]
+        return items[-limit:] if limit > 0 else []
+
+    def cursor(self) -> str:
+        """Where the transitions stand now: a follower given it gets only later ones."""
+        return f"{self.boot}-{self.seq}"
+
+    def transitions(
+        self, after: str | None = None, run: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The transitions held after cursor `after` (all held when it is not one of this
+        process's, or None), of `run` only when given, each with its cursor."""
+        boot, _, number = (after or "").rpartition("-")
+        start = int(number) if boot == self.boot and number.isdigit() else 0
+        with self.lock:
+            return [
+                (f"{self.boot}-{n}", a.to_dict())
+                for n, a in self.recent
+                if n > start and (run is None or a.run == run)
+            ]
+
+    def read_history(self, read: Callable[[Store], T], wait: float = 10.0) -> T:
+        """`read` on the history, opened read-only between two of the follower's batches (a
+        process cannot read a DuckDB file it has open for writing). Raises StoreError: no
+        history yet, or StoreLocked when the file stayed busy for `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self.history.paused() as held:
+                if held:
+                    left = max(0.1, deadline - time.monotonic())
+                    with Store.reader(self.db, wait=left, external_access=False) as store:
+                        return read(store)
+            if time.monotonic() > deadline:
+                raise StoreLocked(f"{self.db}: the history stayed busy for {wait:g}s")
+            time.sleep(0.02)
 
 
 def _run_summary(state: RunState, firing: int) -> dict[str, Any]:

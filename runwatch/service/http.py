@@ -10,21 +10,29 @@ measures it against the standard library server this replaced.
 
 With a token set, every endpoint but `/healthz` and `/readyz` needs `Authorization: Bearer
 TOKEN` -- run labels and server names are not for anyone who can reach the port.
+
+The endpoints (docs/serve.md has them with their answers): ingest here, the live state here,
+the history, silences and resume in `service.api`, the follower stream of alert transitions
+in `service.stream` (served by waitress's I/O thread, not a worker per follower).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
-import json
 import logging
 import resource
 import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs
 
-from runwatch.service.core import Service
+from runwatch.service import api, stream
+from runwatch.service.api import error
+from runwatch.service.api import json_answer as _json
+from runwatch.service.core import RECENT, Service
 from runwatch.stream.metrics.roles import EXPOSITION_TYPE
 
 log = logging.getLogger("runwatch.serve")
@@ -37,16 +45,28 @@ Answer = tuple[int, bytes, str]
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-def _json(status: int, body: Any) -> Answer:
-    return status, (json.dumps(body) + "\n").encode(), "application/json"
+def _run_id(path: str, prefix: str) -> str | Answer:
+    """The run id at the end of `path` (PATH_INFO: decoded, as latin-1), or the 400."""
+    run = path[len(prefix) :].encode("latin-1").decode("utf-8", "replace")
+    if not 1 <= len(run) <= 200 or not RUN_RE_CHARS.issuperset(run):
+        return error(400, f"bad run id {run!r}: 1-200 of [A-Za-z0-9._:/@+-]")
+    return run
+
+
+def _int(query: dict[str, list[str]], name: str, default: int, top: int) -> int | Answer:
+    text = query.get(name, [str(default)])[0]
+    if not text.isascii() or not text.isdigit() or not 0 <= int(text) <= top:
+        return error(400, f"{name} must be a whole number from 0 to {top}, got {text!r}")
+    return int(text)
 
 
 class App:
     """The WSGI application: routes a request to the `Service`."""
 
-    def __init__(self, service: Service, token: str | None) -> None:
+    def __init__(self, service: Service, token: str | None, silences: Path | None = None) -> None:
         self.service = service
         self.token = token
+        self.silences = silences  # the Slack notifier's ledger, where silences live
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -76,15 +96,41 @@ class App:
                 401, "missing or wrong token (Authorization: Bearer ...)", "unauthorised"
             )
         if method == "POST":
-            if path != "/v1/events":
-                return _json(404, {"error": f"no such endpoint: POST {path}"})
             # the front has checked the length against --max-body and read the body whole
             length = str(environ.get("CONTENT_LENGTH") or "0")
             size = int(length) if length.isascii() and length.isdigit() else 0
-            return self._post(environ["wsgi.input"].read(size))
+            body = environ["wsgi.input"].read(size)
+            if path == "/v1/events":
+                return self._post(body)
+            if path == "/v1/silences":
+                return api.add_silence(self.silences, body)
+            if path == "/v1/resume":
+                return api.resume(self.service, body)
+            if path == "/v1/sql":
+                return api.sql(self.service, body)
+            return _json(404, {"error": f"no such endpoint: POST {path}"})
+        if method == "DELETE":
+            if path.startswith("/v1/silences/"):
+                return api.remove_silence(self.silences, path[len("/v1/silences/") :])
+            return _json(404, {"error": f"no such endpoint: DELETE {path}"})
         if method in ("GET", "HEAD"):
             return self._get(path, parse_qs(environ.get("QUERY_STRING", "")))
         return _json(405, {"error": f"method {method} not allowed"})
+
+    def refuse_follower(self, environ: dict[str, Any]) -> Answer | None:
+        """Why a `GET /v1/alerts/stream` cannot follow (its token, its parameters); None
+        when it can. The stream itself is served by `stream.FollowerChannel`."""
+        if not self._authorised(environ):
+            return self._refuse(
+                401, "missing or wrong token (Authorization: Bearer ...)", "unauthorised"
+            )
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        run = query.get("run", [None])[0]
+        if run is not None:
+            checked = _run_id(run, "")
+            if not isinstance(checked, str):
+                return checked
+        return None
 
     def _post(self, body: bytes) -> Answer:
         service = self.service
@@ -114,11 +160,9 @@ class App:
             return _json(200, {"runs": service.runs()})
         for prefix, read in (("/v1/runs/", service.run), ("/v1/breaker/", service.breaker)):
             if path.startswith(prefix):
-                # PATH_INFO is the decoded path, as latin-1 (WSGI)
-                run = path[len(prefix) :].encode("latin-1").decode("utf-8", "replace")
-                if not 1 <= len(run) <= 200 or not RUN_RE_CHARS.issuperset(run):
-                    why = f"bad run id {run!r}: 1-200 of [A-Za-z0-9._:/@+-]"
-                    return _json(400, {"error": why})
+                run = _run_id(path, prefix)
+                if not isinstance(run, str):
+                    return run
                 found = read(run)
                 if found is None:
                     return _json(404, {"error": f"no run {run!r}"})
@@ -127,7 +171,30 @@ class App:
             state = query.get("state", [None])[0]
             if state not in (None, "firing", "resolved"):
                 return _json(400, {"error": "state must be firing or resolved"})
-            return _json(200, {"alerts": service.alerts(state), "incidents": service.incidents()})
+            limit = _int(query, "limit", 200, RECENT)
+            if not isinstance(limit, int):
+                return limit
+            return _json(200, {"alerts": service.alerts(state, limit),
+                               "incidents": service.incidents(),
+                               "cursor": service.cursor()})  # fmt: skip
+        if path == stream.PATH:  # a follower refused, or not through waitress: what is held
+            after, of = query.get("after", [None])[0], query.get("run", [None])[0]
+            if of is not None and not isinstance(checked := _run_id(of, ""), str):
+                return checked
+            frames = [stream.frame(c, a) for c, a in service.transitions(after, of)]
+            return 200, b"".join(frames), stream.CONTENT_TYPE
+        if path == "/v1/history/runs":
+            return api.history_runs(service)
+        if path.startswith("/v1/history/runs/"):
+            run = _run_id(path, "/v1/history/runs/")
+            slowest = _int(query, "slowest", 5, 1000)
+            if not isinstance(run, str):
+                return run
+            if not isinstance(slowest, int):
+                return slowest
+            return api.history_run(service, run, slowest)
+        if path == "/v1/silences":
+            return api.silences(self.silences)
         return _json(404, {"error": f"no such endpoint: GET {path}"})
 
 
@@ -158,12 +225,14 @@ class ServiceServer:
         threads: int = 8,
         idle_timeout: int = 30,
         max_connections: int = 10_000,
+        silences: Path | None = None,
     ) -> None:
         from waitress.server import create_server
 
         files = _open_files_limit(max_connections + 256)
+        app = App(service, token, silences)
         self.server: Any = cast(Any, create_server)(
-            App(service, token),
+            app,
             host=address[0],
             port=address[1],
             threads=threads,
@@ -180,17 +249,37 @@ class ServiceServer:
             clear_untrusted_proxy_headers=True,
         )
         self.server_address: tuple[str, int] = (address[0], int(self.server.effective_port))
+        self.followers = stream.Followers(service, self._on_loop)
+        # accepted connections are made by this class: one that can become a follower
+        self.server.channel_class = stream.follower_channel(self.followers, app.refuse_follower)
         self._thread: threading.Thread | None = None
+        self._beating: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def _on_loop(self, thunk: Callable[[], None]) -> None:
+        """Run `thunk` on the I/O thread (where the connections live)."""
+        with contextlib.suppress(OSError):  # stopping: its trigger is closed, as are they
+            self.server.trigger.pull_trigger(thunk)
+
+    def _keepalive(self) -> None:
+        while not self._stopping.wait(stream.KEEPALIVE_S):
+            self.followers.keepalive()
 
     def start(self) -> threading.Thread:
         self._thread = threading.Thread(target=self.server.run, name="runwatch-serve-http")
         self._thread.start()
+        self._beating = threading.Thread(target=self._keepalive, name="runwatch-serve-followers")
+        self._beating.start()
         return self._thread
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close every connection and the listener (in the I/O thread, where they live),
         then stop the workers."""
         server = self.server
+        self._stopping.set()
+        self.followers.close()
+        if self._beating is not None:
+            self._beating.join(timeout)
 
         def close_all() -> None:
             for channel in list(server._map.values()):

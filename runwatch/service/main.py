@@ -66,9 +66,12 @@ def run(settings: ServeSettings) -> int:
     if slack is not None:  # the notifier's ledger drops what it sent before a restart
         for alert in service.alert_log.read():
             slack.submit(alert)
+    # silences live in the notifier's ledger: the API reads and writes them there
+    ledger = Path(slack.notifier.store.path) if slack is not None else None
     try:
         server = ServiceServer((settings.host, settings.port), service, settings.token,
-                               settings.max_body, idle_timeout=settings.idle_timeout)  # fmt: skip
+                               settings.max_body, idle_timeout=settings.idle_timeout,
+                               silences=ledger)  # fmt: skip
     except OSError as err:
         say(f"cannot listen on {settings.host}:{settings.port}: {err}")
         service.close()
