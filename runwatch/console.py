@@ -40,10 +40,14 @@ def alert_line(alert: Alert) -> str:
 
 
 def incident_note(alert: Alert) -> str:
-    """`  (incident 2: symptom of heartbeat_lost)`: where the transition belongs."""
+    """`  (incident 2: symptom of heartbeat_lost)`: where the transition belongs (`root
+    cause`, `symptom of ROOT`, or `evidence for ROOT`: stacks document, they are no fault)."""
     ref = alert.incident
     if ref is None:
         return ""
     number = ref.id.rsplit("|", 1)[-1]
-    role = "root cause" if ref.role == "root" else f"symptom of {printable(ref.root_rule)}"
+    root = printable(ref.root_rule)
+    role = {"root": "root cause", "evidence": f"evidence for {root}"}.get(
+        ref.role, f"symptom of {root}"
+    )
     return f"  (incident {printable(number)}: {role})"

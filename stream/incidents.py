@@ -6,13 +6,16 @@ replay, `serve` and the Kafka worker (rebuilt or not) put every transition in th
 incident under the same id. Which rule's alert explains which is a table (`Rule.explains`,
 overridable per rule with `explains = [...]` in the config, custom rules included):
 upstream explains downstream -- a failed or silent component explains the stalls and
-empty rewards of what waits on it. The root is not the alert that fired first but one no
-other member explains (directly or through others), the earliest condition among those.
+empty rewards of what waits on it.
 
-Grouping. Rules joined by the table, in either direction and through others, form a family;
-a firing joins the run's open incident that has a member of its family, else opens a new
-one. So at most one incident per family and run is open, and no incident ever has to merge
-with another. It closes when its last alert resolves.
+Grouping goes one way only. A firing joins an open incident of its run only when that
+incident's root explains it (directly or through a chain of the table): it is then a
+symptom. Anything else opens the run's next incident, with the firing as its root -- an
+alert that overlaps but is unrelated, and also one that would explain the root (an upstream
+failure read after the stall it caused: the stall was already reported as a root, and an
+incident never changes its root). So every incident has exactly one root, from its first
+transition to its last, and a root keeps naming one cause (what the fleet stage groups).
+It closes when its last alert resolves.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def incident_id(run: str, number: int) -> str:
 
 
 class IncidentGraph:
-    """Which rule's alert explains which (transitively), and the families they form."""
+    """Which rule's alert explains which, directly or through others."""
 
     def __init__(self, explains: Mapping[str, Iterable[str]]) -> None:
         direct = {rule: set(targets) for rule, targets in explains.items()}
@@ -59,30 +62,10 @@ class IncidentGraph:
                     seen.add(other)
                     todo += direct.get(other, ())
             self.reach[rule] = frozenset(seen)
-        self.family: dict[str, str] = {}  # rule -> the family's first rule (by name)
-        neighbours: dict[str, set[str]] = {r: set() for r in direct}
-        for rule, targets in direct.items():
-            for other in targets:
-                neighbours[rule].add(other)
-                neighbours.setdefault(other, set()).add(rule)
-        for rule in sorted(neighbours):
-            if rule in self.family:
-                continue
-            group, todo = set(), [rule]
-            while todo:
-                r = todo.pop()
-                if r not in group:
-                    group.add(r)
-                    todo += neighbours[r]
-            for r in group:
-                self.family[r] = rule
 
     def explains(self, a: str, b: str) -> bool:
         """Whether an alert of rule `a` explains one of rule `b` (through others too)."""
         return b in self.reach.get(a, ())
-
-    def related(self, a: str, b: str) -> bool:
-        return a == b or (a in self.family and self.family.get(b) == self.family[a])
 
 
 def place(
@@ -116,19 +99,17 @@ def place(
         return _ref(run, incident, key, True)
     if firing:
         if incident is None:
-            incident = next((i for i in incidents.open
-                             if any(graph.related(rule, m.rule) for m in i.members.values())),
-                            None)  # fmt: skip
+            incident = _explaining(incidents.open, graph, rule)
         if incident is None:
             incidents.count += 1
             incident = Incident(incidents.count, now)
+            incident.root = key
             incidents.open.append(incident)
         found = incident.members.get(key)
         if found is None:
             incident.members[key] = Member(rule, since)
         else:
             found.firing, found.since = True, since
-        incident.root = _root(incident, graph)
     elif incident is not None:
         incident.members[key].firing = False
     else:
@@ -148,13 +129,14 @@ def _ref(run: str, incident: Incident, key: str, still: bool) -> IncidentRef:
     return IncidentRef(ident, role, incident.root, root.rule, incident.opened, still)
 
 
-def _root(incident: Incident, graph: IncidentGraph) -> str:
-    """The member no other member explains (unless it explains that one back), the earliest
-    condition among those; all members when each is explained (a cycle in the table)."""
-    members = {k: m for k, m in incident.members.items() if not m.evidence}
-    roots = [
-        key for key, m in members.items()
-        if not any(graph.explains(o.rule, m.rule) and not graph.explains(m.rule, o.rule)
-                   for other, o in members.items() if other != key)
-    ] or list(members)  # fmt: skip
-    return min(roots, key=lambda k: (members[k].since, k))
+def _explaining(open_: list[Incident], graph: IncidentGraph, rule: str) -> Incident | None:
+    """The open incident whose root explains an alert of `rule`: of several, the one whose
+    root no other of them explains (the most upstream cause), then the earliest."""
+    roots = {i.number: i.members[i.root].rule for i in open_}
+    found = [i for i in open_ if graph.explains(roots[i.number], rule)]
+    upstream = [
+        i for i in found
+        if not any(graph.explains(roots[o.number], roots[i.number])
+                   and not graph.explains(roots[i.number], roots[o.number]) for o in found)
+    ] or found  # fmt: skip
+    return upstream[0] if upstream else None

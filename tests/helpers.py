@@ -149,6 +149,22 @@ def lawful(alerts: list[Alert], last: dict[str, str]) -> None:
         last[alert.key] = alert.state
 
 
+def one_root(alerts: Iterable[Alert], roots: dict[str, str], explains: Any) -> None:
+    """What the contract says of incidents (sections 7 and 8), whatever the rule: exactly
+    one root per incident, the same key on every transition from the first to the last
+    (`roots`: incident id -> root key, kept across calls), and a symptom only of a root that
+    explains it (`explains(a, b)`: the table's direction, through chains)."""
+    for alert in alerts:
+        ref = alert.incident
+        if ref is None:
+            continue
+        root = roots.setdefault(ref.id, ref.root)
+        assert ref.root == root, f"{ref.id}: root {ref.root} after {root}"
+        assert (ref.role == "root") == (alert.key == root), (ref.id, alert.key, ref.role)
+        if ref.role == "symptom":
+            assert explains(ref.root_rule, alert.rule), f"{alert.rule} under {ref.root_rule}"
+
+
 def brief(alerts: Iterable[Alert]) -> list[tuple[str, str, float]]:
     """(rule, state, ts) per transition: what most assertions compare."""
     return [(a.rule, a.state, a.ts) for a in alerts]
@@ -217,6 +233,7 @@ def make_engine(
         def __init__(self, config: RulesConfig) -> None:
             super().__init__(config)
             self.last_state: dict[str, str] = {}
+            self.roots: dict[str, str] = {}
             self.depth = 0  # apply() advances too: hold only what the outer call returns
 
         def apply(self, event: Event, now: float | None = None) -> list[Alert]:
@@ -225,13 +242,17 @@ def make_engine(
                 out = super().apply(event, now)
             finally:
                 self.depth -= 1
-            lawful(out, self.last_state)
+            self._hold(out)
             return out
+
+        def _hold(self, out: list[Alert]) -> None:
+            lawful(out, self.last_state)
+            one_root(out, self.roots, self.config.incidents.explains)
 
         def advance(self, now: float) -> list[Alert]:
             out = super().advance(now)
             if not self.depth:
-                lawful(out, self.last_state)
+                self._hold(out)
             return out
 
     return Lawful(RulesConfig.from_mapping({"rules": section}))

@@ -1,6 +1,7 @@
 """Incidents: one per fault, with the root the pipeline's direction of dependency names --
-on every bundled incident and every simulated fault -- a root that changes as evidence
-arrives, the table extended from the config, and the state through a checkpoint."""
+on every bundled incident and every simulated fault -- exactly one root per incident,
+symptoms only of a root that explains them, the table extended from the config, and the
+state through a checkpoint."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import json
 from typing import Any
 
 import pytest
-from helpers import ROLLOUT, TRAINER, beats, by_ts, decoded, feed, make_engine, make_event
+from helpers import (
+    ROLLOUT,
+    TRAINER,
+    beats,
+    by_ts,
+    decoded,
+    feed,
+    make_engine,
+    make_event,
+    one_root,
+)
 
 from runwatch.dev.incidents import INCIDENTS
 from runwatch.dev.simulate import EXPECTED_ROOT, KINDS, Cluster
@@ -40,17 +51,41 @@ def root_of(transitions: list[Alert]) -> tuple[str, str | None]:
 
 
 def replayed(events: list[Any]) -> list[Alert]:
+    """The transitions of a replay, each held to one root per incident and direction."""
     lines = (("t", i, json.dumps(e).encode()) for i, e in enumerate(events))
-    return list(replay(lines, Engine()))
+    engine = Engine()
+    alerts = list(replay(lines, engine))
+    one_root(alerts, {}, engine.config.incidents.explains)
+    return alerts
+
+
+def roots_by_incident(alerts: list[Alert]) -> dict[str, set[str]]:
+    """incident id -> the keys any of its transitions called its root."""
+    out: dict[str, set[str]] = {}
+    for a in alerts:
+        if a.incident is not None:
+            out.setdefault(a.incident.id, set())
+            if a.incident.role == "root":
+                out[a.incident.id].add(a.key)
+    return out
 
 
 # -- the bundled incidents and the simulated faults -----------------------------------------
+
+
+def bundled(name: str) -> list[dict[str, Any]]:
+    """The events `runwatch incidents NAME` writes."""
+    return [e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else e
+            for e in INCIDENTS[name]()]  # fmt: skip
+
 
 #: Per bundled incident: the root of each incident it yields, in order.
 BUNDLED = {
     "orchestrator_dies": [("heartbeat_lost", "orchestrator@node-3/5100")],
     "zero_reward": [("heartbeat_lost", "inference@node-5/sglang-0")],
-    "sandbox_hang": [("inference_idle_with_pending", None)] * 4,
+    # step 4's idle gap grows while nothing that explains it fires: a root of its own
+    "sandbox_hang": [("inference_idle_with_pending", None)] * 3
+    + [("idle_gap_growing", None), ("inference_idle_with_pending", None)],
     "rank_divergence": [("ranks_stalled", None)],
     "rank_uniform": [("ranks_stalled", None)],
     "healthy_long_steps": [],
@@ -59,9 +94,7 @@ BUNDLED = {
 
 @pytest.mark.parametrize("name", sorted(INCIDENTS))
 def test_each_bundled_incident_names_its_root(name: str) -> None:
-    events = [e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else e
-              for e in INCIDENTS[name]()]  # fmt: skip
-    found = incidents(replayed(events))
+    found = incidents(replayed(bundled(name)))
     assert [root_of(ts) for ts in found.values()] == BUNDLED[name]
     for transitions in found.values():  # each closes or stays open, once
         opens = [a.incident.open for a in transitions if a.incident is not None]
@@ -92,6 +125,79 @@ def test_each_simulated_fault_yields_one_incident_with_the_right_root() -> None:
         )
 
 
+# -- one root, and symptoms only along the table's direction (issue 45, item 6) -------------
+
+
+def test_the_sandbox_hang_s_fourth_step_has_one_root_per_incident() -> None:
+    """The idle gap grows (step 4's step.done) while nothing that explains it fires; the GPU
+    goes idle with trajectories pending 19 minutes later. The table says the second explains
+    the first, so the first cannot be its root: they were two roots of one incident."""
+    alerts = replayed(bundled("sandbox_hang"))
+    roots = roots_by_incident(alerts)
+    assert all(len(keys) == 1 for keys in roots.values()), roots
+    gap = next(a for a in alerts if a.rule == "idle_gap_growing")
+    idle = [a for a in alerts if a.rule == "inference_idle_with_pending" and a.ts > gap.ts]
+    assert gap.incident is not None
+    assert idle[0].incident is not None
+    assert gap.incident.role == "root"  # nothing that explains it fires
+    assert idle[0].incident.id != gap.incident.id
+    assert idle[0].incident.role == "root"
+
+
+def test_a_frozen_bar_is_no_symptom_of_a_zero_reward() -> None:
+    """zero_reward explains degenerate groups only: a progress bar frozen while the reward is
+    zero is its own incident (a family through component_failed made it a symptom)."""
+    events = beats(TRAINER, 0, 600)
+    events += [make_event("reward", 10.0 * s, src=TRAINER, step=s, mean=0.0) for s in range(1, 9)]
+    events += [make_event("progress", 10.0 * n, src=TRAINER, name="Rollout", n=n, total=100)
+               for n in (1, 2, 3)]  # fmt: skip
+    alerts = feed(make_engine(), by_ts(events))
+    fired = {a.rule: a.incident for a in alerts if a.firing}
+    zero, stuck = fired["zero_reward"], fired["stuck_progress"]
+    assert zero is not None
+    assert stuck is not None
+    assert (zero.role, stuck.role) == ("root", "root")
+    assert zero.id != stuck.id
+
+
+def test_an_upstream_failure_read_late_opens_its_own_incident() -> None:
+    """heartbeat_lost was reported as a root; the failure that explains it, read later,
+    cannot make it a symptom after the fact: it roots an incident of its own, and a stall
+    that both explain joins the upstream one."""
+    events = orchestrator_dies(failure_at=200)
+    alerts = feed(make_engine(), events)
+    lost = next(a for a in alerts if a.rule == "heartbeat_lost")
+    failed = next(a for a in alerts if a.rule == "component_failed")
+    stalled = next(a for a in alerts if a.rule == "ranks_stalled")
+    assert lost.incident is not None
+    assert failed.incident is not None
+    assert stalled.incident is not None
+    assert lost.ts < failed.ts < stalled.ts
+    assert (lost.incident.role, failed.incident.role) == ("root", "root")
+    assert lost.incident.id != failed.incident.id
+    assert (stalled.incident.id, stalled.incident.role) == (failed.incident.id, "symptom")
+
+
+def test_evidence_is_printed_as_evidence() -> None:
+    from runwatch.console import alert_line
+
+    engine = make_engine()
+    src = [{"component": "trainer", "host": "node-0", "pid": 100 + r, "rank": r} for r in (0, 1)]
+    feed(engine, [make_event("rank.status", 10, src=s, rank=r, world_size=2, phase="recv")
+                  for r, s in enumerate(src)])  # fmt: skip
+    (stalled,) = engine.advance(320)
+    assert stalled.incident is not None
+    frames = [{"file": "/w/train.py", "line": 42, "function": "step"}]
+    answers = [make_event("process.stacks", 321, src=s, request=stalled.incident.id,
+                          how="emitter", threads=[{"name": "MainThread", "frames": frames}])
+               for s in src]  # fmt: skip
+    feed(engine, answers)
+    (evidence,) = engine.advance(360)
+    assert evidence.incident is not None
+    assert evidence.incident.role == "evidence"
+    assert alert_line(evidence).endswith("  (incident 1: evidence for ranks_stalled)")
+
+
 # -- evidence that arrives late, and unrelated faults ------------------------------------
 
 
@@ -104,20 +210,6 @@ def orchestrator_dies(failure_at: float | None) -> list[dict[str, Any]]:
         events.append(make_event("component.failed", failure_at, src=ORCH, how="exception",
                                  error="KeyError: 'teacher_logprobs'"))  # fmt: skip
     return by_ts(events)
-
-
-def test_a_root_seen_after_the_stall_was_reported_updates_the_incident() -> None:
-    """heartbeat_lost fires first; the orchestrator's failure is read later (a console that
-    arrives late): same incident, new root, and the earlier alert becomes a symptom."""
-    alerts = feed(make_engine(), orchestrator_dies(failure_at=400))
-    found = incidents(alerts)
-    assert len(found) == 1
-    (transitions,) = found.values()
-    roles = [(a.rule, a.incident.role, a.incident.root_rule) for a in transitions
-             if a.incident is not None and a.state == "firing"]  # fmt: skip
-    assert roles[0] == ("heartbeat_lost", "root", "heartbeat_lost")
-    assert ("component_failed", "root", "component_failed") in roles
-    assert root_of(transitions)[0] == "component_failed"
 
 
 def test_unrelated_faults_of_one_run_are_separate_incidents() -> None:
@@ -143,19 +235,23 @@ def test_an_incident_closes_when_its_last_alert_resolves_and_the_next_one_is_new
 
 
 def test_a_custom_rule_can_explain_a_built_in_one() -> None:
+    """Both see the orchestrator go silent at one instant: two roots, two incidents (neither
+    was firing when the other fired). The trainer's stall joins the root that explains it --
+    of two, the upstream one: the custom rule once it explains heartbeat_lost too."""
     custom = [{"type": "absent", "id": "reward_service_down", "kind": "heartbeat",
                "component": "orchestrator", "for": 60, "explains": ["ranks_stalled"]}]  # fmt: skip
-    engine = make_engine(custom=custom)
-    engine_alerts = feed(engine, orchestrator_dies(None))
-    (transitions,) = incidents(engine_alerts).values()
-    rules = {a.rule for a in transitions}
-    assert "reward_service_down" in rules
-    # neither explains the other: the earlier condition is the root (on a tie, the key)
-    assert root_of(transitions)[0] == "heartbeat_lost"
-    # a custom rule that explains heartbeat_lost too is the root
+
+    def stall_root() -> str:
+        found = incidents(feed(make_engine(custom=custom), orchestrator_dies(None)))
+        assert sorted(root_of(ts)[0] for ts in found.values()) == [
+            "heartbeat_lost", "reward_service_down"]  # fmt: skip
+        (stall,) = [ts for ts in found.values() if any(a.rule == "ranks_stalled" for a in ts)]
+        return root_of(stall)[0]
+
+    # neither root explains the other: the incident opened first
+    assert stall_root() == "heartbeat_lost"
     custom[0]["explains"] = ["ranks_stalled", "heartbeat_lost"]
-    (transitions,) = incidents(feed(make_engine(custom=custom), orchestrator_dies(None))).values()
-    assert root_of(transitions)[0] == "reward_service_down"
+    assert stall_root() == "reward_service_down"
 
 
 def test_explains_names_known_rules_and_is_not_set_per_run() -> None:
@@ -169,8 +265,7 @@ def test_the_graph_reaches_through_rules_and_survives_cycles() -> None:
     g = IncidentGraph({"a": {"b"}, "b": {"c"}, "x": {"y"}, "y": {"x"}})
     assert g.explains("a", "c")
     assert not g.explains("c", "a")
-    assert g.related("a", "c")
-    assert not g.related("a", "x")
+    assert not g.explains("a", "x")
     assert g.explains("x", "x")  # a cycle: each is explained, the earliest is the root
 
 
