@@ -1,4 +1,5 @@
-"""The rule tables of docs/rules.md and docs/contract.md, made from the rules themselves.
+"""The rule tables of docs/rules.md and docs/contract.md, made from the rules themselves, and
+the fatal-error catalogue's table of docs/catalogue.md, made from emitters/catalogue.toml.
 
     .venv/bin/python -m runwatch.dev.rule_docs           # rewrites the tables
     .venv/bin/python -m runwatch.dev.rule_docs --check   # exit 1 if a checked-in one differs
@@ -6,8 +7,8 @@
 Each built-in rule (`runwatch.stream.rules.BUILTIN_RULES`, found in its modules) says when it fires
 (`Rule.fires_when`, with `{param}` for a default), its severity and its parameter model; the
 tables are written between `<!-- rules:NAME:begin -->` and `<!-- rules:NAME:end -->`
-markers, so a default changed in a model changes the docs with one command (`make docs`),
-and tests/unit/test_rule_docs.py fails until it is run.
+markers, so a default changed in a model (or a signature added to the catalogue) changes the
+docs with one command (`make docs`), and tests/unit/test_rule_docs.py fails until it is run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.stream.rules import BUILTIN_RULES, Rule
 from runwatch.stream.rules.base import Params
 
@@ -73,9 +75,26 @@ def incidents_table() -> str:
     return "\n".join(rows)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def catalogue_table() -> str:
+    """Every signature of the fatal-error catalogue: where it comes from and what it names."""
+    rows = ["| framework | signature | versions read | source | component | means |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for s in CATALOGUE.signatures:
+        rows.append(
+            f"| {_cell(s.framework)} | `{_cell(s.pattern.pattern)}` | {_cell(s.versions)} "
+            f"| {_cell(s.source)} | {s.component} | {s.meaning.replace('_', ' ')} |"
+        )
+    return "\n".join(rows)
+
+
 TABLES = {
     ROOT / "docs" / "rules.md": {"summary": readme_table},
     ROOT / "docs" / "contract.md": {"parameters": contract_table, "incidents": incidents_table},
+    ROOT / "docs" / "catalogue.md": {"catalogue": catalogue_table},
 }
 
 

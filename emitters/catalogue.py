@@ -1,0 +1,145 @@
+"""The fatal-error catalogue (`catalogue.toml` beside this module), loaded and matched.
+
+Each signature is a line a framework's own source writes when a component of a job is dead,
+or a collective or a weight update failed: where it comes from (framework, versions, source
+path), what it implicates, a regular expression for it, and a literal piece of it. The
+literals are what `runwatch watch`'s scanner finds in the bytes (one Aho-Corasick pass for
+all of them); `Catalogue.match` looks only at the signatures whose literal a line holds, so
+the number of signatures costs the scanner nothing and a line none of them fits costs one
+automaton pass. The data is read with `tomllib` at import: nothing heavier is needed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ahocorasick_rs import AhoCorasick
+
+from runwatch.emitters.exceptions import RunwatchError
+
+MEANINGS = ("fatal", "collective", "weight_update", "remote_call")
+#: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
+LEVELS = ("debug", "info", "warning", "error")
+_LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+_REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "literal",
+             "pattern", "sample", "sample_from")  # fmt: skip
+_OPTIONAL = ("level", "unless")
+_COMPONENT = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class CatalogueError(RunwatchError, ValueError):
+    """The catalogue's data is not what the loader reads (a test and the import say which)."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One line a framework writes when a component dies or a collective or update fails."""
+
+    id: str
+    framework: str
+    versions: str
+    source: str
+    component: str  # what it implicates; "process" for whichever process printed it
+    meaning: str  # one of MEANINGS
+    literals: tuple[str, ...]  # one of them is in every line the pattern matches
+    pattern: re.Pattern[str]
+    level: str  # the lowest level the source writes it at
+    unless: re.Pattern[str] | None
+    sample: str
+    sample_from: str  # a fixture's path, or "rendered" (the format string, sample values)
+
+
+def _signature(raw: dict[str, Any]) -> Signature:
+    where = raw.get("id", "?")
+    missing = [k for k in _REQUIRED if not isinstance(raw.get(k), str | list) or not raw[k]]
+    if missing:
+        raise CatalogueError(f"signature {where}: missing or empty {', '.join(missing)}")
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise CatalogueError(f"signature {where}: unknown keys {', '.join(sorted(unknown))}")
+    if raw["meaning"] not in MEANINGS:
+        raise CatalogueError(f"signature {where}: meaning {raw['meaning']!r} not in {MEANINGS}")
+    if not _COMPONENT.match(raw["component"]):
+        raise CatalogueError(f"signature {where}: component {raw['component']!r}")
+    level = raw.get("level", "error")
+    if level not in LEVELS:
+        raise CatalogueError(f"signature {where}: level {level!r} not in {LEVELS}")
+    literal = raw["literal"]
+    literals = (literal,) if isinstance(literal, str) else tuple(literal)
+    if not literals or not all(isinstance(x, str) and x for x in literals):
+        raise CatalogueError(f"signature {where}: literal must be a string or strings")
+    try:
+        pattern = re.compile(raw["pattern"])
+        unless = re.compile(raw["unless"]) if raw.get("unless") else None
+    except re.error as err:
+        raise CatalogueError(f"signature {where}: bad pattern: {err}") from err
+    return Signature(
+        id=raw["id"], framework=raw["framework"], versions=raw["versions"],
+        source=raw["source"], component=raw["component"], meaning=raw["meaning"],
+        literals=literals, pattern=pattern, level=level, unless=unless,
+        sample=raw["sample"], sample_from=raw["sample_from"],
+    )  # fmt: skip
+
+
+def load(text: str | None = None) -> tuple[Signature, ...]:
+    """The signatures of `text` (TOML), by default the shipped catalogue, in order."""
+    if text is None:
+        text = resources.files(__package__).joinpath("catalogue.toml").read_text("utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogueError(f"catalogue: {err}") from err
+    signatures = tuple(_signature(raw) for raw in data.get("signature", []))
+    ids = [s.id for s in signatures]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise CatalogueError(f"catalogue: ids twice: {twice}")
+    return signatures
+
+
+def quieter(prefix: str, level: str) -> bool:
+    """Whether the logger prefix before a match names a level below `level` (a warning or a
+    retry that mentions the failure, not the failure)."""
+    m = _LEVEL_WORD.search(prefix)
+    if m is None:
+        return False
+    said = {"WARN": "warning", "CRITICAL": "error", "FATAL": "error"}.get(m.group(1))
+    return LEVELS.index(said or m.group(1).lower()) < LEVELS.index(level)
+
+
+class Catalogue:
+    """The signatures, compiled once: a literal prefilter, then each candidate's pattern."""
+
+    def __init__(self, signatures: tuple[Signature, ...]) -> None:
+        self.signatures = signatures
+        by_literal: dict[str, list[int]] = {}
+        for i, s in enumerate(signatures):
+            for literal in s.literals:
+                by_literal.setdefault(literal, []).append(i)
+        #: every literal once, for the scanner's markers
+        self.literals: tuple[str, ...] = tuple(sorted(by_literal))
+        self._ids = [tuple(by_literal[x]) for x in self.literals]
+        self._finder = AhoCorasick(list(self.literals))
+
+    def match(self, line: str) -> Signature | None:
+        """The first signature (in the catalogue's order) the line is a failure of."""
+        hits = self._finder.find_matches_as_indexes(line, overlapping=True)
+        if not hits:
+            return None
+        candidates = sorted({i for literal, _, _ in hits for i in self._ids[literal]})
+        for i in candidates:
+            s = self.signatures[i]
+            m = s.pattern.search(line)
+            if m is None or (s.unless is not None and s.unless.search(line)):
+                continue
+            if s.level != "debug" and quieter(line[: m.start()], s.level):
+                continue
+            return s
+        return None
+
+
+CATALOGUE = Catalogue(load())

@@ -1,0 +1,133 @@
+"""The fatal-error catalogue (emitters/catalogue.toml): every signature loads, says where it
+comes from, matches its own sample line and names it; healthy lines that share its words
+match none; bad data is refused with the signature named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, CatalogueError, Signature, load
+
+ROOT = Path(__file__).resolve().parents[3]
+SIGNATURES = CATALOGUE.signatures
+
+#: healthy lines (or warnings, retries, code) that share a signature's words
+CONTROLS = [
+    # vLLM 0.6.6's tokenizer group retries an actor that died (a warning, handled)
+    "WARNING 05-01 10:00:00 ray_tokenizer_group.py:138] TokenizerGroup died with "
+    "ActorDiedError, reinitializing.",
+    # the frame of a traceback that shows the raise, not the exception
+    "    raise EngineDeadError()",
+    '  File "/vllm/v1/engine/core_client.py", line 588, in validate_alive',
+    # Ray's memory monitor kills a task it retries
+    "(raylet) Task _map_task failed due to oom. There are infinite oom retries remaining, so "
+    "the task will be retried. Error: 1 worker(s) were killed due to the node running low on "
+    "memory. Memory on the node (IP: 10.0.50.112) was 28.62GB / 30.00GB (0.954017)",
+    "(raylet) node_manager.cc:3069: 0 Workers (tasks / actors) killed due to memory pressure "
+    "(OOM), 0 Workers crashed due to other reasons at node (ID: 1cd6, IP: 10.2.74.241)",
+    # Megatron's rerun state machine logs a non-fatal rejected result as a warning
+    "WARNING:megatron.core.rerun_state_machine:Rank 0, node n1, device 0, iteration 10: "
+    "Unexpected result tensor(nan) (message='loss is NaN')",
+    # torchrun stopping the others after one exits, DeepSpeed's launcher killing its children
+    "W0812 03:11:22.104000 140213 torch/distributed/elastic/multiprocessing/api.py:897] "
+    "Sending process 118634 closing signal SIGTERM",
+    "[2025-01-09 12:00:01,123] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4242",
+    "[2025-01-09 12:00:01,123] [INFO] [launch.py:351:main] Process 4242 exits successfully.",
+    # a clean exit of vLLM's API server process, SGLang's graceful SIGTERM
+    "RuntimeError: Process ApiServer_0 (PID: 31337) died with exit code 0",
+    "[2026-02-11 04:18:09] SIGTERM received. signum=15, frame=None. Draining requests and "
+    "shutting down...",
+    # failures that are not of a weight update or a component
+    "ERROR:verl.workers.rollout.utils:Failed to update Prometheus configuration: timed out",
+    "WARNING 03-14 10:00:01 [vllm_client.py:88] Request failed: 503, retrying in 5s",
+    "[INFO] Server 0 update succeeded in 1.2s",
+    "lr scheduler: cosine, warmup 10 steps",
+    "INFO 03-14 10:00:00 [core.py:120] EngineCore waiting for work.",
+    "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.2<0>",
+    "(WorkerDict pid=7591) step:12 - actor/pg_loss:0.01 - critic/score/mean:0.5",
+]
+
+
+def test_the_catalogue_loads_with_every_field() -> None:
+    assert len(SIGNATURES) >= 60
+    for s in SIGNATURES:
+        assert s.meaning in MEANINGS, s.id
+        assert all((s.framework, s.versions, s.source)), s.id
+        assert " : " in s.source, f"{s.id}: source is '<package or repo@commit> : <path>'"
+
+
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
+def test_a_signature_matches_its_sample_and_names_it(sig: Signature) -> None:
+    assert any(literal in sig.sample for literal in sig.literals)
+    found = CATALOGUE.match(sig.sample)
+    assert (found.id if found else None) == sig.id
+
+
+@pytest.mark.parametrize("sig", [s for s in SIGNATURES if s.sample_from != "rendered"],
+                         ids=lambda s: s.id)  # fmt: skip
+def test_a_sample_from_a_real_console_is_a_line_of_it(sig: Signature) -> None:
+    assert sig.sample in (ROOT / sig.sample_from).read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("line", CONTROLS)
+def test_healthy_lines_that_share_the_words_match_nothing(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert found is None, found and found.id
+
+
+def test_a_warning_that_mentions_a_failure_is_none_unless_the_source_warns_it() -> None:
+    error = "ERROR 05-12 08:10:44 [multiproc_executor.py:470] WorkerProc hit an exception."
+    assert CATALOGUE.match(error) is not None
+    assert CATALOGUE.match(error.replace("ERROR", "WARNING")) is None
+    assert CATALOGUE.match(error.replace("ERROR", "INFO")) is None
+    # Ray's driver prints the raylet's worker-died error at WARNING: that is the failure
+    ray = ("2023-12-17 07:00:42,177\tWARNING worker.py:2074 -- A worker died or was killed "
+           "while executing a task by an unexpected system error.")  # fmt: skip
+    found = CATALOGUE.match(ray)
+    assert (found.id if found else None) == "ray-worker-died-system-error"
+    assert CATALOGUE.match(ray.replace("WARNING", "DEBUG")) is None
+
+
+def test_a_line_a_pattern_matches_holds_its_literal() -> None:
+    """The scanner finds lines by the literals: one the pattern matches without its literal
+    would never be read. Checked on every sample, control and real console of the fixtures."""
+    texts = [s.sample for s in SIGNATURES] + CONTROLS
+    for path in sorted((ROOT / "tests" / "fixtures" / "consoles").rglob("*.log")):
+        texts += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for s in SIGNATURES:
+        for text in texts:
+            if s.pattern.search(text):
+                assert any(literal in text for literal in s.literals), (s.id, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('[[signature]]\nid = "x"\n', "missing or empty"),
+        (
+            '[[signature]]\nid = "x"\nframework = "f"\nversions = "1"\nsource = "p 1 : a.py"\n'
+            'component = "inference"\nmeaning = "dead"\nliteral = "a"\npattern = "a"\n'
+            'sample = "a"\nsample_from = "rendered"\n',
+            "meaning 'dead'",
+        ),
+        (
+            '[[signature]]\nid = "x"\nframework = "f"\nversions = "1"\nsource = "p 1 : a.py"\n'
+            'component = "inference"\nmeaning = "fatal"\nliteral = "a"\npattern = "a("\n'
+            'sample = "a"\nsample_from = "rendered"\n',
+            "bad pattern",
+        ),
+        (
+            '[[signature]]\nid = "x"\nframework = "f"\nversions = "1"\nsource = "p 1 : a.py"\n'
+            'component = "inference"\nmeaning = "fatal"\nliteral = "a"\npattern = "a"\n'
+            'sample = "a"\nsample_from = "rendered"\nlevle = "warning"\n',
+            "unknown keys levle",
+        ),
+        ("[[signature]\n", "catalogue:"),
+    ],
+    ids=["missing", "meaning", "pattern", "unknown-key", "toml"],
+)
+def test_bad_data_is_refused_naming_the_signature(text: str, says: str) -> None:
+    with pytest.raises(CatalogueError, match=says.replace("(", r"\(")):
+        load(text)
