@@ -1,10 +1,12 @@
 """Cheap field checks for the kinds the rules read, so `emit()` can skip pydantic; and the
 checks of everything else an emitter is handed.
 
-Full pydantic validation costs several µs per event, too much for a trainer's hot loop. These
-checks accept the common, plainly valid shapes only (`int` for int, `int`/`float` for float,
-…); anything they do not accept is *not sure*, and the emitter then asks pydantic on the exact
-wire form. So a check may be stricter than the models but never laxer —
+Full pydantic validation costs several times what these checks do per event (figures:
+bench/RESULTS.md, "What `emit()`'s field checks cost"), too much for a trainer's hot loop.
+Each kind's check is made from its model (`runwatch.emitters.schema`): it accepts the common,
+plainly valid shapes only (`int` for int, `int`/`float` for float, printable strings, …);
+anything it does not accept is *not sure*, and the emitter then asks pydantic on the exact
+wire form. So a check may be stricter than the model but never laxer --
 tests/unit/emitters/test_emitter.py holds the two to that.
 """
 
@@ -16,25 +18,34 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
 from runwatch.emitters.events import (
     COMPONENT_PATTERN,
-    INT64_MAX,
-    INT64_MIN,
     KIND_PATTERN,
     KNOWN_KINDS,
-    MAX_STACK_FRAMES,
-    MAX_STACK_THREADS,
     RUN_ID_PATTERN,
+    Event,
     describe_errors,
     validate,
+)
+from runwatch.emitters.schema import (
+    Anything,
+    Flag,
+    ListOf,
+    MapOf,
+    Maybe,
+    Num,
+    Object,
+    OneOf,
+    Shape,
+    Text,
+    fields_of,
 )
 
 Check = Callable[[Any], bool]
 FieldsCheck = Callable[[Mapping[str, Any]], bool]
-
-_MISSING = object()
 
 
 def _int(v: Any) -> bool:
@@ -50,25 +61,8 @@ def _str(v: Any) -> bool:
     return type(v) is str and v.isprintable()
 
 
-def _name(v: Any) -> bool:
-    return type(v) is str and len(v) <= 200 and v.isprintable()
-
-
-def _word(v: Any) -> bool:
-    return type(v) is str and 0 < len(v) <= 200 and v.isprintable()
-
-
-def _quote(v: Any) -> bool:
-    """Text quoted from a console: any printable string up to 2,000 characters."""
-    return _str(v) and len(v) <= 2000
-
-
-def _fraction(v: Any) -> bool:
-    return (type(v) is float or _int(v)) and 0 <= v <= 1
-
-
-def _metric(v: Any) -> bool:
-    return v is None or type(v) is float or _int(v)
+def _bool(v: Any) -> bool:
+    return type(v) is bool
 
 
 def _plain(v: Any) -> bool:
@@ -81,141 +75,127 @@ def _key(k: Any) -> bool:
     return _str(k) or _int(k)
 
 
-def _opt(check: Check) -> Check:
-    def optional(v: Any) -> bool:
-        return v is None or check(v)
-
-    return optional
+#: How deep `_anything` looks (an event may nest 32 levels; `Any` sits a few levels down).
+_ANY_DEPTH = 16
 
 
-def _one_of(*allowed: str) -> Check:
-    values = frozenset(allowed)
-
-    def literal(v: Any) -> bool:
-        return type(v) is str and v in values
-
-    return literal
-
-
-def _dict_of(value: Check) -> Check:
-    def mapping(v: Any) -> bool:
-        return type(v) is dict and all(_key(k) and value(x) for k, x in v.items())
-
-    return mapping
+def _anything(v: Any, depth: int = 0) -> bool:
+    """Plain values, and arrays and objects of them a few levels deep."""
+    if type(v) is dict:
+        return depth < _ANY_DEPTH and all(_key(k) and _anything(x, depth + 1) for k, x in v.items())
+    if type(v) is list:
+        return depth < _ANY_DEPTH and all(_anything(x, depth + 1) for x in v)
+    return _plain(v)
 
 
-def _config(v: Any) -> bool:
-    return type(v) is dict and all(
-        _key(rule)
-        and type(params) is dict
-        and all(_key(k) and _plain(x) for k, x in params.items())
-        for rule, params in v.items()
-    )
+def _number(shape: Num) -> Check:
+    lo = INT64_MIN if shape.ge is None else shape.ge
+    hi = INT64_MAX if shape.le is None else shape.le
+    if shape.type is int:
+        if lo <= INT64_MIN and hi >= INT64_MAX:
+            return _int
+        lo, hi = max(lo, INT64_MIN), min(hi, INT64_MAX)
+        return lambda v: type(v) is int and lo <= v <= hi
+    if shape.finite:  # NaN fails every comparison: not sure, so pydantic decides
+        return lambda v: _float(v) and math.isfinite(v) and lo <= v <= hi
+    if shape.ge is None and shape.le is None:
+        return _float
+    return lambda v: _float(v) and lo <= v <= hi
 
 
-def _fields(required: Mapping[str, Check], optional: Mapping[str, Check]) -> FieldsCheck:
-    req = tuple(required.items())
-    opt = tuple((name, _opt(check)) for name, check in optional.items())
+def _text(shape: Text) -> Check:
+    lo = shape.min_length
+    hi = shape.max_length if shape.max_length is not None else math.inf
+    if shape.pattern is not None:
+        search = re.compile(shape.pattern).search
+        return lambda v: _str(v) and lo <= len(v) <= hi and search(v) is not None
+    if lo == 0 and hi == math.inf:
+        return _str
+    return lambda v: type(v) is str and lo <= len(v) <= hi and v.isprintable()
 
-    known = {name for name, _ in req} | {name for name, _ in opt}
+
+def _one_of(values: tuple[Any, ...]) -> Check:
+    if all(type(x) is str for x in values):
+        allowed = frozenset(values)
+        return lambda v: type(v) is str and v in allowed
+    return lambda v: any(type(v) is type(x) and v == x for x in values)
+
+
+def _map_of(key: Shape, value: Shape) -> Check:
+    key_ok = _key if key == Text() else check_of(key)
+    value_ok = check_of(value)
+    return lambda v: type(v) is dict and all(key_ok(k) and value_ok(x) for k, x in v.items())
+
+
+def _list_of(item: Shape, most: int | None) -> Check:
+    item_ok = check_of(item)
+    limit = most if most is not None else math.inf
+    return lambda v: type(v) is list and len(v) <= limit and all(item_ok(x) for x in v)
+
+
+def _object(model: type[BaseModel]) -> Check:
+    fields = fields_check(model)
+    return lambda v: type(v) is dict and fields(v)
+
+
+def _float_or_none(v: Any) -> bool:
+    return v is None or type(v) is float or _int(v)
+
+
+def _maybe(inner: Shape) -> Check:
+    ok = check_of(inner)
+    if ok is _float:  # a metric's value: one call per value, not two
+        return _float_or_none
+    return lambda v: v is None or ok(v)
+
+
+def check_of(shape: Shape) -> Check:
+    """The cheap check of one value of this shape: True only where the model surely agrees."""
+    if isinstance(shape, Num):
+        return _number(shape)
+    if isinstance(shape, Text):
+        return _text(shape)
+    if isinstance(shape, Flag):
+        return _bool
+    if isinstance(shape, OneOf):
+        return _one_of(shape.values)
+    if isinstance(shape, MapOf):
+        return _map_of(shape.key, shape.value)
+    if isinstance(shape, ListOf):
+        return _list_of(shape.item, shape.max_length)
+    if isinstance(shape, Object):
+        return _object(shape.model)
+    if isinstance(shape, Maybe):
+        return _maybe(shape.inner)
+    if isinstance(shape, Anything):
+        return _anything
+    raise TypeError(f"checks: no check for {shape!r}")
+
+
+def fields_check(model: type[BaseModel]) -> FieldsCheck:
+    """The check of a model's own fields (an event's: all but the envelope, which the
+    emitter stamps and checks at construction). Fields the model lacks must be plain
+    values: the whole event's bounds hold for them too."""
+    envelope = Event.model_fields if issubclass(model, Event) else {}
+    shapes = fields_of(model, envelope)
+    required = tuple(f.name for f in shapes if f.required)
+    checks = {f.name: check_of(f.shape) for f in shapes}
 
     def check(fields: Mapping[str, Any]) -> bool:
-        for name, ok in req:
-            v = fields.get(name, _MISSING)
-            if v is _MISSING or not ok(v):
+        for name in required:
+            if name not in fields:
                 return False
-        if not all(name not in fields or ok(fields[name]) for name, ok in opt):
-            return False
-        # extra fields: the whole event's bounds hold for them too
-        return (len(fields) <= len(known) and all(name in known for name in fields)) or all(
-            name in known or _plain(v) for name, v in fields.items()
-        )
+        for name, v in fields.items():
+            ok = checks.get(name)
+            if not (_plain(v) if ok is None else ok(v)):
+                return False
+        return True
 
     return check
 
 
-_OK_ERR_TIMEOUT_ABORTED = _one_of("ok", "error", "timeout", "aborted")
-
-
-def _frame(v: Any) -> bool:
-    return (type(v) is dict and len(v) == 3 and _name(v.get("file")) and _int(v.get("line"))
-            and _name(v.get("function")))  # fmt: skip
-
-
-def _thread(v: Any) -> bool:
-    frames = v.get("frames") if type(v) is dict else None
-    return (type(frames) is list and len(v) == 2 and _name(v.get("name"))
-            and len(frames) <= MAX_STACK_FRAMES and all(_frame(f) for f in frames))  # fmt: skip
-
-
-def _threads(v: Any) -> bool:
-    return type(v) is list and len(v) <= MAX_STACK_THREADS and all(_thread(t) for t in v)
-
-
-#: Kind -> a check of its own fields (the envelope is the emitter's, checked at construction).
-FIELD_CHECKS: dict[str, FieldsCheck] = {
-    "run.started": _fields(
-        {},
-        {"labels": _dict_of(_str), "config": _config, "total_steps": _int},
-    ),
-    "run.finished": _fields({"status": _one_of("ok", "failed", "killed")}, {}),
-    "run.resumed": _fields({}, {"rule": _word, "by": _name, "reason": _name}),
-    "heartbeat": _fields({}, {"final": lambda v: type(v) is bool}),
-    "step.started": _fields({"step": _int}, {}),
-    "step.done": _fields({"step": _int}, {"duration_s": _float, "timing": _dict_of(_float)}),
-    "step.metrics": _fields({"step": _int, "metrics": _dict_of(_metric)}, {}),
-    "eval.metrics": _fields({"step": _int, "metrics": _dict_of(_metric)}, {}),
-    "reward": _fields({"step": _int, "mean": _float}, {"count": _int}),
-    "trajectory.started": _fields({"traj": _word}, {"step": _int, "group": _word}),
-    "trajectory.phase": _fields({"traj": _word, "phase": _word}, {}),
-    "trajectory.done": _fields(
-        {"traj": _word, "status": _OK_ERR_TIMEOUT_ABORTED},
-        {"reward": _float, "duration_s": _float, "group": _word, "step": _int},
-    ),
-    "request.queued": _fields({"req": _word}, {"server": _name}),
-    "request.done": _fields(
-        {"req": _word},
-        {
-            "server": _name,
-            "prompt_tokens": _int,
-            "completion_tokens": _int,
-            "status": _one_of("ok", "error", "aborted"),
-        },
-    ),
-    "inference.stats": _fields(
-        {"server": _word, "running": _int, "waiting": _int},
-        {"kv_cache_usage": _fraction, "gen_tokens_per_s": _float, "prompt_tokens_per_s": _float},
-    ),
-    "collective.timeout": _fields(
-        {"backend": _word},
-        {
-            "rank": _int,
-            "group_rank": _int,
-            "pg": _name,
-            "op": _name,
-            "seq": _int,
-            "timeout_s": _float,
-            "ran_s": _float,
-            "last_enqueued": _int,
-            "last_completed": _int,
-            "message": _quote,
-        },
-    ),
-    "component.failed": _fields(
-        {"error": _quote, "how": _one_of("exception", "fatal", "exit")}, {"exit_code": _int}
-    ),
-    "process.stacks": _fields(
-        {"request": _word, "how": _one_of("emitter", "py-spy")},
-        {"threads": _threads, "truncated": lambda v: type(v) is bool, "error": _quote},
-    ),
-    "progress": _fields({"name": _word, "n": _int}, {"total": _int}),
-    "weights.published": _fields({"version": _int}, {"step": _int}),
-    "weights.loaded": _fields({"version": _int}, {"server": _word}),
-    "rank.status": _fields(
-        {"rank": _int, "world_size": _int, "phase": _word},
-        {"since": _float, "step": _int},
-    ),
-}
+#: Kind -> a check of its own fields, made from its model.
+FIELD_CHECKS: dict[str, FieldsCheck] = {k: fields_check(m) for k, m in KNOWN_KINDS.items()}
 
 
 #: Kinds seen valid already: the kind check of emit() is one set lookup.
@@ -227,6 +207,9 @@ def learn_kind(kind: object) -> None:
     """Check a kind not seen before; remember it (up to a bound) if it is good."""
     if not isinstance(kind, str) or len(kind) > 100 or not re.fullmatch(KIND_PATTERN, kind):
         raise ValueError(f"kind {kind!r} is not a dotted lowercase name like 'step.done'")
+    model = KNOWN_KINDS.get(kind)
+    if model is not None and kind not in FIELD_CHECKS:  # a kind defined after this import
+        FIELD_CHECKS[kind] = fields_check(model)
     if len(GOOD_KINDS) < 10_000:
         GOOD_KINDS.add(kind)
 

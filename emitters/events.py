@@ -8,8 +8,10 @@ word on anything unusual. Extra fields are kept (``extra="allow"``); rules ignor
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -23,12 +25,10 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from runwatch.emitters.bounds import INT64_MAX, INT64_MIN, out_of_bounds
+
 #: Largest encoded event, in bytes (contract §1).
 MAX_EVENT_BYTES = 64 * 1024
-#: Deepest nesting of objects and arrays an event may have (contract §1, bounds).
-MAX_DEPTH = 32
-#: Integers anywhere in an event fit in a signed 64-bit integer (contract §1, bounds).
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: Bounds of a `process.stacks` event: threads, frames per thread.
 MAX_STACK_THREADS, MAX_STACK_FRAMES = 64, 64
 #: Control characters (C0, DEL, C1), which identifiers (`id`, `src.*`, `traj`, `req`,
@@ -67,6 +67,8 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 Word = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 _STRICT_OPEN = ConfigDict(extra="allow", strict=True, frozen=True)
+#: model -> `out_of_bounds`' typed fields (a kind's, as it is defined)
+_TYPED: dict[type[BaseModel], dict[str, Any]] = {}
 
 
 class Source(BaseModel):
@@ -81,10 +83,49 @@ class Source(BaseModel):
     instance: Name | None = None
 
 
+def _typed_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """`out_of_bounds`' view of a model: its fields, with Source's own; free-form ones out."""
+    out: dict[str, Any] = {}
+    for name in model.model_fields:
+        if name == "config":  # {rule: {param: anything}}: every bound checked beneath
+            continue
+        out[name] = _typed_fields(Source) if name == "src" else None
+    return out
+
+
+@dataclass(frozen=True)
+class Examples:
+    """One event's own fields (beside the envelope) twice: `full`, with every field set, and
+    `minimal`, with the required ones alone. The emitter's and the decoder's tests run each
+    kind through both, so a kind is tested from its model alone."""
+
+    full: Mapping[str, Any]
+    minimal: Mapping[str, Any]
+
+
+def note(text: str | None = None, *, shape: str | None = None, default: Any = None) -> Any:
+    """An optional field (`default` None) with what the table of kinds says of it beyond its
+    type: `text`, in parentheses after it; `shape`, written instead of the type made from it."""
+    return Field(default, description=text, json_schema_extra={"shape": shape} if shape else None)
+
+
 class Event(BaseModel):
-    """The envelope every event carries; also the model for kinds the rules do not read."""
+    """The envelope every event carries; also the model for kinds the rules do not read.
+
+    A kind is a subclass with `kind: Literal["its.name"]`, found when it is defined (into
+    `KNOWN_KINDS`); from it alone come the emit-side check (`runwatch.emitters.checks`), the
+    decoder's struct (`runwatch.stream.decode`), the tests' events (`examples`) and its row
+    of the table of kinds in docs/contract.md (`make docs`)."""
 
     model_config = _STRICT_OPEN
+
+    #: what makes a process emit it: the table of kinds' "emitted when"
+    emitted_when: ClassVar[str]
+    #: its own fields, all of them and the required ones alone (see `Examples`)
+    examples: ClassVar[Examples]
+    #: the fields the contract's table of kinds (section 1) pins, in its order; None: a kind
+    #: this implementation adds. Every other field is an addition.
+    pinned: ClassVar[tuple[str, ...] | None] = None
 
     v: Literal[1]
     id: EventId
@@ -101,49 +142,108 @@ class Event(BaseModel):
             raise PydanticCustomError("literal_error", "Input should be 1")
         return value
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        kind = typing.get_args(cls.model_fields["kind"].annotation)
+        if len(kind) != 1 or not isinstance(kind[0], str):
+            raise TypeError(f"{cls.__name__}: kind must be Literal['one.name']")
+        if kind[0] in KNOWN_KINDS:
+            raise TypeError(f"{cls.__name__}: {kind[0]} is {KNOWN_KINDS[kind[0]].__name__}'s")
+        KNOWN_KINDS[kind[0]] = cls
+        _TYPED[cls] = _typed_fields(cls)
+
+
+#: Every kind the rules read, by name, each found as its model is defined. Other kinds
+#: validate as plain `Event`.
+KNOWN_KINDS: dict[str, type[Event]] = {}
+
 
 class RunStarted(Event):
+    emitted_when = "a run begins"
+    pinned = ("labels", "config", "total_steps")
+    examples = Examples(
+        full={"labels": {"team": "rl", "model": "qwen"}, "total_steps": 680,
+              "config": {"zero_reward": {"steps": 10},
+                         "stuck_progress": {"stall_after": {"x": 5}}}},
+        minimal={},
+    )  # fmt: skip
+
     kind: Literal["run.started"]
     labels: dict[str, str] | None = None
-    config: dict[str, dict[str, Any]] | None = None
+    config: dict[str, dict[str, Any]] | None = note(shape="{rule id: {param: value}}")
     total_steps: Int64 | None = None
 
 
 class RunFinished(Event):
+    emitted_when = "a run ends"
+    pinned = ("status",)
+    examples = Examples(full={"status": "failed", "exit_code": 1}, minimal={"status": "ok"})
+
     kind: Literal["run.finished"]
     status: Literal["ok", "failed", "killed"]
-    exit_code: Int64 | None = None  # addition: a watched command's exit status
+    exit_code: Int64 | None = note("the exit status of a command run under `runwatch watch`")
 
 
 class RunResumed(Event):
     """A person lifts the circuit breaker of a run (`runwatch resume RUN`): the alerts firing
     now stop pausing it (an addition to the contract)."""
 
+    emitted_when = "a person lifts the circuit breaker of a run (`runwatch resume RUN`)"
+    examples = Examples(
+        full={"rule": "zero_reward", "by": "alice@node-1", "reason": "sandbox fixed"}, minimal={}
+    )
+
     kind: Literal["run.resumed"]
-    rule: Ident | None = None  # only this rule's alerts; all of them when absent
+    rule: Ident | None = note("only this rule's alerts; all of them when absent")
     by: Name | None = None
     reason: Name | None = None
 
 
 class Heartbeat(Event):
+    emitted_when = "every `heartbeat_interval` (default 10 s) from each live emitting process"
+    pinned = ("final",)
+    examples = Examples(full={"final": True, "dropped_events": 3}, minimal={})
+
     kind: Literal["heartbeat"]
-    final: bool | None = None
-    dropped_events: Int64 | None = None  # addition: events the process has dropped so far
+    final: bool | None = note("true = this process is shutting down cleanly")
+    dropped_events: Int64 | None = note("events the process has dropped so far")
 
 
 class StepStarted(Event):
+    emitted_when = "the trainer starts a training step"
+    pinned = ("step",)
+    examples = Examples(full={"step": 3}, minimal={"step": 0})
+
     kind: Literal["step.started"]
     step: Int64
 
 
 class StepDone(Event):
+    emitted_when = "the trainer finishes a step"
+    pinned = ("step", "duration_s", "timing")
+    examples = Examples(
+        full={"step": 3, "duration_s": 12.5, "timing": {"gen": 7.0, "update_actor": 5}},
+        minimal={"step": 0},
+    )
+
     kind: Literal["step.done"]
     step: Int64
     duration_s: float | None = None
-    timing: dict[str, float] | None = None
+    timing: dict[str, float] | None = note(
+        "e.g. `gen`, `old_log_prob`, `update_actor`, `testing`, `save_checkpoint`",
+        shape="{phase: seconds}",
+    )
 
 
 class StepMetrics(Event):
+    emitted_when = "the trainer logs a step's metrics (the dict it would hand to wandb)"
+    pinned = ("step", "metrics")
+    examples = Examples(
+        full={"step": 3, "metrics": {"actor/grad_norm": 0.5, "loss": None, "n": 4}},
+        minimal={"step": 0, "metrics": {}},
+    )
+
     kind: Literal["step.metrics"]
     step: Int64
     metrics: dict[str, MetricValue]
@@ -153,12 +253,24 @@ class EvalMetrics(Event):
     """A validation or evaluation pass's metrics at a step (addition): kept apart from the
     training step's `step.metrics`, which the rules read."""
 
+    emitted_when = "a validation or evaluation pass logs its metrics at a step"
+    examples = Examples(
+        full={"step": 0, "metrics": {"val-core/acc": 0.31, "val-aux/n": None}},
+        minimal={"step": 0, "metrics": {}},
+    )
+
     kind: Literal["eval.metrics"]
     step: Int64
     metrics: dict[str, MetricValue]
 
 
 class Reward(Event):
+    emitted_when = "a step's aggregated reward is known"
+    pinned = ("step", "mean", "count")
+    examples = Examples(
+        full={"step": 3, "mean": 0.25, "count": 512}, minimal={"step": 0, "mean": 0}
+    )
+
     kind: Literal["reward"]
     step: Int64
     mean: Annotated[float, Field(allow_inf_nan=True)]
@@ -166,35 +278,65 @@ class Reward(Event):
 
 
 class TrajectoryStarted(Event):
+    emitted_when = "a rollout trajectory begins"
+    pinned = ("traj", "step")
+    examples = Examples(full={"traj": "t-1", "step": 3, "group": "p-7"}, minimal={"traj": "t"})
+
     kind: Literal["trajectory.started"]
     traj: Ident
     step: Int64 | None = None
-    group: Ident | None = None  # addition: the prompt group (GRPO) it belongs to
+    group: Ident | None = note("the prompt group it belongs to; in GRPO, the prompt's id")
 
 
 class TrajectoryPhase(Event):
+    emitted_when = "a trajectory enters a phase"
+    pinned = ("traj", "phase")
+    examples = Examples(
+        full={"traj": "t-1", "phase": "sandbox"}, minimal={"traj": "t", "phase": "tool"}
+    )
+
     kind: Literal["trajectory.phase"]
     traj: Ident
-    phase: Word
+    phase: Word = Field(description="`generate`, `tool`, `sandbox`, `reward`, or another word")
 
 
 class TrajectoryDone(Event):
+    emitted_when = "a trajectory ends"
+    pinned = ("traj", "status", "reward", "duration_s")
+    examples = Examples(
+        full={"traj": "t-1", "status": "timeout", "reward": 0.0, "duration_s": 99.5,
+              "group": "p-7", "step": 3},
+        minimal={"traj": "t", "status": "ok"},
+    )  # fmt: skip
+
     kind: Literal["trajectory.done"]
     traj: Ident
     status: Literal["ok", "error", "timeout", "aborted"]
     reward: float | None = None
     duration_s: float | None = None
-    group: Ident | None = None  # addition: as in trajectory.started
-    step: Int64 | None = None  # addition: as in trajectory.started
+    group: Ident | None = note("as in `trajectory.started`")
+    step: Int64 | None = note("as in `trajectory.started`")
 
 
 class RequestQueued(Event):
+    emitted_when = "a generation request is sent to an inference server"
+    pinned = ("req", "server")
+    examples = Examples(full={"req": "q-1", "server": "vllm-0"}, minimal={"req": "q"})
+
     kind: Literal["request.queued"]
     req: Ident
     server: Name | None = None
 
 
 class RequestDone(Event):
+    emitted_when = "a generation request completes"
+    pinned = ("req", "server", "prompt_tokens", "completion_tokens", "status")
+    examples = Examples(
+        full={"req": "q-1", "server": "vllm-0", "prompt_tokens": 100, "completion_tokens": 2000,
+              "status": "aborted"},
+        minimal={"req": "q"},
+    )  # fmt: skip
+
     kind: Literal["request.done"]
     req: Ident
     server: Name | None = None
@@ -204,18 +346,36 @@ class RequestDone(Event):
 
 
 class InferenceStats(Event):
+    emitted_when = (
+        "a snapshot of an inference server's queue (scraped from its metrics endpoint or read "
+        "from its log)"
+    )
+    pinned = ("server", "running", "waiting", "kv_cache_usage", "gen_tokens_per_s")
+    examples = Examples(
+        full={"server": "vllm-0", "running": 0, "waiting": 2, "kv_cache_usage": 0.5,
+              "gen_tokens_per_s": 1234.5, "prompt_tokens_per_s": 0.0},
+        minimal={"server": "s", "running": 0, "waiting": 0},
+    )  # fmt: skip
+
     kind: Literal["inference.stats"]
     server: Ident
     running: Int64
     waiting: Int64
     kv_cache_usage: Fraction | None = None
     gen_tokens_per_s: float | None = None
-    #: addition: prefill throughput (vLLM's "Avg prompt throughput"; the rate of its
-    #: prompt-tokens counter): with `gen_tokens_per_s`, whether an engine makes progress
-    prompt_tokens_per_s: float | None = None
+    #: with `gen_tokens_per_s`, whether an engine makes progress
+    prompt_tokens_per_s: float | None = note(
+        'prefill throughput: vLLM\'s "Avg prompt throughput", the rate of its prompt-tokens counter'
+    )
 
 
 class Progress(Event):
+    emitted_when = "a progress counter (a tqdm bar) changes"
+    pinned = ("name", "n", "total")
+    examples = Examples(
+        full={"name": "Training Progress", "n": 511, "total": 512}, minimal={"name": "bar", "n": 0}
+    )
+
     kind: Literal["progress"]
     name: Ident
     n: Int64
@@ -223,16 +383,29 @@ class Progress(Event):
 
 
 class RankStatus(Event):
+    emitted_when = (
+        "a distributed trainer rank reports its phase (e.g. `forward`, `backward`, `all_reduce`, "
+        "`recv`, `destroy_process_group`, `exited`)"
+    )
+    pinned = ("rank", "world_size", "phase", "since", "step")
+    examples = Examples(
+        full={"rank": 1, "world_size": 8, "phase": "all_reduce", "since": 99.5, "step": 3},
+        minimal={"rank": 0, "world_size": 1, "phase": "forward"},
+    )
+
     kind: Literal["rank.status"]
     rank: Int64
     world_size: Int64
     phase: Word
-    since: float | None = None
+    since: float | None = note("ts the rank entered the phase")
     step: Int64 | None = None
 
 
 class WeightsPublished(Event):
     """The trainer finished an update and published policy weights `version` (addition)."""
+
+    emitted_when = "the trainer finished an update and published policy weights `version`"
+    examples = Examples(full={"version": 12, "step": 40}, minimal={"version": 0})
 
     kind: Literal["weights.published"]
     version: Int64
@@ -243,9 +416,12 @@ class WeightsLoaded(Event):
     """An inference server (or rollout engine) now generates with weights `version`
     (addition); `server` names it, else the emitting process does."""
 
+    emitted_when = "an inference server (or rollout engine) now generates with weights `version`"
+    examples = Examples(full={"version": 12, "server": "vllm-0"}, minimal={"version": 0})
+
     kind: Literal["weights.loaded"]
     version: Int64
-    server: Ident | None = None
+    server: Ident | None = note("else the emitting process's instance, else its host")
 
 
 #: Free text an event quotes from a console (an exception line, a watchdog's message).
@@ -257,18 +433,29 @@ class CollectiveTimeout(Event):
     the c10d store said so. One event per line that says it; the rule gathers them per
     process group."""
 
+    emitted_when = (
+        "a rank's collective operation timed out: one event per console line that says so"
+    )
+    examples = Examples(
+        full={"backend": "nccl", "rank": 3, "group_rank": 1, "pg": "0 (default_pg)",
+              "op": "ALLREDUCE", "seq": 4486, "timeout_s": 600.0, "ran_s": 600.013,
+              "last_enqueued": 4489, "last_completed": 4485,
+              "message": "[Rank 3] Watchdog caught collective operation timeout: ..."},
+        minimal={"backend": "gloo"},
+    )  # fmt: skip
+
     kind: Literal["collective.timeout"]
-    backend: Word  # nccl, gloo, c10d
-    rank: Int64 | None = None  # the global rank (torch's `[rankN]:` prefix), when known
-    group_rank: Int64 | None = None  # the rank within its process group (`[Rank N]`)
-    pg: Name | None = None  # the process group: "0(default_pg)", "1"
-    op: Name | None = None  # ALLREDUCE, _ALLGATHER_BASE, recv, ...
-    seq: Int64 | None = None  # the collective's sequence number in its group
+    backend: Word = Field(description="`nccl`, `gloo`, `c10d`")
+    rank: Int64 | None = note("the global rank, from torch's `[rankN]:` prefix")
+    group_rank: Int64 | None = note("the rank within its process group, from `[Rank N]`")
+    pg: Name | None = note("the process group, e.g. `0 (default_pg)`")
+    op: Name | None = note("e.g. `ALLREDUCE`, `_ALLGATHER_BASE`, `recv`")
+    seq: Int64 | None = note("the collective's sequence number in its group")
     timeout_s: float | None = None
     ran_s: float | None = None
     last_enqueued: Int64 | None = None
     last_completed: Int64 | None = None
-    message: Quote | None = None
+    message: Quote | None = note("up to 2,000 characters")
 
 
 class ComponentFailed(Event):
@@ -276,8 +463,20 @@ class ComponentFailed(Event):
     of an engine or framework, or a command that exited non-zero (`runwatch watch`). The
     process is the event's `src`."""
 
+    emitted_when = (
+        "a process of the run (its `src`) failed: an uncaught exception, a known fatal marker, "
+        "or a watched command that exited non-zero"
+    )
+    examples = Examples(
+        full={"error": "KeyError: 'teacher_logprobs'", "how": "exit", "exit_code": 1},
+        minimal={"error": "", "how": "fatal"},
+    )
+
     kind: Literal["component.failed"]
-    error: Quote  # the exception line, the marker line, or "exited with status N"
+    error: Quote = Field(
+        description="the exception line, the marker line, or `exited with status N`; up to "
+        "2,000 characters"
+    )
     how: Literal["exception", "fatal", "exit"]
     exit_code: Int64 | None = None
 
@@ -307,42 +506,26 @@ class ProcessStacks(Event):
     process's own emitter (`how` = emitter), or from outside (`py-spy`, by `runwatch watch`);
     `error` when it could not be taken. Bounded in threads, frames and size."""
 
-    kind: Literal["process.stacks"]
-    request: Ident
-    how: Literal["emitter", "py-spy"]
-    threads: Annotated[list[StackThread], Field(max_length=MAX_STACK_THREADS)] | None = None
-    truncated: bool | None = None  # true: threads or frames were left out (bounds)
-    error: Quote | None = None
-
-
-#: Every kind the rules read, by name. Other kinds validate as plain `Event`.
-KNOWN_KINDS: dict[str, type[Event]] = {
-    m.model_fields["kind"].annotation.__args__[0]: m  # type: ignore[union-attr]
-    for m in (
-        RunStarted,
-        RunFinished,
-        RunResumed,
-        Heartbeat,
-        StepStarted,
-        StepDone,
-        StepMetrics,
-        EvalMetrics,
-        Reward,
-        TrajectoryStarted,
-        TrajectoryPhase,
-        TrajectoryDone,
-        RequestQueued,
-        RequestDone,
-        InferenceStats,
-        Progress,
-        RankStatus,
-        WeightsPublished,
-        WeightsLoaded,
-        CollectiveTimeout,
-        ComponentFailed,
-        ProcessStacks,
+    emitted_when = (
+        "a process answers runwatch's request for its stacks (an incident opened on a hang)"
     )
-}
+    examples = Examples(
+        full={"request": "incident|r|1", "how": "emitter", "truncated": False, "error": None,
+              "threads": [{"name": "MainThread", "frames": [
+                  {"file": "/w/train.py", "line": 42, "function": "step"},
+                  {"file": "/t/distributed_c10d.py", "line": 2310, "function": "recv"}]}]},
+        minimal={"request": "i", "how": "py-spy"},
+    )  # fmt: skip
+
+    kind: Literal["process.stacks"]
+    request: Ident = Field(description="the incident's id")
+    how: Literal["emitter", "py-spy"]
+    threads: Annotated[list[StackThread], Field(max_length=MAX_STACK_THREADS)] | None = note(
+        "each thread's frames outermost first"
+    )
+    truncated: bool | None = note("true: threads or frames were left out to stay within the bounds")
+    error: Quote | None = note("why they could not be taken")
+
 
 _ENVELOPE = TypeAdapter(Event)
 
@@ -365,66 +548,7 @@ def model_for(kind: object) -> type[Event]:
     return KNOWN_KINDS.get(kind, Event) if isinstance(kind, str) else Event
 
 
-def out_of_bounds(
-    obj: Any, typed: Mapping[str, Any] | None = None
-) -> tuple[tuple[str | int, ...], str] | None:
-    """Where and why a decoded JSON value breaks the bounds that hold for the whole event,
-    extra fields included (contract §1): nesting deeper than `MAX_DEPTH`, an integer outside
-    64 bits, a string (or key) that is not valid Unicode. None when it keeps them.
-
-    `typed`: the model's fields (name -> their own `typed`, or None) whose numbers the model
-    types itself -- an int field is bounded there, and a float field takes any integer as a
-    float -- so only strings and depth are checked beneath them. Iterative, so a deep value
-    cannot exhaust the stack; the caller has bounded its size."""
-    stack: list[tuple[Any, tuple[str | int, ...], Mapping[str, Any] | None, bool]] = [
-        (obj, (), typed, False)
-    ]
-    while stack:
-        value, where, fields, numbers_typed = stack.pop()
-        if isinstance(value, str):
-            if not value.isascii() and not _unicode(value):
-                return where, "not valid Unicode (a lone surrogate)"
-        elif isinstance(value, bool) or value is None or isinstance(value, float):
-            continue
-        elif isinstance(value, int):
-            if not numbers_typed and not INT64_MIN <= value <= INT64_MAX:
-                return where, "integer does not fit in 64 bits"
-        elif isinstance(value, dict | list):
-            if len(where) >= MAX_DEPTH:
-                return where, f"nested deeper than {MAX_DEPTH} levels"
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                if isinstance(key, str) and not key.isascii() and not _unicode(key):
-                    return (*where, key), "key is not valid Unicode (a lone surrogate)"
-                if fields is not None and isinstance(key, str) and key in fields:
-                    sub = fields[key]
-                    stack.append((item, (*where, key), sub, sub is None))
-                else:
-                    stack.append((item, (*where, key), None, numbers_typed))
-    return None
-
-
-def _typed_fields(model: type[BaseModel]) -> dict[str, Any]:
-    """`out_of_bounds`' view of a model: its fields, with Source's own; free-form ones out."""
-    out: dict[str, Any] = {}
-    for name in model.model_fields:
-        if name == "config":  # {rule: {param: anything}}: every bound checked beneath
-            continue
-        out[name] = _typed_fields(Source) if name == "src" else None
-    return out
-
-
-def _unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-#: model -> `out_of_bounds`' typed fields
-_TYPED: dict[type[Event], dict[str, Any]] = {Event: _typed_fields(Event)}
-_TYPED.update((m, _typed_fields(m)) for m in KNOWN_KINDS.values())
+_TYPED[Event] = _typed_fields(Event)
 
 
 def validate(obj: Any) -> Event:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from runwatch.emitters import events
+from runwatch.emitters.bounds import MAX_DEPTH, out_of_bounds
 from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.timebounds import time_problem
@@ -109,7 +110,7 @@ class _RunStartedChecks(_Patterns):
     __slots__ = ()
 
     def hold(self, obj: Any) -> bool:
-        return super().hold(obj) and events.out_of_bounds(obj.config) is None
+        return super().hold(obj) and out_of_bounds(obj.config) is None
 
 
 def _one(path: str) -> Any:
@@ -245,8 +246,8 @@ def decode(raw: bytes | str) -> events.Event:
             pass
     # The fallback decides: stdlib json accepts NaN/Infinity tokens, pydantic knows
     # unknown kinds and words the reason.
-    if raw.count(b"[") + raw.count(b"{") > events.MAX_DEPTH and _depth(raw) > events.MAX_DEPTH:
-        raise InvalidEvent(f"nested deeper than {events.MAX_DEPTH} levels", "too_deep")
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
+        raise InvalidEvent(f"nested deeper than {MAX_DEPTH} levels", "too_deep")
     try:
         # UTF-8 only (contract §1): json.loads on bytes would also guess UTF-16/32.
         text = raw.decode("utf-8-sig")

@@ -1,14 +1,17 @@
-"""The rule tables of docs/rules.md and docs/contract.md, made from the rules themselves, and
-the fatal-error catalogue's table of docs/catalogue.md, made from emitters/catalogue.toml.
+"""The tables of docs/rules.md, docs/contract.md and docs/catalogue.md made from the code:
+the rules', the event kinds' and the fatal-error catalogue's (emitters/catalogue.toml).
 
     .venv/bin/python -m runwatch.dev.rule_docs           # rewrites the tables
     .venv/bin/python -m runwatch.dev.rule_docs --check   # exit 1 if a checked-in one differs
 
 Each built-in rule (`runwatch.stream.rules.BUILTIN_RULES`, found in its modules) says when it fires
-(`Rule.fires_when`, with `{param}` for a default), its severity and its parameter model; the
-tables are written between `<!-- rules:NAME:begin -->` and `<!-- rules:NAME:end -->`
-markers, so a default changed in a model (or a signature added to the catalogue) changes the
-docs with one command (`make docs`), and tests/unit/test_rule_docs.py fails until it is run.
+(`Rule.fires_when`, with `{param}` for a default), its severity and its parameter model; each
+event kind (`runwatch.emitters.events.KNOWN_KINDS`, found as its model is defined) its fields,
+their types and notes, when it is emitted, and which of its fields the contract pins. The
+tables are written between `<!-- NAME:begin -->` and `<!-- NAME:end -->` markers, so a
+default or a field changed in a model (or a signature added to the catalogue) changes the
+docs with one command (`make docs`), and tests/unit/test_rule_docs.py and
+tests/unit/emitters/test_kinds.py fail until it is run.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runwatch.emitters import schema
+from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
 from runwatch.emitters.catalogue import CATALOGUE
+from runwatch.emitters.events import KNOWN_KINDS, Event
+from runwatch.emitters.schema import FieldShape, Maybe, OneOf, Shape, fields_of
 from runwatch.stream.rules import BUILTIN_RULES, Rule
 from runwatch.stream.rules.base import Params
 
@@ -91,15 +98,95 @@ def catalogue_table() -> str:
     return "\n".join(rows)
 
 
+def _type_doc(shape: Shape) -> str:
+    """A value's type as the table of kinds writes it: `int`, `float 0..1`, `{str: float or
+    null}`, `` `ok` / `error` ``."""
+    if isinstance(shape, schema.Num):
+        name = shape.type.__name__
+        if (shape.ge, shape.le) == (INT64_MIN, INT64_MAX):
+            return name  # every integer of an event is 64-bit (contract §1)
+        if shape.ge is not None and shape.le is not None:
+            return f"{name} {_value(shape.ge)}..{_value(shape.le)}"
+        return name
+    if isinstance(shape, schema.Text):
+        return "str"
+    if isinstance(shape, schema.Flag):
+        return "bool"
+    if isinstance(shape, OneOf):
+        return " / ".join(f"`{v}`" for v in shape.values)
+    if isinstance(shape, schema.MapOf):
+        return f"{{{_type_doc(shape.key)}: {_type_doc(shape.value)}}}"
+    if isinstance(shape, schema.ListOf):
+        most = f"at most {shape.max_length}" if shape.max_length is not None else "any number"
+        return f"{most} of {_type_doc(shape.item)}"
+    if isinstance(shape, schema.Object):
+        return "{" + ", ".join(_field_doc(f) for f in fields_of(shape.model)) + "}"
+    if isinstance(shape, Maybe):
+        return f"{_type_doc(shape.inner)} or null"
+    return "any"
+
+
+def _field_doc(field: FieldShape) -> str:
+    """One field as the contract's table writes it: "`name` type [opt] [(note)]"; a required
+    choice of values as "`name`: `a` / `b`"."""
+    shape = field.shape.inner if isinstance(field.shape, Maybe) else field.shape
+    typed = field.shape_doc or _type_doc(shape)
+    text = f"`{field.name}`{':' if field.required and isinstance(shape, OneOf) else ''} {typed}"
+    text += "" if field.required else " opt"
+    return text + (f" ({field.note})" if field.note else "")
+
+
+def kind_fields(model: type[Event], which: str = "all") -> list[FieldShape]:
+    """A kind's own fields: "all", "pinned" (those the contract's table pins, in its order),
+    or "added" (the others)."""
+    own = {f.name: f for f in fields_of(model, Event.model_fields)}
+    pinned = model.pinned or ()
+    if which == "pinned":
+        return [own[name] for name in pinned]
+    return [f for f in own.values() if which == "all" or f.name not in pinned]
+
+
+def _kind_row(kind: str, fields: list[FieldShape], when: str) -> str:
+    return f"| `{kind}` | {'; '.join(_field_doc(f) for f in fields)} | {when} |"
+
+
+def kinds_table() -> str:
+    """The contract's table of kinds the rules read (section 1), made from the models: the
+    kinds and fields it pins, in its words."""
+    rows = ["| kind | fields | emitted when |", "|---|---|---|"]
+    for kind, model in KNOWN_KINDS.items():
+        if model.pinned is not None:
+            rows.append(_kind_row(kind, kind_fields(model, "pinned"), model.emitted_when))
+    return "\n".join(rows)
+
+
+def added_kinds_table() -> str:
+    """What this implementation adds to section 1's table: its kinds, and its fields of the
+    contract's kinds."""
+    rows = ["| kind | fields | emitted when |", "|---|---|---|"]
+    for kind, model in KNOWN_KINDS.items():
+        added = kind_fields(model, "added")
+        if model.pinned is None:
+            rows.append(_kind_row(kind, added, model.emitted_when))
+        elif added:
+            rows.append(_kind_row(kind, added, "as in section 1; these fields are additions"))
+    return "\n".join(rows)
+
+
 TABLES = {
-    ROOT / "docs" / "rules.md": {"summary": readme_table},
-    ROOT / "docs" / "contract.md": {"parameters": contract_table, "incidents": incidents_table},
-    ROOT / "docs" / "catalogue.md": {"catalogue": catalogue_table},
+    ROOT / "docs" / "rules.md": {"rules:summary": readme_table},
+    ROOT / "docs" / "contract.md": {
+        "events:kinds": kinds_table,
+        "events:added": added_kinds_table,
+        "rules:parameters": contract_table,
+        "rules:incidents": incidents_table,
+    },
+    ROOT / "docs" / "catalogue.md": {"rules:catalogue": catalogue_table},
 }
 
 
 def _marked(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- rules:{name}:begin[^>]*-->\n)(.*?)(<!-- rules:{name}:end -->)", re.S)
+    return re.compile(rf"(<!-- {name}:begin[^>]*-->\n)(.*?)(<!-- {name}:end -->)", re.S)
 
 
 def render(text: str, tables: dict[str, Callable[[], str]]) -> str:
@@ -107,7 +194,7 @@ def render(text: str, tables: dict[str, Callable[[], str]]) -> str:
     for name, make in tables.items():
         pattern = _marked(name)
         if pattern.search(text) is None:
-            raise ValueError(f"no <!-- rules:{name}:begin --> ... end --> markers")
+            raise ValueError(f"no <!-- {name}:begin --> ... end --> markers")
         table = make().replace("\\", "\\\\")
         text = pattern.sub(rf"\g<1>{table}\n\g<3>", text)
     return text
@@ -129,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         out = stale()
         for path in out:
             where = path.relative_to(ROOT)
-            print(f"{where}: rule tables are stale; run make docs", file=sys.stderr)
+            print(f"{where}: generated tables are stale; run make docs", file=sys.stderr)
         return 1 if out else 0
     for path, tables in TABLES.items():
         text = path.read_text(encoding="utf-8")

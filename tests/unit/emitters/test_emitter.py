@@ -4,6 +4,7 @@ when Kafka is unreachable, the hard disk limit, fork safety and clean shutdown."
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import threading
@@ -22,38 +23,8 @@ from runwatch.emitters.checks import FIELD_CHECKS
 from runwatch.emitters.events import KNOWN_KINDS
 from runwatch.emitters.spool import Spool
 
-#: One valid set of fields per kind the rules read, with every optional field present.
-SAMPLES: dict[str, dict[str, Any]] = {
-    "run.started": {"labels": {"team": "rl"}, "config": {"zero_reward": {"steps": 3}},
-                    "total_steps": 100},
-    "run.finished": {"status": "ok"},
-    "run.resumed": {"rule": "zero_reward", "by": "alice@node-1", "reason": "sandbox fixed"},
-    "weights.published": {"version": 3, "step": 12},
-    "weights.loaded": {"version": 3, "server": "vllm-0"},
-    "collective.timeout": {"backend": "nccl", "rank": 3, "op": "ALLREDUCE", "seq": 4486,
-                           "timeout_s": 600.0, "message": "[Rank 3] Watchdog caught ..."},
-    "component.failed": {"error": "KeyError: 'x'", "how": "exit", "exit_code": 1},
-    "process.stacks": {"request": "incident|r|1", "how": "emitter", "truncated": True,
-                       "threads": [{"name": "MainThread", "frames": [
-                           {"file": "/w/train.py", "line": 42, "function": "step"}]}]},
-    "eval.metrics": {"step": 0, "metrics": {"val-core/acc": 0.31}},
-    "heartbeat": {"final": False},
-    "step.started": {"step": 1},
-    "step.done": {"step": 1, "duration_s": 12.5, "timing": {"gen": 3.0, "update_actor": 2}},
-    "step.metrics": {"step": 1, "metrics": {"loss": 0.5, "reward": None, "grad": float("nan"),
-                                            "tokens": 7}},
-    "reward": {"step": 1, "mean": 0.25, "count": 64},
-    "trajectory.started": {"traj": "t-1", "step": 1},
-    "trajectory.phase": {"traj": "t-1", "phase": "sandbox"},
-    "trajectory.done": {"traj": "t-1", "status": "timeout", "reward": 0.0, "duration_s": 3.5},
-    "request.queued": {"req": "q-1", "server": "vllm-0"},
-    "request.done": {"req": "q-1", "server": "vllm-0", "prompt_tokens": 10,
-                     "completion_tokens": 20, "status": "ok"},
-    "inference.stats": {"server": "vllm-0", "running": 0, "waiting": 3, "kv_cache_usage": 0.5,
-                        "gen_tokens_per_s": 1200.0},
-    "progress": {"name": "Training Progress", "n": 511, "total": 512},
-    "rank.status": {"rank": 3, "world_size": 8, "phase": "recv", "since": 1.5, "step": 7},
-}  # fmt: skip
+#: Every kind's fields with every optional field set, from its model (`Event.examples`).
+SAMPLES: dict[str, dict[str, Any]] = {k: dict(m.examples.full) for k, m in KNOWN_KINDS.items()}
 
 
 def read_events(directory: Path) -> list[dict[str, Any]]:
@@ -97,13 +68,19 @@ def test_spool_dir_gets_valid_events_for_every_known_kind(tmp_path: Path) -> Non
     em = Emitter(run="run-1", component="rollout", path=tmp_path, rank=2, instance="w-0")
     for kind, fields in SAMPLES.items():
         em.emit(kind, **fields)
+    for kind, model in KNOWN_KINDS.items():
+        em.emit(kind, **model.examples.minimal)
+    em.emit("step.metrics", step=1, metrics={"grad": float("nan"), "tokens": 7, "r": None})
     em.emit("custom.thing", anything=[1, "two", {"three": 3.0}])
     em.close()
     events = read_events(tmp_path)
     for event in events:
         validate(event)
-    emitted = [e for e in events if e["kind"] != "heartbeat" or e.get("final") is False]
-    assert [e["kind"] for e in emitted] == [*SAMPLES, "custom.thing"]
+    sent = [*SAMPLES, *SAMPLES, "step.metrics", "custom.thing"]
+    assert [e["kind"] for e in events if e["kind"] != "heartbeat"] == [
+        k for k in sent if k != "heartbeat"
+    ]
+    assert any(e.get("dropped_events") == 3 for e in kinds(events, "heartbeat"))
     assert len({e["id"] for e in events}) == len(events)
     assert all(uuid.UUID(e["id"]).version == 4 for e in events)
     assert all(e["run"] == "run-1" and e["v"] == 1 for e in events)
@@ -113,7 +90,8 @@ def test_spool_dir_gets_valid_events_for_every_known_kind(tmp_path: Path) -> Non
     assert events[-1]["kind"] == "heartbeat"
     assert events[-1]["final"] is True
     step_done = kinds(events, "step.done")[0]
-    assert step_done["timing"] == {"gen": 3.0, "update_actor": 2}
+    assert step_done["timing"] == SAMPLES["step.done"]["timing"]
+    assert math.isnan(kinds(events, "step.metrics")[-1]["metrics"]["grad"])
     assert abs(step_done["ts"] - time.time()) < 60
 
 
@@ -237,18 +215,20 @@ def test_bad_settings_raise(tmp_path: Path) -> None:
         Emitter(run="r", component="trainer", path=tmp_path, rank="0")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("example", ["full", "minimal"])
 @pytest.mark.parametrize("kind", sorted(KNOWN_KINDS))
-def test_cheap_checks_are_never_laxer_than_the_models(kind: str) -> None:
-    """Whatever the cheap check accepts, pydantic must accept on the wire."""
+def test_cheap_checks_are_never_laxer_than_the_models(kind: str, example: str) -> None:
+    """Whatever the cheap check accepts, pydantic must accept on the wire: each field of the
+    kind's example (and one more) set to each value, and left out."""
     values: list[Any] = [0, 1, -1, 2**70, 0.5, 1.5, float("nan"), float("inf"), True, False,
                          None, "", "ok", "error", "failed", "x" * 201, "word", [], [1],
                          {}, {"a": 1}, {"a": 1.5}, {"a": None}, {"a": "s"}, {"a": {"b": 1}},
                          {"a": [1]}, {1: 2.0}]  # fmt: skip
     check = FIELD_CHECKS[kind]
-    fields = dict(SAMPLES[kind])
+    fields = dict(getattr(KNOWN_KINDS[kind].examples, example))
     envelope = {"v": 1, "id": "i", "ts": 1.0, "run": "r", "kind": kind,
                 "src": {"component": "trainer"}}  # fmt: skip
-    for name in [*fields, "extra"]:
+    for name in [*SAMPLES[kind], "extra"]:
         for value in values:
             candidate = {**fields, name: value}
             if check(candidate):
@@ -261,12 +241,14 @@ def test_cheap_checks_are_never_laxer_than_the_models(kind: str) -> None:
     assert check(fields)
 
 
-def test_every_sample_is_valid() -> None:
+def test_a_field_the_check_once_forgot_is_checked() -> None:
+    """The hand-kept checks had no `exit_code` or `dropped_events`: an emitter sent what
+    every consumer refused. Made from the models, the checks know every field."""
+    assert not FIELD_CHECKS["run.finished"]({"status": "ok", "exit_code": "1"})
+    assert not FIELD_CHECKS["heartbeat"]({"dropped_events": "3"})
     envelope = {"v": 1, "id": "i", "ts": 1.0, "run": "r", "src": {"component": "trainer"}}
-    for kind, fields in SAMPLES.items():
-        validate({**envelope, "kind": kind, **fields})
     with pytest.raises(ValidationError):
-        validate({**envelope, "kind": "step.done"})
+        validate({**envelope, "kind": "run.finished", "status": "ok", "exit_code": "1"})
 
 
 # --- destination from the environment ------------------------------------------------------

@@ -73,7 +73,7 @@ def test_watched_arrivals_keep_the_latest_ts_per_component_and_kind() -> None:
 
 
 def test_unknown_kinds_count_but_change_nothing_else(state: RunState) -> None:
-    fold(state, make_event("sandbox.exec", 7, cmd="ls"))
+    fold(state, make_event("custom.thing", 7, cmd="ls"))
     assert (state.events, state.clock) == (1, 7)
     assert state.processes.by_id == {}
     assert state.steps.by_number == {}
