@@ -55,6 +55,7 @@ bench: setup
 	$(PY) bench/live_path.py $(BENCH_ARGS)
 	$(PY) bench/dynamics.py
 	$(PY) bench/emit.py
+	$(PY) bench/emit_checks.py $(BENCH_ARGS)
 	$(PY) bench/worker.py
 	$(PY) bench/fetch_wait.py
 	$(PY) bench/output_read.py

@@ -13,7 +13,7 @@ training or rollout loop emits most:
 CPU time, best of `--repeat` rounds for the first two; the ratio is pydantic's time over the
 check's. Figures only: nothing here asserts a timing.
 
-    .venv/bin/python bench/emit_checks.py [--n 20000] [--repeat 5] [--write]
+    .venv/bin/python bench/emit_checks.py [--quick] [--n 20000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -80,8 +80,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=20_000, help="calls per kind and figure")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help="write RESULTS.md's section")
+    parser.add_argument("--quick", action="store_true", help="2,000 calls, 2 rounds, no write")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.repeat = 2_000, 2
     say(machine())
     say(f"{args.n:,} calls per kind; check and pydantic: CPU time, best of {args.repeat}")
     say("")
@@ -105,7 +107,7 @@ def main() -> int:
     finally:
         em.close()
         shutil.rmtree(work, ignore_errors=True)
-    if args.write:
+    if not args.quick:
         title = "## What `emit()`'s field checks cost (`bench/emit_checks.py`)"
         write_section("emit-checks", [title, "", "```", *SAID, "```"])
     return 0
