@@ -2,8 +2,9 @@
 
 The models in `runwatch.emitters.events` are the one definition of an event kind. What else
 needs the schema is made from these shapes rather than written beside the models: the
-emit-side checks (`runwatch.emitters.checks`) and the table of kinds and fields in
-docs/contract.md (`make docs`). One walk of pydantic's annotations, so a constraint the models
+emit-side checks (`runwatch.emitters.checks`), the decoder's msgspec structs
+(`runwatch.stream.decode`) and the table of kinds and fields in docs/contract.md
+(`make docs`). One walk of pydantic's annotations, so a constraint the models
 use is understood, or refused with a TypeError, in one place.
 """
 
@@ -99,6 +100,7 @@ class FieldShape:
     required: bool
     note: str | None = None
     shape_doc: str | None = field(default=None, compare=False)
+    default: Any = field(default=None, compare=False)
 
 
 _BOUNDS = ("ge", "le", "min_length", "max_length", "pattern", "allow_inf_nan")
@@ -168,6 +170,7 @@ def fields_of(model: type[BaseModel], skip: Iterable[str] = ()) -> list[FieldSha
                 info.is_required(),
                 info.description,
                 shape_doc if isinstance(shape_doc, str) else None,
+                None if info.is_required() else info.default,
             )
         )
     return out

@@ -18,16 +18,13 @@ from __future__ import annotations
 import json
 import operator
 import re
-import types
-import typing
+from dataclasses import replace
 from typing import Annotated, Any, Literal, Union
 
-import annotated_types
 import msgspec
 from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
-from runwatch.emitters import events
+from runwatch.emitters import events, schema
 from runwatch.emitters.bounds import MAX_DEPTH, out_of_bounds
 from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import InvalidEvent
@@ -37,32 +34,6 @@ __all__ = ["InvalidEvent", "admit", "decode", "decode_obj", "describe_errors"]
 
 
 # --- deriving msgspec types from the pydantic models -------------------------------------
-
-
-def _meta_from(metadata: list[Any]) -> msgspec.Meta | None:
-    """Translate the pydantic/annotated-types constraints the models use into msgspec's."""
-    kw: dict[str, Any] = {}
-    for m in metadata:
-        if isinstance(m, FieldInfo):
-            sub = _meta_from(m.metadata)
-            if sub is not None:
-                # `is not None`: a bound of 0 is a bound (kv_cache_usage >= 0)
-                for k in ("ge", "le", "pattern", "min_length", "max_length"):
-                    if getattr(sub, k) is not None:
-                        kw[k] = getattr(sub, k)
-        elif isinstance(m, annotated_types.Ge):
-            kw["ge"] = m.ge
-        elif isinstance(m, annotated_types.Le):
-            kw["le"] = m.le
-        elif hasattr(m, "pattern") or hasattr(m, "max_length"):  # StringConstraints
-            for attr in ("pattern", "min_length", "max_length"):
-                if getattr(m, attr, None) is not None:
-                    kw[attr] = getattr(m, attr)
-            if "pattern" in kw:
-                kw["pattern"] = _python_pattern(kw["pattern"])
-        # allow_inf_nan needs no translation: strict JSON cannot spell a non-finite number,
-        # so non-finite values only ever reach pydantic through the fallback path.
-    return msgspec.Meta(**kw) if kw else None
 
 
 def _python_pattern(pattern: str) -> str:
@@ -118,12 +89,6 @@ def _one(path: str) -> Any:
     return lambda obj: (get(obj),)
 
 
-def _without_pattern(m: msgspec.Meta) -> msgspec.Meta | None:
-    kw = {k: getattr(m, k) for k in ("ge", "le", "min_length", "max_length")}
-    kw = {k: v for k, v in kw.items() if v is not None}
-    return msgspec.Meta(**kw) if kw else None
-
-
 #: struct type -> its pattern-constrained str fields, as (dotted path, pattern), sub-structs
 #: (the event's `src`) included. Patterns of strings in containers stay with msgspec (the
 #: models have none).
@@ -132,25 +97,36 @@ _PATTERN_FIELDS: dict[type, list[tuple[str, str]]] = {}
 _PATTERNS: dict[type, _Patterns] = {}
 
 
-def _translate(tp: Any, structs: dict[type[BaseModel], Any]) -> Any:
-    origin = typing.get_origin(tp)
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return _struct_for(tp, structs, tag=None)
-    if origin is Annotated:
-        base, *meta = typing.get_args(tp)
-        inner = _translate(base, structs)
-        m = _meta_from(meta)
-        return Annotated[inner, m] if m is not None else inner
-    if origin in (Union, types.UnionType):
-        return Union[tuple(_translate(a, structs) for a in typing.get_args(tp))]  # noqa: UP007
-    if origin is dict:
-        k, v = typing.get_args(tp)
-        return dict[_translate(k, structs), _translate(v, structs)]  # type: ignore[misc]
-    if origin is list:
-        return list[_translate(typing.get_args(tp)[0], structs)]  # type: ignore[misc]
-    if origin is Literal or tp in (str, int, float, bool, Any, type(None)):
-        return tp
-    raise TypeError(f"decode: no msgspec translation for {tp!r}")
+def _constrained(tp: Any, **bounds: Any) -> Any:
+    kw = {k: v for k, v in bounds.items() if v is not None}
+    return Annotated[tp, msgspec.Meta(**kw)] if kw else tp
+
+
+def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any]) -> Any:
+    """The msgspec type of a value of this shape, its bounds included. allow_inf_nan needs
+    no translation: strict JSON cannot spell a non-finite number, so non-finite values only
+    ever reach pydantic through the fallback path."""
+    if isinstance(shape, schema.Num):
+        return _constrained(shape.type, ge=shape.ge, le=shape.le)
+    if isinstance(shape, schema.Text):
+        pattern = _python_pattern(shape.pattern) if shape.pattern is not None else None
+        return _constrained(str, min_length=shape.min_length or None,
+                            max_length=shape.max_length, pattern=pattern)  # fmt: skip
+    if isinstance(shape, schema.Flag):
+        return bool
+    if isinstance(shape, schema.OneOf):
+        return Literal[shape.values]
+    if isinstance(shape, schema.MapOf):
+        key, value = _type_of(shape.key, structs), _type_of(shape.value, structs)
+        return dict[key, value]  # type: ignore[valid-type]
+    if isinstance(shape, schema.ListOf):
+        item = _type_of(shape.item, structs)
+        return _constrained(list[item], max_length=shape.max_length)  # type: ignore[valid-type]
+    if isinstance(shape, schema.Object):
+        return _struct_for(shape.model, structs, tag=None)
+    if isinstance(shape, schema.Maybe):
+        return _type_of(shape.inner, structs) | None
+    return Any
 
 
 def _struct_for(
@@ -160,23 +136,17 @@ def _struct_for(
         return structs[model]
     fields: list[tuple[str, Any, Any]] = []
     patterns: list[tuple[str, str]] = []
-    for name, info in model.model_fields.items():
-        if name == "kind" and tag is not None:
-            continue  # the tag itself; exposed as a class attribute below
-        tp = _translate(info.annotation, structs)
+    for field in schema.fields_of(model, ["kind"] if tag is not None else []):
+        # (the tag itself is left out, and exposed as a class attribute below)
+        shape = field.shape
+        if isinstance(shape, schema.Text) and shape.pattern is not None:
+            patterns.append((field.name, _python_pattern(shape.pattern)))
+            shape = replace(shape, pattern=None)
+        tp = _type_of(shape, structs)
         if tp in _PATTERN_FIELDS:  # a required sub-model (the event's `src`) with patterns
-            assert info.is_required(), f"decode: {model.__name__}.{name} may be None"
-            patterns += [(f"{name}.{path}", p) for path, p in _PATTERN_FIELDS[tp]]
-        m = _meta_from(info.metadata)
-        if m is not None and m.pattern is not None and info.annotation is str:
-            patterns.append((name, m.pattern))
-            m = _without_pattern(m)
-        if m is not None:
-            tp = Annotated[tp, m]
-        if info.is_required():
-            fields.append((name, tp, msgspec.NODEFAULT))
-        else:
-            fields.append((name, tp, info.default))
+            assert field.required, f"decode: {model.__name__}.{field.name} may be None"
+            patterns += [(f"{field.name}.{path}", p) for path, p in _PATTERN_FIELDS[tp]]
+        fields.append((field.name, tp, msgspec.NODEFAULT if field.required else field.default))
     required: list[Any] = [f[:2] for f in fields if f[2] is msgspec.NODEFAULT]
     optional: list[Any] = [f for f in fields if f[2] is not msgspec.NODEFAULT]
     struct = msgspec.defstruct(
