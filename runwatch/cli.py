@@ -22,6 +22,7 @@ from typing import Any
 
 from runwatch import logs
 from runwatch.emitters.exceptions import RunwatchError
+from runwatch.stream.suggest import did_you_mean
 
 #: command -> the module (under runwatch.commands) whose `register(sub)` defines it
 COMMANDS: dict[str, str] = {
@@ -95,10 +96,46 @@ def missing_extra(err: ModuleNotFoundError, command_module: str = "") -> Missing
 STUBS: dict[str, MissingExtra] = {}
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, saying what a mistyped name was most likely meant to be: a command
+    or a choice (through argparse's own check of a value), and a flag -- named by the
+    (sub)command's parser, with its usage, not the top-level one's."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            hint = did_you_mean(str(value), choices)
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose "
+                                         f"from {', '.join(map(repr, choices))})")  # fmt: skip
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            which = self._chosen(parsed, list(args or ()))
+            flags = [f for f in which._option_string_actions if f.startswith("--")]
+            first = next((w for w in extras if w.startswith("-")), extras[0]).split("=")[0]
+            which.error(f"unrecognized arguments: {' '.join(extras)}"
+                        + did_you_mean(first, flags))  # fmt: skip
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace, words: list[str]) -> argparse.ArgumentParser:
+        """The parser of the (sub)command the words chose, deepest first."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                name = getattr(parsed, action.dest, None)
+                if not isinstance(name, str) or name not in action.choices:
+                    # its dest was taken by the subcommand's own (`watch`'s CMD): the word
+                    name = next((w for w in words if w in action.choices), "")
+                sub = action.choices.get(name)
+                if isinstance(sub, Parser):
+                    return sub._chosen(parsed, words[words.index(name) + 1 :])
+        return self
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with `command`'s module registered, or every module when None. A module
     whose extra is not installed is registered as a stub that says so (`STUBS`)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="runwatch",
         description="Run state and alerting for LLM RL training clusters.",
     )

@@ -7,25 +7,79 @@ Both are validated up front with errors that name the bad key, e.g.
 from __future__ import annotations
 
 import functools
-import tomllib
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.incidents import IncidentGraph
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
 from runwatch.stream.state.run import StateConfig
+from runwatch.stream.suggest import did_you_mean
 
 
 def _table(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a table of parameters, got {type(value).__name__}")
+        raise ConfigError(f"{where}: expected a table of parameters, got {type(value).__name__}",
+                          tuple(where.split(".")))  # fmt: skip
     return dict(value)
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model that holds the last key of `loc` (list indices and optionals passed)."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in current.model_fields.items()}
+        if part not in fields:
+            return None
+        kind = fields[part].annotation
+        while get_origin(kind) in (list, Union, types.UnionType):
+            kind = next((a for a in get_args(kind) if a is not type(None)), None)
+        if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            return None
+        current = kind
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def dotted(path: tuple[str | int, ...]) -> str:
+    """`rules.custom[0].metric`: a key's path as a person writes it."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def invalid(
+    err: ValidationError, path: tuple[str | int, ...], model: type[BaseModel]
+) -> ConfigError:
+    """pydantic's verdict on the table at `path` as one ConfigError that names the bad key
+    (an unknown one as such, with the known key it is most like), with its path."""
+    errors = err.errors(include_url=False)
+    unknown = next((e for e in errors if e["type"] == "extra_forbidden"), None)
+    if unknown is not None:
+        loc = tuple(unknown["loc"])
+        holder = _model_at(model, loc)
+        known = _keys(holder) if holder is not None else []
+        hint = did_you_mean(str(loc[-1]), known) or (
+            f" (known: {', '.join(known)})" if known else "")  # fmt: skip
+        return ConfigError(f"{dotted(path + loc)}: unknown key{hint}", path + loc)
+    return ConfigError(
+        describe_errors(err, dotted(path), limit=None), path + tuple(errors[0]["loc"])
+    )
+
+
+def unknown_rule(rule_id: str) -> str:
+    """`no such rule (did you mean X?)`; the built-in rules listed when none is close."""
+    ids = sorted(r.id for r in BUILTIN_RULES)
+    hint = did_you_mean(rule_id, ids)
+    return f"no such rule{hint}" if hint else f"no such rule (built-in rules: {', '.join(ids)})"
 
 
 @dataclass(frozen=True)
@@ -39,27 +93,9 @@ class RulesConfig:
         return cls.from_mapping({})
 
     @classmethod
-    def load_or_default(cls, path: str | Path | None) -> RulesConfig:
-        """The config in `path`, or the built-in defaults when no path is given."""
-        return cls.load(path) if path else cls.default()
-
-    @classmethod
-    def load(cls, path: str | Path) -> RulesConfig:
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: no such config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{p}: not valid TOML: {err}") from None
-        try:
-            return cls.from_mapping(data)
-        except ConfigError as err:
-            raise ConfigError(f"{p}: {err}") from None
-
-    @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RulesConfig:
-        """Build from a parsed config document (other top-level sections are ignored here)."""
+        """Build from a parsed config document: its `rules` table (the file's other tables
+        are checked by `runwatch.configfile`, which reads the file)."""
         section = _table(data.get("rules", {}), "rules")
         custom_specs = section.pop("custom", [])
         rules: list[Rule[Any]] = []
@@ -68,18 +104,15 @@ class RulesConfig:
             try:
                 params = rule_cls.params_model.model_validate(raw)
             except ValidationError as err:
-                raise ConfigError(
-                    describe_errors(err, f"rules.{rule_cls.id}", limit=None)
-                ) from None
+                raise invalid(err, ("rules", rule_cls.id), rule_cls.params_model) from None
             rules.append(rule_cls(params))
         if section:
-            known = ", ".join(sorted(r.id for r in BUILTIN_RULES))
-            raise ConfigError(
-                f"rules.{sorted(section)[0]}: no such rule (built-in rules: {known}; "
-                "custom rules go in [[rules.custom]])"
-            )
+            bad = sorted(section)[0]
+            raise ConfigError(f"rules.{bad}: {unknown_rule(bad)}; custom rules go in "
+                              "[[rules.custom]]", ("rules", bad))  # fmt: skip
         if not isinstance(custom_specs, list):
-            raise ConfigError("rules.custom: expected an array of tables ([[rules.custom]])")
+            raise ConfigError("rules.custom: expected an array of tables ([[rules.custom]])",
+                              ("rules", "custom"))  # fmt: skip
         ids = {r.rule_id for r in rules}
         for i, spec in enumerate(custom_specs):
             where = f"rules.custom[{i}]"
@@ -87,21 +120,26 @@ class RulesConfig:
             kind = spec.get("type")
             rule_type = CUSTOM_RULE_TYPES.get(kind) if isinstance(kind, str) else None
             if rule_type is None:
-                types = ", ".join(sorted(CUSTOM_RULE_TYPES))
-                raise ConfigError(f"{where}.type: must be one of {types}, got {kind!r}")
+                names = ", ".join(sorted(CUSTOM_RULE_TYPES))
+                hint = did_you_mean(str(kind), CUSTOM_RULE_TYPES)
+                raise ConfigError(f"{where}.type: must be one of {names}, got {kind!r}{hint}",
+                                  ("rules", "custom", i, "type"))  # fmt: skip
             try:
                 params = rule_type.params_model.model_validate(spec)
             except ValidationError as err:
-                raise ConfigError(describe_errors(err, where, limit=None)) from None
+                raise invalid(err, ("rules", "custom", i), rule_type.params_model) from None
             rule = rule_type(params)
             if rule.rule_id in ids:
-                raise ConfigError(f"{where}.id: {rule.rule_id!r} is already a rule id")
+                raise ConfigError(f"{where}.id: {rule.rule_id!r} is already a rule id",
+                                  ("rules", "custom", i, "id"))  # fmt: skip
             ids.add(rule.rule_id)
             rules.append(rule)
         for rule in rules:
             unknown = sorted(set(rule.params.explains or ()) - ids)
             if unknown:
-                raise ConfigError(f"rules.{rule.rule_id}.explains: no rule {unknown[0]!r}")
+                raise ConfigError(f"rules.{rule.rule_id}.explains: no rule {unknown[0]!r}"
+                                  f"{did_you_mean(unknown[0], ids)}",
+                                  ("rules", rule.rule_id, "explains"))  # fmt: skip
         return cls(tuple(rules))
 
     @functools.cached_property
@@ -111,6 +149,12 @@ class RulesConfig:
 
     def by_id(self) -> dict[str, Rule[Any]]:
         return {r.rule_id: r for r in self.rules}
+
+    def check_rule_id(self, rule_id: str) -> None:
+        """ConfigError naming `rule_id` (and the id most like it) unless it is a rule here."""
+        ids = self.by_id()
+        if rule_id not in ids:
+            raise ConfigError(f"no rule {rule_id!r}{did_you_mean(rule_id, ids)}")
 
     def run_params(self, config: Mapping[str, Any] | None) -> dict[str, Params]:
         """Parameters for one run: `run.started.config` merged over the global ones.
@@ -125,7 +169,7 @@ class RulesConfig:
             where = f"config.{rule_id}"
             rule = rules.get(rule_id)
             if rule is None:
-                raise ConfigError(f"{where}: no such rule")
+                raise ConfigError(f"{where}: no such rule{did_you_mean(rule_id, rules)}")
             override = _table(raw, where)
             for fixed in ("explains", *getattr(rule, "fixed_fields", ())):
                 if fixed in override and override[fixed] != getattr(rule.params, fixed, None):
@@ -134,7 +178,7 @@ class RulesConfig:
             try:
                 out[rule_id] = rule.parse_params(merged)
             except ValidationError as err:
-                raise ConfigError(describe_errors(err, where, limit=None)) from None
+                raise invalid(err, ("config", rule_id), rule.params_model) from None
         return out
 
     def state_config(self, overrides: Mapping[str, Params] | None = None) -> StateConfig:

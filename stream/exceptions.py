@@ -23,7 +23,13 @@ class InvalidAlert(RunwatchError, ValueError):
 
 
 class ConfigError(RunwatchError, ValueError):
-    """A rules config (file or run.started.config) that cannot be used; names the bad key."""
+    """A rules config (file or run.started.config) that cannot be used; names the bad key.
+    `where`: the bad key's path in the document (`("rules", "zero_reward", "steps")`), for
+    a reader that can tell its line."""
+
+    def __init__(self, message: str, where: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 class PortUnavailable(RunwatchError, OSError):

@@ -30,7 +30,23 @@ def given_time(text: str | None) -> float | None:
         raise CommandError(str(err)) from None
 
 
-__all__ = ["CommandError", "given_time"]
+__all__ = ["CommandError", "given_time", "known_rule"]
+
+
+def known_rule(rule: str | None, config: str | None) -> None:
+    """CommandError naming `rule` (and the rule id most like it) unless it is a built-in
+    rule or a custom one of the rules file `config`."""
+    if rule is None:
+        return
+    from runwatch import configfile
+    from runwatch.stream.exceptions import ConfigError
+
+    rules = configfile.rules(config)
+    try:
+        rules.check_rule_id(rule)
+    except ConfigError as err:
+        more = "" if config else "; a custom rule: give --config with the rules file that has it"
+        raise CommandError(f"{err}{more}") from None
 
 
 def read_token(token_file: str | None) -> str | None:

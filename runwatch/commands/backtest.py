@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 
+from runwatch import configfile
 from runwatch.commands import CommandError, given_time
 from runwatch.commands.query import add_db_args
 from runwatch.store.backtest import Backtest, Change, run_backtest
 from runwatch.store.store import Store
-from runwatch.stream.config import RulesConfig
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.timeparse import iso
 
@@ -84,7 +84,7 @@ def render(result: Backtest, config_name: str, show_all: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     since = given_time(args.since)
     until = given_time(args.until)
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
     with Store.reader(args.db, wait=args.wait) as store:
         result = run_backtest(store, config, run=args.run, since=since, until=until)
     if args.run is not None and not result.runs:

@@ -42,10 +42,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runwatch import configfile
     from runwatch.stream.check import check_lines
-    from runwatch.stream.config import RulesConfig
 
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
     must_exist(args.files)
     with ExitStack() as stack:
         result = check_lines(read_lines(args.files, stack, progress=True), config)

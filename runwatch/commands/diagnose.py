@@ -11,12 +11,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from runwatch import configfile
 from runwatch.commands import CommandError
 from runwatch.commands.lines import must_exist, read_lines
 from runwatch.console import alert_line, printable
 from runwatch.diagnose import clock, diagnose, table
 from runwatch.logs import say
-from runwatch.stream.config import RulesConfig
 
 #: what diagnose reads, said when it finds none of it
 READS = """\
@@ -75,7 +75,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     must_exist(args.files)
     paths = [Path(f) for f in args.files]
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
 
     def refused(where: str, reason: str) -> None:
         print(f"{where}: {reason}", file=sys.stderr)

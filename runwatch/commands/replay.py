@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
+from runwatch import configfile
 from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.logs import say
-from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.refused import Refused
 from runwatch.stream.replay import DEFAULT_WINDOW, replay
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
     must_exist(args.files)
     invalid = 0
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError
+from runwatch.commands import CommandError, known_rule
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.commands.remote import Remote
 from runwatch.emitters import env
@@ -39,6 +39,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("run", help="run id")
     p.add_argument("--rule", help="lift only this rule's alerts (default: every alert firing)")
+    p.add_argument("--config", metavar="PATH", help="with --kafka: the rules file, for --rule "
+                   "of a custom rule (a built-in rule's id is known without it)")  # fmt: skip
     p.add_argument("--reason", help="why, kept with the event in the history")
     p.add_argument("--url", help="runwatch serve (default $RUNWATCH_URL); token: --token-file "
                    "or $RUNWATCH_TOKEN")  # fmt: skip
@@ -69,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
         fields["rule"] = args.rule
     if args.reason:
         fields["reason"] = args.reason
-    if url:
+    if url:  # serve knows its rules, and says which one is meant
         serve = Remote(url, args.token_file, timeout=args.timeout)
         view = serve.post("/v1/resume", {"run": args.run, **fields})["breaker"]
     else:
+        known_rule(args.rule, args.config)
         view = _through_kafka(args, str(kafka), fields)
         if view is None:
             say(f"sent; runwatch has not applied it within {args.timeout:g}s (does it track "

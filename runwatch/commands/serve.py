@@ -60,17 +60,17 @@ def register(sub: Any) -> None:
 
 def settings(args: argparse.Namespace) -> ServeSettings:
     """The command line, with every default and environment variable resolved."""
+    from runwatch import configfile
     from runwatch.commands import read_token
     from runwatch.emitters import env
     from runwatch.service.main import ServeSettings
-    from runwatch.stream.config import RulesConfig
 
     db = Path(env.db(args.db))
     spool = args.spool or env.get(env.SPOOL)
     return ServeSettings(
         db=db,
         wal=Path(args.wal) if args.wal else db.with_name(db.name + ".serve"),
-        config=RulesConfig.load_or_default(args.config),
+        config=configfile.rules(args.config),
         host=args.host,
         port=args.port,
         port_file=Path(args.port_file) if args.port_file else None,

@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from runwatch.commands import CommandError
+from runwatch.commands import CommandError, known_rule
 from runwatch.commands.remote import Remote, add_url_args, history_source
 from runwatch.emitters import env
 from runwatch.notify.store import NotifyStore, Silence, default_path
@@ -61,6 +61,8 @@ def register(sub: Any) -> None:
         help="how long, e.g. 2h, 30m, 1d",
     )
     p.add_argument("--comment", default="", help="why (shown by --list)")
+    p.add_argument("--config", metavar="PATH", help="the rules file, for RULE of a custom rule "
+                   "(a built-in rule's id is known without it)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the silences in force")
     p.add_argument("--remove", type=int, metavar="ID", help="remove a silence by its id")
     where = p.add_mutually_exclusive_group()
@@ -91,6 +93,8 @@ def run_silence(args: argparse.Namespace) -> int:
     if not args.list and args.remove is None and (not args.run or args.duration is None):
         raise CommandError("give RUN [RULE] --for DURATION, or --list, or --remove ID")
     url = history_source(args.url, args.state, env.NOTIFY_DB)
+    if args.rule and not (url and args.config is None):  # serve knows its rules itself
+        known_rule(args.rule, args.config)
     if url:
         return _at_serve(Remote(url, args.token_file), args)
     store = NotifyStore(args.state or default_path())

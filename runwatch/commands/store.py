@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from runwatch import configfile
 from runwatch.commands import CommandError, given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.lines import must_exist, read_lines, report_invalid
@@ -19,7 +20,6 @@ from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store
 from runwatch.store.writer import BATCH_SIZE, BeforeCommit
-from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import PortUnavailable
 
 log = logging.getLogger("runwatch.sink")
@@ -141,7 +141,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     from runwatch.store.ingest import ingest
 
     until = given_time(args.until)
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
     must_exist(args.files)
 
     with ExitStack() as stack:

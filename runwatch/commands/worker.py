@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from runwatch import configfile
 from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
-from runwatch.stream.config import RulesConfig
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
@@ -108,7 +108,7 @@ def register(sub: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    config = RulesConfig.load_or_default(args.config)
+    config = configfile.rules(args.config)
     if args.partitions < 1:
         raise CommandError("--partitions must be at least 1")
     if args.checkpoint_every < 0 or args.checkpoint_events < 0:

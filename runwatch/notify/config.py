@@ -18,7 +18,6 @@ channel = "#math-rl"
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -26,9 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runwatch.emitters.events import describe_errors
 from runwatch.emitters.exceptions import RunwatchError
-from runwatch.notify.slack import DEFAULT_BASE_URL
+from runwatch.stream.config import invalid
+from runwatch.stream.exceptions import ConfigError
+
+#: Slack's Web API (`SlackPoster`'s default too)
+DEFAULT_BASE_URL = "https://slack.com/api/"
 
 
 class ConfigProblem(RunwatchError):
@@ -57,7 +59,8 @@ class Route(BaseModel):
 class NotifyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    channel: str = Field(min_length=1)
+    #: the default channel: required to send (`load` says so), not to check a file
+    channel: str = Field(default="", min_length=0)
     routes: list[Route] = Field(default_factory=list)
     grafana_url: str | None = None
     repeat_interval: float = Field(default=4 * 3600, ge=0)
@@ -86,20 +89,31 @@ class NotifyConfig(BaseModel):
         return f"{base}/d/runwatch-run/?var-run={quote(run, safe='')}&from={start}&to=now"
 
     @classmethod
+    def check(cls, table: Any) -> NotifyConfig:
+        """The `[slack]` table of a config file, checked (ConfigError naming a bad key)."""
+        if not isinstance(table, Mapping):
+            raise ConfigError("slack: expected a table ([slack])", ("slack",))
+        try:
+            return cls.model_validate(dict(table))
+        except ValidationError as err:
+            raise invalid(err, ("slack",), cls) from None
+
+    @classmethod
     def load(cls, path: str | Path | None, **overrides: Any) -> NotifyConfig:
+        """The `[slack]` table of the config file at `path` (the whole file checked:
+        `runwatch.configfile`), with the flags' `overrides` over it."""
+        from runwatch.configfile import read
+
         raw: dict[str, Any] = {}
         if path is not None:
             try:
-                with open(path, "rb") as f:
-                    raw = dict(tomllib.load(f).get("slack") or {})
-            except OSError as err:
-                raise ConfigProblem(f"{path}: {err.strerror}") from None
-            except tomllib.TOMLDecodeError as err:
-                raise ConfigProblem(f"{path}: {err}") from None
+                raw = dict(read(path).data.get("slack") or {})
+            except ConfigError as err:
+                raise ConfigProblem(str(err)) from None
         raw.update({k: v for k, v in overrides.items() if v is not None})
-        if "channel" not in raw:
+        if not raw.get("channel"):
             raise ConfigProblem("no Slack channel: pass --channel or set slack.channel")
         try:
-            return cls.model_validate(raw)
-        except ValidationError as err:
-            raise ConfigProblem(describe_errors(err, "slack", limit=1)) from None
+            return cls.check(raw)
+        except ConfigError as err:
+            raise ConfigProblem(str(err)) from None

@@ -22,10 +22,10 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from runwatch.emitters.exceptions import RunwatchError
+from runwatch.notify.config import DEFAULT_BASE_URL
 
 log = logging.getLogger("runwatch.notify")
 
-DEFAULT_BASE_URL = "https://slack.com/api/"
 TOKEN_ENV = "SLACK_BOT_TOKEN"
 TOKEN_FILE_ENV = "SLACK_BOT_TOKEN_FILE"
 #: Slack error codes that mean "Slack's side, try again" (besides any 5xx status).

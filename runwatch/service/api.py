@@ -26,6 +26,7 @@ from runwatch.service.core import Service
 from runwatch.store.exceptions import NotAStore, QueryFailed, QueryRefused, StoreError
 from runwatch.store.report import list_runs, run_timeline
 from runwatch.store.sql import query
+from runwatch.stream.exceptions import ConfigError
 
 Answer = tuple[int, bytes, str]
 
@@ -167,13 +168,25 @@ def silences(ledger: Path | None) -> Answer:
         store.close()
 
 
-def add_silence(ledger: Path | None, body: bytes) -> Answer:
+def _unknown_rule(service: Service, rule: str | None) -> Answer | None:
+    """The 400 for a rule id the service's rules do not have (naming the closest)."""
+    try:
+        if rule is not None:
+            service.driver.engine.config.check_rule_id(rule)
+    except ConfigError as err:
+        return error(400, f"rule: {err}")
+    return None
+
+
+def add_silence(service: Service, ledger: Path | None, body: bytes) -> Answer:
     """`POST /v1/silences` {"run", "rule"?, "for_s", "comment"?}: 201 with the silence."""
     if ledger is None:
         return _no_slack()
     asked = parse(NewSilence, body)
     if not isinstance(asked, NewSilence):
         return asked  # type: ignore[return-value]
+    if (unknown := _unknown_rule(service, asked.rule)) is not None:
+        return unknown
     store = NotifyStore(ledger)
     try:
         until = time.time() + asked.for_s
@@ -213,6 +226,8 @@ def resume(service: Service, body: bytes) -> Answer:
     asked = parse(Resume, body)
     if not isinstance(asked, Resume):
         return asked  # type: ignore[return-value]
+    if (unknown := _unknown_rule(service, asked.rule)) is not None:
+        return unknown
     if service.run(asked.run) is None:
         return error(404, f"no run {asked.run!r} is tracked here")
     fields = {k: v for k, v in (("rule", asked.rule), ("reason", asked.reason),

@@ -103,7 +103,7 @@ class App:
             if path == "/v1/events":
                 return self._post(body)
             if path == "/v1/silences":
-                return api.add_silence(self.silences, body)
+                return api.add_silence(self.service, self.silences, body)
             if path == "/v1/resume":
                 return api.resume(self.service, body)
             if path == "/v1/sql":

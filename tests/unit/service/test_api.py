@@ -119,6 +119,10 @@ def test_silences_by_url(served: tuple[ServiceServer, Path]) -> None:
     status, body = call(port, "POST", "/v1/silences", {"run": "r1", "for_s": -1})
     assert status == 400
     assert "for_s" in body["error"]
+    status, body = call(port, "POST", "/v1/silences", {"run": "r1", "rule": "zero_rewrd",
+                                                       "for_s": 60})  # fmt: skip
+    assert status == 400
+    assert "rule: no rule 'zero_rewrd' (did you mean zero_reward?)" in body["error"]
     status, body = call(port, "POST", "/v1/silences", {"run": "r1", "for": 60})
     assert status == 400
     assert "for_s" in body["error"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from helpers import decoded, feed, make_engine, make_event
 
+from runwatch import configfile
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
@@ -49,7 +50,7 @@ ABSENT = {"id": "a", "type": "absent", "kind": "step.done", "component": "traine
 def load(tmp_path: Path, text: str) -> RulesConfig:
     path = tmp_path / "runwatch.toml"
     path.write_text(text, encoding="utf-8")
-    return RulesConfig.load(path)
+    return configfile.rules(path)
 
 
 def config_error(data: dict[str, Any]) -> str:
@@ -115,7 +116,7 @@ def test_unknown_rule_id() -> None:
 
 def test_unknown_param() -> None:
     assert config_error({"rules": {"zero_reward": {"step": 3}}}) == (
-        "rules.zero_reward.step: Extra inputs are not permitted"
+        "rules.zero_reward.step: unknown key (did you mean steps?)"
     )
 
 
@@ -191,7 +192,7 @@ def test_bad_custom_params(spec: dict[str, Any], where: str) -> None:
 
 
 def test_load_names_the_file_and_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"runwatch\.toml: rules\.zero_reward\.steps"):
+    with pytest.raises(ConfigError, match=r"runwatch\.toml:2: rules\.zero_reward\.steps"):
         load(tmp_path, "[rules.zero_reward]\nsteps = 0\n")
 
 
@@ -199,7 +200,7 @@ def test_load_rejects_invalid_toml_and_missing_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load(tmp_path, "[rules.zero_reward\nsteps = 3\n")
     with pytest.raises(ConfigError, match="no such config file"):
-        RulesConfig.load(tmp_path / "missing.toml")
+        configfile.rules(tmp_path / "missing.toml")
 
 
 # --- per run: run.started.config -----------------------------------------------------------------
@@ -218,7 +219,10 @@ def test_run_params_merge_over_the_global_ones() -> None:
     ("config", "message"),
     [
         ({"zero_rewards": {"steps": 3}}, "config.zero_rewards: no such rule"),
-        ({"zero_reward": {"step": 3}}, "config.zero_reward.step: Extra inputs are not permitted"),
+        (
+            {"zero_reward": {"step": 3}},
+            "config.zero_reward.step: unknown key (did you mean steps?)",
+        ),
         ({"zero_reward": {"steps": "many"}}, "config.zero_reward.steps: Input should be"),
         ({"zero_reward": {"steps": 0}}, "config.zero_reward.steps: Input should be greater"),
         ({"heartbeat_lost": {"timeout": None}}, "config.heartbeat_lost.timeout:"),
