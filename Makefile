@@ -22,6 +22,7 @@ demo: setup-demo
 # 16 minutes on 2 cores, against 23 one by one.
 test: setup
 	@scripts/ensure_prometheus.sh || true
+	@scripts/ensure_chromium.sh || true
 	@$(PY) -m pytest -n 2 --dist loadfile -m "not solo" $(PYTEST_ARGS)
 	@$(PY) -m pytest -m solo $(PYTEST_ARGS)
 
@@ -31,10 +32,13 @@ unit: setup
 	@$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Regenerates what is made from code: the rule tables (docs/rules.md, docs/contract.md) and the
-# Grafana dashboards. Tests fail while a checked-in copy differs.
+# Grafana dashboards (tests fail while a checked-in copy differs), and the screenshots of serve's
+# page (docs/images/, taken with headless Chromium: scripts/ensure_chromium.sh installs it).
 docs: setup
 	$(PY) -m runwatch.dev.rule_docs
 	$(PY) dashboards/generate.py
+	@scripts/ensure_chromium.sh
+	$(PY) -m runwatch.dev.screenshot docs/images
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -34,6 +34,8 @@ class Timeline:
     evidence: dict[str, Any] = field(default_factory=dict)
     slowest: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
+    #: the stretches the GPU sat idle while trajectories waited (`idle_spans`), for a picture
+    idle: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
@@ -78,6 +80,11 @@ def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
             [run],
         )
     }
+    tl.idle = _dicts(
+        store,
+        "SELECT start_ts, end_ts, seconds, ongoing FROM idle_spans WHERE run = ? ORDER BY start_ts",
+        [run],
+    )
     tl.slowest = _dicts(
         store,
         "SELECT traj, step, start_ts, duration_s, status, phase, time_per_phase "

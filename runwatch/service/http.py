@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs
 
-from runwatch.service import api, stream
+from runwatch.service import api, pages, stream
 from runwatch.service.api import error
 from runwatch.service.api import json_answer as _json
 from runwatch.service.core import RECENT, Service
@@ -67,8 +67,11 @@ class App:
         self.service = service
         self.token = token
         self.silences = silences  # the Slack notifier's ledger, where silences live
+        self.pages = pages.Pages(pages.through(self.answer, token), token, service.clock)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if pages.handles(environ.get("PATH_INFO", "")):  # the HTML pages (runwatch.service.pages)
+            return self.pages(environ, start_response)
         try:
             status, body, ctype = self.answer(environ)
         except Exception as err:  # answer, and keep serving: one request must not stop it

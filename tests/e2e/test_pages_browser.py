@@ -1,0 +1,154 @@
+"""serve's pages in a real browser: Debian's headless Chromium, driven by Selenium, against
+serve's HTTP front over a service fed the sandbox-hang incident (to its fourth hung step,
+its incident open) and a job whose labels, progress name and console error carry markup.
+One browser for the module; every wait is on a condition, never a fixed sleep."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markup_job import RUN, TEXTS, markup_job
+
+from runwatch.dev.browser import Browser
+from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+UNTIL = 1773508000.0  # the sandbox hang's fourth hung step: incident 4 open
+SANDBOX = "grpo-qwen2.5-7b-sandbox"
+TOKEN = "page-test-token"
+WAIT = 60.0  # generous: a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[ScenarioServe]:
+    events = scenario_events(["sandbox_hang"], until=UNTIL) + markup_job(UNTIL - 700)
+    with ScenarioServe(sorted(events, key=lambda e: e["ts"]), token=TOKEN) as serve:
+        yield serve
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    subprocess.run([ROOT / "scripts" / "ensure_chromium.sh"], check=True, timeout=900)
+    with Browser() as b:
+        yield b
+
+
+def wait_for(driver: Any, what: Callable[[Any], Any], message: str) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(what, message)
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    return list(driver.find_elements("css selector", selector))
+
+
+def sign_in(driver: Any, token: str) -> None:
+    field = wait_for(driver, lambda d: css(d, "input[name=token]"), "no sign-in form")[0]
+    field.send_keys(token)
+    field.submit()
+
+
+def open_page(browser: Browser, served: ScenarioServe, path: str) -> Any:
+    """Load `path`, signing in first if the page asks; wait until it is one of ours."""
+    driver = browser.driver
+    driver.get(served.url + path)
+    wait_for(driver, lambda d: css(d, "header .brand"), f"{path}: not one of the pages")
+    if css(driver, "input[name=token]"):
+        sign_in(driver, TOKEN)
+        wait_for(driver, lambda d: not css(d, "input[name=token]"), "still asked to sign in")
+    return driver
+
+
+def test_the_page_asks_for_the_token_once(browser: Browser, served: ScenarioServe) -> None:
+    driver = browser.driver
+    driver.delete_all_cookies()
+    driver.get(served.url + "/?state=firing")
+    sign_in(driver, "not-the-token")
+    wait_for(driver, lambda d: "wrong token" in d.page_source, "a wrong token was taken")
+    sign_in(driver, TOKEN)
+    wait_for(driver, lambda d: css(d, "table#runs"), "the runs after signing in")
+    assert driver.current_url.endswith("/?state=firing")  # back where it asked
+    (cookie,) = driver.get_cookies()
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"]
+    driver.get(served.url + "/ui/runs/" + SANDBOX)  # the cookie is enough from now on
+    wait_for(driver, lambda d: css(d, "svg.timeline"), "the run's page")
+    assert not css(driver, "input[name=token]")
+
+
+def test_the_runs_filtered_with_their_alerts_and_incident_roots(
+    browser: Browser, served: ScenarioServe
+) -> None:
+    driver = open_page(browser, served, "/")
+    rows = {r.find_element("css selector", "td a").text: r for r in css(driver, "tr.run")}
+    assert set(rows) == {SANDBOX, RUN}
+    sandbox = rows[SANDBOX].text
+    assert "FIRING 3" in sandbox
+    assert "3 / 400" in sandbox
+    assert "#4 inference_idle_with_pending" in sandbox  # the incident's root
+    label = css(driver, "input[name=label]")[0]
+    label.send_keys("team=reasoning")
+    label.submit()
+    wait_for(driver, lambda d: len(css(d, "tr.run")) == 1, "filtered to one run")
+    assert css(driver, "tr.run td a")[0].text == SANDBOX
+    assert "label=team%3Dreasoning" in driver.current_url
+
+
+def test_the_incident_page_says_its_root_cause(browser: Browser, served: ScenarioServe) -> None:
+    driver = open_page(browser, served, "/")
+    css(driver, f"tr.run a[href*='incident%7C{SANDBOX}%7C4']")[0].click()
+    wait_for(driver, lambda d: "Incident #4" in d.find_element("tag name", "h1").text, "#4")
+    root = css(driver, ".root")[0].text
+    assert "511 of 512 trajectories done, the last one (s4-t511) has sat in sandbox" in root
+    assert "stuck_progress [Rollout]" in driver.find_element("tag name", "main").text
+    css(driver, "h1 a")[0].click()  # to the run
+    wait_for(driver, lambda d: css(d, "svg.timeline"), "the run's page from its incident")
+    assert SANDBOX in driver.find_element("tag name", "h1").text
+
+
+def test_the_run_page_draws_its_alerts_in_time(browser: Browser, served: ScenarioServe) -> None:
+    driver = open_page(browser, served, "/ui/runs/" + SANDBOX)
+    names = [t.text for t in css(driver, "svg.timeline text.rowname")]
+    assert names[:2] == ["steps", "GPU idle, work waiting"]
+    assert "inference_idle_with_pending" in names
+    # one row per alert: the four times the sandbox hung are four spans on one row
+    assert len(css(driver, "svg.timeline rect.alert.sev-critical")) == 4
+    assert css(driver, "svg.timeline")[0].size["width"] > 600
+
+
+def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: ScenarioServe) -> None:
+    for path in ("/", f"/ui/runs/{RUN}", f"/ui/incidents/incident%7C{RUN}%7C1"):
+        driver = open_page(browser, served, path)
+        assert css(driver, "img, script, iframe, object, embed") == [], path
+        assert css(driver, "svg[onload], svg svg") == [], path
+        assert driver.execute_script("return typeof window.__pwned") == "undefined", path
+        text = driver.find_element("tag name", "main").text
+        if path == "/":
+            for shown in TEXTS:
+                assert shown in text, (path, shown)
+    # in the picture too: the stuck bar's row, its whole name on hover
+    driver = open_page(browser, served, f"/ui/runs/{RUN}")
+    titles = driver.execute_script(
+        "return [...document.querySelectorAll('svg.timeline title')].map(t => t.textContent)"
+    )
+    assert any(t.startswith(f"stuck_progress [{TEXTS[-1]}]") for t in titles), titles
+
+
+def test_the_runs_page_refreshes_itself(browser: Browser, served: ScenarioServe) -> None:
+    driver = open_page(browser, served, "/")
+    assert "late-run" not in driver.page_source
+    start = served.clock.now
+    src = {"component": "trainer", "host": "node-7", "pid": 7}
+    served.feed(
+        [{"v": 1, "id": f"late-{i}", "ts": start + i, "run": "late-run", "src": src,
+          "kind": "run.started" if i == 0 else "heartbeat"} for i in range(3)]
+    )  # fmt: skip
+    wait_for(driver, lambda d: "late-run" in d.page_source, "the page did not refresh itself")

@@ -1,0 +1,78 @@
+"""The pages' markup without a server: what a job can put on them is text (in HTML and SVG,
+text and attributes), the timeline picture's spans, and the runs filter (label, state)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from markup_job import ATTR, ERROR, PROGRESS, SCRIPT, no_markup_of_the_job
+
+from runwatch.service import page_svg
+from runwatch.service.markup import Markup, esc, h
+from runwatch.service.page_views import RunFilter, runs_view
+
+# -- markup -----------------------------------------------------------------------------------
+
+
+def test_text_and_attributes_are_escaped_and_markup_is_not() -> None:
+    made = h("a", ATTR, SCRIPT, h("b", "x"), None, href=f"/r{ATTR}", title=None, hidden=True)
+    assert made == (
+        '<a href="/r&quot;&gt;&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;" hidden>'
+        "&quot;&gt;&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;"
+        "&lt;script&gt;window.__pwned=2&lt;/script&gt;<b>x</b></a>"
+    )
+    assert esc(Markup("<b>")) == "<b>"
+    assert h("input", value="'") == '<input value="&#x27;">'
+
+
+def test_the_timeline_picture_escapes_a_subject_in_text_and_title() -> None:
+    spans = page_svg.alert_spans(
+        [
+            {"ts": 100.0, "rule": "stuck_progress", "subject": PROGRESS, "state": "firing",
+             "severity": "warning", "summary": ERROR},
+            {"ts": 160.0, "rule": "stuck_progress", "subject": PROGRESS, "state": "resolved"},
+            {"ts": 170.0, "rule": "stuck_progress", "subject": PROGRESS, "state": "firing",
+             "severity": "warning", "summary": "again"},
+        ]
+    )  # fmt: skip
+    assert [(s.start, s.end) for s in spans] == [(100.0, 160.0), (170.0, None)]
+    svg = page_svg.timeline(
+        90.0, 200.0, [{"step": 1, "start_ts": 95.0, "end_ts": 150.0}],
+        [{"start_ts": 120.0, "end_ts": 140.0, "seconds": 20.0}], spans,
+    )  # fmt: skip
+    no_markup_of_the_job(svg.replace("<svg viewBox", ""))
+    assert esc(PROGRESS) in svg  # the whole name, in the row's <title>
+    assert svg.count('class="alert sev-warning"') == 2  # one row, two spans
+    assert svg.count('class="idle"') == 1
+
+
+# -- filters ----------------------------------------------------------------------------------
+
+RUNS = [
+    {"run": "a", "status": "running", "labels": {"team": "rl", "gpu": "h100"}, "firing_count": 1},
+    {"run": "b", "status": "running", "labels": {"team": "rl"}, "firing_count": 0},
+    {"run": "c", "status": "failed", "labels": {"team": "infra", "gpu": "a100"}},
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ({}, "abc"),
+        ({"label": ["team=rl"]}, "ab"),
+        ({"label": ["gpu"]}, "ac"),
+        ({"label": ["team=rl, gpu"]}, "a"),
+        ({"label": ["team=rl", "gpu=h100"]}, "a"),
+        ({"label": ["team=nobody"]}, ""),
+        ({"state": ["firing"]}, "a"),
+        ({"state": ["quiet"]}, "b"),
+        ({"state": ["failed"]}, "c"),
+        ({"state": ["running"], "label": ["team=rl"]}, "ab"),
+    ],
+)
+def test_the_runs_filter(query: dict[str, list[str]], kept: str) -> None:
+    flt = RunFilter.from_query(query)
+    assert "".join(r["run"] for r in RUNS if flt.keeps(r)) == kept
+    page = runs_view(RUNS, [], [], [], flt, 0.0)
+    assert len(re.findall(r'<tr class="run">', page)) == len(kept)

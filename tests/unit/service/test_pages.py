@@ -1,0 +1,181 @@
+"""serve's pages without a browser: what a job can put on them is text (in HTML and SVG, in
+text and attributes), the filters, the sign-in with its cookie, the form token, and the
+headers that forbid scripts. The pages are called through the HTTP front's WSGI app, over a
+service fed the sandbox-hang incident and a job whose every free text carries markup
+(tests/markup_job.py); the browser test (tests/e2e/test_pages_browser.py) loads them."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import quote, unquote, urlencode
+
+import pytest
+from markup_job import ERROR, LABELS, RUN, SCRIPT, markup_job, no_markup_of_the_job
+
+from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+from runwatch.service.http import App
+from runwatch.service.markup import esc
+
+UNTIL = 1773508000.0  # the sandbox hang's fourth hung step, its incident open
+SANDBOX = "grpo-qwen2.5-7b-sandbox"
+TOKEN = "s3cret-token"
+
+pytestmark = pytest.mark.slow  # a service fed two hours of an incident: `make test`
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Iterator[ScenarioServe]:
+    events = scenario_events(["sandbox_hang"], until=UNTIL) + markup_job(UNTIL - 700)
+    with ScenarioServe(sorted(events, key=lambda e: e["ts"]), http=False) as served:
+        yield served
+
+
+class Client:
+    """Requests to the WSGI app, as a browser would send them (its cookie kept)."""
+
+    def __init__(self, app: App) -> None:
+        self.app, self.cookie = app, ""
+
+    def __call__(
+        self, method: str, path: str, form: dict[str, str] | None = None, **headers: str
+    ) -> tuple[int, dict[str, str], str]:
+        body = urlencode(form or {}).encode()
+        path, _, query = path.partition("?")
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": method, "PATH_INFO": unquote(path).encode().decode("latin-1"),
+            "QUERY_STRING": query, "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body), "HTTP_HOST": "127.0.0.1:8787",
+            "HTTP_COOKIE": self.cookie, **{f"HTTP_{k.upper()}": v for k, v in headers.items()},
+        }  # fmt: skip
+        got: dict[str, Any] = {}
+
+        def start_response(status: str, head: list[tuple[str, str]]) -> None:
+            got["status"], got["headers"] = int(status.split()[0]), head
+
+        out = b"".join(self.app(environ, start_response)).decode()
+        head = dict(got["headers"])
+        for name, value in got["headers"]:
+            if name == "Set-Cookie":
+                self.cookie = value.split(";")[0]
+        return got["status"], head, out
+
+
+# -- the pages through the HTTP front ---------------------------------------------------------
+
+
+def test_the_runs_page_is_a_table_of_the_runs_with_their_alerts_and_roots(
+    scenario: ScenarioServe,
+) -> None:
+    status, head, page = Client(App(scenario.service, None))("GET", "/")
+    assert status == 200
+    assert head["Content-Type"] == "text/html; charset=utf-8"
+    csp = head["Content-Security-Policy"]
+    assert "default-src 'none'" in csp
+    assert "script-src" not in csp
+    assert "unsafe" not in csp
+    assert head["X-Frame-Options"] == "DENY"
+    assert '<table id="runs">' in page
+    assert "<pre" not in page
+    row = page[page.index(f'href="/ui/runs/{SANDBOX}"') :].split("</tr>")[0]
+    assert "FIRING 3" in row
+    assert "3 / 400" in row
+    assert "inference_idle_with_pending" in row
+    assert f'href="/ui/incidents/{quote(f"incident|{SANDBOX}|4", safe="")}"' in row
+    assert '<meta http-equiv="refresh"' in page
+    no_markup_of_the_job(page)
+    for key, value in LABELS.items():
+        assert esc(f"{key}={value}") in page
+
+
+def test_filtered_by_label_and_state(scenario: ScenarioServe) -> None:
+    get = Client(App(scenario.service, None))
+    _, _, page = get("GET", "/?" + urlencode({"label": "team=reasoning", "state": "firing"}))
+    assert SANDBOX in page
+    assert f"/ui/runs/{RUN}" not in page
+    _, _, page = get("GET", "/?" + urlencode({"label": f"team={SCRIPT}"}))
+    assert f"/ui/runs/{RUN}" in page
+    assert f"/ui/runs/{SANDBOX}" not in page
+    no_markup_of_the_job(page)
+
+
+def test_the_job_pages_show_its_markup_as_text(scenario: ScenarioServe) -> None:
+    get = Client(App(scenario.service, None))
+    status, _, run_page = get("GET", f"/ui/runs/{RUN}")
+    assert status == 200
+    no_markup_of_the_job(run_page)
+    assert esc(ERROR) in run_page
+    assert "<svg" in run_page
+    incident = f"incident|{RUN}|1"
+    status, _, incident_page = get("GET", "/ui/incidents/" + quote(incident, safe=""))
+    assert status == 200
+    no_markup_of_the_job(incident_page)
+    assert "Root cause" in incident_page
+    assert esc(ERROR) in incident_page
+
+
+def test_the_incident_page_names_its_root_and_symptoms(scenario: ScenarioServe) -> None:
+    get = Client(App(scenario.service, None))
+    status, _, page = get("GET", "/ui/incidents/" + quote(f"incident|{SANDBOX}|4", safe=""))
+    assert status == 200
+    root = page[page.index("Root cause") : page.index("Symptoms")]
+    assert "inference_idle_with_pending" in root
+    assert "the last one (s4-t511) has sat in sandbox" in root
+    assert "stuck_progress [Rollout]" in page[page.index("Symptoms") :]
+    assert get("GET", "/ui/incidents/incident%7Cnope%7C1")[0] == 404
+    assert get("GET", f"/ui/runs/{SANDBOX}-not")[0] == 404
+
+
+def test_with_a_token_the_page_asks_once_and_keeps_a_strict_http_only_cookie(
+    scenario: ScenarioServe,
+) -> None:
+    browser = Client(App(scenario.service, TOKEN))
+    status, _, page = browser("GET", "/?state=firing")
+    assert status == 401
+    assert 'type="password"' in page
+    assert SANDBOX not in page
+    assert "Content-Security-Policy" in browser("GET", "/")[1]
+    status, _, page = browser("POST", "/ui/login", {"token": "wrong", "next": "/"})
+    assert status == 401
+    assert "wrong token" in page
+    status, head, _ = browser("POST", "/ui/login", {"token": TOKEN, "next": "/?state=firing"})
+    assert status == 303
+    assert head["Location"] == "/?state=firing"
+    cookie = SimpleCookie(head["Set-Cookie"])["runwatch_session"]
+    assert cookie["httponly"]
+    assert cookie["samesite"] == "Strict"
+    assert cookie["path"] == "/"
+    assert TOKEN not in cookie.value
+    status, _, page = browser("GET", "/")
+    assert status == 200
+    assert SANDBOX in page
+    # the API does not take the page's cookie: it wants the bearer token
+    assert browser("GET", "/v1/runs")[0] == 401
+
+
+def test_sign_in_sends_nowhere_but_a_page_of_ours(scenario: ScenarioServe) -> None:
+    browser = Client(App(scenario.service, TOKEN))
+    for nxt in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+        status, head, _ = browser("POST", "/ui/login", {"token": TOKEN, "next": nxt})
+        assert (status, head["Location"]) == (303, "/")
+
+
+def test_a_form_needs_the_session_its_form_token_and_our_origin(scenario: ScenarioServe) -> None:
+    app = App(scenario.service, TOKEN)
+    browser = Client(app)
+    browser("POST", "/ui/login", {"token": TOKEN, "next": "/"})
+    _, _, page = browser("GET", "/")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert csrf is not None
+    stranger = Client(app)
+    assert stranger("POST", "/ui/logout", {"csrf": csrf.group(1)})[0] == 401
+    assert browser("POST", "/ui/logout", {"csrf": "0" * 64})[0] == 403
+    assert browser("POST", "/ui/logout", {"csrf": csrf.group(1)}, origin="http://evil")[0] == 403
+    status, head, _ = browser(
+        "POST", "/ui/logout", {"csrf": csrf.group(1)}, origin="http://127.0.0.1:8787"
+    )
+    assert status == 303
+    assert "Max-Age=0" in head["Set-Cookie"]
