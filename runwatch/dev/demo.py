@@ -152,7 +152,8 @@ def live(args: argparse.Namespace) -> int:
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             ))  # fmt: skip
         started = time.monotonic()
-        header = f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}"
+        header = (f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}; "
+                  f"its page: {serve.url}/")  # fmt: skip
         with Live(frame(serve, header), console=console, refresh_per_second=4) as live:
             while any(child.poll() is None for child in children):
                 time.sleep(0.5)
@@ -171,7 +172,10 @@ def live(args: argparse.Namespace) -> int:
             if child.poll() is None:
                 child.terminate()
                 child.wait()
-        serve.stop()
+        # someone at a terminal gets to look at the page before the service stops
+        keep = not interrupted and sys.stdout.isatty()
+        if not keep:
+            serve.stop()
     if interrupted:
         console.print("interrupted: the service, the simulator and the trainer are stopped.")
     else:
@@ -185,7 +189,25 @@ def live(args: argparse.Namespace) -> int:
         style="bold",
         soft_wrap=True,
     )
+    if keep:
+        return _show_page(console, serve)
+    console.print(f"\nThe page of runs, incidents and timelines was at [bold]{serve.url}/[/] "
+                  f"(serve has stopped; `.venv/bin/runwatch serve --db {db}` shows it again at "
+                  "http://127.0.0.1:8787/)")  # fmt: skip
     return 130 if interrupted else 0
+
+
+def _show_page(console: Console, serve: Any) -> int:
+    """Keep the service up for its page until Ctrl-C; the address is the last line."""
+    console.print("\nrunwatch serve goes on so that you can look at its page (Ctrl-C stops it):")
+    console.print(f"  {serve.url}/", style="bold")
+    try:
+        serve.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        serve.stop()
+    return 0
 
 
 def _breaker_story(
