@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,11 @@ class ScenarioServe:
         self.server: ServiceServer | None = None
         try:
             self.feed(events)
+            self.wait_for_history()
             if http:
-                self.server = ServiceServer(("127.0.0.1", 0), self.service, token)
+                # silences live in a Slack notifier's ledger: one of its own, no Slack
+                ledger = self.dir / "notify.sqlite"
+                self.server = ServiceServer(("127.0.0.1", 0), self.service, token, silences=ledger)
                 self.server.start()
         except BaseException:
             self.close()
@@ -84,6 +88,15 @@ class ScenarioServe:
             if got.rejected:
                 raise ValueError(f"the scenario's events were refused: {got.rejected[0]}")
             self.service.tick()
+
+    def wait_for_history(self, timeout: float = 120.0) -> None:
+        """Until the history holds every event fed (its thread writes a second or so
+        behind), so that a run's timeline on the pages is whole."""
+        deadline = time.monotonic() + timeout
+        while self.service.history.lag_bytes():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the history did not catch up in {timeout:g}s")
+            time.sleep(0.05)
 
     def close(self) -> None:
         if self.server is not None:

@@ -181,7 +181,8 @@ def timeline(
     if len(rows) > MAX_ALERT_ROWS:
         parts.append(row_name(y, ALERT_ROW, f"+{len(rows) - MAX_ALERT_ROWS} more alerts"))
         y += ALERT_ROW
-    parts.append(_axis(y + 4, start, end, x))
+    grid, axis = _axis(y + 4, start, end, x)
+    parts = [grid, *parts, axis]  # the grid behind the bars
     height = y + 4 + AXIS
     return h(
         "svg",
@@ -194,12 +195,14 @@ def timeline(
     )
 
 
-def _axis(y: float, start: float, end: float, x: Any) -> Markup:
+def _axis(y: float, start: float, end: float, x: Any) -> tuple[Markup, Markup]:
+    """The grid lines (drawn first, behind), and the axis with its times."""
     every = _tick_every(end - start)
+    grid = []
     parts = [h("line", x1=LEFT, x2=WIDTH - RIGHT, y1=y, y2=y, class_="axis")]
     tick = (int(start) // every + 1) * every
     while tick < end:
-        parts.append(h("line", x1=x(tick), x2=x(tick), y1=0, y2=y + 4, class_="grid"))
+        grid.append(h("line", x1=x(tick), x2=x(tick), y1=0, y2=y + 4, class_="grid"))
         parts.append(
             h(
                 "text",
@@ -212,4 +215,4 @@ def _axis(y: float, start: float, end: float, x: Any) -> Markup:
         )
         tick += every
     parts.append(h("text", "UTC", x=LEFT - 8, y=y + 17, text_anchor="end", class_="ticklabel"))
-    return Markup("".join(parts))
+    return Markup("".join(grid)), Markup("".join(parts))

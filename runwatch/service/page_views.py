@@ -218,10 +218,11 @@ def run_view(
     timeline: Json | None,
     now: float,
     breaker: Markup | None = None,
+    missing: str | None = None,
 ) -> Markup:
     """A run: its facts, open incidents, the timeline picture, steps, slowest trajectories
     and alerts in time. The steps, idle stretches and trajectories come from the history's
-    timeline (`timeline`); without it, the picture shows the alerts alone."""
+    timeline (`timeline`); without it (`missing` says why), the picture shows the alerts."""
     name = str(run["run"])
     step = "-" if run.get("step") is None else str(run["step"])
     if run.get("total_steps"):
@@ -272,14 +273,8 @@ def run_view(
     if start is not None:
         parts.append(page_svg.timeline(start, max(end, start + 1), steps, idle, spans))
     if timeline is None:
-        parts.append(
-            h(
-                "p",
-                "Steps and GPU-idle stretches come from the history, which this "
-                "service does not answer for yet.",
-                class_="muted",
-            )
-        )
+        why = missing or "the history does not answer"
+        parts.append(h("p", f"No steps or GPU-idle stretches: {why}", class_="muted"))
     else:
         parts += [
             h("h2", "Steps"),

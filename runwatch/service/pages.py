@@ -239,8 +239,9 @@ class Pages:
         _, breaker = self._read("/v1/breaker/" + run)
         got, history = self._read("/v1/history/runs/" + run)  # as `runwatch show` prints it
         timeline = history if got == 200 else None
+        missing = None if got == 200 else str(history.get("error", f"the API answered {got}"))
         resume = page_forms.resume_form(run, breaker, self.csrf(session))
-        main = views.run_view(found, mine, timeline, now, resume)
+        main = views.run_view(found, mine, timeline, now, resume, missing)
         return self._html(200, f"run {run}", main, session, refresh=True)
 
     def _incident_page(self, ident: str, session: str, now: float) -> Answer:

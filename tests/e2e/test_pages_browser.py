@@ -93,7 +93,8 @@ def test_the_runs_filtered_with_their_alerts_and_incident_roots(
     sandbox = rows[SANDBOX].text
     assert "FIRING 3" in sandbox
     assert "3 / 400" in sandbox
-    assert "#4 inference_idle_with_pending" in sandbox  # the incident's root
+    assert "#4 idle_gap_growing" in sandbox  # the open incidents' roots
+    assert "#5 inference_idle_with_pending" in sandbox
     label = css(driver, "input[name=label]")[0]
     label.send_keys("team=reasoning")
     label.submit()
@@ -104,8 +105,8 @@ def test_the_runs_filtered_with_their_alerts_and_incident_roots(
 
 def test_the_incident_page_says_its_root_cause(browser: Browser, served: ScenarioServe) -> None:
     driver = open_page(browser, served, "/")
-    css(driver, f"tr.run a[href*='incident%7C{SANDBOX}%7C4']")[0].click()
-    wait_for(driver, lambda d: "Incident #4" in d.find_element("tag name", "h1").text, "#4")
+    css(driver, f"tr.run a[href*='incident%7C{SANDBOX}%7C5']")[0].click()
+    wait_for(driver, lambda d: "Incident #5" in d.find_element("tag name", "h1").text, "#5")
     root = css(driver, ".root")[0].text
     assert "511 of 512 trajectories done, the last one (s4-t511) has sat in sandbox" in root
     assert "stuck_progress [Rollout]" in driver.find_element("tag name", "main").text
@@ -114,14 +115,22 @@ def test_the_incident_page_says_its_root_cause(browser: Browser, served: Scenari
     assert SANDBOX in driver.find_element("tag name", "h1").text
 
 
-def test_the_run_page_draws_its_alerts_in_time(browser: Browser, served: ScenarioServe) -> None:
+def test_the_run_page_draws_its_steps_idle_gaps_and_alerts(
+    browser: Browser, served: ScenarioServe
+) -> None:
     driver = open_page(browser, served, "/ui/runs/" + SANDBOX)
     names = [t.text for t in css(driver, "svg.timeline text.rowname")]
     assert names[:2] == ["steps", "GPU idle, work waiting"]
     assert "inference_idle_with_pending" in names
+    assert len(css(driver, "svg.timeline rect.step")) == 4  # steps 1-3, and 4 running
+    # the GPU sat idle while the last trajectory waited in the sandbox: at every step
+    assert len(css(driver, "svg.timeline rect.idle")) == 4
     # one row per alert: the four times the sandbox hung are four spans on one row
     assert len(css(driver, "svg.timeline rect.alert.sev-critical")) == 4
     assert css(driver, "svg.timeline")[0].size["width"] > 600
+    gaps = [td.text for td in css(driver, "table#steps td.idle-gap")]
+    assert gaps == ["20m", "21m", "26m", "25m"]  # the published 20 -> 21 -> 26 minutes
+    assert "s4-t511" in css(driver, "table#slowest")[0].text
 
 
 def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: ScenarioServe) -> None:
@@ -152,3 +161,21 @@ def test_the_runs_page_refreshes_itself(browser: Browser, served: ScenarioServe)
           "kind": "run.started" if i == 0 else "heartbeat"} for i in range(3)]
     )  # fmt: skip
     wait_for(driver, lambda d: "late-run" in d.page_source, "the page did not refresh itself")
+
+
+def test_a_silence_set_and_removed_from_the_page(browser: Browser, served: ScenarioServe) -> None:
+    driver = open_page(browser, served, "/ui/silences")
+    assert "no silences in force" in driver.page_source
+    form = css(driver, "form#add-silence")[0]
+    form.find_element("name", "run").send_keys(SANDBOX)
+    form.find_element("name", "rule").send_keys("stuck_progress")
+    form.find_element("name", "comment").send_keys("known: the sandbox pool is down")
+    form.find_element("css selector", "button").click()
+    wait_for(driver, lambda d: "silence 1 set" in d.page_source, "the silence was not set")
+    (row,) = css(driver, "tr.silence")
+    assert SANDBOX in row.text
+    assert "stuck_progress" in row.text
+    assert "known: the sandbox pool is down" in row.text
+    row.find_element("css selector", "button").click()
+    wait_for(driver, lambda d: "silence 1 removed" in d.page_source, "not removed")
+    assert css(driver, "tr.silence") == []

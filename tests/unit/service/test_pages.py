@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
@@ -84,7 +86,9 @@ def test_the_runs_page_is_a_table_of_the_runs_with_their_alerts_and_roots(
     assert "FIRING 3" in row
     assert "3 / 400" in row
     assert "inference_idle_with_pending" in row
+    # two incidents open: the growing gap, and the fourth hang with its frozen bar
     assert f'href="/ui/incidents/{quote(f"incident|{SANDBOX}|4", safe="")}"' in row
+    assert "#5 inference_idle_with_pending" in row
     assert '<meta http-equiv="refresh"' in page
     no_markup_of_the_job(page)
     for key, value in LABELS.items():
@@ -119,7 +123,7 @@ def test_the_job_pages_show_its_markup_as_text(scenario: ScenarioServe) -> None:
 
 def test_the_incident_page_names_its_root_and_symptoms(scenario: ScenarioServe) -> None:
     get = Client(App(scenario.service, None))
-    status, _, page = get("GET", "/ui/incidents/" + quote(f"incident|{SANDBOX}|4", safe=""))
+    status, _, page = get("GET", "/ui/incidents/" + quote(f"incident|{SANDBOX}|5", safe=""))
     assert status == 200
     root = page[page.index("Root cause") : page.index("Symptoms")]
     assert "inference_idle_with_pending" in root
@@ -179,3 +183,63 @@ def test_a_form_needs_the_session_its_form_token_and_our_origin(scenario: Scenar
     )
     assert status == 303
     assert "Max-Age=0" in head["Set-Cookie"]
+
+
+def test_the_run_page_shows_the_steps_and_idle_gaps_from_the_history(
+    scenario: ScenarioServe,
+) -> None:
+    get = Client(App(scenario.service, None))
+    deadline = time.monotonic() + 60  # the history is written a second or so behind: until
+    # it holds the fourth gap (the one growing now), the page shows less
+    while (page := get("GET", f"/ui/runs/{SANDBOX}")[2]).count('class="idle"') < 4:
+        assert time.monotonic() < deadline, page[-2000:]
+        time.sleep(0.1)
+    steps = page[page.index('<table id="steps">') :].split("</table>")[0]
+    idle = re.findall(r'<td class="idle-gap">([^<]*)</td>', steps)
+    assert idle == ["20m", "21m", "26m", "25m"]  # the published gaps, and step 4's so far
+    assert steps.count("<tr>") == 5  # the header and steps 1-4
+    assert "running" in steps.split("<tr>")[-1]
+    assert "s4-t511" in page  # the slowest trajectories: the hung one
+    assert "pending, last in sandbox" in page
+
+
+def test_silences_set_and_removed_from_the_page(scenario: ScenarioServe, tmp_path: Path) -> None:
+    browser = Client(App(scenario.service, None, silences=tmp_path / "ledger.sqlite"))
+    _, _, page = browser("GET", "/ui/silences")
+    assert "no silences in force" in page
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert csrf is not None
+    form = {"csrf": csrf[1], "run": RUN, "rule": "", "for": "90 minutes", "comment": SCRIPT}
+    status, _, page = browser("POST", "/ui/silences", form)
+    assert status == 400
+    assert "is not a duration" in page
+    status, head, _ = browser("POST", "/ui/silences", {**form, "for": "1h30m"})
+    assert status == 303
+    status, _, page = browser("GET", head["Location"])
+    assert "silence 1 set" in page
+    row = page[page.index('<tr class="silence">') :].split("</tr>")[0]
+    assert RUN in row
+    assert "every rule" in row
+    no_markup_of_the_job(page)
+    assert esc(SCRIPT) in row
+    status, head, _ = browser("POST", "/ui/silences/1/remove", {"csrf": csrf[1]})
+    assert (status, head["Location"]) == (303, "/ui/silences?removed=1")
+    assert "no silences in force" in browser("GET", "/ui/silences")[2]
+    assert browser("POST", "/ui/silences/1/remove", {"csrf": csrf[1]})[0] == 404
+    # without a ledger (no --slack-config) the page says why there are none
+    _, _, page = Client(App(scenario.service, None))("GET", "/ui/silences")
+    assert "no Slack notifier" in page
+
+
+def test_resume_from_the_run_page(scenario: ScenarioServe) -> None:
+    browser = Client(App(scenario.service, None))
+    _, _, page = browser("GET", f"/ui/runs/{RUN}")
+    assert f'action="/ui/runs/{RUN}/resume"' in page
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert csrf is not None
+    form = {"csrf": csrf[1], "reason": "checked: the sandbox is back"}
+    status, head, _ = browser("POST", f"/ui/runs/{RUN}/resume", form)
+    assert (status, head["Location"]) == (303, f"/ui/runs/{RUN}")
+    _, _, page = browser("GET", f"/ui/runs/{RUN}")
+    assert "resume</button>" not in page  # every firing alert lifted
+    assert "by runwatch page" in page
