@@ -3,6 +3,7 @@ grouped), from the transitions that carry it. Pure: JSON in, `Markup` out."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from runwatch.service.page_layout import (
     when,
 )
 from runwatch.service.page_views import transitions_table
+from runwatch.stream.rules.base import fmt_duration
 
 
 def incident_view(
@@ -116,6 +118,50 @@ def incident_view(
     return join(*parts)
 
 
+def incident_from_history(ident: str, timeline: Json, now: float) -> Markup | None:
+    """The incident as the history keeps it (`runwatch show`'s), for one whose transitions
+    this service no longer holds: root, symptoms, evidence; None when the run has none."""
+    found = next((i for i in timeline.get("incidents") or [] if i.get("id") == ident), None)
+    if found is None:
+        return None
+    run = str((timeline.get("run") or {}).get("run", ""))
+    opened = found.get("opened_ts")
+    root = {"rule": found.get("root_rule"), "subject": found.get("root_subject")}
+    said = next(
+        (
+            a
+            for a in timeline.get("alerts") or []
+            if a.get("state") == "firing"
+            and a.get("rule") == root["rule"]
+            and a.get("subject") == root["subject"]
+            and float(a.get("ts") or 0) >= float(opened or 0)
+        ),
+        None,
+    )
+    lasted = "open" if found.get("open") else f"closed after {_dur(found.get('duration_s'))}"
+    facts = h("dl", h("dt", "run"), h("dd", run_link(run)), h("dt", "state"), h("dd", lasted),
+              h("dt", "opened"), h("dd", when(opened), " (", ago(opened, now), ")"),
+              class_="facts")  # fmt: skip
+    symptoms = [h("li", str(rule)) for rule in found.get("symptoms") or []]
+    return join(
+        h("h1", f"Incident {incident_number(ident)} of ", run_link(run)),
+        facts,
+        h("h2", "Root cause"),
+        h("div", h("div", severity(said or {}), " ", h("b", alert_name(said or root))),
+          h("p", (said or {}).get("summary", ""), class_="summary root"), class_="panel"),
+        h("h2", "Symptoms"),
+        h("ul", *symptoms) if symptoms else h("p", "none", class_="muted"),
+        h("h2", "Evidence"),
+        stacks((timeline.get("evidence") or {}).get(ident)) or h("p", "none", class_="muted"),
+        h("p", "From the history: this service no longer holds the incident's transitions.",
+          class_="muted"),
+    )  # fmt: skip
+
+
+def _dur(seconds: Any) -> str:
+    return "-" if seconds is None else fmt_duration(float(seconds))
+
+
 def _alert_state(a: Json) -> Markup:
     if a["state"] == "firing":
         return h("span", "firing", class_="badge firing")
@@ -125,6 +171,11 @@ def _alert_state(a: Json) -> Markup:
 def stacks(details: Any) -> Markup:
     """`process_stacks` evidence: per group of processes, where they were and the stack
     (innermost frame first); the processes that did not answer."""
+    if isinstance(details, str):  # the history's JSON column
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return Markup("")
     if not isinstance(details, Mapping):
         return Markup("")
     parts = []

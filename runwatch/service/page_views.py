@@ -286,6 +286,23 @@ def run_view(
     return join(*parts)
 
 
+def run_from_history(timeline: Json) -> dict[str, Any]:
+    """A run the service no longer tracks, in the live API's shape, from its history."""
+    r = timeline.get("run") or {}
+    return {
+        "run": r.get("run"),
+        "status": r.get("status"),
+        "labels": r.get("labels") or {},
+        "events": r.get("events") or 0,
+        "started_ts": r.get("first_ts"),
+        "last_ts": r.get("last_ts"),
+        "step": r.get("last_step"),
+        "total_steps": r.get("total_steps"),
+        "firing_count": 0,
+        "transitions": timeline.get("alerts") or [],
+    }
+
+
 def _first(*values: Any) -> float | None:
     found = [float(v) for v in values if v is not None]
     return min(found) if found else None

@@ -232,15 +232,17 @@ class Pages:
 
     def _run_page(self, run: str, session: str, now: float) -> Answer:
         status, found = self._read("/v1/runs/" + run)
-        if status != 200:
-            return self._error(status, str(found.get("error", "")), session)
-        incidents = self._read("/v1/alerts")[1]["incidents"]
-        mine = [i for i in incidents if i["run"] == run]
-        _, breaker = self._read("/v1/breaker/" + run)
         got, history = self._read("/v1/history/runs/" + run)  # as `runwatch show` prints it
         timeline = history if got == 200 else None
         missing = None if got == 200 else str(history.get("error", f"the API answered {got}"))
-        resume = page_forms.resume_form(run, breaker, self.csrf(session))
+        if status == 404 and timeline is not None:  # no longer live: as the history has it
+            found = views.run_from_history(timeline)
+        elif status != 200:
+            return self._error(status, str(found.get("error", "")), session)
+        incidents = self._read("/v1/alerts")[1]["incidents"]
+        mine = [i for i in incidents if i["run"] == run]
+        live, breaker = self._read("/v1/breaker/" + run)
+        resume = page_forms.resume_form(run, breaker if live == 200 else {}, self.csrf(session))
         main = views.run_view(found, mine, timeline, now, resume, missing)
         return self._html(200, f"run {run}", main, session, refresh=True)
 
@@ -256,6 +258,10 @@ class Pages:
             seen.update((a["id"], a) for a in found["transitions"])
         live = next((i for i in alerts["incidents"] if i["id"] == ident), None)
         main = page_incident.incident_view(ident, list(seen.values()), live, now)
+        if main is None:  # gone from what the service holds: as the history keeps it
+            got, history = self._read("/v1/history/runs/" + run)
+            if got == 200:
+                main = page_incident.incident_from_history(ident, history, now)
         if main is None:
             return self._error(404, f"no incident {ident!r} in what this service holds", session)
         return self._html(200, f"incident {ident}", main, session, refresh=True)

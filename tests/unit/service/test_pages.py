@@ -19,6 +19,7 @@ import pytest
 from markup_job import ERROR, LABELS, RUN, SCRIPT, markup_job, no_markup_of_the_job
 
 from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+from runwatch.service import page_incident, pages
 from runwatch.service.http import App
 from runwatch.service.markup import esc
 
@@ -243,3 +244,35 @@ def test_resume_from_the_run_page(scenario: ScenarioServe) -> None:
     _, _, page = browser("GET", f"/ui/runs/{RUN}")
     assert "resume</button>" not in page  # every firing alert lifted
     assert "by runwatch page" in page
+
+
+def test_a_run_gone_from_the_live_state_is_shown_from_the_history(
+    scenario: ScenarioServe,
+) -> None:
+    t0, src = scenario.clock.now, {"component": "rollout", "host": "node-8", "pid": 8}
+    events = [("run.started", {"labels": {"team": "gone"}}),
+              ("component.failed", {"error": "OSError: sandbox pool gone", "how": "exception"}),
+              ("run.finished", {"status": "failed"})]  # fmt: skip
+    scenario.feed(
+        [{"v": 1, "id": f"gone-{i}", "ts": t0 + i, "run": "gone-run", "kind": kind, "src": src,
+          **fields} for i, (kind, fields) in enumerate(events)]
+    )  # fmt: skip
+    scenario.wait_for_history()
+    assert scenario.service.evict(scenario.clock.now, keep_finished_s=0) == 1
+    get = Client(App(scenario.service, None))
+    status, _, page = get("GET", "/ui/runs/gone-run")
+    assert status == 200
+    assert '<span class="badge failed">failed</span>' in page
+    assert "component_failed" in page
+    timeline = through_api(scenario, "/v1/history/runs/gone-run")
+    incident = page_incident.incident_from_history("incident|gone-run|1", timeline, t0 + 10)
+    assert incident is not None
+    assert "OSError: sandbox pool gone" in incident
+    assert "From the history" in incident
+    assert page_incident.incident_from_history("incident|gone-run|9", timeline, t0) is None
+
+
+def through_api(scenario: ScenarioServe, path: str) -> Any:
+    status, answer = pages.through(App(scenario.service, None).answer, None)("GET", path, b"")
+    assert status == 200, answer
+    return answer
