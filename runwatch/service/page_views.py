@@ -24,6 +24,8 @@ from runwatch.service.page_layout import (
 )
 from runwatch.stream.rules.base import fmt_duration
 
+#: Runs listed at most (the most recently seen): a page of 10,000 rows every 5 s helps nobody.
+MAX_ROWS = 500
 #: The state filter's choices: firing (alerts open), quiet (running, none open), or a status.
 STATES = ("firing", "quiet", "running", "ok", "failed", "killed")
 
@@ -114,7 +116,7 @@ def runs_view(
     shown = sorted((r for r in runs if flt.keeps(r)), key=lambda r: -(r.get("last_ts") or 0))
     names = {str(r["run"]) for r in shown}
     rows = []
-    for r in shown:
+    for r in shown[:MAX_ROWS]:
         name = str(r["run"])
         step = "-" if r.get("step") is None else str(r["step"])
         if r.get("total_steps"):
@@ -165,6 +167,19 @@ def runs_view(
         )
     firing_runs = sum(1 for r in runs if r.get("firing_count"))
     title = h("h1", f"Runs ({len(shown)} of {len(runs)}; {firing_runs} firing)")
+    if len(shown) > MAX_ROWS:
+        rows.append(
+            h(
+                "tr",
+                h(
+                    "td",
+                    f"and {len(shown) - MAX_ROWS:,} more, seen longer ago: "
+                    "filter by label or state",
+                    colspan=8,
+                    class_="muted",
+                ),
+            )
+        )
     statuses = {str(r.get("status") or "running") for r in runs}
     return join(
         title,

@@ -5,6 +5,7 @@ resume` lifts, after which the loop goes on to its last step."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ def test_the_live_demo_shows_a_dynamics_alert_and_a_circuit_breaker_pause(tmp_pa
     assert "by zero_reward" in out
     assert "resumed (" in out
     assert "the loop went on to step 70" in out
+    # it ends with the address of serve's page (not at a terminal: where it was)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"http://127\.0\.0\.1:\d+/", last), proc.stdout[-500:]
     log = (tmp_path / "trainer.log").read_text()
     assert "PAUSED zero_reward" in log
     assert "finished ok" in log

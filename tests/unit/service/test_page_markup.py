@@ -10,7 +10,7 @@ from markup_job import ATTR, ERROR, PROGRESS, SCRIPT, no_markup_of_the_job
 
 from runwatch.service import page_svg
 from runwatch.service.markup import Markup, esc, h
-from runwatch.service.page_views import RunFilter, runs_view
+from runwatch.service.page_views import MAX_ROWS, RunFilter, runs_view
 
 # -- markup -----------------------------------------------------------------------------------
 
@@ -76,3 +76,12 @@ def test_the_runs_filter(query: dict[str, list[str]], kept: str) -> None:
     assert "".join(r["run"] for r in RUNS if flt.keeps(r)) == kept
     page = runs_view(RUNS, [], [], [], flt, 0.0)
     assert len(re.findall(r'<tr class="run">', page)) == len(kept)
+
+
+def test_the_runs_page_lists_the_latest_runs_and_counts_the_rest() -> None:
+    many = [{"run": f"r{i}", "status": "running", "last_ts": float(i)} for i in range(MAX_ROWS + 7)]
+    page = runs_view(many, [], [], [], RunFilter(), 0.0)
+    assert page.count('<tr class="run">') == MAX_ROWS
+    assert f'href="/ui/runs/r{MAX_ROWS + 6}"' in page  # the newest first
+    assert 'href="/ui/runs/r0"' not in page
+    assert "and 7 more, seen longer ago" in page
