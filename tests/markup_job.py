@@ -22,6 +22,36 @@ ERROR = f"RuntimeError: {ATTR}{SCRIPT}"
 TEXTS = (SCRIPT, f"k{ATTR}=v{ATTR}", SVG, PROGRESS)
 
 
+RANKS_RUN = "markup-ranks"
+#: a stack frame's function, as a hostile process reports it
+FRAME = f"recv{SCRIPT}"
+
+
+def ranks_job(t0: float) -> list[dict[str, Any]]:
+    """Two ranks that stop changing phase from `t0`: ranks_stalled opens the run's first
+    incident (at t0 + 300) and asks for the stacks; the ranks answer, one of them with a
+    frame whose function name carries markup; process_stacks is the incident's evidence."""
+    out: list[dict[str, Any]] = []
+    request = f"incident|{RANKS_RUN}|1"
+
+    def src(r: int) -> dict[str, Any]:
+        return {"component": "trainer", "host": f"node-{r}", "pid": 100 + r, "rank": r}
+
+    def emit(ts: float, kind: str, r: int, **fields: Any) -> None:
+        out.append({"v": 1, "id": f"{RANKS_RUN}-{len(out):05d}", "ts": round(ts, 3),
+                    "run": RANKS_RUN, "kind": kind, "src": src(r), **fields})  # fmt: skip
+
+    emit(t0, "run.started", 0, labels={"team": "ranks"})
+    for r, phase in ((0, "recv"), (1, "destroy_pg")):
+        emit(t0 + 1 + r, "rank.status", r, rank=r, world_size=2, phase=phase)
+    for r, inner in ((0, FRAME), (1, "destroy_process_group")):
+        frames = [{"file": "/w/train.py", "line": 42, "function": "step"},
+                  {"file": f"/w/{PHASE}.py", "line": 7, "function": inner}]  # fmt: skip
+        emit(t0 + 310, "process.stacks", r, request=request, how="emitter",
+             threads=[{"name": "MainThread", "frames": frames}])  # fmt: skip
+    return out
+
+
 def markup_job(t0: float) -> list[dict[str, Any]]:
     """Ten minutes of the job from `t0`: a progress bar that advanced every 3 s and stops
     (stuck_progress fires, its subject the bar's name), a step with a trajectory, and a

@@ -181,6 +181,8 @@ def stacks(details: Any) -> Markup:
     parts = []
     for g in details.get("groups") or []:
         who = ", ".join(str(p) for p in g.get("processes") or [])
+        if g.get("ranks"):
+            who = f"ranks {', '.join(map(str, g['ranks']))} ({who})"
         frames = "\n".join(
             f"{f[2]}  ({f[0]}:{f[1]})"
             for f in g.get("stack") or []

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from markup_job import RUN, TEXTS, markup_job
+from markup_job import FRAME, RANKS_RUN, RUN, TEXTS, markup_job, ranks_job
 
 from runwatch.dev.browser import Browser
 from runwatch.dev.page_scenario import ScenarioServe, scenario_events
@@ -27,7 +27,8 @@ WAIT = 60.0  # generous: a loaded 2-core machine
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[ScenarioServe]:
-    events = scenario_events(["sandbox_hang"], until=UNTIL) + markup_job(UNTIL - 700)
+    events = scenario_events(["sandbox_hang"], until=UNTIL)
+    events += markup_job(UNTIL - 700) + ranks_job(UNTIL - 700)
     with ScenarioServe(sorted(events, key=lambda e: e["ts"]), token=TOKEN) as serve:
         yield serve
 
@@ -89,7 +90,7 @@ def test_the_runs_filtered_with_their_alerts_and_incident_roots(
 ) -> None:
     driver = open_page(browser, served, "/")
     rows = {r.find_element("css selector", "td a").text: r for r in css(driver, "tr.run")}
-    assert set(rows) == {SANDBOX, RUN}
+    assert set(rows) == {SANDBOX, RUN, RANKS_RUN}
     sandbox = rows[SANDBOX].text
     assert "FIRING 3" in sandbox
     assert "3 / 400" in sandbox
@@ -134,7 +135,9 @@ def test_the_run_page_draws_its_steps_idle_gaps_and_alerts(
 
 
 def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: ScenarioServe) -> None:
-    for path in ("/", f"/ui/runs/{RUN}", f"/ui/incidents/incident%7C{RUN}%7C1"):
+    pages = ("/", f"/ui/runs/{RUN}", f"/ui/incidents/incident%7C{RUN}%7C1",
+             f"/ui/incidents/incident%7C{RANKS_RUN}%7C1")  # fmt: skip
+    for path in pages:
         driver = open_page(browser, served, path)
         assert css(driver, "img, script, iframe, object, embed") == [], path
         assert css(driver, "svg[onload], svg svg") == [], path
@@ -143,6 +146,8 @@ def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: Scena
         if path == "/":
             for shown in TEXTS:
                 assert shown in text, (path, shown)
+        if RANKS_RUN in path:  # the evidence: a stack frame's function, as the process said
+            assert css(driver, "pre.stack")[1].text.startswith(FRAME)
     # in the picture too: the stuck bar's row, its whole name on hover
     driver = open_page(browser, served, f"/ui/runs/{RUN}")
     titles = driver.execute_script(

@@ -16,7 +16,17 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 import pytest
-from markup_job import ERROR, LABELS, RUN, SCRIPT, markup_job, no_markup_of_the_job
+from markup_job import (
+    ERROR,
+    FRAME,
+    LABELS,
+    RANKS_RUN,
+    RUN,
+    SCRIPT,
+    markup_job,
+    no_markup_of_the_job,
+    ranks_job,
+)
 
 from runwatch.dev.page_scenario import ScenarioServe, scenario_events
 from runwatch.service import page_incident, pages
@@ -32,7 +42,8 @@ pytestmark = pytest.mark.slow  # a service fed two hours of an incident: `make t
 
 @pytest.fixture(scope="module")
 def scenario() -> Iterator[ScenarioServe]:
-    events = scenario_events(["sandbox_hang"], until=UNTIL) + markup_job(UNTIL - 700)
+    events = scenario_events(["sandbox_hang"], until=UNTIL)
+    events += markup_job(UNTIL - 700) + ranks_job(UNTIL - 700)
     with ScenarioServe(sorted(events, key=lambda e: e["ts"]), http=False) as served:
         yield served
 
@@ -131,6 +142,20 @@ def test_the_incident_page_names_its_root_and_symptoms(scenario: ScenarioServe) 
     assert "the last one (s4-t511) has sat in sandbox" in root
     assert "stuck_progress [Rollout]" in page[page.index("Symptoms") :]
     assert get("GET", "/ui/incidents/incident%7Cnope%7C1")[0] == 404
+    assert get("GET", "/ui/incidents/nope")[0] == 404
+
+
+def test_the_incident_page_shows_its_evidence_the_stacks_grouped(scenario: ScenarioServe) -> None:
+    get = Client(App(scenario.service, None))
+    status, _, page = get("GET", "/ui/incidents/" + quote(f"incident|{RANKS_RUN}|1", safe=""))
+    assert status == 200
+    assert "ranks_stalled" in page[page.index("Root cause") : page.index("Symptoms")]
+    evidence = page[page.index("<h2>Evidence</h2>") : page.index("<h2>Transitions</h2>")]
+    groups = re.findall(r'<div class="group"><b>([^<]*)</b>', evidence)
+    assert groups == ["ranks 1 (trainer@node-1/101)", "ranks 0 (trainer@node-0/100)"]
+    stacks = re.findall(r'<pre class="stack">([^<]*)</pre>', evidence)
+    assert stacks[1].splitlines()[0].startswith(esc(FRAME))  # innermost first, as text
+    no_markup_of_the_job(page)
     assert get("GET", f"/ui/runs/{SANDBOX}-not")[0] == 404
 
 
