@@ -214,8 +214,8 @@ LITERALS: tuple[bytes, ...] = (
     "│ ".encode(), b"{'", b'{"',
     *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS)}),
 )  # fmt: skip
-#: All of them found in one pass (Aho-Corasick in Rust: 33 markers cost less than 7
-#: `bytes.find` passes did -- bench/watch.py)
+#: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the
+#: number of markers, the catalogue's included -- bench/watch.py)
 _MARKERS = BytesAhoCorasick(list(LITERALS))
 
 

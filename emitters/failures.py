@@ -2,9 +2,11 @@
 
 Two kinds of evidence:
 
-- **Fatal markers**, lines that only a dying component prints (vLLM's, SGLang's, Ray's,
-  PRIME-RL's, torchrun's, and the C++ signal reports: listed, with where each comes from,
-  in tests/fixtures/consoles/README.md). Each is a failure at once.
+- **Fatal lines**, those only a dying component prints, or a failed collective or weight
+  update: the signatures of the fatal-error catalogue (`runwatch.emitters.catalogue`, data
+  read from the frameworks' sources: docs/catalogue.md lists them). Each is a failure at
+  once, of the component its signature implicates, unless its logger prefix names a level
+  below the one its source writes it at.
 - **An uncaught exception**: a traceback (`Traceback (most recent call last):`, its frames,
   chained tracebacks, Ray's remote traceback after `RayTaskError(...)`) whose last line names
   the exception. A handled exception prints the same thing, so a traceback is only *pending*
@@ -23,28 +25,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runwatch.emitters.catalogue import CATALOGUE
+
 Found = tuple[str, dict[str, Any]]
 
-#: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers)
-MARKERS = ("Traceback (most recent call last)", "EngineCore", "Engine core proc",
-           "Engine iteration timed out", "died, exit code", "hit an exception",
-           "Received sigquit", "worker died", "actor died", "Fatal error in ",
-           "ChildFailedError", "(exitcode:", "received at time=", "Fatal Python error",
-           "Segmentation fault", "ray.exceptions.")  # fmt: skip
-
-FATAL = re.compile(
-    r"EngineCore encountered a fatal error|EngineCore hit an exception|Engine core proc \S+ "
-    r"died unexpectedly|Engine iteration timed out\. This should never happen"
-    r"|Worker \S+ pid \d+ died, exit code|\b[A-Z]\w+ hit an exception[:.]"
-    r"|Received sigquit from a child process|A worker died or was killed while executing a task"
-    r"|The actor died unexpectedly before finishing this task|\bERROR\b.*Fatal error in \w+"
-    r"|ChildFailedError|failed \(exitcode: -?\d+\) local_rank"
-    r"|\*\*\* SIG(?:ABRT|SEGV|BUS|FPE|ILL) received at time=|Fatal Python error:"
-    r"|Segmentation fault"
-)
-#: components whose fatal markers these are, for a line no launcher names the source of
-_ENGINE = re.compile(r"EngineCore|Engine core proc|Engine iteration|VllmWorker|Scheduler hit|"
-                     r"sigquit")  # fmt: skip
+#: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers):
+#: a traceback's head, Ray's exceptions (a traceback's tail), and the catalogue's literals
+MARKERS = ("Traceback (most recent call last)", "ray.exceptions.", *CATALOGUE.literals)
 _TRACEBACK = "Traceback (most recent call last):"
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _EXCEPTION = re.compile(
@@ -60,13 +47,14 @@ MAX_RECORD_LINES = 2000
 
 
 def fatal(line: str) -> Found | None:
-    """A fatal marker's line as `component.failed` (how = fatal)."""
-    m = FATAL.search(line)
-    if m is None:
+    """A catalogued fatal line as `component.failed` (how = fatal), with the component its
+    signature implicates as a hint for a line no launcher names the source of."""
+    signature = CATALOGUE.match(line)
+    if signature is None:
         return None
     fields: dict[str, Any] = {"error": line.strip()[:2000], "how": "fatal"}
-    if _ENGINE.search(m.group(0)):
-        fields["component"] = "inference"  # a hint for a line no launcher says the source of
+    if signature.component != "process":  # "process": whichever printed it, as the prefix says
+        fields["component"] = signature.component
     return ("component.failed", fields)
 
 

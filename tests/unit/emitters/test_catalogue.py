@@ -1,14 +1,20 @@
 """The fatal-error catalogue (emitters/catalogue.toml): every signature loads, says where it
-comes from, matches its own sample line and names it; healthy lines that share its words
-match none; bad data is refused with the signature named."""
+comes from, matches its own sample line and names it, and that line raises
+`component_failed` for the component it implicates through the readers (`runwatch diagnose`
+and `runwatch watch`'s scanner); healthy lines that share its words match none and raise
+nothing; bad data is refused with the signature named."""
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from runwatch.diagnose import diagnose
 from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, CatalogueError, Signature, load
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import ray_origin
 
 ROOT = Path(__file__).resolve().parents[3]
 SIGNATURES = CATALOGUE.signatures
@@ -75,6 +81,45 @@ def test_a_sample_from_a_real_console_is_a_line_of_it(sig: Signature) -> None:
 def test_healthy_lines_that_share_the_words_match_nothing(line: str) -> None:
     found = CATALOGUE.match(line)
     assert found is None, found and found.id
+
+
+def _implicated(sig: Signature) -> str:
+    """The component a sample's alert names: a Ray prefix's worker, else the signature's
+    (a "process" signature leaves it to the reader: a console's process is the trainer)."""
+    src, _ = ray_origin(sig.sample)
+    if src is not None:
+        return str(src["component"])
+    return "trainer" if sig.component == "process" else sig.component
+
+
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
+def test_a_sample_raises_component_failed_for_its_component(sig: Signature, tmp_path: Path) -> None:
+    console = tmp_path / "console.log"
+    console.write_text(f"{sig.sample}\n", encoding="utf-8")
+    found = diagnose([console], day=date(2026, 11, 24))
+    firing = [a for a in found.alerts if a.state == "firing"]
+    assert {a.rule for a in firing} == {"component_failed"}
+    # (a Ray exception line is also the driver's uncaught exception: its alert may be there)
+    fatal = [a.summary for a in firing if "(fatal error)" in a.summary]
+    assert len(fatal) == 1
+    assert fatal[0].startswith(f"{_implicated(sig)} process "), fatal
+
+
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
+def test_the_scanner_finds_a_sample_among_other_lines(sig: Signature) -> None:
+    """`runwatch watch` reads only the lines its markers find: the catalogue's literals are
+    among them."""
+    text = f"INFO starting\n{sig.sample}\nINFO still here\n".encode()
+    scanner = LineScanner(LineParser())
+    found = scanner.feed(text) + scanner.finish() + scanner.parser.finish()
+    assert ("component.failed", "fatal") in [(k, f.get("how")) for k, f in found]
+
+
+@pytest.mark.parametrize("line", CONTROLS)
+def test_a_healthy_line_raises_nothing_through_the_readers(line: str) -> None:
+    parser = LineParser()
+    found = parser.parse(line) + parser.finish()
+    assert "component.failed" not in [k for k, _ in found]
 
 
 def test_a_warning_that_mentions_a_failure_is_none_unless_the_source_warns_it() -> None:
