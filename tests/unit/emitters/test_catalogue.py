@@ -176,3 +176,24 @@ def test_a_line_a_pattern_matches_holds_its_literal() -> None:
 def test_bad_data_is_refused_naming_the_signature(text: str, says: str) -> None:
     with pytest.raises(CatalogueError, match=says.replace("(", r"\(")):
         load(text)
+
+
+def test_an_engine_worker_that_died_while_the_server_prints_stats_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    """vLLM's API server goes on logging stats (all zero) after a worker of its engine died:
+    the stats are no progress of the run, the worker's death stands."""
+    stats = ("(APIServer pid=2840) INFO 09-12 10:15:{s:02d} [loggers.py:123] Engine 000: Avg "
+             "prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
+             "Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit "
+             "rate: 0.0%")  # fmt: skip
+    died = ("(EngineCore_DP0 pid=2841) ERROR 09-12 10:15:02 [multiproc_executor.py:149] Worker "
+            "proc VllmWorker-1 died unexpectedly, shutting down executor.")  # fmt: skip
+    console = tmp_path / "vllm.log"
+    after = [stats.format(s=s) for s in range(10, 60, 10)]
+    console.write_text("\n".join([stats.format(s=0), died, *after]) + "\n")
+    found = diagnose([console], day=date(2026, 11, 24))
+    firing = [a.summary for a in found.alerts if a.state == "firing"]
+    assert len(firing) == 1
+    assert firing[0].startswith("inference process ")
+    assert "Worker proc VllmWorker-1 died unexpectedly" in firing[0]
