@@ -20,9 +20,12 @@ from markup_job import (
     ERROR,
     FRAME,
     LABELS,
+    METRIC,
+    PHASE,
     RANKS_RUN,
     RUN,
     SCRIPT,
+    TRAJ,
     markup_job,
     no_markup_of_the_job,
     ranks_job,
@@ -124,6 +127,8 @@ def test_the_job_pages_show_its_markup_as_text(scenario: ScenarioServe) -> None:
     assert status == 200
     no_markup_of_the_job(run_page)
     assert esc(ERROR) in run_page
+    for text in (METRIC, TRAJ, PHASE):  # the steps' timing, the slowest trajectories
+        assert esc(text) in run_page, text
     assert "<svg" in run_page
     incident = f"incident|{RUN}|1"
     status, _, incident_page = get("GET", "/ui/incidents/" + quote(incident, safe=""))
