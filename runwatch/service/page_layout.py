@@ -12,8 +12,10 @@ from runwatch.timeparse import iso
 
 Json = Mapping[str, Any]
 
-#: Seconds between a live page's reloads (the runs, a run, an incident).
+#: Seconds between a live page's reloads: the runs and an incident (the live state, read in
+#: milliseconds); a run's page, whose timeline the history computes (much longer).
 REFRESH_S = 5
+RUN_REFRESH_S = 15
 
 #: Served at /ui/style.css: the pages carry no inline style, so the Content-Security-Policy
 #: can forbid it along with every script.
@@ -81,7 +83,7 @@ def page(
     main: Markup,
     *,
     now: float,
-    refresh: bool = False,
+    refresh: int | None = None,
     signed_in: bool = False,
     csrf: str = "",
 ) -> bytes:
@@ -91,7 +93,7 @@ def page(
         h("meta", name="viewport", content="width=device-width, initial-scale=1"),
         h("title", f"{title} · runwatch"),
         h("link", rel="stylesheet", href="/ui/style.css"),
-        h("meta", http_equiv="refresh", content=str(REFRESH_S)) if refresh else None,
+        h("meta", http_equiv="refresh", content=str(refresh)) if refresh else None,
     )
     out = None
     if signed_in:
@@ -108,7 +110,11 @@ def page(
         h("a", "runwatch", href="/", class_="brand"),
         h("a", "runs", href="/"),
         h("a", "silences", href="/ui/silences"),
-        h("span", f"as of {iso(now)}" + (" · refreshes itself" if refresh else ""), class_="when"),
+        h(
+            "span",
+            f"as of {iso(now)}" + (f" · reloads every {refresh}s" if refresh else ""),
+            class_="when",
+        ),
         out,
     )
     doc = "<!doctype html>" + h(

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, quote
 from runwatch.service import page_forms, page_incident
 from runwatch.service import page_views as views
 from runwatch.service.markup import Markup, link, path_part
-from runwatch.service.page_layout import STYLE, page
+from runwatch.service.page_layout import REFRESH_S, RUN_REFRESH_S, STYLE, page
 
 log = logging.getLogger("runwatch.serve")
 
@@ -189,7 +189,7 @@ class Pages:
         title: str,
         main: Markup,
         session: str | None = None,
-        refresh: bool = False,
+        refresh: int | None = None,
     ) -> Answer:
         body = page(
             title,
@@ -221,7 +221,7 @@ class Pages:
                 views.RunFilter.from_query(query),
                 now,
             )
-            return self._html(200, "runs", main, session, refresh=True)
+            return self._html(200, "runs", main, session, refresh=REFRESH_S)
         if path.startswith("/ui/runs/"):
             return self._run_page(path[len("/ui/runs/") :], session, now)
         if path == "/ui/silences":
@@ -244,7 +244,7 @@ class Pages:
         live, breaker = self._read("/v1/breaker/" + run)
         resume = page_forms.resume_form(run, breaker if live == 200 else {}, self.csrf(session))
         main = views.run_view(found, mine, timeline, now, resume, missing)
-        return self._html(200, f"run {run}", main, session, refresh=True)
+        return self._html(200, f"run {run}", main, session, refresh=RUN_REFRESH_S)
 
     def _incident_page(self, ident: str, session: str, now: float) -> Answer:
         parts = ident.split("|")
@@ -264,7 +264,7 @@ class Pages:
                 main = page_incident.incident_from_history(ident, history, now)
         if main is None:
             return self._error(404, f"no incident {ident!r} in what this service holds", session)
-        return self._html(200, f"incident {ident}", main, session, refresh=True)
+        return self._html(200, f"incident {ident}", main, session, refresh=REFRESH_S)
 
     # -- forms -----------------------------------------------------------------------------
 
