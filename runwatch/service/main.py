@@ -78,7 +78,8 @@ def run(settings: ServeSettings) -> int:
         return 2
     port = server.server_address[1]
     print(f"runwatch serve: listening on http://{settings.host}:{port} (history {db}; "
-          f"{replayed} logged events replayed)", flush=True)  # fmt: skip
+          f"{replayed} logged events replayed); its page: http://{settings.host}:{port}/",
+          flush=True)  # fmt: skip
     if settings.port_file:
         tmp = settings.port_file.with_name(settings.port_file.name + ".tmp")
         tmp.write_text(str(port))
