@@ -261,20 +261,12 @@ def run_view(
     parts = [h("h1", "Run ", h("span", name, class_="runid")), facts, breaker]
     if incidents:
         parts.append(h("h2", "Open incidents"))
-        parts.append(
-            h(
-                "ul",
-                *(
-                    h(
-                        "li",
-                        incident_link(str(i["id"]), incident_number(str(i["id"]))),
-                        f" root cause: {i.get('root_rule', '')}, opened ",
-                        ago(i.get("opened"), now),
-                    )
-                    for i in incidents
-                ),
-            )
-        )
+        items = [
+            h("li", incident_link(str(i["id"]), incident_number(str(i["id"]))),
+              f" root cause: {i.get('root_rule', '')}, opened ", ago(i.get("opened"), now))
+            for i in incidents
+        ]  # fmt: skip
+        parts.append(h("ul", *items))
     transitions = list(run.get("transitions") or [])
     history = list((timeline or {}).get("alerts") or [])
     spans = page_svg.alert_spans(history or transitions)
@@ -292,6 +284,8 @@ def run_view(
         parts.append(h("p", f"No steps or GPU-idle stretches: {why}", class_="muted"))
     else:
         parts += [
+            h("h2", "Incidents (root cause ← symptoms)"),
+            _incidents_table(timeline.get("incidents") or []),
             h("h2", "Steps"),
             _steps_table(steps),
             h("h2", f"Slowest trajectories (of {timeline.get('trajectories', 0)})"),
@@ -354,6 +348,23 @@ def _steps_table(steps: Sequence[Json]) -> Markup:
     if not rows:
         rows.append(h("tr", h("td", "no step yet", colspan=7, class_="muted")))
     return h("table", head, *rows, id="steps")
+
+
+def _incidents_table(incidents: Sequence[Json]) -> Markup:
+    """Every incident of the run in the history, as `runwatch show` lists them."""
+    head = h("tr", *(h("th", c) for c in ("incident", "opened", "lasted", "root cause",
+                                           "symptoms")))  # fmt: skip
+    rows = []
+    for i in incidents:
+        root = str(i.get("root_rule")) + (f" ({i['root_subject']})" if i.get("root_subject")
+                                          else "")  # fmt: skip
+        lasted = "open" if i.get("open") else _dur(i.get("duration_s"))
+        rows.append(h("tr", h("td", incident_link(str(i["id"]), incident_number(str(i["id"])))),
+                      h("td", when(i.get("opened_ts"))), h("td", lasted), h("td", root),
+                      h("td", ", ".join(map(str, i.get("symptoms") or [])) or "-")))  # fmt: skip
+    if not rows:
+        rows.append(h("tr", h("td", "none", colspan=5, class_="muted")))
+    return h("table", head, *rows, id="incidents")
 
 
 def _slowest(slowest: Sequence[Json]) -> Markup:

@@ -231,6 +231,9 @@ def test_the_run_page_shows_the_steps_and_idle_gaps_from_the_history(
     assert steps.count("<tr>") == 5  # the header and steps 1-4
     assert "running" in steps.split("<tr>")[-1]
     assert "s4-t511" in page  # the slowest trajectories: the hung one
+    incidents = page[page.index('<table id="incidents">') :].split("</table>")[0]
+    assert incidents.count("<tr>") == 6  # the header and incidents 1-5, as runwatch show
+    assert "<td>open</td><td>inference_idle_with_pending</td><td>stuck_progress</td>" in incidents
     assert "pending, last in sandbox" in page
 
 
