@@ -7,7 +7,14 @@ is held to the real API:
   conversations.info take an ID only (a name is `channel_not_found`, as on Slack);
 - conversations.history holds a channel's top-level messages only: replies in threads are
   left out (they come from conversations.replies, with the thread root's ts);
-- message metadata comes back only with `include_all_metadata`;
+- message metadata comes back only with `include_all_metadata`; it must be an object with
+  `event_type` (a string) and `event_payload` (an object), else `invalid_metadata_format`;
+- chat.update (Slack's chat.update reference, and its error list) edits a message of this
+  app by channel ID and `ts` -- a reply's ts edits the reply -- replacing its text, its
+  blocks (dropped when only text is sent), and its metadata when some is sent (kept when
+  none is); a ts of no message in that channel is `message_not_found`, another user's
+  message `cant_update_message` (`fake.post_as_user`), no text and no blocks `no_text`,
+  over 40,000 characters `msg_too_long`, over 50 blocks `invalid_blocks` (also on a post);
 - conversations.list and the history methods page with `limit` and
   `response_metadata.next_cursor`;
 - the bot token is checked (invalid_auth), and scripted failures are queued per method:
@@ -40,9 +47,45 @@ class Message:
     blocks: list[dict[str, Any]] | None
     thread_ts: str | None
     metadata: dict[str, Any] | None
+    #: the text of each edit, in order (`text`, `blocks`, `metadata` are the latest)
     updates: list[str] = field(default_factory=list)
     #: when it was posted (wall clock): how long an alert took to reach Slack
     received: float = field(default_factory=time.time)
+    #: posted by this app's bot (else a person's: the bot cannot edit it)
+    ours: bool = True
+
+
+#: Slack's bounds on a message (chat.postMessage / chat.update reference pages)
+MAX_TEXT = 40_000
+MAX_BLOCKS = 50
+
+
+def _json_arg(raw: Any) -> tuple[Any, bool]:
+    """An argument sent as a JSON value, or as that value in a JSON string (a form post)."""
+    if not isinstance(raw, str):
+        return raw, True
+    try:
+        return json.loads(raw), True
+    except ValueError:
+        return None, False
+
+
+def _metadata(raw: Any) -> tuple[dict[str, Any] | None, bool]:
+    """Message metadata as sent; whether it has the shape Slack asks for."""
+    meta, ok = _json_arg(raw)
+    if meta is None:
+        return None, ok
+    ok = (isinstance(meta, dict) and isinstance(meta.get("event_type"), str)
+          and isinstance(meta.get("event_payload"), dict))  # fmt: skip
+    return (meta if ok else None), ok
+
+
+def _blocks(raw: Any) -> tuple[list[dict[str, Any]] | None, bool]:
+    blocks, ok = _json_arg(raw)
+    if blocks is None:
+        return None, ok
+    ok = isinstance(blocks, list) and len(blocks) <= MAX_BLOCKS
+    return (blocks if ok else None), ok
 
 
 class FakeSlack:
@@ -118,6 +161,14 @@ class FakeSlack:
         ident = ident or "C" + "".join(ch for ch in name.upper() if ch.isalnum())[:10]
         self.ids.add(ident)
         self.names[name.lstrip("#")] = ident
+
+    def post_as_user(self, channel: str, text: str) -> Message:
+        """A message a person posted in `channel` (an ID): the bot cannot edit it."""
+        with self._lock:
+            ts = f"{int(time.time())}.{next(self._ts):06d}"
+            message = Message(channel, ts, text, None, None, None, ours=False)
+            self.messages.append(message)
+            return message
 
     def remove_channel(self, name: str) -> None:
         ident = self.names.pop(name.lstrip("#"), None)
@@ -199,27 +250,43 @@ class FakeSlack:
                 channel = self._by_id(args.get("channel"))
             if channel is None:
                 return 200, {"ok": False, "error": "channel_not_found"}, {}
+            if method in ("chat.postMessage", "chat.update"):
+                meta, meta_ok = _metadata(args.get("metadata"))
+                blocks, blocks_ok = _blocks(args.get("blocks"))
+                text = args.get("text")
+                if not meta_ok:
+                    return 200, {"ok": False, "error": "invalid_metadata_format"}, {}
+                if not blocks_ok:
+                    return 200, {"ok": False, "error": "invalid_blocks"}, {}
+                if not text and not blocks:
+                    return 200, {"ok": False, "error": "no_text"}, {}
+                if len(text or "") > MAX_TEXT:
+                    return 200, {"ok": False, "error": "msg_too_long"}, {}
             if method == "chat.postMessage":
                 ts = f"{int(time.time())}.{next(self._ts):06d}"
-                meta = args.get("metadata")
-                if isinstance(meta, str):
-                    meta = json.loads(meta)
                 thread = args.get("thread_ts")
                 if thread is not None and not any(
                     m.channel == channel and m.ts == thread and m.thread_ts is None
                     for m in self.messages
                 ):
                     return 200, {"ok": False, "error": "thread_not_found"}, {}
-                self.messages.append(
-                    Message(channel, ts, args.get("text", ""), args.get("blocks"), thread, meta)
-                )
+                self.messages.append(Message(channel, ts, text or "", blocks, thread, meta))
                 return 200, {"ok": True, "channel": channel, "ts": ts}, {}
             if method == "chat.update":
-                for m in self.messages:
-                    if m.channel == channel and m.ts == args.get("ts"):
-                        m.updates.append(args.get("text", ""))
-                        return 200, {"ok": True, "channel": channel, "ts": m.ts}, {}
-                return 200, {"ok": False, "error": "message_not_found"}, {}
+                wanted = args.get("ts")
+                found = next((m for m in self.messages
+                              if m.channel == channel and m.ts == wanted), None)  # fmt: skip
+                if found is None:
+                    return 200, {"ok": False, "error": "message_not_found"}, {}
+                if not found.ours:
+                    return 200, {"ok": False, "error": "cant_update_message"}, {}
+                found.text = text or ""
+                found.blocks = blocks  # text alone drops the blocks the message had
+                if meta is not None:
+                    found.metadata = meta  # none sent: the message keeps its own
+                found.updates.append(text or "")
+                return 200, {"ok": True, "channel": channel, "ts": found.ts,
+                             "text": found.text}, {}  # fmt: skip
             if method in ("conversations.history", "conversations.replies"):
                 oldest = float(args.get("oldest") or 0)
                 if method == "conversations.history":  # top-level messages only

@@ -5,6 +5,7 @@
 channel = "#rl-alerts"                       # default channel (name or id)
 grafana_url = "https://grafana.example.com"  # adds a drill-down button to each message
 repeat_interval = 14400                      # remind in the thread while firing (s; 0: off)
+fold_within = 60                             # a quicker resolve edits its firing's message
 state = "/var/lib/runwatch/notify.sqlite"    # what was sent, and silences
 token_file = "/var/run/secrets/slack/token"  # else $SLACK_BOT_TOKEN
 
@@ -70,6 +71,10 @@ class NotifyConfig(BaseModel):
     #: transitions older than this (wall clock) are recorded, not sent (first start on an
     #: old topic must not flood a channel)
     max_age: float = Field(default=24 * 3600, gt=0)
+    #: a resolve this soon (s, event time) after its firing edits the firing's message to
+    #: show both instead of a reply of its own (0: never); not a resolve because the run
+    #: ended, which is always a message (contract §8)
+    fold_within: float = Field(default=60.0, ge=0)
     #: send only these severities (others are recorded as skipped)
     severities: list[str] = Field(default_factory=lambda: ["critical", "warning", "info"])
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.incidents import IncidentRef
+from runwatch.stream.rules.base import fmt_duration
 
 SEVERITY_EMOJI = {
     "critical": ":red_circle:",
@@ -151,6 +152,24 @@ def reply(alert: Alert) -> str:
     ev = evidence(alert.details)
     again = f"{headline(alert)} firing again: {esc(alert.summary)}"
     return again + (f"\n{ev}" if ev else "")
+
+
+def fold_note(firing: Alert, resolved: Alert) -> str:
+    """A resolve folded into its firing's message: when, and what it said."""
+    after = fmt_duration(max(0.0, resolved.ts - firing.ts))
+    return f":white_check_mark: Resolved {after} after it fired: {esc(resolved.summary)}"
+
+
+def with_fold(text: str, blocks: Blocks, firing: Alert, resolved: Alert) -> tuple[str, Blocks]:
+    """A root message that also shows the quick resolve of its firing."""
+    note = fold_note(firing, resolved)
+    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}
+    return f"{text}\n{note}", [*blocks, context]
+
+
+def folded_reply(firing: Alert, resolved: Alert, role: str) -> str:
+    """A reply that showed a firing, edited to show its quick resolve too."""
+    return f"{incident_reply(firing, role)}\n{fold_note(firing, resolved)}"
 
 
 def reminder(first: Alert, firing_for: str) -> str:

@@ -242,47 +242,86 @@ class Notifier:
         channel_id = str(resp.get("channel") or target)
         if channel_id != target and is_channel_id(channel_id):
             self.store.set_channel_id(channel, channel_id)  # the name's ID, for good
-        self.store.sent_and_thread(ident, "root", _replace(thread, channel=channel_id, ts=ts))
+        thread = _replace(thread, channel=channel_id, ts=ts)
+        self.store.sent_and_thread(ident, "root", thread, ts=ts)
 
     def _send_reply(self, a: Alert, th: Thread, now: float) -> None:
+        if self._foldable(a, th) and self._fold(a, th, now):
+            return
         ident, incident = a.id, a.incident
         text = msg.incident_reply(a, incident.role) if incident else msg.reply(a)
         self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
-        self.poster.post(th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key))
-        if incident:
-            updated = _in_incident(th, a, incident, now)
-            self.store.sent_and_thread(ident, "reply", updated)
-            self._edit_incident(updated, a, incident)
-            return
-        link = self.config.drilldown(th.run, th.since)
-        if not a.firing:
-            text, blocks = msg.resolved_root(a, th.alert, link)
-            updated = _replace(th, state="resolved", last_notified=now)
-        else:
-            text, blocks = msg.root(a, link)
-            updated = _replace(
-                th,
-                state="firing",
-                since=a.since,
-                summary=a.summary,
-                alert=a,
-                last_notified=now,
-                reminders=0,
-            )
-        self.store.sent_and_thread(ident, "reply", updated)
-        try:  # the root's edit is cosmetic: the reply carries the news
-            self.poster.update(th.channel, th.ts, text, blocks)
-        except SlackError as err:
-            log.warning("could not edit the root message of %s: %s", th.key, err.error)
+        resp = self.poster.post(th.channel, text, thread_ts=th.ts,
+                                metadata=_metadata(ident, th.key, _brief(a)))  # fmt: skip
+        updated = _after(th, a, now)
+        self.store.sent_and_thread(ident, "reply", updated, ts=str(resp.get("ts")))
+        self._edit_root(updated, a)
 
-    def _edit_incident(self, th: Thread, last: Alert, incident: IncidentRef) -> None:
-        """Re-render an incident's root message from its thread's alerts."""
-        link = self.config.drilldown(th.run, th.since)
-        if th.state == "firing":
-            text, blocks = msg.incident_root(th.alert, th.members, incident, link)
+    # -- a quick resolve, folded into its firing's message ---------------------------------
+
+    def _foldable(self, a: Alert, th: Thread) -> bool:
+        """A resolve within `fold_within` of its firing, whose message is known -- unless
+        the run's end resolved it (contract §8: a crash always reaches Slack as both)."""
+        if a.firing or self.config.fold_within <= 0:
+            return False
+        if a.details.get("reason") == "run_finished":
+            return False
+        firing = _firing_of(a, th)
+        if firing is None or a.ts - firing.ts > self.config.fold_within:
+            return False
+        return self.store.message_ts(firing.id) is not None
+
+    def _fold(self, a: Alert, th: Thread, now: float) -> bool:
+        """Edit the firing's message (the thread's root, or its reply) to show the resolve
+        too, with the resolve's metadata (so a crash mid-fold is found again, as a post is);
+        False when Slack will not take the edit (the message deleted, say): then a reply."""
+        firing = _firing_of(a, th)
+        target = self.store.message_ts(firing.id) if firing is not None else None
+        if firing is None or target is None:
+            return False
+        updated = _after(th, a, now)
+        is_root = target == th.ts
+        if is_root:
+            text, blocks = msg.with_fold(*self._root_view(updated, a), firing, a)
         else:
-            text, blocks = msg.incident_resolved(last, th.alert, th.members, link)
-        try:  # the root's edit is cosmetic: the replies carry the news
+            role = a.incident.role if a.incident is not None else "root"
+            text, blocks = msg.folded_reply(firing, a, role), None
+        # an edit is looked for from the edited message's time on (its ts), not the edit's
+        self.store.begin(a.id, th.key, th.channel, thread_ts=None if is_root else th.ts,
+                         since=_seconds(target))  # fmt: skip
+        try:
+            self.poster.update(th.channel, target, text, blocks,
+                               metadata=_metadata(a.id, th.key, _brief(a)))  # fmt: skip
+        except SlackError as err:
+            if err.retryable or err.error in AUTH_ERRORS:
+                raise
+            log.warning("could not fold the resolve of %s into its message (%s): a reply "
+                        "instead", a.key, err.error)  # fmt: skip
+            self.store.drop_pending(a.id)
+            return False
+        self.store.sent_and_thread(a.id, "fold", updated, ts=target)
+        if not is_root:
+            self._edit_root(updated, a)
+        return True
+
+    # -- the root message, re-rendered -----------------------------------------------------
+
+    def _root_view(self, th: Thread, last: Alert) -> tuple[str, msg.Blocks]:
+        """What the thread's root message shows after transition `last`."""
+        link = self.config.drilldown(th.run, th.since)
+        incident = last.incident
+        if incident is not None:
+            if th.state == "firing":
+                return msg.incident_root(th.alert, th.members, incident, link)
+            return msg.incident_resolved(last, th.alert, th.members, link)
+        if not last.firing:
+            return msg.resolved_root(last, th.alert, link)
+        return msg.root(last, link)
+
+    def _edit_root(self, th: Thread, last: Alert) -> None:
+        """Re-render the root message (cosmetic: the replies carry the news)."""
+        text, blocks = self._root_view(th, last)
+        try:
             self.poster.update(th.channel, th.ts, text, blocks)
         except SlackError as err:
             log.warning("could not edit the root message of %s: %s", th.key, err.error)
@@ -291,7 +330,7 @@ class Notifier:
         """An incident closed on a transition not shown (its firing was silenced)."""
         closed = _replace(th, state="resolved", last_notified=now)
         self.store.resolve_thread(th.key)  # just the thread's state: no message of its own
-        self._edit_incident(closed, last, incident)
+        self._edit_root(closed, last)
 
     def _record(self, ident: str, key: str, what: str, outcome: Outcome) -> Outcome:
         self.store.mark(ident, key, what, outcome)
@@ -315,15 +354,20 @@ class Notifier:
         return self._record(ident, key, what, Outcome.FAILED)
 
     def _adopt(self, ident: str, key: str, channel: str, message: Mapping[str, Any]) -> None:
-        """A message that reached Slack before a crash: record it as if just sent."""
+        """A message that reached Slack before a crash: record it as if just sent -- a root
+        makes its thread; a reply or a fold updates its thread as its sending would have."""
         payload = (message.get("metadata") or {}).get("event_payload") or {}
         try:
-            first = Alert.from_dict(payload["alert"]) if "alert" in payload else None
+            carried = Alert.from_dict(payload["alert"]) if "alert" in payload else None
         except InvalidAlert:
-            first = None  # not a root of ours that can be rebuilt: recorded as sent only
-        if self.store.thread(key) is None and not message.get("thread_ts") and first:
-            thread = _new_thread(first, key, channel, str(message.get("ts")), self.clock())
-            self.store.sent_and_thread(ident, "root", thread)
+            carried = None  # not one of ours that can be rebuilt: recorded as sent only
+        thread, ts = self.store.thread(key), str(message.get("ts"))
+        if thread is None and not message.get("thread_ts") and carried:
+            thread = _new_thread(carried, key, channel, ts, self.clock())
+            self.store.sent_and_thread(ident, "root", thread, ts=ts)
+        elif thread is not None and carried is not None and carried.id == ident:
+            self.store.sent_and_thread(ident, "recovered", _after(thread, carried, self.clock()),
+                                       ts=ts)  # fmt: skip
         else:
             self.store.mark(ident, key, "recovered", Outcome.SENT)
 
@@ -341,6 +385,29 @@ def _metadata_id(message: Mapping[str, Any]) -> str | None:
         return None
     ident = (meta.get("event_payload") or {}).get("alert_id")
     return str(ident) if ident is not None else None
+
+
+def _firing_of(a: Alert, th: Thread) -> Alert | None:
+    """The firing of `a`'s alert as its thread shows it, if it is firing there."""
+    firing = th.members.get(a.key) if a.incident is not None else th.alert
+    return firing if firing is not None and firing.firing and firing.key == a.key else None
+
+
+def _seconds(ts: str) -> float | None:
+    try:
+        return float(ts)
+    except ValueError:
+        return None
+
+
+def _after(th: Thread, a: Alert, now: float) -> Thread:
+    """A thread after transition `a` was shown in it."""
+    if a.incident is not None:
+        return _in_incident(th, a, a.incident, now)
+    if not a.firing:
+        return _replace(th, state="resolved", last_notified=now)
+    return _replace(th, state="firing", since=a.since, summary=a.summary, alert=a,
+                    last_notified=now, reminders=0)  # fmt: skip
 
 
 def _brief(a: Alert) -> Alert:

@@ -137,11 +137,21 @@ class SlackPoster:
         return self.call("chat.postMessage", args)
 
     def update(
-        self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None = None
+        self,
+        channel: str,
+        ts: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """chat.update: the message's text and blocks; its metadata too when given (else
+        Slack keeps what it had)."""
         args: dict[str, Any] = {"channel": channel, "ts": ts, "text": text}
         if blocks is not None:
             args["blocks"] = blocks
+        if metadata is not None:
+            args["metadata"] = metadata
         return self.call("chat.update", args)
 
     def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:

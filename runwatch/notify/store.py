@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS threads (
 );
 CREATE TABLE IF NOT EXISTS sent (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, what TEXT NOT NULL, outcome TEXT NOT NULL,
-    at REAL NOT NULL
+    at REAL NOT NULL, ts TEXT
 );
 CREATE TABLE IF NOT EXISTS pending (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, channel TEXT NOT NULL, at REAL NOT NULL,
@@ -112,6 +112,9 @@ class NotifyStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(threads)")}
         if "members" not in columns:  # a ledger from before incidents
             self._db.execute("ALTER TABLE threads ADD COLUMN members TEXT NOT NULL DEFAULT '{}'")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(sent)")}
+        if "ts" not in columns:  # a ledger from before quick resolves were folded
+            self._db.execute("ALTER TABLE sent ADD COLUMN ts TEXT")
 
     def close(self) -> None:
         self._db.close()
@@ -141,17 +144,30 @@ class NotifyStore:
         with self.transaction() as db:
             db.execute("DELETE FROM pending WHERE id = ?", (ident,))
             db.execute(
-                "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO sent (id, key, what, outcome, at) VALUES (?, ?, ?, ?, ?)",
                 (ident, key, what, outcome, time.time()),
             )
 
-    def begin(self, ident: str, key: str, channel: str, thread_ts: str | None = None) -> None:
-        """A message about to go out (to `channel`; in the thread of `thread_ts` if a reply)."""
+    def message_ts(self, ident: str) -> str | None:
+        """The Slack message (its ts) that a transition sent was posted as, or folded into."""
+        row = self._db.execute("SELECT ts FROM sent WHERE id = ?", (ident,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def begin(
+        self,
+        ident: str,
+        key: str,
+        channel: str,
+        thread_ts: str | None = None,
+        since: float | None = None,
+    ) -> None:
+        """A message about to go out (to `channel`; in the thread of `thread_ts` if a reply).
+        `since`: for an edit, when the edited message was posted (where to look for it)."""
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO pending (id, key, channel, at, thread_ts) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (ident, key, channel, time.time(), thread_ts),
+                (ident, key, channel, time.time() if since is None else since, thread_ts),
             )
 
     def pending(self) -> list[Pending]:
@@ -172,13 +188,14 @@ class NotifyStore:
         rows = self._db.execute("SELECT * FROM threads WHERE state = 'firing' ORDER BY key")
         return [_thread(r) for r in rows]
 
-    def sent_and_thread(self, ident: str, what: str, thread: Thread) -> None:
-        """One transaction: the message is recorded as sent and its thread updated."""
+    def sent_and_thread(self, ident: str, what: str, thread: Thread, ts: str | None = None) -> None:
+        """One transaction: the message (`ts`: the one it was posted as, or folded into) is
+        recorded as sent and its thread updated."""
         with self.transaction() as db:
             db.execute("DELETE FROM pending WHERE id = ?", (ident,))
             db.execute(
-                "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?)",
-                (ident, thread.key, what, "sent", time.time()),  # Outcome.SENT
+                "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?, ?)",
+                (ident, thread.key, what, "sent", time.time(), ts),  # Outcome.SENT
             )
             db.execute(
                 "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

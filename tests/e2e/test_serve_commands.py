@@ -48,17 +48,22 @@ def send(serve: ServeProcess, *events: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[ServeProcess]:
-    slack = FakeSlack(token=TOKEN, channels=("C-ALERTS",))
+def slack() -> Iterator[FakeSlack]:
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS",))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, slack: FakeSlack) -> Iterator[ServeProcess]:
     config = tmp_path / "slack.toml"
     config.write_text(f'[slack]\nchannel = "C-ALERTS"\nstate = "{tmp_path / "notify.sqlite"}"\n'
                       f'base_url = "{slack.url}"\n')  # fmt: skip
-    try:
-        with ServeProcess(tmp_path / "h.duckdb", args=["--slack-config", str(config)],
-                          env={"SLACK_BOT_TOKEN": TOKEN}) as running:  # fmt: skip
-            yield running
-    finally:
-        slack.close()
+    with ServeProcess(tmp_path / "h.duckdb", args=["--slack-config", str(config)],
+                      env={"SLACK_BOT_TOKEN": TOKEN}) as running:  # fmt: skip
+        yield running
 
 
 def until(check: Any, what: str) -> Any:
@@ -146,3 +151,23 @@ def test_a_serve_that_is_not_there_is_named(tmp_path: Path) -> None:
     nowhere = runwatch("alerts")
     assert nowhere.returncode == 2
     assert "give --url (runwatch serve) or --kafka" in nowhere.stderr
+
+
+def test_a_quick_fire_and_resolve_reaches_slack_as_one_message(
+    serve: ServeProcess, slack: FakeSlack
+) -> None:
+    """The issue's own: a watched command fails and exits 0 a moment later -- serve's
+    notifier edits the firing's message to the resolved state instead of posting twice."""
+    send(serve, event("run.started"),
+         event("component.failed", error="exited with status 1", how="exit", exit_code=1),
+         event("step.done", step=1))  # fmt: skip
+
+    def folded() -> Any:
+        roots = slack.roots()
+        meta = roots[0].metadata if roots else None
+        return meta and roots[0].updates and "[RESOLVED]" in roots[0].text and roots[0]
+
+    root = until(folded, "the resolve folded into the firing's message")
+    assert slack.replies(root) == []
+    assert slack.count("chat.postMessage") == 1
+    assert "component_failed" in root.text

@@ -256,10 +256,19 @@ def _check(
     # Slack: one message per transition it showed, no repeat after the kill
     shown = [m.metadata["event_payload"]["alert_id"] for m in slack.messages if m.metadata]
     assert len(shown) == len(set(shown)), "a Slack post made twice"
-    roots = {m.metadata["event_payload"]["alert_id"] for m in slack.roots() if m.metadata}
     opened: dict[str, str] = {}  # incident -> the firing that opened it: its thread's root
     for r, _ in firing:
         opened.setdefault(r["incident"]["id"], r["id"])
+    # a root carries its firing's id, or a quick resolve's folded into it (of the same alert)
+    by_id = {r["id"]: r for r, _ in records}
+    roots = set()
+    for m in slack.roots():
+        shown = by_id[m.metadata["event_payload"]["alert_id"]] if m.metadata else None
+        if shown is not None and shown["state"] == "resolved":
+            shown = by_id[opened[shown["incident"]["id"]]]
+            assert shown["key"] == by_id[m.metadata["event_payload"]["alert_id"]]["key"]
+        if shown is not None:
+            roots.add(shown["id"])
     assert roots == set(opened.values()), "an incident not shown as its own thread"
     # the history holds each transition once
     assert sorted(_history(db)) == sorted(ids)

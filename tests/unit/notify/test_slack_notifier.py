@@ -72,6 +72,7 @@ def rig(slack: FakeSlack, tmp_path: Path) -> Iterator[Rig]:
         grafana_url="https://grafana.example.com",
         routes=[Route(match={"team": "math"}, channel="#math-rl")],
         repeat_interval=3600,
+        fold_within=0,  # every transition its own message here; folds: test_fold.py
     )
     try:
         yield r
@@ -289,7 +290,7 @@ def test_crash_after_slack_got_it_neither_repeats_nor_loses(
 ) -> None:
     store = rig.notifier.store
 
-    def crash(*args: Any) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt("killed between the post and the record")
 
     monkeypatch.setattr(store, "sent_and_thread", crash)
@@ -440,7 +441,7 @@ def test_an_incident_reply_slack_got_before_a_crash_is_not_posted_again(
     assert rig.notifier.notify(alerts[0]) == "sent"
     store = rig.notifier.store
 
-    def crash(*args: Any) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt("killed between the post and the record")
 
     monkeypatch.setattr(store, "sent_and_thread", crash)
@@ -543,7 +544,7 @@ def test_a_reply_slack_got_before_a_crash_is_found_in_its_thread(
     assert rig.notifier.notify(alert(1)) == "sent"
     store = rig.notifier.store
 
-    def crash(*args: Any) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt("killed between the post and the record")
 
     monkeypatch.setattr(store, "sent_and_thread", crash)

@@ -1,0 +1,89 @@
+"""The local Slack is as strict as Slack documents chat.update (and message metadata): a
+notifier that passes against it would not be refused by Slack for these reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runwatch.dev.slack_server import FakeSlack
+
+TOKEN = "xoxb-strict"
+AUTH = f"Bearer {TOKEN}"
+META = {"event_type": "runwatch_alert", "event_payload": {"alert_id": "a1"}}
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS",))
+    fake.add_channel("#rl-alerts", "C-ALERTS")
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def call(slack: FakeSlack, method: str, **args: Any) -> Any:
+    return slack.answer(method, args, AUTH)[1]
+
+
+def posted(slack: FakeSlack, **args: Any) -> str:
+    answer = call(slack, "chat.postMessage", channel="C-ALERTS", text="fired", **args)
+    assert answer["ok"], answer
+    return str(answer["ts"])
+
+
+def test_an_update_replaces_text_and_blocks_and_keeps_metadata_not_sent(slack: FakeSlack) -> None:
+    ts = posted(slack, blocks=[{"type": "divider"}], metadata=META)
+    assert call(slack, "chat.update", channel="C-ALERTS", ts=ts, text="resolved")["ok"]
+    (m,) = slack.messages
+    assert (m.text, m.blocks, m.metadata) == ("resolved", None, META)  # text alone: no blocks
+    new = {"event_type": "runwatch_alert", "event_payload": {"alert_id": "a2"}}
+    assert call(slack, "chat.update", channel="C-ALERTS", ts=ts, text="x", metadata=new)["ok"]
+    assert m.metadata == new
+    assert m.updates == ["resolved", "x"]
+
+
+def test_a_reply_is_edited_by_its_own_ts(slack: FakeSlack) -> None:
+    root = posted(slack)
+    reply = posted(slack, thread_ts=root)
+    assert call(slack, "chat.update", channel="C-ALERTS", ts=reply, text="edited")["ok"]
+    assert [m.text for m in slack.messages] == ["fired", "edited"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({"channel": "#rl-alerts"}, "channel_not_found"),  # a name: chat.update wants the ID
+        ({"channel": "C-ALERTS", "ts": "1.000001"}, "message_not_found"),
+        ({"channel": "C-ALERTS", "ts": None}, "message_not_found"),
+        ({"channel": "C-ALERTS", "text": ""}, "no_text"),
+        ({"channel": "C-ALERTS", "text": "x" * 40_001}, "msg_too_long"),
+        ({"channel": "C-ALERTS", "blocks": [{"type": "divider"}] * 51}, "invalid_blocks"),
+        ({"channel": "C-ALERTS", "metadata": {"event_type": "x"}}, "invalid_metadata_format"),
+        ({"channel": "C-ALERTS", "metadata": "{not json"}, "invalid_metadata_format"),
+    ],
+)
+def test_what_slack_refuses_an_update_is_refused(
+    slack: FakeSlack, args: dict[str, Any], error: str
+) -> None:
+    ts = posted(slack)
+    asked = {"ts": ts, "text": "edited", **args}
+    asked = {k: v for k, v in asked.items() if v is not None}
+    assert call(slack, "chat.update", **asked) == {"ok": False, "error": error}
+    assert slack.messages[0].text == "fired"  # nothing was changed
+
+
+def test_a_persons_message_cannot_be_edited_by_the_bot(slack: FakeSlack) -> None:
+    theirs = slack.post_as_user("C-ALERTS", "hello")
+    answer = call(slack, "chat.update", channel="C-ALERTS", ts=theirs.ts, text="x")
+    assert answer == {"ok": False, "error": "cant_update_message"}
+
+
+def test_a_post_with_bad_metadata_is_refused(slack: FakeSlack) -> None:
+    answer = call(slack, "chat.postMessage", channel="C-ALERTS", text="x",
+                  metadata={"event_payload": {}})  # fmt: skip
+    assert answer == {"ok": False, "error": "invalid_metadata_format"}
+    assert slack.messages == []
