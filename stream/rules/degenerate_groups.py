@@ -16,6 +16,7 @@ are passed over), and resolves at the first step below.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
@@ -23,6 +24,8 @@ from runwatch.stream.rules.base import Condition, Description, Params, Rule, Ver
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
+
+_GROUPS = attrgetter("groups")
 
 
 class DegenerateGroupsParams(Params):
@@ -43,6 +46,10 @@ class DegenerateGroups(Rule[DegenerateGroupsParams]):
     params_model = DegenerateGroupsParams
     watches = frozenset({"step.done", "trajectory.done"})
 
+    def __init__(self, params: DegenerateGroupsParams) -> None:
+        super().__init__(params)
+        self._hash = hash(params)
+
     def state_needs(self, params: DegenerateGroupsParams, base: StateConfig) -> StateConfig:
         return replace(base, keep_steps=max(base.keep_steps, params.steps + 1))
 
@@ -53,16 +60,19 @@ class DegenerateGroups(Rule[DegenerateGroupsParams]):
         return same / groups if groups >= params.min_groups else None
 
     def _streak(self, run: RunState, params: DegenerateGroupsParams) -> tuple[Step, ...]:
+        steps = run.steps.recent(run.steps.keep)
+        if not any(map(_GROUPS, steps)):  # trajectories without groups (most runs)
+            return ()
         limit = params.max_fraction
         return trailing_streak(
-            run.steps.recent(run.steps.keep), lambda s: self._fraction(s, params),
-            lambda f: f >= limit,
-        ).steps  # fmt: skip
+            steps, lambda s: self._fraction(s, params), lambda f: f >= limit
+        ).steps
 
     def check(self, run: RunState, now: float, params: DegenerateGroupsParams) -> Verdict:
         # most trajectories end in a step still open, which changes no done step's groups:
         # the streak is read again only when `settled` moved (or the parameters differ)
-        steps, key = run.steps, hash(params)
+        steps = run.steps
+        key = self._hash if params is self.params else hash(params)  # (hashing costs)
         memo = steps.memo.get(self.id)
         if memo is None or memo[0] != steps.settled or memo[1] != key:
             streak = self._streak(run, params)

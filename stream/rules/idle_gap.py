@@ -34,6 +34,10 @@ class IdleGapParams(Params):
 def _growing(done: list[Step], params: IdleGapParams) -> int | None:
     """Index in `done` of the step that made the gaps grow, if they have not shrunk since."""
     n = params.steps
+    # The scan back from the latest step stops at the first gap that shrank, so no gap it
+    # reads is larger than the latest: the latest below `min_gap` (the usual case) settles it.
+    if not done or done[-1].gap < params.min_gap:
+        return None
     for i in range(len(done) - 1, -1, -1):
         if i >= n - 1:
             window = done[i - n + 1 : i + 1]
@@ -63,6 +67,9 @@ class IdleGapGrowing(Rule[IdleGapParams]):
         return [s for s in run.steps.recent(run.steps.keep) if s.done is not None]
 
     def check(self, run: RunState, now: float, params: IdleGapParams) -> Verdict:
+        last = run.steps.last_done  # the latest done step: `_growing`'s quick answer first
+        if last is None or last.gap < params.min_gap:
+            return QUIET
         done = self._done(run)
         i = _growing(done, params)
         if i is None:

@@ -40,7 +40,11 @@ def spiking(
     recent, base = values[-steps:], values[:-steps][-window:]
     if len(base) < warmup or len(recent) < steps:
         return None
-    mid, mad = band(base)
+    mid = median(base)
+    rise = min_rise * abs(mid)
+    if any(x - mid <= rise for x in recent):  # `far_above`'s first test, before the MAD
+        return None
+    mad = median(abs(v - mid) for v in base)
     return (mid, mad) if all(far_above(x, mid, mad, z, min_rise) for x in recent) else None
 
 
@@ -84,6 +88,10 @@ def held_at_least(
 ) -> tuple[str, tuple[Step, ...]] | None:
     """For the first of `keys` the run's recent steps logged: (key, the latest reporting
     steps whose value is at least `limit`, oldest first). None when none is logged."""
+    logged = run.steps.logged
+    keys = [k for k in keys if k in logged]
+    if not keys:
+        return None
     recent = run.steps.recent(run.steps.keep)
     key = next((k for k in keys if any(s.metrics.get(k) is not None for s in recent)), None)
     if key is None:

@@ -67,15 +67,20 @@ class MetricSpike(Rule[SpikeParams]):
             keep_steps=max(base.keep_steps, params.window + params.steps),
         )
 
-    def _series(self, run: RunState, params: SpikeParams) -> tuple[str, list[Step]] | None:
-        """The metric the run logs and the steps that reported it, oldest first."""
-        steps = run.steps.recent(params.window + params.steps)
-        if not steps:
+    def _series(
+        self, run: RunState, params: SpikeParams
+    ) -> tuple[str, list[Step], list[float]] | None:
+        """The metric the run logs, the steps that reported it and their values, oldest
+        first."""
+        logged = run.steps.logged
+        keys = [key for key in params.metric_keys if key in logged]
+        if not keys:  # (most runs log one of the keys, or none)
             return None
-        for key in params.metric_keys:
-            reported = [s for s in steps if s.metrics.get(key) is not None]
-            if reported:
-                return key, reported
+        steps = run.steps.recent(params.window + params.steps)
+        for key in keys:
+            pairs = [(s, v) for s in steps if (v := s.metrics.get(key)) is not None]
+            if pairs:
+                return key, [s for s, _ in pairs], [float(v) for _, v in pairs]
         return None
 
     def _spike(
@@ -86,8 +91,7 @@ class MetricSpike(Rule[SpikeParams]):
         found = self._series(run, params)
         if found is None:
             return None
-        key, reported = found
-        values = [float(s.metrics.get(key)) for s in reported]  # type: ignore[arg-type]
+        key, reported, values = found
         p = params
         band = spiking(values, p.steps, p.window, p.warmup, p.z, p.min_rise)
         if band is None:
