@@ -58,6 +58,9 @@ class RecentIds(set[str]):
         return list(self._order)
 
 
+_add_id = set.add
+
+
 class TrackedRun:
     """A run's state plus what the engine needs to drive its alerts."""
 
@@ -104,6 +107,9 @@ class Engine:
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
         self._closed: list[tuple[TrackedRun, str]] = []  # incidents closed by a transition
         self._by_kind = self._index({})
+        #: kind -> the rules a routine heartbeat of a run with no alert firing evaluates
+        self._routine = {kind: [i for i in rules if i not in self._skip_routine]
+                         for kind, rules in self._by_kind.items()}  # fmt: skip
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
         self.now = float("-inf")
@@ -158,10 +164,11 @@ class Engine:
         `now` defaults to event time (the largest `ts` seen). Raises InvalidEvent when the
         event is well-formed but unusable (a bad `run.started.config`): it changes nothing.
         """
-        if event.id in self.seen:
+        seen, event_id, kind = self.seen, event.id, event.kind
+        if event_id in seen:
             self.duplicates += 1
             return []
-        overrides = self._run_params(event) if event.kind == "run.started" else None
+        overrides = self._run_params(event) if kind == "run.started" else None
         t = event.ts if now is None else now
         target = t if t > self.now else self.now
         timers = self._timers
@@ -171,36 +178,45 @@ class Engine:
             out = []
             self.now = target
         tracked = self.runs.get(event.run)
-        if event.kind == "run.resumed":  # a person's word on the alerts, not run activity
-            self.seen.add(event.id)
+        if kind == "run.resumed":  # a person's word on the alerts, not run activity
+            seen.add(event_id)
             if tracked is not None:
                 self._resume(tracked, cast(ev.RunResumed, event))
             return out
         new_run = tracked is None
         if tracked is None:
             tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
-        self.seen.add(event.id)
-        for observer in self._on_event:
-            observer(event)
-        tracked.state.apply(event)
+        # `seen.add` without the call (it is new): the set, then the ring's order
+        _add_id(seen, event_id)
+        order = seen._order
+        order.append(event_id)
+        if len(order) > seen.capacity:
+            seen.discard(order.popleft())
+        if self._on_event:
+            for observer in self._on_event:
+                observer(event)
+        state = tracked.state
+        state.apply(event)
         if overrides:
             tracked.overrides.update(overrides)
-            tracked.state.reconfigure(self.config.state_config(tracked.overrides))
+            state.reconfigure(self.config.state_config(tracked.overrides))
             self._reindex(tracked)
-        # a run's first event starts the clocks of rules that watch for silence (`absent`)
-        everything = bool(overrides) or new_run or not self._shortcuts
-        indexes: Iterable[int] = (
-            range(len(self.rules))
-            if everything
-            else (tracked.by_kind or self._by_kind).get(event.kind, ())
-        )
         now = self.now
-        postponed = tracked.state.postponed
-        if postponed is not None and postponed > now and not everything:
-            # a routine heartbeat: only the rules it can change, and those firing (it may
-            # be what resolves them)
-            skip, firing = self._skip_routine, tracked.firing
-            indexes = [i for i in indexes if i not in skip or firing.get(i)]
+        # a run's first event starts the clocks of rules that watch for silence (`absent`)
+        if overrides or new_run or not self._shortcuts:
+            indexes: Iterable[int] = range(len(self.rules))
+        else:
+            postponed = state.postponed
+            if postponed is None or postponed <= now:
+                indexes = (tracked.by_kind or self._by_kind).get(kind, ())
+            elif tracked.firing or tracked.by_kind is not None:
+                # a routine heartbeat: only the rules it can change, and those firing (it
+                # may be what resolves them)
+                skip, firing = self._skip_routine, tracked.firing
+                indexes = [i for i in (tracked.by_kind or self._by_kind).get(kind, ())
+                           if i not in skip or firing.get(i)]  # fmt: skip
+            else:  # the same, with nothing firing in the run: made once per kind
+                indexes = self._routine.get(kind, ())
         for i in indexes:
             self._evaluate(tracked, i, now, out)
         return out
@@ -275,6 +291,8 @@ class Engine:
             for key in [k for k in firing if k not in ripe]:
                 cond = firing.pop(key)
                 out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
+            if not firing:  # none left: `tracked.firing` holds only rules that fire
+                del tracked.firing[index]
         while self._closed:  # an incident closed: its request for stacks goes, and so
             closed, ident = self._closed.pop()  # does the evidence that answered it
             if closed.state.stacks.clear(ident):

@@ -216,10 +216,16 @@ class Inference:
 
     def all_idle_with_pending(self) -> bool:
         """Every live server idle while a trajectory waits (heartbeats not considered)."""
-        if not self.pending and not self.bar_pending():
+        if not self.pending and (not self.bars or not self.bar_pending()):
             return False
-        live = self.live_servers()
-        return bool(live) and all(s.idle for s in live)
+        live = False
+        for s in self.servers.values():  # (`live_servers` and `Server.idle`, written out)
+            if s.final:
+                continue
+            if (s.running or s.waiting) if s.stats_ts is not None else s.in_flight:
+                return False
+            live = True
+        return live
 
     def update_idle(self, now: float) -> tuple[float, float] | None:
         """Recompute the condition at `now`; returns (start, end) of an idle span that ended."""

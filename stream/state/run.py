@@ -100,16 +100,19 @@ class RunState:
     def apply(self, event: ev.Event) -> None:
         """Fold one validated event into the state (the caller has removed duplicates)."""
         ts = event.ts
-        if self.first_ts is None or ts < self.first_ts:
-            self.first_ts = ts
-        if ts > self.clock:
+        if ts > self.clock:  # (the first ts is at most the clock: nothing more to do)
             self.clock = ts
+            if self.first_ts is None:
+                self.first_ts = ts
+        elif self.first_ts is None or ts < self.first_ts:
+            self.first_ts = ts
         self.events += 1
         self.postponed = None
         kind = event.kind
-        if self.config.watched_arrivals:
+        watched = self.config.watched_arrivals
+        if watched:
             key = (event.src.component, kind)
-            if key in self.config.watched_arrivals and ts > self.last_arrival.get(key, -1e300):
+            if key in watched and ts > self.last_arrival.get(key, -1e300):
                 self.last_arrival[key] = ts
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -138,15 +141,18 @@ class RunState:
         self._idle_changed()
 
     def _heartbeat(self, event: ev.Event) -> None:
-        e = cast(ev.Heartbeat, event)
-        final = bool(e.final)
-        proc = self.processes.get(e.src)
-        was, dropped = proc.lost_at(self.config.heartbeat_timeout), proc.dropped
-        proc.beat(e.ts, final, e.dropped_events)
-        restarted = self.restarts.beat(e.src, e.ts, final)
-        if was is not None and e.ts < was and not (final or restarted or proc.dropped != dropped):
+        # half of all events: `Process.lost_at` written out, `cast` left out
+        e: ev.Heartbeat = event  # type: ignore[assignment]
+        final, src, ts = bool(e.final), e.src, e.ts
+        proc = self.processes.get(src)
+        last = proc.last_beat
+        was = None if last is None or proc.final else last + self.config.heartbeat_timeout
+        dropped = proc.dropped
+        proc.beat(ts, final, e.dropped_events)
+        restarted = self.restarts.beat(src, ts, final)
+        if was is not None and ts < was and not (final or restarted or proc.dropped != dropped):
             self.postponed = was
-        if self.inference.process_final(proc):
+        if self.inference.servers and self.inference.process_final(proc):
             # the idle condition depends on heartbeats only through servers' clean exits;
             # every other change re-evaluates it on its own, so nothing else can be stale
             self._idle_changed()
