@@ -37,12 +37,20 @@ def replay(
     """
     report = on_invalid or (lambda bad: None)
     buffer: ReorderWindow[Held] = ReorderWindow(window)
-    push = buffer.push
+    push, apply = buffer.push, engine.apply
     for line in admitted(lines, engine.check, report):
-        for held in push(line[0].ts, line):
-            alerts = _apply(engine, held, report)
-            if alerts:
-                yield from alerts
+        ready = push(line[0].ts, line)
+        if not ready:  # (most lines: the window holds them a few seconds)
+            continue
+        for held in ready:
+            try:  # `_apply`, written out: this loop runs once per event
+                alerts = apply(held[0])
+                if alerts:
+                    for alert in alerts:
+                        alert.to_json()  # what cannot be written out must not be made
+                    yield from alerts
+            except Exception as err:
+                report(_refused(held, err))
     for held in buffer.drain():
         yield from _apply(engine, held, report)
     if until is not None:
@@ -89,15 +97,21 @@ def origin(event: Event) -> tuple[str, str, object]:
 
 
 def _apply(engine: Engine, held: Held, report: Callable[[Refused], None]) -> list[Alert]:
-    event, source, number, raw = held
     try:
-        alerts = engine.apply(event)
+        alerts = engine.apply(held[0])
         for alert in alerts:
             alert.to_json()  # what cannot be written out must not be made
         return alerts
-    except InvalidEvent as err:
-        report(Refused(err.reason, raw, source, position=number, kind=err.kind))
-    except Exception as err:  # a bug meets an input: isolate the event, go on
-        why = f"could not be applied: {type(err).__name__}: {err}"
-        report(Refused(why, raw, source, position=number, kind="failed_in_rules"))
+    except Exception as err:
+        report(_refused(held, err))
     return []
+
+
+def _refused(held: Held, err: Exception) -> Refused:
+    """An event the rules refused (InvalidEvent) or failed on (a bug meets an input: the
+    event is isolated, the replay goes on)."""
+    _, source, number, raw = held
+    if isinstance(err, InvalidEvent):
+        return Refused(err.reason, raw, source, position=number, kind=err.kind)
+    why = f"could not be applied: {type(err).__name__}: {err}"
+    return Refused(why, raw, source, position=number, kind="failed_in_rules")
