@@ -39,6 +39,7 @@ th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line);
 th { background:#eef1f5; font-weight:600; font-size:12px; color:#475467; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .muted { color:var(--muted); }
+table.transitions td:not(.summary) { white-space:nowrap; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
          font-weight:600; background:#e4e7ec; color:#344054; white-space:nowrap; }
 .badge.firing, .badge.sev-critical { background:#fde2e1; color:var(--crit); }
