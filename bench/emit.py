@@ -11,7 +11,8 @@ Scenarios, each timing every call with perf_counter_ns:
   unreachable   emitter pointed at a port nothing listens on (never connected)
   stacks        broker running, with the stack responder off (`stacks=False`) and with it
                 answering a new request 20 times a second (each a `capture()` of every
-                thread on the responder's thread): the worst a hang's request can cost
+                thread on the run view's follower thread): the worst a hang's request can
+                cost
 
     .venv/bin/python bench/emit.py [--n 20000] [--rates 0,10000] [--bootstrap HOST:PORT]
 
@@ -39,6 +40,7 @@ from typing import Any
 from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters import Emitter
 from runwatch.emitters.producer import close_producer
+from runwatch.emitters.runview import RunView, StacksAsked
 
 FIELDS = {"step": 0, "duration_s": 12.5, "timing": {"gen": 7.5, "update_actor": 4.0}}
 
@@ -143,9 +145,10 @@ def scenarios(
     em.close(timeout=60)
     em = Emitter(run="bench-run", component="trainer", kafka=bootstrap, topic=topic,
                  spool=spool, heartbeat_interval=1.0, stacks_interval=0.05)  # fmt: skip
-    responder = em._responder
+    responder, follower = em._responder, em._follower
     assert responder is not None
-    responder.source = AlwaysAsking()
+    assert follower is not None
+    follower.switch(AlwaysAsking())
     em.emit("step.done", step=-1)
     em.flush(30)
     results["emit, stacks taken 20/s"] = measure(emitter_call(em), n, rate)
@@ -155,14 +158,18 @@ def scenarios(
 
 
 class AlwaysAsking:
-    """A breaker view that asks for stacks anew at every look."""
+    """A run view that asks for stacks anew at every look."""
+
+    name = "always asking"
 
     def __init__(self) -> None:
         self.n = 0
 
-    def fetch(self) -> dict[str, Any]:
+    def fetch(self) -> bytes:
         self.n += 1
-        return {"stacks": {"request": f"bench-{self.n}"}}
+        asked = StacksAsked(request=f"bench-{self.n}", at=None)
+        view = RunView(run="bench-run", ts=0.0, alerts=[], lifted=0, resumed=None, stacks=asked)
+        return view.to_json()
 
     def close(self) -> None:
         pass

@@ -46,8 +46,9 @@ from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
 if TYPE_CHECKING:
-    from runwatch.emitters.guard import Decision, Guard, HttpSource, KafkaSource
+    from runwatch.emitters.guard import Decision, Guard
     from runwatch.emitters.rollout import Request, Trajectory
+    from runwatch.emitters.runview import HttpSource, KafkaSource, RunViewFollower
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -114,9 +115,11 @@ class Emitter:
     `RUNWATCH_KAFKA_SECURITY_PROTOCOL`, `RUNWATCH_KAFKA_SASL_*` and `RUNWATCH_KAFKA_SSL_*`
     variables (`runwatch.emitters.kafka_security`); a bad setting raises ValueError here, a
     refused password later is an outage like any other (spooled, retried, logged once).
-    With a service or Kafka behind it, a daemon thread looks every `stacks_interval` seconds
-    for runwatch's request for this process's stacks (an incident opened on a hang) and
-    answers it once (`runwatch.emitters.stacks`); `stacks=False` turns that off.
+    With a service or Kafka behind it, one daemon thread follows the run view
+    (`runwatch.emitters.runview`) every `stacks_interval` seconds and answers runwatch's
+    request for this process's stacks (an incident opened on a hang) once
+    (`runwatch.emitters.stacks`); `stacks=False` turns that off. A guard (`guard()`) reads
+    the same view on the same thread.
     """
 
     def __init__(
@@ -221,6 +224,9 @@ class Emitter:
         self._stacks_wanted = stacks and (url is not None or kafka is not None)
         self._stacks_interval = float(stacks_interval)
         self._responder: StackResponder | None = None
+        #: the one reader of the run's view, feeding the responder and the guard
+        self._follower: RunViewFollower | None = None
+        self._follower_topic: str | None = None
         self._heads: dict[tuple[Any, ...], str] = {}  # emit_from's envelopes, by source
         self._setup_process()
         self._check_envelope()
@@ -284,19 +290,17 @@ class Emitter:
                 return
             self._started = True
             self._sender.start()
-            source = None
+            follower = None
             if self._stacks_wanted:
                 try:
-                    source = self._view_source()
+                    follower = self._run_view()
                 except ValueError:  # an events topic of another name: no breaker topic known
                     log.debug("runwatch: no breaker topic beside %s: stacks are not answered",
                               self.topic)  # fmt: skip
-            if source is not None:
+            if follower is not None:
                 self._responder = StackResponder(
-                    source, self._answer_stacks, interval=self._stacks_interval,
-                    name=f"runwatch-stacks-{self.component}",
-                )  # fmt: skip
-                self._responder.start()
+                    self._answer_stacks, follower, interval=self._stacks_interval
+                )
             if self._heartbeat:
                 self._beater = threading.Thread(
                     target=self._beat, name=f"runwatch-heartbeat-{self.component}", daemon=True
@@ -314,7 +318,8 @@ class Emitter:
         are shared: start over with fresh state under the child's pid, and leave the
         parent's connections and files untouched. Threads start on the child's first emit."""
         self._sender.destination.orphan()
-        self._guard = None  # its thread stayed with the parent
+        # the follower's thread stayed with the parent; the first emit starts the child's
+        self._guard = self._responder = self._follower = None
         self._start_lock = threading.Lock()
         self._setup_process()
         self._forked = True
@@ -455,19 +460,41 @@ class Emitter:
         open. One guard per emitter: a second call replaces the first."""
         from runwatch.emitters.guard import Guard
 
-        source = self._view_source(topic)
-        if source is None:
+        with self._start_lock:
+            follower = self._run_view(topic)
+        if follower is None:
             _say_once("runwatch guard: events go to a directory, where no service raises "
                       "alerts: this training loop will not be paused")  # fmt: skip
-        guard = Guard(source, self.run, rules, poll_interval=poll_interval, on_change=on_change)
+        guard = Guard(follower, self.run, rules, poll_interval=poll_interval, on_change=on_change)
         old, self._guard = self._guard, guard
         if old is not None:
             old.close()
         return guard
 
+    def _run_view(self, topic: str | None = None) -> RunViewFollower | None:
+        """The emitter's one follower of its run's view, made for its first reader (the
+        responder, or a guard); None where no service is behind the events. A guard that
+        names another breaker `topic` moves it there. The caller holds `_start_lock`."""
+        from runwatch.emitters.runview import RunViewFollower
+
+        if self._closed:
+            return None
+        if self._follower is not None and topic in (None, self._follower_topic):
+            return self._follower
+        source = self._view_source(topic)
+        if source is None:
+            return None
+        if self._follower is None:
+            self._follower = RunViewFollower(source, name=f"runwatch-view-{self.component}")
+            self._follower.start()
+        else:
+            self._follower.switch(source)
+        self._follower_topic = topic
+        return self._follower
+
     def _view_source(self, topic: str | None = None) -> HttpSource | KafkaSource | None:
-        """Where this run's breaker view is read: serve over HTTP, or the breaker topic."""
-        from runwatch.emitters.guard import HttpSource, KafkaSource
+        """Where this run's view is read: serve over HTTP, or the breaker topic."""
+        from runwatch.emitters.runview import HttpSource, KafkaSource
 
         if self.url is not None:
             return HttpSource(self.url, self.run, self._token)
@@ -552,10 +579,9 @@ class Emitter:
         with self._start_lock:
             self._closed = True
         atexit.unregister(self.close)
-        if self._guard is not None:
-            self._guard.close()
-        if self._responder is not None:
-            self._responder.close()
+        for reader in (self._guard, self._responder, self._follower):
+            if reader is not None:
+                reader.close()
         if not self._started:
             return
         self._stop_beating.set()

@@ -1,10 +1,10 @@
 """The circuit breaker, trainer side: a run's own alerts reach its training loop.
 
-`guard = em.guard(rules={"zero_reward", "non_finite_metric"})` starts one daemon thread that
-reads the run's breaker view (`runwatch.stream.breaker`: the alerts firing now that no person
-lifted, with their rule's configured `action`) from where the emitter sends its events --
-`GET /v1/breaker/RUN` of `runwatch serve`, or the compacted `runwatch.breaker` topic on
-Kafka -- every `poll_interval` seconds. The training loop asks, once a step:
+`guard = em.guard(rules={"zero_reward", "non_finite_metric"})` reads the run's view
+(`runwatch.emitters.runview`: the alerts firing now that no person lifted, with their rule's
+configured `action`) through the emitter's one follower of it -- from where the emitter sends
+its events, `GET /v1/breaker/RUN` of `runwatch serve` or the compacted `runwatch.breaker`
+topic on Kafka -- every `poll_interval` seconds. The training loop asks, once a step:
 
     if em.should_pause():        # cheap: reads the last decision, never the network
         save_checkpoint()
@@ -15,22 +15,21 @@ An alert pauses when its rule's policy in the service's config (or the run's
 trainer's own `rules` decide (a set: pause on those; a mapping: rule -> "pause" / "stop").
 `"notify"` in the config means never. A lifted or resolved alert no longer pauses.
 
-It fails open: a service or broker that cannot be reached, or answers nonsense, gives "run"
-(counted in `failures`, said once per outage), so runwatch being down never stops training.
+It fails open: a service or broker that cannot be reached, or answers something that is not
+a run view, gives "run" (counted in `failures`, said once per outage), so runwatch being down
+never stops training.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-from urllib.parse import quote
+from typing import Literal
 
-from runwatch.emitters.http import ServiceClient
+from runwatch.emitters.runview import Resumed, RunView, RunViewFollower, ViewAlert
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -45,12 +44,12 @@ class Decision:
     """What the training loop should do now, and why."""
 
     action: Verdict = "run"
-    #: the alerts that make it (rule, severity, since, ... as in the view)
-    alerts: tuple[dict[str, Any], ...] = ()
+    #: the alerts of the run view that make it
+    alerts: tuple[ViewAlert, ...] = ()
     #: False: the last look at the service failed, and the guard fails open
     reachable: bool = True
-    #: the latest `run.resumed` the service saw (ts, by, rule), if any
-    resumed: dict[str, Any] | None = field(default=None, compare=False)
+    #: the latest `run.resumed` the service saw, if any
+    resumed: Resumed | None = field(default=None, compare=False)
 
     @property
     def reason(self) -> str:
@@ -59,9 +58,9 @@ class Decision:
             return "no alert asks for it" if self.reachable else "runwatch cannot be reached"
         parts = []
         for a in self.alerts:
-            since = time.strftime("%H:%M:%S", time.localtime(float(a.get("since", 0))))
-            who = f" ({a['subject']})" if a.get("subject") else ""
-            parts.append(f"{a.get('rule')}{who} firing since {since}")
+            since = time.strftime("%H:%M:%S", time.localtime(a.since))
+            who = f" ({a.subject})" if a.subject else ""
+            parts.append(f"{a.rule}{who} firing since {since}")
         return "; ".join(parts)
 
 
@@ -105,151 +104,33 @@ def rules_from_env(text: str | None) -> dict[str, str] | None:
     return policy_of(rules)
 
 
-def decide(view: Mapping[str, Any] | None, policy: Mapping[str, str]) -> Decision:
-    """Pause / stop / run from one breaker view: the config's action when it set one, else
-    the trainer's policy for the rule; stop outranks pause. None (no such run yet): run."""
+def decide(view: RunView | None, policy: Mapping[str, str]) -> Decision:
+    """Pause / stop / run from one run view: the config's action when it set one, else the
+    trainer's policy for the rule; stop outranks pause. None (no such run yet): run."""
     if view is None:
         return RUN
-    alerts = view.get("alerts")
-    if not isinstance(alerts, list):
-        raise ValueError("the breaker view has no list of alerts")
     action: Verdict = "run"
-    making: list[dict[str, Any]] = []
-    for alert in alerts:
-        if not isinstance(alert, dict):
-            raise ValueError("an alert of the breaker view is not an object")
-        wanted = alert.get("action") or policy.get(str(alert.get("rule")), "notify")
+    making: list[ViewAlert] = []
+    for alert in view.alerts:
+        wanted = alert.action or policy.get(alert.rule, "notify")
         if wanted == "pause" or wanted == "stop":
             making.append(alert)
             if _RANK[wanted] > _RANK[action]:
                 action = "stop" if wanted == "stop" else "pause"
-    resumed = view.get("resumed")
-    return Decision(action, tuple(making), True, resumed if isinstance(resumed, dict) else None)
-
-
-class ViewSource(Protocol):
-    """Where a guard reads its run's breaker view."""
-
-    name: str
-
-    def fetch(self) -> dict[str, Any] | None: ...
-
-    def close(self) -> None: ...
-
-
-class HttpSource:
-    """`GET /v1/breaker/RUN` of `runwatch serve` (standard library only)."""
-
-    def __init__(self, url: str, run: str, token: str | None, timeout: float = 5.0) -> None:
-        self.service = ServiceClient(url, token, timeout)
-        self.name = f"runwatch at {url}"
-        self._path = f"/v1/breaker/{quote(run, safe='/')}"
-
-    def fetch(self) -> dict[str, Any] | None:
-        status, body = self.service.request("GET", self._path)
-        if status == 404:
-            return None  # the service has not heard of the run (yet): nothing fires for it
-        if status != 200:
-            raise OSError(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
-        view = json.loads(body)
-        if not isinstance(view, dict):
-            raise ValueError("the breaker view is not a JSON object")
-        return view
-
-    def close(self) -> None:
-        pass
-
-
-class KafkaSource:
-    """The run's record on the compacted breaker topic: its one partition (the producer's
-    partitioner on the run id), read from the start once and then followed."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        run: str,
-        topic: str,
-        *,
-        security: Mapping[str, Any] | None = None,
-        options: Mapping[str, Any] | None = None,
-        timeout: float = 5.0,
-    ) -> None:
-        self.name = f"Kafka at {bootstrap}"
-        self.bootstrap, self.topic, self.key = bootstrap, topic, run.encode()
-        self._security, self._options = dict(security or {}), dict(options or {})
-        self.timeout = timeout
-        self._consumer: Any = None
-        self._tp: Any = None
-        self._view: dict[str, Any] | None = None
-
-    def _connect(self) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.partitioner import murmur2
-
-        from runwatch.emitters.producer import reachable
-
-        if not reachable(self.bootstrap, self._options, min(self.timeout, 1.0)):
-            raise OSError("no bootstrap server accepts connections")
-        ms = int(self.timeout * 1000)
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap.split(","), group_id=None,
-            enable_auto_commit=False, request_timeout_ms=max(ms, 1000) + 500,
-            bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=1000,
-            **self._security,
-            # the emitter's options are a producer's: pass on those a consumer has too
-            **{k: v for k, v in self._options.items() if k in KafkaConsumer.DEFAULT_CONFIG},
-        )  # fmt: skip
-        try:
-            partitions = consumer.partitions_for_topic(self.topic)
-            if not partitions:
-                raise OSError(f"no topic {self.topic} (has a worker run against this broker?)")
-            ordered = sorted(partitions)  # the producers' default partitioner, as in Java
-            tp = TopicPartition(
-                self.topic, ordered[(murmur2(self.key) & 0x7FFFFFFF) % len(ordered)]
-            )
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
-        except BaseException:
-            consumer.close()
-            raise
-        self._consumer, self._tp = consumer, tp
-
-    def fetch(self) -> dict[str, Any] | None:
-        if self._consumer is None:
-            self._connect()
-        consumer, tp = self._consumer, self._tp
-        try:
-            # asking for the end is also the probe that the broker is still there
-            end = consumer.end_offsets([tp])[tp]
-            deadline = time.monotonic() + self.timeout
-            while consumer.position(tp) < end:
-                if time.monotonic() > deadline:
-                    raise OSError(f"could not read {self.topic} up to its end in time")
-                for records in consumer.poll(timeout_ms=200).values():
-                    for record in records:
-                        if record.key == self.key and record.value is not None:
-                            self._view = json.loads(record.value)
-        except Exception:
-            self.close()  # start over next time: a new connection, read from the start
-            raise
-        return self._view
-
-    def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            consumer.close()
+    return Decision(action, tuple(making), True, view.resumed)
 
 
 class Guard:
-    """A background reader of one run's breaker view, and the decision it gives.
+    """The decision one run's view gives, kept current by a `RunViewFollower`.
 
     `should_pause()` / `should_stop()` / `decision` never touch the network; `wait()` blocks
-    while paused; `on_change(decision)` is called from the guard's thread when it changes.
+    while paused; `on_change(decision)` is called from the follower's thread when it changes.
+    Without a follower (events go to a directory) it always says run.
     """
 
     def __init__(
         self,
-        source: ViewSource | None,
+        follower: RunViewFollower | None,
         run: str,
         rules: Iterable[str] | Mapping[str, str] | None = None,
         *,
@@ -260,21 +141,17 @@ class Guard:
             raise ValueError("poll_interval must be a positive number of seconds")
         self.run = run
         self.policy = policy_of(rules)
-        self.source = source
+        self.follower = follower
         self.poll_interval = float(poll_interval)
         self.on_change = on_change
         self.failures = 0  # looks at the service that failed (each one failed open)
         self.looks = 0  # looks that succeeded
         self._decision = RUN
         self._changed = threading.Condition()
-        self._stop = threading.Event()
+        self._closed = threading.Event()
         self._down = False
-        self._thread: threading.Thread | None = None
-        if source is not None:
-            self._thread = threading.Thread(
-                target=self._follow, name=f"runwatch-guard-{run}", daemon=True
-            )
-            self._thread.start()
+        if follower is not None:
+            follower.follow(self, self.poll_interval)
 
     @property
     def decision(self) -> Decision:
@@ -289,29 +166,32 @@ class Guard:
 
     @property
     def closed(self) -> bool:
-        return self._stop.is_set()
+        return self._closed.is_set()
 
     def refresh(self) -> Decision:
-        """Look at the service now (the thread does this every `poll_interval`)."""
-        if self.source is None:
-            return self._decision
-        try:
-            decision = decide(self.source.fetch(), self.policy)
-        except Exception as err:  # fail open: whatever went wrong, training goes on
-            self.failures += 1
-            if not self._down:
-                self._down = True
-                log.warning("runwatch guard: cannot read run %s's alerts from %s (%s); "
-                            "training goes on unguarded until it can", self.run,
-                            self.source.name, _one_line(err))  # fmt: skip
-            decision = Decision(reachable=False)
-        else:
-            self.looks += 1
-            if self._down:
-                self._down = False
-                log.warning("runwatch guard: reading run %s's alerts again", self.run)
-        self._set(decision)
-        return decision
+        """Look at the service now (the follower does this every `poll_interval`)."""
+        if self.follower is not None:
+            self.follower.look()  # a failure is `missed`: the decision says it
+        return self._decision
+
+    def see(self, view: RunView | None) -> None:
+        """A view the follower read."""
+        self.looks += 1
+        if self._down:
+            self._down = False
+            log.warning("runwatch guard: reading run %s's alerts again", self.run)
+        self._set(decide(view, self.policy))
+
+    def missed(self, err: Exception) -> None:
+        """A look that failed: fail open, whatever went wrong, and say so once per outage."""
+        self.failures += 1
+        if not self._down:
+            self._down = True
+            where = self.follower.source.name if self.follower is not None else "runwatch"
+            log.warning("runwatch guard: cannot read run %s's alerts from %s (%s); "
+                        "training goes on unguarded until it can", self.run, where,
+                        _one_line(err))  # fmt: skip
+        self._set(Decision(reachable=False))
 
     def _set(self, decision: Decision) -> None:
         with self._changed:
@@ -323,17 +203,12 @@ class Guard:
             except Exception:
                 log.exception("runwatch guard: on_change failed")
 
-    def _follow(self) -> None:
-        while not self._stop.is_set():
-            self.refresh()
-            self._stop.wait(self.poll_interval)
-
     def wait(self, timeout: float | None = None) -> Decision:
         """Block while the decision is pause (not stop): until a person resumes the run, the
         alert resolves, the service cannot be reached (fail open), `timeout`, or `close()`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
-            while self._decision.action == "pause" and not self._stop.is_set():
+            while self._decision.action == "pause" and not self._closed.is_set():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
@@ -341,13 +216,12 @@ class Guard:
             return self._decision
 
     def close(self) -> None:
-        self._stop.set()
+        """No more decisions from the view (the follower is its emitter's to close)."""
+        self._closed.set()
+        if self.follower is not None:
+            self.follower.drop(self)
         with self._changed:
             self._changed.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        if self.source is not None:
-            self.source.close()
 
 
 class StopTraining(SystemExit):

@@ -1,15 +1,16 @@
 """Where each thread of this process is, when runwatch asks: the evidence of a hang.
 
-When an incident opens on a hang (`ranks_stalled`, `stuck_progress`, ...), the run's breaker
-view (`runwatch.stream.breaker`, read where the events go: `GET /v1/breaker/RUN` of serve,
-or the compacted `runwatch.breaker` topic) carries a request, `"stacks": {"request": ID}`.
-The emitter's responder thread reads that view every `interval` seconds and answers each
-request once with a `process.stacks` event: every thread's stack as file, line and function
-(`sys._current_frames`; no local variable, no source line), the innermost frames kept when
-a stack is deep, and the whole within `MAX_BYTES`. It runs on its own daemon thread and
-never touches the training loop: a process whose interpreter cannot run it (a C call
-holding the GIL) simply does not answer, which the incident reports. A service that cannot
-be reached costs one failed look per interval.
+When an incident opens on a hang (`ranks_stalled`, `stuck_progress`, ...), the run view
+(`runwatch.emitters.runview`, read where the events go: `GET /v1/breaker/RUN` of serve, or
+the compacted `runwatch.breaker` topic) carries a request, `"stacks": {"request": ID}`. The
+emitter's one follower of the run view reads it every `interval` seconds (or more often,
+when a guard asks), and the responder answers each request once with a `process.stacks`
+event: every thread's stack as file, line and function (`sys._current_frames`; no local
+variable, no source line), the innermost frames kept when a stack is deep, and the whole
+within `MAX_BYTES`. It runs on the follower's daemon thread and never touches the training
+loop: a process whose interpreter cannot run it (a C call holding the GIL) simply does not
+answer, which the incident reports. A service that cannot be reached costs one failed look
+per interval.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from runwatch.emitters import env
 from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
 
 if TYPE_CHECKING:
-    from runwatch.emitters.guard import ViewSource
+    from runwatch.emitters.runview import RunView, RunViewFollower
 
 log = logging.getLogger("runwatch.emitters")
 
 #: Budget of one answer's threads, in bytes of JSON (an event is at most 64 KiB).
 MAX_BYTES = 40_000
-#: Seconds between two looks at the breaker view.
+#: Seconds between two looks at the run view, for the stacks alone.
 DEFAULT_INTERVAL = 10.0
 
 
@@ -145,56 +146,38 @@ def py_spy(pid: int, timeout: float = 20.0) -> Taken:
 
 
 class StackResponder:
-    """A daemon thread that answers the run's stack requests, each once."""
+    """Answers the run's stack requests, each once, from the run views a follower reads."""
 
     def __init__(
         self,
-        source: ViewSource,
         answer: Callable[[str, Taken], None],
+        follower: RunViewFollower | None = None,
         *,
         interval: float = DEFAULT_INTERVAL,
-        name: str = "runwatch-stacks",
     ) -> None:
-        self.source = source
         self.answer = answer
         #: what is asked is answered with: this process's stacks, or a watched command's
         self.take: Callable[[], Taken] = own_stacks
-        self.interval = interval
         self.answered: set[str] = set()
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.follower = follower
+        if follower is not None:
+            follower.follow(self, interval)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
-        try:
-            self.source.close()
-        except Exception:  # a broker gone already: nothing to release
-            log.debug("runwatch: closing the stack requests' source failed", exc_info=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.look()
-
-    def look(self) -> str | None:
-        """One look at the view: the request answered now, if any."""
-        try:
-            view = self.source.fetch()
-        except Exception:
-            self.failures += 1  # fails quietly: the guard, if any, says when it is down
-            return None
-        wanted = (view or {}).get("stacks")
-        request = wanted.get("request") if isinstance(wanted, dict) else None
-        if not isinstance(request, str) or not request or request in self.answered:
-            return None
+    def see(self, view: RunView | None) -> None:
+        """A view the follower read: answer its request, if it is new."""
+        request = view.stacks.request if view is not None and view.stacks is not None else None
+        if not request or request in self.answered:
+            return
         self.answered.add(request)
         try:
             self.answer(request, self.take())
         except Exception:
             log.warning("runwatch: could not send the stacks asked for", exc_info=True)
-        return request
+
+    def missed(self, err: Exception) -> None:
+        self.failures += 1  # fails quietly: the guard, if any, says when it is down
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.drop(self)

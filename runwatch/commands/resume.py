@@ -24,7 +24,8 @@ from runwatch.commands import CommandError, known_rule
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.commands.remote import Remote
 from runwatch.emitters import env
-from runwatch.emitters.guard import KafkaSource, ViewSource, decide
+from runwatch.emitters.guard import decide
+from runwatch.emitters.runview import KafkaSource, RunView, ViewSource
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
@@ -71,9 +72,13 @@ def run(args: argparse.Namespace) -> int:
         fields["rule"] = args.rule
     if args.reason:
         fields["reason"] = args.reason
+    view: RunView | None
     if url:  # serve knows its rules, and says which one is meant
         serve = Remote(url, args.token_file, timeout=args.timeout)
-        view = serve.post("/v1/resume", {"run": args.run, **fields})["breaker"]
+        try:
+            view = RunView.parse(serve.post("/v1/resume", {"run": args.run, **fields})["breaker"])
+        except ValueError as err:
+            raise CommandError(f"{url} answered the resume oddly: {err}") from None
     else:
         known_rule(args.rule, args.config)
         view = _through_kafka(args, str(kafka), fields)
@@ -81,17 +86,17 @@ def run(args: argparse.Namespace) -> int:
             say(f"sent; runwatch has not applied it within {args.timeout:g}s (does it track "
                 f"run {args.run}?): the trainer's guard will see it once it does")  # fmt: skip
             return 0
-    lifted = view.get("lifted", 0)
+    lifted = view.lifted
     left = decide(view, {}).alerts
-    still = "; ".join(str(a.get("rule")) for a in left)
+    still = "; ".join(a.rule for a in left)
     say(f"run {args.run}: resumed ({lifted} firing alert{'s' if lifted != 1 else ''} lifted)"
         + (f"; still pausing it by the config's policy: {still}" if still else ""))  # fmt: skip
     return 0
 
 
-def _through_kafka(args: argparse.Namespace, kafka: str, fields: dict[str, str]) -> Any:
-    """Send the `run.resumed` event; the run's breaker view once the workers applied it
-    (None at the timeout)."""
+def _through_kafka(args: argparse.Namespace, kafka: str, fields: dict[str, str]) -> RunView | None:
+    """Send the `run.resumed` event; the run view once the workers applied it (None at the
+    timeout)."""
     from runwatch.emitters.emitter import Emitter
 
     topics = Topics(args.topic_prefix)
@@ -118,17 +123,16 @@ def _through_kafka(args: argparse.Namespace, kafka: str, fields: dict[str, str])
         source.close()
 
 
-def _applied(source: ViewSource, by: str, since: float, deadline: float) -> Any:
-    """The run's breaker view once it shows a resume by `by` from `since` on; None at
-    `deadline`."""
+def _applied(source: ViewSource, by: str, since: float, deadline: float) -> RunView | None:
+    """The run view once it shows a resume by `by` from `since` on; None at `deadline`."""
     while True:
         try:
-            view = source.fetch()
+            raw = source.fetch()
+            view = RunView.parse(raw) if raw is not None else None
         except (OSError, ValueError):
             view = None
-        resumed = (view or {}).get("resumed") or {}
-        ts = resumed.get("ts")
-        if resumed.get("by") == by and isinstance(ts, int | float) and ts >= since:
+        resumed = view.resumed if view is not None else None
+        if resumed is not None and resumed.by == by and resumed.ts >= since:
             return view
         if time.monotonic() > deadline:
             return None

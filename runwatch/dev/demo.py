@@ -27,6 +27,7 @@ from rich.text import Text
 from runwatch.dev import incidents
 from runwatch.dev.incidents import INCIDENTS
 from runwatch.emitters.guard import decide
+from runwatch.emitters.runview import RunView
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 from runwatch.stream.replay import replay
@@ -87,14 +88,14 @@ class Breaker:
     def turn(self) -> str:
         """Look once; one line for the live frame."""
         try:
-            view = self.serve.get(f"/v1/breaker/{GUARDED}")
+            view = RunView.parse(self.serve.get(f"/v1/breaker/{GUARDED}"))
             step = self.serve.get(f"/v1/runs/{GUARDED}").get("step")
         except (OSError, ValueError):
             return ""
         decision = decide(view, {"zero_reward": "pause"})  # the trainer's own rule list
         if decision.action == "pause" and self.paused_at is None and not self.resumed:
             self.paused_at, self.paused_step = time.monotonic(), step
-            self.rules = [str(a["rule"]) for a in decision.alerts]
+            self.rules = [a.rule for a in decision.alerts]
         if self.paused_at is not None and not self.resumed:
             waited = time.monotonic() - self.paused_at
             if waited < self.resume_after:

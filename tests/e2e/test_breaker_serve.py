@@ -76,7 +76,7 @@ def test_a_guarded_training_loop_pauses_resumes_and_fails_open(
             assert decision.action == "pause"
             assert em.should_pause()
             assert not guard.should_stop()
-            assert [a["rule"] for a in decision.alerts] == ["zero_reward"]
+            assert [a.rule for a in decision.alerts] == ["zero_reward"]
             assert "zero_reward firing since" in decision.reason
 
             # paused: the loop waits in guard.wait() until a person resumes the run
@@ -90,7 +90,7 @@ def test_a_guarded_training_loop_pauses_resumes_and_fails_open(
             assert not waiter.is_alive()
             assert waited[0].action == "run"
             assert waited[0].resumed is not None
-            assert waited[0].resumed["by"]
+            assert waited[0].resumed.by
 
             # the lifted alert goes on firing, and no longer pauses
             trainer.run_step(0.0)
@@ -105,7 +105,7 @@ def test_a_guarded_training_loop_pauses_resumes_and_fails_open(
             # the config's policy: a NaN metric stops the run (stop outranks pause)
             trainer.run_step(0.0, **{"actor/pg_loss": float("nan")})
             wait_for(guard.should_stop, "non_finite_metric's stop reaches the guard")
-            assert {a["rule"] for a in guard.decision.alerts} == {
+            assert {a.rule for a in guard.decision.alerts} == {
                 "zero_reward", "non_finite_metric",
             }  # fmt: skip
             assert [c.action for c in changes][:3] == ["pause", "run", "pause"]

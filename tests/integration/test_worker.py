@@ -826,7 +826,7 @@ def test_a_guarded_training_loop_pauses_on_kafka_and_resumes_on_runwatch_resume(
         while not em.should_pause():
             assert time.monotonic() < deadline, f"never paused: {guard.decision}"
             time.sleep(0.05)
-        assert [a["rule"] for a in guard.decision.alerts] == ["zero_reward"]
+        assert [a.rule for a in guard.decision.alerts] == ["zero_reward"]
 
         done = subprocess.run(
             [RUNWATCH, "resume", run, "--kafka", setup.bootstrap, "--topic-prefix",
@@ -837,7 +837,7 @@ def test_a_guarded_training_loop_pauses_on_kafka_and_resumes_on_runwatch_resume(
         assert "resumed (1 firing alert lifted)" in done.stderr
         assert guard.wait(timeout=60).action == "run"
         assert guard.decision.resumed is not None
-        assert guard.decision.resumed["rule"] == "zero_reward"
+        assert guard.decision.resumed.rule == "zero_reward"
     finally:
         em.close(timeout=5)
     # on the topic: the views in order, keyed by the run

@@ -4,6 +4,7 @@ backend obeying it by configuration (`RUNWATCH_GUARD`)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -25,25 +26,31 @@ from runwatch.emitters.guard import (
     policy_of,
     rules_from_env,
 )
+from runwatch.emitters.runview import Resumed, RunView, RunViewFollower
 from runwatch.emitters.trainer import TrainerLogger
 
 DEADLINE_S = 30.0
 
 
-def view(*alerts: tuple[str, str | None], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
+def view(*alerts: tuple[str, str | None], resumed: dict[str, Any] | None = None) -> bytes:
+    """A run view's record, as serve answers it and the worker publishes it."""
+    return json.dumps({
         "v": 1, "run": "r", "ts": 0.0, "lifted": 0, "resumed": resumed,
         "alerts": [{"id": f"{rule}-1", "rule": rule, "key": rule, "subject": None,
                     "severity": "critical", "action": action, "since": 0.0}
                    for rule, action in alerts],
-    }  # fmt: skip
+    }).encode()  # fmt: skip
+
+
+def parsed(*alerts: tuple[str, str | None]) -> RunView:
+    return RunView.parse(view(*alerts))
 
 
 wait_for = partial(wait_until, timeout=DEADLINE_S, every=0.01)
 
 
 class Scripted:
-    """A source that answers what the test sets: a view, None, or an exception to raise."""
+    """A source that answers what the test sets: a record, None, or an exception to raise."""
 
     name = "the scripted service"
 
@@ -51,7 +58,7 @@ class Scripted:
         self.answer = answer
         self.closed = False
 
-    def fetch(self) -> dict[str, Any] | None:
+    def fetch(self) -> bytes | None:
         if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer
@@ -65,17 +72,20 @@ class Scripted:
 
 def test_the_config_action_wins_and_the_trainer_list_fills_in() -> None:
     trainer = policy_of({"zero_reward", "heartbeat_lost"})
-    assert decide(view(("zero_reward", None)), trainer).action == "pause"
-    assert decide(view(("zero_reward", None)), {}).action == "run"  # nobody asked
-    assert decide(view(("zero_reward", "notify")), trainer).action == "run"  # config: never
-    assert decide(view(("kl_spike", "pause")), {}).action == "pause"  # config: always
-    both = decide(view(("zero_reward", None), ("non_finite_metric", "stop")), trainer)
+    assert decide(parsed(("zero_reward", None)), trainer).action == "pause"
+    assert decide(parsed(("zero_reward", None)), {}).action == "run"  # nobody asked
+    assert decide(parsed(("zero_reward", "notify")), trainer).action == "run"  # config: never
+    assert decide(parsed(("kl_spike", "pause")), {}).action == "pause"  # config: always
+    both = decide(parsed(("zero_reward", None), ("non_finite_metric", "stop")), trainer)
     assert both.action == "stop"  # stop outranks pause
-    assert [a["rule"] for a in both.alerts] == ["zero_reward", "non_finite_metric"]
-    assert decide(view(("zero_reward", None)), policy_of({"zero_reward": "stop"})).action == "stop"
+    assert [a.rule for a in both.alerts] == ["zero_reward", "non_finite_metric"]
+    stop = policy_of({"zero_reward": "stop"})
+    assert decide(parsed(("zero_reward", None)), stop).action == "stop"
     assert decide(None, trainer).action == "run"  # a run the service does not know yet
-    with pytest.raises(ValueError, match="list of alerts"):
-        decide({"alerts": "no"}, trainer)
+    with pytest.raises(ValueError, match="not a run view: alerts"):
+        RunView.parse(
+            b'{"v": 1, "run": "r", "ts": 0, "lifted": 0, "resumed": null, "alerts": "no"}'
+        )
 
 
 def test_rule_lists_from_the_environment() -> None:
@@ -100,8 +110,16 @@ def source() -> Scripted:
 
 
 @pytest.fixture
-def guard(source: Scripted) -> Iterator[Guard]:
-    g = Guard(source, "r", {"zero_reward"}, poll_interval=0.01)
+def follower(source: Scripted) -> Iterator[RunViewFollower]:
+    f = RunViewFollower(source, name="rw-test-view")
+    f.start()
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def guard(follower: RunViewFollower) -> Iterator[Guard]:
+    g = Guard(follower, "r", {"zero_reward"}, poll_interval=0.01)
     yield g
     g.close()
 
@@ -120,7 +138,7 @@ def test_the_guard_follows_the_view_and_wait_blocks_only_while_paused(
     waiter.join(DEADLINE_S)
     assert not waiter.is_alive()
     assert got[0].action == "run"
-    assert got[0].resumed == {"ts": 1.0, "by": "alice", "rule": None}
+    assert got[0].resumed == Resumed(ts=1.0, by="alice", rule=None)
 
 
 def test_an_unreachable_or_confused_service_fails_open_said_once(
@@ -134,7 +152,7 @@ def test_an_unreachable_or_confused_service_fails_open_said_once(
     assert not guard.decision.reachable
     failures = guard.failures
     wait_for(lambda: guard.failures > failures + 3, "keeps looking")
-    source.answer = {"alerts": 7}  # nonsense is an outage too
+    source.answer = b'{"alerts": 7}'  # nonsense is an outage too
     failures = guard.failures
     wait_for(lambda: guard.failures > failures + 3, "nonsense counted")
     assert not guard.should_pause()
@@ -146,22 +164,25 @@ def test_an_unreachable_or_confused_service_fails_open_said_once(
     assert any("again" in r.getMessage() for r in caplog.records)
 
 
-def test_on_change_is_called_per_change_and_its_failure_is_contained(source: Scripted) -> None:
+def test_on_change_is_called_per_change_and_its_failure_is_contained(
+    source: Scripted, follower: RunViewFollower
+) -> None:
     seen: list[str] = []
 
     def hook(decision: Decision) -> None:
         seen.append(decision.action)
         raise RuntimeError("the user's hook broke")
 
-    g = Guard(source, "r", {"zero_reward"}, poll_interval=0.01, on_change=hook)
+    g = Guard(follower, "r", {"zero_reward"}, poll_interval=0.01, on_change=hook)
     try:
         source.answer = view(("zero_reward", None))
         wait_for(lambda: seen == ["pause"], "pause seen")
         source.answer = view()
         wait_for(lambda: seen == ["pause", "run"], "run seen")
-        assert g.looks > 2
+        wait_for(lambda: g.looks > 2, "keeps looking")
     finally:
         g.close()
+    follower.close()
     assert source.closed
 
 
@@ -234,7 +255,7 @@ def test_runwatch_guard_in_the_environment_gives_a_verl_user_the_breaker(
         backend = Tracking().logger[verl.BACKEND]
         assert backend.guard is not None
         assert backend.guard.policy == {"zero_reward": "pause", "non_finite_metric": "stop"}
-        assert backend.guard.source is None  # a directory: no service, never pauses
+        assert backend.guard.follower is None  # a directory: no service, never pauses
         assert any("will not be paused" in r.getMessage() for r in caplog.records)
         monkeypatch.setenv("RUNWATCH_GUARD", "off")
         assert TrainerLogger(em).guard is None

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runwatch.emitters import events
+from runwatch.emitters.runview import RunView, StacksAsked
 from runwatch.emitters.stacks import MAX_BYTES, StackResponder, Taken, capture, py_spy
 
 
@@ -66,36 +67,21 @@ def test_a_deep_stack_keeps_its_innermost_frames_and_says_so() -> None:
     assert len(json.dumps(threads)) < MAX_BYTES + 8_000
 
 
-class Views:
-    def __init__(self, *views: Any) -> None:
-        self.views = list(views)
-
-    def fetch(self) -> dict[str, Any] | None:
-        view = self.views.pop(0) if len(self.views) > 1 else self.views[0]
-        if isinstance(view, Exception):
-            raise view
-        return view
-
-    def close(self) -> None:
-        pass
+def asking(request: str | None) -> RunView:
+    stacks = StacksAsked(request=request, at=1.0) if request is not None else None
+    return RunView(run="r", ts=1.0, alerts=[], lifted=0, resumed=None, stacks=stacks)
 
 
 def test_each_request_is_answered_once_and_failures_are_counted() -> None:
     answers: list[tuple[str, Taken]] = []
-    source = Views(None, OSError("down"), {"alerts": []}, {"stacks": {"request": "i-1"}},
-                   {"stacks": {"request": "i-1"}}, {"stacks": {"request": "i-2"}})  # fmt: skip
-    responder = StackResponder(source, lambda req, taken: answers.append((req, taken)))
-    got = [responder.look() for _ in range(6)]
-    assert got == [None, None, None, "i-1", None, "i-2"]
+    responder = StackResponder(lambda req, taken: answers.append((req, taken)))
+    responder.see(None)
+    responder.missed(OSError("down"))
+    for view in (asking(None), asking("i-1"), asking("i-1"), asking("i-2")):
+        responder.see(view)
     assert [a for a, _ in answers] == ["i-1", "i-2"]
+    assert answers[0][1].how == "emitter"
     assert responder.failures == 1
-
-
-def test_the_responder_thread_stops_at_close() -> None:
-    responder = StackResponder(Views(None), lambda *a: None, interval=0.01, name="rw-test-stacks")
-    responder.start()
-    responder.close()
-    assert not any(t.name == "rw-test-stacks" for t in threading.enumerate())
 
 
 def test_py_spy_dumps_another_process_or_says_why_not(

@@ -18,6 +18,7 @@ from helpers import read_events
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.guard import Guard
+from runwatch.emitters.runview import RunViewFollower
 from runwatch.emitters.trl import Callback
 
 from .test_guard import Scripted, view, wait_for
@@ -116,8 +117,9 @@ def test_without_an_emitter_in_the_environment_it_does_nothing(
 
 
 def test_a_stop_from_the_breaker_ends_training_at_the_step(em: Emitter, tmp_path: Path) -> None:
-    source = Scripted(view(("zero_reward", "stop")))
-    guard = Guard(source, "r", {"zero_reward"}, poll_interval=0.01)
+    follower = RunViewFollower(Scripted(view(("zero_reward", "stop"))), name="rw-test-view")
+    follower.start()
+    guard = Guard(follower, "r", {"zero_reward"}, poll_interval=0.01)
     try:
         wait_for(guard.should_stop, "stop")
         stopped: list[Any] = []
@@ -125,6 +127,7 @@ def test_a_stop_from_the_breaker_ends_training_at_the_step(em: Emitter, tmp_path
         control = train(cb, [LOGS, LOGS, LOGS])
     finally:
         guard.close()
+        follower.close()
     assert control.should_training_stop is True
     assert len(stopped) == 1
     events = read_events(tmp_path)
