@@ -46,9 +46,9 @@ from runwatch.emitters.topics import Topics
 from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDestination
 
 if TYPE_CHECKING:
+    from runwatch.emitters.follower import HttpSource, KafkaSource, RunViewFollower
     from runwatch.emitters.guard import Decision, Guard
     from runwatch.emitters.rollout import Request, Trajectory
-    from runwatch.emitters.runview import HttpSource, KafkaSource, RunViewFollower
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -475,7 +475,7 @@ class Emitter:
         """The emitter's one follower of its run's view, made for its first reader (the
         responder, or a guard); None where no service is behind the events. A guard that
         names another breaker `topic` moves it there. The caller holds `_start_lock`."""
-        from runwatch.emitters.runview import RunViewFollower
+        from runwatch.emitters.follower import RunViewFollower
 
         if self._closed:
             return None
@@ -494,7 +494,7 @@ class Emitter:
 
     def _view_source(self, topic: str | None = None) -> HttpSource | KafkaSource | None:
         """Where this run's view is read: serve over HTTP, or the breaker topic."""
-        from runwatch.emitters.runview import HttpSource, KafkaSource
+        from runwatch.emitters.follower import HttpSource, KafkaSource
 
         if self.url is not None:
             return HttpSource(self.url, self.run, self._token)

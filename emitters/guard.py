@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from runwatch.emitters.runview import Resumed, RunView, RunViewFollower, ViewAlert
+from runwatch.emitters.follower import RunViewFollower
+from runwatch.emitters.runview import Resumed, RunView, ViewAlert
 
 log = logging.getLogger("runwatch.emitters")
 

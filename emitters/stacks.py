@@ -31,7 +31,8 @@ from runwatch.emitters import env
 from runwatch.emitters.events import MAX_STACK_FRAMES, MAX_STACK_THREADS
 
 if TYPE_CHECKING:
-    from runwatch.emitters.runview import RunView, RunViewFollower
+    from runwatch.emitters.follower import RunViewFollower
+    from runwatch.emitters.runview import RunView
 
 log = logging.getLogger("runwatch.emitters")
 

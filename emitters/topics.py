@@ -34,7 +34,7 @@ class Topics:
 
     @property
     def breaker(self) -> str:
-        """Each run's circuit-breaker view (compacted); key = run id."""
+        """Each run's view (`runwatch.emitters.runview`, compacted); key = run id."""
         return f"{self.prefix}runwatch.breaker"
 
     @classmethod

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from runwatch.emitters import events as ev
+from runwatch.emitters.runview import Resumed, RunView, StacksAsked, ViewAlert
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
-from runwatch.stream.breaker import BreakerAlert, BreakerView, Resumed, StacksAsked, breaker_view
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.incidents import incident_id, place
@@ -81,7 +81,8 @@ class TrackedRun:
         #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
         #: the run's guard; a new firing (another id) does
         self.lifted: set[str] = set()
-        self.resumed: Resumed | None = None  # the latest run.resumed
+        #: the latest run.resumed (ts, by, rule): `Resumed`'s fields, as a checkpoint keeps them
+        self.resumed: dict[str, Any] | None = None
         self.incidents = RunIncidents()  # which of its alerts belong to one fault
 
 
@@ -124,9 +125,9 @@ class Engine:
         self.duplicates = 0
         self._on_event: list[Callable[[ev.Event], None]] = []
         self._on_transition: list[Callable[[Alert], None]] = []
-        #: runs whose circuit-breaker view (`breaker`) may have changed since the driver
-        #: last took them (`take_breakers`); None: nobody publishes views (serve reads them)
-        self.breakers_changed: set[str] | None = None
+        #: runs whose run view (`run_view`) may have changed since the driver last took
+        #: them (`take_run_views`); None: nobody publishes views (serve reads them)
+        self.views_changed: set[str] | None = None
 
     def observe(
         self,
@@ -245,8 +246,7 @@ class Engine:
                     key = alert_key(rule_id, tracked.state.run, cond.key)
                     tracked.lifted.add(transition_id(key, tracked.transitions[key]))
         tracked.resumed = {"ts": event.ts, "by": event.by, "rule": event.rule}
-        if self.breakers_changed is not None:
-            self.breakers_changed.add(tracked.state.run)
+        self._view_changed(tracked.state.run)
 
     def advance(self, now: float) -> list[Alert]:
         """Move time forward to `now`, evaluating every check that falls due on the way."""
@@ -296,7 +296,7 @@ class Engine:
         while self._closed:  # an incident closed: its request for stacks goes, and so
             closed, ident = self._closed.pop()  # does the evidence that answered it
             if closed.state.stacks.clear(ident):
-                self._breaker_changed(closed.state.run)
+                self._view_changed(closed.state.run)
                 for i in self._evidence:
                     self._evaluate(closed, i, now, out)
         if next_check is not None and next_check > now:
@@ -325,12 +325,12 @@ class Engine:
         tracked.transitions[key] = number
         if state == "resolved" and tracked.lifted:
             tracked.lifted.discard(transition_id(key, number - 1))
-        self._breaker_changed(run.run)
+        self._view_changed(run.run)
         return self._alert(tracked, rule, params, cond, now, state, key, number)
 
-    def _breaker_changed(self, run: str) -> None:
-        if self.breakers_changed is not None:
-            self.breakers_changed.add(run)
+    def _view_changed(self, run: str) -> None:
+        if self.views_changed is not None:
+            self.views_changed.add(run)
 
     def _alert(
         self,
@@ -353,7 +353,7 @@ class Engine:
                          cond.key if rule.evidence else None)  # fmt: skip
         if incident is not None:
             if state == "firing" and rule.hang and run.stacks.ask(incident.id, now):
-                self._breaker_changed(run.run)  # the emitters read the request there
+                self._view_changed(run.run)  # the emitters read the request there
             elif not incident.open and incident.role != "evidence":
                 self._closed.append((tracked, incident.id))
         alert = Alert(
@@ -463,16 +463,16 @@ class Engine:
         self.runs, self.now, self.duplicates = runs, now, duplicates
         self._timers, self.seen = pending, seen
 
-    # -- the circuit breaker -----------------------------------------------------------------
+    # -- the run view ------------------------------------------------------------------------
 
-    def breaker(self, run: str) -> BreakerView | None:
-        """What a guarding training loop of `run` needs (`runwatch.stream.breaker`): the
-        alerts firing now that no person lifted, with their rule's policy; None for a run
-        not tracked."""
+    def run_view(self, run: str) -> RunView | None:
+        """What a run's own processes read (`runwatch.emitters.runview`): the alerts firing
+        now that no person lifted, with their rule's policy, and a request for stacks while
+        one is open; None for a run not tracked."""
         tracked = self.runs.get(run)
         if tracked is None:
             return None
-        alerts: list[BreakerAlert] = []
+        alerts: list[ViewAlert] = []
         for index, conds in tracked.firing.items():
             rule = self.rules[index]
             params = tracked.overrides.get(rule.rule_id, rule.params)
@@ -481,24 +481,26 @@ class Engine:
                 ident = transition_id(key, tracked.transitions[key])
                 if ident not in tracked.lifted:
                     alerts.append(
-                        {"id": ident, "rule": rule.rule_id, "key": key, "subject": cond.subject,
-                         "severity": rule.severity_of(params), "action": params.action,
-                         "since": cond.since}
+                        ViewAlert(id=ident, rule=rule.rule_id, key=key, subject=cond.subject,
+                                  severity=rule.severity_of(params), action=params.action,
+                                  since=cond.since)
                     )  # fmt: skip
-        alerts.sort(key=lambda a: (a["since"], a["key"]))
+        alerts.sort(key=lambda a: (a.since, a.key))
         stacks = tracked.state.stacks
-        asked: StacksAsked | None = None
+        asked = None
         if stacks.request is not None:
-            asked = {"request": stacks.request, "at": stacks.requested_at}
-        return breaker_view(run, self.now, alerts, len(tracked.lifted), tracked.resumed, asked)
+            asked = StacksAsked(request=stacks.request, at=stacks.requested_at)
+        resumed = Resumed(**tracked.resumed) if tracked.resumed is not None else None
+        return RunView(run=run, ts=self.now, alerts=alerts, lifted=len(tracked.lifted),
+                       resumed=resumed, stacks=asked)  # fmt: skip
 
-    def take_breakers(self) -> list[BreakerView]:
-        """The views of the runs whose breaker may have changed since the last call."""
-        changed = self.breakers_changed
+    def take_run_views(self) -> list[RunView]:
+        """The views of the runs whose view may have changed since the last call."""
+        changed = self.views_changed
         if not changed:
             return []
-        self.breakers_changed = set()
-        return [view for run in sorted(changed) if (view := self.breaker(run)) is not None]
+        self.views_changed = set()
+        return [view for run in sorted(changed) if (view := self.run_view(run)) is not None]
 
     # -- introspection ---------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ from runwatch.commands import CommandError, known_rule
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.commands.remote import Remote
 from runwatch.emitters import env
+from runwatch.emitters.follower import KafkaSource, ViewSource
 from runwatch.emitters.guard import decide
-from runwatch.emitters.runview import KafkaSource, RunView, ViewSource
+from runwatch.emitters.runview import RunView
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say

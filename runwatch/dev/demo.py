@@ -75,7 +75,7 @@ GUARDED = "demo-guarded"
 
 
 class Breaker:
-    """The demo's person at the keyboard: watches the guarded run's breaker view, and once
+    """The demo's person at the keyboard: watches the guarded run's view, and once
     the loop has been paused `resume_after` seconds, runs `runwatch resume` on it."""
 
     def __init__(self, serve: Any, resume_after: float) -> None:

@@ -222,7 +222,7 @@ def _no_slack() -> Answer:
 
 def resume(service: Service, body: bytes) -> Answer:
     """`POST /v1/resume` {"run", "rule"?, "reason"?, "by"?}: a `run.resumed` event for the
-    run, applied before the answer, which is the run's breaker view after it."""
+    run, applied before the answer, which is the run view after it."""
     asked = parse(Resume, body)
     if not isinstance(asked, Resume):
         return asked  # type: ignore[return-value]
@@ -239,4 +239,5 @@ def resume(service: Service, body: bytes) -> Answer:
     result = service.ingest([orjson.dumps(event)], source="api")
     if result.rejected:
         return error(400, result.rejected[0].reason)
-    return json_answer(200, {"breaker": service.breaker(asked.run)})
+    view = service.run_view(asked.run)
+    return json_answer(200, {"breaker": view.to_dict() if view is not None else None})

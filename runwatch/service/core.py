@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from runwatch.emitters.runview import RunView
 from runwatch.service.history import HistoryFollower
 from runwatch.service.wal import AlertLog, EventLog, LogsLock, replace_file
 from runwatch.store.exceptions import StoreLocked
@@ -34,7 +35,6 @@ from runwatch.store.store import Store
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
-from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
@@ -420,10 +420,10 @@ class Service:
             out["transitions"] = [a.to_dict() for _, a in self.recent if a.run == run]
             return out
 
-    def breaker(self, run: str) -> BreakerView | None:
-        """The run's circuit-breaker view (`runwatch.stream.breaker`), for guarding trainers."""
+    def run_view(self, run: str) -> RunView | None:
+        """The run view (`runwatch.emitters.runview`), for the run's guards and emitters."""
         with self.lock:
-            return self.driver.engine.breaker(run)
+            return self.driver.engine.run_view(run)
 
     def incidents(self, run: str | None = None) -> list[dict[str, Any]]:
         """The incidents open now, with their root as it stands (a transition names the

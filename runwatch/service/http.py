@@ -161,7 +161,7 @@ class App:
             return 200, service.exposition(), EXPOSITION_TYPE
         if path == "/v1/runs":
             return _json(200, {"runs": service.runs()})
-        for prefix, read in (("/v1/runs/", service.run), ("/v1/breaker/", service.breaker)):
+        for prefix, read in (("/v1/runs/", service.run), ("/v1/breaker/", service.run_view)):
             if path.startswith(prefix):
                 run = _run_id(path, prefix)
                 if not isinstance(run, str):
@@ -169,7 +169,7 @@ class App:
                 found = read(run)
                 if found is None:
                     return _json(404, {"error": f"no run {run!r}"})
-                return _json(200, found)
+                return _json(200, found if isinstance(found, dict) else found.to_dict())
         if path == "/v1/alerts":
             state = query.get("state", [None])[0]
             if state not in (None, "firing", "resolved"):

@@ -1,6 +1,6 @@
 """What a stream worker publishes, and in which order.
 
-Alert transitions first, then dead letters, then the breaker views they changed: a guarding
+Alert transitions first, then dead letters, then the run views they changed: a guarding
 trainer reads the view, and the transition it names is on its topic by then. A partition's
 checkpoint goes out only after a flush, so it never covers a transition that is not on
 `runwatch.alerts` yet (a takeover from it would otherwise lose that transition).
@@ -12,11 +12,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import orjson
-
+from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
-from runwatch.stream.breaker import BreakerView
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.refused import Refused
 
@@ -54,9 +52,9 @@ class Publisher:
         self.metrics = metrics
 
     async def publish(
-        self, alerts: list[Alert], dead: list[Refused], views: Sequence[BreakerView] = ()
+        self, alerts: list[Alert], dead: list[Refused], views: Sequence[RunView] = ()
     ) -> None:
-        """Transitions, then dead letters, then breaker views."""
+        """Transitions, then dead letters, then run views."""
         producer, topics = self._producer(), self.topics
         for alert in alerts:
             try:
@@ -69,8 +67,8 @@ class Publisher:
             await producer.send(topics.dlq, letter.where.encode(), letter.to_json(), None, None,
                                 None)  # fmt: skip
         for view in views:
-            value = orjson.dumps(view)
-            await producer.send(topics.breaker, view["run"].encode(), value, None, None, None)
+            await producer.send(topics.breaker, view.run.encode(), view.to_json(), None, None,
+                                None)  # fmt: skip
         if self.metrics is not None:
             self.metrics.published(alerts)
 

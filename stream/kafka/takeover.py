@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
-from runwatch.stream.breaker import BreakerView
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, checkpoint_key, handover_key, latest
 from runwatch.stream.kafka.clients import Connects
@@ -101,7 +101,7 @@ class Rebuilt:
     kept: list[int] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
     dead: list[Refused] = field(default_factory=list)
-    views: list[BreakerView] = field(default_factory=list)
+    views: list[RunView] = field(default_factory=list)
     events: int = 0
     seconds: float = 0.0
     #: records of runwatch.alerts and the dead-letter topic read to learn what is published
@@ -221,9 +221,9 @@ class Takeover:
             # the views a dead predecessor may not have published: every run the replay
             # changed, and every run with alerts firing or lifted
             engine = d.engine
-            assert engine.breakers_changed is not None
-            engine.breakers_changed.update(
+            assert engine.views_changed is not None
+            engine.views_changed.update(
                 run for run, t in engine.runs.items() if t.firing or t.lifted
             )
-            out.views += engine.take_breakers()
+            out.views += engine.take_run_views()
         return out

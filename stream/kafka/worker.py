@@ -42,9 +42,9 @@ import faust
 
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
+from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
-from runwatch.stream.breaker import BreakerView
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka import clients
@@ -152,7 +152,7 @@ class StreamWorker(Handler):
         self._watched: Any = None  # the group coordinator whose heartbeats renew the lease
         #: per partition, output made while the lease had lapsed: published once it is
         #: renewed and the partition is still this worker's, else left to the new owner
-        self._fenced: dict[int, list[tuple[list[Alert], list[Refused], list[BreakerView]]]] = {}
+        self._fenced: dict[int, list[tuple[list[Alert], list[Refused], list[RunView]]]] = {}
         self._clocks: dict[int, ReadClock] = {}  # per live partition, its reading's gaps
         self.assigned_once = False  # the consumer group has given this worker its share
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
@@ -203,7 +203,7 @@ class StreamWorker(Handler):
 
     @property
     def producer(self) -> Producer:
-        """What alerts, dead letters, breaker views and checkpoints are published with."""
+        """What alerts, dead letters, run views and checkpoints are published with."""
         return self._producer if self._producer is not None else self.app.producer
 
     def say(self, message: str) -> None:
@@ -287,7 +287,7 @@ class StreamWorker(Handler):
             alerts, dead = await fed(driver, records)  # in slices: a takeover's reads go on
             if self.metrics is not None:
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
-            views = driver.engine.take_breakers()
+            views = driver.engine.take_run_views()
             if alerts or dead or views:
                 await self._publish_for(records[0].partition, alerts, dead, views)
 
@@ -492,7 +492,7 @@ class StreamWorker(Handler):
                     continue  # judged by whoever holds it; by this worker once it knows
                 horizon, caught_up = self._horizon(p, driver, now)
                 out = driver.tick(horizon)
-                views = driver.engine.take_breakers()
+                views = driver.engine.take_run_views()
                 if evict and caught_up:
                     self._evict(p, driver, now)
                 if out or views:
@@ -555,7 +555,7 @@ class StreamWorker(Handler):
         self._renew()
 
     async def _publish_for(
-        self, partition: int, alerts: list[Alert], dead: list[Refused], views: list[BreakerView]
+        self, partition: int, alerts: list[Alert], dead: list[Refused], views: list[RunView]
     ) -> None:
         """Publish what a partition's driver made -- or, while the lease has lapsed, hold it
         (a zombie's output is the new owner's to publish)."""
@@ -726,11 +726,11 @@ class StreamWorker(Handler):
             await self.checkpoint(p, now)
 
     def _driver(self, partition: int) -> LiveDriver:
-        """A new driver of `partition`, whose engine notes the breaker views to publish."""
+        """A new driver of `partition`, whose engine notes the run views to publish."""
         s = self.settings
         driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
                             grace=s.grace)  # fmt: skip
-        driver.engine.breakers_changed = set()
+        driver.engine.views_changed = set()
         return driver
 
     def _go_on(self, partition: int, offset: int) -> None:

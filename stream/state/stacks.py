@@ -1,7 +1,7 @@
 """A run's request for its processes' stacks, and the answers: evidence of a hang.
 
 The engine asks (`ask`) when an incident opens on a hang, at most once per incident and
-`PER_HOUR` times per run and hour; the breaker view carries the request to the emitters,
+`PER_HOUR` times per run and hour; the run view carries the request to the emitters,
 whose `process.stacks` answers land here (`answer`); the incident's end lets it go
 (`clear`). Answers keep file, line and function per frame as plain tuples, at most
 `MAX_ANSWERS` processes.

@@ -808,7 +808,7 @@ def test_emitters_with_clocks_two_minutes_off_raise_neither_false_nor_missed_ale
 def test_a_guarded_training_loop_pauses_on_kafka_and_resumes_on_runwatch_resume(
     setup: Setup,
 ) -> None:
-    """The circuit breaker through Kafka: the worker publishes the run's breaker view to
+    """The circuit breaker through Kafka: the worker publishes the run view to
     `runwatch.breaker`; the trainer's guard reads its run's partition of it."""
     setup.worker(partitions=2).wait_live()
     run = "breaker-kafka"

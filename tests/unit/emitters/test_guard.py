@@ -1,4 +1,4 @@
-"""The guard, trainer side: the decision from a breaker view and the trainer's rule list, the
+"""The guard, trainer side: the decision from a run view and the trainer's rule list, the
 background look that fails open (counted, said once), `wait`, and the TrainerLogger / verl
 backend obeying it by configuration (`RUNWATCH_GUARD`)."""
 
@@ -18,6 +18,7 @@ import pytest
 from helpers import wait_for as wait_until
 
 from runwatch.emitters import Emitter
+from runwatch.emitters.follower import RunViewFollower
 from runwatch.emitters.guard import (
     Decision,
     Guard,
@@ -26,7 +27,7 @@ from runwatch.emitters.guard import (
     policy_of,
     rules_from_env,
 )
-from runwatch.emitters.runview import Resumed, RunView, RunViewFollower
+from runwatch.emitters.runview import Resumed, RunView
 from runwatch.emitters.trainer import TrainerLogger
 
 DEADLINE_S = 30.0

@@ -14,7 +14,8 @@ import pytest
 
 from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
-from runwatch.emitters.runview import RunView, RunViewFollower
+from runwatch.emitters.follower import RunViewFollower
+from runwatch.emitters.runview import RunView
 
 from .test_guard import Scripted, wait_for
 

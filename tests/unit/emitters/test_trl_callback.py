@@ -17,8 +17,8 @@ import pytest
 from helpers import read_events
 
 from runwatch.emitters import Emitter
+from runwatch.emitters.follower import RunViewFollower
 from runwatch.emitters.guard import Guard
-from runwatch.emitters.runview import RunViewFollower
 from runwatch.emitters.trl import Callback
 
 from .test_guard import Scripted, view, wait_for

@@ -1,6 +1,6 @@
 """The circuit breaker in the engine: alerts carry their rule's `action`, `run.resumed` lifts
 the alerts firing now (all, or one rule's), a resolution and a new firing undo the lift, the
-view is what the guard reads, and all of it survives a checkpoint."""
+run view is what the guard reads, and all of it survives a checkpoint."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def resume(engine: Engine, ts: float, run: str = "r1", **fields: Any) -> None:
 
 
 def paused_by(engine: Engine, run: str = "r1") -> list[tuple[str, Any]]:
-    view = engine.breaker(run)
+    view = engine.run_view(run)
     assert view is not None
-    return [(a["rule"], a["action"]) for a in view["alerts"]]
+    return [(a.rule, a.action) for a in view.alerts]
 
 
 def test_alerts_carry_the_configured_action_and_the_view_lists_what_fires() -> None:
@@ -50,7 +50,7 @@ def test_alerts_carry_the_configured_action_and_the_view_lists_what_fires() -> N
     assert fired[0].to_dict()["action"] == "pause"
     nan_metric(engine, 3)
     assert sorted(paused_by(engine)) == [("non_finite_metric", "stop"), ("zero_reward", "pause")]
-    assert engine.breaker("nobody") is None
+    assert engine.run_view("nobody") is None
 
 
 def test_a_rule_without_an_action_has_none_and_no_field_on_its_alerts() -> None:
@@ -65,18 +65,17 @@ def test_resume_lifts_what_fires_now_and_a_new_firing_pauses_again() -> None:
     engine = make_engine({"zero_reward": {"steps": 3, "action": "pause"}})
     rewards(engine, range(3), 0.0)
     resume(engine, T0 + 3, by="alice")
-    view = engine.breaker("r1")
+    view = engine.run_view("r1")
     assert view is not None
-    assert view["alerts"] == []
-    assert view["lifted"] == 1
-    assert view["resumed"] == {"ts": T0 + 3, "by": "alice", "rule": None}
+    assert view.to_dict() == {"v": 1, "run": "r1", "ts": T0 + 3, "alerts": [], "lifted": 1,
+                              "resumed": {"ts": T0 + 3, "by": "alice", "rule": None}}  # fmt: skip
     rewards(engine, range(3, 6), 0.0)  # the same alert goes on firing: still lifted
     assert paused_by(engine) == []
     resolved = rewards(engine, range(6, 7), 1.0)
     assert [a.state for a in resolved] == ["resolved"]
-    view = engine.breaker("r1")
+    view = engine.run_view("r1")
     assert view is not None
-    assert view["lifted"] == 0
+    assert view.lifted == 0
     rewards(engine, range(7, 10), 0.0)  # a new firing: a new alert, which pauses
     assert paused_by(engine) == [("zero_reward", "pause")]
 
@@ -98,15 +97,16 @@ def test_resume_of_a_run_not_tracked_creates_nothing() -> None:
 
 def test_the_views_that_changed_are_taken_once_each() -> None:
     engine = make_engine({"zero_reward": {"steps": 3}})
-    engine.breakers_changed = set()
+    engine.views_changed = set()
     rewards(engine, range(2), 0.0, run="a")
     rewards(engine, range(3), 1.0, run="b")
-    assert engine.take_breakers() == []  # no transition, no resume
+    assert engine.take_run_views() == []  # no transition, no resume
     rewards(engine, range(2, 3), 0.0, run="a")
-    assert [v["run"] for v in engine.take_breakers()] == ["a"]
-    assert engine.take_breakers() == []
+    assert [v.run for v in engine.take_run_views()] == ["a"]
+    assert engine.take_run_views() == []
     resume(engine, T0 + 9, run="b")
-    assert [(v["run"], v["resumed"]["by"]) for v in engine.take_breakers()] == [("b", None)]
+    views = engine.take_run_views()
+    assert [(v.run, v.resumed.by if v.resumed else "") for v in views] == [("b", None)]
 
 
 def test_lifts_survive_a_checkpoint() -> None:
@@ -117,7 +117,7 @@ def test_lifts_survive_a_checkpoint() -> None:
     data = checkpoint.dump(driver, {"offset": 1})
     fresh = LiveDriver(config, topic="t")
     checkpoint.load(data, fresh)
-    assert fresh.engine.breaker("r1") == driver.engine.breaker("r1")
+    assert fresh.engine.run_view("r1") == driver.engine.run_view("r1")
     rewards(fresh.engine, range(3, 5), 0.0)
     assert paused_by(fresh.engine) == []
 

@@ -1,5 +1,5 @@
 """`process_stacks` (info): a hang's incident asks the run's processes for their stacks (in
-the breaker view) and shows the answers grouped, as its evidence."""
+the run view) and shows the answers grouped, as its evidence."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def divergence() -> tuple[Engine, str]:
     (fired,) = engine.advance(314)
     assert fired.rule == "ranks_stalled"
     assert fired.incident is not None
-    view = engine.breaker("r1")
+    view = engine.run_view("r1")
     assert view is not None
-    assert view["stacks"] == {"request": fired.incident.id, "at": fired.ts}
+    assert view.to_dict()["stacks"] == {"request": fired.incident.id, "at": fired.ts}
     return engine, fired.incident.id
 
 
@@ -73,9 +73,9 @@ def test_the_answers_are_the_incident_s_evidence_grouped_by_where_each_process_i
                                                 ("process_stacks", "resolved")]  # fmt: skip
     assert out[-1].incident is not None
     assert (out[-1].incident.id, out[-1].incident.open) == (request, False)
-    view = engine.breaker("r1")
+    view = engine.run_view("r1")
     assert view is not None
-    assert "stacks" not in view
+    assert "stacks" not in view.to_dict()
 
 
 def test_processes_alive_that_did_not_answer_are_named() -> None:
@@ -104,17 +104,18 @@ def test_one_request_per_incident_and_a_few_per_hour() -> None:
         t = 100.0 + i * 30
         out = feed(engine, [make_event("heartbeat", t, src=src(0))]) + engine.advance(t + 20)
         opened |= {a.incident.id for a in out if a.incident is not None}
-        view = engine.breaker("r1")
+        view = engine.run_view("r1")
         assert view is not None
-        if "stacks" in view and view["stacks"]["request"] not in asked:
-            asked.append(view["stacks"]["request"])
+        if view.stacks is not None and view.stacks.request not in asked:
+            asked.append(view.stacks.request)
     assert len(opened) == PER_HOUR + 3
     assert len(asked) == PER_HOUR
     feed(engine, [make_event("heartbeat", 3800, src=src(0))])
     engine.advance(3820)
-    view = engine.breaker("r1")
+    view = engine.run_view("r1")
     assert view is not None
-    assert view["stacks"]["request"] not in asked  # the hour has passed: asked again
+    assert view.stacks is not None
+    assert view.stacks.request not in asked  # the hour has passed: asked again
 
 
 def test_the_request_and_answers_go_through_a_checkpoint() -> None:
