@@ -9,11 +9,14 @@ correction, wall-clock ticks) and the metrics. Alert transitions go to the alert
 the rules' state is loaded from the checkpoint beside the logs and the event log re-read
 from the position it covers (all of it when there is no usable checkpoint); transitions the
 alert log lacks are published, those it has are not repeated (`LiveDriver.finish_replay`).
-A checkpoint is written every minute or so, after a compaction and at a clean stop.
+A checkpoint is written every `checkpoint_every` seconds with something new (the one
+`Checkpointer` of `runwatch.stream.checkpointer`, the worker's too), after a compaction and
+at a clean stop, to the file beside the logs (`checkpoint_file.FileCheckpoints`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -28,14 +31,16 @@ from typing import Any, TypeVar
 import orjson
 
 from runwatch.emitters.runview import RunView
+from runwatch.service.checkpoint_file import FileCheckpoints
 from runwatch.service.history import HistoryFollower
-from runwatch.service.wal import AlertLog, EventLog, LogsLock, replace_file
+from runwatch.service.wal import AlertLog, EventLog, LogsLock
 from runwatch.store.exceptions import StoreLocked
 from runwatch.store.store import Store
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpoint import CheckpointError
+from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
 from runwatch.stream.exceptions import InvalidEvent
@@ -79,6 +84,7 @@ class Service:
         keep_finished_s: float = KEEP_FINISHED_S,
         silent_after_s: float = SILENT_AFTER_S,
         clock: Callable[[], float] = time.time,
+        checkpoint_every: float = 60.0,
     ) -> None:
         self.clock = clock  # the wall clock (a test's own, to replay a day in a second)
         self.lock = threading.RLock()
@@ -101,9 +107,11 @@ class Service:
         self.counters.follow(self.history.lag_bytes, self.history.lag_seconds)
         self.logs = WriteHealth(wal_dir, log, "the service's logs in")
         self.checkpoint_path = wal_dir / CHECKPOINT
+        self.checkpoint_store = FileCheckpoints(self.checkpoint_path)
+        #: when: every `checkpoint_every` seconds with something new (0: only when asked)
+        self.checkpointer = Checkpointer(checkpoint_every)
         self.checkpoints = CheckpointMetrics(self.registry)
         self._checkpointing = threading.Lock()
-        self._checkpointed: tuple[int, int] | None = None  # the log position it covers
         self._checkpoint_failing = False  # said once, until one is written again
         self.unlogged: list[Alert] = []  # transitions the alert log could not take yet
         self.listeners: list[Listener] = []
@@ -156,12 +164,13 @@ class Service:
         """Take over the checkpoint's state; the log position to replay from: where it
         ends, else 0 (all of it) when there is none or it cannot be used, said in one line."""
         path = self.checkpoint_path
+        self.checkpointer.restored(0, None, 0, self.clock())  # the next one an interval on
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return 0
+            data = asyncio.run(self.checkpoint_store.read(0))
         except OSError as err:
             log.warning("%s: cannot be read (%s); replaying the whole event log", path, err)
+            return 0
+        if data is None:
             return 0
         events = self.events
 
@@ -181,24 +190,32 @@ class Service:
             return 0
         position = restored.position
         self.driver.load_state(restored.driver.dump_state())  # the driver others hold
-        self._checkpointed = (position["generation"], position["at"])
+        self.checkpointer.stored(0, (position["generation"], position["at"]))
         return int(position["at"])
 
-    def checkpoint(self) -> int | None:
+    def checkpoint(self, at_once: bool = True) -> int | None:
         """Store the rules' state and the log position it covers beside the logs (a restart
-        replays only what follows); its size. None when there is nothing new, when it must
-        wait (not recovered yet; transitions wait for the alert log: a checkpoint must not
-        cover what no log holds) or when it cannot be written (said once, counted)."""
+        replays only what follows); its size. `at_once`: whatever the interval (a compaction,
+        a stop), else only when it is due (the main loop asks on every tick). None when
+        there is nothing new, when it must wait (not recovered yet; transitions wait for the
+        alert log: a checkpoint must not cover what no log holds), when it is not due, or
+        when it cannot be written (said once, counted)."""
         with self._checkpointing:
             started = time.perf_counter()
             with self.lock:
                 at = (self.events.generation, self.events.size)
-                if not self.ready or self.unlogged or at == self._checkpointed:
-                    return None
+                now, applied = self.clock(), self.driver.applied
+                if (
+                    not self.ready
+                    or self.unlogged
+                    or not self.checkpointer.due(0, at, applied, now, at_once=at_once)
+                ):
+                    return None  # fmt: skip
+                self.checkpointer.tried(0, applied, now)
                 data = checkpoint.dump(self.driver, {"generation": at[0], "at": at[1]})
                 runs = len(self.driver.engine.runs)
             try:
-                replace_file(self.checkpoint_path, data)
+                asyncio.run(self.checkpoint_store.write(0, data))
             except OSError as err:
                 self.checkpoints.failed.labels(TOPIC).inc()
                 if not self._checkpoint_failing:
@@ -206,7 +223,8 @@ class Service:
                                 "event log", self.checkpoint_path, err)  # fmt: skip
                 self._checkpoint_failing = True
                 return None
-            self._checkpointed, self._checkpoint_failing = at, False
+            self.checkpointer.stored(0, at)
+            self._checkpoint_failing = False
             self.checkpoints.stored(TOPIC, len(data), runs, time.perf_counter() - started)
             return len(data)
 

@@ -55,7 +55,8 @@ def run(settings: ServeSettings) -> int:
 
     db, wal = settings.db, settings.wal
     service = Service(db, wal, config=settings.config, notifiers=[print_alert],
-                      max_runs=settings.max_runs)  # fmt: skip
+                      max_runs=settings.max_runs,
+                      checkpoint_every=settings.checkpoint_every)  # fmt: skip
     try:
         slack = _slack(settings.slack_config, service) if settings.slack_config else None
     except Exception as err:  # a bad Slack config or a missing token: say so, start nothing
@@ -88,13 +89,10 @@ def run(settings: ServeSettings) -> int:
     stop = stop_on_signals()
     server.start()
     compact_at = 0.0
-    checkpoint_at = time.monotonic() + settings.checkpoint_every
     try:
         while not stop.wait(settings.tick):
             service.tick()
-            if settings.checkpoint_every > 0 and time.monotonic() >= checkpoint_at:
-                service.checkpoint()
-                checkpoint_at = time.monotonic() + settings.checkpoint_every
+            service.checkpoint(at_once=False)  # when due (`Service.checkpointer`)
             if tail is not None:
                 tail.poll(service)
             big = service.events.size > settings.wal_max_bytes
