@@ -247,6 +247,7 @@ class Emitter:
         self._spool = Spool(
             self._spool_dir, max_bytes=self._max_spool_bytes, segment_bytes=self._segment_bytes,
             destination=None if self.path is not None else self._destination,
+            max_age=None if self.path is not None else env.spool_max_age(),
         )  # fmt: skip
         destination: Destination
         if self.url is not None:
@@ -525,6 +526,12 @@ class Emitter:
         return guard is not None and guard.should_pause()
 
     # --- heartbeats and shutdown ---------------------------------------------------------
+
+    @property
+    def spool_directory(self) -> Path:
+        """Where this emitter's events wait while its destination is away (its own
+        directory per destination; the destination itself for a spool)."""
+        return self._spool_dir
 
     @property
     def dropped(self) -> int:

@@ -11,6 +11,7 @@ names and are read by `runwatch.notify.slack`.)
 from __future__ import annotations
 
 import os
+import re
 from typing import NamedTuple
 
 RUN = "RUNWATCH_RUN"
@@ -26,6 +27,8 @@ NOTIFY_DB = "RUNWATCH_NOTIFY_DB"
 PY_SPY = "RUNWATCH_PY_SPY"
 PROMETHEUS = "RUNWATCH_PROMETHEUS"
 CACHE = "RUNWATCH_CACHE"
+#: spooled events older than this are dropped (counted) instead of sent; unset: never
+SPOOL_MAX_AGE = "RUNWATCH_SPOOL_MAX_AGE"
 #: a secured Kafka (`kafka_security.KafkaSecurity.from_env`, which reads any mapping)
 KAFKA_PROTOCOL = "RUNWATCH_KAFKA_SECURITY_PROTOCOL"
 KAFKA_MECHANISM = "RUNWATCH_KAFKA_SASL_MECHANISM"
@@ -79,3 +82,37 @@ def strict() -> bool:
 def db(given: str | None = None) -> str:
     """The history file: `given`, else RUNWATCH_DB, else runwatch.duckdb here."""
     return given or get(DB) or DEFAULT_DB
+
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `30m`, `2h`, `1h30m`, `1d`, or plain seconds; more than 0. ValueError naming
+    the text otherwise."""
+    t = text.strip().lower()
+    try:
+        value = float(t)
+    except ValueError:
+        parts = _PART.findall(t)
+        if not parts or "".join(n + u for n, u in parts) != t:
+            raise ValueError(
+                f"{text!r} is not a duration: use e.g. 90s, 30m, 2h, 1h30m, 1d"
+            ) from None
+        value = sum(float(n) * _UNIT[u] for n, u in parts)
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{text!r}: a duration must be more than 0 s")
+    return value
+
+
+def spool_max_age() -> float | None:
+    """RUNWATCH_SPOOL_MAX_AGE as seconds; None when unset (nothing expires) or not a
+    duration (said by the emitter that reads it)."""
+    text = get(SPOOL_MAX_AGE)
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return None

@@ -74,6 +74,11 @@ def _safe_host(host: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
 
 
+def this_host() -> str:
+    """This host, as segment names spell it."""
+    return _safe_host(socket.gethostname())
+
+
 class Spool:
     """This process's segments in `directory`; see the module docstring for the format."""
 
@@ -85,8 +90,11 @@ class Spool:
         segment_bytes: int = 16 << 20,
         prefix: str = "events",
         destination: dict[str, str] | None = None,
+        max_age: float | None = None,
     ) -> None:
         self.directory = Path(directory)
+        #: segments older than this (s, by their last write) are dropped, not sent (`expire`)
+        self.max_age = max_age
         self.destination = destination  # written beside the first segment
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
@@ -259,7 +267,7 @@ class Spool:
             if not (name.startswith(host_prefix) and name.endswith(SEGMENT_SUFFIX)):
                 continue
             parts = name[len(host_prefix) : -len(SEGMENT_SUFFIX)].split("-")
-            if len(parts) == 3 and all(p.isdigit() for p in parts) and not _alive(int(parts[0])):
+            if len(parts) == 3 and all(p.isdigit() for p in parts) and not alive(int(parts[0])):
                 orphans.append((int(parts[0]), int(parts[1]), int(parts[2]), Path(entry.path)))
         adopted = 0
         for *_, path in sorted(orphans):
@@ -292,6 +300,28 @@ class Spool:
         text = data.decode(errors="replace")
         return [line for line in text[: text.rfind("\n") + 1].split("\n") if line]
 
+    def expire(self, now: float | None = None) -> int:
+        """Drop this process's sealed segments older than `max_age` (counted in `dropped`,
+        said in one line); how many events. Nothing without a `max_age`: off by default."""
+        if self.max_age is None:
+            return 0
+        t = time.time() if now is None else now
+        open_seq = self._seq - 1 if self._fd >= 0 else None
+        events = 0
+        for seq, path, _ in self._scan():
+            try:
+                old = t - path.stat().st_mtime > self.max_age
+            except FileNotFoundError:
+                continue
+            if old and seq != open_seq:
+                events += len(self.read(path))
+                self.remove(path)
+        if events:
+            self.dropped += events
+            log.warning("runwatch: dropped %d spooled events older than %.0fs (%s) from %s",
+                        events, self.max_age, "its maximum age", self.directory)  # fmt: skip
+        return events
+
     def remove(self, path: Path) -> None:
         """Delete a segment whose events were delivered."""
         try:
@@ -313,7 +343,19 @@ class Spool:
                 self._fd = -1
 
 
-def _alive(pid: int) -> bool:
+def segment_writer(name: str) -> tuple[str | None, int | None]:
+    """(host, pid) of the process that wrote a segment, from its name; Nones when the name
+    is not a segment's."""
+    if not name.endswith(SEGMENT_SUFFIX):
+        return None, None
+    parts = name[: -len(SEGMENT_SUFFIX)].split("-", 1)[-1].rsplit("-", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        return None, None
+    return parts[0], int(parts[1])
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` (of this host) is running."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

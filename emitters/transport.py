@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from runwatch.emitters.backlog import WARN_AFTER_S, age_text
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.producer import (
     abandon_producer,
@@ -110,6 +111,7 @@ class SpooledDestination:
         #: The segment being replayed: its name, its lines, how many are confirmed.
         self._replaying: tuple[str, list[str], int] = ("", [], 0)
         self._adopted_at = float("-inf")
+        self._warned = False  # of a backlog older than WARN_AFTER_S, once per outage
 
     def _adopt_now_and_then(self) -> None:
         """Take over what exited processes on this host left for this destination (when it
@@ -118,6 +120,7 @@ class SpooledDestination:
             return
         self._adopted_at = time.monotonic()
         with self.spool.lock:
+            self.spool.expire()
             adopted = self.spool.adopt_orphans()
         if adopted:
             log.warning("runwatch: sending %d segments left by exited processes to %s",
@@ -138,6 +141,25 @@ class SpooledDestination:
             )
         self._retry_at = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.max_backoff)
+        self._warn_of_backlog()
+        if time.monotonic() - self._adopted_at >= ADOPT_EVERY_S:  # while it stays away
+            self._adopted_at = time.monotonic()
+            with self.spool.lock:
+                self.spool.expire()
+
+    def _warn_of_backlog(self) -> None:
+        """Say once per outage, when it has lasted WARN_AFTER_S with events waiting, where
+        they wait and how to give them up (nothing is dropped unasked)."""
+        if self._warned or self._down_since is None or self.spool.size == 0:
+            return
+        waited = time.monotonic() - self._down_since
+        if waited < WARN_AFTER_S:
+            return
+        self._warned = True
+        log.warning("runwatch: %s has not answered for %s; %d bytes of events wait in %s: "
+                    "they are sent when it answers; to give them up: runwatch spool drop %s",
+                    self.name, age_text(waited), self.spool.size, self.spool.directory,
+                    self.spool.directory.name)  # fmt: skip
 
     def _came_back(self) -> None:
         if self._down_since is not None:
@@ -147,6 +169,7 @@ class SpooledDestination:
                 time.monotonic() - self._down_since,
             )
         self._down_since = None
+        self._warned = False
         self._backoff = 0.25
 
     def send_live(self, lines: Sequence[str], reserved: int) -> None:

@@ -13,7 +13,6 @@ when no state file is named) sets, lists and removes them there.
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from typing import Any
 
@@ -23,25 +22,13 @@ from runwatch.emitters import env
 from runwatch.notify.store import NotifyStore, Silence, default_path
 from runwatch.timeparse import iso
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def parse_duration(text: str) -> float:
-    """`90s`, `30m`, `2h`, `1h30m`, `1d`, or plain seconds."""
-    t = text.strip().lower()
+    """`90s`, `30m`, `2h`, `1h30m`, `1d`, or plain seconds (`env.parse_duration`)."""
     try:
-        value = float(t)
-    except ValueError:
-        parts = _PART.findall(t)
-        if not parts or "".join(n + u for n, u in parts) != t:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a duration: use e.g. 90s, 30m, 2h, 1h30m, 1d"
-            ) from None
-        value = sum(float(n) * _UNIT[u] for n, u in parts)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a silence must last more than 0 s")
-    return value
+        return env.parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def register(sub: Any) -> None:

@@ -1,11 +1,15 @@
-"""`runwatch spool status|flush`: the events emitters could not send yet, by destination.
+"""`runwatch spool status|flush|drop`: the events emitters could not send yet, by destination.
 
 Emitters keep what their broker or service did not take in a directory per destination
 under the spool base (`~/.cache/runwatch/spool`, or `--dir`), each with the destination it
 was going to (`destination.json`). A process that exited before it could send leaves its
 segments there; the next emitter with the same destination sends them, and so does `flush`,
 now. Only to their own destination -- or, for events kept without one (`unsent/`, a job
-started with no destination variable), to the one `--url` / `--kafka` names.
+started with no destination variable), to the one `--url` / `--kafka` names. `status` warns
+of a backlog older than `--warn-after` (10m); `drop DEST` gives up on one (a destination
+directory, or its name as status shows it), counted and recorded in `dropped.log`.
+Nothing is dropped unasked ($RUNWATCH_SPOOL_MAX_AGE, unset by default, lets emitters drop
+what is older than it instead of sending it).
 """
 
 from __future__ import annotations
@@ -17,14 +21,19 @@ from typing import Any
 
 from runwatch.commands import CommandError, read_token
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
-from runwatch.emitters.spool import (
-    SEGMENT_SUFFIX,
-    Spool,
-    default_base,
-    read_destination,
-)
+from runwatch.emitters import env
+from runwatch.emitters.backlog import WARN_AFTER_S, backlog, drop, segments, where
+from runwatch.emitters.spool import SEGMENT_SUFFIX, Spool, default_base, read_destination
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
+from runwatch.stream.suggest import did_you_mean
+
+
+def _duration(text: str) -> float:
+    try:
+        return env.parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def register(sub: Any) -> None:
@@ -33,8 +42,13 @@ def register(sub: Any) -> None:
         help="what emitters could not send yet, by destination; send it (flush)",
         description=__doc__.split("\n\n")[1],
     )
-    p.add_argument("action", choices=("status", "flush"),
-                   help="status: what waits, for where, how old; flush: send it now")  # fmt: skip
+    p.add_argument("action", choices=("status", "flush", "drop"),
+                   help="status: what waits, for where, how old; flush: send it now; drop "
+                   "DEST: give it up")  # fmt: skip
+    p.add_argument("dest", nargs="?", metavar="DEST", help="for drop: the destination's "
+                   "directory (or its name under the base), as status shows it")  # fmt: skip
+    p.add_argument("--warn-after", type=_duration, default=WARN_AFTER_S, metavar="DURATION",
+                   help="status warns of a backlog older than this (default 10m)")  # fmt: skip
     p.add_argument("--dir", help="the spool base, or one destination's directory "
                    "(default ~/.cache/runwatch/spool)")  # fmt: skip
     p.add_argument("--url", help="flush events kept without a destination to this "
@@ -57,42 +71,17 @@ def _directories(base: Path) -> list[Path]:
     return sorted(p for p in base.iterdir() if p.is_dir())
 
 
-def _where(directory: Path) -> str:
-    found = read_destination(directory)
-    if found is None:
-        return "no destination (send with --url or --kafka)"
-    if found.get("kind") == "http":
-        return f"runwatch serve at {found.get('url')}"
-    if found.get("kind") == "kafka":
-        return f"Kafka at {found.get('bootstrap')}, topic {found.get('topic')}"
-    return "a spool directory (it is the destination)"
-
-
-def _segments(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
-
-
-def status(directories: list[Path]) -> None:
+def status(directories: list[Path], warn_after: float = WARN_AFTER_S) -> None:
     now = time.time()
-    if not any(_segments(d) for d in directories):
+    found = [b for b in map(backlog, directories) if b is not None]
+    if not found:
         print("nothing waits")
         return
-    for directory in directories:
-        segments = _segments(directory)
-        if not segments:
-            continue
-        events = sum(len(Spool.read(s)) for s in segments)
-        size = sum(s.stat().st_size for s in segments)
-        oldest = min(s.stat().st_mtime for s in segments)
-        print(f"{directory}: {events:,} events in {len(segments)} segments ({size:,} bytes), "
-              f"the oldest written {_age(now - oldest)} ago, for {_where(directory)}")  # fmt: skip
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
+    for b in found:
+        print(b.line(now))
+    for b in found:
+        if warning := b.warning(now, warn_after):
+            say(f"warning: {warning}")
 
 
 def _destination(directory: Path, args: argparse.Namespace, spool: Spool) -> Any:
@@ -121,12 +110,12 @@ def flush(directories: list[Path], args: argparse.Namespace) -> int:
     """Send what exited processes left; the number of destinations that kept some."""
     unsent = 0
     for directory in directories:
-        if not _segments(directory):
+        if not segments(directory):
             continue
-        spool = Spool(directory)
+        spool = Spool(directory, max_age=env.spool_max_age())
         destination = _destination(directory, args, spool)
         if destination is None:
-            say(f"{directory}: {_where(directory)}: left as it is")
+            say(f"{directory}: {where(directory)}: left as it is")
             unsent += 1
             continue
         with spool.lock:
@@ -137,20 +126,43 @@ def flush(directories: list[Path], args: argparse.Namespace) -> int:
         say(f"{directory}: sending {adopted} segments to {destination.name} ...")
         destination.tick()
         destination.close(time.monotonic() + args.timeout)
-        left = _segments(directory)
+        left = segments(directory)
         say(f"{directory}: {destination.sent:,} events sent"
             + (f"; {len(left)} segments left (unreachable?)" if left else ""))  # fmt: skip
         unsent += bool(left)
     return unsent
 
 
+def drop_backlog(base: Path, dest: str | None) -> int:
+    """`drop DEST`: give up one destination's backlog; 1 when some of it is kept."""
+    if not dest:
+        raise CommandError("give the destination to drop: runwatch spool drop DEST (its "
+                           "directory, as runwatch spool status shows it)")  # fmt: skip
+    named = Path(dest).expanduser()
+    directory = named if named.is_dir() and named.parent != Path(".") else base / dest
+    if not directory.is_dir() or not segments(directory):
+        known = [d.name for d in _directories(base)] if base.is_dir() else []
+        raise CommandError(f"no backlog {dest!r} under {base}{did_you_mean(dest, known)}")
+    what = where(directory)
+    done = drop(directory, base.parent if directory == base else base)
+    say(f"{directory}: dropped {done.events:,} events ({done.segments} segments, "
+        f"{done.bytes:,} bytes) for {what}"
+        + (f"; {done.kept} segments of running processes kept: they send them themselves"
+           if done.kept else ""))  # fmt: skip
+    return 1 if done.kept else 0
+
+
 def run(args: argparse.Namespace) -> int:
     base = Path(args.dir).expanduser() if args.dir else default_base()
+    if args.action == "drop":
+        return drop_backlog(base, args.dest)
+    if args.dest:
+        raise CommandError(f"spool {args.action} takes no DEST ({args.dest!r}); use --dir")
     if args.action == "status":
         if not base.exists():
             print("nothing waits")
             return 0
-        status(_directories(base))
+        status(_directories(base), args.warn_after)
         return 0
     if not base.exists():
         say("nothing waits")

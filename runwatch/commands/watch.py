@@ -17,6 +17,7 @@ from typing import Any
 from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import Emitter, env
+from runwatch.emitters.backlog import backlog
 from runwatch.emitters.kafka_security import KafkaSecurityError
 from runwatch.emitters.watch import run_id_for, watch
 from runwatch.logs import say
@@ -97,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if isinstance(emitter, str):
         raise CommandError(f"{emitter}")
+    if emitter.path is None:  # what earlier processes left for this destination, long ago
+        left = backlog(emitter.spool_directory)
+        if left is not None and (warning := left.warning()):
+            say(f"warning: {warning}")
     with emitter:
         return watch(
             command,
