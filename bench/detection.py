@@ -37,9 +37,9 @@ from typing import Any
 from benchinfo import RESULTS, follow_alerts, machine, write_section
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters.kafka_security import PLAINTEXT
-from runwatch.service.launch import ServeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRAPE_S = 15

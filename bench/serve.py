@@ -49,10 +49,10 @@ from benchinfo import RESULTS, follow_alerts, machine, percentile, proc_stats, w
 from restart import restart_serve
 
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.reader import HeldHistory
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters.kafka_security import PLAINTEXT
-from runwatch.service.launch import ServeProcess
 
 
 def _cluster(duration: float) -> Cluster:

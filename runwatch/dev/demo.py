@@ -118,8 +118,8 @@ class Breaker:
 def live(args: argparse.Namespace) -> int:
     from rich.live import Live
 
-    from runwatch.service.launch import ServeProcess
-    from runwatch.service.view import render as frame
+    from runwatch.dev.launch import ServeProcess
+    from runwatch.dev.view import render as frame
 
     console = Console(highlight=False)
     out = Path(args.dir)

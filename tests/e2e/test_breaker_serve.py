@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
+from runwatch.dev.launch import ServeProcess
 from runwatch.emitters import Emitter
 from runwatch.emitters.guard import Decision
-from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from helpers import wait_for
 
-from runwatch.service.launch import ServeProcess
+from runwatch.dev.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from test_replay_cli import alerts_of, runwatch
 from test_serve import post
 
 from runwatch.dev import incidents
-from runwatch.service.launch import ServeProcess
+from runwatch.dev.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.simulate import EXPECTED_ROOT, EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters import Emitter
-from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.slack_server import FakeSlack
-from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from helpers import wait_for
 
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.verl_wheel import MODULE, VERL_VERSION, load_tracking
 from runwatch.emitters import Emitter, verl
 from runwatch.emitters.guard import Decision
-from runwatch.service.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runwatch.service.launch import ServeProcess
+from runwatch.dev.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ import pytest
 from helpers import wait_for
 
 from runwatch.dev.broker import free_port
-from runwatch.service.launch import ServeProcess
+from runwatch.dev.launch import ServeProcess
 
 if os.environ.get("CI"):
     import torch  # noqa: F401  (in CI a missing torch is a failure, never a skip)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers import tiny_model_in, wait_for
 
-from runwatch.service.launch import ServeProcess
+from runwatch.dev.launch import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

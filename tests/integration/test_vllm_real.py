@@ -27,9 +27,9 @@ import pytest
 from helpers import wait_for as wait_until
 
 from runwatch.dev import vllm_server
+from runwatch.dev.launch import ServeProcess
 from runwatch.dev.vllm_server import VllmServer
 from runwatch.emitters import Emitter
-from runwatch.service.launch import ServeProcess
 
 #: the first test builds the vLLM venv (~2 minutes, once per cache) and starts the server
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]

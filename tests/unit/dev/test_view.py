@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from runwatch.service.view import alerts_table
+from runwatch.dev.view import alerts_table
 
 
 def test_the_evidence_is_readable_at_80_columns() -> None:
