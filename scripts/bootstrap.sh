@@ -14,11 +14,20 @@ case $want in
   *) echo "usage: scripts/bootstrap.sh [demo|dev]" >&2; exit 2 ;;
 esac
 STAMP=.venv/.runwatch-stamp
+# The dev environment imports the harness (harness/: tests, benches, `make docs`; never
+# shipped) from the repository root: a path file in the venv says where that is.
+harness_path() {
+  [[ $want == dev ]] || return 0
+  local site
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  echo "$PWD" > "$site/runwatch-harness.pth"
+}
 hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [[ -f $STAMP && -x .venv/bin/runwatch ]]; then
   read -r had_hash had <"$STAMP" || true
   # a dev environment holds everything the demo needs
   if [[ $had_hash == "$hash" && ( $had == "$want" || $had == dev ) ]]; then
+    harness_path
     exit 0
   fi
 fi
@@ -31,4 +40,5 @@ fi
 export PIP_CACHE_DIR="$PWD/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install -q --upgrade "pip>=24" "setuptools>=68" wheel
 .venv/bin/python -m pip install -q -e ".[$extra]"
+harness_path
 echo "$hash $want" > "$STAMP"

@@ -1,5 +1,6 @@
 """The house rules, checked: which folder may import which library and which other folder, a
-core that reads no clock and does no I/O, and every exception of ours under `RunwatchError`.
+core that reads no clock and does no I/O, a product that imports no harness (harness/, never
+shipped), and every exception of ours under `RunwatchError`.
 
 The import contract reads every module's import statements (including the ones inside
 functions), so a lazy import that breaks a rule fails here as much as a top-level one.
@@ -102,6 +103,7 @@ RULES = {
             "runwatch.cli",
         )
     ),
+    "the product imports no harness": lambda m, i: under(i, "harness"),
     "no production role imports the dev tools": lambda m, i: (
         under(i, "runwatch.dev")
         and not under(m, "runwatch.dev")
@@ -136,6 +138,7 @@ def test_a_breach_is_caught() -> None:
     assert RULES["the core imports no clock, I/O or I/O library"](
         "runwatch.stream.rules.zero_reward", "time"
     )
+    assert RULES["the product imports no harness"]("runwatch.dev.demo", "harness.slack_server")
 
 
 def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: top folders of the repository a pointer can start with
-TOPS = ("runwatch", "emitters", "stream", "store", "bench", "scripts", "tests", "docs",
-        "examples", "dashboards", "helm")  # fmt: skip
+TOPS = ("runwatch", "emitters", "stream", "store", "harness", "bench", "scripts", "tests",
+        "docs", "examples", "dashboards", "helm")  # fmt: skip
 POINTER = re.compile(
     rf"(?<![\w./-])((?:{'|'.join(TOPS)})/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(?:py|sh|md|toml|json|yaml|jsonl|log))"
 )
@@ -26,7 +26,8 @@ def _docs() -> dict[str, str]:
     texts = {p.relative_to(ROOT).as_posix(): p.read_text() for p in
              [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
               *sorted((ROOT / "tests" / "fixtures").rglob("README.md"))]}  # fmt: skip
-    for top in ("runwatch", "emitters", "stream", "store", "bench", "scripts", "dashboards"):
+    for top in ("runwatch", "emitters", "stream", "store", "harness", "bench", "scripts",
+                "dashboards"):  # fmt: skip
         for path in sorted((ROOT / top).rglob("*.py")):
             doc = ast.get_docstring(ast.parse(path.read_text()))
             if doc:

@@ -1,10 +1,13 @@
-"""A trainer's `pip install runwatch` stays light: the emitter side imports no stream parts."""
+"""A trainer's `pip install runwatch` stays light: the emitter side imports no stream parts;
+and the wheel ships what users run, never the harness."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,3 +53,40 @@ def test_top_level_folders_import_under_runwatch():
     assert Path(runwatch.emitters.__file__).parent == ROOT / "emitters"
     assert Path(runwatch.stream.rules.__file__).parent == ROOT / "stream" / "rules"
     assert Path(runwatch.store.__file__).parent == ROOT / "store"
+
+
+#: what a build from a copy of the checkout leaves out of the copy: caches, environments and
+#: an earlier build's output (setuptools puts what it finds in build/ into the wheel)
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", ".cache", ".*_cache", ".hypothesis", "build", "dist", "*.egg-info",
+    "__pycache__", "*.duckdb*",
+)  # fmt: skip
+
+
+def wheel_modules(tmp_path: Path) -> list[str]:
+    """The Python files of a wheel built from a copy of the checkout (`pip wheel --no-deps .`;
+    no build isolation: the venv's setuptools, no network)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCE, symlinks=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path / "wheel"), str(src)],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "wheel").glob("runwatch-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        return [n for n in z.namelist() if n.endswith(".py")]
+
+
+def test_the_wheel_holds_no_harness_module(tmp_path: Path) -> None:
+    """What only tests, benches and `make docs` run (harness/) is not shipped, neither as its
+    own package nor under runwatch/; what users run (runwatch/dev: the demo, the scenarios,
+    the simulator, the local broker) is."""
+    shipped = wheel_modules(tmp_path)
+    harness = {p.stem for p in (ROOT / "harness").rglob("*.py")} - {"__init__"}
+    dev = {Path(n).stem for n in shipped if n.startswith("runwatch/dev/")}
+    assert [n for n in shipped if not n.startswith("runwatch/")] == []
+    assert harness & dev == set()
+    users_run = {"runwatch/dev/demo.py", "runwatch/dev/simulate.py", "runwatch/dev/broker.py",
+                 "runwatch/emitters/emitter.py", "runwatch/stream/engine.py"}  # fmt: skip
+    assert users_run <= set(shipped)
