@@ -8,6 +8,10 @@ minute apart) and nothing after it is committed.
 
 With --health-port it serves /healthz (the loop turns), /readyz (the alert partitions are
 assigned and caught up) and /metrics (transitions by outcome, Slack calls, lag).
+
+`runwatch notify --test --config slack.toml` posts a test message in every channel the
+config routes to and checks the scopes the notifier needs -- for `runwatch serve
+--slack-config` too (the same file); it needs no Kafka.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from runwatch.commands.kafka_args import (
     add_kafka_security_args,
     kafka_security,
 )
+from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
+from runwatch.logs import say
 from runwatch.notify.config import ConfigProblem, NotifyConfig
 from runwatch.notify.kafka import NotifySettings, run
 from runwatch.notify.notifier import Notifier
@@ -43,8 +49,11 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
+    p.add_argument("--kafka", metavar="HOST:PORT", default=env.get(env.KAFKA),
+                   help="bootstrap servers (default $RUNWATCH_KAFKA)")  # fmt: skip
     p.add_argument("--config", metavar="PATH", help="TOML file with a [slack] table")
+    p.add_argument("--test", action="store_true", help="post a test message in each channel "
+                   "the config routes to, check the bot's scopes, and exit")  # fmt: skip
     p.add_argument("--channel", help="default channel (overrides slack.channel)")
     p.add_argument("--grafana-url", help="Grafana base URL for drill-down links")
     p.add_argument(
@@ -59,7 +68,39 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_notify)
 
 
+def run_test(config: NotifyConfig) -> int:
+    """`--test`: 0 when every channel took the message, 1 when one did not, 2 when Slack
+    refused the token."""
+    from runwatch.notify.slack import SlackPoster, load_token
+    from runwatch.notify.trial import run_trial
+
+    try:
+        poster = SlackPoster(load_token(config.token_file), base_url=config.base_url,
+                             max_attempts=3)  # fmt: skip
+    except TokenMissing as err:
+        raise CommandError(f"{err}") from None
+    found = run_trial(config, poster)
+    for line in found.posted:
+        print(line)
+    for line in found.warnings:
+        say(f"warning: {line}")
+    for line in found.errors:
+        log.error("%s", line)
+    if found.token_refused:
+        return 2
+    return 1 if found.errors else 0
+
+
 def run_notify(args: argparse.Namespace) -> int:
+    if args.test:
+        try:
+            config = NotifyConfig.load(args.config, channel=args.channel, base_url=args.base_url)
+        except ConfigProblem as err:
+            raise CommandError(f"{err}") from None
+        return run_test(config)
+    if not args.kafka:
+        raise CommandError("no Kafka given: pass --kafka HOST:PORT or set RUNWATCH_KAFKA (or "
+                           "--test to post a test message)")  # fmt: skip
     security = kafka_security(args)  # the settings first, the broker last
     try:
         config = NotifyConfig.load(

@@ -17,6 +17,10 @@ is held to the real API:
   over 40,000 characters `msg_too_long`, over 50 blocks `invalid_blocks` (also on a post);
 - conversations.list and the history methods page with `limit` and
   `response_metadata.next_cursor`;
+- the bot's scopes are checked as Slack's method pages list them (`missing_scope`, with
+  `needed` and `provided`), and a post to a channel the bot was not invited to is
+  `not_in_channel` unless it holds `chat:write.public` -- when the fake is given `scopes`
+  and `joined` (every scope, every channel, by default);
 - the bot token is checked (invalid_auth), and scripted failures are queued per method:
   `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`,
   `fake.fail(..., 200, body=b"<html>")` (an answer that is not JSON). `fake.hold(method)`
@@ -88,9 +92,25 @@ def _blocks(raw: Any) -> tuple[list[dict[str, Any]] | None, bool]:
     return (blocks if ok else None), ok
 
 
+#: The scope each method needs (Slack's method reference, "Scopes"; public channels).
+SCOPE = {"chat.postMessage": "chat:write", "chat.update": "chat:write",
+         "conversations.history": "channels:history", "conversations.replies": "channels:history",
+         "conversations.list": "channels:read", "conversations.info": "channels:read"}  # fmt: skip
+
+
 class FakeSlack:
-    def __init__(self, token: str = "xoxb-test-token", channels: tuple[str, ...] = ("C-ALERTS",)):
+    def __init__(
+        self,
+        token: str = "xoxb-test-token",
+        channels: tuple[str, ...] = ("C-ALERTS",),
+        *,
+        scopes: frozenset[str] | None = None,
+        joined: set[str] | None = None,
+    ):
         self.token = token
+        #: the bot token's scopes (None: every one) and the channels (IDs) it was invited
+        #: to (None: every one)
+        self.scopes, self.joined = scopes, joined
         self.ids: set[str] = set()  # channel ids
         self.names: dict[str, str] = {}  # channel name (no "#") -> id
         for c in channels:
@@ -238,6 +258,10 @@ class FakeSlack:
                 return 200, {"ok": False, "error": extra.get("error", "unknown")}, {}
             if auth != f"Bearer {self.token}":
                 return 200, {"ok": False, "error": "invalid_auth"}, {}
+            needed = SCOPE.get(method)
+            if self.scopes is not None and needed is not None and needed not in self.scopes:
+                return 200, {"ok": False, "error": "missing_scope", "needed": needed,
+                             "provided": ",".join(sorted(self.scopes))}, {}  # fmt: skip
             if method == "conversations.list":
                 listed = [{"id": i, "name": n, "is_channel": True}
                           for n, i in sorted(self.names.items())]  # fmt: skip
@@ -250,6 +274,10 @@ class FakeSlack:
                 channel = self._by_id(args.get("channel"))
             if channel is None:
                 return 200, {"ok": False, "error": "channel_not_found"}, {}
+            public = self.scopes is None or "chat:write.public" in self.scopes
+            outside = self.joined is not None and channel not in self.joined
+            if outside and not (method == "chat.postMessage" and public):
+                return 200, {"ok": False, "error": "not_in_channel"}, {}
             if method in ("chat.postMessage", "chat.update"):
                 meta, meta_ok = _metadata(args.get("metadata"))
                 blocks, blocks_ok = _blocks(args.get("blocks"))

@@ -46,11 +46,15 @@ AUTH_ERRORS = frozenset(
 class SlackError(RunwatchError):
     """A Slack call that failed for good (or ran out of retries); never carries the token."""
 
-    def __init__(self, method: str, error: str, *, retryable: bool) -> None:
-        super().__init__(f"slack {method} failed: {error}")
+    def __init__(
+        self, method: str, error: str, *, retryable: bool, needed: str | None = None
+    ) -> None:
+        more = f" (needs the {needed} scope)" if needed else ""
+        super().__init__(f"slack {method} failed: {error}{more}")
         self.method = method
         self.error = error
         self.retryable = retryable
+        self.needed = needed  # with missing_scope: the scope Slack says the call needs
 
 
 class TokenMissing(RunwatchError):
@@ -211,7 +215,9 @@ class SlackPoster:
                     log.warning("slack %s: %s, retrying in %.1fs", method, code, wait)
                 else:
                     log.error("slack %s failed: %s (not retried)", method, code)
-                    raise SlackError(method, code, retryable=False) from None
+                    needed = data.get("needed")
+                    raise SlackError(method, code, retryable=False,
+                                     needed=str(needed) if needed else None) from None  # fmt: skip
             except (SlackClientError, OSError) as err:
                 wait = delay
                 log.warning(

@@ -87,3 +87,17 @@ def test_a_post_with_bad_metadata_is_refused(slack: FakeSlack) -> None:
                   metadata={"event_payload": {}})  # fmt: skip
     assert answer == {"ok": False, "error": "invalid_metadata_format"}
     assert slack.messages == []
+
+
+def test_a_missing_scope_and_a_channel_not_joined_are_refused_as_slack_does() -> None:
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS", "C-OTHER"),
+                     scopes=frozenset({"chat:write"}), joined={"C-ALERTS"})  # fmt: skip
+    try:
+        history = call(fake, "conversations.history", channel="C-ALERTS")
+        assert history == {"ok": False, "error": "missing_scope", "needed": "channels:history",
+                           "provided": "chat:write"}  # fmt: skip
+        post = call(fake, "chat.postMessage", channel="C-OTHER", text="x")
+        assert post == {"ok": False, "error": "not_in_channel"}
+        assert call(fake, "chat.postMessage", channel="C-ALERTS", text="x")["ok"]
+    finally:
+        fake.close()
