@@ -190,14 +190,18 @@ def parse_areal_row(line: str) -> dict[str, float]:
 
 # --- PRIME-RL ----------------------------------------------------------------------------
 
+#: the step line; before 559b447 (385538edb, 2025-11) the time and every value had a label,
+#: `Step N | Time: 12.34s | Reward: 0.5000 | ...`; its eval line, `Evaluated ENV (Step N) |`
 _PRIME_STEP = re.compile(
-    r'(?:^|[\s"])Step (\d+) \| +(\d+(?:\.\d+)?(?:ms|s)|\d+[mhd] \d+[smhd]) \| (.+)$'
+    r'(?:^|[\s"])(?:Evaluated (?P<env>\S+) \()?Step (\d+)\)? \| +(?:Time: )?'
+    r"(\d+(?:\.\d+)?(?:ms|s)|\d+[mhd] \d+[smhd]) \| (.+)$"
 )
-_PRIME_ITEM = re.compile(r"^([A-Za-z][A-Za-z .-]*?) (-?\d[\d.]*(?:e[-+]?\d+)?|nan|-?inf)(.*)$")
+_PRIME_ITEM = re.compile(r"^([A-Za-z][A-Za-z .-]*?):? (-?\d[\d.]*(?:e[-+]?\d+)?|nan|-?inf)(.*)$")
 #: PRIME-RL's console labels as its own metric names (559b447: the trainer's from
 #: src/prime_rl/trainer/rl/train.py, the orchestrator's stats from src/prime_rl/orchestrator/
 #: metrics.py without the `{env}/{subset}/` they are logged under); the three rates are
-#: printed as percentages of a fraction, MFU as the percentage it is.
+#: printed as percentages of a fraction, MFU as the percentage it is. The older labels are
+#: the same words followed by a colon.
 PRIME_RL_KEYS = {
     "Loss": "loss/mean", "Entropy": "entropy/all/mean", "Mismatch KL": "mismatch_kl/all/mean",
     "Grad. Norm": "optim/grad_norm", "LR": "optim/lr", "Throughput": "perf/throughput",
@@ -221,14 +225,16 @@ def prime_rl_duration(text: str) -> float:
 
 
 def parse_prime_rl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS) -> list[Found]:
-    """PRIME-RL's step line, `Step N | 1m 14s | Label value | ...`: the trainer's
-    (`Loss ...`) ends step N, taking the time it gives; the orchestrator's (`Reward ...`)
-    carries the rollout's metrics. Also inside its JSON log lines (`"message": "Step N |
-    ..."`); a multi-environment run's per-environment lines after the first are not read."""
+    """PRIME-RL's step line, `Step N | 1m 14s | Label value | ...` (older: `Step N | Time:
+    12.34s | Label: value | ...`): the trainer's (`Loss ...`) ends step N, taking the time it
+    gives; the orchestrator's (`Reward ...`) carries the rollout's metrics. Also inside its
+    JSON log lines (`"message": "Step N | ..."`); a multi-environment run's per-environment
+    lines after the first are not read. An eval line gives `eval.metrics`, under
+    `eval/ENV/`."""
     m = _PRIME_STEP.search(line)
     if m is None:
         return []
-    message = m.group(3).split("\\n", 1)[0].split('"', 1)[0]  # a JSON message ends there
+    message = m.group(4).split("\\n", 1)[0].split('"', 1)[0]  # a JSON message ends there
     data: dict[str, float] = {}
     for item in message.split(" | "):
         if (part := _PRIME_ITEM.match(item.strip())) is None:
@@ -244,10 +250,13 @@ def parse_prime_rl_step(line: str, reward_keys: Sequence[str] = DEFAULT_REWARD_K
         data[key] = value
     if not data:
         return []
+    step = int(m.group(2))
+    if (env := m.group("env")) is not None:
+        return step_events({f"eval/{env}/{k}": v for k, v in data.items()}, step, ())
     trainer = "loss/mean" in data
     if trainer:
-        data["timing_s/step"] = prime_rl_duration(m.group(2))
-    return step_events(data, int(m.group(1)), reward_keys, done=trainer)
+        data["timing_s/step"] = prime_rl_duration(m.group(3))
+    return step_events(data, step, reward_keys, done=trainer)
 
 
 # --- vLLM and SGLang ---------------------------------------------------------------------

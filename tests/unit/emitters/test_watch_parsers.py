@@ -423,13 +423,17 @@ def read_console(path: Path) -> list[Found]:
 @pytest.mark.parametrize("name", ["orchestrator.log", "orchestrator.json.log"])
 def test_prime_rl_orchestrator_step_lines_give_the_rollout_metrics(name: str) -> None:
     """Each `Step N | ... | Reward r | ...` line: the step reward and the rollout's stats
-    under PRIME-RL's names; not its eval line `Evaluated ENV (Step N) | ...`, its warning
-    `Step N: empty train batch ...` or the per-environment `╰─` lines of a multi-env run
-    (whose rewards would otherwise overwrite the step's). Coloured or JSON, the same."""
+    under PRIME-RL's names; its eval line `Evaluated ENV (Step N) | ...` as evaluation
+    metrics, not the step's; not its warning `Step N: empty train batch ...` or the
+    per-environment `╰─` lines of a multi-env run (whose rewards would otherwise overwrite
+    the step's). Coloured or JSON, the same."""
     found = read_console(PRIME / name)
     rewards = [(f["step"], f["mean"]) for k, f in found if k == "reward"]
     assert rewards == [(1, 0.3125), (2, 0.3516), *((s, 0.0) for s in range(3, 8)), (8, 0.25)]
-    assert {k for k, _ in found} == {"step.metrics", "reward"}  # the trainer ends steps
+    # the trainer ends steps
+    assert {k for k, _ in found} == {"step.metrics", "reward", "eval.metrics"}
+    assert [(f["step"], f["metrics"]["eval/gsm8k/reward/mean"]) for k, f in found
+            if k == "eval.metrics"] == [(7, 0.5)]  # fmt: skip
     metrics = {f["step"]: f["metrics"] for k, f in found if k == "step.metrics"}
     assert metrics[1] == {
         "reward/mean": 0.3125, "trainable/mean": 240 / 256, "num_turns/mean": 1.0,
@@ -454,6 +458,24 @@ def test_prime_rl_trainer_step_lines_end_steps_with_their_time() -> None:
     assert metrics[1]["perf/mfu"] == 31.2
     assert metrics[1]["optim/lr"] == 1e-06
     assert not [k for k, _ in found if k == "reward"]
+
+
+def test_an_older_prime_rl_console_with_labelled_values_gives_the_same_events() -> None:
+    """Issue 41: PRIME-RL before 559b447 (rendered at 385538edb) wrote `Step N | Time:
+    12.34s | Reward: 0.5000 | ...`, every value labelled, and gave no event at all: the
+    orchestrator's reward and stats, the trainer's step ends with their time, and the NaN
+    loss of step 2 under torchrun's `[default0]:`."""
+    orchestrator = read_console(PRIME / "older_orchestrator.log")
+    rewards = [(f["step"], f["mean"]) for k, f in orchestrator if k == "reward"]
+    assert rewards == [(1, 0.3125), (2, 0.3516), (3, 0.0), (4, 0.0)]
+    metrics = {f["step"]: f["metrics"] for k, f in orchestrator if k == "step.metrics"}
+    assert metrics[1] == {"reward/mean": 0.3125, "perf/throughput": 1843.2}
+    trainer = read_console(PRIME / "older_trainer.log")
+    done = [(f["step"], f["duration_s"]) for k, f in trainer if k == "step.done"]
+    assert done == [(1, 80.31), (2, 66.12)]
+    (step2,) = [f["metrics"] for k, f in trainer if k == "step.metrics" and f["step"] == 2]
+    assert math.isnan(step2["loss/mean"])
+    assert math.isnan(step2["optim/grad_norm"])
 
 
 def test_prime_rl_step_line_values_that_are_not_finite_are_kept() -> None:
