@@ -24,7 +24,7 @@ from typing import Any
 
 from ahocorasick_rs import BytesAhoCorasick
 
-from runwatch.emitters import collectives
+from runwatch.emitters import collectives, env
 from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
 from runwatch.emitters.failures import Failures
 from runwatch.emitters.logparse import (
@@ -41,7 +41,9 @@ from runwatch.emitters.logparse import (
     tqdm_bar,
 )
 from runwatch.emitters.metric_lines import MetricLines
+from runwatch.emitters.metric_shape import MARKERS as METRIC_MARKERS
 from runwatch.emitters.prefixes import launcher_prefix, strip_colour
+from runwatch.emitters.step_numbers import OVERFLOW_STEPS
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
 
 #: kinds that say a process goes on working (a traceback it printed before was handled)
@@ -67,7 +69,10 @@ class LineParser:
     it."""
 
     def __init__(
-        self, reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS, server: str | None = None
+        self,
+        reward_keys: Sequence[str] = DEFAULT_REWARD_KEYS,
+        server: str | None = None,
+        overflow_steps: int | None = None,
     ) -> None:
         self.reward_keys = tuple(reward_keys)
         self.server = server
@@ -76,14 +81,16 @@ class LineParser:
         self._areal_step: int | None = None
         self.failures = Failures()
         self._bars: dict[tuple[Any, Any], int] = {}  # (source, bar name) -> the count it showed
-        self.metrics = MetricLines(self.reward_keys)
+        #: consecutive loss-scale overflow skips that are a failure (`step_numbers`)
+        steps = overflow_steps if overflow_steps is not None else env.overflow_steps(OVERFLOW_STEPS)
+        self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
 
     @property
     def following(self) -> bool:
         """The next lines matter whatever they hold (a traceback, a cut watchdog message)."""
-        return self.wrapped.held is not None or self.failures.reading
+        return self.wrapped.held is not None or self.failures.reading or self.metrics.following
 
     def parse(self, line: str) -> list[Found]:
         """The events a line shows. A line Ray forwarded from a worker gives them with
@@ -110,6 +117,7 @@ class LineParser:
         out: list[Found] = []
         if (held := self.wrapped.flush()) is not None:
             out += self._read(held)[1]
+        out += self.metrics.finish()
         for source, (kind, fields) in self.failures.finish():
             if (src := self._srcs.get(source)) is not None:
                 fields["src"] = src
@@ -150,6 +158,14 @@ class LineParser:
         return last is None or n > last
 
     def _parse(self, line: str, src: dict[str, Any] | None, source: Any) -> list[Found]:
+        if self.metrics.following:  # a record spread over lines: this one may go on it
+            taken, ended = self.metrics.more(source, line)
+            if taken:
+                return ended
+            return ended + self._readers(line, src, source)
+        return self._readers(line, src, source)
+
+    def _readers(self, line: str, src: dict[str, Any] | None, source: Any) -> list[Found]:
         if line.startswith("│") and self._areal_step is not None:
             row = parse_areal_row(line)
             keys = (AREAL_REWARD_KEY, *self.reward_keys)
@@ -164,12 +180,16 @@ class LineParser:
             refresh, end = bar
             out = [refresh]
             fields = refresh[1]
+            meter = line[:end]
+            postfix = meter[meter.rfind("[") :]
             if fields["name"].startswith("Train epoch"):  # OpenRLHF: the postfix is metrics
-                meter = line[:end]
                 out += self.metrics.bar(source, fields["name"], fields["n"],
-                                        fields.get("total"), meter[meter.rfind("[") :])  # fmt: skip
+                                        fields.get("total"), postfix)  # fmt: skip
+            elif "=" in postfix:
+                out += self.metrics.postfix(source, fields["name"], fields["n"], postfix[1:-1])
+            self.metrics.refreshed(source, fields["name"], fields["n"])
             rest = line[end:]
-            return out + self._parse(rest, src, source) if rest.strip() else out
+            return out + self._readers(rest, src, source) if rest.strip() else out
         if "#running-req: " in line:
             found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []
@@ -179,9 +199,7 @@ class LineParser:
             return steps
         if "Step " in line and (steps := parse_prime_rl_step(line, self.reward_keys)):
             return steps
-        if ("{'" in line or '{"' in line) and (dicts := self.metrics.dict_line(source, line)):
-            return dicts
-        return []
+        return self.metrics.read(source, line)
 
     def _server(self, kind: str, src: dict[str, Any] | None) -> str:
         """The server a stats line is about: the name given (`--server`), else the engine's
@@ -210,9 +228,8 @@ def bar_of(line: str) -> list[Found]:
 #: Literal pieces of the lines worth reading (step lines, engine stats, Ray's `pid=`,
 #: AReaL's table, printed dicts, the failure and collective markers)
 LITERALS: tuple[bytes, ...] = (
-    b"step:", b"Step ", b"Running: ", b"#running-req: ", b"pid=", b"Train step ",
-    "│ ".encode(), b"{'", b'{"',
-    *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS)}),
+    b"Running: ", b"#running-req: ", b"pid=", "│ ".encode(), b"{'", b'{"',
+    *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS, *METRIC_MARKERS)}),
 )  # fmt: skip
 #: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the
 #: number of markers, the catalogue's included -- bench/watch.py)

@@ -29,6 +29,8 @@ PROMETHEUS = "RUNWATCH_PROMETHEUS"
 CACHE = "RUNWATCH_CACHE"
 #: spooled events older than this are dropped (counted) instead of sent; unset: never
 SPOOL_MAX_AGE = "RUNWATCH_SPOOL_MAX_AGE"
+#: consecutive loss-scale overflow skips a console reader takes for a failure
+OVERFLOW_STEPS = "RUNWATCH_OVERFLOW_STEPS"
 #: a secured Kafka (`kafka_security.KafkaSecurity.from_env`, which reads any mapping)
 KAFKA_PROTOCOL = "RUNWATCH_KAFKA_SECURITY_PROTOCOL"
 KAFKA_MECHANISM = "RUNWATCH_KAFKA_SASL_MECHANISM"
@@ -116,3 +118,15 @@ def spool_max_age() -> float | None:
         return parse_duration(text)
     except ValueError:
         return None
+
+
+def overflow_steps(default: int) -> int:
+    """RUNWATCH_OVERFLOW_STEPS: how many loss-scale overflow skips in a row a console reader
+    takes for a failure (`runwatch.emitters.step_numbers`); `default` when unset or not a
+    whole number above 0."""
+    value = get(OVERFLOW_STEPS)
+    try:
+        steps = int(value) if value is not None else default
+    except ValueError:
+        return default
+    return steps if steps > 0 else default

@@ -1,12 +1,13 @@
-"""A trainer's metrics printed as a dict or in a progress bar's postfix.
+"""A trainer's metrics as a console prints them: any record of numbers with a step.
 
 - transformers' `Trainer.log` (so TRL's GRPOTrainer, PPOTrainer, ...) prints one `str(dict)`
   per logging step: `{'loss': 0.0, 'grad_norm': 0.0866, ..., 'reward': 1.71, 'epoch': 0.31}`
   (transformers 4.x: floats), `{'loss': '0', 'reward': '0', 'entropy': '5.593', ...}`
   (transformers 5 with TRL 1.16: every float a string with 4 significant digits), NaN as
   `nan` / `'nan'`, an unscorable reward as `None`, and a last summary dict
-  (`train_runtime`, `train_loss`, ...) that is no step. The dict carries no step number: the
-  k-th dict of a source is logging step k (placed in order).
+  (`train_runtime`, `train_samples_per_second`, ...) that is no step. The dict carries no
+  step: it is the step the bar refreshed just before it names (`StepNumbers`). A dict
+  pretty-printed over several lines is read whole.
 - ms-swift prints the same as JSON, with `"global_step/max_steps": "300/1296"`.
 - OpenRLHF's actor puts its status in the postfix of its `Train epoch [e/E]` bar
   (openrlhf/trainer/ray/ppo_actor.py): `act_loss=, reward=, return=, gen_len=, tot_len=,
@@ -14,7 +15,16 @@
   and `cri=, vals=` before), each formatted by tqdm as `{:.3g}`. They are OpenRLHF's own
   `train/...` metrics; the bar ends one training step (the last epoch's bar), so its last
   postfix is the step's metrics -- sooner if a value is not finite.
-"""
+- Any other bar's postfix is the metrics of the step its count names.
+- Any other line of key/value pairs with a step (`runwatch.emitters.metric_shape`: Megatron's
+  `iteration N/M | lm loss: ... |`, mmengine's `Epoch(train) [1][240/735] ... grad_norm: nan`,
+  `epoch: 0|step: N|act_loss: inf`, `[step] 104`, ...); a table's header and its rows of
+  numbers (`Step | Training Loss | reward | kl`, then `1 | -0.28 | 13.4 | nan`); a
+  two-column table's rows (rlpyt's `| loss/Average   nan`), one record.
+
+A record starts only on a line holding one of `metric_shape.MARKERS` -- what `runwatch
+watch`'s scanner shows the parsers -- so `runwatch diagnose`, which reads every line, reads
+the same records; a record spread over lines is followed line by line."""
 
 from __future__ import annotations
 
@@ -25,14 +35,26 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from runwatch.emitters.metric_shape import (
+    MARKERS,
+    Pair,
+    is_rule,
+    loss_scale_overflow,
+    read_line,
+    read_step,
+    single_pair,
+    step_key,
+    table_header,
+    table_row,
+)
+from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
 from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value, step_events
 
 Found = tuple[str, dict[str, Any]]
 
-#: keys that make a printed dict a training step's metrics (transformers, TRL, ms-swift)
-STEP_KEYS = frozenset({"loss", "grad_norm", "reward", "learning_rate", "kl", "entropy"})
-#: keys of the end-of-training summary, which is no step
+#: a dict printed whole on a line, and where one opens that goes on over the next lines
 _DICT = re.compile(r"\{['\"][^{}]*\}")
+_DICT_OPEN = re.compile(r"\{\s*['\"]")
 _STEP_OF = re.compile(r"^(\d+)/\d+$")
 
 #: OpenRLHF's postfix names -> its own metric names (what it logs to wandb under `train/`)
@@ -60,13 +82,32 @@ def value_of(raw: Any) -> float | bool | None:
     return metric_value(raw)
 
 
+def _node(node: ast.expr) -> Any:
+    """A printed value: a literal, `nan` / `inf` (bare names in a repr), and the number a
+    wrapper holds (`tensor(nan, device='cuda:0')`, `np.float64(0.5)`); None for anything
+    else."""
+    if isinstance(node, ast.Name) and node.id in ("nan", "inf"):
+        return float(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _node(node.operand)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(node.op, ast.USub) else inner
+        return None
+    if isinstance(node, ast.Call) and node.args:
+        return _node(node.args[0])
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
 def _literal(text: str) -> Any:
     """The dict a line prints: Python's repr (nan and inf as bare names) or JSON."""
     if text.startswith('{"'):
         try:
             return json.loads(text)
         except ValueError:
-            return None
+            pass  # a dict of Python's with double quotes
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -77,42 +118,39 @@ def _literal(text: str) -> Any:
     for key, value in zip(tree.body.keys, tree.body.values, strict=True):
         if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
             return None
-        if isinstance(value, ast.Name) and value.id in ("nan", "inf"):
-            out[key.value] = float(value.id)
-        elif isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Name):
-            out[key.value] = -float(value.operand.id) if value.operand.id == "inf" else None
-        else:
-            try:
-                out[key.value] = ast.literal_eval(value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                out[key.value] = None
+        out[key.value] = _node(value)
     return out
 
 
-def metrics_dict(line: str) -> tuple[dict[str, float | None], int | None] | None:
-    """(a training step's metrics, its step when the dict says it) from a printed dict;
-    None when the line prints no such dict."""
-    m = _DICT.search(line)
-    if m is None or len(m.group(0)) > 20_000:
+def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None:
+    """(a training step's metrics, its step when the dict names it) from a printed dict: two
+    numbers or more, not the end-of-training summary; None for anything else."""
+    if len(text) > 20_000:
         return None
-    data = _literal(m.group(0))
-    if not isinstance(data, dict) or not STEP_KEYS & data.keys() or SUMMARY_KEYS & data.keys():
+    data = _literal(text)
+    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
         return None
     step: int | None = None
     metrics: dict[str, float | None] = {}
     for key, raw in data.items():
-        if key in ("global_step/max_steps", "global_step", "step") and step is None:
+        if step is None and step_key(key) is not None:
             found = _STEP_OF.match(str(raw)) if isinstance(raw, str) else None
             if found is not None:
                 step = int(found.group(1))
-            elif isinstance(raw, int) and not isinstance(raw, bool):
+                continue
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
                 step = raw
-            continue
-        value = value_of(raw)
+                continue
+        value = value_of(raw) if not isinstance(raw, bool) else False
         if value is not False:
             assert not isinstance(value, bool)
             metrics[key] = value
-    return (metrics, step) if metrics else None
+    # a metrics dict is numbers (transformers 5 prints them as strings, an unscored reward
+    # as None); a configuration printed as a dict is mostly words, flags and tables
+    numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
+    if not metrics or numbers < 2 or len(metrics) * 2 <= len(data):
+        return None
+    return metrics, step
 
 
 def openrlhf_postfix(postfix: str) -> dict[str, float]:
@@ -125,23 +163,165 @@ def openrlhf_postfix(postfix: str) -> dict[str, float]:
     return out
 
 
+class _Open:
+    """A record spread over lines, being read: a pretty-printed dict (its text so far), a
+    table (its header), or a two-column table (its pairs so far)."""
+
+    __slots__ = ("header", "lines", "pairs", "text")
+
+    def __init__(self, text: str = "", header: list[str] | None = None,
+                 pair: Pair | None = None) -> None:  # fmt: skip
+        self.text = text
+        self.header = header
+        self.pairs = [pair] if pair is not None else []
+        self.lines = 1
+
+
 class MetricLines:
-    """Numbers the steps of printed dicts and OpenRLHF's training bars, per source."""
+    """Every metric record of a console, per source (module docstring): numbered, with
+    overflow skips weighed, by `StepNumbers`."""
 
-    def __init__(self, reward_keys: Sequence[str]) -> None:
+    #: a record spread over more lines than this is given up
+    MAX_LINES = 200
+
+    def __init__(self, reward_keys: Sequence[str], overflow_steps: int = OVERFLOW_STEPS) -> None:
         self.reward_keys = tuple(reward_keys)
-        self._dicts: dict[Any, int] = {}  # source -> dicts read (the last one's step)
+        self.steps = StepNumbers(overflow_steps)
         self._bars: dict[Any, int] = {}  # source -> training steps OpenRLHF's bar ended
+        self._postfixes: dict[tuple[Any, str], int] = {}  # (source, bar) -> count last read
+        self._counts: dict[tuple[Any, str], int] = {}  # (source, bar) -> highest count shown
+        self._open: dict[Any, _Open] = {}  # source -> a record spread over lines
 
-    def dict_line(self, source: Any, line: str) -> list[Found]:
-        got = metrics_dict(line)
-        if got is None:
+    @property
+    def following(self) -> bool:
+        """A record spread over lines is being read: the next lines matter."""
+        return bool(self._open)
+
+    def more(self, source: Any, line: str) -> tuple[bool, list[Found]]:
+        """(whether the line goes on a record of its source spread over lines, what it
+        gives): read before any other reader, so a line that does not go on it ends it."""
+        held = self._open.get(source)
+        return (False, []) if held is None else self._more(source, held, line)
+
+    def read(self, source: Any, line: str) -> list[Found]:
+        """What a line no trainer-specific reader took says: a dict, a line of pairs with a
+        step, a table's header, a two-column table's first row, a skipped step."""
+        out: list[Found] = []
+        if not any(m in line for m in MARKERS):
+            return out  # what the scanner would not show (`runwatch watch` reads the same)
+        if (skip := loss_scale_overflow(line)) is not None:
+            return out + self._emit_all(self.steps.overflow(source, skip))
+        if "{" in line and (m := _DICT_OPEN.search(line)) is not None:
+            whole = _DICT.search(line, m.start())
+            if whole is None:  # a dict pretty-printed over lines
+                self._open[source] = _Open(text=line[m.start() :])
+                return out
+            got = metrics_dict(whole.group(0))  # a dict that is no step (a summary) is none
+            return out + (self._record(source, got[1], got[0]) if got is not None else [])
+        if (record := read_line(line)) is not None:
+            return out + self._record(source, record.step, dict(record.metrics), record.skipped)
+        if (header := table_header(line)) is not None and any(step_key(c) for c in header):
+            self._open[source] = _Open(header=header)
+        elif (pair := single_pair(line)) is not None:
+            self._open[source] = _Open(pair=pair)
+        elif (named := read_step(line)) is not None:
+            self.steps.named(source, named)
+        return out
+
+    def _more(self, source: Any, held: _Open, line: str) -> tuple[bool, list[Found]]:
+        """(whether the line goes on the record being read, what it gives): a dict's next
+        line, a table's row, a two-column table's row -- or what the record gives once a
+        line that does not go on it ends it."""
+        held.lines += 1
+        if held.lines > self.MAX_LINES:
+            del self._open[source]
+            return False, []
+        if held.header is not None:
+            if is_rule(line) and held.lines == 2:
+                return True, []
+            row = table_row(held.header, line)
+            if row is not None:
+                return True, self._record(source, row.step, dict(row.metrics))
+            del self._open[source]
+            return False, []
+        if held.pairs:
+            pair = single_pair(line)
+            if pair is not None:
+                held.pairs.append(pair)
+                return True, []
+            del self._open[source]
+            return False, self._block(source, held.pairs)
+        held.text += "\n" + line
+        if held.text.count("}") < held.text.count("{"):
+            return True, []
+        del self._open[source]
+        got = metrics_dict(held.text[: held.text.rfind("}") + 1])
+        return True, self._record(source, got[1], got[0]) if got is not None else []
+
+    def _block(self, source: Any, rows: list[Pair]) -> list[Found]:
+        """A two-column table's rows as one record (two rows or more)."""
+        if len(rows) < 2:
             return []
-        metrics, step = got
-        if step is None:
-            step = self._dicts.get(source, 0) + 1
-        self._dicts[source] = step
-        return step_events(metrics, step, self.reward_keys, done=False)
+        metrics: dict[str, float | None] = {}
+        for pair in rows:
+            metrics.setdefault(pair.key, pair.value)
+        return self._record(source, None, metrics)
+
+    def finish(self) -> list[Found]:
+        """The output ended: a two-column table read to its end is a record."""
+        out: list[Found] = []
+        for source, held in list(self._open.items()):
+            if held.pairs:
+                out += self._block(source, held.pairs)
+        self._open.clear()
+        return out
+
+    def refreshed(self, source: Any, bar: str, n: int) -> None:
+        """A bar's refresh: a count it had not shown names the step of a dict printed next
+        (a repaint at the count it showed does not: tqdm redraws a bar after each line
+        written under it, and a bar refreshed less often than the trainer logs shows an
+        older count)."""
+        key = (source, bar)
+        if n > self._counts.get(key, -1):
+            self._counts[key] = n
+            self.steps.named(source, n)
+
+    def postfix(self, source: Any, bar: str, n: int, postfix: str) -> list[Found]:
+        """A progress bar's postfix of two pairs or more (`lr=0, noise_step_loss=nan`) as the
+        metrics of the step its count names: once per count, at once when a value is not
+        finite. No reward: a rollout's bar counts trajectories, not steps, and its postfix
+        reward is a running mean."""
+        record = read_line(postfix, step=n)
+        if record is None or len(record.metrics) < 2:
+            return []
+        key = (source, bar)
+        bad = any(not math.isfinite(v) for v in record.metrics.values())
+        if self._postfixes.get(key) == n and not bad:
+            return []
+        self._postfixes[key] = n
+        return self._record(source, n, dict(record.metrics), record.skipped, rewards=False)
+
+    def _record(
+        self, source: Any, named: int | None, metrics: dict[str, float | None],
+        skipped: int | None = None, rewards: bool = True,
+    ) -> list[Found]:  # fmt: skip
+        step = self.steps.step(source, named)
+        return self._emit_all(self.steps.record(source, step, metrics, skipped), rewards)
+
+    def _emit_all(
+        self, records: list[tuple[int, dict[str, float | None]]], rewards: bool = True
+    ) -> list[Found]:
+        out: list[Found] = []
+        for step, metrics in records:
+            keys = self._reward_keys(metrics) if rewards else ()
+            out += step_events(metrics, step, keys, done=False)
+        return out
+
+    def _reward_keys(self, metrics: dict[str, float | None]) -> tuple[str, ...]:
+        """The reward keys, matched without regard to case (`Reward` in PRIME-RL's older
+        console, `reward` in TRL's table)."""
+        lower = {k.lower(): k for k in metrics}
+        return tuple(lower[k.lower()] for k in self.reward_keys if k.lower() in lower)
 
     def bar(self, source: Any, name: str, n: int, total: int | None, rest: str) -> list[Found]:
         """A refresh of OpenRLHF's training bar: its postfix as the step's metrics when the

@@ -4,8 +4,9 @@
     .venv/bin/python scripts/corpus_report.py --files    # ... and every dev file's result
 
 Reads every excerpt of tests/fixtures/consoles/corpus/{dev,heldout}/ with
-`runwatch.diagnose.diagnose` (as tests/unit/test_field_consoles.py does) and prints, for the
-development part and for the held-out part separately:
+`runwatch.diagnose.diagnose` -- the excerpt alone, not the file's `#` header, which says in
+words what happened -- and prints, for the development part and for the held-out part
+separately:
 
 - recall per class: of the excerpts whose labels say a rule must fire, how many it fires on
   (an excerpt with two rules counts once in each class);
@@ -29,6 +30,7 @@ import sys
 import time
 import tomllib
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -65,11 +67,24 @@ def read_part(part: str) -> dict[str, dict[str, Any]]:
     return tomllib.loads((CORPUS / manifest).read_text(encoding="utf-8"))
 
 
+def excerpt_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of a file's lines after its header (`# source:`, `# what happened:`):
+    the excerpt as the user posted it. The header says in words what went wrong; a reader
+    must not be measured on that."""
+    with path.open("rb") as f:
+        header = True
+        for number, line in enumerate(f, 1):
+            if header and line.startswith(b"#"):
+                continue
+            header = False
+            yield number, line
+
+
 def run_one(path: Path, expected: list[str]) -> Result:
     result = Result(path.stem, sorted(expected))
     start = time.perf_counter()
     try:
-        found = diagnose([path], day=DAY)
+        found = diagnose([path], day=DAY, lines=excerpt_lines)
     except Exception as exc:  # a crash is a figure of the report, not the end of it
         result.crash = "".join(traceback.format_exception_only(exc)).strip()
     else:

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from runwatch.emitters.console import LineParser
     from runwatch.emitters.events import Event
+    from runwatch.emitters.logparse import Found
     from runwatch.stream.alerts import Alert
     from runwatch.stream.engine import Engine
 
@@ -76,6 +78,18 @@ def wait_for(what: Any, why: str, timeout: float = 60.0, every: float = 0.05) ->
             raise AssertionError(f"not within {timeout:g}s: {why}")
         time.sleep(every)
     return got
+
+
+def read_all(lines: Iterable[str], parser: LineParser | None = None) -> list[Found]:
+    """What a console's readers find in these lines, then what the end of the output
+    decides (`runwatch watch` and `runwatch diagnose` share the readers)."""
+    from runwatch.emitters.console import LineParser
+
+    parser = parser or LineParser()
+    out: list[Found] = []
+    for line in lines:
+        out += parser.parse(line)
+    return out + parser.finish()
 
 
 def read_events(directory: Path) -> list[dict[str, Any]]:

