@@ -114,6 +114,9 @@ class Diagnosis:
     #: (file, events, where they end: its last write, or None when placed before its first
     #: time) for files with lines that carried no time of their own
     untimed: list[tuple[Path, int, float | None]] = field(default_factory=list)
+    #: (file, events, its last time) for files with lines after their last time, placed
+    #: just after it in file order
+    after_last: list[tuple[Path, int, float]] = field(default_factory=list)
 
 
 def _first_date(paths: Sequence[Path]) -> date | None:
@@ -217,6 +220,9 @@ class FileRead:
     latest: float
     untimed: int = 0
     placed_at: float | None = None  # untimed events before any time: they end here
+    #: events of lines after the file's last time, placed just after it in file order
+    after_last: int = 0
+    last_time: float | None = None  # the last time the file's lines say
 
 
 def read(
@@ -226,8 +232,10 @@ def read(
     """The events of one log file, each at the time its line says (module docstring). Events
     of lines before the file says any time wait for the first time it says, and are placed
     just before it, in order (1 ms apart); in a file that never says one, they end at the
-    time the file was last written. What the end of the file decides (a traceback that was
-    its process's last word) is placed at the last time it showed."""
+    time the file was last written. Events of lines after the file's last time -- and what
+    the end of the file decides (a traceback that was its process's last word) -- belong to
+    the file's end: they are placed after that time, in order, 1 ms apart (a step line and
+    the traceback after it are not simultaneous)."""
     out: list[Timed] = []
     latest = float("-inf")
     now: float | None = None
@@ -235,6 +243,7 @@ def read(
     days = Days(day)
     waiting: list[tuple[str, dict[str, Any], str]] = []  # events before any time, in order
     untimed = 0
+    trailing: list[int] = []  # events (indexes in `out`) of lines since the last time
     parts = (
         (number, part)
         for number, line in lines(path)
@@ -271,6 +280,7 @@ def read(
                 settle(ts)
             now = ts
             latest = max(latest, ts)
+            trailing.clear()
         for kind, fields in found:
             at = now
             if kind == "progress":
@@ -286,18 +296,26 @@ def read(
                 waiting.append((kind, fields, where))  # no time yet: placed when one comes
                 untimed += 1
             else:
+                if ts is None and at == now:
+                    trailing.append(len(out))
                 place(kind, fields, at, where)
     for kind, fields in parser.finish():
         if now is None:
             waiting.append((kind, fields, f"{path.name}:{number}"))
             untimed += 1
         else:
+            trailing.append(len(out))
             place(kind, fields, now, f"{path.name}:{number}")
+    if now is not None:  # the lines after the last time: the file's end, in their order
+        for k, index in enumerate(trailing, 1):
+            out[index].ts = now + UNTIMED_STEP * k
+        if trailing:
+            latest = max(latest, now + UNTIMED_STEP * len(trailing))
     placed_at = None
     if waiting:  # the file never said a time: its last write is when it ended
         placed_at = path.stat().st_mtime
         settle(placed_at + UNTIMED_STEP)
-    return FileRead(out, latest, untimed, placed_at)
+    return FileRead(out, latest, untimed, placed_at, len(trailing) if now is not None else 0, now)
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
@@ -339,6 +357,7 @@ def diagnose(
     events: list[Timed] = []
     end = float("-inf")
     untimed: list[tuple[Path, int, float | None]] = []
+    after_last: list[tuple[Path, int, float]] = []
     for path in paths:
         written = datetime.fromtimestamp(path.stat().st_mtime + offset, UTC).date()
         got = read(path, LineParser(), year, offset, day or first or written, lines)
@@ -346,9 +365,11 @@ def diagnose(
         end = max(end, got.latest)
         if got.untimed:
             untimed.append((path, got.untimed, got.placed_at))
+        if got.after_last and got.last_time is not None:
+            after_last.append((path, got.after_last, got.last_time))
     events += step_events(events)
     events.sort(key=lambda e: e.ts)
-    result = Diagnosis(events=events, untimed=untimed)
+    result = Diagnosis(events=events, untimed=untimed, after_last=after_last)
     if not events:
         return result
     result.first, result.last = events[0].ts, max(end, events[-1].ts)

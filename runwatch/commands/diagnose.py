@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     files = f"{len(paths)} file" + ("s" if len(paths) != 1 else "")
     print(f"{len(found.events):,} events from {files}, "
           f"{clock(found.first)} to {clock(found.last)} UTC")  # fmt: skip
+    for path, count, last in found.after_last:
+        print(f"{path.name}: {count:,} events from lines after its last time ({clock(last)} "
+              f"UTC), placed in file order just after it")  # fmt: skip
     for path, count, placed_at in found.untimed:
         where = (f"ending at the time the file was last written ({clock(placed_at)} UTC)"
                  if placed_at is not None else "just before the first time it says")  # fmt: skip

@@ -5,7 +5,7 @@ OpenRLHF's postfix, and a refresh read once."""
 from __future__ import annotations
 
 import math
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +286,36 @@ def test_a_bar_repainted_at_its_count_after_a_traceback_does_not_cancel_it() -> 
     assert only(repainted, "component.failed")["error"] == "ValueError: bad batch"
     went_on = read_all([*lines, bar.format(n=3)])  # handled: the loop went on
     assert "component.failed" not in kinds(went_on)
+
+
+# --- lines after a file's last time ---------------------------------------------------------
+
+RAY_DRIVER = """\
+2026-03-14 14:00:00,000 INFO worker.py:1888 -- Started a local Ray instance.
+(TaskRunner pid=2201) step:1 - actor/pg_loss:0.01 - critic/score/mean:0.5 - timing_s/step:60.0
+(TaskRunner pid=2201) step:2 - actor/pg_loss:0.02 - critic/score/mean:0.6 - timing_s/step:61.0
+(WorkerDict pid=2388, ip=10.0.0.7) Traceback (most recent call last):
+(WorkerDict pid=2388, ip=10.0.0.7)   File "/verl/workers/fsdp_workers.py", line 610, in update_actor
+(WorkerDict pid=2388, ip=10.0.0.7)     metrics = self.actor.update_policy(data=data)
+(WorkerDict pid=2388, ip=10.0.0.7) RuntimeError: CUDA error: an illegal memory access \
+was encountered
+"""
+
+
+def test_lines_after_a_file_s_last_time_belong_to_its_end(tmp_path: Path) -> None:
+    """Issue 41: a Ray driver log with one timestamped line, two step lines, then a worker's
+    traceback. The steps and the traceback come after that time, in that order -- not all at
+    it, where the failure was no later than the last step and fired nothing."""
+    log = tmp_path / "driver.log"
+    log.write_text(RAY_DRIVER)
+    found = diagnose([log], day=date(2026, 3, 14))
+    (alert,) = [a for a in found.alerts if a.state == "firing"]
+    assert alert.rule == "component_failed"
+    assert "illegal memory access" in alert.summary
+    times = [e.ts for e in found.events if e.kind in ("step.done", "component.failed")]
+    assert times == sorted(times)
+    assert len(set(times)) == len(times)
+    start = datetime(2026, 3, 14, 14, tzinfo=UTC).timestamp()
+    assert start < times[0] < times[-1] < start + 1
+    # each step line's metrics, reward, end and next start, and the failure: said, not hidden
+    assert [(p.name, n, t) for p, n, t in found.after_last] == [("driver.log", 9, start)]
