@@ -9,7 +9,7 @@ events/s per run. `--producers` processes send the runs' events, batched with ai
 local broker (`runwatch.events`, `--partitions` partitions); `--workers` `runwatch worker`
 processes in one group consume them, `runwatch sink` writes the history, and `runwatch
 notify` posts the alerts to a local server that answers like the Slack Web API
-(`runwatch.dev.slack_server`).
+(`harness.slack_server`).
 
 Faults, every `PROBE_EVERY` seconds in a different run: a NaN in the metrics of the step in
 progress (`non_finite_metric`: from the producer's send to the alert on `runwatch.alerts`
@@ -64,8 +64,8 @@ from fleet_shape import BEAT, schedule, wire
 from kafka import KafkaConsumer, TopicPartition
 from worker import RUNWATCH, Worker
 
+from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker, free_port
-from runwatch.dev.slack_server import FakeSlack
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 

@@ -272,7 +272,7 @@ def test_emitter_spools_while_serve_is_down_and_sends_when_it_is_back(tmp_path: 
 
 
 def test_slack_gets_each_transition_once_across_a_restart(tmp_path: Path) -> None:
-    from runwatch.dev.slack_server import FakeSlack
+    from harness.slack_server import FakeSlack
 
     fake = FakeSlack(token="xoxb-test-token", channels=("C-ALERTS",))
     fake.add_channel("#rl-alerts", "C-ALERTS")
@@ -309,7 +309,7 @@ def test_slack_gets_each_transition_once_across_a_restart(tmp_path: Path) -> Non
 def test_kill_9_during_a_slack_post_then_restart_posts_it_once(tmp_path: Path) -> None:
     """Slack got the message but serve died before it heard so: after the restart the
     message is found in the channel (by the alert id in its metadata), not posted again."""
-    from runwatch.dev.slack_server import FakeSlack
+    from harness.slack_server import FakeSlack
     from runwatch.notify.store import NotifyStore
 
     fake = FakeSlack(token="xoxb-test-token", channels=("C-ALERTS",))

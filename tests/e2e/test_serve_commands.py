@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from harness.slack_server import FakeSlack
 from runwatch.dev.launch import ServeProcess
-from runwatch.dev.slack_server import FakeSlack
 
 pytestmark = pytest.mark.slow
 

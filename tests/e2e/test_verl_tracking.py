@@ -1,5 +1,5 @@
 """The verl integration against verl's real `Tracking` (verl 0.9.1 from PyPI, its
-tracking.py loaded by path: runwatch.dev.verl_wheel): `patch_tracking` gives every tracker
+tracking.py loaded by path: harness.verl_wheel): `patch_tracking` gives every tracker
 the runwatch backend, the metrics verl logs reach `runwatch serve` as step events, and with
 `RUNWATCH_GUARD=zero_reward` alone the training loop pauses inside `Tracking.log` once the
 rule fires, and goes on after `runwatch resume`."""
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from helpers import wait_for
 
+from harness.verl_wheel import MODULE, VERL_VERSION, load_tracking
 from runwatch.dev.launch import ServeProcess
-from runwatch.dev.verl_wheel import MODULE, VERL_VERSION, load_tracking
 from runwatch.emitters import Emitter, verl
 from runwatch.emitters.guard import Decision
 

@@ -33,8 +33,8 @@ from test_live_surfaces import TOKEN, Proc
 from test_sink import SinkProcess
 from test_worker import WorkerProcess
 
+from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker
-from runwatch.dev.slack_server import FakeSlack
 from runwatch.store.store import Store
 from runwatch.stream.kafka.worker import DATADIR_PREFIX
 

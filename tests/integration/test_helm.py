@@ -21,7 +21,7 @@ import pytest
 import yaml
 from test_live_surfaces import Proc, free_port, wait_for
 
-from runwatch.dev.slack_server import FakeSlack
+from harness.slack_server import FakeSlack
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.metrics.http import AsyncMetricsServer

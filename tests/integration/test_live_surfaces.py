@@ -20,8 +20,8 @@ import pytest
 from helpers import terminate
 from kafka import KafkaProducer
 
+from harness.slack_server import FakeSlack
 from runwatch.dev.broker import free_port
-from runwatch.dev.slack_server import FakeSlack
 
 pytestmark = pytest.mark.integration
 

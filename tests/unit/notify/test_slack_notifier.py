@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from helpers import decoded
 
+from harness.slack_server import FakeSlack
 from runwatch.dev import incidents
-from runwatch.dev.slack_server import FakeSlack
 from runwatch.notify.config import NotifyConfig, Route
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError, SlackPoster, TokenMissing, load_token

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.slack_server import FakeSlack
 from runwatch import cli
-from runwatch.dev.slack_server import FakeSlack
 
 TOKEN = "xoxb-trial"
 ALL = frozenset({"chat:write", "channels:history", "channels:read"})

@@ -21,7 +21,7 @@ from typing import IO
 from runwatch.dev.broker import free_port
 from runwatch.emitters.exceptions import RunwatchError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / ".cache" / "vllm-env"
 MODEL = ROOT / ".cache" / "vllm-model"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runwatch.dev.slack_server import FakeSlack
+from harness.slack_server import FakeSlack
 
 TOKEN = "xoxb-strict"
 AUTH = f"Bearer {TOKEN}"
