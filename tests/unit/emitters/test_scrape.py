@@ -295,6 +295,8 @@ SGLANG_BUSY = {"running": 32, "waiting": 4, "kv_cache_usage": 0.45, "gen_tokens_
                                {"server": "s/dp-1", **SGLANG_BUSY, "running": 16,
                                 "waiting": 3}]),  # DP attention: a rank each
         ("sglang-0.5.10.post1.prom", [{"server": "s", **SGLANG_BUSY}]),
+        # priority scheduling: the total under priority="", and per priority beside it
+        ("sglang-0.5.23.prom", [{"server": "s", **SGLANG_BUSY}]),
     ],
 )  # fmt: skip
 def test_the_metrics_of_every_version(file: str, expected: list[dict[str, Any]]) -> None:
@@ -353,6 +355,23 @@ def test_series_of_one_engine_split_by_other_labels_add_up() -> None:
         running.labels("m", priority).set(r)
         queued.labels("m", priority).set(q)
         usage.labels("m", priority).set(u)
+    with MetricsServer(reg) as server:
+        got = Scraper("sglang", server.url, name="sglang-0").poll()
+    assert got == [{"server": "sglang-0", "running": 7, "waiting": 1, "kv_cache_usage": 0.3}]
+
+
+def test_an_unlabelled_total_beside_series_split_by_a_label_is_their_total() -> None:
+    """Issue 41: SGLang with --enable-priority-scheduling writes each queue count under
+    priority="" (the total) and again per priority; adding them all said twice the
+    requests. Where no total stands beside the split series, they still add up."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "priority"]
+    running = Gauge("sglang:num_running_reqs", "running", labels, registry=reg)
+    queued = Gauge("sglang:num_queue_reqs", "queued", labels, registry=reg)
+    Gauge("sglang:token_usage", "usage", labels, registry=reg).labels("m", "").set(0.3)
+    for priority, (r, q) in {"": (7, 1), "0": (3, 1), "1": (4, 0)}.items():
+        running.labels("m", priority).set(r)
+        queued.labels("m", priority).set(q)
     with MetricsServer(reg) as server:
         got = Scraper("sglang", server.url, name="sglang-0").poll()
     assert got == [{"server": "sglang-0", "running": 7, "waiting": 1, "kv_cache_usage": 0.3}]
