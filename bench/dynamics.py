@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchinfo import SAID, machine, say, write_section
 
-from runwatch.dev import histories
+from harness import histories
 from runwatch.dev.dynamics import FAULTS, curves, events
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine

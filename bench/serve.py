@@ -48,9 +48,9 @@ import orjson
 from benchinfo import RESULTS, follow_alerts, machine, percentile, proc_stats, write_section
 from restart import restart_serve
 
+from harness.reader import HeldHistory
 from runwatch.dev.deliver import HttpSink, KafkaSink, paced
 from runwatch.dev.launch import ServeProcess
-from runwatch.dev.reader import HeldHistory
 from runwatch.dev.simulate import EXPECTED_RULE, FAULTS, Cluster
 from runwatch.emitters.kafka_security import PLAINTEXT
 

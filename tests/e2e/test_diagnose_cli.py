@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runwatch.dev.consoles import driver_err, ray_driver, vllm_out
+from harness.consoles import driver_err, ray_driver, vllm_out
 from runwatch.dev.incidents import sandbox_hang
 from runwatch.diagnose import elapsed, stamp, time_of_day
 

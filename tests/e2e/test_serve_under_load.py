@@ -15,8 +15,8 @@ import pytest
 from helpers import wait_for
 from test_serve import post
 
+from harness.reader import HeldHistory
 from runwatch.dev.launch import ServeProcess
-from runwatch.dev.reader import HeldHistory
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The cluster path through an operator's week, in a minute and a half: a real broker (its
 own, so it can be restarted), two workers in one group, a sink, a notifier and the strict
-Slack fake, with live traffic from the real Emitter (runwatch.dev.traffic) -- while a worker
+Slack fake, with live traffic from the real Emitter (harness.traffic) -- while a worker
 is paused past its session timeout (SIGSTOP), the other is killed with SIGKILL under traffic
 and started again, the notifier is killed while Slack holds its post, and the broker is
 stopped for 9 seconds and started on its data again.
@@ -60,7 +60,7 @@ class Traffic:
     """The traffic player, its fault lines collected as they come."""
 
     def __init__(self, bootstrap: str, prefix: str, spool: Path) -> None:
-        cmd = [sys.executable, "-m", "runwatch.dev.traffic", "--kafka", bootstrap,
+        cmd = [sys.executable, "-m", "harness.traffic", "--kafka", bootstrap,
                "--topic-prefix", prefix, "--runs", "12", "--duration", "80",
                "--spool", str(spool)]  # fmt: skip
         for fault in FAULTS:

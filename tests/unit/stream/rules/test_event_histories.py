@@ -1,5 +1,5 @@
 """weight_sync_stalled, restart_loop and degenerate_groups at their defaults on generated
-histories (runwatch.dev.histories): healthy runs -- slow loads now and then, a rare worker
+histories (harness.histories): healthy runs -- slow loads now and then, a rare worker
 restart, easy and hard batches -- raise none of them; each injected fault is caught."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers import feed, make_engine
 
-from runwatch.dev.histories import FAULTS, STEP_S, T0, history
+from harness.histories import FAULTS, STEP_S, T0, history
 
 RULES = set(FAULTS.values())
 

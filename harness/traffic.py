@@ -5,7 +5,7 @@ times -- a process that stops beating (it crashed), a NaN in a step's metrics. W
 cluster fault test (tests/integration/test_cluster_faults.py) and bench/faults.py play while
 they pause, kill and restart the parts around it.
 
-    python -m runwatch.dev.traffic --kafka HOST:PORT --topic-prefix P. --runs 20 \\
+    python -m harness.traffic --kafka HOST:PORT --topic-prefix P. --runs 20 \\
         --duration 60 --fault dead-0@40:silent --fault nan-0@10:nan
 
 Prints one JSON object per fault as it happens (`{"run", "kind", "process", "at"}`: wall
