@@ -23,7 +23,7 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.incidents import incident_id, place
 from runwatch.stream.rules import Condition, Params, Rule
-from runwatch.stream.rules.base import QUIET
+from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.incidents import RunIncidents
 from runwatch.stream.state.run import RunState
 
@@ -203,8 +203,9 @@ class Engine:
             state.reconfigure(self.config.state_config(tracked.overrides))
             self._reindex(tracked)
         now = self.now
-        # a run's first event starts the clocks of rules that watch for silence (`absent`)
-        if overrides or new_run or not self._shortcuts:
+        # a run's first event starts the clocks of rules that watch for silence (`absent`);
+        # its end resolves whatever fires (contract section 8), whichever kinds a rule watches
+        if overrides or new_run or not self._shortcuts or kind == "run.finished":
             indexes: Iterable[int] = range(len(self.rules))
         else:
             postponed = state.postponed
@@ -273,7 +274,9 @@ class Engine:
         rule = self.rules[index]
         overrides = tracked.overrides
         params = overrides.get(self._rule_ids[index], rule.params) if overrides else rule.params
-        verdict = rule.check(tracked.state, now, params) if params.enabled else QUIET
+        # a run's end closes its alerts (contract section 8): nothing holds after it
+        live = params.enabled and not tracked.state.finished
+        verdict = rule.check(tracked.state, now, params) if live else QUIET
         firing = tracked.firing.get(index)
         next_check = verdict.recheck_at
         ripe: set[str] = set()
@@ -344,8 +347,12 @@ class Engine:
         number: int,
     ) -> Alert:
         run = tracked.state
+        at = now
         if state == "firing":
             desc = rule.describe(run, cond, now, params)
+        elif run.finished_ts is not None:  # at the run's end, saying so
+            at = max(run.finished_ts, cond.since)
+            desc = run_finished(rule.rule_id, run, cond, at)
         else:
             desc = rule.describe_resolved(run, cond, now, params)
         incident = place(tracked.incidents, self._incidents, run.run, key, rule.rule_id,
@@ -358,7 +365,7 @@ class Engine:
                 self._closed.append((tracked, incident.id))
         alert = Alert(
             id=transition_id(key, number),
-            ts=now,
+            ts=at,
             rule=rule.rule_id,
             run=run.run,
             state=state,

@@ -211,6 +211,17 @@ class Rule(Generic[P]):
         )
 
 
+def run_finished(rule_id: str, run: RunState, cond: Condition, at: float) -> Description:
+    """The resolution of an alert still firing when its run finished (contract section 8):
+    the run's end closes its alerts, saying why."""
+    who = f" ({cond.subject})" if cond.subject else ""
+    held = max(0.0, at - cond.since)
+    return Description(
+        f"{rule_id}{who} resolved after {fmt_duration(held)}: the run finished ({run.status})",
+        {"reason": "run_finished", "status": run.status, "duration_s": round(held, 3)},
+    )
+
+
 def fmt_duration(seconds: float) -> str:
     """Human duration: 0.4s, 45s, 14m, 1h39m (never "0s" for a pace measured in ms)."""
     if seconds < 9.95:

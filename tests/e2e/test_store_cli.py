@@ -68,8 +68,8 @@ def test_runs_one_line_per_run(history: Path) -> None:
     assert set(body) == {SANDBOX, ZERO}
     assert "killed" in body[ZERO]
     assert "680/1000" in body[ZERO]
-    assert "1 (zero_reward)" in body[ZERO]
-    assert "1 (idle_gap_growing)" in body[SANDBOX]
+    # both were killed: a run's end closes its alerts (contract section 8)
+    assert body[ZERO].split()[-1] == body[SANDBOX].split()[-1] == "0"
 
 
 def test_show_tells_the_story(history: Path) -> None:
@@ -85,7 +85,7 @@ def test_show_tells_the_story(history: Path) -> None:
     lines = incidents.splitlines()
     assert [ln.split()[0] for ln in lines] == ["#1", "#2", "#3", "#4", "#5"]
     # the idle gap grew while nothing that explains it fired: an incident of its own
-    assert lines[-2].endswith("open           idle_gap_growing <- no other alert"), lines
+    assert lines[-2].endswith("lasted 116m    idle_gap_growing <- no other alert"), lines
     assert lines[-1].endswith("inference_idle_with_pending <- stuck_progress"), lines
     slowest = out.split("slowest trajectories (of 2048)\n")[1].splitlines()
     assert slowest[0].startswith("  s4-t511 step 4:")
@@ -127,17 +127,21 @@ def test_three_sql_questions(history: Path) -> None:
     q2 = runwatch("sql", "SELECT run, min(step) AS first_zero FROM steps WHERE reward = 0 "
                   "GROUP BY run", "--db", str(history), "--format", "csv")  # fmt: skip
     assert q2.stdout.splitlines() == ["run,first_zero", f"{ZERO},188"]
-    # 3. which alerts are open now?
-    q3 = runwatch("sql", "SELECT run, rule, severity FROM alerts WHERE open ORDER BY run",
-                  "--db", str(history))  # fmt: skip
+    # 3. which alerts were still firing when each run ended (and so closed with it)?
+    q3 = runwatch("sql", "SELECT run, rule, severity FROM alerts WHERE state = 'resolved' "
+                  "AND json_extract_string(details, '$.reason') = 'run_finished' "
+                  "ORDER BY run, rule", "--db", str(history))  # fmt: skip
     assert q3.returncode == 0, q3.stderr
     lines = q3.stdout.splitlines()
     assert lines[0].split() == ["run", "rule", "severity"]
-    assert [ln.split() for ln in lines[2:4]] == [
+    assert [ln.split() for ln in lines[2:-1]] == [
         [SANDBOX, "idle_gap_growing", "warning"],
+        [SANDBOX, "inference_idle_with_pending", "critical"],
+        [SANDBOX, "stuck_progress", "warning"],
+        [ZERO, "heartbeat_lost", "critical"],
         [ZERO, "zero_reward", "critical"],
     ]
-    assert lines[-1] == "(2 rows)"
+    assert lines[-1] == "(5 rows)"
 
 
 def test_backtest_zero_reward_steps_10_moves_the_firing_five_steps(

@@ -68,7 +68,8 @@ def test_runs_view(incident_store: Store) -> None:
         ).fetchall()
     }
     assert set(rows) == {b()[0]["run"] for b in incidents.INCIDENTS.values()}
-    assert rows[SANDBOX] == ("killed", 3, 400, {"team": "reasoning"}, 1, ["idle_gap_growing"])
+    # killed: its end closed the alerts still firing (contract section 8)
+    assert rows[SANDBOX] == ("killed", 3, 400, {"team": "reasoning"}, 0, [])
     assert rows["ppo-llama3-8b-math"][:3] == ("killed", 680, 1000)
     assert rows["grpo-qwen2.5-72b-healthy"][0] == "ok"
     assert rows["grpo-qwen2.5-72b-healthy"][4] == 0  # the healthy run raises nothing
@@ -269,5 +270,5 @@ def test_the_incidents_view_names_each_incident_s_root(incident_store: Store) ->
     idle = "inference_idle_with_pending"
     assert [r[1] for r in sandbox] == [idle] * 3 + ["idle_gap_growing", idle]
     assert [r[3] for r in sandbox] == [["stuck_progress"]] * 3 + [None, ["stuck_progress"]]
-    assert [r[4] for r in sandbox] == [False, False, False, True, False]
+    assert [r[4] for r in sandbox] == [False] * 5  # the run's end closed the fourth
     assert [round(r[5] / 60) for r in sandbox[:3]] == [18, 19, 24]

@@ -57,14 +57,17 @@ def test_a_step_that_ends_after_the_failure_resolves_it() -> None:
     assert brief(after) == [("component_failed", "resolved", 200.0)]
 
 
-def test_a_run_that_ends_failed_keeps_it_one_that_ends_ok_lets_go() -> None:
-    engine = make_engine()
-    feed(engine, [failed(100, "RuntimeError: boom")])
-    assert feed(engine, [make_event("run.finished", 110, status="failed")]) == []
-    engine = make_engine()
-    feed(engine, [failed(100, "RuntimeError: boom")])
-    done = feed(engine, [make_event("run.finished", 110, status="ok")])
-    assert brief(done) == [("component_failed", "resolved", 110.0)]
+def test_a_run_s_end_resolves_it_whatever_its_status_saying_why() -> None:
+    """Contract section 8 (which changed the rule that a failed run keeps it firing): the
+    failure was shown; the run's end closes it."""
+    for status in ("failed", "ok", "killed"):
+        engine = make_engine()
+        feed(engine, [failed(100, "RuntimeError: boom")])
+        (done,) = feed(engine, [make_event("run.finished", 110, status=status)])
+        assert (done.rule, done.state, done.ts) == ("component_failed", "resolved", 110.0)
+        assert done.details["reason"] == "run_finished"
+        assert done.incident is not None
+        assert done.incident.open is False
 
 
 def test_a_keyboard_interrupt_is_a_person_not_a_failure() -> None:
