@@ -272,10 +272,14 @@ def run_view(
     spans = page_svg.alert_spans(history or transitions)
     steps = list((timeline or {}).get("steps") or [])
     idle = list((timeline or {}).get("idle") or [])
-    start = _first(
-        run.get("started_ts"), *(s.get("start_ts") for s in steps), *(sp.start for sp in spans)
-    )
-    end = max([float(run.get("last_ts") or 0), *(float(s.get("end_ts") or 0) for s in steps)])
+    # the axis: the run's events as the history has them (their own times), else the live
+    # state's (put on the service's clock: a host's skew corrected)
+    bounds = (timeline or {}).get("run") or run
+    first, last = bounds.get("first_ts", bounds.get("started_ts")), bounds.get("last_ts")
+    start = _first(first, *(s.get("start_ts") for s in steps), *(sp.start for sp in spans))
+    if first is not None:
+        start = float(first)
+    end = max([float(last or 0), *(float(s.get("end_ts") or 0) for s in steps)])
     parts.append(h("h2", "Timeline"))
     if start is not None:
         parts.append(page_svg.timeline(start, max(end, start + 1), steps, idle, spans))
