@@ -38,7 +38,7 @@ docs: setup
 	$(PY) -m runwatch.dev.rule_docs
 	$(PY) dashboards/generate.py
 	@scripts/ensure_chromium.sh
-	$(PY) -m runwatch.dev.screenshot docs/images
+	$(PY) -m harness.docs.screenshot docs/images
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from markup_job import FRAME, RANKS_RUN, RUN, TEXTS, markup_job, ranks_job
 
-from runwatch.dev.browser import Browser
-from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+from harness.browser import Browser
+from harness.page_scenario import ScenarioServe, scenario_events
 
 pytestmark = pytest.mark.slow
 

@@ -31,7 +31,7 @@ from markup_job import (
     ranks_job,
 )
 
-from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+from harness.page_scenario import ScenarioServe, scenario_events
 from runwatch.service import page_incident, pages
 from runwatch.service.http import App
 from runwatch.service.markup import esc

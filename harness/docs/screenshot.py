@@ -2,7 +2,7 @@
 browser test's tooling (headless Chromium through Selenium) over serve's HTTP front fed the
 bundled incidents on their own clock, at the moment the sandbox hang's fourth step hangs.
 
-    python -m runwatch.dev.screenshot docs/images
+    python -m harness.docs.screenshot docs/images
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from runwatch.dev.browser import Browser
-from runwatch.dev.page_scenario import ScenarioServe, scenario_events
+from harness.browser import Browser
+from harness.page_scenario import ScenarioServe, scenario_events
 
 #: the runs on the page, as they stood at `UNTIL`
 INCIDENTS = ("sandbox_hang", "zero_reward", "orchestrator_dies", "rank_divergence",
