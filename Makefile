@@ -35,8 +35,8 @@ unit: setup
 # Grafana dashboards (tests fail while a checked-in copy differs), and the screenshots of serve's
 # page (docs/images/, taken with headless Chromium: scripts/ensure_chromium.sh installs it).
 docs: setup
-	$(PY) -m runwatch.dev.rule_docs
-	$(PY) dashboards/generate.py
+	$(PY) -m harness.docs.tables
+	$(PY) -m harness.docs.dashboards
 	@scripts/ensure_chromium.sh
 	$(PY) -m harness.docs.screenshot docs/images
 

@@ -3,13 +3,11 @@ every dashboard panel (and annotation) must return data from it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -21,6 +19,7 @@ import pytest
 from helpers import decoded
 from prometheus_client import CollectorRegistry
 
+from harness.docs import dashboards
 from runwatch.dev import incidents
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import RunwatchMetrics
@@ -30,16 +29,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SANDBOX_RUN = "grpo-qwen2.5-7b-sandbox"
-
-
-def _generate_module() -> Any:
-    spec = importlib.util.spec_from_file_location("dash_generate", ROOT / "dashboards/generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dash_generate"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _prometheus_binary() -> str:
@@ -163,15 +152,14 @@ def _expand(expr: str) -> str:
     return expr.replace("$run", SANDBOX_RUN).replace("$__rate_interval", "1m")
 
 
-BOARDS = _generate_module().DASHBOARDS
+BOARDS = dashboards.DASHBOARDS
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_every_panel_query_returns_data(prometheus: str, name: str) -> None:
     board = BOARDS[name]()
-    gen = sys.modules["dash_generate"]
     empty = []
-    for title, expr in gen.queries(board):
+    for title, expr in dashboards.queries(board):
         if not _query(prometheus, _expand(expr)):
             empty.append(f"{title}: {expr}")
     assert not empty, "panels without data:\n" + "\n".join(empty)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runwatch.dev import rule_docs
+from harness.docs import tables
 from runwatch.stream.rules import BUILTIN_RULES
 
 CONTRACT = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
@@ -35,13 +35,13 @@ def _section(text: str, number: int) -> str:
 
 
 def test_the_generated_tables_are_current() -> None:
-    assert rule_docs.stale() == [], "run `make docs`"
+    assert tables.stale() == [], "run `make docs`"
 
 
 def test_the_tables_list_every_built_in_rule_with_its_defaults() -> None:
-    table = rule_docs.contract_table()
+    table = tables.contract_table()
     for rule in BUILTIN_RULES:
-        assert f"| `{rule.id}` | {rule.severity} | {rule_docs.fires_when(rule)} |" in table
+        assert f"| `{rule.id}` | {rule.severity} | {tables.fires_when(rule)} |" in table
     assert "`timeout` (60)" in table.split("`heartbeat_lost`")[1].split("\n")[0]
 
 
@@ -53,7 +53,7 @@ def test_section_4_states_each_rule_as_its_model_has_it() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         rule = RULES[cells[0].strip("`")]
         assert cells[1] == rule.severity, rule.id
-        defaults = rule_docs.defaults(rule)
+        defaults = tables.defaults(rule)
         for name, stated in PARAM.findall(cells[-1]):
             assert name in defaults, (rule.id, name)
             assert _same(stated, defaults[name]), (rule.id, name, stated, defaults[name])
@@ -82,7 +82,7 @@ def test_section_7_states_each_rule_as_its_model_has_it() -> None:
         for rule_id in ids:
             rule = RULES[rule_id]
             assert severity == rule.severity, rule_id
-            defaults = rule_docs.defaults(rule)
+            defaults = tables.defaults(rule)
             for name, stated in PARAM.findall(text):
                 if name in defaults:
                     assert _same(stated, defaults[name]), (rule_id, name, stated)
@@ -93,4 +93,4 @@ def test_section_7_states_each_rule_as_its_model_has_it() -> None:
 @pytest.mark.parametrize("rule", BUILTIN_RULES, ids=lambda r: r.id)
 def test_every_rule_says_when_it_fires(rule: Any) -> None:
     assert rule.fires_when
-    assert rule_docs.fires_when(rule)
+    assert tables.fires_when(rule)

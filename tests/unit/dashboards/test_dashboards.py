@@ -4,10 +4,8 @@ panels on the grid, queries that name metrics the exporter serves)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +13,13 @@ import pytest
 from helpers import decoded
 from prometheus_client import CollectorRegistry, generate_latest
 
+from harness.docs import dashboards as gen
 from runwatch.dev import incidents
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
 DASH = ROOT / "dashboards"
-
-
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("dash_generate_unit", DASH / "generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dash_generate_unit"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _generator()
 NAMES = sorted(gen.DASHBOARDS)
 
 
@@ -43,7 +29,7 @@ def load(name: str) -> dict[str, Any]:
 
 def test_committed_files_are_what_the_generator_writes() -> None:
     for name, content in gen.render().items():
-        assert (DASH / name).read_text() == content, f"{name} is stale: run dashboards/generate.py"
+        assert (DASH / name).read_text() == content, f"{name} is stale: run `make docs`"
 
 
 def _exported_metric_names() -> set[str]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import pytest
 
-from runwatch.dev import rule_docs
+from harness.docs import tables
 from runwatch.emitters import events
 from runwatch.emitters.events import KNOWN_KINDS, Event
 
@@ -62,14 +62,14 @@ def test_each_kind_has_a_full_and_a_minimal_example_and_says_when_it_is_emitted(
 
 
 def test_the_table_of_kinds_is_made_in_the_contracts_words() -> None:
-    assert rule_docs.kinds_table() == PINNED
+    assert tables.kinds_table() == PINNED
     assert PINNED in (ROOT / "docs" / "contract.md").read_text()
 
 
 def test_every_kind_and_field_is_in_one_of_the_two_tables() -> None:
-    tables = rule_docs.kinds_table() + rule_docs.added_kinds_table()
+    both = tables.kinds_table() + tables.added_kinds_table()
     for kind, model in KNOWN_KINDS.items():
-        rows = [r for r in tables.splitlines() if r.startswith(f"| `{kind}` |")]
+        rows = [r for r in both.splitlines() if r.startswith(f"| `{kind}` |")]
         documented = " ".join(rows)
         assert all(f"`{name}`" in documented for name in own_fields(model)), kind
 
@@ -107,7 +107,7 @@ class ToyPing(Event):
     says: Name | None = note("what the toy says")
 
 
-from runwatch.dev import rule_docs
+from harness.docs import tables
 from runwatch.emitters import Emitter
 from runwatch.emitters.checks import FIELD_CHECKS
 from runwatch.stream.decode import InvalidEvent, decode
@@ -129,7 +129,7 @@ try:
     decode(lines[0].replace('"n":3', '"n":"3"'))
 except InvalidEvent as err:
     out["refused on decode"] = str(err)
-out["row"] = [r for r in rule_docs.added_kinds_table().splitlines() if "toy.ping" in r]
+out["row"] = [r for r in tables.added_kinds_table().splitlines() if "toy.ping" in r]
 print(json.dumps(out))
 '''
 

@@ -1,8 +1,8 @@
 """The tables of docs/rules.md, docs/contract.md and docs/catalogue.md made from the code:
 the rules', the event kinds' and the fatal-error catalogue's (emitters/catalogue.toml).
 
-    .venv/bin/python -m runwatch.dev.rule_docs           # rewrites the tables
-    .venv/bin/python -m runwatch.dev.rule_docs --check   # exit 1 if a checked-in one differs
+    .venv/bin/python -m harness.docs.tables           # rewrites the tables
+    .venv/bin/python -m harness.docs.tables --check   # exit 1 if a checked-in one differs
 
 Each built-in rule (`runwatch.stream.rules.BUILTIN_RULES`, found in its modules) says when it fires
 (`Rule.fires_when`, with `{param}` for a default), its severity and its parameter model; each

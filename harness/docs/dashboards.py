@@ -1,8 +1,8 @@
 """Generate runwatch's Grafana dashboards (JSON) and their provisioning file.
 
-    .venv/bin/python dashboards/generate.py          # rewrites dashboards/*.json (and the
-                                                     # Helm chart's copies)
-    .venv/bin/python dashboards/generate.py --check  # exit 1 if the committed JSON differs
+    .venv/bin/python -m harness.docs.dashboards          # rewrites dashboards/*.json (and
+                                                         # the Helm chart's copies)
+    .venv/bin/python -m harness.docs.dashboards --check  # exit 1 if the committed JSON differs
 
 Why code: every panel's query is listed once here, and tests/integration/test_prometheus.py
 sends each one (via `queries()`) to a real Prometheus scraping a replayed incident; a metric
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from runwatch.stream.rules import BUILTIN_RULES
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "dashboards"
 SCHEMA_VERSION = 39
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RUN = 'run="$run"'
@@ -72,7 +74,7 @@ def stat(
     expr: str,
     w: int = 6,
     unit: str = "none",
-    thresholds: list[tuple[float | None, str]] | None = None,
+    thresholds: Sequence[tuple[float | None, str]] | None = None,
     desc: str = "",
 ) -> Panel:
     steps = [{"color": c, "value": v} for v, c in (thresholds or [(None, "green")])]
@@ -572,7 +574,7 @@ def queries(board: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 #: The Helm chart ships the dashboards as sidecar ConfigMaps: copies of the JSON here.
-CHART = HERE.parent / "helm" / "runwatch" / "dashboards"
+CHART = ROOT / "helm" / "runwatch" / "dashboards"
 
 
 def main(argv: list[str]) -> int:
@@ -582,11 +584,11 @@ def main(argv: list[str]) -> int:
         for path in paths:
             if "--check" in argv:
                 if not path.exists() or path.read_text() != content:
-                    stale.append(str(path.relative_to(HERE.parent)))
+                    stale.append(str(path.relative_to(ROOT)))
             else:
                 path.write_text(content)
     if stale:
-        print(f"stale: {', '.join(stale)} (run dashboards/generate.py)", file=sys.stderr)
+        print(f"stale: {', '.join(stale)} (run `make docs`)", file=sys.stderr)
         return 1
     return 0
 
