@@ -21,7 +21,7 @@ from runwatch.emitters.runview import Resumed, RunView, StacksAsked, ViewAlert
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
-from runwatch.stream.incidents import incident_id, place
+from runwatch.stream.incidents import Bookkeeper, open_summaries
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.incidents import RunIncidents
@@ -103,10 +103,11 @@ class Engine:
         self.rules: tuple[Rule[Any], ...] = self.config.rules
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
-        self._incidents = self.config.incidents
+        self._incidents: Bookkeeper[TrackedRun] = Bookkeeper(
+            self.config.incidents, self._view_changed
+        )
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
-        self._closed: list[tuple[TrackedRun, str]] = []  # incidents closed by a transition
         self._by_kind = self._index({})
         #: kind -> the rules a routine heartbeat of a run with no alert firing evaluates
         self._routine = {kind: [i for i in rules if i not in self._skip_routine]
@@ -296,12 +297,9 @@ class Engine:
                 out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
             if not firing:  # none left: `tracked.firing` holds only rules that fire
                 del tracked.firing[index]
-        while self._closed:  # an incident closed: its request for stacks goes, and so
-            closed, ident = self._closed.pop()  # does the evidence that answered it
-            if closed.state.stacks.clear(ident):
-                self._view_changed(closed.state.run)
-                for i in self._evidence:
-                    self._evaluate(closed, i, now, out)
+        for closed in self._incidents.settled():  # the evidence of what closed resolves
+            for i in self._evidence:
+                self._evaluate(closed, i, now, out)
         if next_check is not None and next_check > now:
             scheduled = tracked.timers.get(index)
             if scheduled != next_check:
@@ -355,14 +353,9 @@ class Engine:
             desc = run_finished(rule.rule_id, run, cond, at)
         else:
             desc = rule.describe_resolved(run, cond, now, params)
-        incident = place(tracked.incidents, self._incidents, run.run, key, rule.rule_id,
-                         cond.since, state == "firing", now,
-                         cond.key if rule.evidence else None)  # fmt: skip
-        if incident is not None:
-            if state == "firing" and rule.hang and run.stacks.ask(incident.id, now):
-                self._view_changed(run.run)  # the emitters read the request there
-            elif not incident.open and incident.role != "evidence":
-                self._closed.append((tracked, incident.id))
+        incident = self._incidents.record(
+            tracked, tracked.incidents, run, key, rule, cond, state == "firing", now
+        )
         alert = Alert(
             id=transition_id(key, number),
             ts=at,
@@ -514,17 +507,12 @@ class Engine:
     def open_incidents(self, run: str | None = None) -> list[dict[str, Any]]:
         """The incidents open now (of `run`, or all): their id, root and alerts."""
         runs = self.runs.items() if run is None else [(run, self.runs.get(run))]
-        out = []
-        for name, tracked in runs:
-            if tracked is None:
-                continue
-            for i in tracked.incidents.open:
-                root = i.members[i.root]
-                out.append({"id": incident_id(name, i.number), "run": name, "opened": i.opened,
-                            "root": i.root, "root_rule": root.rule,
-                            "alerts": {k: {"rule": m.rule, "since": m.since, "firing": m.firing}
-                                       for k, m in i.members.items()}})  # fmt: skip
-        return out
+        return [
+            summary
+            for name, tracked in runs
+            if tracked is not None
+            for summary in open_summaries(name, tracked.incidents)
+        ]
 
     def firing(self) -> list[tuple[str, str, Condition]]:
         """(run, rule id, condition) for every alert that is firing now."""

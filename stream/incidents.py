@@ -1,9 +1,10 @@
 """Incidents: the alerts of one run that overlap in time and belong to one fault, and the
 one among them that explains the others (the root cause).
 
-Pure: the engine calls `place` with each alert transition it makes, on event time, so a
-replay, `serve` and the Kafka worker (rebuilt or not) put every transition in the same
-incident under the same id. Which rule's alert explains which is a table (`Rule.explains`,
+Pure: the engine hands each alert transition it makes to one place, `Bookkeeper.record`,
+on event time, so a replay, `serve` and the Kafka worker (rebuilt or not) put every
+transition in the same incident under the same id; the bookkeeper also asks a hang's
+processes for their stacks and lets them go when the incident closes. Which rule's alert explains which is a table (`Rule.explains`,
 overridable per rule with `explains = [...]` in the config, custom rules included):
 upstream explains downstream -- a failed or silent component explains the stalls and
 empty rewards of what waits on it.
@@ -20,10 +21,19 @@ It closes when its last alert resolves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runwatch.stream.state.incidents import Incident, Member, RunIncidents
+
+if TYPE_CHECKING:
+    from runwatch.stream.rules.base import Condition, Rule
+    from runwatch.stream.state.run import RunState
+
+#: what the engine keeps per run beside its incidents (its tracked run): handed back by
+#: `Bookkeeper.settled` for the engine to evaluate the run's evidence rules again
+Owner = TypeVar("Owner")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +150,59 @@ def _explaining(open_: list[Incident], graph: IncidentGraph, rule: str) -> Incid
                    and not graph.explains(roots[i.number], roots[o.number]) for o in found)
     ] or found  # fmt: skip
     return upstream[0] if upstream else None
+
+
+class Bookkeeper(Generic[Owner]):
+    """The engine's one call for incidents: each alert transition placed in its incident
+    (`record`), the stacks a hang's incident asks for, and what an incident that closed lets
+    go of (`settled`). `view_changed(run)` is told when a run's view (the stacks request it
+    carries to the emitters) changed."""
+
+    def __init__(self, graph: IncidentGraph, view_changed: Callable[[str], None]) -> None:
+        self.graph = graph
+        self._view_changed = view_changed
+        self._closed: list[tuple[Owner, RunState, str]] = []  # closed by a transition
+
+    def record(
+        self,
+        owner: Owner,
+        incidents: RunIncidents,
+        run: RunState,
+        key: str,
+        rule: Rule[Any],
+        cond: Condition,
+        firing: bool,
+        now: float,
+    ) -> IncidentRef | None:
+        """Place one transition of alert `key` and say its incident (the alert's field).
+        A hang's firing asks the run's processes for their stacks, once per incident."""
+        ref = place(incidents, self.graph, run.run, key, rule.rule_id, cond.since, firing, now,
+                    cond.key if rule.evidence else None)  # fmt: skip
+        if ref is not None:
+            if firing and rule.hang and run.stacks.ask(ref.id, now):
+                self._view_changed(run.run)  # the emitters read the request there
+            elif not ref.open and ref.role != "evidence":
+                self._closed.append((owner, run, ref.id))
+        return ref
+
+    def settled(self) -> Iterator[Owner]:
+        """The runs with an incident closed since the last call whose request for stacks
+        went with it: the evidence that answered it resolves (the caller evaluates their
+        evidence rules again; what that closes is yielded too)."""
+        while self._closed:
+            owner, run, ident = self._closed.pop()
+            if run.stacks.clear(ident):
+                self._view_changed(run.run)
+                yield owner
+
+
+def open_summaries(run: str, incidents: RunIncidents) -> list[dict[str, Any]]:
+    """The incidents of `run` open now: their id, root and alerts."""
+    out: list[dict[str, Any]] = []
+    for i in incidents.open:
+        root = i.members[i.root]
+        out.append({"id": incident_id(run, i.number), "run": run, "opened": i.opened,
+                    "root": i.root, "root_rule": root.rule,
+                    "alerts": {k: {"rule": m.rule, "since": m.since, "firing": m.firing}
+                               for k, m in i.members.items()}})  # fmt: skip
+    return out
