@@ -112,6 +112,12 @@ class LineParser:
             out += found
         return body, out
 
+    def notes(self) -> list[str]:
+        """Why lines that looked like metrics or failures since the last call gave no event
+        (`runwatch diagnose` says them for a console it cannot place)."""
+        out, self.metrics.notes = self.metrics.notes, []
+        return out
+
     def finish(self) -> list[Found]:
         """What the end of the output decides: a traceback its process printed last."""
         out: list[Found] = []

@@ -40,6 +40,7 @@ from runwatch.emitters.metric_shape import (
     Pair,
     is_rule,
     loss_scale_overflow,
+    pairs,
     read_line,
     read_step,
     single_pair,
@@ -191,6 +192,8 @@ class MetricLines:
         self._postfixes: dict[tuple[Any, str], int] = {}  # (source, bar) -> count last read
         self._counts: dict[tuple[Any, str], int] = {}  # (source, bar) -> highest count shown
         self._open: dict[Any, _Open] = {}  # source -> a record spread over lines
+        #: why lines that looked like metrics gave none, since the owner last took them
+        self.notes: list[str] = []
 
     @property
     def following(self) -> bool:
@@ -226,7 +229,24 @@ class MetricLines:
             self._open[source] = _Open(pair=pair)
         elif (named := read_step(line)) is not None:
             self.steps.named(source, named)
+        else:
+            self._why_not(line)
         return out
+
+    def _why_not(self, line: str) -> None:
+        """Say why a line with a value that is not finite gave no metrics (`notes`)."""
+        found = pairs(line)
+        bad = next((p for p in found if not math.isfinite(p.value)), None)
+        if bad is None:
+            return
+        if len(found) < 2:
+            why = "it is the line's only number: a step's metrics are two pairs or more"
+        else:
+            why = (
+                "the line names no step (a key like step, global_step, iteration, iter, it, "
+                "or `[epoch][iter/total]`) and prints no dict"
+            )
+        self.notes.append(f"`{bad.key}` is {bad.value} but {why}")
 
     def _more(self, source: Any, held: _Open, line: str) -> tuple[bool, list[Found]]:
         """(whether the line goes on the record being read, what it gives): a dict's next
@@ -306,7 +326,17 @@ class MetricLines:
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
         step = self.steps.step(source, named)
-        return self._emit_all(self.steps.record(source, step, metrics, skipped), rewards)
+        records = self.steps.record(source, step, metrics, skipped)
+        kept = {k for s, m in records if s == step for k in m}
+        held = [k for k, v in metrics.items() if k not in kept and v is not None]
+        if held:
+            self.notes.append(
+                f"`{held[0]}` is {metrics[held[0]]} at step {step}, which the log says was "
+                "skipped for a loss-scale overflow: routine until "
+                f"{self.steps.overflow_steps} skips in a row or a loss scale of 1 "
+                "(RUNWATCH_OVERFLOW_STEPS)"
+            )
+        return self._emit_all(records, rewards)
 
     def _emit_all(
         self, records: list[tuple[int, dict[str, float | None]]], rewards: bool = True

@@ -27,8 +27,12 @@ import re
 from dataclasses import dataclass, field
 
 _WORD = r"[A-Za-z_#][\w./#\-]*(?:\([\w./ *]*\))?"
+#: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
+#: is two pairs; `number of nan iterations: 0` one)
+_PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
 #: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
 _KEY = rf"(?<![\w.#\-]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
+_PLAIN_KEY = rf"(?<![\w.#\-]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 #: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
 #: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
@@ -37,8 +41,9 @@ _VALUE = (
     rf"|['\"]?(?P<v>{_NUMBER})['\"]?(?:\s*/\s*(?P<of>\d+))?)\s*\]?"
 )
 _PAIR = re.compile(
-    rf"(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|\[(?P<bk>{_KEY})\]|(?P<k>{_KEY}))"
-    rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*|\s+)"
+    rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
+    rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
+    rf"|(?P<pk>{_PLAIN_KEY})\s+)"
     rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|$)"
 )
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`
@@ -83,18 +88,19 @@ def pairs(text: str) -> list[Pair]:
     """Every key/value pair of a line, in order."""
     out: list[Pair] = []
     for m in _PAIR.finditer(text):
-        key = m.group("qk") or m.group("dk") or m.group("bk") or m.group("k") or ""
+        key = m.group("qk") or m.group("dk") or m.group("bk") or m.group("k") or m.group("pk")
+        key = key or ""
         key = key.strip()
         if not key or len(key) > 100 or _SOURCE_FILE.search(key):
             continue
-        if "=" in m.group("sep") and m.group("k"):
+        if m.group("k") and "=" in m.group("sep"):
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
         try:
             value = float(m.group("v") or m.group("w"))
         except ValueError:
             continue
         of = int(m.group("of")) if m.group("of") else None
-        out.append(Pair(key, value, of, quoted=m.group("k") is None and m.group("bk") is None))
+        out.append(Pair(key, value, of, quoted=bool(m.group("qk") or m.group("dk"))))
     return out
 
 

@@ -61,6 +61,8 @@ _ELAPSED = re.compile(r"\[(?:(\d+):)?(\d+):(\d{2})[<,\]]")
 STEP_BARS = ("Training Progress",)
 #: events of lines without a time are placed this far apart, in file order
 UNTIMED_STEP = 0.001
+#: lines that looked like metrics or failures and gave no event, said per file at most
+NOTES = 20
 
 
 @dataclass
@@ -117,6 +119,9 @@ class Diagnosis:
     #: (file, events, its last time) for files with lines after their last time, placed
     #: just after it in file order
     after_last: list[tuple[Path, int, float]] = field(default_factory=list)
+    #: (file:line, why, the line): lines that looked like metrics or failures and gave no
+    #: event -- what a user can report when the logs raise nothing
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _first_date(paths: Sequence[Path]) -> date | None:
@@ -223,6 +228,9 @@ class FileRead:
     #: events of lines after the file's last time, placed just after it in file order
     after_last: int = 0
     last_time: float | None = None  # the last time the file's lines say
+    #: (file:line, why, the line) of lines that looked like metrics or failures and gave
+    #: no event (the first `NOTES` of them)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def read(
@@ -269,8 +277,12 @@ def read(
         waiting.clear()
 
     number = 0
+    notes: list[tuple[str, str, str]] = []
     for number, raw in parts:
         body, found = parser.read(raw)
+        for why in parser.notes():
+            if len(notes) < NOTES:
+                notes.append((f"{path.name}:{number}", why, body.strip()[:200]))
         if (ts := stamp(body, year, offset)) is not None:
             days.saw(ts + offset)
         elif (seconds := time_of_day(body)) is not None:
@@ -315,7 +327,11 @@ def read(
     if waiting:  # the file never said a time: its last write is when it ended
         placed_at = path.stat().st_mtime
         settle(placed_at + UNTIMED_STEP)
-    return FileRead(out, latest, untimed, placed_at, len(trailing) if now is not None else 0, now)
+    for why in parser.notes():
+        if len(notes) < NOTES:
+            notes.append((f"{path.name}:{number}", why, ""))
+    after = len(trailing) if now is not None else 0
+    return FileRead(out, latest, untimed, placed_at, after, now, notes)
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
@@ -358,6 +374,7 @@ def diagnose(
     end = float("-inf")
     untimed: list[tuple[Path, int, float | None]] = []
     after_last: list[tuple[Path, int, float]] = []
+    notes: list[tuple[str, str, str]] = []
     for path in paths:
         written = datetime.fromtimestamp(path.stat().st_mtime + offset, UTC).date()
         got = read(path, LineParser(), year, offset, day or first or written, lines)
@@ -367,9 +384,10 @@ def diagnose(
             untimed.append((path, got.untimed, got.placed_at))
         if got.after_last and got.last_time is not None:
             after_last.append((path, got.after_last, got.last_time))
+        notes += got.notes
     events += step_events(events)
     events.sort(key=lambda e: e.ts)
-    result = Diagnosis(events=events, untimed=untimed, after_last=after_last)
+    result = Diagnosis(events=events, untimed=untimed, after_last=after_last, notes=notes)
     if not events:
         return result
     result.first, result.last = events[0].ts, max(end, events[-1].ts)

@@ -15,7 +15,7 @@ from runwatch import configfile
 from runwatch.commands import CommandError
 from runwatch.commands.lines import must_exist, read_lines
 from runwatch.console import alert_line, printable
-from runwatch.diagnose import clock, diagnose, table
+from runwatch.diagnose import Diagnosis, clock, diagnose, table
 from runwatch.logs import say
 
 #: what diagnose reads, said when it finds none of it
@@ -42,6 +42,19 @@ raise on the same events, as `runwatch serve` would have said them.
 
   runwatch diagnose driver.err vllm.out
 """
+
+
+def _notes(found: Diagnosis) -> str:
+    """The lines that looked like metrics or failures and gave no event, and why: what a
+    user can report when runwatch cannot place a console."""
+    if not found.notes:
+        return ""
+    lines = ["", "", "lines that looked like metrics or failures, and why they gave no event:"]
+    for where, why, text in found.notes:
+        lines.append(f"  {where}: {why}")
+        if text:
+            lines.append(f"    {printable(text)}")
+    return "\n".join(lines)
 
 
 def _day(text: str) -> date:
@@ -89,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
                          offset=args.utc_offset * 3600, on_refused=refused,
                          lines=lines)  # fmt: skip
     if not found.events or found.first is None or found.last is None:
-        raise CommandError(f"nothing runwatch reads in these files.\n{READS}", status=1)
+        raise CommandError(f"nothing runwatch reads in these files.\n{READS}{_notes(found)}",
+                           status=1)  # fmt: skip
     files = f"{len(paths)} file" + ("s" if len(paths) != 1 else "")
     print(f"{len(found.events):,} events from {files}, "
           f"{clock(found.first)} to {clock(found.last)} UTC")  # fmt: skip
@@ -107,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     print()
     if not found.alerts:
-        print("no alerts")
+        print("no alerts" + _notes(found))
     for alert in found.alerts:
         print(printable(alert_line(alert)))
     if found.unread:

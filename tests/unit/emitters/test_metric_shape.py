@@ -271,3 +271,33 @@ def test_the_scanner_reads_the_same_records_as_every_line_read() -> None:
     scanned += scanner.parser.finish()
     assert repr(scanned) == repr(every)
     assert [s for s, _ in bad(every)] == [1, 2, 3, 3184]
+
+
+def test_a_number_s_name_ends_a_key_only_where_spaces_alone_separate() -> None:
+    """Megatron's `number of nan iterations: 0` is one key; `loss nan Grad Norm 3.0` two
+    pairs."""
+    megatron = {p.key: p.value for p in pairs("grad norm: 0.79 | number of nan iterations:   0 |")}
+    assert megatron == {"grad norm": 0.79, "number of nan iterations": 0.0}
+    spaced = pairs("Train iter 16 loss nan Grad Norm 3.0")
+    assert [(p.key, repr(p.value)) for p in spaced] == [
+        ("Train iter", "16.0"), ("loss", "nan"), ("Grad Norm", "3.0")]  # fmt: skip
+
+
+# --- what could not be read, said ------------------------------------------------------------
+
+
+def test_lines_with_a_value_that_is_not_finite_and_no_metrics_say_why() -> None:
+    """Issue 41 item 7: a console runwatch cannot place says which lines looked like metrics
+    and why they gave none."""
+    parser = LineParser()
+    said = []
+    for line in ["loss: nan grad_norm: nan", "WARNING: value nan",
+                 "OVERFLOW! Skipping step. Attempted loss scale: 65536.0",
+                 "Train iter 16 loss nan Grad Norm 3.0", "epoch: 0|step: 5|loss: nan"]:  # fmt: skip
+        parser.parse(line)
+        said.append(parser.notes())
+    assert "names no step" in said[0][0]
+    assert "only number" in said[1][0]
+    assert said[2] == []
+    assert "skipped for a loss-scale overflow" in said[3][0]
+    assert said[4] == []  # read: nothing to say
