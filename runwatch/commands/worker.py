@@ -118,8 +118,9 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.metrics_detailed_runs < 0:
         raise CommandError("--metrics-detailed-runs cannot be negative")
     security = connect_check(args)
+    from runwatch.stream.kafka.host import run
+    from runwatch.stream.kafka.settings import WorkerSettings
     from runwatch.stream.kafka.snapshot import CAN_FORK
-    from runwatch.stream.kafka.worker import WorkerSettings, run
 
     settings = WorkerSettings(
         bootstrap=args.kafka,

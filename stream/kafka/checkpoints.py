@@ -20,14 +20,20 @@ does, and a partition that moves still starts from its state as the old owner le
 Records are single values up to `MAX_BYTES` (the topic's max.message.bytes, the producer's
 request limit): a checkpoint is compressed (`runwatch.stream.checkpoint`), and its size per
 live run is reported, so one over the limit is a figure to act on, not a surprise.
+
+`KafkaCheckpoints` is the worker's `CheckpointStore` (`runwatch.stream.checkpointer`): the one
+place that writes this topic, checkpoints and handover markers alike, each through its
+partition's publisher (`publish.PartitionPublisher`), after what that partition published.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.clients import Connects
 from runwatch.stream.kafka.consume import TP, partitions_of
 
@@ -64,6 +70,51 @@ def handover_key(group: str, topic: str, partition: int) -> bytes:
     """The key of the previous owner's word on a handover of that partition: a key of its
     own, so that compaction keeps it beside the checkpoint, not instead of it."""
     return b"handover|" + checkpoint_key(group, topic, partition)
+
+
+class _Sends(Protocol):
+    async def checkpoint(self, key: bytes, data: bytes, target: int) -> None: ...
+
+
+class KafkaCheckpoints:
+    """A worker group's checkpoints of the partitions of `topics.events`, on
+    `topics.checkpoints`. `publisher(p)`: the publisher of events partition p, which each
+    record of that partition goes out through."""
+
+    def __init__(
+        self, kafka: Connects, topics: Topics, group: str, publisher: Callable[[int], _Sends]
+    ) -> None:
+        self.kafka = kafka
+        self.topics = topics
+        self.group = group
+        self.publisher = publisher
+        #: the checkpoints topic's partitions (`runwatch worker` learns them as it starts)
+        self.partitions = 1
+
+    async def read(self, partition: int) -> bytes | None:
+        return (await self.newest(partition)).value
+
+    async def newest(self, partition: int) -> Found:
+        """The newest checkpoint of `partition`, waiting up to HANDOVER_S for one its
+        previous owner promised (`latest`)."""
+        key = checkpoint_key(self.group, self.topics.events, partition)
+        promised = handover_key(self.group, self.topics.events, partition)
+        return await latest(self.kafka, self.topics.checkpoints, key, partition, promised,
+                            HANDOVER_S)  # fmt: skip
+
+    async def write(self, partition: int, data: bytes) -> None:
+        """Store `data` as `partition`'s newest checkpoint; raises ValueError when it is over
+        MAX_BYTES, and whatever the producer raises."""
+        if len(data) > MAX_BYTES:
+            raise ValueError(f"{len(data)} bytes, over {MAX_BYTES}")
+        await self._put(partition, checkpoint_key(self.group, self.topics.events, partition), data)
+
+    async def mark(self, partition: int, word: bytes) -> None:
+        """The handover marker of `partition`: PENDING or SETTLED."""
+        await self._put(partition, handover_key(self.group, self.topics.events, partition), word)
+
+    async def _put(self, partition: int, key: bytes, value: bytes) -> None:
+        await self.publisher(partition).checkpoint(key, value, partition % self.partitions)
 
 
 @dataclass

@@ -11,6 +11,10 @@ and lag for /healthz and /readyz, reading up to the end for rebuilds, and a clea
 What was read up to follows the consumer past offsets that hold no record for it (records
 retention deleted, a transaction's commit marker), so a partition reaches its end.
 
+Group membership is the loop's too, as assignment is: given a `GroupLease` (`lease.py`), it
+renews the lease on each assignment and has it watch the consumer's heartbeats after each
+poll, so a role asks the lease whether the group still counts it in.
+
 Roles do their own work in a `Handler`: `handle(records)` gets one partition's records in
 offset order. Handling must be idempotent by record (event ids, alert ids, transition ids
 make it so in every role): a batch that fails half-way is handled again, record by record.
@@ -37,6 +41,7 @@ from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream.kafka.health import ConsumerHealth
+from runwatch.stream.kafka.lease import GroupLease
 from runwatch.stream.refused import Refused
 
 __all__ = ["TP", "ConsumingLoop", "Group", "Handler", "Partitions", "StopConsuming", "Until"]
@@ -49,6 +54,8 @@ LOG_APPEND_TIME = 1
 FETCHED_WITHIN_MS = 30_000
 #: How often a group looks again for a topic of its that was not created yet.
 RECHECK_TOPICS_S = 2.0
+#: How often `commit_read` commits (for Kafka's lag tools only).
+COMMIT_EVERY_S = 5.0
 #: How long the loop waits for a partition's position (known at once after a fetch; being
 #: reset, it is looked at again after the next poll instead).
 POSITION_S = 0.1
@@ -174,6 +181,7 @@ class ConsumingLoop:
         health: ConsumerHealth | None = None,
         max_backoff: float = 30.0,
         name: str = "consumer",
+        lease: GroupLease | None = None,
     ) -> None:
         self.consumer = consumer
         self.source = source
@@ -186,6 +194,7 @@ class ConsumingLoop:
         self.health = health
         self.max_backoff = max_backoff
         self.name = name
+        self.lease = lease
         #: per partition, the next offset to hand on (what was read up to)
         self.read: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
@@ -194,6 +203,7 @@ class ConsumingLoop:
         self._subscribed: list[str] = []  # a `Group` source's topics subscribed to, so far
         self._missing: list[str] = []  # ... and those not created yet
         self._recheck_at = 0.0
+        self._commit_at = 0.0  # `commit_read`'s next
         self.running = False
         self.isolated = 0  # records that failed on their own
         self.client_errors = 0
@@ -238,6 +248,8 @@ class ConsumingLoop:
                 await self._pass_markers()
                 if batch and self.commit:
                     await self._commit()
+                if self.lease is not None:
+                    self.lease.watch(consumer)
                 await self.handler.turn()
                 if self.until != "stopped" and await self._at_end():
                     return
@@ -392,6 +404,19 @@ class ConsumingLoop:
         except Exception as err:  # a rebalance in between: the next owner reads it again
             log.info("%s: commit skipped (%s)", self.name, err)
 
+    async def commit_read(self, tps: Sequence[TP]) -> None:
+        """Commit what was read up to in those of `tps` the loop reads, at most every
+        COMMIT_EVERY_S (for Kafka's lag tools, where a role keeps its own positions)."""
+        now = time.monotonic()
+        offsets = {tp: self.read[tp] for tp in tps if tp in self.read}
+        if now < self._commit_at or not offsets:
+            return
+        self._commit_at = now + COMMIT_EVERY_S
+        try:
+            await self.consumer.commit(offsets)
+        except Exception as err:  # a rebalance in between: the next commit has it
+            log.info("%s: commit skipped (%s)", self.name, err)
+
     async def _start(self) -> bool:
         """Start the consumer; while Kafka cannot be reached, try again (backing off, said
         once), so a role that starts as the broker goes down waits for it instead of exiting
@@ -455,6 +480,8 @@ class ConsumingLoop:
 
     def _assigned(self, partitions: set[TP]) -> None:
         self._known = set(partitions)
+        if self.lease is not None:
+            self.lease.renew()  # the group has just confirmed this member
         chosen = self.handler.assigned(partitions)
         for tp in partitions:
             offset = chosen.get(tp, self.read.get(tp))
@@ -469,6 +496,37 @@ class ConsumingLoop:
         """Go on in `tp` from `offset` (a handler that read it some other way)."""
         self.consumer.seek(tp, offset)
         self.read[tp] = offset
+
+    def go_on(self, tp: TP, offset: int) -> None:
+        """Go on in `tp` from `offset`, and fetch it again (a handler that held it paused
+        while it read it some other way). A partition taken away meanwhile is left to the
+        next assignment."""
+        try:
+            self.seek(tp, offset)
+            self.resume([tp])
+        except Exception as err:
+            log.info("%s: seek %s/%d: %r", self.name, tp.topic, tp.partition, err)
+
+    def holds(self, tp: TP) -> bool:
+        """Whether the consumer is assigned `tp` now."""
+        try:
+            return tp in self.consumer.assignment()
+        except Exception:
+            return False
+
+    def fetched(self, tp: TP) -> tuple[float | None, bool] | None:
+        """(when a fetch of `tp` last answered, in seconds since the epoch -- None before
+        the first --, whether everything up to the end that fetch saw is handed on); None
+        when `tp` is not assigned. A partition whose fetches stopped answering (a broker
+        away, this process paused) keeps its old answer."""
+        try:
+            high = self.consumer.highwater(tp)
+            polled = self.consumer.last_poll_timestamp(tp)
+        except Exception:  # not assigned any more
+            return None
+        if polled is None:
+            return None, False
+        return polled / 1000.0, high is not None and high <= self.read.get(tp, 0)
 
     def pause(self, tps: Sequence[TP]) -> None:
         self.consumer.pause(*tps)

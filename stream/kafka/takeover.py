@@ -3,9 +3,9 @@ before it judges them live.
 
 Each partition starts from its newest checkpoint on `runwatch.checkpoints` when that decodes
 and fits the partition as it is now (`stream/recovery.py`), else from nothing (said in one
-line); where its previous owner promised a handover checkpoint, the search waits for it
-(`checkpoints.latest`). The partitions given at once are restored side by side: their
-checkpoints are read, and promises waited on, together. Then the records after it are
+line); where its previous owner promised a handover checkpoint (`handover.py`), the search
+waits for it (`KafkaCheckpoints.newest`). The partitions given at once are restored side by
+side: their checkpoints are read, and promises waited on, together. Then the records after it are
 re-read, up to the partition's end as it was when the re-read began (under traffic the end
 moves on; a rebuild that chased it would never finish), with transitions held back;
 `runwatch.alerts` and the dead-letter topic are read to learn what was published already,
@@ -27,13 +27,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpoint import CheckpointError
-from runwatch.stream.kafka.checkpoints import HANDOVER_S, checkpoint_key, handover_key, latest
+from runwatch.stream.kafka.checkpoints import KafkaCheckpoints
 from runwatch.stream.kafka.clients import Connects
+from runwatch.stream.kafka.publish import Output
 from runwatch.stream.kafka.read import Ends, earliest, end_offset, read_published, read_topic
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.recovery import restore
@@ -99,23 +99,34 @@ class Rebuilt:
     resume: dict[int, int]
     #: the partitions still this worker's when the re-read ended, in order
     kept: list[int] = field(default_factory=list)
-    alerts: list[Alert] = field(default_factory=list)
-    dead: list[Refused] = field(default_factory=list)
-    views: list[RunView] = field(default_factory=list)
+    #: per partition kept, what its re-read made that is not published yet
+    made: dict[int, Output] = field(default_factory=dict)
     events: int = 0
     seconds: float = 0.0
     #: records of runwatch.alerts and the dead-letter topic read to learn what is published
     output_read: int = 0
 
+    def summary(self, live: list[int]) -> str:
+        """The line said once the partitions that are `live` went live."""
+        rate = self.events / self.seconds if self.seconds > 0 else 0.0
+        dropped = sorted(set(self.drivers) - set(live))
+        gone = f"; {dropped} given away meanwhile" if dropped else ""
+        transitions = sum(len(m.alerts) for m in self.made.values())
+        return (f"live on partitions {live}: rebuilt from {self.events} events in "
+                f"{self.seconds:.2f}s ({rate:,.0f} events/s), {transitions} missing alert "
+                f"transitions published ({self.output_read} alert and dead-letter records "
+                f"read){gone}")  # fmt: skip
+
 
 @dataclass
 class Takeover:
-    """What a takeover needs of its worker: where Kafka is, the names, how to make a fresh
-    driver, how to say a line, and how to store a checkpoint while re-reading."""
+    """What a takeover needs of its worker: where Kafka is, the names, where checkpoints
+    are kept, how to make a fresh driver, how to say a line, and how to store a checkpoint
+    while re-reading."""
 
     kafka: Connects
     topics: Topics
-    group: str
+    checkpoints: KafkaCheckpoints
     fresh: Callable[[int], LiveDriver]
     say: Callable[[str], None]
     #: whether a partition re-read this far is due a checkpoint (partition, driver, now)
@@ -150,12 +161,9 @@ class Takeover:
         return Start(driver, offset, _output(restored.position.get("output")))
 
     async def _newest(self, partition: int) -> bytes | None:
-        key = checkpoint_key(self.group, self.topics.events, partition)
-        promised = handover_key(self.group, self.topics.events, partition)
         for attempt in range(1, CHECKPOINT_READS + 1):
             try:
-                found = await latest(self.kafka, self.topics.checkpoints, key, partition,
-                                     promised, HANDOVER_S)  # fmt: skip
+                found = await self.checkpoints.newest(partition)
                 if found.waited:
                     self.say(f"partition {partition}: waited {found.waited:.2f}s for the "
                              "previous owner's handover checkpoint")  # fmt: skip
@@ -216,8 +224,6 @@ class Takeover:
             d = out.drivers[p]
             alerts, letters = d.finish_replay(published, ends_taken,
                                               dead_after=dead_upto.get(p, -1))  # fmt: skip
-            out.alerts += alerts
-            out.dead += letters
             # the views a dead predecessor may not have published: every run the replay
             # changed, and every run with alerts firing or lifted
             engine = d.engine
@@ -225,5 +231,5 @@ class Takeover:
             engine.views_changed.update(
                 run for run, t in engine.runs.items() if t.firing or t.lifted
             )
-            out.views += engine.take_run_views()
+            out.made[p] = Output(alerts, letters, engine.take_run_views())
         return out

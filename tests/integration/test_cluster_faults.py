@@ -36,7 +36,7 @@ from test_worker import WorkerProcess
 from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker
 from runwatch.store.store import Store
-from runwatch.stream.kafka.worker import DATADIR_PREFIX
+from runwatch.stream.kafka.host import DATADIR_PREFIX
 
 #: solo: its heartbeat timeout is 4 s, and beside the heaviest tests (load average 8-9 on
 #: two cores) its own traffic thread fell that far behind: `make test` runs it alone

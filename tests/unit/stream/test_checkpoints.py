@@ -1,5 +1,6 @@
-"""Finding a partition's newest checkpoint on `runwatch.checkpoints`, from the end backwards,
-and waiting for one a handover promised."""
+"""The worker's checkpoint store, `runwatch.checkpoints`: finding a partition's newest
+checkpoint from the end backwards, waiting for one a handover promised, and writing each
+partition's records through its publisher."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kafka_double import MemoryBroker, MemoryConnection, MemoryRecord
+from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection, MemoryRecord
 
+from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka import checkpoints
 from runwatch.stream.kafka.checkpoints import (
     PENDING,
@@ -20,6 +22,7 @@ from runwatch.stream.kafka.checkpoints import (
     handover_key,
     latest,
 )
+from runwatch.stream.kafka.publish import Publisher
 
 TOPIC = "t.runwatch.checkpoints"
 
@@ -128,3 +131,49 @@ def test_no_wait_for_a_settled_or_stale_promise(word: bytes) -> None:
     log.append(MemoryRecord(TOPIC, 0, len(log), made, 0, MARKER, word))
     found = asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
     assert found == Found(b"old")
+
+
+class Sends:
+    """A partition's publisher, as the store writes through it."""
+
+    def __init__(self, partition: int, sent: list[tuple[int, bytes, bytes, int]]) -> None:
+        self.partition, self.sent = partition, sent
+
+    async def checkpoint(self, key: bytes, data: bytes, target: int) -> None:
+        self.sent.append((self.partition, key, data, target))
+
+
+def test_the_store_writes_each_partition_s_records_through_its_publisher() -> None:
+    """Checkpoints and handover markers alike, to checkpoints partition p mod its count."""
+    sent: list[tuple[int, bytes, bytes, int]] = []
+    store = checkpoints.KafkaCheckpoints(MemoryConnection(MemoryBroker()), Topics("t."),
+                                         "workers", lambda p: Sends(p, sent))  # fmt: skip
+    store.partitions = 2
+
+    async def scenario() -> None:
+        await store.write(3, b"state")
+        await store.mark(3, PENDING)
+        with pytest.raises(ValueError, match="over"):
+            await store.write(1, b"x" * (checkpoints.MAX_BYTES + 1))
+
+    asyncio.run(scenario())
+    assert sent == [(3, key(3), b"state", 1), (3, handover_key("workers", "t.runwatch.events", 3),
+                                               PENDING, 1)]  # fmt: skip
+
+
+def test_the_store_reads_back_what_it_wrote() -> None:
+    b = MemoryBroker()
+    b.create(TOPIC, 1)
+    producer = MemoryAppProducer(b)
+    publisher = Publisher(lambda: producer, Topics("t."), "w/1")
+    store = checkpoints.KafkaCheckpoints(MemoryConnection(b), Topics("t."), "workers",
+                                         publisher.of)  # fmt: skip
+
+    async def scenario() -> tuple[bytes | None, bytes | None]:
+        none = await store.read(0)
+        await store.write(0, b"v1")
+        await store.write(1, b"other")
+        await store.write(0, b"v2")
+        return none, await store.read(0)
+
+    assert asyncio.run(scenario()) == (None, b"v2")

@@ -1,0 +1,191 @@
+"""The worker's checkpoints: which live partitions are due, how a checkpoint is made, and
+where it goes.
+
+When is the one `Checkpointer`'s decision (`runwatch.stream.checkpointer`, shared with
+`runwatch serve`): every `checkpoint_every_s` seconds or `checkpoint_every_events` events,
+at once for a handover, never with nothing new -- nor for a partition whose output is held
+while the group lease has lapsed (a checkpoint covers only what is published). Where is
+`KafkaCheckpoints` (`checkpoints.py`), which writes through the partition's publisher.
+
+A checkpoint is made in three steps. First the broker is asked where the output topics end
+(`read.output_ends`): everything the state made is before those ends, so a takeover reads
+them from there on. Then the state is taken, between two batches (`making`: no transition
+made and not yet handed to the producer), with the offset it covers; with `fork` it is
+pickled in a forked child while events go on being applied (`snapshot.py`), else in place.
+Last it is stored, once everything the partition published is on its topics. A partition
+given away meanwhile is not stored: its new owner's checkpoints must stay the newest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from runwatch.stream.checkpointer import Checkpointer
+from runwatch.stream.kafka.checkpoints import HANDOVER_S, KafkaCheckpoints
+from runwatch.stream.kafka.read import Ends
+from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.metrics.worker import WorkerMetrics
+
+log = logging.getLogger("runwatch.stream.worker")
+
+
+class Checkpointing:
+    """Checkpoints of a worker's live partitions (`drivers`, the worker's own dict).
+
+    `holds(p)`: whether partition p's output is held (not checkpointed then); `leased()`:
+    the group lease; `ends()`: where the output topics end now; `prune(p, driver, now)`:
+    what the live path does to a driver before its state is taken (finished runs leave)."""
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        store: KafkaCheckpoints,
+        drivers: dict[int, LiveDriver],
+        making: asyncio.Lock,
+        *,
+        fork: bool,
+        holds: Callable[[int], bool],
+        leased: Callable[[], bool],
+        ends: Callable[[], Awaitable[Ends]],
+        prune: Callable[[int, LiveDriver, float], None],
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.schedule = checkpointer
+        self.store = store
+        self.drivers = drivers
+        self.making = making
+        self.fork = fork
+        self.holds = holds
+        self.leased = leased
+        self.ends = ends
+        self.prune = prune
+        self.metrics = metrics
+        #: the due checkpoints being made, off the polling loop (one batch at a time)
+        self._running: asyncio.Task[None] | None = None
+
+    def due(self, now: float, handover: bool = False) -> list[int]:
+        """The live partitions due a checkpoint (`Checkpointer.due`): for a `handover`,
+        every one with something new."""
+        return [
+            p for p, driver in self.drivers.items()
+            if driver.position is not None and not self.holds(p)
+            and self.schedule.due(p, driver.position + 1, driver.applied, now, at_once=handover)
+        ]  # fmt: skip
+
+    def rereading_due(self, partition: int, driver: LiveDriver, now: float) -> bool:
+        """Whether a partition being re-read this far is due one (a takeover's)."""
+        return self.schedule.interval_passed(partition, driver.applied, now)
+
+    async def turn(self, now: float) -> None:
+        """Between polls: the due checkpoints, in place -- or, forked, started off the
+        polling loop, which goes on while a child pickles."""
+        if not self.fork:
+            for p in self.due(now):
+                await self.checkpoint(p, now)
+        elif self._running is None or self._running.done():
+            due = self.due(now)
+            if due:
+                self._running = asyncio.create_task(self.all(due, now))
+
+    async def idle(self) -> None:
+        """Once the checkpoints under way are made (their outcome is their own)."""
+        running = self._running
+        if running is not None and not running.done():
+            await asyncio.wait([running])
+
+    async def all(self, partitions: list[int], now: float) -> None:
+        for p in partitions:
+            try:
+                await self.checkpoint(p, now)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # said; the next turn tries again
+                log.exception("partition %d: checkpoint failed", p)
+
+    async def checkpoint(self, partition: int, now: float) -> bool:
+        """Store the live partition's state, with the offset it covers, once everything it
+        made is on its topics; whether it was stored (a failure is said and counted: the
+        next takeover replays from the checkpoint before)."""
+        driver = self.drivers.get(partition)
+        if driver is None:
+            return False
+        return await self.of(partition, driver, now)
+
+    async def of(self, partition: int, driver: LiveDriver, now: float) -> bool:
+        """`checkpoint` of `driver`: the partition's live one, or one a handover promised
+        (given away since, and stored all the same: its new owner waits for it)."""
+        if driver.position is None or self.holds(partition):
+            return False  # (held output: a checkpoint covers only what is published)
+        mine = self.drivers.get(partition) is driver
+        output = await self._output_ends()  # before the state: all it made is before them
+        if mine and self.drivers.get(partition) is not driver:
+            return False  # given away meanwhile: the new owner's to checkpoint
+        async with self.making:  # no transition made and not yet handed to the producer
+            self.prune(partition, driver, now)
+            offset, applied = driver.position + 1, driver.applied
+            runs = len(driver.engine.runs)
+            position: dict[str, Any] = {"offset": offset}
+            if output is not None:
+                position["output"] = output
+            snapshot = Snapshot(driver, position, fork=self.fork)
+        try:
+            data = await snapshot.data()
+            gone = self.drivers.get(partition) is not driver or not self.leased()
+            if mine and self.fork and gone:
+                return False  # given away while the child pickled: the new owner's now
+        except SnapshotFailed as err:
+            log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
+                        "one before", partition, err)  # fmt: skip
+            if self.metrics is not None:
+                self.metrics.checkpoints.failed.labels(str(partition)).inc()
+            return False
+        return await self.store_one(partition, applied, offset, data, runs, now, note=mine)
+
+    async def _output_ends(self) -> Ends | None:
+        """Where the output topics end now, for a checkpoint to keep; None if the broker
+        does not say (its takeover then reads them from the start)."""
+        try:
+            async with asyncio.timeout(HANDOVER_S):
+                return await self.ends()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.info("output topics' ends not known (%s: %s)", type(err).__name__, err)
+            return None
+
+    async def store_one(
+        self,
+        partition: int,
+        applied: int,
+        offset: int,
+        data: bytes,
+        runs: int,
+        now: float,
+        note: bool = True,
+    ) -> bool:
+        """Store one checkpoint of `partition` (made when its driver had applied `applied`
+        events, covering up to `offset`); whether it was stored. `note`: the partition is
+        this worker's (its next checkpoint is due an interval from now)."""
+        started = time.perf_counter()
+        if note:
+            self.schedule.tried(partition, applied, now)
+        try:
+            await self.store.write(partition, data)
+        except Exception as err:
+            log.warning("partition %d: checkpoint of %d runs not stored (%s: %s); a takeover "
+                        "replays from the one before", partition, runs, type(err).__name__,
+                        err)  # fmt: skip
+            if self.metrics is not None:
+                self.metrics.checkpoints.failed.labels(str(partition)).inc()
+            return False
+        if note:
+            self.schedule.stored(partition, offset)
+        if self.metrics is not None:
+            self.metrics.checkpoints.stored(str(partition), len(data), runs,
+                                            time.perf_counter() - started)  # fmt: skip
+        return True
