@@ -7,8 +7,10 @@ with a fresh topic and consumer group each, never with a broker each.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,3 +86,14 @@ def sinks() -> Iterator[list[Any]]:
     yield started
     for s in started:
         s.ensure_gone()
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """The real `helm`, built once (scripts/ensure_helm.sh): the chart's checks."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [str(root / "scripts" / "ensure_helm.sh")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"scripts/ensure_helm.sh failed:\n{done.stderr}"
+    return done.stdout.strip().splitlines()[-1]

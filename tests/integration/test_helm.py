@@ -66,15 +66,6 @@ dashboards: {enabled: true, labels: {team: ml-infra}}
 """
 
 
-@pytest.fixture(scope="session")
-def helm() -> str:
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "ensure_helm.sh")], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"scripts/ensure_helm.sh failed:\n{done.stderr}"
-    return done.stdout.strip().splitlines()[-1]
-
-
 def _run(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm, *args], capture_output=True, text=True, check=False, timeout=60)
 
