@@ -4,8 +4,9 @@ one among them that explains the others (the root cause).
 Pure: the engine hands each alert transition it makes to one place, `Bookkeeper.record`,
 on event time, so a replay, `serve` and the Kafka worker (rebuilt or not) put every
 transition in the same incident under the same id; the bookkeeper also asks a hang's
-processes for their stacks and lets them go when the incident closes. Which rule's alert explains which is a table (`Rule.explains`,
-overridable per rule with `explains = [...]` in the config, custom rules included):
+processes for their stacks and lets them go when the incident closes. Which rule's alert
+explains which is a table (`Rule.explains`, overridable per rule with `explains = [...]` in
+the config, custom rules included):
 upstream explains downstream -- a failed or silent component explains the stalls and
 empty rewards of what waits on it.
 
