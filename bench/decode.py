@@ -45,6 +45,7 @@ import orjson
 from benchinfo import SAID, machine, say, write_section
 from pydantic import Discriminator, Tag, TypeAdapter
 
+from runwatch.dev.envelope import event
 from runwatch.dev.incidents import INCIDENTS
 from runwatch.emitters import events
 from runwatch.stream.decode import _FAST, _PATTERNS, decode
@@ -60,16 +61,10 @@ def corpus(n: int, seed: int = 7) -> list[bytes]:
     lines: list[bytes] = []
     for i in range(n):
         if rng.random() < NAN_SHARE:
-            e = {
-                "v": 1,
-                "id": f"nan-{i}",
-                "ts": 1_773_496_800.0 + i,
-                "run": "nan-run",
-                "kind": "step.metrics",
-                "src": {"component": "trainer", "host": "node-0", "pid": 1},
-                "step": i,
-                "metrics": {"actor/grad_norm": math.nan, "critic/score/mean": 0.4, "x": None},
-            }
+            src = {"component": "trainer", "host": "node-0", "pid": 1}
+            metrics = {"actor/grad_norm": math.nan, "critic/score/mean": 0.4, "x": None}
+            e = event("step.metrics", 1_773_496_800.0 + i, "nan-run", src, f"nan-{i}", step=i,
+                      metrics=metrics)  # fmt: skip
             lines.append(json.dumps(e).encode())
         else:
             lines.append(orjson.dumps(rng.choice(pool)))

@@ -32,6 +32,7 @@ from typing import Any
 from benchinfo import SAID, machine, say, write_section
 from prometheus_client import CollectorRegistry, generate_latest
 
+from runwatch.dev.envelope import event
 from runwatch.dev.incidents import sandbox_hang
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
@@ -47,9 +48,7 @@ def _events(run: str, t0: float) -> list[dict[str, Any]]:
     def emit(kind: str, ts: float, src: dict[str, Any], **fields: Any) -> None:
         nonlocal n
         n += 1
-        out.append(
-            {"v": 1, "id": f"{run}-{n}", "ts": ts, "run": run, "kind": kind, "src": src, **fields}
-        )
+        out.append(event(kind, ts, run, src, f"{run}-{n}", **fields))
 
     trainer = {"component": "trainer", "host": "n0", "pid": 1}
     rollout = {"component": "rollout", "host": "n1", "pid": 2}
@@ -182,9 +181,8 @@ def fleet_budget(runs: int, scrapes: int) -> None:
         events = _events(f"run-{r:05d}", t0)
         if r % 100 == 0:  # a NaN loss: non_finite_metric fires
             last = events[-1]
-            events.append({"v": 1, "id": f"nan-{r}", "ts": last["ts"], "run": last["run"],
-                           "kind": "step.metrics", "src": events[0]["src"], "step": 17,
-                           "metrics": {"loss": float("nan")}})  # fmt: skip
+            events.append(event("step.metrics", last["ts"], last["run"], events[0]["src"],
+                                f"nan-{r}", step=17, metrics={"loss": float("nan")}))  # fmt: skip
         for e in events:  # json writes NaN as the token the contract allows; orjson as null
             engine.apply(decode(json.dumps(e).encode()) if e["id"].startswith("nan") else
                          decode_dict(e))  # fmt: skip

@@ -38,6 +38,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from worker import Worker
 
 from runwatch.dev.broker import KafkaBroker
+from runwatch.dev.envelope import event
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 
@@ -48,9 +49,8 @@ RUNS = 200
 
 
 def beat(run: str, process: str, pid: int, ts: float) -> bytes:
-    return json.dumps({"v": 1, "id": uuid.uuid4().hex, "ts": ts, "run": run,
-                       "kind": "heartbeat", "src": {"component": process, "host": "bench",
-                                                    "pid": pid}}).encode()  # fmt: skip
+    src = {"component": process, "host": "bench", "pid": pid}
+    return json.dumps(event("heartbeat", ts, run, src)).encode()
 
 
 class Traffic:

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from runwatch.dev import envelope
+
 BEAT = 10.0
 TRAJS = 32
 
@@ -38,9 +40,8 @@ class Planned(NamedTuple):
 def wire(p: Planned, ts: float, event_id: str) -> bytes:
     """`p` as a record's value: the contract's event, stamped `ts`. A step's metrics go
     through json, which writes NaN as the contract's token (orjson would write null)."""
-    event = {"v": 1, "id": event_id, "ts": ts, "run": p.run, "kind": p.kind, "src": p.src,
-             **p.fields}  # fmt: skip
-    return json.dumps(event).encode() if p.kind == "step.metrics" else orjson.dumps(event)
+    e = envelope.event(p.kind, ts, p.run, p.src, event_id, **p.fields)  # type: ignore[arg-type]
+    return json.dumps(e).encode() if p.kind == "step.metrics" else orjson.dumps(e)
 
 
 def src(run: str, k: int) -> dict[str, Any]:

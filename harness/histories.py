@@ -14,6 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from runwatch.dev.envelope import event
+
 #: fault name -> the rule that should catch it
 FAULTS = {
     "sync_stuck": "weight_sync_stalled",
@@ -35,8 +37,7 @@ def history(
     out: list[dict[str, Any]] = []
 
     def ev(ts: float, kind: str, src: dict[str, Any], **fields: Any) -> None:
-        out.append({"v": 1, "id": f"{run}-{len(out)}", "ts": ts, "run": run, "kind": kind,
-                    "src": src, **fields})  # fmt: skip
+        out.append(event(kind, ts, run, src, f"{run}-{len(out)}", **fields))
 
     trainer = {"component": "trainer", "host": "node-0", "pid": 100}
     engines = [{"component": "inference", "host": f"gpu-{k}", "pid": 200 + k,

@@ -1,11 +1,14 @@
-"""Event factory and engine driving shared by the tests, and the suite's leak detection.
+"""The tests' defaults for events, engine driving shared by the tests, and the suite's leak
+detection.
 
-Events are built as plain dicts (what an emitter puts on the wire) and go through the real
-decoder before the engine sees them, so every test exercises the same path as production.
+Events are built as plain dicts (what an emitter puts on the wire, by the one event factory,
+`runwatch.dev.envelope`) and go through the real decoder before the engine sees them, so
+every test exercises the same path as production.
 
 tests/conftest.py imports this module for every test, so it imports only the standard
-library at module level: the stream core is imported where it is used, and a test that
-checks what `import runwatch.emitters` pulls in still sees a clean process.
+library and that factory (itself standard library only) at module level: the stream core is
+imported where it is used, and a test that checks what `import runwatch.emitters` pulls in
+still sees a clean process.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from runwatch.dev import envelope
 
 if TYPE_CHECKING:
     from runwatch.emitters.console import LineParser
@@ -57,15 +62,7 @@ def make_event(
             src["host"] = host
         if pid is not None:
             src["pid"] = pid
-    return {
-        "v": 1,
-        "id": f"evt-{next(_ids):08d}",
-        "ts": ts,
-        "run": run,
-        "kind": kind,
-        "src": dict(src),
-        **fields,
-    }
+    return envelope.event(kind, ts, run, dict(src), f"evt-{next(_ids):08d}", **fields)
 
 
 def wait_for(what: Any, why: str, timeout: float = 60.0, every: float = 0.05) -> Any:

@@ -11,7 +11,8 @@ from typing import IO
 
 import orjson
 
-from runwatch.dev.simulate import Cluster, Event
+from runwatch.dev.envelope import Event
+from runwatch.dev.simulate import Cluster
 from runwatch.emitters.kafka_security import KafkaSecurity
 from runwatch.logs import say
 

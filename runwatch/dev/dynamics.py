@@ -13,6 +13,8 @@ import math
 import random
 from typing import Any
 
+from runwatch.dev.envelope import event
+
 #: fault name -> the rule that should catch it
 FAULTS = {
     "grad_explosion": "grad_norm_spike",
@@ -95,12 +97,10 @@ def events(
     out: list[dict[str, Any]] = []
     for i, m in enumerate(metrics, 1):
         ts = start + every * i
-        out.append({"v": 1, "id": f"{run}-{i}", "ts": ts, "run": run, "kind": "step.metrics",
-                    "src": src, "step": i, "metrics": m})  # fmt: skip
+        out.append(event("step.metrics", ts, run, src, f"{run}-{i}", step=i, metrics=m))
         if "timing_s/step" in m:
             timing = {k[len("timing_s/") :]: v for k, v in m.items()
                       if k.startswith("timing_s/") and k != "timing_s/step"}  # fmt: skip
-            out.append({"v": 1, "id": f"{run}-{i}-done", "ts": ts, "run": run,
-                        "kind": "step.done", "src": src, "step": i,
-                        "duration_s": m["timing_s/step"], "timing": timing})  # fmt: skip
+            out.append(event("step.done", ts, run, src, f"{run}-{i}-done", step=i,
+                             duration_s=m["timing_s/step"], timing=timing))  # fmt: skip
     return out

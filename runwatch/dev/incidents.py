@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-Event = dict[str, Any]
+from runwatch.dev.envelope import Event, event
 
 #: 2026-03-14 14:00:00 UTC: the incidents' clock starts here.
 T0 = datetime(2026, 3, 14, 14, 0, tzinfo=UTC).timestamp()
@@ -37,16 +37,9 @@ class Script:
         self.rng = random.Random(f"{self.run}/{self.seed}")
 
     def emit(self, kind: str, ts: float, src: dict[str, Any], **fields: Any) -> None:
+        n = len(self.events)
         self.events.append(
-            {
-                "v": 1,
-                "id": f"{self.run}-{len(self.events):07d}",
-                "ts": round(ts, 3),
-                "run": self.run,
-                "kind": kind,
-                "src": src,
-                **fields,
-            }
+            event(kind, round(ts, 3), self.run, src, f"{self.run}-{n:07d}", **fields)
         )
 
     def heartbeats(

@@ -22,10 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from runwatch.dev.envelope import Event, event
 from runwatch.stream.rules import BUILTIN_RULES
 from runwatch.stream.rules.base import time_params
-
-Event = dict[str, Any]
 
 FAULTS = ("sandbox_hang", "inference_crash", "orchestrator_dies", "rank_divergence")
 KINDS = (*FAULTS, "slow_but_healthy")
@@ -328,13 +327,10 @@ class Cluster:
         for t, index, i, kind, src, fields in heapq.merge(*streams):
             spec = self.specs[index]
             ts = t0 + t / speed
-            out: Event = {"v": 1, "id": f"{spec.run}-{i:07d}", "ts": round(ts, 4),
-                          "run": spec.run, "kind": kind, "src": src}  # fmt: skip
             fields = _scale(fields, t0, speed)
             if kind == "run.started" and config:
                 fields = {**fields, "config": config}
-            out.update(fields)
-            yield out
+            yield event(kind, round(ts, 4), spec.run, src, f"{spec.run}-{i:07d}", **fields)
 
     def stop(self, now: float) -> list[Event]:
         """The simulation stops early (Ctrl-C) at wall time `now`: the closing events of
@@ -345,8 +341,9 @@ class Cluster:
                 continue
             run = job.spec.run
             for kind, src, fields in job.closing():
-                out.append({"v": 1, "id": f"{run}-{job.yielded:07d}", "ts": round(now, 4),
-                            "run": run, "kind": kind, "src": src, **fields})  # fmt: skip
+                out.append(
+                    event(kind, round(now, 4), run, src, f"{run}-{job.yielded:07d}", **fields)
+                )
                 job.yielded += 1
         return out
 

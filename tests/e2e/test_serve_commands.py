@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from harness.slack_server import FakeSlack
+from runwatch.dev import envelope
 from runwatch.dev.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,7 @@ def runwatch(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 def event(kind: str, run: str = "grpo-7b", **fields: Any) -> dict[str, Any]:
     src = {"component": "trainer", "host": "node-1", "pid": 7}
-    return {"v": 1, "id": uuid.uuid4().hex, "ts": time.time(), "run": run, "kind": kind,
-            "src": src, **fields}  # fmt: skip
+    return envelope.event(kind, time.time(), run, src, **fields)
 
 
 def send(serve: ServeProcess, *events: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from helpers import terminate
 from kafka import KafkaProducer
 
 from harness.slack_server import FakeSlack
+from runwatch.dev import envelope
 from runwatch.dev.broker import free_port
 
 pytestmark = pytest.mark.integration
@@ -73,15 +74,7 @@ def send(producer: KafkaProducer, topic: str, key: str, value: dict[str, Any]) -
 
 
 def event(kind: str, run: str, src: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {
-        "v": 1,
-        "id": uuid.uuid4().hex,
-        "ts": time.time(),
-        "run": run,
-        "kind": kind,
-        "src": src,
-        **fields,
-    }
+    return envelope.event(kind, time.time(), run, src, **fields)
 
 
 def test_worker_serves_metrics(kafka_broker: str, producer: KafkaProducer) -> None:

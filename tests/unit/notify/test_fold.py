@@ -15,6 +15,7 @@ import pytest
 from helpers import decoded
 
 from harness.slack_server import FakeSlack
+from runwatch.dev import envelope
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 
@@ -36,8 +37,7 @@ def rig(slack: FakeSlack, tmp_path: Path) -> Iterator[Rig]:
 
 def event(kind: str, ts: float, component: str = "trainer", **fields: Any) -> dict[str, Any]:
     src = {"component": component, "host": "node-1", "pid": 7 if component == "trainer" else 8}
-    return {"v": 1, "id": f"{kind}-{ts}-{component}", "ts": ts, "run": "grpo-7b",
-            "kind": kind, "src": src, **fields}  # fmt: skip
+    return envelope.event(kind, ts, "grpo-7b", src, f"{kind}-{ts}-{component}", **fields)
 
 
 def transitions(*events: dict[str, Any]) -> list[Alert]:

@@ -9,13 +9,13 @@ import http.client
 import json
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runwatch.dev import envelope
 from runwatch.service import stream
 from runwatch.service.core import Service
 from runwatch.service.http import ServiceServer
@@ -25,8 +25,7 @@ FOLLOWERS = 12  # more than the server has request threads (2), and than serve's
 
 def event(kind: str, run: str = "r1", **fields: Any) -> str:
     src = {"component": "trainer", "host": "node-1", "pid": 7}
-    return json.dumps({"v": 1, "id": uuid.uuid4().hex, "ts": time.time(), "run": run,
-                       "kind": kind, "src": src, **fields})  # fmt: skip
+    return json.dumps(envelope.event(kind, time.time(), run, src, **fields))
 
 
 def post(port: int, *lines: str) -> Any:

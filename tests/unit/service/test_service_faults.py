@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from runwatch.dev import envelope
 from runwatch.service.core import Service
 from runwatch.service.spool_tail import CHUNK, SpoolTail
 from runwatch.service.wal import EventLog, LogsInUse
@@ -22,8 +23,8 @@ from runwatch.stream.alerts import Alert
 
 def ev(ident: str, run: str = "r", kind: str = "heartbeat", **f: Any) -> bytes:
     src = {"component": "trainer", "host": "h", "pid": 1}
-    return json.dumps({"v": 1, "id": ident, "ts": time.time(), "run": run, "kind": kind,
-                       "src": src, **f}).encode()  # fmt: skip
+    # `f` may replace the envelope's own (a `ts` no event could carry)
+    return json.dumps({**envelope.event(kind, time.time(), run, src, ident), **f}).encode()
 
 
 @pytest.fixture

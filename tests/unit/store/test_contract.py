@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from runwatch.dev import envelope
 from runwatch.store import NotAStore, Store, StoreError
 from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import decode
@@ -21,7 +22,7 @@ from runwatch.stream.exceptions import InvalidEvent
 
 def ev(kind: str, ts: float, n: int, run: str = "r1", **fields: Any) -> dict[str, Any]:
     src = fields.pop("src", {"component": "trainer", "host": "node-0", "pid": 7})
-    return {"v": 1, "id": f"{run}-{n}", "ts": ts, "run": run, "kind": kind, "src": src, **fields}
+    return envelope.event(kind, ts, run, src, f"{run}-{n}", **fields)
 
 
 def alert(n: int, state: str = "firing", key: str = "zero_reward|r1") -> Alert:
