@@ -35,7 +35,7 @@ from typing import Any
 
 from benchinfo import SAID, machine, say, write_section
 from kafka import KafkaConsumer, KafkaProducer
-from worker import Worker
+from processes import Worker
 
 from runwatch.dev.broker import KafkaBroker
 from runwatch.dev.envelope import event

@@ -29,7 +29,7 @@ from typing import Any
 
 from benchinfo import SAID, machine, say, write_section
 from fleet import PROBE_EVERY, Alerts, produce, spread
-from worker import Worker
+from processes import Worker
 
 from runwatch.dev.broker import KafkaBroker
 from runwatch.emitters.topics import Topics

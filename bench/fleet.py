@@ -62,7 +62,7 @@ from typing import Any
 from benchinfo import SAID, follow_alerts, machine, percentile, proc_stats, say, write_section
 from fleet_shape import BEAT, schedule, wire
 from kafka import KafkaConsumer, TopicPartition
-from worker import RUNWATCH, Worker
+from processes import RUNWATCH, Worker
 
 from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker, free_port

@@ -249,7 +249,7 @@ def restart_under_traffic(
     going on (`traffic`) or stopped just before, checkpoints every `every` seconds;
     spawn-to-live and the worst probe delay."""
     from faults import TIMEOUT, Traffic, firings
-    from worker import Worker
+    from processes import Worker
 
     from runwatch.emitters.topics import Topics
     from runwatch.stream.kafka.admin import ensure_topics

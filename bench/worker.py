@@ -40,7 +40,6 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,15 +49,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import interleaved_incidents, percentile, proc_stats
+from benchinfo import interleaved_incidents, percentile
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from processes import Worker
 from restart import checkpoint_cost, restart_worker
 
 from runwatch.dev.incidents import INCIDENTS
-
-ROOT = Path(__file__).resolve().parent.parent
-RUNWATCH = str(ROOT / ".venv" / "bin" / "runwatch")
 
 
 def stream(copies: int, end: float, seed: int = 11) -> list[tuple[float, str, bytes]]:
@@ -77,54 +74,6 @@ def event(run: str, kind: str, ts: float, **fields: Any) -> bytes:
     body = {"v": 1, "id": uuid.uuid4().hex, "ts": ts, "run": run, "kind": kind}
     body["src"] = {"component": "trainer", "host": "bench", "pid": 1}
     return orjson.dumps({**body, **fields})
-
-
-class Worker:
-    """`runwatch worker` as a subprocess; stderr lines are collected."""
-
-    def __init__(
-        self, bootstrap: str, prefix: str, app_id: str, cpu: int | None, *extra: str
-    ) -> None:
-        cmd = [RUNWATCH, "worker", "--kafka", bootstrap, "--topic-prefix", prefix]
-        cmd += ["--app-id", app_id, "--partitions", "1", *extra]
-        if cpu is not None and shutil.which("taskset"):
-            cmd = ["taskset", "-c", str(cpu), *cmd]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.said_at: list[float] = []  # when each line came (time.time())
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.said_at.append(time.time())
-            self.lines.append(line.rstrip())
-
-    def wait_live(self, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.lines:
-                if "live on partitions" in line:
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("worker did not go live:\n" + "\n".join(self.lines[-20:]))
-
-    def cpu_s(self) -> float:
-        return proc_stats(self.proc.pid)[1]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(5)
 
 
 class AlertWatch:

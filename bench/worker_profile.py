@@ -48,7 +48,7 @@ from pathlib import Path
 
 from benchinfo import SAID, machine, say, write_section
 from fleet import _produce
-from worker import Worker
+from processes import Worker
 
 from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters.topics import Topics

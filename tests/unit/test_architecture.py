@@ -201,3 +201,24 @@ def test_the_environment_is_named_in_one_module() -> None:
     assert {"RUNWATCH_KAFKA", "RUNWATCH_DB", "RUNWATCH_KAFKA_SASL_PASSWORD"} <= variables_named(
         env_module
     )
+
+
+def test_no_import_circle_in_bench() -> None:
+    """A bench imports another bench's module (a shared helper, a bench's traffic) only where
+    that one does not come back to it, lazily or not."""
+    folder = ROOT / "bench"
+    local = {p.stem for p in folder.glob("*.py")}
+    graph = {p.stem: {i.split(".")[0] for i in imports(p)} & local for p in folder.glob("*.py")}
+
+    def circle_from(start: str) -> list[str]:
+        paths = [[start]]
+        while paths:
+            path = paths.pop()
+            for nxt in sorted(graph[path[-1]]):
+                if nxt == start:
+                    return [*path, nxt]
+                if nxt not in path:
+                    paths.append([*path, nxt])
+        return []
+
+    assert [c for c in map(circle_from, sorted(graph)) if c] == []
