@@ -55,6 +55,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from processes import Worker
 from restart import checkpoint_cost, restart_worker
 
+from runwatch.dev import envelope
 from runwatch.dev.incidents import INCIDENTS
 
 
@@ -71,9 +72,8 @@ def stream(copies: int, end: float, seed: int = 11) -> list[tuple[float, str, by
 
 
 def event(run: str, kind: str, ts: float, **fields: Any) -> bytes:
-    body = {"v": 1, "id": uuid.uuid4().hex, "ts": ts, "run": run, "kind": kind}
-    body["src"] = {"component": "trainer", "host": "bench", "pid": 1}
-    return orjson.dumps({**body, **fields})
+    src = {"component": "trainer", "host": "bench", "pid": 1}
+    return orjson.dumps(envelope.event(kind, ts, run, src, **fields))
 
 
 class AlertWatch:
