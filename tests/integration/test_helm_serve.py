@@ -23,8 +23,8 @@ import yaml
 from test_helm import CHART, _status, by_kind, failure, render, validate
 from test_live_surfaces import Proc, free_port, wait_for
 
+from harness.slack_server import FakeSlack
 from runwatch import cli
-from runwatch.dev.slack_server import FakeSlack
 
 pytestmark = pytest.mark.integration
 
