@@ -112,6 +112,15 @@ class LineParser:
             out += found
         return body, out
 
+    def before(self, line: str) -> None:
+        """A line no reader was shown, just before one they are (`LineScanner`): its source's
+        line before, for the failures reader."""
+        line = strip_colour(line)
+        ray = line.startswith("(") or "pid=" in line[:6]
+        src, body = ray_origin(line) if ray else (None, line)
+        body, rank = launcher_prefix(body)
+        self.failures.saw(_source(src, rank), body)
+
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event
         (`runwatch diagnose` says them for a console it cannot place)."""
@@ -132,7 +141,8 @@ class LineParser:
 
     def _read(self, line: str) -> tuple[str, list[Found]]:
         line = strip_colour(line)
-        src, body = ray_origin(line) if line.startswith("(") else (None, line)
+        ray = line.startswith("(") or "pid=" in line[:6]  # Ray's prefix, or its cut tail
+        src, body = ray_origin(line) if ray else (None, line)
         line, rank = launcher_prefix(body)
         source = _source(src, rank)
         if src is not None:
@@ -329,6 +339,7 @@ class LineScanner:
         peeked, self._peeked = self._peeked, None
         i = 0
         last = -1
+        read_to = -1  # where the last line read ended
         while i < len(starts):
             start = starts[i]
             i += 1
@@ -339,6 +350,14 @@ class LineScanner:
             if stop <= start:
                 continue
             last = start
+            if start > 1 and data[start - 1] == 10 and read_to < start - 1:
+                # the line before, which no marker showed: what the failures reader knows of
+                # its source's line before (a traceback's code line, Python's "Exception in
+                # thread X:"), as `runwatch diagnose`, reading every line, knows it
+                before = max(rfind(b"\n", 0, start - 1), rfind(b"\r", 0, start - 1)) + 1
+                if before > read_to:
+                    parser.before(data[before : start - 1].decode("utf-8", "replace"))
+            read_to = stop
             text = data[start:stop].decode("utf-8", "replace")
             if start > 0 and data[start - 1] == 13:  # a part after "\r": whose line is it?
                 line = rfind(b"\n", 0, start)

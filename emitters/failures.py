@@ -7,17 +7,19 @@ Two kinds of evidence:
   read from the frameworks' sources: docs/catalogue.md lists them). Each is a failure at
   once, of the component its signature implicates, unless its logger prefix names a level
   below the one its source writes it at.
-- **An uncaught exception**: a traceback (`Traceback (most recent call last):`, its frames,
-  chained tracebacks, Ray's remote traceback after `RayTaskError(...)`) whose last line names
-  the exception. A handled exception prints the same thing, so a traceback is only *pending*
-  until the process says more: if the same source goes on working (a step, a progress bar,
-  engine stats: anything the parsers read as progress) it was handled; if the output ends
-  with it (the file, or the watched command) it was the process's last word -- a failure.
+- **An uncaught exception**: a traceback, read by its grammar (`emitters/tracebacks.py`:
+  frames and an exception line, with or without their head, chained ones as one) whose
+  last line names the exception. A handled exception prints the same thing, so a traceback
+  is only *pending* until the process says more: if the same source goes on working (a
+  step, a progress bar, engine stats: anything the parsers read as progress) it was handled;
+  if the output ends with it (the file, or the watched command) it was the process's last
+  word -- a failure.
   A traceback logged at WARNING, INFO or DEBUG is a warning, never a failure.
 
 Lines are read with whatever prefix their logger puts before each line of a record (vLLM's
 `ERROR 04-28 02:37:03 [core.py:398] `, loguru's time and level): the prefix of the
-`Traceback` line, with its digits free, is the prefix of the record's other lines.
+`Traceback` line, or of the first frame when the head is gone, with its digits free, is the
+prefix of the record's other lines.
 """
 
 from __future__ import annotations
@@ -26,24 +28,25 @@ import re
 from typing import Any
 
 from runwatch.emitters.catalogue import CATALOGUE
+from runwatch.emitters.tracebacks import (
+    IPYTHON_HEAD,
+    PADDING,
+    TRACEBACK,
+    UNCAUGHT,
+    Record,
+    exception_at,
+    frame_prefix,
+)
 
 Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers):
-#: a traceback's head, Ray's exceptions (a traceback's tail), and the catalogue's literals
-MARKERS = ("Traceback (most recent call last)", "ray.exceptions.", *CATALOGUE.literals)
-_TRACEBACK = "Traceback (most recent call last):"
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
-_EXCEPTION = re.compile(
-    r"^(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
-    r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)(?:\([\w.]*\))?)(?::(?:\s.*)?|\s*)$"
-)
+#: a traceback's head or frame, Ray's exceptions (a traceback's tail), and the catalogue's
+MARKERS = (TRACEBACK, 'File "', "ray.exceptions.", *CATALOGUE.literals)
 #: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
 _BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
-#: a record longer than this is given up (a loop printing frames is not a traceback)
-MAX_RECORD_LINES = 2000
 
 
 def fatal(line: str) -> Found | None:
@@ -58,29 +61,12 @@ def fatal(line: str) -> Found | None:
     return ("component.failed", fields)
 
 
-def _shape(prefix: str) -> re.Pattern[str]:
-    """The prefix of a record's lines, its digits free (timestamps move)."""
-    return re.compile(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)))
-
-
-class _Record:
-    """A traceback being read, or read and waiting for its process to say more."""
-
-    __slots__ = ("error", "lines", "open", "quiet", "shape")
-
-    def __init__(self, prefix: str, quiet: bool = False) -> None:
-        self.shape = _shape(prefix)
-        self.error: str | None = None  # the exception line so far (the last one wins)
-        self.lines = 0
-        self.open = True  # still reading its lines
-        self.quiet = quiet  # logged as a warning: read through, never a failure
-
-
 class Failures:
-    """Reads fatal markers and tracebacks, per source (a Ray worker, a rank, the process)."""
+    """Reads fatal lines and tracebacks (`runwatch.emitters.tracebacks`), per source (a Ray
+    worker, a rank, the process)."""
 
     def __init__(self) -> None:
-        self._records: dict[Any, _Record] = {}
+        self._records: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
 
     @property
@@ -90,57 +76,64 @@ class Failures:
 
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
+        record = self._records.get(source)
+        if (
+            (record is None or (record.open and not record.prefix))
+            and TRACEBACK not in line  # IPython's head pads the exception's name
+            and PADDING.search(line)
+        ):
+            # a terminal padded the line to its width and glued the next one after it
+            return [f for piece in PADDING.split(line) for f in self._read(source, piece)]
+        return self._read(source, line)
+
+    def _read(self, source: Any, line: str) -> list[Found]:
         out: list[Found] = []
         before, self._before[source] = self._before.get(source, ""), line
         record = self._records.get(source)
         if record is not None and record.open:
-            if self._continue(record, line):
+            if record.more(line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
         if (found := fatal(line)) is not None:
             out.append(found)
-        if (at := line.find(_TRACEBACK)) >= 0:
-            prefix = line[:at]
-            # Python's logging prints a record's traceback on the lines after its message:
-            # the level is on the line before
-            level = prefix if prefix.strip() else before[:80]
-            # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
-            # frames follow on lines of their own
-            # -- or it follows a progress bar's refresh on the same line
-            glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
-            shape = "" if glued else prefix
-            self._records[source] = _Record(shape, quiet=bool(_QUIET_LEVELS.search(level)))
-        elif (
-            record is None
-            and (before[:1] in (" ", "\t") or line.startswith("ray.exceptions."))
-            and _EXCEPTION.match(line)
+        if (at := line.find(TRACEBACK)) >= 0:
+            self._head(source, line, at, before)
+        elif (frame := frame_prefix(line)) is not None:
+            # frames whose head the output lost (a pasted tail, a cut line): the prefix
+            # before the frame's indentation is the record's
+            prefix, path = frame
+            self._records[source] = Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix)))
+            self._records[source].paths.append(path)
+        elif (tail := exception_at(line)) is not None and (
+            line.startswith("ray.exceptions.") or _indented_after(before, tail[0])
         ):
-            # the end of a traceback whose head was not in the output (a pasted tail; Ray's
-            # errors name themselves)
-            tail = _Record("")
-            tail.error, tail.open = line.strip()[:2000], False
-            self._records[source] = tail
+            # the end of a traceback whose frames were not in the output, but for the code
+            # line before it (a pasted tail; Ray's errors name themselves)
+            ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
+            ended.error, ended.open = tail[1][:2000], False
+            self._records[source] = ended
         return out
 
-    def _continue(self, record: _Record, line: str) -> bool:
-        """Whether the line is more of the traceback being read."""
-        m = record.shape.match(line)
-        if m is None:
-            return bool(record.shape.pattern) and not line.strip()  # blank lines in between
-        body = line[m.end() :]
-        record.lines += 1
-        if record.lines > MAX_RECORD_LINES:
-            record.error = None
-            return False
-        stripped = body.strip()
-        if not stripped or body[:1] in (" ", "\t") or stripped.startswith(_CHAINED):
-            return True
-        if stripped.startswith(_TRACEBACK):
-            return True
-        if _EXCEPTION.match(stripped) is not None:
-            record.error = stripped[:2000]
-            return True
-        return False
+    def _head(self, source: Any, line: str, at: int, before: str) -> None:
+        """A traceback's head: its record, at the prefix before it."""
+        prefix = line[:at]
+        # Python's logging prints a record's traceback on the lines after its message:
+        # the level is on the line before
+        level = prefix if prefix.strip() else before[:80]
+        uncaught = before.strip() if UNCAUGHT.match(before.strip()) else None
+        if (named := IPYTHON_HEAD.match(line)) is not None:  # the exception, on the head
+            record = Record("", uncaught=named.group("name"))
+        else:
+            # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
+            # frames follow on lines of their own -- or it follows a bar's refresh
+            glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
+            quiet = bool(_QUIET_LEVELS.search(level)) and uncaught is None
+            record = Record("" if glued else prefix, quiet=quiet, uncaught=uncaught)
+        self._records[source] = record
+
+    def saw(self, source: Any, line: str) -> None:
+        """A line of the source nobody read: the line before its next one."""
+        self._before[source] = line
 
     def progressed(self, source: Any) -> None:
         """The source went on working: a traceback it printed was handled."""
@@ -152,8 +145,17 @@ class Failures:
         """The output ended: each source's last traceback was its last word."""
         out = []
         for source, record in self._records.items():
-            if record.error is not None and not record.quiet:
-                fields = {"error": record.error, "how": "exception"}
+            if (said := record.said) is not None and not record.quiet:
+                fields: dict[str, Any] = {"error": said, "how": "exception"}
+                if (component := record.component()) is not None:
+                    fields["component"] = component  # a hint, as a fatal line's
                 out.append((source, ("component.failed", fields)))
         self._records.clear()
         return out
+
+
+def _indented_after(before: str, prefix: str) -> bool:
+    """Whether the line before is the prefix's code line: the same prefix (digits free),
+    then indentation."""
+    m = re.match(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)), before)
+    return m is not None and before[m.end() : m.end() + 1] in (" ", "\t")

@@ -23,8 +23,11 @@ Found = tuple[str, dict[str, Any]]
 
 # --- Ray's driver console ----------------------------------------------------------------
 
+#: `(Name pid=N)`, `(Name pid=N, ip=IP)`, a name with its own parentheses (ROLL's
+#: `(ActorWorker(actor_train-1) pid=N, ...)`), and one whose head a paste cut (` pid=N) `)
 _RAY_PREFIX = re.compile(
-    r"^\((?:(?P<name>[^()\s]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Za-z.:\[\]-]+))?\) ?"
+    r"^(?:\((?:(?P<name>[^()\s]+(?:\([^()\s]*\))?) )?| ?)pid=(?P<pid>\d+)"
+    r"(?:, ip=(?P<ip>[0-9A-Za-z.:\[\]-]+))?\) ?"
 )
 _RAY_REPEATED = re.compile(
     r" ?\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\..*\))?\s*$"

@@ -1,0 +1,146 @@
+"""Python tracebacks read by their grammar, not by a marker (issue 41 item 3).
+
+A traceback is frames -- `  File "...", line N, in f`, each with its code line (and Python
+3.11+'s `^^^^` / `~~~^^^` lines, 3.13's `...<5 lines>...`) -- ending in an unindented
+exception line: `RuntimeError: ...`, `ray.exceptions.RayTaskError(IndexError): ...`. It is
+read as one whether or not its head (`Traceback (most recent call last):`) survived a paste,
+under any prefix its logger or launcher puts before each line (the first frame's, digits
+free, is the record's: vLLM's `ERROR 04-28 02:37:03 [core.py:398] `, ` | [Stage-1] ERROR ...`),
+through blank lines and the timestamps a log viewer interleaves, and through a terminal's
+padding (a line padded to the terminal's width with the next glued after it is split at the
+padding). Chained tracebacks (`During handling of the above exception ...`, Ray's remote
+traceback after its `RayTaskError(...)` line) are one record: the last exception line wins.
+
+Python's own reports of an uncaught exception say so before the traceback -- `Exception in
+thread NAME:` (threading's excepthook), `Process NAME:` (a multiprocessing child) -- and
+IPython names the exception on the head line (`RuntimeError    Traceback (most recent call
+last)`): such a traceback is uncaught even when the paste cut its exception line.
+
+What the record says of its process (a pending failure, a warning) is `Failures`'
+(emitters/failures.py) to decide.
+"""
+
+from __future__ import annotations
+
+import re
+
+TRACEBACK = "Traceback (most recent call last)"
+CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_EXCEPTION = (
+    r"(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
+    r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)(?:\([\w.]*\))?)(?::(?:\s.*)?|\s*)$"
+)
+#: an exception line: the exception's (dotted) name, then `: message` or nothing
+EXCEPTION = re.compile("^" + _EXCEPTION)
+_EXCEPTION_AT = re.compile(_EXCEPTION)
+#: a frame and its file, after a prefix and indentation (a paste can lose them)
+FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
+#: Python's words for an exception nobody caught, on the line before its traceback
+UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
+#: IPython's head: the exception's name, padding, then the head
+IPYTHON_HEAD = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s{2,}Traceback \(most")
+#: IPython's frames: `Cell In[19], line 13`, `File ~/x/trainer.py:2245, in Trainer.train(...)`,
+#: its arrows `---> 13 trainer.train()` and `(...)` for lines left out
+_IPYTHON_FRAME = re.compile(r"^(?:Cell In\[\d+\], line \d+|File \S+:\d+, in |-+> |\(\.\.\.\))")
+#: a terminal's padding to its width, with what came next glued after it
+PADDING = re.compile(r"(?<=\S) {16,}(?=\S)")
+#: a line that is only a time (a log viewer's own, between the lines it shows)
+_TIME_ONLY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?$")
+#: the component a frame's file implicates (the innermost frame with one wins): the engines
+#: are inference, the trainers train
+PATH_COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("/vllm/", "inference"), ("/vllm_ascend/", "inference"), ("/sglang/", "inference"),
+    ("/tensorrt_llm/", "inference"), ("/lmdeploy/", "inference"),
+    ("/verl/", "trainer"), ("/openrlhf/", "trainer"), ("/trl/", "trainer"),
+    ("/areal/", "trainer"), ("/slime/", "trainer"), ("/nemo_rl/", "trainer"),
+    ("/skyrl_train/", "trainer"), ("/roll/", "trainer"), ("/swift/", "trainer"),
+    ("/llamafactory/", "trainer"), ("/deepspeed/", "trainer"), ("/megatron/", "trainer"),
+    ("/transformers/", "trainer"), ("/accelerate/", "trainer"),
+)  # fmt: skip
+#: a record longer than this is given up (a loop printing frames is not a traceback)
+MAX_RECORD_LINES = 2000
+
+
+def _shape(prefix: str) -> re.Pattern[str]:
+    """The prefix of a record's lines, its digits free (timestamps move)."""
+    return re.compile(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)))
+
+
+def frame_prefix(line: str) -> tuple[str, str] | None:
+    """(the prefix, the file) of a frame line: what stands before the frame's `File`, less
+    the two spaces Python indents a frame by; None for any other line."""
+    frame = FRAME.search(line)
+    if frame is None:
+        return None
+    lead = line[: frame.start()]
+    if lead.strip() and len(lead) - len(lead.rstrip(" \t")) == 0:
+        return None
+    trim = 2 if lead.endswith("  ") else 0
+    return lead[: len(lead) - trim], frame.group("path")
+
+
+def exception_at(line: str) -> tuple[str, str] | None:
+    """(the prefix, the exception line) of a line that ends a traceback after some prefix;
+    None for a line that names no exception."""
+    start = 0
+    while True:
+        if _EXCEPTION_AT.match(line, start) is not None:
+            return line[:start], line[start:].strip()
+        gap = line.find(" ", start)
+        if gap < 0 or gap > 200:
+            return None
+        start = gap + 1
+
+
+class Record:
+    """A traceback being read, or read and waiting for its process to say more."""
+
+    __slots__ = ("error", "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")
+
+    def __init__(self, prefix: str, quiet: bool = False, uncaught: str | None = None) -> None:
+        self.prefix = prefix
+        self.shape = _shape(prefix)
+        self.error: str | None = None  # the exception line so far (the last one wins)
+        self.lines = 0
+        self.open = True  # still reading its lines
+        self.quiet = quiet  # logged as a warning: read through, never a failure
+        self.uncaught = uncaught  # Python said it was uncaught (the line before its head)
+        self.paths: list[str] = []  # its frames' files
+
+    def more(self, line: str) -> bool:
+        """Whether the line is more of this traceback (it takes what the line says)."""
+        m = self.shape.match(line)
+        if m is None:
+            return bool(self.shape.pattern) and not line.strip()  # blank lines in between
+        body = line[m.end() :].rstrip()
+        self.lines += 1
+        if self.lines > MAX_RECORD_LINES:
+            self.error = self.uncaught = None
+            return False
+        stripped = body.strip()
+        if not stripped or stripped.startswith((TRACEBACK, *CHAINED)):
+            return True
+        if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
+            self.paths.append(frame.group("path"))
+            return True
+        if body[:1] in (" ", "\t") or _TIME_ONLY.match(stripped) or _IPYTHON_FRAME.match(body):
+            return True  # a code line, carets, a Ray error's fields; a viewer's time
+        if EXCEPTION.match(stripped) is not None:
+            self.error = stripped[:2000]
+            return True
+        return False
+
+    @property
+    def said(self) -> str | None:
+        """What the traceback says went wrong: its exception line, or (cut) Python's words
+        that it was uncaught."""
+        return self.error or self.uncaught
+
+    def component(self) -> str | None:
+        """The component its frames' files implicate (the innermost that does)."""
+        for path in reversed(self.paths):
+            low = "/" + path.replace("\\", "/").lower()
+            for part, component in PATH_COMPONENTS:
+                if part in low:
+                    return component
+        return None

@@ -1,0 +1,161 @@
+"""Tracebacks read by their grammar (issue 41 item 3): frames then an unindented exception
+line are an uncaught traceback with or without their head, under any prefix, padding or
+terminal wrap; the last of chained exceptions is reported; the component comes from the
+prefix or the frames' files; one the program survived is no failure. The lines are those of
+real consoles (tests/fixtures/consoles/corpus/dev/, each file names its thread)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+
+
+def failed(found: list[Found]) -> list[dict[str, Any]]:
+    return [f for k, f in found if k == "component.failed" and f["how"] == "exception"]
+
+
+VLLM_PREFIX = "ERROR 04-29 00:53:54 [core.py:398] "
+HEADLESS = [  # vllm#16259: the engine core's logged traceback, its head not in the paste
+    VLLM_PREFIX + "  File \"/usr/local/lib/python3.12/dist-packages/ray/air/config.py\", "
+    "line 17, in <module>",
+    VLLM_PREFIX + "    from ray.air.config import (",
+    VLLM_PREFIX + "             ^^^^^^^^^^^^^^^^^^",
+    VLLM_PREFIX + "ModuleNotFoundError: No module named 'pyarrow'",
+]  # fmt: skip
+
+
+def test_frames_then_an_exception_line_under_a_logger_s_prefix_without_their_head() -> None:
+    (fields,) = failed(read_all(HEADLESS))
+    assert fields["error"] == "ModuleNotFoundError: No module named 'pyarrow'"
+
+
+def test_a_head_cut_by_one_character_and_a_frame_that_lost_its_indentation() -> None:
+    lines = ["raceback (most recent call last):",
+             'File "/workspace/verl/verl/trainer/main_ppo.py", line 45, in main',
+             "    run_ppo(config)",
+             '  File "/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py", line '
+             "2961, in get",
+             "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run()"]  # fmt: skip
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("ray.exceptions.RayTaskError(ActorDiedError)")
+
+
+def test_chained_exceptions_report_the_last_and_carets_are_frames() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/opt/vllm/vllm/v1/engine/core_client.py", line 910, in get_output_async',
+        "    raise self._format_exception(outputs) from None",
+        "    ~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^",
+        "    ...<5 lines>...",
+        "KeyError: 'x'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/opt/vllm/vllm/v1/engine/async_llm.py", line 666, in output_handler',
+        "    outputs = await engine_core.get_output_async()",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("vllm.v1.engine.exceptions.EngineDeadError")
+    assert fields["component"] == "inference"  # from the frames' files: vLLM's
+
+
+def test_a_terminal_s_padding_and_wrap() -> None:
+    """NVIDIA-NeMo/Gym#356: copied from a terminal, the lines padded to its width, the
+    exception line glued after the `raise value` line's padding and wrapped mid-actor-id."""
+    pad = " " * 120
+    lines = [
+        f'File "/opt/nemo_rl_venv/lib/python3.12/site-packages/ray/_private/worker.py", '
+        f"line 2882, in get{pad}values = worker.get_objects(object_refs){pad}",
+        '  File "/opt/nemo_rl_venv/lib/python3.12/site-packages/ray/_private/worker.py", '
+        "line 970, in get_objects",
+        f"    raise value{pad}ray.exceptions.ActorDiedError: The actor died because of an "
+        "error raised in its creation task, ray::lm_policy-0-2:DTe",
+        f"79f3b3f4160dc05408ac436e01000000, repr=DTensorPolicyWorker[rank=2]){pad}",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("ray.exceptions.ActorDiedError: The actor died")
+
+
+def test_python_s_own_words_make_a_cut_traceback_uncaught() -> None:
+    """verl#3568: a thread died; the paste cut the exception line. IPython (unsloth#2974)
+    names the exception on its head."""
+    thread = ["(WorkerDict pid=707093) Exception in thread Thread-3 (_loop_forever):",
+              "(WorkerDict pid=707093) Traceback (most recent call last):",
+              '(WorkerDict pid=707093)   File "/opt/conda/envs/verl/lib/python3.11/threading.py"'
+              ", line 1045, in _bootstrap_inner",
+              "(WorkerDict pid=707093)     self.run()"]  # fmt: skip
+    (fields,) = failed(read_all(thread))
+    assert fields["error"] == "Exception in thread Thread-3 (_loop_forever):"
+    assert fields["src"]["pid"] == 707093
+    ipython = [
+        "-" * 75,
+        "RuntimeError" + " " * 30 + "Traceback (most recent call last)",
+        "Cell In[19], line 13",
+        "---> 13 trainer.train()",
+        "",
+        "File ~/.conda/envs/b/lib/python3.11/site-packages/transformers/trainer.py:2245, "
+        "in Trainer.train(self)",
+        "   2243         hf_hub_utils.enable_progress_bars()",
+    ]
+    (fields,) = failed(read_all(ipython))
+    assert fields["error"] == "RuntimeError"
+    cut = ["[rank0]: Traceback (most recent call last):",
+           '[rank0]:   File "/mnt/FaithDiff/train_SDXL_stage_1.py", line 999, in <module>',
+           "[rank0]:     main()"]  # fmt: skip
+    assert failed(read_all(cut)) == []  # cut, and nothing said it was uncaught
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # logged at WARNING: the level on the head's prefix, or on the line before it
+        ["WARNING 01-24 07:01:39 [x.py:1] Traceback (most recent call last):",
+         'WARNING 01-24 07:01:39 [x.py:1]   File "reward.py", line 9, in score',
+         "WARNING 01-24 07:01:39 [x.py:1] KeyError: 'reward_extra_info'"],
+        ["2025-11-12 20:15:31,676 WARNING reward fn failed", "Traceback (most recent call last):",
+         '  File "reward.py", line 9, in score', "TimeoutError: comparison"],
+        # the process went on: a step after it
+        ["Traceback (most recent call last):", '  File "reward.py", line 9, in score',
+         "ValueError: bad answer", "step:7 - critic/score/mean:0.5 - actor/pg_loss:0.1"],
+    ],
+)  # fmt: skip
+def test_a_traceback_the_program_survived_is_no_failure(lines: list[str]) -> None:
+    assert failed(read_all(lines)) == []
+
+
+def test_a_worker_s_warning_whose_prefix_a_paste_cut_is_not_the_driver_s_level() -> None:
+    """godot_rl_agents#53: Ray's `(pid=12416) ` cut to ` pid=12416) ` on a worker's WARNING;
+    the driver's traceback after it is its own, uncaught."""
+    lines = [
+        " pid=12416) 2023-01-21 14:27:54,836     WARNING trainer.py:975 -- Worker crashed",
+        "Traceback (most recent call last):",
+        '  File "C:\\\\conda\\\\ray\\\\tune\\\\tune.py", line 633, in run',
+        '    raise TuneError("Trials did not complete", incomplete_trials)',
+        "ray.tune.error.TuneError: ('Trials did not complete', [PPO_godot_cbdfc_00000])",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("ray.tune.error.TuneError")
+    assert "src" not in fields  # the driver's
+
+
+def test_the_scanner_reads_the_line_before_a_marked_one_as_every_line_read_does() -> None:
+    """`runwatch watch` shows the readers marked lines only; the line before a traceback's
+    head (Python's `Process X:`) and a pasted tail's code line are the failure reader's too."""
+    lines = ["noise", "Process SpawnProcess-31:", "Traceback (most recent call last):",
+             '  File "/x/multiprocessing/process.py", line 314, in _bootstrap', "    self.run()",
+             "more noise", "    work.wait()",
+             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+             "Timed out waiting 1800000ms for recv operation to complete"]  # fmt: skip
+    every = read_all(lines)
+    scanner = LineScanner(LineParser())
+    scanned = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    scanned += scanner.parser.finish()
+    assert repr(scanned) == repr(every)
+    assert [f["error"][:20] for f in failed(every)] == ["RuntimeError: [../th"]
