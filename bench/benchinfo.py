@@ -110,9 +110,9 @@ def follow_alerts(
 
 
 def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
-    """Every incident of runwatch.dev.incidents under `copies` run ids, each copy shifted by up
+    """Every incident of runwatch.dev.scenarios under `copies` run ids, each copy shifted by up
     to 3 h, merged by ts: dozens of live runs interleaved as one partition group carries them."""
-    from runwatch.dev.incidents import INCIDENTS
+    from runwatch.dev.scenarios import INCIDENTS
 
     rng = random.Random(seed)
     merged: list[dict[str, Any]] = []
@@ -129,12 +129,12 @@ def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
 
 def long_history(n_events: int, end: float, seed: int = 5) -> Iterator[tuple[float, str, bytes]]:
     """`n_events` of weeks of history, as a partition holds it: every incident of
-    runwatch.dev.incidents in waves 4 h apart under new run ids (so most runs finished or
+    runwatch.dev.scenarios in waves 4 h apart under new run ids (so most runs finished or
     went silent long ago and a day's waves are live), ending at `end`, with random 128-bit
     event ids as emitters make them. (ts, run, JSON), in time order, made as they are read."""
     import orjson
 
-    from runwatch.dev.incidents import INCIDENTS
+    from runwatch.dev.scenarios import INCIDENTS
 
     templates = [(name, build()) for name, build in INCIDENTS.items()]
     per_wave = sum(len(t) for _, t in templates)

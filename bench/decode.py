@@ -20,7 +20,7 @@ Then what comes before decoding in a consumer, on the same lines: parsing gzip K
 batches to each record's value, kafka-python's reader against aiokafka's (C), the one the
 sink and the worker consume with.
 
-The lines follow the kind mix of the incident streams (`runwatch.dev.incidents`, all of them),
+The lines follow the kind mix of the incident streams (`runwatch.dev.scenarios`, all of them),
 with a few `step.metrics` lines carrying NaN (written by stdlib json, as a Python emitter
 would). Each method is timed over every line, in CPU time, best of `--repeat` rounds; the
 ratio is the baseline's time over the method's. Figures only: nothing here asserts a timing.
@@ -46,7 +46,7 @@ from benchinfo import SAID, machine, say, write_section
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from runwatch.dev.envelope import event
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.emitters import events
 from runwatch.stream.decode import _FAST, _PATTERNS, decode
 

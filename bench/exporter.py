@@ -33,7 +33,7 @@ from benchinfo import SAID, machine, say, write_section
 from prometheus_client import CollectorRegistry, generate_latest
 
 from runwatch.dev.envelope import event
-from runwatch.dev.incidents import sandbox_hang
+from runwatch.dev.scenarios import sandbox_hang
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics

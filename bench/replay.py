@@ -2,7 +2,7 @@
 
 Throughput, on two traces of different shape (the shape decides what an event costs):
 
-  the repository's  every incident of `runwatch.dev.incidents`, copied under `--copies`
+  the repository's  every incident of `runwatch.dev.scenarios`, copied under `--copies`
                     different run ids each (48 runs, ~360k events by default), each copy
                     shifted by a random offset of up to three hours, merged by event time, so
                     dozens of runs are live at once and their events interleave the way one
@@ -57,7 +57,7 @@ from benchinfo import SAID, interleaved_incidents, machine, say, write_section
 from heartbeat_trace import HOURS, RUNS, heartbeat_heavy
 from reference import SEVEN, plain
 
-from runwatch.dev.incidents import INCIDENTS, T0
+from runwatch.dev.scenarios import INCIDENTS, T0
 from runwatch.emitters import events
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig

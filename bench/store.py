@@ -37,7 +37,7 @@ from pathlib import Path
 import duckdb
 from benchinfo import SAID, say, write_section
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.store import Store, schema
 from runwatch.store.writer import BATCH_SIZE, BatchWriter, Flushed
 from runwatch.stream.collector import tuned_for_consuming
@@ -48,7 +48,7 @@ from runwatch.stream.decode import decode
 
 def sample_values(n: int) -> list[bytes]:
     """`n` Kafka values with the kind mix of the incidents, each with its own id."""
-    base = [e for build in incidents.INCIDENTS.values() for e in build()]
+    base = [e for build in scenarios.INCIDENTS.values() for e in build()]
     out = []
     for i in range(n):
         e = dict(base[i % len(base)])

@@ -2,7 +2,7 @@
 
 Throughput. A fresh single-partition events topic; `runwatch worker` (a subprocess pinned
 to one CPU with taskset) starts on it and goes live; then it is paused (SIGSTOP), N events
-are produced (every incident of `runwatch.dev.incidents` under many run ids, interleaved by
+are produced (every incident of `runwatch.dev.scenarios` under many run ids, interleaved by
 event time and rebased to end an hour ago, with record timestamps = event ts so the skew
 correction has nothing to correct), and a marker event (a NaN metric on its own run) last.
 The worker is resumed (SIGCONT) and the clock stops when the marker's alert is on
@@ -56,7 +56,7 @@ from processes import Worker
 from restart import checkpoint_cost, restart_worker
 
 from runwatch.dev import envelope
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 
 
 def stream(copies: int, end: float, seed: int = 11) -> list[tuple[float, str, bytes]]:

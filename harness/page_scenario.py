@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.service.core import Service
 from runwatch.service.http import ServiceServer
 

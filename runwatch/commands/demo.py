@@ -1,5 +1,5 @@
 """`runwatch demo` (live, or `--replay` of the bundled incidents: runwatch/dev/demo.py) and
-`runwatch incidents` (write the bundled incidents as JSON Lines: runwatch/dev/incidents.py)."""
+`runwatch incidents` (write the bundled incidents as JSON Lines: runwatch/dev/scenarios.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -17,14 +17,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_incidents(args: argparse.Namespace) -> int:
-    from runwatch.dev import incidents
+    from runwatch.dev import scenarios
 
     names = args.names or None
     unknown = sorted(set(names or ()) - set(INCIDENTS))
     if unknown:
         print(f"runwatch incidents: no such incident: {', '.join(unknown)}")
         return 2
-    for path in incidents.write(Path(args.out), names):
+    for path in scenarios.write(Path(args.out), names):
         print(path)
     return 0
 

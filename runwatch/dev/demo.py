@@ -24,8 +24,8 @@ import orjson
 from rich.console import Console
 from rich.text import Text
 
-from runwatch.dev import incidents
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev import scenarios
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.emitters.guard import decide
 from runwatch.emitters.runview import RunView
 from runwatch.stream.alerts import Alert
@@ -234,7 +234,7 @@ def replay_incidents(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     out_dir = Path(args.dir)
     console.print(f"[bold]runwatch demo[/]: replaying {len(INCIDENTS)} recorded incidents\n")
-    paths = incidents.write(out_dir)
+    paths = scenarios.write(out_dir)
     firing = 0
     for path in paths:
         name = path.stem

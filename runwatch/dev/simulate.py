@@ -1,6 +1,6 @@
 """A simulated cluster of RL jobs: the events their processes would emit, in time order.
 
-Generalises `runwatch.dev.incidents`: each job has a trainer (ranks), an orchestrator, a rollout
+Generalises `runwatch.dev.scenarios`: each job has a trainer (ranks), an orchestrator, a rollout
 worker and inference servers; a step is a rollout (trajectories with long-tailed durations,
 generate → sandbox → generate → reward), then the update (rank phases), with validation and
 checkpoint pauses every few steps. Faults from the incidents in docs/architecture.md can be

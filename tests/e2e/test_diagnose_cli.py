@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.consoles import driver_err, ray_driver, vllm_out
-from runwatch.dev.incidents import sandbox_hang
+from runwatch.dev.scenarios import sandbox_hang
 from runwatch.diagnose import elapsed, stamp, time_of_day
 
 HANG = Path(__file__).resolve().parents[1] / "fixtures" / "consoles" / "sandbox_hang"

@@ -16,7 +16,7 @@ from hostile import CORPUS
 from test_replay_cli import alerts_of, runwatch
 from test_serve import post
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.dev.launch import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def woven(tmp: Path) -> tuple[Path, Path, dict[int, str], set[str]]:
     """The orchestrator incident alone, and with the corpus put in every 25 lines (each
     hostile line stamped with its neighbour's time); the hostile lines' numbers by name; the
     incident's run."""
-    stream = [orjson.dumps(e) for e in incidents.orchestrator_dies()]
+    stream = [orjson.dumps(e) for e in scenarios.orchestrator_dies()]
     plain, mixed = tmp / "plain.jsonl", tmp / "mixed.jsonl"
     plain.write_bytes(b"\n".join(stream) + b"\n")
     out: list[bytes] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 
 RUNWATCH = str(Path(sys.executable).parent / "runwatch")
 
@@ -24,7 +24,7 @@ def runwatch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProc
 @pytest.fixture(scope="module")
 def orchestrator_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("replay") / "orchestrator.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in incidents.orchestrator_dies()))
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in scenarios.orchestrator_dies()))
     return path
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 
 RUNWATCH = str(Path(sys.executable).parent / "runwatch")
 SANDBOX = "grpo-qwen2.5-7b-sandbox"
@@ -29,7 +29,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("history")
     for name in ("sandbox_hang", "zero_reward"):
         (root / f"{name}.jsonl").write_bytes(
-            b"".join(orjson.dumps(e) + b"\n" for e in incidents.INCIDENTS[name]())
+            b"".join(orjson.dumps(e) + b"\n" for e in scenarios.INCIDENTS[name]())
         )
     db = root / "h.duckdb"
     proc = runwatch("ingest", str(root / "sandbox_hang.jsonl"), str(root / "zero_reward.jsonl"),
@@ -48,7 +48,7 @@ def test_ingest_twice_adds_nothing(history: Path, tmp_path: Path) -> None:
 
 def test_ingest_reports_invalid_lines_and_keeps_going(tmp_path: Path) -> None:
     src = tmp_path / "mixed.jsonl"
-    good = incidents.orchestrator_dies()[:50]
+    good = scenarios.orchestrator_dies()[:50]
     src.write_text("\n".join([json.dumps(good[0]), "{not json", *map(json.dumps, good[1:])]))
     proc = runwatch("ingest", str(src), "--db", str(tmp_path / "m.duckdb"))
     assert proc.returncode == 0

@@ -20,7 +20,7 @@ from helpers import decoded
 from prometheus_client import CollectorRegistry
 
 from harness.docs import dashboards
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.http import MetricsServer
@@ -66,7 +66,7 @@ def exporter() -> Iterator[tuple[MetricsServer, RunwatchMetrics]]:
     for engine in [Engine(), Engine(), Engine()]:
         metrics.instrument(engine)
         engines.append(engine)
-    sandbox = incidents.sandbox_hang()
+    sandbox = scenarios.sandbox_hang()
     cut = sandbox[-1]["ts"] - 40 * 60
     events = []
     for e in sandbox:
@@ -75,8 +75,8 @@ def exporter() -> Iterator[tuple[MetricsServer, RunwatchMetrics]]:
         if e["kind"] == "inference.stats":
             e = {**e, "kv_cache_usage": round(min(1.0, e["running"] / 512), 4)}
         events.append(e)
-    zero = incidents.zero_reward(last_step=260)
-    ranks = incidents.rank_hang("divergent")
+    zero = scenarios.zero_reward(last_step=260)
+    ranks = scenarios.rank_hang("divergent")
     _feed(engines[0], events)
     _feed(engines[1], [e for e in zero if e["ts"] < zero[-1]["ts"] - 600])
     _feed(engines[2], ranks[: len(ranks) * 2 // 3])

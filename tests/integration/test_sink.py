@@ -20,7 +20,7 @@ import pytest
 from helpers import wait_catches_sigterm
 from kafka import KafkaAdminClient, KafkaProducer
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.emitters.topics import Topics
 from runwatch.store import NotAStore, Store, StoreLocked
 from runwatch.stream.kafka.admin import ensure_topics
@@ -120,7 +120,7 @@ def wait_until(predicate: Any, timeout: float = 120.0) -> None:
 def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
     kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
 ) -> None:
-    events = incidents.sandbox_hang()[:6000] + incidents.zero_reward(last_step=300)
+    events = scenarios.sandbox_hang()[:6000] + scenarios.zero_reward(last_step=300)
     values = [(e["run"], json.dumps(e).encode()) for e in events]
     values += values[:500]  # an emitter that sent some events twice
     values.append(("bad-run", b"{not json"))
@@ -186,7 +186,7 @@ def test_kill_9_mid_batch_then_restart_loses_and_duplicates_nothing(
 def test_readers_wait_for_a_batch_and_say_so_when_it_takes_too_long(
     kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
 ) -> None:
-    events = incidents.orchestrator_dies()[:300]
+    events = scenarios.orchestrator_dies()[:300]
     produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
     db = tmp_path / "history.duckdb"
     marker = tmp_path / "in-flush"
@@ -222,9 +222,9 @@ def test_a_clean_run_reads_each_record_once_and_reports_each_batch_when_written(
     topics = Topics(prefix=f"t{uuid.uuid4().hex[:8]}.")
     asyncio.run(ensure_topics(kafka_broker, topics, 3))
     events = (
-        incidents.sandbox_hang()[:3000]
-        + incidents.zero_reward(last_step=200)
-        + incidents.orchestrator_dies()[:2000]
+        scenarios.sandbox_hang()[:3000]
+        + scenarios.zero_reward(last_step=200)
+        + scenarios.orchestrator_dies()[:2000]
     )
     produce(kafka_broker, topics.events, [(e["run"], json.dumps(e).encode()) for e in events])
     db = tmp_path / "history.duckdb"
@@ -275,6 +275,6 @@ def test_a_sink_started_before_the_worker_creates_no_topic_and_reads_once_they_e
         admin.close()
     counts = asyncio.run(ensure_topics(kafka_broker, topics, 3))  # the worker starts
     assert counts[topics.events] == 3  # its own settings, not the broker's defaults
-    events = incidents.zero_reward(last_step=20)
+    events = scenarios.zero_reward(last_step=20)
     produce(kafka_broker, topics.events, [(e["run"], json.dumps(e).encode()) for e in events])
     wait_until(lambda: stored(db)[1] == len(events))

@@ -16,7 +16,7 @@ from helpers import http_get
 from prometheus_client.parser import text_string_to_metric_families
 from test_sink import RUNWATCH, SinkProcess, produce, stored, stored_rows, wait_until
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.dev.broker import free_port
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def _args(broker: str, topic: str, group: str, db: Path, port: int) -> list[str]
 def test_behind_is_not_ready_and_a_held_flush_is_still_alive(
     kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
 ) -> None:
-    events = incidents.sandbox_hang()[:6000]
+    events = scenarios.sandbox_hang()[:6000]
     produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
     port, marker = free_port(), tmp_path / "in-flush"
     sink = SinkProcess(
@@ -71,7 +71,7 @@ def test_behind_is_not_ready_and_a_held_flush_is_still_alive(
 def test_ready_once_caught_up_and_metrics_count_every_record_written(
     kafka_broker: str, kafka_topic: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
 ) -> None:
-    events = incidents.zero_reward(last_step=300)[:3000]
+    events = scenarios.zero_reward(last_step=300)[:3000]
     values = [(e["run"], json.dumps(e).encode()) for e in events]
     values += values[:100]  # sent twice: written once
     values.append(("bad-run", b"{not json"))
@@ -150,7 +150,7 @@ def test_a_history_that_cannot_be_written_is_not_ready_and_loses_nothing(
     from runwatch.store.sink import Sink, SinkSettings
     from runwatch.store.writer import BatchWriter
 
-    events = incidents.orchestrator_dies()
+    events = scenarios.orchestrator_dies()
     produce(kafka_broker, kafka_topic, [(e["run"], json.dumps(e).encode()) for e in events])
     full = threading.Event()
     full.set()

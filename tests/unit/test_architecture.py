@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.emitters.exceptions import RunwatchError
 from runwatch.emitters.guard import StopTraining
 from runwatch.stream.engine import Engine
@@ -152,7 +152,7 @@ def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(time, name, no_clock)
     import orjson
 
-    for build in incidents.INCIDENTS.values():
+    for build in scenarios.INCIDENTS.values():
         lines = [("i", n, orjson.dumps(e)) for n, e in enumerate(build())]
         assert list(replay(lines, Engine())) is not None
 

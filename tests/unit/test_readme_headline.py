@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from runwatch.console import alert_line
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
 
@@ -47,7 +47,7 @@ def test_the_headline_alert_is_what_runwatch_says() -> None:
     assert quoted is not None
     engine = Engine()
     summaries = []
-    for event in incidents.sandbox_hang():
+    for event in scenarios.sandbox_hang():
         summaries += [a.summary for a in engine.apply(decode(json.dumps(event).encode()))]
     assert quoted[1] in summaries
 
@@ -57,7 +57,7 @@ def test_the_headline_console_lines_are_what_runwatch_prints() -> None:
     assert block is not None
     engine = Engine()
     printed = []
-    for event in incidents.sandbox_hang():
+    for event in scenarios.sandbox_hang():
         printed += [alert_line(a) for a in engine.apply(decode(json.dumps(event).encode()))]
     shown = block[1].strip().splitlines()
     assert shown

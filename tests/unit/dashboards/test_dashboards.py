@@ -14,7 +14,7 @@ from helpers import decoded
 from prometheus_client import CollectorRegistry, generate_latest
 
 from harness.docs import dashboards as gen
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 
@@ -36,7 +36,7 @@ def _exported_metric_names() -> set[str]:
     registry = CollectorRegistry()
     metrics = RunwatchMetrics(registry)
     engine = metrics.instrument(Engine())
-    for e in incidents.sandbox_hang()[:40_000]:
+    for e in scenarios.sandbox_hang()[:40_000]:
         if e["kind"] == "inference.stats":
             e = {**e, "kv_cache_usage": 0.5}
         engine.apply(decoded(e))

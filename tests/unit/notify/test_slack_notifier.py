@@ -12,7 +12,7 @@ import pytest
 from helpers import decoded
 
 from harness.slack_server import FakeSlack
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.notify.config import NotifyConfig, Route
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError, SlackPoster, TokenMissing, load_token
@@ -329,7 +329,7 @@ def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
     """The sandbox hang through the engine: one thread per incident (four stragglers, and
     the growing idle gap before the last), every transition of its alerts a reply, the root
     message naming the root cause."""
-    alerts = engine_alerts(incidents.sandbox_hang())
+    alerts = engine_alerts(scenarios.sandbox_hang())
     rig.clock.t = alerts[-1].ts
     for a in alerts:
         assert rig.notifier.notify(a, labels={"team": "reasoning"}) == "sent"
@@ -388,7 +388,7 @@ def orchestrator_failure(late: float = 3000) -> list[dict[str, Any]]:
     silent: by default minutes after the stall was reported."""
     from helpers import make_event
 
-    events = incidents.orchestrator_dies()
+    events = scenarios.orchestrator_dies()
     src = next(e["src"] for e in events if e["src"]["component"] == "orchestrator")
     silent = max(e["ts"] for e in events if e["src"]["component"] == "orchestrator")
     late = make_event("component.failed", silent + late, run=events[0]["run"], src=src,

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runwatch.dev.incidents import orchestrator_dies, sandbox_hang, zero_reward
+from runwatch.dev.scenarios import orchestrator_dies, sandbox_hang, zero_reward
 from runwatch.service.core import Service
 from runwatch.stream import checkpoint
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.store import Store
 from runwatch.store.ingest import ingest
 
@@ -42,7 +42,7 @@ def store(store_factory: Callable[[], Store]) -> Store:
 def incident_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every bundled incident ingested (events and the default rules' transitions)."""
     path = tmp_path_factory.mktemp("store") / "incidents.duckdb"
-    for name, build in incidents.INCIDENTS.items():
+    for name, build in scenarios.INCIDENTS.items():
         ingest(lines_of(build(), name), path)
     return path
 

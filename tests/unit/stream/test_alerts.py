@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runwatch.console import alert_line, printable
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidAlert
@@ -16,8 +16,8 @@ from runwatch.stream.replay import replay
 
 
 def _engine_alerts() -> list[Alert]:
-    lines = [("sandbox", i, incidents.orjson.dumps(e))
-             for i, e in enumerate(incidents.sandbox_hang())]  # fmt: skip
+    lines = [("sandbox", i, scenarios.orjson.dumps(e))
+             for i, e in enumerate(scenarios.sandbox_hang())]  # fmt: skip
     return list(replay(lines, Engine()))
 
 
@@ -26,7 +26,7 @@ def test_every_engine_transition_round_trips_through_json_with_the_run_labels() 
     assert alerts
     for a in alerts:
         assert Alert.from_json(a.to_json()) == a
-    started = next(e for e in incidents.sandbox_hang() if e["kind"] == "run.started")
+    started = next(e for e in scenarios.sandbox_hang() if e["kind"] == "run.started")
     assert alerts[0].labels == started["labels"]
     assert alerts[0].to_dict()["labels"] == started["labels"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpoint import CheckpointError

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROLLOUT, VLLM, decoded, make_event
 from prometheus_client import CollectorRegistry, generate_latest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.engine import Engine
 from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -28,7 +28,7 @@ def feed(engine: Engine, events: list[dict[str, Any]]) -> list[Any]:
 
 
 def sandbox_mid_stall() -> list[dict[str, Any]]:
-    events = incidents.sandbox_hang()
+    events = scenarios.sandbox_hang()
     cut = events[-1]["ts"] - 40 * 60
     return [e for e in events if e["ts"] < cut]
 
@@ -84,7 +84,7 @@ def test_the_sandbox_hang_as_gauges() -> None:
 def test_step_reward_from_metrics_when_no_reward_event() -> None:
     """The zero-reward incident logs its reward only as step.metrics' critic/score/mean."""
     registry, _, engine = setup()
-    events = [e for e in incidents.zero_reward(last_step=160) if e["kind"] != "run.finished"]
+    events = [e for e in scenarios.zero_reward(last_step=160) if e["kind"] != "run.finished"]
     feed(engine, events)
     last = [e for e in events if e["kind"] == "step.metrics"][-1]
     run = {"run": last["run"]}
@@ -94,7 +94,7 @@ def test_step_reward_from_metrics_when_no_reward_event() -> None:
 
 def test_service_counters_match_what_the_engine_did() -> None:
     registry, metrics, engine = setup()
-    events = incidents.zero_reward(last_step=200)
+    events = scenarios.zero_reward(last_step=200)
     alerts = feed(engine, events)
     alerts += engine.advance(events[-1]["ts"] + 3600)
     assert value(registry, "runwatch_events_total", kind="step.done") == 51
@@ -118,7 +118,7 @@ def test_service_counters_match_what_the_engine_did() -> None:
 
 def test_a_finished_run_disappears_after_the_grace() -> None:
     registry, metrics, engine = setup(finished_grace=300)
-    events = incidents.healthy_long_steps(steps=1)
+    events = scenarios.healthy_long_steps(steps=1)
     feed(engine, events)
     end = events[-1]["ts"]
     run = "grpo-qwen2.5-72b-healthy"
@@ -194,7 +194,7 @@ def test_unknown_kinds_are_capped() -> None:
 
 def test_scrapes_from_another_thread_while_events_are_applied() -> None:
     registry, metrics, engine = setup()
-    events = incidents.sandbox_hang()[:30_000]
+    events = scenarios.sandbox_hang()[:30_000]
     errors: list[BaseException] = []
     stop = threading.Event()
 

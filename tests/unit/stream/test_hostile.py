@@ -15,7 +15,7 @@ from hostile import CORPUS, Line, hostile_objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.alerts import Alert
 from runwatch.stream.check import check_lines
 from runwatch.stream.config import RulesConfig
@@ -79,7 +79,7 @@ def test_an_event_far_ahead_of_its_arrival_is_refused_live() -> None:
 
 
 def _stream() -> list[bytes]:
-    return [orjson.dumps(e) for e in incidents.orchestrator_dies()]
+    return [orjson.dumps(e) for e in scenarios.orchestrator_dies()]
 
 
 STREAM = _stream()

@@ -21,7 +21,7 @@ from helpers import (
     one_root,
 )
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.dev.simulate import EXPECTED_ROOT, KINDS, Cluster
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig

@@ -5,7 +5,7 @@
 2. Invalid lines anywhere in the input change no alert, and each one is reported exactly once
    through `on_invalid`, under its own line number.
 
-Inputs are the incident streams of `runwatch.dev.incidents` (the real shapes, thousands of
+Inputs are the incident streams of `runwatch.dev.scenarios` (the real shapes, thousands of
 events each) and small generated multi-run streams with short per-run rule parameters, so
 that every rule fires and resolves within a few dozen events.
 
@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.emitters.events import MAX_EVENT_BYTES
 from runwatch.stream.engine import Engine
 from runwatch.stream.refused import Refused

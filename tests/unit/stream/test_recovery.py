@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runwatch.dev.incidents import sandbox_hang
+from runwatch.dev.scenarios import sandbox_hang
 from runwatch.stream import checkpoint
 from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig

@@ -16,7 +16,7 @@ from helpers import decoded, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev.incidents import INCIDENTS
+from runwatch.dev.scenarios import INCIDENTS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine

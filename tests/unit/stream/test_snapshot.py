@@ -11,7 +11,7 @@ import uuid
 import orjson
 import pytest
 
-from runwatch.dev.incidents import sandbox_hang, zero_reward
+from runwatch.dev.scenarios import sandbox_hang, zero_reward
 from runwatch.stream import checkpoint
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from runwatch.dev import incidents
+from runwatch.dev import scenarios
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -32,7 +32,7 @@ def only(alerts: list[Alert], rule: str, state: str | None = None) -> list[Alert
 
 @pytest.fixture(scope="module")
 def sandbox() -> list[Alert]:
-    return run_incident(incidents.sandbox_hang())
+    return run_incident(scenarios.sandbox_hang())
 
 
 def test_sandbox_gaps_grow_20_21_26_and_alert_at_step_3(sandbox):
@@ -75,7 +75,7 @@ def test_sandbox_rollout_bar_stuck_at_511(sandbox):
 
 
 def test_zero_reward_from_step_188_fires_at_step_192():
-    events = incidents.zero_reward(last_step=260)
+    events = scenarios.zero_reward(last_step=260)
     alerts = run_incident(events)
     (fired,) = only(alerts, "zero_reward", "firing")
     assert fired.details["first_zero_step"] == 188
@@ -89,7 +89,7 @@ def test_zero_reward_from_step_188_fires_at_step_192():
 
 
 def test_zero_reward_threshold_10_moves_the_alert_five_steps_later():
-    events = incidents.zero_reward(last_step=260)
+    events = scenarios.zero_reward(last_step=260)
     config = RulesConfig.from_mapping({"rules": {"zero_reward": {"steps": 10}}})
     (fired,) = only(run_incident(events, config), "zero_reward", "firing")
     metrics_197 = next(e["ts"] for e in events if e["kind"] == "step.metrics" and e["step"] == 197)
@@ -98,13 +98,13 @@ def test_zero_reward_threshold_10_moves_the_alert_five_steps_later():
 
 
 def test_zero_reward_runs_through_step_680_without_repeating():
-    alerts = run_incident(incidents.zero_reward())
+    alerts = run_incident(scenarios.zero_reward())
     assert len(only(alerts, "zero_reward", "firing")) == 1
     assert only(alerts, "zero_reward", "firing")[0].details["first_zero_step"] == 188
 
 
 def test_orchestrator_death_is_named_within_a_minute():
-    events = incidents.orchestrator_dies()
+    events = scenarios.orchestrator_dies()
     alerts = run_incident(events)
     last_beat = max(
         e["ts"]
@@ -125,7 +125,7 @@ def test_orchestrator_death_is_named_within_a_minute():
     ],
 )
 def test_rank_hang_patterns(pattern, phases):
-    events = incidents.rank_hang(pattern)
+    events = scenarios.rank_hang(pattern)
     (fired,) = only(run_incident(events), "ranks_stalled", "firing")
     assert fired.details["pattern"] == pattern
     assert fired.details["phases"] == phases
@@ -136,13 +136,13 @@ def test_rank_hang_patterns(pattern, phases):
 
 
 def test_healthy_two_hour_steps_with_validation_and_checkpoint_raise_nothing():
-    events = incidents.healthy_long_steps()
+    events = scenarios.healthy_long_steps()
     end = max(e["ts"] for e in events)
     assert run_incident(events, until=end + 6 * 3600) == []
 
 
 def test_transitions_alternate_per_key_across_all_incidents():
-    for build in incidents.INCIDENTS.values():
+    for build in scenarios.INCIDENTS.values():
         last: dict[str, str] = {}
         for alert in run_incident(build()):
             assert last.get(alert.key) != alert.state, alert
