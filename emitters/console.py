@@ -124,7 +124,8 @@ class LineParser:
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event
         (`runwatch diagnose` says them for a console it cannot place)."""
-        out, self.metrics.notes = self.metrics.notes, []
+        out = self.metrics.notes + self.failures.notes
+        self.metrics.notes, self.failures.notes = [], []
         return out
 
     def finish(self) -> list[Found]:

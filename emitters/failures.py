@@ -68,6 +68,8 @@ class Failures:
     def __init__(self) -> None:
         self._records: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
+        #: why tracebacks and exception lines gave no failure, since the owner last took them
+        self.notes: list[str] = []
 
     @property
     def reading(self) -> bool:
@@ -104,14 +106,18 @@ class Failures:
             prefix, path = frame
             self._records[source] = Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix)))
             self._records[source].paths.append(path)
-        elif (tail := exception_at(line)) is not None and (
-            line.startswith("ray.exceptions.") or _indented_after(before, tail[0])
-        ):
-            # the end of a traceback whose frames were not in the output, but for the code
-            # line before it (a pasted tail; Ray's errors name themselves)
-            ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
-            ended.error, ended.open = tail[1][:2000], False
-            self._records[source] = ended
+        elif (tail := exception_at(line)) is not None:
+            if line.startswith("ray.exceptions.") or _indented_after(before, tail[0]):
+                # the end of a traceback whose frames were not in the output, but for the
+                # code line before it (a pasted tail; Ray's errors name themselves)
+                ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
+                ended.error, ended.open = tail[1][:2000], False
+                self._records[source] = ended
+            elif not out:
+                self.notes.append(
+                    f"`{tail[1][:60]}` names an exception, but no traceback's frames come "
+                    "before it: a logged error, not an uncaught exception"
+                )
         return out
 
     def _head(self, source: Any, line: str, at: int, before: str) -> None:
@@ -140,6 +146,11 @@ class Failures:
         record = self._records.get(source)
         if record is not None and not record.open:
             del self._records[source]
+            if record.said is not None and not record.quiet:
+                self.notes.append(
+                    f"the traceback ending `{record.said[:60]}` was handled: its process "
+                    "went on working after it (a step, a bar, engine stats)"
+                )
 
     def finish(self) -> list[tuple[Any, Found]]:
         """The output ended: each source's last traceback was its last word."""
@@ -150,6 +161,13 @@ class Failures:
                 if (component := record.component()) is not None:
                     fields["component"] = component  # a hint, as a fatal line's
                 out.append((source, ("component.failed", fields)))
+            elif said is not None:
+                self.notes.append(f"the traceback ending `{said[:60]}` was logged as a warning")
+            elif record.paths:
+                self.notes.append(
+                    "a traceback ends before its exception line (the output, or the paste, "
+                    "was cut) and nothing says it was uncaught: no failure to name"
+                )
         self._records.clear()
         return out
 

@@ -32,7 +32,7 @@ _EXCEPTION = (
 )
 #: an exception line: the exception's (dotted) name, then `: message` or nothing
 EXCEPTION = re.compile("^" + _EXCEPTION)
-_EXCEPTION_AT = re.compile(_EXCEPTION)
+_EXCEPTION_AT = re.compile(r"(?<![\w.])" + _EXCEPTION)
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
 #: Python's words for an exception nobody caught, on the line before its traceback
@@ -82,14 +82,8 @@ def frame_prefix(line: str) -> tuple[str, str] | None:
 def exception_at(line: str) -> tuple[str, str] | None:
     """(the prefix, the exception line) of a line that ends a traceback after some prefix;
     None for a line that names no exception."""
-    start = 0
-    while True:
-        if _EXCEPTION_AT.match(line, start) is not None:
-            return line[:start], line[start:].strip()
-        gap = line.find(" ", start)
-        if gap < 0 or gap > 200:
-            return None
-        start = gap + 1
+    m = _EXCEPTION_AT.search(line)
+    return None if m is None else (line[: m.start()], line[m.start() :].strip())
 
 
 class Record:

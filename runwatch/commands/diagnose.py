@@ -20,12 +20,12 @@ from runwatch.logs import say
 
 #: what diagnose reads, said when it finds none of it
 READS = """\
-runwatch reads: tqdm progress bars; verl step lines (step:N - key:value - ...), PRIME-RL's
-(Step N | ...), AReaL's stats tables, transformers/TRL metric dicts ({'loss': ...}), OpenRLHF's
-Train epoch bars; vLLM and SGLang stats lines; torch's NCCL watchdog, gloo and c10d-store
-timeouts; uncaught Python tracebacks and the fatal errors of vLLM, SGLang, Ray, PRIME-RL and
-torchrun -- under Ray's (Name pid=N) prefix, torchrun's [rankN]:, Open MPI's [1,N]<stdout>:
-or a launcher's [timestamp] too."""
+runwatch reads: tqdm progress bars; any metric line with a step (key: value pairs in any
+syntax -- verl's, PRIME-RL's, Megatron's iteration lines, mmengine's, ...), printed dicts
+({'loss': ...}), tables and bar postfixes; vLLM and SGLang stats lines; torch's NCCL
+watchdog, gloo and c10d-store timeouts; uncaught Python tracebacks (with or without their
+head) and the fatal lines of the catalogue (docs/catalogue.md) -- under Ray's (Name pid=N)
+prefix, torchrun's [rankN]:, Open MPI's [1,N]<stdout>: or a launcher's [timestamp] too."""
 
 HELP = f"""\
 Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's

@@ -95,6 +95,31 @@ def test_a_file_with_nothing_readable_says_what_runwatch_reads(tmp_path: Path) -
     assert "Traceback" not in proc.stderr
 
 
+def test_a_console_it_cannot_place_says_which_lines_looked_like_failures_or_metrics(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 item 7: what a user can report -- the lines that looked like a failure or a
+    metric, where, and why they gave no event."""
+    log = tmp_path / "pasted.log"
+    log.write_text(
+        "ERROR 04-11 08:34:27 [api_server.py:855] RuntimeError: {'error': 'thread crashed'}\n"
+        'INFO:     172.30.9.20:37916 - "POST /v1/chat/completions HTTP/1.1" 500\n'
+        "loss: nan grad_norm: nan\n"
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/mnt/train.py", line 999, in <module>\n'
+        "[rank0]:     main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(log)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1
+    said = proc.stderr
+    assert "lines that looked like metrics or failures, and why they gave no event:" in said
+    assert "pasted.log:1: `RuntimeError: {'error': 'thread crashed'}` names an exception" in said
+    assert "pasted.log:3: `loss` is nan but the line names no step" in said
+    assert "a traceback ends before its exception line" in said
+    assert "    loss: nan grad_norm: nan" in said  # the line itself, to report
+
+
 def test_a_reader_that_stops_reading_ends_it_quietly(tmp_path: Path) -> None:
     """`runwatch diagnose ... | head`: a closed pipe is not a traceback."""
     read_end, write_end = os.pipe()

@@ -159,3 +159,24 @@ def test_the_scanner_reads_the_line_before_a_marked_one_as_every_line_read_does(
     scanned += scanner.parser.finish()
     assert repr(scanned) == repr(every)
     assert [f["error"][:20] for f in failed(every)] == ["RuntimeError: [../th"]
+
+
+def test_what_a_traceback_that_is_no_failure_says_and_why() -> None:
+    """Issue 41 item 7: the reasons `runwatch diagnose` prints for a console it cannot place."""
+    said: list[str] = []
+    for lines in (
+        ["WARNING 01-24 07:01:39 [x.py:1] Traceback (most recent call last):",
+         'WARNING 01-24 07:01:39 [x.py:1]   File "reward.py", line 9, in score',
+         "WARNING 01-24 07:01:39 [x.py:1] KeyError: 'reward_extra_info'"],
+        ["Traceback (most recent call last):", '  File "reward.py", line 9, in score',
+         "ValueError: bad answer", "step:7 - critic/score/mean:0.5 - actor/pg_loss:0.1"],
+        ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>'],
+        ["(APIServer pid=1) ERROR 04-11 [api_server.py:855] RuntimeError: thread crashed"],
+    ):  # fmt: skip
+        parser = LineParser()
+        read_all(lines, parser)
+        said.append(" ".join(parser.notes()))
+    assert "logged as a warning" in said[0]
+    assert "was handled: its process went on working" in said[1]
+    assert "ends before its exception line" in said[2]
+    assert "no traceback's frames come before it" in said[3]
