@@ -109,14 +109,14 @@ def follow_alerts(
         c.close()
 
 
-def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
-    """Every incident of runwatch.dev.scenarios under `copies` run ids, each copy shifted by up
+def interleaved_scenarios(copies: int, seed: int = 11) -> list[dict[str, Any]]:
+    """Every scenario of runwatch.dev.scenarios under `copies` run ids, each copy shifted by up
     to 3 h, merged by ts: dozens of live runs interleaved as one partition group carries them."""
-    from runwatch.dev.scenarios import INCIDENTS
+    from runwatch.dev.scenarios import SCENARIOS
 
     rng = random.Random(seed)
     merged: list[dict[str, Any]] = []
-    for name, build in INCIDENTS.items():
+    for name, build in SCENARIOS.items():
         template = build()
         for k in range(copies):
             run = f"{name}-{k:03d}"
@@ -128,15 +128,15 @@ def interleaved_incidents(copies: int, seed: int = 11) -> list[dict[str, Any]]:
 
 
 def long_history(n_events: int, end: float, seed: int = 5) -> Iterator[tuple[float, str, bytes]]:
-    """`n_events` of weeks of history, as a partition holds it: every incident of
+    """`n_events` of weeks of history, as a partition holds it: every scenario of
     runwatch.dev.scenarios in waves 4 h apart under new run ids (so most runs finished or
     went silent long ago and a day's waves are live), ending at `end`, with random 128-bit
     event ids as emitters make them. (ts, run, JSON), in time order, made as they are read."""
     import orjson
 
-    from runwatch.dev.scenarios import INCIDENTS
+    from runwatch.dev.scenarios import SCENARIOS
 
-    templates = [(name, build()) for name, build in INCIDENTS.items()]
+    templates = [(name, build()) for name, build in SCENARIOS.items()]
     per_wave = sum(len(t) for _, t in templates)
     waves = max(1, -(-n_events // per_wave))
     t_min = min(e["ts"] for _, t in templates for e in t)

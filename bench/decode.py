@@ -46,7 +46,7 @@ from benchinfo import SAID, machine, say, write_section
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from runwatch.dev.envelope import event
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.emitters import events
 from runwatch.stream.decode import _FAST, _PATTERNS, decode
 
@@ -55,8 +55,8 @@ NAN_SHARE = 0.002
 
 
 def corpus(n: int, seed: int = 7) -> list[bytes]:
-    """`n` lines in the incidents' kind mix, shuffled; a few NaN step.metrics among them."""
-    pool = [e for build in INCIDENTS.values() for e in build()]
+    """`n` lines in the scenarios' kind mix, shuffled; a few NaN step.metrics among them."""
+    pool = [e for build in SCENARIOS.values() for e in build()]
     rng = random.Random(seed)
     lines: list[bytes] = []
     for i in range(n):

@@ -53,11 +53,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from benchinfo import SAID, interleaved_incidents, machine, say, write_section
+from benchinfo import SAID, interleaved_scenarios, machine, say, write_section
 from heartbeat_trace import HOURS, RUNS, heartbeat_heavy
 from reference import SEVEN, plain
 
-from runwatch.dev.scenarios import INCIDENTS, T0
+from runwatch.dev.scenarios import SCENARIOS, T0
 from runwatch.emitters import events
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -75,7 +75,7 @@ Record = tuple[str, int, bytes]
 
 def multi_run_stream(copies: int, seed: int = 11) -> list[bytes]:
     """Every incident under `copies` run ids, each shifted in time, merged by ts."""
-    merged = interleaved_incidents(copies, seed)
+    merged = interleaved_scenarios(copies, seed)
     for e in merged:
         e["ts"] = round(e["ts"], 3)
     return [orjson.dumps(e) for e in merged]
@@ -284,7 +284,7 @@ def main() -> None:
         args.ring = True
         lines = multi_run_stream(args.copies)
         throughput("the repository's trace (every incident, copied)", lines,
-                   len(INCIDENTS) * args.copies, args)  # fmt: skip
+                   len(SCENARIOS) * args.copies, args)  # fmt: skip
     if args.shape in ("both", "heartbeats"):
         args.ring = False
         hours = 1.0 if args.quick else HOURS

@@ -47,8 +47,8 @@ from runwatch.stream.decode import decode
 
 
 def sample_values(n: int) -> list[bytes]:
-    """`n` Kafka values with the kind mix of the incidents, each with its own id."""
-    base = [e for build in scenarios.INCIDENTS.values() for e in build()]
+    """`n` Kafka values with the kind mix of the scenarios, each with its own id."""
+    base = [e for build in scenarios.SCENARIOS.values() for e in build()]
     out = []
     for i in range(n):
         e = dict(base[i % len(base)])

@@ -2,7 +2,7 @@
 
 Throughput. A fresh single-partition events topic; `runwatch worker` (a subprocess pinned
 to one CPU with taskset) starts on it and goes live; then it is paused (SIGSTOP), N events
-are produced (every incident of `runwatch.dev.scenarios` under many run ids, interleaved by
+are produced (every scenario of `runwatch.dev.scenarios` under many run ids, interleaved by
 event time and rebased to end an hour ago, with record timestamps = event ts so the skew
 correction has nothing to correct), and a marker event (a NaN metric on its own run) last.
 The worker is resumed (SIGCONT) and the clock stops when the marker's alert is on
@@ -49,20 +49,20 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from benchinfo import interleaved_incidents, percentile
+from benchinfo import interleaved_scenarios, percentile
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from processes import Worker
 from restart import checkpoint_cost, restart_worker
 
 from runwatch.dev import envelope
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 
 
 def stream(copies: int, end: float, seed: int = 11) -> list[tuple[float, str, bytes]]:
-    """Every incident under `copies` run ids, shifted up to 3 h apart, merged by ts, ending
+    """Every scenario under `copies` run ids, shifted up to 3 h apart, merged by ts, ending
     at `end`: (ts, run, JSON) triples."""
-    merged = interleaved_incidents(copies, seed)
+    merged = interleaved_scenarios(copies, seed)
     shift = end - merged[-1]["ts"]
     out = []
     for e in merged:
@@ -141,7 +141,7 @@ def throughput(bootstrap: str, n_events: int, cpu: int | None) -> tuple[str, Wor
     app_id = f"bench-{uuid.uuid4().hex[:8]}"
     worker = Worker(bootstrap, prefix, app_id, cpu)
     worker.wait_live()
-    copies = max(1, round(n_events / 7500 / len(INCIDENTS)))
+    copies = max(1, round(n_events / 7500 / len(SCENARIOS)))
     lines = stream(copies, end=time.time() - 3600)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20,
                              max_request_size=16 << 20, acks=1)  # fmt: skip
@@ -167,7 +167,7 @@ def throughput(bootstrap: str, n_events: int, cpu: int | None) -> tuple[str, Wor
     watch.close()
     n = len(lines) + 1
     elapsed = done - t0
-    runs = copies * len(INCIDENTS)
+    runs = copies * len(SCENARIOS)
     report = (
         f"live path: {n:,} events ({len(lines) // runs} per run, {runs} runs) "
         f"consumed in {elapsed:.2f}s = {n / elapsed:,.0f} "

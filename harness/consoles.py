@@ -1,4 +1,4 @@
-"""The consoles a run would have written, rendered from an incident's events with the
+"""The consoles a run would have written, rendered from a scenario's events with the
 programs' own formats -- what `runwatch diagnose` reads, and what the sandbox-hang incident
 was first diagnosed from by hand: the driver's stderr and the vLLM server's stdout.
 

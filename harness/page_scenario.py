@@ -1,7 +1,7 @@
-"""serve's HTTP front and pages over a `Service` fed bundled incidents on their own clock,
+"""serve's HTTP front and pages over a `Service` fed bundled scenarios on their own clock,
 for the browser test and the README's screenshot (`make docs`).
 
-Posted to a live `runwatch serve`, a recorded incident's two hours arrive in a second and
+Posted to a live `runwatch serve`, a recorded scenario's two hours arrive in a second and
 the clock-skew correction puts them all at their arrival: the rules see no time pass. Here
 the service's wall clock follows the events instead (as tests/unit/service does): each batch
 arrives 50 ms after its last event and the timer turns between batches, so the alerts fire as
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.service.core import Service
 from runwatch.service.http import ServiceServer
 
@@ -40,8 +40,8 @@ class EventClock:
 
 
 def scenario_events(names: Iterable[str], until: float | None = None) -> list[dict[str, Any]]:
-    """The named incidents' events in time order (up to `until`, event time)."""
-    events = [e for name in names for e in INCIDENTS[name]()]
+    """The named scenarios' events in time order (up to `until`, event time)."""
+    events = [e for name in names for e in SCENARIOS[name]()]
     events.sort(key=lambda e: float(e["ts"]))
     return [e for e in events if until is None or float(e["ts"]) <= until]
 

@@ -29,7 +29,8 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "check": "check",
     "demo": "demo",
-    "incidents": "demo",
+    "scenarios": "demo",
+    "incidents": "demo",  # scenarios' former name, an alias
     "kafka": "kafka",
     "worker": "worker",
     "alerts": "alerts",

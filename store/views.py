@@ -11,7 +11,7 @@ inference server that has not exited cleanly (`heartbeat final`), and every such
 idle (its latest `inference.stats` says 0 running and 0 waiting; a server without stats: no
 request in flight). Each step's gap is how much of [step.started, step.done] that held.
 Events are taken in event-time order, ties in arrival order; tests/unit/store/test_views.py
-holds the SQL to the engine's per-step gaps on the incidents and on random histories. A step
+holds the SQL to the engine's per-step gaps on the scenarios and on random histories. A step
 with no `step.started` gets, as in the engine, the idle time running at its `step.done`; where
 the condition breaks and resumes at one same ts, the view sees one span (the engine two), and
 where it changes at exactly the ts of that `step.done`, the view takes the change as first.

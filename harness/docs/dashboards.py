@@ -5,7 +5,7 @@
     .venv/bin/python -m harness.docs.dashboards --check  # exit 1 if the committed JSON differs
 
 Why code: every panel's query is listed once here, and tests/integration/test_prometheus.py
-sends each one (via `queries()`) to a real Prometheus scraping a replayed incident; a metric
+sends each one (via `queries()`) to a real Prometheus scraping a replayed scenario; a metric
 renamed in the exporter breaks that test, not a user's dashboard. Plain dicts, no SDK: the
 output is the current Grafana schema (schemaVersion 39), a `datasource` variable and no
 hard-coded datasource UIDs, so the files import unchanged (UI import or provisioning).

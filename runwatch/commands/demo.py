@@ -1,5 +1,6 @@
-"""`runwatch demo` (live, or `--replay` of the bundled incidents: runwatch/dev/demo.py) and
-`runwatch incidents` (write the bundled incidents as JSON Lines: runwatch/dev/scenarios.py)."""
+"""`runwatch demo` (live, or `--replay` of the bundled scenarios: runwatch/dev/demo.py) and
+`runwatch scenarios` (write the bundled scenarios as JSON Lines: runwatch/dev/scenarios.py;
+`runwatch incidents`, its name before incidents meant alert groups, still works)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,24 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.commands import CommandError
+from runwatch.dev.scenarios import SCENARIOS
 
 
 def run_demo(args: argparse.Namespace) -> int:
     from runwatch.dev import demo
 
-    return demo.replay_incidents(args) if args.replay else demo.live(args)
+    return demo.replay_scenarios(args) if args.replay else demo.live(args)
 
 
-def run_incidents(args: argparse.Namespace) -> int:
+def run_scenarios(args: argparse.Namespace) -> int:
     from runwatch.dev import scenarios
 
     names = args.names or None
-    unknown = sorted(set(names or ()) - set(INCIDENTS))
+    unknown = sorted(set(names or ()) - set(SCENARIOS))
     if unknown:
-        print(f"runwatch incidents: no such incident: {', '.join(unknown)}")
-        return 2
+        raise CommandError(f"no such scenario: {', '.join(unknown)} (there are: "
+                           f"{', '.join(SCENARIOS)})")  # fmt: skip
     for path in scenarios.write(Path(args.out), names):
         print(path)
     return 0
@@ -32,13 +34,14 @@ def run_incidents(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     d = sub.add_parser(
         "demo",
-        help="live: runwatch serve + a simulated cluster with faults; --replay: incidents",
+        help="live: runwatch serve + a simulated cluster with faults; --replay: scenarios",
         description="Start runwatch serve, simulate a small cluster with three faults at "
         "accelerated time, and show runs and alerts live. With --replay: replay the bundled "
-        "incidents (the real cases runwatch exists for) through the rules and print the alerts.",
+        "scenarios (the real incidents runwatch exists for) through the rules and print the "
+        "alerts.",
     )
     d.add_argument("--dir", default=".cache/demo", help="where to write history / event files")
-    d.add_argument("--replay", action="store_true", help="replay the bundled incidents instead")
+    d.add_argument("--replay", action="store_true", help="replay the bundled scenarios instead")
     d.add_argument("--jobs", type=int, default=8, help="simulated jobs (live demo)")
     d.add_argument("--speed", type=float, default=30.0, help="simulated seconds per second")
     d.add_argument("--duration", type=float, default=1500.0, help="simulated seconds")
@@ -50,12 +53,15 @@ def register(sub: Any) -> None:
     d.add_argument("--resume-after", type=float, default=8.0,
                    help="seconds the demo leaves it paused before `runwatch resume`")  # fmt: skip
     d.set_defaults(func=run_demo)
-    i = sub.add_parser(
-        "incidents",
-        help="write the bundled incident event streams as JSON Lines",
-        description="Write the bundled incidents as JSON Lines files, one per incident: "
-        + ", ".join(INCIDENTS),
+    s = sub.add_parser(
+        "scenarios",
+        aliases=["incidents"],  # its name until "incidents" came to mean alert groups
+        help="write the bundled scenarios (recorded incidents) as JSON Lines",
+        description="Write the bundled scenarios -- the incidents runwatch exists for, as the "
+        "events their processes would have sent -- as JSON Lines files, one per scenario: "
+        + ", ".join(SCENARIOS)
+        + ". `runwatch incidents` is the same command under its former name.",
     )
-    i.add_argument("names", nargs="*", metavar="NAME", help="which incidents (default: all)")
-    i.add_argument("--out", default=".", help="output folder (default: current folder)")
-    i.set_defaults(func=run_incidents)
+    s.add_argument("names", nargs="*", metavar="NAME", help="which scenarios (default: all)")
+    s.add_argument("--out", default=".", help="output folder (default: current folder)")
+    s.set_defaults(func=run_scenarios)

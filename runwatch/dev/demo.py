@@ -1,11 +1,11 @@
-"""The demos: `runwatch demo` (live) and `runwatch demo --replay` (the bundled incidents).
+"""The demos: `runwatch demo` (live) and `runwatch demo --replay` (the bundled scenarios).
 
 The live demo starts `runwatch serve` (a child process on a free loopback port, with a fresh
 DuckDB history), simulates a small cluster with three faults at accelerated time against it,
 and shows the runs and alert transitions live; at the end (or on Ctrl-C) it stops both
 children and says where the history is.
 
-The replay demo writes each bundled incident as JSON Lines (what emitters would have sent),
+The replay demo writes each bundled scenario as JSON Lines (what emitters would have sent),
 replays the files through the same path as `runwatch replay`, and prints the alerts as a
 person would read them in Slack. Neither needs the network.
 """
@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from runwatch.dev import scenarios
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.emitters.guard import decide
 from runwatch.emitters.runview import RunView
 from runwatch.stream.alerts import Alert
@@ -230,10 +230,10 @@ def _breaker_story(
                   f"step {max(steps, default=0)} (its output: {trainer_log})")  # fmt: skip
 
 
-def replay_incidents(args: argparse.Namespace) -> int:
+def replay_scenarios(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     out_dir = Path(args.dir)
-    console.print(f"[bold]runwatch demo[/]: replaying {len(INCIDENTS)} recorded incidents\n")
+    console.print(f"[bold]runwatch demo[/]: replaying {len(SCENARIOS)} recorded scenarios\n")
     paths = scenarios.write(out_dir)
     firing = 0
     for path in paths:

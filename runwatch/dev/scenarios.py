@@ -1,4 +1,5 @@
-"""The incidents runwatch exists for (docs/architecture.md), as deterministic event streams.
+"""The scenarios: the incidents runwatch exists for (docs/architecture.md), recorded as
+deterministic event streams (`runwatch scenarios` writes them).
 
 Each builder returns the events a real job would have emitted, with the published numbers:
 the 20/21/26-minute idle gaps and the 511/512 bar stuck for 99 minutes; reward 0 from step
@@ -20,7 +21,7 @@ import orjson
 
 from runwatch.dev.envelope import Event, event
 
-#: 2026-03-14 14:00:00 UTC: the incidents' clock starts here.
+#: 2026-03-14 14:00:00 UTC: the scenarios' clock starts here.
 T0 = datetime(2026, 3, 14, 14, 0, tzinfo=UTC).timestamp()
 MIN = 60.0
 
@@ -311,8 +312,8 @@ def healthy_long_steps(steps: int = 3) -> list[Event]:
     return s.sorted()
 
 
-#: name -> builder, for the demo and `runwatch incidents`.
-INCIDENTS: dict[str, Callable[[], list[Event]]] = {
+#: name -> builder, for the demo and `runwatch scenarios`.
+SCENARIOS: dict[str, Callable[[], list[Event]]] = {
     "sandbox_hang": sandbox_hang,
     "zero_reward": zero_reward,
     "orchestrator_dies": orchestrator_dies,
@@ -323,13 +324,13 @@ INCIDENTS: dict[str, Callable[[], list[Event]]] = {
 
 
 def write(out_dir: Path, names: list[str] | None = None) -> list[Path]:
-    """Write the chosen incidents (default: all) as JSON Lines files; returns their paths."""
+    """Write the chosen scenarios (default: all) as JSON Lines files; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name in names or list(INCIDENTS):
+    for name in names or list(SCENARIOS):
         path = out_dir / f"{name}.jsonl"
         with path.open("wb") as f:
-            for event in INCIDENTS[name]():
-                f.write(orjson.dumps(event) + b"\n")
+            for e in SCENARIOS[name]():
+                f.write(orjson.dumps(e) + b"\n")
         paths.append(path)
     return paths

@@ -1,4 +1,4 @@
-"""`runwatch serve` itself (the command, with a token file) fed what `runwatch incidents
+"""`runwatch serve` itself (the command, with a token file) fed what `runwatch scenarios
 sandbox_hang` writes: its first line names the page, `GET /` asks for the token and then
 answers a page naming the run, and the run's page shows its steps and the GPU-idle gaps
 from the history. (Posted at once, the recorded two hours reach the rules in a second, so

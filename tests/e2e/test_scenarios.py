@@ -1,5 +1,5 @@
-"""Golden tests: the incidents runwatch exists for (docs/architecture.md), with their published
-numbers, through replay."""
+"""Golden tests: the scenarios, the incidents runwatch exists for (docs/architecture.md),
+with their published numbers, through replay."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_healthy_two_hour_steps_with_validation_and_checkpoint_raise_nothing():
 
 
 def test_transitions_alternate_per_key_across_all_incidents():
-    for build in scenarios.INCIDENTS.values():
+    for build in scenarios.SCENARIOS.values():
         last: dict[str, str] = {}
         for alert in run_incident(build()):
             assert last.get(alert.key) != alert.state, alert

@@ -29,7 +29,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("history")
     for name in ("sandbox_hang", "zero_reward"):
         (root / f"{name}.jsonl").write_bytes(
-            b"".join(orjson.dumps(e) + b"\n" for e in scenarios.INCIDENTS[name]())
+            b"".join(orjson.dumps(e) + b"\n" for e in scenarios.SCENARIOS[name]())
         )
     db = root / "h.duckdb"
     proc = runwatch("ingest", str(root / "sandbox_hang.jsonl"), str(root / "zero_reward.jsonl"),

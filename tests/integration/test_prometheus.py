@@ -1,4 +1,4 @@
-"""A real Prometheus scrapes the exporter of engines fed by replayed incidents; every query of
+"""A real Prometheus scrapes the exporter of engines fed by replayed scenarios; every query of
 every dashboard panel (and annotation) must return data from it."""
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_a_breach_is_caught() -> None:
 
 
 def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every incident through the engine with the clocks made to fail: the core only ever
+    """Every scenario through the engine with the clocks made to fail: the core only ever
     uses the time it is given."""
 
     def no_clock() -> float:
@@ -152,7 +152,7 @@ def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(time, name, no_clock)
     import orjson
 
-    for build in scenarios.INCIDENTS.values():
+    for build in scenarios.SCENARIOS.values():
         lines = [("i", n, orjson.dumps(e)) for n, e in enumerate(build())]
         assert list(replay(lines, Engine())) is not None
 

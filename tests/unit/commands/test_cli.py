@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,19 @@ def test_a_negative_number_reaches_its_option_as_a_number(capsys):
     """(Marked as a dashed value, it was refused as the float "\\x00-1".)"""
     assert cli.main(["worker", "--kafka", "127.0.0.1:1", "--checkpoint-every", "-1"]) == 2
     assert "cannot be negative" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["scenarios", "incidents"])
+def test_scenarios_and_their_former_name_write_the_same_files(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runwatch incidents` (scenarios' name before incidents meant alert groups) is an alias:
+    scripts and docs out there call it."""
+    assert cli.main([name, "zero_reward", "--out", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["zero_reward.jsonl"]
+    assert cli.main([name, "no_such_one", "--out", str(tmp_path)]) == 2
+    assert "no such scenario: no_such_one" in capsys.readouterr().err
+
+
+def test_help_lists_scenarios_with_its_alias() -> None:
+    assert "scenarios (incidents)" in cli.build_parser().format_help()

@@ -40,9 +40,9 @@ def store(store_factory: Callable[[], Store]) -> Store:
 
 @pytest.fixture(scope="module")
 def incident_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every bundled incident ingested (events and the default rules' transitions)."""
+    """Every bundled scenario ingested (events and the default rules' transitions)."""
     path = tmp_path_factory.mktemp("store") / "incidents.duckdb"
-    for name, build in scenarios.INCIDENTS.items():
+    for name, build in scenarios.SCENARIOS.items():
         ingest(lines_of(build(), name), path)
     return path
 

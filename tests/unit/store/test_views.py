@@ -1,4 +1,4 @@
-"""The views give the right numbers: on the incidents, and -- for the GPU-idle gaps, computed
+"""The views give the right numbers: on the scenarios, and -- for the GPU-idle gaps, computed
 in SQL -- the engine's own numbers on random histories."""
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ def test_sandbox_hang_idle_gaps_are_20_21_26_minutes(incident_store: Store) -> N
     assert rows[3][1] == pytest.approx(99 * 60)
 
 
-@pytest.mark.parametrize("name", sorted(scenarios.INCIDENTS))
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
 def test_idle_gaps_match_the_engine_on_every_incident(incident_store: Store, name: str) -> None:
-    events = scenarios.INCIDENTS[name]()
+    events = scenarios.SCENARIOS[name]()
     want = engine_gaps(events)
     got = sql_gaps(incident_store, events[0]["run"])
     assert got.keys() == want.keys()
@@ -67,7 +67,7 @@ def test_runs_view(incident_store: Store) -> None:
             "SELECT run, status, last_step, total_steps, labels, open_alerts, open_rules FROM runs"
         ).fetchall()
     }
-    assert set(rows) == {b()[0]["run"] for b in scenarios.INCIDENTS.values()}
+    assert set(rows) == {b()[0]["run"] for b in scenarios.SCENARIOS.values()}
     # killed: its end closed the alerts still firing (contract section 8)
     assert rows[SANDBOX] == ("killed", 3, 400, {"team": "reasoning"}, 0, [])
     assert rows["ppo-llama3-8b-math"][:3] == ("killed", 680, 1000)

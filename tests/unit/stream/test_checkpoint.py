@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpoint import CheckpointError
@@ -27,9 +27,9 @@ CONFIG = RulesConfig.default()
 
 
 def partition() -> list[Record]:
-    """Every incident of DESIGN.md in one partition, interleaved in time, as records that
-    reach the broker 50 ms after their time stamp."""
-    events = sorted((e for make in INCIDENTS.values() for e in make()), key=lambda e: e["ts"])
+    """Every scenario (the incidents of DESIGN.md) in one partition, interleaved in time, as
+    records that reach the broker 50 ms after their time stamp."""
+    events = sorted((e for make in SCENARIOS.values() for e in make()), key=lambda e: e["ts"])
     return [(orjson.dumps(e), e["ts"] + 0.05, i) for i, e in enumerate(events)]
 
 
@@ -260,12 +260,12 @@ def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.Mon
 
 
 def _records() -> list[Any]:
-    """One instance of each `Compact` state record, from a replayed incident's runs."""
+    """One instance of each `Compact` state record, from a replayed scenario's runs."""
     from runwatch.stream.state.compact import Compact
 
     driver = LiveDriver()
     events = [e for n in ("sandbox_hang", "rank_divergence", "orchestrator_dies")
-              for e in INCIDENTS[n]()]  # fmt: skip
+              for e in SCENARIOS[n]()]  # fmt: skip
     last = events[-1]
     events.append({**last, "id": "pending", "run": "pending", "kind": "trajectory.started",
                    "traj": "t1"})  # fmt: skip

@@ -1,5 +1,5 @@
 """Incidents: one per fault, with the root the pipeline's direction of dependency names --
-on every bundled incident and every simulated fault -- exactly one root per incident,
+on every bundled scenario and every simulated fault -- exactly one root per incident,
 symptoms only of a root that explains them, the table extended from the config, and the
 state through a checkpoint."""
 
@@ -21,7 +21,7 @@ from helpers import (
     one_root,
 )
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.dev.simulate import EXPECTED_ROOT, KINDS, Cluster
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -70,16 +70,16 @@ def roots_by_incident(alerts: list[Alert]) -> dict[str, set[str]]:
     return out
 
 
-# -- the bundled incidents and the simulated faults -----------------------------------------
+# -- the bundled scenarios and the simulated faults -----------------------------------------
 
 
 def bundled(name: str) -> list[dict[str, Any]]:
-    """The events `runwatch incidents NAME` writes."""
+    """The events `runwatch scenarios NAME` writes."""
     return [e.model_dump(mode="json", exclude_none=True) if hasattr(e, "model_dump") else e
-            for e in INCIDENTS[name]()]  # fmt: skip
+            for e in SCENARIOS[name]()]  # fmt: skip
 
 
-#: Per bundled incident: the root of each incident it yields, in order.
+#: Per bundled scenario: the root of each incident it yields, in order.
 BUNDLED = {
     "orchestrator_dies": [("heartbeat_lost", "orchestrator@node-3/5100")],
     "zero_reward": [("heartbeat_lost", "inference@node-5/sglang-0")],
@@ -92,7 +92,7 @@ BUNDLED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(INCIDENTS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_bundled_incident_names_its_root(name: str) -> None:
     found = incidents(replayed(bundled(name)))
     assert [root_of(ts) for ts in found.values()] == BUNDLED[name]

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.emitters.events import MAX_EVENT_BYTES
 from runwatch.stream.engine import Engine
 from runwatch.stream.refused import Refused
@@ -56,7 +56,7 @@ PROPERTY = settings(
 INCIDENT_PROPERTY = settings(
     PROPERTY, max_examples=int(os.environ.get("RUNWATCH_INCIDENT_EXAMPLES", "6"))
 )
-#: A shuffle seed does not shrink into anything smaller, and each incident replay takes
+#: A shuffle seed does not shrink into anything smaller, and each scenario replay takes
 #: a while: report the failing seed as found.
 INCIDENT_SHUFFLE = settings(INCIDENT_PROPERTY, phases=[Phase.explicit, Phase.generate])
 
@@ -369,7 +369,7 @@ def random_ops(rng: random.Random, n: int) -> list[tuple[int, int, str, int]]:
 
 @cache
 def incident(name: str) -> tuple[tuple[Event, ...], tuple[bytes, ...], float]:
-    events = tuple(INCIDENTS[name]())
+    events = tuple(SCENARIOS[name]())
     return events, tuple(encode(e) for e in events), events[-1]["ts"] + 3600
 
 
@@ -396,13 +396,13 @@ def test_generated_streams_reach_every_rule() -> None:
     assert {rule for rule, state in seen if state == "resolved"} == rules
 
 
-@pytest.mark.parametrize("name", sorted(INCIDENTS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_incidents_raise_alerts_worth_comparing(name: str) -> None:
     """The baseline for the incident properties (only the healthy run is quiet)."""
     assert bool(incident_alerts(name)) == (name != "healthy_long_steps")
 
 
-@pytest.mark.parametrize("name", sorted(INCIDENTS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 @INCIDENT_SHUFFLE
 @given(seed=seeds, dup_rate=st.sampled_from([0.0, 0.05, 0.3]))
 def test_incident_shuffled_and_duplicated_same_alerts(
@@ -435,7 +435,7 @@ def test_generated_shuffled_and_duplicated_same_alerts(
     assert alerts == expected
 
 
-@pytest.mark.parametrize("name", sorted(INCIDENTS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 @INCIDENT_PROPERTY
 @given(picks=invalid_picks, seed=st.none() | seeds)
 def test_incident_invalid_lines_change_nothing(

@@ -1,7 +1,7 @@
 """The engine's shortcuts change no alert: an engine that evaluates only the rules watching an
 event's kind, skips rules on routine heartbeats and keeps rule state incrementally raises
 exactly the transitions of one that evaluates every rule after every event
-(`Engine(shortcuts=False)`), on the bundled incidents and on generated heartbeat storms that
+(`Engine(shortcuts=False)`), on the bundled scenarios and on generated heartbeat storms that
 probe the routine-beat skip where it could go wrong: restarted pids, `final` beats, dropped
 counts, late and out-of-order beats, a live clock ahead of event time, timers in between.
 """
@@ -16,7 +16,7 @@ from helpers import decoded, make_event
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runwatch.dev.scenarios import INCIDENTS
+from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -68,12 +68,12 @@ def run_both(events: list[tuple[dict[str, Any], float | None]], rules: dict[str,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(INCIDENTS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_bundled_incident_raises_the_same_alerts(name: str) -> None:
     fast, reference = engines()
     got: list[Alert] = []
     want: list[Alert] = []
-    for raw in INCIDENTS[name]():
+    for raw in SCENARIOS[name]():
         event = decoded(raw)
         got += fast.apply(event)
         want += reference.apply(event)
