@@ -9,8 +9,8 @@ import pkgutil
 from typing import Any
 
 from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
-from runwatch.stream.rules.custom_absent import Absent
-from runwatch.stream.rules.custom_metric import MetricThreshold
+from runwatch.stream.rules.custom_absent import AbsentRule
+from runwatch.stream.rules.custom_metric import MetricThresholdRule
 
 #: The contract's seven rules (section 4), in its order: they are evaluated first, then
 #: runwatch's additions (section 7) by id.
@@ -52,7 +52,10 @@ def _builtin_rules() -> tuple[type[Rule[Any]], ...]:
 BUILTIN_RULES: tuple[type[Rule[Any]], ...] = _builtin_rules()
 
 #: `type` of a `[[rules.custom]]` entry -> its rule class.
-CUSTOM_RULE_TYPES: dict[str, type[Rule[Any]]] = {"metric": MetricThreshold, "absent": Absent}
+CUSTOM_RULE_TYPES: dict[str, type[Rule[Any]]] = {
+    "metric": MetricThresholdRule,
+    "absent": AbsentRule,
+}
 
 __all__ = [
     "BUILTIN_RULES",

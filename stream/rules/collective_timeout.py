@@ -90,7 +90,7 @@ def _span(values: list[int]) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
-class CollectiveTimeout(Rule[CollectiveTimeoutParams]):
+class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
     id = "collective_timeout"
     severity = "critical"
     fires_when = (

@@ -30,7 +30,7 @@ class ComponentFailedParams(Params):
     ignore: list[str] = Field(default_factory=lambda: ["KeyboardInterrupt"])
 
 
-class ComponentFailed(Rule[ComponentFailedParams]):
+class ComponentFailedRule(Rule[ComponentFailedParams]):
     id = "component_failed"
     severity = "critical"
     fires_when = (

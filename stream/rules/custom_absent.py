@@ -32,7 +32,7 @@ class AbsentRuleParams(Params):
     summary: str | None = None
 
 
-class Absent(Rule[AbsentRuleParams]):
+class AbsentRule(Rule[AbsentRuleParams]):
     """Fires when `component` sent no `kind` event for `for` seconds while the run is live."""
 
     params_model = AbsentRuleParams

@@ -44,7 +44,7 @@ class MetricRuleParams(Params):
     summary: str | None = None
 
 
-class MetricThreshold(Rule[MetricRuleParams]):
+class MetricThresholdRule(Rule[MetricRuleParams]):
     """Fires when `metric op value` held for `for_steps` reported steps in a row."""
 
     params_model = MetricRuleParams

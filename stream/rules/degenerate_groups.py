@@ -35,7 +35,7 @@ class DegenerateGroupsParams(Params):
     epsilon: NonNegativeFloat = 1e-9
 
 
-class DegenerateGroups(Rule[DegenerateGroupsParams]):
+class DegenerateGroupsRule(Rule[DegenerateGroupsParams]):
     id = "degenerate_groups"
     severity = "warning"
     fires_when = (

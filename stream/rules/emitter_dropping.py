@@ -29,7 +29,7 @@ class EmitterDroppingParams(Params):
     min_dropped: PositiveInt = 1
 
 
-class EmitterDropping(Rule[EmitterDroppingParams]):
+class EmitterDroppingRule(Rule[EmitterDroppingParams]):
     id = "emitter_dropping"
     severity = "warning"
     fires_when = (

@@ -36,7 +36,7 @@ class EntropyParams(Params):
     steps: PositiveInt = 10
 
 
-class EntropyCollapse(Rule[EntropyParams]):
+class EntropyCollapseRule(Rule[EntropyParams]):
     id = "entropy_collapse"
     severity = "warning"
     fires_when = (

@@ -27,7 +27,7 @@ class HeartbeatParams(Params):
     timeout: Seconds = 60.0
 
 
-class HeartbeatLost(Rule[HeartbeatParams]):
+class HeartbeatLostRule(Rule[HeartbeatParams]):
     id = "heartbeat_lost"
     severity = "critical"
     fires_when = "a process that sent heartbeats went silent for `timeout` ({timeout:g} s)"

@@ -49,7 +49,7 @@ def _growing(done: list[Step], params: IdleGapParams) -> int | None:
     return None
 
 
-class IdleGapGrowing(Rule[IdleGapParams]):
+class IdleGapGrowingRule(Rule[IdleGapParams]):
     id = "idle_gap_growing"
     severity = "warning"
     fires_when = (

@@ -38,7 +38,7 @@ class IdleParams(Params):
     pending_bars: list[str] = Field(default_factory=lambda: list(PENDING_BARS))
 
 
-class InferenceIdleWithPending(Rule[IdleParams]):
+class InferenceIdleWithPendingRule(Rule[IdleParams]):
     id = "inference_idle_with_pending"
     severity = "critical"
     fires_when = (

@@ -34,7 +34,7 @@ class InferenceStalledParams(Params):
     stalled_for: Seconds = 180.0
 
 
-class InferenceStalled(Rule[InferenceStalledParams]):
+class InferenceStalledRule(Rule[InferenceStalledParams]):
     id = "inference_stalled"
     severity = "critical"
     fires_when = (

@@ -21,7 +21,7 @@ def _latest_bad(run: RunState) -> Step | None:
     return None
 
 
-class NonFiniteMetric(Rule[NonFiniteParams]):
+class NonFiniteMetricRule(Rule[NonFiniteParams]):
     id = "non_finite_metric"
     severity = "critical"
     fires_when = "a logged metric or the reward is NaN or infinite"

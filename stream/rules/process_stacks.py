@@ -92,7 +92,7 @@ def _who(g: dict[str, Any]) -> str:
     return ", ".join(names[:4]) + (f" (+{len(names) - 4})" if len(names) > 4 else "")
 
 
-class ProcessStacks(Rule[ProcessStacksParams]):
+class ProcessStacksRule(Rule[ProcessStacksParams]):
     id = "process_stacks"
     severity = "info"
     params_model = ProcessStacksParams

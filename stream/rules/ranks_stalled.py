@@ -23,7 +23,7 @@ class RanksParams(Params):
     timeout: Seconds = 300.0
 
 
-class RanksStalled(Rule[RanksParams]):
+class RanksStalledRule(Rule[RanksParams]):
     id = "ranks_stalled"
     severity = "critical"
     fires_when = (

@@ -44,7 +44,7 @@ class ResponseLengthParams(Params):
     steps: PositiveInt = 10
 
 
-class ResponseLengthDrift(Rule[ResponseLengthParams]):
+class ResponseLengthDriftRule(Rule[ResponseLengthParams]):
     id = "response_length_drift"
     severity = "warning"
     fires_when = (

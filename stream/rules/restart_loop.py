@@ -38,7 +38,7 @@ def recent(times: list[float], now: float, within: float) -> list[float]:
     return [t for t in times if now - within < t <= now]
 
 
-class RestartLoop(Rule[RestartLoopParams]):
+class RestartLoopRule(Rule[RestartLoopParams]):
     id = "restart_loop"
     severity = "critical"
     fires_when = (

@@ -53,7 +53,7 @@ class GradNormSpikeParams(SpikeParams):
     metric_keys: list[str] = Field(default_factory=lambda: list(GRAD_NORM_KEYS), min_length=1)
 
 
-class MetricSpike(Rule[SpikeParams]):
+class MetricSpikeRule(Rule[SpikeParams]):
     """The rule for one kind of metric; subclasses name it and its keys."""
 
     severity = "warning"
@@ -140,14 +140,14 @@ _SPIKE = (
 )
 
 
-class KlSpike(MetricSpike):
+class KlSpikeRule(MetricSpikeRule):
     id = "kl_spike"
     what = "KL divergence"
     fires_when = _SPIKE.format(what="the KL (`actor/ppo_kl`, `train/kl`, ...)")
     params_model = KlSpikeParams
 
 
-class GradNormSpike(MetricSpike):
+class GradNormSpikeRule(MetricSpikeRule):
     id = "grad_norm_spike"
     what = "gradient norm"
     fires_when = _SPIKE.format(

@@ -30,7 +30,7 @@ class StalenessParams(Params):
     steps: PositiveInt = 5
 
 
-class StalenessGrowing(Rule[StalenessParams]):
+class StalenessGrowingRule(Rule[StalenessParams]):
     id = "staleness_growing"
     severity = "warning"
     fires_when = (

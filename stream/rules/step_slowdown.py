@@ -47,7 +47,7 @@ class SlowdownParams(Params):
     min_rise_s: Seconds = 5.0
 
 
-class StepSlowdown(Rule[SlowdownParams]):
+class StepSlowdownRule(Rule[SlowdownParams]):
     id = "step_slowdown"
     severity = "warning"
     fires_when = (

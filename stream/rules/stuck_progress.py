@@ -42,7 +42,7 @@ def stall_limit(counter: Counter, params: StuckProgressParams) -> float | None:
     return max(params.min_stall, params.factor * pace)
 
 
-class StuckProgress(Rule[StuckProgressParams]):
+class StuckProgressRule(Rule[StuckProgressParams]):
     id = "stuck_progress"
     severity = "warning"
     fires_when = (

@@ -51,7 +51,7 @@ def lagging(run: RunState, now: float) -> dict[str, tuple[int, float, float | No
     return out
 
 
-class WeightSyncStalled(Rule[WeightSyncParams]):
+class WeightSyncStalledRule(Rule[WeightSyncParams]):
     id = "weight_sync_stalled"
     severity = "critical"
     fires_when = (

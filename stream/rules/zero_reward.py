@@ -29,7 +29,7 @@ def reward_ts(step: Step) -> float:
     return ts if ts is not None else float("-inf")
 
 
-class ZeroReward(Rule[ZeroRewardParams]):
+class ZeroRewardRule(Rule[ZeroRewardParams]):
     id = "zero_reward"
     severity = "critical"
     fires_when = "step reward exactly 0 for `steps` ({steps}) steps in a row"

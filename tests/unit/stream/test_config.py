@@ -13,8 +13,8 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.rules import BUILTIN_RULES
-from runwatch.stream.rules.custom_absent import Absent
-from runwatch.stream.rules.custom_metric import MetricThreshold
+from runwatch.stream.rules.custom_absent import AbsentRule
+from runwatch.stream.rules.custom_metric import MetricThresholdRule
 
 #: The example of contract §6, verbatim.
 CONTRACT_EXAMPLE = """\
@@ -79,11 +79,11 @@ def test_the_contract_example_loads(tmp_path: Path) -> None:
     assert rules["stuck_progress"].params.stall_after == {"Training Progress": 14400.0}
     assert rules["stuck_progress"].params.min_stall == 300.0  # the rest stays default
     grad = rules["grad_norm_high"]
-    assert isinstance(grad, MetricThreshold)
+    assert isinstance(grad, MetricThresholdRule)
     assert (grad.params.metric, grad.params.op, grad.params.value) == ("actor/grad_norm", ">", 100)
     assert (grad.params.for_steps, grad.severity_of(grad.params)) == (3, "warning")
     absent = rules["no_step_in_3h"]
-    assert isinstance(absent, Absent)
+    assert isinstance(absent, AbsentRule)
     assert (absent.params.kind, absent.params.component, absent.params.for_) == (
         "step.done",
         "trainer",
