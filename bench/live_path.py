@@ -2,7 +2,7 @@
 clock offsets cost in it.
 
 A live worker spends its CPU per record on: decoding, the host's clock-offset estimate
-(`stream/skew.py`), the run's state and its rules (`LiveDriver.feed`). This bench feeds one
+(`ClockOffsets`), the run's state and its rules (`LiveDriver.feed`). This bench feeds one
 partition's records -- the fleet's run shape (`bench/fleet_shape.py`: five hosts and twelve
 processes per run), each record arriving 2-50 ms after its time stamp at the broker's
 millisecond -- through `LiveDriver.feed` in batches of 1,000 with a tick between, as the
@@ -44,7 +44,7 @@ from fleet_shape import schedule, wire
 
 from runwatch.stream.decode import decode
 from runwatch.stream.live import LiveDriver, _source
-from runwatch.stream.skew import ClockOffsets
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
 BATCH = 1000
@@ -52,7 +52,7 @@ Record = tuple[bytes, float, int]
 
 
 class _ListsHost:
-    """A host's samples as `stream/skew.py` kept them until 2026-11-27, verbatim."""
+    """A host's samples as `ClockOffsets` kept them until 2026-11-27, verbatim."""
 
     __slots__ = ("buckets", "last", "low1", "low2", "streak_start")
 

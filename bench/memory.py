@@ -2,7 +2,7 @@
 applied to one engine in simulated time until every run holds its steady state (the steps
 the rules keep: 53 with the defaults), then each run's state measured part by part.
 
-Beside the run state, the worker keeps each emitting host's clock samples (`stream/skew.py`;
+Beside the run state, the worker keeps each emitting host's clock samples (`ClockOffsets`;
 five hosts per run here, each record arriving 2-50 ms after its stamp at the broker's
 millisecond), measured the same way, and beside them the layout they had until 2026-11-27
 (a list per second of arrival; `bench/live_path.py`). What a worker holds beyond this: the
@@ -33,7 +33,7 @@ from live_path import PerSecondLists
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.live import DEFAULT_DEDUP, _source
-from runwatch.stream.skew import ClockOffsets
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1.78e9
 _SHARED = (type, types.ModuleType, types.FunctionType)

@@ -50,7 +50,7 @@ from runwatch.stream import state as state_package
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition
-from runwatch.stream.skew import ClockOffsets, _Host
+from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 
 #: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
 #: rebuild's re-read made and has not published (a checkpoint of a half-rebuilt partition)

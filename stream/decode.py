@@ -28,7 +28,7 @@ from runwatch.emitters import events, schema
 from runwatch.emitters.bounds import MAX_DEPTH, out_of_bounds
 from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.timebounds import MAX_TS, MIN_TS, time_problem
+from runwatch.stream.timekeeping.timebounds import MAX_TS, MIN_TS, time_problem
 
 __all__ = ["InvalidEvent", "admit", "decode", "decode_obj", "describe_errors"]
 

@@ -2,7 +2,7 @@
 
 No Kafka and no clock here (the worker passes both in), so everything the worker decides
 is unit-testable. One `LiveDriver` owns one partition of `runwatch.events`: an `Engine` for
-the runs in it, and the clock offsets of the hosts that emit them (`runwatch.stream.skew`).
+the runs in it, and the clock offsets of the hosts that emit them (`ClockOffsets`).
 
 Time. Events are applied on their event time, corrected onto the broker's clock (the
 record's append time). Conditions that ripen without events (a heartbeat that stops) are
@@ -34,10 +34,10 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.reading import ReadClock
 from runwatch.stream.refused import Refused
-from runwatch.stream.skew import ClockOffsets
-from runwatch.stream.timebounds import MAX_AHEAD_LIVE, span, time_problem
+from runwatch.stream.timekeeping.reading import ReadClock
+from runwatch.stream.timekeeping.skew import ClockOffsets
+from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
 RawRecord = tuple[bytes | None, float, int]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from runwatch.emitters.events import Event
-from runwatch.stream.ahead import FarAhead
 from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.refused import Refused
-from runwatch.stream.reorder import ReorderWindow
+from runwatch.stream.timekeeping.ahead import FarAhead
+from runwatch.stream.timekeeping.reorder import ReorderWindow
 
 #: Default reorder window for replay, in seconds of event time.
 DEFAULT_WINDOW = 5.0
@@ -31,7 +31,7 @@ def replay(
     """Feed (source, line number, raw line) records to the engine; yield transitions in order.
 
     Blank lines are skipped; invalid ones are reported through `on_invalid` and skipped, as
-    are events far ahead of the stream that nothing else confirms (`runwatch.stream.ahead`)
+    are events far ahead of the stream that nothing else confirms (`FarAhead`)
     and events the rules fail on (isolated, reported, the replay goes on). With `until`,
     time advances to it after the last event so holding conditions fire.
     """

@@ -16,7 +16,7 @@ from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
 from runwatch.logs import say
-from runwatch.stream.timebounds import time_problem
+from runwatch.stream.timekeeping.timebounds import time_problem
 from runwatch.timeparse import parse_time
 
 

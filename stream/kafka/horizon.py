@@ -10,7 +10,7 @@ silence until then is silence of the emitters; otherwise to the broker time of t
 record applied (plus the driver's grace). After a pause of this worker (a long GC, SIGSTOP,
 a node freeze), a broker restart or any stall, no fetch has answered since: time holds until
 one does, and then a while longer for emitters that spooled through it
-(`runwatch.stream.reading.ReadClock`).
+(`runwatch.stream.timekeeping.reading.ReadClock`).
 
 The partition is judged at all only while the group lease is held (`lease.py`), the consumer
 is assigned it, and a fetch of it answered within the session timeout: a member the group
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from runwatch.stream.kafka.consume import TP, ConsumingLoop
 from runwatch.stream.kafka.lease import GroupLease
 from runwatch.stream.live import LiveDriver
-from runwatch.stream.reading import ReadClock
+from runwatch.stream.timekeeping.reading import ReadClock
 
 
 class Horizon:

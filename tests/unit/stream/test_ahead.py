@@ -5,7 +5,7 @@ wrong, and are refused."""
 
 from __future__ import annotations
 
-from runwatch.stream.ahead import FarAhead
+from runwatch.stream.timekeeping.ahead import FarAhead
 
 T, HOUR = 1_800_000_000.0, 3600.0
 

@@ -15,7 +15,7 @@ from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.live import LiveDriver, PublishedAlerts
 from runwatch.stream.refused import Refused
-from runwatch.stream.skew import ClockOffsets
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
 CONFIG = RulesConfig.from_mapping({"rules": {"heartbeat_lost": {"timeout": 3}}})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runwatch.stream.reading import GAP_S, RECONNECT_S, ReadClock
+from runwatch.stream.timekeeping.reading import GAP_S, RECONNECT_S, ReadClock
 
 
 def test_steady_reading_lets_time_go() -> None:

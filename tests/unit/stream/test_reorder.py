@@ -7,7 +7,7 @@ import heapq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runwatch.stream.reorder import ReorderWindow
+from runwatch.stream.timekeeping.reorder import ReorderWindow
 
 
 def one_heap(window: float, stamps: list[float]) -> list[list[int]]:

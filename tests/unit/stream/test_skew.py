@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runwatch.stream.skew import ClockOffsets
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 
 class Reference:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from runwatch.stream.timebounds import span
+from runwatch.stream.timekeeping.timebounds import span
 
 T = TypeVar("T")
 
