@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
 from runwatch.emitters.events import (
     COMPONENT_PATTERN,
+    FLEET_RUN,
     KIND_PATTERN,
     KNOWN_KINDS,
     RUN_ID_PATTERN,
@@ -42,6 +43,7 @@ from runwatch.emitters.schema import (
     Shape,
     Text,
     fields_of,
+    python_pattern,
 )
 
 Check = Callable[[Any], bool]
@@ -106,8 +108,9 @@ def _number(shape: Num) -> Check:
 def _text(shape: Text) -> Check:
     lo = shape.min_length
     hi = shape.max_length if shape.max_length is not None else math.inf
-    if shape.pattern is not None:
-        search = re.compile(shape.pattern).search
+    pattern = python_pattern(shape)
+    if pattern is not None:
+        search = re.compile(pattern).search
         return lambda v: _str(v) and lo <= len(v) <= hi and search(v) is not None
     if lo == 0 and hi == math.inf:
         return _str
@@ -236,6 +239,8 @@ def check_settings(
     """The Emitter's arguments, checked once so that bad ones fail at construction."""
     if not isinstance(run, str) or not re.fullmatch(RUN_ID_PATTERN, run):
         raise ValueError(f"run id {run!r} is not 1-200 characters of [A-Za-z0-9._:/@+-]")
+    if run == FLEET_RUN:
+        raise ValueError(f"run id {run!r} is reserved: the run of fleet incidents' alerts")
     if not isinstance(component, str) or not re.fullmatch(COMPONENT_PATTERN, component):
         raise ValueError(f"component {component!r} must be a lowercase word such as 'trainer'")
     if rank is not None and type(rank) is not int:

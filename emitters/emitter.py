@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import random
-import socket
 import sys
 import threading
 import time
@@ -119,7 +118,8 @@ class Emitter:
     (`runwatch.emitters.runview`) every `stacks_interval` seconds and answers runwatch's
     request for this process's stacks (an incident opened on a hang) once
     (`runwatch.emitters.stacks`); `stacks=False` turns that off. A guard (`guard()`) reads
-    the same view on the same thread.
+    the same view on the same thread. `src.host` is `host=`, else the node it runs on
+    (`RUNWATCH_NODE`, else the host name: contract section 8).
     """
 
     def __init__(
@@ -193,7 +193,7 @@ class Emitter:
         self.url = url
         self._token = token if token is not None else env.get(env.TOKEN)
         self.path = Path(path) if path is not None else None
-        self._host = host if host is not None else socket.gethostname()
+        self._host = host if host is not None else env.node()
         self._rank, self._instance = rank, instance
         self._heartbeat, self._interval = heartbeat, float(heartbeat_interval)
         #: where this destination's events wait: its own directory, so leftovers are only
@@ -435,11 +435,19 @@ class Emitter:
 
         return Trajectory(self, traj, step=step, group=group)
 
-    def request(self, req: str, server: str | None = None) -> Request:
-        """`with em.request(id, server="vllm-0") as r: ...`: request.queued/done."""
+    def request(
+        self,
+        req: str,
+        server: str | None = None,
+        *,
+        dep: str | None = None,
+        endpoint: str | None = None,
+    ) -> Request:
+        """`with em.request(id, server="vllm-0") as r: ...`: request.queued/done; `dep` or
+        `endpoint`: the service the request waits on (`runwatch.emitters.deps`)."""
         from runwatch.emitters.rollout import Request
 
-        return Request(self, req, server=server)
+        return Request(self, req, server=server, dep=dep, endpoint=endpoint)
 
     # --- the circuit breaker (runwatch.emitters.guard) ----------------------------------
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from typing import NamedTuple
 
 RUN = "RUNWATCH_RUN"
+#: the node a process runs on (`src.host`; contract section 8): on Kubernetes the downward
+#: API's `spec.nodeName`, where the host name is the pod's
+NODE = "RUNWATCH_NODE"
 COMPONENT = "RUNWATCH_COMPONENT"
 KAFKA = "RUNWATCH_KAFKA"
 URL = "RUNWATCH_URL"
@@ -74,6 +78,11 @@ def destination(
     if value := get(URL):
         return Destination(url=value)
     return Destination(spool=get(SPOOL))
+
+
+def node() -> str:
+    """The node this process runs on: RUNWATCH_NODE, else the host name."""
+    return get(NODE) or socket.gethostname()
 
 
 def strict() -> bool:

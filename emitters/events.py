@@ -23,7 +23,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 from runwatch.emitters.bounds import INT64_MAX, INT64_MIN, out_of_bounds
 
@@ -39,7 +39,35 @@ RUN_ID_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,200}$"
 KIND_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
 COMPONENT_PATTERN = r"^[a-z][a-z0-9_-]*$"
 
-RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
+#: The run of fleet incidents' alerts (contract section 8): reserved, no event may carry it.
+FLEET_RUN = "@fleet"
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Values a string field may not take, and why: an `Annotated` marker that pydantic
+    enforces here and `runwatch.emitters.schema` reads (`Text.reserved`), so every check
+    made from the models -- the emitter's, the decoder's -- refuses them too."""
+
+    reserved: tuple[str, ...]
+    why: str
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: str) -> str:
+        if value in self.reserved:
+            raise PydanticCustomError(
+                "reserved", "{value} is reserved: {why}", {"value": repr(value), "why": self.why}
+            )
+        return value
+
+
+RunId = Annotated[
+    str,
+    StringConstraints(pattern=RUN_ID_PATTERN),
+    Reserved((FLEET_RUN,), "the run of fleet incidents' alerts (contract section 8)"),
+]
 Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 
 
@@ -288,16 +316,25 @@ class TrajectoryStarted(Event):
     group: Ident | None = note("the prompt group it belongs to; in GRPO, the prompt's id")
 
 
+#: What `dep` says (contract section 8), in the table of the fields this implementation adds.
+DEP_NOTE = (
+    "pinned 2026-11-28: the service the work waits on, named from its endpoint `host:port` "
+    "with an optional role prefix, e.g. `reward@rm-1:8000`"
+)
+
+
 class TrajectoryPhase(Event):
     emitted_when = "a trajectory enters a phase"
     pinned = ("traj", "phase")
     examples = Examples(
-        full={"traj": "t-1", "phase": "sandbox"}, minimal={"traj": "t", "phase": "tool"}
+        full={"traj": "t-1", "phase": "sandbox", "dep": "sandbox@pool-a:443"},
+        minimal={"traj": "t", "phase": "tool"},
     )
 
     kind: Literal["trajectory.phase"]
     traj: Ident
     phase: Word = Field(description="`generate`, `tool`, `sandbox`, `reward`, or another word")
+    dep: Ident | None = note(DEP_NOTE)
 
 
 class TrajectoryDone(Event):
@@ -321,11 +358,15 @@ class TrajectoryDone(Event):
 class RequestQueued(Event):
     emitted_when = "a generation request is sent to an inference server"
     pinned = ("req", "server")
-    examples = Examples(full={"req": "q-1", "server": "vllm-0"}, minimal={"req": "q"})
+    examples = Examples(
+        full={"req": "q-1", "server": "vllm-0", "dep": "inference@10.0.0.5:8000"},
+        minimal={"req": "q"},
+    )
 
     kind: Literal["request.queued"]
     req: Ident
     server: Name | None = None
+    dep: Ident | None = note(DEP_NOTE)
 
 
 class RequestDone(Event):
@@ -333,7 +374,7 @@ class RequestDone(Event):
     pinned = ("req", "server", "prompt_tokens", "completion_tokens", "status")
     examples = Examples(
         full={"req": "q-1", "server": "vllm-0", "prompt_tokens": 100, "completion_tokens": 2000,
-              "status": "aborted"},
+              "status": "aborted", "dep": "inference@10.0.0.5:8000"},
         minimal={"req": "q"},
     )  # fmt: skip
 
@@ -343,6 +384,7 @@ class RequestDone(Event):
     prompt_tokens: Int64 | None = None
     completion_tokens: Int64 | None = None
     status: Literal["ok", "error", "aborted"] | None = None
+    dep: Ident | None = note(DEP_NOTE)
 
 
 class InferenceStats(Event):

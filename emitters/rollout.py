@@ -3,7 +3,8 @@
     with em.trajectory("s4-t511", step=4) as t:
         t.phase("generate")
         ...
-        t.phase("sandbox")
+        t.phase("sandbox", endpoint=cfg.sandbox_url)   # waits on sandbox@pool-a:443
+        t.phase("reward", dep="reward@rm-1:8000")
         t.reward = score
 
 emits `trajectory.started`, one `trajectory.phase` per call and `trajectory.done` with
@@ -11,6 +12,11 @@ emits `trajectory.started`, one `trajectory.phase` per call and `trajectory.done
 (TimeoutError), `aborted` (cancelled, interrupted) or `error` (anything else; its type rides
 along as `error`). The exception is never swallowed. `async with` works the same way.
 `em.request(req, server=...)` does the same for `request.queued` / `request.done`.
+
+A phase (and a request) may say the service its work waits on (`dep`, contract section 8):
+`dep=` as written, or `endpoint=` (a URL or `host:port`), named by
+`runwatch.emitters.deps.service` with the phase as its role, so every emitter names one
+service alike and runwatch can tell when many runs wait on the same one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import asyncio
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from runwatch.emitters.deps import dep_of
 
 if TYPE_CHECKING:
     from runwatch.emitters.emitter import Emitter
@@ -85,9 +93,14 @@ class Trajectory(_Block):
             fields["group"] = str(self.group)
         self.emitter.emit("trajectory.started", **fields)
 
-    def phase(self, name: str) -> None:
-        """The trajectory enters a phase (`generate`, `tool`, `sandbox`, `reward`, ...)."""
-        self.emitter.emit("trajectory.phase", traj=self.traj, phase=name)
+    def phase(self, name: str, dep: str | None = None, endpoint: str | None = None) -> None:
+        """The trajectory enters a phase (`generate`, `tool`, `sandbox`, `reward`, ...), and
+        the service it waits on there: `dep`, or the one at `endpoint` (module docstring)."""
+        waits_on = dep_of(dep, endpoint, name)
+        if waits_on is None:
+            self.emitter.emit("trajectory.phase", traj=self.traj, phase=name)
+        else:
+            self.emitter.emit("trajectory.phase", traj=self.traj, phase=name, dep=waits_on)
 
     def end(self, status: str | None = None, error: BaseException | None = None) -> None:
         """Emit `trajectory.done` (once); exits of the `with` block call it for you."""
@@ -113,8 +126,17 @@ class Trajectory(_Block):
 class Request(_Block):
     """One generation request to an inference server; `tokens()` records its sizes."""
 
-    def __init__(self, emitter: Emitter, req: str, server: str | None = None) -> None:
+    def __init__(
+        self,
+        emitter: Emitter,
+        req: str,
+        server: str | None = None,
+        dep: str | None = None,
+        endpoint: str | None = None,
+    ) -> None:
         self.emitter, self.req, self.server = emitter, str(req), server
+        #: the service the request waits on (module docstring): the inference server's
+        self.dep = dep_of(dep, endpoint, "inference")
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.status: str | None = None
@@ -123,6 +145,8 @@ class Request(_Block):
         fields: dict[str, Any] = {"req": self.req}
         if self.server is not None:
             fields["server"] = self.server
+        if self.dep is not None:
+            fields["dep"] = self.dep
         return fields
 
     def start(self) -> None:

@@ -10,6 +10,7 @@ use is understood, or refused with a TypeError, in one place.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Iterable
@@ -32,11 +33,28 @@ class Num:
 
 @dataclass(frozen=True)
 class Text:
-    """A string of `min_length` to `max_length` characters, matching `pattern` when set."""
+    """A string of `min_length` to `max_length` characters, matching `pattern` when set, and
+    none of `reserved` (`runwatch.emitters.events.Reserved`)."""
 
     min_length: int = 0
     max_length: int | None = None
     pattern: str | None = None
+    reserved: tuple[str, ...] = ()
+
+
+def python_pattern(shape: Text) -> str | None:
+    """The text's constraints as one regular expression for Python's `re` (`search`), what
+    the emitter's checks and the decoder's structs run: `pattern` with its final `$` made
+    the very end of the text (pydantic matches with Rust's regex, where it is; in `re` it
+    also matches before a trailing newline), and a look-ahead that refuses `reserved`."""
+    pattern = shape.pattern
+    if pattern is not None and pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    if not shape.reserved:
+        return pattern
+    refuse = "|".join(re.escape(value) for value in shape.reserved)
+    body = pattern[1:] if pattern is not None and pattern.startswith("^") else (pattern or "")
+    return rf"^(?!(?:{refuse})\Z){body}"
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,7 @@ class FieldShape:
     default: Any = field(default=None, compare=False)
 
 
-_BOUNDS = ("ge", "le", "min_length", "max_length", "pattern", "allow_inf_nan")
+_BOUNDS = ("ge", "le", "min_length", "max_length", "pattern", "allow_inf_nan", "reserved")
 
 
 def _bounds(metadata: Iterable[Any]) -> dict[str, Any]:
@@ -148,7 +166,8 @@ def shape_of(tp: Any, metadata: Iterable[Any] = ()) -> Shape:
         finite = tp is float and bounds.get("allow_inf_nan") is False
         return Num(tp, bounds.get("ge"), bounds.get("le"), finite)
     if tp is str:
-        return Text(bounds.get("min_length", 0), bounds.get("max_length"), bounds.get("pattern"))
+        return Text(bounds.get("min_length", 0), bounds.get("max_length"), bounds.get("pattern"),
+                    bounds.get("reserved", ()))  # fmt: skip
     if tp is Any:
         return Anything()
     raise TypeError(f"schema: no shape for {tp!r}")

@@ -28,10 +28,19 @@ without one; or `Callback(emitter)`. What goes out, read from TRL 1.16's GRPOTra
 
 Only the main process (`state.is_world_process_zero`) reports steps; every process that
 has an emitter beats.
+
+A reward function is a callable, so only its user knows the service it calls:
+`waiting_on(score, endpoint="http://rm-1:8000/score")` (or `dep="reward@rm-1:8000"`) is
+`score` that reports each of its calls as a trajectory of the step in phase `reward`,
+waiting on that service (`dep`, contract section 8). A reward server that hangs then leaves
+that trajectory pending, and the stalled step's alert names the server.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,11 +53,12 @@ except ImportError:  # no transformers, so no Trainer to call it: the module sti
     TrainerCallback = object
 
 from runwatch.emitters.default import default_emitter
+from runwatch.emitters.deps import dep_of
 from runwatch.emitters.emitter import Emitter
 from runwatch.emitters.guard import Decision, Guard, StopTraining
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, SUMMARY_KEYS, TrainerLogger
 
-__all__ = ["Callback"]
+__all__ = ["Callback", "waiting_on"]
 
 
 class Callback(TrainerCallback):  # type: ignore[misc]
@@ -131,3 +141,53 @@ class Callback(TrainerCallback):  # type: ignore[misc]
             self.emitter.flush(timeout=5.0)
         if self._hook is not None and sys.excepthook == self._excepthook:
             sys.excepthook, self._hook = self._hook, None
+
+
+_calls = itertools.count(1)
+
+
+def waiting_on(
+    reward_func: Callable[..., Any],
+    dep: str | None = None,
+    *,
+    endpoint: str | None = None,
+    emitter: Emitter | None = None,
+) -> Callable[..., Any]:
+    """`reward_func` (sync or async, its name kept: TRL names its metrics by it), each call
+    reported as a trajectory of the step in phase `reward` waiting on `dep` or on the service
+    at `endpoint` (module docstring). Without an emitter (given, or in the environment) it
+    is `reward_func` as it was."""
+    waits_on = dep_of(dep, endpoint, "reward")
+    name = getattr(reward_func, "__name__", type(reward_func).__name__)
+
+    def begin(kwargs: dict[str, Any]) -> Any:
+        em = emitter if emitter is not None else default_emitter()
+        if em is None:
+            return None
+        state = kwargs.get("trainer_state")  # TRL passes it to every reward function
+        step = int(state.global_step) + 1 if state is not None else None
+        return em.trajectory(f"s{step}-{name}-{next(_calls)}", step=step)
+
+    if inspect.iscoroutinefunction(reward_func):
+
+        @functools.wraps(reward_func)
+        async def reward_async(*args: Any, **kwargs: Any) -> Any:
+            traj = begin(kwargs)
+            if traj is None:
+                return await reward_func(*args, **kwargs)
+            with traj:
+                traj.phase("reward", dep=waits_on)
+                return await reward_func(*args, **kwargs)
+
+        return reward_async
+
+    @functools.wraps(reward_func)
+    def reward(*args: Any, **kwargs: Any) -> Any:
+        traj = begin(kwargs)
+        if traj is None:
+            return reward_func(*args, **kwargs)
+        with traj:
+            traj.phase("reward", dep=waits_on)
+            return reward_func(*args, **kwargs)
+
+    return reward

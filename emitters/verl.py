@@ -13,6 +13,12 @@ and `reward_score`), `ToolAgentLoop._handle_generating_state` is phase `generate
 `AgentLoopWorker._compute_score` phase `reward`. Validation samples are not trajectories of
 a training step and are left out. Call it in the process that runs the agent loop workers
 (verl starts them as Ray actors: `ray_init.runtime_env` or the worker's own module).
+
+Where verl's config names the service a phase waits on, the phase says it (`dep`, contract
+section 8, named by `runwatch.emitters.deps.service`): the reward phase waits on the
+sandbox of `reward.sandbox_fusion.url` (verl 0.9's place; `sandbox_fusion.url` before its
+migration), and each tool call (`ToolAgentLoop._call_tool`) on the endpoint in its tool's
+config (`url`, `endpoint`, `base_url`, or a key ending in `_url`, e.g. `sandbox_fusion_url`).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import asyncio
 import contextvars
 import functools
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runwatch.emitters.default import default_emitter
+from runwatch.emitters.deps import service
 from runwatch.emitters.emitter import Emitter
 from runwatch.emitters.rollout import Trajectory
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, TrainerLogger
@@ -77,15 +84,88 @@ def _marked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _in_phase(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    """An async method of the agent loop that marks the sample's phase as it starts."""
+#: where verl's config names the sandbox the reward phase calls (0.9; before its migration)
+REWARD_ENDPOINTS = ("reward.sandbox_fusion.url", "sandbox_fusion.url")
+#: the keys of a tool's config that name its endpoint (first found wins)
+TOOL_ENDPOINT_KEYS = ("url", "endpoint", "base_url")
+
+
+def _select(config: Any, path: str) -> Any:
+    """`config`'s value at the dotted `path` (a DictConfig, a dict or attributes); None where
+    it has none (an OmegaConf struct raises on a key it lacks)."""
+    node = config
+    for key in path.split("."):
+        try:
+            node = node.get(key) if hasattr(node, "get") else getattr(node, key, None)
+        except Exception:  # any config that lacks it (OmegaConf raises its own)
+            return None
+        if node is None:
+            return None
+    return node
+
+
+def _dep(endpoint: Any, role: str) -> str | None:
+    """The service at a configured endpoint; None when the config names none usable (a
+    sample is never failed for a config runwatch cannot read)."""
+    if not isinstance(endpoint, str) or not endpoint.strip():
+        return None
+    try:
+        return service(endpoint, role)
+    except ValueError:
+        return None
+
+
+def reward_dep(config: Any) -> str | None:
+    """The service verl's reward phase waits on, from its trainer config."""
+    for path in REWARD_ENDPOINTS:
+        if (dep := _dep(_select(config, path), "reward")) is not None:
+            return dep
+    return None
+
+
+def tool_dep(tool: Any) -> str | None:
+    """The service a tool calls, from its config (module docstring); None for a function
+    tool or a config that names none."""
+    config = getattr(tool, "config", None)
+    if not isinstance(config, Mapping):
+        return None
+    keys = [*TOOL_ENDPOINT_KEYS, *sorted(k for k in config if str(k).endswith("_url"))]
+    for key in keys:
+        if (dep := _dep(config.get(key), "tool")) is not None:
+            return dep
+    return None
+
+
+def _in_phase(
+    name: str, original: Callable[..., Any], dep: Callable[[Any], str | None] | None = None
+) -> Callable[..., Any]:
+    """An async method of the agent loop that marks the sample's phase as it starts (and,
+    with `dep`, the service it waits on there, from the agent loop object)."""
 
     @functools.wraps(original)
     async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         traj = _CURRENT.get()
         if traj is not None:
-            traj.phase(name)
+            traj.phase(name, dep=dep(self) if dep is not None else None)
         return await original(self, *args, **kwargs)
+
+    return _marked(wrapper)
+
+
+def _calling_tool(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`ToolAgentLoop._call_tool`: a call of a tool whose config names its endpoint is the
+    phase `tool`, waiting on that service."""
+
+    @functools.wraps(original)
+    async def wrapper(self: Any, tool_call: Any, *args: Any, **kwargs: Any) -> Any:
+        traj = _CURRENT.get()
+        if traj is not None:
+            agent_data = args[1] if len(args) > 1 else kwargs.get("agent_data")
+            tools = getattr(agent_data, "_active_tools", None) or getattr(self, "tools", {})
+            dep = tool_dep(tools.get(getattr(tool_call, "name", None)))
+            if dep is not None:
+                traj.phase("tool", dep=dep)
+        return await original(self, tool_call, *args, **kwargs)
 
     return _marked(wrapper)
 
@@ -132,7 +212,10 @@ def patch_agent_loop(emitter: Emitter | None = None, module: str = AGENT_LOOP) -
         return output
 
     worker_cls._run_agent_loop = _marked(_run_agent_loop)
-    worker_cls._compute_score = _in_phase("reward", worker_cls._compute_score)
+    worker_cls._compute_score = _in_phase(
+        "reward", worker_cls._compute_score, lambda worker: reward_dep(worker.config)
+    )
+    tool_cls._call_tool = _calling_tool(tool_cls._call_tool)
     tool_cls._handle_generating_state = _in_phase("generate", tool_cls._handle_generating_state)
     tool_cls._handle_processing_tools_state = _in_phase(
         "tool", tool_cls._handle_processing_tools_state

@@ -36,14 +36,6 @@ __all__ = ["InvalidEvent", "admit", "decode", "decode_obj", "describe_errors"]
 # --- deriving msgspec types from the pydantic models -------------------------------------
 
 
-def _python_pattern(pattern: str) -> str:
-    """pydantic matches with Rust's regex, where a final `$` is the very end of the text;
-    msgspec uses Python's `re`, where `$` also matches before a trailing newline."""
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        return pattern[:-1] + r"\Z"
-    return pattern
-
-
 class _Patterns:
     """The pattern-constrained strings of one event struct, checked after msgspec's decode.
 
@@ -109,9 +101,9 @@ def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any]) -> Any:
     if isinstance(shape, schema.Num):
         return _constrained(shape.type, ge=shape.ge, le=shape.le)
     if isinstance(shape, schema.Text):
-        pattern = _python_pattern(shape.pattern) if shape.pattern is not None else None
         return _constrained(str, min_length=shape.min_length or None,
-                            max_length=shape.max_length, pattern=pattern)  # fmt: skip
+                            max_length=shape.max_length,
+                            pattern=schema.python_pattern(shape))  # fmt: skip
     if isinstance(shape, schema.Flag):
         return bool
     if isinstance(shape, schema.OneOf):
@@ -139,9 +131,9 @@ def _struct_for(
     for field in schema.fields_of(model, ["kind"] if tag is not None else []):
         # (the tag itself is left out, and exposed as a class attribute below)
         shape = field.shape
-        if isinstance(shape, schema.Text) and shape.pattern is not None:
-            patterns.append((field.name, _python_pattern(shape.pattern)))
-            shape = replace(shape, pattern=None)
+        if isinstance(shape, schema.Text) and (pattern := schema.python_pattern(shape)):
+            patterns.append((field.name, pattern))
+            shape = replace(shape, pattern=None, reserved=())
         tp = _type_of(shape, structs)
         if tp in _PATTERN_FIELDS:  # a required sub-model (the event's `src`) with patterns
             assert field.required, f"decode: {model.__name__}.{field.name} may be None"

@@ -181,6 +181,10 @@ CORPUS: list[tuple[str, Line, bool]] = [
     ),
     ("run id of 201 characters", obj(lambda t: _ev(t, run="r" * 201)), True),
     ("run id with a space", obj(lambda t: _ev(t, run="has space")), True),
+    # contract section 8: the run of fleet incidents' alerts; an event that claims it is
+    # refused at every ingress (a fleet incident can be named by no emitter)
+    ("the reserved run id @fleet", obj(lambda t: _ev(t, run="@fleet")), True),
+    ("the reserved run id, on the fallback path", obj(lambda t: _ev(t, run="@fleet", n="é")), True),
     ("id of 201 characters", obj(lambda t: _ev(t, id="i" * 201)), True),
     ("uppercase component", obj(lambda t: _ev(t, src={"component": "Trainer"})), True),
     ("kind with a space", obj(lambda t: _ev(t, kind="step done")), True),

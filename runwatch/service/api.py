@@ -9,7 +9,6 @@ sent to it are JSON objects, checked by a model that names the bad field.
 from __future__ import annotations
 
 import dataclasses
-import socket
 import threading
 import time
 import uuid
@@ -20,6 +19,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runwatch.emitters import env
 from runwatch.emitters.events import describe_errors
 from runwatch.notify.store import NotifyStore
 from runwatch.service.core import Service
@@ -234,7 +234,7 @@ def resume(service: Service, body: bytes) -> Answer:
                                 ("by", asked.by)) if v is not None}  # fmt: skip
     event = {"v": 1, "id": uuid.uuid4().hex, "ts": service.clock(), "run": asked.run,
              "kind": "run.resumed", "src": {"component": "operator",
-                                            "host": socket.gethostname()[:200]},
+                                            "host": env.node()[:200]},
              **fields}  # fmt: skip
     result = service.ingest([orjson.dumps(event)], source="api")
     if result.rejected:

@@ -75,6 +75,7 @@ class ComponentFailedRule(Rule[ComponentFailedParams]):
             {
                 "process": f.process,
                 "component": f.component,
+                "host": proc.host if (proc := run.processes.by_id.get(f.process)) else None,
                 "error": f.error,
                 "how": f.how,
                 "exit_code": f.exit_code,

@@ -68,8 +68,10 @@ class HeartbeatLostRule(Rule[HeartbeatParams]):
             {
                 "process": proc.name,
                 "component": proc.component,
+                "host": proc.host,  # where it ran (what a fleet incident groups by)
                 "last_beat": cond.since,
                 "silent_s": round(now - cond.since, 3),
                 "alive": others,
+                **run.inference.served_by(proc),
             },
         )

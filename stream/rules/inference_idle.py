@@ -104,21 +104,28 @@ class InferenceIdleWithPendingRule(Rule[IdleParams]):
                 f"{len(pending)} trajectories pending ({phases}); the oldest ({oldest_id}) has "
                 f"sat in {oldest.phase} for {in_phase} while {idle}"
             )
+        first: dict[str, object] = {
+            "traj": oldest_id,
+            "step": oldest.step,
+            "age_s": round(now - oldest.started, 3),
+            "phase": oldest.phase,
+            "in_phase_s": round(now - oldest.phase_since, 3),
+        }
         details = {
             "pending": len(pending),
             "pending_by_phase": by_phase,
-            "oldest": {
-                "traj": oldest_id,
-                "step": oldest.step,
-                "age_s": round(now - oldest.started, 3),
-                "phase": oldest.phase,
-                "in_phase_s": round(now - oldest.phase_since, 3),
-            },
+            "oldest": first,
             "idle_servers": servers,
             "idle_s": round(now - cond.since, 3),
         }
         if batch:
             details["step_trajectories"] = batch
+        waits_on = inf.waits_on()
+        if waits_on is not None:  # the service the stalled work waits on (section 8)
+            details["dep"] = waits_on
+            details["pending_by_dep"] = inf.pending_by_dep()
+            first["dep"] = oldest.dep
+            summary += f"; the work waits on {waits_on}"
         return Description(summary, details)
 
     def _describe_bars(self, run: RunState, cond: Condition, now: float) -> Description:

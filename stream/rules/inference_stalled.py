@@ -80,6 +80,7 @@ class InferenceStalledRule(Rule[InferenceStalledParams]):
                 "waiting": srv.waiting,
                 "stalled_s": round(now - cond.since, 3),
                 "process": srv.process.name if srv.process is not None else None,
+                "host": srv.process.host if srv.process is not None else None,
                 "pending_trajectories": pending,
             },
         )

@@ -80,16 +80,21 @@ class StuckProgressRule(Rule[StuckProgressParams]):
         pace = counter.pace()
         at = f"{counter.n}/{counter.total}" if counter.total is not None else str(counter.n)
         usual = f"; it usually advances every {fmt_duration(pace)}" if pace is not None else ""
+        details: dict[str, object] = {
+            "name": name,
+            "component": component,
+            "n": counter.n,
+            "total": counter.total,
+            "stalled_s": round(now - counter.last_advance, 3),
+            "pace_s": None if pace is None else round(pace, 3),
+            "limit_s": limit,
+        }
+        waits_on = run.inference.waits_on()
+        if waits_on is not None:  # the service the run's pending work waits on (section 8)
+            details["dep"] = waits_on
+            usual += f"; its pending work waits on {waits_on}"
         return Description(
             f"progress '{name}' ({component}) stuck at {at} for "
             f"{fmt_duration(now - counter.last_advance)}{usual}",
-            {
-                "name": name,
-                "component": component,
-                "n": counter.n,
-                "total": counter.total,
-                "stalled_s": round(now - counter.last_advance, 3),
-                "pace_s": None if pace is None else round(pace, 3),
-                "limit_s": limit,
-            },
+            details,
         )

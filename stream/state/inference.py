@@ -59,7 +59,7 @@ class Server(Compact):
 class PendingTrajectory(Compact):
     """A trajectory that has started and not finished."""
 
-    __slots__ = ("group", "phase", "phase_since", "started", "step")
+    __slots__ = ("dep", "group", "phase", "phase_since", "started", "step")
 
     def __init__(self, started: float, step: int | None, group: str | None = None) -> None:
         self.started = started
@@ -67,6 +67,7 @@ class PendingTrajectory(Compact):
         self.group = group
         self.phase = "generate"
         self.phase_since = started
+        self.dep: str | None = None  # the service it waits on in this phase (`dep`)
 
 
 class Inference:
@@ -166,12 +167,28 @@ class Inference:
         """How many trajectories of this step (or of this batch, without steps) started."""
         return self._started_by_step.get(step, 0)
 
-    def phase(self, traj: str, phase: str, ts: float) -> None:
+    def phase(self, traj: str, phase: str, ts: float, dep: str | None = None) -> None:
         t = self.pending.get(traj)
         if t is not None and ts >= t.phase_since:
             # a handful of phase names across thousands of pending trajectories: share them
             t.phase = sys.intern(phase)
             t.phase_since = ts
+            t.dep = sys.intern(dep) if dep is not None else None
+
+    def waits_on(self) -> str | None:
+        """The service the run's work waits on: of the pending trajectories whose phase
+        names one (`dep`), the one longest in its phase says which; None if none names
+        one. (Read when an alert is described, not per event.)"""
+        waiting = [t for t in self.pending.values() if t.dep is not None]
+        return min(waiting, key=lambda t: t.phase_since).dep if waiting else None
+
+    def pending_by_dep(self) -> dict[str, int]:
+        """How many pending trajectories wait on each service, most first."""
+        counts: dict[str, int] = {}
+        for t in self.pending.values():
+            if t.dep is not None:
+                counts[t.dep] = counts.get(t.dep, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def has_ended(self, traj: str) -> bool:
         """Whether a `trajectory.done` of `traj` was seen already (of the recent ones)."""
@@ -210,6 +227,12 @@ class Inference:
         )
 
     # -- the condition ---------------------------------------------------------------------
+
+    def served_by(self, process: Process) -> dict[str, str]:
+        """`{"server": name}` when `process` is the one whose heartbeats vouch for an
+        inference server of the run (its first, by name), else nothing."""
+        names = sorted(name for name, s in self.servers.items() if s.process is process)
+        return {"server": names[0]} if names else {}
 
     def live_servers(self) -> list[Server]:
         return [s for s in self.servers.values() if not s.final]

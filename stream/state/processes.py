@@ -18,11 +18,12 @@ def process_id(src: Source) -> str:
 class Process(Compact):
     """One emitting process as seen through its heartbeats."""
 
-    __slots__ = ("component", "dropped", "dropped_at", "final", "last_beat", "name")
+    __slots__ = ("component", "dropped", "dropped_at", "final", "host", "last_beat", "name")
 
-    def __init__(self, name: str, component: str) -> None:
+    def __init__(self, name: str, component: str, host: str | None = None) -> None:
         self.name = name
         self.component = component
+        self.host = host  # the node it runs on (`src.host`), what its alerts name
         self.last_beat: float | None = None  # None: it never sent a heartbeat
         self.final = False  # said `final: true`: a clean exit, not a loss
         self.dropped = 0  # events it said it dropped (`dropped_events`, its latest beat)
@@ -70,7 +71,7 @@ class Processes:
             name = process_id(src)
             proc = self.by_id.get(name)
             if proc is None:
-                proc = self.by_id[name] = Process(name, src.component)
+                proc = self.by_id[name] = Process(name, src.component, src.host)
             self._by_src[key] = proc
         return proc
 

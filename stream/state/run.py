@@ -184,7 +184,7 @@ class RunState:
 
     def _traj_phase(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryPhase, event)
-        self.inference.phase(e.traj, e.phase, e.ts)
+        self.inference.phase(e.traj, e.phase, e.ts, e.dep)
 
     def _traj_done(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryDone, event)

@@ -432,3 +432,16 @@ def test_bad_kafka_security_values_fail_readably(
     err = failure(helm, "kafka.bootstrap=kafka:9092", *sets)
     for word in words:
         assert word in err, err
+
+
+def test_every_role_knows_the_node_it_runs_on(helm: str, tmp_path: Path) -> None:
+    """Contract section 8: `src.host` names the node; in a pod the host name is the pod's,
+    so the chart hands each role the downward API's spec.nodeName as RUNWATCH_NODE."""
+    node = {"name": "RUNWATCH_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    kafka = render(helm, tmp_path, EVERYTHING_ON)
+    alone = render(helm, tmp_path, None, "mode=serve")
+    pods = [d for d in [*kafka, *alone] if d["kind"] in ("Deployment", "StatefulSet")]
+    assert len(pods) == 4, [d["metadata"]["name"] for d in pods]  # worker, sink, notify, serve
+    for pod in pods:
+        for container in pod["spec"]["template"]["spec"]["containers"]:
+            assert node in container["env"], pod["metadata"]["name"]

@@ -77,3 +77,5 @@ def test_a_tool_call_that_never_returns_is_named_by_the_idle_alert(
     assert summary.startswith("7 of 8 trajectories done, the last one (s3-i7-n0) has sat in "
                               "tool for "), summary  # fmt: skip
     assert "while inference is idle (vllm-0)" in summary
+    # the tool's config names its endpoint: the alert names the service it waits on
+    assert alert["details"]["dep"] == "tool@pool-a.internal:443", alert["details"]

@@ -54,6 +54,15 @@ username by secretKeyRef, the password and the TLS files as mounted files.
 {{- end -}}
 {{- end -}}
 
+{{- /* env list items: the node the pod runs on (contract section 8: `src.host` names the
+node; a pod's host name is the pod's own), from the downward API */ -}}
+{{- define "runwatch.nodeEnv" -}}
+- name: RUNWATCH_NODE
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- end -}}
+
 {{- /* env list items (no `env:` key); empty for a plaintext Kafka */ -}}
 {{- define "runwatch.kafkaSecurity.env" -}}
 {{- include "runwatch.kafkaSecurity.check" . -}}

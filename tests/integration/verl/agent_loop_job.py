@@ -97,7 +97,9 @@ worker.tokenizer = tokenizer
 worker.processor = None
 worker.hf_model_type = None
 worker.dataset_cls = None
-worker.tools = [Sandbox(config={}, tool_schema=schema)]
+# the sandbox's endpoint as a verl tool config names it: the tool phase waits on it
+worker.tools = [Sandbox(config={"sandbox_fusion_url": "https://pool-a.internal/run"},
+                        tool_schema=schema)]  # fmt: skip
 worker.reward_loop_worker_handles = None
 worker.teacher_client = None
 worker.distillation_enabled = False

@@ -145,6 +145,11 @@ def test_bad_run_id_raises(tmp_path: Path, run: str) -> None:
         Emitter(run=run, component="trainer", path=tmp_path)
 
 
+def test_the_fleet_s_run_id_is_reserved(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="run id '@fleet' is reserved"):
+        Emitter(run="@fleet", component="trainer", path=tmp_path)
+
+
 @pytest.mark.parametrize("component", ["", "Trainer", "has space", "9lives"])
 def test_bad_component_raises(tmp_path: Path, component: str) -> None:
     with pytest.raises(ValueError, match="component"):

@@ -133,3 +133,45 @@ def test_a_stop_from_the_breaker_ends_training_at_the_step(em: Emitter, tmp_path
     events = read_events(tmp_path)
     assert [e["step"] for e in events if e["kind"] == "step.done"] == [1]
     assert events[-1] == {**events[-1], "kind": "run.finished", "status": "killed"}
+
+
+def test_a_reward_function_says_the_service_it_waits_on(em: Emitter, tmp_path: Path) -> None:
+    """TRL calls reward functions with `trainer_state` (trl/trainer/grpo_trainer.py,
+    `_calculate_rewards`), names their metrics by `__name__` and awaits the async ones
+    (`is_async_callable`): the wrapped function keeps both."""
+    import asyncio
+    import inspect
+
+    from runwatch.emitters.trl import waiting_on
+
+    def score(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
+        return [1.0 for _ in completions]
+
+    async def judge(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
+        raise TimeoutError("the judge did not answer")
+
+    scored = waiting_on(score, endpoint="http://rm-1:8000/score", emitter=em)
+    judged = waiting_on(judge, dep="judge@llm-judge:443", emitter=em)
+    assert (scored.__name__, judged.__name__) == ("score", "judge")
+    assert inspect.iscoroutinefunction(judged)
+    state = SimpleNamespace(global_step=6)
+    assert scored(prompts=["p"], completions=["c", "d"], trainer_state=state) == [1.0, 1.0]
+    with pytest.raises(TimeoutError):
+        asyncio.run(judged(prompts=["p"], completions=["c"], trainer_state=state))
+    em.flush()
+    events = read_events(tmp_path)
+    phases = [(e["traj"].split("-")[1], e["dep"]) for e in events
+              if e["kind"] == "trajectory.phase"]  # fmt: skip
+    assert phases == [("score", "reward@rm-1:8000"), ("judge", "judge@llm-judge:443")]
+    started = [e["step"] for e in events if e["kind"] == "trajectory.started"]
+    assert started == [7, 7]  # the step being computed
+    done = [e["status"] for e in events if e["kind"] == "trajectory.done"]
+    assert done == ["ok", "timeout"]
+
+
+def test_without_an_emitter_a_wrapped_reward_function_is_the_function(tmp_path: Path) -> None:
+    from runwatch.emitters.trl import waiting_on
+
+    wrapped = waiting_on(lambda completions, **kw: [0.5] * len(completions), dep="reward@x:1")
+    assert wrapped(completions=["a"]) == [0.5]
+    assert list(tmp_path.iterdir()) == []

@@ -19,6 +19,7 @@ def test_fires_at_exactly_last_beat_plus_timeout() -> None:
     assert alert.details == {
         "process": "orchestrator@node-5/500",
         "component": "orchestrator",
+        "host": "node-5",
         "last_beat": 100.0,
         "silent_s": 60.0,
         "alive": ["trainer@node-0/100"],
