@@ -35,7 +35,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaConnectionError
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import RecordMetadata, TopicPartition
+
+_BY_KEY = DefaultPartitioner()
 
 #: The longest a rebalance waits for a member that does not rejoin (Kafka: the group's
 #: rebalance timeout, after which it goes on without that member).
@@ -94,7 +97,10 @@ class MemoryBroker:
         if parts is None:
             raise KeyError(f"no topic {topic}")
         if partition is None:
-            partition = hash(key) % len(parts) if key is not None else 0
+            # Kafka's own key -> partition (murmur2), as a real producer picks it: the same
+            # partition for a key on every run, not Python's salted hash()
+            every = list(range(len(parts)))
+            partition = _BY_KEY(key, every, every) if key is not None else 0
         if not 0 <= partition < len(parts):
             raise ValueError(f"Unrecognized partition {partition}")
         offset = self.produce(topic, value, partition, key)

@@ -95,7 +95,8 @@ def test_output_made_while_the_lease_lapsed_is_held_and_sent_once_it_is_renewed(
         await out.release(mine=True)
 
     asyncio.run(scenario())
-    ids = [orjson.loads(v)["id"] for v in b.values(TOPICS.alerts)]
+    sent = [(p, o) for topic, p, o in b.appended if topic == TOPICS.alerts]  # in send order
+    ids = [orjson.loads(b.topics[TOPICS.alerts][p][o].value)["id"] for p, o in sent]
     assert ids == [first[0].id, second[0].id]
     assert not publisher.holds(0)
 
