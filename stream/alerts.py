@@ -148,8 +148,11 @@ def _incident(obj: Any) -> IncidentRef | None:
                            f"{text['role']!r}")  # fmt: skip
     if not isinstance(obj.get("open"), bool):
         raise InvalidAlert("alert incident field 'open' must be true or false")
+    fleet = obj.get("fleet")
+    if fleet is not None and not isinstance(fleet, str):
+        raise InvalidAlert("alert incident field 'fleet' must be a string")
     return IncidentRef(text["id"], text["role"], text["root"], text["root_rule"],
-                       _time(obj, "opened"), obj["open"])  # fmt: skip
+                       _time(obj, "opened"), obj["open"], fleet)  # fmt: skip
 
 
 def _text(obj: Mapping[str, Any], name: str) -> str:

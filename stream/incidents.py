@@ -47,10 +47,16 @@ class IncidentRef:
     root_rule: str
     opened: float
     open: bool  # after this transition, some alert of the incident still fires
+    #: the fleet incident (contract section 8: `incident.fleet`) the run's incident belongs to
+    fleet: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "role": self.role, "root": self.root,
-                "root_rule": self.root_rule, "opened": self.opened, "open": self.open}  # fmt: skip
+        out: dict[str, object] = {"id": self.id, "role": self.role, "root": self.root,
+                                  "root_rule": self.root_rule, "opened": self.opened,
+                                  "open": self.open}  # fmt: skip
+        if self.fleet is not None:
+            out["fleet"] = self.fleet
+        return out
 
 
 def incident_id(run: str, number: int) -> str:

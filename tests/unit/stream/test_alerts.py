@@ -45,6 +45,23 @@ def test_a_minimal_alert_decodes_and_absent_options_default() -> None:
     assert "labels" not in a.to_dict()
 
 
+def test_a_fleet_member_s_incident_round_trips_with_its_fleet_incident() -> None:
+    """Contract section 8: `incident.fleet` names the fleet incident a run's incident is part
+    of; absent when it is part of none."""
+    incident = {"id": "incident|r|1", "role": "root", "root": "zero_reward|r",
+                "root_rule": "zero_reward", "opened": 95.0, "open": True}  # fmt: skip
+    alone = Alert.from_dict({**good(), "incident": incident})
+    assert alone.incident is not None
+    assert alone.incident.fleet is None
+    assert "fleet" not in alone.to_dict()["incident"]
+    member = Alert.from_dict({**good(), "incident": {**incident, "fleet": "fleet|dep:rm-1|1"}})
+    assert member.incident is not None
+    assert member.incident.fleet == "fleet|dep:rm-1|1"
+    assert Alert.from_json(member.to_json()) == member
+    with pytest.raises(InvalidAlert, match="'fleet' must be a string"):
+        Alert.from_dict({**good(), "incident": {**incident, "fleet": 3}})
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
