@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in STUBS and not {"-h", "--help"} & set(args_in[1:]):
         logs.setup(command)  # its flags are unknown here: say what it needs, whatever they are
         logging.getLogger(logs.LOGGER).error("%s", STUBS[command])
-        return 2
+        return STUBS[command].status
     args = _undashed(parser.parse_args(_dashed(parser, command, args_in)))
     name = " ".join(filter(None, (command, getattr(args, "kafka_command", None))))
     logs.setup(name)
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise problem from None
     except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
         logging.getLogger(logs.LOGGER).error("%s", err)
-        return int(getattr(err, "status", 2))
+        return err.status
     except BrokenPipeError:  # `runwatch ... | head`: the reader has what it wanted
         # Python would complain again flushing stdout at exit; point it at /dev/null
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -8,9 +8,7 @@ from runwatch.emitters.exceptions import RunwatchError
 
 
 class CommandError(RunwatchError):
-    """A command that cannot do what it was asked: the message is one line for the person at
-    the terminal, `status` the exit status (2: the command line or a file is wrong; 1: what
-    it needs, a broker or a service, is not there)."""
+    """A command that cannot do what it was asked, with its exit status (`RunwatchError`)."""
 
     def __init__(self, message: str, status: int = 2) -> None:
         super().__init__(message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +59,26 @@ def test_scenarios_and_their_former_name_write_the_same_files(
 
 def test_help_lists_scenarios_with_its_alias() -> None:
     assert "scenarios (incidents)" in cli.build_parser().format_help()
+
+
+def test_an_error_of_ours_ends_the_command_with_its_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`RunwatchError.status` (2 unless the error says otherwise) is the exit status."""
+    from runwatch.commands import demo
+    from runwatch.emitters.exceptions import RunwatchError
+
+    class NotThere(RunwatchError):
+        status = 1
+
+    def fails(error: RunwatchError) -> Any:
+        def run(args: argparse.Namespace) -> int:
+            raise error
+
+        return run
+
+    monkeypatch.setattr(demo, "run_scenarios", fails(NotThere("the broker is not there")))
+    assert cli.main(["scenarios"]) == 1
+    monkeypatch.setattr(demo, "run_scenarios", fails(RunwatchError("a bad file")))
+    assert cli.main(["scenarios"]) == 2
+    assert "the broker is not there" in capsys.readouterr().err
