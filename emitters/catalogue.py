@@ -19,7 +19,7 @@ from typing import Any
 
 from ahocorasick_rs import AhoCorasick
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.emitters.exceptions import CatalogueError
 
 MEANINGS = ("fatal", "collective", "weight_update", "remote_call")
 #: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
@@ -29,10 +29,6 @@ _REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "l
              "pattern", "sample", "sample_from")  # fmt: skip
 _OPTIONAL = ("level", "unless")
 _COMPONENT = re.compile(r"^[a-z][a-z0-9_-]*$")
-
-
-class CatalogueError(RunwatchError, ValueError):
-    """The catalogue's data is not what the loader reads (a test and the import say which)."""
 
 
 @dataclass(frozen=True)

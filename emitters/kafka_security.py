@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runwatch.emitters import env
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.emitters.exceptions import KafkaSecurityError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -65,10 +65,6 @@ def _redact_in_logs(secret: str) -> None:
             return record
 
         logging.setLogRecordFactory(scrubbing)
-
-
-class KafkaSecurityError(RunwatchError, ValueError):
-    """A Kafka security setting is wrong; the message is one line that says which and why."""
 
 
 def _readable(label: str, path: str) -> None:

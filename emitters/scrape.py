@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runwatch.emitters import Emitter
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.emitters.exceptions import ScrapeError
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -62,10 +62,6 @@ METRICS: dict[str, dict[str, Any]] = {
 }
 #: Labels that tell one engine of a server from another; the rest are ignored.
 _KEY_LABELS = ("model_name", "engine", "dp_rank")
-
-
-class ScrapeError(RunwatchError):
-    """The server did not give usable metrics; `str()` is the state, e.g. "connection refused"."""
 
 
 def metrics_url(url: str) -> str:

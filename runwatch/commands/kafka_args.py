@@ -13,7 +13,8 @@ from typing import Any
 from runwatch.commands import CommandError
 from runwatch.emitters import env
 from runwatch.emitters import kafka_security as ks
-from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
+from runwatch.emitters.exceptions import KafkaSecurityError
+from runwatch.emitters.kafka_security import KafkaSecurity
 from runwatch.stream.kafka.connect import kafka_problem
 
 GROUP_HELP = (

@@ -18,7 +18,7 @@ from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import Emitter, env
 from runwatch.emitters.backlog import backlog
-from runwatch.emitters.kafka_security import KafkaSecurityError
+from runwatch.emitters.exceptions import KafkaSecurityError
 from runwatch.emitters.watch import run_id_for, watch
 from runwatch.logs import say
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from runwatch.diagnose import diagnose
-from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, CatalogueError, Signature, load
+from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, Signature, load
 from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.exceptions import CatalogueError
 from runwatch.emitters.logparse import ray_origin
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ import pytest
 from runwatch import cli
 from runwatch.dev.tls import make_certificates
 from runwatch.emitters import Emitter
-from runwatch.emitters.kafka_security import KafkaSecurity, KafkaSecurityError
+from runwatch.emitters.exceptions import KafkaSecurityError
+from runwatch.emitters.kafka_security import KafkaSecurity
 from runwatch.stream.kafka.clients import faust_credentials
 
 SECRET = "s3cr3t-Pa55word-never-shown"
