@@ -45,9 +45,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream import state as state_package
 from runwatch.stream.config import RulesConfig
+from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition
 from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
@@ -82,15 +82,6 @@ _ALLOWED: dict[tuple[str, str], Any] = {
 # how pickle rebuilds an array (of doubles: a host's clock samples): from its typecode and
 # raw bytes, nothing else
 _ALLOWED["array", "_array_reconstructor"] = _array_reconstructor
-
-
-class CheckpointError(RunwatchError):
-    """A checkpoint that cannot be used (damaged, another format or layout, other rules);
-    `reason` says which in one line. The caller rebuilds from its input instead."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def _fields(cls: type) -> list[str]:

@@ -35,3 +35,27 @@ class ConfigError(RunwatchError, ValueError):
 class PortUnavailable(RunwatchError, OSError):
     """An HTTP endpoint (/metrics, /healthz, /readyz) that cannot listen where asked (the port
     is in use, or not allowed); the message says which in one line."""
+
+
+class CheckpointError(RunwatchError):
+    """A checkpoint that cannot be used (damaged, another format or layout, other rules);
+    `reason` says which in one line. The caller rebuilds from its input instead."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StopConsuming(RunwatchError):
+    """Raised by a handler that cannot go on (say, Slack refused the token): the loop stops at
+    once, commits nothing more, and `run` raises it to whoever started the loop."""
+
+
+class SnapshotFailed(RunwatchError):
+    """The child that pickled the state did not finish (killed, out of memory)."""
+
+
+class WorkerStartFailed(RunwatchError):
+    """The worker could not set up its topics or metrics endpoint; the message says why."""
+
+    status = 1

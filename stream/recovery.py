@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runwatch.stream import checkpoint
-from runwatch.stream.checkpoint import CheckpointError
+from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
 
 

@@ -20,9 +20,9 @@ from runwatch.notify.delivery import Delivery, DeliveryStopped
 from runwatch.notify.notifier import Notifier
 from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
-from runwatch.stream.exceptions import InvalidAlert
+from runwatch.stream.exceptions import InvalidAlert, StopConsuming
 from runwatch.stream.kafka import clients
-from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, Record, StopConsuming
+from runwatch.stream.kafka.consume import ConsumingLoop, Group, Handler, Record
 from runwatch.stream.metrics.roles import NotifyEndpoints
 
 log = logging.getLogger("runwatch.notify")

@@ -39,11 +39,10 @@ from runwatch.store.store import Store
 from runwatch.store.writer import WriteHealth
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
-from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
-from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.exceptions import CheckpointError, InvalidEvent
 from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, PublishedAlerts
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry

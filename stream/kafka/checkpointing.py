@@ -25,9 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runwatch.stream.checkpointer import Checkpointer
+from runwatch.stream.exceptions import SnapshotFailed
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, KafkaCheckpoints
 from runwatch.stream.kafka.read import Ends
-from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
+from runwatch.stream.kafka.snapshot import Snapshot
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.metrics.worker import WorkerMetrics
 

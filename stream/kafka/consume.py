@@ -39,7 +39,7 @@ from aiokafka.errors import KafkaConnectionError
 # in-memory double uses it too)
 from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.stream.exceptions import StopConsuming
 from runwatch.stream.kafka.health import ConsumerHealth
 from runwatch.stream.kafka.lease import GroupLease
 from runwatch.stream.refused import Refused
@@ -107,11 +107,6 @@ class Consumer(Protocol):
     def partitions_for_topic(self, topic: str) -> set[int] | None: ...
     def pause(self, *partitions: Any) -> None: ...
     def resume(self, *partitions: Any) -> None: ...
-
-
-class StopConsuming(RunwatchError):
-    """Raised by a handler that cannot go on (say, Slack refused the token): the loop stops at
-    once, commits nothing more, and `run` raises it to whoever started the loop."""
 
 
 class Handler:

@@ -32,8 +32,8 @@ from typing import Any
 
 import faust
 
-from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream.collector import tuned_for_consuming
+from runwatch.stream.exceptions import WorkerStartFailed
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.kafka.checkpoints import MAX_BYTES
@@ -116,12 +116,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
-
-
-class WorkerStartFailed(RunwatchError):
-    """The worker could not set up its topics or metrics endpoint; the message says why."""
-
-    status = 1
 
 
 def run(settings: WorkerSettings, *, log_level: str = "warning") -> int:

@@ -18,16 +18,12 @@ import os
 import signal
 from typing import Any
 
-from runwatch.emitters.exceptions import RunwatchError
 from runwatch.stream import checkpoint
+from runwatch.stream.exceptions import SnapshotFailed
 from runwatch.stream.live import LiveDriver
 
 #: whether this platform can fork (Linux and macOS: yes)
 CAN_FORK = hasattr(os, "fork")
-
-
-class SnapshotFailed(RunwatchError):
-    """The child that pickled the state did not finish (killed, out of memory)."""
 
 
 class Snapshot:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
-from runwatch.stream.checkpoint import CheckpointError
+from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.kafka.checkpoints import KafkaCheckpoints
 from runwatch.stream.kafka.clients import Connects
 from runwatch.stream.kafka.publish import Output

@@ -17,9 +17,9 @@ import pytest
 from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
-from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
+from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver, PublishedAlerts
 
 Record = tuple[bytes, float, int]

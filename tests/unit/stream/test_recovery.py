@@ -10,8 +10,8 @@ import pytest
 
 from runwatch.dev.scenarios import sandbox_hang
 from runwatch.stream import checkpoint
-from runwatch.stream.checkpoint import CheckpointError
 from runwatch.stream.config import RulesConfig
+from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.recovery import restore
 

@@ -14,7 +14,8 @@ import pytest
 from runwatch.dev.scenarios import sandbox_hang, zero_reward
 from runwatch.stream import checkpoint
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.kafka.snapshot import Snapshot, SnapshotFailed
+from runwatch.stream.exceptions import SnapshotFailed
+from runwatch.stream.kafka.snapshot import Snapshot
 from runwatch.stream.live import LiveDriver
 
 
