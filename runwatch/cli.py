@@ -22,6 +22,7 @@ from typing import Any
 
 from runwatch import logs
 from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import MissingExtra
 from runwatch.stream.suggest import did_you_mean
 
 #: command -> the module (under runwatch.commands) whose `register(sub)` defines it
@@ -71,10 +72,6 @@ NEEDS: dict[str, tuple[str, frozenset[str]]] = {
     "backtest": ("store", frozenset({"stream", "store"})),
     "worker": ("kafka", frozenset({"stream", "kafka"})),
 }
-
-
-class MissingExtra(RunwatchError):
-    """A command needs a library that comes with one of runwatch's extras."""
 
 
 def missing_extra(err: ModuleNotFoundError, command_module: str = "") -> MissingExtra | None:

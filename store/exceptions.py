@@ -21,3 +21,7 @@ class QueryRefused(StoreError):
 
 class QueryFailed(StoreError):
     """DuckDB refused a query; the message is DuckDB's own."""
+
+
+class NoSuchRun(StoreError):
+    """The history has no run of that id (the message names the closest)."""

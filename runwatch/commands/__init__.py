@@ -4,15 +4,7 @@ raises `CommandError` (or lets another `RunwatchError` through); `runwatch.cli` 
 one line and exits with its status."""
 
 from runwatch.emitters import env
-from runwatch.emitters.exceptions import RunwatchError
-
-
-class CommandError(RunwatchError):
-    """A command that cannot do what it was asked, with its exit status (`RunwatchError`)."""
-
-    def __init__(self, message: str, status: int = 2) -> None:
-        super().__init__(message)
-        self.status = status
+from runwatch.exceptions import CommandError
 
 
 def given_time(text: str | None) -> float | None:

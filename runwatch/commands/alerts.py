@@ -16,12 +16,12 @@ import time
 from collections import deque
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.commands.remote import Remote, add_url_args
 from runwatch.console import alert_line
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.alerts import Alert

@@ -13,8 +13,9 @@ from typing import Any
 import orjson
 
 from runwatch import configfile
-from runwatch.commands import CommandError, given_time
+from runwatch.commands import given_time
 from runwatch.commands.query import add_db_args
+from runwatch.exceptions import CommandError
 from runwatch.store.backtest import Backtest, Change, run_backtest
 from runwatch.store.store import Store
 from runwatch.stream.rules.base import fmt_duration

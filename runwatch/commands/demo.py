@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.dev.scenarios import SCENARIOS
+from runwatch.exceptions import CommandError
 
 
 def run_demo(args: argparse.Namespace) -> int:

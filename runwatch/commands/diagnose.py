@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from runwatch import configfile
-from runwatch.commands import CommandError
 from runwatch.commands.lines import must_exist, read_lines
 from runwatch.console import alert_line, printable
 from runwatch.diagnose import Diagnosis, clock, diagnose, table
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 
 #: what diagnose reads, said when it finds none of it

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from runwatch.commands import CommandError
 from runwatch.dev.broker import (
     DATA_HELP,
     KafkaBroker,
@@ -15,7 +14,8 @@ from runwatch.dev.broker import (
     is_running,
     stop_broker,
 )
-from runwatch.dev.jars import DEFAULT_VERSION, KafkaBrokerError, _say
+from runwatch.dev.jars import DEFAULT_VERSION, _say
+from runwatch.exceptions import CommandError, KafkaBrokerError
 
 
 def _cmd_start(args: argparse.Namespace) -> int:

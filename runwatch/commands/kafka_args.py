@@ -10,11 +10,11 @@ import argparse
 import logging
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.emitters import env
 from runwatch.emitters import kafka_security as ks
 from runwatch.emitters.exceptions import KafkaSecurityError
 from runwatch.emitters.kafka_security import KafkaSecurity
+from runwatch.exceptions import CommandError
 from runwatch.stream.kafka.connect import kafka_problem
 
 GROUP_HELP = (

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any
 
-from runwatch.commands import CommandError
+from runwatch.exceptions import CommandError
 from runwatch.stream.refused import Refused
 
 Line = tuple[str, int, bytes]

@@ -20,7 +20,6 @@ import argparse
 import logging
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import (
     add_health_args,
     add_kafka_security_args,
@@ -28,11 +27,11 @@ from runwatch.commands.kafka_args import (
 )
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError, ConfigProblem, TokenMissing
 from runwatch.logs import say
-from runwatch.notify.config import ConfigProblem, NotifyConfig
+from runwatch.notify.config import NotifyConfig
 from runwatch.notify.kafka import NotifySettings, run
 from runwatch.notify.notifier import Notifier
-from runwatch.notify.slack import TokenMissing
 from runwatch.stopping import stop_on_signals
 from runwatch.stream.exceptions import PortUnavailable
 from runwatch.stream.kafka.connect import kafka_problem

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from runwatch.commands import CommandError, read_token
+from runwatch.commands import read_token
 from runwatch.emitters import env
 from runwatch.emitters.http import ServiceClient
+from runwatch.exceptions import CommandError
 
 
 def add_url_args(p: argparse.ArgumentParser, what: str, group: Any = None) -> None:

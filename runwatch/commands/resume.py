@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError, known_rule
+from runwatch.commands import known_rule
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.commands.remote import Remote
 from runwatch.emitters import env
@@ -29,6 +29,7 @@ from runwatch.emitters.guard import decide
 from runwatch.emitters.runview import RunView
 from runwatch.emitters.spool import SEGMENT_SUFFIX
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 
 

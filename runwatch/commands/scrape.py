@@ -9,10 +9,10 @@ import math
 import signal
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.commands.watch import add_destination, make_emitter
 from runwatch.emitters import env, scrape
 from runwatch.emitters.scrape import ScrapeLoop, Scraper
+from runwatch.exceptions import CommandError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 

@@ -16,9 +16,10 @@ import argparse
 import time
 from typing import Any
 
-from runwatch.commands import CommandError, known_rule
+from runwatch.commands import known_rule
 from runwatch.commands.remote import Remote, add_url_args, history_source
 from runwatch.emitters import env
+from runwatch.exceptions import CommandError
 from runwatch.notify.store import NotifyStore, Silence, default_path
 from runwatch.timeparse import iso
 

@@ -9,12 +9,12 @@ import sys
 import time
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 from runwatch.stream.timekeeping.timebounds import time_problem
 from runwatch.timeparse import parse_time

@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.commands import CommandError, read_token
+from runwatch.commands import read_token
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import env
 from runwatch.emitters.backlog import WARN_AFTER_S, backlog, drop, segments, where
 from runwatch.emitters.spool import SEGMENT_SUFFIX, Spool, default_base, read_destination
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 from runwatch.stream.suggest import did_you_mean
 

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from runwatch import configfile
-from runwatch.commands import CommandError, given_time
+from runwatch.commands import given_time
 from runwatch.commands.kafka_args import add_health_args, add_kafka_security_args, connect_check
 from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.commands.query import add_db_args
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 from runwatch.stopping import stop_on_signals
 from runwatch.store.exceptions import StoreError

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, security_from_args
 from runwatch.emitters import Emitter, env
 from runwatch.emitters.backlog import backlog
 from runwatch.emitters.exceptions import KafkaSecurityError
 from runwatch.emitters.watch import run_id_for, watch
+from runwatch.exceptions import CommandError
 from runwatch.logs import say
 
 

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from runwatch import configfile
-from runwatch.commands import CommandError
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
+from runwatch.exceptions import CommandError
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting

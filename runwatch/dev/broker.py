@@ -24,15 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
-from runwatch.dev.jars import (
-    DEFAULT_VERSION,
-    KafkaBrokerError,
-    Progress,
-    _say,
-    cache_dir,
-    fetch_jars,
-)
-from runwatch.dev.tls import SecuredListeners, SecureSetupError
+from runwatch.dev.jars import DEFAULT_VERSION, Progress, _say, cache_dir, fetch_jars
+from runwatch.dev.tls import SecuredListeners
+from runwatch.exceptions import KafkaBrokerError, SecureSetupError
 
 STATE_FILE = "broker.json"
 DATA_HELP = "the broker's data, log and state folder"

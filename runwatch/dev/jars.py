@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runwatch.emitters import env
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import KafkaBrokerError
 
 DEFAULT_VERSION = "4.1.2"
 # kafka_2.13's pom brings slf4j-api 1.7 and log4j-core but no binding between them; Kafka's
@@ -27,10 +27,6 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MARKER = ".complete"
 
 Progress = Callable[[str], None]
-
-
-class KafkaBrokerError(RunwatchError, RuntimeError):
-    """The broker could not be fetched, started or stopped; the message says why."""
 
 
 _DEPENDENCY = "<dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version>"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import SecureSetupError
 
 USERNAME = "runwatch"
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
@@ -42,10 +42,6 @@ _CLIENT_EXT = (
     "extendedKeyUsage=clientAuth\nauthorityKeyIdentifier=keyid,issuer\n"
     "subjectKeyIdentifier=hash\n"
 )
-
-
-class SecureSetupError(RunwatchError, RuntimeError):
-    """Certificates could not be made; the message says why."""
 
 
 def _openssl(*args: str, cwd: Path) -> None:

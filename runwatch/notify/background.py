@@ -17,9 +17,9 @@ import threading
 import time
 from typing import Any
 
-from runwatch.notify.delivery import Delivery, DeliveryStopped
+from runwatch.exceptions import DeliveryStopped, SlackError
+from runwatch.notify.delivery import Delivery
 from runwatch.notify.notifier import Notifier
-from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")

@@ -26,16 +26,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import ConfigProblem
 from runwatch.stream.config import invalid
 from runwatch.stream.exceptions import ConfigError
 
 #: Slack's Web API (`SlackPoster`'s default too)
 DEFAULT_BASE_URL = "https://slack.com/api/"
-
-
-class ConfigProblem(RunwatchError):
-    pass
 
 
 class Route(BaseModel):

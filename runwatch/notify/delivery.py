@@ -16,16 +16,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import DeliveryStopped, SlackError
 from runwatch.notify.notifier import Notifier, Outcome
-from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")
-
-
-class DeliveryStopped(RunwatchError):
-    """Told to stop while a transition was still waiting for Slack: it was not sent."""
 
 
 class Delivery:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 from runwatch.emitters.topics import Topics
-from runwatch.notify.delivery import Delivery, DeliveryStopped
+from runwatch.exceptions import DeliveryStopped, SlackError
+from runwatch.notify.delivery import Delivery
 from runwatch.notify.notifier import Notifier
-from runwatch.notify.slack import SlackError
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert, StopConsuming
 from runwatch.stream.kafka import clients

@@ -20,15 +20,10 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
+from runwatch.exceptions import SlackError
 from runwatch.notify import messages as msg
 from runwatch.notify.config import NotifyConfig
-from runwatch.notify.slack import (
-    AUTH_ERRORS,
-    SlackError,
-    SlackPoster,
-    is_channel_id,
-    load_token,
-)
+from runwatch.notify.slack import AUTH_ERRORS, SlackPoster, is_channel_id, load_token
 from runwatch.notify.store import NotifyStore, Thread, default_path
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert

@@ -21,7 +21,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import SlackError, TokenMissing
 from runwatch.notify.config import DEFAULT_BASE_URL
 
 log = logging.getLogger("runwatch.notify")
@@ -41,24 +41,6 @@ MAX_RETRY_AFTER = 300.0
 AUTH_ERRORS = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
 )
-
-
-class SlackError(RunwatchError):
-    """A Slack call that failed for good (or ran out of retries); never carries the token."""
-
-    def __init__(
-        self, method: str, error: str, *, retryable: bool, needed: str | None = None
-    ) -> None:
-        more = f" (needs the {needed} scope)" if needed else ""
-        super().__init__(f"slack {method} failed: {error}{more}")
-        self.method = method
-        self.error = error
-        self.retryable = retryable
-        self.needed = needed  # with missing_scope: the scope Slack says the call needs
-
-
-class TokenMissing(RunwatchError):
-    pass
 
 
 def load_token(token_file: str | None = None, env: dict[str, str] | None = None) -> str:

@@ -15,8 +15,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from runwatch.exceptions import SlackError
 from runwatch.notify.config import NotifyConfig
-from runwatch.notify.slack import AUTH_ERRORS, SlackError, SlackPoster, is_channel_id
+from runwatch.notify.slack import AUTH_ERRORS, SlackPoster, is_channel_id
 
 #: What to do about an error Slack gives a post.
 ADVICE = {

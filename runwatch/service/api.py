@@ -23,7 +23,7 @@ from runwatch.emitters import env
 from runwatch.emitters.events import describe_errors
 from runwatch.notify.store import NotifyStore
 from runwatch.service.core import Service
-from runwatch.store.exceptions import NotAStore, QueryFailed, QueryRefused, StoreError
+from runwatch.store.exceptions import NoSuchRun, NotAStore, QueryFailed, QueryRefused, StoreError
 from runwatch.store.report import list_runs, run_timeline
 from runwatch.store.sql import query
 from runwatch.stream.exceptions import ConfigError
@@ -89,10 +89,6 @@ def parse(model: type[_Body], body: bytes) -> _Body | Answer:
 
 
 # -- the history -----------------------------------------------------------------------------
-
-
-class NoSuchRun(StoreError):
-    """The history has no run of that id (the message names the closest)."""
 
 
 def _history(service: Service, read: Any) -> Answer:

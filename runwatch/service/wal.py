@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from runwatch.emitters.exceptions import RunwatchError
+from runwatch.exceptions import LogsInUse
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.refused import Refused
@@ -243,10 +243,6 @@ class AlertLog:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-
-class LogsInUse(RunwatchError):
-    """Another process serves from the same logs (two services would say everything twice)."""
 
 
 class LogsLock:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from runwatch import configfile
-from runwatch.notify.config import ConfigProblem, NotifyConfig
+from runwatch.exceptions import ConfigProblem
+from runwatch.notify.config import NotifyConfig
 from runwatch.stream.exceptions import ConfigError
 
 GOOD = """\

@@ -13,9 +13,10 @@ from helpers import decoded
 
 from harness.slack_server import FakeSlack
 from runwatch.dev import scenarios
+from runwatch.exceptions import SlackError, TokenMissing
 from runwatch.notify.config import NotifyConfig, Route
 from runwatch.notify.notifier import Notifier
-from runwatch.notify.slack import SlackError, SlackPoster, TokenMissing, load_token
+from runwatch.notify.slack import SlackPoster, load_token
 from runwatch.notify.store import NotifyStore
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine

@@ -15,9 +15,10 @@ import duckdb
 import pytest
 
 from runwatch.dev import envelope
+from runwatch.exceptions import LogsInUse
 from runwatch.service.core import Service
 from runwatch.service.spool_tail import CHUNK, SpoolTail
-from runwatch.service.wal import EventLog, LogsInUse
+from runwatch.service.wal import EventLog
 from runwatch.stream.alerts import Alert
 
 
