@@ -3,10 +3,10 @@
 pydantic's own JSON validation costs several times what msgspec does per event (measured:
 `bench/decode.py`, figures in bench/RESULTS.md), so the common case goes through msgspec
 Structs that are *generated from the pydantic models* in `runwatch.emitters.events` (one
-definition of the schema). Whatever that fast path refuses -- unknown kinds, the
-`NaN`/`Infinity` tokens that strict JSON parsers reject, and genuinely bad input -- is
-decided by the stdlib parser plus pydantic, which also words the reason that goes to the
-dead-letter place.
+definition of the schema). Fields the models lack (kept in history, read by no rule) are
+read past, not built. Whatever that fast path refuses -- unknown kinds, the `NaN`/`Infinity`
+tokens that strict JSON parsers reject, and genuinely bad input -- is decided by the stdlib
+parser plus pydantic, which also words the reason that goes to the dead-letter place.
 
 Fast-path objects are Structs with the same attribute names and value types as the pydantic
 models (tests/unit/stream/test_decode.py holds the two paths to the same verdicts), so the rest of
@@ -94,7 +94,7 @@ def _constrained(tp: Any, **bounds: Any) -> Any:
     return Annotated[tp, msgspec.Meta(**kw)] if kw else tp
 
 
-def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any]) -> Any:
+def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any], forbid: bool = True) -> Any:
     """The msgspec type of a value of this shape, its bounds included. allow_inf_nan needs
     no translation: strict JSON cannot spell a non-finite number, so non-finite values only
     ever reach pydantic through the fallback path."""
@@ -109,21 +109,22 @@ def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any]) -> Any:
     if isinstance(shape, schema.OneOf):
         return Literal[shape.values]
     if isinstance(shape, schema.MapOf):
-        key, value = _type_of(shape.key, structs), _type_of(shape.value, structs)
+        key, value = _type_of(shape.key, structs, forbid), _type_of(shape.value, structs, forbid)
         return dict[key, value]  # type: ignore[valid-type]
     if isinstance(shape, schema.ListOf):
-        item = _type_of(shape.item, structs)
+        item = _type_of(shape.item, structs, forbid)
         return _constrained(list[item], max_length=shape.max_length)  # type: ignore[valid-type]
     if isinstance(shape, schema.Object):
-        return _struct_for(shape.model, structs, tag=None)
+        return _struct_for(shape.model, structs, None, forbid)
     if isinstance(shape, schema.Maybe):
-        return _type_of(shape.inner, structs) | None
+        return _type_of(shape.inner, structs, forbid) | None
     return Any
 
 
 def _struct_for(
-    model: type[BaseModel], structs: dict[type[BaseModel], Any], tag: str | None
-) -> Any:
+    model: type[BaseModel], structs: dict[type[BaseModel], Any], tag: str | None,
+    forbid: bool = True,
+) -> Any:  # fmt: skip
     if model in structs:
         return structs[model]
     fields: list[tuple[str, Any, Any]] = []
@@ -134,7 +135,7 @@ def _struct_for(
         if isinstance(shape, schema.Text) and (pattern := schema.python_pattern(shape)):
             patterns.append((field.name, pattern))
             shape = replace(shape, pattern=None, reserved=())
-        tp = _type_of(shape, structs)
+        tp = _type_of(shape, structs, forbid)
         if tp in _PATTERN_FIELDS:  # a required sub-model (the event's `src`) with patterns
             assert field.required, f"decode: {model.__name__}.{field.name} may be None"
             patterns += [(f"{field.name}.{path}", p) for path, p in _PATTERN_FIELDS[tp]]
@@ -142,15 +143,15 @@ def _struct_for(
     required: list[Any] = [f[:2] for f in fields if f[2] is msgspec.NODEFAULT]
     optional: list[Any] = [f for f in fields if f[2] is not msgspec.NODEFAULT]
     struct = msgspec.defstruct(
-        f"Fast{model.__name__}",
+        f"{'Fast' if forbid else 'Open'}{model.__name__}",
         required + optional,
         tag_field="kind" if tag else None,
         tag=tag,
         namespace={"kind": tag} if tag else None,
         gc=False,
         frozen=True,
-        # an extra field is the fallback's to check (its bounds hold for it too)
-        forbid_unknown_fields=True,
+        # an extra field is checked before the open structs read past it (`_plain_extras`)
+        forbid_unknown_fields=forbid,
     )
     structs[model] = struct
     if patterns:
@@ -158,9 +159,9 @@ def _struct_for(
     return struct
 
 
-def _build() -> msgspec.json.Decoder[Any]:
+def _build(forbid: bool = True) -> msgspec.json.Decoder[Any]:
     structs: dict[type[BaseModel], Any] = {}
-    members = [_struct_for(m, structs, tag=k) for k, m in events.KNOWN_KINDS.items()]
+    members = [_struct_for(m, structs, k, forbid) for k, m in events.KNOWN_KINDS.items()]
     for member in members:
         if member in _PATTERN_FIELDS:
             checks = _RunStartedChecks if member.kind == "run.started" else _Patterns
@@ -169,7 +170,14 @@ def _build() -> msgspec.json.Decoder[Any]:
 
 
 _FAST = _build()
+#: the same structs, reading past fields the models lack (extra fields: kept in history,
+#: never read by a rule), for records `_FAST` refused for one
+_OPEN = _build(forbid=False)
 _BACKSLASH, _DEL = ord("\\"), 0x7F
+_UNKNOWN_FIELD = "Object contains unknown field"
+#: 19 digits in a row (each digit made a 0 first): perhaps an integer past 64 bits (or a
+#: long id), for the fallback to read. (A regex takes ten times as long.)
+_DIGITS_AS_0, _LONG_DIGITS = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 
 
 # --- decoding -----------------------------------------------------------------------------
@@ -190,9 +198,10 @@ def decode(raw: bytes | str) -> events.Event:
     integers, valid Unicode, identifiers without control characters, nesting depth, size),
     so nothing downstream -- rules, alerts, history, a terminal -- can fail on it. The fast
     path takes only plain records: ASCII with no escape and no DEL (so no string can hold a
-    surrogate or a control character) and no field the model lacks (so every value is typed
-    and bounded; the free-form `run.started.config` is walked). The rest goes to the
-    fallback, which checks the whole object.
+    surrogate or a control character) whose every value is typed and bounded by the model
+    (the free-form `run.started.config` is walked), or lies in a field the model lacks that
+    is within the bounds (`_open`). The rest goes to the fallback, which checks the whole
+    object.
     """
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
@@ -204,7 +213,11 @@ def decode(raw: bytes | str) -> events.Event:
             event: events.Event = _FAST.decode(raw)
             if _PATTERNS[type(event)].hold(event):  # every kind has patterns (run id)
                 return event
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        except msgspec.ValidationError as err:
+            opened = _open(raw) if str(err).startswith(_UNKNOWN_FIELD) else None
+            if opened is not None:
+                return opened
+        except (msgspec.DecodeError, RecursionError):
             pass
     # The fallback decides: stdlib json accepts NaN/Infinity tokens, pydantic knows
     # unknown kinds and words the reason.
@@ -224,6 +237,21 @@ def decode(raw: bytes | str) -> events.Event:
     if not isinstance(obj, dict):
         raise InvalidEvent(f"not a JSON object but {type(obj).__name__}", "not_an_object")
     return decode_obj(obj)
+
+
+def _open(raw: bytes) -> events.Event | None:
+    """A plain record with fields the models lack, read past them (None: the fallback
+    decides). An extra field is typed by no model, so its bounds are what is left to check:
+    a depth within the limit (fewer brackets than it, counted anywhere) and no integer past
+    64 bits (no 19 digits in a row anywhere) -- cheap and conservative: what they refuse,
+    the fallback reads in full."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or _LONG_DIGITS in raw.translate(_DIGITS_AS_0):
+        return None
+    try:
+        event: events.Event = _OPEN.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+    return event if _PATTERNS[type(event)].hold(event) else None
 
 
 def _depth(raw: bytes) -> int:

@@ -53,6 +53,14 @@ def assert_same_values(fast: Any, model: BaseModel) -> None:
             assert same(got, want), f"{name}: fast {got!r} != pydantic {want!r}"
 
 
+def nest(depth: int) -> Any:
+    """A value nested `depth` levels deep (its own level counted, as the bound counts)."""
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def is_fast(obj: object) -> bool:
     return not isinstance(obj, BaseModel)
 
@@ -106,6 +114,35 @@ def test_unknown_kind_is_accepted_with_its_fields_kept() -> None:
     assert isinstance(got, events.Event)
     assert got.kind == "custom.thing"
     assert got.model_extra == {"cmd": "pytest", "exit": 1}
+
+
+def test_extra_fields_of_known_kinds_are_read_past_without_pydantic() -> None:
+    event = event_of("progress", FULL["progress"], unit="it", rate=3.5, nested={"a": [1, 2]})
+    event["src"]["gpu"] = "H100"
+    got = decode(encode(event))
+    assert is_fast(got)  # not the fallback: an extra field costs no pydantic validation
+    model = events.validate(event)
+    assert_same_values(got, model)
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        (2**63, "integer does not fit in 64 bits"),
+        (-(2**63) - 1, "integer does not fit in 64 bits"),
+        (nest(33), "nested deeper than 32 levels"),
+    ],
+)
+def test_an_extra_field_out_of_bounds_is_refused_as_the_fallback_words_it(
+    extra: Any, why: str
+) -> None:
+    with pytest.raises(InvalidEvent, match=why):
+        decode(encode(event_of("heartbeat", {}, extra=extra)))
+
+
+def test_an_extra_field_within_the_bounds_near_them_is_accepted() -> None:
+    for extra in (2**63 - 1, -(2**63), 10**18, nest(31), "9" * 40):
+        assert decode(encode(event_of("heartbeat", {}, extra=extra))).kind == "heartbeat"
 
 
 def test_extra_fields_of_known_kinds_are_kept_by_the_pydantic_path() -> None:
