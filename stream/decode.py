@@ -53,7 +53,8 @@ class _Patterns:
         paths = [path for path, _ in fields]
         self.get = operator.attrgetter(*paths) if len(paths) > 1 else _one(paths[0])
         self.searches = tuple(re.compile(pattern).search for _, pattern in fields)
-        self.matched: set[tuple[str, ...]] = set()
+        #: one memo for every struct with these fields and patterns
+        self.matched: set[tuple[str, ...]] = _MEMOS.setdefault(tuple(fields), set())
 
     def hold(self, obj: Any) -> bool:
         values = self.get(obj)
@@ -87,6 +88,11 @@ def _one(path: str) -> Any:
 _PATTERN_FIELDS: dict[type, list[tuple[str, str]]] = {}
 #: event struct type -> its checker
 _PATTERNS: dict[type, _Patterns] = {}
+#: (path, pattern) of the fields checked -> the value tuples that matched
+_MEMOS: dict[tuple[tuple[str, str], ...], set[tuple[str, ...]]] = {}
+#: the structs whose only patterns are the envelope's (run, src.component): most kinds,
+#: checked in `decode` itself against their memo, `_ENVELOPE_MATCHED`
+_ENVELOPE_ONLY: set[type] = set()
 
 
 def _constrained(tp: Any, **bounds: Any) -> Any:
@@ -166,10 +172,14 @@ def _build(forbid: bool = True) -> msgspec.json.Decoder[Any]:
         if member in _PATTERN_FIELDS:
             checks = _RunStartedChecks if member.kind == "run.started" else _Patterns
             _PATTERNS[member] = checks(_PATTERN_FIELDS[member])
+            paths = [path for path, _ in _PATTERN_FIELDS[member]]
+            if checks is _Patterns and paths == ["run", "src.component"]:
+                _ENVELOPE_ONLY.add(member)
     return msgspec.json.Decoder(Union[tuple(members)])  # noqa: UP007
 
 
 _FAST = _build()
+_ENVELOPE_MATCHED = next((_PATTERNS[t].matched for t in _ENVELOPE_ONLY), set())
 #: the same structs, reading past fields the models lack (extra fields: kept in history,
 #: never read by a rule), for records `_FAST` refused for one
 _OPEN = _build(forbid=False)
@@ -203,15 +213,21 @@ def decode(raw: bytes | str) -> events.Event:
     is within the bounds (`_open`). The rest goes to the fallback, which checks the whole
     object.
     """
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8", "surrogatepass")
+    if type(raw) is not bytes:
+        raw = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
     if len(raw) > events.MAX_EVENT_BYTES:
         raise InvalidEvent(f"event is {len(raw)} bytes, larger than the 64 KiB limit", "too_large")
     # (int membership is a memchr: ~20 ns against ~150 for a bytes needle)
     if raw.isascii() and _BACKSLASH not in raw and _DEL not in raw:
         try:
             event: events.Event = _FAST.decode(raw)
-            if _PATTERNS[type(event)].hold(event):  # every kind has patterns (run id)
+            # every kind has patterns (run id); most only the envelope's: the memo's answer
+            # without a call (a third of what a plain event cost here)
+            if type(event) in _ENVELOPE_ONLY and (event.run, event.src.component) in (
+                _ENVELOPE_MATCHED
+            ):
+                return event
+            if _PATTERNS[type(event)].hold(event):
                 return event
         except msgspec.ValidationError as err:
             opened = _open(raw) if str(err).startswith(_UNKNOWN_FIELD) else None
