@@ -108,6 +108,10 @@ class Engine:
         )
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
+        #: per rule, its `quiet` test where it has one (and shortcuts are on)
+        self._quiet = [
+            r.quiet if shortcuts and type(r).quiet is not Rule.quiet else None for r in self.rules
+        ]
         self._by_kind = self._index({})
         #: kind -> the rules a routine heartbeat of a run with no alert firing evaluates
         self._routine = {kind: [i for i in rules if i not in self._skip_routine]
@@ -220,7 +224,11 @@ class Engine:
                            if i not in skip or firing.get(i)]  # fmt: skip
             else:  # the same, with nothing firing in the run: made once per kind
                 indexes = self._routine.get(kind, ())
+        quiet, firing, timers = self._quiet, tracked.firing, tracked.timers
         for i in indexes:
+            test = quiet[i]
+            if test is not None and i not in firing and i not in timers and test(state):
+                continue  # it would hold nothing and ask for nothing: nothing to change
             self._evaluate(tracked, i, now, out)
         return out
 

@@ -197,6 +197,13 @@ class Rule(Generic[P]):
     def check(self, run: RunState, now: float, params: P) -> Verdict:
         raise NotImplementedError
 
+    def quiet(self, run: RunState) -> bool:
+        """A cheap test that `check` would hold nothing and ask for no recheck, whatever
+        the parameters: where it is true and the rule neither fires nor waits on a timer in
+        the run, the engine does not evaluate it (that would change nothing). Rules that
+        say nothing most of the time on events they watch override it; True must be exact."""
+        return False
+
     def describe(self, run: RunState, cond: Condition, now: float, params: P) -> Description:
         """Summary and evidence for a firing; called only on the transition."""
         raise NotImplementedError

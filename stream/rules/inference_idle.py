@@ -64,6 +64,9 @@ class InferenceIdleWithPendingRule(Rule[IdleParams]):
     def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:
         return replace(base, pending_bars=base.pending_bars | frozenset(params.pending_bars))
 
+    def quiet(self, run: RunState) -> bool:
+        return run.inference.idle_since is None  # (every trajectory event asks)
+
     def check(self, run: RunState, now: float, params: IdleParams) -> Verdict:
         inf = run.inference
         if inf.idle_since is None:

@@ -47,6 +47,10 @@ class InferenceStalledRule(Rule[InferenceStalledParams]):
     skips_routine_beats = True
     explains = STALLS | {"inference_idle_with_pending", "zero_reward"}
 
+    def quiet(self, run: RunState) -> bool:
+        # (every snapshot asks): a server holds a condition only while it stalls
+        return all(srv.stalled_since is None for srv in run.inference.servers.values())
+
     def check(self, run: RunState, now: float, params: InferenceStalledParams) -> Verdict:
         due = Deadlines(now)
         if run.finished:
