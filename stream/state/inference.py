@@ -7,20 +7,26 @@ steps (`idle_gap_growing`) and the rule itself only adds the heartbeat check.
 
 from __future__ import annotations
 
-import hashlib
 import sys
+import zlib
+from struct import Struct
 
 from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.processes import Process
 from runwatch.stream.state.progress import Counter
 
-#: bytes of a remembered trajectory id's digest (a false match: about 1 in 2**57 per lookup)
+#: bytes of a remembered trajectory id's digest: its CRC-32 and Adler-32 (a false match
+#: among a run's last 128 ended ids: about 1 in 10**12 lookups, or rarer)
 _DIGEST = 8
+_PAIR = Struct("<II").pack
 
 
 def _digest(traj: str) -> bytes:
-    """A stable digest of a trajectory id (the same in every process: checkpoints keep it)."""
-    return hashlib.blake2b(traj.encode(), digest_size=_DIGEST).digest()
+    """A stable digest of a trajectory id (the same in every process: checkpoints keep it).
+    Two checksums: a third of what an 8-byte blake2b costs, on every trajectory's start and
+    end."""
+    data = traj.encode()
+    return _PAIR(zlib.crc32(data), zlib.adler32(data))
 
 
 class Server(Compact):
@@ -73,8 +79,8 @@ class PendingTrajectory(Compact):
 class Inference:
     """Servers, pending trajectories and when "every server idle while work waits" began."""
 
-    __slots__ = ("_ended", "_ended_next", "_started_by_step", "bars", "idle_since", "pending",
-                 "pending_since", "servers")  # fmt: skip
+    __slots__ = ("_ended_next", "_ended_sums", "_started_by_step", "bars", "idle_since",
+                 "pending", "pending_since", "servers")  # fmt: skip
 
     #: How many finished trajectory ids to remember, so that a `started` arriving after its
     #: `done` (beyond the reorder window) does not leave a phantom pending trajectory. They
@@ -88,7 +94,7 @@ class Inference:
         self.pending_since: float | None = None
         #: When every known server became idle while something was pending; None when not.
         self.idle_since: float | None = None
-        self._ended = bytearray(_DIGEST * self.ENDED_MEMORY)
+        self._ended_sums = bytearray(_DIGEST * self.ENDED_MEMORY)
         self._ended_next = 0  # the ring's slot the next ended id goes in
         self._started_by_step: dict[int | None, int] = {}
         #: progress counters that stand for pending trajectories (`pending_bars`): their
@@ -195,14 +201,15 @@ class Inference:
         return self._ended_slot(_digest(traj)) >= 0
 
     def _ended_slot(self, digest: bytes) -> int:
-        ring, at = self._ended, self._ended.find(digest)
+        ring = self._ended_sums
+        at = ring.find(digest)
         while at >= 0 and at % _DIGEST:  # a match across two slots is not one
             at = ring.find(digest, at + 1)
         return at
 
     def _remember_ended(self, digest: bytes) -> None:
         at = self._ended_next * _DIGEST
-        self._ended[at : at + _DIGEST] = digest
+        self._ended_sums[at : at + _DIGEST] = digest
         self._ended_next = (self._ended_next + 1) % self.ENDED_MEMORY
 
     def done(self, traj: str) -> None:

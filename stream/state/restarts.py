@@ -46,7 +46,10 @@ class Slot(Compact):
         """Fold one heartbeat in. False when it cannot change `restarts()`: a later beat of
         the slot's newest pid, which no pid follows (a routine beat)."""
         seen = self.pids.get(pid)
-        routine = not final and seen is not None and pid == self.newest and ts >= seen[0]
+        if not final and seen is not None and pid == self.newest and ts >= seen[0]:
+            if ts > seen[1]:  # a routine beat (most of them): its last beat moves on
+                seen[1] = ts
+            return False
         if final:
             if self.final is None:
                 self.final = set()
@@ -63,9 +66,8 @@ class Slot(Compact):
                 seen[0] = ts
             if ts > seen[1]:
                 seen[1] = ts
-        if not routine:
-            self._find_newest()
-        return not routine
+        self._find_newest()
+        return True
 
     def _find_newest(self) -> None:
         firsts = sorted((first, pid) for pid, (first, _) in self.pids.items())
@@ -102,14 +104,14 @@ class Restarts:
 
     def beat(self, src: Source, ts: float, final: bool = False) -> bool:
         """Fold one heartbeat in; False when it changed no slot's restarts (routine)."""
-        if src.pid is None:
+        pid = src.pid
+        if pid is None:
             return False
-        key = (src.component, src.host, src.rank, src.instance)
-        slot = self._by_src.get(key)
+        slot = self._by_src.get((src.component, src.host, src.rank, src.instance))
         if slot is None:
             name = slot_name(src)
             slot = self.slots.get(name)
             if slot is None:
                 slot = self.slots[name] = Slot()
-            self._by_src[key] = slot
-        return slot.beat(src.pid, ts, final)
+            self._by_src[src.component, src.host, src.rank, src.instance] = slot
+        return slot.beat(pid, ts, final)

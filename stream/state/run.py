@@ -179,8 +179,11 @@ class RunState:
         e = cast(ev.TrajectoryStarted, event)
         if self.finished:
             return
-        self.inference.started(e.traj, e.ts, e.step, e.group)
-        self._idle_changed()
+        inference = self.inference
+        waited = bool(inference.pending)
+        inference.started(e.traj, e.ts, e.step, e.group)
+        if not waited:  # (with work pending already, one more changes no server's idleness)
+            self._idle_changed()
 
     def _traj_phase(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryPhase, event)
@@ -196,8 +199,11 @@ class RunState:
             again = began is None and self.inference.has_ended(e.traj)
             if group is not None and step is not None and not again:
                 self.steps.group_reward(step, group, e.reward)
-        self.inference.done(e.traj)
-        self._idle_changed()
+        inference = self.inference
+        waited = bool(inference.pending)
+        inference.done(e.traj)
+        if waited and not inference.pending:  # else the idle condition is as it was
+            self._idle_changed()
 
     def _server_name(self, server: str | None, event: ev.Event) -> str:
         if server:
