@@ -59,6 +59,11 @@ class RecentIds(set[str]):
 
 
 _add_id = set.add
+#: kinds whose application does more than fold and judge the rules watching them (a run's
+#: config; a person's word; a run's end, which every rule firing in it is judged on)
+_IN_FULL = frozenset({"run.started", "run.resumed", "run.finished"})
+#: the kinds `Engine.check` may refuse
+CHECKED_KINDS = frozenset({"run.started"})
 
 
 class TrackedRun:
@@ -133,6 +138,8 @@ class Engine:
         #: runs whose run view (`run_view`) may have changed since the driver last took
         #: them (`take_run_views`); None: nobody publishes views (serve reads them)
         self.views_changed: set[str] | None = None
+        #: every event takes `_apply_in_full` (observers need it, and the reference)
+        self._in_full = not shortcuts
 
     def observe(
         self,
@@ -145,6 +152,7 @@ class Engine:
         (the Prometheus exporter): they must be cheap and must not raise."""
         if events is not None:
             self._on_event.append(events)
+            self._in_full = True
         if transitions is not None:
             self._on_transition.append(transitions)
 
@@ -170,20 +178,70 @@ class Engine:
         `now` defaults to event time (the largest `ts` seen). Raises InvalidEvent when the
         event is well-formed but unusable (a bad `run.started.config`): it changes nothing.
         """
-        seen, event_id, kind = self.seen, event.id, event.kind
+        seen, event_id = self.seen, event.id
         if event_id in seen:
             self.duplicates += 1
             return []
+        tracked = self.runs.get(event.run)
+        kind = event.kind
+        if tracked is None or kind in _IN_FULL or self._in_full:
+            return self._apply_in_full(event, now, tracked)
+        # the usual event (a known run, a kind only its rules judge, shortcuts on): written out
+        t = event.ts if now is None else now
+        current = self.now
+        if t > current:
+            current = t
+        timers = self._timers
+        if timers and timers[0][0] <= current:
+            out = self.advance(current)
+        else:  # nothing falls due: what `advance` would do, without the call
+            out = []
+            self.now = current
+        _add_id(seen, event_id)  # `seen.add` without the call (it is new)
+        order = seen._order
+        order.append(event_id)
+        if len(order) > seen.capacity:
+            seen.discard(order.popleft())
+        state = tracked.state
+        state.apply(event)
+        postponed = state.postponed
+        if postponed is None or postponed <= current:
+            indexes = (tracked.by_kind or self._by_kind).get(kind)
+        elif tracked.firing or tracked.by_kind is not None:
+            indexes = self._routine_of(tracked, kind)
+        else:  # a routine heartbeat with nothing firing in the run: made once per kind
+            indexes = self._routine.get(kind)
+        if indexes:
+            quiet, firing, timers_of = self._quiet, tracked.firing, tracked.timers
+            for i in indexes:
+                test = quiet[i]
+                if test is not None and i not in firing and i not in timers_of and test(state):
+                    continue  # it would hold nothing and ask for nothing: nothing to change
+                self._evaluate(tracked, i, current, out)
+        return out
+
+    def _routine_of(self, tracked: TrackedRun, kind: str) -> list[int]:
+        """After a routine heartbeat: only the rules it can change, and those firing (it may
+        be what resolves them)."""
+        skip, firing = self._skip_routine, tracked.firing
+        return [i for i in (tracked.by_kind or self._by_kind).get(kind, ())
+                if i not in skip or firing.get(i)]  # fmt: skip
+
+    def _apply_in_full(
+        self, event: ev.Event, now: float | None, tracked: TrackedRun | None
+    ) -> list[Alert]:
+        """`apply` for a run's first event, its config (run.started), a person's word
+        (run.resumed), its end, with observers, or with the shortcuts off (the reference)."""
+        seen, event_id, kind = self.seen, event.id, event.kind
         overrides = self._run_params(event) if kind == "run.started" else None
         t = event.ts if now is None else now
         target = t if t > self.now else self.now
         timers = self._timers
         if timers and timers[0][0] <= target:
             out = self.advance(target)
-        else:  # nothing falls due: what `advance` would do, without the call
+        else:
             out = []
             self.now = target
-        tracked = self.runs.get(event.run)
         if kind == "run.resumed":  # a person's word on the alerts, not run activity
             seen.add(event_id)
             if tracked is not None:
@@ -192,15 +250,9 @@ class Engine:
         new_run = tracked is None
         if tracked is None:
             tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
-        # `seen.add` without the call (it is new): the set, then the ring's order
-        _add_id(seen, event_id)
-        order = seen._order
-        order.append(event_id)
-        if len(order) > seen.capacity:
-            seen.discard(order.popleft())
-        if self._on_event:
-            for observer in self._on_event:
-                observer(event)
+        seen.add(event_id)
+        for observer in self._on_event:
+            observer(event)
         state = tracked.state
         state.apply(event)
         if overrides:
@@ -217,18 +269,14 @@ class Engine:
             if postponed is None or postponed <= now:
                 indexes = (tracked.by_kind or self._by_kind).get(kind, ())
             elif tracked.firing or tracked.by_kind is not None:
-                # a routine heartbeat: only the rules it can change, and those firing (it
-                # may be what resolves them)
-                skip, firing = self._skip_routine, tracked.firing
-                indexes = [i for i in (tracked.by_kind or self._by_kind).get(kind, ())
-                           if i not in skip or firing.get(i)]  # fmt: skip
-            else:  # the same, with nothing firing in the run: made once per kind
+                indexes = self._routine_of(tracked, kind)
+            else:
                 indexes = self._routine.get(kind, ())
-        quiet, firing, timers = self._quiet, tracked.firing, tracked.timers
+        quiet, firing, timers_of = self._quiet, tracked.firing, tracked.timers
         for i in indexes:
             test = quiet[i]
-            if test is not None and i not in firing and i not in timers and test(state):
-                continue  # it would hold nothing and ask for nothing: nothing to change
+            if test is not None and i not in firing and i not in timers_of and test(state):
+                continue
             self._evaluate(tracked, i, now, out)
         return out
 
@@ -238,7 +286,7 @@ class Engine:
         Drivers that hold events before applying them (the reorder window) check first, so
         that an event that will be refused moves nothing, not even the window's watermark.
         """
-        if event.kind == "run.started":
+        if event.kind in CHECKED_KINDS:
             self._run_params(event)
 
     def _run_params(self, event: ev.Event) -> dict[str, Params] | None:
