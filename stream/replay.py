@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from runwatch.emitters.events import Event
 from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit
-from runwatch.stream.engine import Engine
+from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.refused import Refused
 from runwatch.stream.timekeeping.ahead import FarAhead
@@ -75,7 +75,8 @@ def admitted(
             continue
         try:
             event = admit(raw)
-            check(event)  # one the engine will refuse must not move the stream's time
+            if event.kind in CHECKED_KINDS:  # (the others it never refuses)
+                check(event)  # one the engine will refuse must not move the stream's time
         except InvalidEvent as err:
             on_refused(Refused(err.reason, raw, source, position=number, kind=err.kind))
             continue

@@ -56,10 +56,12 @@ class FarAhead(Generic[T]):
         """The common case, decided without building anything: nothing is held and `ts` is
         not far ahead. Then the event passes (the caller applies it) and the stream's time
         moves to `ts`; otherwise the caller `offer`s it."""
-        if self._held or (ts > self.high + self.jump and self.high != float("-inf")):
+        high = self.high
+        if ts <= high:  # (most events: at or behind the stream's time)
+            return not self._held
+        if self._held or (ts > high + self.jump and high != float("-inf")):
             return False
-        if ts > self.high:
-            self.high = ts
+        self.high = ts
         return True
 
     def offer(self, ts: float, source: Hashable, item: T) -> tuple[list[T], list[tuple[T, str]]]:
