@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from itertools import count, repeat
 from typing import IO, Any
 
 from runwatch.exceptions import CommandError
@@ -30,29 +31,21 @@ def must_exist(files: list[str]) -> None:
 def read_lines(files: list[str], stack: ExitStack, *, progress: bool = False) -> Iterator[Line]:
     """(file, line number, raw line) of every line; with `progress`, a bar while reading
     when standard error is a terminal."""
-    bar: Any = _RichProgress(stack) if progress and sys.stderr.isatty() else _NoProgress()
+    bar: Any = _RichProgress(stack) if progress and sys.stderr.isatty() else None
     for name in files:
         stream: IO[bytes]
         if name == "-":
             stream, label = sys.stdin.buffer, "<stdin>"
         else:
             stream, label = stack.enter_context(open(name, "rb")), name  # noqa: SIM115
+        if bar is None:  # (no call per line: a replay reads millions)
+            yield from zip(repeat(label), count(1), stream)
+            continue
         task = bar.start(label, None if name == "-" else os.path.getsize(name))
         for number, raw in enumerate(stream, 1):
             bar.advance(task, len(raw))
             yield label, number, raw
         bar.finish(task)
-
-
-class _NoProgress:
-    def start(self, label: str, total: int | None) -> int:
-        return 0
-
-    def advance(self, task: int, n: int) -> None:
-        pass
-
-    def finish(self, task: int) -> None:
-        pass
 
 
 class _RichProgress:

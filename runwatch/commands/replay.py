@@ -12,6 +12,7 @@ import orjson
 from runwatch import configfile
 from runwatch.commands.lines import must_exist, read_lines, report_invalid
 from runwatch.logs import say
+from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.engine import Engine
 from runwatch.stream.refused import Refused
 from runwatch.stream.replay import DEFAULT_WINDOW, replay
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     transitions = 0
     with ExitStack() as stack:
+        stack.enter_context(tuned_for_consuming())  # a replay makes no cycles worth a walk
         lines = read_lines(args.files, stack, progress=True)
         for alert in replay(
             lines, engine, until=args.until, window=args.reorder_window, on_invalid=report
