@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runwatch.emitters.metric_shape import (
+    EVALUATION,
     MARKERS,
     Pair,
     is_rule,
@@ -314,6 +315,8 @@ class MetricLines:
         record = read_line(postfix, step=n)
         if record is None or len(record.metrics) < 2:
             return []
+        if EVALUATION.search(bar):  # an evaluation's bar: its postfix is no step's
+            record.metrics = {f"eval/{k}": v for k, v in record.metrics.items()}
         key = (source, bar)
         bad = any(not math.isfinite(v) for v in record.metrics.values())
         if self._postfixes.get(key) == n and not bad:

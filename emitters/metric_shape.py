@@ -54,6 +54,12 @@ _STEP_RANK = ("global", "step", "iteration", "iter", "it")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
+#: a best-so-far starts at inf before anything is measured (`best_val_loss: inf`): no value
+_SENTINEL = re.compile(r"(?i)(?:^|[\s_/.-])(?:best|lowest|highest)(?:$|[\s_/.-])")
+#: a line's first key (or a bar's name) that says it is an evaluation's (mmengine's
+#: `Epoch(val)`, `Validation loss`, `Evaluating`): its metrics are `eval.metrics`, which no
+#: training rule reads
+EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)\)")
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step
@@ -146,13 +152,15 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     metrics: dict[str, float] = {}
     skipped: int | None = None
     for i, pair in enumerate(found):
-        if i == at:
+        if i == at or (math.isinf(pair.value) and _SENTINEL.search(pair.key)):
             continue
         if _SKIPPED.search(pair.key) and pair.value.is_integer():
             skipped = int(pair.value)
         metrics.setdefault(pair.key, pair.value)
     if not metrics:
         return None
+    if EVALUATION.search(found[0].key):  # an evaluation's, not the training step's
+        metrics = {f"eval/{k}": v for k, v in metrics.items()}
     if named is not None or step is not None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:
@@ -166,8 +174,11 @@ _ROW_AFTER = re.compile(r"^[\s|]*$")
 
 def single_pair(text: str) -> Pair | None:
     """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
-    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair and no
-    words besides; None for any other line (a frame's `File "x.py", line 463, in f`)."""
+    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair, a `|`
+    and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
+    a configuration's `max_grad_norm: inf`)."""
+    if "|" not in text:
+        return None
     matches = list(_PAIR.finditer(text))
     if len(matches) != 1:
         return None

@@ -301,3 +301,18 @@ def test_lines_with_a_value_that_is_not_finite_and_no_metrics_say_why() -> None:
     assert said[2] == []
     assert "skipped for a loss-scale overflow" in said[3][0]
     assert said[4] == []  # read: nothing to say
+
+
+def test_an_evaluation_s_line_a_best_so_far_and_a_configuration_are_no_training_fault() -> None:
+    """A NaN in an evaluation (mmengine's `Epoch(val)`, a `Validation` line, an `Evaluating`
+    bar) is `eval.metrics`, which no training rule reads; a best-so-far starts at inf; a
+    configuration printed as `key: value` lines is no table."""
+    found = read_all([
+        "10/30 22:20:26 - mmengine - INFO - Epoch(val) [1][10/50]  loss: nan  acc: 0.5",
+        "Validation loss: nan, step: 100, accuracy: 0.1",
+        "Evaluating: 50%|#####     | 5/10 [00:01<00:01, 4.0it/s, loss=nan, acc=0.3]",
+    ])  # fmt: skip
+    assert steps(found) == []
+    assert [k for k, _ in found if k == "eval.metrics"] == ["eval.metrics"] * 3
+    assert bad(read_all(["step: 0 | loss: 2.3 | best_val_loss: inf | lowest loss: inf"])) == []
+    assert steps(read_all(["  max_grad_norm: inf", "  warmup_steps: 100", "  lr: 0.1"])) == []
