@@ -202,7 +202,7 @@ class LineParser:
             if fields["name"].startswith("Train epoch"):  # OpenRLHF: the postfix is metrics
                 out += self.metrics.bar(source, fields["name"], fields["n"],
                                         fields.get("total"), postfix)  # fmt: skip
-            elif "=" in postfix:
+            elif "=" in postfix or ":" in fields["name"]:  # torchtune: `1|31|Loss: 2.3: 3%|`
                 out += self.metrics.postfix(source, fields["name"], fields["n"], postfix[1:-1])
             self.metrics.refreshed(source, fields["name"], fields["n"])
             rest = line[end:]

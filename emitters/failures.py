@@ -134,7 +134,8 @@ class Failures:
             # frames follow on lines of their own -- or it follows a bar's refresh
             glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
             quiet = bool(_QUIET_LEVELS.search(level)) and uncaught is None
-            record = Record("" if glued else prefix, quiet=quiet, uncaught=uncaught)
+            maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
+            record = Record("" if glued else prefix, quiet, uncaught, maybe=maybe)
         self._records[source] = record
 
     def saw(self, source: Any, line: str) -> None:

@@ -308,17 +308,20 @@ class MetricLines:
             self.steps.named(source, n)
 
     def postfix(self, source: Any, bar: str, n: int, postfix: str) -> list[Found]:
-        """A progress bar's postfix of two pairs or more (`lr=0, noise_step_loss=nan`) as the
-        metrics of the step its count names: once per count, at once when a value is not
+        """The pairs of a progress bar's description and postfix (`lr=0, noise_step_loss=nan`;
+        torchtune's `1|31|Loss: nan` description) as the metrics of the step its count names,
+        two of them or one that is not finite: once per count, at once when a value is not
         finite. No reward: a rollout's bar counts trajectories, not steps, and its postfix
         reward is a running mean."""
-        record = read_line(postfix, step=n)
-        if record is None or len(record.metrics) < 2:
+        record = read_line(f"{bar}, {postfix}" if ":" in bar else postfix, step=n)
+        if record is None:
+            return []
+        bad = any(not math.isfinite(v) for v in record.metrics.values())
+        if len(record.metrics) < 2 and not bad:
             return []
         if EVALUATION.search(bar):  # an evaluation's bar: its postfix is no step's
             record.metrics = {f"eval/{k}": v for k, v in record.metrics.items()}
         key = (source, bar)
-        bad = any(not math.isfinite(v) for v in record.metrics.values())
         if self._postfixes.get(key) == n and not bad:
             return []
         self._postfixes[key] = n

@@ -48,9 +48,12 @@ _PAIR = re.compile(
 )
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`
 _EPOCH_ITER = re.compile(r"\[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
-_STEP_KEY = re.compile(r"^(?:global[ _]?|train(?:ing)?[ _])?(?:step|iteration|iter|it)$", re.I)
-#: which of several step keys on one line names the step (global before micro, ...)
-_STEP_RANK = ("global", "step", "iteration", "iter", "it")
+_STEP_KEY = re.compile(
+    r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:step|iteration|iter|it|updates?)$", re.I
+)
+#: which of several step keys on one line names the step (global before micro, ...); an
+#: optimizer update (fairseq's `num_updates`) is a step
+_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)

@@ -89,11 +89,17 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("error", "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")
+    __slots__ = ("alt", "error", "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")
 
-    def __init__(self, prefix: str, quiet: bool = False, uncaught: str | None = None) -> None:
+    def __init__(
+        self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
+    ) -> None:
         self.prefix = prefix
         self.shape = _shape(prefix)
+        #: a head glued after text ending in ":" -- a message introducing it ("Scheduler hit
+        #: an exception: Traceback"), or a prefix of every line (`stderr: `): the next line
+        #: says which
+        self.alt = _shape(maybe) if maybe else None
         self.error: str | None = None  # the exception line so far (the last one wins)
         self.lines = 0
         self.open = True  # still reading its lines
@@ -103,6 +109,10 @@ class Record:
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
+        if self.alt is not None:
+            if self.alt.match(line) is not None:
+                self.shape = self.alt
+            self.alt = None
         m = self.shape.match(line)
         if m is None:
             return bool(self.shape.pattern) and not line.strip()  # blank lines in between

@@ -316,3 +316,11 @@ def test_an_evaluation_s_line_a_best_so_far_and_a_configuration_are_no_training_
     assert [k for k, _ in found if k == "eval.metrics"] == ["eval.metrics"] * 3
     assert bad(read_all(["step: 0 | loss: 2.3 | best_val_loss: inf | lowest loss: inf"])) == []
     assert steps(read_all(["  max_grad_norm: inf", "  warmup_steps: 100", "  lr: 0.1"])) == []
+
+
+def test_more_trainers_shapes_fairseq_s_updates_and_torchtune_s_bar_description() -> None:
+    fairseq = ("| epoch 001:    100 / 1000 loss=nan, nll_loss=nan, ppl=nan, wps=1234, "
+               "num_updates=100, lr=0.0005, gnorm=nan")  # fmt: skip
+    assert bad(read_all([fairseq])) == [(100, ["gnorm", "loss", "nll_loss", "ppl"])]
+    torchtune = "1|31|Loss: nan:   3%|▎         | 31/1000 [00:31<16:09,  1.00s/it]"
+    assert bad(read_all([torchtune])) == [(31, ["Loss"])]

@@ -180,3 +180,17 @@ def test_what_a_traceback_that_is_no_failure_says_and_why() -> None:
     assert "was handled: its process went on working" in said[1]
     assert "ends before its exception line" in said[2]
     assert "no traceback's frames come before it" in said[3]
+
+
+def test_a_launcher_s_prefix_ending_in_a_colon_on_every_line_of_a_traceback() -> None:
+    """A CI's `stderr: ` before each line, the head's too: not a message introducing the
+    traceback (`Scheduler hit an exception: Traceback ...`), a prefix repeated."""
+    lines = ["stderr: Traceback (most recent call last):",
+             'stderr:   File "/opt/train.py", line 12, in <module>', "stderr:     main()",
+             "stderr: RuntimeError: CUDA error: out of memory"]  # fmt: skip
+    (fields,) = failed(read_all(lines))
+    assert fields["error"] == "RuntimeError: CUDA error: out of memory"
+    introduced = ["[2025-06-23 15:37:01 TP1] Scheduler hit an exception: Traceback (most recent "
+                  "call last):", '  File "/sgl/scheduler.py", line 2546, in run_scheduler',
+                  "    scheduler = Scheduler(server_args)", "ValueError: bad tp size"]  # fmt: skip
+    assert [f["error"] for f in failed(read_all(introduced))] == ["ValueError: bad tp size"]
