@@ -28,13 +28,16 @@ from typing import Any, cast
 import msgspec
 
 from runwatch.emitters import events as ev
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.refused import Refused
+from runwatch.stream.state.fleet import FleetState
 from runwatch.stream.timekeeping.reading import ReadClock
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
@@ -118,8 +121,13 @@ class LiveDriver:
         min_correction: float = DEFAULT_MIN_CORRECTION,
         clocks: ClockOffsets | None = None,
         dedup_capacity: int = DEFAULT_DEDUP,
+        fleet: bool = False,
     ) -> None:
+        """`fleet`: judge fleet incidents too (`runwatch.stream.fleet`), for a driver that
+        sees every run (`serve`); a Kafka worker sees its partitions' runs only."""
         self.engine = Engine(config, dedup_capacity=dedup_capacity)
+        stage = FleetStage(self.engine) if fleet else None
+        self.fleet = stage if stage is not None and stage.enabled else None
         self.topic = topic
         self.partition = partition
         self.grace = grace
@@ -220,7 +228,7 @@ class LiveDriver:
                 dead.append(self._dead(f"could not be applied: {type(err).__name__}: {err}",
                                        raw, offset, "failed_in_rules"))  # fmt: skip
                 continue
-            out += alerts
+            out += alerts if self.fleet is None or not alerts else self.fleet.transitions(alerts)
             self.applied += 1
         self.invalid += len(dead)
         self._fed_to(offset)
@@ -271,6 +279,8 @@ class LiveDriver:
         A rule that fails on a run's state is counted (`failures`) and time goes on."""
         try:
             out = self.engine.advance(self.reading.limit(now, now) - self.grace)
+            if self.fleet is not None and out:
+                out = self.fleet.transitions(out)
         except Exception:  # a bug meets a state: that check is skipped, not every later one
             self.failures += 1
             return []
@@ -340,6 +350,8 @@ class LiveDriver:
         return out, dead
 
     def _made(self, run: str, key: str, at_least: int) -> int:
+        if run == FLEET_RUN and self.fleet is not None:
+            return max(at_least, self.fleet.count(key))
         tracked = self.engine.runs.get(run)
         return max(at_least, tracked.transitions.get(key, 0) if tracked is not None else 0)
 
@@ -361,6 +373,7 @@ class LiveDriver:
             # that a takeover of a half-rebuilt partition still publishes it (plain data)
             "held": [alert.to_json() for alert in self._held],
             "held_dead": [dataclasses.astuple(d) for d in self._held_dead],
+            "fleet": self.fleet.state if self.fleet is not None else None,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -374,7 +387,14 @@ class LiveDriver:
         held_dead = [Refused(*fields) for fields in state["held_dead"]]
         if not isinstance(clocks, ClockOffsets):
             raise TypeError(f"clocks is a {type(clocks).__name__}")
+        fleet = state.get("fleet")
+        if (fleet is None) != (self.fleet is None) or not isinstance(
+            fleet, FleetState | None
+        ):  # a worker's checkpoint for serve, or serve's for a worker
+            raise TypeError("the checkpoint's fleet state does not fit this driver")
         self.engine.load_state(state["engine"])
+        if self.fleet is not None and fleet is not None:
+            self.fleet.load(fleet)
         self.clocks, self.arrival, self.position, self.gone = clocks, arrival, position, gone
         self.reading = reading
         self._held, self._held_dead = held, held_dead

@@ -9,6 +9,7 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.refused import Refused
 from runwatch.stream.timekeeping.ahead import FarAhead
 from runwatch.stream.timekeeping.reorder import ReorderWindow
@@ -27,15 +28,21 @@ def replay(
     until: float | None = None,
     window: float = DEFAULT_WINDOW,
     on_invalid: Callable[[Refused], None] | None = None,
+    fleet: bool = True,
 ) -> Iterator[Alert]:
     """Feed (source, line number, raw line) records to the engine; yield transitions in order.
 
     Blank lines are skipped; invalid ones are reported through `on_invalid` and skipped, as
     are events far ahead of the stream that nothing else confirms (`FarAhead`)
     and events the rules fail on (isolated, reported, the replay goes on). With `until`,
-    time advances to it after the last event so holding conditions fire.
+    time advances to it after the last event so holding conditions fire. Every run is in
+    one stream, so fleet incidents are judged too (`runwatch.stream.fleet`; `fleet=False`:
+    the engine's transitions alone).
     """
     report = on_invalid or (lambda bad: None)
+    stage = FleetStage(engine) if fleet else None
+    if stage is not None and not stage.enabled:
+        stage = None
     buffer: ReorderWindow[Held] = ReorderWindow(window)
     push, apply = buffer.push, engine.apply
     for line in admitted(lines, engine.check, report):
@@ -48,13 +55,15 @@ def replay(
                 if alerts:
                     for alert in alerts:
                         alert.to_json()  # what cannot be written out must not be made
-                    yield from alerts
+                    yield from alerts if stage is None else stage.transitions(alerts)
             except Exception as err:
                 report(_refused(held, err))
     for held in buffer.drain():
-        yield from _apply(engine, held, report)
+        alerts = _apply(engine, held, report)
+        yield from alerts if stage is None else stage.transitions(alerts)
     if until is not None:
-        yield from engine.advance(until)
+        alerts = engine.advance(until)
+        yield from alerts if stage is None else stage.transitions(alerts)
 
 
 def admitted(

@@ -11,6 +11,7 @@ from typing import Any
 
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
+from runwatch.dev.fleet import fleet_cluster
 from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
         description="N concurrent RL jobs (trainer ranks, orchestrator, rollout worker, "
         "inference servers) with injectable faults, deterministic for a --seed.",
     )
-    p.add_argument("--jobs", type=int, default=8)
+    p.add_argument("--jobs", type=int, help="how many (default 8; 60 with --fleet)")
     p.add_argument("--fault", action="append", default=[], choices=KINDS,
                    help="inject into the next job (repeat: job 0, 1, ...)")  # fmt: skip
     p.add_argument("--fault-step", type=int, default=3, help="step at which faults begin")
@@ -36,6 +37,11 @@ def register(sub: Any) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
     p.add_argument("--trajectories", type=int, default=32, help="per step")
     p.add_argument("--prefix", default="sim", help="run ids are PREFIX-SEED-jobNNN")
+    p.add_argument("--fleet", action="store_true",
+                   help="jobs that share reward servers, a sandbox pool and a rollout node; "
+                   "one server hangs, the node dies, and 6 jobs fail the same minute for "
+                   "reasons of their own (issue 45's trace: runwatch.dev.fleet; run ids "
+                   "fleet-NNN)")  # fmt: skip
     p.add_argument("--start", help="file output: clock start (ISO or epoch; default now)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--out", help="JSON Lines file ('-': standard output), written at once")
@@ -51,11 +57,17 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         raise CommandError("--speed must be > 0")
+    if args.fleet and args.fault:
+        raise CommandError("--fleet brings its own faults: no --fault with it")
+    args.jobs = args.jobs if args.jobs is not None else 60 if args.fleet else 8
     try:
-        cluster = Cluster(
-            args.jobs, faults=args.fault, seed=args.seed, duration=args.duration,
-            fault_step=args.fault_step, prefix=args.prefix, trajectories=args.trajectories,
-        )  # fmt: skip
+        if args.fleet:
+            cluster, _ = fleet_cluster(runs=args.jobs, seed=args.seed, duration=args.duration)
+        else:
+            cluster = Cluster(
+                args.jobs, faults=args.fault, seed=args.seed, duration=args.duration,
+                fault_step=args.fault_step, prefix=args.prefix, trajectories=args.trajectories,
+            )  # fmt: skip
     except ValueError as err:
         raise CommandError(f"{err}") from None
     if args.out:

@@ -103,15 +103,16 @@ def send_live(
     speed: float,
     progress: Callable[[str], None] = lambda line: None,
     every: float = 5.0,
+    t0: float | None = None,
 ) -> int:
-    """Send the events as their time comes, saying how far it is every `every` seconds;
-    Ctrl-C stops early, and the jobs still running end as stopped jobs do. Returns how many
-    were sent."""
+    """Send the events as their time comes (the simulation's clock starts at `t0`, default
+    now), saying how far it is every `every` seconds; Ctrl-C stops early, and the jobs still
+    running end as stopped jobs do. Returns how many were sent."""
     started = time.monotonic()
     said = started
     wall = cluster.duration / speed
     try:
-        for batch in paced(cluster.events(time.time() + 0.2, speed)):
+        for batch in paced(cluster.events(time.time() + 0.2 if t0 is None else t0, speed)):
             sink.send(batch)
             if time.monotonic() - said >= every:
                 said = time.monotonic()

@@ -46,6 +46,15 @@ BEAT_S = 10.0
 STATS_S = 5.0
 HANG_S = 900.0  # a hung sandbox is killed after this long (the alert then resolves)
 MAX_TRAJ_S = 140.0
+#: what a crashing trainer says (`JobSpec.crash_at`): unrelated failures, one per job
+CRASHES = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "KeyError: 'input_ids'",
+    "ValueError: Expected all tensors to be on the same device",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'ckpt/global_step_40'",
+    "AssertionError: batch size 511 is not divisible by 8",
+)
 
 
 @dataclass(frozen=True)
@@ -60,13 +69,38 @@ class JobSpec:
     total_steps: int = 10_000
     val_every: int = 5
     ckpt_every: int = 10
+    #: the shared services its trajectories wait on in the sandbox and reward phases
+    #: (`dep`), and the node its rollout worker runs on (default: its own)
+    sandbox_dep: str | None = None
+    reward_dep: str | None = None
+    rollout_host: str | None = None
+    #: simulated second at which its trainer raises and the run ends failed
+    crash_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What breaks for every job at once (`runwatch.dev.fleet`): a service that stops
+    answering over [start, end) -- work that reaches it then waits until `end` -- and nodes
+    that go down at a time (their processes go silent; a job whose process died hangs)."""
+
+    hangs: tuple[tuple[str, float, float], ...] = ()  # (dep, start, end)
+    down: tuple[tuple[str, float], ...] = ()  # (host, at)
+
+    def through(self, dep: str | None, start: float, end: float) -> float:
+        """When a phase on `dep` that began at `start`, due to end at `end`, ends."""
+        for name, a, b in self.hangs:
+            if name == dep and start < b and end > a:
+                return max(end, b + (end - start))
+        return end
 
 
 class Job:
     """One job's events over [0, end) simulated seconds, yielded in time order."""
 
-    def __init__(self, spec: JobSpec, seed: int, end: float) -> None:
+    def __init__(self, spec: JobSpec, seed: int, end: float, shared: Shared = Shared()) -> None:
         self.spec = spec
+        self.shared = shared
         self.rng = random.Random(f"{seed}/{spec.index}")
         self.end = end
         self.slow = 1.8 if spec.fault == "slow_but_healthy" else 1.0
@@ -77,7 +111,7 @@ class Job:
             for r in range(spec.world_size)
         ]
         self.orch = {"component": "orchestrator", "host": host, "pid": pid + 5}
-        self.rollout = {"component": "rollout", "host": host, "pid": pid + 6}
+        self.rollout = {"component": "rollout", "host": spec.rollout_host or host, "pid": pid + 6}
         self.servers = [
             {"component": "inference", "host": f"{host}-gpu", "pid": pid + 7 + k,
              "instance": f"vllm-{k}"}
@@ -87,6 +121,10 @@ class Job:
         #: process -> (next beat, dies at)
         self.beats = {id(p): [self.rng.uniform(0, BEAT_S), math.inf] for p in beating}
         self.beating = beating
+        for down, at in shared.down:  # a node that goes down takes its processes with it
+            for p in beating:
+                if p["host"] == down:
+                    self.kill(p, at)
         self.buf: list[tuple[float, int, str, dict[str, Any], dict[str, Any]]] = []
         #: When the injected fault began (simulated seconds): for detection latency.
         self.fault_at: float | None = None
@@ -98,7 +136,12 @@ class Job:
         self.buf.append((t, next(self.n), kind, src, fields))
 
     def kill(self, src: dict[str, Any], at: float) -> None:
-        self.beats[id(src)][1] = at
+        self.beats[id(src)][1] = min(self.beats[id(src)][1], at)
+
+    def dies(self, src: dict[str, Any]) -> float:
+        """When a process stops (it emits nothing from then on); inf if it does not."""
+        state = self.beats.get(id(src))
+        return state[1] if state is not None else math.inf
 
     def events(self) -> Iterator[tuple[float, str, dict[str, Any], dict[str, Any]]]:
         """The job's events; one the simulation stops before its last step ends as a
@@ -125,11 +168,16 @@ class Job:
             start = t
             t, hung = self.step(step, t)
             t = min(t, self.end) if hung else t
+            if spec.crash_at is not None and spec.crash_at < t:
+                self.crash(spec.crash_at)
+                t, hung = min(t, self.end), True
             self.heartbeats(start, t)
             self.buf.sort()
             for at, _, kind, src, fields in self.buf:
                 if at >= self.end:
                     return
+                if at >= self.dies(src):  # a process that died sends nothing more
+                    continue
                 yield at, kind, src, fields
             self.buf.clear()
             if hung:
@@ -139,6 +187,16 @@ class Job:
                 yield t, "run.finished", self.trainer[0], {"status": "ok"}
                 return
             step += 1
+
+    def crash(self, at: float) -> None:
+        """The trainer raises at `at`: the run ends failed, its processes stop."""
+        tr = self.trainer[0]
+        error = CRASHES[self.spec.index % len(CRASHES)]
+        self.emit(at, "component.failed", tr, how="exception", error=error)
+        self.emit(at + 0.5, "run.finished", tr, status="failed")
+        self.end, self.finished = at + 1.0, True
+        for src in self.beating:
+            self.kill(src, at + 1.0)
 
     def heartbeats(self, start: float, end: float) -> None:
         for src in self.beating:
@@ -188,9 +246,11 @@ class Job:
             total = g1 + sb + g2 + 1.0
             k = min(1.0, MAX_TRAJ_S / total) * self.slow
             g1, sb, g2 = g1 * k, sb * k, g2 * k
+            # a shared service that hangs holds the phase that waits on it
+            sb = self.shared.through(spec.sandbox_dep, s + g1, s + g1 + sb) - (s + g1)
             server = i % spec.servers
             gen.append((s, s + g1, server))
-            self.emit(s + g1, "trajectory.phase", self.rollout, traj=traj, phase="sandbox")
+            self.phase(s + g1, traj, "sandbox", spec.sandbox_dep)
             if at_fault and fault == "sandbox_hang" and i == n - 1:
                 self.fault_at = s + g1
                 e = s + g1 + HANG_S
@@ -202,8 +262,8 @@ class Job:
             gen.append((s + g1 + sb, s + g1 + sb + g2, server))
             self.emit(s + g1 + sb, "trajectory.phase", self.rollout, traj=traj, phase="generate")
             r = s + g1 + sb + g2
-            self.emit(r, "trajectory.phase", self.rollout, traj=traj, phase="reward")
-            e = r + rng.uniform(0.2, 1.5)
+            self.phase(r, traj, "reward", spec.reward_dep)
+            e = self.shared.through(spec.reward_dep, r, r + rng.uniform(0.2, 1.5))
             reward = round(rng.uniform(0.05, 0.9), 3)
             self.emit(e, "trajectory.done", self.rollout, traj=traj, status="ok",
                       reward=reward, duration_s=e - s)  # fmt: skip
@@ -212,6 +272,11 @@ class Job:
         for k, e in enumerate(sorted(done_at), 1):
             self.emit(e, "progress", self.rollout, name="rollout", n=k, total=n)
         rollout_end = max(done_at, default=t0)
+        lost = min(self.dies(self.rollout), self.dies(self.orch))
+        if lost < rollout_end:  # its rollout died with its node: the batch never comes
+            self.fault_at = self.fault_at if self.fault_at is not None else lost
+            self.stats([(a, min(b, lost), k) for a, b, k in gen if a < lost], t0, self.end)
+            return self.end, True
         if orch_dies < math.inf:
             self.fault_at = orch_dies
             self.kill(self.orch, orch_dies)
@@ -255,6 +320,10 @@ class Job:
             self.stats([], rollout_end, t)
         return t, False
 
+    def phase(self, t: float, traj: str, name: str, dep: str | None) -> None:
+        fields = {"dep": dep} if dep is not None else {}
+        self.emit(t, "trajectory.phase", self.rollout, traj=traj, phase=name, **fields)
+
     def stats(self, gen: list[tuple[float, float, int]], start: float, end: float) -> None:
         """Each live server's queue every STATS_S: running = its trajectories generating."""
         for k, src in enumerate(self.servers):
@@ -284,8 +353,11 @@ def scaled_config(speed: float) -> dict[str, dict[str, float]]:
     for rule in BUILTIN_RULES:
         defaults = rule.params_model()
         scaled = {}
+        fixed = getattr(rule, "fixed_fields", ())  # not per run: the fleet's (shared_cause)
         for name in time_params(rule.params_model):
             value = getattr(defaults, name)
+            if name in fixed:
+                continue
             if isinstance(value, float):
                 scaled[name] = value / speed
         if scaled:
@@ -305,6 +377,8 @@ class Cluster:
         duration: float = 3600.0,
         fault_step: int = 3,
         prefix: str = "sim",
+        specs: list[JobSpec] | None = None,
+        shared: Shared = Shared(),
         **job_args: Any,
     ) -> None:
         faults = list(faults or [])
@@ -312,9 +386,9 @@ class Cluster:
             raise ValueError(f"unknown fault {', '.join(unknown)}; choose from {', '.join(KINDS)}")
         if len(faults) > jobs:
             raise ValueError(f"{len(faults)} faults need at least as many jobs, not {jobs}")
-        self.seed, self.duration, self.prefix = seed, duration, prefix
+        self.seed, self.duration, self.prefix, self.shared = seed, duration, prefix, shared
         self.jobs: list[Job] = []  # built by events()
-        self.specs = [
+        self.specs = specs if specs is not None else [
             JobSpec(i, f"{prefix}-{seed}-job{i:03d}", faults[i] if i < len(faults) else None,
                     fault_step, **job_args)
             for i in range(jobs)
@@ -322,7 +396,8 @@ class Cluster:
 
     def events(self, t0: float, speed: float = 1.0) -> Iterator[Event]:
         config = scaled_config(speed)
-        jobs = self.jobs = [Job(spec, self.seed, self.duration) for spec in self.specs]
+        jobs = self.jobs = [Job(spec, self.seed, self.duration, self.shared)
+                            for spec in self.specs]  # fmt: skip
         streams = [_numbered(job) for job in jobs]
         for t, index, i, kind, src, fields in heapq.merge(*streams):
             spec = self.specs[index]

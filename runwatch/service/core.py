@@ -87,7 +87,7 @@ class Service:
     ) -> None:
         self.clock = clock  # the wall clock (a test's own, to replay a day in a second)
         self.lock = threading.RLock()
-        self.driver = LiveDriver(config, topic=TOPIC)
+        self.driver = LiveDriver(config, topic=TOPIC, fleet=True)
         self.db = db
         wal_dir.mkdir(parents=True, exist_ok=True)
         self.lock_file = LogsLock(wal_dir)  # raises LogsInUse: one service per set of logs
@@ -182,7 +182,7 @@ class Service:
                 )
 
         config = self.driver.engine.config
-        restored = restore(data, lambda: LiveDriver(config, topic=TOPIC), fits)
+        restored = restore(data, lambda: LiveDriver(config, topic=TOPIC, fleet=True), fits)
         if restored.position is None:
             log.warning("%s: not used, replaying the whole event log: %s", path,
                         restored.refused)  # fmt: skip

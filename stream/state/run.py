@@ -46,6 +46,10 @@ class StateConfig:
     pending_bars: frozenset[str] = frozenset()
 
 
+#: services a run's state remembers having waited on (`RunState.deps`)
+MAX_DEPS = 64
+
+
 class RunState:
     """One run's state: processes, servers and trajectories, steps, progress, ranks."""
 
@@ -59,6 +63,9 @@ class RunState:
         self.finished_ts: float | None = None
         self.status: str | None = None  # from run.finished
         self.labels: dict[str, str] = {}
+        #: the services its work waited on (`dep`, contract section 8) and when it last did:
+        #: which runs use a service, when many stall on one (`runwatch.stream.fleet`)
+        self.deps: dict[str, float] = {}
         self.total_steps: int | None = None
         self.events = 0
         self.processes = Processes()
@@ -188,6 +195,15 @@ class RunState:
     def _traj_phase(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryPhase, event)
         self.inference.phase(e.traj, e.phase, e.ts, e.dep)
+        if e.dep is not None:
+            self._used(e.dep, e.ts)
+
+    def _used(self, dep: str, ts: float) -> None:
+        deps = self.deps
+        if ts > deps.get(dep, float("-inf")):
+            deps[dep] = ts
+            if len(deps) > MAX_DEPS:  # a run names a handful; a runaway emitter, the oldest go
+                del deps[next(iter(deps))]
 
     def _traj_done(self, event: ev.Event) -> None:
         e = cast(ev.TrajectoryDone, event)
@@ -216,6 +232,8 @@ class RunState:
         proc = self.processes.get(e.src) if e.src.component == "inference" else None
         self.inference.request(name, proc, e.req, done=event.kind == "request.done")
         self._idle_changed()
+        if e.dep is not None:
+            self._used(e.dep, e.ts)
 
     def _inference_stats(self, event: ev.Event) -> None:
         e = cast(ev.InferenceStats, event)

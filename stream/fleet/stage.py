@@ -1,0 +1,162 @@
+"""The fleet stage of a driver that sees every run in one process (replay, `serve`, the
+backtest): the engine's alert transitions in; out, the same with the fleet's among them --
+a `shared_cause` firing just before the run transition that made it, a resolution just
+after the one that closed its last member -- and every member run's transitions carrying
+the fleet incident's id (`incident.fleet`), joiners from their first transition on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from runwatch.emitters.events import FLEET_RUN
+from runwatch.stream.alerts import Alert, alert_key, transition_id
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.engine import Engine
+from runwatch.stream.fleet.causes import causes, subject
+from runwatch.stream.fleet.decide import Change, FleetBook, Summary
+from runwatch.stream.incidents import IncidentRef
+from runwatch.stream.rules.base import fmt_duration
+from runwatch.stream.rules.shared_cause import SharedCause, SharedCauseParams
+from runwatch.stream.state.fleet import FleetState, Thing
+
+RULE = SharedCause.id
+
+
+class EnginePopulation:
+    """Who uses what, read from the engine's run states when a decision needs it (never per
+    event): a run uses a service it waited on (`RunState.deps`), a node one of its processes
+    ran on, an inference server it showed."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def active(self, since: float) -> set[str]:
+        return {run for run, t in self.engine.runs.items() if t.state.clock >= since}
+
+    def users(self, thing: Thing, since: float) -> set[str]:
+        kind, name = thing
+        out: set[str] = set()
+        for run, tracked in self.engine.runs.items():
+            state = tracked.state
+            if state.clock < since:
+                continue
+            if kind == "dep":
+                used = state.deps.get(name, float("-inf")) >= since
+            elif kind == "host":
+                used = any(p.host == name for p in state.processes.by_id.values())
+            else:
+                used = any(
+                    srv.process is not None and f"{server}@{srv.process.host}" == name
+                    for server, srv in state.inference.servers.items()
+                )
+            if used:
+                out.add(run)
+        return out
+
+
+class FleetStage:
+    """Fleet incidents beside an engine (module docstring); does nothing when the config
+    turns `shared_cause` off."""
+
+    def __init__(self, engine: Engine, config: RulesConfig | None = None) -> None:
+        rule = (config or engine.config).by_id().get(RULE)
+        self.params: SharedCauseParams = (
+            rule.params if rule is not None else SharedCauseParams(enabled=False)
+        )
+        self.enabled = self.params.enabled
+        self.state = FleetState()
+        self.book = FleetBook(self.state, self.params)
+        self.population = EnginePopulation(engine)
+
+    def transitions(self, alerts: list[Alert]) -> list[Alert]:
+        """The engine's transitions (in order), with the fleet's (module docstring)."""
+        if not self.enabled or not alerts:
+            return alerts
+        out: list[Alert] = []
+        state = self.state
+        for alert in alerts:
+            ref = alert.incident
+            if ref is None or alert.run == FLEET_RUN:
+                out.append(alert)
+                continue
+            if ref.open and ref.id not in state.incidents:  # it opens (its root fires)
+                named = causes(alert) if ref.role == "root" else ()
+                state.incidents[ref.id] = named
+                for thing in named:
+                    out += self._alerts(Summary(thing, alert.run, ref.id, alert.ts, True))
+            fleet = state.member_of.get(ref.id)
+            out.append(alert if fleet is None else _member(alert, ref, fleet))
+            if not ref.open and ref.id in state.incidents:
+                for thing in state.incidents.pop(ref.id):
+                    out += self._alerts(Summary(thing, alert.run, ref.id, alert.ts, False))
+        return out
+
+    def _alerts(self, summary: Summary) -> list[Alert]:
+        changes = self.book.summary(summary, self.population)
+        return [self._alert(c) for c in changes if c.what != "joined"]
+
+    def _alert(self, change: Change) -> Alert:
+        """The `shared_cause` transition of a fleet incident that opened or resolved."""
+        fleet, firing = change.fleet, change.what == "opened"
+        name = subject(fleet.thing)
+        key = alert_key(RULE, FLEET_RUN, name)
+        number = self.state.transitions.get(key, 0) + 1
+        self.state.transitions[key] = number
+        kind, thing = fleet.thing
+        if firing:
+            figures = change.figures
+            assert figures is not None
+            runs = fleet.founders
+            summary = (
+                f"{len(runs)} runs stalled together on {kind} {thing}: {figures.affected} of "
+                f"the {figures.users} runs that use it, {figures.others_affected} of the "
+                f"{figures.others} that do not"
+            )
+            details = {
+                "runs": runs,
+                "kind": kind,
+                "name": thing,
+                "users": figures.users,
+                "affected": figures.affected,
+                "others": figures.others,
+                "others_affected": figures.others_affected,
+                "incidents": dict(sorted(fleet.members.items())),
+            }
+        else:
+            runs = sorted(set(fleet.members.values()))
+            held = change.ts - fleet.since
+            summary = (
+                f"{RULE} ({name}) resolved after {fmt_duration(held)}: the incidents of its "
+                f"{len(runs)} runs have closed"
+            )
+            details = {"runs": runs, "kind": kind, "name": thing, "duration_s": round(held, 3),
+                       "incidents": dict(sorted(fleet.members.items()))}  # fmt: skip
+        incident = IncidentRef(fleet.id, "root", key, RULE, fleet.opened, firing)
+        return Alert(
+            id=transition_id(key, number),
+            ts=change.ts,
+            rule=RULE,
+            run=FLEET_RUN,
+            state="firing" if firing else "resolved",
+            severity=SharedCause.severity,
+            key=key,
+            since=fleet.since,
+            summary=summary,
+            details=details,
+            subject=name,
+            action=self.params.action,
+            incident=incident,
+        )
+
+    def load(self, state: FleetState) -> None:
+        """Go on from a checkpoint's state."""
+        self.state = self.book.state = state
+
+    def count(self, key: str) -> int:
+        """Transitions the fleet alert `key` has had (a rebuild's numbering)."""
+        return self.state.transitions.get(key, 0)
+
+
+def _member(alert: Alert, ref: IncidentRef, fleet: str) -> Alert:
+    return dataclasses.replace(alert, incident=dataclasses.replace(ref, fleet=fleet))
