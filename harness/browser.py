@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.emitters.exceptions import RunwatchError
+from harness.exceptions import NoBrowser
 
 FLAGS = (
     "--headless",
@@ -34,10 +34,6 @@ FLAGS = (
     "--disable-dev-shm-usage",
     "--hide-scrollbars",
 )
-
-
-class NoBrowser(RunwatchError):
-    """Chromium or its driver is not installed."""
 
 
 def _descendants(pid: int) -> list[int]:

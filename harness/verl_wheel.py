@@ -19,15 +19,11 @@ import zipfile
 from pathlib import Path
 from types import ModuleType
 
-from runwatch.emitters.exceptions import RunwatchError
+from harness.exceptions import VerlWheelError
 
 VERL_VERSION = "0.9.1"
 MODULE = "runwatch_dev_verl_tracking"
 _MEMBER = "verl/utils/tracking.py"
-
-
-class VerlWheelError(RunwatchError, RuntimeError):
-    """The verl wheel could not be fetched; the message says why."""
 
 
 def tracking_file(cache: Path, version: str = VERL_VERSION) -> Path:

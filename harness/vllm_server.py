@@ -18,16 +18,12 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
+from harness.exceptions import VllmError
 from runwatch.dev.broker import free_port
-from runwatch.emitters.exceptions import RunwatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / ".cache" / "vllm-env"
 MODEL = ROOT / ".cache" / "vllm-model"
-
-
-class VllmError(RunwatchError, RuntimeError):
-    """The vLLM environment or server could not be made ready; the message says why."""
 
 
 def prepare() -> Path:

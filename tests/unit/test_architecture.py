@@ -1,6 +1,6 @@
 """The house rules, checked: which folder may import which library and which other folder, a
 core that reads no clock and does no I/O, a product that imports no harness (harness/, never
-shipped), and every exception of ours under `RunwatchError`.
+shipped), and every exception of ours a `RunwatchError` in its package's exceptions.py.
 
 The import contract reads every module's import statements (including the ones inside
 functions), so a lazy import that breaks a rule fails here as much as a top-level one.
@@ -14,6 +14,7 @@ import inspect
 import re
 import time
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -157,20 +158,38 @@ def test_the_core_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
         assert list(replay(lines, Engine())) is not None
 
 
-def test_every_exception_of_ours_is_a_runwatch_error() -> None:
-    found = []
-    for name, path in modules():
+def harness_modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        yield ".".join(p for p in rel.parts if p != "__init__"), path
+
+
+def exception_classes(found: Iterator[tuple[str, Path]]) -> Iterator[tuple[str, type]]:
+    """(module, class) of every exception class a module defines."""
+    for name, path in found:
         if not any(tok in path.read_text() for tok in ("Error(", "Exception)", "Error)")):
             continue
         module = importlib.import_module(name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == name and issubclass(cls, BaseException):
-                found.append(cls)
-                if cls is StopTraining:  # an exit, not an error: no `except Exception` eats it
-                    assert not issubclass(cls, Exception)
-                    continue
-                assert issubclass(cls, RunwatchError), f"{name}.{cls.__name__}"
-    assert len(found) >= 10
+                yield name, cls
+
+
+#: the one module of each package that defines its errors
+EXCEPTIONS = {"runwatch.exceptions", "runwatch.emitters.exceptions", "runwatch.stream.exceptions",
+              "runwatch.store.exceptions", "harness.exceptions"}  # fmt: skip
+
+
+def test_every_exception_of_ours_is_a_runwatch_error_in_its_packages_exceptions() -> None:
+    found = []
+    for name, cls in exception_classes(chain(modules(), harness_modules())):
+        found.append(cls)
+        if cls is StopTraining:  # an exit, not an error: no `except Exception` eats it; the
+            assert not issubclass(cls, Exception)  # guard's signal, beside the guard
+            continue
+        assert issubclass(cls, RunwatchError), f"{name}.{cls.__name__}"
+        assert name in EXCEPTIONS, f"{name}.{cls.__name__}: not in its package's exceptions.py"
+    assert len(found) >= 30
 
 
 #: a whole string that names one of runwatch's environment variables
