@@ -2,8 +2,8 @@
 
 Command modules pull heavy libraries (DuckDB, Faust, aiokafka, prometheus-client), so only
 the module of the command being run is imported; `runwatch --help` (or an unknown command)
-imports them all to list every command. `runwatch watch -- python train.py` starts in
-about 0.3 s instead of 0.9 s.
+imports them all to list every command. `runwatch watch -- python train.py` starts
+without loading any of them.
 
 A trainer's install is light (`pip install runwatch`: pydantic and kafka-python): a command
 whose libraries come with an extra says which extra, in one line (`missing_extra`), and

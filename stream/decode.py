@@ -39,8 +39,8 @@ __all__ = ["InvalidEvent", "admit", "decode", "decode_obj", "describe_errors"]
 class _Patterns:
     """The pattern-constrained strings of one event struct, checked after msgspec's decode.
 
-    msgspec runs `re.search` on every occurrence (~0.9 µs of the ~1.5 µs an event took in
-    bench/decode.py), while one partition carries the same few (run id, component) pairs
+    msgspec runs `re.search` on every occurrence (most of an event's decode, bench/decode.py
+    found), while one partition carries the same few (run id, component) pairs
     over and over: a memo of the value tuples that matched answers almost every time, with
     the very regexes msgspec would have run deciding the rest.
     """

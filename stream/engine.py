@@ -34,7 +34,7 @@ class RecentIds(set[str]):
     A set for membership (the set itself: `in` costs no Python call on the per-event path)
     plus a deque for age. (A dict used as an ordered set, evicting with
     `del d[next(iter(d))]`, degrades once full: CPython scans the dead slots at the front of
-    the dict on every eviction, ~50 µs per event at 500k ids and growing until it resizes.)
+    the dict on every eviction, a cost per event that grows with the window until it resizes.)
     """
 
     __slots__ = ("_order", "capacity")

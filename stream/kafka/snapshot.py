@@ -2,12 +2,12 @@
 was at the fork and hands the bytes back through a pipe, and the parent goes on applying
 events meanwhile (copy-on-write keeps the child's view fixed) -- Redis's BGSAVE.
 
-Pickling 5,000 live runs takes ~1.6 s (`bench/checkpoint.py`); done in place, that is 1.6 s
-in which no event is applied and no timer turns. Forked, the live path stops only for the
-fork itself (the page tables' copy: milliseconds per GB). The child touches nothing but the
-state and the pipe and leaves with `os._exit`, so the locks, sockets and threads it inherits
-from the parent (aiokafka's, the event loop's) are never used in it. Where `os.fork` is
-missing, `Snapshot` pickles in place.
+Pickling thousands of live runs takes seconds (bench/RESULTS.md, "A checkpoint of many live
+runs"); done in place, those are seconds in which no event is applied and no timer turns.
+Forked, the live path stops only for the fork itself (the page tables' copy). The child
+touches nothing but the state and the pipe and leaves with `os._exit`, so the locks, sockets
+and threads it inherits from the parent (aiokafka's, the event loop's) are never used in it.
+Where `os.fork` is missing, `Snapshot` pickles in place.
 """
 
 from __future__ import annotations

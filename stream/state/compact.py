@@ -2,9 +2,10 @@
 processes) pickle into a checkpoint -- as the tuple of their slot values.
 
 Python's default for a slotted object pickles `(None, {slot: value})` through the generic
-state path: ~4x slower to write than a tuple and a third larger. A checkpoint of thousands
+state path: several times slower to write than a tuple, and larger (bench/RESULTS.md, "A
+checkpoint of many live runs", against "default slot pickling"). A checkpoint of thousands
 of live runs holds a hundred such records per run and is written on the worker's live path,
-so the difference is seconds of stall per checkpoint at fleet scale (bench/checkpoint.py).
+so the difference is seconds of stall per checkpoint at fleet scale.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class Compact:
     slot is set in `__init__`), and is rebuilt with `cls.__new__` and `__setstate__`, so the
     checkpoint's restricted unpickler needs nothing but the class. Both methods are written
     per class as plain attribute reads and writes, as `dataclasses` writes `__init__`: a
-    generic loop over the names costs 7 µs per record to load."""
+    generic loop over the names costs several times more per record to load."""
 
     __slots__ = ()
 
