@@ -56,7 +56,9 @@ def write_section(name: str, body: list[str]) -> None:
     start, end = f"<!-- bench:{name} start -->", f"<!-- bench:{name} end -->"
     text = RESULTS.read_text() if RESULTS.exists() else (
         "# Benchmark results\n\nEach bench (`make bench`) writes its own section between its "
-        "markers; a re-run replaces only its section.\n"
+        "markers; a re-run replaces only its section. The file holds the latest figures of "
+        "each bench, with the machine and the date; earlier ones, and the before/after pairs "
+        "changes were measured with, are in git (`git log -p bench/RESULTS.md`).\n"
     )  # fmt: skip
     block = "\n".join([start, *body, end])
     if start in text and end in text:
