@@ -173,6 +173,34 @@ def test_the_sink_is_a_single_writer(helm: str, tmp_path: Path) -> None:
     assert "--events-topic=prod.runwatch.events" in args
 
 
+#: flags whose file a role writes and must find again after a restart
+WRITES = ("--db=", "--state=")
+
+
+def test_what_a_role_writes_lives_on_a_volume_that_outlives_its_pod(
+    helm: str, tmp_path: Path
+) -> None:
+    """The root file system is read-only: every file a role writes (the sink's history, the
+    notifier's ledger of what it posted) must be named by a flag and lie on a claim, or a
+    restarted notifier posts again what Slack already shows."""
+    docs = render(helm, tmp_path, EVERYTHING_ON)
+    claims = by_kind(docs, "PersistentVolumeClaim")
+    written = {}
+    for name in ("rw-runwatch-sink", "rw-runwatch-notify"):
+        container, volumes = _container_and_volumes(docs, name)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        files = [a.split("=", 1)[1] for a in container["args"] if a.startswith(WRITES)]
+        assert files, (name, container["args"])  # nothing left to the working directory
+        for path in files:
+            (mount,) = [m for m in container["volumeMounts"]
+                        if path.startswith(m["mountPath"].rstrip("/") + "/")]  # fmt: skip
+            assert not mount.get("readOnly"), (name, path)
+            claim = volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
+            assert claim in claims, (name, claim)
+            written[name] = path
+    assert written["rw-runwatch-notify"] == "/data/notify.sqlite"
+
+
 def test_no_secret_value_is_inlined(helm: str, tmp_path: Path) -> None:
     docs = render(helm, tmp_path, EVERYTHING_ON)
     assert not by_kind(docs, "Secret")
@@ -269,7 +297,8 @@ def test_sink_and_notify_serve_what_their_probes_ask(
     asyncio.run(ensure_topics(kafka_broker, Topics(prefix="prod."), 1))
     slack = FakeSlack(token=SECRET_TOKEN, channels=("#training-alerts",))
     local = {"--kafka=": kafka_broker, "--db=": str(tmp_path / "h.duckdb"),
-             "--config=": str(tmp_path / "notify.toml")}  # fmt: skip
+             "--config=": str(tmp_path / "notify.toml"),
+             "--state=": str(tmp_path / "state.sqlite")}  # fmt: skip
     procs: dict[str, tuple[Proc, int]] = {}
     try:
         for name in ("rw-runwatch-sink", "rw-runwatch-notify"):
@@ -279,7 +308,7 @@ def test_sink_and_notify_serve_what_their_probes_ask(
             local["--health-port="] = str(port)
             args = [next((f + v for f, v in local.items() if a.startswith(f)), a) for a in args]
             if name.endswith("notify"):
-                args += ["--slack-url", slack.url, "--state", str(tmp_path / "state.sqlite")]
+                args += ["--slack-url", slack.url]
             env = {"SLACK_BOT_TOKEN_FILE": str(tmp_path / "token")}
             procs[name] = (Proc(args, env), port)
         for name, (proc, port) in procs.items():
