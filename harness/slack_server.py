@@ -21,6 +21,14 @@ is held to the real API:
   `needed` and `provided`), and a post to a channel the bot was not invited to is
   `not_in_channel` unless it holds `chat:write.public` -- when the fake is given `scopes`
   and `joined` (every scope, every channel, by default);
+- Slack's rate limits (https://docs.slack.dev/apis/web-api/rate-limits): chat.postMessage
+  "generally allows posting one message per second per channel", short bursts tolerated, and
+  chat.update is Tier 3 ("50+ per minute", per method per workspace; its method page). Past
+  either the call is refused as Slack refuses it -- HTTP 429, `{"ok": false, "error":
+  "ratelimited"}` and a `Retry-After` header of whole seconds -- and counted in
+  `fake.limited`. The burst allowed is a guess on the strict side (Slack names none); time is
+  `clock` (a `VirtualClock` lets a test of a storm run without waiting);
+- chat.getPermalink (no scope) answers a message's permalink, `message_not_found` else;
 - the bot token is checked (invalid_auth), and scripted failures are queued per method:
   `fake.fail("chat.postMessage", 429, retry_after=1)`, `fake.fail(..., 500)`,
   `fake.fail(..., 200, body=b"<html>")` (an answer that is not JSON). `fake.hold(method)`
@@ -35,8 +43,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -92,6 +102,36 @@ def _blocks(raw: Any) -> tuple[list[dict[str, Any]] | None, bool]:
     return (blocks if ok else None), ok
 
 
+@dataclass(frozen=True)
+class Limit:
+    """One call per `interval` seconds on average, `burst` of them back to back (GCRA)."""
+
+    interval: float
+    burst: int
+
+
+#: Slack's rate limits (https://docs.slack.dev/apis/web-api/rate-limits): chat.postMessage one
+#: message per second per channel, "short bursts >1 allowed"; chat.update Tier 3, "50+ per
+#: minute", per method per workspace. The bursts are this fake's: Slack gives no number.
+LIMITS = {"chat.postMessage": Limit(1.0, 4), "chat.update": Limit(60 / 50, 20)}
+
+
+class VirtualClock:
+    """Time that moves only when someone sleeps: the fake's limits and a client's pacing agree
+    on it, so a test of a storm neither waits nor depends on timing."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.now += max(0.0, seconds)
+
+
 #: The scope each method needs (Slack's method reference, "Scopes"; public channels).
 SCOPE = {"chat.postMessage": "chat:write", "chat.update": "chat:write",
          "conversations.history": "channels:history", "conversations.replies": "channels:history",
@@ -106,8 +146,16 @@ class FakeSlack:
         *,
         scopes: frozenset[str] | None = None,
         joined: set[str] | None = None,
+        limits: dict[str, Limit] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.token = token
+        #: the rate limits enforced (`LIMITS` by default; `{}`: none), on `clock`
+        self.limits = LIMITS if limits is None else limits
+        self.clock = clock
+        self._tat: dict[tuple[str, str], float] = {}  # (method, channel or "*") -> GCRA's TAT
+        #: the calls refused with 429 for a limit: (method, channel, Retry-After)
+        self.limited: list[tuple[str, str, int]] = []
         #: the bot token's scopes (None: every one) and the channels (IDs) it was invited
         #: to (None: every one)
         self.scopes, self.joined = scopes, joined
@@ -278,6 +326,16 @@ class FakeSlack:
             outside = self.joined is not None and channel not in self.joined
             if outside and not (method == "chat.postMessage" and public):
                 return 200, {"ok": False, "error": "not_in_channel"}, {}
+            wait = self._over_limit(method, channel)
+            if wait is not None:
+                self.limited.append((method, channel, wait))
+                return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(wait)}
+            if method == "chat.getPermalink":
+                ts = args.get("message_ts")
+                if not any(m.channel == channel and m.ts == ts for m in self.messages):
+                    return 200, {"ok": False, "error": "message_not_found"}, {}
+                link = f"https://fake.slack.com/archives/{channel}/p{str(ts).replace('.', '')}"
+                return 200, {"ok": True, "channel": channel, "permalink": link}, {}
             if method in ("chat.postMessage", "chat.update"):
                 meta, meta_ok = _metadata(args.get("metadata"))
                 blocks, blocks_ok = _blocks(args.get("blocks"))
@@ -336,6 +394,20 @@ class FakeSlack:
                 name = next((n for n, i in self.names.items() if i == channel), channel)
                 return 200, {"ok": True, "channel": {"id": channel, "name": name}}, {}
             return 200, {"ok": False, "error": "unknown_method"}, {}
+
+    def _over_limit(self, method: str, channel: str) -> int | None:
+        """None when a call is within its limit (and counts it), else the Retry-After."""
+        limit = self.limits.get(method)
+        if limit is None:
+            return None
+        key = (method, channel if method == "chat.postMessage" else "*")
+        now = self.clock()
+        tat = self._tat.get(key, now)
+        allowed_at = tat - (limit.burst - 1) * limit.interval
+        if now < allowed_at:
+            return max(1, math.ceil(allowed_at - now))
+        self._tat[key] = max(tat, now) + limit.interval
+        return None
 
     # -- reading what happened -------------------------------------------------------------
 

@@ -5,6 +5,12 @@ for its Retry-After, 5xx and network errors back off and retry (bounded), and ev
 else (invalid_auth, channel_not_found, not_in_channel, ...) fails at once: retrying a bad
 token forever only hides it. The token lives in the WebClient and in nothing we log or
 raise: every message built here names the method and Slack's error code only.
+
+Before a call goes out it waits for its slot under Slack's rate limits (`runwatch.notify.pace`),
+so a 429 is the exception. slack-sdk's own `RateLimitErrorRetryHandler` is not used: it
+sleeps with `time.sleep` (Retry-After plus up to a second of jitter) where a test or a
+stopping notifier needs its own `sleep`, caps nothing (a Retry-After of a day is slept), and
+knows nothing of the pacing; `bench/slack_storm.py` measures the two on a storm.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from runwatch.exceptions import SlackError, TokenMissing
 from runwatch.notify.config import DEFAULT_BASE_URL
+from runwatch.notify.pace import Paces
 
 log = logging.getLogger("runwatch.notify")
 
@@ -88,6 +95,7 @@ class SlackPoster:
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not base_url.endswith("/"):
             base_url += "/"
@@ -99,7 +107,12 @@ class SlackPoster:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.sleep = sleep
+        #: the rate-limit meters (`sleep` waits for their slots, on `clock`)
+        self.clock = clock
+        self.paces = Paces(clock)
         self.calls = 0
+        #: 429s Slack answered (each waited out and tried again)
+        self.limited = 0
 
     def __repr__(self) -> str:
         return "SlackPoster(token=<redacted>)"
@@ -140,6 +153,24 @@ class SlackPoster:
             args["metadata"] = metadata
         return self.call("chat.update", args)
 
+    def ready(self, method: str, channel: str, spare: int = 0) -> bool:
+        """Whether a call of `method` in `channel` would go out now, without waiting for
+        its slot under Slack's rate limit (and leave `spare` slots for others)."""
+        pace = self.paces.of(method, channel)
+        return pace is None or pace.ready(spare) <= 0
+
+    def permalink(self, channel: str, ts: str) -> str | None:
+        """A message's permalink (chat.getPermalink; no scope needed); None when Slack
+        has none to give (the message deleted)."""
+        try:
+            data = self.call("chat.getPermalink", {"channel": channel, "message_ts": ts})
+        except SlackError as err:
+            if err.retryable or err.error in AUTH_ERRORS:
+                raise
+            return None
+        link = data.get("permalink")
+        return str(link) if link else None
+
     def history(self, channel: str, oldest: float) -> list[dict[str, Any]]:
         """Recent messages of a channel (an ID) with their metadata -- top-level ones: Slack
         leaves replies in threads out of a channel's history."""
@@ -179,7 +210,12 @@ class SlackPoster:
     def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
         """One API call with the retry policy; returns the response body or raises SlackError."""
         delay = self.backoff
+        pace = self.paces.of(method, str(args.get("channel") or ""))
         for attempt in range(1, self.max_attempts + 1):
+            if pace is not None:
+                slot = pace.reserve()
+                if slot > 0:
+                    self.sleep(slot)
             self.calls += 1
             try:
                 response = self._client.api_call(method, json=args)
@@ -190,6 +226,9 @@ class SlackPoster:
                 code = str(data.get("error") or f"HTTP {status}")
                 if status == 429 or code == "ratelimited":
                     wait = _retry_after(err.response.headers, delay)
+                    self.limited += 1
+                    if pace is not None:
+                        pace.hold(wait)
                     log.warning("slack %s rate limited: retrying in %.1fs", method, wait)
                 elif status >= 500 or code in SERVER_ERRORS or code.startswith(NOT_JSON):
                     code = code if len(code) <= 80 else code[:80] + "…"

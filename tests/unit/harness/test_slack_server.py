@@ -1,5 +1,6 @@
-"""The local Slack is as strict as Slack documents chat.update (and message metadata): a
-notifier that passes against it would not be refused by Slack for these reasons."""
+"""The local Slack is as strict as Slack documents chat.update (and message metadata) and its
+rate limits: a notifier that passes against it would not be refused by Slack for these
+reasons."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.slack_server import FakeSlack
+from harness.slack_server import LIMITS, FakeSlack, Limit, VirtualClock
 
 TOKEN = "xoxb-strict"
 AUTH = f"Bearer {TOKEN}"
@@ -101,3 +102,58 @@ def test_a_missing_scope_and_a_channel_not_joined_are_refused_as_slack_does() ->
         assert call(fake, "chat.postMessage", channel="C-ALERTS", text="x")["ok"]
     finally:
         fake.close()
+
+
+def test_posts_past_the_per_channel_limit_are_refused_with_retry_after() -> None:
+    """Slack's chat.postMessage limit, one message per second per channel with a short burst
+    allowed: past it, HTTP 429, `ratelimited`, and a Retry-After of whole seconds; another
+    channel is not held back; time moving on lets the next one through."""
+    clock = VirtualClock()
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS", "C-OTHER"), clock=clock)
+    try:
+        burst = LIMITS["chat.postMessage"].burst
+        for i in range(burst):
+            assert call(fake, "chat.postMessage", channel="C-ALERTS", text=str(i))["ok"]
+        status, body, headers = fake.answer("chat.postMessage",
+                                            {"channel": "C-ALERTS", "text": "x"}, AUTH)  # fmt: skip
+        assert (status, body) == (429, {"ok": False, "error": "ratelimited"})
+        assert headers == {"Retry-After": "1"}
+        assert fake.limited == [("chat.postMessage", "C-ALERTS", 1)]
+        assert len(fake.messages) == burst  # refused: not posted
+        assert call(fake, "chat.postMessage", channel="C-OTHER", text="x")["ok"]
+        clock.sleep(1)
+        assert call(fake, "chat.postMessage", channel="C-ALERTS", text="x")["ok"]
+        assert fake.answer("chat.postMessage", {"channel": "C-ALERTS", "text": "y"},
+                           AUTH)[0] == 429  # fmt: skip
+    finally:
+        fake.close()
+
+
+def test_edits_past_tier_3_are_refused_across_channels() -> None:
+    """chat.update is Tier 3: 50+ a minute per workspace, whatever the channel."""
+    clock = VirtualClock()
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS",), clock=clock,
+                     limits={"chat.update": Limit(60 / 50, 2)})  # fmt: skip
+    try:
+        ts = posted(fake)
+        for text in ("a", "b"):
+            assert call(fake, "chat.update", channel="C-ALERTS", ts=ts, text=text)["ok"]
+        edit = {"channel": "C-ALERTS", "ts": ts, "text": "c"}
+        status, _, headers = fake.answer("chat.update", edit, AUTH)
+        assert status == 429
+        assert headers == {"Retry-After": "2"}  # 1.2 s, in whole seconds
+        clock.sleep(1.2)
+        assert call(fake, "chat.update", channel="C-ALERTS", ts=ts, text="c")["ok"]
+    finally:
+        fake.close()
+
+
+def test_a_permalink_is_given_for_a_message_of_the_channel(slack: FakeSlack) -> None:
+    ts = posted(slack)
+    answer = call(slack, "chat.getPermalink", channel="C-ALERTS", message_ts=ts)
+    assert answer["ok"]
+    assert answer["permalink"].endswith(f"/archives/C-ALERTS/p{ts.replace('.', '')}")
+    missing = call(slack, "chat.getPermalink", channel="C-ALERTS", message_ts="1.000009")
+    assert missing == {"ok": False, "error": "message_not_found"}
+    assert call(slack, "chat.getPermalink", channel="#rl-alerts", message_ts=ts) == {
+        "ok": False, "error": "channel_not_found"}  # fmt: skip

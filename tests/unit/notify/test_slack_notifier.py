@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers import decoded
 
-from harness.slack_server import FakeSlack
+from harness.slack_server import FakeSlack, VirtualClock
 from runwatch.dev import scenarios
 from runwatch.exceptions import SlackError, TokenMissing
 from runwatch.notify.config import NotifyConfig, Route
@@ -35,7 +35,8 @@ class Clock:
 
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS", "C-MATH"))
+    """The strict Slack, its rate limits on a clock that moves when the notifier sleeps."""
+    fake = FakeSlack(token=TOKEN, channels=("C-ALERTS", "C-MATH"), clock=VirtualClock())
     fake.add_channel("#rl-alerts", "C-ALERTS")
     fake.add_channel("#math-rl", "C-MATH")
     try:
@@ -54,10 +55,16 @@ class Rig:
         self.notifier = self.open()
 
     def open(self, token: str = TOKEN) -> Notifier:
-        poster = SlackPoster(
-            token, base_url=self.slack.url, sleep=self.slept.append, max_attempts=4, backoff=0.5
-        )
+        poster = SlackPoster(token, base_url=self.slack.url, sleep=self.sleep, max_attempts=4,
+                             backoff=0.5, clock=self.slack.clock)  # fmt: skip
         return Notifier(self.config, poster, NotifyStore(self.db), clock=self.clock)
+
+    def sleep(self, seconds: float) -> None:
+        """The poster's waits: recorded, and the Slack's clock moved past them."""
+        self.slept.append(seconds)
+        sleep = getattr(self.slack.clock, "sleep", None)
+        if sleep is not None:
+            sleep(seconds)
 
     def restart(self) -> Notifier:
         self.notifier.close()
@@ -338,6 +345,7 @@ def test_an_incident_end_to_end(rig: Rig, slack: FakeSlack) -> None:
     roots = slack.roots()
     assert len(roots) == len(ids) == 5
     assert len(slack.messages) == len(alerts)  # each transition once: a root or a reply
+    assert slack.limited == []  # paced: Slack never had to say no
     gap, last = roots[-2:]  # nothing that explains the growing gap fired with it: its own
     assert "idle_gap_growing" in gap.text
     assert "inference_idle_with_pending" in last.text
