@@ -3,10 +3,12 @@
 Slack can hold a call for a minute (a 429's Retry-After, backoff on 5xx); the service's
 event path must not wait for that. `submit(alert)` queues the transition and returns; one
 thread sends in order, retrying a transition Slack did not take (`runwatch.notify.delivery`)
-before the next, and posts reminders. A transition queued but not sent when the
-process dies is not lost if the caller re-submits what its alert log holds at start: the
-notifier's ledger drops the ones already sent, and one in flight when the process died is
-looked for in the channel first (`Delivery.recover`), so it is not sent twice.
+before the next, and posts reminders. It takes what is queued as one batch (at most
+`BATCH`), so the longer Slack makes it wait, the more of a burst it folds into one message.
+A transition queued but not sent when the process dies is not lost if the caller
+re-submits what its alert log holds at start: the notifier's ledger drops the ones already
+sent, and one in flight when the process died is looked for in the channel first
+(`Delivery.recover`), so it is not sent twice.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from runwatch.stream.alerts import Alert
 log = logging.getLogger("runwatch.notify")
 
 _STOP = object()
+#: the most transitions handed to the notifier at once
+BATCH = 500
 
 
 class BackgroundNotifier:
@@ -65,16 +69,35 @@ class BackgroundNotifier:
             except queue.Empty:
                 item = None
             if item is _STOP:
+                self.delivery.tidy(wait=True)  # the roots as they stand, before stopping
                 break
+            batch, stop = self._more([] if item is None else [item])
             try:
-                if item is not None:
-                    self.delivery.deliver(item)
+                if batch:
+                    self.delivery.deliver_many(batch)
             except DeliveryStopped:
                 break
             except SlackError:  # the token was refused: logged once; the rest is dropped
                 pass
             except Exception:  # never let one bad alert kill the thread
                 log.exception("notifier failed on one transition; skipped")
+            if stop:
+                self.delivery.tidy(wait=True)
+                break
+            if item is None:  # idle: the roots catch up
+                self.delivery.tidy()
             if time.monotonic() - last_remind >= self.remind_every:
                 last_remind = time.monotonic()
                 self.delivery.remind()
+
+    def _more(self, batch: list[Alert]) -> tuple[list[Alert], bool]:
+        """What else is queued now, up to BATCH; whether a stop was among it."""
+        while batch and len(batch) < BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False

@@ -6,6 +6,7 @@ channel = "#rl-alerts"                       # default channel (name or id)
 grafana_url = "https://grafana.example.com"  # adds a drill-down button to each message
 repeat_interval = 14400                      # remind in the thread while firing (s; 0: off)
 fold_within = 60                             # a quicker resolve edits its firing's message
+member_threads = "fleet"                     # a fleet incident's runs: in its thread, or "own"
 state = "/var/lib/runwatch/notify.sqlite"    # what was sent, and silences
 token_file = "/var/run/secrets/slack/token"  # else $SLACK_BOT_TOKEN
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,6 +72,10 @@ class NotifyConfig(BaseModel):
     #: show both instead of a reply of its own (0: never); not a resolve because the run
     #: ended, which is always a message (contract §8)
     fold_within: float = Field(default=60.0, ge=0)
+    #: where a fleet incident's member runs post (contract section 8): "fleet", replies in
+    #: the fleet incident's thread; "own", each run's incident in its own thread, whose root
+    #: links to the fleet thread
+    member_threads: Literal["fleet", "own"] = "fleet"
     #: send only these severities (others are recorded as skipped)
     severities: list[str] = Field(default_factory=lambda: ["critical", "warning", "info"])
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from runwatch.exceptions import DeliveryStopped, SlackError
-from runwatch.notify.notifier import Notifier, Outcome
+from runwatch.notify.notifier import Notifier
+from runwatch.notify.outcome import Outcome
 from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")
@@ -43,10 +44,16 @@ class Delivery:
     def deliver(self, alert: Alert) -> Outcome:
         """The notifier's outcome for `alert` (sent, duplicate, silenced, ...), once Slack took
         it. Raises SlackError for what retrying cannot fix, DeliveryStopped when stopped."""
+        (outcome,) = self.deliver_many([alert])
+        return outcome
+
+    def deliver_many(self, alerts: Sequence[Alert]) -> list[Outcome]:
+        """`deliver` for a batch, in order (the notifier folds a burst into fewer messages);
+        tried again whole after an outage -- what went out before is a duplicate then."""
         backoff = 1.0
         while True:
             try:
-                return self.notifier.notify(alert)
+                return self.notifier.notify_many(alerts)
             except SlackError as err:
                 if not err.retryable:
                     raise
@@ -68,6 +75,15 @@ class Delivery:
             return self.notifier.remind()
         except SlackError as err:
             log.warning("reminders deferred: %s", err.error)
+            return 0
+
+    def tidy(self, wait: bool = False) -> int:
+        """Roots re-rendered as chat.update's budget allows (`Notifier.tidy`); a Slack
+        outage defers them."""
+        try:
+            return self.notifier.tidy(wait)
+        except SlackError as err:
+            log.warning("root messages not re-rendered yet: %s", err.error)
             return 0
 
     def _wait(self, seconds: float, err: SlackError) -> None:

@@ -1,8 +1,9 @@
 """`runwatch notify`'s consuming side: alert transitions from `runwatch.alerts` into Slack.
 
 The one consuming loop (`runwatch.stream.kafka.consume`) in the notifier's own consumer group,
-committing after each batch; each transition goes through `Delivery` (the notifier's one retry
-policy), so a batch is committed only once Slack has taken every transition in it, and the
+committing after each batch; each batch goes through `Delivery` (the notifier's one retry
+policy) at once, so a burst of replies folds into fewer messages, a batch is committed only
+once Slack has taken every transition in it, and the
 notifier's ledger keeps a transition read twice from being sent twice. Routing labels come
 with each alert. A refused token stops the notifier (exit 2) without committing.
 """
@@ -51,25 +52,29 @@ class AlertsToSlack(Handler):
         self.loop: ConsumingLoop | None = None
 
     async def handle(self, records: list[Record]) -> None:
+        alerts = []
         for r in records:
             try:
-                alert = Alert.from_json(r.value or b"")
+                alerts.append(Alert.from_json(r.value or b""))
             except InvalidAlert as err:
                 log.warning("skipped %s/%d@%d: %s", r.topic, r.partition, r.offset, err)
                 self.health.handled("invalid")
-                continue
-            try:
-                outcome = await asyncio.to_thread(self.delivery.deliver, alert)
-            except DeliveryStopped as err:
-                raise StopConsuming(str(err)) from None
-            except SlackError as err:  # not retryable: the token was refused
-                raise SlackRefused(f"Slack refused the bot token ({err.error})") from None
+        if not alerts:
+            return
+        try:  # the batch at once: a burst folds into fewer messages
+            outcomes = await asyncio.to_thread(self.delivery.deliver_many, alerts)
+        except DeliveryStopped as err:
+            raise StopConsuming(str(err)) from None
+        except SlackError as err:  # not retryable: the token was refused
+            raise SlackRefused(f"Slack refused the bot token ({err.error})") from None
+        for outcome in outcomes:
             self.health.handled(outcome)
 
     async def turn(self) -> None:
         if self.loop is not None:
             self.health.lag = self.loop.lag()
         self.health.reminders.inc(await asyncio.to_thread(self.delivery.remind))
+        await asyncio.to_thread(self.delivery.tidy)  # roots catch up as the budget allows
 
 
 def run(settings: NotifySettings, notifier: Notifier, stop: threading.Event) -> int:

@@ -254,3 +254,83 @@ def incident_reply(alert: Alert, role: str) -> str:
     what = {"root": "Root cause", "evidence": "Evidence"}.get(role, "Symptom")
     line = f"{headline(alert)} — {what}: {_who(alert)}: {esc(alert.summary)}"
     return line + (f"\n{ev}" if ev else "")
+
+
+# -- fleet incidents: one thread for the runs that share a cause -------------------------------
+
+MAX_RUNS = 20
+
+
+def member_reply(alert: Alert, role: str) -> str:
+    """A member run's transition in its fleet incident's thread: the run named, also when it
+    heals (forty runs share the thread)."""
+    if alert.firing:
+        return incident_reply(alert, role)
+    return f":white_check_mark: Resolved — {esc(alert.run)}: {esc(alert.summary)}"
+
+
+def fleet_root(
+    fleet: Alert,
+    members: Mapping[str, Alert],
+    runs: Mapping[str, bool],
+    *,
+    named: bool,
+    resolved: bool,
+) -> tuple[str, Blocks]:
+    """A fleet incident's root message: the shared cause, how many runs it stalled and how
+    many healed, and the runs -- re-rendered as runs join and heal. `named`: the fleet alert
+    has come (before, a member's transition opened the thread and the cause is not known)."""
+    affected = sum(1 for still in runs.values() if still)
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    cause = f"Shared cause {esc(fleet.subject)}" if named and fleet.subject else "Shared cause"
+    if resolved:
+        text = f":white_check_mark: [RESOLVED] {cause} — {count}, all healed"
+        head = text
+    else:
+        emoji = SEVERITY_EMOJI.get(fleet.severity, ":white_circle:")
+        head = f"{emoji} [{esc(fleet.severity.upper())}] {cause} — {count}"
+        healed = len(runs) - affected
+        text = f"{head}: {affected} still affected" + (f", {healed} healed" if healed else "")
+    fields = [f"*Runs*\n{len(runs)}", f"*Still affected*\n{affected}",
+              f"*Since*\n{_date(fleet.since)}"]  # fmt: skip
+    if named and fleet.subject:
+        fields.insert(0, f"*Cause*\n{code(fleet.subject)}")
+    lines = []
+    for run, still in sorted(runs.items(), key=lambda kv: (not kv[1], kv[0]))[:MAX_RUNS]:
+        what = _run_root(run, members)
+        mark = "" if still else " _(healed)_"
+        lines.append(f"• {code(run)}{': ' + what if what else ''}{mark}")
+    if len(runs) > MAX_RUNS:
+        lines.append(f"_… {len(runs) - MAX_RUNS} more_")
+    blocks: Blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": head[:150], "emoji": True}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": esc(fleet.summary)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+    ]
+    if lines:
+        listed = "*Runs*\n" + "\n".join(lines)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": listed}})
+    ident = fleet.incident.id if fleet.incident is not None else fleet.key
+    blocks.append({"type": "context", "elements": [
+        {"type": "mrkdwn", "text": f"runwatch · fleet incident {code(ident)}"}]})  # fmt: skip
+    return text, blocks
+
+
+def _run_root(run: str, members: Mapping[str, Alert]) -> str:
+    """What a member run's thread part says first: its incident's root cause, else its first
+    alert shown."""
+    mine = [m for m in members.values() if m.run == run]
+    root = next((m for m in mine if _role(m) == "root"), mine[0] if mine else None)
+    return "" if root is None else f"*{_who(root)}*: {esc(root.summary)}"
+
+
+def fleet_link(fleet: Alert, count: int, link: str | None, *, moved: bool) -> Blocks:
+    """What a member run's own thread says of its fleet incident: part of it (its thread
+    links there), or continued there (`moved`: its replies go to the fleet thread)."""
+    cause = code(fleet.subject) if fleet.subject else "one cause"
+    there = f"<{link}|the shared-cause thread>" if link else "the shared-cause thread"
+    if moved:
+        line = f"*Continued in {there}*: this run is one of {count} stalled by {cause}"
+    else:
+        line = f"*Shared cause*: this run is one of {count} stalled by {cause}: see {there}"
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]

@@ -6,8 +6,22 @@ root, which names the root cause and the chain, as alerts come and go) → recor
 go to the thread every `repeat_interval` while the incident is open. A transition without
 an incident (from an older producer) gets a thread of its own alert key, as before.
 
-The embedded service calls `Notifier.notify(alert)` per transition; `runwatch notify` feeds
-it from the runwatch.alerts topic. Labels for routing come from the alert (`labels`: the run's
+Fleet incidents (contract section 8) get one thread: the fleet alert's root names the shared
+cause and counts the runs, edited as they join and heal, and a member run's transitions are
+replies there (`member_threads = "fleet"`) or in its own thread, whose root links to the
+fleet thread (`"own"`). A member's transition that arrives before the fleet alert opens the
+fleet thread with a stand-in root, which the fleet alert then edits (`threads.placeholder`).
+
+Transitions come in batches (`notify_many`: a Kafka poll, what the service queued): the
+replies of one thread in a batch go out as one message (sections), and a reply that finds
+its channel's post budget spent (Slack's one message per second per channel,
+`runwatch.notify.pace`) is folded into the thread's latest reply instead -- the same fold,
+by chat.update carrying the shown transitions' ids in its metadata, that shows a quick
+resolve in its firing's message. Every transition is shown once, in one message; the
+ledger records it once, and a crash mid-post or mid-edit is found again (`recover`).
+
+The embedded service calls `notify` / `notify_many`; `runwatch notify` feeds it from the
+runwatch.alerts topic. Labels for routing come from the alert (`labels`: the run's
 run.started labels), else from those given with it, else from what `learn_labels` recorded.
 """
 
@@ -16,35 +30,39 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
-from enum import StrEnum
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runwatch.exceptions import SlackError
 from runwatch.notify import messages as msg
+from runwatch.notify.batch import Batch, Route
 from runwatch.notify.config import NotifyConfig
+from runwatch.notify.outcome import Outcome
+from runwatch.notify.recover import METADATA_TYPE, Recovery, metadata
+from runwatch.notify.replies import Replies
 from runwatch.notify.slack import AUTH_ERRORS, SlackPoster, is_channel_id, load_token
-from runwatch.notify.store import NotifyStore, Thread, default_path
+from runwatch.notify.store import NotifyStore, default_path
+from runwatch.notify.threads import (
+    FLEET_RUN,
+    Message,
+    Section,
+    Thread,
+    after,
+    in_fleet,
+    is_placeholder,
+    new_thread,
+    placeholder,
+    runs_of,
+)
 from runwatch.stream.alerts import Alert
-from runwatch.stream.exceptions import InvalidAlert
-from runwatch.stream.incidents import IncidentRef
 from runwatch.stream.rules.base import fmt_duration
 
 log = logging.getLogger("runwatch.notify")
 
-METADATA_TYPE = "runwatch_alert"
+#: A root waiting for its edit gets chat.update's next slot, spare or not, after this (s).
+ROOT_EVERY = 10.0
 
-
-class Outcome(StrEnum):
-    """What the notifier did with one transition (counted per outcome on /metrics)."""
-
-    SENT = "sent"
-    DUPLICATE = "duplicate"  # its id was handled before (a restart, a re-read)
-    DISABLED = "disabled"  # Slack refused the token: nothing goes out until it is fixed
-    STALE = "stale"  # older than `max_age`
-    SKIPPED = "skipped"  # a severity not routed, or a resolve whose firing was never shown
-    SILENCED = "silenced"
-    FAILED = "failed"  # Slack refused the message itself (channel_not_found, ...)
+__all__ = ["METADATA_TYPE", "Notifier", "Outcome"]
 
 
 class Notifier:
@@ -65,6 +83,11 @@ class Notifier:
         #: set after Slack refused the token: nothing is sent (or retried) any more
         self.disabled: str | None = None
         self.sent = 0
+        #: roots to re-render (thread key -> the transition shown last, and since when on
+        #: the poster's clock), when chat.update's budget allows (`tidy`): cosmetic, so they
+        #: wait rather than make the news wait -- but not for ever
+        self._stale: dict[str, tuple[Alert, float]] = {}
+        self.replies = Replies(config, poster, store, clock, self._root_view)
 
     @classmethod
     def from_config(cls, config: NotifyConfig, **kw: Any) -> Notifier:
@@ -83,49 +106,127 @@ class Notifier:
             self.store.set_labels(run, labels)
 
     def notify(self, alert: Alert, labels: Mapping[str, str] | None = None) -> Outcome:
-        """Handle one transition; returns what happened.
+        """Handle one transition; returns what happened (`notify_many` of one)."""
+        (outcome,) = self.notify_many([alert], labels)
+        return outcome
 
-        Raises SlackError (retryable) when Slack stayed unreachable through every retry:
-        the caller keeps the transition and tries again later (nothing was recorded)."""
-        a = alert
-        ident, key = a.id, a.key
-        if self.store.was_sent(ident):
+    def notify_many(
+        self, alerts: Sequence[Alert], labels: Mapping[str, str] | None = None
+    ) -> list[Outcome]:
+        """Handle transitions in order; what happened to each. The replies of one thread go
+        out together at the end, as few messages as Slack's limits allow.
+
+        Raises SlackError (retryable) when Slack stayed unreachable through every retry: the
+        caller keeps the batch and gives it again later -- what was recorded before is a
+        duplicate then, the rest goes out."""
+        batch = Batch(self.store, len(alerts))
+        for i, a in enumerate(alerts):
+            batch.outcomes[i] = self._one(i, a, labels, batch)
+        try:
+            self._flush(batch)
+        except SlackError as err:  # retryable, or the token refused (`_failed` says so)
+            if err.error in AUTH_ERRORS:
+                self._failed(err, "", "", "reply")
+            raise
+        outcomes = [o if o is not None else Outcome.SENT for o in batch.outcomes]
+        self.sent += outcomes.count(Outcome.SENT)
+        return outcomes
+
+    def _one(
+        self, index: int, a: Alert, labels: Mapping[str, str] | None, batch: Batch
+    ) -> Outcome | None:
+        """One transition through the stages: its outcome, or None when staged as a reply."""
+        ident, key, state = a.id, a.key, a.state
+        if ident in batch.ids or self.store.was_sent(ident):
             return Outcome.DUPLICATE
         if self.disabled is not None:
             return Outcome.DISABLED
         now = self.clock()
-        run, rule, sev, state = a.run, a.rule, a.severity, a.state
-        incident = a.incident
-        # one thread per incident (its alerts are replies), else one per alert key
-        thread_key = incident.id if incident is not None else key
-        thread = self.store.thread(thread_key)
         if now - a.ts > self.config.max_age:
             return self._record(ident, key, state, Outcome.STALE)
-        if sev not in self.config.severities:
+        if a.severity not in self.config.severities:
             return self._record(ident, key, state, Outcome.SKIPPED)
-        if state == "firing" and (
-            self._silenced(run, rule, now)
-            or (incident is not None and self._silenced(run, incident.root_rule, now))
+        incident = a.incident
+        if a.firing and (
+            self._silenced(a.run, a.rule, now)
+            or (incident is not None and self._silenced(a.run, incident.root_rule, now))
         ):
             # a silenced firing is not shown; a resolve of a shown alert still is
             return self._record(ident, key, state, Outcome.SILENCED)
-        if state == "resolved" and (thread is None or (incident and key not in thread.members)):
-            if thread is not None and incident is not None and not incident.open:
-                self._close(thread, a, incident, now)  # the incident's last alert: its root says so
-            return self._record(ident, key, state, Outcome.SKIPPED)  # its firing was never shown
-        labels = self._labels(a, labels)
-        channel = (
-            thread.channel if thread is not None else self.config.channel_for(labels, rule, sev)
-        )
+        route = self._route(a, batch)
+        thread, own = batch.thread(route.key), batch.thread(route.own)
+        shown = (thread is not None and (incident is None or key in thread.members)) or (
+            own is not None and key in own.members)  # fmt: skip
         try:
-            if thread is None:
-                self._send_root(a, thread_key, channel, now)
-            else:
-                self._send_reply(a, thread, now)
+            if not a.firing and not shown:
+                if thread is not None and incident is not None and not incident.open and (
+                        route.key != route.fleet):  # fmt: skip
+                    # the incident's last alert: its root says so
+                    self.replies.flush_thread(thread.key, batch)
+                    self._close(batch.thread(thread.key) or thread, a, batch)
+                return self._record(ident, key, state, Outcome.SKIPPED)  # never shown
+            batch.ids.add(ident)
+            staged = self._show(index, a, route, labels, batch, now)
         except SlackError as err:
             return self._failed(err, ident, key, state)
-        self.sent += 1
-        return Outcome.SENT
+        return None if staged else Outcome.SENT
+
+    def _route(self, a: Alert, batch: Batch) -> Route:
+        incident = a.incident
+        if incident is None:
+            return Route(a.key)
+        if a.run == FLEET_RUN:
+            return Route(incident.id, incident.id)
+        own = batch.thread(incident.id)
+        fleet = incident.fleet or (own.fleet if own is not None else None)
+        if fleet is None:
+            return Route(incident.id)
+        if self.config.member_threads == "fleet":
+            return Route(fleet, fleet, incident.id)
+        return Route(incident.id, fleet)
+
+    def _show(
+        self,
+        index: int,
+        a: Alert,
+        route: Route,
+        labels: Mapping[str, str] | None,
+        batch: Batch,
+        now: float,
+    ) -> bool:
+        """Show a transition where `route` says; whether it was staged (else sent now)."""
+        if a.run == FLEET_RUN:
+            th = batch.thread(route.key)
+            if th is None:
+                self._send_root(a, route.key, self._fleet_channel(a.severity), now, batch)
+                return False
+            if is_placeholder(th) and a.firing:  # the fleet alert names the cause at last
+                self.replies.flush_thread(th.key, batch)
+                th = batch.thread(th.key) or th
+                updated = after(th, a, now)
+                text, blocks = self._root_view(updated, a, batch)
+                if self.replies.edit([a], th, th.ts, text, blocks, updated, None, batch):
+                    return False
+            return self.replies.stage(index, a, th, batch, now)
+        if route.fleet is not None:
+            fleet = self._fleet_thread(route.fleet, a, batch, now)
+            if route.own is not None:  # member_threads = "fleet": the fleet thread is its own
+                own = batch.thread(route.own)
+                if own is not None and own.fleet is None:
+                    fleet = self._move(own, fleet, batch)
+                return self.replies.stage(index, a, fleet, batch, now)
+            self._track(fleet, a, batch, now)
+        th = batch.thread(route.key)
+        if th is None:
+            channel = self.config.channel_for(self._labels(a, labels), a.rule, a.severity)
+            self._send_root(a, route.key, channel, now, batch)
+            return False
+        if route.fleet is not None and th.fleet is None:  # linked to the fleet thread from now
+            th = dataclasses.replace(th, fleet=route.fleet)
+            self.store.put_thread(th)
+            batch.set(th)
+            batch.dirty.setdefault(th.key, th.alert)
+        return self.replies.stage(index, a, th, batch, now)
 
     def remind(self, now: float | None = None) -> int:
         """Post a reminder in every firing thread due one; returns how many went out."""
@@ -144,48 +245,23 @@ class Notifier:
             text = msg.reminder(th.alert, fmt_duration(t - th.since))
             try:
                 self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
-                self.poster.post(
-                    th.channel, text, thread_ts=th.ts, metadata=_metadata(ident, th.key)
-                )
+                resp = self.poster.post(th.channel, text, thread_ts=th.ts,
+                                        metadata=metadata([ident], th.key))  # fmt: skip
             except SlackError as err:
                 if self._failed(err, ident, th.key, "reminder") is Outcome.FAILED:
                     continue
                 raise
-            self.store.sent_and_thread(
-                ident, "reminder", _replace(th, last_notified=t, reminders=th.reminders + 1)
-            )
+            reminded = dataclasses.replace(th, last_notified=t, reminders=th.reminders + 1)
+            note = Message(th.channel, str(resp.get("ts")), th.key, "reminder", self.clock(),
+                           (Section((ident,), text),))  # fmt: skip
+            self.store.sent_and_thread(ident, "reminder", reminded, message=note)
             count += 1
         return count
 
     def recover(self) -> int:
-        """After a crash: for messages begun but not recorded, ask Slack whether they arrived
-        (by the alert id in their metadata): a root in the channel's history, a reply in its
-        thread's replies (Slack's history holds no replies). Found: recorded, not sent again.
-        Not found: left to be sent when the transition is seen again. Returns how many were
-        found."""
-        found = 0
-        for p in self.store.pending():
-            try:
-                channel = self._channel_id(p.channel)
-                if channel is None:
-                    raise SlackError("conversations.list", f"no channel {p.channel} the bot "
-                                     "can see (scope channels:read?)", retryable=False)  # fmt: skip
-                if p.thread_ts:
-                    messages = self.poster.replies(channel, p.thread_ts, p.at - 5)
-                else:
-                    messages = self.poster.history(channel, p.at - 5)
-            except SlackError as err:
-                log.warning("cannot check %s for an unrecorded message: %s (it may be posted "
-                            "again)", p.channel, err.error)  # fmt: skip
-                self.store.drop_pending(p.id)
-                continue
-            hit = next((m for m in messages if _metadata_id(m) == p.id), None)
-            if hit is None:
-                self.store.drop_pending(p.id)
-                continue
-            found += 1
-            self._adopt(p.id, p.key, channel, hit)
-        return found
+        """After a crash: the messages begun but not recorded, looked for in Slack and
+        recorded as sent when found (`runwatch.notify.recover`); how many were found."""
+        return Recovery(self.poster, self.store, self.clock, self._channel_id).recover()
 
     def _channel_id(self, channel: str) -> str | None:
         """The ID of a channel named in the config (`#rl-alerts`), looked up once
@@ -221,111 +297,152 @@ class Notifier:
             return dict(given)
         return self.store.labels(a.run)
 
-    def _send_root(self, a: Alert, thread_key: str, channel: str, now: float) -> None:
-        ident = a.id
-        link = self.config.drilldown(a.run, a.since)
-        thread = _new_thread(a, thread_key, "", "", now)
-        if a.incident is not None:
-            text, blocks = msg.incident_root(a, thread.members, a.incident, link)
-        else:
-            text, blocks = msg.root(a, link)
+    def _fleet_channel(self, severity: str) -> str:
+        """Where fleet threads go: routed as the fleet alert is (its run has no labels)."""
+        return self.config.channel_for({}, "shared_cause", severity)
+
+    def _send_root(self, a: Alert, key: str, channel: str, now: float, batch: Batch) -> None:
+        thread = new_thread(a, key, "", "", now)
+        text, blocks = self._root_view(thread, a, batch)
         target = self._target(channel)
-        self.store.begin(ident, thread_key, target)
-        meta = _metadata(ident, thread_key, _brief(a))
-        resp = self.poster.post(target, text, blocks, metadata=meta)
+        self.store.begin(a.id, key, target)
+        meta = metadata([a.id], key, a)
+        resp = self.replies.call(
+            [a.id], lambda: self.poster.post(target, text, blocks, metadata=meta)
+        )
         ts = str(resp.get("ts"))
         channel_id = str(resp.get("channel") or target)
         if channel_id != target and is_channel_id(channel_id):
             self.store.set_channel_id(channel, channel_id)  # the name's ID, for good
-        thread = _replace(thread, channel=channel_id, ts=ts)
-        self.store.sent_and_thread(ident, "root", thread, ts=ts)
+        thread = dataclasses.replace(thread, channel=channel_id, ts=ts)
+        self.store.sent_and_thread(a.id, "root", thread, ts=ts)
+        batch.set(thread)
 
-    def _send_reply(self, a: Alert, th: Thread, now: float) -> None:
-        if self._foldable(a, th) and self._fold(a, th, now):
-            return
-        ident, incident = a.id, a.incident
-        text = msg.incident_reply(a, incident.role) if incident else msg.reply(a)
-        self.store.begin(ident, th.key, th.channel, thread_ts=th.ts)
-        resp = self.poster.post(th.channel, text, thread_ts=th.ts,
-                                metadata=_metadata(ident, th.key, _brief(a)))  # fmt: skip
-        updated = _after(th, a, now)
-        self.store.sent_and_thread(ident, "reply", updated, ts=str(resp.get("ts")))
-        self._edit_root(updated, a)
+    # -- a fleet incident's thread ---------------------------------------------------------
+
+    def _fleet_thread(self, fleet: str, member: Alert, batch: Batch, now: float) -> Thread:
+        """The fleet thread; opened with a stand-in root when a member's transition comes
+        before the fleet alert does."""
+        th = batch.thread(fleet)
+        if th is None:
+            stand_in = placeholder(fleet, member)
+            self._send_root(stand_in, fleet, self._fleet_channel(member.severity), now, batch)
+            th = batch.thread(fleet)
+        assert th is not None
+        return th
+
+    def _move(self, own: Thread, fleet: Thread, batch: Batch) -> Thread:
+        """A run's incident whose thread opened before it was known to be part of a fleet
+        incident: from now on its transitions are the fleet thread's (which takes its
+        alerts, so their resolves are shown), and its own root says where it went."""
+        self.replies.flush_thread(fleet.key, batch)
+        fleet = batch.thread(fleet.key) or fleet
+        merged = dataclasses.replace(fleet, members={**own.members, **fleet.members})
+        moved = dataclasses.replace(own, fleet=fleet.key, state="moved")
+        self.store.sent_and_thread([], "moved", merged, also=[moved])
+        batch.set(merged)
+        batch.set(moved)
+        batch.dirty.setdefault(merged.key, merged.alert)
+        batch.dirty[moved.key] = moved.alert
+        return merged
+
+    def _track(self, fleet: Thread, a: Alert, batch: Batch, now: float) -> None:
+        """member_threads = "own": the fleet thread counts the run, and shows nothing."""
+        batch.set(in_fleet(fleet, a, now))
+        batch.tracked.add(fleet.key)
+        batch.dirty[fleet.key] = a
+
+    def _link(self, fleet: Thread, batch: Batch) -> str | None:
+        """The fleet thread's permalink (chat.getPermalink), asked once and kept."""
+        if fleet.link is None and fleet.ts:
+            try:
+                link = self.poster.permalink(fleet.channel, fleet.ts)
+            except SlackError as err:
+                log.warning("no permalink for the fleet thread %s: %s", fleet.key, err.error)
+                return None
+            if link is not None:
+                fleet = dataclasses.replace(fleet, link=link)
+                self.store.put_thread(fleet)
+                batch.set(fleet)
+        return fleet.link
 
     # -- a quick resolve, folded into its firing's message ---------------------------------
 
-    def _foldable(self, a: Alert, th: Thread) -> bool:
-        """A resolve within `fold_within` of its firing, whose message is known -- unless
-        the run's end resolved it (contract §8: a crash always reaches Slack as both)."""
-        if a.firing or self.config.fold_within <= 0:
-            return False
-        if a.details.get("reason") == "run_finished":
-            return False
-        firing = _firing_of(a, th)
-        if firing is None or a.ts - firing.ts > self.config.fold_within:
-            return False
-        return self.store.message_ts(firing.id) is not None
+    # -- the staged replies, sent --------------------------------------------------------
 
-    def _fold(self, a: Alert, th: Thread, now: float) -> bool:
-        """Edit the firing's message (the thread's root, or its reply) to show the resolve
-        too, with the resolve's metadata (so a crash mid-fold is found again, as a post is);
-        False when Slack will not take the edit (the message deleted, say): then a reply."""
-        firing = _firing_of(a, th)
-        target = self.store.message_ts(firing.id) if firing is not None else None
-        if firing is None or target is None:
-            return False
-        updated = _after(th, a, now)
-        is_root = target == th.ts
-        if is_root:
-            text, blocks = msg.with_fold(*self._root_view(updated, a), firing, a)
-        else:
-            role = a.incident.role if a.incident is not None else "root"
-            text, blocks = msg.folded_reply(firing, a, role), None
-        # an edit is looked for from the edited message's time on (its ts), not the edit's
-        self.store.begin(a.id, th.key, th.channel, thread_ts=None if is_root else th.ts,
-                         since=_seconds(target))  # fmt: skip
-        try:
-            self.poster.update(th.channel, target, text, blocks,
-                               metadata=_metadata(a.id, th.key, _brief(a)))  # fmt: skip
-        except SlackError as err:
-            if err.retryable or err.error in AUTH_ERRORS:
-                raise
-            log.warning("could not fold the resolve of %s into its message (%s): a reply "
-                        "instead", a.key, err.error)  # fmt: skip
-            self.store.drop_pending(a.id)
-            return False
-        self.store.sent_and_thread(a.id, "fold", updated, ts=target)
-        if not is_root:
-            self._edit_root(updated, a)
-        return True
+    def _flush(self, batch: Batch) -> None:
+        """The batch's end: its staged replies out, the roots re-rendered once each."""
+        for key in list(batch.groups):
+            self.replies.flush_thread(key, batch)
+        for key in batch.tracked:
+            th = batch.thread(key)
+            if th is not None:
+                self.store.put_thread(th)
+        now = self.poster.clock()
+        for key, last in batch.dirty.items():
+            self._stale[key] = (last, self._stale.get(key, (last, now))[1])
+        self.tidy()
+
+    def tidy(self, wait: bool = False) -> int:
+        """Re-render the roots whose threads changed, one edit each however many
+        transitions changed them: as many as chat.update's budget allows now with a slot to
+        spare for a fold (news first; a root waiting ROOT_EVERY takes any slot), or (`wait`)
+        all, waiting for it. The end of a batch and the callers' idle turns call it; returns
+        how many were edited."""
+        batch = Batch(self.store, 0)
+        done = 0
+        for key, (last, since) in list(self._stale.items()):
+            th = batch.thread(key)
+            if th is not None and th.ts and not wait:
+                overdue = self.poster.clock() - since >= ROOT_EVERY
+                if not self.poster.ready("chat.update", th.channel, spare=0 if overdue else 1):
+                    continue
+            if th is not None and th.ts:
+                self._edit_root(th, last, batch)
+                done += 1
+            del self._stale[key]
+        return done
 
     # -- the root message, re-rendered -----------------------------------------------------
 
-    def _root_view(self, th: Thread, last: Alert) -> tuple[str, msg.Blocks]:
+    def _root_view(self, th: Thread, last: Alert, batch: Batch) -> tuple[str, msg.Blocks]:
         """What the thread's root message shows after transition `last`."""
+        if th.run == FLEET_RUN:
+            return msg.fleet_root(th.alert, th.members, runs_of(th), named=not is_placeholder(th),
+                                  resolved=th.state != "firing")  # fmt: skip
         link = self.config.drilldown(th.run, th.since)
         incident = last.incident
         if incident is not None:
-            if th.state == "firing":
-                return msg.incident_root(th.alert, th.members, incident, link)
-            return msg.incident_resolved(last, th.alert, th.members, link)
-        if not last.firing:
-            return msg.resolved_root(last, th.alert, link)
-        return msg.root(last, link)
+            if th.state in ("firing", "moved"):
+                text, blocks = msg.incident_root(th.alert, th.members, incident, link)
+            else:
+                text, blocks = msg.incident_resolved(last, th.alert, th.members, link)
+        elif not last.firing:
+            text, blocks = msg.resolved_root(last, th.alert, link)
+        else:
+            text, blocks = msg.root(last, link)
+        fleet = batch.thread(th.fleet)
+        if fleet is not None:  # a member run's own thread: where its fleet thread is
+            count = len(runs_of(fleet))
+            blocks[-1:-1] = msg.fleet_link(fleet.alert, count, self._link(fleet, batch),
+                                           moved=th.state == "moved")  # fmt: skip
+        return text, blocks
 
-    def _edit_root(self, th: Thread, last: Alert) -> None:
-        """Re-render the root message (cosmetic: the replies carry the news)."""
-        text, blocks = self._root_view(th, last)
+    def _edit_root(self, th: Thread, last: Alert, batch: Batch) -> None:
+        """Re-render the root message (cosmetic: the replies carry the news). Through
+        `tidy`, so that a storm's transitions cost one edit of a root, not one each."""
+        text, blocks = self._root_view(th, last, batch)
         try:
             self.poster.update(th.channel, th.ts, text, blocks)
         except SlackError as err:
             log.warning("could not edit the root message of %s: %s", th.key, err.error)
 
-    def _close(self, th: Thread, last: Alert, incident: IncidentRef, now: float) -> None:
+    def _close(self, th: Thread, last: Alert, batch: Batch) -> None:
         """An incident closed on a transition not shown (its firing was silenced)."""
-        closed = _replace(th, state="resolved", last_notified=now)
+        closed = dataclasses.replace(th, state="resolved", last_notified=self.clock())
         self.store.resolve_thread(th.key)  # just the thread's state: no message of its own
-        self._edit_root(closed, last)
+        batch.set(closed)
+        batch.dirty[th.key] = last
 
     def _record(self, ident: str, key: str, what: str, outcome: Outcome) -> Outcome:
         self.store.mark(ident, key, what, outcome)
@@ -348,112 +465,4 @@ class Notifier:
         log.error("alert %s (%s) not sent to Slack: %s", ident, key, err.error)
         return self._record(ident, key, what, Outcome.FAILED)
 
-    def _adopt(self, ident: str, key: str, channel: str, message: Mapping[str, Any]) -> None:
-        """A message that reached Slack before a crash: record it as if just sent -- a root
-        makes its thread; a reply or a fold updates its thread as its sending would have."""
-        payload = (message.get("metadata") or {}).get("event_payload") or {}
-        try:
-            carried = Alert.from_dict(payload["alert"]) if "alert" in payload else None
-        except InvalidAlert:
-            carried = None  # not one of ours that can be rebuilt: recorded as sent only
-        thread, ts = self.store.thread(key), str(message.get("ts"))
-        if thread is None and not message.get("thread_ts") and carried:
-            thread = _new_thread(carried, key, channel, ts, self.clock())
-            self.store.sent_and_thread(ident, "root", thread, ts=ts)
-        elif thread is not None and carried is not None and carried.id == ident:
-            self.store.sent_and_thread(ident, "recovered", _after(thread, carried, self.clock()),
-                                       ts=ts)  # fmt: skip
-        else:
-            self.store.mark(ident, key, "recovered", Outcome.SENT)
-
-
-def _metadata(ident: str, key: str, alert: Alert | None = None) -> dict[str, Any]:
-    payload: dict[str, Any] = {"alert_id": ident, "key": key}
-    if alert is not None:
-        payload["alert"] = alert.to_dict()
-    return {"event_type": METADATA_TYPE, "event_payload": payload}
-
-
-def _metadata_id(message: Mapping[str, Any]) -> str | None:
-    meta = message.get("metadata") or {}
-    if meta.get("event_type") != METADATA_TYPE:
-        return None
-    ident = (meta.get("event_payload") or {}).get("alert_id")
-    return str(ident) if ident is not None else None
-
-
-def _firing_of(a: Alert, th: Thread) -> Alert | None:
-    """The firing of `a`'s alert as its thread shows it, if it is firing there."""
-    firing = th.members.get(a.key) if a.incident is not None else th.alert
-    return firing if firing is not None and firing.firing and firing.key == a.key else None
-
-
-def _seconds(ts: str) -> float | None:
-    try:
-        return float(ts)
-    except ValueError:
-        return None
-
-
-def _after(th: Thread, a: Alert, now: float) -> Thread:
-    """A thread after transition `a` was shown in it."""
-    if a.incident is not None:
-        return _in_incident(th, a, a.incident, now)
-    if not a.firing:
-        return _replace(th, state="resolved", last_notified=now)
-    return _replace(th, state="firing", since=a.since, summary=a.summary, alert=a,
-                    last_notified=now, reminders=0)  # fmt: skip
-
-
-def _brief(a: Alert) -> Alert:
-    """What a thread keeps of a transition (and a root message's metadata carries): the
-    alert less its details, labels and breaker policy."""
-    return dataclasses.replace(a, details={}, labels={}, action=None)
-
-
-def _in_incident(th: Thread, a: Alert, incident: IncidentRef, now: float) -> Thread:
-    """An incident's thread after transition `a`: its alerts, its root, open or closed."""
-    members = dict(th.members)
-    if a.firing:
-        members[a.key] = _brief(a)
-    elif a.key in members:  # keeps the firing's summary, marked resolved
-        members[a.key] = dataclasses.replace(members[a.key], state="resolved")
-    if incident.root == a.key and a.firing:
-        root = a
-    elif incident.root == th.alert.key:
-        root = th.alert
-    else:
-        root = members.get(incident.root, th.alert)
-    return _replace(
-        th,
-        state="firing" if incident.open else "resolved",
-        rule=root.rule,
-        since=root.since,
-        summary=root.summary,
-        alert=root,
-        members=members,
-        last_notified=now,
-        reminders=0 if a.firing else th.reminders,
-    )
-
-
-def _new_thread(a: Alert, key: str, channel: str, ts: str, now: float) -> Thread:
-    return Thread(
-        key=key,
-        channel=channel,
-        ts=ts,
-        run=a.run,
-        rule=a.rule,
-        severity=a.severity,
-        state=a.state,
-        since=a.since,
-        summary=a.summary,
-        alert=a,
-        last_notified=now,
-        reminders=0,
-        members={a.key: _brief(a)} if a.incident is not None else {},
-    )
-
-
-def _replace(th: Thread, **changes: Any) -> Thread:
-    return dataclasses.replace(th, **changes)
+    # -- what a crash left in flight, found ------------------------------------------------

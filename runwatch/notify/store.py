@@ -1,10 +1,13 @@
 """What the Slack notifier has sent, in a small SQLite file (fsync on every commit).
 
 Keyed by alert transition id, so a transition read twice (a restart, a Kafka redelivery)
-is sent once. Before a message goes out its id is written to `pending`; once Slack answers,
-one transaction moves it to `sent` and records the thread. A crash between the two leaves a
-pending id, and `Notifier.recover` asks Slack (message metadata) whether it arrived, so a
-restart neither repeats nor drops it. Silences live in the same file (`runwatch silence`).
+is sent once. Before a message goes out (or an edit that shows more transitions: a fold) the
+ids it shows are written to `pending`, with what the thread and the message will be once
+Slack has it; once Slack answers, one transaction moves them to `sent` and records the thread
+and the message. A crash between the two leaves pending ids, and `Notifier.recover` asks Slack
+(message metadata) whether they arrived, so a restart neither repeats nor drops them.
+`messages` keeps what each reply shows, section by section, so a later fold edits it without
+losing what it already said. Silences live in the same file (`runwatch silence`).
 """
 
 from __future__ import annotations
@@ -12,14 +15,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runwatch.emitters import env
+from runwatch.notify.threads import THREAD_FIELDS, After, Message, Thread
 from runwatch.stream.alerts import Alert
+
+__all__ = ["After", "Message", "NotifyStore", "Pending", "Silence", "Thread", "default_path"]
 
 DEFAULT_DB = "runwatch-notify.sqlite"
 
@@ -38,6 +44,10 @@ CREATE TABLE IF NOT EXISTS pending (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, channel TEXT NOT NULL, at REAL NOT NULL,
     thread_ts TEXT
 );
+CREATE TABLE IF NOT EXISTS messages (
+    channel TEXT NOT NULL, ts TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+    posted REAL NOT NULL, sections TEXT NOT NULL, PRIMARY KEY (channel, ts)
+);
 CREATE TABLE IF NOT EXISTS channels (name TEXT PRIMARY KEY, id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS labels (run TEXT PRIMARY KEY, labels TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS silences (
@@ -52,24 +62,6 @@ def default_path() -> str:
 
 
 @dataclass(frozen=True)
-class Thread:
-    key: str
-    channel: str
-    ts: str
-    run: str
-    rule: str
-    severity: str
-    state: str
-    since: float
-    summary: str
-    alert: Alert
-    last_notified: float
-    reminders: int
-    #: an incident's thread: its alerts by key, the latest transition of each (brief)
-    members: dict[str, Alert] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Pending:
     """A message begun and not yet recorded as sent: a crash may have hidden its answer."""
 
@@ -78,6 +70,7 @@ class Pending:
     channel: str
     at: float
     thread_ts: str | None  # the root of its thread, for a reply or a reminder
+    after: After | None = None  # what its sending makes of the ledger (None: older ledgers)
 
 
 @dataclass(frozen=True)
@@ -115,6 +108,13 @@ class NotifyStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(sent)")}
         if "ts" not in columns:  # a ledger from before quick resolves were folded
             self._db.execute("ALTER TABLE sent ADD COLUMN ts TEXT")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(threads)")}
+        for column in ("fleet", "link"):  # a ledger from before fleet threads
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE threads ADD COLUMN {column} TEXT")
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
+        if "after" not in columns:  # a ledger from before folded bursts
+            self._db.execute("ALTER TABLE pending ADD COLUMN after TEXT")
 
     def close(self) -> None:
         self._db.close()
@@ -153,68 +153,101 @@ class NotifyStore:
         row = self._db.execute("SELECT ts FROM sent WHERE id = ?", (ident,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
+    def shown_in(self, key: str, ts: str) -> list[str]:
+        """The transitions thread `key`'s message `ts` shows (posted as, or folded into)."""
+        rows = self._db.execute("SELECT id FROM sent WHERE key = ? AND ts = ? ORDER BY at, rowid",
+                                (key, ts))  # fmt: skip
+        return [str(r[0]) for r in rows]
+
     def begin(
         self,
-        ident: str,
+        ident: str | Sequence[str],
         key: str,
         channel: str,
         thread_ts: str | None = None,
         since: float | None = None,
+        after: After | None = None,
     ) -> None:
-        """A message about to go out (to `channel`; in the thread of `thread_ts` if a reply).
-        `since`: for an edit, when the edited message was posted (where to look for it)."""
+        """A message about to go out (to `channel`; in the thread of `thread_ts` if a reply)
+        showing the transition(s) `ident`. `since`: for an edit, when the edited message was
+        posted (where to look for it); `after`: what sending it makes of the ledger."""
+        ids = [ident] if isinstance(ident, str) else list(ident)
+        at = time.time() if since is None else since
+        effect = None if after is None else after.to_json()
         with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO pending (id, key, channel, at, thread_ts) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (ident, key, channel, time.time() if since is None else since, thread_ts),
+            db.executemany(
+                "INSERT OR REPLACE INTO pending (id, key, channel, at, thread_ts, after) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(i, key, channel, at, thread_ts, effect) for i in ids],
             )
 
     def pending(self) -> list[Pending]:
-        rows = self._db.execute("SELECT id, key, channel, at, thread_ts FROM pending ORDER BY at")
-        return [Pending(str(a), str(b), str(c), float(d), e) for a, b, c, d, e in rows]
+        rows = self._db.execute(
+            "SELECT id, key, channel, at, thread_ts, after FROM pending ORDER BY at, rowid"
+        )
+        return [Pending(str(a), str(b), str(c), float(d), e,
+                        None if f is None else After.from_json(f))
+                for a, b, c, d, e, f in rows]  # fmt: skip
 
-    def drop_pending(self, ident: str) -> None:
+    def drop_pending(self, ident: str | Sequence[str]) -> None:
+        ids = [ident] if isinstance(ident, str) else list(ident)
         with self.transaction() as db:
-            db.execute("DELETE FROM pending WHERE id = ?", (ident,))
+            db.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in ids])
 
     # -- threads ---------------------------------------------------------------------------
 
     def thread(self, key: str) -> Thread | None:
-        row = self._db.execute("SELECT * FROM threads WHERE key = ?", (key,)).fetchone()
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM threads WHERE key = ?", (key,)).fetchone()
         return None if row is None else _thread(row)
 
     def firing_threads(self) -> list[Thread]:
-        rows = self._db.execute("SELECT * FROM threads WHERE state = 'firing' ORDER BY key")
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM threads WHERE state = 'firing' ORDER BY key"
+        )
         return [_thread(r) for r in rows]
 
-    def sent_and_thread(self, ident: str, what: str, thread: Thread, ts: str | None = None) -> None:
-        """One transaction: the message (`ts`: the one it was posted as, or folded into) is
-        recorded as sent and its thread updated."""
+    def sent_and_thread(
+        self,
+        ident: str | Sequence[str],
+        what: str,
+        thread: Thread,
+        ts: str | None = None,
+        message: Message | None = None,
+        also: Sequence[Thread] = (),
+    ) -> None:
+        """One transaction: the transition(s) `ident` are recorded as sent (`ts`: the message
+        they were posted as, or folded into), their thread updated (and the threads `also`),
+        and the reply `message` as it shows now."""
+        ids = [ident] if isinstance(ident, str) else list(ident)
+        now = time.time()
         with self.transaction() as db:
-            db.execute("DELETE FROM pending WHERE id = ?", (ident,))
-            db.execute(
+            db.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in ids])
+            db.executemany(
                 "INSERT OR REPLACE INTO sent VALUES (?, ?, ?, ?, ?, ?)",
-                (ident, thread.key, what, "sent", time.time(), ts),  # Outcome.SENT
+                [(i, thread.key, what, "sent", now, ts) for i in ids],  # Outcome.SENT
             )
-            db.execute(
-                "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    thread.key,
-                    thread.channel,
-                    thread.ts,
-                    thread.run,
-                    thread.rule,
-                    thread.severity,
-                    thread.state,
-                    thread.since,
-                    thread.summary,
-                    json.dumps(thread.alert.to_dict(), default=str),
-                    thread.last_notified,
-                    thread.reminders,
-                    json.dumps({k: m.to_dict() for k, m in thread.members.items()}, default=str),
-                ),
-            )
+            for th in (thread, *also):
+                _write_thread(db, th)
+            if message is not None:
+                _write_message(db, message)
+
+    def put_thread(self, thread: Thread) -> None:
+        """A thread's state changed without a message of its own (moved, linked, tracked)."""
+        with self.transaction() as db:
+            _write_thread(db, thread)
+
+    def message(self, channel: str, ts: str) -> Message | None:
+        row = self._db.execute(
+            "SELECT channel, ts, key, kind, posted, sections FROM messages "
+            "WHERE channel = ? AND ts = ?", (channel, ts)).fetchone()  # fmt: skip
+        return None if row is None else _message(row)
+
+    def last_message(self, key: str) -> Message | None:
+        """The thread's latest reply or reminder of ours (None: none, or an older ledger)."""
+        row = self._db.execute(
+            "SELECT channel, ts, key, kind, posted, sections FROM messages WHERE key = ? "
+            "ORDER BY posted DESC, rowid DESC LIMIT 1", (key,)).fetchone()  # fmt: skip
+        return None if row is None else _message(row)
 
     def resolve_thread(self, key: str) -> None:
         """Mark a thread resolved without a message of its own (an incident closed on a
@@ -272,8 +305,36 @@ class NotifyStore:
             return db.execute("DELETE FROM silences WHERE id = ?", (ident,)).rowcount > 0
 
 
+_COLUMNS = ", ".join(THREAD_FIELDS)
+
+
+def _write_thread(db: sqlite3.Connection, th: Thread) -> None:
+    d = th.to_dict()
+    d["alert"] = json.dumps(d["alert"], default=str)
+    d["members"] = json.dumps(d["members"], default=str)
+    marks = ", ".join("?" for _ in THREAD_FIELDS)
+    db.execute(f"INSERT OR REPLACE INTO threads ({_COLUMNS}) VALUES ({marks})",
+               [d[f] for f in THREAD_FIELDS])  # fmt: skip
+
+
+def _write_message(db: sqlite3.Connection, m: Message) -> None:
+    sections = json.dumps(m.to_dict()["sections"])
+    updated = db.execute("UPDATE messages SET sections = ? WHERE channel = ? AND ts = ?",
+                         (sections, m.channel, m.ts)).rowcount  # fmt: skip
+    if not updated:
+        db.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)",
+                   (m.channel, m.ts, m.key, m.kind, m.posted, sections))  # fmt: skip
+
+
+def _message(row: tuple[Any, ...]) -> Message:
+    channel, ts, key, kind, posted, sections = row
+    return Message.from_dict({"channel": channel, "ts": ts, "key": key, "kind": kind,
+                              "posted": posted, "sections": json.loads(sections)})  # fmt: skip
+
+
 def _thread(row: tuple[Any, ...]) -> Thread:
-    key, channel, ts, run, rule, sev, state, since, summary, alert, last, reminders, members = row
+    (key, channel, ts, run, rule, sev, state, since, summary, alert, last, reminders, members,
+     fleet, link) = row  # fmt: skip
     return Thread(
         key=str(key),
         channel=str(channel),
@@ -288,4 +349,6 @@ def _thread(row: tuple[Any, ...]) -> Thread:
         last_notified=float(last),
         reminders=int(reminders),
         members={k: Alert.from_dict(m) for k, m in json.loads(str(members)).items()},
+        fleet=None if fleet is None else str(fleet),
+        link=None if link is None else str(link),
     )
