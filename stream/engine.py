@@ -7,6 +7,15 @@ when its verdict could next change, and `advance(now)` evaluates those moments i
 
 No clock and no I/O: drivers pass the time. Replay passes event time; live drivers pass
 the wall clock.
+
+Two clocks. Events are applied, and most rules judged, on event time (`now`). The rules on
+silence (`Rule.silence`: a heartbeat that stops, progress that does not come) are judged on
+`heard`, which follows `now` except where a live driver holds it (`hold`): a driver that
+knows it has not heard everything yet -- its broker was away, emitters are still delivering
+what they spooled through the outage -- holds the silence clock at what it has read, so
+that an outage is not taken for silence, while a NaN step read meanwhile is still judged at
+its own time, as a replay of the same events judges it. Replay never holds: there the two
+clocks are one.
 """
 
 from __future__ import annotations
@@ -124,12 +133,19 @@ class Engine:
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
         self.now = float("-inf")
+        #: the silence clock (`Rule.silence`): `now`, held back no further than `hold`, and
+        #: never moving back
+        self.heard = float("-inf")
+        #: how far a live driver lets the silence clock go (infinite: as far as `now`)
+        self.hold = float("inf")
+        self._silent = frozenset(i for i, rule in enumerate(self.rules) if rule.silence)
         self.seen = RecentIds(dedup_capacity)
         #: (when, run, rule index): checks due at one instant run in run and rule order,
         #: whatever order they were scheduled in (what a skipped evaluation cannot change).
         #: A run's `timers` holds when each check is wanted; the heap has an entry at or
-        #: before it
+        #: before it. The checks of the rules on silence fall due on `heard`: their own heap
         self._timers: list[tuple[float, str, int]] = []
+        self._silence_timers: list[tuple[float, str, int]] = []
         #: events not applied because their id was seen: by the engine or by a driver that
         #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
         self.duplicates = 0
@@ -191,12 +207,15 @@ class Engine:
         current = self.now
         if t > current:
             current = t
-        timers = self._timers
-        if timers and timers[0][0] <= current:
+        heard = current if current < self.hold else self.hold
+        timers, silence = self._timers, self._silence_timers
+        if (timers and timers[0][0] <= current) or (silence and silence[0][0] <= heard):
             out = self.advance(current)
         else:  # nothing falls due: what `advance` would do, without the call
             out = []
             self.now = current
+            if heard > self.heard:
+                self.heard = heard
         _add_id(seen, event_id)  # `seen.add` without the call (it is new)
         order = seen._order
         order.append(event_id)
@@ -236,12 +255,15 @@ class Engine:
         overrides = self._run_params(event) if kind == "run.started" else None
         t = event.ts if now is None else now
         target = t if t > self.now else self.now
-        timers = self._timers
-        if timers and timers[0][0] <= target:
+        heard = target if target < self.hold else self.hold
+        timers, silence = self._timers, self._silence_timers
+        if (timers and timers[0][0] <= target) or (silence and silence[0][0] <= heard):
             out = self.advance(target)
         else:
             out = []
             self.now = target
+            if heard > self.heard:
+                self.heard = heard
         if kind == "run.resumed":  # a person's word on the alerts, not run activity
             seen.add(event_id)
             if tracked is not None:
@@ -307,27 +329,42 @@ class Engine:
         self._view_changed(tracked.state.run)
 
     def advance(self, now: float) -> list[Alert]:
-        """Move time forward to `now`, evaluating every check that falls due on the way."""
+        """Move time forward to `now` (the silence clock as far as `hold` lets it),
+        evaluating every check that falls due on the way, in time order."""
         out: list[Alert] = []
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            at, run, index = heapq.heappop(timers)
+        timers, silence = self._timers, self._silence_timers
+        heard = now if now < self.hold else self.hold
+        while True:
+            due = timers[0] if timers and timers[0][0] <= now else None
+            if silence and silence[0][0] <= heard and (due is None or silence[0] < due):
+                heap = silence
+            elif due is not None:
+                heap = timers
+            else:
+                break
+            at, run, index = heapq.heappop(heap)
             tracked = self.runs.get(run)
             want = None if tracked is None else tracked.timers.get(index)
             if want != at:
                 if want is not None and want > at:  # postponed since: wait on until then
-                    heapq.heappush(timers, (want, run, index))
+                    heapq.heappush(heap, (want, run, index))
                 continue  # else superseded by a later evaluation
             assert tracked is not None
             del tracked.timers[index]
             self.now = max(self.now, at)
+            if heap is silence:
+                self.heard = max(self.heard, at)
             self._evaluate(tracked, index, self.now, out)
         self.now = max(self.now, now)
+        self.heard = max(self.heard, heard)
         return out
 
     # -- the alert lifecycle ---------------------------------------------------------------
 
     def _evaluate(self, tracked: TrackedRun, index: int, now: float, out: list[Alert]) -> None:
+        silent = index in self._silent
+        if silent and now > self.heard:  # a rule on silence judges what has been heard
+            now = self.heard
         rule = self.rules[index]
         overrides = tracked.overrides
         params = overrides.get(self._rule_ids[index], rule.params) if overrides else rule.params
@@ -363,7 +400,8 @@ class Engine:
                 # a check put off needs no new entry: the earlier one, when due, moves on to
                 # the later time (`advance`); most evaluations only put a check off
                 if scheduled is None or next_check < scheduled:
-                    heapq.heappush(self._timers, (next_check, tracked.state.run, index))
+                    heap = self._silence_timers if silent else self._timers
+                    heapq.heappush(heap, (next_check, tracked.state.run, index))
         else:
             tracked.timers.pop(index, None)
 
@@ -432,6 +470,11 @@ class Engine:
             observer(alert)
         return alert
 
+    def time_of(self, rule_id: str) -> float:
+        """The time rule `rule_id` is judged at now: `heard` for a rule on silence."""
+        silent = any(self.rules[i].rule_id == rule_id for i in self._silent)
+        return self.heard if silent else self.now
+
     def restate(self, run: str, key: str, number: int) -> Alert | None:
         """Alert `key` as its `number`-th transition, firing, if it fires now (else None):
         what restores alternation when the published sequence ran ahead of this engine's
@@ -445,7 +488,7 @@ class Engine:
                 if alert_key(rule.rule_id, run, cond.key) == key:
                     params = tracked.overrides.get(rule.rule_id, rule.params)
                     tracked.transitions[key] = number
-                    now = self.now
+                    now = self.heard if index in self._silent else self.now
                     return self._alert(tracked, rule, params, cond, now, "firing", key, number)
         return None
 
@@ -475,9 +518,10 @@ class Engine:
             seen = joined
         return {
             "now": self.now,
+            "heard": self.heard,
             "duplicates": self.duplicates,
             "seen": seen,
-            "timers": self._timers,
+            "timers": self._timers + self._silence_timers,
             "runs": runs,
         }
 
@@ -509,15 +553,18 @@ class Engine:
             self._reindex(tracked)
             runs[run] = tracked
         now, duplicates = state["now"], state["duplicates"]
-        pending = state["timers"]
+        heard = state.get("heard", now)  # (a checkpoint made before the two clocks)
+        pending = [t for t in state["timers"] if t[2] not in self._silent]
+        silence = [t for t in state["timers"] if t[2] in self._silent]
         seen = RecentIds(self.seen.capacity)
         ids = state["seen"]
         for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:
             seen.add(event_id)
         heapq.heapify(pending)
+        heapq.heapify(silence)
         # all read: only now is anything replaced (a state that fails to load changes nothing)
-        self.runs, self.now, self.duplicates = runs, now, duplicates
-        self._timers, self.seen = pending, seen
+        self.runs, self.now, self.heard, self.duplicates = runs, now, heard, duplicates
+        self._timers, self._silence_timers, self.seen = pending, silence, seen
 
     # -- the run view ------------------------------------------------------------------------
 

@@ -11,6 +11,12 @@ still in flight when its moment passes is applied before that moment is judged. 
 events on event time (not "wall clock at arrival") keeps the live verdicts equal to what a
 re-read of the partition gives, which is what a restarted worker relies on.
 
+Silence. The rules on silence (`Rule.silence`) are judged on the engine's silence clock,
+which the driver holds (`Engine.hold`) while its reading says not everything may be in yet
+(`ReadClock`: records arriving late after an outage hold it at the outage's start while
+the emitters deliver what they spooled); every other rule, and every event, stays on event
+time -- a NaN step that arrives late is still judged at its own time.
+
 Restarts. A worker that takes over a partition re-reads it from the start with
 `replaying = True` (transitions are held, not returned), then `finish_replay` compares what
 the rebuilt engine made with what `runwatch.alerts` already holds (`PublishedAlerts`) and
@@ -47,6 +53,7 @@ RawRecord = tuple[bytes | None, float, int]
 #: (event, its raw bytes, broker append time in seconds, offset): a record already decoded.
 Decoded = tuple[ev.Event, bytes, float, int]
 
+INF = float("inf")
 #: Hosts whose clock is within this many seconds of the broker's are taken as they are.
 DEFAULT_MIN_CORRECTION = 1.0
 #: Seconds the wall clock is held back by when judging conditions that ripen in silence.
@@ -212,12 +219,12 @@ class LiveDriver:
                 continue
             try:
                 # now: event time, but never past its arrival -- one event stamped ahead
-                # (within the bounds) must not move time on for every run of the partition
-                # -- nor past an outage's start while its backlog comes in (`reading`)
+                # (within the bounds) must not move time on for every run of the partition;
+                # silence is not judged past an outage's start while its backlog comes in
                 ts = event.ts
                 reading.late(ts, arrival)
-                alerts = engine.apply(event, reading.limit(ts if ts <= arrival else arrival,
-                                                           arrival))  # fmt: skip
+                engine.hold = reading.limit(INF, arrival)
+                alerts = engine.apply(event, ts if ts <= arrival else arrival)
                 for alert in alerts:
                     alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
@@ -274,11 +281,13 @@ class LiveDriver:
             del runs[run]
         return finished, silent
 
-    def tick(self, now: float) -> list[Alert]:
-        """Judge conditions that ripen without events, at wall clock `now` less the grace.
+    def tick(self, now: float, heard: float = -INF) -> list[Alert]:
+        """Judge conditions that ripen without events, at wall clock `now` less the grace;
+        silence no further than the reading lets it (or `heard`, where that is further).
         A rule that fails on a run's state is counted (`failures`) and time goes on."""
         try:
-            out = self.engine.advance(self.reading.limit(now, now) - self.grace)
+            self.engine.hold = max(self.reading.limit(INF, now), heard)
+            out = self.engine.advance(now - self.grace)
             if self.fleet is not None and out:
                 out = self.fleet.transitions(out)
         except Exception:  # a bug meets a state: that check is skipped, not every later one
@@ -304,17 +313,22 @@ class LiveDriver:
 
         Per key, the rebuilt engine made E transitions (numbered 1..E) and the topic holds
         P. E > P: transitions P+1..E were lost (the worker died before publishing them);
-        they are returned in the order they happened. E < P: the previous owner judged a
-        silence on the wall clock that the re-read does not reproduce (an event arrived
-        after its grace); the engine's count moves to P and, if it disagrees with the last
-        published state, one transition that restores alternation is returned.
+        they are returned in the order they happened. The previous owner judged silence as
+        far as its last published transition, so the rebuilt engine's silence clock goes at
+        least that far (it has read all the previous owner had): its own hold, after an
+        outage, must not take back what was judged. E < P then only where the re-read knows
+        more than the previous owner did -- a process it judged silent whose beats came
+        after all: the engine's count moves to P and the transition that says so (a
+        resolve) is returned.
         """
-        self.tick(now)
+        engine = self.engine
+        judged = max((a.ts for a in published.last.values() if a.run in engine.runs),
+                     default=-INF)  # fmt: skip
+        self.tick(now, heard=judged)
         held, self._held = self._held, []
         dead = [d for d in self._held_dead if d.position is not None and d.position > dead_after]
         self._held_dead = []
         self.replaying = False
-        engine = self.engine
         # Per key the engine made E transitions in all (a checkpoint's and the re-read's);
         # the re-read made the last h of them, numbered E-h+1..E.
         made: dict[str, list[Alert]] = {}
@@ -410,9 +424,10 @@ def _restore(
     ident = transition_id(key, number)
     if number % 2 == 1:  # the engine has it firing
         return engine.restate(last.run, key, number)
+    at = engine.time_of(last.rule)
     if made and not made[-1].firing:
-        return dataclasses.replace(made[-1], id=ident, ts=engine.now)
+        return dataclasses.replace(made[-1], id=ident, ts=at)
     # The engine does not hold it now: resolve the published firing.
     return dataclasses.replace(
-        last, id=ident, ts=engine.now, state="resolved", summary=f"resolved: {last.summary}"
+        last, id=ident, ts=at, state="resolved", summary=f"resolved: {last.summary}"
     )

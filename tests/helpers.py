@@ -226,6 +226,21 @@ def leftover_children(before: set[int], deadline: float) -> set[int]:
     return new
 
 
+def on_event_time(rule: Any) -> Any:
+    """`rule.check`, failing for a verdict that waits on time: a rule whose conditions ripen
+    later than they are seen, or that asks to be looked at again, ripens in silence, and
+    must say so (`Rule.silence`) to be judged on the clock of what was heard."""
+    check = rule.check
+
+    def checked(run: Any, now: float, params: Any) -> Any:
+        verdict = check(run, now, params)
+        waits = verdict.recheck_at is not None or any(c.fire_at > now for c in verdict.holding)
+        assert not waits, f"{rule.rule_id} waits on time: set `silence = True` on it"
+        return verdict
+
+    return checked
+
+
 def make_engine(
     rules: dict[str, dict[str, Any]] | None = None,
     custom: list[dict[str, Any]] | None = None,
@@ -239,10 +254,14 @@ def make_engine(
         section["custom"] = custom
 
     class Lawful(Engine):
-        """An engine that holds every transition it makes to the contract (`lawful`)."""
+        """An engine that holds every transition it makes to the contract (`lawful`), and
+        every rule not on silence to verdicts that do not wait on time (`on_event_time`)."""
 
         def __init__(self, config: RulesConfig) -> None:
             super().__init__(config)
+            for rule in self.rules:
+                if not rule.silence:
+                    rule.check = on_event_time(rule)  # type: ignore[method-assign]
             self.last_state: dict[str, str] = {}
             self.roots: dict[str, str] = {}
             self.depth = 0  # apply() advances too: hold only what the outer call returns

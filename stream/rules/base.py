@@ -152,6 +152,12 @@ class Rule(Generic[P]):
     fires_when: ClassVar[str] = ""
     #: a hang: something stopped moving (the dashboards' stall panel)
     hang: ClassVar[bool] = False
+    #: a rule on silence: its conditions ripen with time in which nothing came (a deadline
+    #: after a heartbeat, a quiet period, a wait that runs out), so it is judged on the
+    #: clock of what has been heard (`Engine.heard`), which a live driver holds while it
+    #: cannot read everything, not on event time. Every rule whose verdict asks for a
+    #: re-check or holds a condition not ripe yet is one (tests/unit/stream/test_silence.py)
+    silence: ClassVar[bool] = False
     #: the rules whose alerts an alert of this one explains when both fire in a run: what
     #: waits downstream of what this rule sees fail (`runwatch.stream.incidents`)
     explains: ClassVar[frozenset[str]] = frozenset()

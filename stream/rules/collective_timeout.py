@@ -99,6 +99,7 @@ class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
         "numbers, and whether the ranks agree (uniform) or which are behind (divergent)"
     )
     hang = True
+    silence = True
     params_model = CollectiveTimeoutParams
     watches = frozenset({"collective.timeout", "step.done", "run.finished"})
     explains = STALLS | {"heartbeat_lost", "weight_sync_stalled", "inference_idle_with_pending"}

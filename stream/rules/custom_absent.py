@@ -37,6 +37,7 @@ class AbsentRule(Rule[AbsentRuleParams]):
 
     params_model = AbsentRuleParams
     fixed_fields = ("id", "type", "kind", "component")
+    silence = True
 
     def __init__(self, params: AbsentRuleParams) -> None:
         super().__init__(params)

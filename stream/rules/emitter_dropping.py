@@ -32,6 +32,7 @@ class EmitterDroppingParams(Params):
 class EmitterDroppingRule(Rule[EmitterDroppingParams]):
     id = "emitter_dropping"
     severity = "warning"
+    silence = True
     fires_when = (
         "an emitter's `dropped_events` rose: runwatch is losing the run's data (resolves "
         "after `quiet_for`, {quiet_for:g} s, without more)"

@@ -32,6 +32,7 @@ class HeartbeatLostRule(Rule[HeartbeatParams]):
     severity = "critical"
     fires_when = "a process that sent heartbeats went silent for `timeout` ({timeout:g} s)"
     hang = True
+    silence = True
     params_model = HeartbeatParams
     watches = frozenset({"heartbeat", "run.finished"})
     skips_routine_beats = True

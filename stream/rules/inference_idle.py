@@ -45,6 +45,7 @@ class InferenceIdleWithPendingRule(Rule[IdleParams]):
         "every inference server idle for `idle_for` ({idle_for:g} s) while trajectories wait"
     )
     hang = True
+    silence = True
     params_model = IdleParams
     watches = frozenset(
         {

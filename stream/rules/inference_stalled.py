@@ -42,6 +42,7 @@ class InferenceStalledRule(Rule[InferenceStalledParams]):
         "prefill) for `stalled_for` ({stalled_for:g} s), from its stats line or its /metrics"
     )
     hang = True
+    silence = True
     params_model = InferenceStalledParams
     watches = frozenset({"inference.stats", "heartbeat", "run.finished"})
     skips_routine_beats = True

@@ -95,6 +95,7 @@ def _who(g: dict[str, Any]) -> str:
 class ProcessStacksRule(Rule[ProcessStacksParams]):
     id = "process_stacks"
     severity = "info"
+    silence = True
     params_model = ProcessStacksParams
     watches = frozenset({"process.stacks"})
     fires_when = ("a hang opened an incident: the stacks its processes sent, grouped, "

@@ -30,6 +30,7 @@ class RanksStalledRule(Rule[RanksParams]):
         "no trainer rank changed phase for `timeout` ({timeout:g} s); says divergent or uniform"
     )
     hang = True
+    silence = True
     params_model = RanksParams
     watches = frozenset({"rank.status", "run.finished"})
     explains = frozenset({"stuck_progress", "step_slowdown", "idle_gap_growing"})

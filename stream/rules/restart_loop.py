@@ -41,6 +41,7 @@ def recent(times: list[float], now: float, within: float) -> list[float]:
 class RestartLoopRule(Rule[RestartLoopParams]):
     id = "restart_loop"
     severity = "critical"
+    silence = True
     fires_when = (
         "one role (component + host + rank + instance) came back with a new pid `restarts` "
         "({restarts}) times within `within` ({within:g} s): a crash loop a supervisor hides"

@@ -50,6 +50,7 @@ class StuckProgressRule(Rule[StuckProgressParams]):
         "({min_stall:g} s, ×{factor:g})"
     )
     hang = True
+    silence = True
     params_model = StuckProgressParams
     watches = frozenset({"progress", "run.finished"})
     explains = frozenset({"step_slowdown", "idle_gap_growing"})

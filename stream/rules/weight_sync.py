@@ -54,6 +54,7 @@ def lagging(run: RunState, now: float) -> dict[str, tuple[int, float, float | No
 class WeightSyncStalledRule(Rule[WeightSyncParams]):
     id = "weight_sync_stalled"
     severity = "critical"
+    silence = True
     fires_when = (
         "an inference server that reports loads (`weights.loaded`) has not loaded the weights"
         " the trainer published (`weights.published`) for `timeout` ({timeout:g} s)"

@@ -394,3 +394,50 @@ def test_a_process_that_died_in_the_outage_fires_once_the_backlogs_are_in() -> N
     assert alert.ts == pytest.approx(T0 + 9.5 + 3)  # when it became true, as ever
     assert T0 + 24 < made <= T0 + 20 + 15 + 1  # after node-1's backlog; not minutes later
     assert rebuild(part, published_of([alert]), T0 + 40) == []
+
+
+def step(ts: float, number: int, loss: float) -> bytes:
+    return encode(make_event("step.metrics", ts, step=number, metrics={"loss": loss}))
+
+
+def nan_step_in(arrivals: list[tuple[float, float, int]]) -> tuple[list[Alert], Partition]:
+    """node-0's trainer beats every 0.5 s and logs a step every 2 s, records arriving at
+    the given (arrival, ts, step) times; step 7 is a NaN, step 8 heals it. The transitions
+    of non_finite_metric, ticked as the wall clock goes while records come (the worker's
+    horizon: while its fetches get no answer, no tick moves time)."""
+    part, d, out = Partition(), driver(), []
+    wall = last = min(arrival for arrival, _, _ in arrivals)
+    for arrival, ts, number in sorted(arrivals):
+        while wall + 0.5 <= arrival:
+            wall += 0.5
+            if wall - last < 1.0:
+                out += d.tick(wall)
+        last = arrival
+        raw = beat(ts) if number < 0 else step(ts, number, float("nan") if number == 7 else 1.0)
+        out += d.feed([part.append(raw, arrival)])[0]
+    return [a for a in out if a.rule == "non_finite_metric"], part
+
+
+def records(start: float, end: float, late: float = 0.01) -> list[tuple[float, float, int]]:
+    """Beats every 0.5 s and a step every 2 s of event time in [start, end), each arriving
+    `late` seconds after its time."""
+    beats = [(T0 + t / 2 + late, T0 + t / 2, -1) for t in range(int(start * 2), int(end * 2))]
+    steps = [(T0 + 2 * n + late, T0 + 2 * n, n) for n in range(int(start / 2), int(end / 2))]
+    return beats + steps
+
+
+def test_a_nan_step_in_an_outage_backlog_fires_and_resolves_at_its_own_time() -> None:
+    """The broker is away from T0+10 to T0+20; the backlog (the NaN step at T0+14, the
+    healed one at T0+16) arrives after it. Silence is held while it comes in; the NaN is
+    not: it fires and resolves as a replay of the same events does (issue 43)."""
+    backlog = [(T0 + 20 + (ts - T0) / 1000, ts, n) for _, ts, n in records(10, 20)]
+    made, part = nan_step_in(records(0, 10) + backlog + records(20, 30, late=0.2))
+    assert [(a.state, a.ts) for a in made] == [("firing", T0 + 14), ("resolved", T0 + 16)]
+    assert rebuild(part, published_of(made), T0 + 30) == []  # the re-read agrees
+
+
+def test_a_nan_step_while_records_come_in_late_fires() -> None:
+    """Records 3.5 s late for their first 10 s (a loaded emitter starting up) hold silence
+    until T0+16.5; a NaN step on time meanwhile still fires, and the next step resolves it."""
+    made, _ = nan_step_in(records(0, 10, late=3.5) + records(10, 30))
+    assert [(a.state, a.ts) for a in made] == [("firing", T0 + 14), ("resolved", T0 + 16)]
