@@ -67,6 +67,15 @@ class Message:
     received: float = field(default_factory=time.time)
     #: posted by this app's bot (else a person's: the bot cannot edit it)
     ours: bool = True
+    #: every alert id its metadata carried, posted and edited in, in order (a notifier
+    #: folds a resolve into its firing's message by an edit with the resolve's metadata)
+    shown: list[str] = field(default_factory=list)
+
+    def carry(self, metadata: dict[str, Any] | None) -> None:
+        """Note the alert id `metadata` carries, if any."""
+        ident = ((metadata or {}).get("event_payload") or {}).get("alert_id")
+        if ident is not None:
+            self.shown.append(str(ident))
 
 
 #: Slack's bounds on a message (chat.postMessage / chat.update reference pages)
@@ -213,6 +222,9 @@ class FakeSlack:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/"
 
     def hold(self, method: str) -> None:
+        """Hold the next call of `method` until `release()` (again after a release)."""
+        self.held.clear()
+        self._released.clear()
         self.holding.add(method)
 
     def release(self) -> None:
@@ -356,7 +368,9 @@ class FakeSlack:
                     for m in self.messages
                 ):
                     return 200, {"ok": False, "error": "thread_not_found"}, {}
-                self.messages.append(Message(channel, ts, text or "", blocks, thread, meta))
+                posted = Message(channel, ts, text or "", blocks, thread, meta)
+                posted.carry(meta)
+                self.messages.append(posted)
                 return 200, {"ok": True, "channel": channel, "ts": ts}, {}
             if method == "chat.update":
                 wanted = args.get("ts")
@@ -370,6 +384,7 @@ class FakeSlack:
                 found.blocks = blocks  # text alone drops the blocks the message had
                 if meta is not None:
                     found.metadata = meta  # none sent: the message keeps its own
+                    found.carry(meta)
                 found.updates.append(text or "")
                 return 200, {"ok": True, "channel": channel, "ts": found.ts,
                              "text": found.text}, {}  # fmt: skip
