@@ -82,6 +82,7 @@ class Failures:
         if (
             (record is None or (record.open and not record.prefix))
             and TRACEBACK not in line  # IPython's head pads the exception's name
+            and " " * 16 in line
             and PADDING.search(line)
         ):
             # a terminal padded the line to its width and glued the next one after it

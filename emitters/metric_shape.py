@@ -51,6 +51,7 @@ _EPOCH_ITER = re.compile(r"\[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
 _STEP_KEY = re.compile(
     r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:step|iteration|iter|it|updates?)$", re.I
 )
+_STEP_ENDS = ("step", "iteration", "iter", "it", "update", "updates")
 #: which of several step keys on one line names the step (global before micro, ...); an
 #: optimizer update (fairseq's `num_updates`) is a step
 _STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update")
@@ -97,30 +98,31 @@ def pairs(text: str) -> list[Pair]:
     """Every key/value pair of a line, in order."""
     out: list[Pair] = []
     for m in _PAIR.finditer(text):
-        key = m.group("qk") or m.group("dk") or m.group("bk") or m.group("k") or m.group("pk")
-        key = key or ""
-        key = key.strip()
-        if not key or len(key) > 100 or _SOURCE_FILE.search(key):
+        qk, dk, bk, k, pk, sep, v, w, of = m.group(*_GROUPS)
+        key = (qk or dk or bk or k or pk or "").strip()
+        if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
             continue
-        if m.group("k") and "=" in m.group("sep"):
+        if k and "=" in sep:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
         try:
-            value = float(m.group("v") or m.group("w"))
+            value = float(v or w)
         except ValueError:
             continue
-        of = int(m.group("of")) if m.group("of") else None
-        out.append(Pair(key, value, of, quoted=bool(m.group("qk") or m.group("dk"))))
+        out.append(Pair(key, value, int(of) if of else None, quoted=bool(qk or dk)))
     return out
+
+
+_GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
 
 
 def step_key(key: str) -> str | None:
     """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`), or None."""
-    name = _PARENS.sub("", key).strip()
+    name = _PARENS.sub("", key).strip() if "(" in key else key
     if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
         name = name.split("/", 1)[0]
-    if _STEP_KEY.match(name) is None:
-        return None
     low = name.lower()
+    if not low.endswith(_STEP_ENDS) or _STEP_KEY.match(name) is None:
+        return None
     if low.startswith("global"):
         return "global"
     return low.split()[-1].split("_")[-1]
@@ -157,7 +159,7 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     for i, pair in enumerate(found):
         if i == at or (math.isinf(pair.value) and _SENTINEL.search(pair.key)):
             continue
-        if _SKIPPED.search(pair.key) and pair.value.is_integer():
+        if "kipped" in pair.key and _SKIPPED.search(pair.key) and pair.value.is_integer():
             skipped = int(pair.value)
         metrics.setdefault(pair.key, pair.value)
     if not metrics:
@@ -264,6 +266,8 @@ def loss_scale_overflow(text: str) -> Overflow | None:
     detected. Skipping step.`, `Grad overflow on iteration 5`; apex's `Gradient overflow.
     Skipping step, loss scaler 0 reducing loss scale to 32768.0`. Wordings:
     tests/fixtures/consoles/README.md."""
+    if "verflow" not in text and "VERFLOW" not in text:
+        return None
     m = _OVERFLOW.search(text)
     if m is None:
         return None

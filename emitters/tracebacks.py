@@ -32,7 +32,10 @@ _EXCEPTION = (
 )
 #: an exception line: the exception's (dotted) name, then `: message` or nothing
 EXCEPTION = re.compile("^" + _EXCEPTION)
-_EXCEPTION_AT = re.compile(r"(?<![\w.])" + _EXCEPTION)
+_SUFFIX = re.compile(
+    r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Dead|Timeout|Failure|Fault|Abort"
+    r"|Killed)(?:\([\w.]*\))?(?::|\s*$)"
+)
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
 #: Python's words for an exception nobody caught, on the line before its traceback
@@ -69,6 +72,8 @@ def _shape(prefix: str) -> re.Pattern[str]:
 def frame_prefix(line: str) -> tuple[str, str] | None:
     """(the prefix, the file) of a frame line: what stands before the frame's `File`, less
     the two spaces Python indents a frame by; None for any other line."""
+    if 'File "' not in line:
+        return None
     frame = FRAME.search(line)
     if frame is None:
         return None
@@ -82,8 +87,13 @@ def frame_prefix(line: str) -> tuple[str, str] | None:
 def exception_at(line: str) -> tuple[str, str] | None:
     """(the prefix, the exception line) of a line that ends a traceback after some prefix;
     None for a line that names no exception."""
-    m = _EXCEPTION_AT.search(line)
-    return None if m is None else (line[: m.start()], line[m.start() :].strip())
+    for suffix in _SUFFIX.finditer(line):  # where a name can end: cheap to find
+        start = suffix.start()
+        while start > 0 and (line[start - 1].isalnum() or line[start - 1] in "._"):
+            start -= 1
+        if EXCEPTION.match(line[start:]) is not None:
+            return line[:start], line[start:].strip()
+    return None
 
 
 class Record:
