@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.store.exceptions import StoreError
 from runwatch.store.store import Store, first_row
 
@@ -38,7 +39,30 @@ class Timeline:
     idle: list[dict[str, Any]] = field(default_factory=list)
 
 
+def fleet_timeline(store: Store) -> Timeline:
+    """`runwatch show @fleet`: the fleet incidents (`fleet_incidents`), newest first, and
+    their `shared_cause` transitions."""
+    tl = Timeline({"run": FLEET_RUN})
+    tl.incidents = _dicts(
+        store,
+        "SELECT id, cause, runs, opened_ts, closed_ts, duration_s, open FROM fleet_incidents "
+        "ORDER BY opened_ts DESC, id",
+    )
+    tl.alerts = _dicts(
+        store,
+        "SELECT ts, rule, state, severity, subject, summary, open FROM alerts "
+        "WHERE run = ? ORDER BY ts, id",
+        [FLEET_RUN],
+    )
+    tl.run["open_incidents"] = sum(1 for i in tl.incidents if i["open"])
+    return tl
+
+
 def run_timeline(store: Store, run: str, *, slowest: int = 5) -> Timeline:
+    """`runwatch show RUN`: the run's steps, incidents, alerts, slowest trajectories (of
+    `@fleet`: `fleet_timeline`)."""
+    if run == FLEET_RUN:
+        return fleet_timeline(store)
     rows = _dicts(store, "SELECT * FROM runs WHERE run = ?", [run])
     if not rows:
         near = _dicts(

@@ -185,6 +185,40 @@ VIEWS["incidents"] = f"""
     FROM latest l
 """
 
+VIEWS["fleet_incidents"] = f"""
+    -- one row per fleet incident (contract section 8): its cause (the `shared_cause`
+    -- subject, `dep:` / `host:` / `server:`), the runs it held (every member: those named
+    -- when it opened or resolved, and those whose transitions carry its id), opened, and
+    -- closed once it resolved
+    WITH t AS (
+        SELECT seq, ts, state, subject, since,
+               json_extract_string(raw, '$.incident.id') AS id,
+               json_extract_string(details, '$.kind') AS kind,
+               json_extract_string(details, '$.name') AS name,
+               CAST(json_extract(details, '$.runs') AS VARCHAR[]) AS runs
+        FROM alert_log WHERE run = '@fleet' AND rule = 'shared_cause'
+    ), members AS (
+        SELECT json_extract_string(raw, '$.incident.fleet') AS id, list(DISTINCT run) AS runs
+        FROM alert_log
+        WHERE run <> '@fleet' AND json_extract_string(raw, '$.incident.fleet') IS NOT NULL
+        GROUP BY 1
+    ), f AS (
+        SELECT id, any_value(subject) AS cause, any_value(kind) AS kind,
+               any_value(name) AS name, min(since) AS since_ts,
+               min(ts) FILTER (WHERE state = 'firing') AS opened_ts,
+               max(ts) FILTER (WHERE state = 'resolved') AS closed_ts,
+               arg_max(state, seq) AS state, flatten(list(runs)) AS named
+        FROM t GROUP BY id
+    )
+    SELECT f.id, f.cause, f.kind, f.name,
+           list_sort(list_distinct(list_concat(f.named, coalesce(m.runs, [])))) AS runs,
+           {ts("f.opened_ts")} AS opened,
+           CASE WHEN f.state = 'resolved' THEN {ts("f.closed_ts")} END AS closed,
+           CASE WHEN f.state = 'resolved' THEN f.closed_ts - f.opened_ts END AS duration_s,
+           f.state = 'firing' AS open, f.opened_ts, f.closed_ts, f.since_ts
+    FROM f LEFT JOIN members m USING (id)
+"""
+
 # -- GPU idle while trajectories wait ----------------------------------------------------------
 
 VIEWS["_servers"] = """
@@ -404,6 +438,7 @@ ORDER = [
     "inference",
     "alerts",
     "incidents",
+    "fleet_incidents",
     "_servers",
     "_server_changes",
     "idle_spans",

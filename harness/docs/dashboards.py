@@ -243,6 +243,22 @@ def dashboard(
 # -- the three dashboards --------------------------------------------------------------------
 
 
+#: a fleet incident open (shared_cause), on the overview and on every run's board: a run's
+#: stall may be the fleet's
+FLEET_ANNOTATION: dict[str, Any] = {
+    "name": "runwatch fleet incidents",
+    "datasource": DS,
+    "enable": True,
+    "iconColor": "orange",
+    "expr": "max by (cause, kind) (runwatch_fleet_incident_runs) > 0",
+    "step": "60s",
+    "titleFormat": "fleet incident: {{cause}}",
+    "textFormat": "runs stalled together on {{cause}} (runwatch show @fleet)",
+    "tagKeys": "cause,kind",
+    "useValueForTime": False,
+}
+
+
 def overview() -> dict[str, Any]:
     lay = Layout()
     red = [(None, "green"), (1, "red")]
@@ -290,6 +306,16 @@ def overview() -> dict[str, Any]:
             desc="Every live run: status, step, firing alerts, pending trajectories, "
             "seconds inference has been idle while trajectories wait",
         ),
+        table(
+            lay,
+            "Open fleet incidents",
+            [target("max by (cause, kind) (runwatch_fleet_incident_runs) > 0", instant=True)],
+            h=6,
+            hide=("Time", "__name__", "job", "instance"),
+            desc="One shared thing -- a reward or sandbox service (dep), a node (host), an "
+            "inference server -- whose runs stalled together (shared_cause), and how many "
+            "runs it holds; runwatch show @fleet lists them",
+        ),
         timeseries(
             lay,
             "Pending trajectories per run",
@@ -324,6 +350,7 @@ def overview() -> dict[str, Any]:
         "runwatch-overview",
         "runwatch / Cluster overview",
         panels,
+        annotations=[FLEET_ANNOTATION],
         desc="Every live RL run: state, alerts, stalls, idle inference",
     )
 
@@ -478,6 +505,7 @@ def run_drilldown() -> dict[str, Any]:
             "tagKeys": "root_rule",
             "useValueForTime": False,
         },
+        FLEET_ANNOTATION,
     ]
     return dashboard(
         "runwatch-run",

@@ -21,12 +21,16 @@ import orjson
 
 from runwatch.commands.remote import Remote, add_url_args, history_source, run_path
 from runwatch.emitters import env
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.logs import say
 from runwatch.store.report import Timeline, list_runs, run_timeline
 from runwatch.store.sql import query
 from runwatch.store.store import Store, default_db
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.timeparse import iso
+
+#: runs named per fleet incident by `runwatch show @fleet` (the view has them all)
+MAX_RUNS_SHOWN = 12
 
 
 def add_db_args(p: argparse.ArgumentParser, *, remote: bool = False) -> None:
@@ -56,7 +60,7 @@ def register(sub: Any) -> None:
         help="run a read-only SQL query over the history",
         description="Run SQL over the history (read-only). Tables: events, alert_log, "
         "positions, invalid_events. Views: runs, steps, trajectories, trajectory_phases, "
-        "inference, idle_spans, idle_gaps, alerts.",
+        "inference, idle_spans, idle_gaps, alerts, incidents, fleet_incidents.",
     )
     p.add_argument("query", metavar="SQL")
     add_db_args(p, remote=True)
@@ -69,7 +73,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_runs)
 
     p = sub.add_parser(
-        "show", help="a run's timeline: steps, idle gaps, alerts, slowest trajectories"
+        "show",
+        help="a run's timeline: steps, idle gaps, alerts, slowest trajectories "
+        "(@fleet: the fleet incidents)",
     )
     p.add_argument("run", metavar="RUN")
     add_db_args(p, remote=True)
@@ -270,5 +276,31 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         with Store.reader(args.db, wait=args.wait) as store:
             tl = run_timeline(store, args.run, slowest=args.slowest)
-    print(render_timeline(tl))
+    print(render_fleet(tl) if tl.run["run"] == FLEET_RUN else render_timeline(tl))
     return 0
+
+
+def render_fleet(tl: Timeline) -> str:
+    """`runwatch show @fleet`: each fleet incident, its cause and its runs; then the
+    `shared_cause` transitions."""
+    out = [f"{FLEET_RUN}  {len(tl.incidents)} fleet incident(s), "
+           f"{tl.run['open_incidents']} open", "", "fleet incidents (cause: runs)"]  # fmt: skip
+    if not tl.incidents:
+        out.append("  none")
+    for i in tl.incidents:
+        number = i["id"].rsplit("|", 1)[-1]
+        lasted = "open" if i["open"] else f"lasted {_dur(i['duration_s'])}"
+        runs = i["runs"] or []
+        shown = ", ".join(runs[:MAX_RUNS_SHOWN]) + (
+            f", ... {len(runs) - MAX_RUNS_SHOWN} more" if len(runs) > MAX_RUNS_SHOWN else ""
+        )
+        out.append(f"  {i['cause']} #{number}  {iso(i['opened_ts'])}  {lasted:<14} "
+                   f"{len(runs)} runs: {shown}")  # fmt: skip
+    out += ["", "alerts"]
+    if not tl.alerts:
+        out.append("  none")
+    for a in tl.alerts:
+        state = a["state"].upper() + (" (open)" if a["open"] else "")
+        out.append(f"  {iso(a['ts'])}  {state:<15} {a['severity']:<8} {a['subject']}")
+        out.append(f"      {a['summary']}")
+    return "\n".join(out)

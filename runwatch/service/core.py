@@ -97,6 +97,7 @@ class Service:
         self.registry = registry if registry is not None else new_registry()
         self.metrics = RunwatchMetrics(self.registry, lock=self.lock, clock=clock)
         self.metrics.instrument(self.driver.engine, transitions=False)
+        self.metrics.add_fleet(lambda: self.driver.fleet)  # the driver a checkpoint replaces
         self.counters = ServiceCounters(self.registry)
         self.rejected, self.accepted = self.counters.rejected, self.counters.accepted
         self.history = HistoryFollower(

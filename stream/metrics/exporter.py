@@ -40,6 +40,8 @@ from prometheus_client.registry import Collector
 from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
+from runwatch.stream.fleet.causes import subject
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.metrics.families import Families, render
 from runwatch.stream.metrics.http import MetricsServer, start_metrics_server
 from runwatch.stream.state.run import RunState
@@ -91,6 +93,8 @@ class RunwatchMetrics(Collector):
         self._engines: list[Engine] = []
         self._instrumented: weakref.WeakSet[Engine] = weakref.WeakSet()
         self._sources: list[EngineSource] = []
+        #: what holds the fleet incidents (serve's driver: its `fleet`, None when off)
+        self._fleets: list[Callable[[], FleetStage | None]] = []
         self.kinds: dict[str, int] = {}
         self.invalid = 0
         self.transitions: dict[tuple[str, str, str], int] = {}
@@ -115,6 +119,10 @@ class RunwatchMetrics(Collector):
     def add_source(self, source: EngineSource) -> None:
         """Engines that come and go (a worker's partitions): asked for at each scrape."""
         self._sources.append(source)
+
+    def add_fleet(self, source: Callable[[], FleetStage | None]) -> None:
+        """The fleet stage whose open incidents to export (asked for at each scrape)."""
+        self._fleets.append(source)
 
     def engines(self) -> list[Engine]:
         out = list(self._engines)
@@ -282,6 +290,11 @@ class RunwatchMetrics(Collector):
                 f.transitions.add([rule_id, st, sev], n)
             if self.lag is not None:
                 f.lag.add([], self.lag)
+            for source in self._fleets:
+                stage = source()
+                for fleet in list(stage.state.fleets.values()) if stage is not None else ():
+                    kind, _ = fleet.thing
+                    f.fleet.add([subject(fleet.thing), kind], len(set(fleet.members.values())))
             for run in [r for r in self.step_timing if r not in shown]:
                 self.step_timing.pop(run, None)  # gone from every engine, or past its grace
         return f.all()

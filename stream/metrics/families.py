@@ -212,6 +212,12 @@ class Families:
         self.alerts_total = g(
             "runwatch_alerts_firing_total_per_run", "firing alerts of the run, all rules", labels=r
         )
+        self.fleet = g(
+            "runwatch_fleet_incident_runs",
+            "open fleet incidents (shared_cause): the runs each holds, by cause "
+            "(dep:/host:/server: NAME) and its kind",
+            labels=["cause", "kind"],
+        )
         self.runs = g(
             "runwatch_runs", "runs exported, live or finished (within the grace)", labels=["state"]
         )

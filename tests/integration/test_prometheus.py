@@ -21,7 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from harness.docs import dashboards
 from runwatch.dev import scenarios
+from runwatch.dev.fleet import fleet_cluster
 from runwatch.stream.engine import Engine
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.http import MetricsServer
 
@@ -80,6 +82,19 @@ def exporter() -> Iterator[tuple[MetricsServer, RunwatchMetrics]]:
     _feed(engines[0], events)
     _feed(engines[1], [e for e in zero if e["ts"] < zero[-1]["ts"] - 600])
     _feed(engines[2], ranks[: len(ranks) * 2 // 3])
+    # a fleet whose reward server hangs and whose rollout node died 5 minutes ago: fleet
+    # incidents open (shared_cause)
+    cluster, _ = fleet_cluster(runs=12, node_runs=3, coincident=0, duration=1500.0)
+    fleet = Engine()
+    stage = FleetStage(fleet)
+    metrics.instrument(fleet)
+    metrics.add_fleet(lambda: stage)
+    t0 = time.time() - 1260.0  # the node died at 960 s
+    for e in cluster.events(t0):
+        if e["ts"] > t0 + 1260.0:
+            break
+        stage.transitions(fleet.apply(decoded(e)))
+    assert stage.state.fleets
     metrics.record_invalid(2)
     metrics.record_lag(0.25)
     server = metrics.serve(0, "127.0.0.1")
@@ -167,7 +182,16 @@ def test_every_panel_query_returns_data(prometheus: str, name: str) -> None:
 
 def test_run_variable_lists_the_live_runs(prometheus: str) -> None:
     runs = {r["metric"]["run"] for r in _query(prometheus, "runwatch_run_info")}
-    assert runs == {SANDBOX_RUN, "ppo-llama3-8b-math", "verl-dapo-32b-divergent"}
+    fleet = {f"fleet-{k:03d}" for k in range(12)}
+    assert runs == {SANDBOX_RUN, "ppo-llama3-8b-math", "verl-dapo-32b-divergent", *fleet}
+
+
+def test_the_open_fleet_incident(prometheus: str) -> None:
+    """The overview's panel and the boards' annotation: the reward server that hangs, its 4
+    runs; the node that died, its 3."""
+    rows = _query(prometheus, "max by (cause, kind) (runwatch_fleet_incident_runs) > 0")
+    assert sorted((r["metric"]["cause"], r["metric"]["kind"], r["value"][1]) for r in rows) == [
+        ("dep:reward@rm-1:8000", "dep", "4"), ("host:rollout-node-7", "host", "3")]  # fmt: skip
 
 
 def test_the_sandbox_picture(prometheus: str) -> None:

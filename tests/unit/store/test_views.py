@@ -4,6 +4,7 @@ in SQL -- the engine's own numbers on random histories."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -272,3 +273,50 @@ def test_the_incidents_view_names_each_incident_s_root(incident_store: Store) ->
     assert [r[3] for r in sandbox] == [["stuck_progress"]] * 3 + [None, ["stuck_progress"]]
     assert [r[4] for r in sandbox] == [False] * 5  # the run's end closed the fourth
     assert [round(r[5] / 60) for r in sandbox[:3]] == [18, 19, 24]
+
+
+@pytest.fixture(scope="module")
+def fleet_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small fleet (12 runs, a third on each reward server, 3 whose rollout node dies)
+    ingested: its fleet incidents judged as replay judges them."""
+    from runwatch.dev.fleet import fleet_cluster
+    from runwatch.store.ingest import ingest
+
+    from .conftest import lines_of
+
+    cluster, _ = fleet_cluster(runs=12, node_runs=3, coincident=0, duration=1500.0)
+    path = tmp_path_factory.mktemp("fleet") / "fleet.duckdb"
+    ingest(lines_of(list(cluster.events(1_773_496_800.0)), "fleet"), path)
+    return path
+
+
+def test_the_fleet_incidents_view(fleet_db: Path) -> None:
+    """One row per fleet incident: its cause, every run it held, opened and closed."""
+    from runwatch.dev.fleet import fleet_cluster
+
+    _, expected = fleet_cluster(runs=12, node_runs=3, coincident=0, duration=1500.0)
+    with Store.reader(fleet_db) as store:
+        rows = store.con.execute(
+            "SELECT id, cause, kind, name, runs, open, opened < closed, duration_s > 0 "
+            "FROM fleet_incidents ORDER BY cause"
+        ).fetchall()
+    assert rows == [
+        ("fleet|dep:reward@rm-1:8000|1", "dep:reward@rm-1:8000", "dep", "reward@rm-1:8000",
+         sorted(expected.dep_runs), False, True, True),
+        ("fleet|host:rollout-node-7|1", "host:rollout-node-7", "host", "rollout-node-7",
+         sorted(expected.host_runs), False, True, True),
+    ]  # fmt: skip
+
+
+def test_show_at_fleet_lists_the_fleet_incidents(fleet_db: Path) -> None:
+    from runwatch.commands.query import render_fleet
+    from runwatch.store.report import run_timeline
+
+    with Store.reader(fleet_db) as store:
+        tl = run_timeline(store, "@fleet")
+    text = render_fleet(tl)
+    lines = text.splitlines()
+    assert lines[0] == "@fleet  2 fleet incident(s), 0 open"
+    assert any(ln.startswith("  host:rollout-node-7 #1  ") and ln.endswith(
+        "3 runs: fleet-000, fleet-002, fleet-003") for ln in lines), text  # fmt: skip
+    assert sum("FIRING" in ln for ln in lines) == sum("RESOLVED" in ln for ln in lines) == 2
