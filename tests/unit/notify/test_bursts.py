@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from harness.fleet_alerts import FLEET, in_time, run_name, storm
 from harness.slack_server import FakeSlack, Message, VirtualClock
 from runwatch.exceptions import SlackError
 from runwatch.notify.slack import SlackPoster
 from runwatch.stream.alerts import Alert
 
-from .fleet import FLEET, in_time, run_name, storm
 from .test_slack_notifier import TOKEN, Rig, shown
 
 

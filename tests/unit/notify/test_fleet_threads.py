@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from harness import fleet_alerts as fleet
+from harness.fleet_alerts import CAUSE, FLEET, batches, in_time, interleavings, storm
 from harness.slack_server import FakeSlack, Message, VirtualClock
 from runwatch.notify.background import BackgroundNotifier
 from runwatch.stream.alerts import Alert
 
-from . import fleet
-from .fleet import CAUSE, FLEET, batches, in_time, interleavings, storm
 from .test_slack_notifier import TOKEN, Rig, shown
 
 PLACEHOLDER = f"fleet:{FLEET}"

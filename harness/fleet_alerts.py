@@ -1,6 +1,7 @@
 """Fleet incidents' alert transitions, built to the pinned shape (contract section 8): the
 fleet alert (`run: "@fleet"`, rule `shared_cause`, `subject` `dep:NAME`, `details.runs`) and
-its member runs' transitions (`incident.fleet`), as a storm of them arrives."""
+its member runs' transitions (`incident.fleet`), as a storm of them arrives -- for the
+notifier's tests and `bench/slack_storm.py`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from typing import Any
 
 from runwatch.stream.alerts import Alert
 
-from .test_slack_notifier import NOW
-
 FLEET = "fleet|dep:reward@rm-1:8000|1"
 CAUSE = "dep:reward@rm-1:8000"
 FLEET_KEY = f"shared_cause|@fleet|{CAUSE}"
-T0 = NOW - 3600
+#: when the storm begins by default: an hour before the notifier tests' wall clock
+T0 = 1_800_000_000.0 - 3600
 
 
 def transition(
@@ -57,17 +57,17 @@ def run_name(i: int) -> str:
     return f"grpo-{i:02d}"
 
 
-def storm(runs: int = 40, initial: int = 3) -> dict[str, list[Alert]]:
+def storm(runs: int = 40, initial: int = 3, t0: float = T0) -> dict[str, list[Alert]]:
     """Per key (a run, or "@fleet"), in the order its partition holds them: `runs` runs stall
     on the reward server; the first `initial` before the fleet incident opened (so their
     first firing names no fleet incident), the rest join it. Every fourth run's progress bar
     stalls too (a symptom); all heal ten minutes on; then the fleet incident resolves."""
     names = [run_name(i) for i in range(runs)]
-    opened = T0 + initial * 5
+    opened = t0 + initial * 5
     out: dict[str, list[Alert]] = {"@fleet": [fleet_alert("firing", opened, names[:initial],
-                                                          since=T0)]}  # fmt: skip
+                                                          since=t0)]}  # fmt: skip
     for i, run in enumerate(names):
-        t = T0 + i * 5
+        t = t0 + i * 5
         fleet = FLEET if i >= initial else None
         incident, root = f"incident|{run}|1", f"inference_idle_with_pending|{run}"
         seq = [transition(run, "inference_idle_with_pending", "firing", t, incident=incident,
@@ -77,7 +77,7 @@ def storm(runs: int = 40, initial: int = 3) -> dict[str, list[Alert]]:
             seq.append(transition(run, "stuck_progress", "firing", t + 1, incident=incident,
                                   role="symptom", root=root, open_=True, fleet=FLEET,
                                   subject="Rollout"))  # fmt: skip
-        heal = T0 + 600 + i * 3
+        heal = t0 + 600 + i * 3
         if symptom:
             seq.append(transition(run, "stuck_progress", "resolved", heal, incident=incident,
                                   role="symptom", root=root, open_=True, fleet=FLEET,
@@ -86,7 +86,7 @@ def storm(runs: int = 40, initial: int = 3) -> dict[str, list[Alert]]:
                               incident=incident, role="root", root=root, open_=False,
                               fleet=FLEET, since=t))  # fmt: skip
         out[run] = seq
-    out["@fleet"].append(fleet_alert("resolved", T0 + 600 + runs * 3 + 5, names, since=T0))
+    out["@fleet"].append(fleet_alert("resolved", t0 + 600 + runs * 3 + 5, names, since=t0))
     return out
 
 
