@@ -63,6 +63,10 @@ _NOT_SOURCE = shutil.ignore_patterns(
 )  # fmt: skip
 
 
+#: where a top-level folder's modules go in the wheel (pyproject's package-dir), under runwatch/
+PACKAGE_DIRS = {"emitters": "emitters/", "stream": "stream/", "store": "store/"}
+
+
 def wheel_modules(tmp_path: Path) -> list[str]:
     """The Python files of a wheel built from a copy of the checkout (`pip wheel --no-deps .`;
     no build isolation: the venv's setuptools, no network)."""
@@ -90,3 +94,9 @@ def test_the_wheel_holds_no_harness_module(tmp_path: Path) -> None:
     users_run = {"runwatch/dev/demo.py", "runwatch/dev/simulate.py", "runwatch/dev/broker.py",
                  "runwatch/emitters/emitter.py", "runwatch/stream/engine.py"}  # fmt: skip
     assert users_run <= set(shipped)
+    # and every module of the four packages (a folder missing from pyproject's package list
+    # is left out of the wheel, and the image's runwatch fails to import it)
+    source = {f"runwatch/{PACKAGE_DIRS.get(p.parts[0], '')}{p.relative_to(p.parts[0])}"
+              for top in ("runwatch", "emitters", "stream", "store")
+              for p in (q.relative_to(ROOT) for q in (ROOT / top).rglob("*.py"))}  # fmt: skip
+    assert sorted(source - set(shipped)) == []
