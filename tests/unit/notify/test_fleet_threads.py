@@ -122,6 +122,10 @@ def test_runs_whose_threads_opened_before_the_fleet_incident_continue_in_it(
     for a in alerts:
         rig.notifier.notify(a)
     check_storm(slack, rig, alerts, runs=10, initial=3)
+    # the fleet root lists the early runs with what their threads said, as it does the rest
+    for i in range(3):
+        assert f"`{fleet.run_name(i)}`: *inference_idle_with_pending*" in str(
+            fleet_root(slack).blocks)  # fmt: skip
     early = [m for m in slack.roots() if "Shared cause" not in m.text]
     for m in early:
         assert slack.replies(m) == []  # their resolves went to the fleet thread
