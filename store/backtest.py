@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.store.store import Store
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -93,6 +94,9 @@ class Backtest:
     seconds: float
     changes: list[Change] = field(default_factory=list)
     invalid: list[Refused] = field(default_factory=list)
+    #: the fleet incidents the replay opened (their `shared_cause` firings), when every run
+    #: was replayed (one run alone says nothing of the fleet)
+    fleet: list[Transition] = field(default_factory=list)
 
     def count(self, kind: ChangeKind) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -164,12 +168,15 @@ def replay_stored(
     *,
     until: float | None = None,
     on_invalid: Callable[[Refused], None] | None = None,
+    fleet: bool = True,
 ) -> Iterator[Alert]:
     """The alert transitions of `runs`, replayed from their stored events in event-time order
-    (ties in arrival order) through `runwatch.stream.replay`."""
+    (ties in arrival order) through `runwatch.stream.replay` (with `fleet`, the fleet
+    incidents too)."""
     if not runs:
         return iter(())
-    return replay(_stored_lines(store, runs), engine, until=until, on_invalid=on_invalid)
+    lines = _stored_lines(store, runs)
+    return replay(lines, engine, until=until, on_invalid=on_invalid, fleet=fleet)
 
 
 def run_backtest(
@@ -184,12 +191,15 @@ def run_backtest(
     runs = select_runs(store, run, since)
     result = Backtest(runs, 0, 0.0)
     replayed: list[Transition] = []
+    fleet = run is None  # every run (of the period): the fleet's incidents are judged too
     if runs:
         engine = Engine(config)
-        for a in replay_stored(store, runs, engine, until=until, on_invalid=result.invalid.append):
+        for a in replay_stored(store, runs, engine, until=until,
+                               on_invalid=result.invalid.append, fleet=fleet):  # fmt: skip
             replayed.append(Transition(a.rule, a.run, a.key, a.state, a.ts, a.summary, a.subject))
         result.events = sum(t.state.events for t in engine.runs.values())
-    recorded = _recorded(store, runs)
+        result.fleet = [t for t in replayed if t.run == FLEET_RUN and t.state == "firing"]
+    recorded = _recorded(store, [*runs, FLEET_RUN] if fleet and runs else runs)
     if since is not None:
         replayed = [t for t in replayed if t.ts >= since]
         recorded = [t for t in recorded if t.ts >= since]

@@ -72,6 +72,9 @@ def render(result: Backtest, config_name: str, show_all: bool) -> str:
         f"backtest of {config_name} over {result.events} events of {len(result.runs)} run(s) "
         f"in {result.seconds:.2f} s"
     ]
+    if result.fleet:
+        out.append(f"fleet incidents (replayed): {len(result.fleet)}")
+        out += [f"  {iso(t.ts)}  {t.subject}: {t.summary}" for t in result.fleet]
     for c in result.changes:
         if c.kind != "same" or show_all:
             out.append("  " + describe(c))

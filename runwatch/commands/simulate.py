@@ -11,7 +11,7 @@ from typing import Any
 
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
-from runwatch.dev.fleet import fleet_cluster
+from runwatch.dev.fleet import fleet_cluster, shared_cluster
 from runwatch.dev.simulate import KINDS, Cluster
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
@@ -42,6 +42,10 @@ def register(sub: Any) -> None:
                    "one server hangs, the node dies, and 6 jobs fail the same minute for "
                    "reasons of their own (issue 45's trace: runwatch.dev.fleet; run ids "
                    "fleet-NNN)")  # fmt: skip
+    p.add_argument("--shared-fault", action="store_true",
+                   help="the jobs share two reward servers and a sandbox pool, and one of "
+                   "the servers stops answering two thirds of the way through (for a sixth "
+                   "of the time): a fleet incident")  # fmt: skip
     p.add_argument("--start", help="file output: clock start (ISO or epoch; default now)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--out", help="JSON Lines file ('-': standard output), written at once")
@@ -63,6 +67,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     try:
         if args.fleet:
             cluster, _ = fleet_cluster(runs=args.jobs, seed=args.seed, duration=args.duration)
+        elif args.shared_fault:
+            cluster = shared_cluster(
+                args.jobs, hang=True, faults=args.fault, seed=args.seed,
+                duration=args.duration, fault_step=args.fault_step, prefix=args.prefix,
+                trajectories=args.trajectories,
+            )  # fmt: skip
         else:
             cluster = Cluster(
                 args.jobs, faults=args.fault, seed=args.seed, duration=args.duration,

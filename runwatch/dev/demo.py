@@ -1,7 +1,8 @@
 """The demos: `runwatch demo` (live) and `runwatch demo --replay` (the bundled scenarios).
 
 The live demo starts `runwatch serve` (a child process on a free loopback port, with a fresh
-DuckDB history), simulates a small cluster with three faults at accelerated time against it,
+DuckDB history), simulates a small cluster with three faults at accelerated time against it
+(its jobs share reward servers, one of which hangs: a fleet incident),
 and shows the runs and alert transitions live; at the end (or on Ctrl-C) it stops both
 children and says where the history is.
 
@@ -129,12 +130,17 @@ def live(args: argparse.Namespace) -> int:
         shutil.rmtree(old) if old.is_dir() else old.unlink(missing_ok=True)
     sim_args = ["--jobs", str(args.jobs), "--speed", str(args.speed), "--duration",
                 str(args.duration), "--fault-step", "2", "--seed", str(args.seed),
-                "--prefix", "demo", *(f"--fault={f}" for f in LIVE_FAULTS)]  # fmt: skip
+                "--prefix", "demo", "--shared-fault",
+                *(f"--fault={f}" for f in LIVE_FAULTS)]  # fmt: skip
     console.print(f"[bold]runwatch demo[/]: {args.jobs} simulated RL jobs, faults injected: "
-                  f"{', '.join(LIVE_FAULTS)}; {args.speed:g}x real time; and {GUARDED}, a "
-                  "training loop guarded by the circuit breaker (its KL runs away, then its "
-                  "reward drops to zero)")  # fmt: skip
-    serve = ServeProcess(db)
+                  f"{', '.join(LIVE_FAULTS)}; the jobs share two reward servers and one of "
+                  f"them hangs two thirds of the way through (a fleet incident); "
+                  f"{args.speed:g}x real time; and {GUARDED}, a training loop guarded by the "
+                  "circuit breaker (its KL runs away, then its reward drops to zero)")  # fmt: skip
+    rules = out / "rules.toml"  # the fleet's time, as fast as the runs' (scaled per run)
+    rules.write_text(f"[rules.shared_cause]\nwindow = {600.0 / args.speed}\n"
+                     f"users_within = {3600.0 / args.speed}\n")  # fmt: skip
+    serve = ServeProcess(db, args=["--config", str(rules)])
     children: list[subprocess.Popen[bytes]] = []
     breaker = Breaker(serve, args.resume_after)
     trainer_log = out / "trainer.log"
@@ -161,7 +167,7 @@ def live(args: argparse.Namespace) -> int:
                 sim_min = (time.monotonic() - started) * args.speed / 60
                 note = breaker.turn()
                 live.update(frame(serve, f"{header}\nsimulated time: {sim_min:.0f} min{note}"))
-        transitions = serve.get("/v1/alerts")["alerts"]
+        transitions = serve.get("/v1/alerts?limit=2000")["alerts"]
     except KeyboardInterrupt:
         interrupted = True
     except OSError:  # the service went away: Ctrl-C reaches the whole process group
@@ -180,10 +186,12 @@ def live(args: argparse.Namespace) -> int:
     if interrupted:
         console.print("interrupted: the service, the simulator and the trainer are stopped.")
     else:
+        _fleet_story(console, transitions)
         _breaker_story(console, breaker, transitions, trainer_log)
     console.print(f"\nThe DuckDB history is in [bold]{db}[/] (alerts also went to "
                   f"{serve.log}). Try:")  # fmt: skip
     console.print(f"  .venv/bin/runwatch runs --db {db}", style="bold")
+    console.print(f"  .venv/bin/runwatch show @fleet --db {db}", style="bold")
     console.print(
         f'  .venv/bin/runwatch sql "SELECT time, run, rule, state, summary FROM alerts '
         f'ORDER BY ts" --db {db}',
@@ -209,6 +217,14 @@ def _show_page(console: Console, serve: Any) -> int:
     finally:
         serve.stop()
     return 0
+
+
+def _fleet_story(console: Console, transitions: list[dict[str, Any]]) -> None:
+    """The fleet incidents: one line each, what the shared thing broke."""
+    for a in transitions:
+        if a["rule"] == "shared_cause" and a["state"] == "firing":
+            console.print(f"\n[bold]Fleet incident[/]: {a['subject']}: {a['summary']} "
+                          f"({', '.join(a['details']['runs'])}; runwatch show @fleet)")  # fmt: skip
 
 
 def _breaker_story(

@@ -12,7 +12,9 @@ coincidence.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from runwatch.dev.simulate import Cluster, JobSpec, Shared
 
@@ -82,6 +84,33 @@ def fleet_cluster(
         coincident=frozenset(run[k] for k in crashing),
     )
     return cluster, expected
+
+
+def shared_cluster(
+    jobs: int,
+    *,
+    servers: int = 2,
+    hang: bool = False,
+    faults: list[str] | None = None,
+    seed: int = 0,
+    duration: float = 3600.0,
+    fault_step: int = 3,
+    prefix: str = "sim",
+    **job_args: Any,
+) -> Cluster:
+    """`jobs` simulated jobs (with their own `faults`, as `Cluster`'s) that share `servers`
+    reward servers -- job k uses `reward@rm-(k % servers):8000` -- and one sandbox pool;
+    with `hang`, reward server 1 stops answering two thirds of the way through, for a
+    sixth of the time (what the demo shows: `runwatch simulate --shared-fault`)."""
+    base = Cluster(jobs, faults=faults, seed=seed, duration=duration, fault_step=fault_step,
+                   prefix=prefix, **job_args)  # fmt: skip
+    specs = [dataclasses.replace(spec, sandbox_dep=SANDBOX,
+                                 reward_dep=reward_server(spec.index % servers))
+             for spec in base.specs]  # fmt: skip
+    start = duration * 2 / 3
+    shared = Shared(hangs=((reward_server(1 % servers), start, start + duration / 6),) if hang
+                    else ())  # fmt: skip
+    return Cluster(jobs, seed=seed, duration=duration, prefix=prefix, specs=specs, shared=shared)
 
 
 def _index(items: list[int], item: int) -> int | None:

@@ -51,3 +51,19 @@ def incident_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def incident_store(incident_db: Path) -> Iterator[Store]:
     with Store.reader(incident_db) as store:
         yield store
+
+
+#: the small fleet the fleet tests ingest (`fleet_db`)
+FLEET = {"runs": 12, "node_runs": 3, "coincident": 0, "duration": 1500.0}
+
+
+@pytest.fixture(scope="module")
+def fleet_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small fleet (12 runs, a third on each reward server, one server hangs, 3 whose
+    rollout node dies) ingested: its fleet incidents judged as replay judges them."""
+    from runwatch.dev.fleet import fleet_cluster
+
+    cluster, _ = fleet_cluster(**FLEET)  # type: ignore[arg-type]
+    path = tmp_path_factory.mktemp("fleet") / "fleet.duckdb"
+    ingest(lines_of(list(cluster.events(1_773_496_800.0)), "fleet"), path)
+    return path

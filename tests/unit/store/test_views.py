@@ -275,26 +275,13 @@ def test_the_incidents_view_names_each_incident_s_root(incident_store: Store) ->
     assert [round(r[5] / 60) for r in sandbox[:3]] == [18, 19, 24]
 
 
-@pytest.fixture(scope="module")
-def fleet_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small fleet (12 runs, a third on each reward server, 3 whose rollout node dies)
-    ingested: its fleet incidents judged as replay judges them."""
-    from runwatch.dev.fleet import fleet_cluster
-    from runwatch.store.ingest import ingest
-
-    from .conftest import lines_of
-
-    cluster, _ = fleet_cluster(runs=12, node_runs=3, coincident=0, duration=1500.0)
-    path = tmp_path_factory.mktemp("fleet") / "fleet.duckdb"
-    ingest(lines_of(list(cluster.events(1_773_496_800.0)), "fleet"), path)
-    return path
-
-
 def test_the_fleet_incidents_view(fleet_db: Path) -> None:
     """One row per fleet incident: its cause, every run it held, opened and closed."""
     from runwatch.dev.fleet import fleet_cluster
 
-    _, expected = fleet_cluster(runs=12, node_runs=3, coincident=0, duration=1500.0)
+    from .conftest import FLEET
+
+    _, expected = fleet_cluster(**FLEET)  # type: ignore[arg-type]
     with Store.reader(fleet_db) as store:
         rows = store.con.execute(
             "SELECT id, cause, kind, name, runs, open, opened < closed, duration_s > 0 "
