@@ -67,15 +67,20 @@ class Message:
     received: float = field(default_factory=time.time)
     #: posted by this app's bot (else a person's: the bot cannot edit it)
     ours: bool = True
-    #: every alert id its metadata carried, posted and edited in, in order (a notifier
-    #: folds a resolve into its firing's message by an edit with the resolve's metadata)
+    #: every alert id its metadata carried, posted and edited in, in order, each once (a
+    #: notifier folds a resolve into its firing's message, and a burst of replies into one,
+    #: by an edit whose metadata lists every transition the message shows: `alert_ids`)
     shown: list[str] = field(default_factory=list)
 
     def carry(self, metadata: dict[str, Any] | None) -> None:
-        """Note the alert id `metadata` carries, if any."""
-        ident = ((metadata or {}).get("event_payload") or {}).get("alert_id")
-        if ident is not None:
-            self.shown.append(str(ident))
+        """Note the alert ids `metadata` carries (`alert_ids`, `alert_id`) not noted yet."""
+        payload = (metadata or {}).get("event_payload") or {}
+        ids = list(payload.get("alert_ids") or ())
+        if payload.get("alert_id") is not None:
+            ids.append(payload["alert_id"])
+        for ident in map(str, ids):
+            if ident not in self.shown:
+                self.shown.append(ident)
 
 
 #: Slack's bounds on a message (chat.postMessage / chat.update reference pages)

@@ -324,13 +324,30 @@ def _run_root(run: str, members: Mapping[str, Alert]) -> str:
     return "" if root is None else f"*{_who(root)}*: {esc(root.summary)}"
 
 
-def fleet_link(fleet: Alert, count: int, link: str | None, *, moved: bool) -> Blocks:
-    """What a member run's own thread says of its fleet incident: part of it (its thread
-    links there), or continued there (`moved`: its replies go to the fleet thread)."""
+def fleet_link(fleet: Alert, count: int, link: str | None) -> Blocks:
+    """What a member run's own thread says of its fleet incident (`member_threads = "own"`):
+    part of it, and where its thread is."""
     cause = code(fleet.subject) if fleet.subject else "one cause"
     there = f"<{link}|the shared-cause thread>" if link else "the shared-cause thread"
-    if moved:
-        line = f"*Continued in {there}*: this run is one of {count} stalled by {cause}"
-    else:
-        line = f"*Shared cause*: this run is one of {count} stalled by {cause}: see {there}"
+    line = f"*Shared cause*: this run is one of {count} stalled by {cause}: see {there}"
     return [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]
+
+
+def moved_root(root_alert: Alert, fleet: Alert, count: int, link: str | None,
+               incident: str) -> tuple[str, Blocks]:  # fmt: skip
+    """The root of a run's thread that opened before the run was known to be part of a fleet
+    incident, once it went on in the fleet thread: one line that says where, so the first
+    runs of a storm leave pointers in the channel rather than alerts of their own."""
+    cause = esc(fleet.subject) if fleet.subject else "one cause"
+    there = f"<{link}|the shared-cause thread>" if link else "the shared-cause thread"
+    text = (f":arrow_right: {headline(root_alert)}: continued in the shared-cause thread "
+            f"({cause}, {count} runs)")  # fmt: skip
+    line = (f":arrow_right: {headline(root_alert)}: {esc(root_alert.summary)}\n"
+            f"*Continued in {there}*: this run is one of {count} stalled by "
+            f"{code(fleet.subject) if fleet.subject else cause}")  # fmt: skip
+    blocks: Blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": line}},
+        {"type": "context",
+         "elements": [{"type": "mrkdwn", "text": f"runwatch · {code(incident)}"}]},
+    ]  # fmt: skip
+    return text, blocks

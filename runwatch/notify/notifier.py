@@ -410,10 +410,14 @@ class Notifier:
         if th.run == FLEET_RUN:
             return msg.fleet_root(th.alert, th.members, runs_of(th), named=not is_placeholder(th),
                                   resolved=th.state != "firing")  # fmt: skip
+        fleet = batch.thread(th.fleet)
+        if fleet is not None and th.state == "moved":  # it went on in the fleet thread
+            return msg.moved_root(th.alert, fleet.alert, len(runs_of(fleet)),
+                                  self._link(fleet, batch), th.key)  # fmt: skip
         link = self.config.drilldown(th.run, th.since)
         incident = last.incident
         if incident is not None:
-            if th.state in ("firing", "moved"):
+            if th.state == "firing":
                 text, blocks = msg.incident_root(th.alert, th.members, incident, link)
             else:
                 text, blocks = msg.incident_resolved(last, th.alert, th.members, link)
@@ -421,11 +425,9 @@ class Notifier:
             text, blocks = msg.resolved_root(last, th.alert, link)
         else:
             text, blocks = msg.root(last, link)
-        fleet = batch.thread(th.fleet)
-        if fleet is not None:  # a member run's own thread: where its fleet thread is
-            count = len(runs_of(fleet))
-            blocks[-1:-1] = msg.fleet_link(fleet.alert, count, self._link(fleet, batch),
-                                           moved=th.state == "moved")  # fmt: skip
+        if fleet is not None:  # member_threads = "own": where its fleet thread is
+            blocks[-1:-1] = msg.fleet_link(fleet.alert, len(runs_of(fleet)),
+                                           self._link(fleet, batch))  # fmt: skip
         return text, blocks
 
     def _edit_root(self, th: Thread, last: Alert, batch: Batch) -> None:

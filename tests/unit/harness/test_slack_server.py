@@ -157,3 +157,18 @@ def test_a_permalink_is_given_for_a_message_of_the_channel(slack: FakeSlack) -> 
     assert missing == {"ok": False, "error": "message_not_found"}
     assert call(slack, "chat.getPermalink", channel="#rl-alerts", message_ts=ts) == {
         "ok": False, "error": "channel_not_found"}  # fmt: skip
+
+
+def test_a_message_notes_every_transition_its_metadata_lists_once(slack: FakeSlack) -> None:
+    """A burst folded into one message lists every transition it shows (`alert_ids`); an
+    edit lists them again with the new one: each is noted once, in order."""
+
+    def meta(*ids: str) -> dict[str, Any]:
+        return {"event_type": "runwatch_alert",
+                "event_payload": {"alert_id": ids[-1], "alert_ids": list(ids)}}  # fmt: skip
+
+    ts = posted(slack, metadata=meta("a1", "a2"))
+    assert call(slack, "chat.update", channel="C-ALERTS", ts=ts, text="x",
+                metadata=meta("a1", "a2", "a3"))["ok"]  # fmt: skip
+    (m,) = slack.messages
+    assert m.shown == ["a1", "a2", "a3"]
