@@ -222,7 +222,9 @@ class FakeSlack:
                     self.wfile.write(data)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-slack")
+        # a short poll: `close` (shutdown) waits for one, after every test that made a fake
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       name="fake-slack")  # fmt: skip
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/"
 
