@@ -135,6 +135,7 @@ class LiveDriver:
         self.engine = Engine(config, dedup_capacity=dedup_capacity)
         stage = FleetStage(self.engine) if fleet else None
         self.fleet = stage if stage is not None and stage.enabled else None
+        self._held_fleet: list[Alert] = []  # fleet transitions `evict` made, for `tick`
         self.topic = topic
         self.partition = partition
         self.grace = grace
@@ -279,6 +280,8 @@ class LiveDriver:
                 self.gone.popitem(last=False)
         for run in finished + silent:
             del runs[run]
+        if self.fleet is not None and silent:  # a fleet incident they held may resolve
+            self._held_fleet += self.fleet.left(set(silent), now)
         return finished, silent
 
     def tick(self, now: float, heard: float = -INF) -> list[Alert]:
@@ -290,6 +293,8 @@ class LiveDriver:
             out = self.engine.advance(now - self.grace)
             if self.fleet is not None and out:
                 out = self.fleet.transitions(out)
+            if self._held_fleet:  # what evicting silent runs closed (`evict`)
+                out, self._held_fleet = self._held_fleet + out, []
         except Exception:  # a bug meets a state: that check is skipped, not every later one
             self.failures += 1
             return []
@@ -347,6 +352,12 @@ class LiveDriver:
             last = published.last.get(key)
             if last is None:
                 continue  # all a checkpoint's: the engine made that many
+            if last.run == FLEET_RUN:  # the fleet stage's, not a run's
+                if self.fleet is not None:
+                    fleet_fix = self.fleet.reconcile(last, published.count(key), engine.now)
+                    if fleet_fix is not None:
+                        out.append(fleet_fix)
+                continue
             tracked = engine.runs.get(last.run)
             count = published.count(key)
             if tracked is None:

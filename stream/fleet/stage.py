@@ -92,6 +92,20 @@ class FleetStage:
                     out += self._alerts(Summary(thing, alert.run, ref.id, alert.ts, False))
         return out
 
+    def left(self, runs: set[str], ts: float) -> list[Alert]:
+        """Runs let go of without a word (a driver evicts a run silent for long): their open
+        incidents count as closed at `ts`, so a fleet incident they held can resolve."""
+        if not self.enabled or not runs:
+            return []
+        out: list[Alert] = []
+        state = self.state
+        for incident in list(state.incidents):
+            run = incident.split("|")[1] if incident.count("|") >= 2 else None
+            if run in runs:
+                for thing in state.incidents.pop(incident):
+                    out += self._alerts(Summary(thing, run, incident, ts, False))
+        return out
+
     def _alerts(self, summary: Summary) -> list[Alert]:
         changes = self.book.summary(summary, self.population)
         return [self._alert(c) for c in changes if c.what != "joined"]
@@ -148,6 +162,34 @@ class FleetStage:
             action=self.params.action,
             incident=incident,
         )
+
+    def reconcile(self, last: Alert, count: int, now: float) -> Alert | None:
+        """After a rebuild (`LiveDriver.finish_replay`): `count` transitions of fleet alert
+        `last.key` were published, the last one `last`. Where this stage made fewer, its
+        count moves up and its state follows what was published; a published firing it does
+        not hold is resolved now (returned), so firing and resolved still alternate."""
+        key = last.key
+        if self.count(key) >= count or last.subject is None:
+            return None
+        state = self.state
+        state.transitions[key] = count
+        kind, _, name = last.subject.partition(":")
+        fleet = state.fleets.get((kind, name))
+        if not last.firing:
+            if fleet is not None:  # it ended before the restart: let it go without a word
+                del state.fleets[fleet.thing]
+                for incident in [i for i, f in state.member_of.items() if f == fleet.id]:
+                    del state.member_of[incident]
+            return None
+        if fleet is not None:
+            return None
+        state.transitions[key] = count + 1
+        ref = last.incident
+        return dataclasses.replace(
+            last, id=transition_id(key, count + 1), ts=now, state="resolved",
+            summary=f"resolved: {last.summary}",
+            incident=dataclasses.replace(ref, open=False) if ref is not None else None,
+        )  # fmt: skip
 
     def load(self, state: FleetState) -> None:
         """Go on from a checkpoint's state."""

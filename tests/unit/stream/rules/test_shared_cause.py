@@ -257,3 +257,60 @@ def test_the_fleet_state_goes_through_a_checkpoint() -> None:
         assert got == want, split
     with pytest.raises(checkpoint.CheckpointError):  # a worker's, without the fleet's state
         checkpoint.load(checkpoint.dump(LiveDriver(), {"offset": 0}), LiveDriver(fleet=True))
+
+
+def test_runs_let_go_of_in_silence_close_what_they_held() -> None:
+    """serve evicts a run silent for a day with its incidents open: they count as closed,
+    and the fleet incident they held resolves (on the next tick) instead of never."""
+    from runwatch.stream.live import LiveDriver
+
+    events = [e for e in node_dies() if e["kind"] != "run.finished"]  # killed without a word
+    driver = LiveDriver(fleet=True)
+    out, _ = driver.feed([(json.dumps(e).encode(), e["ts"], i) for i, e in enumerate(events)])
+    assert [(a.state, a.subject) for a in out if a.run == "@fleet"] == [("firing", "host:node-7")]
+    later = events[-1]["ts"] + 86_400.0 + 60.0
+    _, silent = driver.evict(later)
+    assert {"run-00", "run-01", "run-02", "run-03"} <= set(silent)
+    resolved = [a for a in driver.tick(later) if a.run == "@fleet"]
+    assert [(a.state, a.subject) for a in resolved] == [("resolved", "host:node-7")]
+    assert resolved[0].details["runs"] == ["run-00", "run-01", "run-02", "run-03"]
+
+
+def test_a_rebuild_keeps_firing_and_resolved_in_turn() -> None:
+    """serve rebuilt from its log after a resolution its re-read does not reproduce (the
+    runs were let go of on the wall clock): the published state wins, nothing fires twice;
+    and a published firing the rebuild does not hold is resolved."""
+    from runwatch.stream.live import LiveDriver, PublishedAlerts
+
+    events = [e for e in node_dies() if e["kind"] != "run.finished"]
+    lines = [(json.dumps(e).encode(), e["ts"], i) for i, e in enumerate(events)]
+    later = events[-1]["ts"] + 86_400.0 + 60.0
+    first = LiveDriver(fleet=True)
+    made = first.feed(lines)[0]
+    first.evict(later)
+    made += first.tick(later)
+    published = PublishedAlerts()
+    for alert in made:
+        published.add(alert)
+    key = "shared_cause|@fleet|host:node-7"
+    assert published.count(key) == 2
+    rebuilt = LiveDriver(fleet=True)
+    rebuilt.start_replay()
+    rebuilt.feed(lines)
+    missing, _ = rebuilt.finish_replay(published, later)
+    assert [a for a in missing if a.run == "@fleet"] == []
+    assert rebuilt.fleet is not None
+    assert rebuilt.fleet.state.fleets == {}
+    assert rebuilt.fleet.count(key) == 2
+    # a log cut before the resolution: the published firing is resolved at once
+    cut = PublishedAlerts()
+    for alert in made[: [a.key for a in made].index(key) + 1]:
+        cut.add(alert)
+    other = LiveDriver(fleet=True)
+    other.start_replay()
+    other.feed(lines[:2])  # one run's first beats: its state holds no fleet incident
+    fixed, _ = other.finish_replay(cut, later)
+    fleet = [a for a in fixed if a.run == "@fleet"]
+    assert [(a.state, a.key) for a in fleet] == [("resolved", key)]
+    assert fleet[0].incident is not None
+    assert fleet[0].incident.open is False
