@@ -159,6 +159,16 @@ def test_notes_say_how_to_reach_it_and_query_the_history(helm: str, tmp_path: Pa
     assert "running against Kafka at k:9092" in kafka
 
 
+#: what Kubernetes puts in a pod's env from its downward API (`valueFrom.fieldRef`)
+POD_FIELDS = {"spec.nodeName": "gpu-node-7", "metadata.name": "rw-runwatch-serve-0",
+              "metadata.namespace": "ml"}  # fmt: skip
+
+
+def from_the_pod(source: dict[str, Any]) -> str:
+    """A `valueFrom` as the kubelet resolves it; any other kind of source fails the test."""
+    return POD_FIELDS[source["fieldRef"]["fieldPath"]]
+
+
 def test_serve_runs_with_the_rendered_args_and_answers_its_notes(helm: str, tmp_path: Path) -> None:
     """`runwatch serve` with the rendered arguments (its volume, config and secrets made
     local) is ready on the probed paths, and the history commands NOTES.txt shows work."""
@@ -184,10 +194,12 @@ def test_serve_runs_with_the_rendered_args_and_answers_its_notes(helm: str, tmp_
 
     args = [here(a) for a in container["args"] if not a.startswith("--port=")]
     args += [f"--port={port}", "--host=127.0.0.1"]
-    env = {e["name"]: here(e["value"]) for e in container["env"]}
-    env["SLACK_BOT_TOKEN_FILE"] = str(tmp_path / "slack-token")
-    serve = Proc(args, env)
-    try:
+    serve: Proc | None = None
+    try:  # the fake Slack is closed whatever fails from here on
+        env = {e["name"]: here(e["value"]) if "value" in e else from_the_pod(e["valueFrom"])
+               for e in container["env"]}  # fmt: skip
+        env["SLACK_BOT_TOKEN_FILE"] = str(tmp_path / "slack-token")
+        serve = Proc(args, env)
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             path = container[probe]["httpGet"]["path"]
             wait_for(lambda path=path: _status(port, path) == 200, path, serve)
@@ -216,6 +228,8 @@ def test_serve_runs_with_the_rendered_args_and_answers_its_notes(helm: str, tmp_
             if words[0] == "runs" or "runs" in words[1]:
                 assert "job-1" in done.stdout, (words, done.stdout)
     finally:
-        serve.stop()
+        if serve is not None:
+            serve.stop()
         slack.close()
+    assert serve is not None
     assert serve.proc.returncode == 0, serve.lines[-20:]
