@@ -72,4 +72,4 @@ bench: setup
 	$(PY) bench/detection.py $(BENCH_ARGS)  # writes its section of bench/RESULTS.md
 
 clean:
-	rm -rf .cache/typecheck .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -4,9 +4,9 @@
 # harness (harness/, never shipped) beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=.cache/typecheck/runwatch
-rm -rf .cache/typecheck && mkdir -p "$root"
+root=build/typecheck/runwatch
+rm -rf build/typecheck && mkdir -p "$root"
 for f in runwatch/*; do ln -s "$PWD/$f" "$root/$(basename "$f")"; done
 for d in emitters stream store; do ln -s "$PWD/$d" "$root/$d"; done
-ln -s "$PWD/harness" .cache/typecheck/harness
+ln -s "$PWD/harness" build/typecheck/harness
 exec .venv/bin/mypy -p runwatch -p harness "$@"
