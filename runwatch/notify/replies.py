@@ -86,14 +86,16 @@ class Replies:
         firing = firing_of(a, th)
         if firing is None or a.ts - firing.ts > self.config.fold_within:
             return False
-        return self.store.message_ts(firing.id) is not None
+        # in this thread: a run's firing shown in its own thread before the run went on in a
+        # fleet thread is not edited; the resolve is a reply where the run is now
+        return self.store.message_ts(firing.id, th.key) is not None
 
     def fold(self, a: Alert, th: Thread, now: float, batch: Batch) -> bool:
         """Edit the firing's message (the thread's root, or its reply) to show the resolve
         too; False when Slack will not take the edit (the message deleted, say): then a
         reply."""
         firing = firing_of(a, th)
-        target = self.store.message_ts(firing.id) if firing is not None else None
+        target = self.store.message_ts(firing.id, th.key) if firing is not None else None
         if firing is None or target is None:
             return False
         updated = after(th, a, now)

@@ -148,10 +148,13 @@ class NotifyStore:
                 (ident, key, what, outcome, time.time()),
             )
 
-    def message_ts(self, ident: str) -> str | None:
-        """The Slack message (its ts) that a transition sent was posted as, or folded into."""
-        row = self._db.execute("SELECT ts FROM sent WHERE id = ?", (ident,)).fetchone()
-        return None if row is None or row[0] is None else str(row[0])
+    def message_ts(self, ident: str, key: str | None = None) -> str | None:
+        """The Slack message (its ts) that a transition sent was posted as, or folded into
+        -- in thread `key`, if given."""
+        row = self._db.execute("SELECT ts, key FROM sent WHERE id = ?", (ident,)).fetchone()
+        if row is None or row[0] is None or (key is not None and row[1] != key):
+            return None
+        return str(row[0])
 
     def shown_in(self, key: str, ts: str) -> list[str]:
         """The transitions thread `key`'s message `ts` shows (posted as, or folded into)."""

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fleet_slack import slack_checked
 
+from harness.slack_server import FakeSlack
 from runwatch.dev.deliver import HttpSink, send_live
 from runwatch.dev.fleet import Expected, fleet_cluster
 from runwatch.dev.launch import ServeProcess
@@ -99,10 +101,20 @@ def test_the_same_fleet_incidents_through_serve(tmp_path: Path) -> None:
     cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
                                       hang_at=400.0, hang_for=400.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8)  # fmt: skip
-    with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
-        t0 = time.time() + 0.2
-        sent = send_live(cluster, HttpSink(serve.url, None), speed, t0=t0)
-        alerts = serve.get("/v1/alerts?limit=2000")["alerts"]
+    slack = FakeSlack(token="xoxb-fleet", channels=("C-ALERTS",))  # its thread per cause too
+    slack_config = tmp_path / "slack.toml"
+    slack_config.write_text(f'[slack]\nchannel = "C-ALERTS"\nbase_url = "{slack.url}"\n'
+                            f'state = "{tmp_path / "notify.sqlite"}"\n')  # fmt: skip
+    args = ["--config", str(config), "--slack-config", str(slack_config)]
+    try:
+        with ServeProcess(tmp_path / "h.duckdb", args=args,
+                          env={"SLACK_BOT_TOKEN": "xoxb-fleet"}) as serve:  # fmt: skip
+            t0 = time.time() + 0.2
+            sent = send_live(cluster, HttpSink(serve.url, None), speed, t0=t0)
+            alerts = serve.get("/v1/alerts?limit=2000")["alerts"]
+            slack_checked(slack, alerts)
+    finally:
+        slack.close()
     rules = RulesConfig.from_mapping({"rules": {"shared_cause": params}})
     events = list(cluster.events(t0, speed))  # the same events, made again (deterministic)
     assert len(events) == sent

@@ -6,13 +6,16 @@ virtual clock: no wall time). One thread per shared cause, its root naming the c
 at the end, every run healed; every transition in exactly one message; the runs that joined
 a fleet incident have no thread of their own, and the first runs of a storm (whose threads
 opened before there were enough of them to call it shared) leave one-line pointers to it;
-Slack never refused a call."""
+Slack never refused a call. `slack_checked` holds `runwatch serve` to the same, on the live
+trace of `test_fleet.py`."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +100,24 @@ def test_the_fleet_trace_from_events_to_slack(slack: FakeSlack, tmp_path: Path) 
     pointers = sum(1 for m in roots.values() if "continued in" in m.text)
     print(f"{len(alerts)} transitions, {len(slack.messages)} messages, {len(roots)} threads "
           f"({len(fleet_roots)} fleet, {pointers} pointers)")  # fmt: skip
+
+
+def slack_checked(slack: FakeSlack, alerts: list[dict[str, Any]], timeout: float = 120) -> None:
+    """What serve's notifier made of its transitions `alerts` (waited for): each in exactly
+    one message, a fleet member's in its fleet thread, one thread per fleet incident, no
+    429."""
+    want = {a["id"] for a in alerts}
+    deadline = time.monotonic() + timeout
+    while not want <= {i for m in list(slack.messages) for i in m.shown}:
+        assert time.monotonic() < deadline, "not every transition reached Slack"
+        time.sleep(0.2)
+    shown = [i for m in slack.messages for i in m.shown if not i.startswith("fleet:")]
+    assert sorted(shown) == sorted(want)
+    where = {i: m.thread_ts or m.ts for m in slack.messages for i in m.shown}
+    fleets = {a["incident"]["id"]: where[a["id"]] for a in alerts if a["run"] == "@fleet"}
+    assert len(set(fleets.values())) == len(fleets)  # a thread each
+    for a in alerts:
+        fleet = (a.get("incident") or {}).get("fleet")
+        if fleet is not None:
+            assert where[a["id"]] == fleets[fleet], a["id"]
+    assert slack.limited == []

@@ -240,3 +240,25 @@ def test_the_service_s_background_thread_folds_a_storm_too(rig: Rig, slack: Fake
         background.close(timeout=60)
     rig.notifier = rig.open()  # close() closed the one it had
     check_storm(slack, rig, alerts, runs=40, initial=0)
+
+
+def test_an_early_run_s_quick_resolve_is_a_reply_in_the_fleet_thread(
+    rig: Rig, slack: FakeSlack
+) -> None:
+    """A run's firing shown in its own thread, then the run found to be part of a fleet
+    incident, then its resolve within fold_within: the run goes on in the fleet thread, so
+    the resolve is a reply there -- its own root stays a pointer, not edited into a reply."""
+    s = storm(3, initial=1)
+    first = s[fleet.run_name(0)][0]
+    quick = fleet.transition(first.run, first.rule, "resolved", first.ts + 20,
+                             incident=first.incident.id if first.incident else "",
+                             role="root", root=first.key, open_=False, fleet=FLEET,
+                             since=first.ts)  # fmt: skip
+    for a in (first, s["@fleet"][0], quick):
+        assert rig.notifier.notify(a) == "sent"
+    rig.notifier.tidy(wait=True)
+    root = fleet_root(slack)
+    (own,) = [m for m in slack.roots() if m is not root]
+    assert quick.id in [i for m in slack.replies(root) for i in _ids(m)]
+    assert "continued in the shared-cause thread" in own.text
+    assert _ids(own) == [first.id]
