@@ -7,7 +7,7 @@ at the end, every run healed; every transition in exactly one message; the runs 
 a fleet incident have no thread of their own, and the first runs of a storm (whose threads
 opened before there were enough of them to call it shared) leave one-line pointers to it;
 Slack never refused a call. `slack_checked` holds `runwatch serve` to the same, on the live
-trace of `test_fleet.py`."""
+trace of `test_shared_cause.py`."""
 
 from __future__ import annotations
 
