@@ -124,7 +124,7 @@ class InferenceIdleWithPendingRule(Rule[IdleParams]):
         }
         if batch:
             details["step_trajectories"] = batch
-        waits_on = inf.waits_on()
+        waits_on = inf.waits_on(now, cond.since)
         if waits_on is not None:  # the service the stalled work waits on (section 8)
             details["dep"] = waits_on
             details["pending_by_dep"] = inf.pending_by_dep()

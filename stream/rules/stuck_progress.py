@@ -90,7 +90,7 @@ class StuckProgressRule(Rule[StuckProgressParams]):
             "pace_s": None if pace is None else round(pace, 3),
             "limit_s": limit,
         }
-        waits_on = run.inference.waits_on()
+        waits_on = run.inference.waits_on(now, counter.last_advance)
         if waits_on is not None:  # the service the run's pending work waits on (section 8)
             details["dep"] = waits_on
             usual += f"; its pending work waits on {waits_on}"

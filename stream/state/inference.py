@@ -181,11 +181,15 @@ class Inference:
             t.phase_since = ts
             t.dep = sys.intern(dep) if dep is not None else None
 
-    def waits_on(self) -> str | None:
-        """The service the run's work waits on: of the pending trajectories whose phase
-        names one (`dep`), the one longest in its phase says which; None if none names
-        one. (Read when an alert is described, not per event.)"""
-        waiting = [t for t in self.pending.values() if t.dep is not None]
+    def waits_on(self, now: float, stalled_since: float) -> str | None:
+        """The service the run's stalled work waits on: of the pending trajectories whose
+        phase names one (`dep`) and that have sat in it for at least half the stall (a
+        reward call of a second while a collective hangs is not what the run waits on),
+        the one longest in its phase says which; None if none does. (Read when an alert is
+        described, not per event.)"""
+        least = (now - stalled_since) / 2
+        waiting = [t for t in self.pending.values()
+                   if t.dep is not None and now - t.phase_since >= least]  # fmt: skip
         return min(waiting, key=lambda t: t.phase_since).dep if waiting else None
 
     def pending_by_dep(self) -> dict[str, int]:

@@ -66,3 +66,20 @@ def test_a_silent_or_failed_process_names_its_node_and_the_server_it_served() ->
     lost, failed = fired["heartbeat_lost"], fired["component_failed"]
     assert (lost.details["host"], lost.details["server"]) == ("node-2", "vllm-0")
     assert failed.details["host"] == "node-0"
+
+
+def test_work_that_did_not_wait_through_the_stall_is_not_what_it_waits_on() -> None:
+    """A bar frozen for 10 minutes (a collective hangs) while a trajectory entered its reward
+    call a second ago: the run does not wait on the reward server."""
+    events = beats(ROLLOUT, 0, 1200) + [
+        make_event("progress", 10.0 * n, src=ROLLOUT, name="rollout", n=n, total=12)
+        for n in (1, 2, 3)
+    ]
+    events += [make_event("trajectory.started", 880, src=ROLLOUT, traj="late", step=9),
+               phase(898, "late", "reward", "reward@rm-2:8000")]  # fmt: skip
+    engine = make_engine({"stuck_progress": {"stall_after": {"rollout": 880}}})  # at 910
+    alerts = feed(engine, by_ts(events))
+    (bar,) = [a for a in alerts if a.rule == "stuck_progress" and a.firing]
+    assert bar.ts == 910.0
+    assert "dep" not in bar.details
+    assert engine.runs["r1"].state.inference.waits_on(910.0, 905.0) == "reward@rm-2:8000"
