@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: A record of `runwatch.events` that carries several events of one run (contract section 8)
+#: has this header; its value is one event per line (JSON Lines), its key the run id.
+BATCH_HEADER = ("content-type", b"application/x-ndjson")
+
 
 @dataclass(frozen=True, slots=True)
 class Topics:

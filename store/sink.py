@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ from runwatch.stream.kafka.consume import (
     refused,
 )
 from runwatch.stream.kafka.health import ConsumerHealth
+from runwatch.stream.records import is_batch, record_events
+from runwatch.stream.refused import Refused
 
 log = logging.getLogger("runwatch.sink")
 
@@ -277,10 +280,13 @@ class Sink(Handler):
                 continue
             # the broker's append time, where the topic has it: how far ahead a ts may be
             received = rec.timestamp / 1000.0 if rec.timestamp_type == LOG_APPEND_TIME else None
-            try:
-                add(value, admit(value, received))
-            except InvalidEvent as err:
-                bad(refused(rec, err.reason, err.kind))
+            # one event, or with the batch header several of one run, a line each
+            batch = bool(rec.headers) and is_batch(rec.headers)
+            for line, got in record_events(value, batch, partial(admit, received=received)):
+                if isinstance(got, InvalidEvent):
+                    bad(Refused(got.reason, line, topic, rec.partition, rec.offset, got.kind))
+                else:
+                    add(line, got)
 
     def _alerts(self, records: list[Any]) -> None:
         for rec in records:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -42,6 +42,7 @@ from runwatch.stream.decode import MAX_AHEAD_RAW, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
+from runwatch.stream.records import Headers, is_batch, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
 from runwatch.stream.timekeeping.reading import ReadClock
@@ -54,6 +55,21 @@ RawRecord = tuple[bytes | None, float, int]
 Decoded = tuple[ev.Event, bytes, float, int]
 
 INF = float("inf")
+
+
+class KafkaRecord(Protocol):
+    """What `feed_records` reads of a consumer's record (aiokafka's, the unit tests')."""
+
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def timestamp(self) -> int: ...  # milliseconds
+    @property
+    def offset(self) -> int: ...
+    @property
+    def headers(self) -> Headers | None: ...
+
+
 #: Hosts whose clock is within this many seconds of the broker's are taken as they are.
 DEFAULT_MIN_CORRECTION = 1.0
 #: Seconds the wall clock is held back by when judging conditions that ripen in silence.
@@ -173,6 +189,35 @@ class LiveDriver:
                 dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
                 continue
             try:
+                decoded.append((decode(raw), raw, arrival, offset))
+            except InvalidEvent as err:
+                dead.append(self._dead(err.reason, raw, offset, err.kind))
+        out = self.feed_events(decoded, dead)
+        self._fed_to(offset)
+        return out
+
+    def feed_records(self, records: Iterable[KafkaRecord]) -> tuple[list[Alert], list[Refused]]:
+        """`feed`, for this partition's Kafka records as the consumer gives them (value, the
+        broker's time in ms, offset, headers): a record carries one event, or with the batch
+        header several of one run (`runwatch.stream.records`), applied in line order; a bad
+        line is refused alone (a dead letter at the record's offset, its reason naming the
+        line)."""
+        decoded: list[Decoded] = []
+        dead: list[Refused] = []
+        offset = None
+        for record in records:
+            raw, arrival, offset = record.value, record.timestamp / 1000.0, record.offset
+            if raw is None:
+                dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
+                continue
+            if record.headers and is_batch(record.headers):
+                for line, got in record_events(raw, batch=True):
+                    if isinstance(got, InvalidEvent):
+                        dead.append(self._dead(got.reason, line, offset, got.kind))
+                    else:
+                        decoded.append((got, line, arrival, offset))
+                continue
+            try:  # (one event: `record_events` without the generator)
                 decoded.append((decode(raw), raw, arrival, offset))
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset, err.kind))

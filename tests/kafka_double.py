@@ -56,6 +56,8 @@ class MemoryRecord:
     value: bytes | None
     #: a transaction's control record: it takes an offset, no consumer gets it
     control: bool = False
+    #: (key, value) pairs, as aiokafka's ConsumerRecord has them
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass
@@ -80,16 +82,16 @@ class MemoryBroker:
             parts.append([])
 
     def produce(self, topic: str, value: bytes | None, partition: int = 0,
-                key: bytes | None = None) -> int:  # fmt: skip
+                key: bytes | None = None, headers: Any = ()) -> int:  # fmt: skip
         self.create(topic, partition + 1)
         log = self.topics[topic][partition]
         log.append(MemoryRecord(topic, partition, len(log), int(time.time() * 1000), 1, key,
-                                value))  # fmt: skip
+                                value, headers=_headers(headers)))  # fmt: skip
         self.appended.append((topic, partition, len(log) - 1))
         return len(log) - 1
 
     def send(self, topic: str, value: bytes | None, key: bytes | None,
-             partition: int | None) -> RecordMetadata:  # fmt: skip
+             partition: int | None, headers: Any = ()) -> RecordMetadata:  # fmt: skip
         """What a producer's send does: to `partition`, else by key (the same key, the same
         partition). A topic that does not exist is refused (runwatch creates its topics
         first), as is a partition it does not have."""
@@ -103,7 +105,7 @@ class MemoryBroker:
             partition = _BY_KEY(key, every, every) if key is not None else 0
         if not 0 <= partition < len(parts):
             raise ValueError(f"Unrecognized partition {partition}")
-        offset = self.produce(topic, value, partition, key)
+        offset = self.produce(topic, value, partition, key, headers)
         record = parts[partition][offset]
         return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
                               record.timestamp, record.timestamp_type, -1)  # fmt: skip
@@ -318,11 +320,20 @@ class MemoryProducer:
         self.started = False
 
     async def send_and_wait(self, topic: str, value: bytes | None = None,
-                            key: bytes | None = None,
-                            partition: int | None = None) -> RecordMetadata:  # fmt: skip
+                            key: bytes | None = None, partition: int | None = None,
+                            headers: Any = None) -> RecordMetadata:  # fmt: skip
         if not self.started:
             raise IllegalStateError("the producer is not started")
-        return self.broker.send(topic, value, key, partition)
+        return self.broker.send(topic, value, key, partition, headers)
+
+
+def _headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
+    """Headers as Kafka keeps them: (str key, bytes value) pairs; anything else is refused,
+    as aiokafka's producer refuses it."""
+    out = tuple((key, value) for key, value in headers or ())
+    if not all(isinstance(k, str) and isinstance(v, bytes) for k, v in out):
+        raise TypeError(f"headers must be (str, bytes) pairs, not {out!r}")
+    return out
 
 
 def _only_topic_partitions(partitions: Any) -> None:
@@ -371,7 +382,7 @@ class MemoryAppProducer:
                    partition: int | None, timestamp: float | None,
                    headers: Any) -> Any:  # fmt: skip
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        done.set_result(self.broker.send(topic, value, key, partition))
+        done.set_result(self.broker.send(topic, value, key, partition, headers))
         return done
 
     async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,

@@ -50,18 +50,17 @@ FEED_SLICE = 1000
 
 
 async def fed(driver: LiveDriver, records: list[Any]) -> tuple[list[Alert], list[Refused]]:
-    """One partition's Kafka records into `driver` (value, broker time, offset), FEED_SLICE
-    at a time, with a turn of the event loop for every other task in between; what it made,
-    in order."""
-    rows = [(r.value, r.timestamp / 1000.0, r.offset) for r in records]
-    if len(rows) <= FEED_SLICE:
-        return driver.feed(rows)
+    """One partition's Kafka records into `driver` (`LiveDriver.feed_records`: one event
+    each, or a batch's), FEED_SLICE at a time, with a turn of the event loop for every other
+    task in between; what it made, in order."""
+    if len(records) <= FEED_SLICE:
+        return driver.feed_records(records)
     alerts: list[Alert] = []
     dead: list[Refused] = []
-    for i in range(0, len(rows), FEED_SLICE):
+    for i in range(0, len(records), FEED_SLICE):
         if i:
             await asyncio.sleep(0)
-        made, refused = driver.feed(rows[i : i + FEED_SLICE])
+        made, refused = driver.feed_records(records[i : i + FEED_SLICE])
         alerts += made
         dead += refused
     return alerts, dead

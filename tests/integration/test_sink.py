@@ -21,7 +21,7 @@ from helpers import wait_catches_sigterm
 from kafka import KafkaAdminClient, KafkaProducer
 
 from runwatch.dev import scenarios
-from runwatch.emitters.topics import Topics
+from runwatch.emitters.topics import BATCH_HEADER, Topics
 from runwatch.store import NotAStore, Store, StoreLocked
 from runwatch.stream.kafka.admin import ensure_topics
 
@@ -249,6 +249,48 @@ def test_a_clean_run_reads_each_record_once_and_reports_each_batch_when_written(
     per_run, total, distinct = stored(db)
     assert per_run == Counter(e["run"] for e in events)
     assert total == distinct == len(events)
+
+
+def test_batch_records_are_stored_as_their_events_and_a_bad_line_alone_is_invalid(
+    kafka_broker: str, kafka_group: str, tmp_path: Path, sinks: list[SinkProcess]
+) -> None:
+    """Contract section 8 through a real broker: a run's events in batch records (JSON Lines
+    under the batch header) are stored as the same rows as events sent one per record; a
+    bad line of a batch is the one invalid row, with its reason naming the line."""
+    topics = Topics(prefix=f"t{uuid.uuid4().hex[:8]}.")
+    asyncio.run(ensure_topics(kafka_broker, topics, 2))
+    events = scenarios.zero_reward(last_step=60)
+    half = len(events) // 2
+    singles = [(e["run"], json.dumps(e).encode()) for e in events[:half]]
+    produce(kafka_broker, topics.events, singles)
+    batched = [json.dumps(e).encode() for e in events[half:]]
+    lines = [*batched[:10], b'{"v": 1}', *batched[10:]]
+    producer = KafkaProducer(bootstrap_servers=kafka_broker)
+    try:
+        for start in range(0, len(lines), 25):  # batches of 25 lines, the bad one in the first
+            producer.send(topics.events, b"\n".join(lines[start : start + 25]),
+                          key=events[0]["run"].encode(), headers=[BATCH_HEADER])  # fmt: skip
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    db = tmp_path / "history.duckdb"
+    sink = SinkProcess(
+        ["--kafka", kafka_broker, "--db", str(db), "--group", kafka_group,
+         "--events-topic", topics.events, "--alerts-topic", topics.alerts,
+         "--flush-interval", "0.2"],
+    )  # fmt: skip
+    sinks.append(sink)
+    wait_until(lambda: stored_rows(db) >= len(events))
+    sink.stop()
+    _, total, distinct = stored(db)
+    assert total == distinct == len(events)
+    with Store.reader(db, wait=60) as store:
+        raws = [r[0] for r in store.con.execute("SELECT raw FROM events").fetchall()]
+        invalid = store.con.execute("SELECT reason, raw FROM invalid_events").fetchall()
+    assert sorted(json.loads(r)["id"] for r in raws) == sorted(e["id"] for e in events)
+    ((reason, raw),) = invalid
+    assert reason.startswith("line 11 of 25 of a batch: ")
+    assert bytes(raw) == b'{"v": 1}'
 
 
 def test_a_sink_started_before_the_worker_creates_no_topic_and_reads_once_they_exist(

@@ -25,10 +25,11 @@ from typing import Any
 
 import orjson
 import pytest
-from helpers import http_get, terminate
+from helpers import http_get, make_event, terminate
 
 from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
+from runwatch.emitters.topics import BATCH_HEADER
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import transition_id
 from runwatch.stream.kafka.checkpoints import PENDING, checkpoint_key
@@ -348,6 +349,48 @@ def test_end_to_end_alert_and_dead_letter(setup: Setup) -> None:
     assert "FIRING" in lines[1]
     assert "heartbeat_lost  run=e2e-1 [trainer@" in lines[1]
     assert lines[1].endswith("(incident 2: root cause)")
+
+
+def test_a_batch_record_reads_as_its_events_and_a_bad_line_alone_is_dead_lettered(
+    setup: Setup,
+) -> None:
+    """Contract section 8 through a real broker: one run's events sent one per record, and
+    another's as one batch record with two bad lines among them, alert alike; each bad line
+    is a dead letter of its own, at the batch's offset, its reason naming the line."""
+    from kafka import KafkaProducer
+
+    worker = setup.worker(1)
+    worker.wait_live()
+    now = time.time() - 1
+
+    def zero_rewards(run: str) -> list[bytes]:
+        events = [make_event("run.started", now, run=run, total_steps=10)]
+        events += [make_event("reward", now, run=run, step=s, mean=0.0) for s in (1, 2)]
+        return [orjson.dumps(e) for e in events]
+
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap)
+    try:
+        for value in zero_rewards("single-1"):
+            producer.send(setup.events, value, key=b"single-1")
+        good = zero_rewards("batch-1")
+        lines = [good[0], good[1], b'{"v": 1, "run": "batch-1"}', good[2], b"[]"]
+        producer.send(setup.events, b"\n".join(lines), key=b"batch-1",
+                      headers=[BATCH_HEADER])  # fmt: skip
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    alerts = setup.wait_alerts(lambda a: len(a) >= 2)
+    assert sequence(alerts, "single-1") == sequence(alerts, "batch-1") == [
+        ("zero_reward", "firing")
+    ]  # fmt: skip
+    deadline = time.monotonic() + 15
+    while len(dead := setup.read("runwatch.events.dlq")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    letters = [letter for letter, _ in dead]
+    assert [(x["raw"], x["reason"].split(":")[0]) for x in letters] == [
+        ('{"v": 1, "run": "batch-1"}', "line 3 of 5 of a batch"), ("[]", "line 5 of 5 of a batch")
+    ]  # fmt: skip
+    assert len({(x["partition"], x["offset"]) for x in letters}) == 1
 
 
 def test_kafka_lag_tools_show_the_worker_group_lag(setup: Setup) -> None:
@@ -727,6 +770,7 @@ SKEWED = textwrap.dedent(
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
+from runwatch.emitters.topics import BATCH_HEADER
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 

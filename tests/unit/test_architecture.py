@@ -33,8 +33,8 @@ FOLDERS = {"runwatch": "runwatch", "runwatch.emitters": "emitters",
 #: The pure core: run state, rules, the engine and the drivers' logic.
 CORE = ("runwatch.stream.state", "runwatch.stream.rules", "runwatch.stream.engine",
         "runwatch.stream.alerts", "runwatch.stream.timekeeping", "runwatch.stream.live",
-        "runwatch.stream.replay", "runwatch.stream.decode", "runwatch.stream.recovery",
-        "runwatch.stream.checkpointer")  # fmt: skip
+        "runwatch.stream.replay", "runwatch.stream.decode", "runwatch.stream.records",
+        "runwatch.stream.recovery", "runwatch.stream.checkpointer")  # fmt: skip
 #: What the core may not import: clocks, I/O, processes, networks, and the I/O libraries.
 IMPURE = ("time", "datetime", "os", "io", "pathlib", "socket", "subprocess", "threading",
           "asyncio", "random", "urllib", "http", "shutil", "tempfile", "faust", "aiokafka",

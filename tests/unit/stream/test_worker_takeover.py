@@ -223,7 +223,7 @@ def test_a_driver_gives_the_loop_a_turn_between_slices(
         send(b, 0, *records)
     turns = 0
     fed: list[tuple[int, int]] = []  # (records, turns of the other task so far)
-    feed = LiveDriver.feed
+    feed = LiveDriver.feed_records
 
     def noting(self: LiveDriver, records: Any) -> Any:
         records = list(records)
@@ -231,7 +231,7 @@ def test_a_driver_gives_the_loop_a_turn_between_slices(
             fed.append((len(records), turns))
         return feed(self, records)
 
-    monkeypatch.setattr(LiveDriver, "feed", noting)
+    monkeypatch.setattr(LiveDriver, "feed_records", noting)
 
     async def scenario() -> None:
         async def other() -> None:
