@@ -110,6 +110,8 @@ def scenarios(
     started = time.monotonic()
     em.close(timeout=60)
     results["emit, broker up"]["close_s"] = time.monotonic() - started
+    # what the sender made of them: a record per event, or batches of the run's events
+    results["emit, broker up"]["events_per_record"] = (n + 1) / records_on(bootstrap, topic)
 
     raw = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
                         compression_type="gzip")  # fmt: skip
@@ -157,6 +159,18 @@ def scenarios(
     return results
 
 
+def records_on(bootstrap: str, topic: str) -> int:
+    """Records on `topic` now (its partitions' end offsets)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        return max(1, sum(consumer.end_offsets(parts).values()))
+    finally:
+        consumer.close()
+
+
 class AlwaysAsking:
     """A run view that asks for stacks anew at every look."""
 
@@ -175,6 +189,10 @@ class AlwaysAsking:
         pass
 
 
+#: what a scenario reports beside its per-call figures
+EXTRAS = ("close_s", "dropped", "answers", "events_per_record")
+
+
 def report(n: int, rate: float, results: dict[str, dict[str, float]]) -> None:
     pace = "flat out" if not rate else f"paced at {rate:.0f}/s"
     print(f"\nper-call cost, {n} calls per scenario, {pace}")
@@ -184,7 +202,7 @@ def report(n: int, rate: float, results: dict[str, dict[str, float]]) -> None:
         print(f"{name:32s} {r['p50_us']:8.1f} {r['p99_us']:8.1f} {r['p999_us']:9.1f} "
               f"{r['max_us']:10.0f} {r['calls_per_s']:10.0f} {r['errors']:6.0f}")  # fmt: skip
     for name, r in results.items():
-        extra = {k: v for k, v in r.items() if k in ("close_s", "dropped", "answers")}
+        extra = {k: v for k, v in r.items() if k in EXTRAS}
         if extra:
             print(f"  {name}: " + ", ".join(f"{k}={v:.2f}" for k, v in extra.items()))
 

@@ -9,6 +9,9 @@ through an outage. A batch the broker did not confirm goes to the spool ahead of
 spilled meanwhile (`Spool.reserve`), the producer is dropped, and reconnection is retried
 with backoff; once connected, spooled segments are replayed oldest first and removed.
 A batch cut short by an outage may reach the broker twice: consumers apply an id once.
+On Kafka, a batch's consecutive events of one run travel as one record (contract section 8:
+JSON Lines under the header `topics.BATCH_HEADER`; a lone event as a plain record), so the
+worker pays its per-record costs once for them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from runwatch.emitters.backlog import WARN_AFTER_S, age_text
@@ -30,6 +33,7 @@ from runwatch.emitters.producer import (
     reachable,
 )
 from runwatch.emitters.spool import Spool
+from runwatch.emitters.topics import BATCH_HEADER
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -37,6 +41,9 @@ log = logging.getLogger("runwatch.emitters")
 _POISON = ("MessageSizeTooLargeError", "InvalidRecordError", "CorruptRecordError")
 _RUN_OF_LINE = re.compile(r'\{"v":1,"run":"([A-Za-z0-9._:/@+-]{1,200})"')
 REPLAY_CHUNK = 2000
+#: Bytes of events one record carries at most, as a batch of one run's events (contract
+#: section 8): a quarter of the 1 MiB a broker and kafka-python take by default.
+BATCH_BYTES = 256 * 1024
 ADOPT_EVERY_S = 60.0
 
 
@@ -232,6 +239,9 @@ class KafkaDestination(SpooledDestination):
         #: kafka-python names its threads after it, which is how its logs are told apart.
         self.client_id = f"runwatch-{os.getpid()}"
         self.producer: Any = None
+        #: the most bytes of events one record carries (a quarter of a broker's default
+        #: message size); cut to a quarter whenever the broker refuses a batch as too large
+        self.batch_bytes = BATCH_BYTES
 
     # --- connection --------------------------------------------------------------------
 
@@ -279,32 +289,54 @@ class KafkaDestination(SpooledDestination):
         m = _RUN_OF_LINE.match(line)
         return m.group(1).encode() if m is not None else self.key
 
+    def _records(self, lines: Sequence[str], live: bool) -> Iterator[tuple[bytes, list[str]]]:
+        """The records to send `lines` in, in order: consecutive lines of one run (the key)
+        in one record, up to `batch_bytes`, as the contract's batches (section 8)."""
+        group: list[str] = []
+        size, key, limit = 0, b"", self.batch_bytes
+        for line in lines:
+            line_key = self.key if live else self._key_of(line)
+            if group and (line_key != key or size + len(line) > limit):
+                yield key, group
+                group, size = [], 0
+            group.append(line)
+            key, size = line_key, size + len(line) + 1
+        if group:
+            yield key, group
+
     def _send(self, lines: Sequence[str], live: bool) -> int:
         """Send and wait; return how many leading lines are settled (confirmed or poison)."""
         producer, futures, topic = self.producer, [], self.topic
         try:
             partition_of = partitioner(producer, topic, self.options)
-            for line in lines:
-                key = self.key if live else self._key_of(line)
-                value = line.encode()
-                futures.append(producer.send(topic, value, key, partition=partition_of[key]))
+            for key, group in self._records(lines, live):
+                # one event: a plain record, as any reader of the topic takes it
+                value, headers = ((group[0].encode(), None) if len(group) == 1 else
+                                  ("\n".join(group).encode(), [BATCH_HEADER]))  # fmt: skip
+                future = producer.send(topic, value, key, headers=headers,
+                                       partition=partition_of[key])  # fmt: skip
+                futures.append((future, len(group)))
             producer.flush(timeout=self.send_timeout)
         except Exception as err:
             why = repr(err)
         else:
             why = ""
         settled = 0
-        for future in futures:
+        for future, count in futures:
             if future.succeeded():
-                self.sent += 1
+                self.sent += count
             elif future.failed() and type(future.exception).__name__ in _POISON:
+                if count > 1:  # a batch the broker takes for too large: smaller ones, again
+                    self.batch_bytes = max(1, self.batch_bytes // 4)
+                    why = why or repr(future.exception)
+                    break
                 with self.spool.lock:
                     self.spool.dropped += 1
                 log.error("runwatch: the broker refused an event for good: %r", future.exception)
             else:
                 why = why or repr(future.exception)
                 break
-            settled += 1
+            settled += count
         if settled < len(lines):
             self._down(why or "not confirmed in time")
         return settled

@@ -17,8 +17,16 @@ from kafka import KafkaConsumer
 
 from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters import Emitter, validate
+from runwatch.stream.records import is_batch
 
 pytestmark = pytest.mark.integration
+
+
+def events_of(record: Any) -> list[dict[str, Any]]:
+    """The events a record carries: its value, or a batch's lines (contract section 8)."""
+    if is_batch(record.headers):
+        return [json.loads(line) for line in record.value.splitlines() if line.strip()]
+    return [json.loads(record.value)]
 
 
 def consume(bootstrap: str, topic: str, want: int, timeout: float = 90.0) -> list[Any]:
@@ -33,7 +41,7 @@ def consume(bootstrap: str, topic: str, want: int, timeout: float = 90.0) -> lis
         while len(ids) < want and time.monotonic() < deadline:
             for batch in consumer.poll(timeout_ms=500).values():
                 records += batch
-                ids.update(json.loads(r.value)["id"] for r in batch)
+                ids.update(e["id"] for r in batch for e in events_of(r))
         time.sleep(0.5)  # anything sent twice arrives now, or not at all
         for batch in consumer.poll(timeout_ms=500).values():
             records += batch
@@ -47,10 +55,10 @@ def first_of_each(records: list[Any]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     events = []
     for record in records:
-        event = json.loads(record.value)
-        if event["id"] not in seen:
-            seen.add(event["id"])
-            events.append(event)
+        for event in events_of(record):
+            if event["id"] not in seen:
+                seen.add(event["id"])
+                events.append(event)
     return events
 
 
@@ -67,7 +75,11 @@ def test_events_arrive_keyed_by_run(kafka_broker: str, kafka_topic: str, tmp_pat
     events = first_of_each(records)
     for event in events:
         validate(event)
-    assert len(events) == len(records)  # no outage, no duplicates
+    assert len(events) == sum(len(events_of(r)) for r in records)  # no outage, no duplicates
+    # what was emitted together went as batches of the run's events (contract section 8)
+    assert len(records) < len(events)
+    assert any(is_batch(r.headers) and len(events_of(r)) > 1 for r in records)
+    assert all(is_batch(r.headers) == (len(events_of(r)) > 1) for r in records)
     work = [e for e in events if e["kind"] != "heartbeat"]
     assert [e["kind"] for e in work] == ["run.started", *["step.done"] * 50, "run.finished"]
     assert [e["step"] for e in work[1:-1]] == list(range(50))
@@ -162,10 +174,10 @@ def test_backlog_of_an_exited_process_is_sent_by_the_next_emitter(
     by_key: dict[bytes, list[dict[str, Any]]] = {}
     seen: set[str] = set()
     for record in records:
-        event = json.loads(record.value)
-        if event["id"] not in seen:
-            seen.add(event["id"])
-            by_key.setdefault(record.key, []).append(event)
+        for event in events_of(record):
+            if event["id"] not in seen:
+                seen.add(event["id"])
+                by_key.setdefault(record.key, []).append(event)
     assert [e["traj"] for e in by_key[b"dead-worker"]] == [f"t-{n}" for n in range(20)]
     assert all(e["src"]["pid"] == pid for e in by_key[b"dead-worker"])
     assert [e["kind"] for e in by_key[b"survivor"]] == ["step.started"]
