@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.exceptions import SlackError
 from runwatch.notify import messages as msg
 from runwatch.notify.batch import Batch, Route
@@ -43,7 +44,6 @@ from runwatch.notify.replies import Replies
 from runwatch.notify.slack import AUTH_ERRORS, SlackPoster, is_channel_id, load_token
 from runwatch.notify.store import NotifyStore, default_path
 from runwatch.notify.threads import (
-    FLEET_RUN,
     Message,
     Section,
     Thread,

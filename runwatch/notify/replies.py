@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.exceptions import SlackError
 from runwatch.notify import messages as msg
 from runwatch.notify.batch import MAX_CHARS, MAX_SECTIONS, Batch, Staged, chunks
@@ -25,7 +26,7 @@ from runwatch.notify.outcome import Outcome
 from runwatch.notify.recover import metadata
 from runwatch.notify.slack import AUTH_ERRORS, SlackPoster
 from runwatch.notify.store import NotifyStore
-from runwatch.notify.threads import FLEET_RUN, After, Message, Section, Thread, after, firing_of
+from runwatch.notify.threads import After, Message, Section, Thread, after, firing_of
 from runwatch.stream.alerts import Alert
 
 log = logging.getLogger("runwatch.notify")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.stream.alerts import Alert
 from runwatch.stream.incidents import IncidentRef
 
@@ -203,8 +204,6 @@ def new_thread(a: Alert, key: str, channel: str, ts: str, now: float) -> Thread:
 
 # -- a fleet incident's thread ------------------------------------------------------------------
 
-#: the run of fleet incidents' alerts (contract section 8)
-FLEET_RUN = "@fleet"
 #: what a fleet thread's root says of its cause before the fleet alert itself arrived
 UNNAMED = "runs stalled together: their shared cause is being named"
 
