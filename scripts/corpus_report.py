@@ -1,12 +1,13 @@
-"""How `runwatch diagnose`'s reading does on the corpus of real consoles (issue 41).
+"""How `runwatch diagnose`'s reading does on the corpora of real consoles (issue 41).
 
-    .venv/bin/python scripts/corpus_report.py            # dev and held-out figures
-    .venv/bin/python scripts/corpus_report.py --files    # ... and every dev file's result
+    .venv/bin/python scripts/corpus_report.py                    # every corpus, dev and held out
+    .venv/bin/python scripts/corpus_report.py --corpus corpus2   # one corpus
+    .venv/bin/python scripts/corpus_report.py --files            # ... and every dev file's result
 
-Reads every excerpt of tests/fixtures/consoles/corpus/{dev,heldout}/ with
+Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2}/{dev,heldout}/ with
 `runwatch.diagnose.diagnose` -- the excerpt alone, not the file's `#` header, which says in
-words what happened -- and prints, for the development part and for the held-out part
-separately:
+words what happened -- and prints, for each corpus, for its development part and for its
+held-out part separately:
 
 - recall per class: of the excerpts whose labels say a rule must fire, how many it fires on
   (an excerpt with two rules counts once in each class);
@@ -38,7 +39,10 @@ from typing import Any
 
 from runwatch.diagnose import diagnose
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles" / "corpus"
+CONSOLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles"
+#: the corpora, each split into dev/ (MANIFEST.toml) and heldout/ (HELDOUT.toml) before any
+#: reader change: the first (157 excerpts) and the second (90), split apart
+CORPORA = ("corpus", "corpus2")
 CLASSES = (
     "collective_timeout",
     "ranks_stalled",
@@ -62,9 +66,9 @@ class Result:
     seconds: float = 0.0
 
 
-def read_part(part: str) -> dict[str, dict[str, Any]]:
+def read_part(corpus: str, part: str) -> dict[str, dict[str, Any]]:
     manifest = "MANIFEST.toml" if part == "dev" else "HELDOUT.toml"
-    return tomllib.loads((CORPUS / manifest).read_text(encoding="utf-8"))
+    return tomllib.loads((CONSOLES / corpus / manifest).read_text(encoding="utf-8"))
 
 
 def excerpt_lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -99,13 +103,15 @@ def _names(text: str, key: str) -> bool:
     return key.lower() in text.lower()
 
 
-def report(part: str, show_files: bool) -> dict[str, Any]:
-    labels = read_part(part)
-    results = {i: run_one(CORPUS / part / f"{i}.log", e["rules"]) for i, e in labels.items()}
+def report(corpus: str, part: str, show_files: bool) -> dict[str, Any]:
+    labels = read_part(corpus, part)
+    folder = CONSOLES / corpus / part
+    results = {i: run_one(folder / f"{i}.log", e["rules"]) for i, e in labels.items()}
     controls = [r for r in results.values() if not r.expected]
     failures = [r for r in results.values() if r.expected]
     print(
-        f"\n== {part}: {len(results)} excerpts ({len(failures)} failures, {len(controls)} controls)"
+        f"\n== {corpus} {part}: {len(results)} excerpts"
+        f" ({len(failures)} failures, {len(controls)} controls)"
     )
     figures: dict[str, Any] = {"recall": {}}
     for rule in CLASSES:
@@ -158,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", action="store_true", help="print each dev file's result")
     parser.add_argument("--part", choices=("dev", "heldout", "both"), default="both")
+    parser.add_argument("--corpus", choices=(*CORPORA, "all"), default="all")
     args = parser.parse_args(argv)
-    for part in ("dev", "heldout"):
-        if args.part in (part, "both"):
-            report(part, args.files)
+    for corpus in CORPORA:
+        if args.corpus not in (corpus, "all"):
+            continue
+        for part in ("dev", "heldout"):
+            if args.part in (part, "both"):
+                report(corpus, part, args.files)
     return 0
 
 

@@ -1,8 +1,9 @@
-"""The corpus of real consoles (tests/fixtures/consoles/corpus/, issue 41) is well formed: every
-file is in its part's manifest and every entry has its file, each file starts with its source,
-the held-out files are the bytes whose hashes were recorded when the corpus was split (so a
-later edit of a held-out excerpt fails here), and the split is the one split.py makes from the
-labels. How the reader does on the corpus is reported by scripts/corpus_report.py, not here."""
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ and corpus2/, issue 41) are well
+formed: every file is in its part's manifest and every entry has its file, each file starts with
+its source, the held-out files are the bytes whose hashes were recorded when the corpus was split
+(so a later edit of a held-out excerpt fails here), the split is the one each corpus' split.py
+makes from the labels, and no thread is used twice, across both corpora and field/. How the
+reader does on them is reported by scripts/corpus_report.py, not here."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPUS = CONSOLES / "corpus"
-DEV: dict[str, dict[str, Any]] = tomllib.loads((CORPUS / "MANIFEST.toml").read_text())
-HELD: dict[str, dict[str, Any]] = tomllib.loads((CORPUS / "HELDOUT.toml").read_text())
-PARTS = {"dev": DEV, "heldout": HELD}
-ENTRIES = sorted((part, ident) for part, manifest in PARTS.items() for ident in manifest)
+CORPORA = ("corpus", "corpus2")
 
 
-def _split() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("corpus_split", CORPUS / "split.py")
+def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
+    return tomllib.loads((CONSOLES / corpus / name).read_text(encoding="utf-8"))
+
+
+def _split(corpus: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{corpus}_split", CONSOLES / corpus / "split.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -32,59 +33,111 @@ def _split() -> ModuleType:
     return module
 
 
-SPLIT = _split()
+PARTS = {
+    corpus: {
+        "dev": _manifest(corpus, "MANIFEST.toml"),
+        "heldout": _manifest(corpus, "HELDOUT.toml"),
+    }
+    for corpus in CORPORA
+}
+SPLIT = {corpus: _split(corpus) for corpus in CORPORA}
+ENTRIES = sorted(
+    (corpus, part, ident)
+    for corpus, parts in PARTS.items()
+    for part, manifest in parts.items()
+    for ident in manifest
+)
+HELD = sorted((corpus, ident) for corpus in CORPORA for ident in PARTS[corpus]["heldout"])
 
 
-@pytest.mark.parametrize("part", sorted(PARTS))
-def test_every_file_of_a_part_is_in_its_manifest_and_every_entry_has_its_file(part: str) -> None:
-    assert {p.name for p in (CORPUS / part).iterdir()} == {f"{i}.log" for i in PARTS[part]}
+def _entries(corpus: str) -> list[dict[str, Any]]:
+    return [*PARTS[corpus]["dev"].values(), *PARTS[corpus]["heldout"].values()]
 
 
-def test_no_excerpt_is_in_both_parts_and_no_thread_is_used_twice() -> None:
-    assert not set(DEV) & set(HELD)
-    sources = [e["source"] for e in (*DEV.values(), *HELD.values())]
+@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("part", ["dev", "heldout"])
+def test_every_file_of_a_part_is_in_its_manifest_and_every_entry_has_its_file(
+    corpus: str, part: str
+) -> None:
+    files = {p.name for p in (CONSOLES / corpus / part).iterdir()}
+    assert files == {f"{i}.log" for i in PARTS[corpus][part]}
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_no_excerpt_is_in_both_parts(corpus: str) -> None:
+    assert not set(PARTS[corpus]["dev"]) & set(PARTS[corpus]["heldout"])
+
+
+def test_no_thread_is_used_twice_across_the_corpora_and_field() -> None:
+    sources = [e["source"] for corpus in CORPORA for e in _entries(corpus)]
     assert len(sources) == len(set(sources))
     field = tomllib.loads((CONSOLES / "field" / "MANIFEST.toml").read_text())
     assert not set(sources) & {e["source"] for e in field.values()}
 
 
-@pytest.mark.parametrize(("part", "ident"), ENTRIES)
-def test_a_file_starts_with_its_source_and_what_happened(part: str, ident: str) -> None:
-    entry = PARTS[part][ident]
-    lines = (CORPUS / part / f"{ident}.log").read_text(encoding="utf-8").splitlines()
+@pytest.mark.parametrize(("corpus", "part", "ident"), ENTRIES)
+def test_a_file_starts_with_its_source_and_what_happened(
+    corpus: str, part: str, ident: str
+) -> None:
+    entry = PARTS[corpus][part][ident]
+    lines = (CONSOLES / corpus / part / f"{ident}.log").read_text(encoding="utf-8").splitlines()
     assert lines[0] == f"# source: {entry['source']}"
     assert entry["source"].startswith("https://github.com/")
     assert lines[1] == f"# what happened: {entry['happened']}"
     assert any(line.strip() for line in lines[2:]), "no excerpt after the header"
+    assert not lines[2].startswith("#"), "the excerpt would be taken for the header"
 
 
-@pytest.mark.parametrize(("part", "ident"), ENTRIES)
-def test_an_entry_has_its_labels(part: str, ident: str) -> None:
-    entry = PARTS[part][ident]
+@pytest.mark.parametrize(("corpus", "part", "ident"), ENTRIES)
+def test_an_entry_has_its_labels(corpus: str, part: str, ident: str) -> None:
+    entry = PARTS[corpus][part][ident]
     assert entry["framework"]
-    assert set(entry["rules"]) <= set(SPLIT.CLASSES)
+    assert set(entry["rules"]) <= set(SPLIT[corpus].CLASSES)
     if "non_finite_metric" in entry["rules"]:
         assert entry["keys"], "a non-finite metric names its key"
     if "step" in entry:
         assert isinstance(entry["step"], int)
 
 
-@pytest.mark.parametrize("ident", sorted(HELD))
-def test_a_held_out_file_is_the_bytes_recorded_at_the_split(ident: str) -> None:
-    data = (CORPUS / "heldout" / f"{ident}.log").read_bytes()
-    assert hashlib.sha256(data).hexdigest() == HELD[ident]["sha256"], (
-        f"heldout/{ident}.log was edited after the split"
+@pytest.mark.parametrize(("corpus", "ident"), HELD)
+def test_a_held_out_file_is_the_bytes_recorded_at_the_split(corpus: str, ident: str) -> None:
+    data = (CONSOLES / corpus / "heldout" / f"{ident}.log").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == PARTS[corpus]["heldout"][ident]["sha256"], (
+        f"{corpus}/heldout/{ident}.log was edited after the split"
     )
 
 
-def test_the_split_is_the_one_split_py_makes_from_the_labels() -> None:
-    assert SPLIT.assign({**DEV, **HELD}) == set(HELD)
-    assert SPLIT.check() == []
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_the_split_is_the_one_split_py_makes_from_the_labels(corpus: str) -> None:
+    parts = PARTS[corpus]
+    assert SPLIT[corpus].assign({**parts["dev"], **parts["heldout"]}) == set(parts["heldout"])
+    assert SPLIT[corpus].check() == []
 
 
-def test_the_corpus_has_the_size_the_issue_asks_for() -> None:
-    entries = [*DEV.values(), *HELD.values()]
+def test_the_second_corpus_is_split_by_the_first_corpus_procedure_with_its_own_seed() -> None:
+    impl = SPLIT["corpus2"]._impl
+    assert Path(impl.__file__).resolve() == (CONSOLES / "corpus" / "split.py").resolve()
+    assert impl.HERE == CONSOLES / "corpus2"
+    assert impl.SEED == SPLIT["corpus2"].SEED != SPLIT["corpus"].SEED
+
+
+def _count(entries: list[dict[str, Any]], rule: str) -> int:
+    return sum(1 for e in entries if rule in e["rules"])
+
+
+def test_the_first_corpus_has_the_size_the_issue_asks_for() -> None:
+    entries = _entries("corpus")
     assert len(entries) >= 150
     assert len({e["framework"] for e in entries}) >= 15
     assert sum(1 for e in entries if not e["rules"]) >= 25
-    assert len(HELD) * 3 >= len(entries) - 3  # about one third held out
+    assert len(PARTS["corpus"]["heldout"]) * 3 >= len(entries) - 3  # about one third held out
+
+
+def test_the_second_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    entries = _entries("corpus2")
+    assert len(entries) >= 90
+    assert len({e["framework"] for e in entries}) >= 15
+    assert sum(1 for e in entries if not e["rules"]) >= 25
+    assert _count(entries, "non_finite_metric") >= 30
+    assert _count(entries, "component_failed") >= 25
+    assert len(PARTS["corpus2"]["heldout"]) * 3 >= len(entries) - 3
