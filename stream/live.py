@@ -5,9 +5,11 @@ is unit-testable. One `LiveDriver` owns one partition of `runwatch.events`: an `
 the runs in it, and the clock offsets of the hosts that emit them (`ClockOffsets`).
 
 Time. Events are applied on their event time, corrected onto the broker's clock (the
-record's append time). Conditions that ripen without events (a heartbeat that stops) are
-caught by `tick(now)` with the wall clock, held back by `grace` seconds so that an event
-still in flight when its moment passes is applied before that moment is judged. Applying
+record's append time) so that none is later than its arrival and a run's events from one
+host keep their order (`ClockOffsets.shift`). Conditions that ripen without events (a
+heartbeat that stops) are caught by `tick(now)` with the wall clock, held back by `grace`
+seconds so that an event still in flight when its moment passes is applied before that
+moment is judged. Applying
 events on event time (not "wall clock at arrival") keeps the live verdicts equal to what a
 re-read of the partition gives, which is what a restarted worker relies on.
 
@@ -70,7 +72,8 @@ class KafkaRecord(Protocol):
     def headers(self) -> Headers | None: ...
 
 
-#: Hosts whose clock is within this many seconds of the broker's are taken as they are.
+#: Hosts whose clock is at most this many seconds behind the broker's are taken as they are
+#: (that much may be delivery delay); a clock ahead is always corrected (`ClockOffsets.shift`).
 DEFAULT_MIN_CORRECTION = 1.0
 #: Seconds the wall clock is held back by when judging conditions that ripen in silence.
 DEFAULT_GRACE = 0.5
@@ -253,13 +256,13 @@ class LiveDriver:
             if problem is not None:  # not even a wrong clock: keep it out of the estimate
                 dead.append(self._dead(problem, raw, offset, "bad_time"))
                 continue
-            skew = clocks.observe(_source(event.src), event.ts, arrival)
-            if skew > limit or skew < -limit:
+            skew = clocks.shift(_source(event.src), event.run, event.ts, arrival, limit)
+            if skew:
                 event = _shifted(event, skew)
                 self.corrected += 1
             if event.ts - arrival > MAX_AHEAD_LIVE:
                 why = f"ts is {span(event.ts - arrival)} ahead of the time the event arrived"
-                if skew > limit or skew < -limit:
+                if skew:
                     why += f" (its host's clock corrected by {skew:+.0f}s)"
                 dead.append(self._dead(why, raw, offset, "bad_time"))
                 continue
@@ -325,6 +328,7 @@ class LiveDriver:
                 self.gone.popitem(last=False)
         for run in finished + silent:
             del runs[run]
+        self.clocks.forget(finished + silent)
         if self.fleet is not None and silent:  # a fleet incident they held may resolve
             self._held_fleet += self.fleet.left(set(silent), now)
         return finished, silent

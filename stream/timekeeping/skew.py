@@ -21,6 +21,17 @@ per second of arrival, so the estimate costs O(1) per event, and O(window) only 
 second forgotten held one of the two smallest (a host of a large fleet sends about once a
 second, so forgetting comes with nearly every event and a rescan must be the exception).
 
+What is applied (`shift`) is the estimate, with three exceptions. A host within `deadband`
+seconds behind is taken as it is: that much may be delay. A host ahead is always corrected
+(no delay makes an event arrive before it was stamped), so no event is applied later than it
+arrived -- else an event's own alert would ripen only after its run's end, sent in the same
+batch, had closed the run. And a run's events from one host keep their order: the estimate
+falls when any of the host's emitters delivers faster, and applied at once to every run it
+would put a slow emitter's next event before its previous one (a failure before the step it
+followed). So where the new shift would put an event of a run before one of its earlier
+events from that host, the run keeps its shift, lowered only as far as the event's own
+arrival requires: what other runs on the host deliver does not reorder a run's events.
+
 Everything depends only on the records (event ts, append time) in partition order, so a
 worker that rebuilds its state by re-reading a partition gets the same corrections.
 """
@@ -29,6 +40,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable
 
 #: Seconds of arrival time over which the smallest offset sample is taken.
 DEFAULT_WINDOW = 60.0
@@ -97,7 +109,7 @@ class _Host:
 class ClockOffsets:
     """Per-host clock offset estimates (seconds to add to a host's `ts`)."""
 
-    __slots__ = ("_hosts", "gap", "outlier", "window")
+    __slots__ = ("_hosts", "_runs", "gap", "outlier", "window")
 
     def __init__(
         self,
@@ -111,6 +123,9 @@ class ClockOffsets:
         self.gap = gap
         self.outlier = outlier
         self._hosts: dict[object, _Host] = {}
+        #: run -> host -> (the shift its latest event from the host was given, the latest
+        #: time one of them was put at): `shift`
+        self._runs: dict[str, dict[object, tuple[float, float]]] = {}
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -129,6 +144,35 @@ class ClockOffsets:
         if arrival - state.streak_start >= self.window:
             state.forget_before(arrival - self.window)
         return self._estimate(state)
+
+    def shift(self, host: object, run: str, ts: float, arrival: float, deadband: float) -> float:
+        """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
+        broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
+        a host within `deadband` seconds behind, but no less than keeps the run's events
+        from that host in order, as far as its arrival allows (module docstring)."""
+        estimate = self.observe(host, ts, arrival)
+        want = estimate if estimate > deadband or estimate < 0.0 else 0.0
+        shifts = self._runs.get(run)
+        if shifts is None:
+            shifts = self._runs[run] = {}
+        last = shifts.get(host)
+        if last is None:
+            shifts[host] = (want, ts + want)
+            return want
+        held, latest = last  # the shift of the run's latest event, the latest time given
+        if held > want and ts + want < latest:  # less would put it before an earlier one
+            sample = arrival - ts
+            kept = held if held < sample else sample  # (not after its own arrival)
+            if kept > want:
+                want = kept
+        at = ts + want
+        shifts[host] = (want, at if at > latest else latest)
+        return want
+
+    def forget(self, runs: Iterable[str]) -> None:
+        """Let go of the shifts kept for runs that left (the hosts' samples stay)."""
+        for run in runs:
+            self._runs.pop(run, None)
 
     def _estimate(self, state: _Host) -> float:
         low1, low2 = state.low1, state.low2
