@@ -278,10 +278,11 @@ class RunState:
 
     def failed_after_progress(self, at: float) -> bool:
         """Whether something that went wrong at `at` still stands: no step ended after it,
-        and the run did not finish well."""
+        and the run did not finish well. A step that ended at the same moment is not after it
+        (the events of one batch can share a moment once put on the broker's clock)."""
         if self.status == "ok":
             return False
-        return self.progress_at is None or self.progress_at < at
+        return self.progress_at is None or self.progress_at <= at
 
 
 #: the `collective.timeout` fields a rank's record keeps

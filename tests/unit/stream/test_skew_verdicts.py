@@ -79,6 +79,20 @@ def test_a_nan_step_and_the_end_of_its_run_in_one_batch_fire(ahead: float) -> No
     assert fired(out) == [("non_finite_metric", "firing"), ("non_finite_metric", "resolved")]
 
 
+@pytest.mark.parametrize("delay", [0.05, 1.5, 4.0])
+def test_a_failure_just_after_a_step_in_one_batch_stands(delay: float) -> None:
+    """A host two minutes behind; the batch holding a step's end and, a millisecond later,
+    a failure arrives `delay` s after they were stamped -- the fastest delivery of the host
+    so far, so both are put at its arrival. The failure came after the step: it stands."""
+    host = Host(LiveDriver(), -120.0)
+    host.deliver(T0 + 10, host.event("run.started", T0))  # a slow first delivery
+    step = host.event("step.done", T0 + 30, step=7)
+    failed = host.event("component.failed", T0 + 30.001, error="RuntimeError: CUDA error",
+                        how="exception")  # fmt: skip
+    out = host.deliver(T0 + 30.001 + delay, step, failed)
+    assert fired(out) == [("component_failed", "firing")]
+
+
 def run_a_failing_after_its_step(driver: LiveDriver, neighbour: bool) -> list[Alert]:
     """Run a's sender is slow (a loaded process: each batch 3 s on its way), on a host two
     minutes behind that runwatch has not heard before; its step ends, then half a second
