@@ -1,0 +1,79 @@
+"""The consoles the suite plays through `runwatch watch` into one `runwatch serve`, and what
+each must raise: the users' consoles (tests/fixtures/consoles/field/) and a representative
+part of the corpus' development part (corpus/dev/). tests/e2e/test_field_consoles.py plays
+them with real processes; tests/unit/service/test_shared_serve.py plays the events they make
+into one service in process, on a loaded start's delivery times.
+
+A console whose alerts need time to pass with the output still open (a collective's settle,
+an engine stalled for a while) is played by a command that prints it and then hangs, as the
+job did (`hangs`); the others by a command that prints it and exits. The service runs with
+short thresholds (`CONFIG`): what is tested is the path, the defaults are the rules' own
+tests'."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from runwatch.stream.timekeeping.reading import LATE_S
+
+CONSOLES = Path(__file__).resolve().parent / "fixtures" / "consoles"
+FIELD = CONSOLES / "field"
+CORPUS = CONSOLES / "corpus"
+#: a representative part of the corpus' development part (issue 41): each shape the reader
+#: by grammar reads -- metric lines, tables, overflow skips, tracebacks without their head,
+#: padded, under a cut prefix, uncaught by Python's words -- and the controls that trap it
+CORPUS_SUBSET = (
+    "nan_deepspeed_chat_act_loss_inf_pipes", "nan_megatron_deepspeed_grad_norm_pipes",
+    "nan_xtuner_mmengine_grad_norm", "nan_loguru_bracket_fields_loss_step",
+    "nan_rlpyt_tabular_loss_average", "nan_trl_grpo_notebook_table_kl",
+    "nan_deepspeed_overflow_to_scale1_bar_postfix", "nan_chatglm_ppo_dict_after_tqdm",
+    "exception_nemo_rl_actor_died_padded_terminal_wrap",
+    "exception_rllib_tune_error_after_worker_crash",
+    "exception_unsloth_ipython_runtimeerror_header", "exception_verl_thread_loop_forever",
+    "fatal_vllm_ray_executor_pyarrow", "exception_ray_malib_actor_died_headless",
+    "exception_openrlhf_job_failed_module", "healthy_apex_overflow_then_deprecation",
+    "healthy_deepspeed_overflow_recovered", "healthy_megatron_bert_fp16_skipped_warmup",
+    "healthy_unsloth_grpo_table_negative_rewards", "healthy_ragen_reward_fn_error_noncritical",
+    "healthy_vllm_v0_idle_engine_zero_throughput", "healthy_megatron_llm_bad_grad_norm_skipped",
+)  # fmt: skip
+_DEV = tomllib.loads((CORPUS / "MANIFEST.toml").read_text())
+#: name -> (file, what it must raise and the evidence, the header lines to leave out: a
+#: corpus file's `# what happened` says the failure in words, and is not the console)
+PLAYED: dict[str, tuple[Path, dict[str, Any], int]] = {
+    **{name: (FIELD / f"{name}.log", entry, 0)
+       for name, entry in tomllib.loads((FIELD / "MANIFEST.toml").read_text()).items()},
+    **{name: (CORPUS / "dev" / f"{name}.log", _DEV[name], 2) for name in CORPUS_SUBSET},
+}  # fmt: skip
+MANIFEST: dict[str, dict[str, Any]] = {name: entry for name, (_, entry, _) in PLAYED.items()}
+#: rules that fire only while the job's output stays open (the job hung)
+WHILE_HUNG = {"collective_timeout", "inference_stalled"}
+#: the rules config of the service they are played into: short thresholds, but longer than a
+#: batch can be late without holding the service's silence clock (`LATE_S`): a batch later
+#: than a collective's settle, and not late enough to hold it, is judged on its first line
+#: alone, its other ranks not yet in (the defaults are longer still)
+THRESHOLD_S = LATE_S + 1
+CONFIG = (f"[rules.collective_timeout]\nsettle = {THRESHOLD_S:g}\n\n"
+          f"[rules.inference_stalled]\nstalled_for = {THRESHOLD_S:g}\n")  # fmt: skip
+
+
+def hangs(name: str) -> bool:
+    """Whether the console is played by a command that prints it and then hangs."""
+    return bool(WHILE_HUNG & set(MANIFEST[name]["rules"])) or name.startswith("healthy_vllm")
+
+
+def text(name: str) -> bytes:
+    """The console as its command prints it (a corpus file's header left out)."""
+    path, _, header = PLAYED[name]
+    return b"".join(path.read_bytes().splitlines(keepends=True)[header:])
+
+
+def raised(name: str, firing: list[dict[str, Any]]) -> None:
+    """Assert that `firing` (a run's firing transitions, as the API shows them) are exactly
+    the rules the console's entry names, with its evidence in their summaries."""
+    entry = MANIFEST[name]
+    assert sorted({a["rule"] for a in firing}) == sorted(entry["rules"]), (name, firing)
+    said = " | ".join(a["summary"] for a in firing)
+    for wanted in entry.get("evidence", []):
+        assert wanted in said, (name, wanted, said)
