@@ -25,6 +25,10 @@ MEANINGS = ("fatal", "collective", "weight_update", "remote_call")
 #: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
 LEVELS = ("debug", "info", "warning", "error")
 _LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+#: glog's level letter before its month and day (`W0410 22:34:13.729731`, torch's `[W602
+#: 11:18:52`; absl logging writes the same)
+_GLOG_LEVEL = re.compile(r"(?:^|[\s\[\]:])([IWEF])\d{3,4} \d\d:\d\d:\d\d")
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
 _OPTIONAL = ("level", "unless")
@@ -99,12 +103,16 @@ def load(text: str | None = None) -> tuple[Signature, ...]:
 
 def quieter(prefix: str, level: str) -> bool:
     """Whether the logger prefix before a match names a level below `level` (a warning or a
-    retry that mentions the failure, not the failure)."""
+    retry that mentions the failure, not the failure): a level's word, or glog's letter."""
     m = _LEVEL_WORD.search(prefix)
-    if m is None:
+    if m is not None:
+        word = m.group(1)
+    elif (g := _GLOG_LEVEL.search(prefix)) is not None:
+        word = _GLOG_LEVELS[g.group(1)]
+    else:
         return False
-    said = {"WARN": "warning", "CRITICAL": "error", "FATAL": "error"}.get(m.group(1))
-    return LEVELS.index(said or m.group(1).lower()) < LEVELS.index(level)
+    said = {"WARN": "warning", "CRITICAL": "error", "FATAL": "error"}.get(word)
+    return LEVELS.index(said or word.lower()) < LEVELS.index(level)
 
 
 class Catalogue:

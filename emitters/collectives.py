@@ -19,7 +19,8 @@ Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
-           "[c10d]", "timed out after", "Timed out waiting", "wait timeout after")  # fmt: skip
+           "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
+           "Connect timeout")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -40,6 +41,9 @@ _C10D = re.compile(
 )
 _STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
+#: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
+#: timeout " and the peer, after its `[file:line]`): the process group never formed
+_GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\b")
 _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
@@ -90,6 +94,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="c10d", op="wait", timeout_s=int(store.group("ms")) / 1000.0)
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
+    elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:
+        fields.update(backend="gloo", op="connect")
     else:
         return None
     # the watchdog's own line names the group rank in "[Rank N]" after the PG's prefix

@@ -14,7 +14,10 @@ Two kinds of evidence:
   step, a progress bar, engine stats: anything the parsers read as progress) it was handled;
   if the output ends with it (the file, or the watched command) it was the process's last
   word -- a failure.
-  A traceback logged at WARNING, INFO or DEBUG is a warning, never a failure.
+  A traceback logged at WARNING, INFO or DEBUG is a warning, never a failure; so is one
+  Python says it ignored (`Exception ignored in: <function X.__del__ ...>` before it: the
+  unraisable hook's report of an exception in a finaliser or at exit, after which the
+  program goes on).
 
 Lines are read with whatever prefix their logger puts before each line of a record (vLLM's
 `ERROR 04-28 02:37:03 [core.py:398] `, loguru's time and level): the prefix of the
@@ -29,8 +32,10 @@ from typing import Any
 
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.tracebacks import (
+    IGNORED,
     IPYTHON_HEAD,
     PADDING,
+    QUALIFIED,
     TRACEBACK,
     UNCAUGHT,
     Record,
@@ -108,9 +113,10 @@ class Failures:
             self._records[source] = Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix)))
             self._records[source].paths.append(path)
         elif (tail := exception_at(line)) is not None:
-            if line.startswith("ray.exceptions.") or _indented_after(before, tail[0]):
+            if _qualified(*tail) or _indented_after(before, tail[0]):
                 # the end of a traceback whose frames were not in the output, but for the
-                # code line before it (a pasted tail; Ray's errors name themselves)
+                # code line before it (a pasted tail), or one that names its exception with
+                # its module, as only Python's report of an uncaught one does
                 ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
                 ended.error, ended.open = tail[1][:2000], False
                 self._records[source] = ended
@@ -128,8 +134,12 @@ class Failures:
         # the level is on the line before
         level = prefix if prefix.strip() else before[:80]
         uncaught = before.strip() if UNCAUGHT.match(before.strip()) else None
-        if (named := IPYTHON_HEAD.match(line)) is not None:  # the exception, on the head
-            record = Record("", uncaught=named.group("name"))
+        if IGNORED.match(before.strip()):
+            # Python reports an exception it ignored (in a `__del__`, at exit) and goes on:
+            # read through, never a failure
+            record = Record(prefix, quiet=True)
+        elif (named := IPYTHON_HEAD.match(line)) is not None:  # the exception, on the head
+            record = Record("", uncaught=named.group("name") or named.group("glued"))
         else:
             # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
             # frames follow on lines of their own -- or it follows a bar's refresh
@@ -164,7 +174,10 @@ class Failures:
                     fields["component"] = component  # a hint, as a fatal line's
                 out.append((source, ("component.failed", fields)))
             elif said is not None:
-                self.notes.append(f"the traceback ending `{said[:60]}` was logged as a warning")
+                self.notes.append(
+                    f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
+                    "said it ignored it (`Exception ignored in: ...`)"
+                )
             elif record.paths:
                 self.notes.append(
                     "a traceback ends before its exception line (the output, or the paste, "
@@ -179,3 +192,13 @@ def _indented_after(before: str, prefix: str) -> bool:
     then indentation."""
     m = re.match(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)), before)
     return m is not None and before[m.end() : m.end() + 1] in (" ", "\t")
+
+
+def _qualified(prefix: str, line: str) -> bool:
+    """Whether an exception line stands alone and names its exception with its module
+    (`tracebacks.QUALIFIED`): the last line of Python's report of an uncaught exception whose
+    frames the output lost. A warning's category is no failure."""
+    if prefix.strip() or QUALIFIED.match(line) is None:
+        return False
+    name = line.split(":", 1)[0]
+    return not name.endswith("Warning")

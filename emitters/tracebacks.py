@@ -40,11 +40,28 @@ _SUFFIX = re.compile(
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
 #: Python's words for an exception nobody caught, on the line before its traceback
 UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
-#: IPython's head: the exception's name, padding, then the head
-IPYTHON_HEAD = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s{2,}Traceback \(most")
+#: Python's words for an exception it ignored and went on after, on the line before its
+#: traceback: the unraisable hook's `Exception ignored in: <function X.__del__ ...>` (and its
+#: other `Exception ignored ...` messages; CPython's Python/errors.c)
+IGNORED = re.compile(r"^Exception ignored\b")
+_NAME = r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*"
+#: IPython's head: the exception's name, padding, then the head -- or the name glued to it
+#: where a paste lost the padding (`NanLossDuringTrainingErrorTraceback (most recent ...`)
+IPYTHON_HEAD = re.compile(
+    rf"^(?:(?P<name>{_NAME})\s{{2,}}|(?P<glued>{_NAME}(?:Error|Exception|Exit|Interrupt)))"
+    r"Traceback \(most"
+)
 #: IPython's frames: `Cell In[19], line 13`, `File ~/x/trainer.py:2245, in Trainer.train(...)`,
-#: its arrows `---> 13 trainer.train()` and `(...)` for lines left out
-_IPYTHON_FRAME = re.compile(r"^(?:Cell In\[\d+\], line \d+|File \S+:\d+, in |-+> |\(\.\.\.\))")
+#: older IPython's `<ipython-input-43-2f65d1e5e9c4> in <module>()` and `/x/estimator.py in
+#: train(self, input_fn)`, its arrows `---> 13 trainer.train()` and `(...)` for lines left out
+_IPYTHON_FRAME = re.compile(
+    r"^(?:Cell In\[\d+\], line \d+|File \S+:\d+, in |-+> |\(\.\.\.\)"
+    r"|(?:<ipython-input-[\w-]+>|\S+\.pyc?) in \S+\()"
+)
+#: an exception named with its module (`tensorflow.python.training.basic_session_run_hooks.
+#: NanLossDuringTrainingError: ...`, `ray.exceptions.RayTaskError(...)`): how Python's
+#: traceback printer ends an uncaught exception's report, not how a program logs an error
+QUALIFIED = re.compile(r"^(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*")
 #: a terminal's padding to its width, with what came next glued after it
 PADDING = re.compile(r"(?<=\S) {16,}(?=\S)")
 #: a line that is only a time (a log viewer's own, between the lines it shows)
@@ -99,7 +116,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("alt", "error", "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")
+    __slots__ = ("alt", "chained", "error", "lines", "open", "paths", "prefix", "quiet", "shape",
+                 "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -116,6 +134,7 @@ class Record:
         self.quiet = quiet  # logged as a warning: read through, never a failure
         self.uncaught = uncaught  # Python said it was uncaught (the line before its head)
         self.paths: list[str] = []  # its frames' files
+        self.chained = False  # Python said the next traceback is chained to this one
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
@@ -132,7 +151,15 @@ class Record:
             self.error = self.uncaught = None
             return False
         stripped = body.strip()
-        if not stripped or stripped.startswith((TRACEBACK, *CHAINED)):
+        if stripped.startswith(CHAINED):
+            self.chained = True
+            return True
+        if stripped.startswith(TRACEBACK):
+            if self.quiet and self.error is not None and not self.chained:
+                return False  # a traceback of its own after one that was no failure
+            self.chained = False
+            return True
+        if not stripped:
             return True
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))

@@ -79,6 +79,15 @@ def test_c10d_gloo_and_the_stuck_watchdog() -> None:
            if k == "collective.timeout"]  # fmt: skip
     assert got == [("c10d", "connect", 1800.0), ("gloo", "recv", 1800.0),
                    ("nccl", "watchdog", 480.0)]  # fmt: skip
+    # gloo's pair gives up connecting its mesh (dmlcloud#47): no timeout figure in the line
+    mesh = read_all([
+        "[E108 17:22:04.118509503 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "
+        "[../third_party/gloo/gloo/transport/tcp/pair.h:301] Connect timeout [none]",
+        "requests.exceptions.ConnectTimeout: Connect timeout while fetching the dataset",
+    ])  # fmt: skip
+    assert [(f["backend"], f.get("op")) for k, f in mesh if k == "collective.timeout"] == [
+        ("gloo", "connect")
+    ]
 
 
 def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:

@@ -194,3 +194,54 @@ def test_a_launcher_s_prefix_ending_in_a_colon_on_every_line_of_a_traceback() ->
                   "call last):", '  File "/sgl/scheduler.py", line 2546, in run_scheduler',
                   "    scheduler = Scheduler(server_args)", "ValueError: bad tp size"]  # fmt: skip
     assert [f["error"] for f in failed(read_all(introduced))] == ["ValueError: bad tp size"]
+
+
+def test_an_exception_python_says_it_ignored_is_no_failure() -> None:
+    """simpletransformers#763, yolov5#8406: CPython's unraisable hook reports an exception in a
+    finaliser (`Exception ignored in: <... __del__ ...>`) and the program goes on -- even when
+    the output ends there. A traceback after it that nothing ignored is still one."""
+    ignored = [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f49>",
+        "Traceback (most recent call last):",
+        '  File "/x/torch/utils/data/dataloader.py", line 1328, in __del__',
+        '  File "/x/torch/utils/data/dataloader.py", line 1262, in _shutdown_workers',
+        "AttributeError: 'NoneType' object has no attribute 'python_exit_status'",
+    ]
+    assert failed(read_all(ignored)) == []
+    uncaught = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                "ValueError: bad batch"]  # fmt: skip
+    assert [f["error"] for f in failed(read_all(ignored + uncaught))] == ["ValueError: bad batch"]
+    parser = LineParser()
+    read_all(ignored, parser)
+    assert "Python said it ignored it" in " ".join(parser.notes())
+
+
+def test_an_exception_named_with_its_module_ends_an_uncaught_report_without_frames() -> None:
+    """icme2019#14: TensorFlow's estimator stops with its hook's exception, the frames not in
+    the paste; Python's report of an uncaught exception names it with its module. A logged
+    error names it bare, and a warning's category is no failure."""
+    tail = ["E0410 22:34:13.729731 4483055104 basic_session_run_hooks.py:760] Model diverged",
+            "tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: NaN "
+            "loss during training. "]  # fmt: skip
+    (fields,) = failed(read_all(tail))
+    assert fields["error"].endswith("NanLossDuringTrainingError: NaN loss during training.")
+    assert failed(read_all(["RuntimeError: NaN loss during training."])) == []
+    assert failed(read_all(["urllib3.exceptions.InsecureRequestWarning: Unverified request"])) == []
+    assert failed(read_all([*tail, "step: 5 loss: 0.3 lr: 0.1"])) == []  # it went on
+
+
+def test_ipython_s_head_with_the_padding_lost_and_its_older_frames() -> None:
+    """TensorFlow-Time-Series-Examples#11: a notebook's traceback pasted with the exception's
+    name glued to the head, then IPython 5's `<ipython-input-..> in <module>()` frame."""
+    lines = [
+        "NanLossDuringTrainingErrorTraceback (most recent call last)",
+        "<ipython-input-43-2f65d1e5e9c4> in <module>()",
+        "     32       optimizer=tf.train.AdamOptimizer(0.001))",
+        "---> 34     estimator.train(input_fn=train_input_fn, steps=200)",
+        "/usr/lib/python2.7/site-packages/tensorflow/python/estimator/estimator.pyc in train("
+        "self, input_fn, hooks, steps, max_steps, saving_listeners)",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"] == "NanLossDuringTrainingError"
+    # a word that merely ends before the head is no exception's name
+    assert failed(read_all(["SomethingTraceback (most recent call last)"])) == []
