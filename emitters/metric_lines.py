@@ -18,9 +18,14 @@
 - Any other bar's postfix is the metrics of the step its count names.
 - Any other line of key/value pairs with a step (`runwatch.emitters.metric_shape`: Megatron's
   `iteration N/M | lm loss: ... |`, mmengine's `Epoch(train) [1][240/735] ... grad_norm: nan`,
-  `epoch: 0|step: N|act_loss: inf`, `[step] 104`, ...); a table's header and its rows of
-  numbers (`Step | Training Loss | reward | kl`, then `1 | -0.28 | 13.4 | nan`); a
-  two-column table's rows (rlpyt's `| loss/Average   nan`), one record.
+  `epoch: 0|step: N|act_loss: inf`, `[step] 104`, a Keras bar's `4/234 [===>...] - loss: inf`,
+  ...), or without one but with a value that is not finite; a table's header and its rows
+  of numbers (`Step | Training Loss | reward | kl`, then `1 | -0.28 | 13.4 | nan`); a
+  two-column table's rows (rlpyt's `| loss/Average   nan`), one record; a header naming a
+  step (`Iteration 3027`, `Learning iteration 8391/10000`) and the `key: value` lines or
+  two-column rows under it (baselines' `| KL | nan |`, RSL-RL's right-aligned `Value function
+  loss: inf`), one record of that step -- up to the next header, or a few lines that are
+  none of its.
 
 A record starts only on a line holding one of `metric_shape.MARKERS` -- what `runwatch
 watch`'s scanner shows the parsers -- so `runwatch diagnose`, which reads every line, reads
@@ -28,8 +33,6 @@ the same records; a record spread over lines is followed line by line."""
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -39,6 +42,7 @@ from runwatch.emitters.metric_shape import (
     EVALUATION,
     MARKERS,
     Pair,
+    header,
     is_rule,
     loss_scale_overflow,
     pairs,
@@ -49,15 +53,11 @@ from runwatch.emitters.metric_shape import (
     table_header,
     table_row,
 )
+from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
-from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value, step_events
+from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
-
-#: a dict printed whole on a line, and where one opens that goes on over the next lines
-_DICT = re.compile(r"\{['\"][^{}]*\}")
-_DICT_OPEN = re.compile(r"\{\s*['\"]")
-_STEP_OF = re.compile(r"^(\d+)/\d+$")
 
 #: OpenRLHF's postfix names -> its own metric names (what it logs to wandb under `train/`)
 OPENRLHF_KEYS = {
@@ -73,88 +73,6 @@ OPENRLHF_BAR = re.compile(r"^Train epoch \[(\d+)/(\d+)\]")
 _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
 
 
-def value_of(raw: Any) -> float | bool | None:
-    """A printed value as a metric: what `metric_value` takes, and numbers printed as strings
-    (transformers 5); False for anything else."""
-    if isinstance(raw, str):
-        try:
-            return float(raw)
-        except ValueError:
-            return False
-    return metric_value(raw)
-
-
-def _node(node: ast.expr) -> Any:
-    """A printed value: a literal, `nan` / `inf` (bare names in a repr), and the number a
-    wrapper holds (`tensor(nan, device='cuda:0')`, `np.float64(0.5)`); None for anything
-    else."""
-    if isinstance(node, ast.Name) and node.id in ("nan", "inf"):
-        return float(node.id)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        inner = _node(node.operand)
-        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
-            return -inner if isinstance(node.op, ast.USub) else inner
-        return None
-    if isinstance(node, ast.Call) and node.args:
-        return _node(node.args[0])
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def _literal(text: str) -> Any:
-    """The dict a line prints: Python's repr (nan and inf as bare names) or JSON."""
-    if text.startswith('{"'):
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass  # a dict of Python's with double quotes
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    if not isinstance(tree.body, ast.Dict):
-        return None
-    out: dict[Any, Any] = {}
-    for key, value in zip(tree.body.keys, tree.body.values, strict=True):
-        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
-            return None
-        out[key.value] = _node(value)
-    return out
-
-
-def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None:
-    """(a training step's metrics, its step when the dict names it) from a printed dict: two
-    numbers or more, not the end-of-training summary; None for anything else."""
-    if len(text) > 20_000:
-        return None
-    data = _literal(text)
-    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
-        return None
-    step: int | None = None
-    metrics: dict[str, float | None] = {}
-    for key, raw in data.items():
-        if step is None and step_key(key) is not None:
-            found = _STEP_OF.match(str(raw)) if isinstance(raw, str) else None
-            if found is not None:
-                step = int(found.group(1))
-                continue
-            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
-                step = raw
-                continue
-        value = value_of(raw) if not isinstance(raw, bool) else False
-        if value is not False:
-            assert not isinstance(value, bool)
-            metrics[key] = value
-    # a metrics dict is numbers (transformers 5 prints them as strings, an unscored reward
-    # as None); a configuration printed as a dict is mostly words, flags and tables
-    numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
-    if not metrics or numbers < 2 or len(metrics) * 2 <= len(data):
-        return None
-    return metrics, step
-
-
 def openrlhf_postfix(postfix: str) -> dict[str, float]:
     """OpenRLHF's postfix items under its own metric names."""
     out: dict[str, float] = {}
@@ -167,16 +85,20 @@ def openrlhf_postfix(postfix: str) -> dict[str, float]:
 
 class _Open:
     """A record spread over lines, being read: a pretty-printed dict (its text so far), a
-    table (its header), or a two-column table (its pairs so far)."""
+    table (its header), a two-column table (its pairs so far), or the lines under a header
+    (its step, and its pairs so far)."""
 
-    __slots__ = ("header", "lines", "pairs", "text")
+    __slots__ = ("block", "header", "lines", "misses", "pairs", "step", "text")
 
     def __init__(self, text: str = "", header: list[str] | None = None,
-                 pair: Pair | None = None) -> None:  # fmt: skip
+                 pair: Pair | None = None, step: int | None = None) -> None:  # fmt: skip
         self.text = text
         self.header = header
         self.pairs = [pair] if pair is not None else []
+        self.step = step
+        self.block = step is not None  # under a header
         self.lines = 1
+        self.misses = 0  # lines in a row that were none of a header's
 
 
 class MetricLines:
@@ -185,6 +107,8 @@ class MetricLines:
 
     #: a record spread over more lines than this is given up
     MAX_LINES = 200
+    #: lines in a row that are none of a header's (its words, a wrapped line) that end it
+    MAX_MISSES = 3
 
     def __init__(self, reward_keys: Sequence[str], overflow_steps: int = OVERFLOW_STEPS) -> None:
         self.reward_keys = tuple(reward_keys)
@@ -215,8 +139,8 @@ class MetricLines:
             return out  # what the scanner would not show (`runwatch watch` reads the same)
         if (skip := loss_scale_overflow(line)) is not None:
             return out + self._emit_all(self.steps.overflow(source, skip))
-        if "{" in line and (m := _DICT_OPEN.search(line)) is not None:
-            whole = _DICT.search(line, m.start())
+        if "{" in line and (m := DICT_OPEN.search(line)) is not None:
+            whole = DICT.search(line, m.start())
             if whole is None:  # a dict pretty-printed over lines
                 self._open[source] = _Open(text=line[m.start() :])
                 return out
@@ -224,8 +148,13 @@ class MetricLines:
             return out + (self._record(source, got[1], got[0]) if got is not None else [])
         if (record := read_line(line)) is not None:
             return out + self._record(source, record.step, dict(record.metrics), record.skipped)
-        if (header := table_header(line)) is not None and any(step_key(c) for c in header):
-            self._open[source] = _Open(header=header)
+        if (cells := table_header(line)) is not None and any(step_key(c) for c in cells):
+            self._open[source] = _Open(header=cells)
+        elif (head := header(line)) is not None:
+            kind, step = head
+            if kind != "epoch":  # a step line: a dict printed after it is that step's
+                self.steps.named(source, step)
+            self._open[source] = _Open(step=step)
         elif (pair := single_pair(line)) is not None:
             self._open[source] = _Open(pair=pair)
         elif (named := read_step(line)) is not None:
@@ -245,7 +174,8 @@ class MetricLines:
         else:
             why = (
                 "the line names no step (a key like step, global_step, iteration, iter, it, "
-                "or `[epoch][iter/total]`) and prints no dict"
+                "`[epoch][iter/total]`, a count it starts with), prints no dict, and has no "
+                "two pairs with a separator (`:`, `=`, `|`)"
             )
         self.notes.append(f"`{bad.key}` is {bad.value} but {why}")
 
@@ -265,6 +195,8 @@ class MetricLines:
                 return True, self._record(source, row.step, dict(row.metrics))
             del self._open[source]
             return False, []
+        if held.block:
+            return self._under_header(source, held, line)
         if held.pairs:
             pair = single_pair(line)
             if pair is not None:
@@ -279,21 +211,52 @@ class MetricLines:
         got = metrics_dict(held.text[: held.text.rfind("}") + 1])
         return True, self._record(source, got[1], got[0]) if got is not None else []
 
-    def _block(self, source: Any, rows: list[Pair]) -> list[Found]:
-        """A two-column table's rows as one record (two rows or more)."""
+    def _under_header(self, source: Any, held: _Open, line: str) -> tuple[bool, list[Found]]:
+        """A line under a header: one of its `key: value` lines or two-column rows (taken), a
+        blank or a rule (taken), or something else -- which the other readers read, and which
+        ends the header's record when it is a record or a header of its own, or the
+        `MAX_MISSES`-th such line in a row."""
+        if not line.strip() or is_rule(line):
+            return True, []
+        pair = single_pair(line, bare=True)
+        if pair is not None:
+            held.pairs.append(pair)
+            held.misses = 0
+            return True, []
+        held.misses += 1
+        if held.misses < self.MAX_MISSES and not self._starts(line):
+            return False, []
+        del self._open[source]
+        return False, self._block(source, held.pairs, held.step)
+
+    @staticmethod
+    def _starts(line: str) -> bool:
+        """Whether a line starts a record of its own (a header, a line of metrics, a dict)."""
+        if not any(m in line for m in MARKERS):
+            return False
+        return (
+            header(line) is not None
+            or ("{" in line and DICT_OPEN.search(line) is not None)
+            or read_line(line) is not None
+        )
+
+    def _block(self, source: Any, rows: list[Pair], step: int | None = None) -> list[Found]:
+        """A two-column table's rows, or the pairs under a header, as one record (two rows
+        or more): the header's step, else the one the console named last."""
         if len(rows) < 2:
             return []
         metrics: dict[str, float | None] = {}
         for pair in rows:
             metrics.setdefault(pair.key, pair.value)
-        return self._record(source, None, metrics)
+        return self._record(source, step, metrics)
 
     def finish(self) -> list[Found]:
-        """The output ended: a two-column table read to its end is a record."""
+        """The output ended: a two-column table, or a header's lines, read to its end is a
+        record."""
         out: list[Found] = []
         for source, held in list(self._open.items()):
             if held.pairs:
-                out += self._block(source, held.pairs)
+                out += self._block(source, held.pairs, held.step)
         self._open.clear()
         return out
 

@@ -12,11 +12,19 @@ The grammar (issue 41): a pair is a key, a separator and a number --
   250000`); a number glued to a unit (`2.96s/it`, `0.4m`) or to a `:` (`2:44:49`) is none;
 - pairs between `|`, `,`, ` - `, tabs or spaces.
 
-A line is a step's metrics when it names its step -- a key like `step`, `global_step`,
-`Global Step`, `iteration`, `iter`, `it` (`[step] 104`, `iteration 5426/250000`), or the
-`[epoch][iter/total]` of mmengine and torchvision's MetricLogger -- and one more pair; or when
-it prints a dict (quoted keys, HF-style), which names no step: `MetricLines` gives it the step
-the nearest progress bar or step line named. `loss_scale_overflow` reads the lines that say a
+A line is a step's metrics when it names its step and one more pair. The step is, first to
+last: a key like `step`, `steps`, `global_step`, `Global Step`, `iteration`, `iter`, `it`
+(`[step] 104`, `iteration 5426/250000`, nanoGPT's `iter 3010:`); the `[epoch][iter/total]` of
+mmengine and torchvision's MetricLogger; the count the line starts with -- a Keras bar's
+position (`4/234 [=====>....] - loss: inf`), a bare number column (`100000 | loss nan |`,
+`333 154 Loss=nan`, the last of several); an `epoch` key, for a line that counts nothing
+finer (`Train Summary | Epoch 8 | grad_norm=INF`). A line that names no step is a step's
+metrics when it prints a dict (quoted keys, HF-style), or when it holds two pairs or more
+with a separator and one of them is not finite (`Acc@10: 0.002, Grad Norm: inf`): `MetricLines`
+gives it the step the nearest progress bar, step line or header named, else the one after the
+last (the order of lines). A *header* is a line that names a step and nothing else (`Iteration
+3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`): the `key: value` lines
+under it are that step's (`MetricLines`). `loss_scale_overflow` reads the lines that say a
 step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron).
 """
 
@@ -26,13 +34,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
-_WORD = r"[A-Za-z_#][\w./#\-]*(?:\([\w./ *]*\))?"
+from runwatch.emitters.tracebacks import exception_at
+
+_WORD = r"[A-Za-z_#][\w./#\-@]*(?:\([\w./ *]*\))?"
 #: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
 #: is two pairs; `number of nan iterations: 0` one)
 _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
 #: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
-_KEY = rf"(?<![\w.#\-]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
-_PLAIN_KEY = rf"(?<![\w.#\-]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
+_KEY = rf"(?<![\w.#\-@]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
+_PLAIN_KEY = rf"(?<![\w.#\-@]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 #: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
 #: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
@@ -44,17 +54,31 @@ _PAIR = re.compile(
     rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
     rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
     rf"|(?P<pk>{_PLAIN_KEY})\s+)"
-    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|$)"
+    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|:(?:\s|$)|$)"
 )
-#: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`
-_EPOCH_ITER = re.compile(r"\[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+#: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,
+#: `Epoch: [127/300][ 35/464]`
+_EPOCH_ITER = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
 _STEP_KEY = re.compile(
-    r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:step|iteration|iter|it|updates?)$", re.I
+    r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$",
+    re.I,
 )
-_STEP_ENDS = ("step", "iteration", "iter", "it", "update", "updates")
+_STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "epoch")
 #: which of several step keys on one line names the step (global before micro, ...); an
-#: optimizer update (fairseq's `num_updates`) is a step
-_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update")
+#: optimizer update (fairseq's `num_updates`) is a step; an epoch only where nothing finer is
+#: counted (`_step`)
+_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "epoch")
+#: the count a line starts with, before its first pair: a Keras progress bar's position
+#: (`  4/234 [=====>.......] - ETA: 25:09 - loss: inf`), or bare numbers, the last the finest
+#: (`100000 | loss nan |`, `333 154 Loss=nan`); a date or a time is none (`10/30 22:19:57`)
+_BAR_COUNT = re.compile(r"^[\s>]*(\d+)/\d+ \[[=>.]*\]")
+_LEAD_COUNT = re.compile(r"^[\s>]*(?:\d+\s+)*(\d+)\s*\|?\s*$")
+#: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
+#: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
+_HEADER = re.compile(
+    r"(?i)^[\s\-=#*|>:.]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
+    r"(\d+)(?:\s*/\s*\d+)?[\s\-=#*|:.]*$"
+)
 _PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
@@ -67,8 +91,10 @@ EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step
-MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "inf", "Inf",
-           "': ", '": ', "verflow", "OVERFLOW", "Skipping step")  # fmt: skip
+#: (upper-case `INF` after a separator only: every `INFO` holds it)
+MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "NAN", "inf",
+           "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
+           "Skipping step")  # fmt: skip
 
 
 @dataclass
@@ -77,6 +103,7 @@ class Pair:
     value: float
     of: int | None = None  # the total of an `N/M` count
     quoted: bool = False
+    separated: bool = False  # by `:`, `=`, `|`, brackets or quotes (not by spaces alone)
 
 
 @dataclass
@@ -104,11 +131,15 @@ def pairs(text: str) -> list[Pair]:
             continue
         if k and "=" in sep:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
+        if text[m.end() : m.end() + 1] == ":" and step_key(key) is None:
+            continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
         try:
             value = float(v or w)
         except ValueError:
             continue
-        out.append(Pair(key, value, int(of) if of else None, quoted=bool(qk or dk)))
+        out.append(
+            Pair(key, value, int(of) if of else None, quoted=bool(qk or dk), separated=not pk)
+        )
     return out
 
 
@@ -116,7 +147,8 @@ _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
 
 
 def step_key(key: str) -> str | None:
-    """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`), or None."""
+    """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
+    `epoch`), or None."""
     name = _PARENS.sub("", key).strip() if "(" in key else key
     if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
         name = name.split("/", 1)[0]
@@ -125,12 +157,15 @@ def step_key(key: str) -> str | None:
         return None
     if low.startswith("global"):
         return "global"
-    return low.split()[-1].split("_")[-1]
+    kind = low.split()[-1].split("_")[-1]
+    return "step" if kind == "steps" else kind
 
 
-def _step(found: list[Pair], text: str) -> tuple[int | None, int | None]:
-    """(the step the pairs name, the index of its pair); the `[epoch][iter/total]` form when
-    no key names one."""
+def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None, int | None]:
+    """(the step a line names, the index of the pair that names it, if one does): a step key,
+    the `[epoch][iter/total]` form, the count the line starts with, an epoch key (module
+    docstring), first to last; `coarse=False` leaves out the count and the epoch (a line's
+    step without its metrics: a hint for the record after it)."""
     best: tuple[int, int] | None = None  # (rank, index)
     for i, pair in enumerate(found):
         kind = step_key(pair.key)
@@ -139,19 +174,52 @@ def _step(found: list[Pair], text: str) -> tuple[int | None, int | None]:
         rank = _STEP_RANK.index(kind)
         if best is None or rank < best[0]:
             best = (rank, i)
-    if best is not None:
+    if best is not None and _STEP_RANK[best[0]] != "epoch":
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None
+    if coarse and text[:1] in " >0123456789" and (lead := _lead_count(found, text)) is not None:
+        return lead, None
+    if best is not None and coarse:
+        return int(found[best[1]].value), best[1]
     return None, None
+
+
+def _lead_count(found: list[Pair], text: str) -> int | None:
+    """The count a line starts with, right before its pairs (`_BAR_COUNT`, `_LEAD_COUNT`)."""
+    if (bar := _BAR_COUNT.match(text)) is not None:
+        return int(bar.group(1))
+    if not found:
+        return None
+    first = _PAIR.search(text)
+    if first is None or (m := _LEAD_COUNT.match(text[: first.start()])) is None:
+        return None
+    return int(m.group(1))
+
+
+def header(text: str) -> tuple[str, int] | None:
+    """(the kind, the step) of a header line (`_HEADER`: it names a step and nothing else)."""
+    if len(text) > 200 or (m := _HEADER.match(text)) is None:
+        return None
+    kind = m.group(1).lower()
+    return ("step" if kind == "steps" else kind), int(m.group(2))
+
+
+def _message(text: str) -> bool:
+    """Whether the line is an exception's (`RuntimeError: Rank 3, ..., iteration 1520:
+    Unexpected result nan (...)`): its numbers are words of a message, no metrics."""
+    if "Error" not in text and "Exception" not in text:
+        return False
+    return exception_at(text) is not None
 
 
 def read_line(text: str, step: int | None = None) -> Record | None:
     """The line as one step's metrics: it names its step (or `step` gives it: the bar the
-    pairs follow) and one more pair, or it prints a dict (two quoted keys or more); None for
-    any other line."""
+    pairs follow) and one more pair; it prints a dict (two quoted keys or more); or it names
+    no step and holds two pairs or more with a separator, one of them not finite (the order
+    of lines numbers it). None for any other line."""
     found = pairs(text)
-    if not found:
+    if not found or _message(text):
         return None
     named, at = _step(found, text)
     metrics: dict[str, float] = {}
@@ -170,6 +238,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
+    if sum(p.separated for p in found) >= 2 and not all(map(math.isfinite, metrics.values())):
+        return Record(metrics, None, skipped, found)
     return None
 
 
@@ -177,12 +247,13 @@ _ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
 _ROW_AFTER = re.compile(r"^[\s|]*$")
 
 
-def single_pair(text: str) -> Pair | None:
+def single_pair(text: str, bare: bool = False) -> Pair | None:
     """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
     Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair, a `|`
     and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
-    a configuration's `max_grad_norm: inf`)."""
-    if "|" not in text:
+    a configuration's `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value`
+    line under a header)."""
+    if "|" not in text and not bare:
         return None
     matches = list(_PAIR.finditer(text))
     if len(matches) != 1:
@@ -284,4 +355,4 @@ def loss_scale_overflow(text: str) -> Overflow | None:
 def read_step(text: str) -> int | None:
     """The step a line names (`Saving checkpoint at global_step=101`), with or without
     metrics; None if it names none."""
-    return _step(pairs(text), text)[0]
+    return _step(pairs(text), text, coarse=False)[0]

@@ -63,28 +63,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "Horovod's stall inspector has no reader"),
     ("corpus2", "stalled_horovod_missing_rank0_broadcast"): (
         [], "Horovod's stall inspector has no reader"),
-    ("corpus2", "nan_audiocraft_flashy_summary_grad_norm_inf"): (
-        [], "upper-case `INF` is no marker, and an epoch names no step"),
-    ("corpus2", "nan_baselines_acktr_iteration_tables_kl"): (
-        [], "the rows under an `Iteration N` header are not read as that step's"),
-    ("corpus2", "nan_diffusion_pipe_deepspeed_steps_loss"): (
-        [], "`steps:` is no step key"),
-    ("corpus2", "nan_keras_epoch_summary_loss_val_loss"): (
-        [], "a Keras bar's position names no step"),
-    ("corpus2", "nan_keras_terminate_on_nan_loss_inf"): (
-        [], "a Keras bar's position names no step"),
-    ("corpus2", "nan_lsid_bare_epoch_iter_numbers"): (
-        [], "a leading number column names no step"),
-    ("corpus2", "nan_nanogpt_iter_lines_quoted"): (
-        [], "`iter 3010:` -- a step followed by a colon -- is no pair"),
-    ("corpus2", "nan_ppo_beginners_iteration_block"): (
-        [], "the lines under an `Iteration #50` header are not read as that step's"),
-    ("corpus2", "nan_rexgen_grad_norm_inf_no_step"): (
-        [], "a line with no step is no record"),
-    ("corpus2", "nan_rsl_rl_learning_iteration_value_loss_inf"): (
-        [], "the lines under a `Learning iteration N/M` header are not read as that step's"),
-    ("corpus2", "nan_tinyllm_eval_and_pipe_step_line"): (
-        [], "`step 100000:` is no pair, and a leading number column names no step"),
 }  # fmt: skip
 
 

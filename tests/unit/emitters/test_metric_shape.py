@@ -62,6 +62,21 @@ def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
         # wrappers: torch and numpy scalars, and the global step before a micro step
         ("epoch=0/micro_step=34/global_step=34, loss=tensor(nan, device='cuda:0'), "
          "grad=np.float64(-inf)", 34, ["grad", "loss"]),
+        # (corpus2/dev) the step heads its pairs with a colon: nanoGPT under a markdown quote,
+        # its evaluation line; `steps` between DeepSpeed's lines
+        ("> 2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%",
+         3010, ["loss"]),
+        ("step 100000: train loss nan, val loss nan", 100000, ["train loss", "val loss"]),
+        ("steps: 18 loss: nan iter time (s): 3.235 samples/sec: 0.309", 18, ["loss"]),
+        # the count the line starts with: a bare column (the last, the finest), a Keras bar
+        ("100000 | loss nan | lr 0.000000e+00 | 2006.12ms | mfu 1.68%", 100000, ["loss"]),
+        ("333 154 Loss=nan Time=0.040", 154, ["Loss"]),
+        ("  4/234 [..............................] - ETA: 25:09:00 - loss: inf ", 4, ["loss"]),
+        ("9595/9595 [==============================] - 1s - loss: nan - acc: 0.4117",
+         9595, ["loss"]),
+        # an epoch where nothing finer is counted; upper-case INF (flashy, colour codes lost)
+        ("[1mTrain Summary | Epoch 8 | lr=6.88E-02 | grad_norm=INF | grad_scale=263192.576 | "
+         "ce=0.096[0m", 8, ["grad_norm"]),
     ],
 )  # fmt: skip
 def test_a_metric_line_in_any_syntax_names_its_step_and_its_non_finite_keys(
@@ -93,6 +108,13 @@ def test_a_metric_line_in_any_syntax_names_its_step_and_its_non_finite_keys(
         "***WARNING*** Bad grad_norm detected (grad_norm=nan)",
         # a step and nothing else
         "Saving checkpoint at step=500",
+        # Megatron's rerun state machine raising on a NaN: an exception's message, no metrics
+        "RuntimeError: Rank 3, node gpu-node-7, device 3, iteration 1520: Unexpected result nan "
+        "(message='found NaN in local grad norm for bucket #0')",
+        # a count that is no step's (a time), and a heading number that is none (Keras'
+        # TerminateOnNaN glued to a bar's refresh)
+        "  3/234 [..............................] - ETA: 33:37:24 - loss: 44.4110Batch 3: "
+        "Invalid loss, terminating training",
     ],
 )  # fmt: skip
 def test_lines_that_are_no_step_s_metrics(line: str) -> None:
@@ -263,6 +285,12 @@ def test_the_scanner_reads_the_same_records_as_every_line_read() -> None:
         " 'grad_norm': inf}",
         "epoch: 0|step: 3184|act_loss: inf|cri_loss: inf",
         "more noise 5 6",
+        "Iteration 3500",
+        "",
+        "| EVAfter   | 0.98     |",
+        "| KL        | nan      |",
+        "Train Summary | Epoch 8 | lr=6.88E-02 | grad_norm=INF | ce=0.096",
+        "Acc@10: 0.0030, Param Norm: 83.09, Grad Norm: inf",
     ]
     parser = LineParser()
     every = [f for line in lines for f in parser.parse(line)] + parser.finish()
@@ -270,7 +298,7 @@ def test_the_scanner_reads_the_same_records_as_every_line_read() -> None:
     scanned = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
     scanned += scanner.parser.finish()
     assert repr(scanned) == repr(every)
-    assert [s for s, _ in bad(every)] == [1, 2, 3, 3184]
+    assert [s for s, _ in bad(every)] == [1, 2, 3, 3184, 3500, 8, 8]
 
 
 def test_a_number_s_name_ends_a_key_only_where_spaces_alone_separate() -> None:
@@ -291,7 +319,7 @@ def test_lines_with_a_value_that_is_not_finite_and_no_metrics_say_why() -> None:
     and why they gave none."""
     parser = LineParser()
     said = []
-    for line in ["loss: nan grad_norm: nan", "WARNING: value nan",
+    for line in ["loss nan grad_norm 0.5", "WARNING: value nan",
                  "OVERFLOW! Skipping step. Attempted loss scale: 65536.0",
                  "Train iter 16 loss nan Grad Norm 3.0", "epoch: 0|step: 5|loss: nan"]:  # fmt: skip
         parser.parse(line)
@@ -324,3 +352,52 @@ def test_more_trainers_shapes_fairseq_s_updates_and_torchtune_s_bar_description(
     assert bad(read_all([fairseq])) == [(100, ["gnorm", "loss", "nll_loss", "ppl"])]
     torchtune = "1|31|Loss: nan:   3%|▎         | 31/1000 [00:31<16:09,  1.00s/it]"
     assert bad(read_all([torchtune])) == [(31, ["Loss"])]
+
+
+# --- a step the console names above the values, or none --------------------------------------
+
+
+def test_the_lines_under_a_header_are_that_step_s() -> None:
+    """(corpus2/dev) baselines' `Iteration N` then its two-column table, RSL-RL's right-aligned
+    block under `Learning iteration N/M` (a wrapped line inside), PPO-for-Beginners' block
+    between rules: each one record of the header's step, up to the next header."""
+    baselines = read_all([
+        "Iteration 3026 ", "kl too low", "", "| EVAfter   | 0.984       |",
+        "| KL        | 0.000913428 |", "", "Iteration 3027", "kl just right!", "",
+        "| EVAfter   | 0.98     |", "| EpLenMean | 200      |", "| KL        | nan      |",
+    ])  # fmt: skip
+    assert [s for s, _ in steps(baselines)] == [3026, 3027]
+    assert bad(baselines) == [(3027, ["KL"])]
+    rsl = read_all([
+        "                     Learning iteration 8391/10000", "",
+        "                       Computation: 14963 steps/s (collection: 6.407s, learning",
+        "0.163s)", "               Value function loss: inf",
+        "                    Surrogate loss: 0.0000",
+        "Episode_Reward/track_lin_vel_xy_exp: 1.2263",
+    ])  # fmt: skip
+    assert bad(rsl) == [(8391, ["Value function loss"])]
+    ppo = read_all([
+        "-------------------- Iteration #50 --------------------",
+        "Average Episodic Length: 1.0", "Average Episodic Return: nan", "Average Loss: nan",
+        "Timesteps So Far: 50", "------------------------------------------------------",
+    ])  # fmt: skip
+    assert bad(ppo) == [(50, ["Average Episodic Return", "Average Loss"])]
+    # a header's words that go on (a configuration's keys, prose) end its record unread
+    config = read_all(["Epoch 1/10", "Using config:", "  max_grad_norm: inf",
+                       "data dir is /x", "more words", "and more", "  warmup: inf"])  # fmt: skip
+    assert bad(config) == []
+
+
+def test_a_line_with_no_step_and_a_value_that_is_not_finite_is_the_next_step() -> None:
+    """(corpus2/dev) rexgen_direct: accuracy, parameter and gradient norms, no step -- the
+    order of lines numbers them; a key may hold `@`. A date the line starts with is no count,
+    pairs separated by spaces alone are too loose to read without a step, and one pair is
+    no record."""
+    found = read_all([
+        "Acc@10: 0.0020, Acc@20: 0.0030, Param Norm: 74.00, Grad Norm: 1.2e18",
+        "Acc@10: 0.0030, Acc@20: 0.0030, Param Norm: 83.09, Grad Norm: inf",
+    ])  # fmt: skip
+    assert bad(found) == [(1, ["Grad Norm"])]
+    assert set(steps(found)[0][1]) == {"Acc@10", "Acc@20", "Param Norm", "Grad Norm"}
+    assert bad(read_all(["10/30 22:19:57 loss: nan, acc: 0.5"])) == [(1, ["loss"])]
+    assert steps(read_all(["loss nan grad_norm 0.5", "WARNING grad_norm=nan"])) == []

@@ -1,0 +1,102 @@
+"""A metrics dict as a trainer prints it, read back: transformers' `Trainer.log` (`str(dict)`,
+floats or, in transformers 5, strings; NaN as `nan`, an unscorable reward as `None`), ms-swift's
+JSON with `"global_step/max_steps": "300/1296"`, numbers wrapped (`tensor(nan)`,
+`np.float64(0.5)`). `MetricLines` (emitters/metric_lines.py) finds them on a console's lines;
+this module reads one."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from runwatch.emitters.metric_shape import step_key
+from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
+
+#: a dict printed whole on a line, and where one opens that goes on over the next lines
+DICT = re.compile(r"\{['\"][^{}]*\}")
+DICT_OPEN = re.compile(r"\{\s*['\"]")
+_STEP_OF = re.compile(r"^(\d+)/\d+$")
+
+
+def value_of(raw: Any) -> float | bool | None:
+    """A printed value as a metric: what `metric_value` takes, and numbers printed as strings
+    (transformers 5); False for anything else."""
+    if isinstance(raw, str):
+        try:
+            return float(raw)
+        except ValueError:
+            return False
+    return metric_value(raw)
+
+
+def _node(node: ast.expr) -> Any:
+    """A printed value: a literal, `nan` / `inf` (bare names in a repr), and the number a
+    wrapper holds (`tensor(nan, device='cuda:0')`, `np.float64(0.5)`); None for anything
+    else."""
+    if isinstance(node, ast.Name) and node.id in ("nan", "inf"):
+        return float(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _node(node.operand)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(node.op, ast.USub) else inner
+        return None
+    if isinstance(node, ast.Call) and node.args:
+        return _node(node.args[0])
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _literal(text: str) -> Any:
+    """The dict a line prints: Python's repr (nan and inf as bare names) or JSON."""
+    if text.startswith('{"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # a dict of Python's with double quotes
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(tree.body, ast.Dict):
+        return None
+    out: dict[Any, Any] = {}
+    for key, value in zip(tree.body.keys, tree.body.values, strict=True):
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            return None
+        out[key.value] = _node(value)
+    return out
+
+
+def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None:
+    """(a training step's metrics, its step when the dict names it) from a printed dict: two
+    numbers or more, not the end-of-training summary; None for anything else."""
+    if len(text) > 20_000:
+        return None
+    data = _literal(text)
+    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
+        return None
+    step: int | None = None
+    metrics: dict[str, float | None] = {}
+    for key, raw in data.items():
+        if step is None and step_key(key) is not None:
+            found = _STEP_OF.match(str(raw)) if isinstance(raw, str) else None
+            if found is not None:
+                step = int(found.group(1))
+                continue
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+                step = raw
+                continue
+        value = value_of(raw) if not isinstance(raw, bool) else False
+        if value is not False:
+            assert not isinstance(value, bool)
+            metrics[key] = value
+    # a metrics dict is numbers (transformers 5 prints them as strings, an unscored reward
+    # as None); a configuration printed as a dict is mostly words, flags and tables
+    numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
+    if not metrics or numbers < 2 or len(metrics) * 2 <= len(data):
+        return None
+    return metrics, step
