@@ -88,19 +88,19 @@ class KafkaSource:
         from kafka import KafkaConsumer, TopicPartition
         from kafka.partitioner import murmur2
 
-        from runwatch.emitters.producer import reachable
+        from runwatch.emitters.producer import built, reachable
 
         if not reachable(self.bootstrap, self._options, min(self.timeout, 1.0)):
             raise OSError("no bootstrap server accepts connections")
         ms = int(self.timeout * 1000)
-        consumer = KafkaConsumer(
+        consumer = built(KafkaConsumer, dict(
             bootstrap_servers=self.bootstrap.split(","), group_id=None,
             enable_auto_commit=False, request_timeout_ms=max(ms, 1000) + 500,
             bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=1000,
             **self._security,
             # the emitter's options are a producer's: pass on those a consumer has too
             **{k: v for k, v in self._options.items() if k in KafkaConsumer.DEFAULT_CONFIG},
-        )  # fmt: skip
+        ))  # fmt: skip
         try:
             partitions = consumer.partitions_for_topic(self.topic)
             if not partitions:

@@ -33,22 +33,29 @@ def reachable(bootstrap: str, options: Mapping[str, Any], timeout: float) -> boo
 
 
 def make_producer(config: Mapping[str, Any]) -> Any:
-    """A connected KafkaProducer; raises what kafka-python raised, having cleaned up.
-
-    A producer that fails to bootstrap leaves its client's sockets open, so the client is
-    built through a factory that keeps hold of it.
-    """
+    """A connected KafkaProducer; raises what kafka-python raised, having cleaned up."""
     from kafka import KafkaProducer
 
+    return built(KafkaProducer, config)
+
+
+def built(kind: Any, config: Mapping[str, Any]) -> Any:
+    """A kafka-python client of `kind` (KafkaProducer, KafkaConsumer); raises what its
+    constructor raised, having cleaned up.
+
+    One that fails to bootstrap (no broker, a refused password) leaves its network client's
+    sockets and I/O thread running, so the client is built through a factory that keeps
+    hold of it.
+    """
     _quiet_kafka_logs()
-    make_client, clients = KafkaProducer.DEFAULT_CONFIG["kafka_client"], []
+    make_client, clients = kind.DEFAULT_CONFIG["kafka_client"], []
 
     def client(**kwargs: Any) -> Any:
         clients.append(made := make_client(**kwargs))
         return made
 
     try:
-        return KafkaProducer(**{"kafka_client": client, **config})
+        return kind(**{"kafka_client": client, **config})
     except Exception:
         for made in clients:
             try:
