@@ -23,8 +23,7 @@ _PAIR = Struct("<II").pack
 
 def _digest(traj: str) -> bytes:
     """A stable digest of a trajectory id (the same in every process: checkpoints keep it).
-    Two checksums: a third of what an 8-byte blake2b costs, on every trajectory's start and
-    end."""
+    Two checksums, cheaper than a cryptographic hash on every trajectory's start and end."""
     data = traj.encode()
     return _PAIR(zlib.crc32(data), zlib.adler32(data))
 
