@@ -254,7 +254,10 @@ class KafkaDestination(SpooledDestination):
             "client_id": self.client_id,
             "acks": "all",
             "enable_idempotence": True,
-            "compression_type": "gzip",
+            # uncompressed: a send is a few events of one process, which gzip shrinks little
+            # while inflating it costs the worker more than the rest of an event's path
+            # (bench/live_path.py); `kafka_options` can ask for compression again
+            "compression_type": None,
             "linger_ms": 5,
             "max_block_ms": int(self.send_timeout * 1000),
             "request_timeout_ms": int(self.send_timeout * 1000),
