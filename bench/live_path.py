@@ -1,28 +1,35 @@
-"""The worker's per-record path in process, on the fleet's run shape, and what the hosts'
-clock offsets cost in it.
+"""The worker's per-record path in process, on the fleet's run shape: one event per record,
+and the same events in batches as the emitters send them (contract section 8), and where an
+event's CPU goes.
 
-A live worker spends its CPU per record on: decoding, the host's clock-offset estimate
-(`ClockOffsets`), the run's state and its rules (`LiveDriver.feed`). This bench feeds one
-partition's records -- the fleet's run shape (`bench/fleet_shape.py`: five hosts and twelve
-processes per run), each record arriving 2-50 ms after its time stamp at the broker's
-millisecond -- through `LiveDriver.feed` in batches of 1,000 with a tick between, as the
-worker does, and reports CPU µs per record over the schedule's second and third thirds
-(the first warms the runs up). No broker: what is measured is the per-record path only.
+A live worker spends its CPU per record on: parsing the fetched records (aiokafka: the
+producer batches' CRCs, their decompression, a ConsumerRecord each), splitting a record into
+its events and decoding them, the host's clock-offset estimate (`ClockOffsets`), the run's
+state and its rules (`LiveDriver.feed_records`, what the worker calls), before the fetch
+itself and publishing. This bench builds one partition's fetches as the broker would hand
+them out -- the fleet's run shape (`bench/fleet_shape.py`: five hosts and twelve processes
+per run), every emitter process's sends (what its sender takes each 50 ms linger) as one
+producer batch, each send reaching the broker 2-50 ms after its events' stamps -- parses
+them with aiokafka's own record classes and feeds them to `LiveDriver.feed_records` with a
+tick between, as the worker does, and reports CPU µs per record and per event over the
+schedule's second and third thirds (the first warms the runs up). No broker, no network.
 
-Two ways, alternating, best of `--repeat`, for each number of runs per partition:
+Three ways, alternating, best of `--repeat`, for each number of runs per partition:
 
-  per-second lists   the clock-offset estimate as it was: per host, a deque holding a
-                     [second, smallest, second smallest] list per second of arrival (the
-                     obvious layout; kept here as the baseline)
-  flat array         runwatch's: per host, one array of doubles with the same three values
-                     per second, contiguous
+  one per record   every event its own Kafka record, a send's records in one gzip producer
+                   batch (what the emitters sent before batches)
+  batched          a send's events in one record, JSON Lines under the batch header (the 32
+                   trajectories a rollout worker starts at once travel together, each
+                   process's heartbeat alone), gzip as before
+  batched, plain   the same, uncompressed
 
-The estimate alone is timed the same way (`observe` over the same records), since that is
-the part that differs. A fleet of 10,000 runs on two workers holds 25,000 hosts per worker,
-each touched about once a second: the estimate is memory-bound, and the layout decides how
-many cache lines a record touches. Figures only: nothing here asserts a timing.
+Then the parts of an event's cost (batched, plain: what the emitters send now), each timed
+alone over the same events: parsing the fetches, decoding, the clock-offset estimate, the
+engine (state and rules); what is left is the driver's own per-event work (time checks, the
+duplicate-id look-up before the estimate, the read clock, serializing alerts) and the split.
+Figures only: nothing asserts a timing.
 
-    .venv/bin/python bench/live_path.py [--quick] [--runs 250 1250 2500] [--seconds 240]
+    .venv/bin/python bench/live_path.py [--quick] [--runs 250 1250] [--seconds 240]
         [--repeat 3]
 """
 
@@ -35,136 +42,157 @@ import random
 import sys
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
+from aiokafka.consumer.fetcher import PartitionRecords
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.memory_records import MemoryRecords
+from aiokafka.structs import TopicPartition
 from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
 
+from runwatch.emitters.topics import BATCH_HEADER
 from runwatch.stream.decode import decode
+from runwatch.stream.engine import Engine
 from runwatch.stream.live import LiveDriver, _source
 from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
-BATCH = 1000
-Record = tuple[bytes, float, int]
+FETCH = 1000
+#: an emitter's sender takes what gathered every this many seconds (`Sender.linger`)
+LINGER = 0.05
+#: aiokafka's codes for no compression and gzip (what the emitters' producer used)
+NONE, GZIP = 0, 1
+TP = TopicPartition("runwatch.events", 0)
 
 
-class _ListsHost:
-    """A host's samples as `ClockOffsets` kept them until 2026-11-27, verbatim."""
-
-    __slots__ = ("buckets", "last", "low1", "low2", "streak_start")
-
-    def __init__(self, arrival: float) -> None:
-        # [second of arrival, smallest sample, second smallest sample], oldest first
-        self.buckets: deque[list[float]] = deque()
-        self.streak_start = arrival
-        self.last = arrival
-        self.low1 = self.low2 = math.inf
-
-    def add(self, sample: float, second: float) -> None:
-        buckets = self.buckets
-        if not buckets or second > buckets[-1][0]:
-            buckets.append([second, sample, math.inf])
-        else:
-            b = buckets[-1]
-            if sample < b[1]:
-                b[1], b[2] = sample, b[1]
-            elif sample < b[2]:
-                b[2] = sample
-        if sample < self.low2:
-            if sample < self.low1:
-                self.low1, self.low2 = sample, self.low1
-            else:
-                self.low2 = sample
-
-    def forget_before(self, horizon: float) -> None:
-        buckets = self.buckets
-        low2 = self.low2
-        lost = False
-        while len(buckets) > 1 and buckets[0][0] < horizon:
-            lost = buckets.popleft()[1] <= low2 or lost
-        if lost:
-            low1 = low2 = math.inf
-            for _, a, b in buckets:
-                if a < low2:
-                    if a < low1:
-                        low1, low2 = a, (low1 if low1 < b else b)
-                    else:
-                        low2 = a
-            self.low1, self.low2 = low1, low2
-
-
-class PerSecondLists(ClockOffsets):
-    """The baseline: the same estimate, a deque of per-second lists per host (the
-    `observe` of that time, verbatim, with its calls)."""
-
-    def observe(self, host: object, ts: float, arrival: float) -> float:
-        hosts: dict[object, Any] = self._hosts
-        state: Any = hosts.get(host)
-        if state is None:
-            state = hosts[host] = _ListsHost(arrival)
-        elif arrival - state.last > self.gap:
-            state.streak_start = arrival
-        if arrival > state.last:
-            state.last = arrival
-        state.add(arrival - ts, math.floor(arrival))
-        if arrival - state.streak_start >= self.window:
-            state.forget_before(arrival - self.window)
-        return self._estimate(state)
-
-
-def records(runs: int, seconds: float) -> list[Record]:
+def events(runs: int, seconds: float) -> list[tuple[bytes, float, tuple[str, str]]]:
+    """The partition's events in schedule order: (value, broker time, (run, process))."""
     rng = random.Random(2)
     out = []
-    for i, p in enumerate(schedule([f"run-{k}" for k in range(runs)], seconds, seed=1)):
+    for p in schedule([f"run-{k}" for k in range(runs)], seconds, seed=1):
         ts = T0 + p.at
-        if p.at < seconds:  # not the schedule's closing beats
-            out.append((wire(p, ts, uuid.uuid4().hex), round(ts + rng.uniform(0.002, 0.05), 3), i))
+        if p.kind is not None and p.at < seconds:  # not the schedule's closing beats
+            arrival = round(ts + rng.uniform(0.002, 0.05), 3)
+            out.append((wire(p, ts, uuid.uuid4().hex), arrival, (p.run, str(p.src))))
     return out
 
 
-def feed(driver: LiveDriver, recs: list[Record]) -> None:
-    last_tick = -math.inf
-    for i in range(0, len(recs), BATCH):
-        batch = recs[i : i + BATCH]
-        driver.feed(batch)
-        now = batch[-1][1]
-        if now - last_tick >= 0.1:
-            driver.tick(now)
-            last_tick = now
+def sends(evs: list[tuple[bytes, float, Any]]) -> list[list[tuple[bytes, float]]]:
+    """What the emitters' senders send: each process's events of one `LINGER` window, in the
+    order they reach the broker (a window's last event's arrival)."""
+    windows: dict[tuple[Any, int], list[tuple[bytes, float]]] = {}
+    for raw, arrival, process in evs:
+        windows.setdefault((process, math.floor(arrival / LINGER)), []).append((raw, arrival))
+    return sorted(windows.values(), key=lambda g: g[-1][1])
 
 
-def live_path(recs: list[Record], make: Callable[[], object]) -> float:
-    """CPU seconds per record over the last two thirds of `recs`, the first applied before."""
-    third = len(recs) // 3
-    driver = LiveDriver(clocks=make())  # type: ignore[arg-type]
-    feed(driver, recs[:third])
+Fetch = tuple[bytes, int, int]  # (buffer, records, events)
+
+
+def fetches(
+    groups: list[list[tuple[bytes, float]]], batched: bool, codec: int = GZIP
+) -> list[Fetch]:
+    """The partition as a consumer fetches it: each send one producer batch (as the
+    emitter's kafka-python producer makes it, compressed with `codec`) of a record per
+    event, or with `batched` of one record holding them all (JSON Lines under the batch
+    header; a lone event plain); FETCH sends per fetch."""
+    out: list[Fetch] = []
+    offset, chunk, count, events_in = 0, [], 0, 0
+    for group in groups:
+        builder = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 20)
+        stamp = int(group[-1][1] * 1000)
+        if batched and len(group) > 1:
+            value = b"\n".join(raw for raw, _ in group)
+            builder.append(0, stamp, b"k", value, [BATCH_HEADER])
+        else:
+            for i, (raw, _) in enumerate(group):
+                builder.append(i, stamp, b"k", raw, [])
+        made = bytearray(builder.build())
+        made[0:8] = offset.to_bytes(8, "big")  # the base offset the broker gives it
+        n = 1 if batched and len(group) > 1 else len(group)
+        offset, count, events_in = offset + n, count + n, events_in + len(group)
+        chunk.append(bytes(made))
+        if len(chunk) == FETCH:
+            out.append((b"".join(chunk), count, events_in))
+            chunk, count, events_in = [], 0, 0
+    if chunk:
+        out.append((b"".join(chunk), count, events_in))
+    return out
+
+
+def parse(buffer: bytes, start: int) -> list[Any]:
+    """aiokafka's records of one fetch, as its consumer makes them (CRCs checked)."""
+    return list(PartitionRecords(TP, MemoryRecords(buffer), [], start, None, None, True, 0))
+
+
+def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int]:
+    """CPU seconds per event over the last two thirds of the fetches (the first applied
+    before), parsing and feeding, and parsing alone; and the records and events timed."""
+    third = len(fetched) // 3
+    driver = LiveDriver()
+    start, last_tick = 0, -math.inf
+
+    def take(chunk: list[Fetch]) -> None:
+        nonlocal start, last_tick
+        for buffer, count, _ in chunk:
+            records = parse(buffer, start)
+            start += count
+            driver.feed_records(records)
+            now = records[-1].timestamp / 1000.0
+            if now - last_tick >= 0.1:
+                driver.tick(now)
+                last_tick = now
+
+    take(fetched[:third])
+    n_records = sum(count for _, count, _ in fetched[third:])
+    n_events = sum(e for _, _, e in fetched[third:])
     gc.collect()
+    t0 = time.process_time()
+    take(fetched[third:])
+    took = time.process_time() - t0
+    at = sum(count for _, count, _ in fetched[:third])
+    t0 = time.process_time()
+    for buffer, count, _ in fetched[third:]:
+        parse(buffer, at)
+        at += count
+    parsing = time.process_time() - t0
+    return took / n_events, parsing / n_events, n_records, n_events
+
+
+def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
+    """CPU seconds per event of each part alone, over the last two thirds of the events."""
+    third = len(evs) // 3
+    raws = [raw for raw, _, _ in evs]
+    out: dict[str, float] = {}
     start = time.process_time()
-    feed(driver, recs[third:])
-    return (time.process_time() - start) / (len(recs) - third)
-
-
-def estimate_only(recs: list[Record], make: Callable[[], object]) -> float:
-    """CPU seconds per `observe`, over the same (host, ts, arrival) as the live path."""
-    samples = [(_source(e.src), e.ts, arrival) for raw, arrival, _ in recs for e in [decode(raw)]]
-    third = len(samples) // 3
-    clocks = make()
-    observe = clocks.observe  # type: ignore[attr-defined]
+    decoded = [decode(raw) for raw in raws[third:]]
+    out["decode"] = (time.process_time() - start) / len(decoded)
+    first = [decode(raw) for raw in raws[:third]]
+    samples = [(_source(e.src), e.ts, a) for e, (_, a, _) in zip(first + decoded, evs, strict=True)]
+    clocks = ClockOffsets()
+    observe = clocks.observe
     for host, ts, arrival in samples[:third]:
         observe(host, ts, arrival)
     start = time.process_time()
     for host, ts, arrival in samples[third:]:
         observe(host, ts, arrival)
-    return (time.process_time() - start) / (len(samples) - third)
+    out["clock offset"] = (time.process_time() - start) / len(decoded)
+    engine = Engine(dedup_capacity=100_000)
+    for e, (_, arrival, _) in zip(first, evs[:third], strict=True):
+        engine.apply(e, min(e.ts, arrival))
+    gc.collect()
+    start = time.process_time()
+    for e, (_, arrival, _) in zip(decoded, evs[third:], strict=True):
+        engine.apply(e, min(e.ts, arrival))
+    out["engine (state, rules)"] = (time.process_time() - start) / len(decoded)
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, nargs="+", default=[250, 1250, 2500],
-                    help="runs per partition, one measurement each (250 1250 2500)")  # fmt: skip
+    ap.add_argument("--runs", type=int, nargs="+", default=[250, 1250],
+                    help="runs per partition, one measurement each (250 1250)")  # fmt: skip
     ap.add_argument("--seconds", type=float, default=240.0, help="schedule length (240)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds, best kept (3)")
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -173,30 +201,47 @@ def main() -> int:
     if args.quick:
         args.runs, args.seconds, args.repeat, args.no_write = [250], 120.0, 1, True
     say(machine())
-    ways: dict[str, Callable[[], object]] = {"per-second lists": PerSecondLists,
-                                             "flat array": ClockOffsets}  # fmt: skip
+    say(f"CPU time (process_time), best of {args.repeat} rounds, the ways alternating")
     for runs in args.runs:
-        recs = records(runs, args.seconds)
+        evs = events(runs, args.seconds)
+        groups = sends(evs)
+        ways = {"one per record": fetches(groups, False, GZIP),
+                "batched": fetches(groups, True, GZIP),
+                "batched, plain": fetches(groups, True, NONE)}  # fmt: skip
         say(f"{runs:,} runs in one partition ({5 * runs:,} hosts), {args.seconds:g} s of the "
-            f"fleet's schedule: {len(recs):,} records, the last {len(recs) - len(recs) // 3:,} "
-            "timed")  # fmt: skip
-        best: dict[tuple[str, str], float] = {}
+            f"fleet's schedule: {len(evs):,} events in {len(groups):,} sends, the last two "
+            "thirds timed")  # fmt: skip
+        best: dict[str, tuple[float, float, int, int]] = {}
+        cost: dict[str, float] = {}
         for _ in range(args.repeat):
-            for name, make in ways.items():
-                for what, measure in (("the estimate alone", estimate_only),
-                                      ("the live path, per record", live_path)):  # fmt: skip
-                    took = measure(recs, make)
-                    key = (what, name)
-                    best[key] = min(best.get(key, math.inf), took)
-        for what in ("the estimate alone", "the live path, per record"):
-            base = best[(what, "per-second lists")]
-            for name in ways:
-                t = best[(what, name)]
-                say(f"  {what:<26} {name:<17} {t * 1e6:6.2f} µs  ({base / t:.2f}x)")
+            for name, fetched in ways.items():
+                got = live_path(fetched)
+                if name not in best or got[0] < best[name][0]:
+                    best[name] = got
+            for part, t in parts(evs).items():
+                cost[part] = min(cost.get(part, math.inf), t)
+        for name, (per_event, parsing, n_records, n_events) in best.items():
+            say(
+                f"  {name:<15} {n_events / n_records:5.2f} events a record: "
+                f"{per_event * n_events / n_records * 1e6:6.2f} µs a record, "
+                f"{per_event * 1e6:5.2f} µs an event ({parsing * 1e6:4.2f} of it parsing)"
+            )
+        single, per_event = best["one per record"][0], best["batched, plain"][0]
+        say(f"  batched and plain against one per record: {single / per_event:.2f}x per event "
+            f"(batched alone: {single / best['batched'][0]:.2f}x)")  # fmt: skip
+        say("  an event's cost (batched, plain: what the emitters send now), part by part, "
+            "each timed alone:")  # fmt: skip
+        cost = {"fetch parsing (aiokafka)": best["batched, plain"][1], **cost}
+        for part, t in cost.items():
+            say(f"    {part:<26} {t * 1e6:5.2f} µs")
+        rest = per_event - sum(cost.values())
+        say(
+            f"    {'the rest (driver, split)':<26} {rest * 1e6:5.2f} µs  (the whole less the parts)"
+        )
     if not args.no_write:
-        write_section("live-path", ["## The worker's per-record path, and the hosts' clock "
-                                    "offsets in it (`bench/live_path.py`)", "", "```",
-                                    *SAID, "```"])  # fmt: skip
+        write_section("live-path", ["## The worker's per-record path, one event per record and "
+                                    "batched (`bench/live_path.py`)", "", "```", *SAID,
+                                    "```"])  # fmt: skip
     return 0
 
 

@@ -1,6 +1,7 @@
 """Replay throughput on one core, next to a naive baseline, and memory per active run.
 
-Throughput, on two traces of different shape (the shape decides what an event costs):
+Throughput, on two traces of different shape (the shape decides what an event costs), and a
+third on request:
 
   the repository's  every incident of `runwatch.dev.scenarios`, copied under `--copies`
                     different run ids each (48 runs, ~360k events by default), each copy
@@ -10,6 +11,9 @@ Throughput, on two traces of different shape (the shape decides what an event co
   heartbeat-heavy   `bench/heartbeat_trace.py`: 60 small runs over four hours, ~320k events,
                     half of them heartbeats, a sixth `inference.stats`, a quarter trajectory
                     starts and ends, the rest step events, written as the emitter writes them.
+  fleet (alone,     the fleet bench's run shape (`bench/fleet_shape.py`: eight trainer ranks,
+  --shape fleet)    a rollout worker, an orchestrator and two servers a run, every trajectory
+                    moving through a phase), 100 runs for 240 s, ~70k events.
 
 Lines are JSON bytes in memory (no file I/O). On each:
 
@@ -22,9 +26,10 @@ Lines are JSON bytes in memory (no file I/O). On each:
                     from the contract -- a dict per run, `json.loads`, every rule of the run
                     after every event and every run once a second.
   naive engine      the same run state and rules with every shortcut off
-                    (`Engine(shortcuts=False)`: every rule after every event), fed by
-                    `json.loads` and the pydantic models; its alerts must equal runwatch's
-                    (the script checks that before printing figures).
+                    (`Engine(shortcuts=False)`: every rule after every event) and the same
+                    fleet incidents beside it, fed by `json.loads` and the pydantic models;
+                    its alerts must equal runwatch's (the script checks that before printing
+                    figures).
 
 Memory. `--mem-runs` runs (200) held live at once, each with a trainer and a vLLM server
 sending heartbeats, 512 trajectories started and still pending (each moved through a phase or
@@ -46,6 +51,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import random
 import time
 import tracemalloc
 from collections import Counter
@@ -54,6 +60,7 @@ from typing import Any
 
 import orjson
 from benchinfo import SAID, interleaved_scenarios, machine, say, write_section
+from fleet_shape import schedule, wire
 from heartbeat_trace import HOURS, RUNS, heartbeat_heavy
 from reference import SEVEN, plain
 
@@ -63,6 +70,7 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine, RecentIds
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.replay import replay
 from runwatch.stream.rules import BUILTIN_RULES
 
@@ -79,6 +87,16 @@ def multi_run_stream(copies: int, seed: int = 11) -> list[bytes]:
     for e in merged:
         e["ts"] = round(e["ts"], 3)
     return [orjson.dumps(e) for e in merged]
+
+
+def fleet_trace(runs: int, seconds: float) -> list[bytes]:
+    """`runs` runs of the fleet bench's shape (bench/fleet_shape.py) for `seconds`, one
+    process of one going silent and a NaN in another, in schedule order."""
+    rng = random.Random(3)
+    names = [f"run-{k}" for k in range(runs)]
+    faults = [(seconds / 3, names[3], "silent"), (seconds / 2, names[7], "nan")]
+    return [wire(p, round(T0 + p.at, 3), f"{rng.getrandbits(128):032x}")
+            for p in schedule(names, seconds, seed=1, faults=faults) if p.kind]  # fmt: skip
 
 
 def records(lines: list[bytes]) -> Iterator[Record]:
@@ -113,13 +131,14 @@ def runwatch_replay_full_ring(lines: list[bytes]) -> list[bytes]:
 
 def naive(lines: list[bytes]) -> list[bytes]:
     engine = Engine(shortcuts=False)  # every rule after every event
+    stage = FleetStage(engine)  # fleet incidents beside it, as replay judges them
     out: list[bytes] = []
     for raw in lines:
         try:
             event = events.validate(json.loads(raw))
         except ValueError:  # pydantic's ValidationError is a ValueError, as is a JSON error
             continue
-        alerts: list[Alert] = engine.apply(event)
+        alerts: list[Alert] = stage.transitions(engine.apply(event))
         out.extend(json.dumps(a.to_dict()).encode() for a in alerts)
     return out
 
@@ -269,8 +288,9 @@ def main() -> None:
     ap.add_argument("--mem-runs", type=int, default=200, help="live runs for the memory figure")
     ap.add_argument("--repeat", type=int, default=3, help="passes of each replay, best kept")
     ap.add_argument("--no-naive", action="store_true", help="leave out the naive engine (slow)")
-    ap.add_argument("--shape", choices=("both", "incidents", "heartbeats"), default="both",
-                    help="which trace (default both)")  # fmt: skip
+    ap.add_argument("--shape", choices=("both", "incidents", "heartbeats", "fleet"),
+                    default="both", help="which trace (default both; fleet: the fleet "
+                    "bench's run shape, 100 runs for 240 s, alone)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="small traces, one pass, print only")
     args = ap.parse_args()
     if args.quick:
@@ -291,6 +311,11 @@ def main() -> None:
         lines = heartbeat_heavy(hours=hours)
         throughput(f"heartbeat-heavy trace (bench/heartbeat_trace.py, {hours:g} h)", lines,
                    RUNS, args)  # fmt: skip
+
+    if args.shape == "fleet":
+        args.ring = False
+        throughput("fleet-shaped trace (bench/fleet_shape.py: 12 processes a run)",
+                   fleet_trace(100, 240.0), 100, args)  # fmt: skip
 
     mem = memory_per_run(args.mem_runs)
     say(
