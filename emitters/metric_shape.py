@@ -238,9 +238,28 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
-    if sum(p.separated for p in found) >= 2 and not all(map(math.isfinite, metrics.values())):
+    if _unnumbered(text, found, metrics):
         return Record(metrics, None, skipped, found)
     return None
+
+
+#: a `key=` or `key: ` item of a line, whatever its value
+_ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
+#: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
+_LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
+
+
+def _unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
+    """Whether a line that names no step is still a step's metrics: two pairs or more with a
+    separator, one not finite and no limit's setting, and no more than one `key=`/`key: `
+    item that is not a number (a configuration printed as `Namespace(model='x', ...)` is
+    mostly words)."""
+    if sum(p.separated for p in found) < 2:
+        return False
+    bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+    if not bad or all(_LIMIT.match(k) for k in bad):
+        return False
+    return len(_ITEM.findall(text)) - len(found) <= 1
 
 
 _ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing

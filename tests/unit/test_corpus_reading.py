@@ -58,11 +58,15 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "timed out` -- which ProcessGroupNCCL writes for an NCCL error as for a timeout -- and "
         "no watchdog line naming a timed-out collective"),
     ("corpus", "stalled_horovod_ready_ranks_after_bar"): (
-        [], "Horovod's stall warning (ranks that did not submit a tensor) has no reader"),
+        [], "Horovod's stall warning (ranks that did not submit a tensor) has no reader, and "
+        "one warning shows a stall of its check time (60 s), short of ranks_stalled's 300 s"),
     ("corpus", "stalled_horovod_stall_inspector_mpirun"): (
-        [], "Horovod's stall inspector has no reader"),
+        [], "Horovod's stall inspector has no reader (its list of ranks is cut here), and one "
+        "report shows 60 s of a stall, short of ranks_stalled's 300 s"),
     ("corpus2", "stalled_horovod_missing_rank0_broadcast"): (
-        [], "Horovod's stall inspector has no reader"),
+        [], "Horovod's stall inspector (`[missing ranks: 0]` per op) has no reader: it names "
+        "the ranks missing, not the world size a rank's phase needs, and one report shows "
+        "60 s of a stall, short of ranks_stalled's 300 s"),
 }  # fmt: skip
 
 

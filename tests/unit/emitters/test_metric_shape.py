@@ -401,3 +401,8 @@ def test_a_line_with_no_step_and_a_value_that_is_not_finite_is_the_next_step() -
     assert set(steps(found)[0][1]) == {"Acc@10", "Acc@20", "Param Norm", "Grad Norm"}
     assert bad(read_all(["10/30 22:19:57 loss: nan, acc: 0.5"])) == [(1, ["loss"])]
     assert steps(read_all(["loss nan grad_norm 0.5", "WARNING grad_norm=nan"])) == []
+    # a configuration printed whole: mostly words, or a limit whose inf means none
+    configs = ["Namespace(model='x', lr=0.1, max_grad_norm=inf, fp16=True, seed=42)",
+               "Namespace(output_dir='runs/x', clip=inf, lr=0.1, warmup_ratio=nan, fp16=True)",
+               "early stopping: patience: inf, min_delta: 0.0"]  # fmt: skip
+    assert steps(read_all(configs)) == []
