@@ -69,15 +69,16 @@ _STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "
 #: counted (`_step`)
 _STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "epoch")
 #: the count a line starts with, before its first pair: a Keras progress bar's position
-#: (`  4/234 [=====>.......] - ETA: 25:09 - loss: inf`), or bare numbers, the last the finest
+#: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
+#: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest
 #: (`100000 | loss nan |`, `333 154 Loss=nan`); a date or a time is none (`10/30 22:19:57`)
-_BAR_COUNT = re.compile(r"^[\s>]*(\d+)/\d+ \[[=>.]*\]")
+_BAR_COUNT = re.compile(r"^[\s>]*(\d+)/(?:\d+|Unknown) (?:\[[=>.]*\]|\u2501+)")
 _LEAD_COUNT = re.compile(r"^[\s>]*(?:\d+\s+)*(\d+)\s*\|?\s*$")
 #: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
 #: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
 _HEADER = re.compile(
-    r"(?i)^[\s\-=#*|>:.]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
-    r"(\d+)(?:\s*/\s*\d+)?[\s\-=#*|:.]*$"
+    r"(?i)^[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
+    r"(\d+)(?:\s*/\s*\d+)?[\s\-=#*|:.\]]*$"
 )
 _PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
@@ -88,6 +89,9 @@ _SENTINEL = re.compile(r"(?i)(?:^|[\s_/.-])(?:best|lowest|highest)(?:$|[\s_/.-])
 #: `Epoch(val)`, `Validation loss`, `Evaluating`): its metrics are `eval.metrics`, which no
 #: training rule reads
 EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)\)")
+#: a key of an evaluation's among a training step's (`val loss`, `test_reward`): an
+#: `eval.metrics` value
+_EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ _/]|$)")
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step
@@ -234,6 +238,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return None
     if EVALUATION.search(found[0].key):  # an evaluation's, not the training step's
         metrics = {f"eval/{k}": v for k, v in metrics.items()}
+    elif any(_EVAL_KEY.match(k) for k in metrics):  # `train loss nan, val loss nan`
+        metrics = {f"eval/{k}" if _EVAL_KEY.match(k) else k: v for k, v in metrics.items()}
     if named is not None or step is not None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:

@@ -66,7 +66,7 @@ def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
         # its evaluation line; `steps` between DeepSpeed's lines
         ("> 2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%",
          3010, ["loss"]),
-        ("step 100000: train loss nan, val loss nan", 100000, ["train loss", "val loss"]),
+        ("step 100000: train loss nan, val loss 4.2", 100000, ["train loss"]),
         ("steps: 18 loss: nan iter time (s): 3.235 samples/sec: 0.309", 18, ["loss"]),
         # the count the line starts with: a bare column (the last, the finest), a Keras bar
         ("100000 | loss nan | lr 0.000000e+00 | 2006.12ms | mfu 1.68%", 100000, ["loss"]),
@@ -74,6 +74,9 @@ def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
         ("  4/234 [..............................] - ETA: 25:09:00 - loss: inf ", 4, ["loss"]),
         ("9595/9595 [==============================] - 1s - loss: nan - acc: 0.4117",
          9595, ["loss"]),
+        # Keras 3's bar (keras/src/utils/progbar.py 3.15.1, without its colour codes)
+        (" 4/234 ━━━━━━━━━━━━━━━━━━━━ 25:09 6s/step - accuracy: 0.0987 - loss: nan",
+         4, ["loss"]),
         # an epoch where nothing finer is counted; upper-case INF (flashy, colour codes lost)
         ("[1mTrain Summary | Epoch 8 | lr=6.88E-02 | grad_norm=INF | grad_scale=263192.576 | "
          "ce=0.096[0m", 8, ["grad_norm"]),
@@ -119,6 +122,15 @@ def test_a_metric_line_in_any_syntax_names_its_step_and_its_non_finite_keys(
 )  # fmt: skip
 def test_lines_that_are_no_step_s_metrics(line: str) -> None:
     assert steps(read_all([line])) == []
+
+
+def test_a_keras_3_bar_with_its_colour_codes() -> None:
+    """Keras 3 colours its bar's count and blocks (keras/src/utils/progbar.py 3.15.1): read
+    with them, and with their ESC byte lost in a paste."""
+    codes = ("\x1b[1m 4/234\x1b[0m \x1b[32m━━━━━━━━\x1b[0m\x1b[37m━━━━━━━━━━━━\x1b[0m "
+             "\x1b[1m25:09\x1b[0m 6s/step - accuracy: 0.0987 - loss: nan")  # fmt: skip
+    assert bad(read_all([codes])) == [(4, ["loss"])]
+    assert bad(read_all([codes.replace("\x1b", "")])) == [(4, ["loss"])]
 
 
 def test_numbers_in_every_notation() -> None:
@@ -342,6 +354,8 @@ def test_an_evaluation_s_line_a_best_so_far_and_a_configuration_are_no_training_
     ])  # fmt: skip
     assert steps(found) == []
     assert [k for k, _ in found if k == "eval.metrics"] == ["eval.metrics"] * 3
+    # an evaluation's keys among a training step's: their NaN is the evaluation's
+    assert bad(read_all(["step 3000: train loss 4.0390, val loss nan"])) == []
     assert bad(read_all(["step: 0 | loss: 2.3 | best_val_loss: inf | lowest loss: inf"])) == []
     assert steps(read_all(["  max_grad_norm: inf", "  warmup_steps: 100", "  lr: 0.1"])) == []
 
