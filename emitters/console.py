@@ -86,6 +86,7 @@ class LineParser:
         self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
+        self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
 
     @property
     def following(self) -> bool:
@@ -124,8 +125,8 @@ class LineParser:
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event
         (`runwatch diagnose` says them for a console it cannot place)."""
-        out = self.metrics.notes + self.failures.notes
-        self.metrics.notes, self.failures.notes = [], []
+        out = self._notes + self.metrics.notes + self.failures.notes
+        self._notes, self.metrics.notes, self.failures.notes = [], [], []
         return out
 
     def finish(self) -> list[Found]:
@@ -141,6 +142,13 @@ class LineParser:
         return out
 
     def _read(self, line: str) -> tuple[str, list[Found]]:
+        try:
+            return self._readers_of(line)
+        except ValueError as err:  # a number no reader can hold (Python's int digit limit)
+            self._notes.append(f"a line could not be read ({str(err)[:80]}): skipped")
+            return line, []
+
+    def _readers_of(self, line: str) -> tuple[str, list[Found]]:
         line = strip_colour(line)
         ray = line.startswith("(") or "pid=" in line[:6]  # Ray's prefix, or its cut tail
         src, body = ray_origin(line) if ray else (None, line)

@@ -48,7 +48,7 @@ _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:ini
 #: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
 _VALUE = (
     rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{_NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
-    rf"|['\"]?(?P<v>{_NUMBER})['\"]?(?:\s*/\s*(?P<of>\d+))?)\s*\]?"
+    rf"|['\"]?(?P<v>{_NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?!\d))?)\s*\]?"
 )
 _PAIR = re.compile(
     rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
@@ -58,7 +58,7 @@ _PAIR = re.compile(
 )
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,
 #: `Epoch: [127/300][ 35/464]`
-_EPOCH_ITER = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+_EPOCH_ITER = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d{1,18})\s*/\s*\d+\s*\]")
 _STEP_KEY = re.compile(
     r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$",
     re.I,
@@ -71,14 +71,15 @@ _STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", 
 #: the count a line starts with, before its first pair: a Keras progress bar's position
 #: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
 #: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest
-#: (`100000 | loss nan |`, `333 154 Loss=nan`); a date or a time is none (`10/30 22:19:57`)
-_BAR_COUNT = re.compile(r"^[\s>]*(\d+)/(?:\d+|Unknown) (?:\[[=>.]*\]|\u2501+)")
-_LEAD_COUNT = re.compile(r"^[\s>]*(?:\d+\s+)*(\d+)\s*\|?\s*$")
+#: (`100000 | loss nan |`, `333 154 Loss=nan`); a date or a time is none (`10/30 22:19:57`).
+#: A count read as an int has at most 18 digits (Python refuses to read a long one).
+_BAR_COUNT = re.compile(r"^[\s>]*(\d{1,18})/(?:\d+|Unknown) (?:\[[=>.]*\]|\u2501+)")
+_LEAD_COUNT = re.compile(r"^[\s>]*(?:\d+\s+)*(\d{1,18})\s*\|?\s*$")
 #: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
 #: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
 _HEADER = re.compile(
     r"(?i)^[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
-    r"(\d+)(?:\s*/\s*\d+)?[\s\-=#*|:.\]]*$"
+    r"(\d{1,18})(?:\s*/\s*\d+)?[\s\-=#*|:.\]]*$"
 )
 _PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
@@ -341,7 +342,7 @@ def table_row(header: list[str], text: str) -> Record | None:
 
 _OVERFLOW = re.compile(
     r"(?i)\boverflow\b.{0,80}?\bskipping step|\bskipping step\b.{0,80}?\boverflow"
-    r"|Grad overflow on iteration:? (?P<it>\d+)"
+    r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
 )
 _SCALE = re.compile(
     r"(?i)reducing (?:loss scale )?to:? (?P<to>[\d.eE+]+)|loss scale: (?P<tried>[\d.eE+]+)"

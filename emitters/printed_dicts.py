@@ -17,7 +17,7 @@ from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
 #: a dict printed whole on a line, and where one opens that goes on over the next lines
 DICT = re.compile(r"\{['\"][^{}]*\}")
 DICT_OPEN = re.compile(r"\{\s*['\"]")
-_STEP_OF = re.compile(r"^(\d+)/\d+$")
+_STEP_OF = re.compile(r"^(\d{1,18})/\d+$")
 
 
 def value_of(raw: Any) -> float | bool | None:

@@ -328,3 +328,16 @@ def test_lines_after_a_file_s_last_time_belong_to_its_end(tmp_path: Path) -> Non
     assert start < times[0] < times[-1] < start + 1
     # each step line's metrics, reward, end and next start, and the failure: said, not hidden
     assert [(p.name, n, t) for p, n, t in found.after_last] == [("driver.log", 9, start)]
+
+
+def test_a_count_too_long_to_read_is_no_crash() -> None:
+    """Python refuses to read an int of more than 4300 digits: a line holding one is skipped
+    (said in the notes) or read without it, and the reading goes on."""
+    long = "1" * 5000
+    lines = [f"step:{long} - actor/pg_loss:nan", f"Iteration {long}", f"{long} | loss nan |",
+             f"{long}/9 [====] - loss: nan", f"[1][{long}/5] loss: nan", f"x: 1/{long} y: nan",
+             f"Grad overflow on iteration {long}", "step:3 - actor/pg_loss:nan"]  # fmt: skip
+    parser = LineParser()
+    found = read_all(lines, parser)
+    assert [f["step"] for k, f in found if k == "step.metrics"] == [3]
+    assert any("could not be read" in note for note in parser.notes())
