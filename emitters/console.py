@@ -144,8 +144,9 @@ class LineParser:
     def _read(self, line: str) -> tuple[str, list[Found]]:
         try:
             return self._readers_of(line)
-        except ValueError as err:  # a number no reader can hold (Python's int digit limit)
-            self._notes.append(f"a line could not be read ({str(err)[:80]}): skipped")
+        except Exception as err:  # a reader's slip (or a number too long to hold) costs this
+            # line alone: the output, the other lines and the other readers go on
+            self._notes.append(f"a line could not be read ({str(err)[:80]!r}): skipped")
             return line, []
 
     def _readers_of(self, line: str) -> tuple[str, list[Found]]:

@@ -12,6 +12,7 @@ on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are no
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import selectors
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -29,6 +31,8 @@ from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stacks import Taken, py_spy
+
+log = logging.getLogger("runwatch.emitters")
 
 FORWARDED = (
     signal.SIGTERM,
@@ -114,6 +118,19 @@ class Watcher:
         self.gate = ProgressGate(progress_every)
         self.stop = threading.Event()
         self.emitted = 0
+        self.read_failed = 0  # reads that raised (their bytes were copied, not read)
+
+    def _read(self, what: Callable[[], list[Found]]) -> None:
+        """Emit what a read finds. Reading never stops the copying: a reader that fails is
+        logged once and its bytes are simply not read."""
+        try:
+            found = what()
+        except Exception:
+            if not self.read_failed:
+                log.exception("runwatch watch: reading the output failed; it is still copied")
+            self.read_failed += 1
+            return
+        self._emit(found)
 
     def _emit(self, found: list[Found]) -> None:
         for kind, fields in found:
@@ -158,19 +175,19 @@ class Watcher:
                     if not data:
                         sel.unregister(fd)
                         open_fds.discard(fd)
-                        self._emit(scanners[fd].finish())
+                        self._read(scanners[fd].finish)
                         continue
                     _write_all(key.data, data)
                     last_data[fd] = now
-                    self._emit(scanners[fd].feed(data))
+                    self._read(partial(scanners[fd].feed, data))
                 for fd in open_fds:  # a stream that paused: its unfinished refresh, once
                     if now - last_data[fd] >= PAUSE_S:
-                        self._emit(scanners[fd].peek())
+                        self._read(scanners[fd].peek)
                 for fields in self.gate.due():
                     self._send("progress", fields)
                 if not ready and self.stop.is_set():
                     break
-            self._emit(self.parser.finish())  # the output ended: what that decides
+            self._read(self.parser.finish)  # the output ended: what that decides
         finally:
             sel.close()
             for fields in self.gate.drain():

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import read_events, wait_for
@@ -371,3 +372,59 @@ def test_a_clean_exit_a_handled_traceback_and_a_stop_are_not_failures(tmp_path: 
     rc, failed = _failures(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
                            "oom-killed")  # fmt: skip
     assert (rc, [f["error"] for f in failed]) == (128 + signal.SIGKILL, ["killed by SIGKILL"])
+
+
+def test_a_reader_that_fails_costs_one_line_and_never_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader's bug on one line (here: any line holding BOOM) skips that line, noted; the
+    lines after it are still read, and every byte is still copied through. Should reading
+    itself fail (the scanner), the bytes are copied all the same."""
+    from runwatch.emitters import Emitter
+    from runwatch.emitters.console import LineParser, LineScanner
+    from runwatch.emitters.watch import Watcher
+
+    real = LineParser._readers_of
+
+    def flaky(self: LineParser, line: str) -> Any:
+        if "BOOM" in line:
+            raise RuntimeError("a reader's bug")
+        return real(self, line)
+
+    monkeypatch.setattr(LineParser, "_readers_of", flaky)
+    text = (b"step:1 - critic/score/mean:0.5 - actor/loss:nan BOOM\n"
+            b"step:2 - critic/score/mean:0.5 - actor/loss:nan\n")  # fmt: skip
+    parser = LineParser()
+    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
+    watcher = Watcher(em, parser, progress_every=0.0)
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(src_w, text)
+    os.close(src_w)
+    watcher.pump({src_r: out_w})
+    os.close(out_w)
+    assert os.read(out_r, 1 << 16) == text
+    os.close(src_r)
+    os.close(out_r)
+    em.close()
+    metrics = [e for e in read_events(tmp_path / "spool") if e["kind"] == "step.metrics"]
+    assert [e["step"] for e in metrics] == [2]  # the line after the bad one, still read
+    assert any("a reader's bug" in note for note in parser.notes())
+
+    def broken(self: LineScanner, data: bytes) -> Any:
+        raise RuntimeError("the scanner's bug")
+
+    monkeypatch.setattr(LineScanner, "feed", broken)
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(src_w, text)
+    os.close(src_w)
+    em = Emitter(run="r2", component="trainer", path=tmp_path / "spool2", heartbeat=False)
+    again = Watcher(em, LineParser(), progress_every=0.0)
+    again.pump({src_r: out_w})
+    os.close(out_w)
+    assert os.read(out_r, 1 << 16) == text
+    assert again.read_failed == 1
+    for fd in (src_r, out_r):
+        os.close(fd)
+    em.close()
