@@ -34,7 +34,7 @@ from runwatch.stream.incidents import Bookkeeper, open_summaries
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.incidents import RunIncidents
-from runwatch.stream.state.run import RunState
+from runwatch.stream.state.run import EveryBeatInFull, RunState
 
 
 class RecentIds(set[str]):
@@ -68,6 +68,7 @@ class RecentIds(set[str]):
 
 
 _add_id = set.add
+INF = float("inf")
 #: kinds whose application does more than fold and judge the rules watching them (a run's
 #: config; a person's word; a run's end, which every rule firing in it is judged on)
 _IN_FULL = frozenset({"run.started", "run.resumed", "run.finished"})
@@ -146,6 +147,9 @@ class Engine:
         #: before it. The checks of the rules on silence fall due on `heard`: their own heap
         self._timers: list[tuple[float, str, int]] = []
         self._silence_timers: list[tuple[float, str, int]] = []
+        #: the earliest entry of either heap (infinite: none): an event before it has no
+        #: check falling due, whatever the hold (one compare per event instead of four)
+        self._due = INF
         #: events not applied because their id was seen: by the engine or by a driver that
         #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
         self.duplicates = 0
@@ -207,15 +211,15 @@ class Engine:
         current = self.now
         if t > current:
             current = t
-        heard = current if current < self.hold else self.hold
-        timers, silence = self._timers, self._silence_timers
-        if (timers and timers[0][0] <= current) or (silence and silence[0][0] <= heard):
+        if current >= self._due:
             out = self.advance(current)
         else:  # nothing falls due: what `advance` would do, without the call
             out = []
             self.now = current
-            if heard > self.heard:
-                self.heard = heard
+            if current > self.heard:  # (the silence clock never moves back)
+                heard = current if current < self.hold else self.hold
+                if heard > self.heard:
+                    self.heard = heard
         _add_id(seen, event_id)  # `seen.add` without the call (it is new)
         order = seen._order
         order.append(event_id)
@@ -255,13 +259,12 @@ class Engine:
         overrides = self._run_params(event) if kind == "run.started" else None
         t = event.ts if now is None else now
         target = t if t > self.now else self.now
-        heard = target if target < self.hold else self.hold
-        timers, silence = self._timers, self._silence_timers
-        if (timers and timers[0][0] <= target) or (silence and silence[0][0] <= heard):
+        if target >= self._due:
             out = self.advance(target)
         else:
             out = []
             self.now = target
+            heard = target if target < self.hold else self.hold
             if heard > self.heard:
                 self.heard = heard
         if kind == "run.resumed":  # a person's word on the alerts, not run activity
@@ -271,7 +274,8 @@ class Engine:
             return out
         new_run = tracked is None
         if tracked is None:
-            tracked = self.runs[event.run] = TrackedRun(RunState(event.run, self._state_config))
+            made = RunState if self._shortcuts else EveryBeatInFull  # (the reference's)
+            tracked = self.runs[event.run] = TrackedRun(made(event.run, self._state_config))
         seen.add(event_id)
         for observer in self._on_event:
             observer(event)
@@ -357,6 +361,7 @@ class Engine:
             self._evaluate(tracked, index, self.now, out)
         self.now = max(self.now, now)
         self.heard = max(self.heard, heard)
+        self._due = min(timers[0][0] if timers else INF, silence[0][0] if silence else INF)
         return out
 
     # -- the alert lifecycle ---------------------------------------------------------------
@@ -402,6 +407,8 @@ class Engine:
                 if scheduled is None or next_check < scheduled:
                     heap = self._silence_timers if silent else self._timers
                     heapq.heappush(heap, (next_check, tracked.state.run, index))
+                    if next_check < self._due:
+                        self._due = next_check
         else:
             tracked.timers.pop(index, None)
 
@@ -565,6 +572,7 @@ class Engine:
         # all read: only now is anything replaced (a state that fails to load changes nothing)
         self.runs, self.now, self.heard, self.duplicates = runs, now, heard, duplicates
         self._timers, self._silence_timers, self.seen = pending, silence, seen
+        self._due = min(pending[0][0] if pending else INF, silence[0][0] if silence else INF)
 
     # -- the run view ------------------------------------------------------------------------
 

@@ -78,8 +78,8 @@ class PendingTrajectory(Compact):
 class Inference:
     """Servers, pending trajectories and when "every server idle while work waits" began."""
 
-    __slots__ = ("_ended_next", "_ended_sums", "_started_by_step", "bars", "idle_since",
-                 "pending", "pending_since", "servers")  # fmt: skip
+    __slots__ = ("_ended_next", "_ended_sums", "_started_by_step", "bars", "finals",
+                 "idle_since", "pending", "pending_since", "servers")  # fmt: skip
 
     #: How many finished trajectory ids to remember, so that a `started` arriving after its
     #: `done` (beyond the reorder window) does not leave a phantom pending trajectory. They
@@ -89,6 +89,9 @@ class Inference:
 
     def __init__(self) -> None:
         self.servers: dict[str, Server] = {}
+        #: how many of them are out of the picture (`Server.final`): while none is, a beat
+        #: that leaves its process's `final` as it was changes no server
+        self.finals = 0
         self.pending: dict[str, PendingTrajectory] = {}
         self.pending_since: float | None = None
         #: When every known server became idle while something was pending; None when not.
@@ -150,6 +153,7 @@ class Inference:
         for srv in self.servers.values():
             if srv.process is process and srv.final != process.final:
                 srv.final = process.final
+                self.finals += 1 if srv.final else -1
                 changed = True
         return changed
 

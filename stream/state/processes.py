@@ -68,11 +68,16 @@ class Processes:
         key = (src.component, src.host, src.pid, src.instance)
         proc = self._by_src.get(key)
         if proc is None:
-            name = process_id(src)
-            proc = self.by_id.get(name)
-            if proc is None:
-                proc = self.by_id[name] = Process(name, src.component, src.host)
-            self._by_src[key] = proc
+            proc = self._by_src[key] = self.named(src)
+        return proc
+
+    def named(self, src: Source) -> Process:
+        """`src`'s process, found (or made) by its name: for a caller that keeps what it
+        found itself (the run's heartbeat ledger), so that it is not kept twice."""
+        name = process_id(src)
+        proc = self.by_id.get(name)
+        if proc is None:
+            proc = self.by_id[name] = Process(name, src.component, src.host)
         return proc
 
     def dropped(self) -> dict[str, int]:

@@ -95,23 +95,19 @@ class Slot(Compact):
 class Restarts:
     """The run's slots by name."""
 
-    __slots__ = ("_by_src", "slots")
+    __slots__ = ("slots",)
 
     def __init__(self) -> None:
         self.slots: dict[str, Slot] = {}
-        #: (component, host, rank, instance) -> slot: spares formatting the name per beat
-        self._by_src: dict[tuple[str, str | None, int | None, str | None], Slot] = {}
 
-    def beat(self, src: Source, ts: float, final: bool = False) -> bool:
-        """Fold one heartbeat in; False when it changed no slot's restarts (routine)."""
-        pid = src.pid
-        if pid is None:
-            return False
-        slot = self._by_src.get((src.component, src.host, src.rank, src.instance))
-        if slot is None:
-            name = slot_name(src)
-            slot = self.slots.get(name)
-            if slot is None:
-                slot = self.slots[name] = Slot()
-            self._by_src[src.component, src.host, src.rank, src.instance] = slot
-        return slot.beat(pid, ts, final)
+    def slot(self, src: Source) -> Slot | None:
+        """`src`'s slot, found (or made) by its name; None for a process without a pid,
+        which no restart can be told of. The caller keeps what it found (the run's
+        heartbeat ledger, `RunState`)."""
+        if src.pid is None:
+            return None
+        name = slot_name(src)
+        found = self.slots.get(name)
+        if found is None:
+            found = self.slots[name] = Slot()
+        return found

@@ -15,10 +15,10 @@ from typing import cast
 from runwatch.emitters import events as ev
 from runwatch.stream.state.failures import Collectives, Failures
 from runwatch.stream.state.inference import Inference
-from runwatch.stream.state.processes import Processes
+from runwatch.stream.state.processes import Process, Processes
 from runwatch.stream.state.progress import ProgressCounters
 from runwatch.stream.state.ranks import Ranks
-from runwatch.stream.state.restarts import Restarts
+from runwatch.stream.state.restarts import Restarts, Slot
 from runwatch.stream.state.stacks import Stacks
 from runwatch.stream.state.steps import Steps
 from runwatch.stream.state.weights import Weights
@@ -76,6 +76,10 @@ class RunState:
         self.ranks = Ranks()
         self.weights = Weights()
         self.restarts = Restarts()
+        #: the heartbeat ledger: (component, host, pid, instance, rank) of a beating process
+        #: -> its process and its restart slot (None without a pid), found once
+        self.beating: dict[tuple[str, str | None, int | None, str | None, int | None],
+                           tuple[Process, Slot | None]] = {}  # fmt: skip
         self.failures = Failures()
         self.collectives = Collectives()
         self.stacks = Stacks()  # the processes' stacks, asked for when a hang opens
@@ -121,6 +125,9 @@ class RunState:
             key = (event.src.component, kind)
             if key in watched and ts > self.last_arrival.get(key, -1e300):
                 self.last_arrival[key] = ts
+        if kind == "heartbeat":  # (half of all events: no look-up)
+            self._heartbeat(event)
+            return
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, event)
@@ -148,15 +155,50 @@ class RunState:
         self._idle_changed()
 
     def _heartbeat(self, event: ev.Event) -> None:
-        # half of all events: `Process.lost_at` written out, `cast` left out
+        """A beat of a known process that changes nothing but its latest beat -- not its
+        first, not `final`, not after a `final`, not late, no new dropped count, its pid
+        the newest of its slot (a routine beat, most of them) -- takes the short way;
+        the others `_heartbeat_in_full`, which `EveryBeatInFull` takes for all."""
         e: ev.Heartbeat = event  # type: ignore[assignment]
+        src, ts = e.src, e.ts
+        known = self.beating.get((src.component, src.host, src.pid, src.instance, src.rank))
+        if known is None or e.final:
+            return self._heartbeat_in_full(e)
+        proc, slot = known
+        last = proc.last_beat
+        if last is None or ts < last or proc.final:
+            return self._heartbeat_in_full(e)
+        dropped = e.dropped_events
+        if dropped is not None and dropped != proc.dropped:
+            return self._heartbeat_in_full(e)
+        if slot is not None:  # (`Slot.beat`'s routine case)
+            pid = src.pid
+            seen = slot.pids.get(pid)  # type: ignore[arg-type]
+            if seen is None or pid != slot.newest or ts < seen[0]:
+                return self._heartbeat_in_full(e)
+            if ts > seen[1]:
+                seen[1] = ts
+        proc.last_beat = ts
+        was = last + self.config.heartbeat_timeout
+        if ts < was:
+            self.postponed = was
+        # its `final` stays false: only a server out of the picture can change (back in)
+        if self.inference.finals and self.inference.process_final(proc):
+            self._idle_changed()
+        return None
+
+    def _heartbeat_in_full(self, e: ev.Heartbeat) -> None:
         final, src, ts = bool(e.final), e.src, e.ts
-        proc = self.processes.get(src)
+        key = (src.component, src.host, src.pid, src.instance, src.rank)
+        known = self.beating.get(key)
+        if known is None:
+            known = self.beating[key] = (self.processes.named(src), self.restarts.slot(src))
+        proc, slot = known
         last = proc.last_beat
         was = None if last is None or proc.final else last + self.config.heartbeat_timeout
         dropped = proc.dropped
         proc.beat(ts, final, e.dropped_events)
-        restarted = self.restarts.beat(src, ts, final)
+        restarted = slot is not None and slot.beat(src.pid, ts, final)  # type: ignore[arg-type]
         if was is not None and ts < was and not (final or restarted or proc.dropped != dropped):
             self.postponed = was
         if self.inference.servers and self.inference.process_final(proc):
@@ -285,6 +327,15 @@ class RunState:
         return self.progress_at is None or self.progress_at <= at
 
 
+class EveryBeatInFull(RunState):
+    """A run's state that takes every heartbeat the long way (`_heartbeat_in_full`): what
+    the engine's reference (`Engine(shortcuts=False)`) folds, so that the short way of a
+    routine beat is held to it (tests/unit/stream/test_shortcuts.py)."""
+
+    def _heartbeat(self, event: ev.Event) -> None:
+        self._heartbeat_in_full(event)  # type: ignore[arg-type]
+
+
 #: the `collective.timeout` fields a rank's record keeps
 COLLECTIVE_FIELDS = ("backend", "rank", "group_rank", "pg", "op", "seq", "timeout_s", "ran_s",
                      "last_enqueued", "last_completed", "message")  # fmt: skip
@@ -292,7 +343,6 @@ COLLECTIVE_FIELDS = ("backend", "rank", "group_rank", "pg", "op", "seq", "timeou
 _HANDLERS = {
     "run.started": RunState._run_started,
     "run.finished": RunState._run_finished,
-    "heartbeat": RunState._heartbeat,
     "step.started": RunState._step_started,
     "step.done": RunState._step_done,
     "step.metrics": RunState._step_metrics,

@@ -87,7 +87,8 @@ PROCESSES = [("trainer", "n0", None), ("rollout", "n1", None), ("inference", "n2
 
 @st.composite
 def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]]:
-    """Heartbeats of four processes with everything that makes a beat not routine mixed in,
+    """Heartbeats of four processes with everything that makes a beat not routine mixed in
+    (restarts, an old pid beating again, `final`, dropped counts, late beats),
     plus the inference, trajectory and weights events the heartbeat-reading rules combine
     them with."""
     seed = draw(st.integers(0, 2**32 - 1))
@@ -107,7 +108,9 @@ def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]
         if roll < 0.08:
             pids[proc] += 1  # a restart: a new pid in the slot
         ts = t - rnd.choice([0.0, 0.0, 0.0, 5.0, 40.0])  # sometimes late
-        src: dict[str, Any] = {"component": component, "host": host, "pid": pids[proc]}
+        # now and then the pid before the newest beats again: it was not replaced after all
+        pid = pids[proc] - 1 if 0.50 <= roll < 0.54 and pids[proc] > 1000 else pids[proc]
+        src: dict[str, Any] = {"component": component, "host": host, "pid": pid}
         if instance is not None:
             src["instance"] = instance
         fields: dict[str, Any] = {}
