@@ -15,7 +15,8 @@ from typing import Any
 
 from runwatch.emitters.default import default_emitter
 from runwatch.emitters.emitter import Emitter
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, TrainerLogger
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
+from runwatch.emitters.trainer import TrainerLogger
 
 #: AReaL's step reward: the mean task reward of the batch (`task_reward` in
 #: areal/trainer/ppo/actor.py, exported under the ppo_actor scope with /avg).

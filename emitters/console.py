@@ -43,8 +43,9 @@ from runwatch.emitters.logparse import (
 from runwatch.emitters.metric_lines import MetricLines
 from runwatch.emitters.metric_shape import MARKERS as METRIC_MARKERS
 from runwatch.emitters.prefixes import launcher_prefix, strip_colour
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
+from runwatch.emitters.trainer import step_events
 
 #: kinds that say a process goes on working (a traceback it printed before was handled)
 PROGRESS_KINDS = frozenset({"progress", "step.metrics", "step.done", "reward", "inference.stats"})

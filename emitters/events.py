@@ -94,7 +94,7 @@ MetricValue = Annotated[float, Field(allow_inf_nan=True)] | None
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 Word = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
-_STRICT_OPEN = ConfigDict(extra="allow", strict=True, frozen=True)
+_STRICT_OPEN = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 #: model -> `out_of_bounds`' typed fields (a kind's, as it is defined)
 _TYPED: dict[type[BaseModel], dict[str, Any]] = {}
 

@@ -17,7 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, step_events
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
+from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
 

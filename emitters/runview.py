@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from runwatch.emitters.events import describe_errors
 
 #: read by older and newer runwatch alike: a field it does not know is left out, not refused
-_OPEN = ConfigDict(extra="ignore", frozen=True, strict=True)
+_OPEN = ConfigDict(extra="ignore", frozen=True, strict=True, defer_build=True)
 
 
 class ViewAlert(BaseModel):

@@ -20,21 +20,13 @@ from typing import Any
 from runwatch.emitters import env
 from runwatch.emitters.emitter import Emitter
 from runwatch.emitters.guard import Decision, Guard, StopTraining, rules_from_env
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 
 log = logging.getLogger("runwatch.emitters")
 
 #: How often a paused loop says it is still paused.
 STILL_PAUSED_EVERY_S = 600.0
 
-#: Where trainers put the step reward (contract §4 `zero_reward.reward_keys`); the rule
-#: imports this tuple, so the emitters and the rule agree on the default.
-DEFAULT_REWARD_KEYS: tuple[str, ...] = (
-    "critic/score/mean",
-    "critic/rewards/mean",
-    "task_reward/avg",
-    "reward/mean",
-    "reward",
-)
 TIMING_PREFIX = "timing_s/"
 #: Metrics of a validation or evaluation pass (verl's `val-core/`, `val-aux/`; `eval/`,
 #: transformers' `eval_`): not the training step's, so they go out as `eval.metrics` --

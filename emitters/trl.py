@@ -56,7 +56,8 @@ from runwatch.emitters.default import default_emitter
 from runwatch.emitters.deps import dep_of
 from runwatch.emitters.emitter import Emitter
 from runwatch.emitters.guard import Decision, Guard, StopTraining
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, SUMMARY_KEYS, TrainerLogger
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
+from runwatch.emitters.trainer import SUMMARY_KEYS, TrainerLogger
 
 __all__ = ["Callback", "waiting_on"]
 

@@ -33,8 +33,9 @@ from typing import Any
 from runwatch.emitters.default import default_emitter
 from runwatch.emitters.deps import service
 from runwatch.emitters.emitter import Emitter
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.emitters.rollout import Trajectory
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, TrainerLogger
+from runwatch.emitters.trainer import TrainerLogger
 
 BACKEND = "runwatch"
 

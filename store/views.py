@@ -19,7 +19,7 @@ where it changes at exactly the ts of that `step.done`, the view takes the chang
 
 from __future__ import annotations
 
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 
 
 def ts(expr: str) -> str:

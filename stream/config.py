@@ -102,7 +102,8 @@ class RulesConfig:
         for rule_cls in BUILTIN_RULES:
             raw = _table(section.pop(rule_cls.id, {}), f"rules.{rule_cls.id}")
             try:
-                params = rule_cls.params_model.model_validate(raw)
+                model = rule_cls.params_model
+                params = model.model_validate(raw) if raw else model.model_construct()
             except ValidationError as err:
                 raise invalid(err, ("rules", rule_cls.id), rule_cls.params_model) from None
             rules.append(rule_cls(params))

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.stream.alerts import Alert
 from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.causes import subject

@@ -37,7 +37,7 @@ class Params(BaseModel):
     """Base of every rule's parameters: unknown keys and wrong types are errors naming the key
     (strict: `steps = "10"` is refused, not quietly read as 10)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     #: the circuit-breaker policy of every rule, built-in or custom; unset leaves it to the
     #: trainer's guard (`Emitter.guard(rules=...)`)

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig

@@ -19,7 +19,8 @@ from helpers import read_events
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.default import set_default_emitter
-from runwatch.emitters.trainer import DEFAULT_REWARD_KEYS, TrainerLogger, step_events
+from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
+from runwatch.emitters.trainer import TrainerLogger, step_events
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -72,6 +72,18 @@ def test_defaults_are_the_rules_own() -> None:
         assert (rule.params.action, rule.params.enabled) == (None, True)
 
 
+def test_defaults_built_without_validation_are_what_validation_gives() -> None:
+    """A rule without a table of its own gets its model's defaults unvalidated (start-up
+    builds no validator for them): each default must already be what validating it gives,
+    down to the type (a `Seconds` written `1800` would stay an int)."""
+    for rule in RulesConfig.default().rules:
+        validated = type(rule.params).model_validate({})
+        assert rule.params == validated
+        for name, value in validated:
+            made = getattr(rule.params, name)
+            assert (type(made), made) == (type(value), value), f"{rule.rule_id}.{name}"
+
+
 def test_the_contract_example_loads(tmp_path: Path) -> None:
     rules = load(tmp_path, CONTRACT_EXAMPLE).by_id()
     assert list(rules) == [*BUILTIN_IDS, "grad_norm_high", "no_step_in_3h"]
