@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from runwatch.emitters import events as ev
-from runwatch.emitters.runview import Resumed, RunView, StacksAsked, ViewAlert
+from runwatch.emitters.runview import HoldPolicy, Resumed, RunView, StacksAsked, ViewAlert
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
@@ -118,6 +118,8 @@ class Engine:
         self.rules: tuple[Rule[Any], ...] = self.config.rules
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
+        #: the rule judged across runs (`shared_cause`): a run's opt-in to the fleet pause
+        self._fleet_rule = next((r for r in self.rules if getattr(r, "fleet", False)), None)
         self._incidents: Bookkeeper[TrackedRun] = Bookkeeper(
             self.config.incidents, self._view_changed
         )
@@ -285,6 +287,7 @@ class Engine:
             tracked.overrides.update(overrides)
             state.reconfigure(self.config.state_config(tracked.overrides))
             self._reindex(tracked)
+            self._view_changed(event.run)  # its opt-ins (the fleet pause) are in the view
         now = self.now
         # a run's first event starts the clocks of rules that watch for silence (`absent`);
         # its end resolves whatever fires (contract section 8), whichever kinds a rule watches
@@ -603,7 +606,17 @@ class Engine:
             asked = StacksAsked(request=stacks.request, at=stacks.requested_at)
         resumed = Resumed(**tracked.resumed) if tracked.resumed is not None else None
         return RunView(run=run, ts=self.now, alerts=alerts, lifted=len(tracked.lifted),
-                       resumed=resumed, stacks=asked)  # fmt: skip
+                       resumed=resumed, stacks=asked, hold=self._hold_policy(tracked))  # fmt: skip
+
+    def _hold_policy(self, tracked: TrackedRun) -> HoldPolicy | None:
+        """The run's opt-in to the fleet pause (`shared_cause.hold`), if it gave one."""
+        rule = self._fleet_rule
+        if rule is None:
+            return None
+        params = tracked.overrides.get(rule.rule_id, rule.params)
+        if not (params.enabled and getattr(params, "hold", False)):
+            return None
+        return HoldPolicy(canary_every=params.canary_every)
 
     def take_run_views(self) -> list[RunView]:
         """The views of the runs whose view may have changed since the last call."""

@@ -439,9 +439,14 @@ class Service:
             return out
 
     def run_view(self, run: str) -> RunView | None:
-        """The run view (`runwatch.emitters.runview`), for the run's guards and emitters."""
+        """The run view (`runwatch.emitters.runview`), for the run's guards and emitters:
+        the engine's, with the services it holds while their fleet incident is open."""
         with self.lock:
-            return self.driver.engine.run_view(run)
+            engine, fleet = self.driver.engine, self.driver.fleet
+            view = engine.run_view(run)
+            if view is None or view.hold is None or fleet is None:
+                return view
+            return view.holding(fleet.view(engine.now))
 
     def incidents(self, run: str | None = None) -> list[dict[str, Any]]:
         """The incidents open now, with their root as it stands (a transition names the

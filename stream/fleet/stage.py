@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from runwatch.emitters.events import FLEET_RUN
+from runwatch.emitters.runview import MAX_HELD, FleetView, HeldDep
 from runwatch.stream.alerts import Alert, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -21,6 +22,8 @@ from runwatch.stream.rules.shared_cause import SharedCause, SharedCauseParams
 from runwatch.stream.state.fleet import FleetState, Thing
 
 RULE = SharedCause.id
+#: the rule whose resolution says a process beats again (a service's own, `_beating`)
+BEATS = "heartbeat_lost"
 
 
 class EnginePopulation:
@@ -76,6 +79,8 @@ class FleetStage:
         out: list[Alert] = []
         state = self.state
         for alert in alerts:
+            if alert.rule == BEATS and state.fleets and not alert.firing:
+                self._beating(alert)
             ref = alert.incident
             if ref is None or alert.run == FLEET_RUN:
                 out.append(alert)
@@ -105,6 +110,25 @@ class FleetStage:
                 for thing in state.incidents.pop(incident):
                     out += self._alerts(Summary(thing, run, incident, ts, False))
         return out
+
+    def _beating(self, alert: Alert) -> None:
+        """A process beats again after its heartbeats were lost: if its instance names a
+        service whose fleet incident is open, the service is back (`FleetIncident.back`).
+        A run's end resolves its alerts too; that is no sign of life."""
+        proc = alert.subject or ""
+        if alert.details.get("reason") == "run_finished" or "/" not in proc:
+            return
+        fleet = self.state.fleets.get(("dep", proc.split("/", 1)[1]))
+        if fleet is not None and alert.ts >= fleet.since:
+            fleet.back = alert.ts
+
+    def view(self, ts: float) -> FleetView:
+        """What every run's view is told (`runwatch.emitters.runview.FleetView`): the
+        services whose fleet incident is open, which the runs that opted in hold."""
+        fleets = sorted(self.state.fleets.items())
+        held = [HeldDep(dep=name, fleet=fleet.id, since=fleet.since, back=fleet.back)
+                for (kind, name), fleet in fleets if kind == "dep"]  # fmt: skip
+        return FleetView(ts=ts, held=held[:MAX_HELD])
 
     def _alerts(self, summary: Summary) -> list[Alert]:
         changes = self.book.summary(summary, self.population)

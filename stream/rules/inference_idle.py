@@ -60,7 +60,8 @@ class InferenceIdleWithPendingRule(Rule[IdleParams]):
         }
     )
     skips_routine_beats = True
-    explains = STALLS
+    #: and the fleet pause: work held on the service the run's stall waits on (dep_held)
+    explains = STALLS | {"dep_held"}
 
     def state_needs(self, params: IdleParams, base: StateConfig) -> StateConfig:
         return replace(base, pending_bars=base.pending_bars | frozenset(params.pending_bars))

@@ -7,7 +7,11 @@ phase reward", none that says "rm-2 stopped answering; 20 runs wait on it".
 This rule is judged across runs, not in one: the engine never evaluates it (it watches no
 kind). The fleet stage of a driver that sees every run (`runwatch.stream.fleet`: replay,
 `serve`, backtest) reads its parameters here, and it is turned off like any rule
-(`enabled = false`). They cannot be set per run.
+(`enabled = false`). They cannot be set per run, but for the fleet pause: `hold` (a run's
+calls to a service are held while the service's fleet incident is open, a canary let
+through every `canary_every`), which a run opts into in its `run.started.config` (or the
+config file for every run) and the run view carries to its emitters
+(`runwatch.emitters.hold`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ class SharedCauseParams(Params):
     ratio: float = Field(5.0, ge=1.0)
     #: a run uses a thing it reported within this much event time
     users_within: Seconds = 3600.0
+    #: the fleet pause (per run): hold the run's calls to a service while the service's
+    #: fleet incident is open, rather than let them fail
+    hold: bool = False
+    #: ... letting one call through this often, to see whether the service is healthy again
+    canary_every: Seconds = 60.0
 
 
 class SharedCause(Rule[SharedCauseParams]):

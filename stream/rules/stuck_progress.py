@@ -53,7 +53,7 @@ class StuckProgressRule(Rule[StuckProgressParams]):
     silence = True
     params_model = StuckProgressParams
     watches = frozenset({"progress", "run.finished"})
-    explains = frozenset({"step_slowdown", "idle_gap_growing"})
+    explains = frozenset({"step_slowdown", "idle_gap_growing", "dep_held"})
 
     def state_needs(self, params: StuckProgressParams, base: StateConfig) -> StateConfig:
         return replace(base, progress_window=params.window)

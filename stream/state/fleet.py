@@ -20,7 +20,9 @@ Thing = tuple[str, str]
 class FleetIncident:
     """One fleet incident: a thing whose users' incidents opened together."""
 
-    __slots__ = ("founders", "id", "members", "open_members", "opened", "since", "thing")
+    __slots__ = (
+        "back", "founders", "id", "members", "open_members", "opened", "since", "thing",
+    )  # fmt: skip
 
     def __init__(self, thing: Thing, ident: str, opened: float, since: float) -> None:
         self.thing = thing
@@ -30,6 +32,9 @@ class FleetIncident:
         self.founders: list[str] = []  # the runs affected when it opened
         self.members: dict[str, str] = {}  # run incident id -> run, every one it held
         self.open_members: set[str] = set()  # those still open: it resolves with the last
+        #: a service's own process (`src.instance` its name) beat again after it had gone
+        #: silent, while this was open: when (the fleet pause lifts on it)
+        self.back: float | None = None
 
 
 class FleetState:

@@ -14,6 +14,7 @@ from typing import cast
 
 from runwatch.emitters import events as ev
 from runwatch.stream.state.failures import Collectives, Failures
+from runwatch.stream.state.holds import Holds
 from runwatch.stream.state.inference import Inference
 from runwatch.stream.state.processes import Process, Processes
 from runwatch.stream.state.progress import ProgressCounters
@@ -83,6 +84,8 @@ class RunState:
         self.failures = Failures()
         self.collectives = Collectives()
         self.stacks = Stacks()  # the processes' stacks, asked for when a hang opens
+        #: the services its processes hold their work to (the fleet pause, opted in)
+        self.holds = Holds()
         #: the latest `step.done`: progress that lets go of failures seen before it
         self.progress_at: float | None = None
         self.last_arrival: dict[tuple[str, str], float] = {}
@@ -153,6 +156,8 @@ class RunState:
         # the run is over: nothing it started is still waiting on anything
         self.inference.clear_pending()
         self._idle_changed()
+        if self.holds:
+            self.holds.ended(e.ts)
 
     def _heartbeat(self, event: ev.Event) -> None:
         """A beat of a known process that changes nothing but its latest beat -- not its
@@ -201,6 +206,8 @@ class RunState:
         restarted = slot is not None and slot.beat(src.pid, ts, final)  # type: ignore[arg-type]
         if was is not None and ts < was and not (final or restarted or proc.dropped != dropped):
             self.postponed = was
+        if final and self.holds:  # a clean exit lets go of what the process held
+            self.holds.exited(proc.name, ts)
         if self.inference.servers and self.inference.process_final(proc):
             # the idle condition depends on heartbeats only through servers' clean exits;
             # every other change re-evaluates it on its own, so nothing else can be stale
@@ -315,6 +322,15 @@ class RunState:
         fields = {name: getattr(e, name) for name in COLLECTIVE_FIELDS}
         self.collectives.timeout(self.processes.get(e.src).name, e.ts, fields)
 
+    def _dep_held(self, event: ev.Event) -> None:
+        e = cast(ev.DepHeld, event)
+        self.holds.held(e.dep, self.processes.get(e.src).name, e.ts, e.fleet)
+        self._used(e.dep, e.ts)
+
+    def _dep_released(self, event: ev.Event) -> None:
+        e = cast(ev.DepReleased, event)
+        self.holds.released(e.dep, self.processes.get(e.src).name, e.ts)
+
     def _process_stacks(self, event: ev.Event) -> None:
         self.stacks.answer(self.processes.get(event.src).name, event)
 
@@ -360,4 +376,6 @@ _HANDLERS = {
     "component.failed": RunState._component_failed,
     "collective.timeout": RunState._collective_timeout,
     "process.stacks": RunState._process_stacks,
+    "dep.held": RunState._dep_held,
+    "dep.released": RunState._dep_released,
 }
