@@ -47,7 +47,8 @@ from runwatch.emitters.transport import Destination, KafkaDestination, SpoolDest
 if TYPE_CHECKING:
     from runwatch.emitters.follower import HttpSource, KafkaSource, RunViewFollower
     from runwatch.emitters.guard import Decision, Guard
-    from runwatch.emitters.rollout import Request, Trajectory
+    from runwatch.emitters.hold import Holds
+    from runwatch.emitters.rollout import Call, Request, Trajectory
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -220,6 +221,7 @@ class Emitter:
         self._forked = False
         self._before_close: list[Callable[[], None]] = []
         self._guard: Guard | None = None
+        self._holds: Holds | None = None  # the fleet pause (`runwatch.emitters.hold`)
         #: answers runwatch's requests for this process's stacks (`runwatch.emitters.stacks`)
         self._stacks_wanted = stacks and (url is not None or kafka is not None)
         self._stacks_interval = float(stacks_interval)
@@ -320,7 +322,7 @@ class Emitter:
         parent's connections and files untouched. Threads start on the child's first emit."""
         self._sender.destination.orphan()
         # the follower's thread stayed with the parent; the first emit starts the child's
-        self._guard = self._responder = self._follower = None
+        self._guard = self._responder = self._follower = self._holds = None
         self._start_lock = threading.Lock()
         self._setup_process()
         self._forked = True
@@ -448,6 +450,54 @@ class Emitter:
         from runwatch.emitters.rollout import Request
 
         return Request(self, req, server=server, dep=dep, endpoint=endpoint)
+
+    def hold(
+        self, dep: str | None = None, endpoint: str | None = None, *, timeout: float | None = None
+    ) -> Call:
+        """`with em.hold(dep="sandbox@pool-a:443"): ...`: a call outside a trajectory that the
+        fleet pause may hold (`runwatch.emitters.hold`; in a trajectory, `t.call`)."""
+        from runwatch.emitters.deps import dep_of
+        from runwatch.emitters.rollout import Call
+
+        waits_on = dep_of(dep, endpoint, None)
+        if waits_on is None:
+            raise ValueError("a call names the service it waits on: give dep or endpoint")
+        return Call(self, waits_on, timeout=timeout)
+
+    # --- the fleet pause (runwatch.emitters.hold) ---------------------------------------
+
+    @property
+    def holds(self) -> Holds:
+        """The fleet pause of this emitter's calls: made by the first held call with the
+        defaults of `holding()`."""
+        holds = self._holds
+        return holds if holds is not None else self.holding()
+
+    def holding(
+        self,
+        *,
+        poll_interval: float = 5.0,
+        max_wait: float | None = None,
+        relapse_after: int = 3,
+        topic: str | None = None,
+    ) -> Holds:
+        """Let runwatch hold this process's calls (`t.call`, `em.hold`) to a service while
+        the service's fleet incident is open, for a run that opted in
+        (`runwatch.emitters.hold`): the run view is read every `poll_interval` seconds; one
+        call waits `max_wait` at most (None: while the service is held). Fails open. One
+        per emitter: a second call replaces the first (whose holds are released)."""
+        from runwatch.emitters.hold import Holds
+
+        with self._start_lock:
+            follower = self._run_view(topic)
+        holds = Holds(self, follower, poll_interval=poll_interval, max_wait=max_wait,
+                      relapse_after=relapse_after)  # fmt: skip
+        old, self._holds = self._holds, holds
+        if old is None:
+            self.before_close(lambda: self._holds.close() if self._holds is not None else None)
+        else:
+            old.close()
+        return holds
 
     # --- the circuit breaker (runwatch.emitters.guard) ----------------------------------
 

@@ -17,6 +17,13 @@ A phase (and a request) may say the service its work waits on (`dep`, contract s
 `dep=` as written, or `endpoint=` (a URL or `host:port`), named by
 `runwatch.emitters.deps.service` with the phase as its role, so every emitter names one
 service alike and runwatch can tell when many runs wait on the same one.
+
+`t.call(phase, dep=...)` is a phase as a block around the call itself: the fleet pause
+(`runwatch.emitters.hold`) may hold it while the service's fleet incident is open -- for a
+run that opted in -- and learns from how the block ends whether a canary call succeeded:
+
+    with t.call("sandbox", endpoint=cfg.sandbox_url):   # `async with` in asyncio code
+        result = sandbox.run(code)
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from runwatch.emitters.deps import dep_of
 
 if TYPE_CHECKING:
     from runwatch.emitters.emitter import Emitter
+    from runwatch.emitters.hold import Pass
 
 _ABORTED = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit, SystemExit)
 
@@ -101,6 +109,22 @@ class Trajectory(_Block):
             self.emitter.emit("trajectory.phase", traj=self.traj, phase=name)
         else:
             self.emitter.emit("trajectory.phase", traj=self.traj, phase=name, dep=waits_on)
+
+    def call(
+        self,
+        phase: str,
+        dep: str | None = None,
+        endpoint: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Call:
+        """A call to the service `dep` (or the one at `endpoint`) in `phase`, as a `with`
+        (or `async with`) block that the fleet pause may hold (module docstring); `timeout`
+        bounds the wait (default: the emitter's `holding(max_wait=...)`)."""
+        waits_on = dep_of(dep, endpoint, phase)
+        if waits_on is None:
+            raise ValueError("a call names the service it waits on: give dep or endpoint")
+        return Call(self.emitter, waits_on, phase=phase, traj=self.traj, timeout=timeout)
 
     def end(self, status: str | None = None, error: BaseException | None = None) -> None:
         """Emit `trajectory.done` (once); exits of the `with` block call it for you."""
@@ -174,3 +198,50 @@ class Request(_Block):
             fields["completion_tokens"] = self.completion_tokens
         fields["duration_s"] = time.monotonic() - self._t0
         self.emitter.emit("request.done", **fields)
+
+
+class Call(_Block):
+    """A call to a service that the fleet pause may hold (`runwatch.emitters.hold`): entering
+    waits while the service is held, then -- in a trajectory -- emits the phase; the way the
+    block ends (`ok`, or an exception's `timeout` / `aborted` / `error`) is what a canary
+    tells. The exception is never swallowed."""
+
+    def __init__(
+        self,
+        emitter: Emitter,
+        dep: str,
+        *,
+        phase: str | None = None,
+        traj: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.emitter, self.dep, self.phase, self.traj = emitter, dep, phase, traj
+        self.timeout = timeout
+        self.passed: Pass | None = None
+
+    def _held(self) -> None:
+        """The call waits: its trajectory is in phase `held`, waiting on the service."""
+        if self.traj is not None:
+            self.emitter.emit("trajectory.phase", traj=self.traj, phase="held", dep=self.dep)
+
+    def _began(self) -> None:
+        self._t0 = time.monotonic()
+        if self.traj is not None and self.phase is not None:
+            self.emitter.emit("trajectory.phase", traj=self.traj, phase=self.phase, dep=self.dep)
+
+    def start(self) -> None:
+        self.passed = self.emitter.holds.enter(self.dep, self.timeout, self._held)
+        self._began()
+
+    async def __aenter__(self) -> Any:
+        self.passed = await self.emitter.holds.aenter(self.dep, self.timeout, self._held)
+        self._began()
+        return self
+
+    def end(self, status: str | None = None, error: BaseException | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self.passed is not None:
+            outcome = status or _status_of(error)
+            self.emitter.holds.leave(self.passed, outcome)  # type: ignore[arg-type]
