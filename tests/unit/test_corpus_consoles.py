@@ -1,9 +1,9 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ and corpus2/, issue 41) are well
-formed: every file is in its part's manifest and every entry has its file, each file starts with
-its source, the held-out files are the bytes whose hashes were recorded when the corpus was split
-(so a later edit of a held-out excerpt fails here), the split is the one each corpus' split.py
-makes from the labels, and no thread is used twice, across both corpora and field/. How the
-reader does on them is reported by scripts/corpus_report.py, not here."""
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/, corpus2/ and corpus3/, issue
+41) are well formed: every file is in its part's manifest and every entry has its file, each file
+starts with its source, the held-out files are the bytes whose hashes were recorded when the
+corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
+corpus' split.py makes from the labels, and no thread is used twice, across the corpora and
+field/. How the reader does on them is reported by scripts/corpus_report.py, not here."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2")
+CORPORA = ("corpus", "corpus2", "corpus3")
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
@@ -114,11 +114,15 @@ def test_the_split_is_the_one_split_py_makes_from_the_labels(corpus: str) -> Non
     assert SPLIT[corpus].check() == []
 
 
-def test_the_second_corpus_is_split_by_the_first_corpus_procedure_with_its_own_seed() -> None:
-    impl = SPLIT["corpus2"]._impl
+@pytest.mark.parametrize("corpus", ["corpus2", "corpus3"])
+def test_a_later_corpus_is_split_by_the_first_corpus_procedure_with_its_own_seed(
+    corpus: str,
+) -> None:
+    impl = SPLIT[corpus]._impl
     assert Path(impl.__file__).resolve() == (CONSOLES / "corpus" / "split.py").resolve()
-    assert impl.HERE == CONSOLES / "corpus2"
-    assert impl.SEED == SPLIT["corpus2"].SEED != SPLIT["corpus"].SEED
+    assert CONSOLES / corpus == impl.HERE
+    assert impl.SEED == SPLIT[corpus].SEED
+    assert len({SPLIT[c].SEED for c in CORPORA}) == len(CORPORA)
 
 
 def _count(entries: list[dict[str, Any]], rule: str) -> int:
@@ -141,3 +145,13 @@ def test_the_second_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     assert _count(entries, "non_finite_metric") >= 30
     assert _count(entries, "component_failed") >= 25
     assert len(PARTS["corpus2"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_third_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    entries = _entries("corpus3")
+    assert len(entries) >= 90
+    assert len({e["framework"] for e in entries}) >= 15
+    assert sum(1 for e in entries if not e["rules"]) >= 30
+    assert _count(entries, "non_finite_metric") >= 30
+    assert _count(entries, "component_failed") >= 35
+    assert len(PARTS["corpus3"]["heldout"]) * 3 >= len(entries) - 3
