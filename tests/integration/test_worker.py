@@ -770,7 +770,6 @@ SKEWED = textwrap.dedent(
     import sys, time
     import runwatch.emitters.emitter as module
     from runwatch.emitters import Emitter
-from runwatch.emitters.topics import BATCH_HEADER
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
