@@ -20,7 +20,7 @@ from operator import attrgetter
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -68,6 +68,9 @@ class DegenerateGroupsRule(Rule[DegenerateGroupsParams]):
             steps, lambda s: self._fraction(s, params), lambda f: f >= limit
         ).steps
 
+    def quiet(self, run: RunState) -> bool:
+        return not run.steps.grouped  # no group, no streak (most runs)
+
     def check(self, run: RunState, now: float, params: DegenerateGroupsParams) -> Verdict:
         # most trajectories end in a step still open, which changes no done step's groups:
         # the streak is read again only when `settled` moved (or the parameters differ)
@@ -81,7 +84,7 @@ class DegenerateGroupsRule(Rule[DegenerateGroupsParams]):
                 held = (streak[0].done or now, streak[params.steps - 1].done or now)
             memo = steps.memo[self.id] = (steps.settled, key, held)
         held = memo[2]
-        return Verdict() if held is None else Verdict((Condition("", *held),))
+        return QUIET if held is None else Verdict((Condition("", *held),))
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: DegenerateGroupsParams

@@ -64,6 +64,9 @@ class WeightSyncStalledRule(Rule[WeightSyncParams]):
     skips_routine_beats = True
     explains = STALLS | {"inference_stalled", "inference_idle_with_pending", "zero_reward"}
 
+    def quiet(self, run: RunState) -> bool:
+        return run.weights.latest is None  # nothing published, nothing to load (`lagging`)
+
     def check(self, run: RunState, now: float, params: WeightSyncParams) -> Verdict:
         if run.finished:
             return QUIET

@@ -96,8 +96,8 @@ class Step(Compact):
 class Steps:
     """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
 
-    __slots__ = ("by_number", "early", "early_keys", "early_n", "keep", "last_done", "latest",
-                 "logged", "memo", "settled", "timing_steps", "watched")  # fmt: skip
+    __slots__ = ("by_number", "early", "early_keys", "early_n", "grouped", "keep", "last_done",
+                 "latest", "logged", "memo", "settled", "timing_steps", "watched")  # fmt: skip
 
     def __init__(self, keep: int, watched: frozenset[str], timing_steps: int = 0) -> None:
         #: in step order (`get` keeps it so), so that the latest steps are its last values
@@ -118,6 +118,8 @@ class Steps:
         self.settled = 0
         #: what such a rule read last, by rule id: (settled, parameters' hash, result)
         self.memo: dict[str, tuple[int, int, tuple[float, float] | None]] = {}
+        #: a trajectory of the run said its prompt group (most runs' never do)
+        self.grouped = False
         #: the watched metric keys some step logged (of those kept, or let go since): a rule
         #: looking for the first of its keys the run logs passes over the others unread.
         #: Shared between runs that logged the same keys
@@ -216,6 +218,7 @@ class Steps:
     def group_reward(self, number: int, group: str, reward: float) -> None:
         """One finished trajectory's reward, counted in its step's prompt group."""
         step = self.get(number)
+        self.grouped = True
         if step.done is not None:
             self.settled += 1
         if step.groups is None:
