@@ -12,7 +12,7 @@ from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.refused import Refused
 from runwatch.stream.timekeeping.ahead import FarAhead
-from runwatch.stream.timekeeping.reorder import ReorderWindow
+from runwatch.stream.timekeeping.reorder import in_order
 
 #: Default reorder window for replay, in seconds of event time.
 DEFAULT_WINDOW = 5.0
@@ -43,24 +43,16 @@ def replay(
     stage = FleetStage(engine) if fleet else None
     if stage is not None and not stage.enabled:
         stage = None
-    buffer: ReorderWindow[Held] = ReorderWindow(window)
-    push, apply = buffer.push, engine.apply
-    for line in admitted(lines, engine.check, report):
-        ready = push(line[0].ts, line)
-        if not ready:  # (most lines: the window holds them a few seconds)
-            continue
-        for held in ready:
-            try:  # `_apply`, written out: this loop runs once per event
-                alerts = apply(held[0])
-                if alerts:
-                    for alert in alerts:
-                        alert.to_json()  # what cannot be written out must not be made
-                    yield from alerts if stage is None else stage.transitions(alerts)
-            except Exception as err:
-                report(_refused(held, err))
-    for held in buffer.drain():
-        alerts = _apply(engine, held, report)
-        yield from alerts if stage is None else stage.transitions(alerts)
+    apply = engine.apply
+    for held in in_order(stamped(lines, engine.check, report), window):
+        try:  # (this loop runs once per event)
+            alerts = apply(held[0])
+            if alerts:
+                for alert in alerts:
+                    alert.to_json()  # what cannot be written out must not be made
+                yield from alerts if stage is None else stage.transitions(alerts)
+        except Exception as err:
+            report(_refused(held, err))
     if until is not None:
         alerts = engine.advance(until)
         yield from alerts if stage is None else stage.transitions(alerts)
@@ -76,9 +68,20 @@ def admitted(
     boundary (`decode.admit`), then `check` (the engine's: a usable run.started.config), then
     the stream's time (`ahead.FarAhead`). Each line refused goes to `on_refused`, one far
     ahead of the stream when that is certain (at the end at the latest). Blank lines are
-    skipped. What `replay`, `ingest` and `check` all read through.
+    skipped. What `replay` (through the reorder window: `stamped`), `ingest` and `check`
+    all read through.
     """
+    return (held for _, held in stamped(lines, check, on_refused))
+
+
+def stamped(
+    lines: Iterable[tuple[str, int, bytes]],
+    check: Callable[[Event], None],
+    on_refused: Callable[[Refused], None],
+) -> Iterator[tuple[float, Held]]:
+    """`admitted`'s events, each with its ts first: what the reorder window takes."""
     ahead: FarAhead[Held] = FarAhead()
+    passes = ahead.passes
     for source, number, raw in lines:
         if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
@@ -89,13 +92,15 @@ def admitted(
         except InvalidEvent as err:
             on_refused(Refused(err.reason, raw, source, position=number, kind=err.kind))
             continue
-        if ahead.passes(event.ts):
-            yield event, source, number, raw
+        ts = event.ts
+        if passes(ts):
+            yield ts, (event, source, number, raw)
             continue
-        passed, refused = ahead.offer(event.ts, origin(event), (event, source, number, raw))
+        passed, refused = ahead.offer(ts, origin(event), (event, source, number, raw))
         for (_, src, line, data), why in refused:
             on_refused(Refused(why, data, src, position=line, kind="bad_time"))
-        yield from passed
+        for held in passed:
+            yield held[0].ts, held
     for (_, src, line, data), why in ahead.finish():
         on_refused(Refused(why, data, src, position=line, kind="bad_time"))
 
@@ -104,17 +109,6 @@ def origin(event: Event) -> tuple[str, str, object]:
     """Who stamped an event's time: its run, component and host (else process)."""
     src = event.src
     return event.run, src.component, src.host or src.instance or src.pid
-
-
-def _apply(engine: Engine, held: Held, report: Callable[[Refused], None]) -> list[Alert]:
-    try:
-        alerts = engine.apply(held[0])
-        for alert in alerts:
-            alert.to_json()  # what cannot be written out must not be made
-        return alerts
-    except Exception as err:
-        report(_refused(held, err))
-    return []
 
 
 def _refused(held: Held, err: Exception) -> Refused:

@@ -1,17 +1,20 @@
-"""The reorder window releases what one heap of every item would, in the same order."""
+"""The reorder window releases what one heap of every item would, in the same order, at the
+same moment."""
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runwatch.stream.timekeeping.reorder import ReorderWindow
+from runwatch.stream.timekeeping.reorder import in_order
 
 
 def one_heap(window: float, stamps: list[float]) -> list[list[int]]:
-    """What each push releases, from a single heap keyed by (ts, arrival), and the drain."""
+    """What each item taken releases, from a single heap keyed by (ts, arrival), and the
+    end."""
     heap: list[tuple[float, int]] = []
     high = float("-inf")
     out = []
@@ -27,10 +30,19 @@ def one_heap(window: float, stamps: list[float]) -> list[list[int]]:
 
 
 def windowed(window: float, stamps: list[float]) -> list[list[int]]:
-    w: ReorderWindow[int] = ReorderWindow(window)
-    out = [w.push(ts, seq) for seq, ts in enumerate(stamps)]
-    out.append(list(w.drain()))
-    assert len(w) == 0
+    """What the window releases after each item it takes (and at the end)."""
+    out: list[list[int]] = [[] for _ in range(len(stamps) + 1)]
+    taken = 0  # items the window has taken; one more once it has asked past the last
+
+    def items() -> Iterator[tuple[float, int]]:
+        nonlocal taken
+        for seq, ts in enumerate(stamps):
+            taken = seq + 1
+            yield ts, seq
+        taken = len(stamps) + 1
+
+    for item in in_order(items(), window):
+        out[taken - 1].append(item)
     return out
 
 
@@ -46,10 +58,5 @@ def test_the_window_releases_as_one_heap_would(ts: list[float], window: float) -
 
 
 def test_in_order_items_wait_for_the_window_and_late_ones_pass() -> None:
-    w: ReorderWindow[str] = ReorderWindow(5.0)
-    assert w.push(10.0, "a") == []
-    assert w.push(12.0, "b") == []
-    assert w.push(11.0, "late") == []  # within the window: held, released in ts order
-    assert w.push(16.0, "c") == ["a", "late"]
-    assert w.push(1.0, "very late") == ["very late"]  # behind the watermark: at once
-    assert list(w.drain()) == ["b", "c"]
+    stamps = [10.0, 12.0, 11.0, 16.0, 1.0]  # "late": within the window; "very late": behind it
+    assert windowed(5.0, stamps) == [[], [], [], [0, 2], [4], [1, 3]]
