@@ -59,3 +59,12 @@ class WorkerStartFailed(RunwatchError):
     """The worker could not set up its topics or metrics endpoint; the message says why."""
 
     status = 1
+
+
+class InvalidFleetRecord(RunwatchError, ValueError):
+    """A record of the fleet topic (`runwatch.stream.fleet.wire`) that cannot be used;
+    `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -15,62 +15,42 @@ from runwatch.stream.alerts import Alert, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.causes import causes, subject
-from runwatch.stream.fleet.decide import Change, FleetBook, Summary
+from runwatch.stream.fleet.decide import Change, FleetBook, Population, Summary
+from runwatch.stream.fleet.population import EnginePopulation
 from runwatch.stream.incidents import IncidentRef
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.stream.rules.shared_cause import SharedCause, SharedCauseParams
-from runwatch.stream.state.fleet import FleetState, Thing
+from runwatch.stream.state.fleet import FleetState
 
 RULE = SharedCause.id
 #: the rule whose resolution says a process beats again (a service's own, `_beating`)
 BEATS = "heartbeat_lost"
 
 
-class EnginePopulation:
-    """Who uses what, read from the engine's run states when a decision needs it (never per
-    event): a run uses a service it waited on (`RunState.deps`), a node one of its processes
-    ran on, an inference server it showed."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def active(self, since: float) -> set[str]:
-        return {run for run, t in self.engine.runs.items() if t.state.clock >= since}
-
-    def users(self, thing: Thing, since: float) -> set[str]:
-        kind, name = thing
-        out: set[str] = set()
-        for run, tracked in self.engine.runs.items():
-            state = tracked.state
-            if state.clock < since:
-                continue
-            if kind == "dep":
-                used = state.deps.get(name, float("-inf")) >= since
-            elif kind == "host":
-                used = any(p.host == name for p in state.processes.by_id.values())
-            else:
-                used = any(
-                    srv.process is not None and f"{server}@{srv.process.host}" == name
-                    for server, srv in state.inference.servers.items()
-                )
-            if used:
-                out.add(run)
-        return out
-
-
 class FleetStage:
     """Fleet incidents beside an engine (module docstring); does nothing when the config
     turns `shared_cause` off."""
 
-    def __init__(self, engine: Engine, config: RulesConfig | None = None) -> None:
-        rule = (config or engine.config).by_id().get(RULE)
+    def __init__(
+        self,
+        engine: Engine | None,
+        config: RulesConfig | None = None,
+        population: Population | None = None,
+    ) -> None:
+        """Beside `engine`, whose config and run states it reads; or, for the Kafka fleet
+        stage, with no engine: `config` and a `population` from the workers' records."""
+        if engine is not None:
+            config, population = config or engine.config, population or EnginePopulation(engine)
+        if config is None or population is None:
+            raise TypeError("a fleet stage without an engine needs a config and a population")
+        rule = config.by_id().get(RULE)
         self.params: SharedCauseParams = (
             rule.params if rule is not None else SharedCauseParams(enabled=False)
         )
         self.enabled = self.params.enabled
         self.state = FleetState()
         self.book = FleetBook(self.state, self.params)
-        self.population = EnginePopulation(engine)
+        self.population = population
 
     def transitions(self, alerts: list[Alert]) -> list[Alert]:
         """The engine's transitions (in order), with the fleet's (module docstring)."""

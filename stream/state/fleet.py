@@ -58,3 +58,18 @@ class FleetState:
         self.member_of: dict[str, str] = {}
         self.numbers: dict[Thing, int] = {}  # fleet incidents per thing so far (their ids)
         self.transitions: dict[str, int] = {}  # fleet alert key -> transitions so far
+
+
+class RunUsage:
+    """What one run was last reported to use (the Kafka fleet stage's population, made from
+    the workers' usage records): its clock, the services it waited on and when, the nodes
+    its processes ran on, its inference servers (`server@host`)."""
+
+    __slots__ = ("clock", "deps", "hosts", "servers")
+
+    def __init__(self, clock: float, deps: dict[str, float], hosts: frozenset[str],
+                 servers: frozenset[str]) -> None:  # fmt: skip
+        self.clock = clock
+        self.deps = deps
+        self.hosts = hosts
+        self.servers = servers

@@ -1,0 +1,111 @@
+"""The Kafka fleet stage's decision (`runwatch.stream.fleet.merge`) gives replay's fleet
+incidents: issue 45's fleet trace split by run over partitions, each replayed on its own
+(as a worker judges its partition), the fleet records of each (`feed.py`) interleaved in
+an arbitrary order that keeps each partition's, and merged -- the same `shared_cause`
+transitions as one replay of every run."""
+
+from __future__ import annotations
+
+import heapq
+import io
+import random
+import zlib
+from collections.abc import Iterator
+
+import pytest
+
+from runwatch.dev.deliver import write_file
+from runwatch.dev.fleet import fleet_cluster
+from runwatch.stream.alerts import Alert
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.engine import Engine
+from runwatch.stream.exceptions import InvalidFleetRecord
+from runwatch.stream.fleet.feed import FleetFeed
+from runwatch.stream.fleet.merge import IDLE_S, FleetMerge
+from runwatch.stream.fleet.wire import FleetRecord, Mark, decode, encode
+from runwatch.stream.replay import replay
+
+T0 = 1_773_496_800.0
+PARTITIONS = 3
+DELAY_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def lines() -> list[bytes]:
+    cluster, _ = fleet_cluster(duration=2400.0, seed=45)
+    out = io.BytesIO()
+    write_file(cluster, out, T0, 1.0)
+    return out.getvalue().splitlines()
+
+
+def fleet_of(alerts: list[Alert]) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    return [(a.id, a.subject or "", a.state, tuple(a.details["runs"]))
+            for a in alerts if a.run == "@fleet"]  # fmt: skip
+
+
+def partition_of(line: bytes) -> int:
+    run = line.split(b'"run":"', 1)[1].split(b'"', 1)[0]
+    return zlib.crc32(run) % PARTITIONS
+
+
+def partition_records(lines: list[bytes], p: int) -> list[FleetRecord]:
+    """Partition `p`'s runs replayed alone, and the fleet records its worker would send."""
+    engine, feed = Engine(RulesConfig.default()), FleetFeed(p)
+    mine = [(f"p{p}", i, raw) for i, raw in enumerate(lines) if partition_of(raw) == p]
+    out: list[FleetRecord] = []
+    for alert in replay(mine, engine, fleet=False):  # (transitions come one event at a time)
+        out += feed.records([alert], engine)
+    out += feed.records([], engine)
+    return out
+
+
+def interleaved(parts: list[list[FleetRecord]], seed: int) -> Iterator[tuple[float, FleetRecord]]:
+    """The partitions' records as a stage would read them: each partition's in order, each
+    record up to `DELAY_S` after its time (its worker's poll, the broker), so the partitions
+    interleave differently with each seed; with the wall time each arrives."""
+    rng = random.Random(seed)
+
+    def arrivals(records: list[FleetRecord]) -> Iterator[tuple[float, FleetRecord]]:
+        at = float("-inf")
+        for r in records:
+            at = max(at, r.ts + rng.uniform(0.0, DELAY_S))
+            yield at, r
+
+    return heapq.merge(*(list(arrivals(part)) for part in parts), key=lambda x: x[0])
+
+
+def test_the_partitioned_fleet_trace_merges_to_replays_fleet_incidents(
+    lines: list[bytes],
+) -> None:
+    expected = fleet_of(list(replay([("all", i, raw) for i, raw in enumerate(lines)],
+                                    Engine(RulesConfig.default()))))  # fmt: skip
+    parts = [partition_records(lines, p) for p in range(PARTITIONS)]
+    for seed in (1, 2):
+        merge = FleetMerge(RulesConfig.default(), PARTITIONS, started=0.0)
+        got: list[Alert] = []
+        for wall, record in interleaved(parts, seed):
+            got += merge.add(decode(encode(record)[1]), wall=wall)
+            got += merge.release(wall=wall)
+        got += merge.release(wall=float("inf"))
+        assert fleet_of(got) == expected
+        assert merge.late == 0
+
+
+def test_a_silent_partition_stops_holding_the_watermark_after_idle_s() -> None:
+    merge = FleetMerge(RulesConfig.default(), 2, started=100.0)
+    merge.add(Mark(0, 50.0), wall=100.0)
+    assert merge.release(wall=100.0 + IDLE_S - 1) == [] and merge.released == float("-inf")
+    merge.add(Mark(0, 60.0), wall=100.0 + IDLE_S + 1)
+    merge.release(wall=100.0 + IDLE_S + 1)
+    assert merge.released == 58.0  # partition 1 never spoke: it holds nothing now
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"", b"[]", b'{"t":"mark","p":-1,"ts":1}', b'{"t":"mark","p":0,"ts":"x"}',
+     b'{"t":"uses","p":0,"run":"r","clock":1,"deps":{"a":"b"},"hosts":[],"servers":[]}',
+     b'{"t":"alert","p":0,"alert":{"v":1}}', b'{"t":"nope","p":0}'],
+)  # fmt: skip
+def test_a_bad_fleet_record_is_refused_with_its_reason(value: bytes) -> None:
+    with pytest.raises(InvalidFleetRecord):
+        decode(value)
