@@ -25,8 +25,8 @@ from typing import Any
 from ahocorasick_rs import BytesAhoCorasick
 
 from runwatch.emitters import collectives, env
+from runwatch.emitters.failures import ABORT, Failures
 from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
-from runwatch.emitters.failures import Failures
 from runwatch.emitters.logparse import (
     _AREAL_STEP,
     AREAL_REWARD_KEY,
@@ -82,17 +82,28 @@ class LineParser:
         self._areal_step: int | None = None
         self.failures = Failures()
         self._bars: dict[tuple[Any, Any], int] = {}  # (source, bar name) -> the count it showed
+        self._steps: dict[Any, int] = {}  # source -> the highest step its metrics named
         #: consecutive loss-scale overflow skips that are a failure (`step_numbers`)
         steps = overflow_steps if overflow_steps is not None else env.overflow_steps(OVERFLOW_STEPS)
         self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
+        #: a process's abort on an uncaught C++ exception, held for the line after it (its
+        #: `what():`): no failure of its own when that, or a line before, was a collective's
+        #: timeout -- the watchdog's abort, which `collective_timeout` reports
+        self._abort: tuple[Found, dict[str, Any] | None] | None = None  # (it, its Ray worker)
+        self._timed_out = False  # a collective timed out in this output
         self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
 
     @property
     def following(self) -> bool:
         """The next lines matter whatever they hold (a traceback, a cut watchdog message)."""
-        return self.wrapped.held is not None or self.failures.reading or self.metrics.following
+        return (
+            self.wrapped.held is not None
+            or self.failures.reading
+            or self.metrics.following
+            or self._abort is not None
+        )
 
     def parse(self, line: str) -> list[Found]:
         """The events a line shows. A line Ray forwarded from a worker gives them with
@@ -135,6 +146,9 @@ class LineParser:
         out: list[Found] = []
         if (held := self.wrapped.flush()) is not None:
             out += self._read(held)[1]
+        if self._abort is not None:
+            out.append(self._released(self._abort))
+            self._abort = None
         out += self.metrics.finish()
         for source, (kind, fields) in self.failures.finish():
             if (src := self._srcs.get(source)) is not None:
@@ -159,17 +173,44 @@ class LineParser:
         if src is not None:
             self._srcs[source] = src
         found = self.failures.read(source, line)
+        timeout = None
         if any(m in line for m in collectives.MARKERS) and (
             timeout := collectives.parse(line, rank)
         ):
             found.append(timeout)
+            self._timed_out = True
+        found = self._aborts(found, timeout is not None, src)
         found += self._parse(line, src, source)
-        if any(self._advanced(source, kind, fields) for kind, fields in found):
+        if any([self._advanced(source, kind, fields) for kind, fields in found]):  # each seen
             self.failures.progressed(source)
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
         return body, found
+
+    def _aborts(
+        self, found: list[Found], timed_out: bool, src: dict[str, Any] | None
+    ) -> list[Found]:
+        """A held abort given out unless this line (its `what():`) or an earlier one was a
+        collective's timeout; this line's abort held in its place."""
+        held, self._abort = self._abort, None
+        out: list[Found] = []
+        if held is not None and not timed_out and not self._timed_out:
+            out.append(self._released(held))
+        for kind, fields in found:
+            if fields.pop(ABORT, False):
+                if not self._timed_out:
+                    self._abort = ((kind, fields), src)
+            else:
+                out.append((kind, fields))
+        return out
+
+    @staticmethod
+    def _released(held: tuple[Found, dict[str, Any] | None]) -> Found:
+        (kind, fields), src = held
+        if src is not None:
+            fields["src"] = src
+        return kind, fields
 
     def _advanced(self, source: Any, kind: str, fields: dict[str, Any]) -> bool:
         """Whether an event says its process went on working: a bar's repaint at the count
@@ -178,8 +219,16 @@ class LineParser:
         if kind not in PROGRESS_KINDS:
             return False
         if kind != "progress":
-            return True
-        key, n = (source, fields.get("name")), fields.get("n", 0)
+            # a step's metrics printed again (a bar's last repaint at exit shows its postfix
+            # once more) are no step further
+            step = fields.get("step")
+            if not isinstance(step, int):
+                return True
+            last_step = self._steps.get(source)
+            self._steps[source] = step if last_step is None else max(last_step, step)
+            return last_step is None or step > last_step or kind != "step.metrics"
+        # a bar's name as pasted: a markdown mark before it (`**Steps`) is no other bar
+        key, n = (source, str(fields.get("name", "")).lstrip("*>_` ")), fields.get("n", 0)
         last = self._bars.get(key)
         self._bars[key] = n if last is None else max(last, n)
         return last is None or n > last
@@ -253,9 +302,10 @@ def bar_of(line: str) -> list[Found]:
 
 
 #: Literal pieces of the lines worth reading (step lines, engine stats, Ray's `pid=`,
-#: AReaL's table, printed dicts, the failure and collective markers)
+#: AReaL's table, printed dicts, the failure and collective markers, a bar's `%|` where a
+#: paste or a file lost the `\r` before it)
 LITERALS: tuple[bytes, ...] = (
-    b"Running: ", b"#running-req: ", b"pid=", "│ ".encode(), b"{'", b'{"',
+    b"Running: ", b"#running-req: ", b"pid=", "│ ".encode(), b"{'", b'{"', b"%|",
     *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS, *METRIC_MARKERS)}),
 )  # fmt: skip
 #: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the

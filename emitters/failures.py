@@ -63,7 +63,16 @@ def fatal(line: str) -> Found | None:
     fields: dict[str, Any] = {"error": line.strip()[:2000], "how": "fatal"}
     if signature.component != "process":  # "process": whichever printed it, as the prefix says
         fields["component"] = signature.component
+    if signature.meaning == "abort":
+        fields[ABORT] = True  # the parser decides once it sees what the exception was
     return ("component.failed", fields)
+
+
+#: a field of a fatal line's that says the process aborts on an uncaught C++ exception (a
+#: catalogue signature of meaning "abort"): `LineParser` holds it for one line, and drops it
+#: when the exception was a collective's timeout (torch's watchdog aborts so), which the
+#: collective reader reports
+ABORT = "_abort"
 
 
 class Failures:
@@ -72,6 +81,10 @@ class Failures:
 
     def __init__(self) -> None:
         self._records: dict[Any, Record] = {}
+        #: source -> a traceback it ended and said no more after, when a later one began: a
+        #: launcher's traceback after its child's (accelerate's, torchrun's) is often cut
+        #: before its exception line, and the earlier one still names the failure
+        self._ended: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes: list[str] = []
@@ -110,7 +123,7 @@ class Failures:
             # frames whose head the output lost (a pasted tail, a cut line): the prefix
             # before the frame's indentation is the record's
             prefix, path = frame
-            self._records[source] = Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix)))
+            self._begin(source, Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix))))
             self._records[source].paths.append(path)
         elif (tail := exception_at(line)) is not None:
             if _qualified(*tail) or _indented_after(before, tail[0]):
@@ -119,7 +132,7 @@ class Failures:
                 # its module, as only Python's report of an uncaught one does
                 ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
                 ended.error, ended.open = tail[1][:2000], False
-                self._records[source] = ended
+                self._begin(source, ended)
             elif not out:
                 self.notes.append(
                     f"`{tail[1][:60]}` names an exception, but no traceback's frames come "
@@ -147,6 +160,13 @@ class Failures:
             quiet = bool(_QUIET_LEVELS.search(level)) and uncaught is None
             maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
             record = Record("" if glued else prefix, quiet, uncaught, maybe=maybe)
+        self._begin(source, record)
+
+    def _begin(self, source: Any, record: Record) -> None:
+        """A new traceback of the source: the one it ended before waits behind it."""
+        before = self._records.get(source)
+        if before is not None and not before.open and before.said is not None and not before.quiet:
+            self._ended[source] = before
         self._records[source] = record
 
     def saw(self, source: Any, line: str) -> None:
@@ -155,6 +175,7 @@ class Failures:
 
     def progressed(self, source: Any) -> None:
         """The source went on working: a traceback it printed was handled."""
+        self._ended.pop(source, None)
         record = self._records.get(source)
         if record is not None and not record.open:
             del self._records[source]
@@ -168,6 +189,9 @@ class Failures:
         """The output ended: each source's last traceback was its last word."""
         out = []
         for source, record in self._records.items():
+            earlier = self._ended.get(source)
+            if record.said is None and not record.quiet and earlier is not None:
+                record = earlier  # the later traceback was cut: the earlier one names it
             if (said := record.said) is not None and not record.quiet:
                 fields: dict[str, Any] = {"error": said, "how": "exception"}
                 if (component := record.component()) is not None:
@@ -184,6 +208,7 @@ class Failures:
                     "was cut) and nothing says it was uncaught: no failure to name"
                 )
         self._records.clear()
+        self._ended.clear()
         return out
 
 

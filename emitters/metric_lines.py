@@ -40,21 +40,19 @@ from typing import Any
 
 from runwatch.emitters.metric_shape import (
     EVALUATION,
+    LIMIT,
     MARKERS,
     Pair,
     header,
-    is_rule,
-    loss_scale_overflow,
     pairs,
     read_line,
     read_step,
     single_pair,
     step_key,
-    table_header,
-    table_row,
 )
+from runwatch.emitters.metric_tables import is_rule, table_header, table_row
 from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
-from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
+from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers, loss_scale_overflow
 from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
@@ -71,6 +69,12 @@ OPENRLHF_KEYS = {
 OPENRLHF_REWARD = "train/reward"
 OPENRLHF_BAR = re.compile(r"^Train epoch \[(\d+)/(\d+)\]")
 _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
+
+
+def _alone(row: Pair) -> bool:
+    """Whether one row under a header is a record: a value that is not finite, not a limit's
+    setting (`Epoch : 8` then `LOSS : nan`, not `Epoch 1/10` then `max_grad_norm: inf`)."""
+    return not math.isfinite(row.value) and not LIMIT.match(row.key)
 
 
 def openrlhf_postfix(postfix: str) -> dict[str, float]:
@@ -243,7 +247,7 @@ class MetricLines:
     def _block(self, source: Any, rows: list[Pair], step: int | None = None) -> list[Found]:
         """A two-column table's rows, or the pairs under a header, as one record (two rows
         or more): the header's step, else the one the console named last."""
-        if len(rows) < 2:
+        if len(rows) < 2 and not (step is not None and rows and _alone(rows[0])):
             return []
         metrics: dict[str, float | None] = {}
         for pair in rows:

@@ -24,8 +24,9 @@ with a separator and one of them is not finite (`Acc@10: 0.002, Grad Norm: inf`)
 gives it the step the nearest progress bar, step line or header named, else the one after the
 last (the order of lines). A *header* is a line that names a step and nothing else (`Iteration
 3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`): the `key: value` lines
-under it are that step's (`MetricLines`). `loss_scale_overflow` reads the lines that say a
-step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron).
+under it are that step's (`MetricLines`). `step_numbers.loss_scale_overflow` reads the lines
+that say a step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron);
+`metric_tables` reads tables of numbers.
 """
 
 from __future__ import annotations
@@ -43,18 +44,22 @@ _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
 #: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
 _KEY = rf"(?<![\w.#\-@]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
 _PLAIN_KEY = rf"(?<![\w.#\-@]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
-_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
+#: a number in any notation (`3`, `-0.5`, `2.999E-04`, `nan`, `-inf`, `Infinity`, YAML's `.nan`)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?)"
+#: the second of two values joined by `/` (`Train/Val Loss: nan/nan`, `tr_loss_lr=nan/2e-6`):
+#: not a count's total, so a fraction or not finite
+_SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
 #: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
 #: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
 _VALUE = (
-    rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{_NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
-    rf"|['\"]?(?P<v>{_NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?!\d))?)\s*\]?"
+    rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
+    rf"|['\"]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
 )
 _PAIR = re.compile(
     rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
     rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
     rf"|(?P<pk>{_PLAIN_KEY})\s+)"
-    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|:(?:\s|$)|$)"
+    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|[:.](?:\s|$)|$)"
 )
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,
 #: `Epoch: [127/300][ 35/464]`
@@ -122,6 +127,8 @@ class Record:
     pairs: list[Pair] = field(default_factory=list)
 
 
+#: a logger's level before its message: no metric's name
+_LEVEL_WORDS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
 #: a source location, `[core.py:133]`, `socket.cpp:752`: a file's line, no metric
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
 
@@ -134,12 +141,25 @@ def pairs(text: str) -> list[Pair]:
         key = (qk or dk or bk or k or pk or "").strip()
         if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
             continue
+        if key in _LEVEL_WORDS or (
+            sep == ":"
+            and text[m.start() - 1 : m.start()] == "("
+            and text[m.end() : m.end() + 1] == ")"
+        ):
+            continue  # a logger's level (`WARNING: 1/2 samples`), its `(module:line)`
         if k and "=" in sep:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
+        elif pk:
+            key = _sentence_key(key)
+            if not key:
+                continue
         if text[m.end() : m.end() + 1] == ":" and step_key(key) is None:
             continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
+        raw = v or w
+        if raw[-1:].isalpha():  # YAML writes NaN as `.nan`, infinity as `.inf`
+            raw = raw.replace(".", "")
         try:
-            value = float(v or w)
+            value = float(raw)
         except ValueError:
             continue
         out.append(
@@ -149,6 +169,21 @@ def pairs(text: str) -> list[Pair]:
 
 
 _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
+_VERBS = frozenset({"is", "was", "are", "were"})
+
+
+def _sentence_key(key: str) -> str:
+    """A key that spaces alone separate from its value, as a sentence says it (BigDL's
+    `... records/second. Loss is Infinity.`): the words after the last sentence's end, less a
+    trailing `is`."""
+    words = key.split()
+    for i in range(len(words) - 1, -1, -1):
+        if words[i].endswith(".") and i < len(words) - 1:
+            words = words[i + 1 :]
+            break
+    while words and words[-1].lower() in _VERBS:
+        words.pop()
+    return " ".join(words)
 
 
 def step_key(key: str) -> str | None:
@@ -174,6 +209,8 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
     best: tuple[int, int] | None = None  # (rank, index)
     for i, pair in enumerate(found):
         kind = step_key(pair.key)
+        if kind is None and not pair.separated and pair.key.lower().endswith(" epoch"):
+            kind = "epoch"  # an epoch named in words: `I Training of Epoch 0 - loss: inf`
         if kind is None or not pair.value.is_integer() or pair.value < 0:
             continue
         rank = _STEP_RANK.index(kind)
@@ -245,7 +282,7 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
-    if _unnumbered(text, found, metrics):
+    if _unnumbered(text, found, metrics) or _lone(text, found, metrics):
         return Record(metrics, None, skipped, found)
     return None
 
@@ -253,7 +290,7 @@ def read_line(text: str, step: int | None = None) -> Record | None:
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
 #: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
-_LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
+LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
 
 
 def _unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
@@ -261,12 +298,38 @@ def _unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool
     separator, one not finite and no limit's setting, and no more than one `key=`/`key: `
     item that is not a number (a configuration printed as `Namespace(model='x', ...)` is
     mostly words)."""
-    if sum(p.separated for p in found) < 2:
+    spaced = sum(not p.separated and " " not in p.key for p in found)  # `loss inf lr 0.1`
+    if sum(p.separated for p in found) < 2 and spaced < 3:
         return False
     bad = [k for k, v in metrics.items() if not math.isfinite(v)]
-    if not bad or all(_LIMIT.match(k) for k in bad):
+    if not bad or all(LIMIT.match(k) for k in bad):
         return False
     return len(_ITEM.findall(text)) - len(found) <= 1
+
+
+#: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark
+_LONE_BEFORE = re.compile(r"^(?:[\d>#*][\s>#*\-\d:,.]*)?$")
+_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
+
+
+def _lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
+    """Whether a line is one metric that is not finite and nothing else (a callback's
+    `LOSS     :  nan`, `Mean Training loss : nan`, a quoted `> Mean Reward: nan`, YAML's
+    `episode_reward_mean: .nan`, `discrim_loss nan`): a timestamp or a level before it at most;
+    spaces alone separate a one-word key only; a setting (`max_grad_norm: inf`, an indented
+    `  warmup: inf` of a configuration, a warning's `WARNING grad_norm=nan`) is none."""
+    if len(found) != 1 or len(metrics) != 1 or math.isfinite(found[0].value):
+        return False
+    pair = found[0]
+    if LIMIT.match(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
+        return False
+    matches = list(_PAIR.finditer(text))
+    if len(matches) != 1:
+        return False
+    m = matches[0]
+    if not m.group(0).lstrip("'\"[").startswith(pair.key):
+        return False  # words before its key (`WARNING grad_norm=nan`)
+    return bool(_LONE_BEFORE.match(text[: m.start()]) and _LONE_AFTER.match(text[m.end() :]))
 
 
 _ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
@@ -289,93 +352,6 @@ def single_pair(text: str, bare: bool = False) -> Pair | None:
         return None
     found = pairs(m.group(0))
     return found[0] if len(found) == 1 and step_key(found[0].key) is None else None
-
-
-# --- tables: a header of names, then rows of numbers ------------------------------------
-
-_CELL_NUMBER = re.compile(rf"^(?:{_NUMBER})$")
-_RULE = re.compile(r"^[\s|:+=-]*$")
-
-
-def table_header(text: str) -> list[str] | None:
-    """The column names of a table's header (`Step | Training Loss | reward | kl`: two cells
-    or more between `|`, none a number); None for anything else."""
-    if text.count("|") < 1:
-        return None
-    cells = [c.strip() for c in text.strip().strip("|").split("|")]
-    if len(cells) < 2 or any(not c or _CELL_NUMBER.match(c) for c in cells):
-        return None
-    if any(len(c) > 80 or ":" in c or "=" in c for c in cells):
-        return None
-    return cells
-
-
-def is_rule(text: str) -> bool:
-    """A table's ruling line (`-- | --`, `|---|---|`)."""
-    return "-" in text and _RULE.match(text) is not None
-
-
-def table_row(header: list[str], text: str) -> Record | None:
-    """A row of numbers under `header` as one step's metrics, its step in the column a step
-    key names; None for a line that is not such a row."""
-    cells = [c.strip() for c in text.strip().strip("|").split("|")]
-    if len(cells) != len(header):
-        return None
-    metrics: dict[str, float] = {}
-    step: int | None = None
-    numbers = 0
-    for name, cell in zip(header, cells, strict=True):
-        if not _CELL_NUMBER.match(cell):
-            continue  # "No Log", a name
-        numbers += 1
-        value = float(cell)
-        if step is None and step_key(name) is not None and value.is_integer() and value >= 0:
-            step = int(value)
-        else:
-            metrics[name] = value
-    if numbers * 2 < len(cells) or not metrics:
-        return None
-    return Record(metrics, step)
-
-
-# --- loss-scale overflow -----------------------------------------------------------------
-
-_OVERFLOW = re.compile(
-    r"(?i)\boverflow\b.{0,80}?\bskipping step|\bskipping step\b.{0,80}?\boverflow"
-    r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
-)
-_SCALE = re.compile(
-    r"(?i)reducing (?:loss scale )?to:? (?P<to>[\d.eE+]+)|loss scale: (?P<tried>[\d.eE+]+)"
-)
-
-
-@dataclass
-class Overflow:
-    """A step skipped because the loss scale overflowed."""
-
-    scale: float | None  # the scale after it, where the line says
-    iteration: int | None  # the step, where the line names it
-
-
-def loss_scale_overflow(text: str) -> Overflow | None:
-    """A line saying a step was skipped for a loss-scale overflow: DeepSpeed's `[deepspeed]
-    OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2`, `Overflow
-    detected. Skipping step.`, `Grad overflow on iteration 5`; apex's `Gradient overflow.
-    Skipping step, loss scaler 0 reducing loss scale to 32768.0`. Wordings:
-    tests/fixtures/consoles/README.md."""
-    if "verflow" not in text and "VERFLOW" not in text:
-        return None
-    m = _OVERFLOW.search(text)
-    if m is None:
-        return None
-    scale: float | None = None
-    if (s := _SCALE.search(text, m.start())) is not None:
-        try:
-            scale = float(s.group("to")) if s.group("to") else float(s.group("tried")) / 2
-        except ValueError:
-            scale = None
-    iteration = int(m.group("it")) if m.group("it") else None
-    return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration)
 
 
 def read_step(text: str) -> int | None:

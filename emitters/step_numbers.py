@@ -19,9 +19,46 @@ Per source (a Ray worker, a rank, the process):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
-from runwatch.emitters.metric_shape import Overflow
+_OVERFLOW = re.compile(
+    r"(?i)\boverflow\b.{0,80}?\bskipping step|\bskipping step\b.{0,80}?\boverflow"
+    r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
+)
+_SCALE = re.compile(
+    r"(?i)reducing (?:loss scale )?to:? (?P<to>[\d.eE+]+)|loss scale: (?P<tried>[\d.eE+]+)"
+)
+
+
+@dataclass
+class Overflow:
+    """A step skipped because the loss scale overflowed."""
+
+    scale: float | None  # the scale after it, where the line says
+    iteration: int | None  # the step, where the line names it
+
+
+def loss_scale_overflow(text: str) -> Overflow | None:
+    """A line saying a step was skipped for a loss-scale overflow: DeepSpeed's `[deepspeed]
+    OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2`, `Overflow
+    detected. Skipping step.`, `Grad overflow on iteration 5`; apex's `Gradient overflow.
+    Skipping step, loss scaler 0 reducing loss scale to 32768.0`. Wordings:
+    tests/fixtures/consoles/README.md."""
+    if "verflow" not in text and "VERFLOW" not in text:
+        return None
+    m = _OVERFLOW.search(text)
+    if m is None:
+        return None
+    scale: float | None = None
+    if (s := _SCALE.search(text, m.start())) is not None:
+        try:
+            scale = float(s.group("to")) if s.group("to") else float(s.group("tried")) / 2
+        except ValueError:
+            scale = None
+    iteration = int(m.group("it")) if m.group("it") else None
+    return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration)
+
 
 #: consecutive overflow skips that are no longer the scaler finding its range: halving from
 #: the largest initial scale in use (2^32, DeepSpeed's and Megatron's upper end) reaches 1

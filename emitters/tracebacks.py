@@ -116,8 +116,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("alt", "chained", "error", "lines", "open", "paths", "prefix", "quiet", "shape",
-                 "uncaught")  # fmt: skip
+    __slots__ = ("alt", "chained", "error", "indent", "lines", "open", "paths", "prefix", "quiet",
+                 "shape", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -135,6 +135,8 @@ class Record:
         self.uncaught = uncaught  # Python said it was uncaught (the line before its head)
         self.paths: list[str] = []  # its frames' files
         self.chained = False  # Python said the next traceback is chained to this one
+        #: how far its first frame is indented (2, or more in a paste indented whole)
+        self.indent: int | None = None
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
@@ -163,6 +165,13 @@ class Record:
             return True
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))
+            if self.indent is None:
+                self.indent = frame.start()
+            return True
+        if body[:1] in (" ", "\t") and self._outdented(body, stripped):
+            # a paste indented whole (a markdown code block): the exception line is indented
+            # too, less than its frames
+            self.error = stripped[:2000]
             return True
         if body[:1] in (" ", "\t") or _TIME_ONLY.match(stripped) or _IPYTHON_FRAME.match(body):
             return True  # a code line, carets, a Ray error's fields; a viewer's time
@@ -170,6 +179,13 @@ class Record:
             self.error = stripped[:2000]
             return True
         return False
+
+    def _outdented(self, body: str, stripped: str) -> bool:
+        """Whether an indented line is the exception line of a traceback indented whole: two
+        or more less than its frames (Python indents a frame by two), and an exception."""
+        if self.indent is None or self.indent < 4:
+            return False
+        return len(body) - len(body.lstrip()) <= self.indent - 2 and bool(EXCEPTION.match(stripped))
 
     @property
     def said(self) -> str | None:

@@ -80,6 +80,10 @@ def step_events(
         assert not isinstance(value, bool)
         if key.startswith(EVAL_PREFIXES):
             evals[key] = value
+            if value is not None and not math.isfinite(value) and "loss" in key.lower():
+                # a validation loss that is not finite: the model's forward is not (verl's
+                # `val-aux/...: nan` of a healthy run is no loss)
+                metrics[key] = value
             continue
         metrics[key] = value
         if key.startswith(TIMING_PREFIX) and value is not None and math.isfinite(value):

@@ -14,8 +14,8 @@ from helpers import read_all
 from runwatch.emitters import env
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
-from runwatch.emitters.metric_shape import loss_scale_overflow, pairs, read_line
-from runwatch.emitters.step_numbers import OVERFLOW_KEY
+from runwatch.emitters.metric_shape import pairs, read_line
+from runwatch.emitters.step_numbers import OVERFLOW_KEY, loss_scale_overflow
 
 
 def steps(found: list[Found]) -> list[tuple[int, dict[str, Any]]]:
@@ -345,17 +345,22 @@ def test_lines_with_a_value_that_is_not_finite_and_no_metrics_say_why() -> None:
 
 def test_an_evaluation_s_line_a_best_so_far_and_a_configuration_are_no_training_fault() -> None:
     """A NaN in an evaluation (mmengine's `Epoch(val)`, a `Validation` line, an `Evaluating`
-    bar) is `eval.metrics`, which no training rule reads; a best-so-far starts at inf; a
-    configuration printed as `key: value` lines is no table."""
+    bar) is `eval.metrics`, which no training rule reads -- but for a loss: a validation loss
+    that is not finite says the model's forward is not (corpus3: Text GCN's `val_loss= nan`,
+    transformers' `'eval_loss': nan`), and it is the step's too; a best-so-far starts at inf;
+    a configuration printed as `key: value` lines is no table."""
     found = read_all([
-        "10/30 22:20:26 - mmengine - INFO - Epoch(val) [1][10/50]  loss: nan  acc: 0.5",
-        "Validation loss: nan, step: 100, accuracy: 0.1",
-        "Evaluating: 50%|#####     | 5/10 [00:01<00:01, 4.0it/s, loss=nan, acc=0.3]",
+        "10/30 22:20:26 - mmengine - INFO - Epoch(val) [1][10/50]  loss: nan  acc: nan",
+        "Validation accuracy: nan, step: 100, loss: 0.1",
+        "Evaluating: 50%|#####     | 5/10 [00:01<00:01, 4.0it/s, loss=0.2, acc=nan]",
     ])  # fmt: skip
-    assert steps(found) == []
+    assert bad(found) == [(10, ["eval/loss"])]  # the loss, not the accuracies
     assert [k for k, _ in found if k == "eval.metrics"] == ["eval.metrics"] * 3
-    # an evaluation's keys among a training step's: their NaN is the evaluation's
-    assert bad(read_all(["step 3000: train loss 4.0390, val loss nan"])) == []
+    # an evaluation's keys among a training step's: their NaN is the evaluation's, but a loss's
+    assert bad(read_all(["step 3000: train loss 4.0390, val acc nan"])) == []
+    assert bad(read_all(["step 3000: train loss 4.0390, val loss nan"])) == [
+        (3000, ["eval/val loss"])
+    ]
     assert bad(read_all(["step: 0 | loss: 2.3 | best_val_loss: inf | lowest loss: inf"])) == []
     assert steps(read_all(["  max_grad_norm: inf", "  warmup_steps: 100", "  lr: 0.1"])) == []
 
