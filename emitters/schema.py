@@ -34,7 +34,7 @@ class Num:
 @dataclass(frozen=True)
 class Text:
     """A string of `min_length` to `max_length` characters, matching `pattern` when set, and
-    none of `reserved` (`runwatch.emitters.events.Reserved`)."""
+    none of `reserved` (`runwatch.emitters.fields.Reserved`)."""
 
     min_length: int = 0
     max_length: int | None = None
