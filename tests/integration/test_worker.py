@@ -768,7 +768,7 @@ def test_readiness_follows_a_live_rebalance(setup: Setup) -> None:
 SKEWED = textwrap.dedent(
     """
     import sys, time
-    import runwatch.emitters.emitter as module
+    import runwatch.emitters.wire as module  # where the emitter reads the clock
     from runwatch.emitters import Emitter
 
     skew, run, kafka, topic = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]

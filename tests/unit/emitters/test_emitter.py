@@ -541,7 +541,7 @@ def test_a_bad_emit_is_dropped_counted_and_said_once_unless_strict(
 def test_a_forked_child_draws_other_event_ids_than_its_parent() -> None:
     """Otherwise a child's events share ids with its parent's next ones, and consumers,
     which apply an id once, drop one of each pair."""
-    from runwatch.emitters.emitter import _RNG
+    from runwatch.emitters.wire import _RNG
 
     read, write = os.pipe()
     pid = os.fork()
@@ -560,13 +560,13 @@ def test_a_forked_child_draws_other_event_ids_than_its_parent() -> None:
 def test_each_destination_spools_in_a_directory_of_its_own(tmp_path: Path) -> None:
     """Brokers, topic (so the topic prefix) and identity, or the service's URL, pick the
     directory: leftovers are only ever adopted by an emitter with the same destination."""
-    from runwatch.emitters.emitter import _identity
     from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
     from runwatch.emitters.spool import destination_dir, read_destination
+    from runwatch.emitters.where import identity
 
     def where(kafka: str | None, topic: str = "runwatch.events", url: str | None = None,
               security: KafkaSecurity = PLAINTEXT) -> Path:  # fmt: skip
-        return destination_dir(tmp_path, _identity(kafka, topic, security, url))
+        return destination_dir(tmp_path, identity(kafka, topic, security, url))
 
     a = where("b1:9092,b2:9092")
     assert where("b2:9092, b1:9092") == a  # the same brokers, listed otherwise
