@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
@@ -30,7 +32,7 @@ from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.timekeeping.timebounds import MAX_TS, MIN_TS, time_problem
 
-__all__ = ["InvalidEvent", "admit", "decode", "decode_obj", "describe_errors"]
+__all__ = ["InvalidEvent", "admit", "admit_lines", "decode", "decode_obj", "describe_errors"]
 
 
 # --- deriving msgspec types from the pydantic models -------------------------------------
@@ -312,3 +314,59 @@ def admit(raw: bytes | str, received: float | None = None) -> events.Event:
     if problem is not None:
         raise InvalidEvent(problem, "bad_time")
     return event
+
+
+_TS = operator.attrgetter("ts")
+_ENVELOPE = operator.attrgetter("run", "src.component")
+_JUNCTION = b"}\n{"
+_JSON_SPACE = b" \t\r\n"  # (what JSON allows after a value; `rstrip()` takes more)
+
+
+def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
+    """`admit` of many lines in one step, or None: then some line is not plain (blank,
+    escaped, not ASCII, too large, a field or kind the fast path does not take, a pattern or
+    a ts it does not vouch for) and the caller admits them one by one, which decides each and
+    words every reason. What it returns is what `admit` returns for each line (received: None).
+
+    Most of a replay's lines are plain: one msgspec call decodes them all (`decode_lines`), and
+    each check of `decode` and `admit` runs once over the lot instead of once a line. Each
+    line must be one event: joined by newlines, lines with no newline of their own and every
+    joint `}\n{` can only be read as one object a line (a joint inside a string would be an
+    unescaped newline; inside an object or array, a missing comma), and the count says none
+    holds two.
+    """
+    n = len(raws)
+    try:
+        stripped = list(map(bytes.rstrip, raws, repeat(_JSON_SPACE, n)))
+        joined = b"\n".join(stripped)
+    except TypeError:  # a str among them
+        return None
+    if (
+        not n
+        or joined.count(b"\n") != n - 1
+        or joined.count(_JUNCTION) != n - 1
+        or joined[:1] != b"{"
+        or joined[-1:] != b"}"
+        or not joined.isascii()
+        or _BACKSLASH in joined
+        or _DEL in joined
+        or max(map(len, raws)) > _MAX_BYTES
+    ):
+        return None
+    try:
+        decoded: list[events.Event] = _FAST.decode_lines(joined)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+    if len(decoded) != n:
+        return None
+    stamps = list(map(_TS, decoded))
+    if not (min(stamps) >= MIN_TS and max(stamps) < MAX_TS):
+        return None
+    if set(map(type, decoded)) <= _ENVELOPE_ONLY and set(map(_ENVELOPE, decoded)) <= (
+        _ENVELOPE_MATCHED
+    ):
+        return decoded  # every pattern the memo's answer
+    for event in decoded:
+        if not _PATTERNS[type(event)].hold(event):
+            return None
+    return decoded

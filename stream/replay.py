@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from operator import attrgetter
 
 from runwatch.emitters.events import Event
 from runwatch.stream.alerts import Alert
-from runwatch.stream.decode import admit
+from runwatch.stream.decode import admit, admit_lines
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
@@ -16,6 +18,10 @@ from runwatch.stream.timekeeping.reorder import in_order
 
 #: Default reorder window for replay, in seconds of event time.
 DEFAULT_WINDOW = 5.0
+#: Lines read, admitted and put through the window as one batch: the steps between them
+#: are taken once a batch, not once an event (their order, and what each one sees, is the
+#: same).
+BATCH = 1024
 
 
 Held = tuple[Event, str, int, bytes]  # an event, where it came from, and its line
@@ -44,15 +50,16 @@ def replay(
     if stage is not None and not stage.enabled:
         stage = None
     apply = engine.apply
-    for held in in_order(stamped(lines, engine.check, report), window):
-        try:  # (this loop runs once per event)
-            alerts = apply(held[0])
-            if alerts:
-                for alert in alerts:
-                    alert.to_json()  # what cannot be written out must not be made
-                yield from alerts if stage is None else stage.transitions(alerts)
-        except Exception as err:
-            report(_refused(held, err))
+    for released in in_order(stamped(lines, engine.check, report), window):
+        for held in released:
+            try:  # (this loop runs once per event)
+                alerts = apply(held[0])
+                if alerts:
+                    for alert in alerts:
+                        alert.to_json()  # what cannot be written out must not be made
+                    yield from alerts if stage is None else stage.transitions(alerts)
+            except Exception as err:
+                report(_refused(held, err))
     if until is not None:
         alerts = engine.advance(until)
         yield from alerts if stage is None else stage.transitions(alerts)
@@ -71,18 +78,61 @@ def admitted(
     skipped. What `replay` (through the reorder window: `stamped`), `ingest` and `check`
     all read through.
     """
-    return (held for _, held in stamped(lines, check, on_refused))
+    return (held for _, batch in stamped(lines, check, on_refused) for held in batch)
 
 
 def stamped(
     lines: Iterable[tuple[str, int, bytes]],
     check: Callable[[Event], None],
     on_refused: Callable[[Refused], None],
-) -> Iterator[tuple[float, Held]]:
-    """`admitted`'s events, each with its ts first: what the reorder window takes."""
+) -> Iterator[tuple[list[float], list[Held]]]:
+    """`admitted`'s events, `BATCH` lines at a time, as (their ts, them): what the reorder
+    window takes. A batch of plain lines, none far ahead, is admitted in one step
+    (`decode.admit_lines`, `FarAhead.passes_all`); any other, line by line."""
     ahead: FarAhead[Held] = FarAhead()
+    lines = iter(lines)
+    while batch := list(islice(lines, BATCH)):
+        sources, numbers, raws = zip(*batch, strict=True)
+        events = admit_lines(raws)
+        if events is not None and _checked(events, check):
+            stamps = list(map(_TS, events))
+            if ahead.passes_all(stamps):
+                yield stamps, list(zip(events, sources, numbers, raws, strict=True))
+                continue
+        yield _one_by_one(batch, ahead, check, on_refused)
+    for (_, src, line, data), why in ahead.finish():
+        on_refused(Refused(why, data, src, position=line, kind="bad_time"))
+
+
+_TS = attrgetter("ts")
+_KIND = attrgetter("kind")
+
+
+def _checked(events: list[Event], check: Callable[[Event], None]) -> bool:
+    """Whether the engine takes every event (`Engine.check`: it refuses a bad run.started
+    config); False sends the batch line by line, where the refusal is reported."""
+    if CHECKED_KINDS.isdisjoint(map(_KIND, events)):
+        return True
+    try:
+        for event in events:
+            if event.kind in CHECKED_KINDS:
+                check(event)
+    except InvalidEvent:
+        return False
+    return True
+
+
+def _one_by_one(
+    batch: list[tuple[str, int, bytes]],
+    ahead: FarAhead[Held],
+    check: Callable[[Event], None],
+    on_refused: Callable[[Refused], None],
+) -> tuple[list[float], list[Held]]:
+    """`stamped`'s step for a batch with a line that is not plain, or an event far ahead."""
+    stamps: list[float] = []
+    held: list[Held] = []
     passes = ahead.passes
-    for source, number, raw in lines:
+    for source, number, raw in batch:
         if raw.isspace() or not raw:  # blank (what `not raw.strip()` says, without a copy)
             continue
         try:
@@ -94,15 +144,15 @@ def stamped(
             continue
         ts = event.ts
         if passes(ts):
-            yield ts, (event, source, number, raw)
+            stamps.append(ts)
+            held.append((event, source, number, raw))
             continue
         passed, refused = ahead.offer(ts, origin(event), (event, source, number, raw))
         for (_, src, line, data), why in refused:
             on_refused(Refused(why, data, src, position=line, kind="bad_time"))
-        for held in passed:
-            yield held[0].ts, held
-    for (_, src, line, data), why in ahead.finish():
-        on_refused(Refused(why, data, src, position=line, kind="bad_time"))
+        stamps += [one[0].ts for one in passed]
+        held += passed
+    return stamps, held
 
 
 def origin(event: Event) -> tuple[str, str, object]:

@@ -64,6 +64,24 @@ class FarAhead(Generic[T]):
         self.high = ts
         return True
 
+    def passes_all(self, stamps: list[float]) -> bool:
+        """`passes` for each ts of a batch in turn, in one step, when every one would pass:
+        nothing is held and none is far ahead of the stream's time as it stood before the
+        batch (or of the first ts, on a stream's first batch) -- so none is ahead of it as it
+        moves. Then the stream's time moves to the largest; otherwise nothing changes and the
+        caller takes them one by one."""
+        if self._held:
+            return False
+        if not stamps:
+            return True
+        high = self.high if self.high != float("-inf") else stamps[0]
+        top = max(stamps)
+        if top > high + self.jump:
+            return False
+        if top > self.high:
+            self.high = top
+        return True
+
     def offer(self, ts: float, source: Hashable, item: T) -> tuple[list[T], list[tuple[T, str]]]:
         """Take one event; return the events to pass on now (in the order to apply them)
         and those refused, each with its reason."""

@@ -5,6 +5,9 @@ wrong, and are refused."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from runwatch.stream.timekeeping.ahead import FarAhead
 
 T, HOUR = 1_800_000_000.0, 3600.0
@@ -44,3 +47,27 @@ def test_one_source_far_ahead_while_the_stream_goes_on_is_refused() -> None:
     passed, refused = feed(FarAhead(), events)
     assert passed == ["a0", "a1", "a2", "a3", "a4", "a5"]
     assert refused == ["h0", "h1", "h2", "h3", "h4"]
+
+
+_offsets = st.lists(st.floats(-2 * HOUR, 2 * HOUR, allow_nan=False), max_size=8)
+
+
+@given(_offsets, _offsets)
+def test_a_batch_passes_in_one_step_only_as_its_events_would_one_by_one(
+    before: list[float], batch: list[float]
+) -> None:
+    """`passes_all` of a batch is True only if `passes` of each in turn would be, and leaves
+    the stream's time where they would; False changes nothing."""
+    one, many = FarAhead[str](), FarAhead[str]()
+    for ts in (T + x for x in before):
+        if not one.passes(ts):
+            one.offer(ts, "src", "x")
+        if not many.passes(ts):
+            many.offer(ts, "src", "x")
+    stamps = [T + x for x in batch]
+    high, held = many.high, len(many)
+    if many.passes_all(stamps):
+        assert all(one.passes(ts) for ts in stamps)
+        assert many.high == one.high
+    else:
+        assert (many.high, len(many)) == (high, held)

@@ -4,7 +4,6 @@ same moment."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,21 +28,27 @@ def one_heap(window: float, stamps: list[float]) -> list[list[int]]:
     return out
 
 
-def windowed(window: float, stamps: list[float]) -> list[list[int]]:
-    """What the window releases after each item it takes (and at the end)."""
-    out: list[list[int]] = [[] for _ in range(len(stamps) + 1)]
-    taken = 0  # items the window has taken; one more once it has asked past the last
+def windowed(window: float, stamps: list[float], sizes: list[int] | None = None) -> list[list[int]]:
+    """What the window releases after each batch it takes (one item each, or `sizes`
+    items each, the last batch what is left), and at the end."""
+    sizes = [1] * len(stamps) if sizes is None else list(sizes)
+    pairs = [(ts, seq) for seq, ts in enumerate(stamps)]
+    batches = []
+    while pairs:
+        k = max(1, sizes.pop(0)) if sizes else len(pairs)
+        batches.append(([ts for ts, _ in pairs[:k]], [seq for _, seq in pairs[:k]]))
+        pairs = pairs[k:]
+    return list(in_order(batches, window))
 
-    def items() -> Iterator[tuple[float, int]]:
-        nonlocal taken
-        for seq, ts in enumerate(stamps):
-            taken = seq + 1
-            yield ts, seq
-        taken = len(stamps) + 1
 
-    for item in in_order(items(), window):
-        out[taken - 1].append(item)
-    return out
+def batched(per_item: list[list[int]], stamps: list[float], sizes: list[int]) -> list[list[int]]:
+    """One heap's releases per item, gathered into the batches `windowed` makes of `sizes`."""
+    out, at, sizes = [], 0, list(sizes)
+    while at < len(stamps):
+        k = min(max(1, sizes.pop(0)) if sizes else len(stamps), len(stamps) - at)
+        out.append([i for released in per_item[at : at + k] for i in released])
+        at += k
+    return [*out, per_item[-1]]
 
 
 # mostly in order with some late and some tied stamps: both of the window's paths, and ties
@@ -55,6 +60,13 @@ stamps = st.lists(
 @given(stamps, st.sampled_from([0.0, 1.0, 5.0]))
 def test_the_window_releases_as_one_heap_would(ts: list[float], window: float) -> None:
     assert windowed(window, ts) == one_heap(window, ts)
+
+
+@given(stamps, st.sampled_from([0.0, 1.0, 5.0]), st.lists(st.integers(0, 9), max_size=20))
+def test_a_batch_releases_what_its_items_would_one_by_one(
+    ts: list[float], window: float, sizes: list[int]
+) -> None:
+    assert windowed(window, ts, sizes) == batched(one_heap(window, ts), ts, sizes)
 
 
 def test_in_order_items_wait_for_the_window_and_late_ones_pass() -> None:

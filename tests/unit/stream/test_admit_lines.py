@@ -1,0 +1,95 @@
+"""Many lines admitted in one step (`decode.admit_lines`): what it returns is what `admit`
+returns line by line, or nothing; it never reads two lines as one event or one as two."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hostile import CORPUS, hostile_objects
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runwatch.stream.decode import admit, admit_lines
+from runwatch.stream.exceptions import InvalidEvent
+
+TS = 1_795_680_000.0
+SRC = {"component": "trainer", "host": "gpu-001", "pid": 31_001, "rank": 0}
+
+
+def line(i: int, kind: str = "heartbeat", **fields: Any) -> bytes:
+    event = {"v": 1, "id": f"id-{i:06d}", "ts": TS + i, "run": "rl-1", "kind": kind, "src": SRC}
+    return json.dumps({**event, **fields}, separators=(",", ":")).encode()
+
+
+PLAIN = [
+    line(1),
+    line(2, "trajectory.started", traj="t-1", step=1),
+    line(3, "trajectory.phase", traj="t-1", phase="tool"),
+    line(4, "trajectory.done", traj="t-1", status="ok", reward=0.5),
+    line(5, "inference.stats", server="vllm-0", running=3, waiting=0),
+    line(6, "run.started", labels={"team": "rl"}, config={"zero_reward": {"steps": 4}}),
+]
+
+
+def one_by_one(raws: list[bytes]) -> list[Any]:
+    out: list[Any] = []
+    for raw in raws:
+        try:
+            out.append(admit(raw))
+        except InvalidEvent as err:
+            out.append(err.kind)
+    return out
+
+
+def test_plain_lines_are_admitted_in_one_step_as_one_by_one() -> None:
+    for raws in (PLAIN, [raw + b"\n" for raw in PLAIN], [PLAIN[0] + b" \r\n"], PLAIN[:1]):
+        assert admit_lines(raws) == one_by_one(raws)
+
+
+#: Lines that each hold no event alone, but joined might read as events: a line of two
+#: events (by a newline, or a space), pieces of one event, an event with a trailing byte
+#: JSON does not take as space; beside them, plain lines.
+TWO = line(10) + b"\n" + line(11)
+HALVES = [line(12)[: line(12).index(b",") + 1], line(12)[line(12).index(b",") + 1 :]]
+BROKEN = [
+    [TWO, *HALVES],
+    [line(10) + b" " + line(11), *HALVES],
+    [line(10) + b" " + line(11)],
+    [TWO + b"\n", line(12)[:40], line(12)[40:] + b"\n"],
+    [line(13)[:60], line(13)[60:]],
+    [line(14) + b"\x0c"],
+    [line(15), b"", line(16)],
+    [line(17), b"  \n", line(18)],
+    [b" " + line(19)],
+    [line(20).replace(b'"rl-1"', b'"rl 1"')],
+    [line(21, extra="field")],
+    [line(22).replace(b'"ts":', b'"ts":1e3+')],
+    [],
+]
+
+
+def test_what_does_not_read_as_one_event_a_line_is_left_to_the_lines() -> None:
+    for raws in BROKEN:
+        assert admit_lines(raws) is None, raws
+
+
+hostile_lines = st.sampled_from([entry for _, entry, _ in CORPUS]) | hostile_objects()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(PLAIN + [raw + b"\n" for raw in PLAIN] + [TWO, b"\n", b""]),
+            hostile_lines.map(lambda render: render(TS)),
+            st.sampled_from(PLAIN).flatmap(
+                lambda raw: st.integers(1, len(raw) - 1).map(lambda k: raw[:k])
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_admitted_in_one_step_or_not_at_all(raws: list[bytes]) -> None:
+    got = admit_lines(raws)
+    assert got is None or got == one_by_one(raws)
