@@ -52,7 +52,8 @@ class FleetFeed:
         return out
 
     def _usage(self, engine: Engine) -> list[FleetRecord]:
-        told, out = self.told, []
+        told = self.told
+        out: list[FleetRecord] = []
         for run, tracked in engine.runs.items():
             state = tracked.state
             shape = (len(state.deps), len(state.processes.by_id), len(state.inference.servers))

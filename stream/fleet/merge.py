@@ -1,6 +1,6 @@
 """The Kafka fleet stage's decisions: the fleet records of every input partition merged on
-event time, and judged as replay judges them. Pure: the driver (`runwatch fleet`,
-`stream/kafka/fleet_stage.py`) passes records in, with the wall clock.
+event time, and judged as replay judges them. Pure: the driver (the fleet stage of the
+Kafka workers) passes records in, with the wall clock.
 
 Each input partition's records come in order, but the partitions interleave as their
 workers happen to publish. So records wait in a buffer, and go to the decision in event-

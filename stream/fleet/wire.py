@@ -103,9 +103,13 @@ def decode(value: bytes | None) -> FleetRecord:
         hosts, servers = _names(obj, "hosts"), _names(obj, "servers")
         if not isinstance(run, str) or not run:
             raise InvalidFleetRecord("'run' must be a non-empty string")
-        if not isinstance(deps, dict) or len(deps) > MAX_NAMES or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in deps.values()
+        if (
+            not isinstance(deps, dict)
+            or len(deps) > MAX_NAMES
+            or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in deps.values()
+            )
         ):
             raise InvalidFleetRecord("'deps' must be an object of times")
         usage = RunUsage(_time(obj, "clock"), {str(k): float(v) for k, v in deps.items()},
@@ -118,8 +122,10 @@ def decode(value: bytes | None) -> FleetRecord:
 
 def _names(obj: dict[str, Any], field: str) -> frozenset[str]:
     names = obj.get(field)
-    if not isinstance(names, list) or len(names) > MAX_NAMES or not all(
-        isinstance(n, str) for n in names
+    if (
+        not isinstance(names, list)
+        or len(names) > MAX_NAMES
+        or not all(isinstance(n, str) for n in names)
     ):
         raise InvalidFleetRecord(f"{field!r} must be a list of names")
     return frozenset(names)

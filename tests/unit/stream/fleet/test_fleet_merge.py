@@ -94,7 +94,8 @@ def test_the_partitioned_fleet_trace_merges_to_replays_fleet_incidents(
 def test_a_silent_partition_stops_holding_the_watermark_after_idle_s() -> None:
     merge = FleetMerge(RulesConfig.default(), 2, started=100.0)
     merge.add(Mark(0, 50.0), wall=100.0)
-    assert merge.release(wall=100.0 + IDLE_S - 1) == [] and merge.released == float("-inf")
+    assert merge.release(wall=100.0 + IDLE_S - 1) == []
+    assert merge.released == float("-inf")
     merge.add(Mark(0, 60.0), wall=100.0 + IDLE_S + 1)
     merge.release(wall=100.0 + IDLE_S + 1)
     assert merge.released == 58.0  # partition 1 never spoke: it holds nothing now
