@@ -141,6 +141,8 @@ def pairs(text: str) -> list[Pair]:
         key = (qk or dk or bk or k or pk or "").strip()
         if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
             continue
+        if " " in key and key.split(" ", 1)[0] in _LEVEL_WORDS:
+            key = key.split(" ", 1)[1]  # `[time] INFO loss: nan`: the level is no word of it
         if key in _LEVEL_WORDS or (
             sep == ":"
             and text[m.start() - 1 : m.start()] == "("
@@ -150,7 +152,7 @@ def pairs(text: str) -> list[Pair]:
         if k and "=" in sep:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
         elif pk:
-            key = _sentence_key(key)
+            key, said = _sentence_key(key)
             if not key:
                 continue
         if text[m.end() : m.end() + 1] == ":" and step_key(key) is None:
@@ -163,8 +165,9 @@ def pairs(text: str) -> list[Pair]:
         except ValueError:
             continue
         out.append(
-            Pair(key, value, int(of) if of else None, quoted=bool(qk or dk), separated=not pk)
-        )
+            Pair(key, value, int(of) if of else None, quoted=bool(qk or dk),
+                 separated=not pk or said)  # a sentence's `is` separates as `:` does
+        )  # fmt: skip
     return out
 
 
@@ -172,18 +175,20 @@ _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
 _VERBS = frozenset({"is", "was", "are", "were"})
 
 
-def _sentence_key(key: str) -> str:
-    """A key that spaces alone separate from its value, as a sentence says it (BigDL's
-    `... records/second. Loss is Infinity.`): the words after the last sentence's end, less a
-    trailing `is`."""
+def _sentence_key(key: str) -> tuple[str, bool]:
+    """(a key that spaces alone separate from its value, whether a verb said it): as a
+    sentence says it (BigDL's `... records/second. Loss is Infinity.`, Lightning's `Previous
+    best value was 0.512.`), the words after the last sentence's end, less a trailing `is`."""
     words = key.split()
     for i in range(len(words) - 1, -1, -1):
         if words[i].endswith(".") and i < len(words) - 1:
             words = words[i + 1 :]
             break
+    said = False
     while words and words[-1].lower() in _VERBS:
         words.pop()
-    return " ".join(words)
+        said = True
+    return " ".join(words), said
 
 
 def step_key(key: str) -> str | None:
@@ -307,8 +312,12 @@ def _unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool
     return len(_ITEM.findall(text)) - len(found) <= 1
 
 
-#: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark
-_LONE_BEFORE = re.compile(r"^(?:[\d>#*][\s>#*\-\d:,.]*)?$")
+#: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark, an INFO
+#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `)
+_LONE_BEFORE = re.compile(
+    r"^(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
+    r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?)?$"
+)
 _LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
 
 
@@ -327,7 +336,10 @@ def _lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     if len(matches) != 1:
         return False
     m = matches[0]
-    if not m.group(0).lstrip("'\"[").startswith(pair.key):
+    said = m.group(0).lstrip("'\"[")
+    if not (
+        said.startswith(pair.key) or said.startswith((f"INFO {pair.key}", f"DEBUG {pair.key}"))
+    ):
         return False  # words before its key (`WARNING grad_norm=nan`)
     return bool(_LONE_BEFORE.match(text[: m.start()]) and _LONE_AFTER.match(text[m.end() :]))
 

@@ -27,8 +27,9 @@ import re
 TRACEBACK = "Traceback (most recent call last)"
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _EXCEPTION = (
-    r"(?P<name>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
-    r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)(?:\([\w.]*\))?)(?::(?:\s.*)?|\s*)$"
+    r"(?P<name>(?:[A-Za-z_][\w]*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
+    r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)|Exception)(?:\([\w.]*\))?)"
+    r"(?::(?:\s.*)?|\s*)$"
 )
 #: an exception line: the exception's (dotted) name, then `: message` or nothing
 EXCEPTION = re.compile("^" + _EXCEPTION)

@@ -425,3 +425,53 @@ def test_a_line_with_no_step_and_a_value_that_is_not_finite_is_the_next_step() -
                "Namespace(output_dir='runs/x', clip=inf, lr=0.1, warmup_ratio=nan, fp16=True)",
                "early stopping: patience: inf, min_delta: 0.0"]  # fmt: skip
     assert steps(read_all(configs)) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "keys"),
+    [
+        ("Mean Training loss : nan", ["Mean Training loss"]),
+        ("LOSS     :  nan", ["LOSS"]),
+        ("> Mean Reward: nan", ["Mean Reward"]),
+        ("episode_reward_mean: .nan", ["episode_reward_mean"]),
+        ("discrim_loss nan", ["discrim_loss"]),
+        ("INFO:root:Mean reward: -inf", ["Mean reward"]),
+        ("2021-11-30 17:25:35,809 DEBUG TRAIN Batch 0/4000 loss inf loss_att 78.1 lr 0.1",
+         ["loss"]),
+        ("Train/Val Loss: nan/nan  -- Train/Val AUC: 0.4871/0.5019 -- LR=0.01",
+         ["Train/Val Loss"]),
+        ("Monitored metric train_loss = nan is not finite. Previous best value was 0.512. "
+         "Signaling Trainer to stop.", ["train_loss"]),
+    ],
+)  # fmt: skip
+def test_a_metric_line_without_a_step_in_other_shapes(line: str, keys: list[str]) -> None:
+    """One metric alone on its line, YAML's `.nan`, `name value` pairs, values joined by `/`,
+    a sentence's `is` / `was`: at the step after the last."""
+    assert bad(read_all([line])) == [(1, keys)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  warmup: inf",  # indented: a configuration's
+        "max_grad_norm: inf",  # a limit's setting
+        "WARNING grad_norm=nan",  # a warning's words before it
+        "The grad norm is nan. Skipping updating the model.",  # prose around it
+        "[host:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad.",
+    ],
+)
+def test_a_setting_a_warning_and_prose_are_no_lone_metric(line: str) -> None:
+    """A logger's level and its `(module:line)` are no keys; a setting, a warning's words or
+    a sentence around a value make no metric line."""
+    assert steps(read_all([line])) == []
+
+
+def test_a_sentence_names_its_key_and_a_header_s_one_row_is_read() -> None:
+    """BigDL's `Loss is Infinity.` at `[Iteration N]`; a callback's `Epoch : 8` / `LOSS :
+    nan` block."""
+    bigdl = ("INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock "
+             "197340.7s] Train 1792 in 4.0seconds. Throughput is 447.2 records/second. Loss is "
+             "Infinity. Current learning rate is 0.046.")  # fmt: skip
+    assert bad(read_all([bigdl])) == [(45459, ["Loss"])]
+    assert bad(read_all(["Epoch    :  8", "LOSS     :  nan", ""])) == [(8, ["LOSS"])]
+    assert bad(read_all(["Epoch 1/10", "max_grad_norm: inf", ""])) == []

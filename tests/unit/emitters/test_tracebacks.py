@@ -245,3 +245,57 @@ def test_ipython_s_head_with_the_padding_lost_and_its_older_frames() -> None:
     assert fields["error"] == "NanLossDuringTrainingError"
     # a word that merely ends before the head is no exception's name
     assert failed(read_all(["SomethingTraceback (most recent call last)"])) == []
+
+
+def test_a_paste_indented_whole_ends_at_its_less_indented_exception_line() -> None:
+    """A markdown code block indents every line: the frames by six, the exception by four."""
+    lines = ["      0%|          | 0/392 [00:00<?, ?it/s]Traceback (most recent call last):",
+             '      File "train.py", line 110, in <module>', "        train_model(params)",
+             '      File "/x/allennlp/training/trainer.py", line 323, in _train_epoch',
+             '        raise ValueError("nan loss encountered")',
+             "    ValueError: nan loss encountered"]  # fmt: skip
+    (fields,) = failed(read_all(lines))
+    assert fields["error"] == "ValueError: nan loss encountered"
+    # code lines of an ordinary traceback stay code lines
+    assert failed(read_all(["Traceback (most recent call last):", '  File "x.py", line 1, in f',
+                            "    RuntimeError('not raised')"])) == []  # fmt: skip
+
+
+def test_a_launcher_s_traceback_cut_short_leaves_its_child_s_uncaught_one() -> None:
+    """accelerate's own traceback after the script's, cut before its exception line: the
+    script's exception is still the failure; a step further after both says it was handled."""
+    child = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 618, in main',
+        "    accelerator.backward(loss)",
+        "RuntimeError: CUDA error: misaligned address",
+    ]
+    launcher = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/accelerate", line 8, in <module>',
+        "    sys.exit(main())",
+    ]
+    (fields,) = failed(read_all(child + launcher))
+    assert fields["error"] == "RuntimeError: CUDA error: misaligned address"
+    assert failed(read_all(child + launcher + ["step:3 - loss:0.5 - lr:0.1"])) == []
+    # a bar repainted at the count it showed is no step further
+    bar = "Steps:   0% 2/2500 [00:10<3:35:23,  5.17s/it, loss=0.239, lr=5e-6]"
+    assert len(failed(read_all([bar, *child, bar]))) == 1
+
+
+def test_an_abort_on_a_collective_s_timeout_is_the_timeout_s() -> None:
+    """libstdc++'s `terminate called after throwing ...` is a failure of its own, unless its
+    `what():` (or a line before) is a collective's timeout: torch's watchdog aborts so."""
+    abort = "terminate called after throwing an instance of 'c10::DistBackendError'"
+    watchdog = ("  what():  [PG 0 Rank 5] Process group watchdog thread terminated with exception: "
+                "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9141, "
+                "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600013 milliseconds before "
+                "timing out.")  # fmt: skip
+    kinds = [k for k, _ in read_all([abort, watchdog])]
+    assert "collective.timeout" in kinds
+    assert "component.failed" not in kinds
+    trt = ["terminate called after throwing an instance of 'tensorrt_llm::common::TllmException'",
+           "  what():  [TensorRT-LLM][ERROR] Assertion failed: Failed: MPI error"]  # fmt: skip
+    ((_, fields),) = [f for f in read_all(trt) if f[0] == "component.failed"]
+    assert fields["how"] == "fatal"
+    assert "_abort" not in fields
