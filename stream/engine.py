@@ -21,50 +21,22 @@ clocks are one.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from runwatch.emitters import events as ev
-from runwatch.emitters.runview import HoldPolicy, Resumed, RunView, StacksAsked, ViewAlert
+from runwatch.emitters.runview import RunView
+from runwatch.stream import engine_dump, runviews
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
 from runwatch.stream.incidents import Bookkeeper, open_summaries
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
-from runwatch.stream.state.incidents import RunIncidents
 from runwatch.stream.state.run import EveryBeatInFull, RunState
+from runwatch.stream.tracked import RecentIds, TrackedRun
 
-
-class RecentIds(set[str]):
-    """The ids of the last `capacity` events applied: duplicates are dropped in bounded memory.
-
-    A set for membership (the set itself: `in` costs no Python call on the per-event path)
-    plus a deque for age. (A dict used as an ordered set, evicting with
-    `del d[next(iter(d))]`, degrades once full: CPython scans the dead slots at the front of
-    the dict on every eviction, a cost per event that grows with the window until it resizes.)
-    """
-
-    __slots__ = ("_order", "capacity")
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self.capacity = capacity
-        self._order: deque[str] = deque()
-
-    def add(self, event_id: str) -> None:
-        if event_id in self:
-            return
-        super().add(event_id)
-        order = self._order
-        order.append(event_id)
-        if len(order) > self.capacity:
-            self.discard(order.popleft())
-
-    def ordered(self) -> list[str]:
-        """The ids held, oldest first (what a checkpoint keeps)."""
-        return list(self._order)
+__all__ = ["CHECKED_KINDS", "Engine", "RecentIds", "TrackedRun"]
 
 
 _add_id = set.add
@@ -74,31 +46,6 @@ INF = float("inf")
 _IN_FULL = frozenset({"run.started", "run.resumed", "run.finished"})
 #: the kinds `Engine.check` may refuse
 CHECKED_KINDS = frozenset({"run.started"})
-
-
-class TrackedRun:
-    """A run's state plus what the engine needs to drive its alerts."""
-
-    __slots__ = (
-        "by_kind", "firing", "incidents", "lifted", "overrides", "resumed", "state", "timers",
-        "transitions",
-    )  # fmt: skip
-
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-        self.overrides: dict[str, Params] = {}  # per-run rule parameters
-        #: kind -> the rules to evaluate, when the run's overrides turn rules on or off
-        #: (None: the engine's)
-        self.by_kind: dict[str, list[int]] | None = None
-        self.firing: dict[int, dict[str, Condition]] = {}  # rule index -> key -> condition
-        self.timers: dict[int, float] = {}  # rule index -> next scheduled check
-        self.transitions: dict[str, int] = {}  # alert key -> transitions so far
-        #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
-        #: the run's guard; a new firing (another id) does
-        self.lifted: set[str] = set()
-        #: the latest run.resumed (ts, by, rule): `Resumed`'s fields, as a checkpoint keeps them
-        self.resumed: dict[str, Any] | None = None
-        self.incidents = RunIncidents()  # which of its alerts belong to one fault
 
 
 class Engine:
@@ -119,7 +66,7 @@ class Engine:
         self._rule_ids = tuple(rule.rule_id for rule in self.rules)
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
         #: the rule judged across runs (`shared_cause`): a run's opt-in to the fleet pause
-        self._fleet_rule = next((r for r in self.rules if getattr(r, "fleet", False)), None)
+        self.fleet_rule = next((r for r in self.rules if getattr(r, "fleet", False)), None)
         self._incidents: Bookkeeper[TrackedRun] = Bookkeeper(
             self.config.incidents, self._view_changed
         )
@@ -502,121 +449,21 @@ class Engine:
                     return self._alert(tracked, rule, params, cond, now, "firing", key, number)
         return None
 
-    # -- checkpoints -----------------------------------------------------------------------
+    # -- checkpoints and run views (stream/engine_dump.py, stream/runviews.py) ----------------
 
     def dump_state(self) -> dict[str, Any]:
-        """Everything a re-read of the input would rebuild (run states, the alert lifecycle,
-        pending checks, the dedup window), as objects a checkpoint can pickle. Per-run rule
-        parameters go as JSON, read back through the rules' own models."""
-        runs = [
-            (
-                run,
-                t.state,
-                {rule_id: p.model_dump_json(by_alias=True) for rule_id, p in t.overrides.items()},
-                t.firing,
-                t.timers,
-                t.transitions,
-                t.lifted,
-                t.resumed,
-                t.incidents,
-            )
-            for run, t in self.runs.items()
-        ]
-        seen: str | list[str] = self.seen.ordered()
-        joined = "\n".join(seen)
-        if joined.count("\n") == len(seen) - 1:  # one string pickles ~6x faster than 100k
-            seen = joined
-        return {
-            "now": self.now,
-            "heard": self.heard,
-            "duplicates": self.duplicates,
-            "seen": seen,
-            "timers": self._timers + self._silence_timers,
-            "runs": runs,
-        }
+        """Everything a re-read of the input would rebuild, as objects a checkpoint can
+        pickle (`engine_dump.dump_state`)."""
+        return engine_dump.dump_state(self)
 
     def load_state(self, state: dict[str, Any]) -> None:
-        """Take over what `dump_state` gave, made with the same rules config (the caller
-        checks). Raises (ConfigError if a run's parameters no longer validate) before it
-        changes anything."""
-        rules = self.config.by_id()
-        runs: dict[str, TrackedRun] = {}
-        for (
-            run,
-            run_state,
-            overrides,
-            firing,
-            timers,
-            transitions,
-            lifted,
-            resumed,
-            incidents,
-        ) in state["runs"]:
-            tracked = TrackedRun(run_state)
-            tracked.lifted, tracked.resumed, tracked.incidents = lifted, resumed, incidents
-            for rule_id, raw in overrides.items():
-                rule = rules.get(rule_id)
-                if rule is None:
-                    raise ConfigError(f"run {run}: no rule {rule_id!r}")
-                tracked.overrides[rule_id] = rule.params_model.model_validate_json(raw)
-            tracked.firing, tracked.timers, tracked.transitions = firing, timers, transitions
-            self._reindex(tracked)
-            runs[run] = tracked
-        now, duplicates = state["now"], state["duplicates"]
-        heard = state.get("heard", now)  # (a checkpoint made before the two clocks)
-        pending = [t for t in state["timers"] if t[2] not in self._silent]
-        silence = [t for t in state["timers"] if t[2] in self._silent]
-        seen = RecentIds(self.seen.capacity)
-        ids = state["seen"]
-        for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:
-            seen.add(event_id)
-        heapq.heapify(pending)
-        heapq.heapify(silence)
-        # all read: only now is anything replaced (a state that fails to load changes nothing)
-        self.runs, self.now, self.heard, self.duplicates = runs, now, heard, duplicates
-        self._timers, self._silence_timers, self.seen = pending, silence, seen
-        self._due = min(pending[0][0] if pending else INF, silence[0][0] if silence else INF)
-
-    # -- the run view ------------------------------------------------------------------------
+        """Take over what `dump_state` gave (`engine_dump.load_state`): all or nothing."""
+        engine_dump.load_state(self, state)
 
     def run_view(self, run: str) -> RunView | None:
-        """What a run's own processes read (`runwatch.emitters.runview`): the alerts firing
-        now that no person lifted, with their rule's policy, and a request for stacks while
-        one is open; None for a run not tracked."""
-        tracked = self.runs.get(run)
-        if tracked is None:
-            return None
-        alerts: list[ViewAlert] = []
-        for index, conds in tracked.firing.items():
-            rule = self.rules[index]
-            params = tracked.overrides.get(rule.rule_id, rule.params)
-            for cond in conds.values():
-                key = alert_key(rule.rule_id, run, cond.key)
-                ident = transition_id(key, tracked.transitions[key])
-                if ident not in tracked.lifted:
-                    alerts.append(
-                        ViewAlert(id=ident, rule=rule.rule_id, key=key, subject=cond.subject,
-                                  severity=rule.severity_of(params), action=params.action,
-                                  since=cond.since)
-                    )  # fmt: skip
-        alerts.sort(key=lambda a: (a.since, a.key))
-        stacks = tracked.state.stacks
-        asked = None
-        if stacks.request is not None:
-            asked = StacksAsked(request=stacks.request, at=stacks.requested_at)
-        resumed = Resumed(**tracked.resumed) if tracked.resumed is not None else None
-        return RunView(run=run, ts=self.now, alerts=alerts, lifted=len(tracked.lifted),
-                       resumed=resumed, stacks=asked, hold=self._hold_policy(tracked))  # fmt: skip
-
-    def _hold_policy(self, tracked: TrackedRun) -> HoldPolicy | None:
-        """The run's opt-in to the fleet pause (`shared_cause.hold`), if it gave one."""
-        rule = self._fleet_rule
-        if rule is None:
-            return None
-        params = tracked.overrides.get(rule.rule_id, rule.params)
-        if not (params.enabled and getattr(params, "hold", False)):
-            return None
-        return HoldPolicy(canary_every=params.canary_every)
+        """What a run's own processes read (`runviews.run_view`); None for a run not
+        tracked."""
+        return runviews.run_view(self, run)
 
     def take_run_views(self) -> list[RunView]:
         """The views of the runs whose view may have changed since the last call."""

@@ -1,0 +1,66 @@
+"""What the engine keeps beside the run states: each run's alert bookkeeping (`TrackedRun`)
+and the ids of the events applied lately (`RecentIds`), which drop duplicates."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from runwatch.stream.rules import Condition, Params
+from runwatch.stream.state.incidents import RunIncidents
+from runwatch.stream.state.run import RunState
+
+
+class RecentIds(set[str]):
+    """The ids of the last `capacity` events applied: duplicates are dropped in bounded memory.
+
+    A set for membership (the set itself: `in` costs no Python call on the per-event path)
+    plus a deque for age. (A dict used as an ordered set, evicting with
+    `del d[next(iter(d))]`, degrades once full: CPython scans the dead slots at the front of
+    the dict on every eviction, a cost per event that grows with the window until it resizes.)
+    """
+
+    __slots__ = ("_order", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self._order: deque[str] = deque()
+
+    def add(self, event_id: str) -> None:
+        if event_id in self:
+            return
+        super().add(event_id)
+        order = self._order
+        order.append(event_id)
+        if len(order) > self.capacity:
+            self.discard(order.popleft())
+
+    def ordered(self) -> list[str]:
+        """The ids held, oldest first (what a checkpoint keeps)."""
+        return list(self._order)
+
+
+class TrackedRun:
+    """A run's state plus what the engine needs to drive its alerts."""
+
+    __slots__ = (
+        "by_kind", "firing", "incidents", "lifted", "overrides", "resumed", "state", "timers",
+        "transitions",
+    )  # fmt: skip
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.overrides: dict[str, Params] = {}  # per-run rule parameters
+        #: kind -> the rules to evaluate, when the run's overrides turn rules on or off
+        #: (None: the engine's)
+        self.by_kind: dict[str, list[int]] | None = None
+        self.firing: dict[int, dict[str, Condition]] = {}  # rule index -> key -> condition
+        self.timers: dict[int, float] = {}  # rule index -> next scheduled check
+        self.transitions: dict[str, int] = {}  # alert key -> transitions so far
+        #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
+        #: the run's guard; a new firing (another id) does
+        self.lifted: set[str] = set()
+        #: the latest run.resumed (ts, by, rule): `Resumed`'s fields, as a checkpoint keeps them
+        self.resumed: dict[str, Any] | None = None
+        self.incidents = RunIncidents()  # which of its alerts belong to one fault
