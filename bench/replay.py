@@ -1,7 +1,6 @@
 """Replay throughput on one core, next to a naive baseline, and memory per active run.
 
-Throughput, on two traces of different shape (the shape decides what an event costs), and a
-third on request:
+Throughput, on three traces of different shape (the shape decides what an event costs):
 
   the repository's  every incident of `runwatch.dev.scenarios`, copied under `--copies`
                     different run ids each (48 runs, ~360k events by default), each copy
@@ -11,17 +10,18 @@ third on request:
   heartbeat-heavy   `bench/heartbeat_trace.py`: 60 small runs over four hours, ~320k events,
                     half of them heartbeats, a sixth `inference.stats`, a quarter trajectory
                     starts and ends, the rest step events, written as the emitter writes them.
-  fleet (alone,     the fleet bench's run shape (`bench/fleet_shape.py`: eight trainer ranks,
-  --shape fleet)    a rollout worker, an orchestrator and two servers a run, every trajectory
-                    moving through a phase), 100 runs for 240 s, ~70k events.
+  fleet-shaped      the fleet bench's run shape (`bench/fleet_shape.py`: eight trainer ranks,
+                    a rollout worker, an orchestrator and two servers a run, every trajectory
+                    moving through a phase), `--fleet-runs` runs (100) for 240 s, ~70k events.
 
 Lines are JSON bytes in memory (no file I/O). On each:
 
-  runwatch replay   `runwatch.stream.replay.replay` with a default `Engine`: msgspec decode,
-                    the 5 s reorder window, the engine evaluating only the rules an event
-                    can change, and every alert serialized with orjson. Twice: every
-                    built-in rule on, and only the contract's seven (the others
-                    `enabled = false`).
+  runwatch replay   `runwatch.stream.replay.replay` with a default `Engine`, as the command
+                    runs it (the collector tuned for a consuming loop): batches of lines
+                    decoded by msgspec, the 5 s reorder window, the engine evaluating only
+                    the rules an event can change, and every alert serialized with orjson.
+                    Twice: every built-in rule on, and only the contract's seven (the
+                    others `enabled = false`).
   plain reading     `bench/reference.py`: the contract's seven rules as one would write them
                     from the contract -- a dict per run, `json.loads`, every rule of the run
                     after every event and every run once a second.
@@ -38,12 +38,12 @@ measures the engine's memory after applying every event; the recent-ids ring tha
 duplicates is engine-wide and bounded (`dedup_capacity`), so it is reported apart.
 
 Goals (issue 44): >= 1.5x the plain reading with every rule on, >= 2x it with the seven, on
-both traces; <= 128 KiB per active run with 512 pending trajectories. Times are the process's
+every trace; <= 128 KiB per active run with 512 pending trajectories. Times are the process's
 CPU time (one core; the bench is single-threaded, and the machine may be shared), best of
 `--repeat` passes. Figures only: nothing here asserts a timing.
 
-    .venv/bin/python bench/replay.py [--quick] [--shape both|incidents|heartbeats]
-        [--copies 8] [--mem-runs 200] [--repeat 3] [--no-naive]
+    .venv/bin/python bench/replay.py [--quick] [--shape all|incidents|heartbeats|fleet]
+        [--copies 8] [--fleet-runs 100] [--mem-runs 200] [--repeat 3] [--no-naive]
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from reference import SEVEN, plain
 from runwatch.dev.scenarios import SCENARIOS, T0
 from runwatch.emitters import events
 from runwatch.stream.alerts import Alert
+from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine, RecentIds
@@ -107,7 +108,8 @@ def records(lines: list[bytes]) -> Iterator[Record]:
 
 
 def runwatch_replay(lines: list[bytes], engine: Engine | None = None) -> list[bytes]:
-    return [orjson.dumps(a.to_dict()) for a in replay(records(lines), engine or Engine())]
+    with tuned_for_consuming():  # as `runwatch replay` runs
+        return [orjson.dumps(a.to_dict()) for a in replay(records(lines), engine or Engine())]
 
 
 #: the built-in rules other than the contract's seven, turned off (`enabled = false`)
@@ -288,9 +290,14 @@ def main() -> None:
     ap.add_argument("--mem-runs", type=int, default=200, help="live runs for the memory figure")
     ap.add_argument("--repeat", type=int, default=3, help="passes of each replay, best kept")
     ap.add_argument("--no-naive", action="store_true", help="leave out the naive engine (slow)")
-    ap.add_argument("--shape", choices=("both", "incidents", "heartbeats", "fleet"),
-                    default="both", help="which trace (default both; fleet: the fleet "
-                    "bench's run shape, 100 runs for 240 s, alone)")  # fmt: skip
+    ap.add_argument(
+        "--shape",
+        choices=("all", "incidents", "heartbeats", "fleet"),
+        default="all",
+        help="which trace (default all three)",
+    )
+    ap.add_argument("--fleet-runs", type=int, default=100,
+                    help="runs of the fleet-shaped trace (default 100)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="small traces, one pass, print only")
     args = ap.parse_args()
     if args.quick:
@@ -300,22 +307,23 @@ def main() -> None:
     say("CPU time (process_time) per pass, best of "
         f"{args.repeat}; every figure of a trace measured in this one process")  # fmt: skip
     say("")
-    if args.shape in ("both", "incidents"):
+    if args.shape in ("all", "incidents"):
         args.ring = True
         lines = multi_run_stream(args.copies)
         throughput("the repository's trace (every incident, copied)", lines,
                    len(SCENARIOS) * args.copies, args)  # fmt: skip
-    if args.shape in ("both", "heartbeats"):
+    if args.shape in ("all", "heartbeats"):
         args.ring = False
         hours = 1.0 if args.quick else HOURS
         lines = heartbeat_heavy(hours=hours)
         throughput(f"heartbeat-heavy trace (bench/heartbeat_trace.py, {hours:g} h)", lines,
                    RUNS, args)  # fmt: skip
 
-    if args.shape == "fleet":
+    if args.shape in ("all", "fleet"):
         args.ring = False
-        throughput("fleet-shaped trace (bench/fleet_shape.py: 12 processes a run)",
-                   fleet_trace(100, 240.0), 100, args)  # fmt: skip
+        runs = 30 if args.quick else args.fleet_runs
+        throughput("fleet-shaped trace (bench/fleet_shape.py: 12 processes a run, 240 s)",
+                   fleet_trace(runs, 240.0), runs, args)  # fmt: skip
 
     mem = memory_per_run(args.mem_runs)
     say(
@@ -328,7 +336,7 @@ def main() -> None:
         f"{mem['dedup_ids']:,} ids ({mem['dedup_kib'] * 1024 / mem['dedup_ids']:.0f} B/id)"
     )
 
-    if not args.quick and args.shape == "both" and not args.no_naive:
+    if not args.quick and args.shape == "all" and not args.no_naive:
         body = ["## Replay throughput against a plain reading of the seven rules "
                 "(`bench/replay.py`)", "", "```", *SAID, "```"]  # fmt: skip
         write_section("replay", body)

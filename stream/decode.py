@@ -317,7 +317,13 @@ def admit(raw: bytes | str, received: float | None = None) -> events.Event:
 
 
 _TS = operator.attrgetter("ts")
-_ENVELOPE = operator.attrgetter("run", "src.component")
+_RUN, _COMPONENT = operator.attrgetter("run"), operator.attrgetter("src.component")
+#: the envelope's two patterns, each with the values that matched it (a batch's run ids and
+#: components are sets of their own: no pair a line), started over when full
+_ENVELOPE_SEARCHES = next((_PATTERNS[t].searches for t in _ENVELOPE_ONLY), ())
+_RUNS_MATCHED: set[str] = set()
+_COMPONENTS_MATCHED: set[str] = set()
+_MATCHED_MAX = 65_536
 _JUNCTION = b"}\n{"
 _JSON_SPACE = b" \t\r\n"  # (what JSON allows after a value; `rstrip()` takes more)
 
@@ -362,11 +368,28 @@ def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
     stamps = list(map(_TS, decoded))
     if not (min(stamps) >= MIN_TS and max(stamps) < MAX_TS):
         return None
-    if set(map(type, decoded)) <= _ENVELOPE_ONLY and set(map(_ENVELOPE, decoded)) <= (
-        _ENVELOPE_MATCHED
-    ):
-        return decoded  # every pattern the memo's answer
+    if set(map(type, decoded)) <= _ENVELOPE_ONLY:  # the envelope's patterns alone
+        run_ok, component_ok = _ENVELOPE_SEARCHES
+        if _all_match(set(map(_RUN, decoded)), _RUNS_MATCHED, run_ok) and _all_match(
+            set(map(_COMPONENT, decoded)), _COMPONENTS_MATCHED, component_ok
+        ):
+            return decoded
+        return None
     for event in decoded:
         if not _PATTERNS[type(event)].hold(event):
             return None
     return decoded
+
+
+def _all_match(values: set[str], matched: set[str], search: Any) -> bool:
+    """Whether every value matches the pattern `search` is of, `matched` answering for those
+    that matched before (and remembering the new ones)."""
+    new = values - matched
+    if not new:
+        return True
+    if not all(search(value) is not None for value in new):
+        return False
+    if len(matched) + len(new) > _MATCHED_MAX:
+        matched.clear()
+    matched |= new
+    return True

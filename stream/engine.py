@@ -324,7 +324,7 @@ class Engine:
         overrides = tracked.overrides
         params = overrides.get(self._rule_ids[index], rule.params) if overrides else rule.params
         # a run's end closes its alerts (contract section 8): nothing holds after it
-        live = params.enabled and not tracked.state.finished
+        live = params.enabled and tracked.state.status is None  # (not finished)
         verdict = rule.check(tracked.state, now, params) if live else QUIET
         firing = tracked.firing.get(index)
         next_check = verdict.recheck_at

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import cast
 
 from runwatch.emitters import events as ev
 from runwatch.stream.state.failures import Collectives, Failures
@@ -112,7 +111,10 @@ class RunState:
     # -- folding events --------------------------------------------------------------------
 
     def apply(self, event: ev.Event) -> None:
-        """Fold one validated event into the state (the caller has removed duplicates)."""
+        """Fold one validated event into the state (the caller has removed duplicates).
+
+        (The handlers below take their kind's type by annotation, not `typing.cast`: a
+        call per event.)"""
         ts = event.ts
         if ts > self.clock:  # (the first ts is at most the clock: nothing more to do)
             self.clock = ts
@@ -141,7 +143,7 @@ class RunState:
             self.steps.idle_span(*span)
 
     def _run_started(self, event: ev.Event) -> None:
-        e = cast(ev.RunStarted, event)
+        e: ev.RunStarted = event  # type: ignore[assignment]
         if self.started_ts is None or e.ts < self.started_ts:
             self.started_ts = e.ts
         if e.labels:
@@ -150,7 +152,7 @@ class RunState:
             self.total_steps = e.total_steps
 
     def _run_finished(self, event: ev.Event) -> None:
-        e = cast(ev.RunFinished, event)
+        e: ev.RunFinished = event  # type: ignore[assignment]
         self.status = e.status
         self.finished_ts = e.ts
         # the run is over: nothing it started is still waiting on anything
@@ -214,26 +216,26 @@ class RunState:
             self._idle_changed()
 
     def _step_started(self, event: ev.Event) -> None:
-        e = cast(ev.StepStarted, event)
+        e: ev.StepStarted = event  # type: ignore[assignment]
         self.steps.started(e.step, e.ts)
 
     def _step_done(self, event: ev.Event) -> None:
-        e = cast(ev.StepDone, event)
+        e: ev.StepDone = event  # type: ignore[assignment]
         self.steps.done(e.step, e.ts, e.duration_s, self.inference.idle_since, e.timing)
         if self.progress_at is None or e.ts > self.progress_at:
             self.progress_at = e.ts
 
     def _step_metrics(self, event: ev.Event) -> None:
-        e = cast(ev.StepMetrics, event)
+        e: ev.StepMetrics = event  # type: ignore[assignment]
         self.steps.metrics(e.step, e.ts, e.metrics)
 
     def _reward(self, event: ev.Event) -> None:
-        e = cast(ev.Reward, event)
+        e: ev.Reward = event  # type: ignore[assignment]
         self.steps.reward(e.step, e.ts, e.mean)
 
     def _traj_started(self, event: ev.Event) -> None:
-        e = cast(ev.TrajectoryStarted, event)
-        if self.finished:
+        e: ev.TrajectoryStarted = event  # type: ignore[assignment]
+        if self.status is not None:  # (finished)
             return
         inference = self.inference
         waited = bool(inference.pending)
@@ -242,7 +244,7 @@ class RunState:
             self._idle_changed()
 
     def _traj_phase(self, event: ev.Event) -> None:
-        e = cast(ev.TrajectoryPhase, event)
+        e: ev.TrajectoryPhase = event  # type: ignore[assignment]
         self.inference.phase(e.traj, e.phase, e.ts, e.dep)
         if e.dep is not None:
             self._used(e.dep, e.ts)
@@ -255,7 +257,7 @@ class RunState:
                 del deps[next(iter(deps))]
 
     def _traj_done(self, event: ev.Event) -> None:
-        e = cast(ev.TrajectoryDone, event)
+        e: ev.TrajectoryDone = event  # type: ignore[assignment]
         if e.reward is not None and math.isfinite(e.reward):
             began = self.inference.pending.get(e.traj)
             group = e.group if e.group is not None else began.group if began else None
@@ -276,7 +278,7 @@ class RunState:
         return event.src.instance or event.src.host or "inference"
 
     def _request(self, event: ev.Event) -> None:
-        e = cast(ev.RequestQueued | ev.RequestDone, event)
+        e: ev.RequestQueued | ev.RequestDone = event  # type: ignore[assignment]
         name = self._server_name(e.server, e)
         proc = self.processes.get(e.src) if e.src.component == "inference" else None
         self.inference.request(name, proc, e.req, done=event.kind == "request.done")
@@ -285,14 +287,14 @@ class RunState:
             self._used(e.dep, e.ts)
 
     def _inference_stats(self, event: ev.Event) -> None:
-        e = cast(ev.InferenceStats, event)
+        e: ev.InferenceStats = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
         self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage,
                              e.gen_tokens_per_s, e.prompt_tokens_per_s)  # fmt: skip
         self._idle_changed()
 
     def _progress(self, event: ev.Event) -> None:
-        e = cast(ev.Progress, event)
+        e: ev.Progress = event  # type: ignore[assignment]
         self.progress.update(e.src.component, e.name, e.n, e.total, e.ts)
         if e.name in self.config.pending_bars and not self.finished:
             key = (e.src.component, e.name)
@@ -300,35 +302,35 @@ class RunState:
             self._idle_changed()
 
     def _rank_status(self, event: ev.Event) -> None:
-        e = cast(ev.RankStatus, event)
+        e: ev.RankStatus = event  # type: ignore[assignment]
         self.ranks.status(e.rank, e.world_size, e.phase, e.since, e.step, e.ts)
 
     def _weights_published(self, event: ev.Event) -> None:
-        e = cast(ev.WeightsPublished, event)
+        e: ev.WeightsPublished = event  # type: ignore[assignment]
         self.weights.publish(e.version, e.ts, e.step)
 
     def _weights_loaded(self, event: ev.Event) -> None:
-        e = cast(ev.WeightsLoaded, event)
+        e: ev.WeightsLoaded = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
         self.weights.load(self._server_name(e.server, e), e.version, e.ts, proc.name)
 
     def _component_failed(self, event: ev.Event) -> None:
-        e = cast(ev.ComponentFailed, event)
+        e: ev.ComponentFailed = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
         self.failures.failed(proc.name, proc.component, e.ts, e.error, e.how, e.exit_code)
 
     def _collective_timeout(self, event: ev.Event) -> None:
-        e = cast(ev.CollectiveTimeout, event)
+        e: ev.CollectiveTimeout = event  # type: ignore[assignment]
         fields = {name: getattr(e, name) for name in COLLECTIVE_FIELDS}
         self.collectives.timeout(self.processes.get(e.src).name, e.ts, fields)
 
     def _dep_held(self, event: ev.Event) -> None:
-        e = cast(ev.DepHeld, event)
+        e: ev.DepHeld = event  # type: ignore[assignment]
         self.holds.held(e.dep, self.processes.get(e.src).name, e.ts, e.fleet)
         self._used(e.dep, e.ts)
 
     def _dep_released(self, event: ev.Event) -> None:
-        e = cast(ev.DepReleased, event)
+        e: ev.DepReleased = event  # type: ignore[assignment]
         self.holds.released(e.dep, self.processes.get(e.src).name, e.ts)
 
     def _process_stacks(self, event: ev.Event) -> None:

@@ -63,6 +63,7 @@ BROKEN = [
     [line(17), b"  \n", line(18)],
     [b" " + line(19)],
     [line(20).replace(b'"rl-1"', b'"rl 1"')],
+    [line(23), line(24).replace(b'"trainer"', b'"Trainer"')],
     [line(21, extra="field")],
     [line(22).replace(b'"ts":', b'"ts":1e3+')],
     [],
