@@ -12,7 +12,6 @@ from runwatch.stream.rules.base import (
     QUIET,
     STALLS,
     Condition,
-    Deadlines,
     Description,
     Params,
     Rule,
@@ -46,13 +45,21 @@ class HeartbeatLostRule(Rule[HeartbeatParams]):
             return QUIET
         # Every heartbeat re-checks every process of the run, so only the silent ones get a
         # Condition; the others only say when the next one could go silent.
-        due = Deadlines(now)
+        # (`Deadlines`' loop written out: this check runs on every process's first and
+        # last beat and every timer of the run, over every process)
+        held: list[Condition] = []
+        recheck: float | None = None
         timeout = params.timeout
         for proc in run.processes.by_id.values():
-            if proc.last_beat is None or proc.final:
+            last = proc.last_beat
+            if last is None or proc.final:
                 continue
-            due.due(proc.name, proc.last_beat, proc.last_beat + timeout, proc.name)
-        return due.verdict()
+            deadline = last + timeout
+            if deadline <= now:
+                held.append(Condition(proc.name, last, deadline, proc.name))
+            elif recheck is None or deadline < recheck:
+                recheck = deadline
+        return Verdict(tuple(held), recheck) if held or recheck is not None else QUIET
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: HeartbeatParams
