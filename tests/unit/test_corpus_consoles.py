@@ -1,6 +1,6 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/, corpus2/ and corpus3/, issue
-41) are well formed: every file is in its part's manifest and every entry has its file, each file
-starts with its source, the held-out files are the bytes whose hashes were recorded when the
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus4/, issue 41) are well
+formed: every file is in its part's manifest and every entry has its file, each file starts with
+its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
 corpus' split.py makes from the labels, and no thread is used twice, across the corpora and
 field/. How the reader does on them is reported by scripts/corpus_report.py, not here."""
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2", "corpus3")
+CORPORA = ("corpus", "corpus2", "corpus3", "corpus4")
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
@@ -114,7 +114,7 @@ def test_the_split_is_the_one_split_py_makes_from_the_labels(corpus: str) -> Non
     assert SPLIT[corpus].check() == []
 
 
-@pytest.mark.parametrize("corpus", ["corpus2", "corpus3"])
+@pytest.mark.parametrize("corpus", ["corpus2", "corpus3", "corpus4"])
 def test_a_later_corpus_is_split_by_the_first_corpus_procedure_with_its_own_seed(
     corpus: str,
 ) -> None:
@@ -155,3 +155,15 @@ def test_the_third_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     assert _count(entries, "non_finite_metric") >= 30
     assert _count(entries, "component_failed") >= 35
     assert len(PARTS["corpus3"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_fourth_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
+    """Sixty or more excerpts from trainers, engines and launchers the first three had little of."""
+    entries = _entries("corpus4")
+    assert len(entries) >= 60
+    assert len({e["framework"] for e in entries}) >= 30
+    assert sum(1 for e in entries if not e["rules"]) >= 15
+    assert _count(entries, "non_finite_metric") >= 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 5
+    assert len(PARTS["corpus4"]["heldout"]) * 3 >= len(entries) - 3
