@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
 from operator import attrgetter
 
 from runwatch.emitters.events import Event
@@ -20,15 +20,32 @@ from runwatch.stream.timekeeping.reorder import in_order
 DEFAULT_WINDOW = 5.0
 #: Lines read, admitted and put through the window as one batch: the steps between them
 #: are taken once a batch, not once an event (their order, and what each one sees, is the
-#: same).
+#: same). Input that comes in batches of its own (`Batches`) keeps them.
 BATCH = 1024
 
 
+Line = tuple[str, int, bytes]  # where a line came from (source, line number) and the line
 Held = tuple[Event, str, int, bytes]  # an event, where it came from, and its line
 
 
+class Batches:
+    """Lines that come in batches, each what the input had ready (a pipe's lines so far, a
+    file's next chunk: `runwatch.commands.lines`). Replay takes them a batch at a time as
+    they come, so that one fed by a pipe that stays open moves with its lines, where
+    `BATCH` lines at a time would wait for lines that have not been written. Iterated: the
+    lines one by one."""
+
+    __slots__ = ("batches",)
+
+    def __init__(self, batches: Iterable[Sequence[Line]]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator[Line]:
+        return chain.from_iterable(self.batches)
+
+
 def replay(
-    lines: Iterable[tuple[str, int, bytes]],
+    lines: Iterable[Line],
     engine: Engine,
     *,
     until: float | None = None,
@@ -66,7 +83,7 @@ def replay(
 
 
 def admitted(
-    lines: Iterable[tuple[str, int, bytes]],
+    lines: Iterable[Line],
     check: Callable[[Event], None],
     on_refused: Callable[[Refused], None],
 ) -> Iterator[Held]:
@@ -82,16 +99,18 @@ def admitted(
 
 
 def stamped(
-    lines: Iterable[tuple[str, int, bytes]],
+    lines: Iterable[Line],
     check: Callable[[Event], None],
     on_refused: Callable[[Refused], None],
 ) -> Iterator[tuple[list[float], list[Held]]]:
-    """`admitted`'s events, `BATCH` lines at a time, as (their ts, them): what the reorder
-    window takes. A batch of plain lines, none far ahead, is admitted in one step
-    (`decode.admit_lines`, `FarAhead.passes_all`); any other, line by line."""
+    """`admitted`'s events a batch at a time (`Batches`' own, else `BATCH` lines), as (their
+    ts, them): what the reorder window takes. A batch of plain lines, none far ahead, is
+    admitted in one step (`decode.admit_lines`, `FarAhead.passes_all`); any other, line by
+    line."""
     ahead: FarAhead[Held] = FarAhead()
-    lines = iter(lines)
-    while batch := list(islice(lines, BATCH)):
+    for batch in lines.batches if isinstance(lines, Batches) else _batched(lines):
+        if not batch:
+            continue
         sources, numbers, raws = zip(*batch, strict=True)
         events = admit_lines(raws)
         if events is not None and _checked(events, check):
@@ -102,6 +121,12 @@ def stamped(
         yield _one_by_one(batch, ahead, check, on_refused)
     for (_, src, line, data), why in ahead.finish():
         on_refused(Refused(why, data, src, position=line, kind="bad_time"))
+
+
+def _batched(lines: Iterable[Line]) -> Iterator[list[Line]]:
+    """`lines`, `BATCH` at a time."""
+    it = iter(lines)
+    return iter(lambda: list(islice(it, BATCH)), [])
 
 
 _TS = attrgetter("ts")
@@ -123,7 +148,7 @@ def _checked(events: list[Event], check: Callable[[Event], None]) -> bool:
 
 
 def _one_by_one(
-    batch: list[tuple[str, int, bytes]],
+    batch: Sequence[Line],
     ahead: FarAhead[Held],
     check: Callable[[Event], None],
     on_refused: Callable[[Refused], None],

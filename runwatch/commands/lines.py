@@ -1,19 +1,24 @@
 """Reading JSON Lines input for a command: files in the order given (`-` is standard input),
-each line with its file and number, and at a terminal a progress bar on standard error."""
+each line with its file and number, in batches of what the input has ready, and at a
+terminal a progress bar on standard error."""
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from itertools import count, repeat
+from itertools import repeat
 from typing import IO, Any
 
 from runwatch.exceptions import CommandError
 from runwatch.stream.refused import Refused
+from runwatch.stream.replay import Batches, Line
 
-Line = tuple[str, int, bytes]
+#: bytes asked of the input at a time: a file gives this many (about a thousand events), a
+#: pipe what it holds, up to this
+CHUNK = 1 << 18
 
 
 def report_invalid(bad: Refused) -> None:
@@ -28,9 +33,14 @@ def must_exist(files: list[str]) -> None:
             raise CommandError(f"{name}: no such file")
 
 
-def read_lines(files: list[str], stack: ExitStack, *, progress: bool = False) -> Iterator[Line]:
-    """(file, line number, raw line) of every line; with `progress`, a bar while reading
-    when standard error is a terminal."""
+def read_lines(files: list[str], stack: ExitStack, *, progress: bool = False) -> Batches:
+    """(file, line number, raw line) of every line, in batches of what the input had ready
+    (`Batches`: a pipe's lines reach the reader as they come, not a full batch later); with
+    `progress`, a bar while reading when standard error is a terminal."""
+    return Batches(_batches(files, stack, progress))
+
+
+def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[list[Line]]:
     bar: Any = _RichProgress(stack) if progress and sys.stderr.isatty() else None
     for name in files:
         stream: IO[bytes]
@@ -38,14 +48,42 @@ def read_lines(files: list[str], stack: ExitStack, *, progress: bool = False) ->
             stream, label = sys.stdin.buffer, "<stdin>"
         else:
             stream, label = stack.enter_context(open(name, "rb")), name  # noqa: SIM115
-        if bar is None:  # (no call per line: a replay reads millions)
-            yield from zip(repeat(label), count(1), stream)
+        task = None
+        if bar is not None:
+            task = bar.start(label, None if name == "-" else os.path.getsize(name))
+        number = 1
+        for chunk in _line_chunks(stream):
+            if bar is not None:
+                bar.advance(task, sum(map(len, chunk)))
+            k = len(chunk)
+            yield list(zip(repeat(label, k), range(number, number + k), chunk, strict=True))
+            number += k
+        if bar is not None:
+            bar.finish(task)
+
+
+def _line_chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
+    """The lines of `stream` (each with its newline, the last perhaps without), as lists of
+    those that one read brought in whole: `read1` takes what a pipe holds without waiting
+    for more. A line longer than a read is kept in pieces until its end comes."""
+    read1 = stream.read1 if hasattr(stream, "read1") else stream.read
+    pieces: list[bytes] = []  # the start of a line whose end has not come
+    while chunk := read1(CHUNK):
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            pieces.append(chunk)
             continue
-        task = bar.start(label, None if name == "-" else os.path.getsize(name))
-        for number, raw in enumerate(stream, 1):
-            bar.advance(task, len(raw))
-            yield label, number, raw
-        bar.finish(task)
+        if pieces:
+            pieces.append(chunk)
+            chunk = b"".join(pieces)
+            end += len(chunk) - len(pieces[-1])
+            pieces = []
+        if end + 1 < len(chunk):
+            pieces.append(chunk[end + 1 :])
+            chunk = chunk[: end + 1]
+        yield io.BytesIO(chunk).readlines()
+    if pieces:
+        yield [b"".join(pieces)]
 
 
 class _RichProgress:

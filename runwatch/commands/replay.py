@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             lines, engine, until=args.until, window=args.reorder_window, on_invalid=report
         ):
             out.write(orjson.dumps(alert.to_dict()) + b"\n")
+            out.flush()  # out the moment it is made: a reader of a live pipe waits on it
             transitions += 1
     out.flush()
     if invalid or sys.stderr.isatty():

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
 from runwatch.dev import scenarios
+from runwatch.stream.replay import DEFAULT_WINDOW
 
 RUNWATCH = str(Path(sys.executable).parent / "runwatch")
 
@@ -51,6 +55,41 @@ def test_replay_stdin_matches_file(orchestrator_file):
     from_stdin = runwatch("replay", "-", stdin=orchestrator_file.read_bytes())
     assert from_stdin.returncode == 0
     assert from_stdin.stdout == from_file.stdout
+
+
+def test_a_live_pipe_gets_its_transition_while_it_stays_open():
+    """`runwatch replay -` fed by a pipe that stays open writes a transition as soon as its
+    event is out of the reorder window: it waits for no full batch of lines, and nothing it
+    writes waits in a buffer."""
+    t0 = 1_800_000_000.0
+    src = {"component": "trainer", "host": "n0", "pid": 7}
+    beat = {"v": 1, "run": "live", "kind": "heartbeat", "src": src}
+    nan = {"v": 1, "id": "m1", "ts": t0 + 1, "run": "live", "kind": "step.metrics", "src": src,
+           "step": 1, "metrics": {"actor/loss": float("nan")}}  # fmt: skip
+    later = DEFAULT_WINDOW + 5  # past the reorder window: the NaN step is applied
+    lines = [{**beat, "id": "b1", "ts": t0}, nan, {**beat, "id": "b2", "ts": t0 + later}]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as users run it
+    proc = subprocess.Popen([RUNWATCH, "replay", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    out: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=lambda: out.put(proc.stdout.readline()), daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(b"".join(json.dumps(e).encode() + b"\n" for e in lines))
+        proc.stdin.flush()  # and the pipe stays open
+        line = out.get(timeout=60)  # a generous deadline: it comes in well under a second
+        alert = json.loads(line)
+        assert (alert["rule"], alert["state"], alert["run"]) == ("non_finite_metric",
+                                                                 "firing", "live")  # fmt: skip
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+        reader.join(timeout=60)
+        proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
 
 
 def test_until_fires_conditions_still_holding(tmp_path):
