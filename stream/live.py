@@ -47,7 +47,7 @@ from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.records import Headers, is_batch, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
-from runwatch.stream.timekeeping.reading import ReadClock
+from runwatch.stream.timekeeping.reading import GAP_S, ReadClock
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -147,10 +147,15 @@ class LiveDriver:
         min_correction: float = DEFAULT_MIN_CORRECTION,
         clocks: ClockOffsets | None = None,
         dedup_capacity: int = DEFAULT_DEDUP,
+        arrival_gaps: bool = False,
         fleet: bool = False,
     ) -> None:
         """`fleet`: judge fleet incidents too (`runwatch.stream.fleet`), for a driver that
-        sees every run (`serve`); a Kafka worker sees its partitions' runs only."""
+        sees every run (`serve`); a Kafka worker sees its partitions' runs only.
+        `arrival_gaps`: a gap in the records' append times is an interruption of reading
+        (`ReadClock.observe`) -- a broker away appends nothing -- so that a re-read of the
+        records holds silence where the live worker's fetches went unanswered (the Kafka
+        worker's drivers; serve's records are only as gappy as its traffic)."""
         self.engine = Engine(config, dedup_capacity=dedup_capacity)
         stage = FleetStage(self.engine) if fleet else None
         self.fleet = stage if stage is not None and stage.enabled else None
@@ -166,6 +171,7 @@ class LiveDriver:
         self.arrival = float("-inf")  # broker time of the latest record fed
         #: holds time after an outage, while emitters deliver what they spooled through it
         self.reading = ReadClock()
+        self.arrival_gaps = arrival_gaps
         self.applied = 0
         self.invalid = 0
         self.failures = 0  # events that raised in the rules (isolated, dead-lettered)
@@ -242,10 +248,14 @@ class LiveDriver:
         out: list[Alert] = []
         dead = [] if dead is None else dead
         limit = self.min_correction
-        arrival = self.arrival
-        gone = self.gone
+        arrival = previous = self.arrival
+        gone, gaps = self.gone, self.arrival_gaps
         offset = None
         for event, raw, arrival, offset in items:
+            if gaps and arrival - previous > GAP_S:  # nothing appended meanwhile
+                reading.answered_by(previous)
+                reading.observe(arrival)
+            previous = arrival
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
                 continue
@@ -376,6 +386,9 @@ class LiveDriver:
         resolve) is returned.
         """
         engine = self.engine
+        if self.arrival_gaps:  # the ends were taken at `now`: a broker away since the last
+            self.reading.answered_by(self.arrival)  # record appended held reading then too
+            self.reading.observe(now)
         judged = max((a.ts for a in published.last.values() if a.run in engine.runs),
                      default=-INF)  # fmt: skip
         self.tick(now, heard=judged)

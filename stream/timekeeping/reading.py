@@ -13,7 +13,9 @@ emitter takes to reconnect and send its spool. Two things start a hold, both see
 partition, both bounded:
 
 - the worker's fetches of it stopped answering for `GAP_S` (`observe`): its broker was
-  down or the worker itself was paused; live only, it holds the wall clock of `tick`;
+  down or the worker itself was paused -- live, or read from the records (a broker away
+  appends nothing: a Kafka worker's drivers, live and re-reading, read a gap in the
+  records' append times the same way);
 - a record arrives late, `arrival - ts > LATE_S` (`late`): an emitter spooled it through an
   outage. Read from the records alone, so a rebuild that re-reads them holds as the live
   worker did; it holds the time events move too.
@@ -21,6 +23,7 @@ partition, both bounded:
 A process that died during the outage fires that much later; none fires for having been
 unreadable. However late its records, one emitter cannot hold time for long: an episode
 ends `RECONNECT_S` after it began, and as long again passes before the next one may begin.
+A gap in reading is no guess: it always holds, however soon after another.
 Pure: the drivers pass in the times.
 """
 
@@ -53,13 +56,21 @@ class ReadClock:
         """The clock of a partition that goes live after a rebuild: its last record's append
         time stands for the last answer, so a broker outage that ended while it was being
         rebuilt still holds time (the worker that read through it is gone)."""
-        return cls(answered=last_record if math.isfinite(last_record) else None)
+        clock = cls()
+        clock.answered_by(last_record)
+        return clock
+
+    def answered_by(self, last_record: float) -> None:
+        """A partition going live after a rebuild: its last record's append time stands for
+        the last answer, where none later is known (`after`)."""
+        if math.isfinite(last_record) and (self.answered is None or last_record > self.answered):
+            self.answered = last_record
 
     def observe(self, answered: float) -> None:
         """A fetch of the partition answered at `answered` (the client's record of it)."""
         last = self.answered
         if last is not None and answered - last > GAP_S:
-            self._hold(last, answered, answered - last)
+            self._hold(last, answered, answered - last, bounded=False)
         if last is None or answered > last:
             self.answered = answered
 
@@ -68,13 +79,17 @@ class ReadClock:
         if arrival - ts > LATE_S:
             self._hold(ts, arrival, arrival - ts)
 
-    def _hold(self, at: float, now: float, lasted: float) -> None:
+    def _hold(self, at: float, now: float, lasted: float, bounded: bool = True) -> None:
+        """Hold time at `at` until `lasted` (at most RECONNECT_S) after `now`. `bounded`
+        (late records, a guess): an episode ends RECONNECT_S after it began, and time flows
+        as long again before another may begin; a gap in reading is no guess and always
+        holds."""
         if self.held_at is not None and now < self.until:  # within an episode: hold on
             self.held_at = min(self.held_at, at)
+            until = max(self.until, now + min(lasted, RECONNECT_S))
             # however many late records follow, it ends RECONNECT_S after it began
-            self.until = min(max(self.until, now + min(lasted, RECONNECT_S)),
-                             self.since + RECONNECT_S)  # fmt: skip
-        elif now < self.until + RECONNECT_S:  # just after one: time flows before another
+            self.until = min(until, self.since + RECONNECT_S) if bounded else until
+        elif bounded and now < self.until + RECONNECT_S:  # just after one: time flows
             self.held_at = None
         else:
             self.held_at, self.since, self.until = at, now, now + min(lasted, RECONNECT_S)

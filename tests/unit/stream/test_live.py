@@ -441,3 +441,41 @@ def test_a_nan_step_while_records_come_in_late_fires() -> None:
     until T0+16.5; a NaN step on time meanwhile still fires, and the next step resolves it."""
     made, _ = nan_step_in(records(0, 10, late=3.5) + records(10, 30))
     assert [(a.state, a.ts) for a in made] == [("firing", T0 + 14), ("resolved", T0 + 16)]
+
+
+def test_a_re_read_holds_silence_at_a_gap_in_the_records_as_the_live_worker_did() -> None:
+    """The broker away from T0+10 to T0+20: the first record appended after it is node-0's
+    newest beat (its emitter sent what was queued before its spool), then both spools. Live,
+    the unanswered fetches held silence; a re-read of the same records sees the gap in their
+    append times and holds it too: nothing to publish, nothing false."""
+    part = Partition()
+    before = [(T0 + i * 0.5, h) for i in range(20) for h in ("node-0", "node-1")]
+    for ts, host in before:
+        part.append(beat(ts, host=host), ts + 0.01)
+    part.append(beat(T0 + 20, host="node-0"), T0 + 20.01)  # the newest first
+    for i in range(20):
+        for host in ("node-1", "node-0"):
+            part.append(beat(T0 + 10 + i * 0.5, host=host), T0 + 20.02 + i * 0.01)
+    for i in range(1, 40):
+        for host in ("node-0", "node-1"):
+            part.append(beat(T0 + 20 + i * 0.5, host=host), T0 + 20.5 + i * 0.5)
+    d = LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, arrival_gaps=True)
+    d.start_replay()
+    d.feed(part.records)
+    assert d.finish_replay(PublishedAlerts(), T0 + 40) == ([], [])
+
+
+def test_a_rebuild_whose_records_end_where_the_broker_went_away_holds_silence() -> None:
+    """A takeover during an outage: the records end at T0+10 (nothing appended since), the
+    end was taken at T0+20. A gap, not a silence: the re-read publishes nothing, and judges
+    silence again once the emitters had the time to deliver (10 s more)."""
+    part = Partition()
+    for i in range(20):
+        for host in ("node-0", "node-1"):
+            part.append(beat(T0 + i * 0.5, host=host), T0 + i * 0.5 + 0.01)
+    d = LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, arrival_gaps=True)
+    d.start_replay()
+    d.feed(part.records)
+    assert d.finish_replay(PublishedAlerts(), T0 + 20) == ([], [])
+    assert d.tick(T0 + 29.9) == []
+    assert len(d.tick(T0 + 30.5)) == 2  # both silent still: heartbeat_lost, each

@@ -80,3 +80,15 @@ def test_a_rebuilt_partition_holds_for_an_outage_it_did_not_see() -> None:
     empty = ReadClock.after(float("-inf"))  # nothing in the partition yet
     empty.observe(1012.0)
     assert empty.limit(1012.0, 1012.0) == 1012.0
+
+
+def test_a_gap_soon_after_another_hold_still_holds() -> None:
+    """Late records are a guess, bounded; a gap in reading is not (two broker restarts)."""
+    clock = ReadClock()
+    clock.observe(1000.0)
+    clock.observe(1009.0)  # holds until 1018
+    for t in range(1010, 1020):  # reading again
+        clock.observe(float(t))
+    assert clock.limit(1019.0, 1019.0) == 1019.0
+    clock.observe(1025.0)  # the broker away again
+    assert clock.limit(1025.0, 1025.0) == 1019.0
