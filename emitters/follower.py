@@ -96,6 +96,8 @@ class KafkaSource:
         consumer = built(KafkaConsumer, dict(
             bootstrap_servers=self.bootstrap.split(","), group_id=None,
             enable_auto_commit=False, request_timeout_ms=max(ms, 1000) + 500,
+            # workers publish run views in transactions: a fenced one's end aborted
+            isolation_level="read_committed",
             bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=1000,
             **self._security,
             # the emitter's options are a producer's: pass on those a consumer has too

@@ -68,3 +68,8 @@ class InvalidFleetRecord(RunwatchError, ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class PartitionLost(RunwatchError):
+    """A worker's producer of one input partition was fenced -- another worker took the
+    partition over -- or failed for good: nothing more goes out for that partition here."""

@@ -17,6 +17,15 @@ and a fetch from before its beginning starts there, as with auto_offset_reset="e
 A transaction's commit marker (`commit_marker`) takes an offset and is never fetched: the
 consumer's position passes it, and no record is returned for it.
 
+Transactions (`MemoryTxnProducer`, aiokafka's producer with a `transactional_id`): starting a
+producer bumps its id's epoch and aborts the transaction an earlier producer of the id left
+open; every later call of the earlier one raises `ProducerFenced`, as the broker's
+transaction coordinator refuses it. A consumer reading `read_committed` (what runwatch's
+clients read) gets no record of an aborted transaction, and none at or past the first record
+of an open one (the last stable offset: its `end_offsets` too); `highwater` is the end of
+the log either way. A commit of a group member whose group has rebalanced since it joined
+fails (CommitFailedError), as the coordinator refuses a stale generation.
+
 As strict as aiokafka 0.14 where it refuses: aiokafka's own `TopicPartition` (pause and
 resume take nothing else), its errors (`seek` or `commit` of a partition not assigned:
 `IllegalStateError`; a commit without a group: `IllegalOperation`; a negative offset:
@@ -33,8 +42,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaConnectionError
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalOperation,
+    IllegalStateError,
+    KafkaConnectionError,
+    ProducerFenced,
+)
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import RecordMetadata, TopicPartition
 
@@ -58,6 +73,17 @@ class MemoryRecord:
     control: bool = False
     #: (key, value) pairs, as aiokafka's ConsumerRecord has them
     headers: tuple[tuple[str, bytes], ...] = ()
+    #: the transaction it was written in (None: none)
+    txn: MemoryTxn | None = None
+
+
+@dataclass(eq=False)
+class MemoryTxn:
+    """One transaction of a transactional producer: open until committed or aborted."""
+
+    state: str = "open"  # "committed", "aborted"
+    #: the partitions it wrote to (each gets a control record when it ends)
+    partitions: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -75,6 +101,10 @@ class MemoryBroker:
     generations: dict[str, int] = field(default_factory=dict)
     #: per partition, its first offset still there (0 where none was deleted)
     starts: dict[TopicPartition, int] = field(default_factory=dict)
+    #: per transactional id, its epoch (bumped by each producer that starts with it) and
+    #: its transaction open now
+    epochs: dict[str, int] = field(default_factory=dict)
+    open_txns: dict[str, MemoryTxn] = field(default_factory=dict)
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -82,16 +112,18 @@ class MemoryBroker:
             parts.append([])
 
     def produce(self, topic: str, value: bytes | None, partition: int = 0,
-                key: bytes | None = None, headers: Any = ()) -> int:  # fmt: skip
+                key: bytes | None = None, headers: Any = (),
+                txn: MemoryTxn | None = None) -> int:  # fmt: skip
         self.create(topic, partition + 1)
         log = self.topics[topic][partition]
         log.append(MemoryRecord(topic, partition, len(log), int(time.time() * 1000), 1, key,
-                                value, headers=_headers(headers)))  # fmt: skip
+                                value, headers=_headers(headers), txn=txn))  # fmt: skip
         self.appended.append((topic, partition, len(log) - 1))
         return len(log) - 1
 
     def send(self, topic: str, value: bytes | None, key: bytes | None,
-             partition: int | None, headers: Any = ()) -> RecordMetadata:  # fmt: skip
+             partition: int | None, headers: Any = (),
+             txn: MemoryTxn | None = None) -> RecordMetadata:  # fmt: skip
         """What a producer's send does: to `partition`, else by key (the same key, the same
         partition). A topic that does not exist is refused (runwatch creates its topics
         first), as is a partition it does not have."""
@@ -105,7 +137,9 @@ class MemoryBroker:
             partition = _BY_KEY(key, every, every) if key is not None else 0
         if not 0 <= partition < len(parts):
             raise ValueError(f"Unrecognized partition {partition}")
-        offset = self.produce(topic, value, partition, key, headers)
+        offset = self.produce(topic, value, partition, key, headers, txn)
+        if txn is not None:
+            txn.partitions.add((topic, partition))
         record = parts[partition][offset]
         return RecordMetadata(topic, partition, TopicPartition(topic, partition), offset,
                               record.timestamp, record.timestamp_type, -1)  # fmt: skip
@@ -118,6 +152,30 @@ class MemoryBroker:
                                 None, control=True))  # fmt: skip
         return len(log) - 1
 
+    # -- transactions ----------------------------------------------------------------------
+
+    def init_producer(self, transactional_id: str) -> int:
+        """A producer starts with `transactional_id`: the id's next epoch (fencing every
+        earlier producer of it), and the transaction an earlier one left open aborted."""
+        self.end_txn(transactional_id, self.epochs.get(transactional_id, 0), commit=False)
+        epoch = self.epochs[transactional_id] = self.epochs.get(transactional_id, 0) + 1
+        return epoch
+
+    def current(self, transactional_id: str, epoch: int) -> None:
+        """Raise ProducerFenced unless `epoch` is the id's newest."""
+        if self.epochs.get(transactional_id) != epoch:
+            raise ProducerFenced()
+
+    def end_txn(self, transactional_id: str, epoch: int, commit: bool) -> None:
+        """End the id's open transaction (if any): its state, and a control record in each
+        partition it wrote to."""
+        txn = self.open_txns.pop(transactional_id, None)
+        if txn is None:
+            return
+        txn.state = "committed" if commit else "aborted"
+        for topic, partition in sorted(txn.partitions):
+            self.commit_marker(topic, partition)
+
     def delete_records(self, tp: TopicPartition, before: int) -> None:
         """Records before offset `before` gone, as retention deletes them (offsets stay)."""
         end = len(self.topics[tp.topic][tp.partition])
@@ -128,6 +186,12 @@ class MemoryBroker:
     def values(self, topic: str) -> list[bytes]:
         """Every value on `topic`, partition by partition."""
         return [r.value for part in self.topics.get(topic, []) for r in part if r.value]
+
+    def visible(self, topic: str) -> list[MemoryRecord]:
+        """The records of `topic` a read_committed consumer gets (none of an open or aborted
+        transaction), partition by partition."""
+        return [r for part in self.topics.get(topic, []) for r in part if r.value is not None
+                and (r.txn is None or r.txn.state == "committed")]  # fmt: skip
 
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t in topics for p in range(len(self.topics.get(t, [])))]
@@ -151,9 +215,11 @@ class MemoryBroker:
 
 
 class MemoryConsumer:
-    def __init__(self, broker: MemoryBroker, group_id: str | None = None) -> None:
+    def __init__(self, broker: MemoryBroker, group_id: str | None = None,
+                 isolation_level: str = "read_uncommitted") -> None:  # fmt: skip
         self.broker = broker
         self.group_id = group_id
+        self.committed_only = isolation_level == "read_committed"
         self.topics: list[str] = []
         self.listener: Any = None
         self._assignment: set[TopicPartition] = set()
@@ -259,9 +325,11 @@ class MemoryConsumer:
             log = self.broker.topics.get(tp.topic, [[]] * (tp.partition + 1))[tp.partition]
             start = max(self.positions.get(tp, 0), self.broker.starts.get(tp, 0))
             self.positions[tp] = start  # before the beginning: from there ("earliest")
-            taken = log[start : start + left]
+            taken = log[start : min(start + left, self._stable(tp, log))]
             self.positions[tp] = start + len(taken)  # past control records too
-            records = [r for r in taken if not r.control]
+            records = [r for r in taken if not r.control
+                       and (r.txn is None or r.txn.state == "committed"
+                            or not self.committed_only)]  # fmt: skip
             if records:
                 out[tp] = records
                 left -= len(records)
@@ -282,11 +350,20 @@ class MemoryConsumer:
         return {TopicPartition(*tp): self._end(TopicPartition(*tp)) for tp in partitions}
 
     def _end(self, tp: TopicPartition) -> int:
+        """Where a read ends: the log's end, or, read_committed, its last stable offset."""
         parts = self.broker.topics.get(tp.topic, [])
-        return len(parts[tp.partition]) if tp.partition < len(parts) else 0
+        return self._stable(tp, parts[tp.partition]) if tp.partition < len(parts) else 0
+
+    def _stable(self, tp: TopicPartition, log: list[MemoryRecord]) -> int:
+        if self.committed_only:
+            for r in log[self.broker.starts.get(tp, 0) :]:
+                if r.txn is not None and r.txn.state == "open":
+                    return r.offset
+        return len(log)
 
     def highwater(self, partition: Any) -> int | None:
-        return self._end(TopicPartition(*partition))
+        parts = self.broker.topics.get(partition.topic, [])
+        return len(parts[partition.partition]) if partition.partition < len(parts) else 0
 
     def last_poll_timestamp(self, partition: Any) -> int | None:
         return int(time.time() * 1000)
@@ -300,6 +377,8 @@ class MemoryConsumer:
         for tp in given:
             if tp not in self._assignment:
                 raise IllegalStateError(f"Partition {tp} is not assigned")
+        if self.pending_rebalance or self.joined < self.broker.generations.get(self.group_id, 0):
+            raise CommitFailedError("the group has rebalanced since this member joined")
         self.commits += 1
         for tp, pos in given.items():
             self.broker.committed[(self.group_id, tp)] = pos
@@ -336,6 +415,71 @@ def _headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
     return out
 
 
+class MemoryTxnProducer:
+    """aiokafka's producer with a `transactional_id`, as the worker publishes with it:
+    `start` (fences every earlier producer of the id), `begin_transaction`, `send` (within
+    one), `commit_transaction` / `abort_transaction`, `stop`. A fenced producer's calls
+    raise ProducerFenced; `fail_commits` makes the next commits fail as a broker away does
+    (an error short of fencing: the transaction can be aborted and tried again)."""
+
+    def __init__(self, broker: MemoryBroker, transactional_id: str) -> None:
+        self.broker = broker
+        self.transactional_id = transactional_id
+        self.epoch: int | None = None
+        self.txn: MemoryTxn | None = None
+        self.fail_commits = 0
+        self.commits = 0
+
+    async def start(self) -> None:
+        self.epoch = self.broker.init_producer(self.transactional_id)
+
+    @property
+    def usable(self) -> bool:
+        """Started, and not fenced since."""
+        return (
+            self.epoch is not None and self.broker.epochs.get(self.transactional_id) == self.epoch
+        )
+
+    async def stop(self) -> None:
+        self.epoch = None
+
+    def _current(self) -> int:
+        if self.epoch is None:
+            raise IllegalStateError("the producer is not started")
+        self.broker.current(self.transactional_id, self.epoch)
+        return self.epoch
+
+    async def begin_transaction(self) -> None:
+        self._current()
+        if self.txn is not None:
+            raise IllegalOperation("a transaction is open already")
+        self.txn = self.broker.open_txns[self.transactional_id] = MemoryTxn()
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Any = None) -> asyncio.Future[RecordMetadata]:  # fmt: skip
+        self._current()
+        if self.txn is None:
+            raise IllegalOperation("Can't send messages while not in transaction")
+        done: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        done.set_result(self.broker.send(topic, value, key, partition, headers or (), self.txn))
+        return done
+
+    async def commit_transaction(self) -> None:
+        epoch = self._current()
+        if self.fail_commits > 0:
+            self.fail_commits -= 1
+            raise KafkaConnectionError("Connection at 127.0.0.1:9 closed")
+        self.broker.end_txn(self.transactional_id, epoch, commit=True)
+        self.txn = None
+        self.commits += 1
+
+    async def abort_transaction(self) -> None:
+        epoch = self._current()
+        self.broker.end_txn(self.transactional_id, epoch, commit=False)
+        self.txn = None
+
+
 def _only_topic_partitions(partitions: Any) -> None:
     if not all(isinstance(p, TopicPartition) for p in partitions):
         raise TypeError("partitions must be TopicPartition namedtuples")
@@ -349,6 +493,7 @@ async def _call(callback: Any, arg: Any) -> None:
 
 #: What AIOKafkaConsumer accepts as tuning: a name it lacks would fail there, so here too.
 _TUNING = frozenset(inspect.signature(AIOKafkaConsumer).parameters) - {"topics", "loop"}
+_PRODUCER_TUNING = frozenset(inspect.signature(AIOKafkaProducer).parameters) - {"loop"}
 
 
 @dataclass
@@ -360,13 +505,27 @@ class MemoryConnection:
 
     broker: MemoryBroker
     tuning: list[dict[str, Any]] = field(default_factory=list)
+    #: every producer it made, in order
+    producers: list[MemoryTxnProducer] = field(default_factory=list)
 
     def consumer(self, *, group: str | None = None, **tuning: Any) -> MemoryConsumer:
         unknown = sorted(set(tuning) - _TUNING)
         if unknown:
             raise TypeError(f"AIOKafkaConsumer takes no {', '.join(unknown)}")
         self.tuning.append(tuning)
-        return MemoryConsumer(self.broker, group)
+        # read_committed unless told otherwise, as runwatch's clients read
+        isolation = tuning.get("isolation_level", "read_committed")
+        return MemoryConsumer(self.broker, group, isolation)
+
+    def producer(self, transactional_id: str, **tuning: Any) -> MemoryTxnProducer:
+        """A transactional producer of the id (not started), as `clients.Connection`'s;
+        its tuning checked by name as aiokafka would take it."""
+        unknown = sorted(set(tuning) - _PRODUCER_TUNING)
+        if unknown:
+            raise TypeError(f"AIOKafkaProducer takes no {', '.join(unknown)}")
+        producer = MemoryTxnProducer(self.broker, transactional_id)
+        self.producers.append(producer)
+        return producer
 
 
 class MemoryAppProducer:

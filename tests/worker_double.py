@@ -1,5 +1,5 @@
 """A stream worker against the in-memory Kafka double (`MemoryConnection` for every consumer
-it makes, `MemoryAppProducer` for Faust's producer), and what its tests read back: the unit
+and producer it makes), and what its tests read back: the unit
 tests of the live path and takeovers (tests/unit/stream/test_worker_takeover.py), of its
 checkpoints (test_kafka_checkpointing.py) and of its handovers (test_handover.py)."""
 
@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from helpers import encode, make_event
-from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection
+from kafka_double import MemoryBroker, MemoryConnection
 
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.settings import WorkerSettings
@@ -44,7 +44,7 @@ async def worker(
                               topic_prefix=TOPICS.prefix, app_id=GROUP, say=said.append,
                               checkpoint_every_s=0, checkpoint_every_events=0,
                               checkpoint_fork=fork)  # fmt: skip
-    w = StreamWorker(settings, kafka=MemoryConnection(b), producer=MemoryAppProducer(b))
+    w = StreamWorker(settings, kafka=MemoryConnection(b))
 
     async def ticking() -> None:
         while True:
@@ -87,26 +87,27 @@ def step(run: str, n: int, loss: float) -> dict[str, Any]:
 
 
 def alerts(b: MemoryBroker) -> list[tuple[str, str, str]]:
-    """(run, rule, state) of every transition on runwatch.alerts, in order."""
-    out = [json.loads(v) for v in b.values(TOPICS.alerts)]
+    """(run, rule, state) of every transition on runwatch.alerts, in order, as a
+    read_committed consumer reads them (as every runwatch consumer does)."""
+    out = [json.loads(r.value or b"") for r in b.visible(TOPICS.alerts)]
     return [(a["run"], a["rule"], a["state"]) for a in out]
 
 
 def ids(b: MemoryBroker) -> list[str]:
-    return [json.loads(v)["id"] for v in b.values(TOPICS.alerts)]
+    return [json.loads(r.value or b"")["id"] for r in b.visible(TOPICS.alerts)]
 
 
 def letters(b: MemoryBroker) -> list[int]:
-    """The events offset of every dead letter, in order."""
-    return [json.loads(v)["offset"] for v in b.values(TOPICS.dlq)]
+    """The events offset of every dead letter, in order (committed)."""
+    return [json.loads(r.value or b"")["offset"] for r in b.visible(TOPICS.dlq)]
 
 
 def markers(b: MemoryBroker) -> list[tuple[int, bytes]]:
     """(events partition, word) of every handover marker on the checkpoints topic, and
-    (partition, b"checkpoint") of every checkpoint, in order."""
+    (partition, b"checkpoint") of every checkpoint, in order (committed)."""
     out = []
-    for part in b.topics[TOPICS.checkpoints]:
-        for r in part:
+    for r in b.visible(TOPICS.checkpoints):
+        if r.key is not None:
             p = int(r.key.rsplit(b"|", 1)[1])
             out.append((p, r.value if r.key.startswith(b"handover|") else b"checkpoint"))
     return out

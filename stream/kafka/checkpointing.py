@@ -3,16 +3,17 @@ where it goes.
 
 When is the one `Checkpointer`'s decision (`runwatch.stream.checkpointer`, shared with
 `runwatch serve`): every `checkpoint_every_s` seconds or `checkpoint_every_events` events,
-at once for a handover, never with nothing new -- nor for a partition whose output is held
-while the group lease has lapsed (a checkpoint covers only what is published). Where is
-`KafkaCheckpoints` (`checkpoints.py`), which writes through the partition's publisher.
+at once for a handover, never with nothing new. Where is `KafkaCheckpoints`
+(`checkpoints.py`), which writes through the partition's publisher, in a transaction of
+its own after everything the partition published before it is committed (a worker that
+lost the partition stores nothing: its producer is fenced).
 
 A checkpoint is made in three steps. First the broker is asked where the output topics end
 (`read.output_ends`): everything the state made is before those ends, so a takeover reads
 them from there on. Then the state is taken, between two batches (`making`: no transition
 made and not yet handed to the producer), with the offset it covers; with `fork` it is
 pickled in a forked child while events go on being applied (`snapshot.py`), else in place.
-Last it is stored, once everything the partition published is on its topics. A partition
+Last it is stored, once everything the partition published is committed. A partition
 given away meanwhile is not stored: its new owner's checkpoints must stay the newest.
 """
 
@@ -38,9 +39,8 @@ log = logging.getLogger("runwatch.stream.worker")
 class Checkpointing:
     """Checkpoints of a worker's live partitions (`drivers`, the worker's own dict).
 
-    `holds(p)`: whether partition p's output is held (not checkpointed then); `leased()`:
-    the group lease; `ends()`: where the output topics end now; `prune(p, driver, now)`:
-    what the live path does to a driver before its state is taken (finished runs leave)."""
+    `ends()`: where the output topics end now; `prune(p, driver, now)`: what the live path
+    does to a driver before its state is taken (finished runs leave)."""
 
     def __init__(
         self,
@@ -50,8 +50,6 @@ class Checkpointing:
         making: asyncio.Lock,
         *,
         fork: bool,
-        holds: Callable[[int], bool],
-        leased: Callable[[], bool],
         ends: Callable[[], Awaitable[Ends]],
         prune: Callable[[int, LiveDriver, float], None],
         metrics: WorkerMetrics | None = None,
@@ -61,8 +59,6 @@ class Checkpointing:
         self.drivers = drivers
         self.making = making
         self.fork = fork
-        self.holds = holds
-        self.leased = leased
         self.ends = ends
         self.prune = prune
         self.metrics = metrics
@@ -74,7 +70,7 @@ class Checkpointing:
         every one with something new."""
         return [
             p for p, driver in self.drivers.items()
-            if driver.position is not None and not self.holds(p)
+            if driver.position is not None
             and self.schedule.due(p, driver.position + 1, driver.applied, now, at_once=handover)
         ]  # fmt: skip
 
@@ -120,8 +116,8 @@ class Checkpointing:
     async def of(self, partition: int, driver: LiveDriver, now: float) -> bool:
         """`checkpoint` of `driver`: the partition's live one, or one a handover promised
         (given away since, and stored all the same: its new owner waits for it)."""
-        if driver.position is None or self.holds(partition):
-            return False  # (held output: a checkpoint covers only what is published)
+        if driver.position is None:
+            return False
         mine = self.drivers.get(partition) is driver
         output = await self._output_ends()  # before the state: all it made is before them
         if mine and self.drivers.get(partition) is not driver:
@@ -136,7 +132,7 @@ class Checkpointing:
             snapshot = Snapshot(driver, position, fork=self.fork)
         try:
             data = await snapshot.data()
-            gone = self.drivers.get(partition) is not driver or not self.leased()
+            gone = self.drivers.get(partition) is not driver
             if mine and self.fork and gone:
                 return False  # given away while the child pickled: the new owner's now
         except SnapshotFailed as err:

@@ -1,5 +1,9 @@
-"""The Kafka clients of every consuming role, made in one place: aiokafka consumers with the
-role's security (TLS / SASL) and tuning, and the Faust app's credentials.
+"""The Kafka clients of every role, made in one place: aiokafka consumers with the role's
+security (TLS / SASL) and tuning, the worker's transactional producers, and the Faust app's
+credentials.
+
+Every consumer reads `read_committed`: what the workers publish goes out in transactions
+(`publish.py`), and a fenced worker's writes end aborted -- no role may see them.
 
 A role that reads more than its own loop (the worker's rebuilds, checkpoints, what is
 published) takes a `Connects` -- `Connection` here, an in-memory broker's in the unit tests
@@ -11,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from aiokafka.producer.transaction_manager import TransactionState
 
 from runwatch.emitters.kafka_security import PLAINTEXT, KafkaSecurity
 
@@ -23,13 +29,15 @@ def consumer(
     group: str | None = None,
     **tuning: Any,
 ) -> Any:
-    """A consumer that commits nothing by itself and starts where nothing is stored at the
-    oldest record. With `group`, a member of that consumer group; without, a reader of
-    whatever it is assigned (rebuilds, `runwatch alerts`). `tuning`: aiokafka settings that
-    differ by role (session timeouts, fetch sizes, poll limits)."""
+    """A consumer that commits nothing by itself, starts where nothing is stored at the
+    oldest record, and reads only what was committed. With `group`, a member of that
+    consumer group; without, a reader of whatever it is assigned (rebuilds, `runwatch
+    alerts`). `tuning`: aiokafka settings that differ by role (session timeouts, fetch
+    sizes, poll limits)."""
     settings: dict[str, Any] = {
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
+        "isolation_level": "read_committed",
         "max_partition_fetch_bytes": 8 << 20,
         "fetch_max_bytes": 64 << 20,
         # a group subscribed to a topic not created yet (notify or the sink started before
@@ -42,10 +50,83 @@ def consumer(
     )
 
 
+def producer(
+    bootstrap: str, transactional_id: str, security: KafkaSecurity = PLAINTEXT, **tuning: Any
+) -> TransactionalProducer:
+    """A transactional producer of `transactional_id` (not started: its start fences every
+    earlier producer of the id). `tuning`: aiokafka settings (the largest request)."""
+    made = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                            linger_ms=1, **security.aiokafka(), **tuning)  # fmt: skip
+    return TransactionalProducer(made)
+
+
+class TransactionalProducer:
+    """aiokafka's producer with a transactional id, its failures made plain.
+
+    After a transaction fails aiokafka leaves its producer in a state where the next call
+    trips an assertion (`Invalid state transition FATAL_ERROR -> ...`) or says "not in
+    transaction"; here such a call raises the error that put it there, and `usable` says
+    whether the producer can go on -- it cannot once another producer of its id fenced it
+    (ProducerFenced) or its sender died: a transaction that failed short of that is aborted
+    and tried again. aiokafka keeps that state in its private transaction manager
+    (`_txn_manager`), read here and nowhere else."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+
+    @property
+    def _manager(self) -> Any:
+        return self._producer._txn_manager
+
+    @property
+    def usable(self) -> bool:
+        """Whether the producer can still publish (not fenced, its sender alive)."""
+        sender = self._producer._sender.sender_task
+        dead = sender is not None and sender.done()
+        return not dead and self._manager.state != TransactionState.FATAL_ERROR
+
+    def _failed(self, *, abortable: bool = True) -> None:
+        """Raise the error a failed transaction left (`abortable`: also one short of
+        fencing, which only an abort clears)."""
+        manager = self._manager
+        failed = {TransactionState.FATAL_ERROR}
+        if abortable:
+            failed.add(TransactionState.ABORTABLE_ERROR)
+        if manager.state in failed:
+            waiter = manager._transaction_waiter
+            err = waiter.exception() if waiter is not None and waiter.done() else None
+            raise err if isinstance(err, Exception) else KafkaError(f"{manager.state.name}")
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def begin_transaction(self) -> None:
+        self._failed()
+        await self._producer.begin_transaction()
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Any = None) -> Any:  # fmt: skip
+        self._failed()
+        return await self._producer.send(topic, value, key, partition, timestamp_ms, headers)
+
+    async def commit_transaction(self) -> None:
+        self._failed()
+        await self._producer.commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        self._failed(abortable=False)
+        await self._producer.abort_transaction()
+
+
 class Connects(Protocol):
-    """Where a role's consumers come from."""
+    """Where a role's consumers and producers come from."""
 
     def consumer(self, *, group: str | None = None, **tuning: Any) -> Any: ...
+    def producer(self, transactional_id: str, **tuning: Any) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +138,9 @@ class Connection:
 
     def consumer(self, *, group: str | None = None, **tuning: Any) -> Any:
         return consumer(self.bootstrap, self.security, group=group, **tuning)
+
+    def producer(self, transactional_id: str, **tuning: Any) -> TransactionalProducer:
+        return producer(self.bootstrap, transactional_id, self.security, **tuning)
 
 
 #: What a fetch held up to `fetch_wait` waits to fill: more than any such wait brings, so the

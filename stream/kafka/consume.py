@@ -11,9 +11,9 @@ and lag for /healthz and /readyz, reading up to the end for rebuilds, and a clea
 What was read up to follows the consumer past offsets that hold no record for it (records
 retention deleted, a transaction's commit marker), so a partition reaches its end.
 
-Group membership is the loop's too, as assignment is: given a `GroupLease` (`lease.py`), it
-renews the lease on each assignment and has it watch the consumer's heartbeats after each
-poll, so a role asks the lease whether the group still counts it in.
+Whether the group still counts this member in, as of now, the loop asks the coordinator
+(`confirm`): a commit of offsets carries the member's generation, and one the group has
+moved past is refused.
 
 Roles do their own work in a `Handler`: `handle(records)` gets one partition's records in
 offset order. Handling must be idempotent by record (event ids, alert ids, transition ids
@@ -41,7 +41,6 @@ from aiokafka.structs import TopicPartition as TP  # noqa: N817
 
 from runwatch.stream.exceptions import StopConsuming
 from runwatch.stream.kafka.health import ConsumerHealth
-from runwatch.stream.kafka.lease import GroupLease
 from runwatch.stream.refused import Refused
 
 __all__ = ["TP", "ConsumingLoop", "Group", "Handler", "Partitions", "StopConsuming", "Until"]
@@ -56,6 +55,8 @@ FETCHED_WITHIN_MS = 30_000
 RECHECK_TOPICS_S = 2.0
 #: How often `commit_read` commits (for Kafka's lag tools only).
 COMMIT_EVERY_S = 5.0
+#: How long `confirm` waits for the group coordinator's word.
+CONFIRM_S = 10.0
 #: How long the loop waits for a partition's position (known at once after a fetch; being
 #: reset, it is looked at again after the next poll instead).
 POSITION_S = 0.1
@@ -146,11 +147,14 @@ class Partitions:
     """Read partitions of `topic` from their start (or from the offsets in `start`), outside
     any group: the given ones, or every partition the topic has when the loop starts (none
     if it does not exist). An offset past its partition's end is of a topic by that name
-    that was deleted and made anew: that partition is read from its start."""
+    that was deleted and made anew: that partition is read from its start. `ends`: where a
+    read to the end stops, per partition, when not where the consumer says the partition
+    ends (read_committed: its last stable offset, before any transaction still open)."""
 
     topic: str
     partitions: tuple[int, ...] | None = None
     start: Mapping[int, int] | None = None
+    ends: Mapping[int, int] | None = None
 
 
 Until = Literal["stopped", "end", "caught_up"]
@@ -176,7 +180,6 @@ class ConsumingLoop:
         health: ConsumerHealth | None = None,
         max_backoff: float = 30.0,
         name: str = "consumer",
-        lease: GroupLease | None = None,
     ) -> None:
         self.consumer = consumer
         self.source = source
@@ -189,7 +192,6 @@ class ConsumingLoop:
         self.health = health
         self.max_backoff = max_backoff
         self.name = name
-        self.lease = lease
         #: per partition, the next offset to hand on (what was read up to)
         self.read: dict[TP, int] = {}
         self._ends: dict[TP, int] | None = None
@@ -243,8 +245,6 @@ class ConsumingLoop:
                 await self._pass_markers()
                 if batch and self.commit:
                     await self._commit()
-                if self.lease is not None:
-                    self.lease.watch(consumer)
                 await self.handler.turn()
                 if self.until != "stopped" and await self._at_end():
                     return
@@ -317,9 +317,12 @@ class ConsumingLoop:
             # from the first offset still there: a partition whose records all expired
             # (retention) starts at its end, not at 0, and is read to its end at once
             begins = await consumer.beginning_offsets(tps)
-            start = self.source.start or {}
-            ends = await self._end_offsets(tps) if start else {}
-            if self.until != "stopped" and start:
+            start, given = self.source.start or {}, self.source.ends
+            if given is not None:
+                ends = {tp: int(given.get(tp.partition, 0)) for tp in tps}
+            else:
+                ends = await self._end_offsets(tps) if start else {}
+            if self.until != "stopped" and (start or given is not None):
                 self._ends = ends  # (the ends as the loop starts: `run` needs no others)
             for tp in tps:
                 offset = start.get(tp.partition, 0)
@@ -412,6 +415,21 @@ class ConsumingLoop:
         except Exception as err:  # a rebalance in between: the next commit has it
             log.info("%s: commit skipped (%s)", self.name, err)
 
+    async def confirm(self, tps: Sequence[TP]) -> bool:
+        """Whether the group confirms this member now: a commit of what was read in `tps`
+        (assigned partitions), which the coordinator refuses from a member of a generation
+        it has moved past (or while it rebalances). False too when it cannot be asked."""
+        offsets = {tp: self.read[tp] for tp in tps if tp in self.read}
+        if not offsets:
+            return False
+        try:
+            async with asyncio.timeout(CONFIRM_S):
+                await self.consumer.commit(offsets)
+        except Exception as err:  # (a TimeoutError too: the coordinator away)
+            log.info("%s: the group does not confirm this member (%s)", self.name, err)
+            return False
+        return True
+
     async def _start(self) -> bool:
         """Start the consumer; while Kafka cannot be reached, try again (backing off, said
         once), so a role that starts as the broker goes down waits for it instead of exiting
@@ -475,8 +493,6 @@ class ConsumingLoop:
 
     def _assigned(self, partitions: set[TP]) -> None:
         self._known = set(partitions)
-        if self.lease is not None:
-            self.lease.renew()  # the group has just confirmed this member
         chosen = self.handler.assigned(partitions)
         for tp in partitions:
             offset = chosen.get(tp, self.read.get(tp))

@@ -15,8 +15,14 @@ older state replace the checkpoints the new owner stores.
 
 A worker that stops (a rolling restart, a scale-down) checkpoints every partition it holds
 as it is then (`stop`), so whoever gets one re-reads only what comes after (a SIGKILL gives
-no such chance: the checkpoint interval bounds that). A member whose group lease has lapsed
-promises and hands over nothing: its state is the new owner's to make.
+no such chance: the checkpoint interval bounds that).
+
+The handover checkpoint is the old owner's last write for the partition, made after the
+assignment moved it: its new owner takes the partition over at the broker -- which fences
+the old owner's producer (`publish.py`) -- only once it has the checkpoint or has stopped
+waiting for it, so a promise kept in time goes out, and one kept too late is refused by
+the broker. A member expelled while it was paused may still promise: its writes are
+refused too, once the new owner has taken the partition over.
 """
 
 from __future__ import annotations
@@ -24,11 +30,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from runwatch.stream.kafka.checkpointing import Checkpointing
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, PENDING, SETTLED, KafkaCheckpoints
+from runwatch.stream.kafka.publish import Publisher
 from runwatch.stream.live import LiveDriver
 
 __all__ = ["HANDOVER_S", "Handover"]
@@ -37,20 +42,14 @@ log = logging.getLogger("runwatch.stream.worker")
 
 
 class Handover:
-    """A worker's handovers. `leased()`: the group lease; `flush()`: everything published is
-    on its topics."""
+    """A worker's handovers, written through its `publisher`."""
 
     def __init__(
-        self,
-        checkpointing: Checkpointing,
-        store: KafkaCheckpoints,
-        leased: Callable[[], bool],
-        flush: Callable[[], Coroutine[Any, Any, None]],
+        self, checkpointing: Checkpointing, store: KafkaCheckpoints, publisher: Publisher
     ) -> None:
         self.checkpointing = checkpointing
         self.store = store
-        self.leased = leased
-        self.flush = flush
+        self.publisher = publisher
         #: the partitions a revoke promised a handover checkpoint of, with their drivers as
         #: they stood and until when (loop time) their new owners wait
         self.promised: dict[int, tuple[LiveDriver, float]] = {}
@@ -59,8 +58,6 @@ class Handover:
 
     async def promise(self) -> None:
         """A revoke: a PENDING marker for each live partition due a handover checkpoint."""
-        if not self.leased():
-            return  # expelled: the state is the new owner's to make
         drivers = self.checkpointing.drivers
         try:
             async with asyncio.timeout(HANDOVER_S):
@@ -84,6 +81,9 @@ class Handover:
     async def _settle(self, promised: dict[int, tuple[LiveDriver, float]], kept: set[int]) -> None:
         await asyncio.gather(*(self._keep(p, *promised[p], kept=p in kept)
                                for p in sorted(promised)))  # fmt: skip
+        for p in promised:
+            if p not in kept:  # its last write is out (or refused): its publisher goes
+                self.publisher.handed(p)
 
     async def _keep(
         self, partition: int, driver: LiveDriver, waited_until: float, *, kept: bool
@@ -107,16 +107,14 @@ class Handover:
     async def stop(self) -> None:
         """This worker stopping: the handovers under way finish (their new owners wait for
         them), then every live partition -- those a revoke promised and no assignment
-        settled among them -- is checkpointed as it is now, and the checkpoints flushed."""
+        settled among them -- is checkpointed as it is now, and what is open committed."""
         if self.settling:
             await asyncio.wait(self.settling, timeout=HANDOVER_S)
         try:
             async with asyncio.timeout(HANDOVER_S):
                 await self.checkpointing.idle()
-                if not self.leased():
-                    return
                 now = time.time()
                 await self.checkpointing.all(self.checkpointing.due(now, handover=True), now)
-                await self.flush()
+                await self.publisher.commit()
         except Exception as err:  # over HANDOVER_S (a broker away): the one before serves
             log.info("handover checkpoints cut short (%s: %s)", type(err).__name__, err)

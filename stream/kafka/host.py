@@ -3,9 +3,19 @@ says so.
 
 Faust hosts the worker process: its life cycle and signals (`faust.Worker`: SIGTERM and
 Ctrl-C stop it cleanly, the stop hands partitions over through `on_before_shutdown`), the
-task that runs the consuming loop, the wall-clock timer that ticks the rules every
-`tick_s`, and the producer everything is published with -- alerts, dead letters, run
-views, checkpoints (`publish.py`; its credentials from `clients.faust_credentials`).
+task that runs the consuming loop, and the wall-clock timer that ticks the rules every
+`tick_s`.
+
+Faust does not host the producers: what a partition publishes -- alerts, dead letters, run
+views, checkpoints -- goes out in transactions of an aiokafka producer of that partition's
+own (`publish.py`), whose epoch fences the partition's previous owner. Faust's producer has
+per-id transactional producers (`begin_transaction(transactional_id)`, the ids named after
+the partition by `transactional_id_format`), but its `begin_transaction` and
+`commit_transaction` catch `ProducerFenced` and every other error and only log them: a
+fenced worker would go on as if it had published, its output silently lost, never knowing
+to stop judging the partition. It also keeps those producers in a dict shared by every app
+of the process. So the worker owns its producers, and the app starts no producer of its
+own (`enable_kafka_producer`).
 
 Faust does not host the per-event path, the state or the group: events come through the one
 consuming loop (`consume.py`) from a plain aiokafka consumer in the worker's group, a
@@ -13,12 +23,9 @@ partition's batch at a time (Faust's own stream path -- `agent` + `stream.take_e
 spends most of its time in its per-message machinery: bench/worker.py measures both);
 the app starts no Faust consumer at all (it would subscribe to nothing and crash); the rules'
 state is not in Faust tables but in checkpoints on a compacted topic of our own
-(`checkpoints.py` says why); group membership, assignment and the lease are the consuming
-loop's (`consume.py`, `lease.py`). Faust's transactions (`processing_guarantee=
-"exactly_once"`) are driven by its consumer's commit cycle and so are not used; its
-producer's per-id transactional producers (`begin_transaction(transactional_id)`, the id
-named after the partition by `transactional_id_format`) are where a transaction per input
-partition would come from (`publish.PartitionPublisher`).
+(`checkpoints.py` says why); group membership and assignment are the consuming loop's
+(`consume.py`). Faust's exactly-once processing (`processing_guarantee="exactly_once"`) is
+driven by its own consumer's commit cycle, which the worker does not run.
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.exceptions import WorkerStartFailed
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
-from runwatch.stream.kafka.checkpoints import MAX_BYTES
 from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.kafka.worker import StreamWorker
 
@@ -57,12 +63,11 @@ def build_app(worker: StreamWorker, datadir: str) -> faust.App:
         datadir=datadir,
         topic_partitions=s.partitions,
         topic_disable_leader=True,
-        producer_linger_ms=1,
-        producer_acks=-1,
-        producer_max_request_size=MAX_BYTES + (1 << 20),  # a checkpoint in one record
     )
-    # No Faust consumer at all: it would subscribe to nothing and crash.
+    # No Faust consumer at all: it would subscribe to nothing and crash. No Faust producer:
+    # the worker's partitions each have their own (the module's docstring says why).
     app.boot_strategy.enable_kafka_consumer = False
+    app.boot_strategy.enable_kafka_producer = False
     app.task(worker.consume)
 
     async def tick() -> None:

@@ -2,7 +2,12 @@
 what a worker re-reads when it takes over partitions, and what `runwatch.alerts` and the
 dead-letter topic already hold -- all of them, or only what came after a checkpoint was made
 (`output_ends`), so that a takeover reads the checkpoint interval's output, not the topics'
-whole retention (a flood of invalid events would otherwise slow every later takeover)."""
+whole retention (a flood of invalid events would otherwise slow every later takeover).
+
+Everything is read `read_committed`. What the output topics hold is read to their log's end
+as it is once the takeover has fenced the previous owner, not to the last stable offset:
+another partition's transaction still open would end the read before what the previous
+owner committed after it began, and that would be published again."""
 
 from __future__ import annotations
 
@@ -51,18 +56,19 @@ async def read_topic(
     start: Mapping[int, int] | None = None,
     until: Until = "end",
     stop: Callable[[], bool] = lambda: False,
+    ends: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """Hand `each` one partition's records at a time, in offset order, from the start of
     `topic` (the given partitions, else all; from the offsets in `start` where given) to its
-    end (see `Until`), or until `stop()`; return where each partition was read up to (past
-    the records retention deleted, too: a partition's first offset left is where it goes
-    on)."""
+    end (see `Until`; `ends`: to those offsets), or until `stop()`; return where each
+    partition was read up to (past the records retention deleted, too: a partition's first
+    offset left is where it goes on)."""
     source: Group | Partitions
     if until == "stopped" and partitions is None:  # follow: also partitions made later
         source = Group((topic,))  # a consumer without a group is assigned every one
     else:
         numbers = tuple(partitions) if partitions is not None else None
-        source = Partitions(topic, numbers, start)
+        source = Partitions(topic, numbers, start, ends)
     reader = kafka.consumer()
     loop = ConsumingLoop(reader, source, _Each(each), until=until, max_records=20_000,
                          poll_ms=500, stop=stop, name=f"reading {topic}")  # fmt: skip
@@ -75,11 +81,13 @@ async def read_topic(
 Ends = dict[str, dict[int, int]]
 
 
-async def output_ends(kafka: Connects, topics: Topics) -> Ends:
-    """Where runwatch.alerts and the dead-letter topic end now. Taken before a checkpoint's
-    state, it bounds what a takeover from it must read: everything the state made was on
-    its way to those topics by then, so what is missing from them comes after."""
-    reader = kafka.consumer()
+async def output_ends(kafka: Connects, topics: Topics, *, logs: bool = False) -> Ends:
+    """Where runwatch.alerts and the dead-letter topic end now (read_committed: before any
+    transaction still open; `logs`: where their logs end, open transactions included).
+    Taken before a checkpoint's state, it bounds what a takeover from it must read:
+    everything the state made was on its way to those topics by then, so what is missing
+    from them comes after."""
+    reader = kafka.consumer(isolation_level="read_uncommitted") if logs else kafka.consumer()
     await reader.start()
     try:
         ends = await ends_of(reader, [topics.alerts, topics.dlq])
@@ -139,9 +147,10 @@ async def read_published(kafka: Connects, topics: Topics, since: Ends | None = N
                     p, off = int(letter["partition"]), int(letter["offset"])
                     out.dead_upto[p] = max(out.dead_upto.get(p, -1), off)
 
+    logs = await output_ends(kafka, topics, logs=True)
     for topic, each in ((topics.alerts, alerts), (topics.dlq, letters)):
         start = since.get(topic, {}) if since is not None else None  # (none: from 0)
-        await read_topic(kafka, topic, each, start=start)
+        await read_topic(kafka, topic, each, start=start, ends=logs.get(topic, {}))
     return out
 
 

@@ -39,8 +39,8 @@ from runwatch.stream.live import LiveDriver
 from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
 
-#: Tries at reading a partition's checkpoint before rebuilding it from the start.
-CHECKPOINT_READS = 3
+#: The longest wait between tries at reading a partition's checkpoint.
+CHECKPOINT_RETRY_S = 5.0
 #: Records a driver applies between turns of the event loop, live or re-reading. The group
 #: heartbeat runs in between, so a long rebuild does not look like a dead member (a whole
 #: fetch, up to 20,000 records, applied at once can hold the loop for seconds on a loaded
@@ -132,12 +132,13 @@ class Takeover:
     due: Callable[[int, LiveDriver, float], bool]
     #: store one (partition, applied, offset, data, runs, now); whether it was stored
     store: Callable[[int, int, int, bytes, int, float], Awaitable[bool]]
+    #: whether a partition is still being taken over (not given away meanwhile)
+    taking: Callable[[int], bool] = lambda partition: True
 
     async def restore(self, partition: int) -> Start:
         """A driver for `partition` with its newest checkpoint's state, and the offset to
         re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
-        data = await self._newest(partition)
-        end = await end_offset(self.kafka, self.topics.events, partition)
+        data, end = await self._newest(partition)
         if data is None:  # said, so that a takeover that found none can be told apart
             self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
             # a partition that never had a record has no output to learn of
@@ -159,21 +160,30 @@ class Takeover:
                  f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
         return Start(driver, offset, _output(restored.position.get("output")))
 
-    async def _newest(self, partition: int) -> bytes | None:
-        for attempt in range(1, CHECKPOINT_READS + 1):
+    async def _newest(self, partition: int) -> tuple[bytes | None, int]:
+        """The partition's newest checkpoint and where the partition ends, read again
+        (backing off) while they cannot be -- a broker away cannot give the events to
+        re-read either, and a rebuild from the start would cost the whole retention --
+        until the partition is given away."""
+        wait, said = 0.5, False
+        while True:
             try:
                 found = await self.checkpoints.newest(partition)
-                if found.waited:
-                    self.say(f"partition {partition}: waited {found.waited:.2f}s for the "
-                             "previous owner's handover checkpoint")  # fmt: skip
-                return found.value
-            except Exception as err:  # a broker slow to answer: a full rebuild costs more
-                if attempt == CHECKPOINT_READS:
-                    self.say(f"partition {partition}: checkpoints cannot be read ({err}); "
-                             "rebuilding from the start")  # fmt: skip
-                else:
-                    await asyncio.sleep(attempt)
-        return None
+                end = await end_offset(self.kafka, self.topics.events, partition)
+            except Exception as err:
+                if not self.taking(partition):
+                    return None, 0  # given away: whatever it starts from is dropped
+                if not said:
+                    self.say(f"partition {partition}: checkpoints cannot be read yet ({err}); "
+                             "trying again")  # fmt: skip
+                    said = True
+                await asyncio.sleep(wait)
+                wait = min(CHECKPOINT_RETRY_S, wait * 2)
+                continue
+            if found.waited:
+                self.say(f"partition {partition}: waited {found.waited:.2f}s for the "
+                         "previous owner's handover checkpoint")  # fmt: skip
+            return found.value, end
 
     async def rebuild(
         self,

@@ -3,11 +3,12 @@ batch to their `LiveDriver`s, ticked by the wall clock, their output published.
 
 The consuming loop (`consume.py`) hands `handle` one partition's batch at a time; decoding,
 clock correction and the rules run in `LiveDriver.feed`; what a driver makes goes out through
-its partition's publisher (`publish.py`); the wall clock reaches the silence rules only as
-far as the worker has read (`horizon.py`). Split off by concern: `checkpointing.py`,
-`handover.py`, `takeover.py`, `lease.py`, and what Faust hosts, `host.py`. Its Kafka
-clients come from outside (`kafka`, `producer`): the settings' cluster and the Faust app's
-producer in `runwatch worker`, an in-memory broker's in the unit tests.
+its partition's publisher (`publish.py`), in a transaction committed after each poll (`turn`),
+whose producer fences whoever held the partition before; the wall clock reaches the silence
+rules only as far as the worker has read (`horizon.py`). Split off by concern:
+`checkpointing.py`, `handover.py`, `takeover.py`, and what Faust hosts, `host.py`. Its Kafka
+clients come from outside (`kafka`): the settings' cluster in `runwatch worker`, an
+in-memory broker's in the unit tests.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ from collections.abc import Callable, Coroutine, Mapping
 from itertools import groupby
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from runwatch.emitters.topics import Topics
 from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.kafka import clients, consume
 from runwatch.stream.kafka.checkpointing import Checkpointing
-from runwatch.stream.kafka.checkpoints import HANDOVER_S, KafkaCheckpoints
+from runwatch.stream.kafka.checkpoints import HANDOVER_S, MAX_BYTES, KafkaCheckpoints
 from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Record, refused
 from runwatch.stream.kafka.handover import Handover
 from runwatch.stream.kafka.horizon import Horizon
-from runwatch.stream.kafka.lease import GroupLease
-from runwatch.stream.kafka.publish import Producer, Publisher
+from runwatch.stream.kafka.publish import Publisher, TxnProducer
 from runwatch.stream.kafka.read import output_ends
 from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.kafka.takeover import Takeover, fed
@@ -45,33 +47,30 @@ log = logging.getLogger("runwatch.stream.worker")
 
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
+#: The longest wait between tries at taking a partition over (the broker away).
+TAKEOVER_RETRY_S = 5.0
 
 
 class StreamWorker(Handler):
     """Owns the drivers of the partitions this worker holds; the consuming loop's handler
     for `runwatch.events`."""
 
-    def __init__(
-        self,
-        settings: WorkerSettings,
-        *,
-        kafka: clients.Connects | None = None,
-        producer: Producer | None = None,
-    ) -> None:
-        """`kafka`, `producer`: where its consumers and its producer come from (default: the
-        settings' cluster, the Faust app's producer); a unit test gives it an in-memory's."""
+    def __init__(self, settings: WorkerSettings, *, kafka: clients.Connects | None = None) -> None:
+        """`kafka`: where its consumers and producers come from (default: the settings'
+        cluster); a unit test gives it an in-memory broker's."""
         s = self.settings = settings
         self.say: Callable[[str], None] = s.say or _stderr  # status lines
         self.kafka = kafka or clients.Connection(s.bootstrap, s.security)
-        self._producer = producer
         self.app: Any = None  # the Faust app hosting it (`host.build_app`)
         self.topics = Topics(s.topic_prefix)
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self.rebuilding: set[int] = set()
         self.assigned_once = False  # the consumer group has given this worker its share
-        self.lease = GroupLease(s.session_timeout)
+        #: partitions whose producer was fenced or failed for good, until the group says
+        #: whether they are still this worker's
+        self.lost: set[int] = set()
         self.loop: ConsumingLoop | None = None
-        self.horizon = Horizon(lambda: self.loop, self.lease, self.topics.events, s.session_timeout)
+        self.horizon = Horizon(lambda: self.loop, self.topics.events, s.session_timeout)
         self._rebuild_tasks: set[asyncio.Task[None]] = set()
         self._dead: list[Refused] = []  # records the loop isolated, to publish
         self._warned_create_time = False
@@ -86,20 +85,19 @@ class StreamWorker(Handler):
             limits = Limits(detailed_runs=s.metrics_detailed_runs)
             self.metrics = WorkerMetrics(self.drivers.values, s.metrics_port, s.metrics_host,
                                          ready=self.readiness, limits=limits)  # fmt: skip
-        self.publisher = Publisher(lambda: self.producer, self.topics, self.name, self.metrics,
-                                   self.lease.held)  # fmt: skip
+        self.publisher = Publisher(self._producer, self.topics, s.app_id, self.name,
+                                   self.metrics, lost=self._lost)  # fmt: skip
         store = KafkaCheckpoints(self.kafka, self.topics, s.app_id, self.publisher.of)
         self.checkpointing = Checkpointing(
             Checkpointer(s.checkpoint_every_s, s.checkpoint_every_events), store, self.drivers,
-            self._making, fork=s.checkpoint_fork, leased=self.lease.held,
-            holds=self.publisher.holds,
+            self._making, fork=s.checkpoint_fork,
             ends=lambda: output_ends(self.kafka, self.topics), prune=self._prune,
             metrics=self.metrics,
         )  # fmt: skip
-        self.handover = Handover(self.checkpointing, store, self.lease.held, self.publisher.flush)
+        self.handover = Handover(self.checkpointing, store, self.publisher)
         self.takeover = Takeover(self.kafka, self.topics, store, self._driver, self.say,
-                                 self.checkpointing.rereading_due,
-                                 self.checkpointing.store_one)  # fmt: skip
+                                 self.checkpointing.rereading_due, self.checkpointing.store_one,
+                                 self.rebuilding.__contains__)  # fmt: skip
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: in the consumer group (an assignment came, even an empty one: more
@@ -111,19 +109,21 @@ class StreamWorker(Handler):
             return False, f"rebuilding partitions {sorted(self.rebuilding)}"
         return True, f"live on partitions {sorted(self.drivers)}"
 
-    @property
-    def producer(self) -> Producer:
-        """What alerts, dead letters, run views and checkpoints are published with."""
-        return self._producer if self._producer is not None else self.app.producer
+    def _producer(self, transactional_id: str) -> TxnProducer:
+        """A transactional producer (one per input partition, `publish.py`), whose requests
+        take a checkpoint in one record."""
+        made: TxnProducer = self.kafka.producer(
+            transactional_id, max_request_size=MAX_BYTES + (1 << 20)
+        )
+        return made
 
     async def consume(self) -> None:
-        """The consuming loop, as a member of the group (whose lease it keeps), until
-        cancelled."""
+        """The consuming loop, as a member of the group, until cancelled."""
         s = self.settings
         tuning = clients.group_settings(s.session_timeout, s.fetch_wait_s, HANDOVER_S)
         consumer = self.kafka.consumer(group=s.app_id, **tuning)
         self.loop = ConsumingLoop(consumer, Group((self.topics.events,)), self, name="worker",
-                                  max_records=s.batch_max, lease=self.lease)  # fmt: skip
+                                  max_records=s.batch_max)  # fmt: skip
         try:
             await self.loop.run()
         finally:
@@ -142,6 +142,7 @@ class StreamWorker(Handler):
             log.warning("%s records carry the producer's time, not the broker's: clock skew "
                         "correction is off (set message.timestamp.type=LogAppendTime on the "
                         "topic)", self.topics.events)  # fmt: skip
+        self.horizon.observe(partition, driver)  # a gap before these records holds silence
         async with self._making:
             alerts, dead = await fed(driver, records)  # in slices: a takeover's reads go on
             if self.metrics is not None:
@@ -155,16 +156,15 @@ class StreamWorker(Handler):
         self._dead.append(refused(record, reason))
 
     async def turn(self) -> None:
-        """Between polls: output held while the lease lapsed, dead letters of isolated
-        records, due checkpoints, commits."""
-        if self.lease.held() and (holding := self.publisher.holding()):
-            async with self._making:
-                for out in holding:
-                    await out.release(mine=out.partition in self.drivers)
+        """Between polls: dead letters of isolated records, the partitions' transactions
+        committed, lost partitions looked into, due checkpoints, the group's offsets."""
         if self._dead:
             dead, self._dead = self._dead, []
             for p, letters in groupby(dead, key=lambda d: d.partition or 0):
                 await self.publisher.of(p).publish([], list(letters))
+        await self.publisher.commit()
+        if self.lost:
+            await self._look_into_lost()
         await self.checkpointing.turn(time.time())
         if self.loop is not None:  # for Kafka's lag tools; the recovery never reads them
             await self.loop.commit_read([TP(self.topics.events, p) for p in self.drivers])
@@ -197,10 +197,10 @@ class StreamWorker(Handler):
     # -- rebalances and restarts -------------------------------------------------------------
 
     async def revoked(self, partitions: set[TP]) -> None:
-        """Partitions may be about to move: what we published must be on its topics before a
-        new owner reads them, and it is promised a checkpoint (`Handover.promise`)."""
+        """Partitions may be about to move: what we published must be committed before a
+        new owner reads it, and it is promised a checkpoint (`Handover.promise`)."""
         with contextlib.suppress(Exception):
-            await self.publisher.flush()
+            await self.publisher.commit()
         await self.handover.promise()
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
@@ -211,13 +211,14 @@ class StreamWorker(Handler):
         numbers = {tp.partition for tp in partitions if tp.topic == self.topics.events}
         self.say(f"assigned partitions {sorted(numbers)}")
         self.assigned_once = True
+        handing = set(self.handover.promised) - numbers  # their checkpoints go out still
         self.handover.assigned(numbers)
-        self.publisher.keep(numbers)  # what the others held is their new owners' to publish
+        self.publisher.keep(numbers, handing)
+        self.lost.clear()  # the group has said: those still ours are rebuilt below
         for p in list(self.drivers):
             if p not in numbers:
                 del self.drivers[p]
                 self.checkpointing.schedule.forget(p)
-                self.horizon.forget(p)
         self.rebuilding &= numbers  # a rebuild of one given away is dropped when it ends
         new = sorted(p for p in numbers if p not in self.drivers and p not in self.rebuilding)
         if self.loop is not None and (self.rebuilding or new):
@@ -229,22 +230,42 @@ class StreamWorker(Handler):
         return {}
 
     async def _rebuild(self, partitions: list[int]) -> None:
+        """Take `partitions` over (`_take_over`); all over again, backing off, should that
+        fail (the broker away), for those still being taken over."""
+        wait = 0.5
+        while taking := [p for p in partitions if p in self.rebuilding]:
+            try:
+                await self._take_over(taking)
+                return
+            except Exception as err:
+                log.warning("partitions %s: takeover failed (%s: %s); again in %.1fs", taking,
+                            type(err).__name__, err, wait,
+                            exc_info=not isinstance(err, KafkaError))  # fmt: skip
+                await asyncio.sleep(wait)
+                wait = min(TAKEOVER_RETRY_S, wait * 2)
+
+    async def _take_over(self, partitions: list[int]) -> None:
         """Bring `partitions` up to date (`takeover.py`), then publish what is missing and
         let the live loop go on from where the re-read stopped."""
         # side by side: reading a checkpoint, or waiting for a promised one, is mostly I/O
         got = await asyncio.gather(*(self.takeover.restore(p) for p in partitions))
         restored = dict(zip(partitions, got, strict=True))
+        # then each taken over at the broker, which fences its previous owner -- after its
+        # handover (the previous owner's last write), before what it published is read
+        await asyncio.gather(*(self._open(p) for p in partitions))
         for p, start in restored.items():
             self.checkpointing.schedule.restored(p, start.offset, start.driver.applied, time.time())
         done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
         for p, made in done.made.items():
-            await self.publisher.of(p).publish(*made)
+            out = self.publisher.of(p)
+            await out.publish(*made)
+            await out.commit()
         live = []
         for p in done.kept:
-            if p not in self.rebuilding:
-                continue  # given away while its transitions were published
+            if p not in self.rebuilding or not self.publisher.of(p).live:
+                continue  # given away (or fenced) while its transitions were published
             d = self.drivers[p] = done.drivers[p]
-            self.horizon.went_live(p, d.arrival)
+            self.horizon.went_live(d)
             self.rebuilding.discard(p)
             if self.metrics is not None:
                 self.metrics.live(d)
@@ -260,9 +281,55 @@ class StreamWorker(Handler):
         """A new driver of `partition`, whose engine notes the run views to publish."""
         s = self.settings
         driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
-                            grace=s.grace)  # fmt: skip
+                            grace=s.grace, arrival_gaps=True)  # fmt: skip
         driver.engine.views_changed = set()
         return driver
+
+    async def _open(self, partition: int) -> None:
+        """Take `partition` over at the broker (`Publisher.open`), trying again while the
+        broker cannot be reached and the partition is still being taken over."""
+        wait = 0.5
+        while partition in self.rebuilding:
+            try:
+                await self.publisher.open(partition)
+                return
+            except KafkaError as err:
+                log.info("partition %d: not taken over at the broker yet (%s: %s); again in "
+                         "%.1fs", partition, type(err).__name__, err, wait)  # fmt: skip
+                await asyncio.sleep(wait)
+                wait = min(TAKEOVER_RETRY_S, wait * 2)
+
+    def _lost(self, partition: int) -> None:
+        """`partition`'s producer was fenced (another worker took it over) or failed for
+        good: stop judging it here; whether it is still ours, the group says (`turn`)."""
+        driver = self.drivers.pop(partition, None)
+        if driver is None and partition not in self.rebuilding:
+            return
+        self.rebuilding.discard(partition)
+        self.checkpointing.schedule.forget(partition)
+        self.lost.add(partition)
+        if self.loop is not None:
+            with contextlib.suppress(Exception):
+                self.loop.pause([TP(self.topics.events, partition)])
+
+    async def _look_into_lost(self) -> None:
+        """The lost partitions the group confirms are still this worker's (its generation is
+        current: a commit of their offsets goes through) are taken over again -- fencing,
+        in turn, whoever fenced them; the others are left to the rebalance under way, whose
+        assignment settles them."""
+        loop = self.loop
+        if loop is None:
+            return
+        for p in sorted(self.lost):
+            tp = TP(self.topics.events, p)
+            if not loop.holds(tp):
+                self.lost.discard(p)
+            elif await loop.confirm([tp]):
+                self.lost.discard(p)
+                self.say(f"partition {p}: still this worker's; taking it over again")
+                self.rebuilding.add(p)
+                loop.pause([tp])
+                _keep(self._rebuild_tasks, self._rebuild([p]))
 
     async def shutdown(self) -> None:
         """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, and
@@ -272,8 +339,8 @@ class StreamWorker(Handler):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.handover.stop()
-        with contextlib.suppress(Exception):  # the producer may be stopped already
-            await self.publisher.flush()
+        with contextlib.suppress(Exception):  # the broker may be away
+            await self.publisher.close()
         if self.metrics is not None:
             await self.metrics.close()
 

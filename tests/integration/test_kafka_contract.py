@@ -1,7 +1,9 @@
 """The Kafka double (`tests/kafka_double.py`) held to a real broker: every case runs against
 both, with aiokafka's consumer and producer on the real side (arroyo's pattern). What the unit
 tests of the consuming loop rely on -- order per partition, offsets, positions, seek, pause,
-committed offsets, what is refused -- is what a real broker does, or this module fails.
+committed offsets, what is refused -- and what the worker's fencing relies on -- a producer
+that starts with a transactional id fences the one before, a read_committed consumer stops
+before a transaction still open -- is what a real broker does, or this module fails.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
-from aiokafka.errors import IllegalOperation, IllegalStateError
+from aiokafka.errors import IllegalOperation, IllegalStateError, ProducerFenced
 from aiokafka.structs import TopicPartition
-from kafka_double import MemoryBroker, MemoryConsumer, MemoryProducer
+from kafka_double import MemoryBroker, MemoryConsumer, MemoryProducer, MemoryTxnProducer
+
+from runwatch.stream.kafka import clients
 
 DEADLINE_S = 60.0  # generous: the broker shares two cores with the rest of the suite
 
@@ -30,12 +34,16 @@ class Kafka:
 
     name: str
     create: Callable[[str, int], Coroutine[Any, Any, None]]
-    consumer: Callable[[str | None], Any]
+    #: a consumer of the group (or none), reading read_uncommitted or read_committed
+    consumer: Callable[..., Any]
     producer: Callable[[], Any]
     #: records of a partition before an offset deleted (retention, DeleteRecords)
     delete: Callable[[TopicPartition, int], Coroutine[Any, Any, None]]
     #: values sent to a partition in one committed transaction
     transaction: Callable[[TopicPartition, list[bytes]], Coroutine[Any, Any, None]]
+    #: a producer with a transactional id (not started), as the worker makes it
+    #: (`clients.TransactionalProducer`)
+    txn_producer: Callable[[str], Any]
 
 
 def double() -> Kafka:
@@ -52,8 +60,11 @@ def double() -> Kafka:
             broker.produce(tp.topic, value, tp.partition)
         broker.commit_marker(tp.topic, tp.partition)
 
-    return Kafka("double", create, lambda group: MemoryConsumer(broker, group),
-                 lambda: MemoryProducer(broker), delete, transaction)  # fmt: skip
+    def consumer(group: str | None, isolation: str = "read_uncommitted") -> MemoryConsumer:
+        return MemoryConsumer(broker, group, isolation)
+
+    return Kafka("double", create, consumer, lambda: MemoryProducer(broker), delete,
+                 transaction, lambda tid: MemoryTxnProducer(broker, tid))  # fmt: skip
 
 
 def real(bootstrap: str) -> Kafka:
@@ -65,10 +76,10 @@ def real(bootstrap: str) -> Kafka:
         finally:
             await admin.close()
 
-    def consumer(group: str | None) -> AIOKafkaConsumer:
+    def consumer(group: str | None, isolation: str = "read_uncommitted") -> AIOKafkaConsumer:
         return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False,
-                                auto_offset_reset="earliest")  # fmt: skip
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                isolation_level=isolation)  # fmt: skip
 
     async def delete(tp: TopicPartition, before: int) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -91,7 +102,8 @@ def real(bootstrap: str) -> Kafka:
 
     return Kafka("broker", create, consumer,
                  lambda: AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all"),
-                 delete, transaction)  # fmt: skip
+                 delete, transaction,
+                 lambda tid: clients.producer(bootstrap, tid))  # fmt: skip
 
 
 @pytest.fixture(params=["double", "broker"])
@@ -121,10 +133,11 @@ async def fill(kafka: Kafka, topic: str) -> tuple[TopicPartition, TopicPartition
 
 @contextlib.asynccontextmanager
 async def started(
-    kafka: Kafka, group: str | None, *partitions: TopicPartition
+    kafka: Kafka, group: str | None, *partitions: TopicPartition, committed: bool = False
 ) -> AsyncIterator[Any]:
-    """A consumer (of `group`, or none), started, holding `partitions`; stopped after."""
-    consumer = kafka.consumer(group)
+    """A consumer (of `group`, or none; `committed`: reading read_committed), started,
+    holding `partitions`; stopped after."""
+    consumer = kafka.consumer(group, "read_committed" if committed else "read_uncommitted")
     await consumer.start()
     try:
         consumer.assign(list(partitions))
@@ -327,5 +340,92 @@ def test_a_transaction_s_commit_marker_takes_an_offset_no_record_has(
             assert [r.offset for r in got] == [0, 1, 2]
             assert await quiet(consumer) == []
             assert await consumer.position(tp) == 4
+
+    run(case())
+
+
+async def settled_end(consumer: Any, tp: TopicPartition, want: int) -> None:
+    """Wait until the consumer says `tp` ends at `want` (the coordinator writes a
+    transaction's markers after its commit or abort has returned)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (got := (await consumer.end_offsets([tp]))[tp]) != want:
+        assert time.monotonic() < deadline, f"{tp} ends at {got}, not {want}"
+        await asyncio.sleep(0.05)
+
+
+def test_a_producer_that_starts_with_a_transactional_id_fences_the_one_before(
+    kafka: Kafka, kafka_topic: str
+) -> None:
+    """What the worker's fencing is (stream/kafka/publish.py): a new owner's producer of a
+    partition's transactional id aborts the transaction the old owner left open, and every
+    later request of the old one is refused; read_committed, only the new owner's record."""
+
+    async def case() -> None:
+        await kafka.create(kafka_topic, 1)
+        tp = TopicPartition(kafka_topic, 0)
+        tid = f"contract-{uuid.uuid4().hex}"
+        old, new = kafka.txn_producer(tid), kafka.txn_producer(tid)
+        await old.start()
+        try:
+            await old.begin_transaction()
+            await (await old.send(kafka_topic, b"zombie", partition=0))
+            await new.start()
+            try:
+                with pytest.raises(ProducerFenced):
+                    await old.commit_transaction()
+                assert not old.usable
+                with pytest.raises(ProducerFenced):  # and whatever it tries after
+                    await old.begin_transaction()
+                assert new.usable
+                await new.begin_transaction()
+                await (await new.send(kafka_topic, b"owner", partition=0))
+                await new.commit_transaction()
+            finally:
+                await new.stop()
+        finally:
+            await old.stop()
+        async with started(kafka, None, tp, committed=True) as reader:
+            await settled_end(reader, tp, 4)  # zombie, its abort marker, owner, commit
+            assert [r.value for r in await drain(reader, 1)] == [b"owner"]
+            assert await quiet(reader) == []
+        async with started(kafka, None, tp) as everything:
+            assert [r.value for r in await drain(everything, 2)] == [b"zombie", b"owner"]
+
+    run(case())
+
+
+def test_read_committed_ends_before_a_transaction_still_open(
+    kafka: Kafka, kafka_topic: str
+) -> None:
+    """The last stable offset: a read_committed consumer gets nothing at or past the first
+    record of a transaction still open, and says the partition ends there -- what makes a
+    takeover read the output topics to the log's end instead (stream/kafka/read.py)."""
+
+    async def case() -> None:
+        await kafka.create(kafka_topic, 1)
+        tp = TopicPartition(kafka_topic, 0)
+        plain = kafka.producer()
+        txn = kafka.txn_producer(f"contract-{uuid.uuid4().hex}")
+        await plain.start()
+        await txn.start()
+        try:
+            await plain.send_and_wait(kafka_topic, b"before", partition=0)
+            await txn.begin_transaction()
+            await (await txn.send(kafka_topic, b"open", partition=0))
+            await plain.send_and_wait(kafka_topic, b"after", partition=0)
+            async with (
+                started(kafka, None, tp, committed=True) as committed,
+                started(kafka, None, tp) as everything,
+            ):
+                assert (await committed.end_offsets([tp]))[tp] == 1
+                assert (await everything.end_offsets([tp]))[tp] == 3
+                assert [r.value for r in await drain(committed, 1)] == [b"before"]
+                assert await quiet(committed) == []
+                await txn.commit_transaction()
+                await settled_end(committed, tp, 4)
+                assert [r.value for r in await drain(committed, 2)] == [b"open", b"after"]
+        finally:
+            await txn.stop()
+            await plain.stop()
 
     run(case())

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kafka_double import MemoryAppProducer, MemoryBroker, MemoryConnection, MemoryRecord
+from kafka_double import MemoryBroker, MemoryConnection, MemoryRecord
 
 from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka import checkpoints
@@ -164,12 +164,13 @@ def test_the_store_writes_each_partition_s_records_through_its_publisher() -> No
 def test_the_store_reads_back_what_it_wrote() -> None:
     b = MemoryBroker()
     b.create(TOPIC, 1)
-    producer = MemoryAppProducer(b)
-    publisher = Publisher(lambda: producer, Topics("t."), "w/1")
-    store = checkpoints.KafkaCheckpoints(MemoryConnection(b), Topics("t."), "workers",
-                                         publisher.of)  # fmt: skip
+    kafka = MemoryConnection(b)
+    publisher = Publisher(kafka.producer, Topics("t."), "workers", "w/1")
+    store = checkpoints.KafkaCheckpoints(kafka, Topics("t."), "workers", publisher.of)
 
     async def scenario() -> tuple[bytes | None, bytes | None]:
+        await publisher.open(0)
+        await publisher.open(1)
         none = await store.read(0)
         await store.write(0, b"v1")
         await store.write(1, b"other")

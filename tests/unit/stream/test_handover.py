@@ -207,20 +207,31 @@ class Marks:
         self.marks.append((partition, word))
 
 
-async def flushed() -> None:
-    pass
+class Publishing:
+    """The worker's publisher as a handover uses it: commits, and the handovers done."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.done: list[int] = []  # the partitions whose handovers were done
+
+    async def commit(self) -> None:
+        self.commits += 1
+
+    def handed(self, partition: int) -> None:
+        self.done.append(partition)
 
 
-def handover(leased: bool, stores: bool = True) -> tuple[Any, Checkpoints, Marks]:
+def handover(stores: bool = True) -> tuple[Any, Checkpoints, Marks, Publishing]:
     checkpoints, marks = Checkpoints({0: "d0", 1: "d1", 2: "d2"}, stores), Marks()
-    h = handover_module.Handover(checkpoints, marks, lambda: leased, flushed)  # type: ignore[arg-type]
-    return h, checkpoints, marks
+    publishing = Publishing()
+    h = handover_module.Handover(checkpoints, marks, publishing)  # type: ignore[arg-type]
+    return h, checkpoints, marks, publishing
 
 
 def test_a_promise_is_kept_by_a_settled_marker_a_checkpoint_or_a_settled_marker_instead() -> None:
     """Kept: SETTLED; went elsewhere: its checkpoint; went elsewhere and the checkpoint was
     not stored: SETTLED, so that its new owner waits no longer."""
-    h, checkpoints, marks = handover(leased=True)
+    h, checkpoints, marks, publishing = handover()
 
     async def scenario() -> None:
         await h.promise()
@@ -232,8 +243,9 @@ def test_a_promise_is_kept_by_a_settled_marker_a_checkpoint_or_a_settled_marker_
     asyncio.run(scenario())
     assert sorted(checkpoints.made) == [1, 2]
     assert marks.marks[3:] == [(0, SETTLED)]
+    assert sorted(publishing.done) == [1, 2]  # their publishers go once the handover is done
 
-    h, checkpoints, marks = handover(leased=True, stores=False)
+    h, checkpoints, marks, _ = handover(stores=False)
 
     async def not_stored() -> None:
         await h.promise()
@@ -244,19 +256,8 @@ def test_a_promise_is_kept_by_a_settled_marker_a_checkpoint_or_a_settled_marker_
     assert sorted(marks.marks[3:]) == [(0, SETTLED), (1, SETTLED), (2, SETTLED)]
 
 
-def test_an_expelled_member_promises_and_hands_over_nothing() -> None:
-    """Its lease lapsed (the group expelled it while it was paused): the state it holds is
-    the new owners' to make."""
-    h, checkpoints, marks = handover(leased=False)
-
-    async def scenario() -> None:
-        await h.promise()
-        h.assigned(set())
-        await h.stop()
-
-    asyncio.run(scenario())
-    assert marks.marks == []
-    assert checkpoints.made == []
-    h, checkpoints, _ = handover(leased=True)
+def test_a_worker_that_stops_checkpoints_every_partition_and_commits() -> None:
+    h, checkpoints, _, publishing = handover()
     asyncio.run(h.stop())
-    assert checkpoints.made == [0, 1, 2]  # a member in good standing checkpoints them all
+    assert checkpoints.made == [0, 1, 2]
+    assert publishing.commits == 1

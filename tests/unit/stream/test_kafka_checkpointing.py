@@ -1,5 +1,5 @@
 """The worker's checkpoints (`stream/kafka/checkpointing.py`): made after everything they
-cover is on its topics, stored through the partition's publisher, due by the one
+cover is committed, stored through the partition's publisher, due by the one
 `Checkpointer`, and never of a partition given away meanwhile; run against the in-memory
 Kafka double (`worker_double`)."""
 
@@ -29,15 +29,18 @@ def test_an_alert_is_published_before_its_breaker_view_and_its_checkpoint(fork: 
             send(b, 0, step("r1", 1, 0.5), step("r1", 2, math.nan))
             await until(lambda: alerts(b) == [NAN], "the NaN alerted")
             send(b, 0, b"not json")
-            await until(lambda: b.values(TOPICS.dlq), "the bad record dead-lettered")
-            flushed = w.producer.flushes  # type: ignore[attr-defined]
+            await until(lambda: b.visible(TOPICS.dlq), "the bad record dead-lettered")
             assert await w.checkpointing.checkpoint(0, time.time())
-            assert w.producer.flushes > flushed  # type: ignore[attr-defined]
 
     asyncio.run(scenario())
     order = [topic for topic, _, _ in b.appended if topic != TOPICS.events]
     assert order.index(TOPICS.alerts) < order.index(TOPICS.breaker), order
     assert order[-1] == TOPICS.checkpoints, order  # after everything it covers
+    # in a transaction of its own, after the ones of everything it covers were committed
+    (stored,) = [r for r in b.visible(TOPICS.checkpoints) if not r.key.startswith(b"handover")]
+    before = b.visible(TOPICS.alerts) + b.visible(TOPICS.dlq) + b.visible(TOPICS.breaker)
+    assert stored.txn is not None
+    assert all(r.txn is not stored.txn for r in before)
     (letter,) = [json.loads(v) for v in b.values(TOPICS.dlq)]
     assert (letter["topic"], letter["partition"], letter["offset"]) == (TOPICS.events, 0, 2)
     assert letter["raw"] == "not json"
@@ -94,14 +97,13 @@ def live(records: int) -> LiveDriver:
 
 
 def checkpointing(
-    drivers: dict[int, LiveDriver], store: Store, held: set[int] | None = None, fork: bool = False
+    drivers: dict[int, LiveDriver], store: Store, fork: bool = False
 ) -> Checkpointing:
     async def ends() -> dict[str, dict[int, int]]:
         return {TOPICS.alerts: {0: 5}}
 
     return Checkpointing(Checkpointer(30.0), store, drivers, asyncio.Lock(), fork=fork,  # type: ignore[arg-type]
-                         holds=(held or set()).__contains__, leased=lambda: True, ends=ends,
-                         prune=lambda *_: None)  # fmt: skip
+                         ends=ends, prune=lambda *_: None)  # fmt: skip
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "in-place"])
@@ -123,17 +125,6 @@ def test_a_due_partition_is_stored_with_the_offset_and_the_output_ends_it_covers
     assert checkpoint.load(data, fresh) == {"offset": 3, "output": {TOPICS.alerts: {0: 5}}}
     assert "r1" in fresh.engine.runs
     assert c.due(1000.0, handover=True) == []  # nothing new since
-
-
-def test_a_partition_whose_output_is_held_is_not_checkpointed() -> None:
-    """Its state made transitions that are not on their topics (the lease lapsed): a
-    checkpoint of it would have a takeover take them as published."""
-    store = Store()
-    c = checkpointing({0: live(2), 1: live(2)}, store, held={0})
-    assert c.due(1000.0) == [1]
-    assert c.due(1000.0, handover=True) == [1]
-    assert not asyncio.run(c.checkpoint(0, 1000.0))  # not when asked either (a takeover's)
-    assert store.written == []
 
 
 def test_a_checkpoint_not_stored_is_counted_due_an_interval_later_and_handed_over_at_once() -> None:

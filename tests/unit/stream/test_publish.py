@@ -1,7 +1,9 @@
 """What the worker publishes, in which order, and through what (`stream/kafka/publish.py`):
-one publisher per input partition, its transitions before its dead letters before its
-run views, a checkpoint only after a flush, and nothing while the group lease has
-lapsed -- held, then sent if the partition is still this worker's, else dropped."""
+one publisher per input partition, each with a transactional producer of its own -- its
+transitions before its dead letters before its run views, in a transaction committed at
+the turn, a checkpoint in one of its own after it; a publisher whose partition another
+worker took over is fenced by the broker and publishes nothing more; a transaction that
+fails short of fencing is sent again, once."""
 
 from __future__ import annotations
 
@@ -11,17 +13,19 @@ import math
 import time
 
 import orjson
+import pytest
 from helpers import make_event
-from kafka_double import MemoryAppProducer, MemoryBroker
+from kafka_double import MemoryBroker, MemoryConnection
 
 from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
-from runwatch.stream.kafka.publish import Publisher
+from runwatch.stream.kafka.publish import Lost, Publisher, transactional_id
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.refused import Refused
 
 TOPICS = Topics("t.")
+GROUP = "workers"
 
 
 def broker() -> MemoryBroker:
@@ -29,6 +33,16 @@ def broker() -> MemoryBroker:
     for topic in (TOPICS.alerts, TOPICS.dlq, TOPICS.checkpoints, TOPICS.breaker):
         b.create(topic, 2)
     return b
+
+
+def publisher(b: MemoryBroker, lost: list[int] | None = None) -> Publisher:
+    """A worker's publisher on `b`, noting the partitions it loses in `lost`."""
+    return publishing(MemoryConnection(b), lost)
+
+
+def publishing(kafka: MemoryConnection, lost: list[int] | None = None) -> Publisher:
+    return Publisher(kafka.producer, TOPICS, GROUP, "w/1",
+                     lost=(lost if lost is not None else []).append)  # fmt: skip
 
 
 def made(run: str) -> tuple[list[Alert], list[RunView]]:
@@ -51,70 +65,119 @@ def published(b: MemoryBroker) -> list[str]:
     return [topic.removeprefix(TOPICS.prefix) for topic, _, _ in b.appended]
 
 
+def committed_ids(b: MemoryBroker) -> list[str]:
+    """The transition ids a read_committed consumer reads on runwatch.alerts."""
+    return [orjson.loads(r.value or b"")["id"] for r in b.visible(TOPICS.alerts)]
+
+
 def test_transitions_then_dead_letters_then_run_views_then_the_checkpoint() -> None:
     b = broker()
-    producer = MemoryAppProducer(b)
-    publisher = Publisher(lambda: producer, TOPICS, "w/1")
+    out = publisher(b)
     alerts, views = made("r1")
 
     async def scenario() -> None:
-        out = publisher.of(0)
-        await out.publish(alerts, [LETTER], views)
-        flushed = producer.flushes
-        await out.checkpoint(b"key", b"state", 1)
-        assert producer.flushes == flushed + 1  # after everything before it is out
+        await out.open(0)
+        await out.of(0).publish(alerts, [LETTER], views)
+        assert committed_ids(b) == []  # in a transaction: no one reads it yet
+        await out.of(0).checkpoint(b"key", b"state", 1)  # commits what is open first
 
     asyncio.run(scenario())
     assert published(b) == ["runwatch.alerts", "runwatch.events.dlq", "runwatch.breaker",
                             "runwatch.checkpoints"]  # fmt: skip
-    (alert,) = b.topics[TOPICS.alerts][0] + b.topics[TOPICS.alerts][1]
-    assert orjson.loads(alert.value)["id"] == alerts[0].id
-    ((record,),) = [p for p in b.topics[TOPICS.checkpoints] if p]
+    assert committed_ids(b) == [alerts[0].id]
+    (record,) = b.visible(TOPICS.checkpoints)
     assert (record.partition, record.key, record.value) == (1, b"key", b"state")
+    (transition,) = b.visible(TOPICS.alerts)
+    assert record.txn is not transition.txn  # a transaction of its own, after
 
 
-def test_output_made_while_the_lease_lapsed_is_held_and_sent_once_it_is_renewed() -> None:
+def test_what_a_turn_publishes_goes_out_in_one_transaction() -> None:
     b = broker()
-    producer = MemoryAppProducer(b)
-    leased = [False]
-    publisher = Publisher(lambda: producer, TOPICS, "w/1", leased=lambda: leased[0])
+    out = publisher(b)
     first, _ = made("r1")
     second, _ = made("r2")
 
     async def scenario() -> None:
-        out = publisher.of(0)
-        await out.publish(first, [])
-        assert b.appended == []
-        assert publisher.holds(0)
-        assert [o.partition for o in publisher.holding()] == [0]
-        await out.release(mine=True)  # not while the lease has lapsed
-        assert b.appended == []
-        leased[0] = True
-        await out.publish(second, [])  # after what is held, not before it
-        assert b.appended == []
-        await out.release(mine=True)
+        await out.open(0)
+        await out.of(0).publish(first, [])
+        await out.of(0).publish(second, [])
+        assert committed_ids(b) == []
+        await out.commit()
 
     asyncio.run(scenario())
-    sent = [(p, o) for topic, p, o in b.appended if topic == TOPICS.alerts]  # in send order
-    ids = [orjson.loads(b.topics[TOPICS.alerts][p][o].value)["id"] for p, o in sent]
-    assert ids == [first[0].id, second[0].id]
-    assert not publisher.holds(0)
+    assert committed_ids(b) == [first[0].id, second[0].id]
+    one, two = b.visible(TOPICS.alerts)
+    assert one.txn is two.txn
 
 
-def test_output_held_for_a_partition_that_went_elsewhere_is_dropped() -> None:
+def test_a_publisher_whose_partition_another_worker_took_over_publishes_nothing_more() -> None:
+    """The new owner's producer of the same transactional id fences the old one at the
+    broker: the transaction the old one had open ends aborted (read by no one), and every
+    later send, commit and checkpoint of it is refused -- however long it was paused."""
     b = broker()
-    producer = MemoryAppProducer(b)
-    leased = [False]
-    publisher = Publisher(lambda: producer, TOPICS, "w/1", leased=lambda: leased[0])
-    alerts, _ = made("r1")
+    lost: list[int] = []
+    old, new = publisher(b, lost), publisher(b)
+    first, _ = made("r1")
+    later, _ = made("r2")
+    owners, _ = made("r3")
 
     async def scenario() -> None:
-        await publisher.of(0).publish(alerts, [])
-        await publisher.of(1).publish(alerts, [])
-        publisher.keep({1})  # the assignment: partition 0 went elsewhere
-        assert not publisher.holds(0)
-        leased[0] = True
-        await publisher.of(1).release(mine=False)  # given away while it was held
+        await old.open(0)
+        await old.of(0).publish(first, [])  # open when the new owner takes over
+        await new.open(0)
+        await new.of(0).publish(owners, [])
+        await new.commit()
+        await old.commit()  # refused: lost
+        await old.of(0).publish(later, [])  # nothing more
+        await old.commit()
+        with pytest.raises(Lost):
+            await old.of(0).checkpoint(b"key", b"stale", 0)
 
     asyncio.run(scenario())
-    assert b.appended == []
+    assert committed_ids(b) == [owners[0].id]
+    assert lost == [0]  # said once
+    assert not old.of(0).live
+    assert b.visible(TOPICS.checkpoints) == []
+    assert b.epochs[transactional_id(GROUP, TOPICS.events, 0)] == 2
+
+
+def test_a_transaction_that_fails_short_of_fencing_is_sent_again_once() -> None:
+    """The broker away at the commit: the transaction is aborted and what it held sent
+    again in the next, committed once it can be -- each transition read once."""
+    b, lost = broker(), []
+    kafka = MemoryConnection(b)
+    out = publishing(kafka, lost)
+    alerts, views = made("r1")
+
+    async def scenario() -> None:
+        await out.open(0)
+        await out.of(0).publish(alerts, [LETTER], views)
+        (producer,) = kafka.producers
+        producer.fail_commits = 2
+        assert await out.of(0).commit()
+        assert producer.commits == 1
+
+    asyncio.run(scenario())
+    assert committed_ids(b) == [alerts[0].id]
+    assert len(b.visible(TOPICS.dlq)) == len(b.visible(TOPICS.breaker)) == 1
+    assert len([r for r in b.topics[TOPICS.alerts][0] + b.topics[TOPICS.alerts][1]
+                if not r.control]) == 3  # fmt: skip
+    assert lost == []
+
+
+def test_the_publishers_of_partitions_gone_elsewhere_are_closed_after_their_handover() -> None:
+    kafka = MemoryConnection(broker())
+    out = publishing(kafka)
+
+    async def scenario() -> list[bool]:
+        for p in (0, 1, 2):
+            await out.open(p)
+        out.keep({0}, handing={1})  # 1 and 2 went elsewhere; 1's handover still to write
+        await asyncio.sleep(0)
+        running = [p.epoch is not None for p in kafka.producers]
+        out.handed(1)
+        await out.close()
+        return running
+
+    assert asyncio.run(scenario()) == [True, True, False]
+    assert [p.epoch for p in kafka.producers] == [None, None, None]  # all stopped
