@@ -27,7 +27,7 @@ from pathlib import Path
 
 from benchinfo import machine, say
 
-from harness.cluster import Cluster, wait_for
+from harness.cluster import Cluster
 from harness.cluster_verdict import judge
 
 SESSION = 6.0
@@ -85,12 +85,11 @@ def play(name: str, args: argparse.Namespace, root: Path) -> dict[str, object]:
                 cluster.kill_notify_holding_post()
             elif what == "broker":
                 cluster.broker_away(args.outage)
-        wait_for(lambda: traffic.done, "the traffic played out", args.seconds + 300, every=1)
-        cluster.deliver_spooled()
-        wait_for(lambda: all(w.live() for w in cluster.workers), "the workers live", 300)
-        time.sleep(10)  # the last alerts on their way
-        cluster.stop_workers()
-        time.sleep(10)  # the sink and the notifier catch up
+        try:
+            cluster.settle(timeout=args.seconds + 300)
+        except TimeoutError as err:  # judged all the same: the verdict says what is missing
+            print(f"  not settled: {err}")
+            cluster.stop_workers()
         verdict = judge(cluster)
     except Exception as err:
         print(f"  play {name} failed: {type(err).__name__}: {err}")

@@ -24,8 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.cluster_verdict import implied, read_all
 from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker
+from runwatch.store.store import Store
 
 RUNWATCH = str(Path(sys.executable).with_name("runwatch"))
 TOKEN = "xoxb-cluster-play"
@@ -333,6 +335,34 @@ class Cluster:
         if self._supervisor is not None:
             self._supervisor.join()
             self._supervisor = None
+
+    def settle(self, timeout: float = 300.0) -> None:
+        """After the traffic: what the emitters spooled delivered, every transition the
+        events imply published (a transition may come late), the workers stopped (nothing
+        more is published), and the history and Slack caught up with the topic."""
+        assert self.traffic is not None
+        wait_for(lambda: self.traffic is not None and self.traffic.done,
+                 "the traffic played out", timeout)  # fmt: skip
+        self.deliver_spooled()
+
+        def all_published() -> bool:
+            events = read_all(self.bootstrap, self.topic("events"))
+            have = {(r.value["id"], r.value["state"])
+                    for r in read_all(self.bootstrap, self.topic("alerts"))}  # fmt: skip
+            return all((a["id"], a["state"]) in have for a in implied(events, self.config))
+
+        wait_for(lambda: all(w.live() for w in self.workers), "the workers live", timeout)
+        wait_for(all_published, "every transition the events imply published", timeout, 2.0)
+        self.stop_workers()
+        ids = {r.value["id"] for r in read_all(self.bootstrap, self.topic("alerts"))}
+        wait_for(lambda: ids <= self.stored_alerts(), "the history holds them", timeout, 1.0)
+        wait_for(lambda: ids <= {i for m in self.slack.messages for i in m.shown},
+                 "Slack shows them", timeout, 1.0)  # fmt: skip
+
+    def stored_alerts(self) -> set[str]:
+        """The ids of the alert transitions the history holds (read while the sink writes)."""
+        with Store.reader(self.db, wait=60) as store:
+            return {r[0] for r in store.con.execute("SELECT id FROM alerts").fetchall()}
 
     def stop_workers(self) -> None:
         """A clean stop of each worker (after which nothing more is published)."""

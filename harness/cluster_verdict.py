@@ -23,15 +23,17 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from harness.cluster import Cluster
 from runwatch import configfile
 from runwatch.store.store import Store
 from runwatch.stream.engine import Engine
 from runwatch.stream.replay import replay
+
+if TYPE_CHECKING:
+    from harness.cluster import Cluster
 
 
 @dataclass
