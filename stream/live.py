@@ -47,7 +47,7 @@ from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.records import Headers, is_batch, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
-from runwatch.stream.timekeeping.reading import GAP_S, ReadClock
+from runwatch.stream.timekeeping.reading import ReadClock, interrupted
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -152,10 +152,11 @@ class LiveDriver:
     ) -> None:
         """`fleet`: judge fleet incidents too (`runwatch.stream.fleet`), for a driver that
         sees every run (`serve`); a Kafka worker sees its partitions' runs only.
-        `arrival_gaps`: a gap in the records' append times is an interruption of reading
-        (`ReadClock.observe`) -- a broker away appends nothing -- so that a re-read of the
-        records holds silence where the live worker's fetches went unanswered (the Kafka
-        worker's drivers; serve's records are only as gappy as its traffic)."""
+        `arrival_gaps`: a re-read reads interruptions of reading from the records' append
+        times (`reading.interrupted`: a gap that late records follow), so that it holds
+        silence where the live worker's fetches went unanswered -- and a rebuild's end,
+        taken on the wall clock, counts as an answer (the Kafka worker's drivers; serve's
+        records are only as gappy as its traffic)."""
         self.engine = Engine(config, dedup_capacity=dedup_capacity)
         stage = FleetStage(self.engine) if fleet else None
         self.fleet = stage if stage is not None and stage.enabled else None
@@ -172,6 +173,8 @@ class LiveDriver:
         #: holds time after an outage, while emitters deliver what they spooled through it
         self.reading = ReadClock()
         self.arrival_gaps = arrival_gaps
+        #: a re-read's records past a gap, until what follows tells what the gap was
+        self._pending: list[Decoded] = []
         self.applied = 0
         self.invalid = 0
         self.failures = 0  # events that raised in the rules (isolated, dead-lettered)
@@ -235,6 +238,9 @@ class LiveDriver:
         return out
 
     def _fed_to(self, offset: int | None) -> None:
+        if self._pending:  # (applied up to the first record it waits with)
+            offset = self._pending[0][3] - 1 if offset is None else min(
+                offset, self._pending[0][3] - 1)  # fmt: skip
         if offset is not None and (self.position is None or offset > self.position):
             self.position = offset
 
@@ -244,18 +250,44 @@ class LiveDriver:
         """Apply events a caller has decoded already (`runwatch serve` validates a request
         before it logs and acknowledges it), in order; like `feed` otherwise. `dead`: the
         invalid records of the same batch, returned (or held) with those found here."""
+        if self.replaying and self.arrival_gaps:
+            self._reread([*self._pending, *items], dead or [], complete=False)
+            return [], []
+        return self._apply(items, dead)
+
+    def _reread(self, items: list[Decoded], dead: list[Refused], complete: bool) -> None:
+        """A re-read's records: applied up to a gap whose window they do not cover yet (the
+        rest waits), with a hold of silence at each gap late records follow (see
+        `arrival_gaps`)."""
+        times = [(arrival, self._corrected(event)) for event, _, arrival, _ in items]
+        ready, outages = interrupted(times, self.arrival, complete)
+        self._pending = items[ready:]
+        starts = sorted({0, *outages})
+        for start, end in zip(starts, [*starts[1:], ready], strict=True):
+            if start in outages:  # nothing was appended in the gap before this record
+                self.reading.answered_by(self.arrival)
+                self.reading.observe(items[start][2])
+            self._apply(items[start:end], dead)
+            dead = []
+
+    def _corrected(self, event: ev.Event) -> float:
+        """`event`'s time on the broker's clock, as far as its host's offset is known."""
+        skew = self.clocks.offset(_source(event.src))
+        if skew is None or -self.min_correction <= skew <= self.min_correction:
+            return event.ts
+        return event.ts + skew
+
+    def _apply(
+        self, items: Iterable[Decoded], dead: list[Refused] | None = None
+    ) -> tuple[list[Alert], list[Refused]]:
         engine, clocks, seen, reading = self.engine, self.clocks, self.engine.seen, self.reading
         out: list[Alert] = []
         dead = [] if dead is None else dead
         limit = self.min_correction
-        arrival = previous = self.arrival
-        gone, gaps = self.gone, self.arrival_gaps
+        arrival = self.arrival
+        gone = self.gone
         offset = None
         for event, raw, arrival, offset in items:
-            if gaps and arrival - previous > GAP_S:  # nothing appended meanwhile
-                reading.answered_by(previous)
-                reading.observe(arrival)
-            previous = arrival
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
                 continue
@@ -386,8 +418,12 @@ class LiveDriver:
         resolve) is returned.
         """
         engine = self.engine
-        if self.arrival_gaps:  # the ends were taken at `now`: a broker away since the last
-            self.reading.answered_by(self.arrival)  # record appended held reading then too
+        if self.arrival_gaps:  # the records waiting on a gap, judged by what there is; and
+            pending, self._pending = self._pending, []  # the ends were taken at `now`: a
+            self._reread(pending, [], complete=True)  # broker away since the last record
+            if pending:  # appended held reading then too
+                self._fed_to(pending[-1][3])
+            self.reading.answered_by(self.arrival)
             self.reading.observe(now)
         judged = max((a.ts for a in published.last.values() if a.run in engine.runs),
                      default=-INF)  # fmt: skip

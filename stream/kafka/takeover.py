@@ -216,11 +216,13 @@ class Takeover:
             now = time.time()
             if still_mine(p) and self.due(p, d, now):
                 # keep what it has: a worker killed now leaves its successor less to
-                # re-read (the held transitions go along, for the successor to publish)
-                data = checkpoint.dump(d, {"offset": out.resume[p]})
-                if await self.store(p, d.applied, out.resume[p], data, len(d.engine.runs), now):
+                # re-read (the held transitions go along, for the successor to publish);
+                # up to what it applied (records past a gap wait for what follows it)
+                covered = out.resume[p] if d.position is None else d.position + 1
+                data = checkpoint.dump(d, {"offset": covered})
+                if await self.store(p, d.applied, covered, data, len(d.engine.runs), now):
                     self.say(f"partition {p}: rebuilding, {out.events:,} events re-read; "
-                             f"checkpoint stored at offset {out.resume[p]}")  # fmt: skip
+                             f"checkpoint stored at offset {covered}")  # fmt: skip
 
         ends_taken = time.time()
         read = await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,

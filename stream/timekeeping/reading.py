@@ -13,9 +13,10 @@ emitter takes to reconnect and send its spool. Two things start a hold, both see
 partition, both bounded:
 
 - the worker's fetches of it stopped answering for `GAP_S` (`observe`): its broker was
-  down or the worker itself was paused -- live, or read from the records (a broker away
-  appends nothing: a Kafka worker's drivers, live and re-reading, read a gap in the
-  records' append times the same way);
+  down or the worker itself was paused. A re-read has no fetches to go by, so it reads the
+  same from the records (`interrupted`): a gap of `GAP_S` in their append times -- a broker
+  away appends nothing -- that records stamped in it follow late within `WINDOW_S`, the
+  emitters delivering what they spooled through it; a gap nothing spooled follows was quiet;
 - a record arrives late, `arrival - ts > LATE_S` (`late`): an emitter spooled it through an
   outage. Read from the records alone, so a rebuild that re-reads them holds as the live
   worker did; it holds the time events move too.
@@ -30,6 +31,7 @@ Pure: the drivers pass in the times.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: No fetch of the partition answered for this many seconds: a gap (outage, pause, stall).
@@ -39,6 +41,38 @@ LATE_S = 3.0
 #: The longest a hold lasts: an emitter retries its broker within 5 s (its longest backoff)
 #: and then sends its spool, oldest first, before anything new.
 RECONNECT_S = 15.0
+#: How far (in append time) a re-read looks past a gap in the records for late ones.
+WINDOW_S = RECONNECT_S
+
+
+def interrupted(
+    times: Sequence[tuple[float, float]], before: float, complete: bool
+) -> tuple[int, list[int]]:
+    """For a re-read: how many of the records can be applied now, and before which of those
+    a gap in the append times was an interruption of reading rather than quiet. `times`:
+    each record's (append time, event time, its host's clock corrected), in order; `before`:
+    the append time of the record before them. An interruption is a gap of GAP_S that
+    records stamped in it follow within WINDOW_S, LATE_S late or more (spooled through
+    it); a gap whose window the records do not cover yet ends what can be applied there,
+    unless `complete` (nothing follows)."""
+    outages: list[int] = []
+    previous = before
+    for i, (arrival, _) in enumerate(times):
+        if arrival - previous > GAP_S:
+            late, covered = False, complete
+            for later, ts in times[i:]:
+                if later > arrival + WINDOW_S:
+                    covered = True
+                    break
+                if later - ts > LATE_S and ts < arrival:
+                    late = True
+                    break
+            if late:
+                outages.append(i)
+            elif not covered:
+                return i, outages
+        previous = arrival
+    return len(times), outages
 
 
 @dataclass

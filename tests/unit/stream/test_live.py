@@ -479,3 +479,21 @@ def test_a_rebuild_whose_records_end_where_the_broker_went_away_holds_silence() 
     assert d.finish_replay(PublishedAlerts(), T0 + 20) == ([], [])
     assert d.tick(T0 + 29.9) == []
     assert len(d.tick(T0 + 30.5)) == 2  # both silent still: heartbeat_lost, each
+
+
+def test_a_re_read_judges_a_quiet_gap_as_the_silence_it_was() -> None:
+    """The only run of a partition goes quiet for 5 s (timeout 3 s) with the broker up: no
+    record is appended, and none late follows. A re-read judges it as a replay does --
+    fired and resolved -- not as an outage (an outage's records come late after it)."""
+    part = Partition()
+    for i in range(10):
+        part.append(beat(T0 + i * 0.5), T0 + i * 0.5 + 0.01)
+    for i in range(10):
+        part.append(beat(T0 + 10 + i * 0.5), T0 + 10 + i * 0.5 + 0.01)
+    d = LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, arrival_gaps=True)
+    d.start_replay()
+    for record in part.records:  # one at a time: the gap's window is not in one batch
+        d.feed([record])
+    alerts, _ = d.finish_replay(PublishedAlerts(), T0 + 15)
+    assert [a.state for a in alerts] == ["firing", "resolved"]
+    assert d.position == len(part.records) - 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runwatch.stream.timekeeping.reading import GAP_S, RECONNECT_S, ReadClock
+from runwatch.stream.timekeeping.reading import GAP_S, RECONNECT_S, ReadClock, interrupted
 
 
 def test_steady_reading_lets_time_go() -> None:
@@ -92,3 +92,20 @@ def test_a_gap_soon_after_another_hold_still_holds() -> None:
     assert clock.limit(1019.0, 1019.0) == 1019.0
     clock.observe(1025.0)  # the broker away again
     assert clock.limit(1025.0, 1025.0) == 1019.0
+
+
+def test_a_re_read_tells_an_outage_from_quiet_by_what_follows_the_gap() -> None:
+    """(append time, event time) of each record: a gap of 10 s that late records follow
+    (spooled through it, behind one emitter's newest) is an interruption; one that on-time
+    records follow all the window long was quiet; one whose window is not read yet waits."""
+    steady = [(1000.0 + i, 1000.0 + i) for i in range(5)]
+    outage = [(1014.0, 1014.0), (1014.1, 1005.0), (1014.2, 1006.0)]
+    assert interrupted(steady + outage, 999.0, complete=False) == (8, [5])
+    quiet = [(1014.0 + i, 1014.0 + i) for i in range(20)]
+    assert interrupted(steady + quiet, 999.0, complete=False) == (25, [])
+    assert interrupted(steady + quiet[:3], 999.0, complete=False) == (5, [])  # waits
+    assert interrupted(steady + quiet[:3], 999.0, complete=True) == (8, [])
+    assert interrupted(outage, 1004.0, complete=False) == (3, [0])  # the gap before them
+    # late records stamped after the gap were not spooled through it: quiet all the same
+    slow = [(1014.0 + i, 1014.0) for i in range(20)]
+    assert interrupted(steady + slow, 999.0, complete=False) == (25, [])
