@@ -1,6 +1,6 @@
 """An in-memory Kafka for unit tests of the consuming loop (`runwatch.stream.kafka.consume`)
-and of the stream worker (`MemoryConnection` makes its consumers, `MemoryAppProducer` stands
-in for Faust's producer).
+and of the stream worker (`MemoryConnection` makes its consumers and its transactional
+producers, `MemoryTxnProducer`).
 
 `MemoryBroker` keeps topics as lists of records per partition, committed offsets per group
 and group members; `MemoryConsumer` and `MemoryProducer` have the methods of aiokafka's
@@ -526,28 +526,3 @@ class MemoryConnection:
         producer = MemoryTxnProducer(self.broker, transactional_id)
         self.producers.append(producer)
         return producer
-
-
-class MemoryAppProducer:
-    """Faust's producer as the worker publishes with it (`send`, `send_and_wait`, `flush`;
-    topic, key, value, partition, timestamp, headers, in that order): into a `MemoryBroker`,
-    placed as `MemoryBroker.send` places it."""
-
-    def __init__(self, broker: MemoryBroker) -> None:
-        self.broker = broker
-        self.flushes = 0
-
-    async def send(self, topic: str, key: bytes | None, value: bytes | None,
-                   partition: int | None, timestamp: float | None,
-                   headers: Any) -> Any:  # fmt: skip
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        done.set_result(self.broker.send(topic, value, key, partition, headers))
-        return done
-
-    async def send_and_wait(self, topic: str, key: bytes | None, value: bytes | None,
-                            partition: int | None, timestamp: float | None,
-                            headers: Any) -> Any:  # fmt: skip
-        return await (await self.send(topic, key, value, partition, timestamp, headers))
-
-    async def flush(self) -> None:
-        self.flushes += 1
