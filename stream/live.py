@@ -47,7 +47,7 @@ from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.records import Headers, is_batch, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
-from runwatch.stream.timekeeping.reading import ReadClock, interrupted
+from runwatch.stream.timekeeping.reading import ReadClock, interrupted, told
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -251,16 +251,21 @@ class LiveDriver:
         before it logs and acknowledges it), in order; like `feed` otherwise. `dead`: the
         invalid records of the same batch, returned (or held) with those found here."""
         if self.replaying and self.arrival_gaps:
-            self._reread([*self._pending, *items], dead or [], complete=False)
+            self._reread(list(items), dead or [], complete=False)
             return [], []
         return self._apply(items, dead)
 
     def _reread(self, items: list[Decoded], dead: list[Refused], complete: bool) -> None:
         """A re-read's records: applied up to a gap whose window they do not cover yet (the
-        rest waits), with a hold of silence at each gap late records follow (see
-        `arrival_gaps`)."""
-        times = [(arrival, self._corrected(event)) for event, _, arrival, _ in items]
-        ready, outages = interrupted(times, self.arrival, complete)
+        rest waits: at most WINDOW_S of the partition's appends), with a hold of silence at
+        each gap late records follow (see `arrival_gaps`)."""
+        pending = self._pending
+        if pending and not complete and told(pending[0][2], self._times(items)) is None:
+            pending += items  # (those waiting said nothing: the new ones only are read)
+            self._apply([], dead)
+            return
+        items = [*pending, *items]
+        ready, outages = interrupted(self._times(items), self.arrival, complete)
         self._pending = items[ready:]
         starts = sorted({0, *outages})
         for start, end in zip(starts, [*starts[1:], ready], strict=True):
@@ -270,12 +275,18 @@ class LiveDriver:
             self._apply(items[start:end], dead)
             dead = []
 
-    def _corrected(self, event: ev.Event) -> float:
-        """`event`'s time on the broker's clock, as far as its host's offset is known."""
-        skew = self.clocks.offset(_source(event.src))
-        if skew is None or -self.min_correction <= skew <= self.min_correction:
-            return event.ts
-        return event.ts + skew
+    def _times(self, items: list[Decoded]) -> list[tuple[float, float]]:
+        """(append time, event time on the broker's clock as far as its host's offset is
+        known) of each record."""
+        out = []
+        offset, limit = self.clocks.offset, self.min_correction
+        for event, _, arrival, _ in items:
+            skew = offset(_source(event.src))
+            if skew is not None and not -limit <= skew <= limit:
+                out.append((arrival, event.ts + skew))
+            else:
+                out.append((arrival, event.ts))
+        return out
 
     def _apply(
         self, items: Iterable[Decoded], dead: list[Refused] | None = None

@@ -31,7 +31,7 @@ Pure: the drivers pass in the times.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 #: No fetch of the partition answered for this many seconds: a gap (outage, pause, stall).
@@ -51,28 +51,36 @@ def interrupted(
     """For a re-read: how many of the records can be applied now, and before which of those
     a gap in the append times was an interruption of reading rather than quiet. `times`:
     each record's (append time, event time, its host's clock corrected), in order; `before`:
-    the append time of the record before them. An interruption is a gap of GAP_S that
-    records stamped in it follow within WINDOW_S, LATE_S late or more (spooled through
-    it); a gap whose window the records do not cover yet ends what can be applied there,
-    unless `complete` (nothing follows)."""
+    the append time of the record before them (-inf: none, the first record is no gap's
+    end). An interruption is a gap of GAP_S that
+    records stamped before its end follow within WINDOW_S, LATE_S late or more (spooled
+    through it); a gap whose window the records do not cover yet ends what can be applied
+    there (`told`), unless `complete` (nothing follows)."""
     outages: list[int] = []
     previous = before
     for i, (arrival, _) in enumerate(times):
-        if arrival - previous > GAP_S:
-            late, covered = False, complete
-            for later, ts in times[i:]:
-                if later > arrival + WINDOW_S:
-                    covered = True
-                    break
-                if later - ts > LATE_S and ts < arrival:
-                    late = True
-                    break
-            if late:
+        if arrival - previous > GAP_S and math.isfinite(previous):
+            said = told(arrival, times[i:])
+            if said:
                 outages.append(i)
-            elif not covered:
+            elif said is None and not complete:
                 return i, outages
         previous = arrival
     return len(times), outages
+
+
+def told(resumed: float, times: Iterable[tuple[float, float]]) -> bool | None:
+    """What the records from a gap's end on (appended from `resumed`; (append time, event
+    time) each, in order) say the gap was: an interruption (True: one stamped before
+    `resumed` came LATE_S late or more within WINDOW_S), quiet (False: WINDOW_S went by
+    without one), or not yet (None). The records an undecided gap waits with need only the
+    newer ones read: those it has already read said nothing."""
+    for arrival, ts in times:
+        if arrival > resumed + WINDOW_S:
+            return False
+        if arrival - ts > LATE_S and ts < resumed:
+            return True
+    return None
 
 
 @dataclass

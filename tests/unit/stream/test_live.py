@@ -497,3 +497,29 @@ def test_a_re_read_judges_a_quiet_gap_as_the_silence_it_was() -> None:
     alerts, _ = d.finish_replay(PublishedAlerts(), T0 + 15)
     assert [a.state for a in alerts] == ["firing", "resolved"]
     assert d.position == len(part.records) - 1
+
+
+def test_a_re_read_waits_at_a_gap_only_until_what_follows_tells_it() -> None:
+    """Records past a quiet gap wait -- the position (what a checkpoint covers) stays before
+    the gap -- until WINDOW_S of appends after it passed with nothing late; then all of them
+    are applied, the silence judged, and the invalid records met meanwhile counted once."""
+    part = Partition()
+    for i in range(10):
+        part.append(beat(T0 + i * 0.5), T0 + i * 0.5 + 0.01)
+    gap = len(part.records)
+    for i in range(40):
+        part.append(beat(T0 + 10 + i * 0.5), T0 + 10 + i * 0.5 + 0.01)
+        if i % 10 == 5:
+            part.append(b"{not json", T0 + 10 + i * 0.5 + 0.02)
+    d = LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, arrival_gaps=True)
+    d.start_replay()
+    positions = []
+    for record in part.records:
+        d.feed([record])
+        positions.append(d.position)
+    waited = [p for p in positions[gap:] if p == gap - 1]
+    assert 25 <= len(waited) < len(positions) - gap  # ~WINDOW_S of appends, then on
+    assert d.position == len(part.records) - 1
+    assert d.invalid == 4
+    alerts, _ = d.finish_replay(PublishedAlerts(), T0 + 40)
+    assert [a.state for a in alerts] == ["firing", "resolved"]

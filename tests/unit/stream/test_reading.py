@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from runwatch.stream.timekeeping.reading import GAP_S, RECONNECT_S, ReadClock, interrupted
+from runwatch.stream.timekeeping.reading import (
+    GAP_S,
+    RECONNECT_S,
+    WINDOW_S,
+    ReadClock,
+    interrupted,
+    told,
+)
 
 
 def test_steady_reading_lets_time_go() -> None:
@@ -106,6 +113,17 @@ def test_a_re_read_tells_an_outage_from_quiet_by_what_follows_the_gap() -> None:
     assert interrupted(steady + quiet[:3], 999.0, complete=False) == (5, [])  # waits
     assert interrupted(steady + quiet[:3], 999.0, complete=True) == (8, [])
     assert interrupted(outage, 1004.0, complete=False) == (3, [0])  # the gap before them
+    assert interrupted(quiet[:3], float("-inf"), complete=False) == (3, [])  # the first
     # late records stamped after the gap were not spooled through it: quiet all the same
     slow = [(1014.0 + i, 1014.0) for i in range(20)]
     assert interrupted(steady + slow, 999.0, complete=False) == (25, [])
+
+
+def test_what_follows_a_gap_tells_it_only_once_it_can() -> None:
+    """A gap that ended at 1014: a record stamped before then, 3 s late or more, says it was
+    an interruption; WINDOW_S of appends without one, that it was quiet; less, nothing yet."""
+    assert told(1014.0, [(1014.0, 1014.0), (1015.0, 1009.0)]) is True
+    assert told(1014.0, [(1014.0, 1014.0), (1015.0, 1015.0)]) is None
+    assert told(1014.0, [(1014.0 + WINDOW_S + 0.1, 1014.0 + WINDOW_S)]) is False
+    assert told(1014.0, [(1016.0, 1013.5)]) is None  # stamped in the gap, but not late
+    assert told(1014.0, []) is None
