@@ -833,7 +833,8 @@ def test_emitters_with_clocks_two_minutes_off_raise_neither_false_nor_missed_ale
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            with proc:  # its pipe closed (unread when an earlier one failed), and waited
+                pass
     alerts = setup.wait_alerts(lambda a: len(a) >= 6, timeout=10)
     time.sleep(1)
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
@@ -898,6 +899,14 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
     from kafka import KafkaProducer
 
     run = "gap-1"
+    # another run beats until the backlog is under way: the partition's appends have no gap,
+    # whose window a re-read would wait on before it judges the silence
+    # (`reading.interrupted`); and the backlog's producer is ready before it is needed
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap, linger_ms=20)
+    neighbour = setup.emitter("beating-1")
+    neighbour.emit("run.started")
+    beater = Beater(neighbour)
+    beater.on.set()
     em = setup.emitter(run)
     try:  # an incident while no worker runs: heartbeat_lost fires and resolves in the log
         em.emit("run.started")
@@ -909,21 +918,24 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
             em.emit("heartbeat")
             time.sleep(BEAT)
         em.emit("run.finished", status="ok")
-    finally:
-        em.close()
-    producer = KafkaProducer(bootstrap_servers=setup.bootstrap, linger_ms=20)
-    try:  # then a long backlog of runs that end (no silence left to judge)
-        now = time.time()
+        # then a long backlog of runs that end (no silence left to judge); the neighbour
+        # ends once it is under way (on one producer, the backlog may fall seconds behind)
         for i in range(150_000):
+            if i == 1000:
+                beater.close()
+                neighbour.emit("run.finished", status="ok")
             r = f"fill-{i % 200}"
             kind = "run.finished" if i >= 150_000 - 200 else "heartbeat"
-            value = {"v": 1, "id": f"f{i}", "ts": now, "run": r, "kind": kind,
+            value = {"v": 1, "id": f"f{i}", "ts": time.time(), "run": r, "kind": kind,
                      "src": {"component": "trainer", "host": "h", "pid": 1}}  # fmt: skip
             if kind == "run.finished":
                 value["status"] = "ok"
             producer.send(setup.events, key=r.encode(), value=orjson.dumps(value))
         producer.flush(120)
     finally:
+        beater.close()
+        em.close()
+        neighbour.close()
         producer.close(10)
 
     first = setup.worker(1, None, "--checkpoint-events", "20000")
