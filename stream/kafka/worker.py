@@ -6,9 +6,9 @@ clock correction and the rules run in `LiveDriver.feed`; what a driver makes goe
 its partition's publisher (`publish.py`), in a transaction committed after each poll (`turn`),
 whose producer fences whoever held the partition before; the wall clock reaches the silence
 rules only as far as the worker has read (`horizon.py`). Split off by concern:
-`checkpointing.py`, `handover.py`, `takeover.py`, and what Faust hosts, `host.py`. Its Kafka
-clients come from outside (`kafka`): the settings' cluster in `runwatch worker`, an
-in-memory broker's in the unit tests.
+`checkpointing.py`, `handover.py`, `ownership.py` and `takeover.py`, and what Faust hosts,
+`host.py`. Its Kafka clients come from outside (`kafka`): the settings' cluster in `runwatch
+worker`, an in-memory broker's in the unit tests.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from itertools import groupby
 from typing import Any
-
-from aiokafka.errors import KafkaError
 
 from runwatch.emitters.topics import Topics
 from runwatch.stream.checkpointer import Checkpointer
@@ -34,6 +32,7 @@ from runwatch.stream.kafka.checkpoints import HANDOVER_S, MAX_BYTES, KafkaCheckp
 from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Record, refused
 from runwatch.stream.kafka.handover import Handover
 from runwatch.stream.kafka.horizon import Horizon
+from runwatch.stream.kafka.ownership import Ownership
 from runwatch.stream.kafka.publish import Publisher, TxnProducer
 from runwatch.stream.kafka.read import output_ends
 from runwatch.stream.kafka.settings import WorkerSettings
@@ -47,8 +46,6 @@ log = logging.getLogger("runwatch.stream.worker")
 
 #: How often finished and long-silent runs are let go (`LiveDriver.evict`).
 EVICT_EVERY_S = 10.0
-#: The longest wait between tries at taking a partition over (the broker away).
-TAKEOVER_RETRY_S = 5.0
 
 
 class StreamWorker(Handler):
@@ -66,12 +63,9 @@ class StreamWorker(Handler):
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         self.rebuilding: set[int] = set()
         self.assigned_once = False  # the consumer group has given this worker its share
-        #: partitions whose producer was fenced or failed for good, until the group says
-        #: whether they are still this worker's
-        self.lost: set[int] = set()
         self.loop: ConsumingLoop | None = None
         self.horizon = Horizon(lambda: self.loop, self.topics.events, s.session_timeout)
-        self._rebuild_tasks: set[asyncio.Task[None]] = set()
+        self.ownership = Ownership(self)  # takeovers, and partitions lost to fencing
         self._dead: list[Refused] = []  # records the loop isolated, to publish
         self._warned_create_time = False
         self._evict_at = 0.0
@@ -86,7 +80,7 @@ class StreamWorker(Handler):
             self.metrics = WorkerMetrics(self.drivers.values, s.metrics_port, s.metrics_host,
                                          ready=self.readiness, limits=limits)  # fmt: skip
         self.publisher = Publisher(self._producer, self.topics, s.app_id, self.name,
-                                   self.metrics, lost=self._lost)  # fmt: skip
+                                   self.metrics, lost=self.ownership.lost)  # fmt: skip
         store = KafkaCheckpoints(self.kafka, self.topics, s.app_id, self.publisher.of)
         self.checkpointing = Checkpointing(
             Checkpointer(s.checkpoint_every_s, s.checkpoint_every_events), store, self.drivers,
@@ -163,8 +157,8 @@ class StreamWorker(Handler):
             for p, letters in groupby(dead, key=lambda d: d.partition or 0):
                 await self.publisher.of(p).publish([], list(letters))
         await self.publisher.commit()
-        if self.lost:
-            await self._look_into_lost()
+        if self.ownership.lost_ones:
+            await self.ownership.look_into_lost()
         await self.checkpointing.turn(time.time())
         if self.loop is not None:  # for Kafka's lag tools; the recovery never reads them
             await self.loop.commit_read([TP(self.topics.events, p) for p in self.drivers])
@@ -214,7 +208,7 @@ class StreamWorker(Handler):
         handing = set(self.handover.promised) - numbers  # their checkpoints go out still
         self.handover.assigned(numbers)
         self.publisher.keep(numbers, handing)
-        self.lost.clear()  # the group has said: those still ours are rebuilt below
+        self.ownership.lost_ones.clear()  # the group has said: those still ours are rebuilt
         for p in list(self.drivers):
             if p not in numbers:
                 del self.drivers[p]
@@ -226,56 +220,8 @@ class StreamWorker(Handler):
             self.loop.pause([TP(self.topics.events, p) for p in sorted(self.rebuilding | set(new))])
         if new:
             self.rebuilding.update(new)
-            _keep(self._rebuild_tasks, self._rebuild(new))
+            self.ownership.take(new)
         return {}
-
-    async def _rebuild(self, partitions: list[int]) -> None:
-        """Take `partitions` over (`_take_over`); all over again, backing off, should that
-        fail (the broker away), for those still being taken over."""
-        wait = 0.5
-        while taking := [p for p in partitions if p in self.rebuilding]:
-            try:
-                await self._take_over(taking)
-                return
-            except Exception as err:
-                log.warning("partitions %s: takeover failed (%s: %s); again in %.1fs", taking,
-                            type(err).__name__, err, wait,
-                            exc_info=not isinstance(err, KafkaError))  # fmt: skip
-                await asyncio.sleep(wait)
-                wait = min(TAKEOVER_RETRY_S, wait * 2)
-
-    async def _take_over(self, partitions: list[int]) -> None:
-        """Bring `partitions` up to date (`takeover.py`), then publish what is missing and
-        let the live loop go on from where the re-read stopped."""
-        # side by side: reading a checkpoint, or waiting for a promised one, is mostly I/O
-        got = await asyncio.gather(*(self.takeover.restore(p) for p in partitions))
-        restored = dict(zip(partitions, got, strict=True))
-        # then each taken over at the broker, which fences its previous owner -- after its
-        # handover (the previous owner's last write), before what it published is read
-        await asyncio.gather(*(self._open(p) for p in partitions))
-        for p, start in restored.items():
-            self.checkpointing.schedule.restored(p, start.offset, start.driver.applied, time.time())
-        done = await self.takeover.rebuild(partitions, restored, self.rebuilding.__contains__)
-        for p, made in done.made.items():
-            out = self.publisher.of(p)
-            await out.publish(*made)
-            await out.commit()
-        live = []
-        for p in done.kept:
-            if p not in self.rebuilding or not self.publisher.of(p).live:
-                continue  # given away (or fenced) while its transitions were published
-            d = self.drivers[p] = done.drivers[p]
-            self.horizon.went_live(d)
-            self.rebuilding.discard(p)
-            if self.metrics is not None:
-                self.metrics.live(d)
-            if self.loop is not None:  # the live loop goes on from where the re-read stopped
-                self.loop.go_on(TP(self.topics.events, p), done.resume[p])
-            live.append(p)
-        self.say(done.summary(live))  # as they go live (/readyz too), before the checkpoints
-        now = time.time()
-        for p in live:  # a takeover after this one starts from here
-            await self.checkpointing.checkpoint(p, now)
 
     def _driver(self, partition: int) -> LiveDriver:
         """A new driver of `partition`, whose engine notes the run views to publish."""
@@ -285,59 +231,10 @@ class StreamWorker(Handler):
         driver.engine.views_changed = set()
         return driver
 
-    async def _open(self, partition: int) -> None:
-        """Take `partition` over at the broker (`Publisher.open`), trying again while the
-        broker cannot be reached and the partition is still being taken over."""
-        wait = 0.5
-        while partition in self.rebuilding:
-            try:
-                await self.publisher.open(partition)
-                return
-            except KafkaError as err:
-                log.info("partition %d: not taken over at the broker yet (%s: %s); again in "
-                         "%.1fs", partition, type(err).__name__, err, wait)  # fmt: skip
-                await asyncio.sleep(wait)
-                wait = min(TAKEOVER_RETRY_S, wait * 2)
-
-    def _lost(self, partition: int) -> None:
-        """`partition`'s producer was fenced (another worker took it over) or failed for
-        good: stop judging it here; whether it is still ours, the group says (`turn`)."""
-        driver = self.drivers.pop(partition, None)
-        if driver is None and partition not in self.rebuilding:
-            return
-        self.rebuilding.discard(partition)
-        self.checkpointing.schedule.forget(partition)
-        self.lost.add(partition)
-        if self.loop is not None:
-            with contextlib.suppress(Exception):
-                self.loop.pause([TP(self.topics.events, partition)])
-
-    async def _look_into_lost(self) -> None:
-        """The lost partitions the group confirms are still this worker's (its generation is
-        current: a commit of their offsets goes through) are taken over again -- fencing,
-        in turn, whoever fenced them; the others are left to the rebalance under way, whose
-        assignment settles them."""
-        loop = self.loop
-        if loop is None:
-            return
-        for p in sorted(self.lost):
-            tp = TP(self.topics.events, p)
-            if not loop.holds(tp):
-                self.lost.discard(p)
-            elif await loop.confirm([tp]):
-                self.lost.discard(p)
-                self.say(f"partition {p}: still this worker's; taking it over again")
-                self.rebuilding.add(p)
-                loop.pause([tp])
-                _keep(self._rebuild_tasks, self._rebuild([p]))
-
     async def shutdown(self) -> None:
         """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, and
         the partitions handed over (`Handover.stop`) before it leaves the group."""
-        for task in list(self._rebuild_tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.ownership.cancel()
         await self.handover.stop()
         with contextlib.suppress(Exception):  # the broker may be away
             await self.publisher.close()
@@ -354,11 +251,3 @@ def _evict(partition: int, driver: LiveDriver, now: float) -> None:
     if finished or silent:
         log.info("partition %d: %d finished and %d silent runs left the rules",
                  partition, len(finished), len(silent))  # fmt: skip
-
-
-def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` in the background, held in `tasks` until it ends (the loop keeps only a
-    weak reference to a task; `shutdown` waits for or cancels what is held)."""
-    task = asyncio.ensure_future(work)
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
