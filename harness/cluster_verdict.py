@@ -30,6 +30,7 @@ from kafka import KafkaConsumer, TopicPartition
 from runwatch import configfile
 from runwatch.store.store import Store
 from runwatch.stream.engine import Engine
+from runwatch.stream.records import is_batch
 from runwatch.stream.replay import replay
 
 if TYPE_CHECKING:
@@ -45,8 +46,9 @@ class Record:
 
 
 def read_all(bootstrap: str, topic: str, committed: bool = True) -> list[Record]:
-    """Every record of `topic`, partition by partition, in offset order; `committed`: as a
-    `read_committed` consumer reads it (records of aborted transactions left out)."""
+    """Every record of `topic`, partition by partition, in offset order -- a batch record
+    (`runwatch.stream.records`) as its lines; `committed`: as a `read_committed` consumer
+    reads it (records of aborted transactions left out)."""
     isolation = "read_committed" if committed else "read_uncommitted"
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              isolation_level=isolation)  # fmt: skip
@@ -62,9 +64,12 @@ def read_all(bootstrap: str, topic: str, committed: bool = True) -> list[Record]
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             for tp, records in consumer.poll(timeout_ms=1000).items():
                 for r in records:
-                    if r.offset < ends[tp] and r.value is not None:
-                        out.append(Record(tp.partition, r.offset, r.timestamp / 1000.0,
-                                          json.loads(r.value)))  # fmt: skip
+                    if r.offset >= ends[tp] or r.value is None:
+                        continue
+                    # a record of events may be a batch of one run's, a line each
+                    lines = r.value.split(b"\n") if is_batch(r.headers) else [r.value]
+                    out += [Record(tp.partition, r.offset, r.timestamp / 1000.0,
+                                   json.loads(line)) for line in lines if line.strip()]  # fmt: skip
         out.sort(key=lambda r: (r.partition, r.offset))
         return out
     finally:
