@@ -421,12 +421,12 @@ class LiveDriver:
         Per key, the rebuilt engine made E transitions (numbered 1..E) and the topic holds
         P. E > P: transitions P+1..E were lost (the worker died before publishing them);
         they are returned in the order they happened. The previous owner judged silence as
-        far as its last published transition, so the rebuilt engine's silence clock goes at
-        least that far (it has read all the previous owner had): its own hold, after an
-        outage, must not take back what was judged. E < P then only where the re-read knows
-        more than the previous owner did -- a process it judged silent whose beats came
-        after all: the engine's count moves to P and the transition that says so (a
-        resolve) is returned.
+        far as the last firing of a silence rule it published, so the rebuilt engine's
+        silence clock goes at least that far (it has read all the previous owner had): its
+        own hold, after an outage, must not take back what was judged. E < P then only
+        where the re-read knows more than the previous owner did -- a process it judged
+        silent whose beats came after all: the engine's count moves to P and the transition
+        that says so (a resolve) is returned.
         """
         engine = self.engine
         if self.arrival_gaps:  # the records waiting on a gap, judged by what there is; and
@@ -436,7 +436,12 @@ class LiveDriver:
                 self._fed_to(pending[-1][3])
             self.reading.answered_by(self.arrival)
             self.reading.observe(now)
-        judged = max((a.ts for a in published.last.values() if a.run in engine.runs),
+        # how far the previous owner judged silence: a silence rule's firing is stamped on
+        # its silence clock; every other transition at an event's time, which says nothing
+        # of it (a NaN step read late, after an outage, while silence was held)
+        silence = {rule.rule_id for rule in engine.rules if rule.silence}
+        judged = max((a.ts for a in published.last.values()
+                      if a.firing and a.rule in silence and a.run in engine.runs),
                      default=-INF)  # fmt: skip
         self.tick(now, heard=judged)
         held, self._held = self._held, []

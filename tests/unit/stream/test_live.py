@@ -523,3 +523,27 @@ def test_a_re_read_waits_at_a_gap_only_until_what_follows_tells_it() -> None:
     assert d.invalid == 4
     alerts, _ = d.finish_replay(PublishedAlerts(), T0 + 40)
     assert [a.state for a in alerts] == ["firing", "resolved"]
+
+
+def test_a_rebuild_judges_silence_only_as_far_as_the_previous_owner_judged_silence() -> None:
+    """The cluster fault test's false alarm: a takeover read its partition up to where the
+    broker went away (T0+10; the end taken at T0+20, before the emitters' spools came), and
+    what the previous owner published had a NaN step's transitions stamped T0+19 -- event
+    time, a step it read late, not how far it judged silence. The rebuild judged silence to
+    T0+19 and fired heartbeat_lost on both processes. Only a silence rule's firing says how
+    far its owner's silence clock went."""
+    part = Partition()
+    for i in range(20):
+        for host in ("node-0", "node-1"):
+            part.append(beat(T0 + i * 0.5, host=host), T0 + i * 0.5 + 0.01)
+    published = PublishedAlerts()
+    key = "non_finite_metric|r1"
+    for n, state in ((1, "firing"), (2, "resolved")):
+        published.add(Alert(id=transition_id(key, n), ts=T0 + 19, rule="non_finite_metric",
+                            run="r1", state=state, severity="critical", key=key,
+                            since=T0 + 18.5, summary="non-finite value"))  # fmt: skip
+    d = LiveDriver(CONFIG, topic="runwatch.events", partition=3, grace=0.5, arrival_gaps=True)
+    d.start_replay()
+    d.feed(part.records)
+    assert d.finish_replay(published, T0 + 20) == ([], [])
+    assert d.tick(T0 + 29.9) == []
