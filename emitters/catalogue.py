@@ -31,7 +31,7 @@ _GLOG_LEVEL = re.compile(r"(?:^|[\s\[\]:])([IWEF])\d{3,4} \d\d:\d\d:\d\d")
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
-_OPTIONAL = ("level", "unless")
+_OPTIONAL = ("level", "unless", "survivable")
 _COMPONENT = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -51,6 +51,9 @@ class Signature:
     unless: re.Pattern[str] | None
     sample: str
     sample_from: str  # a fixture's path, or "rendered" (the format string, sample values)
+    #: the death of a child its parent may survive (a DataLoader worker at an epoch's end): a
+    #: failure only when the process makes no more progress after it, as a traceback
+    survivable: bool = False
 
 
 def _signature(raw: dict[str, Any]) -> Signature:
@@ -82,6 +85,7 @@ def _signature(raw: dict[str, Any]) -> Signature:
         source=raw["source"], component=raw["component"], meaning=raw["meaning"],
         literals=literals, pattern=pattern, level=level, unless=unless,
         sample=raw["sample"], sample_from=raw["sample_from"],
+        survivable=bool(raw.get("survivable", False)),
     )  # fmt: skip
 
 

@@ -34,8 +34,10 @@ _STATUS = re.compile(
     r"(?P<done>-?\d+))?"
 )
 _STUCK = re.compile(r"watchdog got stuck for (?P<s>\d+) seconds")
+#: the c10d store's timeouts (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the
+#: `[c10d] ` is the C++ log's prefix; Python's `TimeoutError` carries the same message bare
 _C10D = re.compile(
-    r"\[c10d\] (?:The client socket has timed out after (?P<after>\d+)(?P<unit>ms|s) while "
+    r"(?:\[c10d\] )?(?:The client socket has timed out after (?P<after>\d+)(?P<unit>ms|s) while "
     r"trying to (?P<op>connect)|.*?(?P<op2>waitForInput|recvValue|recvBytes|sendBytes)"
     r".*?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
 )

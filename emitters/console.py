@@ -42,6 +42,7 @@ from runwatch.emitters.logparse import (
 )
 from runwatch.emitters.metric_lines import MetricLines
 from runwatch.emitters.metric_shape import MARKERS as METRIC_MARKERS
+from runwatch.emitters.metric_shape import counter
 from runwatch.emitters.prefixes import launcher_prefix, strip_colour
 from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS
@@ -49,6 +50,8 @@ from runwatch.emitters.trainer import step_events
 
 #: kinds that say a process goes on working (a traceback it printed before was handled)
 PROGRESS_KINDS = frozenset({"progress", "step.metrics", "step.done", "reward", "inference.stats"})
+#: the words a line that names a counter holds (`MetricLines`' markers' kind)
+_COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH")
 _MAX_TAIL = 1 << 20
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 _WRAP_MARKERS = ("WorkNCCL(", "Watchdog caught")
@@ -83,6 +86,8 @@ class LineParser:
         self.failures = Failures()
         self._bars: dict[tuple[Any, Any], int] = {}  # (source, bar name) -> the count it showed
         self._steps: dict[Any, int] = {}  # source -> the highest step its metrics named
+        #: source -> the highest count its lines named while a failure of it waits
+        self._counters: dict[Any, int] = {}
         #: consecutive loss-scale overflow skips that are a failure (`step_numbers`)
         steps = overflow_steps if overflow_steps is not None else env.overflow_steps(OVERFLOW_STEPS)
         self.metrics = MetricLines(self.reward_keys, steps)
@@ -181,8 +186,9 @@ class LineParser:
             self._timed_out = True
         found = self._aborts(found, timeout is not None, src)
         found += self._parse(line, src, source)
-        if any([self._advanced(source, kind, fields) for kind, fields in found]):  # each seen
-            self.failures.progressed(source)
+        advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
+        if advanced or (self.failures.waiting(source) and self._counted(source, line)):
+            self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
@@ -211,6 +217,19 @@ class LineParser:
         if src is not None:
             fields["src"] = src
         return kind, fields
+
+    def _counted(self, source: Any, line: str) -> bool:
+        """Whether a line, while a failure of its source waits on what it says next, counts
+        further than an earlier such line did (`Train Epoch: 1516` after `Epoch: 1515`): the
+        process went on, though no reader took the line for a step's metrics."""
+        if not any(m in line for m in _COUNTER_MARKERS) or (n := counter(line)) is None:
+            return False
+        last = self._counters.get(source)
+        self._counters[source] = n if last is None else max(last, n)
+        if last is not None and n > last:
+            del self._counters[source]
+            return True
+        return False
 
     def _advanced(self, source: Any, kind: str, fields: dict[str, Any]) -> bool:
         """Whether an event says its process went on working: a bar's repaint at the count

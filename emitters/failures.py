@@ -65,6 +65,8 @@ def fatal(line: str) -> Found | None:
         fields["component"] = signature.component
     if signature.meaning == "abort":
         fields[ABORT] = True  # the parser decides once it sees what the exception was
+    if signature.survivable:
+        fields[SURVIVABLE] = True  # `Failures` holds it until the process says more
     return ("component.failed", fields)
 
 
@@ -73,6 +75,8 @@ def fatal(line: str) -> Found | None:
 #: when the exception was a collective's timeout (torch's watchdog aborts so), which the
 #: collective reader reports
 ABORT = "_abort"
+#: a field of a fatal line's that says the process may survive it (`Signature.survivable`)
+SURVIVABLE = "_survivable"
 
 
 class Failures:
@@ -116,7 +120,13 @@ class Failures:
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
         if (found := fatal(line)) is not None:
-            out.append(found)
+            if found[1].pop(SURVIVABLE, False):
+                # a child's death its parent may survive: pending, as a traceback is
+                ended = Record("", quiet=False)
+                ended.error, ended.open, ended.fatal = found[1]["error"], False, True
+                self._begin(source, ended)
+            else:
+                out.append(found)
         if (at := line.find(TRACEBACK)) >= 0:
             self._head(source, line, at, before)
         elif (frame := frame_prefix(line)) is not None:
@@ -124,7 +134,10 @@ class Failures:
             # before the frame's indentation is the record's
             prefix, path = frame
             self._begin(source, Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix))))
-            self._records[source].paths.append(path)
+            record = self._records[source]
+            record.paths.append(path)
+            body = line[len(prefix) :]
+            record.indent, record.after_frame = len(body) - len(body.lstrip()), True
         elif (tail := exception_at(line)) is not None:
             if _qualified(*tail) or _indented_after(before, tail[0]):
                 # the end of a traceback whose frames were not in the output, but for the
@@ -169,6 +182,12 @@ class Failures:
             self._ended[source] = before
         self._records[source] = record
 
+    def waiting(self, source: Any) -> bool:
+        """Whether the source ended a traceback (or a survivable death) and said nothing since
+        that tells whether it went on."""
+        record = self._records.get(source)
+        return record is not None and not record.open and record.said is not None
+
     def saw(self, source: Any, line: str) -> None:
         """A line of the source nobody read: the line before its next one."""
         self._before[source] = line
@@ -193,7 +212,8 @@ class Failures:
             if record.said is None and not record.quiet and earlier is not None:
                 record = earlier  # the later traceback was cut: the earlier one names it
             if (said := record.said) is not None and not record.quiet:
-                fields: dict[str, Any] = {"error": said, "how": "exception"}
+                how = "fatal" if record.fatal else "exception"
+                fields: dict[str, Any] = {"error": said, "how": how}
                 if (component := record.component()) is not None:
                     fields["component"] = component  # a hint, as a fatal line's
                 out.append((source, ("component.failed", fields)))

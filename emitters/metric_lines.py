@@ -149,7 +149,11 @@ class MetricLines:
                 self._open[source] = _Open(text=line[m.start() :])
                 return out
             got = metrics_dict(whole.group(0))  # a dict that is no step (a summary) is none
-            return out + (self._record(source, got[1], got[0]) if got is not None else [])
+            if got is None:
+                return out
+            # a dict that names no step takes the one the line names before it (`step 40: {...}`)
+            step = got[1] if got[1] is not None else read_step(line[: m.start()])
+            return out + self._record(source, step, got[0])
         if (record := read_line(line)) is not None:
             return out + self._record(source, record.step, dict(record.metrics), record.skipped)
         if (cells := table_header(line)) is not None and any(step_key(c) for c in cells):

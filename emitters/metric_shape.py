@@ -14,8 +14,12 @@ The grammar (issue 41): a pair is a key, a separator and a number --
 
 A line is a step's metrics when it names its step and one more pair. The step is, first to
 last: a key like `step`, `steps`, `global_step`, `Global Step`, `iteration`, `iter`, `it`
-(`[step] 104`, `iteration 5426/250000`, nanoGPT's `iter 3010:`); the `[epoch][iter/total]` of
-mmengine and torchvision's MetricLogger; the count the line starts with -- a Keras bar's
+(`[step] 104`, `iteration 5426/250000`, nanoGPT's `iter 3010:`), a word before the counter
+qualifying it (`Total iter`, `Learning iteration`) unless it makes it a setting's, another
+phase's or prose (`max_steps`, `eval_steps`, `micro step`, `from step`); the `[epoch][iter/
+total]` of mmengine and torchvision's MetricLogger; a position out of a total under any other
+name (`Training  [ 40/5000000]`, `Batch 0/4000`; not a peer's, `[host:0/8]`); the count the
+line starts with, bare or bracketed (`[40/1000] loss: nan`) -- a Keras bar's
 position (`4/234 [=====>....] - loss: inf`), a bare number column (`100000 | loss nan |`,
 `333 154 Loss=nan`, the last of several); an `epoch` key, for a line that counts nothing
 finer (`Train Summary | Epoch 8 | grad_norm=INF`). A line that names no step is a step's
@@ -26,7 +30,9 @@ last (the order of lines). A *header* is a line that names a step and nothing el
 3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`): the `key: value` lines
 under it are that step's (`MetricLines`). `step_numbers.loss_scale_overflow` reads the lines
 that say a step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron);
-`metric_tables` reads tables of numbers.
+a trainer's sentence that it skipped a step for a NaN (`skip_report`) is no metric line (the
+value was not applied); a setting's `inf` (`max_grad_norm=inf`) and a best-so-far's are no
+measurement; `metric_tables` reads tables of numbers.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ _SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
 #: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
 _VALUE = (
     rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
-    rf"|['\"]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
+    rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
 )
 _PAIR = re.compile(
     rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
@@ -65,8 +71,22 @@ _PAIR = re.compile(
 #: `Epoch: [127/300][ 35/464]`
 _EPOCH_ITER = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d{1,18})\s*/\s*\d+\s*\]")
 _STEP_KEY = re.compile(
-    r"^(?:global[ _]?|train(?:ing)?[ _]|num[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$",
-    re.I,
+    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$", re.I
+)
+#: words that make a counter's key a setting's or another phase's, not the step the line is
+#: at (`max_steps`, `warmup_steps`, `eval_steps`, `time per iteration`); any other word before
+#: a counter qualifies it (`Total iter`, `Learning iteration`, `train_step`, `num_updates`)
+_NOT_STEP = frozenset({"max", "min", "warmup", "eval", "val", "valid", "test", "save", "log",
+                       "logging", "skipped", "nan", "time", "remaining", "best", "patience",
+                       "decay", "n", "micro",
+                       # a preposition or an article: prose about a step, not its counter
+                       "per", "of", "from", "at", "to", "in", "on", "after", "before", "until",
+                       "since", "each", "every", "this", "that", "the", "a", "next", "last",
+                       "first", "same"})  # fmt: skip
+#: a position among peers (`[host:0/8]`, `rank 3/8`, `GPU 1/4`): no count of progress
+_PEER = re.compile(
+    r"(?i)(?:^|[\s_])(?:rank|host|node|worker|gpu|device|proc|process|dp|tp|pp|"
+    r"shard|replica|machine|server|client)$"
 )
 _STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "epoch")
 #: which of several step keys on one line names the step (global before micro, ...); an
@@ -76,10 +96,13 @@ _STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", 
 #: the count a line starts with, before its first pair: a Keras progress bar's position
 #: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
 #: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest
-#: (`100000 | loss nan |`, `333 154 Loss=nan`); a date or a time is none (`10/30 22:19:57`).
+#: (`100000 | loss nan |`, `333 154 Loss=nan`, `[40/1000] loss: nan`); a date or a time is none
+#: (`10/30 22:19:57`).
 #: A count read as an int has at most 18 digits (Python refuses to read a long one).
 _BAR_COUNT = re.compile(r"^[\s>]*(\d{1,18})/(?:\d+|Unknown) (?:\[[=>.]*\]|\u2501+)")
-_LEAD_COUNT = re.compile(r"^[\s>]*(?:\d+\s+)*(\d{1,18})\s*\|?\s*$")
+_LEAD_COUNT = re.compile(
+    r"^[\s>]*(?:\d+\s+)*\[?\s*(\d{1,18})(?:\s*/\s*\d{1,18})?\s*\]?\s*[|:,\-]?\s*$"
+)
 #: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
 #: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
 _HEADER = re.compile(
@@ -155,7 +178,11 @@ def pairs(text: str) -> list[Pair]:
             key, said = _sentence_key(key)
             if not key:
                 continue
-        if text[m.end() : m.end() + 1] == ":" and step_key(key) is None:
+        if (
+            text[m.end() : m.end() + 1] == ":"
+            and text[m.end() + 1 :].strip()
+            and step_key(key) is None
+        ):
             continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
         raw = v or w
         if raw[-1:].isalpha():  # YAML writes NaN as `.nan`, infinity as `.inf`
@@ -198,7 +225,9 @@ def step_key(key: str) -> str | None:
     if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
         name = name.split("/", 1)[0]
     low = name.lower()
-    if not low.endswith(_STEP_ENDS) or _STEP_KEY.match(name) is None:
+    if not low.endswith(_STEP_ENDS) or (m := _STEP_KEY.match(name)) is None:
+        return None
+    if m.group("q") is not None and m.group("q").lower() in _NOT_STEP:
         return None
     if low.startswith("global"):
         return "global"
@@ -225,7 +254,20 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None
-    if coarse and text[:1] in " >0123456789" and (lead := _lead_count(found, text)) is not None:
+    for i, pair in enumerate(found):
+        # a position out of a total under any name (`Training  [ 40/5000000]`, `Batch 0/4000`):
+        # the count the line is at, finer than an epoch
+        if (
+            pair.of is not None
+            and pair.value.is_integer()
+            and 0 <= pair.value <= pair.of
+            and (best is None or i != best[1])
+            and not EVALUATION.search(pair.key)
+            and not _PEER.search(pair.key)
+            and not pair.key.lower().endswith(_STEP_ENDS)  # a counter of another kind's
+        ):
+            return int(pair.value), i
+    if coarse and text[:1] in " >[0123456789" and (lead := _lead_count(found, text)) is not None:
         return lead, None
     if best is not None and coarse:
         return int(found[best[1]].value), best[1]
@@ -260,20 +302,37 @@ def _message(text: str) -> bool:
     return exception_at(text) is not None
 
 
+#: a trainer's own report that it skipped a step (or its update) for a non-finite value, in
+#: a sentence (`Loss in not finite. Skip this training step.`, ESPnet's `The grad norm is nan.
+#: Skipping updating the model.`, `grad_norm is nan, skipping step 5`): the value it names was
+#: not applied, no metric of a step; a record's count (`number of skipped iterations: 0`) is none
+_NONFINITE_SKIP = re.compile(
+    r"(?i)\b(?:nan|inf|non-?finite|not finite)\b[^|=\n]{0,60}?\bskip(?:ping|s)?\b"
+    r"|\bskip(?:ping|s)?\b[^|=\n]{0,60}?\b(?:nan|inf|non-?finite|not finite)\b"
+)
+
+
+def skip_report(text: str) -> bool:
+    """Whether the line says a step was skipped for a non-finite value (`_NONFINITE_SKIP`)."""
+    return ("kip" in text or "KIP" in text) and _NONFINITE_SKIP.search(text) is not None
+
+
 def read_line(text: str, step: int | None = None) -> Record | None:
     """The line as one step's metrics: it names its step (or `step` gives it: the bar the
     pairs follow) and one more pair; it prints a dict (two quoted keys or more); or it names
     no step and holds two pairs or more with a separator, one of them not finite (the order
     of lines numbers it). None for any other line."""
     found = pairs(text)
-    if not found or _message(text):
+    if not found or _message(text) or skip_report(text):
         return None
     named, at = _step(found, text)
     metrics: dict[str, float] = {}
     skipped: int | None = None
     for i, pair in enumerate(found):
-        if i == at or (math.isinf(pair.value) and _SENTINEL.search(pair.key)):
-            continue
+        if i == at or (
+            math.isinf(pair.value) and (_SENTINEL.search(pair.key) or LIMIT.match(pair.key))
+        ):
+            continue  # a best-so-far's start, a setting's `inf` (no limit): no measurement
         if "kipped" in pair.key and _SKIPPED.search(pair.key) and pair.value.is_integer():
             skipped = int(pair.value)
         metrics.setdefault(pair.key, pair.value)
@@ -370,3 +429,14 @@ def read_step(text: str) -> int | None:
     """The step a line names (`Saving checkpoint at global_step=101`), with or without
     metrics; None if it names none."""
     return _step(pairs(text), text, coarse=False)[0]
+
+
+def counter(text: str) -> int | None:
+    """The count a line is at -- a step, an iteration, an epoch -- with or without metrics
+    (`Train Epoch: 1516 [5%]`, `====> Epoch: 1515`): how far a process got, to tell whether it
+    went on after a failure it may have survived. None if it names none."""
+    found = pairs(text)
+    if found and (n := _step(found, text)[0]) is not None:
+        return n
+    said = header(text.strip())
+    return said[1] if said is not None else None

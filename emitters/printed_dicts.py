@@ -95,8 +95,9 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
             assert not isinstance(value, bool)
             metrics[key] = value
     # a metrics dict is numbers (transformers 5 prints them as strings, an unscored reward
-    # as None); a configuration printed as a dict is mostly words, flags and tables
+    # as None; ms-swift adds a few times as words); a configuration printed as a dict has
+    # words, flags and tables among its numbers -- a third of it or more
     numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
-    if not metrics or numbers < 2 or len(metrics) * 2 <= len(data):
+    if not metrics or numbers < 2 or len(metrics) * 3 <= len(data) * 2:
         return None
     return metrics, step

@@ -117,8 +117,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("alt", "chained", "error", "indent", "lines", "open", "paths", "prefix", "quiet",
-                 "shape", "uncaught")  # fmt: skip
+    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "indent", "lines", "open",
+                 "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -138,6 +138,8 @@ class Record:
         self.chained = False  # Python said the next traceback is chained to this one
         #: how far its first frame is indented (2, or more in a paste indented whole)
         self.indent: int | None = None
+        self.after_frame = False  # the line before was a frame (its code line may follow)
+        self.fatal = False  # a survivable fatal line, not an exception, holds its place
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
@@ -164,11 +166,15 @@ class Record:
             return True
         if not stripped:
             return True
+        after_frame, self.after_frame = self.after_frame, False
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))
             if self.indent is None:
                 self.indent = frame.start()
+            self.after_frame = True
             return True
+        if after_frame and self.indent == 0 and EXCEPTION.match(stripped) is None:
+            return True  # frames a paste left flush: the line after one is its code line
         if body[:1] in (" ", "\t") and self._outdented(body, stripped):
             # a paste indented whole (a markdown code block): the exception line is indented
             # too, less than its frames

@@ -77,31 +77,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "only when a running batch made no forward progress for that long) says the stall in "
         "the engine's own words, but `inference.stats` has no field for a stall's length the "
         "engine measured, and one line shows no 180 s of snapshots"),
-    # corpus4's development part at its baseline (the reader of the third pass, before any change)
-    ("corpus4", "exception_openrlhf_rayworkerwrapper_error_executing_method_deadlock"): (
-        [], "vLLM's worker_base `Error executing method ... This might cause deadlock in "
-        "distributed execution.` at ERROR, its traceback cut in the frames: no catalogue entry"),
-    ("corpus4", "exception_sglang_unindented_frames_nccl_unhandled_system_error"): (
-        [], "a traceback whose `File` and code lines all lost their indentation, no head: the "
-        "grammar takes indented frames only"),
-    ("corpus4", "fatal_ray_air_one_trial_error_table_error_file"): (
-        [], "Ray Tune's status table (`Number of trials: 1/1 (1 ERROR)`, a trial row in ERROR, "
-        "`Number of errored trials: 1`) has no reader"),
-    ("corpus4", "fatal_ray_core_worker_actor_state_dead_failing_tasks"): (
-        [], "the core worker's `Failing pending tasks for actor ... because the actor is already "
-        "dead.` (and `state: DEAD`) is in no catalogue entry"),
-    ("corpus4", "fatal_srun_step_cancelled_time_limit_tasks_terminated"): (
-        [], "slurmstepd's `CANCELLED AT ... DUE TO TIME LIMIT` and srun's `tasks ...: Terminated` "
-        "are in no catalogue entry (only the OOM forms are)"),
-    ("corpus4", "healthy_freevc_dataloader_worker_segfault_training_continues"): (
-        ["component_failed"], "false alert: the DataLoader worker's segfault line is taken for a "
-        "death although the next epoch's lines follow it (training went on)"),
-    ("corpus4", "nan_diffusionad_args_dict_then_epoch_train_loss_nan"): (
-        [], "`Epoch:0, Train loss: nan:` -- a step key glued to its value by a colon without a "
-        "space and a trailing colon: no metric line shape takes it"),
-    ("corpus4", "nccl_adaface_interleaved_tcpstore_timeouterror_1800s"): (
-        ["component_failed"], "TCPStore's `TimeoutError: The client socket has timed out after "
-        "1800s` (no `[c10d]` prefix) is read as an uncaught exception, not a store timeout"),
 }  # fmt: skip
 
 

@@ -99,8 +99,9 @@ def test_a_sample_raises_component_failed_for_its_component(sig: Signature, tmp_
     console.write_text(f"{sig.sample}\n", encoding="utf-8")
     found = diagnose([console], day=date(2026, 11, 24))
     firing = [a for a in found.alerts if a.state == "firing"]
-    # a failed collective's line may also say it timed out (gloo's `Connect timeout`)
-    also = {"collective_timeout"} if sig.meaning == "collective" else set()
+    # a failed collective's (or update group's) line may also say it timed out (gloo's
+    # `Connect timeout`, the c10d store's `The client socket has timed out after ...`)
+    also = {"collective_timeout"} if sig.meaning in ("collective", "weight_update") else set()
     assert "component_failed" in {a.rule for a in firing}
     assert {a.rule for a in firing} <= {"component_failed", *also}
     # (a Ray exception line is also the driver's uncaught exception: its alert may be there)

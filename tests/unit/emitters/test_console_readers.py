@@ -79,6 +79,11 @@ def test_c10d_gloo_and_the_stuck_watchdog() -> None:
            if k == "collective.timeout"]  # fmt: skip
     assert got == [("c10d", "connect", 1800.0), ("gloo", "recv", 1800.0),
                    ("nccl", "watchdog", 480.0)]  # fmt: skip
+    # TCPStore's Python `TimeoutError` carries the same message without the C++ log's prefix
+    # (AdaFace#87, corpus4/dev)
+    bare = read_all(["TimeoutError: The client socket has timed out after 1800s while trying to "
+                     "connect to (127.0.0.1, 57388)."])  # fmt: skip
+    assert only(bare, "collective.timeout")["timeout_s"] == 1800.0
     # gloo's pair gives up connecting its mesh (dmlcloud#47): no timeout figure in the line
     mesh = read_all([
         "[E108 17:22:04.118509503 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "

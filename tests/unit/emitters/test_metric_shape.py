@@ -80,6 +80,20 @@ def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
         # an epoch where nothing finer is counted; upper-case INF (flashy, colour codes lost)
         ("[1mTrain Summary | Epoch 8 | lr=6.88E-02 | grad_norm=INF | grad_scale=263192.576 | "
          "ce=0.096[0m", 8, ["grad_norm"]),
+        # (corpus4/dev) a counter with a word before it beats the epoch (PaddleSlim); a
+        # position out of a total under any name (DINOv2's MetricLogger); a value before a
+        # line-ending colon (DiffusionAD); a count's `#`; a bracketed count the line starts with
+        ("2022-12-08 17:57:32,672-INFO: Total iter: 10, epoch: 0, batch: 10, loss: [nan]",
+         10, ["loss"]),
+        ("I20250119 10:05:11 90 dinov2 helpers.py:102] Training  [     40/5000000]  eta: 221 "
+         "days, 20:36:05  lr: 0.0000 (0.0000)  total_loss: inf (inf)  koleo_loss: inf (inf)  "
+         "ibot_loss: 2.9919 (2.9921)", 40, ["koleo_loss", "total_loss"]),
+        ("Epoch:0, Train loss: nan:", 0, ["Train loss"]),
+        ("Train step #40: loss nan", 40, ["loss"]),
+        ("[40/1000] loss: nan, lr: 1e-4", 40, ["loss"]),
+        # WeNet: a position out of a total names the step (`Batch 0/4000`)
+        ("2021-11-30 17:25:35,809 DEBUG TRAIN Batch 0/4000 loss inf loss_att 78.1 lr 0.1",
+         0, ["loss"]),
     ],
 )  # fmt: skip
 def test_a_metric_line_in_any_syntax_names_its_step_and_its_non_finite_keys(
@@ -436,8 +450,6 @@ def test_a_line_with_no_step_and_a_value_that_is_not_finite_is_the_next_step() -
         ("episode_reward_mean: .nan", ["episode_reward_mean"]),
         ("discrim_loss nan", ["discrim_loss"]),
         ("INFO:root:Mean reward: -inf", ["Mean reward"]),
-        ("2021-11-30 17:25:35,809 DEBUG TRAIN Batch 0/4000 loss inf loss_att 78.1 lr 0.1",
-         ["loss"]),
         ("Train/Val Loss: nan/nan  -- Train/Val AUC: 0.4871/0.5019 -- LR=0.01",
          ["Train/Val Loss"]),
         ("Monitored metric train_loss = nan is not finite. Previous best value was 0.512. "
@@ -475,3 +487,25 @@ def test_a_sentence_names_its_key_and_a_header_s_one_row_is_read() -> None:
     assert bad(read_all([bigdl])) == [(45459, ["Loss"])]
     assert bad(read_all(["Epoch    :  8", "LOSS     :  nan", ""])) == [(8, ["LOSS"])]
     assert bad(read_all(["Epoch 1/10", "max_grad_norm: inf", ""])) == []
+
+
+def test_a_skip_a_setting_and_a_configuration_are_no_non_finite_metric() -> None:
+    """A trainer's report that it skipped a step for a NaN (the value was not applied), a
+    setting's `inf` (no limit) on a step line, and a configuration printed as a dict (words,
+    lists and flags among its numbers) raise nothing; Megatron's skipped-iterations count is
+    no skip report."""
+    lines = [
+        "Loss in not finite. Skip this training step.",
+        "WARNING: grad_norm is nan, skipping step 5",
+        "step 6 max_grad_norm=inf loss=0.3",
+        "args defaultdict(<class 'str'>, {'img_size': [256, 256], 'lr': 1e-4, 'T': 1000, "
+        "'schedule': 'linear', 'save_imgs': True, 'path': 'out'})",
+    ]
+    assert bad(read_all(lines)) == []
+    megatron = (" iteration 5/50 | grad norm: nan | number of skipped iterations: 0 | number of "
+                "nan iterations: 0 |")  # fmt: skip
+    assert bad(read_all([megatron])) == [(5, ["grad norm"])]
+
+
+def test_a_dict_after_the_step_on_its_own_line_is_that_step() -> None:
+    assert bad(read_all(["step 40: {'loss': nan, 'lr': 0.1}"])) == [(40, ["loss"])]

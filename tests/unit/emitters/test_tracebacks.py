@@ -299,3 +299,31 @@ def test_an_abort_on_a_collective_s_timeout_is_the_timeout_s() -> None:
     ((_, fields),) = [f for f in read_all(trt) if f[0] == "component.failed"]
     assert fields["how"] == "fatal"
     assert "_abort" not in fields
+
+
+def test_frames_a_paste_left_flush_and_their_code_lines_are_one_traceback() -> None:
+    """sglang#8974 (corpus4/dev): every `File` line and code line lost its indentation."""
+    lines = [
+        'File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line '
+        "235, in __init__",
+        "min_per_gpu_memory = self.init_torch_distributed()",
+        'File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/'
+        'pynccl_wrapper.py", line 350, in NCCL_CHECK',
+        'raise RuntimeError(f"NCCL error: {error_str}")',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("RuntimeError: NCCL error: unhandled system error")
+
+
+SEGFAULT = "ERROR: Unexpected segmentation fault encountered in worker."
+
+
+def test_a_child_s_death_the_process_survives_is_no_failure_once_it_counts_on() -> None:
+    """FreeVC#58 (corpus4/dev): a DataLoader worker's segfault at an epoch's end, after which
+    the epochs count on; the same line as the output's last word is a failure."""
+    went_on = ["INFO:freevc:Train Epoch: 1515 [70%]", SEGFAULT, "INFO:freevc:====> Epoch: 1515",
+               "INFO:freevc:Train Epoch: 1516 [5%]"]  # fmt: skip
+    assert [k for k, _ in read_all(went_on) if k == "component.failed"] == []
+    ended = [f for k, f in read_all(went_on[:3]) if k == "component.failed"]
+    assert [(f["error"], f["how"]) for f in ended] == [(SEGFAULT, "fatal")]
