@@ -98,6 +98,6 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     # as None; ms-swift adds a few times as words); a configuration printed as a dict has
     # words, flags and tables among its numbers -- a third of it or more
     numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
-    if not metrics or numbers < 2 or len(metrics) * 3 <= len(data) * 2:
+    if not metrics or numbers < 2 or (len(metrics) + (step is not None)) * 3 <= len(data) * 2:
         return None
     return metrics, step

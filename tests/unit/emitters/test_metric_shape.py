@@ -509,3 +509,10 @@ def test_a_skip_a_setting_and_a_configuration_are_no_non_finite_metric() -> None
 
 def test_a_dict_after_the_step_on_its_own_line_is_that_step() -> None:
     assert bad(read_all(["step 40: {'loss': nan, 'lr': 0.1}"])) == [(40, ["loss"])]
+
+
+def test_a_small_json_record_names_its_step_and_its_non_finite_values() -> None:
+    """Python's json writes NaN and Infinity bare; a record of a step and two values is a
+    step's metrics (the step is one of its numbers, not a word of a configuration)."""
+    lines = ['{"step": 40, "loss": NaN, "lr": 0.0001}', '{"iteration": 41, "loss": Infinity}']
+    assert bad(read_all(lines)) == [(40, ["loss"]), (41, ["loss"])]
