@@ -72,6 +72,9 @@ class Engine:
         )
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
+        self._skip_final = frozenset(i for i, r in enumerate(self.rules) if r.skips_final_beats)
+        #: the rules the config turns on: what a new run's first event evaluates
+        self._on = [i for i, rule in enumerate(self.rules) if rule.params.enabled]
         #: per rule, its `quiet` test where it has one (and shortcuts are on)
         self._quiet = [
             r.quiet if shortcuts and type(r).quiet is not Rule.quiet else None for r in self.rules
@@ -179,7 +182,7 @@ class Engine:
         postponed = state.postponed
         if postponed is None or postponed <= current:
             indexes = (tracked.by_kind or self._by_kind).get(kind)
-        elif tracked.firing or tracked.by_kind is not None:
+        elif tracked.firing or tracked.by_kind is not None or postponed == INF:
             indexes = self._routine_of(tracked, kind)
         else:  # a routine heartbeat with nothing firing in the run: made once per kind
             indexes = self._routine.get(kind)
@@ -194,10 +197,20 @@ class Engine:
 
     def _routine_of(self, tracked: TrackedRun, kind: str) -> list[int]:
         """After a routine heartbeat: only the rules it can change, and those firing (it may
-        be what resolves them)."""
+        be what resolves them). After a process's first beat (`RunState.begun`) also those
+        whose next check comes after the deadline it brings, or that have none; after a
+        `final` beat, all but those that skip such beats (`Rule.skips_final_beats`)."""
         skip, firing = self._skip_routine, tracked.firing
-        return [i for i in (tracked.by_kind or self._by_kind).get(kind, ())
-                if i not in skip or firing.get(i)]  # fmt: skip
+        watching = (tracked.by_kind or self._by_kind).get(kind, ())
+        state = tracked.state
+        if state.postponed != INF:
+            return [i for i in watching if i not in skip or firing.get(i)]
+        begun, timers = state.begun, tracked.timers
+        if begun is None:  # a `final` beat
+            skip = self._skip_final
+            return [i for i in watching if i not in skip or firing.get(i)]
+        return [i for i in watching
+                if i not in skip or firing.get(i) or timers.get(i, INF) > begun]  # fmt: skip
 
     def _apply_in_full(
         self, event: ev.Event, now: float | None, tracked: TrackedRun | None
@@ -238,13 +251,15 @@ class Engine:
         now = self.now
         # a run's first event starts the clocks of rules that watch for silence (`absent`);
         # its end resolves whatever fires (contract section 8), whichever kinds a rule watches
-        if overrides or new_run or not self._shortcuts or kind == "run.finished":
+        if overrides or not self._shortcuts or kind == "run.finished":
             indexes: Iterable[int] = range(len(self.rules))
+        elif new_run:  # (a rule the config turns off holds nothing in a new run)
+            indexes = self._on
         else:
             postponed = state.postponed
             if postponed is None or postponed <= now:
                 indexes = (tracked.by_kind or self._by_kind).get(kind, ())
-            elif tracked.firing or tracked.by_kind is not None:
+            elif tracked.firing or tracked.by_kind is not None or postponed == INF:
                 indexes = self._routine_of(tracked, kind)
             else:
                 indexes = self._routine.get(kind, ())

@@ -165,6 +165,10 @@ class Rule(Generic[P]):
     #: `RunState.postponed`) can only postpone this rule's next check, never change what
     #: holds now: the engine skips the rule on one while none of its alerts fire in the run
     skips_routine_beats: ClassVar[bool] = False
+    #: a process's `final` beat (a clean exit, nothing else new) can only take a deadline
+    #: away: the engine skips the rule on one while none of its alerts fire in the run (the
+    #: check it has scheduled then comes early, which changes nothing)
+    skips_final_beats: ClassVar[bool] = False
     #: evidence of an incident (stacks), not a fault: its condition's key is the id of the
     #: incident it joins, and it is never the root
     evidence: ClassVar[bool] = False

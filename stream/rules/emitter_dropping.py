@@ -40,6 +40,10 @@ class EmitterDroppingRule(Rule[EmitterDroppingParams]):
     params_model = EmitterDroppingParams
     watches = frozenset({"heartbeat", "run.finished"})
     skips_routine_beats = True
+    skips_final_beats = True
+
+    def quiet(self, run: RunState) -> bool:
+        return not run.processes.dropping  # no emitter has said it dropped events
 
     def check(self, run: RunState, now: float, params: EmitterDroppingParams) -> Verdict:
         if run.finished:

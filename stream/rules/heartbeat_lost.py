@@ -35,6 +35,7 @@ class HeartbeatLostRule(Rule[HeartbeatParams]):
     params_model = HeartbeatParams
     watches = frozenset({"heartbeat", "run.finished"})
     skips_routine_beats = True
+    skips_final_beats = True
     explains = STALLS | {"inference_idle_with_pending", "zero_reward", "weight_sync_stalled"}
 
     def state_needs(self, params: HeartbeatParams, base: StateConfig) -> StateConfig:

@@ -51,6 +51,9 @@ class RestartLoopRule(Rule[RestartLoopParams]):
     skips_routine_beats = True
     explains = STALLS | {"heartbeat_lost", "inference_idle_with_pending", "zero_reward"}
 
+    def quiet(self, run: RunState) -> bool:
+        return not run.restarts.shared  # no slot has had a second pid (most runs)
+
     def check(self, run: RunState, now: float, params: RestartLoopParams) -> Verdict:
         if run.finished:
             return QUIET

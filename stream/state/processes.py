@@ -57,10 +57,13 @@ class Process(Compact):
 class Processes:
     """The run's processes by `process_id`."""
 
-    __slots__ = ("_by_src", "by_id")
+    __slots__ = ("_by_src", "by_id", "dropping")
 
     def __init__(self) -> None:
         self.by_id: dict[str, Process] = {}
+        #: a process said it dropped events (`Process.dropped_at`): until one does,
+        #: emitter_dropping has nothing to look at
+        self.dropping = False
         # (component, host, pid, instance) -> process: spares formatting the name per event
         self._by_src: dict[tuple[str, str | None, int | None, str | None], Process] = {}
 

@@ -55,21 +55,41 @@ class Slot(Compact):
                 self.final = set()
             self.final.add(pid)
         if seen is None:
-            self.pids[pid] = [ts, ts]
-            if len(self.pids) > KEEP:
-                oldest = min(self.pids, key=lambda p: self.pids[p][0])
-                del self.pids[oldest]
+            pids = self.pids
+            pids[pid] = [ts, ts]
+            if len(pids) > KEEP:
+                oldest = min(pids, key=lambda p: pids[p][0])
+                del pids[oldest]
                 if self.final:
                     self.final.discard(oldest)
+                self._find_newest()
+            else:
+                self._newcomer(pid, ts)
         else:
-            if ts < seen[0]:
-                seen[0] = ts
             if ts > seen[1]:
                 seen[1] = ts
-        self._find_newest()
+            if ts < seen[0]:  # an earlier first beat: which pid came last may differ now
+                seen[0] = ts
+                self._find_newest()
         return True
 
+    def _newcomer(self, pid: int, first: float) -> None:
+        """`newest` after pid's first beat (`_find_newest` without a sort, most of the time:
+        a new pid beats first after the others)."""
+        newest = self.newest
+        if len(self.pids) == 1:
+            self.newest = pid
+        elif newest is None:  # a tie, or none before: look at them all
+            self._find_newest()
+        else:
+            latest = self.pids[newest][0]
+            if first > latest:
+                self.newest = pid
+            elif first == latest:
+                self.newest = None  # tied
+
     def _find_newest(self) -> None:
+        """The pid whose first beat is the latest, None if two share it."""
         firsts = sorted((first, pid) for pid, (first, _) in self.pids.items())
         tied = len(firsts) > 1 and firsts[-1][0] == firsts[-2][0]
         self.newest = None if tied or not firsts else firsts[-1][1]
@@ -95,10 +115,12 @@ class Slot(Compact):
 class Restarts:
     """The run's slots by name."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("shared", "slots")
 
     def __init__(self) -> None:
         self.slots: dict[str, Slot] = {}
+        #: a slot has had a second pid: until one has, no restart can be told of
+        self.shared = False
 
     def slot(self, src: Source) -> Slot | None:
         """`src`'s slot, found (or made) by its name; None for a process without a pid,

@@ -48,6 +48,7 @@ class StateConfig:
 
 #: services a run's state remembers having waited on (`RunState.deps`)
 MAX_DEPS = 64
+INF = float("inf")
 
 
 class RunState:
@@ -91,8 +92,14 @@ class RunState:
         #: after a routine heartbeat (a live process beating again, nothing else new): when
         #: that process would have counted as lost without it; None after any other event.
         #: Rules that only learn from such a beat that a deadline moved later skip it
-        #: (`Rule.routine_beats`)
+        #: (`Rule.skips_routine_beats`). Infinite after a beat the engine looks closer at
+        #: (`begun`): a process's first beat, that only makes it one that can be lost (no
+        #: restart, no drop, not `final`), or a `final` beat with no new drop
         self.postponed: float | None = None
+        #: (read only while `postponed` is infinite) after a first beat, when its process
+        #: would count as lost: a rule that skips routine beats is skipped where its next
+        #: check comes no later; None after a `final` beat (`Rule.skips_final_beats`)
+        self.begun: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -202,12 +209,25 @@ class RunState:
             known = self.beating[key] = (self.processes.named(src), self.restarts.slot(src))
         proc, slot = known
         last = proc.last_beat
-        was = None if last is None or proc.final else last + self.config.heartbeat_timeout
+        timeout = self.config.heartbeat_timeout
+        was = None if last is None or proc.final else last + timeout
+        # heard for the first time, in a slot of its own: it can restart nothing
+        first = last is None and (slot is None or not slot.pids)
         dropped = proc.dropped
         proc.beat(ts, final, e.dropped_events)
+        if proc.dropped_at is not None:
+            self.processes.dropping = True
         restarted = slot is not None and slot.beat(src.pid, ts, final)  # type: ignore[arg-type]
-        if was is not None and ts < was and not (final or restarted or proc.dropped != dropped):
+        if restarted and len(slot.pids) > 1:  # type: ignore[union-attr]
+            self.restarts.shared = True
+        if proc.dropped != dropped:
+            pass
+        elif final:
+            self.postponed, self.begun = INF, None
+        elif was is not None and ts < was and not restarted:
             self.postponed = was
+        elif first:
+            self.postponed, self.begun = INF, ts + timeout
         if final and self.holds:  # a clean exit lets go of what the process held
             self.holds.exited(proc.name, ts)
         if self.inference.servers and self.inference.process_final(proc):

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from helpers import ROLLOUT, TRAINER, VLLM, decoded, make_event
 
 from runwatch.stream.state.processes import process_id
+from runwatch.stream.state.restarts import Slot
 from runwatch.stream.state.run import RunState, StateConfig
 
 
@@ -518,3 +521,18 @@ def test_reconfigure_changes_what_is_kept(state: RunState) -> None:
     assert sorted(state.steps.by_number) == [2, 3]
     assert dict(state.steps.by_number[3].metrics.items()) == {"x": 1.0}
     assert state.progress.window == 3
+
+
+@given(st.lists(st.tuples(st.integers(1, 20), st.integers(0, 30), st.booleans()), max_size=60))
+def test_a_slots_newest_pid_is_the_one_that_beat_first_last(
+    beats: list[tuple[int, int, bool]],
+) -> None:
+    """`Slot.newest` is kept as pids come (no sort a beat): it is always the pid whose first
+    beat is the latest, None when two share it -- whatever the order, ties, `final`, evicted
+    pids."""
+    slot = Slot()
+    for pid, ts, final in beats:
+        slot.beat(pid, float(ts), final)
+        firsts = sorted(first for first, _ in slot.pids.values())
+        latest = [pid for pid, (first, _) in slot.pids.items() if first == firsts[-1]]
+        assert slot.newest == (latest[0] if len(latest) == 1 else None)
