@@ -92,7 +92,7 @@ def _fields(cls: type) -> list[str]:
         slots = klass.__dict__.get("__slots__", ())
         names += [slots] if isinstance(slots, str) else list(slots)
     if not names and "__init__" in cls.__dict__:
-        # no slots (RunState): the names its __init__ uses, a superset of its fields -- a
+        # no slots: the names its __init__ uses, a superset of its fields -- a
         # change there invalidates older checkpoints, which errs on the safe side
         names = list(cls.__dict__["__init__"].__code__.co_names)
     return sorted(names)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from runwatch.emitters import events as ev
+from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.failures import Collectives, Failures
 from runwatch.stream.state.holds import Holds
 from runwatch.stream.state.inference import Inference
@@ -51,8 +52,14 @@ MAX_DEPS = 64
 INF = float("inf")
 
 
-class RunState:
+class RunState(Compact):
     """One run's state: processes, servers and trajectories, steps, progress, ranks."""
+
+    __slots__ = ("beating", "begun", "clock", "collectives", "config", "deps", "events",
+                 "failures", "finished_ts", "first_ts", "holds", "inference", "labels",
+                 "last_arrival", "postponed", "processes", "progress", "progress_at", "ranks",
+                 "restarts", "run", "stacks", "started_ts", "status", "steps", "total_steps",
+                 "weights")  # fmt: skip
 
     def __init__(self, run: str, config: StateConfig | None = None) -> None:
         cfg = config or StateConfig()
@@ -369,6 +376,8 @@ class EveryBeatInFull(RunState):
     """A run's state that takes every heartbeat the long way (`_heartbeat_in_full`): what
     the engine's reference (`Engine(shortcuts=False)`) folds, so that the short way of a
     routine beat is held to it (tests/unit/stream/test_shortcuts.py)."""
+
+    __slots__ = ()
 
     def _heartbeat(self, event: ev.Event) -> None:
         self._heartbeat_in_full(event)  # type: ignore[arg-type]

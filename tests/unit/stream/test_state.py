@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import ROLLOUT, TRAINER, VLLM, decoded, make_event
 from hypothesis import given
 from hypothesis import strategies as st
-from helpers import ROLLOUT, TRAINER, VLLM, decoded, make_event
 
 from runwatch.stream.state.processes import process_id
 from runwatch.stream.state.restarts import Slot
