@@ -97,7 +97,8 @@ def follow_alerts(
     import orjson
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                      isolation_level="read_committed")  # fmt: skip
     try:
         while not done.is_set() and not c.partitions_for_topic(topic):
             time.sleep(0.1)

@@ -96,7 +96,8 @@ class Traffic:
 
 def firings(bootstrap: str, topic: str) -> list[tuple[dict[str, Any], float]]:
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=3000)  # fmt: skip
+                             enable_auto_commit=False, consumer_timeout_ms=3000,
+                             isolation_level="read_committed")  # fmt: skip
     try:
         return [(a, r.timestamp / 1000) for r in consumer
                 if (a := json.loads(r.value))["state"] == "firing"]  # fmt: skip

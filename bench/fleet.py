@@ -64,6 +64,7 @@ from fleet_shape import BEAT, schedule, wire
 from kafka import KafkaConsumer, TopicPartition
 from processes import RUNWATCH, Worker
 
+from harness.cluster_verdict import read_all
 from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters.topics import Topics
@@ -186,12 +187,9 @@ class Alerts:
 
     def wait_caught_up(self, bootstrap: str, topic: str, timeout: float) -> None:
         """Until every record on `topic` now has been read (the topic is this run's own)."""
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        try:
-            parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-            total = sum(consumer.end_offsets(parts).values())
-        finally:
-            consumer.close()
+        # records, not offsets: the workers publish in transactions, whose commit markers
+        # take offsets of their own
+        total = len(read_all(bootstrap, topic))
         deadline = time.monotonic() + timeout
         while len(self.seen) < total:
             if time.monotonic() > deadline or not self._thread.is_alive():

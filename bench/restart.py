@@ -129,7 +129,8 @@ def _wait_checkpoint(bootstrap: str, prefix: str, group: str, timeout: float = 3
 
     topic = f"{prefix}runwatch.checkpoints"
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                      max_partition_fetch_bytes=64 << 20)  # fmt: skip
+                      max_partition_fetch_bytes=64 << 20,
+                      isolation_level="read_committed")  # fmt: skip
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

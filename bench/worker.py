@@ -82,7 +82,8 @@ class AlertWatch:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.first: dict[str, float] = {}
         self._stop = threading.Event()
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                       isolation_level="read_committed")  # fmt: skip
         self._topic = topic
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

@@ -157,8 +157,12 @@ class Setup:
         from kafka import KafkaConsumer, TopicPartition
 
         name = f"{self.prefix}{topic}"
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 max_partition_fetch_bytes=64 << 20)  # fmt: skip
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=64 << 20,
+            isolation_level="read_committed",
+        )  # as every consumer reads
         try:
             parts = consumer.partitions_for_topic(name) or set()
             tps = [TopicPartition(name, p) for p in sorted(parts)]
