@@ -10,9 +10,10 @@ tests/integration/test_cluster_faults.py; the same verdict (`harness.cluster_ver
 Printed per play: events emitted, lost, stored twice; transitions the events imply,
 published (read_committed), aborted writes, duplicated, missing, extra, false silence
 alerts; Slack's problems; the alert delay from each fault's condition becoming true to its
-firing on runwatch.alerts. Figures only (it fails on nothing).
+firing on runwatch.alerts. Figures only (it fails on nothing); written to bench/RESULTS.md.
 
     .venv/bin/python bench/cluster_faults.py [--runs 200] [--seconds 150] [--plays kills,restart]
+        [--outage 5] [--keep DIR] [--no-write]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchinfo import machine, say
+from benchinfo import SAID, machine, say, write_section
 
 from harness.cluster import Cluster
 from harness.cluster_verdict import judge
@@ -92,7 +93,7 @@ def play(name: str, args: argparse.Namespace, root: Path) -> dict[str, object]:
             cluster.stop_workers()
         verdict = judge(cluster)
     except Exception as err:
-        print(f"  play {name} failed: {type(err).__name__}: {err}")
+        say(f"  play {name} failed: {type(err).__name__}: {err}")
         print(cluster.tell(30))
     finally:
         cluster.close()
@@ -100,9 +101,9 @@ def play(name: str, args: argparse.Namespace, root: Path) -> dict[str, object]:
         return {"failed": True}
     figures = {**verdict.figures(), "parts that exited and were started again": cluster.revived}
     for key, value in figures.items():
-        print(f"  {key:36} {value}")
+        say(f"  {key:36} {value}")
     for problem in verdict.problems():
-        print(f"  PROBLEM {problem}")
+        say(f"  PROBLEM {problem}")
     return figures
 
 
@@ -124,14 +125,19 @@ def main() -> int:
     p.add_argument("--plays", default="kills,restart")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--keep", type=Path, help="keep each play's folder (logs, data) here")
+    p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args()
     say(machine())
     for name in args.plays.split(","):
         root = Path(tempfile.mkdtemp(prefix=f"cluster-{name}-", dir=args.keep))
-        print(f"play {name}: {args.runs} runs, {args.seconds:.0f}s ({root})", flush=True)
+        say(f"play {name}: {args.runs} runs, {args.seconds:.0f}s, outage {args.outage:.0f}s")
         play(name, args, root)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+    if not args.no_write:
+        write_section("cluster-faults", [
+            "## The cluster path through kills, a pause and a broker restart "
+            "(`bench/cluster_faults.py`)", "", "```", *SAID, "```"])  # fmt: skip
     return 0
 
 
