@@ -41,6 +41,12 @@ class Topics:
         """Each run's view (`runwatch.emitters.runview`, compacted); key = run id."""
         return f"{self.prefix}runwatch.breaker"
 
+    @property
+    def fleet(self) -> str:
+        """What the workers tell the fleet stage (`runwatch.stream.fleet.wire`); one
+        partition, key = the cause or the run."""
+        return f"{self.prefix}runwatch.fleet"
+
     @classmethod
     def of_events(cls, events: str) -> Topics:
         """The topics beside an events topic named the usual way (`Prunwatch.events`)."""

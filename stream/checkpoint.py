@@ -118,18 +118,34 @@ def dump(driver: LiveDriver, position: Any) -> bytes:
     """The driver's state and `position` (what the caller resumes from: plain data) as one
     checkpoint. Call it between batches: the state must be what the input up to `position`
     made."""
-    state = {"position": position, "driver": driver.dump_state()}
-    with _no_gc():
-        body = zlib.compress(pickle.dumps(state, protocol=5), 1)
-    head = _HEAD.pack(MAGIC, FORMAT, layout_fingerprint(),
-                      rules_fingerprint(driver.engine.config), zlib.crc32(body))  # fmt: skip
-    return head + body
+    return pack(driver.dump_state(), driver.engine.config, position)
 
 
 def load(data: bytes, driver: LiveDriver) -> Any:
     """Put the checkpoint's state into `driver` (a fresh one, made with the rules config in
     force) and return the position it covers. Raises CheckpointError, leaving the driver as
     it was, when the checkpoint cannot be used."""
+    state, position = unpack(data, driver.engine.config)
+    try:
+        driver.load_state(state)
+    except Exception as err:  # a forged body: whatever it breaks, it is refused
+        raise CheckpointError(f"unreadable ({type(err).__name__}: {err})") from None
+    return position
+
+
+def pack(state: Any, config: RulesConfig, position: Any) -> bytes:
+    """`state` (plain data and the state classes), judged under `config`, and `position`, as
+    one checkpoint: a live driver's (`dump`), the Kafka fleet stage's."""
+    with _no_gc():
+        body = zlib.compress(pickle.dumps({"position": position, "driver": state}, protocol=5), 1)
+    head = _HEAD.pack(MAGIC, FORMAT, layout_fingerprint(), rules_fingerprint(config),
+                      zlib.crc32(body))  # fmt: skip
+    return head + body
+
+
+def unpack(data: bytes, config: RulesConfig) -> tuple[Any, Any]:
+    """A checkpoint's state and position, if it was written by this layout under `config`;
+    raises CheckpointError with the reason otherwise."""
     if len(data) < _HEAD.size:
         raise CheckpointError(f"too short to be a checkpoint ({len(data)} bytes)")
     magic, version, layout, rules, crc = _HEAD.unpack_from(data)
@@ -139,7 +155,7 @@ def load(data: bytes, driver: LiveDriver) -> Any:
         raise CheckpointError(f"format version {version}, this runwatch reads {FORMAT}")
     if layout != layout_fingerprint():
         raise CheckpointError("written by a runwatch whose run state has other fields")
-    if rules != rules_fingerprint(driver.engine.config):
+    if rules != rules_fingerprint(config):
         raise CheckpointError("written under other rules (the rules config changed)")
     body = memoryview(data)[_HEAD.size :]
     if zlib.crc32(body) != crc:
@@ -151,9 +167,7 @@ def load(data: bytes, driver: LiveDriver) -> Any:
             raise CheckpointError(f"its state is over {MAX_STATE_BYTES} bytes")
         with _no_gc():
             state = _Unpickler(io.BytesIO(raw)).load()
-        position = state["position"]
-        driver.load_state(state["driver"])
-        return position
+        return state["driver"], state["position"]
     except CheckpointError:
         raise
     except Exception as err:  # a forged or truncated body: whatever it breaks, it is refused
