@@ -17,12 +17,13 @@ import pytest
 from runwatch.dev.deliver import write_file
 from runwatch.dev.fleet import fleet_cluster
 from runwatch.stream.alerts import Alert
+from runwatch.stream import checkpoint
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidFleetRecord
 from runwatch.stream.fleet.feed import FleetFeed
 from runwatch.stream.fleet.merge import IDLE_S, FleetMerge
-from runwatch.stream.fleet.wire import FleetRecord, Mark, decode, encode
+from runwatch.stream.fleet.wire import FleetRecord, Mark, Transition, decode, encode
 from runwatch.stream.replay import replay
 
 T0 = 1_773_496_800.0
@@ -110,3 +111,36 @@ def test_a_silent_partition_stops_holding_the_watermark_after_idle_s() -> None:
 def test_a_bad_fleet_record_is_refused_with_its_reason(value: bytes) -> None:
     with pytest.raises(InvalidFleetRecord):
         decode(value)
+
+
+def test_a_stage_taken_over_from_its_checkpoint_goes_on_to_the_same_incidents(
+    lines: list[bytes],
+) -> None:
+    """Half-way, the stage's state goes into a checkpoint and a new stage goes on from it,
+    re-reading what the old one read since; a worker's takeover sends some transitions a
+    second time. The fleet transitions are those of one stage that saw each record once."""
+    parts = [partition_records(lines, p) for p in range(PARTITIONS)]
+    arrivals = list(interleaved(parts, 3))
+    config = RulesConfig.default()
+
+    def play(merge: FleetMerge, items: list[tuple[float, FleetRecord]]) -> list[Alert]:
+        out: list[Alert] = []
+        for wall, record in items:
+            out += merge.add(record, wall)
+            out += merge.release(wall)
+        return out
+
+    whole = FleetMerge(config, PARTITIONS, started=0.0)
+    expected = fleet_of(play(whole, arrivals) + whole.release(float("inf")))
+    assert expected
+    cut = len(arrivals) // 2
+    first = FleetMerge(config, PARTITIONS, started=0.0)
+    published = play(first, arrivals[:cut])
+    saved = checkpoint.pack(first.dump_state(), config, cut)
+    play(first, arrivals[cut : cut + 500])  # made, never committed: gone with it
+    second = FleetMerge(config, PARTITIONS, started=0.0)
+    state, position = checkpoint.unpack(saved, config)
+    second.load_state(state)
+    again = [a for a in arrivals[:position] if isinstance(a[1], Transition)]  # a rebuild
+    published += play(second, again + arrivals[position:]) + second.release(float("inf"))
+    assert fleet_of(published) == expected
