@@ -15,8 +15,11 @@ transactional producer of the id `<app-id>-fleet|<topic>|<partition>`, which fen
 before (the broker aborts its open transaction and refuses it from then on, however long
 it was paused). Its transitions go out in a transaction together with a checkpoint of its
 state and the position after what it has read (on the checkpoints topic, `checkpoint_key`);
-between transitions, a checkpoint every `CHECKPOINT_S`. A member that takes the partition
-over goes on from the newest checkpoint: nothing it publishes was published before (any
+between transitions, a checkpoint every `CHECKPOINT_S`. With them, when it changes, the
+fleet's view (`runwatch.emitters.runview.FleetView`: the services whose fleet incident is
+open, what runs that opted into the fleet pause hold) as the record of key `@fleet` on the
+compacted breaker topic, where the emitters' run-view followers read it. A member that
+takes the partition over goes on from the newest checkpoint: nothing it publishes was published before (any
 transition committed is covered by the checkpoint committed with it), nothing read since
 is lost (it reads it again).
 """
@@ -32,6 +35,8 @@ from typing import Any
 
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from runwatch.emitters.events import FLEET_RUN
+from runwatch.emitters.runview import FleetView
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
@@ -84,6 +89,8 @@ class FleetStageRole(Handler):
         self.loop: ConsumingLoop | None = None
         self._dead: list[Refused] = []
         self._alerts: list[Alert] = []  # judged, to publish at the next turn
+        #: the held services last published in the fleet view (None: not yet)
+        self._held: list[dict[str, Any]] | None = None
         self._checkpoint_partitions: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -212,10 +219,14 @@ class FleetStageRole(Handler):
         now = time.time()
         alerts, self._alerts = self._alerts + merge.release(now), []
         due = now - self.checkpointed >= CHECKPOINT_S
-        if not alerts and not self._dead and not due:
+        view = merge.stage.view(merge.released)
+        held = [h.model_dump() for h in view.held]
+        changed = view if held != self._held else None
+        if not alerts and not self._dead and not due and changed is None:
             return
         try:
-            await self._commit(p, alerts, due)
+            await self._commit(p, alerts, due, changed)
+            self._held = held
         except ProducerFenced:
             self.say(f"fleet stage: fenced on {self.topics.fleet}/{p}; another member holds it")
             await self._let_go()
@@ -226,7 +237,9 @@ class FleetStageRole(Handler):
             self.partition = p
             self._keep(self._take_over(p))
 
-    async def _commit(self, p: int, alerts: list[Alert], checkpointing: bool) -> None:
+    async def _commit(
+        self, p: int, alerts: list[Alert], checkpointing: bool, view: FleetView | None
+    ) -> None:
         producer, merge = self.producer, self.merge
         assert merge is not None
         await producer.begin_transaction()
@@ -236,6 +249,9 @@ class FleetStageRole(Handler):
             dead, self._dead = self._dead, []
             for letter in dead:
                 await producer.send(self.topics.dlq, letter.to_json(), letter.where.encode())
+            if view is not None:  # after the transitions it follows from
+                await producer.send(self.topics.breaker, view.model_dump_json().encode(),
+                                    FLEET_RUN.encode())  # fmt: skip
             if alerts or checkpointing:
                 data = checkpoint.pack(merge.dump_state(), self.config, self.position)
                 await producer.send(self.topics.checkpoints, data, self._key(p),
