@@ -12,16 +12,16 @@ runs' transitions and a mark a second.
 
 Exactly once, as the workers are: the member that holds the partition starts a
 transactional producer of the id `<app-id>-fleet|<topic>|<partition>`, which fences the one
-before (the broker aborts its open transaction and refuses it from then on, however long
-it was paused). Its transitions go out in a transaction together with a checkpoint of its
+before (the broker aborts its open transaction and refuses it from then on, however long it
+was paused). Its transitions go out in a transaction together with a checkpoint of its
 state and the position after what it has read (on the checkpoints topic, `checkpoint_key`);
 between transitions, a checkpoint every `CHECKPOINT_S`. With them, when it changes, the
 fleet's view (`runwatch.emitters.runview.FleetView`: the services whose fleet incident is
 open, what runs that opted into the fleet pause hold) as the record of key `@fleet` on the
 compacted breaker topic, where the emitters' run-view followers read it. A member that
-takes the partition over goes on from the newest checkpoint: nothing it publishes was published before (any
-transition committed is covered by the checkpoint committed with it), nothing read since
-is lost (it reads it again).
+takes the partition over goes on from the newest checkpoint: nothing it publishes was
+published before (any transition committed is covered by the checkpoint committed with it),
+nothing read since is lost (it reads it again).
 """
 
 from __future__ import annotations
@@ -273,8 +273,9 @@ class FleetStageRole(Handler):
             reader = self.kafka.consumer()
             await reader.start()
             try:
-                self._checkpoint_partitions = len(
-                    await partitions_of(reader, self.topics.checkpoints)) or 1
+                self._checkpoint_partitions = (
+                    len(await partitions_of(reader, self.topics.checkpoints)) or 1
+                )
             finally:
                 await reader.stop()
         return self._checkpoint_partitions
