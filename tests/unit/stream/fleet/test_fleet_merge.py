@@ -16,8 +16,8 @@ import pytest
 
 from runwatch.dev.deliver import write_file
 from runwatch.dev.fleet import fleet_cluster
-from runwatch.stream.alerts import Alert
 from runwatch.stream import checkpoint
+from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidFleetRecord
