@@ -33,7 +33,9 @@ DELAY_S = 10.0
 
 @pytest.fixture(scope="module")
 def lines() -> list[bytes]:
-    cluster, _ = fleet_cluster(duration=2400.0, seed=45)
+    cluster, _ = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
+                               hang_at=400.0, hang_for=400.0, node_down_at=460.0,
+                               crash_at=430.0, trajectories=8)  # fmt: skip
     out = io.BytesIO()
     write_file(cluster, out, T0, 1.0)
     return out.getvalue().splitlines()
@@ -80,6 +82,8 @@ def test_the_partitioned_fleet_trace_merges_to_replays_fleet_incidents(
 ) -> None:
     expected = fleet_of(list(replay([("all", i, raw) for i, raw in enumerate(lines)],
                                     Engine(RulesConfig.default()))))  # fmt: skip
+    assert sorted(s for _, s, state, _ in expected if state == "firing") == [
+        "dep:reward@rm-1:8000", "host:rollout-node-7"]  # fmt: skip
     parts = [partition_records(lines, p) for p in range(PARTITIONS)]
     for seed in (1, 2):
         merge = FleetMerge(RulesConfig.default(), PARTITIONS, started=0.0)
