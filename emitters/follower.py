@@ -18,10 +18,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from runwatch.emitters.events import FLEET_RUN
 from runwatch.emitters.http import ServiceClient
-from runwatch.emitters.runview import RunView
+from runwatch.emitters.runview import FleetView, RunView
 
 log = logging.getLogger("runwatch.emitters")
+
+#: The fleet's record on the breaker topic (the reserved run id: no run has it).
+FLEET_KEY = FLEET_RUN.encode()
 
 
 class ViewSource(Protocol):
@@ -63,8 +67,12 @@ class HttpSource:
 
 
 class KafkaSource:
-    """The run's latest record on the compacted breaker topic: its one partition (the
-    producer's partitioner on the run id), read from the start once and then followed."""
+    """The run's latest record on the compacted breaker topic, and the fleet's (key `@fleet`:
+    the services whose fleet incident is open, `runwatch.emitters.runview.FleetView`, which
+    the Kafka fleet stage publishes there): their partitions (the producers' partitioner on
+    each key), read from the start once and then followed. The run's view comes back with
+    the fleet's held services merged in as `serve` merges them (`RunView.holding`), so every
+    reader sees one view whatever the driver."""
 
     def __init__(
         self,
@@ -81,8 +89,9 @@ class KafkaSource:
         self._security, self._options = dict(security or {}), dict(options or {})
         self.timeout = timeout
         self._consumer: Any = None
-        self._tp: Any = None
-        self._latest: bytes | None = None
+        self._tps: list[Any] = []
+        self._latest: dict[bytes, bytes] = {}
+        self._merged: tuple[bytes | None, bytes | None, bytes | None] = (None, None, None)
 
     def _connect(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -108,35 +117,49 @@ class KafkaSource:
             if not partitions:
                 raise OSError(f"no topic {self.topic} (has a worker run against this broker?)")
             ordered = sorted(partitions)  # the producers' default partitioner, as in Java
-            tp = TopicPartition(
-                self.topic, ordered[(murmur2(self.key) & 0x7FFFFFFF) % len(ordered)]
-            )
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
+            tps = {
+                TopicPartition(self.topic, ordered[(murmur2(key) & 0x7FFFFFFF) % len(ordered)])
+                for key in (self.key, FLEET_KEY)
+            }
+            consumer.assign(list(tps))
+            consumer.seek_to_beginning(*tps)
         except BaseException:
             consumer.close()
             raise
-        self._consumer, self._tp = consumer, tp
+        self._consumer, self._tps = consumer, list(tps)
 
     def fetch(self) -> bytes | None:
         if self._consumer is None:
             self._connect()
-        consumer, tp = self._consumer, self._tp
+        consumer, tps, latest = self._consumer, self._tps, self._latest
         try:
             # asking for the end is also the probe that the broker is still there
-            end = consumer.end_offsets([tp])[tp]
+            ends = consumer.end_offsets(tps)
             deadline = time.monotonic() + self.timeout
-            while consumer.position(tp) < end:
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
                 if time.monotonic() > deadline:
                     raise OSError(f"could not read {self.topic} up to its end in time")
                 for records in consumer.poll(timeout_ms=200).values():
                     for record in records:
-                        if record.key == self.key and record.value is not None:
-                            self._latest = record.value
+                        if record.key in (self.key, FLEET_KEY) and record.value is not None:
+                            latest[record.key] = record.value
         except Exception:
             self.close()  # start over next time: a new connection, read from the start
             raise
-        return self._latest
+        return self._with_fleet(latest.get(self.key), latest.get(FLEET_KEY))
+
+    def _with_fleet(self, run: bytes | None, fleet: bytes | None) -> bytes | None:
+        """The run's record with the fleet's held services in it (computed once per pair)."""
+        if run is None or fleet is None:
+            return run
+        if self._merged[:2] != (run, fleet):
+            try:
+                view = RunView.parse(run).holding(FleetView.model_validate_json(fleet))
+                merged: bytes | None = view.to_json()
+            except ValueError:  # not a view: the follower says so of the run's own
+                merged = run
+            self._merged = (run, fleet, merged)
+        return self._merged[2]
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
