@@ -1,0 +1,123 @@
+"""Fleet incidents on the Kafka path (issue 45 item 3): two `runwatch worker`s split the runs
+of issue 45's fleet trace (the 24-run one serve's test plays, live at 40x) and the fleet
+stage they run between them judges the fleet records they publish. The `shared_cause`
+transitions on `runwatch.alerts`, read `read_committed`, are those a replay of the same
+events gives, each once; and while the reward server's fleet incident is open, a run that
+opted into the fleet pause reads the held service in its view (`KafkaSource`: the run's
+record merged with the stage's `@fleet` record)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_worker import Setup
+
+from runwatch.dev.deliver import KafkaSink, send_live
+from runwatch.dev.fleet import fleet_cluster
+from runwatch.emitters.follower import KafkaSource
+from runwatch.emitters.kafka_security import PLAINTEXT
+from runwatch.emitters.runview import RunView
+from runwatch.stream.config import RulesConfig
+from runwatch.stream.engine import Engine
+from runwatch.stream.replay import replay
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SPEED = 40.0
+PARAMS = {"window": 600.0 / SPEED, "users_within": 3600.0 / SPEED}
+
+
+@pytest.fixture
+def setup(kafka_broker: str, tmp_path: Path) -> Iterator[Setup]:
+    s = Setup(kafka_broker, tmp_path)
+    s.config.write_text("[rules.shared_cause]\nhold = true\n"
+                        + "".join(f"{k} = {v}\n" for k, v in PARAMS.items()))  # fmt: skip
+    try:
+        yield s
+    finally:
+        for w in s.workers:
+            w.stop()
+
+
+def fleet_of(alerts: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+    """subject -> every member run, as the resolutions name them."""
+    return {a["subject"]: sorted(a["details"]["runs"]) for a in alerts
+            if a["rule"] == "shared_cause" and a["state"] == "resolved"}  # fmt: skip
+
+
+def test_two_workers_and_their_fleet_stage_give_replays_fleet_incidents(setup: Setup) -> None:
+    cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
+                                      hang_at=400.0, hang_for=400.0, node_down_at=460.0,
+                                      crash_at=430.0, trajectories=8)  # fmt: skip
+    workers = [setup.worker(4), setup.worker(4)]
+    for w in workers:
+        w.wait_live()
+    member = sorted(expected.dep_runs)[0]
+    source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
+    held: list[str] = []
+    try:
+        t0 = time.time() + 0.2
+        sink = KafkaSink(setup.bootstrap, setup.events, PLAINTEXT)
+        sent = send_live(
+            cluster, sink, SPEED, t0=t0, every=1.0, progress=lambda line: _look(source, held)
+        )
+    finally:
+        source.close()
+    deadline = time.monotonic() + 120
+    while set(fleet_of(alerts := committed(setup, "runwatch.alerts"))) < {
+        expected.dep,
+        expected.host,
+    }:
+        assert time.monotonic() < deadline, sorted(fleet_of(alerts))
+        time.sleep(0.5)
+    fleet = [a for a in alerts if a["rule"] == "shared_cause"]
+    assert len({a["id"] for a in fleet}) == len(fleet), "a fleet transition twice"
+    rules = RulesConfig.from_mapping({"rules": {"shared_cause": PARAMS}})
+    events = list(cluster.events(t0, SPEED))  # the same events, made again (deterministic)
+    assert len(events) == sent
+    lines = (("f", i, json.dumps(e).encode()) for i, e in enumerate(events))
+    replayed = [a.to_dict() for a in replay(lines, Engine(rules))]
+    assert fleet_of(alerts) == fleet_of(replayed)
+    firing = sorted(a["subject"] for a in fleet if a["state"] == "firing")
+    assert firing == sorted([expected.dep, expected.host]), firing
+    assert expected.dep in held, "the member run's view never held the reward server"
+    said = "\n".join(line for w in workers for line in w.lines)
+    assert "fleet stage: holds" in said, said[-3000:]
+
+
+def committed(setup: Setup, topic: str) -> list[dict[str, Any]]:
+    """Every committed record on `<prefix>topic` now, as every runwatch consumer reads it."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    name = f"{setup.prefix}{topic}"
+    consumer = KafkaConsumer(bootstrap_servers=setup.bootstrap, enable_auto_commit=False,
+                             isolation_level="read_committed")  # fmt: skip
+    try:
+        tps = [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        out = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for records in consumer.poll(timeout_ms=200).values():
+                out += [json.loads(r.value) for r in records]
+        return out
+    finally:
+        consumer.close()
+
+
+def _look(source: KafkaSource, held: list[str]) -> None:
+    """One look at the member run's view, as its emitters' follower takes it."""
+    try:
+        raw = source.fetch()
+    except OSError:
+        return
+    if raw is not None:
+        held += [h.dep for h in RunView.parse(raw).held]
