@@ -27,7 +27,7 @@ PARTITIONS = 2
 def broker() -> MemoryBroker:
     b = MemoryBroker()
     b.create(TOPICS.events, PARTITIONS)
-    for topic in (TOPICS.alerts, TOPICS.dlq, TOPICS.checkpoints, TOPICS.breaker):
+    for topic in (TOPICS.alerts, TOPICS.dlq, TOPICS.checkpoints, TOPICS.breaker, TOPICS.fleet):
         b.create(topic, 1)
     return b
 

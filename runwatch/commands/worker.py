@@ -22,6 +22,11 @@ restarts or takes over partitions loads the newest checkpoint and re-reads only 
 after it (all of them when there is no usable checkpoint -- the rules config changed, say),
 then publishes only the transitions that are missing. The group's positions are committed
 so kafka-consumer-groups.sh --describe shows the worker's lag.
+
+Fleet incidents (shared_cause: many runs stalled on one service, node or inference server)
+need every run: each worker tells runwatch.fleet what its runs use and how their incidents
+open and close, and one fleet stage -- run by every worker, judged by one of them, another
+taking over when it dies -- publishes the fleet's transitions to runwatch.alerts.
 """
 
 
@@ -100,6 +105,14 @@ def register(sub: Any) -> None:
         "for runs with a firing alert or an open incident, and 6 series for each other run "
         "(500; the budget of a large fleet: docs/metrics.md)",
     )
+    w.add_argument(
+        "--fleet-stage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the fleet stage, which judges fleet incidents (shared_cause) across "
+        "every worker's runs from runwatch.fleet; the workers' stages form one group and one "
+        "of them judges (default); --no-fleet-stage: this worker only feeds it",
+    )
     add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
@@ -137,5 +150,6 @@ def run_worker(args: argparse.Namespace) -> int:
         checkpoint_every_s=args.checkpoint_every,
         checkpoint_every_events=args.checkpoint_events,
         checkpoint_fork=args.checkpoint_fork and CAN_FORK,
+        fleet_stage=args.fleet_stage,
     )
     return run(settings, log_level=args.log_level)

@@ -56,6 +56,8 @@ async def ensure_topics(
             NewTopic(topics.checkpoints, partitions, replication, topic_configs=TOPIC_CONFIG),
             # each run's latest circuit-breaker view, what guarding trainers read
             NewTopic(topics.breaker, partitions, replication, topic_configs=BREAKER_CONFIG),
+            # what the workers tell the fleet stage: one partition, one stage reads it
+            NewTopic(topics.fleet, 1, replication),
         ]
         response = await admin.create_topics(wanted)
         for name, code, *rest in response.topic_errors:

@@ -41,8 +41,10 @@ import faust
 
 from runwatch.stream.collector import tuned_for_consuming
 from runwatch.stream.exceptions import WorkerStartFailed
+from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
+from runwatch.stream.kafka.fleet_stage import FleetStageRole
 from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.kafka.worker import StreamWorker
 
@@ -69,6 +71,10 @@ def build_app(worker: StreamWorker, datadir: str) -> faust.App:
     app.boot_strategy.enable_kafka_consumer = False
     app.boot_strategy.enable_kafka_producer = False
     app.task(worker.consume)
+    if s.fleet_stage and judged(s.config):  # one worker's stage judges, the others stand by
+        stage = FleetStageRole(worker.kafka, worker.topics, s.app_id, s.config, say=worker.say,
+                               session_timeout=s.session_timeout)  # fmt: skip
+        app.task(stage.run)
 
     async def tick() -> None:
         await worker.tick(time.time())

@@ -90,7 +90,8 @@ class Ownership:
         done = await w.takeover.rebuild(partitions, restored, w.rebuilding.__contains__)
         for p, made in done.made.items():
             out = w.publisher.of(p)
-            await out.publish(*made)
+            fleet = w.fleet_records(p, done.drivers[p], made[0]) if p in done.drivers else []
+            await out.publish(*made, fleet)
             await out.commit()
         live = []
         for p in done.kept:

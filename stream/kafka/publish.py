@@ -47,6 +47,7 @@ from runwatch.emitters.runview import RunView
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.exceptions import PartitionLost as Lost
+from runwatch.stream.fleet.wire import FleetRecord, encode
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.refused import Refused
 
@@ -210,10 +211,15 @@ class PartitionPublisher:
             self._sends, self._alerts, self.open_transaction = [], [], False
 
     async def publish(
-        self, alerts: list[Alert], dead: list[Refused], views: Sequence[RunView] = ()
+        self,
+        alerts: list[Alert],
+        dead: list[Refused],
+        views: Sequence[RunView] = (),
+        fleet: Sequence[FleetRecord] = (),
     ) -> None:
-        """Transitions, then dead letters, then run views, into the open transaction (one
-        begun if none is). Nothing once the partition is lost: its new owner publishes it."""
+        """Transitions, then dead letters, then run views, then what the fleet stage reads
+        of them (`runwatch.stream.fleet.wire`), into the open transaction (one begun if
+        none is). Nothing once the partition is lost: its new owner publishes it."""
         sends: list[Send] = []
         w = self.worker
         topics = w.topics
@@ -228,6 +234,9 @@ class PartitionPublisher:
             sends.append((topics.dlq, letter.where.encode(), letter.to_json(), None, None))
         for view in views:
             sends.append((topics.breaker, view.run.encode(), view.to_json(), None, None))
+        for record in fleet:
+            key, value = encode(record)
+            sends.append((topics.fleet, key, value, 0, None))
         if not sends:
             return
         async with self._lock:

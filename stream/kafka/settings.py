@@ -50,3 +50,9 @@ class WorkerSettings:
     #: place between polls and the live path waits for it (1.2 s at 5,000 runs:
     #: bench/checkpoint.py)
     checkpoint_fork: bool = CAN_FORK
+    #: tell the fleet stage what it judges (`runwatch.stream.fleet.feed`); off when the
+    #: config turns `shared_cause` off
+    fleet_feed: bool = True
+    #: run the fleet stage too (`fleet_stage.py`): the group of every worker's stage gives
+    #: it to one of them
+    fleet_stage: bool = True

@@ -25,7 +25,10 @@ from itertools import groupby
 from typing import Any
 
 from runwatch.emitters.topics import Topics
+from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpointer import Checkpointer
+from runwatch.stream.fleet.feed import FleetFeed
+from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients, consume
 from runwatch.stream.kafka.checkpointing import Checkpointing
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, MAX_BYTES, KafkaCheckpoints
@@ -61,6 +64,8 @@ class StreamWorker(Handler):
         self.app: Any = None  # the Faust app hosting it (`host.build_app`)
         self.topics = Topics(s.topic_prefix)
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
+        #: what each partition tells the fleet stage (none: fleet incidents are off)
+        self.feeds: dict[int, FleetFeed] = {}
         self.rebuilding: set[int] = set()
         self.assigned_once = False  # the consumer group has given this worker its share
         self.loop: ConsumingLoop | None = None
@@ -142,8 +147,9 @@ class StreamWorker(Handler):
             if self.metrics is not None:
                 self.metrics.batch(records[-1].timestamp / 1000.0, len(dead))
             views = driver.engine.take_run_views()
-            if alerts or dead or views:
-                await self.publisher.of(partition).publish(alerts, dead, views)
+            fleet = self.fleet_records(partition, driver, alerts)
+            if alerts or dead or views or fleet:
+                await self.publisher.of(partition).publish(alerts, dead, views, fleet)
 
     def dead(self, record: Record, reason: str) -> None:
         """A record that failed in the worker itself (not as invalid input): to the DLQ."""
@@ -179,8 +185,9 @@ class StreamWorker(Handler):
                 views = driver.engine.take_run_views()
                 if evict and caught_up:
                     _evict(p, driver, now)
-                if out or views:
-                    await self.publisher.of(p).publish(out, [], views)
+                fleet = self.fleet_records(p, driver, out)
+                if out or views or fleet:
+                    await self.publisher.of(p).publish(out, [], views, fleet)
 
     def _prune(self, partition: int, driver: LiveDriver, now: float) -> None:
         """Before a checkpoint: finished and silent runs leave, where all is read (so that
@@ -212,6 +219,7 @@ class StreamWorker(Handler):
         for p in list(self.drivers):
             if p not in numbers:
                 del self.drivers[p]
+                self.feeds.pop(p, None)
                 self.checkpointing.schedule.forget(p)
         self.rebuilding &= numbers  # a rebuild of one given away is dropped when it ends
         new = sorted(p for p in numbers if p not in self.drivers and p not in self.rebuilding)
@@ -229,7 +237,14 @@ class StreamWorker(Handler):
         driver = LiveDriver(s.config, topic=self.topics.events, partition=partition,
                             grace=s.grace, arrival_gaps=True)  # fmt: skip
         driver.engine.views_changed = set()
+        if s.fleet_feed and judged(s.config):
+            self.feeds[partition] = FleetFeed(partition)
         return driver
+
+    def fleet_records(self, partition: int, driver: LiveDriver, alerts: list[Alert]) -> list[Any]:
+        """What goes to the fleet stage with `alerts` (`runwatch.stream.fleet.feed`)."""
+        feed = self.feeds.get(partition)
+        return [] if feed is None else feed.records(alerts, driver.engine)
 
     async def shutdown(self) -> None:
         """Stopping (a rolling restart, a scale-down): rebuilds under way are dropped, and
