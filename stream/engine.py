@@ -80,9 +80,12 @@ class Engine:
             r.quiet if shortcuts and type(r).quiet is not Rule.quiet else None for r in self.rules
         ]
         self._by_kind = self._index({})
-        #: kind -> the rules a routine heartbeat of a run with no alert firing evaluates
+        #: kind -> the rules a routine heartbeat of a run with no alert firing evaluates;
+        #: those a `final` beat does
         self._routine = {kind: [i for i in rules if i not in self._skip_routine]
                          for kind, rules in self._by_kind.items()}  # fmt: skip
+        self._after_final = {kind: [i for i in rules if i not in self._skip_final]
+                             for kind, rules in self._by_kind.items()}  # fmt: skip
         self._state_config = self.config.state_config()
         self.runs: dict[str, TrackedRun] = {}
         self.now = float("-inf")
@@ -207,6 +210,8 @@ class Engine:
             return [i for i in watching if i not in skip or firing.get(i)]
         begun, timers = state.begun, tracked.timers
         if begun is None:  # a `final` beat
+            if not firing and tracked.by_kind is None:
+                return self._after_final.get(kind, [])
             skip = self._skip_final
             return [i for i in watching if i not in skip or firing.get(i)]
         return [i for i in watching

@@ -59,7 +59,9 @@ class Slot(Compact):
             pids[pid] = [ts, ts]
             if len(pids) > KEEP:
                 oldest = min(pids, key=lambda p: pids[p][0])
-                del pids[oldest]
+                # first at +inf: a heartbeat ledger that kept this pid's list (`RunState`)
+                # sees it let go, and takes the long way
+                pids.pop(oldest)[0] = float("inf")
                 if self.final:
                     self.final.discard(oldest)
                 self._find_newest()

@@ -55,9 +55,9 @@ INF = float("inf")
 class RunState(Compact):
     """One run's state: processes, servers and trajectories, steps, progress, ranks."""
 
-    __slots__ = ("beating", "begun", "clock", "collectives", "config", "deps", "events",
-                 "failures", "finished_ts", "first_ts", "holds", "inference", "labels",
-                 "last_arrival", "postponed", "processes", "progress", "progress_at", "ranks",
+    __slots__ = ("begun", "clock", "collectives", "config", "deps", "events", "failures",
+                 "finished_ts", "first_ts", "holds", "inference", "labels", "last_arrival",
+                 "ledger", "postponed", "processes", "progress", "progress_at", "ranks",
                  "restarts", "run", "stacks", "started_ts", "status", "steps", "total_steps",
                  "weights")  # fmt: skip
 
@@ -85,9 +85,10 @@ class RunState(Compact):
         self.weights = Weights()
         self.restarts = Restarts()
         #: the heartbeat ledger: (component, host, pid, instance, rank) of a beating process
-        #: -> its process and its restart slot (None without a pid), found once
-        self.beating: dict[tuple[str, str | None, int | None, str | None, int | None],
-                           tuple[Process, Slot | None]] = {}  # fmt: skip
+        #: -> its process, its restart slot (None without a pid) and the slot's [first, last]
+        #: beat of its pid (`Slot.pids`), found once: a routine beat looks up nothing more
+        self.ledger: dict[tuple[str, str | None, int | None, str | None, int | None],
+                          tuple[Process, Slot | None, list[float] | None]] = {}  # fmt: skip
         self.failures = Failures()
         self.collectives = Collectives()
         self.stacks = Stacks()  # the processes' stacks, asked for when a hang opens
@@ -182,20 +183,18 @@ class RunState(Compact):
         the others `_heartbeat_in_full`, which `EveryBeatInFull` takes for all."""
         e: ev.Heartbeat = event  # type: ignore[assignment]
         src, ts = e.src, e.ts
-        known = self.beating.get((src.component, src.host, src.pid, src.instance, src.rank))
+        known = self.ledger.get((src.component, src.host, src.pid, src.instance, src.rank))
         if known is None or e.final:
             return self._heartbeat_in_full(e)
-        proc, slot = known
+        proc, slot, seen = known
         last = proc.last_beat
         if last is None or ts < last or proc.final:
             return self._heartbeat_in_full(e)
         dropped = e.dropped_events
         if dropped is not None and dropped != proc.dropped:
             return self._heartbeat_in_full(e)
-        if slot is not None:  # (`Slot.beat`'s routine case)
-            pid = src.pid
-            seen = slot.pids.get(pid)  # type: ignore[arg-type]
-            if seen is None or pid != slot.newest or ts < seen[0]:
+        if slot is not None:  # (`Slot.beat`'s routine case; a pid let go is first at +inf)
+            if seen is None or src.pid != slot.newest or ts < seen[0]:
                 return self._heartbeat_in_full(e)
             if ts > seen[1]:
                 seen[1] = ts
@@ -211,10 +210,11 @@ class RunState(Compact):
     def _heartbeat_in_full(self, e: ev.Heartbeat) -> None:
         final, src, ts = bool(e.final), e.src, e.ts
         key = (src.component, src.host, src.pid, src.instance, src.rank)
-        known = self.beating.get(key)
+        known = self.ledger.get(key)
         if known is None:
-            known = self.beating[key] = (self.processes.named(src), self.restarts.slot(src))
-        proc, slot = known
+            proc, slot = self.processes.named(src), self.restarts.slot(src)
+        else:
+            proc, slot, _ = known
         last = proc.last_beat
         timeout = self.config.heartbeat_timeout
         was = None if last is None or proc.final else last + timeout
@@ -225,8 +225,15 @@ class RunState(Compact):
         if proc.dropped_at is not None:
             self.processes.dropping = True
         restarted = slot is not None and slot.beat(src.pid, ts, final)  # type: ignore[arg-type]
-        if restarted and len(slot.pids) > 1:  # type: ignore[union-attr]
-            self.restarts.shared = True
+        if slot is None:
+            if known is None:
+                self.ledger[key] = (proc, None, None)
+        else:
+            if restarted and len(slot.pids) > 1:
+                self.restarts.shared = True
+            seen = slot.pids.get(src.pid)  # type: ignore[arg-type]
+            if known is None or known[2] is not seen:
+                self.ledger[key] = (proc, slot, seen)
         if proc.dropped != dropped:
             pass
         elif final:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from helpers import ROLLOUT, TRAINER, VLLM, decoded, make_event
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runwatch.stream.state.processes import process_id
@@ -536,3 +536,61 @@ def test_a_slots_newest_pid_is_the_one_that_beat_first_last(
         firsts = sorted(first for first, _ in slot.pids.values())
         latest = [pid for pid, (first, _) in slot.pids.items() if first == firsts[-1]]
         assert slot.newest == (latest[0] if len(latest) == 1 else None)
+
+
+def _folded(state: RunState) -> Any:
+    """What a run's heartbeats leave that anything reads: each process's beat record and
+    each slot's pids, first and last beats, `final` pids and newest."""
+    procs = {n: (p.last_beat, p.final, p.dropped, p.dropped_at)
+             for n, p in state.processes.by_id.items()}  # fmt: skip
+    slots = {n: (dict(s.pids), s.final, s.newest) for n, s in state.restarts.slots.items()}
+    return procs, slots, state.restarts.shared, state.processes.dropping
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from(["n0", None, "?"]),
+                          st.one_of(st.integers(1, 3), st.integers(1, 24)),
+                          st.integers(-2, 6), st.booleans(), st.integers(0, 2)),
+                max_size=150))  # fmt: skip
+def test_a_routine_beat_folds_what_the_long_way_folds(
+    beats: list[tuple[str | None, int, int, bool, int]],
+) -> None:
+    """The short way of a routine beat (`RunState._heartbeat`, its ledger keeping each pid's
+    list of its slot) leaves the state the long way (`EveryBeatInFull`) leaves: with more
+    pids than a slot keeps (a pid let go and heard again), hosts whose slot names collide
+    (None and "?"), late, `final` and dropping beats."""
+    from runwatch.stream.state.run import EveryBeatInFull
+
+    fast, full = RunState("r"), EveryBeatInFull("r")
+    ts = 1_800_000_000.0
+    routine = 0
+    for host, pid, step, final, dropped in beats:
+        ts += step  # (mostly forward; a step back is a late beat)
+        src = {"component": "rollout", "host": host, "pid": pid}
+        event = decoded(make_event("heartbeat", ts, src=src, final=(final and pid % 3 == 0) or None,
+                                   dropped_events=dropped if dropped == 2 else None))  # fmt: skip
+        fast.apply(event)
+        full.apply(event)
+        routine += fast.postponed is not None and fast.postponed != float("inf")
+        assert _folded(fast) == _folded(full)
+
+
+def test_a_pid_let_go_of_and_heard_again_is_not_folded_into_its_old_record() -> None:
+    """Two ledger keys of one slot and pid (hosts None and "?" name one slot): the pid is let
+    go of when the slot keeps too many, comes back under the other key, then beats under
+    the first -- whose ledger still holds the old record, which must not take the beat."""
+    from runwatch.stream.state.restarts import KEEP
+    from runwatch.stream.state.run import EveryBeatInFull
+
+    def beat(host: str | None, pid: int, ts: float) -> Any:
+        src = {"component": "rollout", "host": host, "pid": pid}
+        return decoded(make_event("heartbeat", 1_800_000_000.0 + ts, src=src))
+
+    fast, full = RunState("r"), EveryBeatInFull("r")
+    events = [beat(None, 1, 0), *(beat(None, pid, pid) for pid in range(2, KEEP + 2)),
+              beat("?", 1, 40), beat(None, 1, 41), beat(None, 1, 50)]  # fmt: skip
+    for event in events:
+        fast.apply(event)
+        full.apply(event)
+        assert _folded(fast) == _folded(full)
+    assert fast.restarts.slots["rollout@?"].pids[1] == [1_800_000_040.0, 1_800_000_050.0]
