@@ -224,3 +224,20 @@ def plain(lines: list[bytes]) -> list[bytes]:
     for raw in lines:
         reader.line(raw)
     return reader.out
+
+
+def main() -> None:
+    """`python bench/reference.py FILE`: the plain reading as a program of its own, alerts as
+    JSON Lines on standard output -- what `bench/replay.py --command` times against
+    `runwatch replay FILE`, start-up included."""
+    import sys
+
+    with open(sys.argv[1], "rb") as f:
+        reader = PlainReader()
+        for raw in f:
+            reader.line(raw)
+    sys.stdout.buffer.write(b"".join(line + b"\n" for line in reader.out))
+
+
+if __name__ == "__main__":
+    main()

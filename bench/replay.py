@@ -42,8 +42,13 @@ every trace; <= 128 KiB per active run with 512 pending trajectories. Times are 
 CPU time (one core; the bench is single-threaded, and the machine may be shared), best of
 `--repeat` passes. Figures only: nothing here asserts a timing.
 
+Through the command (`--command`, the fleet-shaped trace): `runwatch replay FILE` with every
+rule and with the seven (`--config`), against `python bench/reference.py FILE`, each a
+process from start to end -- imports and start-up included, as a user (or a check) runs them.
+
     .venv/bin/python bench/replay.py [--quick] [--shape all|incidents|heartbeats|fleet]
-        [--copies 8] [--fleet-runs 100] [--mem-runs 200] [--repeat 3] [--no-naive]
+        [--copies 8] [--fleet-runs 100] [--fleet-seconds 240] [--command] [--mem-runs 200]
+        [--repeat 3] [--no-naive]
 """
 
 from __future__ import annotations
@@ -51,7 +56,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections import Counter
@@ -161,6 +171,59 @@ def timed(fn: Any, lines: list[bytes], repeat: int) -> tuple[float, list[bytes]]
         out = fn(lines)
         best = min(best, time.process_time() - t0)
     return best, out
+
+
+# --- through the command -------------------------------------------------------------------
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+RUNWATCH = os.path.join(os.path.dirname(sys.executable), "runwatch")
+
+
+def child_cpu(argv: list[str]) -> tuple[float, bytes]:
+    """CPU seconds (user + system) of one program run to its end, and what it wrote."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return used, done.stdout
+
+
+def through_the_command(lines: list[bytes], repeat: int) -> None:
+    """`runwatch replay FILE` (every rule; only the seven: `--config`) against the plain
+    reading run as a program (`python bench/reference.py FILE`), each a process of its own
+    from start to end (imports, start-up, reading the file, writing alerts): best CPU time of
+    `repeat` runs, alternating."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, config = os.path.join(tmp, "trace.jsonl"), os.path.join(tmp, "seven.toml")
+        with open(trace, "wb") as f:
+            f.writelines(line + b"\n" for line in lines)
+        with open(config, "w") as f:
+            f.writelines(f"[rules.{r.id}]\nenabled = false\n" for r in BUILTIN_RULES
+                         if r.id not in SEVEN)  # fmt: skip
+        empty = os.path.join(tmp, "empty.jsonl")
+        open(empty, "wb").close()
+        full = [RUNWATCH, "replay", trace]
+        reference = [sys.executable, os.path.join(BENCH, "reference.py"), trace]
+        argvs = {
+            "runwatch replay FILE, every rule": full,
+            "runwatch replay FILE --config (the seven)": [*full, "--config", config],
+            "python bench/reference.py FILE": reference,
+            "runwatch replay on an empty file (start-up)": [RUNWATCH, "replay", empty],
+        }
+        best = dict.fromkeys(argvs, float("inf"))
+        for _ in range(repeat):
+            for label, argv in argvs.items():
+                best[label] = min(best[label], child_cpu(argv)[0])
+    n = len(lines)
+    say(f"through the command, each a process from start to end (CPU s, best of {repeat}):")
+    for label, t in best.items():
+        say(f"  {label:<48}{t:>7.2f} s")
+    plain_t = best["python bench/reference.py FILE"]
+    every = best["runwatch replay FILE, every rule"]
+    seven = best["runwatch replay FILE --config (the seven)"]
+    say(f"  every rule vs the plain program: {plain_t / every:.2f}x; the seven: "
+        f"{plain_t / seven:.2f}x ({n:,} events)")  # fmt: skip
+    say("")
 
 
 # --- memory per active run ----------------------------------------------------------------
@@ -298,6 +361,11 @@ def main() -> None:
     )
     ap.add_argument("--fleet-runs", type=int, default=100,
                     help="runs of the fleet-shaped trace (default 100)")  # fmt: skip
+    ap.add_argument("--fleet-seconds", type=float, default=240.0,
+                    help="length of the fleet-shaped trace in seconds (default 240)")  # fmt: skip
+    ap.add_argument("--command", action="store_true",
+                    help="also time the fleet-shaped trace through `runwatch replay FILE` "
+                    "against the plain reading as a program")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="small traces, one pass, print only")
     args = ap.parse_args()
     if args.quick:
@@ -322,8 +390,11 @@ def main() -> None:
     if args.shape in ("all", "fleet"):
         args.ring = False
         runs = 30 if args.quick else args.fleet_runs
-        throughput("fleet-shaped trace (bench/fleet_shape.py: 12 processes a run, 240 s)",
-                   fleet_trace(runs, 240.0), runs, args)  # fmt: skip
+        lines = fleet_trace(runs, args.fleet_seconds)
+        throughput(f"fleet-shaped trace (bench/fleet_shape.py: 12 processes a run, "
+                   f"{args.fleet_seconds:g} s)", lines, runs, args)  # fmt: skip
+        if args.command:
+            through_the_command(lines, args.repeat)
 
     mem = memory_per_run(args.mem_runs)
     say(
