@@ -15,6 +15,7 @@ the stream code is typed against the pydantic classes.
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import re
@@ -182,9 +183,16 @@ def _build(forbid: bool = True) -> msgspec.json.Decoder[Any]:
 
 _FAST = _build()
 _ENVELOPE_MATCHED = next((_PATTERNS[t].matched for t in _ENVELOPE_ONLY), set())
-#: the same structs, reading past fields the models lack (extra fields: kept in history,
-#: never read by a rule), for records `_FAST` refused for one
-_OPEN = _build(forbid=False)
+
+
+@functools.cache
+def _open_decoder() -> msgspec.json.Decoder[Any]:
+    """The same structs, reading past fields the models lack (extra fields: kept in history,
+    never read by a rule), for records `_FAST` refused for one: made the first time one
+    comes (most streams never bring one; a command starts sooner without it)."""
+    return _build(forbid=False)
+
+
 _BACKSLASH, _DEL = ord("\\"), 0x7F
 _MAX_BYTES = events.MAX_EVENT_BYTES
 _UNKNOWN_FIELD = "Object contains unknown field"
@@ -267,7 +275,7 @@ def _open(raw: bytes) -> events.Event | None:
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or _LONG_DIGITS in raw.translate(_DIGITS_AS_0):
         return None
     try:
-        event: events.Event = _OPEN.decode(raw)
+        event: events.Event = _open_decoder().decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return None
     return event if _PATTERNS[type(event)].hold(event) else None
