@@ -46,15 +46,20 @@ class Ownership:
         #: whether they are still this worker's
         self.lost_ones: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
 
     def take(self, partitions: list[int]) -> None:
-        """Take `partitions` over in the background (the caller marked them rebuilding)."""
+        """Take `partitions` over in the background (the caller marked them rebuilding);
+        not once the worker is stopping (its partitions are handed over, not taken)."""
+        if self._stopping:
+            return
         task = asyncio.ensure_future(self._rebuild(partitions))
         self._tasks.add(task)  # (the loop keeps only a weak reference to a task)
         task.add_done_callback(self._tasks.discard)
 
     async def cancel(self) -> None:
-        """Drop the takeovers under way (the worker stops)."""
+        """Drop the takeovers under way, and take no more (the worker stops)."""
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -144,7 +149,7 @@ class Ownership:
         are left to the rebalance under way, whose assignment settles them."""
         w = self.worker
         loop = w.loop
-        if loop is None:
+        if loop is None or self._stopping:
             return
         for p in sorted(self.lost_ones):
             tp = TP(w.topics.events, p)

@@ -254,3 +254,36 @@ def test_a_driver_gives_the_loop_a_turn_between_slices(
     assert sum(count for count, _ in fed) == n
     assert max(count for count, _ in fed) <= FEED_SLICE
     assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(fed))
+
+
+def test_a_fenced_partition_still_its_own_is_taken_over_again_but_not_once_stopping() -> None:
+    """Another producer of partition 0's transactional id fences the worker's (as a worker
+    that took the partition over would): its next transaction is refused, it stops judging
+    the partition, and -- the group still giving it the partition (a commit with its
+    generation goes through) -- takes it over again, fencing the other, and publishes what
+    the fenced transaction held once. A worker that is stopping takes nothing over."""
+    from kafka_double import MemoryTxnProducer
+    from worker_double import GROUP
+
+    from runwatch.stream.kafka.publish import transactional_id
+
+    async def go() -> None:
+        b = broker()
+        said: list[str] = []
+        async with worker(b, said) as w:
+            other = MemoryTxnProducer(b, transactional_id(GROUP, TOPICS.events, 0))
+            await other.start()
+            send(b, 0, step("r1", 1, math.nan))
+            await until(lambda: any("taking it over again" in x for x in said), "taken again")
+            await until(lambda: alerts(b) == [NAN], "the firing published")
+            assert not other.usable  # fenced in turn
+            assert 0 in w.drivers
+            # stopping: a partition lost now stays lost
+            await w.ownership.cancel()
+            w.ownership.lost(0)
+            await w.ownership.look_into_lost()
+            assert 0 not in w.drivers
+            assert 0 not in w.rebuilding
+        assert alerts(b) == [NAN]
+
+    asyncio.run(go())
