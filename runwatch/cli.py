@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "incidents": "demo",  # scenarios' former name, an alias
     "kafka": "kafka",
     "worker": "worker",
+    "fleet": "worker",
     "alerts": "alerts",
     "sink": "store",
     "ingest": "store",

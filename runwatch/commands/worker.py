@@ -116,6 +116,34 @@ def register(sub: Any) -> None:
     add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
+    f = sub.add_parser(
+        "fleet",
+        help="judge fleet incidents over Kafka in a process of its own",
+        description=FLEET_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    f.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
+    f.add_argument("--config", metavar="PATH", help="rules config (TOML), the workers' own")
+    f.add_argument("--topic-prefix", default="", help="the workers' topic prefix")
+    f.add_argument("--app-id", default="runwatch-worker",
+                   help="the workers' --app-id: the stage's group is APP_ID-fleet")  # fmt: skip
+    f.add_argument(
+        "--partitions", type=int, default=4,
+        help="partitions of topics it creates, should it start first (default 4)",
+    )  # fmt: skip
+    add_kafka_security_args(f)
+    f.set_defaults(func=run_fleet)
+
+
+FLEET_HELP = """\
+Judge fleet incidents (shared_cause: the runs stalled on one service, node or inference
+server) from what the workers publish on runwatch.fleet, and publish their transitions to
+runwatch.alerts. Every `runwatch worker` runs this stage already (unless --no-fleet-stage);
+the stages of a group of workers form one consumer group (APP_ID-fleet), of which one
+judges and the others stand by. Run it on its own to keep it off the workers' processes:
+give it the workers' --app-id, --topic-prefix and --config.
+"""
+
 
 # -- runwatch worker -------------------------------------------------------------------------
 
@@ -153,3 +181,20 @@ def run_worker(args: argparse.Namespace) -> int:
         fleet_stage=args.fleet_stage,
     )
     return run(settings, log_level=args.log_level)
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    config = configfile.rules(args.config)
+    if args.partitions < 1:
+        raise CommandError("--partitions must be at least 1")
+    security = connect_check(args)
+    from runwatch.emitters.topics import Topics
+    from runwatch.stopping import stop_on_signals
+    from runwatch.stream.fleet.stage import judged
+    from runwatch.stream.kafka.fleet_stage import run_alone
+
+    if not judged(config):
+        raise CommandError("the rules config turns shared_cause off: no fleet incidents to judge")
+    topics = Topics(args.topic_prefix)
+    return run_alone(args.kafka, security, topics, args.app_id, config, args.partitions,
+                     stop_on_signals())  # fmt: skip

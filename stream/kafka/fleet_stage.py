@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,6 +38,7 @@ from typing import Any
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from runwatch.emitters.events import FLEET_RUN
+from runwatch.emitters.kafka_security import KafkaSecurity
 from runwatch.emitters.runview import FleetView
 from runwatch.emitters.topics import Topics
 from runwatch.stream import checkpoint
@@ -45,6 +48,7 @@ from runwatch.stream.exceptions import CheckpointError, InvalidFleetRecord
 from runwatch.stream.fleet.merge import FleetMerge
 from runwatch.stream.fleet.wire import decode
 from runwatch.stream.kafka import clients
+from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.kafka.checkpoints import MAX_BYTES, checkpoint_key, latest
 from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Record, partitions_of
 from runwatch.stream.kafka.consume import refused as refused_record
@@ -94,11 +98,12 @@ class FleetStageRole(Handler):
         self._checkpoint_partitions: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def run(self) -> None:
-        """As a member of the stage's group, until cancelled."""
+    async def run(self, stop: Callable[[], bool] = lambda: False) -> None:
+        """As a member of the stage's group, until cancelled or `stop` says so."""
         tuning = clients.group_settings(self.session_timeout, 0.2, 10.0)
         consumer = self.kafka.consumer(group=self.group, **tuning)
-        self.loop = ConsumingLoop(consumer, Group((self.topics.fleet,)), self, name="fleet")
+        self.loop = ConsumingLoop(consumer, Group((self.topics.fleet,)), self, name="fleet",
+                                  stop=stop)  # fmt: skip
         try:
             await self.loop.run()
         finally:
@@ -284,3 +289,31 @@ class FleetStageRole(Handler):
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def run_alone(
+    bootstrap: str,
+    security: KafkaSecurity,
+    topics: Topics,
+    app_id: str,
+    config: RulesConfig,
+    partitions: int,
+    stop: threading.Event,
+) -> int:
+    """`runwatch fleet`: the stage in a process of its own (the workers' topics created
+    first, with their settings), until `stop` is set; the exit status."""
+
+    async def main() -> None:
+        await ensure_topics(bootstrap, topics, partitions, security=security)
+        role = FleetStageRole(clients.Connection(bootstrap, security), topics, app_id, config,
+                              say=_stderr)  # fmt: skip
+        _stderr(f"judging fleet incidents from {topics.fleet} as group {role.group}; "
+                f"transitions to {topics.alerts}")  # fmt: skip
+        await role.run(stop.is_set)
+
+    asyncio.run(main())
+    return 0
+
+
+def _stderr(message: str) -> None:
+    print(f"runwatch fleet: {message}", file=sys.stderr, flush=True)

@@ -9,13 +9,15 @@ record merged with the stage's `@fleet` record)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_worker import Setup
+from helpers import terminate
+from test_worker import RUNWATCH, Setup
 
 from runwatch.dev.deliver import KafkaSink, send_live
 from runwatch.dev.fleet import fleet_cluster
@@ -50,25 +52,54 @@ def fleet_of(alerts: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
             if a["rule"] == "shared_cause" and a["state"] == "resolved"}  # fmt: skip
 
 
-def test_two_workers_and_their_fleet_stage_give_replays_fleet_incidents(setup: Setup) -> None:
+@pytest.mark.parametrize("stage", ["in the workers", "alone"])
+def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
+    setup: Setup, stage: str
+) -> None:
+    """The stage run by the workers (one judges), or by `runwatch fleet` on its own."""
     cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
                                       hang_at=400.0, hang_for=400.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8)  # fmt: skip
-    workers = [setup.worker(4), setup.worker(4)]
+    alone = stage == "alone"
+    extra = ("--no-fleet-stage",) if alone else ()
+    workers = [setup.worker(4, None, *extra), setup.worker(4, None, *extra)]
     for w in workers:
         w.wait_live()
-    member = sorted(expected.dep_runs)[0]
-    source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
-    held: list[str] = []
+    fleet = None
+    if alone:
+        cmd = [RUNWATCH, "fleet", "--kafka", setup.bootstrap, "--topic-prefix", setup.prefix,
+               "--app-id", setup.group, "--config", str(setup.config)]  # fmt: skip
+        fleet = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    said, stopped = "", 0
     try:
-        t0 = time.time() + 0.2
-        sink = KafkaSink(setup.bootstrap, setup.events, PLAINTEXT)
-        sent = send_live(
-            cluster, sink, SPEED, t0=t0, every=1.0, progress=lambda line: _look(source, held)
-        )
+        member = sorted(expected.dep_runs)[0]
+        source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
+        held: list[str] = []
+        try:
+            t0 = time.time() + 0.2
+            sink = KafkaSink(setup.bootstrap, setup.events, PLAINTEXT)
+            sent = send_live(cluster, sink, SPEED, t0=t0, every=1.0,
+                             progress=lambda line: _look(source, held))  # fmt: skip
+        finally:
+            source.close()
+        check_alerts(setup, cluster, expected, t0, sent, held)
     finally:
-        source.close()
-    deadline = time.monotonic() + 120
+        if fleet is not None:
+            stopped = terminate(fleet)
+            assert fleet.stderr is not None
+            said = fleet.stderr.read()
+            fleet.stderr.close()
+            print(said[-5000:])  # (shown when the test fails)
+    in_workers = "\n".join(line for w in workers for line in w.lines)
+    assert "fleet stage: holds" in (said if alone else in_workers), (said or in_workers)[-3000:]
+    assert alone == ("fleet stage" not in in_workers)
+    assert stopped == 0, said[-3000:]  # SIGTERM: a clean stop
+
+
+def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int,
+                 held: list[str]) -> None:  # fmt: skip
+    """The fleet transitions on runwatch.alerts are replay's, each once."""
+    deadline = time.monotonic() + 300  # generous: a loaded machine
     while set(fleet_of(alerts := committed(setup, "runwatch.alerts"))) < {
         expected.dep,
         expected.host,
@@ -87,8 +118,6 @@ def test_two_workers_and_their_fleet_stage_give_replays_fleet_incidents(setup: S
     assert firing == sorted([expected.dep, expected.host]), firing
     service = expected.dep.removeprefix("dep:")
     assert service in held, "the member run's view never held the reward server"
-    said = "\n".join(line for w in workers for line in w.lines)
-    assert "fleet stage: holds" in said, said[-3000:]
 
 
 def committed(setup: Setup, topic: str) -> list[dict[str, Any]]:
