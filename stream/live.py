@@ -53,8 +53,9 @@ from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_pr
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
 RawRecord = tuple[bytes | None, float, int]
-#: (event, its raw bytes, broker append time in seconds, offset): a record already decoded.
-Decoded = tuple[ev.Event, bytes, float, int]
+#: (event, its raw bytes, broker append time in seconds, offset, its line in a batch record
+#: from 1, else 0): a record, or a line of one, already decoded.
+Decoded = tuple[ev.Event, bytes, float, int, int]
 
 INF = float("inf")
 
@@ -201,7 +202,7 @@ class LiveDriver:
                 dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
                 continue
             try:
-                decoded.append((decode(raw), raw, arrival, offset))
+                decoded.append((decode(raw), raw, arrival, offset, 0))
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset, err.kind))
         out = self.feed_events(decoded, dead)
@@ -212,8 +213,8 @@ class LiveDriver:
         """`feed`, for this partition's Kafka records as the consumer gives them (value, the
         broker's time in ms, offset, headers): a record carries one event, or with the batch
         header several of one run (`runwatch.stream.records`), applied in line order; a bad
-        line is refused alone (a dead letter at the record's offset, its reason naming the
-        line)."""
+        line is refused alone (a dead letter at the record's offset with its line number,
+        its reason naming the line)."""
         decoded: list[Decoded] = []
         dead: list[Refused] = []
         offset = None
@@ -223,14 +224,14 @@ class LiveDriver:
                 dead.append(self._dead("empty record (no value)", b"", offset, "not_json"))
                 continue
             if record.headers and is_batch(record.headers):
-                for line, got in record_events(raw, batch=True):
+                for number, (line, got) in enumerate(record_events(raw, batch=True), 1):
                     if isinstance(got, InvalidEvent):
-                        dead.append(self._dead(got.reason, line, offset, got.kind))
+                        dead.append(self._dead(got.reason, line, offset, got.kind, number))
                     else:
-                        decoded.append((got, line, arrival, offset))
+                        decoded.append((got, line, arrival, offset, number))
                 continue
             try:  # (one event: `record_events` without the generator)
-                decoded.append((decode(raw), raw, arrival, offset))
+                decoded.append((decode(raw), raw, arrival, offset, 0))
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset, err.kind))
         out = self.feed_events(decoded, dead)
@@ -280,7 +281,7 @@ class LiveDriver:
         known) of each record."""
         out = []
         offset, limit = self.clocks.offset, self.min_correction
-        for event, _, arrival, _ in items:
+        for event, _, arrival, _, _ in items:
             skew = offset(_source(event.src))
             if skew is not None and not -limit <= skew <= limit:
                 out.append((arrival, event.ts + skew))
@@ -298,7 +299,7 @@ class LiveDriver:
         arrival = self.arrival
         gone = self.gone
         offset = None
-        for event, raw, arrival, offset in items:
+        for event, raw, arrival, offset, line in items:
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
                 continue
@@ -307,7 +308,7 @@ class LiveDriver:
                 continue
             problem = time_problem(event.ts, arrival, MAX_AHEAD_RAW)
             if problem is not None:  # not even a wrong clock: keep it out of the estimate
-                dead.append(self._dead(problem, raw, offset, "bad_time"))
+                dead.append(self._dead(problem, raw, offset, "bad_time", line))
                 continue
             skew = clocks.shift(_source(event.src), event.run, event.ts, arrival, limit)
             if skew:
@@ -317,7 +318,7 @@ class LiveDriver:
                 why = f"ts is {span(event.ts - arrival)} ahead of the time the event arrived"
                 if skew:
                     why += f" (its host's clock corrected by {skew:+.0f}s)"
-                dead.append(self._dead(why, raw, offset, "bad_time"))
+                dead.append(self._dead(why, raw, offset, "bad_time", line))
                 continue
             try:
                 # now: event time, but never past its arrival -- one event stamped ahead
@@ -330,12 +331,12 @@ class LiveDriver:
                 for alert in alerts:
                     alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
-                dead.append(self._dead(err.reason, raw, offset, err.kind))
+                dead.append(self._dead(err.reason, raw, offset, err.kind, line))
                 continue
             except Exception as err:  # a bug meets an input: isolate the event, go on
                 self.failures += 1
                 dead.append(self._dead(f"could not be applied: {type(err).__name__}: {err}",
-                                       raw, offset, "failed_in_rules"))  # fmt: skip
+                                       raw, offset, "failed_in_rules", line))  # fmt: skip
                 continue
             out += alerts if self.fleet is None or not alerts else self.fleet.transitions(alerts)
             self.applied += 1
@@ -354,8 +355,10 @@ class LiveDriver:
         """Events dropped because their id was applied before (the engine's count)."""
         return self.engine.duplicates
 
-    def _dead(self, reason: str, raw: bytes, offset: int, kind: str = "schema") -> Refused:
-        return Refused(reason, raw, self.topic, self.partition, offset, kind)
+    def _dead(
+        self, reason: str, raw: bytes, offset: int, kind: str = "schema", line: int = 0
+    ) -> Refused:
+        return Refused(reason, raw, self.topic, self.partition, offset, kind, line or None)
 
     def evict(
         self,
@@ -412,11 +415,13 @@ class LiveDriver:
         self.replaying = True
 
     def finish_replay(
-        self, published: PublishedAlerts, now: float, *, dead_after: int = -1
+        self, published: PublishedAlerts, now: float, *, dead_after: tuple[int, int] = (-1, 0)
     ) -> tuple[list[Alert], list[Refused]]:
         """Catch up to wall clock `now`; return the transitions `runwatch.alerts` lacks,
-        and the invalid records past offset `dead_after` (the last one the dead-letter
-        topic holds for this partition).
+        and the invalid records (and lines of batch records) past `dead_after`, the place
+        (`Refused.place`: offset, line) of the last one the dead-letter topic holds for this
+        partition: a batch record may hold several bad lines, each its own letter at the
+        record's offset, and a predecessor that published some of them leaves the rest.
 
         Per key, the rebuilt engine made E transitions (numbered 1..E) and the topic holds
         P. E > P: transitions P+1..E were lost (the worker died before publishing them);
@@ -445,7 +450,7 @@ class LiveDriver:
                      default=-INF)  # fmt: skip
         self.tick(now, heard=judged)
         held, self._held = self._held, []
-        dead = [d for d in self._held_dead if d.position is not None and d.position > dead_after]
+        dead = [d for d in self._held_dead if d.position is not None and d.place > dead_after]
         self._held_dead = []
         self.replaying = False
         # Per key the engine made E transitions in all (a checkpoint's and the re-read's);

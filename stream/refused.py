@@ -15,13 +15,17 @@ from typing import Any
 
 import orjson
 
+#: The line of a dead letter that stands for its whole record (`Refused.place`).
+WHOLE = 1 << 62
+
 
 @dataclass(frozen=True, slots=True)
 class Refused:
     """What was refused (`raw`), where it came from, and why.
 
     The field order is a checkpoint's: a worker's checkpoint keeps the dead letters a
-    rebuild made as tuples of these fields, in this order."""
+    rebuild made as tuples of these fields, in this order (a field added goes last, with a
+    default, so that an older checkpoint's shorter tuples still load)."""
 
     reason: str
     raw: bytes = b""
@@ -33,6 +37,17 @@ class Refused:
     position: int | None = None
     #: a bounded label for metrics (`InvalidEvent.kind`)
     kind: str = "schema"
+    #: a line's number (from 1) in a Kafka record that carries a batch of events (None: the
+    #: record is one event, or not a Kafka record): one record may hold several bad lines,
+    #: each its own dead letter at the record's offset
+    line: int | None = None
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """Where a Kafka record's dead letter sits in its partition, in the order they are
+        made: (offset, line), a record of one event after every line (`WHOLE`)."""
+        return (-1 if self.position is None else self.position,
+                WHOLE if self.line is None else self.line)  # fmt: skip
 
     @property
     def where(self) -> str:
@@ -45,7 +60,8 @@ class Refused:
 
     def to_json(self) -> bytes:
         """The value on `runwatch.events.dlq`: the reason, the raw bytes (base64 where they
-        are not UTF-8), and the record's topic, partition and offset."""
+        are not UTF-8), the record's topic, partition and offset, and for a line of a batch
+        record its number."""
         out: dict[str, Any] = {"reason": self.reason}
         try:
             out["raw"] = self.raw.decode("utf-8")
@@ -53,4 +69,6 @@ class Refused:
             out["raw"] = base64.b64encode(self.raw).decode("ascii")
             out["raw_encoding"] = "base64"
         out.update(topic=self.source, partition=self.partition, offset=self.position)
+        if self.line is not None:
+            out["line"] = self.line
         return orjson.dumps(out)

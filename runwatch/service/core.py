@@ -147,7 +147,7 @@ class Service:
                     self.events.damaged += 1
                     continue
                 n += 1
-                driver.feed_events([(event, line, arrival, end)])
+                driver.feed_events([(event, line, arrival, end, 0)])
             if self.events.damaged:
                 log.warning("%s: passed over %d damaged lines; every intact record is kept",
                             self.events.path, self.events.damaged)  # fmt: skip
@@ -268,7 +268,7 @@ class Service:
             self.rejected.labels("invalid_event").inc(len(dead))
             if good:  # (late events of runs that left are logged, not applied: the driver)
                 alerts, failed = self.driver.feed_events(
-                    [(e, line, arrival, end) for (line, e), end in zip(good, ends, strict=True)]
+                    [(e, line, arrival, end, 0) for (line, e), end in zip(good, ends, strict=True)]
                 )
                 if failed:  # the rules refused these: kept as dead letters too
                     self._log_dead([Refused(d.reason, d.raw, source, kind=d.kind) for d in failed])

@@ -33,6 +33,7 @@ from runwatch.stream.kafka.consume import (
     ends_of,
 )
 from runwatch.stream.live import PublishedAlerts
+from runwatch.stream.refused import WHOLE
 
 Batch = Callable[[list[Any]], Awaitable[None] | None]
 
@@ -119,10 +120,11 @@ def earliest(marks: Iterable[Ends | None]) -> Ends | None:
 @dataclass
 class Published:
     """What a takeover learned of the output topics: the transitions on runwatch.alerts, per
-    events partition the last offset on the DLQ, and how many records it read for that."""
+    events partition the place of the last dead letter on the DLQ (`Refused.place`: offset,
+    line of a batch record), and how many records it read for that."""
 
     alerts: PublishedAlerts
-    dead_upto: dict[int, int]
+    dead_upto: dict[int, tuple[int, int]]
     read: int = 0
 
 
@@ -144,8 +146,10 @@ async def read_published(kafka: Connects, topics: Topics, since: Ends | None = N
             with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 letter = orjson.loads(r.value or b"{}")
                 if letter.get("topic") == topics.events:
-                    p, off = int(letter["partition"]), int(letter["offset"])
-                    out.dead_upto[p] = max(out.dead_upto.get(p, -1), off)
+                    line = letter.get("line")  # (a whole record's letter has none)
+                    place = (int(letter["offset"]), WHOLE if line is None else int(line))
+                    p = int(letter["partition"])
+                    out.dead_upto[p] = max(out.dead_upto.get(p, (-1, 0)), place)
 
     logs = await output_ends(kafka, topics, logs=True)
     for topic, each in ((topics.alerts, alerts), (topics.dlq, letters)):

@@ -234,7 +234,7 @@ class Takeover:
         for p in out.kept:
             d = out.drivers[p]
             alerts, letters = d.finish_replay(published, ends_taken,
-                                              dead_after=dead_upto.get(p, -1))  # fmt: skip
+                                              dead_after=dead_upto.get(p, (-1, 0)))  # fmt: skip
             # the views a dead predecessor may not have published: every run the replay
             # changed, and every run with alerts firing or lifted
             engine = d.engine

@@ -184,7 +184,7 @@ def alone(job: Job, seed: int) -> list[tuple[str, str]]:
     for arrival, lines in deliveries([job], seed):
         for at in loop.until(arrival):
             made += driver.tick(at)
-        decoded = [(admit(line, arrival), line, arrival, i) for i, line in enumerate(lines)]
+        decoded = [(admit(line, arrival), line, arrival, i, 0) for i, line in enumerate(lines)]
         made += driver.feed_events(decoded)[0]
     for at in loop.until(END):
         made += driver.tick(at)

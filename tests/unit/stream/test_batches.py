@@ -21,6 +21,7 @@ from runwatch.emitters.topics import BATCH_HEADER
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.records import is_batch, record_events
+from runwatch.stream.refused import Refused
 
 BATCH = (BATCH_HEADER,)
 
@@ -195,3 +196,24 @@ def test_a_takeover_re_reads_batches_and_repeats_nothing() -> None:
     assert alerts(b) == [NAN, ("r1", "non_finite_metric", "resolved")]
     assert len(set(ids(b))) == 2
     assert not b.values(TOPICS.dlq)
+
+
+def test_a_takeover_publishes_the_bad_lines_of_a_record_its_predecessor_had_not() -> None:
+    """One batch record with three bad lines: the previous owner published the first one's
+    letter and died. The next owner learns that letter's place (offset and line) and
+    publishes the other two -- an offset alone would say the whole record was done."""
+    b, said = broker(), []
+    good = nan_steps("r1", [0.5, 0.4, 0.3])
+    send_batch(b, 0, "r1", good[0], b"{bad-1", good[1], b"{bad-2", good[2], b"[3]")
+    first = Refused("line 2 of 6 of a batch: not JSON", b"{bad-1", TOPICS.events, 0, 0,
+                    "not_json", line=2)  # fmt: skip
+    b.produce(TOPICS.dlq, first.to_json(), 0)  # what the previous owner got out
+
+    async def scenario() -> None:
+        async with worker(b, said):  # live: the takeover published what was missing
+            pass
+
+    asyncio.run(scenario())
+    got = [json.loads(v) for v in b.values(TOPICS.dlq)]
+    assert [(x["raw"], x["offset"], x.get("line")) for x in got] == [
+        ("{bad-1", 0, 2), ("{bad-2", 0, 4), ("[3]", 0, 6)]  # fmt: skip

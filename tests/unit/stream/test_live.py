@@ -14,7 +14,7 @@ from helpers import encode, make_event
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.live import LiveDriver, PublishedAlerts
-from runwatch.stream.refused import Refused
+from runwatch.stream.refused import WHOLE, Refused
 from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
@@ -285,7 +285,7 @@ def test_rebuild_republishes_dead_letters_past_the_last_one_recorded() -> None:
     d = driver()
     d.start_replay()
     d.feed(part.records)
-    _, dead = d.finish_replay(PublishedAlerts(), T0 + 1, dead_after=0)
+    _, dead = d.finish_replay(PublishedAlerts(), T0 + 1, dead_after=(0, WHOLE))
     assert [x.position for x in dead] == [2]
 
 
@@ -332,17 +332,19 @@ def test_finished_and_silent_runs_leave_and_late_events_do_not_bring_them_back()
 
     t0 = 1_800_000_000.0
     driver = LiveDriver()
-    driver.feed_events([(ev("a1", "done", "run.started", t0), b"", t0, 1),
-                        (ev("a2", "done", "run.finished", t0 + 1, status="ok"), b"", t0 + 1, 2),
-                        (ev("b1", "quiet", "heartbeat", t0), b"", t0, 3),
-                        (ev("c1", "live", "heartbeat", t0 + 7200), b"", t0 + 7200, 4)])  # fmt: skip
+    finished = ev("a2", "done", "run.finished", t0 + 1, status="ok")
+    driver.feed_events([(ev("a1", "done", "run.started", t0), b"", t0, 1, 0),
+                        (finished, b"", t0 + 1, 2, 0),
+                        (ev("b1", "quiet", "heartbeat", t0), b"", t0, 3, 0),
+                        (ev("c1", "live", "heartbeat", t0 + 7200), b"", t0 + 7200, 4,
+                         0)])  # fmt: skip
     assert driver.evict(t0 + 7200, keep_finished_s=3600, silent_after_s=3600) == (
         ["done"], ["quiet"])  # fmt: skip
     assert set(driver.engine.runs) == {"live"}
-    driver.feed_events([(ev("a3", "done", "heartbeat", t0 + 7201), b"", t0 + 7201, 5)])
+    driver.feed_events([(ev("a3", "done", "heartbeat", t0 + 7201), b"", t0 + 7201, 5, 0)])
     assert "done" not in driver.engine.runs
     assert driver.late == 1
-    driver.feed_events([(ev("b2", "quiet", "heartbeat", t0 + 7201), b"", t0 + 7201, 6)])
+    driver.feed_events([(ev("b2", "quiet", "heartbeat", t0 + 7201), b"", t0 + 7201, 6, 0)])
     assert "quiet" in driver.engine.runs  # a silent run that speaks again is tracked again
 
 

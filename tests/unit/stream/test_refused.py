@@ -4,6 +4,7 @@ worker's checkpoint made before the type existed still loads its dead letters.""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from runwatch.stream.refused import Refused
 
@@ -20,5 +21,14 @@ def test_a_checkpoint_s_dead_letters_keep_their_fields() -> None:
     old = ("rules failed", b'{"v":1}', "runwatch.events", 3, 7, "failed_in_rules")
     letter = Refused(*old)
     assert (letter.source, letter.partition, letter.position) == ("runwatch.events", 3, 7)
-    assert letter.kind == "failed_in_rules"
-    assert dataclasses.astuple(letter) == old
+    assert (letter.kind, letter.line) == ("failed_in_rules", None)
+    assert dataclasses.astuple(letter) == (*old, None)  # a field added goes last
+    assert Refused(*dataclasses.astuple(letter)) == letter
+
+
+def test_a_line_of_a_batch_record_is_placed_after_the_lines_before_it() -> None:
+    whole = Refused("bad", b"x", "runwatch.events", 3, 7)
+    lines = [Refused("bad", b"x", "runwatch.events", 3, 7, line=n) for n in (1, 2)]
+    assert lines[0].place < lines[1].place < whole.place < Refused("b", b"", "t", 3, 8).place
+    assert json.loads(lines[1].to_json())["line"] == 2
+    assert "line" not in json.loads(whole.to_json())
