@@ -40,11 +40,11 @@ from runwatch.emitters.events import FLEET_RUN
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import MAX_AHEAD_RAW, decode
+from runwatch.stream.decode import MAX_AHEAD_RAW, admit_lines, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
-from runwatch.stream.records import Headers, is_batch, record_events
+from runwatch.stream.records import Headers, is_batch, lines_of, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
 from runwatch.stream.timekeeping.reading import ReadClock, interrupted, told
@@ -123,6 +123,32 @@ class PublishedAlerts:
 def _source(src: ev.Source) -> object:
     """The clock an event was stamped with: its host's, else its process's."""
     return src.host or (src.component, src.instance, src.pid)
+
+
+def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
+    """The events of `records`, every line decoded in one step (`decode.admit_lines`, what
+    replay decodes with), or None where a record has no value or a line is not plain: then
+    `feed_records` decodes each alone, which decides each and words every reason."""
+    lines: list[bytes] = []
+    places: list[tuple[float, int, int]] = []
+    for record in records:
+        raw = record.value
+        if raw is None:
+            return None
+        arrival, offset = record.timestamp / 1000.0, record.offset
+        if record.headers and is_batch(record.headers):
+            for number, line in enumerate(lines_of(raw), 1):
+                lines.append(line)
+                places.append((arrival, offset, number))
+        else:
+            lines.append(raw)
+            places.append((arrival, offset, 0))
+    events = admit_lines(lines) if lines else None
+    if events is None:
+        return None
+    return [(event, line, arrival, offset, number)
+            for event, line, (arrival, offset, number) in zip(events, lines, places,
+                                                                 strict=True)]  # fmt: skip
 
 
 def _shifted(event: ev.Event, offset: float) -> ev.Event:
@@ -215,6 +241,12 @@ class LiveDriver:
         header several of one run (`runwatch.stream.records`), applied in line order; a bad
         line is refused alone (a dead letter at the record's offset with its line number,
         its reason naming the line)."""
+        records = records if isinstance(records, list) else list(records)
+        plain = _plain(records)
+        if plain is not None:  # (the same events, decoded in one step)
+            out = self.feed_events(plain, [])
+            self._fed_to(records[-1].offset)
+            return out
         decoded: list[Decoded] = []
         dead: list[Refused] = []
         offset = None

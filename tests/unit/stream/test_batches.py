@@ -18,6 +18,7 @@ from helpers import encode, make_event
 from worker_double import NAN, TOPICS, alerts, broker, ids, until, worker
 
 from runwatch.emitters.topics import BATCH_HEADER
+from runwatch.stream import live
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.records import is_batch, record_events
@@ -110,6 +111,30 @@ def test_a_batch_and_single_records_read_alike_by_the_live_driver() -> None:
     assert dead_one == dead_many == []
     assert one.applied == many.applied == len(events)
     assert many.position == 0  # the record's offset, whatever it held
+
+
+def test_plain_records_decoded_in_one_step_apply_as_each_decoded_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver decodes a feed's lines in one step where every one is plain
+    (`decode.admit_lines`): the same events, places and transitions as one by one."""
+    t0 = time.time() - 60
+    lines = [encode(e) for e in [*zero_reward_run("r1", t0), *zero_reward_run("r2", t0)]]
+    now = int(time.time() * 1000)
+    records = [Record(batch_of(*lines[:4]), now, 3, BATCH), Record(lines[4], now + 5, 4),
+               Record(b"\n" + batch_of(*lines[5:]), now + 9, 5, BATCH)]  # fmt: skip
+    steps = live._plain(records)
+    assert steps is not None  # (the one-step path is the one taken)
+    assert [tuple(place) for _, _, *place in steps] == [
+        *((now / 1000, 3, n) for n in range(1, 5)), ((now + 5) / 1000, 4, 0),
+        *(((now + 9) / 1000, 5, n) for n in range(1, 8))]  # fmt: skip
+    one_step = LiveDriver()
+    made = one_step.feed_records(records)
+    monkeypatch.setattr(live, "_plain", lambda records: None)
+    alone = LiveDriver()
+    assert [a.to_dict() for a in made[0]] == [a.to_dict() for a in alone.feed_records(records)[0]]
+    assert [(a.run, a.rule) for a in made[0]] == [("r1", "zero_reward"), ("r2", "zero_reward")]
+    assert (one_step.applied, one_step.position) == (alone.applied, alone.position) == (12, 5)
 
 
 def test_one_bad_line_of_a_batch_is_a_dead_letter_and_the_rest_apply() -> None:
