@@ -24,10 +24,15 @@ Three ways, alternating, best of `--repeat`, for each number of runs per partiti
   batched, plain   the same, uncompressed
 
 Then the parts of an event's cost (batched, plain: what the emitters send now), each timed
-alone over the same events: parsing the fetches, decoding, the clock-offset estimate, the
-engine (state and rules); what is left is the driver's own per-event work (time checks, the
-duplicate-id look-up before the estimate, the read clock, serializing alerts) and the split.
-Figures only: nothing asserts a timing.
+alone over the same events: parsing the fetches, decoding, the duplicate-id look-up, the
+metrics' count by kind, the clock-offset estimate, the engine's apply (the run state and the
+ids, every rule off) and its rules (all of them, less that); what is left is the driver's
+own per-event work (time checks, the read clock, serializing alerts, the clock's shift past
+its estimate) and the split. Beside the driver, what the worker does with each batch and
+tick: the fleet feed (its records made and encoded) and the metrics' batch call. Publishing
+(`bench/transactions.py`) and checkpoints (`bench/checkpoint.py`) are measured there. The
+garbage collector is tuned as `runwatch worker` runs it (`stream/collector.py`). Figures
+only: nothing asserts a timing.
 
     .venv/bin/python bench/live_path.py [--quick] [--runs 250 1250] [--seconds 240]
         [--repeat 3]
@@ -52,10 +57,18 @@ from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
 
 from runwatch.emitters.topics import BATCH_HEADER
+from runwatch.stream.collector import tuned_for_consuming
+from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
+from runwatch.stream.fleet.feed import FleetFeed
+from runwatch.stream.fleet.wire import encode
 from runwatch.stream.live import LiveDriver, _source
+from runwatch.stream.metrics.exporter import Limits
+from runwatch.stream.metrics.worker import WorkerMetrics
+from runwatch.stream.rules import BUILTIN_RULES
 from runwatch.stream.timekeeping.skew import ClockOffsets
+from runwatch.stream.tracked import RecentIds
 
 T0 = 1_800_000_000.0
 FETCH = 1000
@@ -126,38 +139,60 @@ def parse(buffer: bytes, start: int) -> list[Any]:
     return list(PartitionRecords(TP, MemoryRecords(buffer), [], start, None, None, True, 0))
 
 
-def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int]:
+def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, float]:
     """CPU seconds per event over the last two thirds of the fetches (the first applied
-    before), parsing and feeding, and parsing alone; and the records and events timed."""
+    before), parsing and feeding, and parsing alone; the records and events timed; and per
+    event, what the worker does beside the driver with each batch and tick: the fleet feed
+    (`FleetFeed.records`, and encoding them as the publisher does) and the metrics
+    (`WorkerMetrics.batch`)."""
     third = len(fetched) // 3
-    driver = LiveDriver()
+    driver = LiveDriver(arrival_gaps=True)
+    driver.engine.views_changed = set()
+    feed = FleetFeed(0)
+    metrics = WorkerMetrics(lambda: [driver], 0, limits=Limits())
+    metrics.live(driver)  # its events counted by kind, as the worker's are
     start, last_tick = 0, -math.inf
+    beside = [0.0, 0.0]  # CPU seconds: the fleet feed, the metrics
 
     def take(chunk: list[Fetch]) -> None:
         nonlocal start, last_tick
+        clock = time.process_time
         for buffer, count, _ in chunk:
             records = parse(buffer, start)
             start += count
-            driver.feed_records(records)
+            alerts, dead = driver.feed_records(records)
+            t0 = clock()
+            metrics.batch(records[-1].timestamp / 1000.0, len(dead))
+            t1 = clock()
+            for record in feed.records(alerts, driver.engine):
+                encode(record)
+            beside[0] += clock() - t1
+            beside[1] += t1 - t0
             now = records[-1].timestamp / 1000.0
             if now - last_tick >= 0.1:
-                driver.tick(now)
+                out = driver.tick(now)
+                t0 = clock()
+                for record in feed.records(out, driver.engine):
+                    encode(record)
+                beside[0] += clock() - t0
                 last_tick = now
 
     take(fetched[:third])
+    beside[:] = [0.0, 0.0]
     n_records = sum(count for _, count, _ in fetched[third:])
     n_events = sum(e for _, _, e in fetched[third:])
     gc.collect()
     t0 = time.process_time()
     take(fetched[third:])
-    took = time.process_time() - t0
+    took = time.process_time() - t0 - sum(beside)
     at = sum(count for _, count, _ in fetched[:third])
     t0 = time.process_time()
     for buffer, count, _ in fetched[third:]:
         parse(buffer, at)
         at += count
     parsing = time.process_time() - t0
-    return took / n_events, parsing / n_events, n_records, n_events
+    return (took / n_events, parsing / n_events, n_records, n_events, beside[0] / n_events,
+            beside[1] / n_events)  # fmt: skip
 
 
 def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
@@ -169,6 +204,19 @@ def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
     decoded = [decode(raw) for raw in raws[third:]]
     out["decode"] = (time.process_time() - start) / len(decoded)
     first = [decode(raw) for raw in raws[:third]]
+    seen = RecentIds(100_000)
+    for e in first:
+        seen.add(e.id)
+    start = time.process_time()
+    for e in decoded:  # the driver's look-up before the estimate; the engine adds it
+        if e.id in seen:
+            pass
+    out["duplicate-id check"] = (time.process_time() - start) / len(decoded)
+    count = WorkerMetrics(list, 0, limits=Limits()).collector._count
+    start = time.process_time()
+    for e in decoded:
+        count(e)
+    out["metrics (events by kind)"] = (time.process_time() - start) / len(decoded)
     samples = [(_source(e.src), e.ts, a) for e, (_, a, _) in zip(first + decoded, evs, strict=True)]
     clocks = ClockOffsets()
     observe = clocks.observe
@@ -178,14 +226,22 @@ def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
     for host, ts, arrival in samples[third:]:
         observe(host, ts, arrival)
     out["clock offset"] = (time.process_time() - start) / len(decoded)
-    engine = Engine(dedup_capacity=100_000)
-    for e, (_, arrival, _) in zip(first, evs[:third], strict=True):
-        engine.apply(e, min(e.ts, arrival))
-    gc.collect()
-    start = time.process_time()
-    for e, (_, arrival, _) in zip(decoded, evs[third:], strict=True):
-        engine.apply(e, min(e.ts, arrival))
-    out["engine (state, rules)"] = (time.process_time() - start) / len(decoded)
+
+    def engine_cost(config: RulesConfig | None) -> float:
+        engine = Engine(config, dedup_capacity=100_000)
+        for e, (_, arrival, _) in zip(first, evs[:third], strict=True):
+            engine.apply(e, min(e.ts, arrival))
+        gc.collect()
+        start = time.process_time()
+        for e, (_, arrival, _) in zip(decoded, evs[third:], strict=True):
+            engine.apply(e, min(e.ts, arrival))
+        return (time.process_time() - start) / len(decoded)
+
+    whole = engine_cost(None)
+    # the run state alone: every rule off (what the state keeps for them stays)
+    off = RulesConfig.from_mapping({"rules": {r.id: {"enabled": False} for r in BUILTIN_RULES}})
+    out["engine: apply (state, ids)"] = engine_cost(off)
+    out["engine: rules"] = whole - out["engine: apply (state, ids)"]
     return out
 
 
@@ -201,7 +257,19 @@ def main() -> int:
     if args.quick:
         args.runs, args.seconds, args.repeat, args.no_write = [250], 120.0, 1, True
     say(machine())
-    say(f"CPU time (process_time), best of {args.repeat} rounds, the ways alternating")
+    say(f"CPU time (process_time), best of {args.repeat} rounds, the ways alternating; the "
+        "garbage collector tuned as `runwatch worker` runs it")  # fmt: skip
+    with tuned_for_consuming():
+        measure(args)
+    if not args.no_write:
+        write_section("live-path", ["## The worker's per-record path, one event per record and "
+                                    "batched (`bench/live_path.py`)", "", "```", *SAID,
+                                    "```"])  # fmt: skip
+    return 0
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Each number of runs: the three ways, then the parts."""
     for runs in args.runs:
         evs = events(runs, args.seconds)
         groups = sends(evs)
@@ -211,7 +279,7 @@ def main() -> int:
         say(f"{runs:,} runs in one partition ({5 * runs:,} hosts), {args.seconds:g} s of the "
             f"fleet's schedule: {len(evs):,} events in {len(groups):,} sends, the last two "
             "thirds timed")  # fmt: skip
-        best: dict[str, tuple[float, float, int, int]] = {}
+        best: dict[str, tuple[float, float, int, int, float, float]] = {}
         cost: dict[str, float] = {}
         for _ in range(args.repeat):
             for name, fetched in ways.items():
@@ -220,7 +288,7 @@ def main() -> int:
                     best[name] = got
             for part, t in parts(evs).items():
                 cost[part] = min(cost.get(part, math.inf), t)
-        for name, (per_event, parsing, n_records, n_events) in best.items():
+        for name, (per_event, parsing, n_records, n_events, _, _) in best.items():
             say(
                 f"  {name:<15} {n_events / n_records:5.2f} events a record: "
                 f"{per_event * n_events / n_records * 1e6:6.2f} µs a record, "
@@ -233,16 +301,13 @@ def main() -> int:
             "each timed alone:")  # fmt: skip
         cost = {"fetch parsing (aiokafka)": best["batched, plain"][1], **cost}
         for part, t in cost.items():
-            say(f"    {part:<26} {t * 1e6:5.2f} µs")
+            say(f"    {part:<28} {t * 1e6:5.2f} µs")
         rest = per_event - sum(cost.values())
-        say(
-            f"    {'the rest (driver, split)':<26} {rest * 1e6:5.2f} µs  (the whole less the parts)"
-        )
-    if not args.no_write:
-        write_section("live-path", ["## The worker's per-record path, one event per record and "
-                                    "batched (`bench/live_path.py`)", "", "```", *SAID,
-                                    "```"])  # fmt: skip
-    return 0
+        say(f"    {'the rest (driver, split)':<28} {rest * 1e6:5.2f} µs  (the whole less the "
+            "parts)")  # fmt: skip
+        fleet, metrics = best["batched, plain"][4:]
+        say(f"  beside the driver, per event: fleet feed {fleet * 1e6:.2f} µs, metrics "
+            f"{metrics * 1e6:.2f} µs")  # fmt: skip
 
 
 if __name__ == "__main__":
