@@ -101,6 +101,9 @@ class FleetView(BaseModel):
     model_config = _OPEN
 
     v: Literal[1] = 1
+    #: the reserved run id of the fleet: a reader of the breaker topic that picks its run's
+    #: records by this field, as by the key, passes over the fleet's
+    run: Literal["@fleet"] = "@fleet"
     ts: float
     held: Annotated[list[HeldDep], Field(max_length=MAX_HELD)]
 
