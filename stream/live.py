@@ -47,7 +47,7 @@ from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.records import Headers, is_batch, lines_of, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
-from runwatch.stream.timekeeping.reading import ReadClock, interrupted, told
+from runwatch.stream.timekeeping.reading import GAP_S, ReadClock, interrupted, told
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
 
@@ -149,6 +149,18 @@ def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
     return [(event, line, arrival, offset, number)
             for event, line, (arrival, offset, number) in zip(events, lines, places,
                                                                  strict=True)]  # fmt: skip
+
+
+def _gapped(items: list[Decoded], before: float) -> bool:
+    """Whether the append times of `items` (after one at `before`, -inf: none) have a gap
+    of GAP_S, the only place `reading.interrupted` finds an outage or a gap to wait on."""
+    previous = before
+    for item in items:
+        arrival = item[2]
+        if arrival - previous > GAP_S and previous != -INF:
+            return True
+        previous = arrival
+    return False
 
 
 def _shifted(event: ev.Event, offset: float) -> ev.Event:
@@ -293,6 +305,9 @@ class LiveDriver:
         rest waits: at most WINDOW_S of the partition's appends), with a hold of silence at
         each gap late records follow (see `arrival_gaps`)."""
         pending = self._pending
+        if not pending and not _gapped(items, self.arrival):
+            self._apply(items, dead)  # (what `interrupted` says where no gap: all of them)
+            return
         if pending and not complete and told(pending[0][2], self._times(items)) is None:
             pending += items  # (those waiting said nothing: the new ones only are read)
             self._apply([], dead)
