@@ -10,9 +10,10 @@ itself and publishing. This bench builds one partition's fetches as the broker w
 them out -- the fleet's run shape (`bench/fleet_shape.py`: five hosts and twelve processes
 per run), every emitter process's sends (what its sender takes each 50 ms linger) as one
 producer batch, each send reaching the broker 2-50 ms after its events' stamps -- parses
-them with aiokafka's own record classes and feeds them to `LiveDriver.feed_records` with a
-tick between, as the worker does, and reports CPU µs per record and per event over the
-schedule's second and third thirds (the first warms the runs up). No broker, no network.
+them with aiokafka's own record classes and feeds them to `LiveDriver.feed_records`, ticked
+every `tick_s` of the records' time as the worker ticks it, and reports CPU µs per record
+and per event over the schedule's second and third thirds (the first warms the runs up). No
+broker, no network.
 
 Three ways, alternating, best of `--repeat`, for each number of runs per partition:
 
@@ -63,6 +64,7 @@ from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.feed import FleetFeed
 from runwatch.stream.fleet.wire import encode
+from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.live import LiveDriver, _source
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -72,6 +74,8 @@ from runwatch.stream.tracked import RecentIds
 
 T0 = 1_800_000_000.0
 FETCH = 1000
+#: the worker ticks its drivers this often (`WorkerSettings.tick_s`), here on the records' time
+TICK_S = WorkerSettings.tick_s
 #: an emitter's sender takes what gathered every this many seconds (`Sender.linger`)
 LINGER = 0.05
 #: aiokafka's codes for no compression and gzip (what the emitters' producer used)
@@ -139,7 +143,7 @@ def parse(buffer: bytes, start: int) -> list[Any]:
     return list(PartitionRecords(TP, MemoryRecords(buffer), [], start, None, None, True, 0))
 
 
-def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, float]:
+def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, float, float]:
     """CPU seconds per event over the last two thirds of the fetches (the first applied
     before), parsing and feeding, and parsing alone; the records and events timed; and per
     event, what the worker does beside the driver with each batch and tick: the fleet feed
@@ -153,6 +157,7 @@ def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, floa
     metrics.live(driver)  # its events counted by kind, as the worker's are
     start, last_tick = 0, -math.inf
     beside = [0.0, 0.0]  # CPU seconds: the fleet feed, the metrics
+    ticking = [0.0]  # CPU seconds in the driver's ticks (part of the driver's)
 
     def take(chunk: list[Fetch]) -> None:
         nonlocal start, last_tick
@@ -169,8 +174,10 @@ def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, floa
             beside[0] += clock() - t1
             beside[1] += t1 - t0
             now = records[-1].timestamp / 1000.0
-            if now - last_tick >= 0.1:
+            if now - last_tick >= TICK_S:
+                t0 = clock()
                 out = driver.tick(now)
+                ticking[0] += clock() - t0
                 t0 = clock()
                 for record in feed.records(out, driver.engine):
                     encode(record)
@@ -179,6 +186,7 @@ def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, floa
 
     take(fetched[:third])
     beside[:] = [0.0, 0.0]
+    ticking[0] = 0.0
     n_records = sum(count for _, count, _ in fetched[third:])
     n_events = sum(e for _, _, e in fetched[third:])
     gc.collect()
@@ -192,7 +200,7 @@ def live_path(fetched: list[Fetch]) -> tuple[float, float, int, int, float, floa
         at += count
     parsing = time.process_time() - t0
     return (took / n_events, parsing / n_events, n_records, n_events, beside[0] / n_events,
-            beside[1] / n_events)  # fmt: skip
+            beside[1] / n_events, ticking[0] / n_events)  # fmt: skip
 
 
 def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
@@ -279,7 +287,7 @@ def measure(args: argparse.Namespace) -> None:
         say(f"{runs:,} runs in one partition ({5 * runs:,} hosts), {args.seconds:g} s of the "
             f"fleet's schedule: {len(evs):,} events in {len(groups):,} sends, the last two "
             "thirds timed")  # fmt: skip
-        best: dict[str, tuple[float, float, int, int, float, float]] = {}
+        best: dict[str, tuple[float, float, int, int, float, float, float]] = {}
         cost: dict[str, float] = {}
         for _ in range(args.repeat):
             for name, fetched in ways.items():
@@ -288,7 +296,7 @@ def measure(args: argparse.Namespace) -> None:
                     best[name] = got
             for part, t in parts(evs).items():
                 cost[part] = min(cost.get(part, math.inf), t)
-        for name, (per_event, parsing, n_records, n_events, _, _) in best.items():
+        for name, (per_event, parsing, n_records, n_events, *_) in best.items():
             say(
                 f"  {name:<15} {n_events / n_records:5.2f} events a record: "
                 f"{per_event * n_events / n_records * 1e6:6.2f} µs a record, "
@@ -299,13 +307,14 @@ def measure(args: argparse.Namespace) -> None:
             f"(batched alone: {single / best['batched'][0]:.2f}x)")  # fmt: skip
         say("  an event's cost (batched, plain: what the emitters send now), part by part, "
             "each timed alone:")  # fmt: skip
-        cost = {"fetch parsing (aiokafka)": best["batched, plain"][1], **cost}
+        cost = {"fetch parsing (aiokafka)": best["batched, plain"][1], **cost,
+                "ticks (the silence rules)": best["batched, plain"][6]}  # fmt: skip
         for part, t in cost.items():
             say(f"    {part:<28} {t * 1e6:5.2f} µs")
         rest = per_event - sum(cost.values())
         say(f"    {'the rest (driver, split)':<28} {rest * 1e6:5.2f} µs  (the whole less the "
             "parts)")  # fmt: skip
-        fleet, metrics = best["batched, plain"][4:]
+        fleet, metrics = best["batched, plain"][4:6]
         say(f"  beside the driver, per event: fleet feed {fleet * 1e6:.2f} µs, metrics "
             f"{metrics * 1e6:.2f} µs")  # fmt: skip
 
