@@ -234,16 +234,15 @@ def spread(values: list[float]) -> str:
 
 
 def slack_posts(slack: FakeSlack, alerts: Alerts, notify: Any) -> dict[str, list[float]]:
-    """When each firing transition on `runwatch.alerts` was posted to Slack (by the alert id
-    `runwatch notify` puts in a message's metadata), once notify has posted them all or
+    """When each firing transition on `runwatch.alerts` was posted to Slack (by the alert ids
+    `runwatch notify` puts in a message's metadata, `Message.shown`), once notify has posted them all or
     PHASE_S has passed, or notify died."""
     want = {a["id"] for a, _ in alerts.seen if a["state"] == "firing"}
     deadline = time.monotonic() + PHASE_S
     while True:
         posted: dict[str, list[float]] = {}
-        for m in list(slack.messages):
-            ident = ((m.metadata or {}).get("event_payload") or {}).get("alert_id")
-            if ident is not None:
+        for m in list(slack.messages):  # (a resolve folded into its firing's message
+            for ident in m.shown:  # shows both: every id its metadata carried counts)
                 posted.setdefault(ident, []).append(m.received)
         if want <= posted.keys():
             return posted

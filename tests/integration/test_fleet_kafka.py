@@ -1,10 +1,10 @@
 """Fleet incidents on the Kafka path (issue 45 item 3): two `runwatch worker`s split the runs
 of issue 45's fleet trace (the 24-run one serve's test plays, live at 40x) and the fleet
 stage they run between them judges the fleet records they publish. The `shared_cause`
-transitions on `runwatch.alerts`, read `read_committed`, are those a replay of the same
-events gives, each once; and while the reward server's fleet incident is open, a run that
-opted into the fleet pause reads the held service in its view (`KafkaSource`: the run's
-record merged with the stage's `@fleet` record)."""
+transitions on `runwatch.alerts`, read `read_committed` (`Setup.read`), are those a replay
+of the same events gives, each once; and while the reward server's fleet incident is open,
+a run that opted into the fleet pause reads the held service in its view (`KafkaSource`:
+the run's record merged with the stage's `@fleet` record)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int
                  held: list[str]) -> None:  # fmt: skip
     """The fleet transitions on runwatch.alerts are replay's, each once."""
     deadline = time.monotonic() + 300  # generous: a loaded machine
-    while set(fleet_of(alerts := committed(setup, "runwatch.alerts"))) < {
+    while set(fleet_of(alerts := [a for a, _ in setup.read("runwatch.alerts")])) < {
         expected.dep,
         expected.host,
     }:
@@ -118,29 +118,6 @@ def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int
     assert firing == sorted([expected.dep, expected.host]), firing
     service = expected.dep.removeprefix("dep:")
     assert service in held, "the member run's view never held the reward server"
-
-
-def committed(setup: Setup, topic: str) -> list[dict[str, Any]]:
-    """Every committed record on `<prefix>topic` now, as every runwatch consumer reads it."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    name = f"{setup.prefix}{topic}"
-    consumer = KafkaConsumer(bootstrap_servers=setup.bootstrap, enable_auto_commit=False,
-                             isolation_level="read_committed")  # fmt: skip
-    try:
-        tps = [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        ends = consumer.end_offsets(tps)
-        out = []
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for records in consumer.poll(timeout_ms=200).values():
-                out += [json.loads(r.value) for r in records]
-        return out
-    finally:
-        consumer.close()
 
 
 def _look(source: KafkaSource, held: list[str]) -> None:
