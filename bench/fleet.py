@@ -235,8 +235,8 @@ def spread(values: list[float]) -> str:
 
 def slack_posts(slack: FakeSlack, alerts: Alerts, notify: Any) -> dict[str, list[float]]:
     """When each firing transition on `runwatch.alerts` was posted to Slack (by the alert ids
-    `runwatch notify` puts in a message's metadata, `Message.shown`), once notify has posted them all or
-    PHASE_S has passed, or notify died."""
+    `runwatch notify` puts in a message's metadata, `Message.shown`), once notify has posted
+    them all or PHASE_S has passed, or notify died."""
     want = {a["id"] for a, _ in alerts.seen if a["state"] == "firing"}
     deadline = time.monotonic() + PHASE_S
     while True:
