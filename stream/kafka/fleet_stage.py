@@ -155,7 +155,7 @@ class FleetStageRole(Handler):
         await producer.start()  # fences whoever held it before
         self.producer = producer
         found = await latest(self.kafka, self.topics.checkpoints, self._key(partition), partition)
-        events = len(await self._events_partitions())
+        events = len(await self._partitions(self.topics.events))
         merge, position, how = FleetMerge(self.config, events, time.time()), 0, "from the start"
         if found.value is not None:
             try:
@@ -173,11 +173,12 @@ class FleetStageRole(Handler):
         if self.loop is not None:
             self.loop.go_on(TP(self.topics.fleet, partition), position)
 
-    async def _events_partitions(self) -> set[int]:
+    async def _partitions(self, topic: str) -> set[int]:
+        """`topic`'s partitions now (none if it does not exist)."""
         reader = self.kafka.consumer()
         await reader.start()
         try:
-            return await partitions_of(reader, self.topics.events)
+            return await partitions_of(reader, topic)
         finally:
             await reader.stop()
 
@@ -275,14 +276,8 @@ class FleetStageRole(Handler):
     async def _checkpoints_count(self) -> int:
         """The checkpoints topic's partitions (a checkpoint goes where `latest` looks)."""
         if self._checkpoint_partitions is None:
-            reader = self.kafka.consumer()
-            await reader.start()
-            try:
-                self._checkpoint_partitions = (
-                    len(await partitions_of(reader, self.topics.checkpoints)) or 1
-                )
-            finally:
-                await reader.stop()
+            found = await self._partitions(self.topics.checkpoints)
+            self._checkpoint_partitions = len(found) or 1
         return self._checkpoint_partitions
 
     def _keep(self, work: Any) -> None:
