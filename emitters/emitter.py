@@ -392,7 +392,7 @@ class Emitter(ViewReaders):
         with self._start_lock:
             self._closed = True
         atexit.unregister(self.close)
-        self._close_readers()
+        self._close_readers(self._close_timeout if timeout is None else timeout)
         if not self._started:
             return
         self._stop_beating.set()

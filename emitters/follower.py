@@ -184,6 +184,7 @@ class RunViewFollower:
         self._lock = threading.Lock()  # one look at a time (the thread's, or a caller's)
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._abandoned = False  # close() returned before the thread ended
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
@@ -241,13 +242,25 @@ class RunViewFollower:
             if self._readers:
                 self.look()
             self._wake.wait(self.interval)
+        if self._abandoned:  # close() gave up waiting: the source is this thread's to release
+            self._release()
 
-    def close(self) -> None:
-        """Stop the thread, then release the source."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread, then release the source. Waits at most `timeout` for a look under
+        way: a thread that cannot end (a lock a forked child inherited held) stays behind as
+        a daemon that releases the source when it ends, and the caller's close goes on."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("runwatch: the run view's reader did not stop in %.1fs", timeout)
+                self._abandoned = True
+                if self._thread.is_alive():  # else it ended just now, maybe before it looked
+                    return
+        self._release()
+
+    def _release(self) -> None:
         try:
             self.source.close()
         except Exception:  # a broker gone already: nothing to release

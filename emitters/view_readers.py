@@ -84,10 +84,12 @@ class ViewReaders:
         starts the child's."""
         self._guard = self._responder = self._follower = self._holds = None
 
-    def _close_readers(self) -> None:
-        for reader in (self._guard, self._responder, self._follower):
+    def _close_readers(self, timeout: float) -> None:
+        for reader in (self._guard, self._responder):
             if reader is not None:
                 reader.close()
+        if self._follower is not None:
+            self._follower.close(timeout)
 
     # --- the fleet pause (runwatch.emitters.hold) ---------------------------------------
 

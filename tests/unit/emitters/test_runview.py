@@ -148,3 +148,38 @@ def test_a_second_guard_and_the_responder_share_the_first_thread(
     assert first.closed
     assert second.follower is em._follower
     assert len([t for t in threading.enumerate() if t.name.startswith("runwatch-view")]) == 1
+
+
+class Stuck(Scripted):
+    """A source whose look never ends until the test lets it: a forked child's reader
+    blocked on a lock its parent held at the fork."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def fetch(self) -> bytes | None:
+        self.entered.set()
+        self.release.wait(120)
+        return None
+
+
+def test_close_is_bounded_by_its_timeout_when_the_view_reader_cannot_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = Stuck()
+    monkeypatch.setattr(Emitter, "_view_source", lambda self, topic=None: source)
+    em = Emitter(run="r", component="trainer", url=f"http://127.0.0.1:{free_port()}",
+                 spool=tmp_path, heartbeat=False, stacks_interval=0.01)  # fmt: skip
+    reader = em._follower
+    assert reader is not None
+    wait_for(source.entered.is_set, "the reader is in its look")
+    closing = threading.Thread(target=em.close, kwargs={"timeout": 0.2})
+    closing.start()
+    closing.join(60)
+    stuck = closing.is_alive()
+    source.release.set()  # let the look end either way: nothing outlives the test
+    closing.join(60)
+    reader._thread.join(60)
+    assert not stuck, "close() waited on a reader that could not stop"
+    assert source.closed  # released by the reader's thread once its look ended
