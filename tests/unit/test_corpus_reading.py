@@ -81,13 +81,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus5", "exception_horovod_tf_unknownerror_ncclcomminitrank_failed"): (
         [], "TensorFlow 1's re-raised `UnknownError (see above for traceback): ...` puts words "
         "between the exception's name and its colon, so no exception line is read"),
-    ("corpus5", "fatal_ray_raylet_oom_refer_line_then_driver_traceback"): (
-        [], "the raylet's `Refer to the documentation on how to address the out of memory issue` "
-        "(written only after its memory monitor killed workers) is in no catalogue entry, and "
-        "the driver's traceback is cut before its exception line"),
-    ("corpus5", "fatal_vllm_ray_worker_memory_monitor_killed_raywokervllm"): (
-        [], "Ray's memory monitor's `Memory on the node ... Ray killed this worker` is in no "
-        "catalogue entry"),
     ("corpus5", "nan_trpo_episode_summary_kl_entropy_nan_then_traceback"): (
         ["non_finite_metric"], "the script's traceback is cut before its exception line: "
         "nothing names the exception or says it was uncaught"),
