@@ -36,6 +36,7 @@ from runwatch.emitters.tracebacks import (
     IPYTHON_HEAD,
     PADDING,
     QUALIFIED,
+    SEE_ABOVE,
     TRACEBACK,
     UNCAUGHT,
     Record,
@@ -46,8 +47,9 @@ from runwatch.emitters.tracebacks import (
 Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers):
-#: a traceback's head or frame, Ray's exceptions (a traceback's tail), and the catalogue's
-MARKERS = (TRACEBACK, 'File "', "ray.exceptions.", *CATALOGUE.literals)
+#: a traceback's head or frame, Ray's exceptions and TensorFlow 1's op errors (a traceback's
+#: tail), and the catalogue's
+MARKERS = (TRACEBACK, 'File "', "ray.exceptions.", SEE_ABOVE.strip(), *CATALOGUE.literals)
 #: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
 _BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
@@ -241,9 +243,10 @@ def _indented_after(before: str, prefix: str) -> bool:
 
 def _qualified(prefix: str, line: str) -> bool:
     """Whether an exception line stands alone and names its exception with its module
-    (`tracebacks.QUALIFIED`): the last line of Python's report of an uncaught exception whose
-    frames the output lost. A warning's category is no failure."""
-    if prefix.strip() or QUALIFIED.match(line) is None:
+    (`tracebacks.QUALIFIED`), or as TensorFlow 1 ends an op error's report (`SEE_ABOVE`): the
+    last line of the report of an uncaught exception whose frames the output lost. A
+    warning's category is no failure."""
+    if prefix.strip() or (QUALIFIED.match(line) is None and SEE_ABOVE not in line.split(":")[0]):
         return False
     name = line.split(":", 1)[0]
     return not name.endswith("Warning")

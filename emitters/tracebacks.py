@@ -26,16 +26,20 @@ import re
 
 TRACEBACK = "Traceback (most recent call last)"
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+#: TensorFlow 1's op errors end the report of an uncaught one with their name and these words
+#: (`InvalidArgumentError (see above for traceback): ...`), after the op's creation frames
+SEE_ABOVE = " (see above for traceback)"
+_SEE_ABOVE = r"(?: \(see above for traceback\))?"
 _EXCEPTION = (
     r"(?P<name>(?:[A-Za-z_][\w]*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|"
     r"Warning|Dead|Timeout|Failure|Fault|Abort|Killed)|Exception)(?:\([\w.]*\))?)"
-    r"(?::(?:\s.*)?|\s*)$"
+    rf"{_SEE_ABOVE}(?::(?:\s.*)?|\s*)$"
 )
 #: an exception line: the exception's (dotted) name, then `: message` or nothing
 EXCEPTION = re.compile("^" + _EXCEPTION)
 _SUFFIX = re.compile(
     r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Dead|Timeout|Failure|Fault|Abort"
-    r"|Killed)(?:\([\w.]*\))?(?::|\s*$)"
+    rf"|Killed)(?:\([\w.]*\))?{_SEE_ABOVE}(?::|\s*$)"
 )
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')

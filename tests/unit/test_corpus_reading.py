@@ -78,9 +78,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "the engine's own words, but `inference.stats` has no field for a stall's length the "
         "engine measured, and one line shows no 180 s of snapshots"),
     # corpus5's development part at its baseline (the reader of the fourth pass)
-    ("corpus5", "exception_horovod_tf_unknownerror_ncclcomminitrank_failed"): (
-        [], "TensorFlow 1's re-raised `UnknownError (see above for traceback): ...` puts words "
-        "between the exception's name and its colon, so no exception line is read"),
     ("corpus5", "nan_trpo_episode_summary_kl_entropy_nan_then_traceback"): (
         ["non_finite_metric"], "the script's traceback is cut before its exception line: "
         "nothing names the exception or says it was uncaught"),

@@ -327,3 +327,18 @@ def test_a_child_s_death_the_process_survives_is_no_failure_once_it_counts_on() 
     assert [k for k, _ in read_all(went_on) if k == "component.failed"] == []
     ended = [f for k, f in read_all(went_on[:3]) if k == "component.failed"]
     assert [(f["error"], f["how"]) for f in ended] == [(SEGFAULT, "fatal")]
+
+
+def test_tensorflow_1_s_op_error_report_is_an_uncaught_exception_s_last_line() -> None:
+    """horovod#108 (corpus5/dev): TensorFlow 1 ends an uncaught op error's report with its
+    name and `(see above for traceback)` before the colon; the failing nodes follow on lines
+    a tab indents. The same words a sentence quotes are no failure of its own."""
+    lines = [
+        "UnknownError (see above for traceback): ncclCommInitRank failed: unhandled cuda error",
+        "\t [[Node: model/HorovodAllreduce_model_Mean_25_0 = HorovodAllreduce[T=DT_FLOAT, "
+        '_device="/job:localhost/replica:0/task:0/device:GPU:0"](model/Mean_25)]]',
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("UnknownError (see above for traceback): ncclCommInitRank")
+    quoted = ["I got InvalidArgumentError (see above for traceback): Minimum tensor rank: 2"]
+    assert failed(read_all(quoted)) == []
