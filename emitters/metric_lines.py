@@ -50,7 +50,13 @@ from runwatch.emitters.metric_shape import (
     single_pair,
     step_key,
 )
-from runwatch.emitters.metric_tables import is_rule, table_header, table_row
+from runwatch.emitters.metric_tables import (
+    column_header,
+    column_row,
+    is_rule,
+    table_header,
+    table_row,
+)
 from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers, loss_scale_overflow
 from runwatch.emitters.trainer import step_events
@@ -92,12 +98,14 @@ class _Open:
     table (its header), a two-column table (its pairs so far), or the lines under a header
     (its step, and its pairs so far)."""
 
-    __slots__ = ("block", "header", "lines", "misses", "pairs", "step", "text")
+    __slots__ = ("block", "columns", "header", "lines", "misses", "pairs", "step", "text")
 
     def __init__(self, text: str = "", header: list[str] | None = None,
-                 pair: Pair | None = None, step: int | None = None) -> None:  # fmt: skip
+                 pair: Pair | None = None, step: int | None = None,
+                 columns: list[tuple[str, int, int]] | None = None) -> None:  # fmt: skip
         self.text = text
         self.header = header
+        self.columns = columns  # an aligned table's header: (name, start, end) per column
         self.pairs = [pair] if pair is not None else []
         self.step = step
         self.block = step is not None  # under a header
@@ -158,6 +166,8 @@ class MetricLines:
             return out + self._record(source, record.step, dict(record.metrics), record.skipped)
         if (cells := table_header(line)) is not None and any(step_key(c) for c in cells):
             self._open[source] = _Open(header=cells)
+        elif (columns := column_header(line)) is not None:
+            self._open[source] = _Open(columns=columns)
         elif (head := header(line)) is not None:
             kind, step = head
             if kind != "epoch":  # a step line: a dict printed after it is that step's
@@ -195,6 +205,8 @@ class MetricLines:
         if held.lines > self.MAX_LINES:
             del self._open[source]
             return False, []
+        if held.columns is not None:
+            return self._column_row(source, held.columns, line)
         if held.header is not None:
             if is_rule(line) and held.lines == 2:
                 return True, []
@@ -218,6 +230,21 @@ class MetricLines:
         del self._open[source]
         got = metrics_dict(held.text[: held.text.rfind("}") + 1])
         return True, self._record(source, got[1], got[0]) if got is not None else []
+
+    def _column_row(
+        self, source: Any, columns: list[tuple[str, int, int]], line: str
+    ) -> tuple[bool, list[Found]]:
+        """A line under an aligned header: a row (its record; the line is still every other
+        reader's, a progress bar's refresh most often), a blank (taken), or the end of the
+        table."""
+        if not line.strip():
+            return True, []
+        row = column_row(columns, line)
+        if row is None:
+            del self._open[source]
+            return False, []
+        self._open[source].lines = 1  # a table goes on for as many rows as it has
+        return False, self._record(source, row.step, dict(row.metrics))
 
     def _under_header(self, source: Any, held: _Open, line: str) -> tuple[bool, list[Found]]:
         """A line under a header: one of its `key: value` lines or two-column rows (taken), a

@@ -1,9 +1,11 @@
 """A table of metrics as a console prints it: a header of names (`Step | Training Loss |
 reward | kl`, TRL's notebook table pasted as markdown), a ruling line, then rows of numbers, each
-one step's metrics (`runwatch.emitters.metric_lines` follows them line by line)."""
+one step's metrics (`runwatch.emitters.metric_lines` follows them line by line); or a header
+whose names padding aligns (YOLOv5's `%11s` columns) over rows aligned the same way."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from runwatch.emitters.metric_shape import NUMBER, Record, step_key
@@ -48,6 +50,58 @@ def table_row(header: list[str], text: str) -> Record | None:
             step = int(value)
         else:
             metrics[name] = value
+    if numbers * 2 < len(cells) or not metrics:
+        return None
+    return Record(metrics, step)
+
+
+#: a cell of an aligned table: a word, or a count out of a total, or a number
+_WORD_CELL = re.compile(r"^[A-Za-z][\w./@%()+-]*$")
+_COUNT_CELL = re.compile(r"^(\d{1,18})/\d{1,18}$")
+
+
+def column_header(text: str) -> list[tuple[str, int, int]] | None:
+    """The columns of a header aligned by padding (YOLOv5's and Ultralytics' `'%11s' * 7`
+    header, `Epoch    GPU_mem   box_loss ...`): three names or more, every one a word, two
+    spaces or more between them, one a step's; as (name, start, end). None for anything else
+    (prose is one space apart)."""
+    if len(text) > 300 or "|" in text or ":" in text or "=" in text:
+        return None
+    cells = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text.rstrip())]
+    if len(cells) < 3 or not all(_WORD_CELL.match(c[0]) for c in cells):
+        return None
+    if any(b[1] - a[2] < 2 for a, b in itertools.pairwise(cells)):
+        return None
+    return cells if any(step_key(c[0]) for c in cells) else None
+
+
+def column_row(header: list[tuple[str, int, int]], text: str) -> Record | None:
+    """A row under an aligned header as one step's metrics: as many cells, each ending where
+    its name ends (right-aligned) or starting where it starts, half of them numbers at least;
+    the step in the step's column (`0/99`: the count). A progress bar whose description is
+    the row (YOLOv5's `       0/99      3.28G        nan ...        640: 100%|...`) is read up
+    to its description's colon. None for any other line."""
+    if "%|" in text:
+        text = text[: text.find("%|")]
+        text = text[: text.rfind(":")] if ":" in text else ""
+    cells = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text.rstrip())]
+    if len(cells) != len(header):
+        return None
+    right = all(c[2] == h[2] for c, h in zip(cells, header, strict=True))
+    left = all(c[1] == h[1] for c, h in zip(cells, header, strict=True))
+    if not (right or left):
+        return None
+    metrics: dict[str, float] = {}
+    step: int | None = None
+    numbers = 0
+    for (name, _, _), (cell, _, _) in zip(header, cells, strict=True):
+        count = _COUNT_CELL.match(cell)
+        if step is None and step_key(name) is not None and (count or cell.isdigit()):
+            step = int(count.group(1) if count else cell)
+            numbers += 1
+        elif _CELL_NUMBER.match(cell):
+            numbers += 1
+            metrics[name] = float(cell)
     if numbers * 2 < len(cells) or not metrics:
         return None
     return Record(metrics, step)

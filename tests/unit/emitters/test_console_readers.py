@@ -257,6 +257,32 @@ def test_validation_metrics_are_eval_metrics_not_the_step_s() -> None:
     assert kinds(found) == ["eval.metrics"]
 
 
+def test_a_table_aligned_by_padding_and_its_rows_as_a_bar_s_description() -> None:
+    """YOLOv5's train.py (ultralytics/yolov5 v7.0): `('%11s' * 7) % ('Epoch', 'GPU_mem',
+    'box_loss', ...)` once an epoch, then the epoch's bar described by `('%11s' * 2 + '%11.4g'
+    * 5) % (f'{epoch}/{epochs - 1}', mem, *mloss, n_targets, img_size)`: each refresh is a row
+    under the header, the epoch its step. Words a single space apart are no header; a row out
+    of its columns is none."""
+    head = ("%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "obj_loss", "cls_loss", "Instances",
+                           "Size")  # fmt: skip
+    bar = "100%|##########| 7/7 [00:15<00:00,  2.27s/it]"
+
+    def row(epoch: int, loss: float) -> str:
+        desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/99", "2.64G", loss, loss, loss, 4, 416)
+        return f"{desc}: {bar}"
+
+    found = read_all([head, row(0, 0.0512), head, row(1, float("nan"))])
+    steps = [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
+    assert [s for s, _ in steps] == [0, 1]
+    assert steps[0][1]["box_loss"] == 0.0512
+    assert math.isnan(steps[1][1]["cls_loss"])
+    assert "progress" in kinds(found)  # the refresh is still the bar's
+    prose = "Epoch starts now with loading cached labels"
+    assert [k for k in kinds(read_all([prose, row(1, float("nan"))])) if k != "progress"] == []
+    shifted = " " + row(1, float("nan"))
+    assert [k for k in kinds(read_all([head, shifted])) if k != "progress"] == []
+
+
 # --- a refresh read when it is written ------------------------------------------------------
 
 
