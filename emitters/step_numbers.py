@@ -13,7 +13,10 @@ Per source (a Ray worker, a rank, the process):
   row, or the scale reaches 1 (it cannot go lower: the gradients overflow unscaled). Then the
   skipping is a failure: the held values are reported at their steps (or, when no record
   printed any, the overflow itself as `loss_scale/overflow: inf`), and so is every
-  non-finite value until a step goes through.
+  non-finite value until a step goes through. DeepSpeed's fused optimizer writes two lines
+  for one overflow (`Grad overflow on iteration N`, then `Overflow detected. Skipping step.
+  ...`): a line of one kind after one of the other, with no record between, is the same
+  skip, at the iteration the first named.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class _Source:
     skipping: bool = False  # an overflow line came since the last record
     run: int = 0  # consecutive skipped steps
     overflow_at: int | None = None  # the iteration the last overflow line named
+    #: whether the last overflow line, if it is still waiting for its other half (fused
+    #: DeepSpeed's pair), named its iteration; None: no line waits
+    waiting: bool | None = None
     failed: bool = False  # the skips are a failure (module docstring)
     held: list[tuple[int, Metrics]] = field(default_factory=list)  # skipped steps' NaN/inf
 
@@ -117,7 +123,7 @@ class StepNumbers:
         how many skipped steps the record itself counts (Megatron's), None if it says none."""
         s = self._of(source)
         was_skipped = s.skipping or bool(skipped)
-        s.skipping = False
+        s.skipping, s.waiting = False, None
         if not was_skipped:
             s.run, s.held, s.failed = 0, [], False
             return [(step, metrics)]
@@ -133,11 +139,17 @@ class StepNumbers:
         """An overflow line: one more skipped step (or the same one, when it names the
         iteration the last one named); what a failure it makes releases."""
         s = self._of(source)
-        if seen.iteration is None or seen.iteration != s.overflow_at:
-            s.run += 1
-        s.overflow_at = seen.iteration
+        named = seen.iteration is not None
+        if s.waiting is not None and s.waiting != named:
+            s.waiting = None  # the other half of the skip the last line reported
+            if named:
+                s.overflow_at = seen.iteration
+        else:
+            if not named or seen.iteration != s.overflow_at:
+                s.run += 1
+            s.waiting, s.overflow_at = named, seen.iteration
         s.skipping = True
-        step = seen.iteration if seen.iteration is not None else s.last + 1
+        step = s.overflow_at if s.overflow_at is not None else s.last + 1
         return self._check(s, seen.scale, step)
 
     def _check(

@@ -292,6 +292,21 @@ def test_megatron_s_skipped_count_and_deepspeed_s_overflow_wordings() -> None:
         assert (seen.scale, seen.iteration) == (scale, iteration)
 
 
+def test_deepspeed_s_two_lines_for_one_overflow_are_one_skip_at_the_iteration_named() -> None:
+    """DeepSpeedExamples#307 (corpus5/dev): DeepSpeed's fused optimizer writes `Grad overflow
+    on iteration 1860` and then `Overflow detected. Skipping step. ...` for one skip -- twice,
+    one engine each: one skipped step, not four; at scale 1 the skipping is a failure, at the
+    iteration the lines named."""
+    named = "Grad overflow on iteration 1860"
+    prefix = "[2023-04-15 05:51:04,058] [INFO] [logging.py:96:log_dist] [Rank 0] "
+    detected = (
+        prefix + "Overflow detected. Skipping step. Attempted loss scale: {0}, reducing to {1}"
+    )
+    at_two = [named, detected.format(4, 2)] * 2
+    assert bad(read_all(at_two, LineParser(overflow_steps=2))) == []
+    assert bad(read_all([named, detected.format(1, 1)])) == [(1860, [OVERFLOW_KEY])]
+
+
 # --- watch and diagnose read the same -------------------------------------------------------
 
 
