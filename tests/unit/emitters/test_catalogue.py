@@ -146,6 +146,21 @@ def test_a_warning_that_mentions_a_failure_is_none_unless_the_source_warns_it() 
     assert CATALOGUE.match("W" + tf[1:]) is None
 
 
+def test_a_communicator_aborted_by_a_peer_is_a_failure_by_a_timeout_the_collective_s() -> None:
+    """torch's `NCCL communicator was aborted on rank N.` raised into a process's collectives:
+    a failed collective when a peer's error aborted it; when the watchdog's timeout did, the
+    collective reader says so (emitters/collectives.py), not the catalogue."""
+    peer = ("RuntimeError: NCCL communicator was aborted on rank 1.  Original reason for failure "
+            "was: NCCL error: remote process exited or there was a network error")  # fmt: skip
+    found = CATALOGUE.match(peer)
+    assert (found.id if found else None) == "torch-nccl-communicator-aborted"
+    timeout = ("RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for "
+               "failure was: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL("
+               "SeqNum=35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800366 "
+               "milliseconds before timing out.")  # fmt: skip
+    assert CATALOGUE.match(timeout) is None
+
+
 def test_a_line_a_pattern_matches_holds_its_literal() -> None:
     """The scanner finds lines by the literals: one the pattern matches without its literal
     would never be read. Checked on every sample, control and real console of the fixtures."""
