@@ -11,12 +11,18 @@ import heapq
 import os
 import platform
 import random
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+# A bench stopped with SIGTERM (timeout, kill, CI) leaves through SystemExit, so the `finally`
+# blocks and context managers that stop its brokers and workers run, as on Ctrl-C.
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 #: Where `make bench` collects figures: each bench owns one section between its markers.
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

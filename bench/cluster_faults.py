@@ -13,7 +13,7 @@ alerts; Slack's problems; the alert delay from each fault's condition becoming t
 firing on runwatch.alerts. Figures only (it fails on nothing); written to bench/RESULTS.md.
 
     .venv/bin/python bench/cluster_faults.py [--runs 200] [--seconds 150] [--plays kills,restart]
-        [--outage 5] [--keep DIR] [--no-write]
+        [--outage 5] [--beat 1.0] [--keep DIR] [--no-write]
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def play(name: str, args: argparse.Namespace, root: Path) -> dict[str, object]:
     verdict = None
     try:
         cluster.start()
-        traffic = cluster.play(args.runs, args.seconds, faults(args.seconds, args.seed))
+        traffic = cluster.play(args.runs, args.seconds, faults(args.seconds, args.seed),
+                               beat=args.beat)  # fmt: skip
         s = args.seconds
         plan: list[tuple[float, str]] = []
         if name in ("kills", "restart"):
@@ -124,6 +125,10 @@ def main() -> int:
     p.add_argument("--outage", type=float, default=5.0, help="seconds the broker is away")
     p.add_argument("--plays", default="kills,restart")
     p.add_argument("--seed", type=int, default=7)
+    # each beat of the traffic's 400 emitters is a Kafka send of its own, ~1-1.6 ms of CPU
+    # (100 emitters beating every 0.5 s take a third of a core): at 0.5 s they need most of a
+    # core of a 2-core machine, their beats come late and the workers rightly see silence
+    p.add_argument("--beat", type=float, default=1.0, help="seconds between a process's beats")
     p.add_argument("--keep", type=Path, help="keep each play's folder (logs, data) here")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args()

@@ -42,9 +42,10 @@ every trace; <= 128 KiB per active run with 512 pending trajectories. Times are 
 CPU time (one core; the bench is single-threaded, and the machine may be shared), best of
 `--repeat` passes. Figures only: nothing here asserts a timing.
 
-Through the command (`--command`, the fleet-shaped trace): `runwatch replay FILE` with every
-rule and with the seven (`--config`), against `python bench/reference.py FILE`, each a
-process from start to end -- imports and start-up included, as a user (or a check) runs them.
+Through the command (`--command`, the heartbeat-heavy and fleet-shaped traces): `runwatch
+replay FILE` with every rule and with the seven (`--config`), against `python
+bench/reference.py FILE`, each a process from start to end -- imports and start-up included,
+as a user (or a check) runs them.
 
     .venv/bin/python bench/replay.py [--quick] [--shape all|incidents|heartbeats|fleet]
         [--copies 8] [--fleet-runs 100] [--fleet-seconds 240] [--command] [--mem-runs 200]
@@ -364,8 +365,8 @@ def main() -> None:
     ap.add_argument("--fleet-seconds", type=float, default=240.0,
                     help="length of the fleet-shaped trace in seconds (default 240)")  # fmt: skip
     ap.add_argument("--command", action="store_true",
-                    help="also time the fleet-shaped trace through `runwatch replay FILE` "
-                    "against the plain reading as a program")  # fmt: skip
+                    help="also time the heartbeat-heavy and fleet-shaped traces through "
+                    "`runwatch replay FILE` against the plain reading as a program")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="small traces, one pass, print only")
     args = ap.parse_args()
     if args.quick:
@@ -386,6 +387,8 @@ def main() -> None:
         lines = heartbeat_heavy(hours=hours)
         throughput(f"heartbeat-heavy trace (bench/heartbeat_trace.py, {hours:g} h)", lines,
                    RUNS, args)  # fmt: skip
+        if args.command:
+            through_the_command(lines, args.repeat)
 
     if args.shape in ("all", "fleet"):
         args.ring = False

@@ -126,10 +126,10 @@ class Traffic:
     happen, and the number of events it emitted once done."""
 
     def __init__(self, bootstrap: str, prefix: str, runs: int, seconds: float,
-                 faults: list[str], spool: Path, log: Path) -> None:  # fmt: skip
+                 faults: list[str], spool: Path, log: Path, beat: float = 0.5) -> None:  # fmt: skip
         cmd = [sys.executable, "-m", "harness.traffic", "--kafka", bootstrap,
                "--topic-prefix", prefix, "--runs", str(runs), "--duration", str(seconds),
-               "--spool", str(spool)]  # fmt: skip
+               "--spool", str(spool), "--beat", str(beat)]  # fmt: skip
         for fault in faults:
             cmd += ["--fault", fault]
         self._err = log.open("ab")
@@ -272,9 +272,10 @@ class Cluster:
                 "--slack-url", self.slack.url, "--group", f"n-{self.group}"]  # fmt: skip
         self.notify = Part("notify", args, self._log("notify"), {"SLACK_BOT_TOKEN": TOKEN})
 
-    def play(self, runs: int, seconds: float, faults: list[str]) -> Traffic:
+    def play(self, runs: int, seconds: float, faults: list[str], beat: float = 0.5) -> Traffic:
+        """Start the traffic: `runs` runs of two processes beating every `beat` seconds."""
         self.traffic = Traffic(self.bootstrap, self.prefix, runs, seconds, faults,
-                               self.root / "spool", self._log("traffic"))  # fmt: skip
+                               self.root / "spool", self._log("traffic"), beat)  # fmt: skip
         return self.traffic
 
     # -- what happens to them --------------------------------------------------------------

@@ -19,6 +19,7 @@ import json
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,11 @@ def play(
     emitters: dict[tuple[str, str], Emitter] = {}
     for run in runs:
         for process in PROCESSES:
+            # no stack responder: it would give each of hundreds of emitters in this one
+            # process a consumer and its threads, which a job's process has once
             emitters[(run, process)] = Emitter(
                 run=run, component=process, kafka=bootstrap, topic=topic, heartbeat=False,
-                instance=f"{run}-{process}", spool=root / f"{run}-{process}",
+                instance=f"{run}-{process}", spool=root / f"{run}-{process}", stacks=False,
             )  # fmt: skip
     silent: set[tuple[str, str]] = set()
     pending = sorted(faults, key=lambda f: f.at)
@@ -108,8 +111,9 @@ def play(
                 em.emit("heartbeat", final=True)
                 events += 1
     finally:
-        for em in emitters.values():
-            em.close()  # delivers what is queued
+        # each close delivers what its emitter queued; at once, as the jobs' processes would
+        with ThreadPoolExecutor(max_workers=min(64, len(emitters) or 1)) as pool:
+            list(pool.map(Emitter.close, emitters.values()))
     return events
 
 
