@@ -4,8 +4,8 @@ the rules keep: 53 with the defaults), then each run's state measured part by pa
 
 Beside the run state, the worker keeps each emitting host's clock samples (`ClockOffsets`;
 five hosts per run here, each record arriving 2-50 ms after its stamp at the broker's
-millisecond), measured the same way, and beside them the layout they had until 2026-11-27
-(a list per second of arrival; `bench/live_path.py`). What a worker holds beyond this: the
+millisecond), measured the same way (until 2026-11-27 they were a list per second of arrival:
+15.7 KiB per run, bench/RESULTS.md). What a worker holds beyond this: the
 duplicate-id ring of each partition it owns (the last `DEFAULT_DEDUP` event ids, filled by
 events, not runs), measured here per id, and the process itself (Python, faust, the Kafka
 clients: `bench/fleet.py` reports RSS). Sizes are
@@ -25,10 +25,10 @@ import time
 import types
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 
 from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
-from live_path import PerSecondLists
 
 from runwatch.stream.decode import decode
 from runwatch.stream.engine import Engine
@@ -52,11 +52,11 @@ def deep_size(obj: object, seen: set[int]) -> int:
     return size
 
 
-def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, list[ClockOffsets], int]:
+def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, ClockOffsets, int]:
     """An engine holding `n` runs after `seconds` of the fleet's events, and the hosts'
-    clock samples of the same events, kept both ways (runwatch's, then the old layout)."""
+    clock samples of the same events."""
     engine = Engine(dedup_capacity=dedup)
-    clocks = [ClockOffsets(), PerSecondLists()]
+    clocks = ClockOffsets()
     runs = [f"fleet-{i:05d}" for i in range(n)]
     rng = random.Random(2)
     count = 0
@@ -66,10 +66,19 @@ def fill(n: int, seconds: float, dedup: int) -> tuple[Engine, list[ClockOffsets]
         event = decode(wire(p, T0 + p.at, uuid.uuid4().hex))
         engine.apply(event)
         arrival = round(event.ts + rng.uniform(0.002, 0.05), 3)
-        for c in clocks:
-            c.observe(_source(event.src), event.ts, arrival)
+        clocks.observe(_source(event.src), event.ts, arrival)
         count += 1
     return engine, clocks, count
+
+
+def attributes(obj: object) -> Iterator[tuple[str, object]]:
+    """An object's attributes, slotted (every class of its MRO) or in its `__dict__`."""
+    for cls in type(obj).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                yield name, getattr(obj, name)
+    yield from getattr(obj, "__dict__", {}).items()
 
 
 def per_run(engine: Engine) -> Counter[str]:
@@ -77,12 +86,11 @@ def per_run(engine: Engine) -> Counter[str]:
     parts: Counter[str] = Counter()
     seen: set[int] = {id(engine.config)}
     for tracked in engine.runs.values():
-        state = tracked.state
-        for name, part in vars(state).items():
+        for name, part in attributes(tracked.state):
             parts[name] += deep_size(part, seen)
-        for name in type(tracked).__slots__:
+        for name, part in attributes(tracked):
             if name != "state":
-                parts[f"engine: {name}"] += deep_size(getattr(tracked, name), seen)
+                parts[f"engine: {name}"] += deep_size(part, seen)
     return parts
 
 
@@ -106,7 +114,7 @@ def main() -> int:
         args.runs, args.seconds = 30, 1200.0
     say(machine())
     began = time.perf_counter()
-    engine, (clocks, before), count = fill(args.runs, args.seconds, dedup=1000)
+    engine, clocks, count = fill(args.runs, args.seconds, dedup=1000)
     parts = per_run(engine)
     parts["clock samples (5 hosts)"] = deep_size(clocks, set())
     total = sum(parts.values()) / args.runs / 1024
@@ -115,8 +123,6 @@ def main() -> int:
     say(f"  run state: {total:.1f} KiB per live run (goal: 50 KiB with everything)")
     for name, size in parts.most_common(9):
         say(f"    {name:<24} {size / args.runs / 1024:6.1f} KiB")
-    say(f"  the clock samples as a list per second (until 2026-11-27): "
-        f"{deep_size(before, set()) / args.runs / 1024:.1f} KiB per run")  # fmt: skip
     per_id = ring_bytes_per_id(20_000 if args.quick else 100_000)
     say(f"  duplicate-id ring: {per_id:.0f} bytes per id; {DEFAULT_DEDUP:,} ids per partition "
         f"= {per_id * DEFAULT_DEDUP / 2**20:.1f} MiB, whatever the number of runs")  # fmt: skip
