@@ -41,54 +41,35 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from runwatch.emitters.metric_alone import LIMIT, lone, single_pair, unnumbered
+from runwatch.emitters.metric_pairs import NUMBER, PAIR, STEP_ENDS, Pair, pairs, step_key
 from runwatch.emitters.tracebacks import exception_at
 
-_WORD = r"[A-Za-z_#][\w./#\-@]*(?:\([\w./ *]*\))?"
-#: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
-#: is two pairs; `number of nan iterations: 0` one)
-_PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
-#: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
-_KEY = rf"(?<![\w.#\-@]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
-_PLAIN_KEY = rf"(?<![\w.#\-@]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
-#: a number in any notation (`3`, `-0.5`, `2.999E-04`, `nan`, `-inf`, `Infinity`, YAML's `.nan`)
-NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?)"
-#: the second of two values joined by `/` (`Train/Val Loss: nan/nan`, `tr_loss_lr=nan/2e-6`):
-#: not a count's total, so a fraction or not finite
-_SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
-#: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
-#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
-_VALUE = (
-    rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
-    rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
-)
-_PAIR = re.compile(
-    rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
-    rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
-    rf"|(?P<pk>{_PLAIN_KEY})\s+)"
-    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|[:.](?:\s|$)|$)"
-)
+__all__ = [
+    "EVALUATION",
+    "LIMIT",
+    "MARKERS",
+    "NUMBER",
+    "Pair",
+    "Record",
+    "counter",
+    "header",
+    "pairs",
+    "read_line",
+    "read_step",
+    "single_pair",
+    "skip_report",
+    "step_key",
+]
+
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,
 #: `Epoch: [127/300][ 35/464]`
 _EPOCH_ITER = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d{1,18})\s*/\s*\d+\s*\]")
-_STEP_KEY = re.compile(
-    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$", re.I
-)
-#: words that make a counter's key a setting's or another phase's, not the step the line is
-#: at (`max_steps`, `warmup_steps`, `eval_steps`, `time per iteration`); any other word before
-#: a counter qualifies it (`Total iter`, `Learning iteration`, `train_step`, `num_updates`)
-_NOT_STEP = frozenset({"max", "min", "warmup", "eval", "val", "valid", "test", "save", "log",
-                       "logging", "skipped", "nan", "time", "remaining", "best", "patience",
-                       "decay", "n", "micro",
-                       # a preposition or an article: prose about a step, not its counter
-                       "per", "of", "from", "at", "to", "in", "on", "after", "before", "until",
-                       "since", "each", "every", "this", "that", "the", "a", "next", "last",
-                       "first", "same"})  # fmt: skip
 #: a position among peers (`[host:0/8]`, `rank 3/8`, `GPU 1/4`): no count of progress
 _PEER = re.compile(
     r"(?i)(?:^|[\s_])(?:rank|host|node|worker|gpu|device|proc|process|dp|tp|pp|"
     r"shard|replica|machine|server|client)$"
 )
-_STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "epoch")
 #: which of several step keys on one line names the step (global before micro, ...); an
 #: optimizer update (fairseq's `num_updates`) is a step; an epoch only where nothing finer is
 #: counted (`_step`)
@@ -109,7 +90,6 @@ _HEADER = re.compile(
     r"(?i)^[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
     r"(\d{1,18})(?:\s*/\s*\d+)?[\s\-=#*|:.\]]*$"
 )
-_PARENS = re.compile(r"\s*\([^)]*\)")
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
 #: a best-so-far starts at inf before anything is measured (`best_val_loss: inf`): no value
@@ -131,15 +111,6 @@ MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN"
 
 
 @dataclass
-class Pair:
-    key: str
-    value: float
-    of: int | None = None  # the total of an `N/M` count
-    quoted: bool = False
-    separated: bool = False  # by `:`, `=`, `|`, brackets or quotes (not by spaces alone)
-
-
-@dataclass
 class Record:
     """One step's metrics as a line printed them."""
 
@@ -148,91 +119,6 @@ class Record:
     #: steps the line itself says were skipped (Megatron's count), None when it says nothing
     skipped: int | None = None
     pairs: list[Pair] = field(default_factory=list)
-
-
-#: a logger's level before its message: no metric's name
-_LEVEL_WORDS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
-#: a source location, `[core.py:133]`, `socket.cpp:752`: a file's line, no metric
-_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
-
-
-def pairs(text: str) -> list[Pair]:
-    """Every key/value pair of a line, in order."""
-    out: list[Pair] = []
-    for m in _PAIR.finditer(text):
-        qk, dk, bk, k, pk, sep, v, w, of = m.group(*_GROUPS)
-        key = (qk or dk or bk or k or pk or "").strip()
-        if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
-            continue
-        if " " in key and key.split(" ", 1)[0] in _LEVEL_WORDS:
-            key = key.split(" ", 1)[1]  # `[time] INFO loss: nan`: the level is no word of it
-        if key in _LEVEL_WORDS or (
-            sep == ":"
-            and text[m.start() - 1 : m.start()] == "("
-            and text[m.end() : m.end() + 1] == ")"
-        ):
-            continue  # a logger's level (`WARNING: 1/2 samples`), its `(module:line)`
-        if k and "=" in sep:
-            key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
-        elif pk:
-            key, said = _sentence_key(key)
-            if not key:
-                continue
-        if (
-            text[m.end() : m.end() + 1] == ":"
-            and text[m.end() + 1 :].strip()
-            and step_key(key) is None
-        ):
-            continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
-        raw = v or w
-        if raw[-1:].isalpha():  # YAML writes NaN as `.nan`, infinity as `.inf`
-            raw = raw.replace(".", "")
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        out.append(
-            Pair(key, value, int(of) if of else None, quoted=bool(qk or dk),
-                 separated=not pk or said)  # a sentence's `is` separates as `:` does
-        )  # fmt: skip
-    return out
-
-
-_GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
-_VERBS = frozenset({"is", "was", "are", "were"})
-
-
-def _sentence_key(key: str) -> tuple[str, bool]:
-    """(a key that spaces alone separate from its value, whether a verb said it): as a
-    sentence says it (BigDL's `... records/second. Loss is Infinity.`, Lightning's `Previous
-    best value was 0.512.`), the words after the last sentence's end, less a trailing `is`."""
-    words = key.split()
-    for i in range(len(words) - 1, -1, -1):
-        if words[i].endswith(".") and i < len(words) - 1:
-            words = words[i + 1 :]
-            break
-    said = False
-    while words and words[-1].lower() in _VERBS:
-        words.pop()
-        said = True
-    return " ".join(words), said
-
-
-def step_key(key: str) -> str | None:
-    """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
-    `epoch`), or None."""
-    name = _PARENS.sub("", key).strip() if "(" in key else key
-    if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
-        name = name.split("/", 1)[0]
-    low = name.lower()
-    if not low.endswith(_STEP_ENDS) or (m := _STEP_KEY.match(name)) is None:
-        return None
-    if m.group("q") is not None and m.group("q").lower() in _NOT_STEP:
-        return None
-    if low.startswith("global"):
-        return "global"
-    kind = low.split()[-1].split("_")[-1]
-    return "step" if kind == "steps" else kind
 
 
 def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None, int | None]:
@@ -264,7 +150,7 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
             and (best is None or i != best[1])
             and not EVALUATION.search(pair.key)
             and not _PEER.search(pair.key)
-            and not pair.key.lower().endswith(_STEP_ENDS)  # a counter of another kind's
+            and not pair.key.lower().endswith(STEP_ENDS)  # a counter of another kind's
         ):
             return int(pair.value), i
     if coarse and text[:1] in " >[0123456789" and (lead := _lead_count(found, text)) is not None:
@@ -280,7 +166,7 @@ def _lead_count(found: list[Pair], text: str) -> int | None:
         return int(bar.group(1))
     if not found:
         return None
-    first = _PAIR.search(text)
+    first = PAIR.search(text)
     if first is None or (m := _LEAD_COUNT.match(text[: first.start()])) is None:
         return None
     return int(m.group(1))
@@ -346,83 +232,9 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record(metrics, named if named is not None else step, skipped, found)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
-    if _unnumbered(text, found, metrics) or _lone(text, found, metrics):
+    if unnumbered(text, found, metrics) or lone(text, found, metrics):
         return Record(metrics, None, skipped, found)
     return None
-
-
-#: a `key=` or `key: ` item of a line, whatever its value
-_ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
-#: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
-LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
-
-
-def _unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
-    """Whether a line that names no step is still a step's metrics: two pairs or more with a
-    separator, one not finite and no limit's setting, and no more than one `key=`/`key: `
-    item that is not a number (a configuration printed as `Namespace(model='x', ...)` is
-    mostly words)."""
-    spaced = sum(not p.separated and " " not in p.key for p in found)  # `loss inf lr 0.1`
-    if sum(p.separated for p in found) < 2 and spaced < 3:
-        return False
-    bad = [k for k, v in metrics.items() if not math.isfinite(v)]
-    if not bad or all(LIMIT.match(k) for k in bad):
-        return False
-    return len(_ITEM.findall(text)) - len(found) <= 1
-
-
-#: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark, an INFO
-#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `)
-_LONE_BEFORE = re.compile(
-    r"^(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
-    r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?)?$"
-)
-_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
-
-
-def _lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
-    """Whether a line is one metric that is not finite and nothing else (a callback's
-    `LOSS     :  nan`, `Mean Training loss : nan`, a quoted `> Mean Reward: nan`, YAML's
-    `episode_reward_mean: .nan`, `discrim_loss nan`): a timestamp or a level before it at most;
-    spaces alone separate a one-word key only; a setting (`max_grad_norm: inf`, an indented
-    `  warmup: inf` of a configuration, a warning's `WARNING grad_norm=nan`) is none."""
-    if len(found) != 1 or len(metrics) != 1 or math.isfinite(found[0].value):
-        return False
-    pair = found[0]
-    if LIMIT.match(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
-        return False
-    matches = list(_PAIR.finditer(text))
-    if len(matches) != 1:
-        return False
-    m = matches[0]
-    said = m.group(0).lstrip("'\"[")
-    if not (
-        said.startswith(pair.key) or said.startswith((f"INFO {pair.key}", f"DEBUG {pair.key}"))
-    ):
-        return False  # words before its key (`WARNING grad_norm=nan`)
-    return bool(_LONE_BEFORE.match(text[: m.start()]) and _LONE_AFTER.match(text[m.end() :]))
-
-
-_ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
-_ROW_AFTER = re.compile(r"^[\s|]*$")
-
-
-def single_pair(text: str, bare: bool = False) -> Pair | None:
-    """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
-    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair, a `|`
-    and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
-    a configuration's `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value`
-    line under a header)."""
-    if "|" not in text and not bare:
-        return None
-    matches = list(_PAIR.finditer(text))
-    if len(matches) != 1:
-        return None
-    m = matches[0]
-    if not _ROW_BEFORE.match(text[: m.start()]) or not _ROW_AFTER.match(text[m.end() :]):
-        return None
-    found = pairs(m.group(0))
-    return found[0] if len(found) == 1 and step_key(found[0].key) is None else None
 
 
 def read_step(text: str) -> int | None:

@@ -1,0 +1,86 @@
+"""Metric lines that name no step: how `metric_shape.read_line` tells them from prose.
+
+A line that names no step is a step's metrics when it holds two pairs or more with a
+separator, one of them not finite (`unnumbered`), or when it is one metric that is not finite
+and nothing else (`lone`); a two-column table's row is one pair (`single_pair`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from runwatch.emitters.metric_pairs import PAIR, Pair, pairs, step_key
+
+#: a `key=` or `key: ` item of a line, whatever its value
+_ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
+#: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
+LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
+
+
+def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
+    """Whether a line that names no step is still a step's metrics: two pairs or more with a
+    separator, one not finite and no limit's setting, and no more than one `key=`/`key: `
+    item that is not a number (a configuration printed as `Namespace(model='x', ...)` is
+    mostly words)."""
+    spaced = sum(not p.separated and " " not in p.key for p in found)  # `loss inf lr 0.1`
+    if sum(p.separated for p in found) < 2 and spaced < 3:
+        return False
+    bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+    if not bad or all(LIMIT.match(k) for k in bad):
+        return False
+    return len(_ITEM.findall(text)) - len(found) <= 1
+
+
+#: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark, an INFO
+#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `)
+_LONE_BEFORE = re.compile(
+    r"^(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
+    r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?)?$"
+)
+_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
+
+
+def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
+    """Whether a line is one metric that is not finite and nothing else (a callback's
+    `LOSS     :  nan`, `Mean Training loss : nan`, a quoted `> Mean Reward: nan`, YAML's
+    `episode_reward_mean: .nan`, `discrim_loss nan`): a timestamp or a level before it at most;
+    spaces alone separate a one-word key only; a setting (`max_grad_norm: inf`, an indented
+    `  warmup: inf` of a configuration, a warning's `WARNING grad_norm=nan`) is none."""
+    if len(found) != 1 or len(metrics) != 1 or math.isfinite(found[0].value):
+        return False
+    pair = found[0]
+    if LIMIT.match(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
+        return False
+    matches = list(PAIR.finditer(text))
+    if len(matches) != 1:
+        return False
+    m = matches[0]
+    said = m.group(0).lstrip("'\"[")
+    if not (
+        said.startswith(pair.key) or said.startswith((f"INFO {pair.key}", f"DEBUG {pair.key}"))
+    ):
+        return False  # words before its key (`WARNING grad_norm=nan`)
+    return bool(_LONE_BEFORE.match(text[: m.start()]) and _LONE_AFTER.match(text[m.end() :]))
+
+
+_ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
+_ROW_AFTER = re.compile(r"^[\s|]*$")
+
+
+def single_pair(text: str, bare: bool = False) -> Pair | None:
+    """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
+    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair, a `|`
+    and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
+    a configuration's `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value`
+    line under a header)."""
+    if "|" not in text and not bare:
+        return None
+    matches = list(PAIR.finditer(text))
+    if len(matches) != 1:
+        return None
+    m = matches[0]
+    if not _ROW_BEFORE.match(text[: m.start()]) or not _ROW_AFTER.match(text[m.end() :]):
+        return None
+    found = pairs(m.group(0))
+    return found[0] if len(found) == 1 and step_key(found[0].key) is None else None

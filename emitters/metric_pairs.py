@@ -1,0 +1,146 @@
+"""The pairs of a metric line: its keys, separators and numbers, whatever printed it.
+
+The words of `runwatch.emitters.metric_shape`'s grammar (its docstring says what a metric
+line is): a key is a word or a few, quoted or bracketed; a separator `:`, `=`, `|`, a bracket
+or spaces alone; a number in any notation, bare, quoted or wrapped (`tensor(nan)`); and which
+keys name a step (`step_key`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_WORD = r"[A-Za-z_#][\w./#\-@]*(?:\([\w./ *]*\))?"
+#: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
+#: is two pairs; `number of nan iterations: 0` one)
+_PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
+#: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
+_KEY = rf"(?<![\w.#\-@]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
+_PLAIN_KEY = rf"(?<![\w.#\-@]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
+#: a number in any notation (`3`, `-0.5`, `2.999E-04`, `nan`, `-inf`, `Infinity`, YAML's `.nan`)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?)"
+#: the second of two values joined by `/` (`Train/Val Loss: nan/nan`, `tr_loss_lr=nan/2e-6`):
+#: not a count's total, so a fraction or not finite
+_SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
+#: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
+#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
+_VALUE = (
+    rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
+    rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
+)
+PAIR = re.compile(
+    rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
+    rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
+    rf"|(?P<pk>{_PLAIN_KEY})\s+)"
+    rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|[:.](?:\s|$)|$)"
+)
+_STEP_KEY = re.compile(
+    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$", re.I
+)
+#: words that make a counter's key a setting's or another phase's, not the step the line is
+#: at (`max_steps`, `warmup_steps`, `eval_steps`, `time per iteration`); any other word before
+#: a counter qualifies it (`Total iter`, `Learning iteration`, `train_step`, `num_updates`)
+_NOT_STEP = frozenset({"max", "min", "warmup", "eval", "val", "valid", "test", "save", "log",
+                       "logging", "skipped", "nan", "time", "remaining", "best", "patience",
+                       "decay", "n", "micro",
+                       # a preposition or an article: prose about a step, not its counter
+                       "per", "of", "from", "at", "to", "in", "on", "after", "before", "until",
+                       "since", "each", "every", "this", "that", "the", "a", "next", "last",
+                       "first", "same"})  # fmt: skip
+STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "epoch")
+_PARENS = re.compile(r"\s*\([^)]*\)")
+
+
+@dataclass
+class Pair:
+    key: str
+    value: float
+    of: int | None = None  # the total of an `N/M` count
+    quoted: bool = False
+    separated: bool = False  # by `:`, `=`, `|`, brackets or quotes (not by spaces alone)
+
+
+#: a logger's level before its message: no metric's name
+_LEVEL_WORDS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
+#: a source location, `[core.py:133]`, `socket.cpp:752`: a file's line, no metric
+_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
+
+
+def pairs(text: str) -> list[Pair]:
+    """Every key/value pair of a line, in order."""
+    out: list[Pair] = []
+    for m in PAIR.finditer(text):
+        qk, dk, bk, k, pk, sep, v, w, of = m.group(*_GROUPS)
+        key = (qk or dk or bk or k or pk or "").strip()
+        if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
+            continue
+        if " " in key and key.split(" ", 1)[0] in _LEVEL_WORDS:
+            key = key.split(" ", 1)[1]  # `[time] INFO loss: nan`: the level is no word of it
+        if key in _LEVEL_WORDS or (
+            sep == ":"
+            and text[m.start() - 1 : m.start()] == "("
+            and text[m.end() : m.end() + 1] == ")"
+        ):
+            continue  # a logger's level (`WARNING: 1/2 samples`), its `(module:line)`
+        if k and "=" in sep:
+            key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
+        elif pk:
+            key, said = _sentence_key(key)
+            if not key:
+                continue
+        if (
+            text[m.end() : m.end() + 1] == ":"
+            and text[m.end() + 1 :].strip()
+            and step_key(key) is None
+        ):
+            continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
+        raw = v or w
+        if raw[-1:].isalpha():  # YAML writes NaN as `.nan`, infinity as `.inf`
+            raw = raw.replace(".", "")
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        out.append(
+            Pair(key, value, int(of) if of else None, quoted=bool(qk or dk),
+                 separated=not pk or said)  # a sentence's `is` separates as `:` does
+        )  # fmt: skip
+    return out
+
+
+_GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
+_VERBS = frozenset({"is", "was", "are", "were"})
+
+
+def _sentence_key(key: str) -> tuple[str, bool]:
+    """(a key that spaces alone separate from its value, whether a verb said it): as a
+    sentence says it (BigDL's `... records/second. Loss is Infinity.`, Lightning's `Previous
+    best value was 0.512.`), the words after the last sentence's end, less a trailing `is`."""
+    words = key.split()
+    for i in range(len(words) - 1, -1, -1):
+        if words[i].endswith(".") and i < len(words) - 1:
+            words = words[i + 1 :]
+            break
+    said = False
+    while words and words[-1].lower() in _VERBS:
+        words.pop()
+        said = True
+    return " ".join(words), said
+
+
+def step_key(key: str) -> str | None:
+    """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
+    `epoch`), or None."""
+    name = _PARENS.sub("", key).strip() if "(" in key else key
+    if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
+        name = name.split("/", 1)[0]
+    low = name.lower()
+    if not low.endswith(STEP_ENDS) or (m := _STEP_KEY.match(name)) is None:
+        return None
+    if m.group("q") is not None and m.group("q").lower() in _NOT_STEP:
+        return None
+    if low.startswith("global"):
+        return "global"
+    kind = low.split()[-1].split("_")[-1]
+    return "step" if kind == "steps" else kind
