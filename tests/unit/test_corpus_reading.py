@@ -82,10 +82,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["non_finite_metric"], "the script's traceback is cut before its exception line: "
         "nothing names the exception or says it was uncaught"),
     # corpus6's development part at its baseline (the reader of the fifth pass)
-    ("corpus6", "fail_ms_swift_grpo_cuda_assert_probability_tensor_rank5"): (
-        [], "a CUDA kernel's device-side assertion (`...: block: [0,0,0], thread: [0,0,0] "
-        "Assertion `...` failed.`, glued to a bar) is in no catalogue entry, and rank 5's "
-        "traceback is cut before its exception line"),
     ("corpus6", "nan_llama_cookbook_epoch_train_perplexity_tensor_nan"): (
         [], "llama-recipes' `Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time "
         "...` and ` eval_ppl=tensor(nan, ...) eval_epoch_loss=tensor(nan, ...)` are read as no "
