@@ -14,6 +14,9 @@ from runwatch.emitters.metric_pairs import PAIR, Pair, pairs, step_key
 
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
+#: a value wrapped with its own keyword arguments (`tensor(nan, device='cuda:0')`): one value,
+#: whose `device=` is no item of the line's
+_WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy|torch)\.\w+)\([^()\n]{0,120}\)")
 #: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
 LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
 
@@ -22,13 +25,15 @@ def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     """Whether a line that names no step is still a step's metrics: two pairs or more with a
     separator, one not finite and no limit's setting, and no more than one `key=`/`key: `
     item that is not a number (a configuration printed as `Namespace(model='x', ...)` is
-    mostly words)."""
+    mostly words); a wrapped value's arguments (`tensor(nan, device='cuda:0')`) are none."""
     spaced = sum(not p.separated and " " not in p.key for p in found)  # `loss inf lr 0.1`
     if sum(p.separated for p in found) < 2 and spaced < 3:
         return False
     bad = [k for k, v in metrics.items() if not math.isfinite(v)]
     if not bad or all(LIMIT.match(k) for k in bad):
         return False
+    if "(" in text:
+        text = _WRAPPED.sub("0", text)
     return len(_ITEM.findall(text)) - len(found) <= 1
 
 

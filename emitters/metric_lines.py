@@ -163,7 +163,10 @@ class MetricLines:
             step = got[1] if got[1] is not None else read_step(line[: m.start()])
             return out + self._record(source, step, got[0])
         if (record := read_line(line)) is not None:
-            return out + self._record(source, record.step, dict(record.metrics), record.skipped)
+            step = record.step
+            if record.coarse and step is not None:
+                step = self.steps.coarse(source, step)
+            return out + self._record(source, step, dict(record.metrics), record.skipped)
         if (cells := table_header(line)) is not None and any(step_key(c) for c in cells):
             self._open[source] = _Open(header=cells)
         elif (columns := column_header(line)) is not None:
@@ -299,7 +302,10 @@ class MetricLines:
         """A bar's refresh: a count it had not shown names the step of a dict printed next
         (a repaint at the count it showed does not: tqdm redraws a bar after each line
         written under it, and a bar refreshed less often than the trainer logs shows an
-        older count)."""
+        older count). An evaluation's bar (`evaluating Epoch: ... 200/200`) counts its
+        batches, no training step."""
+        if EVALUATION.search(bar):
+            return
         key = (source, bar)
         if n > self._counts.get(key, -1):
             self._counts[key] = n

@@ -119,6 +119,9 @@ class Record:
     #: steps the line itself says were skipped (Megatron's count), None when it says nothing
     skipped: int | None = None
     pairs: list[Pair] = field(default_factory=list)
+    #: the step is an epoch's number (`Epoch 4: loss=nan`), coarser than a step: a console
+    #: that counts steps too puts the record at the step it is at (`MetricLines`)
+    coarse: bool = False
 
 
 def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None, int | None]:
@@ -158,6 +161,13 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
     if best is not None and coarse:
         return int(found[best[1]].value), best[1]
     return None, None
+
+
+def _epoch(pair: Pair) -> bool:
+    """Whether a step's pair counts epochs (`Epoch 4`, `Training of Epoch 0`)."""
+    return step_key(pair.key) == "epoch" or (
+        not pair.separated and pair.key.lower().endswith(" epoch")
+    )
 
 
 def _lead_count(found: list[Pair], text: str) -> int | None:
@@ -229,7 +239,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     elif any(_EVAL_KEY.match(k) for k in metrics):  # `train loss nan, val loss nan`
         metrics = {f"eval/{k}" if _EVAL_KEY.match(k) else k: v for k, v in metrics.items()}
     if named is not None or step is not None:
-        return Record(metrics, named if named is not None else step, skipped, found)
+        coarse = named is not None and at is not None and _epoch(found[at])
+        return Record(metrics, named if named is not None else step, skipped, found, coarse)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
     if unnumbered(text, found, metrics) or lone(text, found, metrics):

@@ -5,7 +5,8 @@ Per source (a Ray worker, a rank, the process):
 - **The step.** A record that names its step is that step. One that names none (a
   transformers dict) is the step the nearest progress bar or step line named since the last
   record -- a bar's count, a `step=101` -- and only without any, the step after the last
-  record's (the order of lines).
+  record's (the order of lines). One numbered by its epoch is its epoch only where nothing
+  finer was counted: after a bar or a step past it, it is the step the console is at.
 - **Loss-scale overflow.** fp16 training skips a step whose gradients overflowed and halves
   the loss scale (DeepSpeed, apex, Megatron print it routinely while the scale finds its
   range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
@@ -103,6 +104,14 @@ class StepNumbers:
     def named(self, source: object, step: int) -> None:
         """A bar or a step line named this step."""
         self._of(source).hint = step
+
+    def coarse(self, source: object, epoch: int) -> int:
+        """The step of a record numbered by its epoch (`Epoch 4: train_loss=nan`): the epoch,
+        unless the console already counts finer -- a bar, a step line or a record named a
+        later step -- then the step it is at."""
+        s = self._of(source)
+        finer = s.hint if s.hint is not None else s.last
+        return max(finer, epoch)
 
     def step(self, source: object, named: int | None) -> int:
         """The step of a record (`named` when the line names it)."""

@@ -339,7 +339,8 @@ def test_the_scanner_reads_the_same_records_as_every_line_read() -> None:
     scanned = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
     scanned += scanner.parser.finish()
     assert repr(scanned) == repr(every)
-    assert [s for s, _ in bad(every)] == [1, 2, 3, 3184, 3500, 8, 8]
+    # an epoch's summary after a console counted steps past it is at the step it is at
+    assert [s for s, _ in bad(every)] == [1, 2, 3, 3184, 3500, 3500, 3500]
 
 
 def test_a_number_s_name_ends_a_key_only_where_spaces_alone_separate() -> None:
@@ -531,3 +532,26 @@ def test_a_small_json_record_names_its_step_and_its_non_finite_values() -> None:
     step's metrics (the step is one of its numbers, not a word of a configuration)."""
     lines = ['{"step": 40, "loss": NaN, "lr": 0.0001}', '{"iteration": 41, "loss": Infinity}']
     assert bad(read_all(lines)) == [(40, ["loss"]), (41, ["loss"])]
+
+
+def test_an_epoch_s_record_is_at_the_step_a_console_that_counts_steps_is_at() -> None:
+    """llama-recipes (corpus6/dev): the epoch's bar ends at step 64, then `Epoch 4:
+    train_perplexity=nan, ...`: the record is step 64's, not a step 4 long past (which the
+    latest finite step would hide); a console that counts epochs only numbers by them."""
+    bar_then_epoch = [
+        "Training Epoch: 4/150, step 63/64 completed (loss: 0.19): "
+        "100%|\u2588\u2588| 64/64 [04:02<00:00,  3.78s/it]",
+        "Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.34s",
+    ]
+    assert bad(read_all(bar_then_epoch)) == [(64, ["train_epoch_loss", "train_perplexity"])]
+    epochs_only = ["Epoch 3: train_loss=0.5, val_loss=0.6", "Epoch 4: train_loss=nan, val_loss=nan"]
+    assert [s for s, _ in bad(read_all(epochs_only))] == [4]
+
+
+def test_a_wrapped_value_s_arguments_are_no_items_of_the_line() -> None:
+    """` eval_ppl=tensor(nan, device='cuda:0') eval_epoch_loss=tensor(nan, ...)` is two
+    pairs, not a configuration's four items."""
+    line = " eval_ppl=tensor(nan, device='cuda:0') eval_epoch_loss=tensor(nan, device='cuda:0')"
+    record = read_line(line)
+    assert record is not None
+    assert sorted(record.metrics) == ["eval/eval_epoch_loss", "eval/eval_ppl"]
