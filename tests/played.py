@@ -71,8 +71,11 @@ def text(name: str) -> bytes:
 
 def raised(name: str, firing: list[dict[str, Any]]) -> None:
     """Assert that `firing` (a run's firing transitions, as the API shows them) are exactly
-    the rules the console's entry names, with its evidence in their summaries."""
+    the rules the console's entry names, with its evidence in their summaries. Evidence an
+    incident gathered itself (the stacks of a hung command, once `runwatch watch` answers) is
+    not read from the text, and comes or not by how long the command stays hung: left out."""
     entry = MANIFEST[name]
+    firing = [a for a in firing if (a.get("incident") or {}).get("role") != "evidence"]
     assert sorted({a["rule"] for a in firing}) == sorted(entry["rules"]), (name, firing)
     said = " | ".join(a["summary"] for a in firing)
     for wanted in entry.get("evidence", []):
