@@ -38,10 +38,13 @@ def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
 
 
 #: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark, an INFO
-#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `)
+#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `), or a program's
+#: name as a tool prefixes its lines (wandb's run summary, `wandb:          train/loss nan`;
+#: wandb/sdk/internal's summary printer), not a warning's or an error's
 _LONE_BEFORE = re.compile(
     r"^(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
-    r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?)?$"
+    r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?"
+    r"|(?!(?i:warn|warning|error|fatal|critical)\b)[a-z][\w.-]{1,30}:\s+)?$"
 )
 _LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
 

@@ -77,6 +77,18 @@ OPENRLHF_BAR = re.compile(r"^Train epoch \[(\d+)/(\d+)\]")
 _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
 
 
+#: box-drawing verticals (rich's and tabulate's `│`, `┃`, `║`) are a table's `|`; full-width
+#: forms (`step：12，loss：nan`, typed with a CJK input method) their ASCII letters
+_PLAIN = str.maketrans(
+    {**dict.fromkeys("│┃║╎╏┆┇┊┋", "|"), **{chr(0xFF01 + i): chr(0x21 + i) for i in range(94)}}
+)
+
+
+def plain(line: str) -> str:
+    """The line with table verticals and full-width forms as ASCII (`_PLAIN`)."""
+    return line if line.isascii() else line.translate(_PLAIN)
+
+
 def _alone(row: Pair) -> bool:
     """Whether one row under a header is a record: a value that is not finite, not a limit's
     setting (`Epoch : 8` then `LOSS : nan`, not `Epoch 1/10` then `max_grad_norm: inf`)."""
@@ -141,12 +153,13 @@ class MetricLines:
         """(whether the line goes on a record of its source spread over lines, what it
         gives): read before any other reader, so a line that does not go on it ends it."""
         held = self._open.get(source)
-        return (False, []) if held is None else self._more(source, held, line)
+        return (False, []) if held is None else self._more(source, held, plain(line))
 
     def read(self, source: Any, line: str) -> list[Found]:
         """What a line no trainer-specific reader took says: a dict, a line of pairs with a
         step, a table's header, a two-column table's first row, a skipped step."""
         out: list[Found] = []
+        line = plain(line)
         if not any(m in line for m in MARKERS):
             return out  # what the scanner would not show (`runwatch watch` reads the same)
         if (skip := loss_scale_overflow(line)) is not None:

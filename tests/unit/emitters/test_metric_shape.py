@@ -555,3 +555,27 @@ def test_a_wrapped_value_s_arguments_are_no_items_of_the_line() -> None:
     record = read_line(line)
     assert record is not None
     assert sorted(record.metrics) == ["eval/eval_epoch_loss", "eval/eval_ppl"]
+
+
+def test_table_verticals_and_full_width_forms_read_as_their_ascii() -> None:
+    """Rendered, not from a thread: rich's and tabulate's box-drawing `│` is a table's `|`
+    (rows under a step's header), and full-width punctuation typed with a CJK input method
+    (`step：12，loss：nan`) is its ASCII."""
+    boxed = ["Step 10/100", "│ loss      │ nan │", "│ reward    │ 0.5 │", "└───────────┴─────┘"]
+    assert bad(read_all(boxed)) == [(10, ["loss"])]
+    assert bad(read_all(["step：12，loss：nan，lr：0.001"])) == [(12, ["loss"])]
+    assert bad(read_all(["step：12，loss：0.5，lr：0.001"])) == []
+
+
+def test_wandb_s_run_summary_names_a_value_that_is_not_finite() -> None:
+    """wandb's run summary at a run's end (the last value logged of each key, a `wandb:`
+    prefix and spaces): a loss it ends at nan is one; a warning's words before a value are
+    no metric."""
+    summary = [
+        "wandb: Run summary:",
+        "wandb:   train/global_step 12",
+        "wandb:          train/loss nan",
+    ]
+    assert [keys for _, keys in bad(read_all(summary))] == [["train/loss"]]
+    assert bad(read_all(["wandb:          train/loss 0.25"])) == []
+    assert bad(read_all(["warning: loss nan", "error: grad_norm inf"])) == []
