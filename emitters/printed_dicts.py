@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from typing import Any
 
-from runwatch.emitters.metric_shape import step_key
+from runwatch.emitters.metric_shape import LIMIT, step_key
 from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
 
 #: a dict printed whole on a line, and where one opens that goes on over the next lines
@@ -73,7 +74,8 @@ def _literal(text: str) -> Any:
 
 def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None:
     """(a training step's metrics, its step when the dict names it) from a printed dict: two
-    numbers or more, not the end-of-training summary; None for anything else."""
+    numbers or more, or one that is not finite and no limit's (`step 12: {'loss': nan}`), not
+    the end-of-training summary; None for anything else."""
     if len(text) > 20_000:
         return None
     data = _literal(text)
@@ -98,6 +100,11 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     # as None; ms-swift adds a few times as words); a configuration printed as a dict has
     # words, flags and tables among its numbers -- a third of it or more
     numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
-    if not metrics or numbers < 2 or (len(metrics) + (step is not None)) * 3 <= len(data) * 2:
+    lone = numbers == 1 and any(
+        v is not None and not math.isfinite(v) and not LIMIT.match(k) for k, v in metrics.items()
+    )
+    if not metrics or (numbers < 2 and not lone):
+        return None
+    if (len(metrics) + (step is not None)) * 3 <= len(data) * 2:
         return None
     return metrics, step

@@ -579,3 +579,10 @@ def test_wandb_s_run_summary_names_a_value_that_is_not_finite() -> None:
     assert [keys for _, keys in bad(read_all(summary))] == [["train/loss"]]
     assert bad(read_all(["wandb:          train/loss 0.25"])) == []
     assert bad(read_all(["warning: loss nan", "error: grad_norm inf"])) == []
+
+
+def test_a_dict_of_one_value_is_a_record_when_the_value_is_not_finite() -> None:
+    """Rendered: a trainer that logs one metric as a dict (`step 40: {'loss': nan}`) reports
+    it; one finite value or a limit's `inf` is no step's metrics."""
+    assert bad(read_all(["step 40: {'loss': nan}"])) == [(40, ["loss"])]
+    assert bad(read_all(["step 40: {'loss': 0.5}", "{'max_grad_norm': inf}"])) == []
