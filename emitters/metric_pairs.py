@@ -36,7 +36,7 @@ PAIR = re.compile(
     rf"{_VALUE}(?=[\s,|;\]}})]|/(?!\s*\d)|[:.](?:\s|$)|$)"
 )
 _STEP_KEY = re.compile(
-    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|epoch)$", re.I
+    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|batch|epoch)$", re.I
 )
 #: words that make a counter's key a setting's or another phase's, not the step the line is
 #: at (`max_steps`, `warmup_steps`, `eval_steps`, `time per iteration`); any other word before
@@ -48,7 +48,7 @@ _NOT_STEP = frozenset({"max", "min", "warmup", "eval", "val", "valid", "test", "
                        "per", "of", "from", "at", "to", "in", "on", "after", "before", "until",
                        "since", "each", "every", "this", "that", "the", "a", "next", "last",
                        "first", "same"})  # fmt: skip
-STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "epoch")
+STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "batch", "epoch")
 _PARENS = re.compile(r"\s*\([^)]*\)")
 
 

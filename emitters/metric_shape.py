@@ -21,12 +21,13 @@ total]` of mmengine and torchvision's MetricLogger; a position out of a total un
 name (`Training  [ 40/5000000]`, `Batch 0/4000`; not a peer's, `[host:0/8]`); the count the
 line starts with, bare or bracketed (`[40/1000] loss: nan`) -- a Keras bar's
 position (`4/234 [=====>....] - loss: inf`), a bare number column (`100000 | loss nan |`,
-`333 154 Loss=nan`, the last of several); an `epoch` key, for a line that counts nothing
-finer (`Train Summary | Epoch 8 | grad_norm=INF`). A line that names no step is a step's
-metrics when it prints a dict (quoted keys, HF-style), or when it holds two pairs or more
-with a separator and one of them is not finite (`Acc@10: 0.002, Grad Norm: inf`): `MetricLines`
-gives it the step the nearest progress bar, step line or header named, else the one after the
-last (the order of lines). A *header* is a line that names a step and nothing else (`Iteration
+`333 154 Loss=nan`, the last of several); a `batch` key, then an `epoch` key, for a line
+that counts nothing finer (`Batch 12: loss = nan`, `Train Summary | Epoch 8 |
+grad_norm=INF`). A line that names no step is a step's metrics when it prints a dict
+(quoted keys, HF-style), or when it holds two pairs or more with a separator and one of
+them is not finite (`Acc@10: 0.002, Grad Norm: inf`): `MetricLines` gives it the step the
+nearest progress bar, step line or header named, else the one after the last (the order of
+lines). A *header* is a line that names a step and nothing else (`Iteration
 3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`): the `key: value` lines
 under it are that step's (`MetricLines`). `step_numbers.loss_scale_overflow` reads the lines
 that say a step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron);
@@ -71,9 +72,10 @@ _PEER = re.compile(
     r"shard|replica|machine|server|client)$"
 )
 #: which of several step keys on one line names the step (global before micro, ...); an
-#: optimizer update (fairseq's `num_updates`) is a step; an epoch only where nothing finer is
+#: optimizer update (fairseq's `num_updates`) is a step, a batch's index one where nothing finer
+#: is counted (`Batch 12: loss = nan`); an epoch only where nothing finer is
 #: counted (`_step`)
-_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "epoch")
+_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "batch", "epoch")
 #: the count a line starts with, before its first pair: a Keras progress bar's position
 #: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
 #: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest

@@ -586,3 +586,11 @@ def test_a_dict_of_one_value_is_a_record_when_the_value_is_not_finite() -> None:
     it; one finite value or a limit's `inf` is no step's metrics."""
     assert bad(read_all(["step 40: {'loss': nan}"])) == [(40, ["loss"])]
     assert bad(read_all(["step 40: {'loss': 0.5}", "{'max_grad_norm': inf}"])) == []
+
+
+def test_a_batch_s_index_is_the_step_where_nothing_finer_is_counted() -> None:
+    """Rendered: a custom loop's `Batch 12: loss = nan` is step 12's; a batch's size is no
+    counter; a global step beats the batch."""
+    assert bad(read_all(["Batch 12: loss = nan"])) == [(12, ["loss"])]
+    assert bad(read_all(["Epoch: 0, Batch: 7, Global Step: 70, Loss: nan"])) == [(70, ["Loss"])]
+    assert read_line("batch_size: 64, lr: 0.1") is None
