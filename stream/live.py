@@ -15,9 +15,10 @@ re-read of the partition gives, which is what a restarted worker relies on.
 
 Silence. The rules on silence (`Rule.silence`) are judged on the engine's silence clock,
 which the driver holds (`Engine.hold`) while its reading says not everything may be in yet
-(`ReadClock`: records arriving late after an outage hold it at the outage's start while
-the emitters deliver what they spooled); every other rule, and every event, stays on event
-time -- a NaN step that arrives late is still judged at its own time.
+(`ReadClock`: after an outage at the outage's start while the emitters deliver what they
+spooled, and behind the wall clock by the delay of records arriving late); every other
+rule, and every event, stays on event time -- a NaN step that arrives late is still judged
+at its own time.
 
 Restarts. A worker that takes over a partition re-reads it from the start with
 `replaying = True` (transitions are held, not returned), then `finish_replay` compares what
