@@ -342,3 +342,17 @@ def test_tensorflow_1_s_op_error_report_is_an_uncaught_exception_s_last_line() -
     assert fields["error"].startswith("UnknownError (see above for traceback): ncclCommInitRank")
     quoted = ["I got InvalidArgumentError (see above for traceback): Minimum tensor rank: 2"]
     assert failed(read_all(quoted)) == []
+
+
+def test_a_cuda_out_of_memory_the_trainer_retried_past_is_no_failure() -> None:
+    """torch's `CUDA out of memory. Tried to allocate ...` (c10/cuda/CUDACachingAllocator.cpp)
+    as torch 1.x raised it, a bare RuntimeError line: a failure when nothing follows it, none
+    when the trainer caught it and went on (accelerate's find_executable_batch_size)."""
+    oom = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB "
+           "total capacity; 14.61 GiB already allocated; 5.75 MiB free)")  # fmt: skip
+
+    def dead(lines: list[str]) -> list[str]:
+        return [f["error"] for k, f in read_all(lines) if k == "component.failed"]
+
+    assert dead([oom]) == [oom]
+    assert dead([oom, "step 12 | loss 0.51 | lr 1e-05", "step 13 | loss 0.50"]) == []
