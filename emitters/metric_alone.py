@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from runwatch.emitters.metric_pairs import PAIR, Pair, pairs, step_key
+from runwatch.emitters.metric_pairs import PAIR, SOURCE_FILE, Pair, pairs, step_key
 
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
@@ -38,15 +38,26 @@ def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
 
 
 #: what may stand before a lone pair: a timestamp, a quote's `>`, a list's mark, an INFO
-#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `), or a program's
+#: or DEBUG record's level and logger (`INFO:root:`, `- INFO - train - `, Python logging's
+#: `%(asctime)s - %(name)s - %(levelname)s - `, glog's and absl's `I0101 10:00:00.000 123
+#: train.py:88] `), or a program's
 #: name as a tool prefixes its lines (wandb's run summary, `wandb:          train/loss nan`;
 #: wandb/sdk/internal's summary printer), not a warning's or an error's
 _LONE_BEFORE = re.compile(
-    r"^(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
+    r"^(?:\[\d\d/\d\d/\d{2,4} [\d:.]+\]\s*)?(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
+    r"(?:(?!(?:WARN|WARNING|ERROR|CRITICAL|FATAL)\b)[\w.]+\s+-\s+)?"
     r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?"
+    r"|I\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
     r"|(?!(?i:warn|warning|error|fatal|critical)\b)[a-z][\w.-]{1,30}:\s+)?$"
 )
-_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*$")
+#: after a lone pair: punctuation, or the source location rich's log handler writes at the
+#: line's right (`[01/01/24 10:00:00] INFO     loss: nan        train.py:42`)
+_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*(?:\s+[\w./-]+\.py:\d+\s*)?$")
+
+
+def _key(m: re.Match[str]) -> str:
+    """The key a match of `PAIR` names, whichever way it is written."""
+    return next((g for g in m.group("qk", "dk", "bk", "k", "pk") if g), "").strip()
 
 
 def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
@@ -60,7 +71,8 @@ def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     pair = found[0]
     if LIMIT.match(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
         return False
-    matches = list(PAIR.finditer(text))
+    # a source location (glog's `train.py:88]`, rich's `train.py:42`) is no pair
+    matches = [m for m in PAIR.finditer(text) if not SOURCE_FILE.search(_key(m))]
     if len(matches) != 1:
         return False
     m = matches[0]

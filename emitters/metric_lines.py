@@ -77,10 +77,17 @@ OPENRLHF_BAR = re.compile(r"^Train epoch \[(\d+)/(\d+)\]")
 _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
 
 
-#: box-drawing verticals (rich's and tabulate's `│`, `┃`, `║`) are a table's `|`; full-width
-#: forms (`step：12，loss：nan`, typed with a CJK input method) their ASCII letters
+#: box drawing (rich's and tabulate's tables) as ASCII tables draw it: verticals (`│`, `┃`,
+#: `║`) are `|`, corners and junctions `+` (horizontals stay: Keras 3 draws its bar with `━`;
+#: `metric_tables.is_rule` reads them); full-width forms
+#: (`step：12，loss：nan`, typed with a CJK input method) their ASCII letters
 _PLAIN = str.maketrans(
-    {**dict.fromkeys("│┃║╎╏┆┇┊┋", "|"), **{chr(0xFF01 + i): chr(0x21 + i) for i in range(94)}}
+    {
+        **dict.fromkeys("│┃║╎╏┆┇┊┋", "|"),
+        **dict.fromkeys("┌┐└┘├┤┬┴┼┏┓┗┛┣┫┳┻╋┡┩╇╈┢┪╀╁╂╃╄╅╆╉╊┍┑┕┙┝┥┯┷┿", "+"),
+        **dict.fromkeys("╒╕╘╛╞╡╤╧╪╓╖╙╜╟╢╥╨╫╔╗╚╝╠╣╦╩╬", "+"),
+        **{chr(0xFF01 + i): chr(0x21 + i) for i in range(94)},
+    }
 )
 
 
@@ -224,7 +231,7 @@ class MetricLines:
         if held.columns is not None:
             return self._column_row(source, held.columns, line)
         if held.header is not None:
-            if is_rule(line) and held.lines == 2:
+            if is_rule(line):  # under the header, or between rows (a grid's)
                 return True, []
             row = table_row(held.header, line)
             if row is not None:

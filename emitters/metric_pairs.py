@@ -64,7 +64,7 @@ class Pair:
 #: a logger's level before its message: no metric's name
 _LEVEL_WORDS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
 #: a source location, `[core.py:133]`, `socket.cpp:752`: a file's line, no metric
-_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
+SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
 
 
 def pairs(text: str) -> list[Pair]:
@@ -73,7 +73,7 @@ def pairs(text: str) -> list[Pair]:
     for m in PAIR.finditer(text):
         qk, dk, bk, k, pk, sep, v, w, of = m.group(*_GROUPS)
         key = (qk or dk or bk or k or pk or "").strip()
-        if not key or len(key) > 100 or ("." in key and _SOURCE_FILE.search(key)):
+        if not key or len(key) > 100 or ("." in key and SOURCE_FILE.search(key)):
             continue
         if " " in key and key.split(" ", 1)[0] in _LEVEL_WORDS:
             key = key.split(" ", 1)[1]  # `[time] INFO loss: nan`: the level is no word of it

@@ -11,7 +11,7 @@ import re
 from runwatch.emitters.metric_shape import NUMBER, Record, step_key
 
 _CELL_NUMBER = re.compile(rf"^(?:{NUMBER})$")
-_RULE = re.compile(r"^[\s|:+=-]*$")
+_RULE = re.compile(r"^[\s|:+=\-\u2500\u2501\u2550]*$")
 
 
 def table_header(text: str) -> list[str] | None:
@@ -28,8 +28,11 @@ def table_header(text: str) -> list[str] | None:
 
 
 def is_rule(text: str) -> bool:
-    """A table's ruling line (`-- | --`, `|---|---|`)."""
-    return "-" in text and _RULE.match(text) is not None
+    """A table's ruling line (`-- | --`, `|---|---|`, a grid's `+====+====+`, box drawing's
+    `+━━━━+━━━━+`)."""
+    return any(c in text for c in ("-", "==", "\u2500", "\u2501", "\u2550")) and (
+        _RULE.match(text) is not None
+    )
 
 
 def table_row(header: list[str], text: str) -> Record | None:

@@ -594,3 +594,45 @@ def test_a_batch_s_index_is_the_step_where_nothing_finer_is_counted() -> None:
     assert bad(read_all(["Batch 12: loss = nan"])) == [(12, ["loss"])]
     assert bad(read_all(["Epoch: 0, Batch: 7, Global Step: 70, Loss: nan"])) == [(70, ["Loss"])]
     assert read_line("batch_size: 64, lr: 0.1") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Python logging's cookbook format: time, logger, level, message
+        "2024-01-01 10:00:00,000 - __main__ - INFO - loss: nan",
+        # glog's and absl's info prefix (JAX and TensorFlow programs)
+        "I0101 10:00:00.000000 123 train.py:88] loss = nan",
+        # rich's log handler: the source location at the line's right
+        "[01/01/24 10:00:00] INFO     loss: nan                                train.py:42",
+    ],
+)
+def test_a_lone_metric_reads_after_any_logger_s_info_prefix(line: str) -> None:
+    """Rendered from the loggers' formats: one non-finite metric after an info record's
+    prefix is a step's."""
+    assert [keys for _, keys in bad(read_all([line]))] == [["loss"]]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2024-01-01 10:00:00,000 - __main__ - WARNING - loss: nan",
+        "- WARNING - loss: nan",
+        "W0101 10:00:00.000000 123 train.py:88] loss = nan",
+    ],
+)
+def test_a_lone_metric_after_a_warning_s_prefix_is_none(line: str) -> None:
+    assert bad(read_all([line])) == []
+
+
+def test_box_drawn_and_grid_tables_read_as_tables() -> None:
+    """Rendered: rich's table (heavy header, light rows) and tabulate's grid (a rule after
+    every row) with a step's column."""
+    rich_table = ["┏━━━━━━┳━━━━━━┳━━━━━━━━┓", "┃ Step ┃ Loss ┃ Reward ┃",
+                  "┡━━━━━━╇━━━━━━╇━━━━━━━━┩", "│ 12   │ nan  │ 0.5    │",
+                  "└──────┴──────┴────────┘"]  # fmt: skip
+    grid = ["+--------+--------+", "| step   | loss   |", "+========+========+",
+            "| 11     | 0.5    |", "+--------+--------+", "| 12     | nan    |",
+            "+--------+--------+"]  # fmt: skip
+    assert bad(read_all(rich_table)) == [(12, ["Loss"])]
+    assert bad(read_all(grid)) == [(12, ["loss"])]
