@@ -94,6 +94,22 @@ def single_pair(text: str, bare: bool = False) -> Pair | None:
     and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
     a configuration's `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value`
     line under a header)."""
+    found = _row_pair(text, bare)
+    return found if found is not None and step_key(found.key) is None else None
+
+
+def step_row(text: str) -> int | None:
+    """The step a two-column table's row names (`| step | 10 |` among a table's metrics,
+    rich's `│ global_step │ 12 │`); None for any other line."""
+    found = _row_pair(text, False)
+    if found is None or step_key(found.key) is None:
+        return None
+    value = found.value
+    return int(value) if math.isfinite(value) and value.is_integer() and value >= 0 else None
+
+
+def _row_pair(text: str, bare: bool) -> Pair | None:
+    """A line's one pair, with a `|` and no words besides (single_pair's, step_row's)."""
     if "|" not in text and not bare:
         return None
     matches = list(PAIR.finditer(text))
@@ -103,4 +119,4 @@ def single_pair(text: str, bare: bool = False) -> Pair | None:
     if not _ROW_BEFORE.match(text[: m.start()]) or not _ROW_AFTER.match(text[m.end() :]):
         return None
     found = pairs(m.group(0))
-    return found[0] if len(found) == 1 and step_key(found[0].key) is None else None
+    return found[0] if len(found) == 1 else None

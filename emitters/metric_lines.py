@@ -49,6 +49,7 @@ from runwatch.emitters.metric_shape import (
     read_step,
     single_pair,
     step_key,
+    step_row,
 )
 from runwatch.emitters.metric_tables import (
     column_header,
@@ -245,8 +246,11 @@ class MetricLines:
             if pair is not None:
                 held.pairs.append(pair)
                 return True, []
+            if held.step is None and (step := step_row(line)) is not None:
+                held.step = step  # the table's step, among its rows
+                return True, []
             del self._open[source]
-            return False, self._block(source, held.pairs)
+            return False, self._block(source, held.pairs, held.step)
         held.text += "\n" + line
         if held.text.count("}") < held.text.count("{"):
             return True, []

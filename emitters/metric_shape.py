@@ -42,7 +42,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from runwatch.emitters.metric_alone import LIMIT, lone, single_pair, unnumbered
+from runwatch.emitters.metric_alone import LIMIT, lone, single_pair, step_row, unnumbered
 from runwatch.emitters.metric_pairs import NUMBER, PAIR, STEP_ENDS, Pair, pairs, step_key
 from runwatch.emitters.tracebacks import exception_at
 
@@ -61,6 +61,7 @@ __all__ = [
     "single_pair",
     "skip_report",
     "step_key",
+    "step_row",
 ]
 
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,

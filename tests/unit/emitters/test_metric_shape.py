@@ -227,7 +227,7 @@ def test_a_table_s_rows_and_a_two_column_table() -> None:
         "2020-12-08 21:40:50.120074  | loss/Std                        nan",
         "2020-12-08 21:40:50.120137  | Iteration                        12",
     ])  # fmt: skip
-    assert bad(rows) == [(1, ["loss/Average", "loss/Std"])]  # a table starts where it shows
+    assert bad(rows) == [(12, ["loss/Average", "loss/Std"])]  # the step its row names
 
 
 # --- loss-scale overflow ---------------------------------------------------------------------
@@ -636,3 +636,12 @@ def test_box_drawn_and_grid_tables_read_as_tables() -> None:
             "+--------+--------+"]  # fmt: skip
     assert bad(read_all(rich_table)) == [(12, ["Loss"])]
     assert bad(read_all(grid)) == [(12, ["loss"])]
+
+
+def test_a_two_column_table_s_step_row_names_its_step() -> None:
+    """Rendered: rich's `Metric | Value` table, the step a row after the metrics."""
+    table = ["┏━━━━━━━━━━━━┳━━━━━━━┓", "┃ Metric     ┃ Value ┃", "┡━━━━━━━━━━━━╇━━━━━━━┩",
+             "│ train/loss │ nan   │", "│ step       │ 10    │",
+             "└────────────┴───────┘"]  # fmt: skip
+    assert bad(read_all(table)) == [(10, ["train/loss"])]
+    assert bad(read_all(["| step | 10 |", "| grad_norm | 0.5 |"])) == []
