@@ -51,6 +51,7 @@ __all__ = [
     "LIMIT",
     "MARKERS",
     "NUMBER",
+    "STEP_RANK",
     "Pair",
     "Record",
     "counter",
@@ -76,7 +77,7 @@ _PEER = re.compile(
 #: optimizer update (fairseq's `num_updates`) is a step, a batch's index one where nothing finer
 #: is counted (`Batch 12: loss = nan`); an epoch only where nothing finer is
 #: counted (`_step`)
-_STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "batch", "epoch")
+STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "batch", "epoch")
 #: the count a line starts with, before its first pair: a Keras progress bar's position
 #: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
 #: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest
@@ -139,10 +140,10 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
             kind = "epoch"  # an epoch named in words: `I Training of Epoch 0 - loss: inf`
         if kind is None or not pair.value.is_integer() or pair.value < 0:
             continue
-        rank = _STEP_RANK.index(kind)
+        rank = STEP_RANK.index(kind)
         if best is None or rank < best[0]:
             best = (rank, i)
-    if best is not None and _STEP_RANK[best[0]] != "epoch":
+    if best is not None and STEP_RANK[best[0]] != "epoch":
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None

@@ -8,22 +8,34 @@ from __future__ import annotations
 import itertools
 import re
 
-from runwatch.emitters.metric_shape import NUMBER, Record, step_key
+from runwatch.emitters.metric_shape import NUMBER, STEP_RANK, Record, step_key
 
 _CELL_NUMBER = re.compile(rf"^(?:{NUMBER})$")
+#: a name in an aligned table's or a CSV's header
+_WORD_CELL = re.compile(r"^[A-Za-z][\w./@%()+-]*$")
 _RULE = re.compile(r"^[\s|:+=\-\u2500\u2501\u2550]*$")
+
+
+def _cells(text: str) -> list[str] | None:
+    """A table line's cells between its separators: `|`, else a tab, else a comma (a CSV
+    logger's file, Lightning's `metrics.csv`, pasted)."""
+    sep = next((s for s in ("|", "\t", ",") if s in text), None)
+    if sep is None:
+        return None
+    return [c.strip() for c in text.strip().strip("|").split(sep)]
 
 
 def table_header(text: str) -> list[str] | None:
     """The column names of a table's header (`Step | Training Loss | reward | kl`: two cells
-    or more between `|`, none a number); None for anything else."""
-    if text.count("|") < 1:
-        return None
-    cells = [c.strip() for c in text.strip().strip("|").split("|")]
-    if len(cells) < 2 or any(not c or _CELL_NUMBER.match(c) for c in cells):
+    or more between `|`, none a number; a CSV's `epoch,step,train_loss`, its names one word
+    each); None for anything else."""
+    cells = _cells(text)
+    if cells is None or len(cells) < 2 or any(not c or _CELL_NUMBER.match(c) for c in cells):
         return None
     if any(len(c) > 80 or ":" in c or "=" in c for c in cells):
         return None
+    if "|" not in text and any(" " in c or not _WORD_CELL.match(c) for c in cells):
+        return None  # prose has commas too
     return cells
 
 
@@ -38,28 +50,28 @@ def is_rule(text: str) -> bool:
 def table_row(header: list[str], text: str) -> Record | None:
     """A row of numbers under `header` as one step's metrics, its step in the column a step
     key names; None for a line that is not such a row."""
-    cells = [c.strip() for c in text.strip().strip("|").split("|")]
-    if len(cells) != len(header):
+    cells = _cells(text)
+    if cells is None or len(cells) != len(header):
         return None
     metrics: dict[str, float] = {}
-    step: int | None = None
+    steps: list[tuple[int, int]] = []  # (rank, step): the finest names it (`epoch,step,...`)
     numbers = 0
     for name, cell in zip(header, cells, strict=True):
         if not _CELL_NUMBER.match(cell):
-            continue  # "No Log", a name
+            continue  # "No Log", a name, a CSV's empty cell
         numbers += 1
         value = float(cell)
-        if step is None and step_key(name) is not None and value.is_integer() and value >= 0:
-            step = int(value)
+        kind = step_key(name)
+        if kind is not None and value.is_integer() and value >= 0:
+            rank = STEP_RANK.index(kind) if kind in STEP_RANK else len(STEP_RANK)
+            steps.append((rank, int(value)))
         else:
             metrics[name] = value
     if numbers * 2 < len(cells) or not metrics:
         return None
-    return Record(metrics, step)
+    return Record(metrics, min(steps)[1] if steps else None)
 
 
-#: a cell of an aligned table: a word, or a count out of a total, or a number
-_WORD_CELL = re.compile(r"^[A-Za-z][\w./@%()+-]*$")
 _COUNT_CELL = re.compile(r"^(\d{1,18})/\d{1,18}$")
 
 

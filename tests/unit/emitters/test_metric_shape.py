@@ -645,3 +645,12 @@ def test_a_two_column_table_s_step_row_names_its_step() -> None:
              "└────────────┴───────┘"]  # fmt: skip
     assert bad(read_all(table)) == [(10, ["train/loss"])]
     assert bad(read_all(["| step | 10 |", "| grad_norm | 0.5 |"])) == []
+
+
+def test_a_csv_logger_s_rows_read_as_a_table() -> None:
+    """Rendered: Lightning's CSVLogger `metrics.csv` (epoch and step columns, empty cells where
+    a row has no value), a TSV; a sentence with commas is no header."""
+    csv = ["epoch,step,train_loss,val_loss", "0,49,0.5,", "0,99,nan,", "0,99,,nan"]
+    assert bad(read_all(csv)) == [(99, ["train_loss"]), (99, ["val_loss"])]
+    assert bad(read_all(["step\tloss\treward", "12\tnan\t0.3"])) == [(12, ["loss"])]
+    assert bad(read_all(["In step, loss, and reward", "12,nan,0.3"])) == []
