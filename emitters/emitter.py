@@ -425,15 +425,40 @@ _LIVE: weakref.WeakSet[Emitter] = weakref.WeakSet()
 _FORK_HOOK = False
 
 
+#: the senders and run view readers a fork under way holds between two pieces of work
+_QUIETED: list[Any] = []
+#: how long a fork waits for a sender to finish what it is doing (a reconnect is bounded)
+FORK_WAIT_S = 2.0
+
+
 def _track(emitter: Emitter) -> None:
     global _FORK_HOOK
     _LIVE.add(emitter)
     if not _FORK_HOOK:
         _FORK_HOOK = True
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)  # fmt: skip
+
+
+def _before_fork() -> None:
+    """Hold each sender and run view reader between two pieces of work while the process
+    forks: a child inherits every lock as it was, and one such a thread held mid-write (a
+    log handler's stream, a buffer) would be held in the child for good. Bounded: a thread
+    busy longer than FORK_WAIT_S is forked as it is."""
+    for emitter in list(_LIVE):
+        sender, follower = getattr(emitter, "_sender", None), getattr(emitter, "_follower", None)
+        for worker in (sender, follower):
+            if worker is not None and worker.quiet(FORK_WAIT_S):
+                _QUIETED.append(worker)
+
+
+def _after_fork_in_parent() -> None:
+    while _QUIETED:
+        _QUIETED.pop().release_quiet()
 
 
 def _after_fork_in_child() -> None:
+    _QUIETED.clear()  # the parent's: the child builds its own
     for emitter in list(_LIVE):
         try:
             emitter._after_fork_in_child()

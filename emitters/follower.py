@@ -212,6 +212,14 @@ class RunViewFollower:
             self._raw = self._view = None
         old.close()
 
+    def quiet(self, timeout: float) -> bool:
+        """Wait until no look is under way and hold off the next (True), or give up after
+        `timeout` (False); `release_quiet` lets looks go on. For a fork, as the sender's."""
+        return self._lock.acquire(timeout=timeout)
+
+    def release_quiet(self) -> None:
+        self._lock.release()
+
     def look(self) -> RunView | None:
         """Read the view once and feed every reader: the view (None: no such run yet, or
         the look failed, which `missed` told each reader)."""

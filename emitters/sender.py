@@ -38,6 +38,9 @@ class Sender:
         self.linger = linger
         self.wake_at = max(1, min(max_queue // 2, 1000))
         self.name = name
+        #: held by the thread while it works (I/O, logging): a fork waits for it (`quiet`), so
+        #: a child never inherits a lock of a stream or handler this thread held mid-write
+        self.busy = threading.Lock()
         self.thread: threading.Thread | None = None
         self._stopping = False
         self._deadline = 0.0
@@ -85,11 +88,13 @@ class Sender:
         destination = self.destination
         while True:
             try:
-                destination.tick()
+                with self.busy:
+                    destination.tick()
                 self.wake.wait(min(destination.wait_s(), self.linger))
                 self.wake.clear()
                 stopping = self._stopping
-                self._step()
+                with self.busy:
+                    self._step()
             except Exception:  # never die: a dead sender would leave events queued
                 log.exception("runwatch: the event sender failed; retrying")
                 time.sleep(0.5)
@@ -100,6 +105,14 @@ class Sender:
             destination.close(self._deadline)
         except Exception:
             log.exception("runwatch: closing the event destination failed")
+
+    def quiet(self, timeout: float) -> bool:
+        """Wait until the thread is between two pieces of work and keep it there (True), or
+        give up after `timeout` (False); `release_quiet` lets it go on. For a fork."""
+        return self.busy.acquire(timeout=timeout)
+
+    def release_quiet(self) -> None:
+        self.busy.release()
 
     def stop(self, timeout: float) -> bool:
         """Deliver what is queued, give the destination until `timeout` to finish, join.

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter, validate
+from runwatch.emitters import emitter as emitter_module
 from runwatch.emitters.checks import FIELD_CHECKS
 from runwatch.emitters.events import KNOWN_KINDS
 from runwatch.emitters.spool import Spool
@@ -463,6 +464,37 @@ def test_forked_child_with_unreachable_kafka_spools_under_its_pid(tmp_path: Path
     em.close(timeout=0.5)
     events = read_events(next(tmp_path.glob("kafka-*")))
     assert [e["src"]["pid"] for e in kinds(events, "trajectory.started")] == [pid]
+
+
+def test_a_fork_waits_for_the_sender_to_finish_what_it_is_doing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child inherits every lock as it was at the fork: one the sender held mid-write (a
+    log handler's stream, say) would be held in the child for good, and its first log line
+    would hang it. So a fork waits until the sender is between two pieces of work."""
+    monkeypatch.setattr(emitter_module, "FORK_WAIT_S", 60.0)
+    em = Emitter(run="r", component="rollout", path=tmp_path, heartbeat=False)
+    held, entered, once = threading.Lock(), threading.Event(), []
+    destination = em._sender.destination
+    tick = destination.tick
+
+    def busy_tick() -> None:  # the sender's next piece of work holds `held` for a while
+        if not once:
+            once.append(True)
+            with held:
+                entered.set()
+                time.sleep(0.3)
+        tick()
+
+    monkeypatch.setattr(destination, "tick", busy_tick)
+    em.emit("trajectory.started", traj="t")  # starts the sender
+    assert entered.wait(60)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if held.acquire(timeout=10) else 3)
+    _, status = os.waitpid(pid, 0)
+    em.close()
+    assert os.waitstatus_to_exitcode(status) == 0, "the child inherited the lock held"
 
 
 def _worker(em: Emitter, n: int) -> None:
