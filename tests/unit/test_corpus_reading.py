@@ -81,7 +81,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus5", "nan_trpo_episode_summary_kl_entropy_nan_then_traceback"): (
         ["non_finite_metric"], "the script's traceback is cut before its exception line: "
         "nothing names the exception or says it was uncaught"),
-    # corpus6's development part at its baseline (the reader of the fifth pass)
+    # corpus6's development part at its baseline (the reader of the fifth pass), and after
+    # the sixth pass
     ("corpus6", "nan_tf_estimator_model_diverged_nan_loss_error"): (
         ["component_failed"], "TensorFlow's NaN hook sentence `Model diverged with loss = "
         "NaN.` is read as no metric: corpus2 labels two excerpts with the same line "
