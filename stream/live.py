@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Protocol, cast
 
 import msgspec
@@ -45,6 +45,7 @@ from runwatch.stream.decode import MAX_AHEAD_RAW, admit_lines, decode
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
+from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.records import Headers, is_batch, lines_of, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
@@ -87,38 +88,6 @@ DEFAULT_DEDUP = 100_000
 KEEP_FINISHED_S = 3600.0
 SILENT_AFTER_S = 86_400.0
 GONE_REMEMBERED = 100_000
-
-
-class PublishedAlerts:
-    """What `runwatch.alerts` already holds: per key, how many transitions and the last."""
-
-    __slots__ = ("_ids", "last")
-
-    def __init__(self) -> None:
-        self._ids: dict[str, set[str]] = {}
-        self.last: dict[str, Alert] = {}
-
-    def add(self, alert: Alert) -> None:
-        """Record one transition read from the topic (a repeated id counts once)."""
-        ids = self._ids.setdefault(alert.key, set())
-        if alert.id not in ids:
-            ids.add(alert.id)
-            self.last[alert.key] = alert
-
-    def checkpointed(self, engine: Engine) -> None:
-        """Record every transition `engine` made as on the topic: restored from a checkpoint
-        stored once all it made was published, whose output topics are read from where
-        they ended when it was made (`read.output_ends`), not from their start."""
-        for tracked in engine.runs.values():
-            for key, made in tracked.transitions.items():
-                ids = self._ids.setdefault(key, set())
-                ids.update(transition_id(key, n) for n in range(1, made + 1))
-
-    def count(self, key: str) -> int:
-        return len(self._ids.get(key, ()))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ids)
 
 
 def _source(src: ev.Source) -> object:

@@ -43,9 +43,10 @@ from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import admit, decode
 from runwatch.stream.exceptions import CheckpointError, InvalidEvent
-from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver, PublishedAlerts
+from runwatch.stream.live import KEEP_FINISHED_S, SILENT_AFTER_S, LiveDriver
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.roles import CheckpointMetrics, ServiceCounters, new_registry
+from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.recovery import restore
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.run import RunState

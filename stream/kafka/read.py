@@ -32,7 +32,7 @@ from runwatch.stream.kafka.consume import (
     Until,
     ends_of,
 )
-from runwatch.stream.live import PublishedAlerts
+from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.refused import WHOLE
 
 Batch = Callable[[list[Any]], Awaitable[None] | None]

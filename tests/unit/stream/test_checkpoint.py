@@ -20,7 +20,8 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import CheckpointError
-from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.published import PublishedAlerts
 
 Record = tuple[bytes, float, int]
 CONFIG = RulesConfig.default()

@@ -10,7 +10,8 @@ from helpers import encode, make_event
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.timekeeping.reading import RECONNECT_S
 
 T0 = 1_800_000_000.0

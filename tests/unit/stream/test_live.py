@@ -13,7 +13,8 @@ from helpers import encode, make_event
 
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.live import LiveDriver, PublishedAlerts
+from runwatch.stream.live import LiveDriver
+from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.refused import WHOLE, Refused
 from runwatch.stream.timekeeping.skew import ClockOffsets
 

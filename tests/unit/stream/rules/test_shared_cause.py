@@ -280,7 +280,8 @@ def test_a_rebuild_keeps_firing_and_resolved_in_turn() -> None:
     """serve rebuilt from its log after a resolution its re-read does not reproduce (the
     runs were let go of on the wall clock): the published state wins, nothing fires twice;
     and a published firing the rebuild does not hold is resolved."""
-    from runwatch.stream.live import LiveDriver, PublishedAlerts
+    from runwatch.stream.live import LiveDriver
+    from runwatch.stream.published import PublishedAlerts
 
     events = [e for e in node_dies() if e["kind"] != "run.finished"]
     lines = [(json.dumps(e).encode(), e["ts"], i) for i, e in enumerate(events)]
