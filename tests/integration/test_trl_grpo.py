@@ -155,7 +155,10 @@ def test_an_unscorable_reward_is_reported_as_non_finite(
     assert trainer.wait() == 0, trainer.said()
     wait_for(lambda: "non_finite_metric" in fired(serve, run), "non_finite_metric fires")
     alert = next(a for a in alerts_of(serve, run) if a["rule"] == "non_finite_metric")
-    assert alert["details"]["step"] == 4, alert
+    # the callback knows the step; the console only shows it through the bar, which
+    # transformers updates before it prints the step's dict but tqdm repaints at most every
+    # 0.1 s: a dict can follow a bar still showing the step before (CI saw 3 once)
+    assert alert["details"]["step"] in ({3, 4} if watch else {4}), alert
 
 
 @pytest.mark.parametrize("watch", [False, True], ids=["callback", "watch"])
