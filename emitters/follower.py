@@ -184,7 +184,6 @@ class RunViewFollower:
         self._lock = threading.Lock()  # one look at a time (the thread's, or a caller's)
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._abandoned = False  # close() returned before the thread ended
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
@@ -245,28 +244,28 @@ class RunViewFollower:
         return self._view
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            if self._readers:
-                self.look()
-            self._wake.wait(self.interval)
-        if self._abandoned:  # close() gave up waiting: the source is this thread's to release
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                if self._readers:
+                    self.look()
+                self._wake.wait(self.interval)
+        finally:  # the source is the thread's while it runs, so it lets go of it
             self._release()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread, then release the source. Waits at most `timeout` for a look under
-        way: a thread that cannot end (a lock a forked child inherited held) stays behind as
-        a daemon that releases the source when it ends, and the caller's close goes on."""
+        """Stop the thread, which releases the source as it ends (or release it here, if the
+        thread never ran). Waits at most `timeout` for a look under way: a thread that
+        cannot end (a lock a forked child inherited held) stays behind as a daemon, and the
+        caller's close goes on."""
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
+        if self._thread.ident is None:
+            self._release()
+        elif self._thread is not threading.current_thread():
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("runwatch: the run view's reader did not stop in %.1fs", timeout)
-                self._abandoned = True
-                if self._thread.is_alive():  # else it ended just now, maybe before it looked
-                    return
-        self._release()
 
     def _release(self) -> None:
         try:
