@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus6/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus7/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6")
+CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7")
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
@@ -114,7 +114,7 @@ def test_the_split_is_the_one_split_py_makes_from_the_labels(corpus: str) -> Non
     assert SPLIT[corpus].check() == []
 
 
-@pytest.mark.parametrize("corpus", ["corpus2", "corpus3", "corpus4", "corpus5", "corpus6"])
+@pytest.mark.parametrize("corpus", CORPORA[1:])
 def test_a_later_corpus_is_split_by_the_first_corpus_procedure_with_its_own_seed(
     corpus: str,
 ) -> None:
@@ -193,3 +193,17 @@ def test_the_sixth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     assert _count(entries, "non_finite_metric") >= 15
     assert _count(entries, "component_failed") >= 15
     assert len(PARTS["corpus6"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_seventh_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Fifty to seventy excerpts from the trainers and launchers the earlier corpora cover thinly
+    (RL frameworks on Ray, vLLM and SGLang engine deaths, NCCL and gloo wordings, OOM kills,
+    torchrun and SLURM consoles), about a fifth of them healthy controls."""
+    entries = _entries("corpus7")
+    assert 50 <= len(entries) <= 70
+    assert len({e["framework"] for e in entries}) >= 20
+    assert sum(1 for e in entries if not e["rules"]) >= 10
+    assert _count(entries, "component_failed") >= 20
+    assert _count(entries, "collective_timeout") >= 8
+    assert _count(entries, "non_finite_metric") >= 5
+    assert len(PARTS["corpus7"]["heldout"]) * 3 >= len(entries) - 3
