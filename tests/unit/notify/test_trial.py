@@ -4,12 +4,15 @@ thing that is missing."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from harness.slack_server import FakeSlack
+from harness.slack_server import SCOPE, FakeSlack
 from runwatch import cli
 
 TOKEN = "xoxb-trial"
@@ -87,3 +90,23 @@ def test_a_refused_token_stops_at_the_first_channel(run, monkeypatch) -> None:  
     assert "invalid_auth: Slack does not know this token" in err
     assert fake.count("chat.postMessage") == 1
     assert "xoxb-wrong" not in err + out
+
+
+def manifest() -> dict[str, object]:
+    """The app manifest docs/slack.md tells a new user to paste into Slack."""
+    page = Path(__file__).resolve().parents[3] / "docs" / "slack.md"
+    block = re.search(r"```yaml\n(.*?)```", page.read_text(), re.S)
+    assert block is not None, "docs/slack.md shows no manifest"
+    return yaml.safe_load(textwrap.dedent(block[1]))  # type: ignore[no-any-return]
+
+
+def test_the_manifest_slack_md_shows_gives_the_bot_what_it_needs(run) -> None:  # type: ignore[no-untyped-def]
+    app = manifest()
+    assert app["display_information"]["name"]  # type: ignore[index]  # Slack requires it
+    assert app["features"]["bot_user"]["display_name"]  # type: ignore[index]
+    scopes = frozenset(app["oauth_config"]["scopes"]["bot"])  # type: ignore[index]
+    assert set(SCOPE.values()) <= scopes  # every method the notifier calls, public channels
+    rc, out, err = run(slack(scopes=scopes))
+    assert rc == 0, err
+    assert "missing_scope" not in err
+    assert "#math-rl: posted a test message" in out
