@@ -140,6 +140,11 @@ def _events(resp: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
 
 
 def _why(err: Exception) -> str:
+    """What went wrong reaching serve, as a person would say it (a wrong port is the usual)."""
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused: is runwatch serve running at that address?"
+    if isinstance(err, TimeoutError):
+        return "no answer in time (timed out)"
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 

@@ -3,6 +3,7 @@ typed for -- not the top-level one -- and the name it was most likely meant to b
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,14 @@ def test_a_misspelt_config_table_stops_the_command(capsys, tmp_path: Path) -> No
     assert cli.main(["replay", str(events), "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"{config}:1: rule: unknown table (did you mean rules?)" in err
+
+
+def test_a_url_where_no_serve_answers_says_so(capsys) -> None:
+    with socket.socket() as s:  # a port nothing listens on: bound, never listened
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        for argv in (["runs"], ["alerts"], ["show", "r"], ["silence", "--list"]):
+            assert cli.main([*argv, "--url", url]) == 1
+            err = capsys.readouterr().err
+            assert f"runwatch serve at {url}: connection refused: is runwatch serve" in err
+            assert "running at that address?" in err
