@@ -58,7 +58,7 @@ from runwatch.emitters.metric_tables import (
     table_header,
     table_row,
 )
-from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
+from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, cut_dict, metrics_dict
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers, loss_scale_overflow
 from runwatch.emitters.trainer import step_events
 
@@ -228,7 +228,7 @@ class MetricLines:
         held.lines += 1
         if held.lines > self.MAX_LINES:
             del self._open[source]
-            return False, []
+            return False, self._cut(source, held.text) if held.text else []
         if held.columns is not None:
             return self._column_row(source, held.columns, line)
         if held.header is not None:
@@ -312,6 +312,13 @@ class MetricLines:
             metrics.setdefault(pair.key, pair.value)
         return self._record(source, step, metrics)
 
+    def _cut(self, source: Any, text: str) -> list[Found]:
+        """A dict cut before its `}` (`printed_dicts.cut_dict`) as the record of its whole
+        items."""
+        whole = cut_dict(text)
+        got = metrics_dict(whole) if whole is not None else None
+        return self._record(source, got[1], got[0]) if got is not None else []
+
     def finish(self) -> list[Found]:
         """The output ended: a two-column table, or a header's lines, read to its end is a
         record."""
@@ -319,6 +326,8 @@ class MetricLines:
         for source, held in list(self._open.items()):
             if held.pairs:
                 out += self._block(source, held.pairs, held.step)
+            elif held.text:  # a dict the output ended inside: the items it holds whole
+                out += self._cut(source, held.text)
         self._open.clear()
         return out
 

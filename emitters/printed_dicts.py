@@ -72,6 +72,26 @@ def _literal(text: str) -> Any:
     return out
 
 
+def cut_dict(text: str) -> str | None:
+    """The items a dict holds whole when its text was cut before its `}` (a paste or a log cut
+    mid-record: `{'loss': nan, 'learning_rate': 2.9e-07, 'epoc`): the dict up to its last
+    comma between items, closed; None when not one item is whole."""
+    depth, quote, end = 0, "", -1
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            end = i
+    return text[:end] + "}" if end > 0 and text.startswith("{") else None
+
+
 def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None:
     """(a training step's metrics, its step when the dict names it) from a printed dict: two
     numbers or more, or one that is not finite and no limit's (`step 12: {'loss': nan}`), not

@@ -113,11 +113,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus7", "fail_kubeflow_elastic_error_handler_json_rendezvous_closed"): (
         [], "torch elastic's error handler logs the exception as JSON (`\"message\": "
         "\"RendezvousClosedError: \"`): no traceback, no catalogue signature"),
-    ("corpus7", "nan_chinese_llama_alpaca_sft_eval_dict_eval_loss_nan"): (
-        [], "the dict `{'eval_loss': nan, ...` is cut before its `}`: a dict is read only "
-        "once it closes"),
-    ("corpus7", "nan_optimum_neuron_hf_dict_loss_nan_cut"): (
-        [], "the dict `{'loss': nan, 'learning_rate': ..., 'epoc` is cut before its `}`"),
     ("corpus7", "nan_tinyllama_fp16_eval_metrics_block_eval_loss_nan_wandb"): (
         [], "transformers' `***** eval metrics *****` block (`  eval_loss = nan`, one "
         "indented pair per line) names no step: an indented lone pair is a setting's"),

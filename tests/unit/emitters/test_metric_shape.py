@@ -206,6 +206,18 @@ def test_a_dict_pretty_printed_over_lines_is_one_record() -> None:
     assert set(steps(found)[0][1]) == {"grad_norm", "learning_rate", "loss"}
 
 
+def test_a_dict_the_output_ends_inside_is_the_record_of_its_whole_items() -> None:
+    """A paste (or a log) cut before a dict's `}` (optimum-neuron #792): its whole items are the
+    record; the item it was cut in is none, and a dict with no whole item is nothing."""
+    found = read_all(["{'loss': nan, 'learning_rate': 2.9411764705882356e-07, 'epoc"])
+    assert bad(found) == [(1, ["loss"])]
+    assert set(steps(found)[0][1]) == {"loss", "learning_rate"}
+    assert steps(read_all(["{'loss': nan"])) == []  # cut in its only item
+    # a dict whose string holds a comma is cut after its last whole item, not inside the string
+    found = read_all(["{'loss': 0.5, 'lr': 1e-05, 'tag': 'a, b', 'grad_norm': inf, 'ep"])
+    assert bad(found) == [(1, ["grad_norm"])]
+
+
 def test_a_table_s_rows_and_a_two_column_table() -> None:
     """open-r1 #704: TRL's notebook table pasted as markdown, kl nan from step 1; dreamer-
     pytorch #82: rlpyt's tabular summary, one key and one value a row."""
