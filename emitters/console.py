@@ -184,6 +184,8 @@ class LineParser:
         ):
             found.append(timeout)
             self._timed_out = True
+            if (raised := self.failures.raised(source, line)) is not None:
+                found.append(raised)  # the rank raised the collective's failure
         found = self._aborts(found, timeout is not None, src)
         found += self._parse(line, src, source)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])

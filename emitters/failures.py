@@ -54,6 +54,9 @@ MARKERS = (TRACEBACK, 'File "', "ray.exceptions.", SEE_ABOVE.strip(), *CATALOGUE
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
 _BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
+#: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
+#: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
+_BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
 
 
 def fatal(line: str) -> Found | None:
@@ -154,6 +157,25 @@ class Failures:
                     "before it: a logged error, not an uncaught exception"
                 )
         return out
+
+    def raised(self, source: Any, line: str) -> Found | None:
+        """A collective's failure -- a line the collective reader read a timeout in -- that
+        stands as Python's exception line (`RuntimeError: NCCL communicator was aborted on rank
+        2. Original reason for failure was: [Rank 2] Watchdog caught ...`, gloo's `RuntimeError:
+        [...] Timed out waiting 1800000ms for send operation to complete`), nothing but a tag or
+        markup before it: the rank raised it. Its process is dead whatever the paste lost
+        before it -- its process group aborted, no collective of the rank can go on -- unlike
+        another exception named without frames (a logged error). A traceback that ends in it
+        says so itself."""
+        record = self._records.get(source)
+        if record is not None and (record.open or record.said is not None):
+            return None
+        tail = exception_at(line)
+        if tail is None or not _BARE.match(tail[0].strip()):
+            return None
+        if self.notes and tail[1][:60] in self.notes[-1]:
+            self.notes.pop()  # no logged error after all
+        return ("component.failed", {"error": tail[1][:2000], "how": "exception"})
 
     def _head(self, source: Any, line: str, at: int, before: str) -> None:
         """A traceback's head: its record, at the prefix before it."""

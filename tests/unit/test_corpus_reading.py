@@ -52,10 +52,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus", "fatal_prime_rl_verifiers_connection_error_exiting"): (
         [], "loguru's `An error has been caught in function '_run'` (its catch decorator, after "
         "which a program may go on) and a traceback cut before its exception line"),
-    ("corpus", "nccl_c10d_tcpstore_timeouterror_backtick"): (
-        ["collective_timeout"], "the TimeoutError follows a code line that lost its "
-        "indentation (`return TCPStore(`), no frames, and names a builtin exception: no "
-        "traceback to read"),
     ("corpus", "nccl_llamafactory_line_numbered_flight_recorder"): (
         [], "only the flight recorder's wait and torch's `Some NCCL operations have failed or "
         "timed out` -- which ProcessGroupNCCL writes for an NCCL error as for a timeout -- and "
@@ -90,23 +86,10 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "would give them a rule their labels do not name; relabelling either corpus would "
         "change its split"),
     # corpus7's development part at its baseline (the reader of the sixth pass)
-    ("corpus7", "coll_glm130b_bold_nccl_communicator_aborted_broadcast"): (
-        ["collective_timeout"], "`RuntimeError: NCCL communicator was aborted on rank 2. "
-        "Original reason for failure was: [Rank 2] Watchdog caught ...` stands alone (in "
-        "markdown bold): no frames before it, a builtin exception's name, and the catalogue's "
-        "signature leaves a timeout's abort to the collective reader"),
-    ("corpus7", "coll_open_clip_communicator_aborted_allgather_colon_colon"): (
-        ["collective_timeout"], "`RuntimeError: : NCCL communicator was aborted on rank 3. "
-        "Original reason ... Watchdog caught ...` alone: no frames, a builtin exception's "
-        "name, and a timeout's abort is left to the collective reader"),
     ("corpus7", "coll_particleflow_watchdog_checktimeout_frames_only"): (
         [], "only the C++ frames of torch's watchdog (`WorkNCCL::checkTimeout` under "
         "`c10::Error`) and the next stack's `Exception raised from ncclCommWatchdog`: no "
         "line names the timed-out collective"),
-    ("corpus7", "coll_vnext_idol_gloo_send_timeout_runtimeerror_bare"): (
-        ["collective_timeout"], "gloo's `RuntimeError: [...unbound_buffer.cc:136] Timed out "
-        "waiting 1800000ms for send operation to complete` alone: the collective reader reads "
-        "the timeout, but no frames come before the exception line"),
     ("corpus7", "fail_deepspeed_chatglm2_killing_subprocess_sigkill_handler_cut"): (
         [], "the DeepSpeed launcher's `[ERROR] [launch.py:321:sigkill_handler] [cmd ...` is "
         "cut before `exits with return code = N`, the catalogue's literal"),

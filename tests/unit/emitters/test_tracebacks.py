@@ -301,6 +301,32 @@ def test_an_abort_on_a_collective_s_timeout_is_the_timeout_s() -> None:
     assert "_abort" not in fields
 
 
+def test_a_collective_s_failure_raised_as_an_exception_line_is_the_rank_s_death() -> None:
+    """GLM-130B #132 (in markdown bold), VNext #9: a collective's timeout that stands as
+    Python's exception line, frames or no frames before it, is the rank raising it -- its
+    process group aborted, it cannot go on; the same timeout in a logger's record, and another
+    exception named bare, are no failure of their own."""
+    aborted = ("**RuntimeError: NCCL communicator was aborted on rank 2.  Original reason for "
+               "failure was: [Rank 2] Watchdog caught collective operation timeout: WorkNCCL("
+               "SeqNum=10, OpType=BROADCAST, Timeout(ms)=1800000) ran for 1805457 milliseconds "
+               "before timing out.**")  # fmt: skip
+    gloo = ("RuntimeError: [/opt/conda/.../gloo/transport/tcp/unbound_buffer.cc:136] Timed out "
+            "waiting 1800000ms for send operation to complete")  # fmt: skip
+    for line in (aborted, gloo):
+        found = read_all([line])
+        kinds = [k for k, _ in found]
+        assert "collective.timeout" in kinds
+        (fields,) = failed(found)
+        assert fields["error"].startswith("RuntimeError: ")
+    logged = "[E ProcessGroupGloo.cpp:138] " + gloo.removeprefix("RuntimeError: ")
+    assert failed(read_all([logged])) == []
+    assert failed(read_all(["2023-01-01 ERROR train: " + gloo])) == []
+    # a traceback that ends in it is one failure, not two
+    frames = ['Traceback (most recent call last):', '  File "train.py", line 3, in <module>',
+              "    dist.all_reduce(t)", gloo]  # fmt: skip
+    assert len(failed(read_all(frames))) == 1
+
+
 def test_frames_a_paste_left_flush_and_their_code_lines_are_one_traceback() -> None:
     """sglang#8974 (corpus4/dev): every `File` line and code line lost its indentation."""
     lines = [
