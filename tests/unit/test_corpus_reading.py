@@ -90,9 +90,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "only the C++ frames of torch's watchdog (`WorkNCCL::checkTimeout` under "
         "`c10::Error`) and the next stack's `Exception raised from ncclCommWatchdog`: no "
         "line names the timed-out collective"),
-    ("corpus7", "fail_deepspeed_chatglm2_killing_subprocess_sigkill_handler_cut"): (
-        [], "the DeepSpeed launcher's `[ERROR] [launch.py:321:sigkill_handler] [cmd ...` is "
-        "cut before `exits with return code = N`, the catalogue's literal"),
     ("corpus7", "fail_kubeflow_elastic_error_handler_json_rendezvous_closed"): (
         [], "torch elastic's error handler logs the exception as JSON (`\"message\": "
         "\"RendezvousClosedError: \"`): no traceback, no catalogue signature"),
