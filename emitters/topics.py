@@ -47,6 +47,12 @@ class Topics:
         partition, key = the cause or the run."""
         return f"{self.prefix}runwatch.fleet"
 
+    @property
+    def fleet_members(self) -> str:
+        """The fleet stage's decisions the workers stamp `incident.fleet` from
+        (`runwatch.stream.fleet.members`, compacted); one partition, key `@fleet`."""
+        return f"{self.prefix}runwatch.fleet.members"
+
     @classmethod
     def of_events(cls, events: str) -> Topics:
         """The topics beside an events topic named the usual way (`Prunwatch.events`)."""

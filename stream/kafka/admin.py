@@ -58,6 +58,9 @@ async def ensure_topics(
             NewTopic(topics.breaker, partitions, replication, topic_configs=BREAKER_CONFIG),
             # what the workers tell the fleet stage: one partition, one stage reads it
             NewTopic(topics.fleet, 1, replication),
+            # what the fleet stage decided, which run incidents belong to which fleet
+            # incident: its latest record, read by every worker
+            NewTopic(topics.fleet_members, 1, replication, topic_configs=BREAKER_CONFIG),
         ]
         response = await admin.create_topics(wanted)
         for name, code, *rest in response.topic_errors:

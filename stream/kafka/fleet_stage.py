@@ -45,6 +45,8 @@ from runwatch.stream import checkpoint
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import CheckpointError, InvalidFleetRecord
+from runwatch.stream.fleet.members import KEY as MEMBERS_KEY
+from runwatch.stream.fleet.members import Members
 from runwatch.stream.fleet.merge import FleetMerge
 from runwatch.stream.fleet.wire import decode
 from runwatch.stream.kafka import clients
@@ -95,6 +97,8 @@ class FleetStageRole(Handler):
         self._alerts: list[Alert] = []  # judged, to publish at the next turn
         #: the held services last published in the fleet view (None: not yet)
         self._held: list[dict[str, Any]] | None = None
+        #: the membership last published to the workers (None: not yet)
+        self._members: Members | None = None
         self._checkpoint_partitions: int | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -169,6 +173,7 @@ class FleetStageRole(Handler):
             await self._close_producer()
             return
         self.merge, self.position, self.checkpointed = merge, position, time.time()
+        self._members = None  # (told again: what the topic holds may be another's)
         self.say(f"fleet stage: holds {self.topics.fleet}/{partition}, reading {how}")
         if self.loop is not None:
             self.loop.go_on(TP(self.topics.fleet, partition), position)
@@ -228,11 +233,13 @@ class FleetStageRole(Handler):
         view = merge.stage.view(merge.released)
         held = [h.model_dump() for h in view.held]
         changed = view if held != self._held else None
-        if not alerts and not self._dead and not due and changed is None:
+        members = Members.of(merge.stage.state)
+        told = members if members != self._members else None
+        if not alerts and not self._dead and not due and changed is None and told is None:
             return
         try:
-            await self._commit(p, alerts, due, changed)
-            self._held = held
+            await self._commit(p, alerts, due, changed, told)
+            self._held, self._members = held, members
         except ProducerFenced:
             self.say(f"fleet stage: fenced on {self.topics.fleet}/{p}; another member holds it")
             await self._let_go()
@@ -244,7 +251,12 @@ class FleetStageRole(Handler):
             self._keep(self._take_over(p))
 
     async def _commit(
-        self, p: int, alerts: list[Alert], checkpointing: bool, view: FleetView | None
+        self,
+        p: int,
+        alerts: list[Alert],
+        checkpointing: bool,
+        view: FleetView | None,
+        members: Members | None,
     ) -> None:
         producer, merge = self.producer, self.merge
         assert merge is not None
@@ -258,6 +270,8 @@ class FleetStageRole(Handler):
             if view is not None:  # after the transitions it follows from
                 await producer.send(self.topics.breaker, view.model_dump_json().encode(),
                                     FLEET_RUN.encode())  # fmt: skip
+            if members is not None:  # which run incidents are members, for the workers
+                await producer.send(self.topics.fleet_members, members.encode(), MEMBERS_KEY)
             if alerts or checkpointing:
                 data = checkpoint.pack(merge.dump_state(), self.config, self.position)
                 await producer.send(self.topics.checkpoints, data, self._key(p),

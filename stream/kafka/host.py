@@ -44,6 +44,7 @@ from runwatch.stream.exceptions import WorkerStartFailed
 from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
+from runwatch.stream.kafka.fleet_members import follow
 from runwatch.stream.kafka.fleet_stage import FleetStageRole
 from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.kafka.worker import StreamWorker
@@ -71,6 +72,12 @@ def build_app(worker: StreamWorker, datadir: str) -> faust.App:
     app.boot_strategy.enable_kafka_consumer = False
     app.boot_strategy.enable_kafka_producer = False
     app.task(worker.consume)
+    if s.fleet_feed and judged(s.config):  # the stage's decisions: incident.fleet stamped
+
+        async def members() -> None:
+            await follow(worker.kafka, worker.topics, worker.membership)
+
+        app.task(members)
     if s.fleet_stage and judged(s.config):  # one worker's stage judges, the others stand by
         stage = FleetStageRole(worker.kafka, worker.topics, s.app_id, s.config, say=worker.say,
                                session_timeout=s.session_timeout)  # fmt: skip

@@ -106,8 +106,12 @@ class Publisher:
         name: str,
         metrics: WorkerMetrics | None = None,
         lost: Callable[[int], None] = lambda partition: None,
+        stamp: Callable[[list[Alert]], list[Alert]] | None = None,
     ) -> None:
+        """`stamp`: what each transition carries of the fleet stage's decisions
+        (`runwatch.stream.fleet.members.Membership.stamp`), applied as it is published."""
         self.producers = producers
+        self.stamp = stamp
         self.topics = topics
         self.group = group
         self.headers = [("runwatch-worker", name.encode())]
@@ -223,6 +227,8 @@ class PartitionPublisher:
         sends: list[Send] = []
         w = self.worker
         topics = w.topics
+        if w.stamp is not None and alerts:
+            alerts = w.stamp(alerts)
         for alert in alerts:
             try:
                 value = alert.to_json()

@@ -28,6 +28,7 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.fleet.feed import FleetFeed
+from runwatch.stream.fleet.members import Membership
 from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients, consume
 from runwatch.stream.kafka.checkpointing import Checkpointing
@@ -66,6 +67,8 @@ class StreamWorker(Handler):
         self.drivers: dict[int, LiveDriver] = {}  # partitions that are live
         #: what each partition tells the fleet stage (none: fleet incidents are off)
         self.feeds: dict[int, FleetFeed] = {}
+        #: the fleet stage's decisions, stamped on the transitions (`fleet_members.py`)
+        self.membership = Membership()
         self.rebuilding: set[int] = set()
         self.assigned_once = False  # the consumer group has given this worker its share
         self.loop: ConsumingLoop | None = None
@@ -85,7 +88,8 @@ class StreamWorker(Handler):
             self.metrics = WorkerMetrics(self.drivers.values, s.metrics_port, s.metrics_host,
                                          ready=self.readiness, limits=limits)  # fmt: skip
         self.publisher = Publisher(self._producer, self.topics, s.app_id, self.name,
-                                   self.metrics, lost=self.ownership.lost)  # fmt: skip
+                                   self.metrics, lost=self.ownership.lost,
+                                   stamp=self.membership.stamp)  # fmt: skip
         store = KafkaCheckpoints(self.kafka, self.topics, s.app_id, self.publisher.of)
         self.checkpointing = Checkpointing(
             Checkpointer(s.checkpoint_every_s, s.checkpoint_every_events), store, self.drivers,

@@ -116,8 +116,30 @@ def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int
     assert fleet_of(alerts) == fleet_of(replayed)
     firing = sorted(a["subject"] for a in fleet if a["state"] == "firing")
     assert firing == sorted([expected.dep, expected.host]), firing
+    check_members(alerts, replayed, expected)
     service = expected.dep.removeprefix("dep:")
     assert service in held, "the member run's view never held the reward server"
+
+
+def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
+                  expected: Any) -> None:  # fmt: skip
+    """The member runs' own transitions carry the fleet incident's id (contract section 8)
+    as the workers learn the stage's decisions: each transition once, none carrying an id
+    replay does not give it, and at least 80% of each cause's runs carrying it."""
+    runs = [a for a in alerts if a["run"] != "@fleet"]
+    assert len({a["id"] for a in runs}) == len(runs), "a run transition twice"
+    replays = {a["id"]: _fleet(a) for a in replayed}
+    wrong = [(a["id"], a["run"], _fleet(a), replays.get(a["id"])) for a in runs
+             if _fleet(a) is not None and _fleet(a) != replays.get(a["id"])]  # fmt: skip
+    assert not wrong, wrong
+    for thing, users in ((expected.dep, expected.dep_runs), (expected.host, expected.host_runs)):
+        carry = {a["run"] for a in runs if (_fleet(a) or "").startswith(f"fleet|{thing}|")}
+        assert carry <= users, sorted(carry - users)
+        assert len(carry) >= 0.8 * len(users), (thing, sorted(carry), sorted(users))
+
+
+def _fleet(alert: dict[str, Any]) -> str | None:
+    return (alert.get("incident") or {}).get("fleet")
 
 
 def _look(source: KafkaSource, held: list[str]) -> None:
