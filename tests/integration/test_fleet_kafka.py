@@ -2,9 +2,13 @@
 of issue 45's fleet trace (the 24-run one serve's test plays, live at 40x) and the fleet
 stage they run between them judges the fleet records they publish. The `shared_cause`
 transitions on `runwatch.alerts`, read `read_committed` (`Setup.read`), are those a replay
-of the same events gives, each once; and while the reward server's fleet incident is open,
-a run that opted into the fleet pause reads the held service in its view (`KafkaSource`:
-the run's record merged with the stage's `@fleet` record)."""
+of the same events gives, each once; the member runs' own transitions carry the fleet
+incident's id (`incident.fleet`, stamped by the workers from the stage's decisions on
+`runwatch.fleet.members`) for at least 80% of each cause's runs, never an id replay does not
+give them, each transition once -- also when a worker is killed mid-incident; and while the
+reward server's fleet incident is open, a run that opted into the fleet pause reads the held
+service in its view (`KafkaSource`: the run's record merged with the stage's `@fleet`
+record)."""
 
 from __future__ import annotations
 
@@ -52,16 +56,25 @@ def fleet_of(alerts: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
             if a["rule"] == "shared_cause" and a["state"] == "resolved"}  # fmt: skip
 
 
-@pytest.mark.parametrize("stage", ["in the workers", "alone"])
+@pytest.mark.parametrize("stage", ["in the workers", "alone", "killed"])
 def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     setup: Setup, stage: str
 ) -> None:
-    """The stage run by the workers (one judges), or by `runwatch fleet` on its own."""
-    cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
-                                      hang_at=400.0, hang_for=400.0, node_down_at=460.0,
+    """The stage run by the workers (one judges), or by `runwatch fleet` on its own; or
+    run by the workers, one of which is killed (SIGKILL) once the reward server's fleet
+    incident is open and the stage has told it (the member run's view holds the server):
+    the other takes its partitions over, and the stage if it held it, and publishes what
+    the dead one had not committed, stamped as it knows it then. (There the server hangs
+    longer: the group notices the death after 6 s, 240 s of the trace's time.)"""
+    killed = stage == "killed"
+    cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3,
+                                      duration=1600.0 if killed else 1200.0, hang_at=400.0,
+                                      hang_for=1000.0 if killed else 400.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8)  # fmt: skip
     alone = stage == "alone"
     extra = ("--no-fleet-stage",) if alone else ()
+    if killed:
+        extra = ("--session-timeout", "6", "--checkpoint-every", "5")
     workers = [setup.worker(4, None, *extra), setup.worker(4, None, *extra)]
     for w in workers:
         w.wait_live()
@@ -78,8 +91,13 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
         try:
             t0 = time.time() + 0.2
             sink = KafkaSink(setup.bootstrap, setup.events, PLAINTEXT)
-            sent = send_live(cluster, sink, SPEED, t0=t0, every=1.0,
-                             progress=lambda line: _look(source, held))  # fmt: skip
+
+            def progress(line: str) -> None:
+                _look(source, held)
+                if killed and held and workers[0].proc.poll() is None:
+                    workers[0].kill()
+
+            sent = send_live(cluster, sink, SPEED, t0=t0, every=1.0, progress=progress)
         finally:
             source.close()
         check_alerts(setup, cluster, expected, t0, sent, held)
@@ -136,6 +154,12 @@ def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
         carry = {a["run"] for a in runs if (_fleet(a) or "").startswith(f"fleet|{thing}|")}
         assert carry <= users, sorted(carry - users)
         assert len(carry) >= 0.8 * len(users), (thing, sorted(carry), sorted(users))
+        ours = sum((_fleet(a) or "").startswith(f"fleet|{thing}|") for a in runs)
+        theirs = sum((f or "").startswith(f"fleet|{thing}|") for f in replays.values())
+        print(
+            f"{thing}: {len(carry)} of {len(users)} runs carry it, on {ours} transitions "
+            f"(replay: {theirs})"
+        )  # (shown with -s)
 
 
 def _fleet(alert: dict[str, Any]) -> str | None:
