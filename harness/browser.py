@@ -70,11 +70,14 @@ class Browser:
         from selenium.webdriver.chrome.options import Options
         from selenium.webdriver.chrome.service import Service
 
-        chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+        # the same as scripts/ensure_chromium.sh finds: $RUNWATCH_CHROMIUM, else `chromium`
+        chromium = os.environ.get("RUNWATCH_CHROMIUM") or shutil.which("chromium")
+        chromedriver = os.environ.get("RUNWATCH_CHROMEDRIVER") or shutil.which("chromedriver")
         if not chromium or not chromedriver:
             raise NoBrowser(
                 "chromium and chromedriver are needed (Debian: apt-get install chromium "
-                "chromium-driver; scripts/ensure_chromium.sh does it)"
+                "chromium-driver; scripts/ensure_chromium.sh does it), or name them in "
+                "RUNWATCH_CHROMIUM and RUNWATCH_CHROMEDRIVER"
             )
         self.profile = tempfile.mkdtemp(prefix="runwatch-chromium-")
         options = Options()
