@@ -39,7 +39,10 @@ th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line);
 th { background:#eef1f5; font-weight:600; font-size:12px; color:#475467; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .muted { color:var(--muted); }
-table.transitions td:not(.summary) { white-space:nowrap; }
+table.transitions td { white-space:nowrap; }
+table.transitions td.alert, table.transitions td.run { white-space:normal; overflow-wrap:anywhere; }
+table.transitions td.summary { white-space:pre-wrap; overflow-wrap:anywhere; min-width:20em;
+                               width:45%; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
          font-weight:600; background:#e4e7ec; color:#344054; white-space:nowrap; }
 .badge.firing, .badge.sev-critical { background:#fde2e1; color:var(--crit); }
@@ -47,9 +50,9 @@ table.transitions td:not(.summary) { white-space:nowrap; }
 .badge.sev-info { background:#dbe7fe; color:var(--info); }
 .badge.ok, .badge.running { background:#dcf5e6; color:var(--ok); }
 .badge.failed, .badge.killed { background:#fde2e1; color:var(--crit); }
-.chip { display:inline-block; margin:0 4px 2px 0; padding:0 6px; border:1px solid var(--line);
-        border-radius:4px; background:#f9fafb; font-size:12px; color:#344054;
-        text-decoration:none; }
+.chip { display:inline-block; max-width:100%; overflow-wrap:anywhere; margin:0 4px 2px 0;
+        padding:0 6px; border:1px solid var(--line); border-radius:4px; background:#f9fafb;
+        font-size:12px; color:#344054; text-decoration:none; }
 .alerts div { margin-bottom:2px; }
 form.filter, form.inline { display:flex; gap:8px; align-items:center; flex-wrap:wrap;
                            margin:0 0 12px; }

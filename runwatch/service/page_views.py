@@ -212,8 +212,8 @@ def transitions_table(transitions: Sequence[Json], now: float, *, runs: bool = F
                 "tr",
                 h("td", ago(a.get("ts"), now)),
                 h("td", state),
-                h("td", run_link(str(a["run"]))) if runs else None,
-                h("td", alert_name(a)),
+                h("td", run_link(str(a["run"])), class_="run") if runs else None,
+                h("td", alert_name(a), class_="alert"),
                 h("td", where),
                 h("td", a.get("summary", ""), class_="summary"),
             )

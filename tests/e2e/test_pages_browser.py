@@ -154,6 +154,17 @@ def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: Scena
         "return [...document.querySelectorAll('svg.timeline title')].map(t => t.textContent)"
     )
     assert any(t.startswith(f"stuck_progress [{TEXTS[-1]}]") for t in titles), titles
+    # and a long name wraps: the summaries keep room to be read, the table fits the page
+    widths = driver.execute_script(
+        "return [document.querySelector('main').clientWidth,"
+        " document.querySelector('table.transitions').offsetWidth,"
+        " ...[...document.querySelectorAll('table.transitions td.summary')]"
+        ".map(td => td.offsetWidth)]"
+    )
+    main, table, *summaries = widths
+    assert table <= main, widths
+    assert len(summaries) == 3
+    assert min(summaries) >= 0.3 * table, widths
 
 
 def test_the_runs_page_refreshes_itself(browser: Browser, served: ScenarioServe) -> None:
