@@ -26,6 +26,9 @@ from runwatch.stream.rules.base import fmt_duration
 
 #: Runs listed at most (the most recently seen): a page of 10,000 rows every 5 s helps nobody.
 MAX_ROWS = 500
+#: A run's steps listed at most (its latest): every step is on the picture, and in `runwatch
+#: show RUN`; a table of thousands of steps, reloaded every 15 s, helps nobody either.
+MAX_STEPS = 50
 #: The state filter's choices: firing (alerts open), quiet (running, none open), or a status.
 STATES = ("firing", "quiet", "running", "ok", "failed", "killed")
 
@@ -291,7 +294,7 @@ def run_view(
             h("h2", "Incidents (root cause ← symptoms)"),
             _incidents_table(timeline.get("incidents") or []),
             h("h2", "Steps"),
-            _steps_table(steps),
+            _steps_table(steps, name),
             h("h2", f"Slowest trajectories (of {timeline.get('trajectories', 0)})"),
             _slowest(timeline.get("slowest") or []),
         ]
@@ -325,7 +328,8 @@ def _dur(seconds: Any) -> str:
     return "-" if seconds is None else fmt_duration(float(seconds))
 
 
-def _steps_table(steps: Sequence[Json]) -> Markup:
+def _steps_table(steps: Sequence[Json], run: str) -> Markup:
+    """The latest `MAX_STEPS` steps, oldest first (so a growing gap reads down the page)."""
     head = h(
         "tr",
         *(
@@ -334,7 +338,13 @@ def _steps_table(steps: Sequence[Json]) -> Markup:
         ),
     )
     rows = []
-    for s in steps:
+    if len(steps) > MAX_STEPS:
+        earlier = len(steps) - MAX_STEPS
+        said = (
+            f"the {earlier:,} steps before these are on the picture, and in `runwatch show {run}`"
+        )
+        rows.append(h("tr", h("td", said, colspan=7, class_="muted")))
+    for s in steps[-MAX_STEPS:]:
         timing = ", ".join(f"{k} {_dur(v)}" for k, v in (s.get("timing") or {}).items())
         reward = s.get("reward")
         rows.append(
