@@ -17,8 +17,30 @@ Json = Mapping[str, Any]
 REFRESH_S = 5
 RUN_REFRESH_S = 15
 
+#: The pages' one script (allowed by its per-answer nonce, nothing else is): reloads the page
+#: every `data-every` seconds, but not while someone fills in one of its forms (a field
+#: focused, or changed from what the page came with) -- a reload would throw their typing
+#: away. Each reload it holds back is counted in `data-refresh-held` on <html>. Without
+#: scripts the page reloads by its <noscript> meta refresh.
+REFRESH_JS = """(() => {
+  const every = 1000 * Number(document.currentScript.dataset.every);
+  const fields = "input:not([type=hidden]), select, textarea";
+  const changed = (e) => e.tagName === "SELECT"
+    ? [...e.options].some((o) => o.selected !== o.defaultSelected)
+    : e.value !== e.defaultValue;
+  const busy = () => document.activeElement?.matches(fields)
+    || [...document.querySelectorAll(fields)].some(changed);
+  const tick = () => {
+    if (!busy()) return location.reload();
+    const root = document.documentElement;
+    root.dataset.refreshHeld = String(Number(root.dataset.refreshHeld || 0) + 1);
+    setTimeout(tick, every);
+  };
+  setTimeout(tick, every);
+})();"""
+
 #: Served at /ui/style.css: the pages carry no inline style, so the Content-Security-Policy
-#: can forbid it along with every script.
+#: can forbid it along with every script but `REFRESH_JS`.
 STYLE = """
 :root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#f7f8fa; --crit:#c0262d;
         --warn:#b7791f; --info:#2563eb; --ok:#1f8a4c; --idle:#f2a33a; }
@@ -90,14 +112,22 @@ def page(
     refresh: int | None = None,
     signed_in: bool = False,
     csrf: str = "",
+    nonce: str = "",
 ) -> bytes:
-    """The whole document: head, header with the navigation, `main`."""
+    """The whole document: head, header with the navigation, `main`. A page that reloads
+    itself (`refresh`) does it by `REFRESH_JS`, allowed by `nonce` (the answer's CSP)."""
+    reload = None
+    if refresh:
+        reload = join(
+            h("script", Markup(REFRESH_JS), nonce=nonce, data_every=str(refresh)),
+            h("noscript", h("meta", http_equiv="refresh", content=str(refresh))),
+        )
     head = join(
         h("meta", charset="utf-8"),
         h("meta", name="viewport", content="width=device-width, initial-scale=1"),
         h("title", f"{title} · runwatch"),
         h("link", rel="stylesheet", href="/ui/style.css"),
-        h("meta", http_equiv="refresh", content=str(refresh)) if refresh else None,
+        reload,
     )
     out = None
     if signed_in:

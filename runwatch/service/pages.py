@@ -1,5 +1,6 @@
 """serve's own web pages (`GET /`, `/ui/...`): the runs, an incident, a run's timeline,
-the silences -- server-rendered HTML, no script, no build step, nothing from the network.
+the silences -- server-rendered HTML, no build step, nothing from the network (one small
+script of ours: the reload that waits while a form is filled in).
 
 Built on the JSON API: every page reads (and every form writes) through the same endpoints
 `runwatch` and `curl` use (`/v1/runs`, `/v1/alerts`, ...), called in process by the `api`
@@ -10,9 +11,10 @@ Access. A browser cannot send the API's bearer header, so when serve has a token
 ask for it once (`/ui/login`) and keep a session cookie (HttpOnly, SameSite=Strict) whose
 value is derived from the token (an HMAC, so the cookie is not the token). A form that
 changes state (silences, resume) also carries a form token bound to the session (CSRF), and
-a POST from another origin is refused. Every answer forbids scripts, inline styles, framing
-and plugins (Content-Security-Policy) -- the second wall behind the pages' escaping
-(`runwatch.service.markup`).
+a POST from another origin is refused. Every answer forbids inline styles, framing, plugins
+and every script but the one it carries itself (Content-Security-Policy: that script's
+nonce, new with each answer: `page_layout.REFRESH_JS`, the live pages' reload) -- the second
+wall behind the pages' escaping (`runwatch.service.markup`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = [
-    ("Content-Security-Policy", CSP),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
     # not no-referrer: with it a browser sends `Origin: null` with a form, and ours are refused
@@ -69,6 +70,10 @@ class Answer:
     ) -> None:
         self.status, self.body, self.ctype = status, body, ctype
         self.headers = headers or []
+        self.nonce = ""  # the one script the page may run: the one given this nonce
+
+    def csp(self) -> str:
+        return CSP + (f"; script-src 'nonce-{self.nonce}'" if self.nonce else "")
 
 
 def through(answer: Callable[[dict[str, Any]], tuple[int, bytes, str]], token: str | None) -> Api:
@@ -152,6 +157,7 @@ class Pages:
         headers = [
             ("Content-Type", answer.ctype),
             ("Content-Length", str(len(answer.body))),
+            ("Content-Security-Policy", answer.csp()),
             *SECURITY_HEADERS,
             *answer.headers,
         ]
@@ -191,6 +197,7 @@ class Pages:
         session: str | None = None,
         refresh: int | None = None,
     ) -> Answer:
+        nonce = secrets.token_urlsafe(18) if refresh else ""
         body = page(
             title,
             main,
@@ -198,8 +205,11 @@ class Pages:
             refresh=refresh,
             signed_in=bool(self.token and session),
             csrf=self.csrf(session or ""),
+            nonce=nonce,
         )
-        return Answer(status, body)
+        answer = Answer(status, body)
+        answer.nonce = nonce
+        return answer
 
     def _error(self, status: int, message: str, session: str | None = None) -> Answer:
         return self._html(status, str(status), page_forms.error_view(status, message), session)

@@ -15,6 +15,7 @@ from markup_job import FRAME, RANKS_RUN, RUN, TEXTS, markup_job, ranks_job
 
 from harness.browser import Browser
 from harness.page_scenario import ScenarioServe, scenario_events
+from runwatch.service.page_layout import REFRESH_JS
 
 pytestmark = pytest.mark.slow
 
@@ -41,9 +42,15 @@ def browser() -> Iterator[Browser]:
 
 
 def wait_for(driver: Any, what: Callable[[Any], Any], message: str) -> Any:
+    """Until `what` holds; an element found just before the page reloads itself is asked
+    again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(what, message)
+    wait = WebDriverWait(
+        driver, WAIT, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]
+    )
+    return wait.until(what, message)
 
 
 def css(driver: Any, selector: str) -> list[Any]:
@@ -139,7 +146,10 @@ def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: Scena
              f"/ui/incidents/incident%7C{RANKS_RUN}%7C1")  # fmt: skip
     for path in pages:
         driver = open_page(browser, served, path)
-        assert css(driver, "img, script, iframe, object, embed") == [], path
+        assert css(driver, "img, iframe, object, embed") == [], path
+        # no script but the page's own reload
+        scripts = driver.execute_script("return [...document.scripts].map(s => s.text)")
+        assert scripts in ([], [REFRESH_JS]), (path, scripts)
         assert css(driver, "svg[onload], svg svg") == [], path
         assert driver.execute_script("return typeof window.__pwned") == "undefined", path
         text = driver.find_element("tag name", "main").text
@@ -177,6 +187,24 @@ def test_the_runs_page_refreshes_itself(browser: Browser, served: ScenarioServe)
           "kind": "run.started" if i == 0 else "heartbeat"} for i in range(3)]
     )  # fmt: skip
     wait_for(driver, lambda d: "late-run" in d.page_source, "the page did not refresh itself")
+
+
+def test_a_form_being_filled_in_is_not_reloaded_away(
+    browser: Browser, served: ScenarioServe
+) -> None:
+    driver = open_page(browser, served, "/")
+    label = css(driver, "input[name=label]")[0]
+    label.send_keys("team=rea")
+    driver.execute_script("document.activeElement.blur()")  # typed, then looked away
+
+    def held(d: Any) -> int:
+        return int(d.execute_script("return document.documentElement.dataset.refreshHeld || 0"))
+
+    wait_for(driver, lambda d: held(d) >= 2, "the page did not hold its reload")
+    assert css(driver, "input[name=label]")[0].get_attribute("value") == "team=rea"
+    label.clear()
+    driver.execute_script("document.activeElement.blur()")  # left as it came: reloads again
+    wait_for(driver, lambda d: held(d) == 0, "the page did not reload once the form was left")
 
 
 def test_a_silence_set_and_removed_from_the_page(browser: Browser, served: ScenarioServe) -> None:

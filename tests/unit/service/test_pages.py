@@ -92,8 +92,17 @@ def test_the_runs_page_is_a_table_of_the_runs_with_their_alerts_and_roots(
     assert head["Content-Type"] == "text/html; charset=utf-8"
     csp = head["Content-Security-Policy"]
     assert "default-src 'none'" in csp
-    assert "script-src" not in csp
+    # no script but the page's own reload, by a nonce that is new with every answer
+    nonce = re.fullmatch(r".*; script-src 'nonce-([\w-]{20,})'", csp)
+    assert nonce is not None, csp
+    assert page.count("<script") == 1
+    assert f'<script nonce="{nonce[1]}" data-every="5">' in page
+    assert (
+        nonce[1]
+        not in Client(App(scenario.service, None))("GET", "/")[1]["Content-Security-Policy"]
+    )
     assert "unsafe" not in csp
+    assert "'self'" not in csp.split("script-src")[1]
     assert head["X-Frame-Options"] == "DENY"
     assert '<table id="runs">' in page
     assert "<pre" not in page
@@ -309,6 +318,16 @@ def through_api(scenario: ScenarioServe, path: str) -> Any:
     status, answer = pages.through(App(scenario.service, None).answer, None)("GET", path, b"")
     assert status == 200, answer
     return answer
+
+
+def test_pages_with_forms_to_fill_in_carry_no_script(scenario: ScenarioServe) -> None:
+    """The silences and the sign-in do not reload themselves: no script, none allowed."""
+    for app, path in ((App(scenario.service, None), "/ui/silences"),
+                      (App(scenario.service, TOKEN), "/")):  # fmt: skip
+        status, head, page = Client(app)("GET", path)
+        assert status in (200, 401)
+        assert "<script" not in page
+        assert "script-src" not in head["Content-Security-Policy"]  # default-src 'none'
 
 
 def test_a_long_run_lists_its_latest_steps() -> None:
