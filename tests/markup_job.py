@@ -31,9 +31,10 @@ FRAME = f"recv{SCRIPT}"
 
 
 def ranks_job(t0: float) -> list[dict[str, Any]]:
-    """Two ranks that stop changing phase from `t0`: ranks_stalled opens the run's first
-    incident (at t0 + 300) and asks for the stacks; the ranks answer, one of them with a
-    frame whose function name carries markup; process_stacks is the incident's evidence."""
+    """Three ranks that stop changing phase from `t0`: ranks_stalled opens the run's first
+    incident (at t0 + 300) and asks for the stacks; the ranks answer, two with one stack (a
+    group), one with a frame whose function name carries markup; process_stacks is the
+    incident's evidence."""
     out: list[dict[str, Any]] = []
     request = f"incident|{RANKS_RUN}|1"
 
@@ -45,9 +46,9 @@ def ranks_job(t0: float) -> list[dict[str, Any]]:
                     "run": RANKS_RUN, "kind": kind, "src": src(r), **fields})  # fmt: skip
 
     emit(t0, "run.started", 0, labels={"team": "ranks"})
-    for r, phase in ((0, "recv"), (1, "destroy_pg")):
-        emit(t0 + 1 + r, "rank.status", r, rank=r, world_size=2, phase=phase)
-    for r, inner in ((0, FRAME), (1, "destroy_process_group")):
+    for r, phase in ((0, "recv"), (1, "destroy_pg"), (2, "destroy_pg")):
+        emit(t0 + 1 + r, "rank.status", r, rank=r, world_size=3, phase=phase)
+    for r, inner in ((0, FRAME), (1, "destroy_process_group"), (2, "destroy_process_group")):
         frames = [{"file": "/w/train.py", "line": 42, "function": "step"},
                   {"file": f"/w/{PHASE}.py", "line": 7, "function": inner}]  # fmt: skip
         emit(t0 + 310, "process.stacks", r, request=request, how="emitter",

@@ -158,6 +158,7 @@ def test_markup_from_a_job_is_text_on_every_page(browser: Browser, served: Scena
                 assert shown in text, (path, shown)
         if RANKS_RUN in path:  # the evidence: a stack frame's function, as the process said
             assert css(driver, "pre.stack")[1].text.startswith(FRAME)
+            assert "ranks 1, 2 (" in css(driver, ".evidence .group")[0].text  # grouped
     # in the picture too: the stuck bar's row, its whole name on hover
     driver = open_page(browser, served, f"/ui/runs/{RUN}")
     titles = driver.execute_script(

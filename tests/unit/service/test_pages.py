@@ -166,7 +166,9 @@ def test_the_incident_page_shows_its_evidence_the_stacks_grouped(scenario: Scena
     assert "ranks_stalled" in page[page.index("Root cause") : page.index("Symptoms")]
     evidence = page[page.index("<h2>Evidence</h2>") : page.index("<h2>Transitions</h2>")]
     groups = re.findall(r'<div class="group"><b>([^<]*)</b>', evidence)
-    assert groups == ["ranks 1 (trainer@node-1/101)", "ranks 0 (trainer@node-0/100)"]
+    # the two ranks in one stack are one group, the larger first
+    assert groups == ["ranks 1, 2 (trainer@node-1/101, trainer@node-2/102)",
+                      "ranks 0 (trainer@node-0/100)"]  # fmt: skip
     stacks = re.findall(r'<pre class="stack">([^<]*)</pre>', evidence)
     assert stacks[1].splitlines()[0].startswith(esc(FRAME))  # innermost first, as text
     no_markup_of_the_job(page)
