@@ -10,7 +10,7 @@ from markup_job import ATTR, ERROR, PROGRESS, SCRIPT, no_markup_of_the_job
 
 from runwatch.service import page_svg
 from runwatch.service.markup import Markup, esc, h
-from runwatch.service.page_views import MAX_ROWS, RunFilter, runs_view
+from runwatch.service.page_views import MAX_ROWS, RunFilter, run_view, runs_view
 
 # -- markup -----------------------------------------------------------------------------------
 
@@ -85,3 +85,15 @@ def test_the_runs_page_lists_the_latest_runs_and_counts_the_rest() -> None:
     assert f'href="/ui/runs/r{MAX_ROWS + 6}"' in page  # the newest first
     assert 'href="/ui/runs/r0"' not in page
     assert "and 7 more, seen longer ago" in page
+
+
+def test_a_long_run_lists_its_latest_steps() -> None:
+    steps = [{"step": i, "start_ts": 100.0 * i, "end_ts": 100.0 * i + 90, "duration_s": 90.0}
+             for i in range(1, 131)]  # fmt: skip
+    run = {"run": "long-run", "step": 130, "events": 1000, "last_ts": 13100.0}
+    page = run_view(run, [], {"steps": steps}, now=13100.0)
+    table = page[page.index('<table id="steps">') :].split("</table>")[0]
+    rows = re.findall(r'<td class="num">(\d+)</td>', table)
+    assert rows == [str(i) for i in range(81, 131)]  # the latest 50, oldest first
+    assert "the 80 steps before these are on the picture" in table
+    assert page.count('class="step step') == 130  # the picture: every step

@@ -32,7 +32,7 @@ from markup_job import (
 )
 
 from harness.page_scenario import ScenarioServe, scenario_events
-from runwatch.service import page_incident, page_views, pages
+from runwatch.service import page_incident, pages
 from runwatch.service.http import App
 from runwatch.service.markup import esc
 
@@ -330,15 +330,3 @@ def test_pages_with_forms_to_fill_in_carry_no_script(scenario: ScenarioServe) ->
         assert status in (200, 401)
         assert "<script" not in page
         assert "script-src" not in head["Content-Security-Policy"]  # default-src 'none'
-
-
-def test_a_long_run_lists_its_latest_steps() -> None:
-    steps = [{"step": i, "start_ts": 100.0 * i, "end_ts": 100.0 * i + 90, "duration_s": 90.0}
-             for i in range(1, 131)]  # fmt: skip
-    run = {"run": "long-run", "step": 130, "events": 1000, "last_ts": 13100.0}
-    page = page_views.run_view(run, [], {"steps": steps}, now=13100.0)
-    table = page[page.index('<table id="steps">') :].split("</table>")[0]
-    rows = re.findall(r'<td class="num">(\d+)</td>', table)
-    assert rows == [str(i) for i in range(81, 131)]  # the latest 50, oldest first
-    assert "the 80 steps before these are on the picture" in table
-    assert page.count('class="step step') == 130  # the picture: every step
