@@ -72,9 +72,9 @@ table.transitions td.summary { white-space:pre-wrap; overflow-wrap:anywhere; min
 .badge.sev-info { background:#dbe7fe; color:var(--info); }
 .badge.ok, .badge.running { background:#dcf5e6; color:var(--ok); }
 .badge.failed, .badge.killed { background:#fde2e1; color:var(--crit); }
-.chip { display:inline-block; max-width:100%; overflow-wrap:anywhere; margin:0 4px 2px 0;
-        padding:0 6px; border:1px solid var(--line); border-radius:4px; background:#f9fafb;
-        font-size:12px; color:#344054; text-decoration:none; }
+.chip { display:inline-block; margin:0 4px 2px 0; padding:0 6px; border:1px solid var(--line);
+        border-radius:4px; background:#f9fafb; font-size:12px; color:#344054;
+        text-decoration:none; }
 .alerts div { margin-bottom:2px; }
 form.filter, form.inline { display:flex; gap:8px; align-items:center; flex-wrap:wrap;
                            margin:0 0 12px; }
