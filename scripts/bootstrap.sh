@@ -46,7 +46,10 @@ fi
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 export PIP_CACHE_DIR="$PWD/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install -q --upgrade "pip>=24" "setuptools>=68" wheel
-.venv/bin/python -m pip install -q -e ".[$extra]"
+# setuptools warns, at every editable install, that a folder named like the package could
+# shadow it ("Editable installation. ... Please be careful ..."): ten lines of alarm in a
+# new user's first `make demo`, about a layout that is ours on purpose.
+PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e ".[$extra]"
 harness_path
 compile_sources
 echo "$hash $want" > "$STAMP"
