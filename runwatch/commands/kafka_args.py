@@ -136,14 +136,19 @@ def connect_check(args: argparse.Namespace, timeout: float = 10.0) -> KafkaSecur
 
 #: What the Kafka clients log at ERROR for states that pass by themselves: a topic the role
 #: subscribes to before anything created it (the sink's runwatch.alerts before a worker runs),
-#: and a group coordinator still being elected on a fresh broker.
-_TRANSIENT = {
+#: a group coordinator still being elected on a fresh broker, and the offsets of a topic
+#: just created, asked of a partition whose leader is still being elected (`alerts
+#: --follow` started before the worker made runwatch.alerts). Message -> the errors that make
+#: it transient (None: any).
+_TRANSIENT: dict[str, tuple[str, ...] | None] = {
     "Topic %s not found in cluster metadata": None,
-    "Group Coordinator Request failed: %s": "CoordinatorNotAvailable",
+    "Group Coordinator Request failed: %s": ("CoordinatorNotAvailable",),
+    "Failed fetch offsets from %s: %s": ("NotLeaderForPartition", "LeaderNotAvailable"),
 }
 _CLIENT_LOGGERS = (
     "aiokafka.cluster",
     "aiokafka.consumer.group_coordinator",
+    "aiokafka.consumer.fetcher",
     "kafka.cluster",
     "kafka.coordinator.base",
 )
@@ -152,8 +157,8 @@ _CLIENT_LOGGERS = (
 def _not_transient(record: logging.LogRecord) -> bool:
     if record.msg not in _TRANSIENT:
         return True
-    marker = _TRANSIENT[record.msg]
-    if marker is not None and marker not in str(record.args):
+    markers = _TRANSIENT[record.msg]
+    if markers is not None and not any(m in str(record.args) for m in markers):
         return True
     record.levelno, record.levelname = logging.DEBUG, "DEBUG"  # kept for --log-level debug
     return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)

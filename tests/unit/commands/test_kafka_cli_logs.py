@@ -34,13 +34,18 @@ def test_transient_startup_errors_are_dropped_and_others_kept(
     cluster.error("Topic %s not found in cluster metadata", "runwatch.alerts")
     coordinator.error("Group Coordinator Request failed: %s", "[Error 15] CoordinatorNotAvailable")
     logging.getLogger("kafka.cluster").error("Topic %s not found in cluster metadata", "t")
+    fetcher = logging.getLogger("aiokafka.consumer.fetcher")  # a topic just made: no leader yet
+    not_leader = "[Error 6] NotLeaderForPartitionError: TopicPartition(topic='t', partition=1)"
+    fetcher.error("Failed fetch offsets from %s: %s", 1, not_leader)
     assert caplog.records == []
 
     coordinator.error("Group Coordinator Request failed: %s", "[Error 58] SaslAuthenticationFailed")
     cluster.error("Unable to connect to %s", "127.0.0.1:9092")
+    fetcher.error("Failed fetch offsets from %s: %s", 1, "[Error 29] TopicAuthorizationFailedError")
     assert [r.getMessage() for r in caplog.records] == [
         "Group Coordinator Request failed: [Error 58] SaslAuthenticationFailed",
         "Unable to connect to 127.0.0.1:9092",
+        "Failed fetch offsets from 1: [Error 29] TopicAuthorizationFailedError",
     ]
     assert all(r.levelno == logging.ERROR for r in caplog.records)
 
