@@ -43,6 +43,7 @@ from runwatch.emitters.metric_shape import (
     LIMIT,
     MARKERS,
     Pair,
+    banner,
     header,
     pairs,
     read_line,
@@ -122,13 +123,14 @@ class _Open:
 
     def __init__(self, text: str = "", header: list[str] | None = None,
                  pair: Pair | None = None, step: int | None = None,
-                 columns: list[tuple[str, int, int]] | None = None) -> None:  # fmt: skip
+                 columns: list[tuple[str, int, int]] | None = None,
+                 block: bool = False) -> None:  # fmt: skip
         self.text = text
         self.header = header
         self.columns = columns  # an aligned table's header: (name, start, end) per column
         self.pairs = [pair] if pair is not None else []
         self.step = step
-        self.block = step is not None  # under a header
+        self.block = block or step is not None  # under a header (a banner names no step)
         self.lines = 1
         self.misses = 0  # lines in a row that were none of a header's
 
@@ -192,6 +194,8 @@ class MetricLines:
             self._open[source] = _Open(header=cells)
         elif (columns := column_header(line)) is not None:
             self._open[source] = _Open(columns=columns)
+        elif banner(line):  # `***** eval metrics *****`: the step the console named last
+            self._open[source] = _Open(block=True)
         elif (head := header(line)) is not None:
             kind, step = head
             if kind != "epoch":  # a step line: a dict printed after it is that step's
@@ -298,6 +302,7 @@ class MetricLines:
             return False
         return (
             header(line) is not None
+            or banner(line)
             or ("{" in line and DICT_OPEN.search(line) is not None)
             or read_line(line) is not None
         )

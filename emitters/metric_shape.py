@@ -111,7 +111,18 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "NAN", "inf",
            "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step")  # fmt: skip
+           "Skipping step", "*** ")  # fmt: skip
+#: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
+#: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
+#: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
+#: settings (`Num examples = 1000`, `Total optimization steps = 300`), no metrics
+_BANNER = re.compile(r"(?i)^\s*\*{3,} +(?:\S+ ){0,3}metrics +\*{3,}\s*$")
+
+
+def banner(text: str) -> bool:
+    """Whether a line is a title of metrics framed by asterisks (`_BANNER`): the `key = value`
+    lines under it are one record."""
+    return "*** " in text and _BANNER.match(text) is not None
 
 
 @dataclass

@@ -90,9 +90,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "only the C++ frames of torch's watchdog (`WorkNCCL::checkTimeout` under "
         "`c10::Error`) and the next stack's `Exception raised from ncclCommWatchdog`: no "
         "line names the timed-out collective"),
-    ("corpus7", "nan_tinyllama_fp16_eval_metrics_block_eval_loss_nan_wandb"): (
-        [], "transformers' `***** eval metrics *****` block (`  eval_loss = nan`, one "
-        "indented pair per line) names no step: an indented lone pair is a setting's"),
 }  # fmt: skip
 
 

@@ -218,6 +218,26 @@ def test_a_dict_the_output_ends_inside_is_the_record_of_its_whole_items() -> Non
     assert bad(found) == [(1, ["grad_norm"])]
 
 
+def test_transformers_metrics_block_under_its_banner_is_one_record() -> None:
+    """TinyLlama #153: `Trainer.log_metrics` prints `***** eval metrics *****` and one
+    indented `  key = value` per metric; the banner of its settings (`***** Running training
+    *****`, `  Num examples = 1000`, `  Total optimization steps = 300`) is no record."""
+    block = [
+        "***** eval metrics *****",
+        "  epoch                   =        5.0",
+        "  eval_loss               =        nan",
+        "  eval_runtime            = 0:00:25.70",
+        "  eval_samples_per_second =     19.921",
+        "wandb: Waiting for W&B process...",
+    ]
+    assert bad(read_all(block)) == [(1, ["eval_loss"])]
+    settings = ["***** Running training *****", "  Num examples = 1000", "  Num Epochs = 3",
+                "  max_grad_norm = inf", "  Total optimization steps = 300"]  # fmt: skip
+    assert read_all(settings) == []
+    # an indented pair with no banner above it stays a setting's
+    assert read_all(["  eval_loss               =        nan"]) == []
+
+
 def test_a_table_s_rows_and_a_two_column_table() -> None:
     """open-r1 #704: TRL's notebook table pasted as markdown, kl nan from step 1; dreamer-
     pytorch #82: rlpyt's tabular summary, one key and one value a row."""
