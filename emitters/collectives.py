@@ -20,7 +20,7 @@ Found = tuple[str, dict[str, Any]]
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
            "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
-           "Connect timeout")  # fmt: skip
+           "Connect timeout", "WorkNCCL::checkTimeout")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -34,6 +34,11 @@ _STATUS = re.compile(
     r"(?P<done>-?\d+))?"
 )
 _STUCK = re.compile(r"watchdog got stuck for (?P<s>\d+) seconds")
+#: the frame of a c10 backtrace (`frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(...)`)
+#: right under the error's constructor: torch's watchdog builds its DistBackendError there only
+#: when a work timed out (ProcessGroupNCCL.cpp, `WorkNCCL::checkTimeout`), so its frames name
+#: a timeout where the paste lost the message
+_CHECK_TIMEOUT = re.compile(r"^frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout\(")
 #: the c10d store's timeouts (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the
 #: `[c10d] ` is the C++ log's prefix; Python's `TimeoutError` carries the same message bare
 _C10D = re.compile(
@@ -85,6 +90,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
                           last_completed=int(status.group("done")))  # fmt: skip
     elif (stuck := _STUCK.search(line)) is not None:
         fields.update(backend="nccl", timeout_s=float(stuck.group("s")), op="watchdog")
+    elif _CHECK_TIMEOUT.search(line.lstrip()) is not None:
+        fields.update(backend="nccl", op="watchdog")
     elif (c10d := _C10D.search(line)) is not None:
         if c10d.group("after") is not None:
             timeout = _seconds(c10d.group("after"), c10d.group("unit"))

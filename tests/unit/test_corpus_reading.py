@@ -86,10 +86,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "would give them a rule their labels do not name; relabelling either corpus would "
         "change its split"),
     # corpus7's development part at its baseline (the reader of the sixth pass)
-    ("corpus7", "coll_particleflow_watchdog_checktimeout_frames_only"): (
-        [], "only the C++ frames of torch's watchdog (`WorkNCCL::checkTimeout` under "
-        "`c10::Error`) and the next stack's `Exception raised from ncclCommWatchdog`: no "
-        "line names the timed-out collective"),
 }  # fmt: skip
 
 

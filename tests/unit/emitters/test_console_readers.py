@@ -95,6 +95,26 @@ def test_c10d_gloo_and_the_stuck_watchdog() -> None:
     ]
 
 
+def test_the_watchdog_s_backtrace_names_its_timeout_without_its_message() -> None:
+    """particleflow #390: the c10 backtrace torch's watchdog prints, its message not in the
+    paste: the frame right under the error's constructor is `WorkNCCL::checkTimeout`, which
+    builds the error only for a timed-out work. The same function deeper in another stack, or
+    the watchdog's loop alone, names none."""
+    lib = " (0x1554e9e0f8f2 in /lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)"
+    frames = [
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96" + lib,
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
+        "duration<long, std::ratio<1l, 1000l> > >) + 0x1d2" + lib,
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233" + lib,
+    ]  # fmt: skip
+    fields = only(read_all(frames), "collective.timeout")
+    assert (fields["backend"], fields["op"]) == ("nccl", "watchdog")
+    deeper = [frames[0], "frame #1: <unknown function> + 0xe5c6fc" + lib,
+              frames[1].replace("#1", "#2"), frames[2].replace("#2", "#3")]  # fmt: skip
+    assert kinds(read_all(deeper)) == []
+    assert kinds(read_all([frames[0], frames[2]])) == []
+
+
 def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
     cut = [WATCHDOG[:60], WATCHDOG[60:140], WATCHDOG[140:]]
     assert only(read_all(cut), "collective.timeout")["seq"] == 4486
