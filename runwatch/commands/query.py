@@ -219,13 +219,15 @@ def render_timeline(tl: Timeline) -> str:
     out.append("")
     out.append("steps")
     rows = []
+    # a step that never ended is running only while its run is: after the run's end, it never will
+    open_step = "running" if r["status"] == "running" else "unfinished"
     for s in tl.steps:
         timing = ", ".join(f"{k} {_dur(v)}" for k, v in (s["timing"] or {}).items())
         rows.append(
             (
                 s["step"],
                 iso(s["start_ts"]) if s["start_ts"] is not None else "-",
-                _dur(s["duration_s"]) if s["end_ts"] is not None else "running",
+                _dur(s["duration_s"]) if s["end_ts"] is not None else open_step,
                 _dur(s["between_s"]),
                 _dur(s["idle_s"]) if s["idle_s"] else "-",
                 "-" if s["reward"] is None else f"{s['reward']:.4g}",
