@@ -44,7 +44,9 @@ class FleetMerge:
         self.window = self.stage.params.users_within + self.stage.params.window
         self.marks: dict[int, float] = dict.fromkeys(range(partitions), _NEG)
         self.heard: dict[int, float] = dict.fromkeys(range(partitions), started)
-        self.pending: list[tuple[float, int, int, bytes]] = []  # (ts, order, seq, value)
+        #: (ts, order, seq, record): decoded once, where it is read; a checkpoint keeps
+        #: each as its fleet-topic value (`dump_state`)
+        self.pending: list[tuple[float, int, int, FleetRecord]] = []
         self.seq = 0
         self.seen: dict[str, float] = {}  # transition ids judged, and their time
         self.released = _NEG  # the watermark so far
@@ -63,7 +65,7 @@ class FleetMerge:
             return self._judge(record)
         order = 0 if isinstance(record, Uses) else 1  # what a run uses, before its alerts
         self.seq += 1
-        heapq.heappush(self.pending, (record.ts, order, self.seq, encode(record)[1]))
+        heapq.heappush(self.pending, (record.ts, order, self.seq, record))
         return []
 
     def release(self, wall: float) -> list[Alert]:
@@ -78,7 +80,7 @@ class FleetMerge:
         out: list[Alert] = []
         pending = self.pending
         while pending and pending[0][0] <= mark:
-            out += self._judge(decode(heapq.heappop(pending)[3]))
+            out += self._judge(heapq.heappop(pending)[3])
         if mark > self.released:
             self.released = mark
             self._forget(mark)
@@ -105,13 +107,17 @@ class FleetMerge:
 
     def dump_state(self) -> dict[str, Any]:
         """What a checkpoint keeps (plain data and `runwatch.stream.state` classes)."""
+        pending = [(ts, order, seq, encode(r)[1]) for ts, order, seq, r in self.pending]
         return {"fleet": self.stage.state, "runs": self.population.runs, "marks": self.marks,
-                "pending": self.pending, "seq": self.seq, "seen": self.seen,
+                "pending": pending, "seq": self.seq, "seen": self.seen,
                 "released": self.released, "late": self.late}  # fmt: skip
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.stage.load(state["fleet"])
         self.population.runs = state["runs"]
         self.marks.update(state["marks"])
-        self.pending, self.seq, self.seen = state["pending"], state["seq"], state["seen"]
+        self.pending = [
+            (ts, order, seq, decode(value)) for ts, order, seq, value in state["pending"]
+        ]  # (a heap still: the same order)
+        self.seq, self.seen = state["seq"], state["seen"]
         self.released, self.late = state["released"], state["late"]
