@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runwatch import configfile
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.exceptions import CommandError
+
+if TYPE_CHECKING:
+    from runwatch.stream.config import RulesConfig
 
 WORKER_HELP = """\
 Consume runwatch.events from Kafka, run the rules live (event time, corrected for emitting
@@ -26,7 +29,9 @@ so kafka-consumer-groups.sh --describe shows the worker's lag.
 Fleet incidents (shared_cause: many runs stalled on one service, node or inference server)
 need every run: each worker tells runwatch.fleet what its runs use and how their incidents
 open and close, and one fleet stage -- run by every worker, judged by one of them, another
-taking over when it dies -- publishes the fleet's transitions to runwatch.alerts.
+taking over when it dies -- publishes the fleet's transitions to runwatch.alerts, and
+tells the workers on runwatch.fleet.members which run incidents belong to which fleet
+incident: they stamp its id on those runs' transitions (incident.fleet).
 """
 
 
@@ -37,17 +42,7 @@ def register(sub: Any) -> None:
         description=WORKER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    w.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
-    w.add_argument("--config", metavar="PATH", help="rules config (TOML)")
-    w.add_argument(
-        "--partitions", type=int, default=4, help="partitions of topics it creates (default 4)"
-    )
-    w.add_argument("--topic-prefix", default="", help="prefix for the topic names, e.g. 'staging.'")
-    w.add_argument(
-        "--app-id",
-        default="runwatch-worker",
-        help="consumer group: workers with the same id split the partitions",
-    )
+    add_group_args(w, stage=False)
     w.add_argument(
         "--tick", type=float, default=0.5, help="seconds between wall-clock checks (0.5)"
     )
@@ -113,7 +108,6 @@ def register(sub: Any) -> None:
         "every worker's runs from runwatch.fleet; the workers' stages form one group and one "
         "of them judges (default); --no-fleet-stage: this worker only feeds it",
     )
-    add_kafka_security_args(w)
     w.set_defaults(func=run_worker)
 
     f = sub.add_parser(
@@ -122,17 +116,51 @@ def register(sub: Any) -> None:
         description=FLEET_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    f.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
-    f.add_argument("--config", metavar="PATH", help="rules config (TOML), the workers' own")
-    f.add_argument("--topic-prefix", default="", help="the workers' topic prefix")
-    f.add_argument("--app-id", default="runwatch-worker",
-                   help="the workers' --app-id: the stage's group is APP_ID-fleet")  # fmt: skip
-    f.add_argument(
-        "--partitions", type=int, default=4,
-        help="partitions of topics it creates, should it start first (default 4)",
-    )  # fmt: skip
-    add_kafka_security_args(f)
+    add_group_args(f, stage=True)
     f.set_defaults(func=run_fleet)
+
+
+def add_group_args(p: Any, *, stage: bool) -> None:
+    """What `runwatch worker` and `runwatch fleet` share: where the cluster is, how to sign
+    in, the rules, the topics and the group -- the stage takes the workers' own."""
+    p.add_argument("--kafka", required=True, metavar="HOST:PORT", help="bootstrap servers")
+    p.add_argument(
+        "--config",
+        metavar="PATH",
+        help="rules config (TOML)" + (", the workers' own" if stage else ""),
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=4,
+        help="partitions of topics it creates"
+        + (", should it start first" if stage else "")
+        + " (default 4)",
+    )
+    p.add_argument(
+        "--topic-prefix",
+        default="",
+        help="the workers' topic prefix"
+        if stage
+        else "prefix for the topic names, e.g. 'staging.'",
+    )
+    p.add_argument(
+        "--app-id",
+        default="runwatch-worker",
+        help="the workers' --app-id: the stage's group is APP_ID-fleet"
+        if stage
+        else "consumer group: workers with the same id split the partitions",
+    )
+    add_kafka_security_args(p)
+
+
+def checked(args: argparse.Namespace) -> RulesConfig:
+    """The rules config of `add_group_args`' arguments, which are checked (a usage error
+    before any broker is asked: `connect_check` comes after)."""
+    config = configfile.rules(args.config)
+    if args.partitions < 1:
+        raise CommandError("--partitions must be at least 1")
+    return config
 
 
 FLEET_HELP = """\
@@ -149,9 +177,7 @@ give it the workers' --app-id, --topic-prefix and --config.
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    config = configfile.rules(args.config)
-    if args.partitions < 1:
-        raise CommandError("--partitions must be at least 1")
+    config = checked(args)
     if args.checkpoint_every < 0 or args.checkpoint_events < 0:
         raise CommandError("--checkpoint-every and --checkpoint-events cannot be negative")
     if not 0 <= args.fetch_wait <= 5:
@@ -184,9 +210,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    config = configfile.rules(args.config)
-    if args.partitions < 1:
-        raise CommandError("--partitions must be at least 1")
+    config = checked(args)
     security = connect_check(args)
     from runwatch.emitters.topics import Topics
     from runwatch.stopping import stop_on_signals
