@@ -56,25 +56,24 @@ def fleet_of(alerts: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
             if a["rule"] == "shared_cause" and a["state"] == "resolved"}  # fmt: skip
 
 
-@pytest.mark.parametrize("stage", ["in the workers", "alone", "killed"])
+@pytest.mark.parametrize("stage", ["in the workers, one killed", "alone"])
 def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     setup: Setup, stage: str
 ) -> None:
-    """The stage run by the workers (one judges), or by `runwatch fleet` on its own; or
-    run by the workers, one of which is killed (SIGKILL) once the reward server's fleet
-    incident is open and the stage has told it (the member run's view holds the server):
-    the other takes its partitions over, and the stage if it held it, and publishes what
-    the dead one had not committed, stamped as it knows it then. (There the server hangs
-    longer: the group notices the death after 6 s, 240 s of the trace's time.)"""
-    killed = stage == "killed"
+    """The stage run by `runwatch fleet` on its own; or by the workers (one judges), one
+    of which is killed (SIGKILL) once the reward server's fleet incident is open and the
+    stage has told it (the member run's view holds the server): the other takes its
+    partitions over, and the stage if it held it, and publishes what the dead one had not
+    committed, stamped as it knows it then. (There the server hangs longer: the group
+    notices the death after 6 s, 240 s of the trace's time.)"""
+    alone = stage == "alone"
+    killed = not alone
     cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3,
                                       duration=1600.0 if killed else 1200.0, hang_at=400.0,
                                       hang_for=1000.0 if killed else 400.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8)  # fmt: skip
-    alone = stage == "alone"
-    extra = ("--no-fleet-stage",) if alone else ()
-    if killed:
-        extra = ("--session-timeout", "6", "--checkpoint-every", "5")
+    extra = ("--no-fleet-stage",) if alone else ("--session-timeout", "6",
+                                                  "--checkpoint-every", "5")  # fmt: skip
     workers = [setup.worker(4, None, *extra), setup.worker(4, None, *extra)]
     for w in workers:
         w.wait_live()
