@@ -19,6 +19,7 @@ RIGHT = 12
 STEP_ROW, IDLE_ROW, ALERT_ROW, AXIS = 30, 20, 18, 26
 MAX_ALERT_ROWS = 14
 NAME_CHARS = 29  # a row's name, cut to fit LEFT (the whole name on hover)
+TICK_CHAR = 6.6  # about the width of a character of a tick's time (11 px), for the axis' room
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 #: tick spacings, seconds: the first that gives at most 8 ticks
 TICKS = (
@@ -203,16 +204,12 @@ def _axis(y: float, start: float, end: float, x: Any) -> tuple[Markup, Markup]:
     tick = (int(start) // every + 1) * every
     while tick < end:
         grid.append(h("line", x1=x(tick), x2=x(tick), y1=0, y2=y + 4, class_="grid"))
-        parts.append(
-            h(
-                "text",
-                _clock(tick, every, end - start),
-                x=x(tick),
-                y=y + 17,
-                text_anchor="middle",
-                class_="ticklabel",
+        text = _clock(tick, every, end - start)
+        # a tick just after the start would print its time over the axis' "UTC": its line only
+        if x(tick) - TICK_CHAR * len(text) / 2 >= LEFT - 4:
+            parts.append(
+                h("text", text, x=x(tick), y=y + 17, text_anchor="middle", class_="ticklabel")
             )
-        )
         tick += every
     parts.append(h("text", "UTC", x=LEFT - 8, y=y + 17, text_anchor="end", class_="ticklabel"))
     return Markup("".join(grid)), Markup("".join(parts))

@@ -97,3 +97,18 @@ def test_a_long_run_lists_its_latest_steps() -> None:
     assert rows == [str(i) for i in range(81, 131)]  # the latest 50, oldest first
     assert "the 80 steps before these are on the picture" in table
     assert page.count('class="step step') == 130  # the picture: every step
+
+
+def test_the_time_axis_labels_stay_clear_of_its_name() -> None:
+    """A tick just after the picture's start would print its time over the axis's "UTC"."""
+    for start in (1773500399.0, 1773500395.5, 1773500400.0):  # a tick at 1s, 4.5s, 0s in
+        svg = page_svg.timeline(start, start + 45.0)
+        labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="(\w+)" '
+                            r'class="ticklabel">([^<]*)</text>', svg)  # fmt: skip
+        utc = [float(x) for x, _, text in labels if text == "UTC"]
+        assert utc == [page_svg.LEFT - 8]
+        for x, anchor, text in labels:
+            if text != "UTC":
+                assert anchor == "middle"
+                # about 6.6 px a character at the labels' 11 px: half of it left of x
+                assert float(x) - 3.3 * len(text) >= page_svg.LEFT - 4, (start, text, x)
