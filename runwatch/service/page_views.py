@@ -189,14 +189,23 @@ def runs_view(
         _filter_form(flt, statuses),
         h("table", head, *rows, id="runs"),
         h("h2", "Recent alert transitions" + (" of these runs" if len(shown) < len(runs) else "")),
-        transitions_table([a for a in transitions if a["run"] in names][-25:], now, runs=True),
+        transitions_table(
+            _by_time([a for a in transitions if a["run"] in names])[-25:], now, runs=True
+        ),
     )
 
 
+def _by_time(transitions: Sequence[Json]) -> list[Json]:
+    """Oldest first by their times: the service lists them as it took them, and runs on other
+    hosts' clocks (or a burst of one run's events) interleave."""
+    return sorted(transitions, key=lambda a: float(a.get("ts") or 0))
+
+
 def transitions_table(transitions: Sequence[Json], now: float, *, runs: bool = False) -> Markup:
-    """Alert transitions, newest first."""
+    """Alert transitions, newest first (by their times, so that the "when" column reads
+    down)."""
     rows = []
-    for a in reversed(transitions):
+    for a in reversed(_by_time(transitions)):
         state = (
             h("span", "FIRING", class_=f"badge sev-{a.get('severity', 'info')}")
             if a["state"] == "firing"

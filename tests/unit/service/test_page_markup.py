@@ -112,3 +112,14 @@ def test_the_time_axis_labels_stay_clear_of_its_name() -> None:
                 assert anchor == "middle"
                 # about 6.6 px a character at the labels' 11 px: half of it left of x
                 assert float(x) - 3.3 * len(text) >= page_svg.LEFT - 4, (start, text, x)
+
+
+def test_alert_transitions_newest_first_whatever_order_they_came_in() -> None:
+    def alert(ts: float, run: str) -> dict[str, object]:
+        return {"ts": ts, "run": run, "rule": "zero_reward", "state": "firing",
+                "severity": "critical", "summary": f"at {ts:g}"}  # fmt: skip
+
+    # the service's order: one run's transitions, then another's with earlier times
+    came = [alert(120.0, "a"), alert(130.0, "a"), alert(100.0, "b"), alert(125.0, "b")]
+    page = runs_view([{"run": "a"}, {"run": "b"}], [], [], came, RunFilter(), 200.0)
+    assert re.findall(r'class="summary">at (\d+)<', page) == ["130", "125", "120", "100"]
