@@ -14,6 +14,7 @@ person would read them in Slack. Neither needs the network.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -144,11 +145,16 @@ def live(args: argparse.Namespace) -> int:
     children: list[subprocess.Popen[bytes]] = []
     breaker = Breaker(serve, args.resume_after)
     trainer_log = out / "trainer.log"
+    # the jobs' emitters spool (if serve is away) under the demo's directory: in the user's
+    # ~/.cache/runwatch/spool a directory for this serve's port -- gone with the demo -- would
+    # stay for good, and `runwatch spool status` would warn of what it holds
+    jobs_env = {**os.environ, "XDG_CACHE_HOME": str(out / "cache")}
     interrupted = False
     try:
         sim = subprocess.Popen(
             [sys.executable, "-m", "runwatch.cli", "simulate", "--url", serve.url, *sim_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            env=jobs_env,
         )  # fmt: skip
         children.append(sim)
         with trainer_log.open("wb") as log_file:
@@ -157,6 +163,7 @@ def live(args: argparse.Namespace) -> int:
                  GUARDED, "--steps", str(args.trainer_steps), "--step-s",
                  str(args.trainer_step_s)],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=jobs_env,
             ))  # fmt: skip
         started = time.monotonic()
         header = (f"runwatch serve at {serve.url} (pid {serve.pid}); history in {db}; "
