@@ -197,6 +197,9 @@ class Failures:
             quiet = bool(_QUIET_LEVELS.search(level)) and uncaught is None
             maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
             record = Record("" if glued else prefix, quiet, uncaught, maybe=maybe)
+            # the level of the line before may be another record's (an access log, a bar):
+            # the traceback's own frames can still say it reached the program's top
+            record.guessed = quiet and not prefix.strip()
         self._begin(source, record)
 
     def _begin(self, source: Any, record: Record) -> None:

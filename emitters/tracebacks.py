@@ -43,6 +43,14 @@ _SUFFIX = re.compile(
 )
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
+#: a frame of code that never catches: runpy's for `python -m`, or the module code of an installed
+#: console script (pip's wrapper in `bin/`, `Scripts\`: `sys.exit(main())`). A traceback that
+#: holds one reached the program's top uncaught (a logger's starts at the frame that caught
+#: it); a script's own `<module>` may be a loop that catches and logs, so it says nothing
+TOP_FRAME = re.compile(
+    r'(?:runpy\.py", line \d+, in _run_module_as_main|[/\\](?:bin|Scripts)[/\\][^/\\"]+", '
+    r"line \d+, in <module>)\s*$"
+)
 #: Python's words for an exception nobody caught, on the line before its traceback
 UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
 #: Python's words for an exception it ignored and went on after, on the line before its
@@ -121,8 +129,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "indent", "lines", "open",
-                 "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
+    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "indent", "lines",
+                 "open", "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -137,6 +145,9 @@ class Record:
         self.lines = 0
         self.open = True  # still reading its lines
         self.quiet = quiet  # logged as a warning: read through, never a failure
+        #: its level was the line before's (a record's message that may not be its own): a
+        #: frame at the program's top (`TOP_FRAME`) says it was not logged but uncaught
+        self.guessed = False
         self.uncaught = uncaught  # Python said it was uncaught (the line before its head)
         self.paths: list[str] = []  # its frames' files
         self.chained = False  # Python said the next traceback is chained to this one
@@ -173,6 +184,8 @@ class Record:
         after_frame, self.after_frame = self.after_frame, False
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))
+            if self.guessed and TOP_FRAME.search(body) is not None:
+                self.quiet = self.guessed = False
             if self.indent is None:
                 self.indent = frame.start()
             self.after_frame = True
