@@ -20,7 +20,8 @@ Found = tuple[str, dict[str, Any]]
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
            "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
-           "Connect timeout", "WorkNCCL::checkTimeout")  # fmt: skip
+           "Connect timeout", "WorkNCCL::checkTimeout",
+           "Some NCCL operations have failed")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -51,6 +52,11 @@ _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation t
 #: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
 #: timeout " and the peer, after its `[file:line]`): the process group never formed
 _GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\b")
+#: the words ProcessGroupNCCL's `WorkNCCL::handleException` logs at ERROR before it rethrows a
+#: work's exception -- an NCCL error or a timeout -- and takes the process down (torch 2.15.0
+#: wheel, strings of lib/libtorch_cuda.so; torch 1.x writes the same): a collective failed, and
+#: the rank with it, whether or not the watchdog's line saying which one survived the paste
+SOME_FAILED = "Some NCCL operations have failed or timed out"
 _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
@@ -105,6 +111,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:
         fields.update(backend="gloo", op="connect")
+    elif SOME_FAILED in line:
+        fields["backend"] = "nccl"  # which collective, and why, a watchdog line says if any
     else:
         return None
     # the watchdog's own line names the group rank in "[Rank N]" after the PG's prefix
@@ -116,6 +124,12 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields["rank"] = rank
     fields["message"] = line.strip()[:2000]
     return ("collective.timeout", fields)
+
+
+def unnamed(fields: dict[str, Any]) -> bool:
+    """Whether a `collective.timeout`'s line named no collective, no timeout and no work: only
+    that some failed (`SOME_FAILED`)."""
+    return not fields.keys() & {"op", "seq", "timeout_s"}
 
 
 #: a line that starts anew: a prefix of its own (Ray's, torchrun's, glog's, a log level, a

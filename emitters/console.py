@@ -179,9 +179,11 @@ class LineParser:
             self._srcs[source] = src
         found = self.failures.read(source, line)
         timeout = None
-        if any(m in line for m in collectives.MARKERS) and (
-            timeout := collectives.parse(line, rank)
-        ):
+        if any(m in line for m in collectives.MARKERS):
+            timeout = collectives.parse(line, rank)
+            if timeout is not None and self._timed_out and collectives.unnamed(timeout[1]):
+                timeout = None  # `SOME_FAILED` after a line that said which collective
+        if timeout is not None:
             found.append(timeout)
             self._timed_out = True
             if (raised := self.failures.raised(source, line)) is not None:

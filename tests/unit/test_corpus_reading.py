@@ -52,10 +52,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus", "fatal_prime_rl_verifiers_connection_error_exiting"): (
         [], "loguru's `An error has been caught in function '_run'` (its catch decorator, after "
         "which a program may go on) and a traceback cut before its exception line"),
-    ("corpus", "nccl_llamafactory_line_numbered_flight_recorder"): (
-        [], "only the flight recorder's wait and torch's `Some NCCL operations have failed or "
-        "timed out` -- which ProcessGroupNCCL writes for an NCCL error as for a timeout -- and "
-        "no watchdog line naming a timed-out collective"),
     ("corpus", "stalled_horovod_ready_ranks_after_bar"): (
         [], "Horovod's stall warning (ranks that did not submit a tensor) has no reader, and "
         "one warning shows a stall of its check time (60 s), short of ranks_stalled's 300 s"),

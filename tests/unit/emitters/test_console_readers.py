@@ -115,6 +115,19 @@ def test_the_watchdog_s_backtrace_names_its_timeout_without_its_message() -> Non
     assert kinds(read_all([frames[0], frames[2]])) == []
 
 
+def test_torch_s_words_that_some_nccl_operations_failed_are_a_collective_s_failure() -> None:
+    """ProcessGroupNCCL's `handleException` logs them before it takes the process down, for an
+    NCCL error as for a timeout: alone (the watchdog's line cut from the paste) they are the
+    rank's collective failure; after a watchdog line that named the collective they add none."""
+    some = ("[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Some NCCL operations have "
+            "failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU "
+            "operations might run on corrupted/incomplete data.")  # fmt: skip
+    fields = only(read_all([some]), "collective.timeout")
+    assert (fields["backend"], fields["rank"], fields["group_rank"]) == ("nccl", 1, 1)
+    both = [k for k, _ in read_all([WATCHDOG, some]) if k == "collective.timeout"]
+    assert len(both) == 1
+
+
 def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
     cut = [WATCHDOG[:60], WATCHDOG[60:140], WATCHDOG[140:]]
     assert only(read_all(cut), "collective.timeout")["seq"] == 4486
@@ -172,6 +185,23 @@ def test_a_traceback_logged_at_warning_is_no_failure() -> None:
         lines = head + (TRACEBACK if head else ["WARNING 03-14 10:00:00 [x.py:1] " + t
                                                for t in TRACEBACK])  # fmt: skip
         assert read_all(lines) == []
+
+
+def test_a_traceback_after_another_record_s_info_line_that_reaches_the_program_s_top() -> None:
+    """The level on the line before a traceback may be another record's (an access log glued
+    to a bar, a launcher's warning): a frame of code that never catches -- runpy's, a console
+    script's in `bin/` -- says the exception reached the program's top, even when the chain's
+    last part is cut before its exception line. A script's own `<module>` says nothing."""
+    before = '  97%|#| 1992/2048 [25:29<00:09,  5.76it/s]INFO:     1.2.3.4:80 - "POST /g" 200 OK'
+    chain = [*TRACEBACK[:1], '  File "/x/areal/controller.py", line 256, in start',
+             "    self.wait()", "TimeoutError: Timeout waiting for model_worker/0", "",
+             "During handling of the above exception, another exception occurred:", ""]  # fmt: skip
+    for top in ('  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+                '  File "/env/bin/torchrun", line 33, in <module>'):  # fmt: skip
+        lines = [before, *chain, TRACEBACK[0], top, "    sys.exit(main())"]
+        assert only(read_all(lines), "component.failed")["error"].startswith("TimeoutError")
+    script = '  File "train.py", line 9, in <module>'
+    assert "component.failed" not in kinds(read_all([before, *chain, TRACEBACK[0], script]))
 
 
 def test_a_logger_s_prefixed_traceback_and_chained_ones() -> None:
