@@ -3,9 +3,12 @@ notify`) or inside an asyncio loop (worker, sink).
 
 Both take the body as a callable (`RunwatchMetrics.exposition`, or any registry through
 `registry_body`) and the two checks as `Ready` callables, and answer a path the same way
-(`answer`). The asyncio variant scrapes on the loop that applies events, so the collector
-never sees a run state mid-update; the threaded one relies on the collector's lock or
-snapshot-retry (or on checks that read a snapshot).
+(`answer`). A scrape may name the families it wants (`/metrics?name[]=NAME`, as
+prometheus-client's own server reads it): a server given `select` renders only those -- a
+look at one gauge (the processing lag) then costs nothing per run. The asyncio variant
+scrapes on the loop that applies events, so the collector never sees a run state
+mid-update; the threaded one relies on the collector's lock or snapshot-retry (or on checks
+that read a snapshot).
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from runwatch.stream.exceptions import PortUnavailable
 
 Body = Callable[[], bytes]
+#: The body of only the named families (`?name[]=`): what a server renders when asked so.
+Select = Callable[[frozenset[str]], bytes]
 #: A readiness check: (ready, reason). Served as /readyz (200 or 503 with the reason).
 Ready = Callable[[], tuple[bool, str]]
 
@@ -30,12 +36,16 @@ def registry_body(registry: CollectorRegistry) -> Body:
 
 
 def answer(
-    path: str, body: Body, live: Ready | None, ready: Ready | None
+    path: str, body: Body, live: Ready | None, ready: Ready | None, select: Select | None = None
 ) -> tuple[int, str, bytes]:
-    """(status, content type, body) for a GET of `path`. /healthz asks `live()` and /readyz
-    `ready()`: 200 or 503 with the reason; no check given: 200 "ok"."""
-    path = path.split("?", 1)[0]
+    """(status, content type, body) for a GET of `path` (its query included). /healthz asks
+    `live()` and /readyz `ready()`: 200 or 503 with the reason; no check given: 200 "ok".
+    /metrics?name[]=A&name[]=B: `select({A, B})` where given, else the whole body."""
+    path, _, query = path.partition("?")
     if path in ("/metrics", "/"):
+        names = parse_qs(query).get("name[]") if query and select is not None else None
+        if names and select is not None:
+            return 200, CONTENT_TYPE_LATEST, select(frozenset(names))
         return 200, CONTENT_TYPE_LATEST, body()
     checks = {"/healthz": live, "/readyz": ready}
     if path not in checks:
@@ -64,11 +74,12 @@ class MetricsServer:
         *,
         live: Ready | None = None,
         ready: Ready | None = None,
+        select: Select | None = None,
     ) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 try:
-                    status, content_type, data = answer(self.path, body, live, ready)
+                    status, content_type, data = answer(self.path, body, live, ready, select)
                 except Exception as err:  # a scrape must never take the server down
                     self.send_error(500, type(err).__name__)
                     return
@@ -118,8 +129,10 @@ class AsyncMetricsServer:
         *,
         ready: Ready | None = None,
         live: Ready | None = None,
+        select: Select | None = None,
     ) -> None:
         self.body = body
+        self.select = select
         self.host = host
         self.port = port
         self.ready = ready
@@ -131,7 +144,9 @@ class AsyncMetricsServer:
         from aiohttp import web
 
         async def handle(request: web.Request) -> web.Response:
-            status, content_type, data = answer(request.path, self.body, self.live, self.ready)
+            status, content_type, data = answer(
+                request.path_qs, self.body, self.live, self.ready, self.select
+            )
             return web.Response(body=data, status=status, headers={"Content-Type": content_type})
 
         app = web.Application()

@@ -39,7 +39,8 @@ class WorkerMetrics:
         )
         self.collector.add_source(lambda: [d.engine for d in drivers()])
         self.checkpoints = CheckpointMetrics(self.registry)
-        self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready)
+        self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready,
+                                         select=self.collector.exposition)  # fmt: skip
 
     async def start(self) -> None:
         await self.server.start()

@@ -258,6 +258,52 @@ def test_worker_metrics_hooks_and_async_endpoint() -> None:
     assert 'run="w"' not in generate_latest(wm.registry).decode()
 
 
+def test_a_scrape_that_names_families_gets_only_those() -> None:
+    """`/metrics?name[]=...` (how a bench samples the lag every 2 s): only the named
+    families, and one of the service-wide ones alone visits no run."""
+
+    class Driver:
+        def __init__(self) -> None:
+            self.engine = Engine()
+
+    drivers = {0: Driver()}
+    wm = WorkerMetrics(drivers.values, 0, "127.0.0.1")
+    wm.live(drivers[0])
+    feed(drivers[0].engine, [make_event("run.started", 1.0, run="w")])
+    wm.batch(0.0, invalid=1)
+    visited: list[str] = []
+    full_run = wm.collector._run
+    wm.collector._run = lambda f, run, *a: (visited.append(run), full_run(f, run, *a))[1]
+
+    async def scrape(query: str) -> str:
+        url = f"http://127.0.0.1:{wm.server.port}/metrics{query}"
+        return await asyncio.to_thread(lambda: urllib.request.urlopen(url).read().decode())
+
+    async def main() -> list[str]:
+        await wm.start()
+        try:
+            lag = "?name[]=runwatch_processing_lag_seconds"
+            return [
+                await scrape(lag),
+                await scrape("?name[]=runwatch_events_total&name[]=runwatch_run_info"),
+                await scrape(""),
+            ]
+        finally:
+            await wm.close()
+
+    lag, two, whole = asyncio.run(main())
+    samples = [line for line in lag.splitlines() if not line.startswith("#")]
+    assert len(samples) == 1
+    assert samples[0].startswith("runwatch_processing_lag_seconds ")
+    assert 'runwatch_events_total{kind="run.started"} 1.0' in two
+    assert 'runwatch_run_info{run="w",status="running"} 1.0' in two
+    assert "runwatch_processing_lag_seconds" not in two
+    assert "invalid" not in two
+    assert visited == ["w", "w"]  # the named run family and the whole body; not the lag
+    assert "runwatch_events_invalid_total 1.0" in whole
+    assert "runwatch_run_info" in whole
+
+
 def test_bad_grace_fails_early() -> None:
     with pytest.raises(ValueError, match="finished_grace"):
         RunwatchMetrics(finished_grace=-1)
