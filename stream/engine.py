@@ -34,9 +34,9 @@ from runwatch.stream.incidents import Bookkeeper, open_summaries
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.run import EveryBeatInFull, RunState
-from runwatch.stream.tracked import RecentIds, TrackedRun
+from runwatch.stream.tracked import KindCounts, RecentIds, TrackedRun
 
-__all__ = ["CHECKED_KINDS", "Engine", "RecentIds", "TrackedRun"]
+__all__ = ["CHECKED_KINDS", "Engine", "KindCounts", "RecentIds", "TrackedRun"]
 
 
 _add_id = set.add
@@ -108,8 +108,13 @@ class Engine:
         #: events not applied because their id was seen: by the engine or by a driver that
         #: checks before it (the live driver, ahead of its clock-skew bookkeeping)
         self.duplicates = 0
-        self._on_event: list[Callable[[ev.Event], None]] = []
+        #: (observer, the kinds it watches; None: all of them)
+        self._on_event: list[tuple[Callable[[ev.Event], None], frozenset[str] | None]] = []
         self._on_transition: list[Callable[[Alert], None]] = []
+        #: the kinds `_apply_in_full` takes (observers of some kinds add theirs)
+        self._full_kinds = _IN_FULL
+        #: events applied by kind, where a counter asked (`count_into`)
+        self.counts: KindCounts | None = None
         #: runs whose run view (`run_view`) may have changed since the driver last took
         #: them (`take_run_views`); None: nobody publishes views (serve reads them)
         self.views_changed: set[str] | None = None
@@ -121,15 +126,26 @@ class Engine:
         *,
         events: Callable[[ev.Event], None] | None = None,
         transitions: Callable[[Alert], None] | None = None,
+        kinds: Iterable[str] | None = None,
     ) -> None:
-        """Call `events` with every event applied (duplicates are not) and `transitions` with
-        every alert transition made, from an event or from a timer. For observers that count
-        (the Prometheus exporter): they must be cheap and must not raise."""
+        """Call `events` with every event applied (duplicates are not) -- or only those of
+        `kinds`, which leaves the others on the short path -- and `transitions` with every
+        alert transition made, from an event or from a timer. For observers that count (the
+        Prometheus exporter): they must be cheap and must not raise."""
         if events is not None:
-            self._on_event.append(events)
-            self._in_full = True
+            watched = None if kinds is None else frozenset(kinds)
+            self._on_event.append((events, watched))
+            if watched is None:
+                self._in_full = True
+            else:
+                self._full_kinds = self._full_kinds | watched
         if transitions is not None:
             self._on_transition.append(transitions)
+
+    def count_into(self, counts: KindCounts) -> None:
+        """Count the events applied by kind into `counts` (shared by the engines a counter
+        watches): one look-up per event, no observer's call."""
+        self.counts = counts
 
     def _index(self, overrides: dict[str, Params]) -> dict[str, list[int]]:
         """kind -> the enabled rules that watch it (a rule turned off costs nothing)."""
@@ -159,7 +175,7 @@ class Engine:
             return []
         tracked = self.runs.get(event.run)
         kind = event.kind
-        if tracked is None or kind in _IN_FULL or self._in_full:
+        if tracked is None or kind in self._full_kinds or self._in_full:
             return self._apply_in_full(event, now, tracked)
         # the usual event (a known run, a kind only its rules judge, shortcuts on): written out
         t = event.ts if now is None else now
@@ -180,6 +196,13 @@ class Engine:
         order.append(event_id)
         if len(order) > seen.capacity:
             seen.discard(order.popleft())
+        counts = self.counts
+        if counts is not None:
+            n = counts.get(kind)
+            if n is None:
+                counts.first(kind)
+            else:
+                counts[kind] = n + 1
         state = tracked.state
         state.apply(event)
         postponed = state.postponed
@@ -244,8 +267,15 @@ class Engine:
             made = RunState if self._shortcuts else EveryBeatInFull  # (the reference's)
             tracked = self.runs[event.run] = TrackedRun(made(event.run, self._state_config))
         seen.add(event_id)
-        for observer in self._on_event:
-            observer(event)
+        if self.counts is not None:
+            n = self.counts.get(kind)
+            if n is None:
+                self.counts.first(kind)
+            else:
+                self.counts[kind] = n + 1
+        for observer, kinds in self._on_event:
+            if kinds is None or kind in kinds:
+                observer(event)
         state = tracked.state
         state.apply(event)
         if overrides:

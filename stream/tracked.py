@@ -1,5 +1,6 @@
-"""What the engine keeps beside the run states: each run's alert bookkeeping (`TrackedRun`)
-and the ids of the events applied lately (`RecentIds`), which drop duplicates."""
+"""What the engine keeps beside the run states: each run's alert bookkeeping (`TrackedRun`),
+the ids of the events applied lately (`RecentIds`), which drop duplicates, and the count of
+events applied by kind a counter may ask it to keep (`KindCounts`)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,26 @@ class RecentIds(set[str]):
     def ordered(self) -> list[str]:
         """The ids held, oldest first (what a checkpoint keeps)."""
         return list(self._order)
+
+
+class KindCounts(dict[str, int]):
+    """Events applied by kind, counted by the engines given it (`Engine.count_into`: the
+    exporter's `runwatch_events_total`), bounded: past `cap` kinds, a new one counts under
+    `other`. The engine adds to a known kind itself (a dict look-up, no call per event)."""
+
+    __slots__ = ("cap", "other")
+
+    def __init__(self, cap: int, other: str) -> None:
+        super().__init__()
+        self.cap = cap
+        self.other = other
+
+    def first(self, kind: str) -> None:
+        """The first event of `kind`."""
+        if len(self) < self.cap:
+            self[kind] = 1
+        else:
+            self[self.other] = self.get(self.other, 0) + 1
 
 
 class TrackedRun:

@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.stream.alerts import Alert
-from runwatch.stream.engine import Engine
+from runwatch.stream.engine import Engine, KindCounts
 from runwatch.stream.fleet.causes import subject
 from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.metrics.families import Families, render
@@ -103,7 +103,7 @@ class RunwatchMetrics(Collector):
         self._sources: list[EngineSource] = []
         #: what holds the fleet incidents (serve's driver: its `fleet`, None when off)
         self._fleets: list[Callable[[], FleetStage | None]] = []
-        self.kinds: dict[str, int] = {}
+        self.kinds = KindCounts(MAX_KINDS, OTHER)  # events applied by kind (the engines count)
         self.invalid = 0
         self.transitions: dict[tuple[str, str, str], int] = {}
         self.lag: float | None = None
@@ -149,25 +149,18 @@ class RunwatchMetrics(Collector):
         if engine in self._instrumented:
             return engine
         self._instrumented.add(engine)
+        engine.count_into(self.kinds)
         engine.observe(
-            events=self._count,
+            events=self._step_done,
+            kinds=("step.done",),
             transitions=(lambda alert: self.record_transitions((alert,))) if transitions else None,
         )
         return engine
 
-    def _count(self, event: Any) -> None:
-        kinds, kind = self.kinds, event.kind
-        n = kinds.get(kind)
-        if n is not None:
-            kinds[kind] = n + 1
-        elif len(kinds) < MAX_KINDS:
-            kinds[kind] = 1
-        else:
-            kinds[OTHER] = kinds.get(OTHER, 0) + 1
-        if kind == "step.done":
-            t = getattr(event, "timing", None)
-            if t:
-                self.step_timing[event.run] = (event.step, dict(t))
+    def _step_done(self, event: Any) -> None:
+        t = getattr(event, "timing", None)
+        if t:
+            self.step_timing[event.run] = (event.step, dict(t))
 
     # -- service counters (cheap, called by drivers) ---------------------------------------
 
