@@ -21,6 +21,7 @@ clocks are one.
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -40,6 +41,20 @@ __all__ = ["CHECKED_KINDS", "Engine", "KindCounts", "RecentIds", "TrackedRun"]
 
 
 _add_id = set.add
+
+
+def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
+    """`method` (a bound method), called through a weak reference to its object."""
+    ref = weakref.WeakMethod(method)
+
+    def call(run: str) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(run)
+
+    return call
+
+
 INF = float("inf")
 #: kinds whose application does more than fold and judge the rules watching them (a run's
 #: config; a person's word; a run's end, which every rule firing in it is judged on)
@@ -67,8 +82,11 @@ class Engine:
         self._enabled = {rule.rule_id: rule.params.enabled for rule in self.rules}
         #: the rule judged across runs (`shared_cause`): a run's opt-in to the fleet pause
         self.fleet_rule = next((r for r in self.rules if getattr(r, "fleet", False)), None)
+        # told through a weak reference: an engine and its bookkeeper make no cycle, so an
+        # engine let go (a partition given away) is freed at once, not at the cyclic
+        # collector's next full pass, which a worker makes rare (`stream/collector.py`)
         self._incidents: Bookkeeper[TrackedRun] = Bookkeeper(
-            self.config.incidents, self._view_changed
+            self.config.incidents, _weakly(self._view_changed)
         )
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)

@@ -4,18 +4,22 @@ the rebuild that publishes only what `runwatch.alerts` lacks."""
 from __future__ import annotations
 
 import base64
+import gc
 import json
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 from helpers import encode, make_event
 
+from runwatch.dev import scenarios
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.refused import WHOLE, Refused
+from runwatch.stream.state.run import RunState
 from runwatch.stream.timekeeping.skew import ClockOffsets
 
 T0 = 1_800_000_000.0
@@ -550,3 +554,31 @@ def test_a_rebuild_judges_silence_only_as_far_as_the_previous_owner_judged_silen
     d.feed(part.records)
     assert d.finish_replay(published, T0 + 20) == ([], [])
     assert d.tick(T0 + 29.9) == []
+
+
+def test_a_driver_let_go_is_freed_without_the_cyclic_collector() -> None:
+    """A worker drops a partition's driver when the partition is given away, and runs the
+    cyclic collector's full pass rarely (`stream/collector.py`): the driver's state must hold
+    no reference cycle, or every partition that moved would stay in memory until then."""
+
+    def states() -> int:
+        return sum(isinstance(o, RunState) for o in gc.get_objects())
+
+    events = scenarios.sandbox_hang()[:3000]
+    gc.collect()
+    before = states()
+    gc.disable()
+    try:
+        d = driver()
+        part = Partition()
+        for e in events:
+            d.feed([part.append(encode(e), e["ts"] + 0.01)])
+        d.tick(events[-1]["ts"] + 600)
+        assert d.engine.runs
+        assert states() > before
+        engine = weakref.ref(d.engine)
+        del d
+        assert engine() is None
+        assert states() == before
+    finally:
+        gc.enable()
