@@ -51,7 +51,13 @@ from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
 from runwatch.stream.timekeeping.reading import GAP_S, ReadClock, interrupted, told
 from runwatch.stream.timekeeping.skew import ClockOffsets
-from runwatch.stream.timekeeping.timebounds import MAX_AHEAD_LIVE, span, time_problem
+from runwatch.stream.timekeeping.timebounds import (
+    MAX_AHEAD_LIVE,
+    MAX_TS,
+    MIN_TS,
+    span,
+    time_problem,
+)
 
 #: (value, broker append time in seconds, offset): one record of the driver's partition.
 RawRecord = tuple[bytes | None, float, int]
@@ -309,7 +315,8 @@ class LiveDriver:
     def _apply(
         self, items: Iterable[Decoded], dead: list[Refused] | None = None
     ) -> tuple[list[Alert], list[Refused]]:
-        engine, clocks, seen, reading = self.engine, self.clocks, self.engine.seen, self.reading
+        engine, seen, reading = self.engine, self.engine.seen, self.reading
+        shift = self.clocks.shift
         out: list[Alert] = []
         dead = [] if dead is None else dead
         limit = self.min_correction
@@ -323,11 +330,15 @@ class LiveDriver:
             if gone and event.run in gone:  # a late event of a run that finished and left
                 self.late += 1
                 continue
-            problem = time_problem(event.ts, arrival, MAX_AHEAD_RAW)
-            if problem is not None:  # not even a wrong clock: keep it out of the estimate
-                dead.append(self._dead(problem, raw, offset, "bad_time", line))
-                continue
-            skew = clocks.shift(_source(event.src), event.run, event.ts, arrival, limit)
+            ts = event.ts
+            if ts < MIN_TS or ts >= MAX_TS or ts - arrival > MAX_AHEAD_RAW:  # (else no call)
+                problem = time_problem(ts, arrival, MAX_AHEAD_RAW)
+                if problem is not None:  # not even a wrong clock: keep it out of the estimate
+                    dead.append(self._dead(problem, raw, offset, "bad_time", line))
+                    continue
+            src = event.src  # (`_source` written out)
+            host = src.host or (src.component, src.instance, src.pid)
+            skew = shift(host, event.run, ts, arrival, limit)
             if skew:
                 event = _shifted(event, skew)
                 self.corrected += 1

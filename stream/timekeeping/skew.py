@@ -150,7 +150,19 @@ class ClockOffsets:
         broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
         a host within `deadband` seconds behind, but no less than keeps the run's events
         from that host in order, as far as its arrival allows (module docstring)."""
-        estimate = self.observe(host, ts, arrival)
+        # `observe` and `_estimate` written out (the per-event path: no call but the add)
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = _Host(arrival)
+        elif arrival - state.last > self.gap:
+            state.streak_start = arrival
+        if arrival > state.last:
+            state.last = arrival
+        state.add(arrival - ts, math.floor(arrival))
+        if arrival - state.streak_start >= self.window and state.samples[0] < arrival - self.window:
+            state.forget_before(arrival - self.window)  # (only when a second is to go)
+        low1, low2 = state.low1, state.low2
+        estimate = low2 if low2 != _INF and low1 < low2 - self.outlier else low1
         want = estimate if estimate > deadband or estimate < 0.0 else 0.0
         shifts = self._runs.get(run)
         if shifts is None:
