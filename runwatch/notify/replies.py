@@ -79,10 +79,12 @@ class Replies:
 
     def foldable(self, a: Alert, th: Thread) -> bool:
         """A resolve within `fold_within` of its firing, whose message is known -- unless
-        the run's end resolved it (contract §8: a crash always reaches Slack as both)."""
+        the end of a run that did not end `ok` resolved it (contract §8: a crash that ended
+        the run always reaches Slack as both messages). A failure the run outlived to end ok
+        (a traceback printed, then exit 0) folds like any quick resolve."""
         if a.firing or self.config.fold_within <= 0:
             return False
-        if a.details.get("reason") == "run_finished":
+        if a.details.get("reason") == "run_finished" and a.details.get("status") != "ok":
             return False
         firing = firing_of(a, th)
         if firing is None or a.ts - firing.ts > self.config.fold_within:

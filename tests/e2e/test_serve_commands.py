@@ -155,16 +155,20 @@ def test_a_serve_that_is_not_there_is_named(tmp_path: Path) -> None:
 def test_a_quick_fire_and_resolve_reaches_slack_as_one_message(
     serve: ServeProcess, slack: FakeSlack
 ) -> None:
-    """The issue's own: a watched command fails and exits 0 a moment later -- serve's
-    notifier edits the firing's message to the resolved state instead of posting twice."""
+    """The issue's own: a watched command prints an uncaught exception and exits 0 a moment
+    later -- the run ends ok, and serve's notifier edits the firing's message to the resolved
+    state instead of posting twice (a crash that ended the run is both: test_crash_to_slack)."""
     send(serve, event("run.started"),
-         event("component.failed", error="exited with status 1", how="exit", exit_code=1),
-         event("step.done", step=1))  # fmt: skip
+         event("component.failed", error="RuntimeError: CUDA error", how="exception"),
+         event("run.finished", status="ok"))  # fmt: skip
 
     def folded() -> Any:
         roots = slack.roots()
-        meta = roots[0].metadata if roots else None
-        return meta and roots[0].updates and "[RESOLVED]" in roots[0].text and roots[0]
+        if not roots:
+            return None
+        root = roots[0]
+        shows_both = "[RESOLVED]" in root.text and "after it fired" in root.text
+        return root.metadata and root.updates and shows_both and root
 
     root = until(folded, "the resolve folded into the firing's message")
     assert slack.replies(root) == []

@@ -49,7 +49,7 @@ def transitions(*events: dict[str, Any]) -> list[Alert]:
 
 
 def quick_fire_and_resolve() -> list[Alert]:
-    """The issue's own: a watched command fails, then exits 0 a tenth of a second later."""
+    """A process fails and its run goes on: a step is done a tenth of a second later."""
     fired, resolved = transitions(
         event("run.started", T0),
         event("component.failed", T0 + 1, error="exited with status 1", how="exit", exit_code=1),
@@ -57,11 +57,6 @@ def quick_fire_and_resolve() -> list[Alert]:
     )
     assert (fired.state, resolved.state) == ("firing", "resolved")
     return [fired, resolved]
-
-
-def ended_by_the_run(resolved: Alert) -> Alert:
-    """The resolve the run's end makes (contract §8), as the engine will send it."""
-    return dataclasses.replace(resolved, details={**resolved.details, "reason": "run_finished"})
 
 
 def metadata_id(message: Any) -> str:
@@ -86,16 +81,47 @@ def test_a_quick_fire_and_resolve_is_one_message_edited_to_the_resolved_state(
     assert n.notify(resolved) == "duplicate"
 
 
-def test_a_crash_that_ended_the_run_is_both_messages(rig: Rig, slack: FakeSlack) -> None:
-    fired, resolved = quick_fire_and_resolve()
+def ended(status: str, **failure: Any) -> list[Alert]:
+    """A process fails, and the run ends (`status`) a twentieth of a second later: the
+    engine resolves the failure because the run ended (contract section 8)."""
+    fired, resolved = transitions(
+        event("run.started", T0),
+        event("component.failed", T0 + 1, **failure),
+        event("run.finished", T0 + 1.05, status=status),
+    )
+    assert (fired.state, resolved.state) == ("firing", "resolved")
+    assert resolved.details["reason"] == "run_finished"
+    return [fired, resolved]
+
+
+@pytest.mark.parametrize("status", ["failed", "killed"])
+def test_a_crash_that_ended_the_run_is_both_messages(
+    rig: Rig, slack: FakeSlack, status: str
+) -> None:
+    fired, resolved = ended(status, error="exited with status 1", how="exit", exit_code=1)
     n = rig.notifier
     n.notify(fired)
-    n.notify(ended_by_the_run(resolved))
+    n.notify(resolved)
     (root,) = slack.roots()
     (reply,) = slack.replies(root)
     assert "component_failed" in root.text
-    assert "Resolved" in reply.text
+    assert f"the run finished ({status})" in reply.text
     assert metadata_id(reply) == resolved.id
+
+
+def test_a_failure_the_run_outlived_to_end_ok_is_one_message(rig: Rig, slack: FakeSlack) -> None:
+    """The issue's own: the watched command printed an uncaught exception's traceback (a
+    worker thread's, say) and then exited 0 -- a failure it survived, not a crash that ended
+    the run: its quick resolve edits the firing's message, as any quick resolve does."""
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    fired, resolved = ended("ok", error=error, how="exception")
+    n = rig.notifier
+    assert n.notify(fired) == n.notify(resolved) == "sent"
+    (root,) = slack.roots()
+    assert slack.replies(root) == []  # one message
+    assert "[RESOLVED] component_failed" in root.text
+    assert "the run finished (ok)" in root.text
+    assert metadata_id(root) == resolved.id
 
 
 def test_a_resolve_later_than_fold_within_is_a_reply(rig: Rig, slack: FakeSlack) -> None:
