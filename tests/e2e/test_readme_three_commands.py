@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +53,10 @@ def test_the_readmes_three_commands_watch_a_failing_job(tmp_path: Path) -> None:
         "raise SystemExit('CUDA error: an illegal memory access was encountered')\n"
     )
     run = {"cwd": tmp_path, "text": True}
+    # as in a checkout: what the commands leave there must be ignored, not committed by the
+    # next `git add -A`
+    shutil.copy(README.parent / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q"], check=True, **run)  # type: ignore[call-overload]
     serve = subprocess.Popen(
         [*serve_cmd, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **run
     )  # type: ignore[call-overload]
@@ -86,3 +91,6 @@ def test_the_readmes_three_commands_watch_a_failing_job(tmp_path: Path) -> None:
         serve.communicate(timeout=60)
     assert follower.returncode == 0
     assert serve.returncode == 0
+    left = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                          capture_output=True, check=True, **run).stdout  # type: ignore[call-overload]  # fmt: skip
+    assert sorted(left.splitlines()) == ["?? .gitignore", "?? train.py"], left
