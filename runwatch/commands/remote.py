@@ -66,7 +66,9 @@ class Remote:
             why = parsed.get("error") if isinstance(parsed, dict) else None
             why = why or f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}"
             # a request it refused (4xx) is the user's to fix; the rest is the service's
-            raise CommandError(f"runwatch serve at {self.url}: {why}", 2 if status < 500 else 1)
+            raise CommandError(
+                f"runwatch serve at {self.url}: {why}{_hint(status)}", 2 if status < 500 else 1
+            )
         if parsed is None:
             raise CommandError(f"runwatch serve at {self.url}: the answer is not JSON", 1)
         return parsed
@@ -101,7 +103,7 @@ class Remote:
                     why = json.loads(body).get("error")
                 except (ValueError, AttributeError):
                     why = f"HTTP {resp.status}"
-                raise CommandError(f"runwatch serve at {self.url}: {why}", 2)
+                raise CommandError(f"runwatch serve at {self.url}: {why}{_hint(resp.status)}", 2)
             yield from _events(resp)
         finally:
             conn.close()
@@ -137,6 +139,13 @@ def _events(resp: http.client.HTTPResponse) -> Iterator[tuple[str, Any]]:
             kind = value
         elif name == "data":
             data.append(value)
+
+
+def _hint(status: int) -> str:
+    """What the user can do about a refusal serve's own words do not say how to fix."""
+    if status == 401:  # serve runs with --token-file: so must the command
+        return "; give the token with --token-file PATH or $RUNWATCH_TOKEN"
+    return ""
 
 
 def _why(err: Exception) -> str:

@@ -81,3 +81,28 @@ def test_a_url_where_no_serve_answers_says_so(capsys) -> None:
             err = capsys.readouterr().err
             assert f"runwatch serve at {url}: connection refused: is runwatch serve" in err
             assert "running at that address?" in err
+
+
+def test_a_serve_that_asks_for_a_token_says_how_to_give_it(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runwatch.service.core import Service
+    from runwatch.service.http import ServiceServer
+
+    monkeypatch.delenv("RUNWATCH_TOKEN", raising=False)
+    service = Service(tmp_path / "h.duckdb", tmp_path / "h.serve")
+    service.recover()
+    front = ServiceServer(("127.0.0.1", 0), service, "s3cret", threads=1)
+    front.start()
+    try:
+        url = f"http://127.0.0.1:{front.server_address[1]}"
+        for argv in (["runs"], ["alerts", "--follow"], ["silence", "--list"]):
+            assert cli.main([*argv, "--url", url]) == 2
+            err = capsys.readouterr().err
+            assert "missing or wrong token" in err
+            assert "give the token with --token-file PATH or $RUNWATCH_TOKEN" in err
+        monkeypatch.setenv("RUNWATCH_TOKEN", "s3cret")
+        assert cli.main(["runs", "--url", url]) == 0
+    finally:
+        front.stop(timeout=30)
+        service.close()
