@@ -167,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = args_in[0] if args_in and not args_in[0].startswith("-") else None
     parser = build_parser(command)
+    if not args_in:  # `runwatch` alone: what it can do, not "COMMAND is required"
+        parser.print_help(sys.stderr)
+        return 2
     if command in STUBS and not {"-h", "--help"} & set(args_in[1:]):
         logs.setup(command)  # its flags are unknown here: say what it needs, whatever they are
         logging.getLogger(logs.LOGGER).error("%s", STUBS[command])

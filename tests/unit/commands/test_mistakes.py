@@ -106,3 +106,11 @@ def test_a_serve_that_asks_for_a_token_says_how_to_give_it(
     finally:
         front.stop(timeout=30)
         service.close()
+
+
+def test_runwatch_alone_lists_its_commands(capsys) -> None:
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: runwatch ")
+    for command in ("serve", "watch", "alerts", "runs", "show", "sql", "notify"):
+        assert f"\n    {command} " in err, command
