@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus7/): each development part asserted exactly -- every label met, every
+corpus/ to corpus8/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -21,7 +21,8 @@ from runwatch.emitters.logparse import segments
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLES = ROOT / "tests" / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7")
+CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7",
+           "corpus8")
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -82,6 +83,39 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "would give them a rule their labels do not name; relabelling either corpus would "
         "change its split"),
     # corpus7's development part at its baseline (the reader of the sixth pass)
+    # corpus8's development part at its baseline (the reader of the seventh pass, with the
+    # two fixes of corpus7's held-out classes: a chain reaching the program's top, torch's
+    # "Some NCCL operations have failed or timed out")
+    ("corpus8", "coll_lmdeploy_ascend_hccl_fftsplus_task_timeout"): (
+        [], "baseline: HCCL's (Ascend) collective timeouts have no reader"),
+    ("corpus8", "coll_sglang_pg3_heartbeat_first_pg_no_heartbeat"): (
+        [], "baseline: torch's heartbeat monitor timing out is read only with the watchdog's "
+        "fatal line"),
+    ("corpus8", "coll_vllm_ascend_grpo_hcclallreduce_socket_timeout_rank1"): (
+        ["component_failed"], "baseline: HCCL's (Ascend) collective timeouts have no reader"),
+    ("corpus8", "coll_vllm_ascend_rl_hccl_ei0002_notify_wait_group"): (
+        [], "baseline: HCCL's (Ascend) collective timeouts have no reader"),
+    ("corpus8", "fail_lmdeploy_engine_main_loop_stopped_django"): (
+        [], "baseline: lmdeploy's dead-engine log is in no catalogue entry"),
+    ("corpus8", "fail_nemo_rerun_unexpected_result_inf_grad_norm_rank4_frames"): (
+        [], "baseline: Megatron's rerun state machine's fatal `Unexpected result inf` without a "
+        "level, then frames cut before the exception"),
+    ("corpus8", "fail_tensorflow_cuda_illegal_address_fatal_event_status"): (
+        [], "baseline: a glog FATAL line (TensorFlow's `F ...cc:274]`) is read as no failure"),
+    ("corpus8", "fail_verl_hydra_full_error_taskrunner_raylet_frames_cut"): (
+        [], "baseline: Hydra's report that the job's function raised is in no catalogue entry"),
+    ("corpus8", "fail_xgboost_ray_raytaskerror_chain_cut"): (
+        [], "baseline: the traceback after an INFO record is taken for that record's, logged"),
+    ("corpus8", "healthy_srun_killall_exit_code_expected"): (
+        ["component_failed"], "false alert: srun's `tasks 10-11: Exited with exit code 1` is "
+        "the job script's own expected exit (the thread says so); srun writes the same line "
+        "for a task that failed"),
+    ("corpus8", "healthy_vllm_enginecore_died_at_script_end"): (
+        ["component_failed"], "false alert: vLLM's `Engine core proc EngineCore_DP0 died "
+        "unexpectedly, shutting down client.` at the end of an offline script -- the same "
+        "line vLLM writes when the engine dies mid-run"),
+    ("corpus8", "nan_apex_gradient_overflow_scale_to_1e_minus_205"): (
+        [], "baseline: apex's loss scale with a negative exponent is read as no scale"),
 }  # fmt: skip
 
 
