@@ -31,7 +31,8 @@ _OVERFLOW = re.compile(
     r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
 )
 _SCALE = re.compile(
-    r"(?i)reducing (?:loss scale )?to:? (?P<to>[\d.eE+]+)|loss scale: (?P<tried>[\d.eE+]+)"
+    r"(?i)reducing (?:loss scale )?to:? (?P<to>\d[\d.]*(?:e[+-]?\d+)?)"
+    r"|loss scale: (?P<tried>\d[\d.]*(?:e[+-]?\d+)?)"
 )
 
 

@@ -318,6 +318,10 @@ def test_megatron_s_skipped_count_and_deepspeed_s_overflow_wordings() -> None:
          "65536.0, reducing to 32768.0", 32768.0, None),
         ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
          32768.0, None),
+        # apex's scale printed by repr() once it is tiny: a negative exponent (apex #318)
+        ("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to "
+         "8.165126103939127e-202", 8.165126103939127e-202, None),
+        ("OVERFLOW! Skipping step. Attempted loss scale: 1e+20, reducing to 5e+19", 5e19, None),
     ]:  # fmt: skip
         seen = loss_scale_overflow(line)
         assert seen is not None
