@@ -21,7 +21,9 @@ Found = tuple[str, dict[str, Any]]
 MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
            "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
            "Connect timeout", "WorkNCCL::checkTimeout",
-           "Some NCCL operations have failed")  # fmt: skip
+           "Some NCCL operations have failed", "Heartbeat monitor timed out",
+           "Notify register times out", "Getting socket times out",
+           "hccl fftsplus task timeout")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -52,6 +54,20 @@ _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation t
 #: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
 #: timeout " and the peer, after its `[file:line]`): the process group never formed
 _GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\b")
+#: the heartbeat monitor of ProcessGroupNCCL (torch 2.3-2.6, `heartbeatMonitor`): the watchdog
+#: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
+#: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
+_HEARTBEAT = re.compile(r"Heartbeat monitor timed out! Process will be terminated")
+#: Ascend's HCCL (CANN) timeouts, as torch_npu, vllm-ascend and lmdeploy consoles print them:
+#: EI0002, a collective's Notify wait timed out (its op leads the task's tag:
+#: `tag[AllReduce_group_name_1654...]`), EI0006, a peer's data never came on the socket, and
+#: the device's `hccl fftsplus task timeout ... timeout:1836.`
+_HCCL_NOTIFY = re.compile(
+    r"The wait execution of the Notify register times out\b(?:.*?\btag\[(?P<op>[A-Za-z]+)_)?"
+    r"(?:.*?\bgroup:\[(?P<group>[^\]\s]+)\])?"
+)
+_HCCL_SOCKET = re.compile(r"\bEI0006\b.*?Getting socket times out")
+_HCCL_TASK = re.compile(r"hccl fftsplus task timeout occurred\b(?:.*?\btimeout:(?P<s>\d+))?")
 #: the words ProcessGroupNCCL's `WorkNCCL::handleException` logs at ERROR before it rethrows a
 #: work's exception -- an NCCL error or a timeout -- and takes the process down (torch 2.15.0
 #: wheel, strings of lib/libtorch_cuda.so; torch 1.x writes the same): a collective failed, and
@@ -111,6 +127,18 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:
         fields.update(backend="gloo", op="connect")
+    elif _HEARTBEAT.search(line) is not None:
+        fields.update(backend="nccl", op="watchdog")
+    elif (hccl := _HCCL_NOTIFY.search(line)) is not None:
+        fields.update(backend="hccl", op=hccl.group("op") or "notify wait")
+        if hccl.group("group"):
+            fields["pg"] = hccl.group("group")
+    elif _HCCL_SOCKET.search(line) is not None:
+        fields.update(backend="hccl", op="socket")
+    elif (task := _HCCL_TASK.search(line)) is not None:
+        fields.update(backend="hccl", op="task")
+        if task.group("s"):
+            fields["timeout_s"] = float(task.group("s"))
     elif SOME_FAILED in line:
         fields["backend"] = "nccl"  # which collective, and why, a watchdog line says if any
     else:

@@ -79,7 +79,7 @@ class CollectiveTimeout(Event):
     )  # fmt: skip
 
     kind: Literal["collective.timeout"]
-    backend: Word = Field(description="`nccl`, `gloo`, `c10d`")
+    backend: Word = Field(description="`nccl`, `gloo`, `c10d`, `hccl` (Ascend)")
     rank: Int64 | None = note("the global rank, from torch's `[rankN]:` prefix")
     group_rank: Int64 | None = note("the rank within its process group, from `[Rank N]`")
     pg: Name | None = note("the process group, e.g. `0 (default_pg)`")
