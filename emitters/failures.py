@@ -47,13 +47,20 @@ from runwatch.emitters.tracebacks import (
 Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `Failures.read` to look at it (the scanner's markers):
-#: a traceback's head or frame, Ray's exceptions and TensorFlow 1's op errors (a traceback's
-#: tail), and the catalogue's
-MARKERS = (TRACEBACK, 'File "', "ray.exceptions.", SEE_ABOVE.strip(), *CATALOGUE.literals)
+#: a traceback's head or frame, an exception line's name and colon (a traceback's tail that
+#: stands alone: `jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ...`), Ray's
+#: exceptions and TensorFlow 1's op errors, and the catalogue's
+MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
+           *CATALOGUE.literals)  # fmt: skip
 #: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
 _BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
+#: the levels of a record on the line before a traceback that make it that record's: a
+#: program logs a handled exception with its traceback as a warning (`logger.warning(...,
+#: exc_info=True)`); an INFO or DEBUG line before one is the program's last progress line
+#: before it died more often than a record that carries it
+_QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 #: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
 #: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
 _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
@@ -194,7 +201,8 @@ class Failures:
             # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
             # frames follow on lines of their own -- or it follows a bar's refresh
             glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
-            quiet = bool(_QUIET_LEVELS.search(level)) and uncaught is None
+            levels = _QUIET_LEVELS if prefix.strip() else _QUIET_BEFORE
+            quiet = bool(levels.search(level)) and uncaught is None
             maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
             record = Record("" if glued else prefix, quiet, uncaught, maybe=maybe)
             # the level of the line before may be another record's (an access log, a bar):

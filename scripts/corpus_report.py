@@ -43,8 +43,7 @@ CONSOLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "console
 #: the corpora, each split into dev/ (MANIFEST.toml) and heldout/ (HELDOUT.toml) before any
 #: reader change: the first (157 excerpts), the second (90), the third (99), the fourth (62)
 #: the fifth (67), the sixth (62), the seventh (54) and the eighth (53)
-CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7",
-           "corpus8")
+CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7", "corpus8")
 CLASSES = (
     "collective_timeout",
     "ranks_stalled",

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7",
-           "corpus8")
+CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7", "corpus8")
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:

@@ -128,6 +128,52 @@ def test_torch_s_words_that_some_nccl_operations_failed_are_a_collective_s_failu
     assert len(both) == 1
 
 
+def test_the_heartbeat_monitor_s_timeout_is_the_watchdog_stuck() -> None:
+    """ProcessGroupNCCL's heartbeat monitor (torch 2.3-2.6) kills a process whose watchdog made
+    no progress; alone -- the fatal line that says `watchdog got stuck` cut or not yet written
+    -- it is the rank's stuck watchdog, in its process group."""
+    line = ("[rank6]:[E1019 01:04:03.358023054 ProcessGroupNCCL.cpp:1413] [PG 3 Rank 6] Heartbeat "
+            "monitor timed out! Process will be terminated after dumping debug info. "
+            "workMetaList_.size()=121")  # fmt: skip
+    fields = only(read_all([line]), "collective.timeout")
+    assert (fields["op"], fields["pg"], fields["rank"]) == ("watchdog", "3", 6)
+
+
+def test_ascend_hccl_timeouts_are_collective_timeouts() -> None:
+    """HCCL's (CANN) timeouts as torch_npu, vllm-ascend and lmdeploy print them: a collective's
+    Notify wait (EI0002, its op leading the task's tag), a peer's socket (EI0006), the device's
+    fftsplus task timeout with its seconds."""
+    notify = (
+        "EI0002: [PID: 2969] 2025-10-11-15:09:34.713.335 The wait execution of the Notify "
+        "register times out. Reason: The Notify register has not received the Notify "
+        "record from remote rank: [24]. base information: [streamID:[109], taskID[38], "
+        "taskType[Notify Wait], tag[AllReduce_group_name_1654NHRAllReduceComm_device]]. "
+        "group information: [group:[group_name_1654], rankSize[32], rankId[25 24]]"
+    )
+    socket = (
+        "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times "
+        "out. Reason: Remote Rank did not send the data in time."
+    )
+    task = (
+        "        The error from device(chipId:5, dieId:0), serial number is 17, hccl fftsplus "
+        "task timeout occurred during task execution, stream_id:7, sq_id:7, task_id:9865, "
+        "stuck notify num:3, timeout:1836.[FUNC:ProcessStarsHcclFftsPlusTimeoutErrorInfo]"
+    )
+    got = [only(read_all([line]), "collective.timeout") for line in (notify, socket, task)]
+    assert [(f["backend"], f["op"]) for f in got] == [
+        ("hccl", "AllReduce"),
+        ("hccl", "socket"),
+        ("hccl", "task"),
+    ]
+    assert (got[0]["pg"], got[1]["rank"], got[2]["timeout_s"]) == ("group_name_1654", 1, 1836.0)
+    # the cause lines of HCCL's report name no timeout of their own
+    cause = (
+        "        Possible Cause: 1. An exception occurs during the execution on some NPUs in "
+        "the cluster. As a result, collective communication operation failed."
+    )
+    assert kinds(read_all([cause])) == []
+
+
 def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
     cut = [WATCHDOG[:60], WATCHDOG[60:140], WATCHDOG[140:]]
     assert only(read_all(cut), "collective.timeout")["seq"] == 4486
@@ -187,12 +233,25 @@ def test_a_traceback_logged_at_warning_is_no_failure() -> None:
         assert read_all(lines) == []
 
 
-def test_a_traceback_after_another_record_s_info_line_that_reaches_the_program_s_top() -> None:
-    """The level on the line before a traceback may be another record's (an access log glued
-    to a bar, a launcher's warning): a frame of code that never catches -- runpy's, a console
-    script's in `bin/` -- says the exception reached the program's top, even when the chain's
-    last part is cut before its exception line. A script's own `<module>` says nothing."""
+def test_a_traceback_after_an_info_record_is_no_record_s_traceback() -> None:
+    """An INFO line before a traceback (an access log glued to a bar, a progress line) is the
+    program's last word before it died more often than a record logging a handled exception:
+    the traceback is uncaught once the output ends with it, chained and cut or not."""
     before = '  97%|#| 1992/2048 [25:29<00:09,  5.76it/s]INFO:     1.2.3.4:80 - "POST /g" 200 OK'
+    lines = [before, *TRACEBACK]
+    assert only(read_all(lines), "component.failed")["error"] == "KeyError: 'teacher_logprobs'"
+    debug = "2021-05-10 18:02:27,651\tDEBUG elastic.py:156 -- Actor status: 2 alive, 0 dead"
+    assert kinds(read_all([debug, *TRACEBACK])) == ["component.failed"]
+
+
+def test_a_traceback_after_another_record_s_warning_that_reaches_the_program_s_top() -> None:
+    """The warning on the line before a traceback may be another record's (a launcher's): a
+    frame of code that never catches -- runpy's, a console script's in `bin/` -- says the
+    exception reached the program's top, even when the chain's last part is cut before its
+    exception line. A script's own `<module>` says nothing."""
+    before = ("WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'n4' has "
+              "failed to shutdown the rendezvous '9987' due to an error of type "
+              "RendezvousConnectionError.")  # fmt: skip
     chain = [*TRACEBACK[:1], '  File "/x/areal/controller.py", line 256, in start',
              "    self.wait()", "TimeoutError: Timeout waiting for model_worker/0", "",
              "During handling of the above exception, another exception occurred:", ""]  # fmt: skip
