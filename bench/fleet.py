@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import re
@@ -69,13 +70,15 @@ from processes import RUNWATCH, Worker
 from harness.cluster_verdict import read_all
 from harness.slack_server import FakeSlack
 from runwatch.dev.broker import KafkaBroker, free_port
-from runwatch.emitters.topics import Topics
+from runwatch.emitters.topics import BATCH_HEADER, Topics
 from runwatch.stream.kafka.admin import ensure_topics
 
 TIMEOUT = 30.0  # heartbeat_lost here (the default is 60 s)
 SLACK_TOKEN = "xoxb-fleet-bench"
 SLACK_CHANNEL = "C-FLEET"
 PROBE_EVERY = 2.0
+#: an emitter's sender takes what gathered this often (`Sender.linger`): one record a window
+LINGER = 0.05
 LAG = "runwatch_processing_lag_seconds"
 #: a whole /metrics scrape of each worker this often (Prometheus' usual interval); the lag
 #: is sampled every 2 s on its own (`?name[]=`), which visits no run
@@ -106,8 +109,10 @@ async def _produce(bootstrap: str, topic: str, runs: list[str], seconds: float, 
     """The events due by now go into one record batch per partition, built by aiokafka's C
     record builder, and the batches are sent whenever the schedule is ahead of the clock (and
     at once after a fault). kafka-python's `send()`, ~50 µs an event, held two producers to
-    13,000 events/s on this machine; the workers do not care how records were batched, and
-    a run's events stay in order on its own partition."""
+    13,000 events/s on this machine. Records as the emitters make them (contract section 8,
+    `emitters/transport.py`): what one process emits in one `LINGER` window of the schedule
+    is one record, JSON Lines under the batch header, a lone event a plain record; each
+    process's events stay in order on its run's partition."""
     import zlib
 
     from aiokafka import AIOKafkaProducer
@@ -132,13 +137,34 @@ async def _produce(bootstrap: str, topic: str, runs: list[str], seconds: float, 
                 ack.result()  # a send that failed stops the producer here
             acks[:] = [a for a in acks if not a.done()]
 
-        sent, behind = 0, 0.0
+        #: each process's lines of its current window (run, process) -> (window, key, lines)
+        pending: dict[tuple[str, str, int], tuple[int, bytes, list[bytes]]] = {}
+
+        async def add(key: bytes, lines: list[bytes]) -> None:
+            value, headers = (lines[0], []) if len(lines) == 1 else (b"\n".join(lines),
+                                                                     [BATCH_HEADER])  # fmt: skip
+            part = partitions[zlib.crc32(key) % len(partitions)]
+            if batches[part].append(key=key, value=value, timestamp=None, headers=headers) is None:
+                await send(part)  # full: a new batch takes it
+                batches[part].append(key=key, value=value, timestamp=None, headers=headers)
+
+        async def flush(before: float) -> None:
+            """Each process's window that closed before schedule time `before` becomes a
+            record (inf: all of them)."""
+            for process in [k for k, (w, _, _) in pending.items() if (w + 1) * LINGER <= before]:
+                _, key, lines = pending.pop(process)
+                await add(key, lines)
+
+        sent, behind, flush_at = 0, 0.0, 0.0
         # when the rollout worker of each run that goes silent really beat last: a producer
         # behind its schedule sent it later than planned, and the fault ripens from then
         silent = {f[1] for f in faults if f[2] == "silent"}
         beat_sent: dict[str, float] = {}
         start_wall, start = time.time(), time.monotonic()
         for planned in schedule(runs, seconds, seed, faults):
+            if planned.at >= flush_at:  # the windows closed by now are records
+                await flush(planned.at)
+                flush_at = (math.floor(planned.at / LINGER) + 1) * LINGER
             wait = start + planned.at - time.monotonic()
             if wait > 0 and planned.at < seconds:
                 await send_all()
@@ -160,15 +186,21 @@ async def _produce(bootstrap: str, topic: str, runs: list[str], seconds: float, 
             ):
                 beat_sent[planned.run] = now
             value = wire(planned, now, uuid.uuid4().hex)
-            key = planned.run.encode()
-            part = partitions[zlib.crc32(key) % len(partitions)]
-            if batches[part].append(key=key, value=value, timestamp=None) is None:
-                await send(part)  # full: a new batch takes it
-                batches[part].append(key=key, value=value, timestamp=None)
+            process = (planned.run, planned.src["component"], planned.src["pid"])
+            window = math.floor(planned.at / LINGER)
+            held = pending.get(process)
+            if held is not None and held[0] != window:  # its sender took the window before
+                await add(held[1], held[2])
+                held = None
+            if held is None:
+                pending[process] = held = (window, planned.run.encode(), [])
+            held[2].append(value)
             sent += 1
             if planned.fault == "nan":
+                await add(held[1], pending.pop(process)[2])
                 await send_all()  # its delay counts from here: it goes now
                 out.put({"run": planned.run, "kind": "nan", "sent": now, "due": now})
+        await flush(math.inf)
         await send_all()
         for ack in acks:
             await ack
