@@ -39,7 +39,7 @@ from typing import Any
 
 import faust
 
-from runwatch.stream.collector import tuned_for_consuming
+from runwatch.stream.collector import large_blocks_returned, tuned_for_consuming
 from runwatch.stream.exceptions import WorkerStartFailed
 from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients
@@ -158,6 +158,7 @@ def run(settings: WorkerSettings, *, log_level: str = "warning") -> int:
         runner = faust.Worker(app, loop=loop, loglevel=log_level.upper(), quiet=True,
                               redirect_stdouts=False)  # fmt: skip
         runner.spinner = None  # no terminal escape codes in logs
+        large_blocks_returned()  # freed fetches and checkpoints leave no resident holes
         try:
             with tuned_for_consuming():
                 runner.execute_from_commandline()
