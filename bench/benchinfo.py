@@ -95,6 +95,13 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
+def children_cpu(pid: int) -> float:
+    """CPU seconds of a process's children it waited for (the worker's forked checkpoints)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
 def follow_alerts(
     bootstrap: str, topic: str, on_alert: Callable[[dict], None], done: threading.Event
 ) -> None:

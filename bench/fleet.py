@@ -62,7 +62,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchinfo import SAID, follow_alerts, machine, percentile, proc_stats, say, write_section
+from benchinfo import (
+    SAID,
+    children_cpu,
+    follow_alerts,
+    machine,
+    percentile,
+    proc_stats,
+    say,
+    write_section,
+)
 from fleet_shape import BEAT, schedule, wire
 from kafka import KafkaConsumer, TopicPartition
 from processes import RUNWATCH, Worker
@@ -362,7 +371,7 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         for w in workers:
             w.wait_live(timeout=PHASE_S)
         progress(t0, f"{len(workers)} workers live")
-        base_rss = [proc_stats(w.proc.pid)[0] for w in workers]
+        base_rss = {w: proc_stats(w.proc.pid)[0] for w in workers}
         sink_log = (tmp / "sink.log").open("w")
         sink = subprocess.Popen(
             [RUNWATCH, "sink", "--kafka", bootstrap, "--db", str(tmp / "history.duckdb"),
@@ -405,6 +414,8 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         progress(t0, f"{n:,} runs playing for {seconds:.0f} s")
         started = time.time()
         cpu0 = sum(w.cpu_s() for w in workers)
+        forked0 = sum(children_cpu(w.proc.pid) for w in workers)
+        killed = (0.0, 0.0)  # the killed worker's CPU and its children's, just before the kill
         lag: list[tuple[float, float]] = []
         moments: dict[str, float] = {}
         extra: Worker | None = None
@@ -422,6 +433,7 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
                     say(f"  a third worker did not go live within 120 s (at {n:,} runs)")
             if not args.quick and victim is None and elapsed >= 0.7 * seconds:
                 victim = workers[0]
+                killed = (victim.cpu_s(), children_cpu(victim.proc.pid))
                 moments["kill"] = time.time()
                 victim.proc.kill()
             # the lag every 2 s, alone; the whole /metrics every SCRAPE_S, as Prometheus
@@ -450,7 +462,10 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         progress(t0, f"{len(alerts.seen)} alert transitions read")
         posted = slack_posts(slack, alerts, notify)
         progress(t0, f"Slack: {sum(map(len, posted.values()))} messages of {len(posted)} alerts")
-        cpu = sum(w.cpu_s() for w in live) - cpu0
+        # every worker's CPU over the run, the killed one's up to the kill, and apart, what
+        # their forked checkpoint children took
+        cpu = sum(w.cpu_s() for w in live) + killed[0] - cpu0
+        forked = sum(children_cpu(w.proc.pid) for w in live) + killed[1] - forked0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
         rss = [proc_stats(w.proc.pid)[0] for w in live]
         for w in workers:
@@ -536,9 +551,13 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
             f"join and the kill: delay {spread(calm)} (from the send)")  # fmt: skip
     say(f"  false alerts: {len(false)}; transitions published twice (one id, applied once "
         f"downstream): {repeated}")  # fmt: skip
-    say(f"  workers: {cpu:.1f} CPU s for {sent:,} events = {cpu / max(sent, 1) * 1e6:.0f} µs "
-        f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second)")  # fmt: skip
-    grown = [r - b for r, b in zip(rss, base_rss, strict=False)]
+    say(f"  workers: {cpu:.1f} CPU s for {sent:,} events = {cpu / max(sent, 1) * 1e6:.1f} µs "
+        f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second; every worker's, the "
+        f"killed one's up to the kill); their forked checkpoint children {forked:.1f} s more "
+        f"= {forked / max(sent, 1) * 1e6:.1f} µs per event")  # fmt: skip
+    # a worker that joined grew from what an idle one holds
+    idle = statistics.mean(base_rss.values()) if base_rss else 0.0
+    grown = [r - base_rss.get(w, idle) for w, r in zip(live, rss, strict=True)]
     if grown:
         per_run = sum(grown) * 1024 / n  # KiB
         say(f"  worker RSS: {', '.join(f'{r:.0f} MiB' for r in rss)}; grown "
