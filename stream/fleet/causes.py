@@ -16,11 +16,20 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.state.fleet import Thing
 
 KINDS = ("dep", "server", "host")  # in this order an incident's fleet id is chosen
+#: the kinds a failure names as what its work waits on (section 8's `dep`); the others are
+#: where a failure happened, which says something only against the runs elsewhere
+WAITED_ON = ("dep",)
 
 
 def subject(thing: Thing) -> str:
     """The fleet alert's subject: `dep:NAME`, `host:NAME` or `server:NAME`."""
     return f"{thing[0]}:{thing[1]}"
+
+
+def waited_on(thing: Thing) -> bool:
+    """Whether a failure that names `thing` says its work waits on it (`WAITED_ON`), rather
+    than where it happened: the fleet decision needs no contrast for it (`decide.py`)."""
+    return thing[0] in WAITED_ON
 
 
 def causes(alert: Alert) -> tuple[Thing, ...]:

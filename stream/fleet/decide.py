@@ -12,7 +12,10 @@ When a run incident naming thing C opens at t, C's fleet incident opens if
 - they are at least `min_share` of C's users (the runs that reported C within
   `users_within`; the affected ones are users by definition), and
 - that share is at least `ratio` times the share of the other active runs *affected by a
-  cause of the same kind* within the window.
+  cause of the same kind* within the window -- the contrast. Where every active run uses
+  C there is no contrast, and then only a failure that names C as what its work waits on
+  (`causes.waited_on`: a `dep`) opens one; a node or an inference server, where a failure
+  merely happened, does not (every run of a one-machine `serve` is on its one host).
 
 "Affected" is per kind because the base rate must be of the same kind of failure. Counted
 as "any incident", the runs that do not use a node would count every stall and NaN of a
@@ -21,6 +24,15 @@ would fail the test (4/4 against 26/56) -- while a failure of its kind elsewhere
 that went silent or failed on another node) is what a coincidence looks like. And a run is
 affected by C only when its incident's root names C, so `details.runs` never names a run C
 did not affect.
+
+The contrast is what tells a shared cause from a coincidence on where failures happened:
+three jobs on one machine that crash within seconds, each with its own exception, share
+that machine as they share everything, and so do processes that go silent together there
+(a user's Ctrl-C, a preemption, runwatch's own link) -- with no run elsewhere to compare,
+the machine explains nothing the per-run incidents do not. Stalled work that waits on a
+service names it itself: when one reward server serves every run and hangs, the runs'
+alerts say "the work waits on reward@rm-1:8000", and at least `min_share` of its users
+stalling on it together within `window` is the evidence no contrast is needed for.
 
 Open, it takes every later incident naming C (joiners); it resolves when the last of its
 member incidents has closed.
@@ -32,7 +44,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from runwatch.stream.fleet.causes import subject
+from runwatch.stream.fleet.causes import subject, waited_on
 from runwatch.stream.rules.shared_cause import SharedCauseParams
 from runwatch.stream.state.fleet import FleetIncident, FleetState, Thing
 
@@ -72,6 +84,13 @@ class Figures:
     @property
     def others_share(self) -> float:
         return self.others_affected / self.others if self.others else 0.0
+
+    def contrasted(self, ratio: float, named: bool) -> bool:
+        """The contrast test: the users' share at least `ratio` times the others'; with no
+        others, passed only where the failures name the thing (`named`: what they wait on)."""
+        if not self.others:
+            return named
+        return self.share >= ratio * self.others_share
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +137,7 @@ class FleetBook:
         others = (population.active(since) | affected) - users
         others_affected = {run for _, run in kind} & others
         figures = Figures(len(affected), len(users), len(others), len(others_affected))
-        if figures.share < p.min_share or figures.share < p.ratio * figures.others_share:
+        if figures.share < p.min_share or not figures.contrasted(p.ratio, waited_on(s.thing)):
             return []
         number = state.numbers.get(s.thing, 0) + 1
         state.numbers[s.thing] = number

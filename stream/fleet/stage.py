@@ -126,10 +126,14 @@ class FleetStage:
             figures = change.figures
             assert figures is not None
             runs = fleet.founders
+            contrast = (
+                f"{figures.others_affected} of the {figures.others} that do not"
+                if figures.others
+                else "and every run uses it: their work waits on it"
+            )
             summary = (
                 f"{len(runs)} runs stalled together on {kind} {thing}: {figures.affected} of "
-                f"the {figures.users} runs that use it, {figures.others_affected} of the "
-                f"{figures.others} that do not"
+                f"the {figures.users} runs that use it, {contrast}"
             )
             details = {
                 "runs": runs,

@@ -18,7 +18,7 @@ from helpers import beats, by_ts, decoded, lawful, make_event, one_root
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.fleet.decide import Change, FleetBook, Summary
+from runwatch.stream.fleet.decide import Change, Figures, FleetBook, Summary
 from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.rules.shared_cause import SharedCauseParams
 from runwatch.stream.state.fleet import FleetState, Thing
@@ -128,9 +128,41 @@ def test_incidents_further_apart_than_the_window_are_not_one_cause() -> None:
 
 
 def test_min_runs() -> None:
-    fleet = Fleet({f"r{k}": {NODE} for k in range(4)}, min_runs=4)
+    uses = {f"r{k}": {NODE} if k < 4 else {("host", "node-8")} for k in range(8)}
+    fleet = Fleet(uses, min_runs=4)
     assert [c for k in range(3) for c in fleet.open(NODE, f"r{k}", float(k))] == []
     assert [c.what for c in fleet.open(NODE, "r3", 3.0)] == ["opened"]
+
+
+def test_a_node_every_run_is_on_is_no_evidence() -> None:
+    """A one-machine `serve`: every run is on "vm", so failures there -- crashes, silences --
+    have nothing to be set against; all of them together open nothing."""
+    vm: Thing = ("host", "vm")
+    fleet = Fleet({f"job-{k}": {vm, ("dep", "reward@localhost:8000")} for k in range(5)})
+    assert [c for k in range(5) for c in fleet.open(vm, f"job-{k}", 5.0 + k)] == []
+    assert fleet.book.state.fleets == {}
+
+
+def test_a_service_every_run_waits_on_needs_no_contrast() -> None:
+    """One reward server serves every run and hangs: the runs' alerts say their work waits
+    on it, and half of its users stalling on it within the window opens it."""
+    rm: Thing = ("dep", "reward@rm-1:8000")
+    fleet = Fleet({f"r{k}": {rm, ("host", f"node-{k}")} for k in range(6)})
+    assert [c for k in range(2) for c in fleet.open(rm, f"r{k}", 10.0 + k)] == []
+    (opened,) = fleet.open(rm, "r2", 12.0)
+    assert opened.figures is not None
+    assert (opened.figures.users, opened.figures.others) == (6, 0)
+    assert opened.fleet.founders == ["r0", "r1", "r2"]
+
+
+def test_the_contrast_with_few_or_many_runs_elsewhere() -> None:
+    """With runs that do not use the thing, the ratio of shares decides, whatever its kind."""
+    alone = Figures(affected=3, users=3, others=0, others_affected=0)
+    assert alone.contrasted(5.0, named=True)
+    assert not alone.contrasted(5.0, named=False)
+    spread = Figures(affected=3, users=4, others=56, others_affected=6)  # 75% against 11%
+    assert spread.contrasted(5.0, named=False)
+    assert not spread.contrasted(8.0, named=True)
 
 
 def test_joiners_and_the_resolution_when_every_member_incident_closed() -> None:
