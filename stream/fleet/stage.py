@@ -147,7 +147,7 @@ class FleetStage:
             }
         else:
             runs = sorted(set(fleet.members.values()))
-            held = change.ts - fleet.since
+            held = change.ts - fleet.opened  # (one duration: the history's, `lasted`)
             summary = (
                 f"{RULE} ({name}) resolved after {fmt_duration(held)}: the incidents of its "
                 f"{len(runs)} runs have closed"

@@ -307,3 +307,16 @@ def test_show_at_fleet_lists_the_fleet_incidents(fleet_db: Path) -> None:
     assert any(ln.startswith("  host:rollout-node-7 #1  ") and ln.endswith(
         "3 runs: fleet-000, fleet-002, fleet-003") for ln in lines), text  # fmt: skip
     assert sum("FIRING" in ln for ln in lines) == sum("RESOLVED" in ln for ln in lines) == 2
+
+
+def test_a_fleet_incident_lasted_as_its_resolution_says(fleet_db: Path) -> None:
+    """One duration: `show @fleet`'s "lasted" (the view's, opening to resolution) is the one
+    its resolved transition says ("resolved after", `details.duration_s`)."""
+    with Store.reader(fleet_db) as store:
+        rows = store.con.execute(
+            "SELECT f.duration_s, CAST(json_extract(a.details, '$.duration_s') AS DOUBLE) "
+            "FROM fleet_incidents f JOIN alert_log a "
+            "ON json_extract_string(a.raw, '$.incident.id') = f.id AND a.state = 'resolved'"
+        ).fetchall()
+    assert len(rows) == 2
+    assert all(abs(view - said) < 1e-3 for view, said in rows), rows

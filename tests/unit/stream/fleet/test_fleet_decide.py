@@ -6,7 +6,10 @@ not use it -- or where the failures name it as what their work waits on.
   processes go silent together, share the host as they share everything: no fleet incident;
 - two machines, the processes of the three jobs on one go silent: the node's;
 - one reward server that every run uses hangs: the runs' alerts say their work waits on it,
-  and that is the fleet incident, with no run elsewhere to compare."""
+  and that is the fleet incident, with no run elsewhere to compare.
+
+And a fleet incident's duration is one: from its opening to its resolution, on event time,
+in its resolved transition and in the history (`runwatch show @fleet`)."""
 
 from __future__ import annotations
 
@@ -113,3 +116,16 @@ def test_one_reward_server_every_run_uses_hangs_a_fleet_incident_names_it() -> N
     assert set(resolved.details["runs"]) == stalled
     members = {a.run for a in alerts if a.incident and a.incident.fleet == opened.incident.id}  # type: ignore[union-attr]
     assert members == stalled
+
+
+def test_a_fleet_incident_lasts_from_its_opening_to_its_resolution() -> None:
+    events = jobs("a", "box-a", 100, beats_until=100.0, apart=30.0)
+    events += jobs("b", "box-b", 200, beats_until=400.0)
+    events += [event(300.0 + i, f"a-{i}", "run.finished", "box-a", 100 + i, status="killed")
+               for i in range(3)]  # fmt: skip
+    opened, resolved = fleet(replayed(events, until=400.0))
+    assert opened.incident is not None
+    assert opened.since < opened.ts  # its founders' incidents opened before it
+    lasted = resolved.ts - opened.incident.opened
+    assert resolved.details["duration_s"] == round(lasted, 3)
+    assert f"resolved after {fmt_duration(lasted)}:" in resolved.summary
