@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus8/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus9/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 
 CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = ("corpus", "corpus2", "corpus3", "corpus4", "corpus5", "corpus6", "corpus7", "corpus8")
+CORPORA = (
+    "corpus",
+    "corpus2",
+    "corpus3",
+    "corpus4",
+    "corpus5",
+    "corpus6",
+    "corpus7",
+    "corpus8",
+    "corpus9",
+)
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
@@ -222,3 +232,18 @@ def test_the_eighth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     assert _count(entries, "collective_timeout") >= 8
     assert _count(entries, "non_finite_metric") >= 4
     assert len(PARTS["corpus8"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_ninth_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
+    """Fifty to seventy excerpts wider than the earlier corpora in frameworks, launchers and
+    devices (ColossalAI, torch_xla on TPUs, ROCm, Ascend, Kubernetes and Kubeflow, SLURM, the
+    kernel's OOM killer, ECC and fallen-off-the-bus GPUs), about a fifth to a quarter of them
+    healthy controls that look alarming."""
+    entries = _entries("corpus9")
+    assert 50 <= len(entries) <= 70
+    assert len({e["framework"] for e in entries}) >= 35
+    assert 10 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "non_finite_metric") >= 4
+    assert len(PARTS["corpus9"]["heldout"]) * 3 >= len(entries) - 3
