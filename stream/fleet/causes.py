@@ -16,9 +16,8 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.state.fleet import Thing
 
 KINDS = ("dep", "server", "host")  # in this order an incident's fleet id is chosen
-#: the kinds a failure names as what its work waits on (section 8's `dep`); the others are
-#: where a failure happened, which says something only against the runs elsewhere
-WAITED_ON = ("dep",)
+#: the rules whose alert says a process went silent: it points at the node it ran on
+SILENT = ("heartbeat_lost",)
 
 
 def subject(thing: Thing) -> str:
@@ -26,10 +25,13 @@ def subject(thing: Thing) -> str:
     return f"{thing[0]}:{thing[1]}"
 
 
-def waited_on(thing: Thing) -> bool:
-    """Whether a failure that names `thing` says its work waits on it (`WAITED_ON`), rather
-    than where it happened: the fleet decision needs no contrast for it (`decide.py`)."""
-    return thing[0] in WAITED_ON
+def points_at(alert: Alert, thing: Thing) -> bool:
+    """Whether `alert`'s failure points at `thing` rather than only happening there: work
+    that waits on it (a `dep`), or a process gone silent on it (a node: `SILENT`). One that
+    failed with its own error, or an engine that stalled, says only where it was. The fleet
+    decision needs no runs elsewhere to compare for what the failures point at (`decide.py`)."""
+    kind = thing[0]
+    return kind == "dep" or (kind == "host" and alert.rule in SILENT)
 
 
 def causes(alert: Alert) -> tuple[Thing, ...]:

@@ -12,10 +12,7 @@ When a run incident naming thing C opens at t, C's fleet incident opens if
 - they are at least `min_share` of C's users (the runs that reported C within
   `users_within`; the affected ones are users by definition), and
 - that share is at least `ratio` times the share of the other active runs *affected by a
-  cause of the same kind* within the window -- the contrast. Where every active run uses
-  C there is no contrast, and then only a failure that names C as what its work waits on
-  (`causes.waited_on`: a `dep`) opens one; a node or an inference server, where a failure
-  merely happened, does not (every run of a one-machine `serve` is on its one host).
+  cause of the same kind* within the window -- the contrast.
 
 "Affected" is per kind because the base rate must be of the same kind of failure. Counted
 as "any incident", the runs that do not use a node would count every stall and NaN of a
@@ -25,14 +22,18 @@ that went silent or failed on another node) is what a coincidence looks like. An
 affected by C only when its incident's root names C, so `details.runs` never names a run C
 did not affect.
 
-The contrast is what tells a shared cause from a coincidence on where failures happened:
-three jobs on one machine that crash within seconds, each with its own exception, share
-that machine as they share everything, and so do processes that go silent together there
-(a user's Ctrl-C, a preemption, runwatch's own link) -- with no run elsewhere to compare,
-the machine explains nothing the per-run incidents do not. Stalled work that waits on a
-service names it itself: when one reward server serves every run and hangs, the runs'
-alerts say "the work waits on reward@rm-1:8000", and at least `min_share` of its users
-stalling on it together within `window` is the evidence no contrast is needed for.
+Where every active run uses C there is no contrast (every run of a one-machine `serve` is
+on its one host), and then only the failures that *point at* C count (`Summary.points`,
+`causes.points_at`): at least `min_runs` of them, `min_share` of C's users. Work that waits
+on a service points at it -- when one reward server serves every run and hangs, each run's
+alert says "the work waits on reward@rm-1:8000", which independent failures do not say
+together; so do processes that go silent on a node (a node that dies, or is cut off,
+silences every process on it, and a silent process gives no reason of its own). A process
+that fails with its own exception or exit status, or an inference engine that stalls,
+says only where it happened: three jobs on one machine that crash within seconds of each
+other share the machine as they share everything, and make no fleet incident. With runs
+elsewhere, those count too (a full disk or a bad GPU makes a node's processes raise): the
+contrast says whether the node is special.
 
 Open, it takes every later incident naming C (joiners); it resolves when the last of its
 member incidents has closed.
@@ -44,20 +45,22 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from runwatch.stream.fleet.causes import subject, waited_on
+from runwatch.stream.fleet.causes import subject
 from runwatch.stream.rules.shared_cause import SharedCauseParams
 from runwatch.stream.state.fleet import FleetIncident, FleetState, Thing
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """One run incident naming one cause, as it opened (`open`) or closed, at event time."""
+    """One run incident naming one cause, as it opened (`open`) or closed, at event time;
+    `points`: its failure points at the cause, not only happened there (module docstring)."""
 
     thing: Thing
     run: str
     incident: str
     ts: float
     open: bool
+    points: bool = False
 
 
 class Population(Protocol):
@@ -70,12 +73,14 @@ class Population(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Figures:
-    """Why a fleet incident opened: the counts behind its two tests."""
+    """Why a fleet incident opened: the counts behind its tests (`pointed`: the affected
+    runs whose failures point at the thing, which alone count where there are no others)."""
 
     affected: int
     users: int
     others: int
     others_affected: int
+    pointed: int = 0
 
     @property
     def share(self) -> float:
@@ -85,12 +90,12 @@ class Figures:
     def others_share(self) -> float:
         return self.others_affected / self.others if self.others else 0.0
 
-    def contrasted(self, ratio: float, named: bool) -> bool:
-        """The contrast test: the users' share at least `ratio` times the others'; with no
-        others, passed only where the failures name the thing (`named`: what they wait on)."""
+    def shared(self, p: SharedCauseParams) -> bool:
+        """The test (module docstring): against the others where there are some, else on
+        the failures that point at the thing alone."""
         if not self.others:
-            return named
-        return self.share >= ratio * self.others_share
+            return self.pointed >= p.min_runs and self.pointed >= p.min_share * self.users
+        return self.share >= p.min_share and self.share >= p.ratio * self.others_share
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,9 @@ class FleetBook:
         recent.append((s.ts, s.run, s.incident))
         kind = _window(state.kinds.setdefault(s.thing[0], deque()), s.ts - p.window)
         kind.append((s.ts, s.run))
+        pointing = _window(state.pointing.setdefault(s.thing, deque()), s.ts - p.window)
+        if s.points:
+            pointing.append((s.ts, s.run))
         fleet = state.fleets.get(s.thing)
         if fleet is not None:
             self._join(fleet, s.incident, s.run)
@@ -136,8 +144,11 @@ class FleetBook:
         users = population.users(s.thing, since) | affected
         others = (population.active(since) | affected) - users
         others_affected = {run for _, run in kind} & others
-        figures = Figures(len(affected), len(users), len(others), len(others_affected))
-        if figures.share < p.min_share or not figures.contrasted(p.ratio, waited_on(s.thing)):
+        pointed = {run for _, run in pointing}
+        figures = Figures(
+            len(affected), len(users), len(others), len(others_affected), len(pointed)
+        )
+        if not figures.shared(p):
             return []
         number = state.numbers.get(s.thing, 0) + 1
         state.numbers[s.thing] = number

@@ -14,7 +14,7 @@ from runwatch.emitters.runview import MAX_HELD, FleetView, HeldDep
 from runwatch.stream.alerts import Alert, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
-from runwatch.stream.fleet.causes import causes, subject
+from runwatch.stream.fleet.causes import causes, points_at, subject
 from runwatch.stream.fleet.decide import Change, FleetBook, Population, Summary
 from runwatch.stream.fleet.population import EnginePopulation
 from runwatch.stream.incidents import IncidentRef
@@ -25,6 +25,8 @@ from runwatch.stream.state.fleet import FleetState
 RULE = SharedCause.id
 #: the rule whose resolution says a process beats again (a service's own, `_beating`)
 BEATS = "heartbeat_lost"
+#: what the failures that point at a thing of a kind say (`causes.points_at`)
+POINTING = {"dep": "of them wait on it", "host": "of them went silent on it"}
 
 
 class FleetStage:
@@ -69,7 +71,8 @@ class FleetStage:
                 named = causes(alert) if ref.role == "root" else ()
                 state.incidents[ref.id] = named
                 for thing in named:
-                    out += self._alerts(Summary(thing, alert.run, ref.id, alert.ts, True))
+                    points = points_at(alert, thing)
+                    out += self._alerts(Summary(thing, alert.run, ref.id, alert.ts, True, points))
             fleet = state.member_of.get(ref.id)
             out.append(alert if fleet is None else _member(alert, ref, fleet))
             if not ref.open and ref.id in state.incidents:
@@ -129,7 +132,7 @@ class FleetStage:
             contrast = (
                 f"{figures.others_affected} of the {figures.others} that do not"
                 if figures.others
-                else "and every run uses it: their work waits on it"
+                else f"and every run uses it: {figures.pointed} {POINTING.get(kind, 'point at it')}"
             )
             summary = (
                 f"{len(runs)} runs stalled together on {kind} {thing}: {figures.affected} of "
@@ -143,6 +146,7 @@ class FleetStage:
                 "affected": figures.affected,
                 "others": figures.others,
                 "others_affected": figures.others_affected,
+                "pointed": figures.pointed,
                 "incidents": dict(sorted(fleet.members.items())),
             }
         else:

@@ -33,7 +33,7 @@ class SharedCauseParams(Params):
     min_share: float = Field(0.5, gt=0.0, le=1.0)
     #: ... and at least this many times the share of the runs that do not use it affected
     #: by a cause of the same kind (a node: a silent or failed process elsewhere); with no
-    #: such runs, only a service the failures wait on (`dep`) passes (`stream.fleet.decide`)
+    #: such runs, only the failures that point at it count (`stream.fleet.decide`)
     ratio: float = Field(5.0, ge=1.0)
     #: a run uses a thing it reported within this much event time
     users_within: Seconds = 3600.0
@@ -52,9 +52,9 @@ class SharedCause(Rule[SharedCauseParams]):
         "({window:g} s), share one cause -- the service their stalled work waits on, the node "
         "their silent or failed processes ran on, the inference server -- and at least "
         "`min_share` ({min_share:.0%}) of its users are affected, `ratio` ({ratio:g}) times "
-        "the share of the other runs (where every run uses it, only a service their work "
-        "waits on: no node or server without runs elsewhere to compare); `run` `@fleet`, "
-        "`subject` `dep:`/`host:`/`server:` NAME"
+        "the share of the other runs (where every run uses it, only the failures that point "
+        "at it count: work waiting on a service, processes gone silent on a node, not crashes "
+        "with errors of their own); `run` `@fleet`, `subject` `dep:`/`host:`/`server:` NAME"
     )
     params_model = SharedCauseParams
     #: judged by the fleet stage across runs, never by the engine in one run

@@ -1,6 +1,6 @@
 """The fleet stage's state: which run incidents are open and what they name as their cause,
-the recent ones per cause and per kind of cause, the fleet incidents open, and each fleet
-alert's transition count.
+the recent ones per cause (those that point at it apart) and per kind of cause, the fleet
+incidents open, and each fleet alert's transition count.
 
 State only, checkpointed with a driver's (`runwatch.stream.checkpoint` builds every class of
 this package); the decisions are `runwatch.stream.fleet`. Bounded: run incidents while they
@@ -41,7 +41,8 @@ class FleetState:
     """What the fleet stage knows (module docstring)."""
 
     __slots__ = (
-        "fleets", "incidents", "kinds", "member_of", "numbers", "open", "recent", "transitions",
+        "fleets", "incidents", "kinds", "member_of", "numbers", "open", "pointing", "recent",
+        "transitions",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -53,6 +54,8 @@ class FleetState:
         self.recent: dict[Thing, deque[tuple[float, str, str]]] = {}
         #: per kind of thing: (opened, run) of the incidents naming one, one window
         self.kinds: dict[str, deque[tuple[float, str]]] = {}
+        #: per thing: (opened, run) of the incidents whose failure points at it, one window
+        self.pointing: dict[Thing, deque[tuple[float, str]]] = {}
         self.fleets: dict[Thing, FleetIncident] = {}  # the open fleet incidents
         #: open run incident id -> the id of the fleet incident it belongs to (its first)
         self.member_of: dict[str, str] = {}

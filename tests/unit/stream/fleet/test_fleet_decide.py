@@ -1,9 +1,10 @@
 """The fleet decision (`runwatch.stream.fleet.decide`) on traces replayed as `runwatch
-replay` does: a shared thing opens a fleet incident only against a contrast -- runs that do
-not use it -- or where the failures name it as what their work waits on.
+replay` does: a shared thing opens a fleet incident against a contrast -- runs that do not
+use it -- or, where every run uses it, on the failures that point at it.
 
-- a one-machine `serve`: three small jobs that crash within seconds of each other, or whose
-  processes go silent together, share the host as they share everything: no fleet incident;
+- a one-machine `serve`: three small jobs that crash within seconds of each other, each
+  with its own exit status, share the host as they share everything: no fleet incident;
+  three whose processes go silent together there point at it: the host's;
 - two machines, the processes of the three jobs on one go silent: the node's;
 - one reward server that every run uses hangs: the runs' alerts say their work waits on it,
   and that is the fleet incident, with no run elsewhere to compare.
@@ -85,10 +86,21 @@ def test_three_jobs_that_crash_together_on_one_machine_make_no_fleet_incident() 
     assert fleet(alerts) == []  # ...which every run on the machine uses: no contrast
 
 
-def test_processes_that_go_silent_together_on_one_machine_make_none_either() -> None:
+def test_processes_that_go_silent_together_on_one_machine_point_at_it() -> None:
     alerts = replayed(jobs("job", "vm", 100, beats_until=200.0), until=400.0)
     lost = [a for a in alerts if a.rule == "heartbeat_lost" and a.firing]
     assert [a.details["host"] for a in lost] == ["vm"] * 3
+    (opened,) = fleet(alerts)  # (open: they are still silent)
+    assert (opened.subject, opened.details["others"], opened.details["pointed"]) == (
+        "host:vm", 0, 3)  # fmt: skip
+    assert "every run uses it: 3 of them went silent on it" in opened.summary
+
+
+def test_crashes_and_one_silence_on_one_machine_are_no_fleet_incident() -> None:
+    events = jobs("job", "vm", 100, beats_until=150.0, end="crash", at=150.0, apart=5.0)
+    events = [e for e in events if not (e["run"] == "job-2" and e["ts"] > T0 + 150.0)]
+    alerts = replayed(events, until=400.0)  # job-2 went silent; job-0 and -1 exited 3
+    assert {a.run for a in alerts if a.rule == "heartbeat_lost"} == {"job-2"}
     assert fleet(alerts) == []
 
 

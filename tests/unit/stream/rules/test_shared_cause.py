@@ -41,8 +41,13 @@ class Fleet:
     def active(self, since: float) -> set[str]:
         return set(self.uses)
 
-    def open(self, thing: Thing, run: str, ts: float, n: int = 1) -> list[Change]:
-        return self.book.summary(Summary(thing, run, f"incident|{run}|{n}", ts, True), self)
+    def open(
+        self, thing: Thing, run: str, ts: float, n: int = 1, points: bool | None = None
+    ) -> list[Change]:
+        """`points`: the failure points at `thing` (default: a dep, as work waiting on it)."""
+        points = thing[0] == "dep" if points is None else points
+        summary = Summary(thing, run, f"incident|{run}|{n}", ts, True, points)
+        return self.book.summary(summary, self)
 
     def close(self, thing: Thing, run: str, ts: float, n: int = 1) -> list[Change]:
         return self.book.summary(Summary(thing, run, f"incident|{run}|{n}", ts, False), self)
@@ -134,13 +139,21 @@ def test_min_runs() -> None:
     assert [c.what for c in fleet.open(NODE, "r3", 3.0)] == ["opened"]
 
 
-def test_a_node_every_run_is_on_is_no_evidence() -> None:
-    """A one-machine `serve`: every run is on "vm", so failures there -- crashes, silences --
-    have nothing to be set against; all of them together open nothing."""
+def test_a_node_every_run_is_on_counts_only_the_failures_that_point_at_it() -> None:
+    """A one-machine `serve`: every run is on "vm", so there is nothing to set failures
+    there against. Crashes with errors of their own open nothing, however many; processes
+    gone silent there point at it: three of five open it."""
     vm: Thing = ("host", "vm")
-    fleet = Fleet({f"job-{k}": {vm, ("dep", "reward@localhost:8000")} for k in range(5)})
-    assert [c for k in range(5) for c in fleet.open(vm, f"job-{k}", 5.0 + k)] == []
-    assert fleet.book.state.fleets == {}
+    crashes = Fleet({f"job-{k}": {vm, ("dep", "reward@localhost:8000")} for k in range(5)})
+    assert [c for k in range(5) for c in crashes.open(vm, f"job-{k}", 5.0 + k)] == []
+    assert crashes.book.state.fleets == {}
+    silences = Fleet({f"job-{k}": {vm} for k in range(5)})
+    assert silences.open(vm, "job-0", 5.0) == []  # a crash
+    assert silences.open(vm, "job-1", 6.0, points=True) == []
+    assert silences.open(vm, "job-2", 7.0, points=True) == []
+    (opened,) = silences.open(vm, "job-3", 8.0, points=True)
+    assert opened.figures is not None
+    assert (opened.figures.affected, opened.figures.pointed) == (4, 3)
 
 
 def test_a_service_every_run_waits_on_needs_no_contrast() -> None:
@@ -155,14 +168,17 @@ def test_a_service_every_run_waits_on_needs_no_contrast() -> None:
     assert opened.fleet.founders == ["r0", "r1", "r2"]
 
 
-def test_the_contrast_with_few_or_many_runs_elsewhere() -> None:
-    """With runs that do not use the thing, the ratio of shares decides, whatever its kind."""
-    alone = Figures(affected=3, users=3, others=0, others_affected=0)
-    assert alone.contrasted(5.0, named=True)
-    assert not alone.contrasted(5.0, named=False)
+def test_the_test_with_and_without_runs_elsewhere() -> None:
+    """With runs that do not use the thing, the ratio of shares decides, whether or not the
+    failures point at it; with none, the failures that point at it alone."""
+    p = SharedCauseParams()
+    assert not Figures(affected=3, users=3, others=0, others_affected=0, pointed=2).shared(p)
+    assert Figures(affected=3, users=3, others=0, others_affected=0, pointed=3).shared(p)
+    assert not Figures(affected=3, users=7, others=0, others_affected=0, pointed=3).shared(p)
     spread = Figures(affected=3, users=4, others=56, others_affected=6)  # 75% against 11%
-    assert spread.contrasted(5.0, named=False)
-    assert not spread.contrasted(8.0, named=True)
+    assert spread.shared(p)
+    assert not spread.shared(SharedCauseParams(ratio=8.0))
+    assert not Figures(affected=3, users=4, others=56, others_affected=20, pointed=3).shared(p)
 
 
 def test_joiners_and_the_resolution_when_every_member_incident_closed() -> None:
