@@ -76,6 +76,12 @@ OPENRLHF_KEYS = {
 }  # fmt: skip
 OPENRLHF_REWARD = "train/reward"
 OPENRLHF_BAR = re.compile(r"^Train epoch \[(\d+)/(\d+)\]")
+#: Lightning 1.x's bar puts its running training loss first in the postfix as `loss`, and
+#: `loss=nan` when it has none (`get_standard_metrics`: no running loss under automatic
+#: optimization gives `float("NaN")`) -- NeMo Megatron's bars show it beside the loss they
+#: log (`reduced_train_loss=3.910`). A `loss` that is NaN beside another loss that is finite is
+#: that placeholder: a real divergence makes the logged loss NaN too
+LIGHTNING_LOSS = "loss"
 _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
 
 
@@ -358,6 +364,7 @@ class MetricLines:
         record = read_line(f"{bar}, {postfix}" if ":" in bar else postfix, step=n)
         if record is None:
             return []
+        _lightning_placeholder(record.metrics)
         bad = any(not math.isfinite(v) for v in record.metrics.values())
         if len(record.metrics) < 2 and not bad:
             return []
@@ -418,3 +425,14 @@ class MetricLines:
             self._bars[source] = step
         keys = (OPENRLHF_REWARD, *self.reward_keys)
         return step_events(dict(metrics), step, keys, done=ended)
+
+
+def _lightning_placeholder(metrics: dict[str, float]) -> None:
+    """Drop a bar postfix's `loss=nan` that is Lightning's placeholder for no running loss
+    (`LIGHTNING_LOSS`): another key of the postfix names a loss, and it is finite."""
+    value = metrics.get(LIGHTNING_LOSS)
+    if value is None or not math.isnan(value):
+        return
+    others = (v for k, v in metrics.items() if k != LIGHTNING_LOSS and "loss" in k.lower())
+    if any(math.isfinite(v) for v in others):
+        del metrics[LIGHTNING_LOSS]

@@ -111,9 +111,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus9", "fail_dreamerv3_metrics_then_localized_killed"): (
         [], "the shell's `Killed` in a Chinese locale (`已杀死`, glibc's translation of "
         "strsignal(SIGKILL)): the catalogue holds the C locale's words only"),
-    ("corpus9", "healthy_nemo_neuron_bar_loss_nan_reduced_train_loss_finite"): (
-        ["non_finite_metric"], "false alert: the Lightning bar's `loss=nan` is its running "
-        "loss, which NeMo Megatron does not feed; `reduced_train_loss` beside it is the loss"),
 }  # fmt: skip
 
 

@@ -345,6 +345,25 @@ def test_a_dict_after_a_bar_s_refresh_on_its_line() -> None:
     assert kinds(read_all([line.lstrip("\r")])) == ["progress", "step.metrics", "reward"]
 
 
+def test_lightning_s_loss_nan_placeholder_beside_a_finite_loss_is_no_metric() -> None:
+    """Lightning 1.x's bar writes `loss=nan` when it has no running loss; beside a finite loss
+    the program logs (NeMo's `reduced_train_loss`) it is that placeholder, and alone, or
+    beside a loss that is NaN too, it is the loss."""
+
+    def bar(n: int, post: str) -> str:
+        return f"Epoch 0:   3%|3         | {n}/20101 [2:12:19<76:15:08, 14.05s/it, {post}]"
+
+    found = read_all([bar(565, "loss=nan, v_num=, reduced_train_loss=3.910, gradient_norm=1.010"),
+                      bar(566, "loss=nan, v_num=, reduced_train_loss=nan, gradient_norm=1.010"),
+                      bar(567, "loss=nan, v_num=1, lr=0.001")])  # fmt: skip
+    steps = [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
+    assert [s for s, _ in steps] == [565, 566, 567]
+    assert "loss" not in steps[0][1]
+    assert steps[0][1]["reduced_train_loss"] == 3.91
+    assert math.isnan(steps[1][1]["loss"])
+    assert math.isnan(steps[2][1]["loss"])
+
+
 def test_openrlhf_s_postfix_newer_and_older_names() -> None:
     def bar(n: int, post: str) -> str:
         return f"Train epoch [1/1]: {n * 25}%|##  | {n}/4 [00:0{n}<00:03,  1.2it/s, {post}]"
