@@ -185,14 +185,17 @@ class Emitter(ViewReaders):
                 return
             self._started = True
             self._sender.start()
+            # the queue opens before the threads that fill it start: a heartbeat (or a
+            # reader's event) that found it shut would go to the spool, and make its
+            # directory, however reachable the destination
+            self._max_queue = self._max_queue_wanted
+            self._wake_at = self._sender.wake_at
             self._start_readers()
             if self._heartbeat:
                 self._beater = threading.Thread(
                     target=self._beat, name=f"runwatch-heartbeat-{self.component}", daemon=True
                 )
                 self._beater.start()
-            self._max_queue = self._max_queue_wanted
-            self._wake_at = self._sender.wake_at
             # A multiprocessing worker leaves through os._exit, past atexit, but it runs
             # multiprocessing's finalizers first (registered now: the fork clears them).
             if self._forked and (mp_util := sys.modules.get("multiprocessing.util")):
