@@ -25,6 +25,13 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
     )
 
 
+def open_step(run_status: str | None) -> str:
+    """What a step that never ended is: `running` while its run is; once the run has ended
+    (ok, failed, killed) it never will end: `unfinished`, the word trajectories use. Said
+    by `runwatch show` and serve's run page alike."""
+    return "running" if run_status in (None, "running") else "unfinished"
+
+
 @dataclass
 class Timeline:
     run: dict[str, Any]

@@ -23,7 +23,7 @@ from runwatch.commands.remote import Remote, add_url_args, history_source, run_p
 from runwatch.emitters import env
 from runwatch.emitters.events import FLEET_RUN
 from runwatch.logs import say
-from runwatch.store.report import Timeline, list_runs, run_timeline
+from runwatch.store.report import Timeline, list_runs, open_step, run_timeline
 from runwatch.store.sql import query
 from runwatch.store.store import Store, default_db
 from runwatch.stream.rules.base import fmt_duration
@@ -219,15 +219,14 @@ def render_timeline(tl: Timeline) -> str:
     out.append("")
     out.append("steps")
     rows = []
-    # a step that never ended is running only while its run is: after the run's end, it never will
-    open_step = "running" if r["status"] == "running" else "unfinished"
+    unended = open_step(r["status"])
     for s in tl.steps:
         timing = ", ".join(f"{k} {_dur(v)}" for k, v in (s["timing"] or {}).items())
         rows.append(
             (
                 s["step"],
                 iso(s["start_ts"]) if s["start_ts"] is not None else "-",
-                _dur(s["duration_s"]) if s["end_ts"] is not None else open_step,
+                _dur(s["duration_s"]) if s["end_ts"] is not None else unended,
                 _dur(s["between_s"]),
                 _dur(s["idle_s"]) if s["idle_s"] else "-",
                 "-" if s["reward"] is None else f"{s['reward']:.4g}",

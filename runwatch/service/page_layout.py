@@ -95,6 +95,7 @@ svg .rowname { font-size:12px; fill:#475467; }
 svg .rowname.sev-critical { fill:var(--crit); } svg .rowname.sev-warning { fill:var(--warn); }
 svg .step0 { fill:#9db7e8; } svg .step1 { fill:#c3d3f2; }
 svg .step.running { fill:#dfe7f7; stroke:#9db7e8; stroke-dasharray:4 3; }
+svg .step.unfinished { fill:#eef0f3; stroke:#98a2b3; stroke-dasharray:4 3; }
 svg .steplabel { font-size:11px; fill:#1d2330; }
 svg .idle { fill:var(--idle); }
 svg .alert.sev-critical { fill:var(--crit); } svg .alert.sev-warning { fill:var(--warn); }

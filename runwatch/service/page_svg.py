@@ -108,9 +108,12 @@ def timeline(
     steps: Sequence[Mapping[str, Any]] = (),
     idle: Sequence[Mapping[str, Any]] = (),
     spans: Sequence[Span] = (),
+    *,
+    unended: str = "running",
 ) -> Markup:
     """The picture of [start, end]: steps (`step`, `start_ts`, `end_ts`), idle stretches
-    (`start_ts`, `end_ts`, `seconds`) and alert spans, on one axis (UTC)."""
+    (`start_ts`, `end_ts`, `seconds`) and alert spans, on one axis (UTC); a step without an
+    end is drawn to `end` and called `unended` (`store.report.open_step`)."""
     end = max(end, start + 1.0)
     scale = (WIDTH - LEFT - RIGHT) / (end - start)
 
@@ -139,14 +142,14 @@ def timeline(
         s1 = s.get("end_ts")
         done = s1 is not None
         t1 = end if s1 is None else float(s1)
-        label = f"step {s['step']}: " + (fmt_duration(t1 - float(s0)) if done else "running")
+        label = f"step {s['step']}: " + (fmt_duration(t1 - float(s0)) if done else unended)
         parts.append(
             bar(
                 y,
                 STEP_ROW,
                 float(s0),
                 t1,
-                f"step step{i % 2}" + ("" if done else " running"),
+                f"step step{i % 2}" + ("" if done else f" {unended}"),
                 label,
             )
         )

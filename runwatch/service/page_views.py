@@ -22,6 +22,7 @@ from runwatch.service.page_layout import (
     severity,
     when,
 )
+from runwatch.store.report import open_step
 from runwatch.stream.rules.base import fmt_duration
 
 #: Runs listed at most (the most recently seen): a page of 10,000 rows every 5 s helps nobody.
@@ -294,7 +295,9 @@ def run_view(
     end = max([float(last or 0), *(float(s.get("end_ts") or 0) for s in steps)])
     parts.append(h("h2", "Timeline"))
     if start is not None:
-        parts.append(page_svg.timeline(start, max(end, start + 1), steps, idle, spans))
+        unended = open_step(run.get("status"))
+        parts.append(page_svg.timeline(start, max(end, start + 1), steps, idle, spans,
+                                       unended=unended))  # fmt: skip
     if timeline is None:
         why = missing or "the history does not answer"
         parts.append(h("p", f"No steps or GPU-idle stretches: {why}", class_="muted"))
@@ -303,7 +306,7 @@ def run_view(
             h("h2", "Incidents (root cause ← symptoms)"),
             _incidents_table(timeline.get("incidents") or []),
             h("h2", "Steps"),
-            _steps_table(steps, name),
+            _steps_table(steps, name, run.get("status")),
             h("h2", f"Slowest trajectories (of {timeline.get('trajectories', 0)})"),
             _slowest(timeline.get("slowest") or []),
         ]
@@ -337,8 +340,10 @@ def _dur(seconds: Any) -> str:
     return "-" if seconds is None else fmt_duration(float(seconds))
 
 
-def _steps_table(steps: Sequence[Json], run: str) -> Markup:
-    """The latest `MAX_STEPS` steps, oldest first (so a growing gap reads down the page)."""
+def _steps_table(steps: Sequence[Json], run: str, status: str | None) -> Markup:
+    """The latest `MAX_STEPS` steps, oldest first (so a growing gap reads down the page); a
+    step without an end as `open_step` says it for the run's `status`."""
+    unended = open_step(status)
     head = h(
         "tr",
         *(
@@ -361,7 +366,7 @@ def _steps_table(steps: Sequence[Json], run: str) -> Markup:
                 "tr",
                 h("td", s.get("step"), class_="num"),
                 h("td", when(s.get("start_ts"))),
-                h("td", _dur(s.get("duration_s")) if s.get("end_ts") is not None else "running"),
+                h("td", _dur(s.get("duration_s")) if s.get("end_ts") is not None else unended),
                 h("td", _dur(s.get("between_s"))),
                 h("td", _dur(s.get("idle_s")) if s.get("idle_s") else "-", class_="idle-gap"),
                 h("td", "-" if reward is None else f"{float(reward):.4g}"),

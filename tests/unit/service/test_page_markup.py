@@ -99,6 +99,29 @@ def test_a_long_run_lists_its_latest_steps() -> None:
     assert page.count('class="step step') == 130  # the picture: every step
 
 
+@pytest.mark.parametrize(("status", "said"),
+                         [("running", "running"), ("killed", "unfinished"),
+                          ("failed", "unfinished"), ("ok", "unfinished")])  # fmt: skip
+def test_an_open_step_is_running_only_while_its_run_is(status: str, said: str) -> None:
+    """As `runwatch show` says it (tests/unit/commands/test_show_text.py): a killed job's
+    last step is not still running, in the steps table, the picture or the runs table."""
+    steps = [{"step": 1, "start_ts": 100.0, "end_ts": 190.0, "duration_s": 90.0},
+             {"step": 2, "start_ts": 190.0, "end_ts": None, "duration_s": None}]  # fmt: skip
+    run = {"run": "my-job", "status": status, "step": 1, "events": 38, "last_ts": 215.0}
+    page = run_view(run, [], {"steps": steps}, now=300.0)
+    table = page[page.index('<table id="steps">') :].split("</table>")[0]
+    open_row = table.split('<td class="num">2</td>')[1].split("</tr>")[0]
+    other = ({"running", "unfinished"} - {said}).pop()
+    assert f"<td>{said}</td>" in open_row
+    assert other not in open_row
+    assert f"step 2: {said}" in page  # the picture
+    assert f"step 2: {other}" not in page
+    runs = runs_view([run], [], [], [], RunFilter(), 300.0)
+    listed = runs[runs.index('<table id="runs">') :].split("</table>")[0]
+    assert f'class="badge {status}">{status}<' in listed
+    assert ("running" in listed) == (status == "running")
+
+
 def test_the_time_axis_labels_stay_clear_of_its_name() -> None:
     """A tick just after the picture's start would print its time over the axis's "UTC"."""
     for start in (1773500399.0, 1773500395.5, 1773500400.0):  # a tick at 1s, 4.5s, 0s in
