@@ -106,11 +106,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["component_failed"], "false alert: vLLM's `Engine core proc EngineCore_DP0 died "
         "unexpectedly, shutting down client.` at the end of an offline script -- the same "
         "line vLLM writes when the engine dies mid-run"),
-    # corpus9's development part after the ninth pass (its baseline's eight misses:
-    # tests/fixtures/consoles/README.md)
-    ("corpus9", "fail_dreamerv3_metrics_then_localized_killed"): (
-        [], "the shell's `Killed` in a Chinese locale (`已杀死`, glibc's translation of "
-        "strsignal(SIGKILL)): the catalogue holds the C locale's words only"),
+    # corpus9's development part after the ninth pass: its baseline's eight misses are read
+    # (tests/fixtures/consoles/README.md)
 }  # fmt: skip
 
 
