@@ -94,10 +94,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # corpus7's development part at its baseline (the reader of the sixth pass)
     # corpus8's development part after the eighth pass (its baseline's twelve misses:
     # tests/fixtures/consoles/README.md)
-    ("corpus8", "fail_nemo_rerun_unexpected_result_inf_grad_norm_rank4_frames"): (
-        [], "the user quoted the tail of Megatron's RuntimeError message (`Unexpected result "
-        "inf (message=...)`, without its `RuntimeError: Rank N, node ..., iteration N:` head, "
-        "which the catalogue reads), then frames cut before the exception line"),
     ("corpus8", "healthy_srun_killall_exit_code_expected"): (
         ["component_failed"], "false alert: srun's `tasks 10-11: Exited with exit code 1` is "
         "the job script's own expected exit (the thread says so); srun writes the same line "
