@@ -329,12 +329,19 @@ class Emitter(ViewReaders):
         from runwatch.emitters.deps import dep_of
         from runwatch.emitters.rollout import Call
 
-        waits_on = dep_of(dep, endpoint, None)
+        waits_on = dep_of(dep, endpoint, None, node=self.host)
         if waits_on is None:
             raise ValueError("a call names the service it waits on: give dep or endpoint")
         return Call(self, waits_on, timeout=timeout)
 
     # --- heartbeats and shutdown ---------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The node this emitter's events name in `src.host` (`host=`, else `env.node()`);
+        the services it names from a loopback endpoint are named by it too
+        (`runwatch.emitters.deps`)."""
+        return self._host
 
     @property
     def spool_directory(self) -> Path:

@@ -105,49 +105,55 @@ def _select(config: Any, path: str) -> Any:
     return node
 
 
-def _dep(endpoint: Any, role: str) -> str | None:
-    """The service at a configured endpoint; None when the config names none usable (a
-    sample is never failed for a config runwatch cannot read)."""
+def _dep(endpoint: Any, role: str, node: str | None) -> str | None:
+    """The service at a configured endpoint (a loopback one named by `node`: `service`);
+    None when the config names none usable (a sample is never failed for a config runwatch
+    cannot read)."""
     if not isinstance(endpoint, str) or not endpoint.strip():
         return None
     try:
-        return service(endpoint, role)
+        return service(endpoint, role, node=node)
     except ValueError:
         return None
 
 
-def reward_dep(config: Any) -> str | None:
-    """The service verl's reward phase waits on, from its trainer config."""
+def reward_dep(config: Any, node: str | None = None) -> str | None:
+    """The service verl's reward phase waits on, from its trainer config, as named on
+    `node` (default: this process's, `env.node()`)."""
     for path in REWARD_ENDPOINTS:
-        if (dep := _dep(_select(config, path), "reward")) is not None:
+        if (dep := _dep(_select(config, path), "reward", node)) is not None:
             return dep
     return None
 
 
-def tool_dep(tool: Any) -> str | None:
-    """The service a tool calls, from its config (module docstring); None for a function
-    tool or a config that names none."""
+def tool_dep(tool: Any, node: str | None = None) -> str | None:
+    """The service a tool calls, from its config (module docstring), as named on `node`
+    (default: this process's); None for a function tool or a config that names none."""
     config = getattr(tool, "config", None)
     if not isinstance(config, Mapping):
         return None
     keys = [*TOOL_ENDPOINT_KEYS, *sorted(k for k in config if str(k).endswith("_url"))]
     for key in keys:
-        if (dep := _dep(config.get(key), "tool")) is not None:
+        if (dep := _dep(config.get(key), "tool", node)) is not None:
             return dep
     return None
 
 
 def _in_phase(
-    name: str, original: Callable[..., Any], dep: Callable[[Any], str | None] | None = None
+    name: str,
+    original: Callable[..., Any],
+    dep: Callable[[Any, str], str | None] | None = None,
 ) -> Callable[..., Any]:
     """An async method of the agent loop that marks the sample's phase as it starts (and,
-    with `dep`, the service it waits on there, from the agent loop object)."""
+    with `dep`, the service it waits on there, from the agent loop object and the node the
+    trajectory's emitter names)."""
 
     @functools.wraps(original)
     async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         traj = _CURRENT.get()
         if traj is not None:
-            traj.phase(name, dep=dep(self) if dep is not None else None)
+            waits_on = dep(self, traj.emitter.host) if dep is not None else None
+            traj.phase(name, dep=waits_on)
         return await original(self, *args, **kwargs)
 
     return _marked(wrapper)
@@ -163,7 +169,7 @@ def _calling_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         if traj is not None:
             agent_data = args[1] if len(args) > 1 else kwargs.get("agent_data")
             tools = getattr(agent_data, "_active_tools", None) or getattr(self, "tools", {})
-            dep = tool_dep(tools.get(getattr(tool_call, "name", None)))
+            dep = tool_dep(tools.get(getattr(tool_call, "name", None)), traj.emitter.host)
             if dep is not None:
                 traj.phase("tool", dep=dep)
         return await original(self, tool_call, *args, **kwargs)
@@ -214,7 +220,7 @@ def patch_agent_loop(emitter: Emitter | None = None, module: str = AGENT_LOOP) -
 
     worker_cls._run_agent_loop = _marked(_run_agent_loop)
     worker_cls._compute_score = _in_phase(
-        "reward", worker_cls._compute_score, lambda worker: reward_dep(worker.config)
+        "reward", worker_cls._compute_score, lambda worker, node: reward_dep(worker.config, node)
     )
     tool_cls._call_tool = _calling_tool(tool_cls._call_tool)
     tool_cls._handle_generating_state = _in_phase("generate", tool_cls._handle_generating_state)

@@ -53,6 +53,73 @@ def test_an_endpoint_that_names_no_service_is_said(
         service(endpoint, role)
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "name"),
+    [
+        ("localhost:8000", "reward@node-1:8000"),
+        ("http://LOCALHOST:8000/score", "reward@node-1:8000"),
+        ("localhost.:8000", "reward@node-1:8000"),
+        ("http://reward.localhost:8000", "reward@node-1:8000"),  # RFC 6761: all of .localhost
+        ("localhost.localdomain:8000", "reward@node-1:8000"),
+        ("127.0.0.1:8000", "reward@node-1:8000"),
+        ("http://127.1.2.3:8000/score", "reward@node-1:8000"),  # all of 127/8
+        ("http://[::1]:8000/score", "reward@node-1:8000"),
+        ("http://[::ffff:127.0.0.1]:8000", "reward@node-1:8000"),
+        ("0.0.0.0:8000", "reward@node-1:8000"),  # connects to the machine itself
+        ("http://[::]:8000", "reward@node-1:8000"),
+        ("http://localhost", "reward@node-1:80"),  # the scheme's port still
+    ],
+)
+def test_a_loopback_endpoint_is_named_by_the_node_it_is_reached_on(
+    endpoint: str, name: str
+) -> None:
+    """A reward server or sandbox per node, reached over loopback, is a different server on
+    every node: named by the node, as a process elsewhere would reach it."""
+    assert service(endpoint, "reward", node="node-1") == name
+    assert service(endpoint, "reward", node="node-2") == name.replace("node-1", "node-2")
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["rm-1:8000", "http://10.0.0.5:8000", "http://[fd00::5]:8000", "128.0.0.1:8000",
+     "localhost-proxy:8000", "mylocalhost:8000", "http://[fe80::1]:8000"],
+)  # fmt: skip
+def test_a_host_elsewhere_is_named_as_written_whatever_the_node(endpoint: str) -> None:
+    assert service(endpoint, node="node-1") == service(endpoint, node="node-2")
+    assert "node-" not in service(endpoint, node="node-1")
+
+
+def test_the_node_is_named_as_a_host_is() -> None:
+    """Lower-cased (DNS is case-blind); an IPv6 node keeps its brackets; by default the
+    one `src.host` names (`env.node()`)."""
+    assert service("localhost:8000", "reward", node="GPU-Node-17") == "reward@gpu-node-17:8000"
+    assert service("127.0.0.1:8000", node="fd00::7") == "[fd00::7]:8000"
+
+
+def test_without_a_node_a_loopback_endpoint_takes_the_environment_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from runwatch.emitters.deps import dep_of
+
+    monkeypatch.setenv("RUNWATCH_NODE", "gpu-node-17")
+    assert service("localhost:8000", "reward") == "reward@gpu-node-17:8000"
+    assert dep_of(None, "http://127.0.0.1:8000", "reward") == "reward@gpu-node-17:8000"
+    monkeypatch.delenv("RUNWATCH_NODE")
+    here = socket.gethostname().lower()
+    assert service("localhost:8000", "reward") == f"reward@{here}:8000"
+
+
+def test_a_dep_the_user_wrote_is_left_alone() -> None:
+    """The user named it: a dep written out, loopback host and all, is what they wrote."""
+    from runwatch.emitters.deps import dep_of
+
+    assert dep_of("reward@localhost:8000", None, "reward", node="node-1") == (
+        "reward@localhost:8000")  # fmt: skip
+    assert dep_of(None, "localhost:8000", "reward", node="node-1") == "reward@node-1:8000"
+
+
 @pytest.fixture
 def em(tmp_path: Path) -> Iterator[Emitter]:
     emitter = Emitter(run="run-1", component="rollout", path=tmp_path, heartbeat=False)
@@ -106,6 +173,34 @@ def test_src_host_is_the_node_when_runwatch_node_says_it(
     assert hosts == [{"gpu-node-17"}, {socket.gethostname()}, {"h-1"}]
 
 
+def test_an_emitter_names_a_loopback_service_by_its_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The phase's, the request's and a held call's dep name the node `src.host` names:
+    RUNWATCH_NODE, else `host=`; the dep the user wrote is left as written."""
+    monkeypatch.setenv("RUNWATCH_NODE", "node-1")
+    on_node = Emitter(run="r", component="rollout", path=tmp_path / "a", heartbeat=False)
+    given = Emitter(run="r", component="rollout", path=tmp_path / "b", heartbeat=False,
+                    host="node-2")  # fmt: skip
+    for em in (on_node, given):
+        with em.trajectory("t-1", step=1) as t:
+            t.phase("reward", endpoint="http://localhost:8000/score")
+            t.phase("sandbox", endpoint="127.0.0.1:8080")
+            t.phase("judge", dep="judge@localhost:9000")
+            with t.call("tool", endpoint="http://[::1]:7000/search"):
+                pass
+        with em.request("q-1", server="vllm-0", endpoint="http://0.0.0.0:8001/v1"):
+            pass
+        em.close()
+    for d, node in (("a", "node-1"), ("b", "node-2")):
+        events = read_events(tmp_path / d)
+        assert {e["src"]["host"] for e in events} == {node}
+        deps = [e["dep"] for e in events if e["kind"] == "trajectory.phase" or
+                e["kind"] == "request.queued"]  # fmt: skip
+        assert deps == [f"reward@{node}:8000", f"sandbox@{node}:8080", "judge@localhost:9000",
+                        f"tool@{node}:7000", f"inference@{node}:8001"]  # fmt: skip
+
+
 def test_verl_s_config_names_the_reward_and_tool_services() -> None:
     """Where verl 0.9.1 keeps them (read from its source: workers/config/reward.py,
     SandboxFusionConfig.url; a tool's config dict, e.g. `sandbox_fusion_url`); a config that
@@ -134,3 +229,7 @@ def test_verl_s_config_names_the_reward_and_tool_services() -> None:
         "tool@search:8000")  # fmt: skip
     assert tool_dep(SimpleNamespace(config={"url": "http://:bad"})) is None
     assert tool_dep(SimpleNamespace(name="fn")) is None  # a function tool: no config
+    local = {"sandbox_fusion": {"url": "http://localhost:8080/run_code"}}  # one per node
+    assert reward_dep(local, "node-1") == "reward@node-1:8080"
+    tool = SimpleNamespace(config={"sandbox_fusion_url": "http://127.0.0.1:8080/run_code"})
+    assert tool_dep(tool, "node-2") == "tool@node-2:8080"

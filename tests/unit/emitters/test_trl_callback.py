@@ -169,6 +169,21 @@ def test_a_reward_function_says_the_service_it_waits_on(em: Emitter, tmp_path: P
     assert done == ["ok", "timeout"]
 
 
+def test_a_reward_server_on_loopback_is_named_by_the_emitter_s_node(tmp_path: Path) -> None:
+    """A reward server per node, reached at localhost: the phase names the node its
+    emitter's `src.host` names."""
+    from runwatch.emitters.trl import waiting_on
+
+    em = Emitter(run="r", component="trainer", path=tmp_path, heartbeat=False, host="node-3")
+    scored = waiting_on(lambda completions, **kw: [1.0] * len(completions),
+                        endpoint="http://localhost:8000/score", emitter=em)  # fmt: skip
+    scored(completions=["c"], trainer_state=SimpleNamespace(global_step=0))
+    em.close()
+    events = read_events(tmp_path)
+    assert [e["dep"] for e in events if e["kind"] == "trajectory.phase"] == [
+        "reward@node-3:8000"]  # fmt: skip
+
+
 def test_without_an_emitter_a_wrapped_reward_function_is_the_function(tmp_path: Path) -> None:
     from runwatch.emitters.trl import waiting_on
 
