@@ -49,6 +49,7 @@ def test_a_tool_call_that_never_returns_is_named_by_the_idle_alert(
     config.write_text(RULES)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
     env["RUNWATCH_SPOOL"] = str(tmp_path / "spool")
+    env["RUNWATCH_NODE"] = "gpu-node-3"  # as the Helm chart's downward API sets it
     lines: list[str] = []
     with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
         job = subprocess.Popen([str(PYTHON), str(JOB), serve.url, "r-verl", str(tokenizer)],
@@ -77,5 +78,6 @@ def test_a_tool_call_that_never_returns_is_named_by_the_idle_alert(
     assert summary.startswith("7 of 8 trajectories done, the last one (s3-i7-n0) has sat in "
                               "tool for "), summary  # fmt: skip
     assert "while inference is idle (vllm-0)" in summary
-    # the tool's config names its endpoint: the alert names the service it waits on
-    assert alert["details"]["dep"] == "tool@pool-a.internal:443", alert["details"]
+    # the tool's config names its endpoint, a sandbox local to the node: the alert names the
+    # service it waits on by the node (emitters/deps.py), never `localhost`
+    assert alert["details"]["dep"] == "tool@gpu-node-3:8080", alert["details"]

@@ -97,8 +97,9 @@ worker.tokenizer = tokenizer
 worker.processor = None
 worker.hf_model_type = None
 worker.dataset_cls = None
-# the sandbox's endpoint as a verl tool config names it: the tool phase waits on it
-worker.tools = [Sandbox(config={"sandbox_fusion_url": "https://pool-a.internal/run"},
+# the sandbox's endpoint as a verl tool config names it -- a SandboxFusion on this node, as
+# its docs run it locally: the tool phase waits on it, named by the node (RUNWATCH_NODE)
+worker.tools = [Sandbox(config={"sandbox_fusion_url": "http://localhost:8080/run_code"},
                         tool_schema=schema)]  # fmt: skip
 worker.reward_loop_worker_handles = None
 worker.teacher_client = None
