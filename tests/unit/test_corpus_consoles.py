@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus9/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus10/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -27,6 +27,7 @@ CORPORA = (
     "corpus7",
     "corpus8",
     "corpus9",
+    "corpus10",
 )
 
 
@@ -247,3 +248,18 @@ def test_the_ninth_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
     assert _count(entries, "collective_timeout") >= 4
     assert _count(entries, "non_finite_metric") >= 4
     assert len(PARTS["corpus9"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_tenth_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
+    """Forty-five to sixty excerpts spread over launchers, orchestrators and device runtimes
+    (torch elastic, DeepSpeed's launcher, Open MPI, YARN, Kubernetes and Kubeflow pod
+    statuses, glog FATAL lines with and without their prefix, gloo peers, Ascend, ROCm and
+    TPU runtimes, Ray), about a fifth to a quarter of them healthy controls that look
+    alarming."""
+    entries = _entries("corpus10")
+    assert 45 <= len(entries) <= 60
+    assert len({e["framework"] for e in entries}) >= 30
+    assert 9 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 4
+    assert len(PARTS["corpus10"]["heldout"]) * 3 >= len(entries) - 3
