@@ -464,7 +464,8 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         progress(t0, f"Slack: {sum(map(len, posted.values()))} messages of {len(posted)} alerts")
         # every worker's CPU over the run, the killed one's up to the kill, and apart, what
         # their forked checkpoint children took
-        cpu = sum(w.cpu_s() for w in live) + killed[0] - cpu0
+        survivors = sum(w.cpu_s() for w in live) - cpu0  # (how runs before 2026-11-29 counted)
+        cpu = survivors + killed[0]
         forked = sum(children_cpu(w.proc.pid) for w in live) + killed[1] - forked0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
         rss = [proc_stats(w.proc.pid)[0] for w in live]
@@ -555,6 +556,10 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         f"per event ({sent / max(cpu, 1e-9):,.0f} events per CPU second; every worker's, the "
         f"killed one's up to the kill); their forked checkpoint children {forked:.1f} s more "
         f"= {forked / max(sent, 1) * 1e6:.1f} µs per event")  # fmt: skip
+    if killed[0]:
+        say(f"  ... the workers alive at the end alone (less the first two's CPU at the start, "
+            f"as runs before 2026-11-29 counted): {survivors:.1f} CPU s = "
+            f"{survivors / max(sent, 1) * 1e6:.1f} µs per event")  # fmt: skip
     # a worker that joined grew from what an idle one holds
     idle = statistics.mean(base_rss.values()) if base_rss else 0.0
     grown = [r - base_rss.get(w, idle) for w, r in zip(live, rss, strict=True)]
