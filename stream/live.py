@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any, Protocol, cast
 
 import msgspec
@@ -49,7 +50,7 @@ from runwatch.stream.published import PublishedAlerts
 from runwatch.stream.records import Headers, is_batch, lines_of, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
-from runwatch.stream.timekeeping.reading import GAP_S, ReadClock, interrupted, told
+from runwatch.stream.timekeeping.reading import GAP_S, LATE_S, ReadClock, interrupted, told
 from runwatch.stream.timekeeping.skew import ClockOffsets
 from runwatch.stream.timekeeping.timebounds import (
     MAX_AHEAD_LIVE,
@@ -106,25 +107,33 @@ def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
     replay decodes with), or None where a record has no value or a line is not plain: then
     `feed_records` decodes each alone, which decides each and words every reason."""
     lines: list[bytes] = []
-    places: list[tuple[float, int, int]] = []
+    #: per record: its append time, offset, and the lines it holds (None: one plain event)
+    spans: list[tuple[float, int, int | None]] = []
     for record in records:
         raw = record.value
         if raw is None:
             return None
-        arrival, offset = record.timestamp / 1000.0, record.offset
         if record.headers and is_batch(record.headers):
-            for number, line in enumerate(lines_of(raw), 1):
-                lines.append(line)
-                places.append((arrival, offset, number))
+            batch = lines_of(raw)
+            lines += batch
+            spans.append((record.timestamp / 1000.0, record.offset, len(batch)))
         else:
             lines.append(raw)
-            places.append((arrival, offset, 0))
+            spans.append((record.timestamp / 1000.0, record.offset, None))
     events = admit_lines(lines) if lines else None
     if events is None:
         return None
-    return [(event, line, arrival, offset, number)
-            for event, line, (arrival, offset, number) in zip(events, lines, places,
-                                                                 strict=True)]  # fmt: skip
+    out: list[Decoded] = []
+    i = 0
+    for arrival, offset, n in spans:  # (a batch's tuples made by `zip`, not a loop here)
+        if n is None:
+            out.append((events[i], lines[i], arrival, offset, 0))
+            i += 1
+        elif n:
+            out += zip(events[i : i + n], lines[i : i + n], repeat(arrival, n),
+                       repeat(offset, n), range(1, n + 1), strict=True)  # fmt: skip
+            i += n
+    return out
 
 
 def _gapped(items: list[Decoded], before: float) -> bool:
@@ -323,6 +332,8 @@ class LiveDriver:
         arrival = self.arrival
         gone = self.gone
         offset = None
+        applied = 0
+        held_for = None  # the arrival `engine.hold` was last set for (a batch's lines share it)
         for event, raw, arrival, offset, line in items:
             if event.id in seen:  # before the skew bookkeeping; the engine's one counter
                 engine.duplicates += 1
@@ -353,8 +364,12 @@ class LiveDriver:
                 # (within the bounds) must not move time on for every run of the partition;
                 # silence is not judged past an outage's start while its backlog comes in
                 ts = event.ts
-                reading.late(ts, arrival)
-                engine.hold = reading.limit(INF, arrival)
+                if arrival - ts > LATE_S:  # (`ReadClock.late` changes nothing otherwise)
+                    reading.late(ts, arrival)
+                    held_for = None
+                if arrival != held_for:  # (the same arrival and reading: the same limit)
+                    engine.hold = reading.limit(INF, arrival)
+                    held_for = arrival
                 alerts = engine.apply(event, ts if ts <= arrival else arrival)
                 for alert in alerts:
                     alert.to_json()  # what cannot be published must not be made
@@ -366,8 +381,10 @@ class LiveDriver:
                 dead.append(self._dead(f"could not be applied: {type(err).__name__}: {err}",
                                        raw, offset, "failed_in_rules", line))  # fmt: skip
                 continue
-            out += alerts if self.fleet is None or not alerts else self.fleet.transitions(alerts)
-            self.applied += 1
+            if alerts:
+                out += alerts if self.fleet is None else self.fleet.transitions(alerts)
+            applied += 1
+        self.applied += applied
         self.invalid += len(dead)
         self._fed_to(offset)
         if arrival > self.arrival:
