@@ -90,7 +90,7 @@ INNER: list[tuple[str, re.Pattern[str]]] = [
     (
         "clock offset",
         re.compile(
-            r"stream/(skew|reading|timebounds|ahead)\.py|_shifted|"
+            r"stream/(timekeeping/)?(skew|reading|timebounds|ahead)\.py|_shifted|"
             r"^_source "
         ),
     ),
