@@ -31,6 +31,8 @@ import re
 from typing import Any
 
 from runwatch.emitters.catalogue import CATALOGUE
+from runwatch.emitters.exits import MARKERS as EXIT_MARKERS
+from runwatch.emitters.exits import clean_exit, exit_report
 from runwatch.emitters.tracebacks import (
     IGNORED,
     IPYTHON_HEAD,
@@ -51,7 +53,7 @@ Found = tuple[str, dict[str, Any]]
 #: stands alone: `jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ...`), Ray's
 #: exceptions and TensorFlow 1's op errors, and the catalogue's
 MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
-           *CATALOGUE.literals)  # fmt: skip
+           *CATALOGUE.literals, *EXIT_MARKERS)  # fmt: skip
 #: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
 _BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
@@ -131,14 +133,17 @@ class Failures:
             if record.more(line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
+        report = None
         if (found := fatal(line)) is not None:
             if found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
-                ended = Record("", quiet=False)
-                ended.error, ended.open, ended.fatal = found[1]["error"], False, True
-                self._begin(source, ended)
+                self._pending(source, found[1]["error"])
             else:
                 out.append(found)
+        elif (report := exit_report(line)) is not None:
+            # a launcher's, an orchestrator's or a shell's report that a process ended badly
+            # (emitters/exits.py): pending, for a launcher may restart it and go on
+            self._pending(source, report)
         if (at := line.find(TRACEBACK)) >= 0:
             self._head(source, line, at, before)
         elif (frame := frame_prefix(line)) is not None:
@@ -151,10 +156,13 @@ class Failures:
             body = line[len(prefix) :]
             record.indent, record.after_frame = len(body) - len(body.lstrip()), True
         elif (tail := exception_at(line)) is not None:
-            if _qualified(*tail) or _indented_after(before, tail[0]):
+            alone = found is None and report is None and _alone(*tail)
+            if _qualified(*tail) or _indented_after(before, tail[0]) or alone:
                 # the end of a traceback whose frames were not in the output, but for the
                 # code line before it (a pasted tail), or one that names its exception with
-                # its module, as only Python's report of an uncaught one does
+                # its module, as only Python's report of an uncaught one does, or one that
+                # stands alone at its line's start: pending, the process's death if it is
+                # the source's last word
                 ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
                 ended.error, ended.open = tail[1][:2000], False
                 self._begin(source, ended)
@@ -210,6 +218,12 @@ class Failures:
             record.guessed = quiet and not prefix.strip()
         self._begin(source, record)
 
+    def _pending(self, source: Any, error: str) -> None:
+        """A death the source may go on after: a failure if it says no more (as a traceback)."""
+        ended = Record("", quiet=False)
+        ended.error, ended.open, ended.fatal = error, False, True
+        self._begin(source, ended)
+
     def _begin(self, source: Any, record: Record) -> None:
         """A new traceback of the source: the one it ended before waits behind it."""
         before = self._records.get(source)
@@ -244,8 +258,10 @@ class Failures:
         out = []
         for source, record in self._records.items():
             earlier = self._ended.get(source)
-            if record.said is None and not record.quiet and earlier is not None:
-                record = earlier  # the later traceback was cut: the earlier one names it
+            if record.said is None and earlier is not None:
+                # the later traceback was cut (logged or not, it names nothing): the earlier
+                # one, after which the source made no progress, names the failure
+                record = earlier
             if (said := record.said) is not None and not record.quiet:
                 how = "fatal" if record.fatal else "exception"
                 fields: dict[str, Any] = {"error": said, "how": how}
@@ -272,6 +288,18 @@ def _indented_after(before: str, prefix: str) -> bool:
     then indentation."""
     m = re.match(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)), before)
     return m is not None and before[m.end() : m.end() + 1] in (" ", "\t")
+
+
+def _alone(prefix: str, line: str) -> bool:
+    """Whether an exception line stands as Python prints the last line of an uncaught
+    exception's report -- at the line's start, nothing but markup or one tag before it
+    (`RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer`) -- though
+    the paste lost its frames: pending like any traceback's end, it is the process's death if
+    the source says no more (the end of a console), a logged error if it goes on. A warning's
+    category is none."""
+    if not _BARE.match(prefix.strip()) or line.split(":", 1)[0].endswith("Warning"):
+        return False
+    return not clean_exit(line)  # `RuntimeError: Process X died with exit code 0`: it ended well
 
 
 def _qualified(prefix: str, line: str) -> bool:

@@ -218,14 +218,24 @@ def test_an_exception_python_says_it_ignored_is_no_failure() -> None:
 
 def test_an_exception_named_with_its_module_ends_an_uncaught_report_without_frames() -> None:
     """icme2019#14: TensorFlow's estimator stops with its hook's exception, the frames not in
-    the paste; Python's report of an uncaught exception names it with its module. A logged
-    error names it bare, and a warning's category is no failure."""
+    the paste; Python's report of an uncaught exception names it with its module. An exception
+    line alone at its line's start is the same report with its frames lost (gloo's `RuntimeError:
+    [...pair.cc:598] Connection closed by peer`, the last thing a rank printed): the process's
+    death when the output ends with it, a logged error when the process goes on; one after a
+    logger's words, and a warning's category, are no failure."""
     tail = ["E0410 22:34:13.729731 4483055104 basic_session_run_hooks.py:760] Model diverged",
             "tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: NaN "
             "loss during training. "]  # fmt: skip
     (fields,) = failed(read_all(tail))
     assert fields["error"].endswith("NanLossDuringTrainingError: NaN loss during training.")
-    assert failed(read_all(["RuntimeError: NaN loss during training."])) == []
+    (alone,) = failed(read_all(["RuntimeError: NaN loss during training."]))
+    assert alone["error"] == "RuntimeError: NaN loss during training."
+    assert failed(read_all(["RuntimeError: NaN loss during training.", "step: 5 loss: 0.3"])) == []
+    assert failed(read_all(["ERROR trainer: RuntimeError: NaN loss during training."])) == []
+    assert (
+        failed(read_all(["RuntimeError: Process ApiServer_0 (PID: 31) died with exit code 0"]))
+        == []
+    )
     assert failed(read_all(["urllib3.exceptions.InsecureRequestWarning: Unverified request"])) == []
     assert failed(read_all([*tail, "step: 5 loss: 0.3 lr: 0.1"])) == []  # it went on
 

@@ -1,0 +1,90 @@
+"""A process's exit reported by whoever ran it, read by grammar (issue 41): not one entry per
+launcher, but the few ways launchers, orchestrators and shells say that a named process,
+worker, rank, task, pod or container ended badly.
+
+- **a verb and a status**: `exited with code 1`, `exited with exit code 1`, `failed with exit
+  code -9`, `exits with return code = -9`, `returned non-zero exit status 2`, `Task 0 exited with
+  status 1`, `died with exit code 1`, `Process failed with exitcode 1` -- a past or present verb
+  of ending, then within a few words a code or status that is not 0;
+- **a status field**: `exitcode: 1 (pid: 866229)` (torch elastic's failure summary), `Exit
+  code: 1` (YARN's container report), `Exit Code:        2` (`kubectl describe pod`);
+- **a signal**: `terminated by signal SIGKILL`, `exited on signal 9`, `killed by signal 9`;
+- **Kubernetes' words for a crashed container** (kubelet's container states and the reasons
+  `kubectl` prints: pkg/kubelet/container/sync_result.go `CrashLoopBackOff`, the CRI's
+  `OOMKilled` and `Error`): a `kubectl get pods` row whose STATUS is one of them, a `Reason:`
+  line of `kubectl describe pod`, kubelet's `Back-off restarting failed container` event and
+  the eviction manager's `The node was low on resource: memory` (pkg/kubelet/eviction).
+
+An exit code 0, a `Completed` pod and a status that is a word (`exit status: unknown`) are no
+report. A report is a *pending* failure of the source that printed it, as a traceback is
+(emitters/failures.py): a launcher that restarts its workers (torch elastic's
+`max_restarts`, a Kubernetes restart that succeeds) goes on printing progress, and then the
+report was not the run's end. Lines the catalogue names (emitters/catalogue.toml) are read
+there first, with their framework's own meaning.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: literal pieces one of which every report holds (the scanner's markers)
+MARKERS = (
+    "exit", "Exit", "EXIT", "return code", "returncode", "signal", "Signal",
+    "CrashLoopBackOff", "OOMKilled", "Error ", "restarting failed container",
+    "low on resource",
+)  # fmt: skip
+
+_CODE = r"\(?(?P<code>[+-]?\d+)\b(?!\.\d)"
+#: a verb of ending, then within a few words (no sentence's end between) a code or a status
+_VERB_STATUS = re.compile(
+    r"\b(?:exited|exits|exit|terminated|failed|finished|died|crashed|returned|stopped|ended)\b"
+    r"[^.;!?=]{0,40}?\b(?:exit|return|error)?[ _-]?(?:code|status)\b\s*[:=]?\s*" + _CODE,
+    re.IGNORECASE,
+)
+#: a field that states a status: `exitcode: 1`, `Exit code: 1`, `Exit Code:   2`, `returncode=1`
+_FIELD = re.compile(
+    r"(?:^|[\s\[(,;{'\"])(?:exit[ _]?code|exit[ _]status|return[ _]?code)['\"]?\s*[:=]\s*" + _CODE,
+    re.IGNORECASE,
+)
+_SIGNAL = re.compile(
+    r"\b(?:exited|terminated|killed|died|stopped|crashed|ended)\b[^.;!?]{0,30}?"
+    r"\b(?:by|on|with|due to|from)\s+signal\b\s*:?\s*(?P<signal>SIG[A-Z]+|\d+)",
+    re.IGNORECASE,
+)
+#: `kubectl get pods`: NAME READY STATUS RESTARTS AGE, STATUS a crashed container's
+_POD_ROW = re.compile(
+    r"^\s*\S+\s+\d+/\d+\s+(?:Init:)?(?P<status>CrashLoopBackOff|Error|OOMKilled)\s+\d+"
+)
+#: `kubectl describe pod`'s container state, and kubelet's and the eviction manager's events
+_KUBE = re.compile(
+    r"^\s*(?:Reason:\s+(?P<reason>CrashLoopBackOff|OOMKilled)\s*$"
+    r"|.*\bBack-off restarting failed container\b"
+    r"|.*\b[Tt]he node was low on resource: memory\b)"
+)
+#: a code that is not a process's: a line that documents or configures one
+_NOT_A_REPORT = re.compile(r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|\bexpected\b", re.I)
+
+
+def exit_report(line: str) -> str | None:
+    """The line, when it reports that a process ended badly; None otherwise."""
+    if not any(m in line for m in MARKERS):
+        return None
+    for pattern in (_VERB_STATUS, _FIELD):
+        for m in pattern.finditer(line):
+            if int(m.group("code")) != 0 and not _NOT_A_REPORT.search(line):
+                return line.strip()[:2000]
+    if (sig := _SIGNAL.search(line)) is not None and sig.group("signal") != "0":
+        return line.strip()[:2000]
+    if _POD_ROW.match(line) or _KUBE.match(line):
+        return line.strip()[:2000]
+    return None
+
+
+def clean_exit(line: str) -> bool:
+    """Whether the line reports a process that exited with code 0 (`died with exit code 0`):
+    a clean exit, whatever words it is put in."""
+    return any(
+        int(m.group("code")) == 0
+        for pattern in (_VERB_STATUS, _FIELD)
+        for m in pattern.finditer(line)
+    )

@@ -1,0 +1,87 @@
+"""A process's bad exit, as launchers, orchestrators and shells report it, is read by one grammar
+(emitters/exits.py): a pending failure of the source that printed it, given out when the output
+ends with it and dropped when the run goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters.exits import clean_exit, exit_report
+
+#: reports of a bad exit in launchers' and orchestrators' own words (real console lines of the
+#: development parts, and the format strings named)
+REPORTS = [
+    # torch elastic's failure summary (errors/__init__.py _MSG_FORMAT_TEMPLATE), in quotes
+    "  exitcode: 1 (pid: 866229)",
+    '  msg: "Process failed with exitcode 1"',
+    # Kubeflow's training operator and any launcher's wording
+    "Pod pytorch-simple-worker-0 exited with code 1",
+    "worker 3 terminated by signal SIGKILL",
+    "Process rank 2 exited on signal 9",
+    # YARN's container launch report (DMLC's application master)
+    "18/05/16 12:55:17 INFO dmlc.ApplicationMaster: [DMLC] Task 0 exited with status 1 "
+    "Diagnostics:Exception from container-launch.",
+    "Exit code: 1",
+    # subprocess' CalledProcessError, as a launcher quotes it
+    "Command '['python', 'train.py']' returned non-zero exit status 2.",
+    # kubectl: a row of `get pods`, `describe pod`'s state and kubelet's and eviction's events
+    "pytorchjob-example-82cjcqdz-master-0         0/2     CrashLoopBackOff   8          2m32s",
+    "trainer-worker-1                             0/1     Error              0          5m",
+    "      Reason:           CrashLoopBackOff",
+    "      Exit Code:        2",
+    "  Warning  BackOff  3m (x12 over 6m)  kubelet  Back-off restarting failed container",
+    "  Warning  Evicted  1m  kubelet  The node was low on resource: memory. Container "
+    "pytorch was using 61Gi, which exceeds its request of 32Gi.",
+]
+#: the same words for a process that ended well, or no process's exit at all
+HEALTHY = [
+    "Exit Code:        0",
+    "      Reason:           Completed",
+    "srun: error: node1: task 0: Exited with exit code 0",
+    "Process finished with exit code 0",
+    "pytorch-dist-mnist-gloo        Succeeded            2022-06-20T23:28:35Z",
+    "trainer-worker-0                             1/1     Running            0          5m",
+    "  --exit-code 1          exit with this code when a check fails",
+    "[INFO] exit status: unknown",
+    "The run will exit with code 1 if the checkpoint is missing",
+]
+
+
+@pytest.mark.parametrize("line", REPORTS)
+def test_a_launcher_s_report_of_a_bad_exit_is_read(line: str) -> None:
+    assert exit_report(line) == line.strip()
+
+
+@pytest.mark.parametrize("line", HEALTHY)
+def test_a_clean_exit_or_no_exit_is_no_report(line: str) -> None:
+    assert exit_report(line) is None
+
+
+def test_a_clean_exit_in_any_words() -> None:
+    assert clean_exit("RuntimeError: Process ApiServer_0 (PID: 31337) died with exit code 0")
+    assert not clean_exit("RuntimeError: Process ApiServer_0 (PID: 31337) died with exit code 1")
+
+
+def _failed(lines: list[str]) -> list[dict[str, Any]]:
+    return [f for k, f in read_all(lines) if k == "component.failed"]
+
+
+def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
+    """Katib's PyTorchJob pods crash-looping is the console's last word: a failure. A worker
+    that torch elastic restarts, after which steps go on, was not the run's end."""
+    table = [
+        "NAME                                         READY   STATUS             RESTARTS   AGE",
+        "pytorchjob-example-82cjcqdz-master-0         0/2     CrashLoopBackOff   8          2m32s",
+        "pytorchjob-example-82cjcqdz-worker-0         0/1     Init:1/2           0          2m31s",
+    ]
+    (fields,) = _failed(table)
+    assert "CrashLoopBackOff" in fields["error"]
+    restarted = [
+        "Pod pytorch-simple-worker-0 exited with code 1",
+        "step: 120 loss: 0.52 lr: 0.001",
+        "step: 121 loss: 0.51 lr: 0.001",
+    ]
+    assert _failed(restarted) == []
