@@ -4,7 +4,7 @@
     .venv/bin/python scripts/corpus_report.py --corpus corpus2   # one corpus
     .venv/bin/python scripts/corpus_report.py --files            # ... and every dev file's result
 
-Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2,...,corpus9}/{dev,heldout}/ with
+Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2,...,corpus10}/{dev,heldout}/ with
 `runwatch.diagnose.diagnose` -- the excerpt alone, not the file's `#` header, which says in
 words what happened -- and prints, for each corpus, for its development part and for its
 held-out part separately:
@@ -42,7 +42,8 @@ from runwatch.diagnose import diagnose
 CONSOLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles"
 #: the corpora, each split into dev/ (MANIFEST.toml) and heldout/ (HELDOUT.toml) before any
 #: reader change: the first (157 excerpts), the second (90), the third (99), the fourth (62)
-#: the fifth (67), the sixth (62), the seventh (54), the eighth (53) and the ninth (54)
+#: the fifth (67), the sixth (62), the seventh (54), the eighth (53), the ninth (54) and the
+#: tenth (45)
 CORPORA = (
     "corpus",
     "corpus2",
@@ -53,6 +54,7 @@ CORPORA = (
     "corpus7",
     "corpus8",
     "corpus9",
+    "corpus10",
 )
 CLASSES = (
     "collective_timeout",
