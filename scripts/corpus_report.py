@@ -40,21 +40,13 @@ from typing import Any
 from runwatch.diagnose import diagnose
 
 CONSOLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles"
-#: the corpora, each split into dev/ (MANIFEST.toml) and heldout/ (HELDOUT.toml) before any
-#: reader change: the first (157 excerpts), the second (90), the third (99), the fourth (62)
-#: the fifth (67), the sixth (62), the seventh (54), the eighth (53), the ninth (54) and the
-#: tenth (45)
-CORPORA = (
-    "corpus",
-    "corpus2",
-    "corpus3",
-    "corpus4",
-    "corpus5",
-    "corpus6",
-    "corpus7",
-    "corpus8",
-    "corpus9",
-    "corpus10",
+#: the corpora, every `corpus*` folder here with a manifest, in order: each split into dev/
+#: (MANIFEST.toml) and heldout/ (HELDOUT.toml) before any reader change
+CORPORA = tuple(
+    sorted(
+        (p.name for p in CONSOLES.glob("corpus*") if (p / "MANIFEST.toml").is_file()),
+        key=lambda name: int(name.removeprefix("corpus") or 1),
+    )
 )
 CLASSES = (
     "collective_timeout",

@@ -16,19 +16,7 @@ from typing import Any
 
 import pytest
 
-CONSOLES = Path(__file__).resolve().parents[1] / "fixtures" / "consoles"
-CORPORA = (
-    "corpus",
-    "corpus2",
-    "corpus3",
-    "corpus4",
-    "corpus5",
-    "corpus6",
-    "corpus7",
-    "corpus8",
-    "corpus9",
-    "corpus10",
-)
+from scripts.corpus_report import CONSOLES, CORPORA
 
 
 def _manifest(corpus: str, name: str) -> dict[str, dict[str, Any]]:
@@ -63,6 +51,13 @@ HELD = sorted((corpus, ident) for corpus in CORPORA for ident in PARTS[corpus]["
 
 def _entries(corpus: str) -> list[dict[str, Any]]:
     return [*PARTS[corpus]["dev"].values(), *PARTS[corpus]["heldout"].values()]
+
+
+def test_every_corpus_folder_is_one_of_the_corpora() -> None:
+    """The corpora are the folders, found: one split and manifested is never left unread."""
+    folders = {p.parent.name for p in CONSOLES.glob("corpus*/split.py")}
+    assert len(folders) >= 10
+    assert set(CORPORA) == folders
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
