@@ -8,11 +8,13 @@ so runwatch can see that the runs' stalls share it (fleet incidents). The rollou
 the verl and TRL integrations all name services here; a user names one with it too.
 
 A loopback host (`localhost`, any 127/8 address, `::1`, and `0.0.0.0`, which connects to
-the machine itself) means a different server on every node -- a reward server or sandbox
-per node -- so it is named by the node instead: `reward@localhost:8000` on node-1 is
-`reward@node-1:8000`, the name a process elsewhere would reach it by, and `localhost` and
-`127.0.0.1` on one node name one server. The node is the one the emitter puts in
-`src.host` (`runwatch.emitters.env.node`: `RUNWATCH_NODE`, else the host name).
+the machine itself) means a different server on every machine -- a reward server or sandbox
+per node, or a sidecar per pod -- so it is named by the machine instead:
+`reward@localhost:8000` on node-1 is `reward@node-1:8000`, the name a process elsewhere
+would reach it by, and `localhost` and `127.0.0.1` on one machine name one server. The
+machine is the one whose network namespace `localhost` is: the host name
+(`runwatch.emitters.env.machine`), which on Kubernetes is the pod's even where
+`RUNWATCH_NODE` makes `src.host` the node's.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def service(endpoint: str, role: str | None = None, *, node: str | None = None) 
     """The name of the service at `endpoint` (a URL, or `host:port`), as `role@host:port`
     when a role is given. The host is lower-cased (DNS names are case-blind); a URL without
     a port takes its scheme's (`DEFAULT_PORTS`); a loopback host is replaced by `node`, the
-    node the caller runs on (default `env.node()`, read only then; module docstring).
+    machine the caller runs on (default `env.machine()`, read only then; module docstring).
     ValueError for an endpoint with no host, a port that is not one, or a role that is not
     a lowercase word."""
     if role is not None and not _ROLE.fullmatch(role):
@@ -70,7 +72,7 @@ def service(endpoint: str, role: str | None = None, *, node: str | None = None) 
     if port is None:
         port = DEFAULT_PORTS.get(parts.scheme.lower())
     if is_loopback(host):
-        host = (node if node is not None else env.node()).strip().lower() or host
+        host = (node if node is not None else env.machine()).strip().lower() or host
     where = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
     name = where if port is None else f"{where}:{port}"
     named = f"{role}@{name}" if role else name

@@ -121,6 +121,7 @@ class Emitter(ViewReaders):
         self.kafka, self.url, self.path = where.kafka, where.url, where.path
         self._token = token if token is not None else env.get(env.TOKEN)
         self._host = host if host is not None else env.node()
+        self._machine = host if host is not None else env.machine()
         self._rank, self._instance = rank, instance
         self._heartbeat, self._interval = heartbeat, float(heartbeat_interval)
         #: where this destination's events wait: its own directory, so leftovers are only
@@ -329,7 +330,7 @@ class Emitter(ViewReaders):
         from runwatch.emitters.deps import dep_of
         from runwatch.emitters.rollout import Call
 
-        waits_on = dep_of(dep, endpoint, None, node=self.host)
+        waits_on = dep_of(dep, endpoint, None, node=self.machine)
         if waits_on is None:
             raise ValueError("a call names the service it waits on: give dep or endpoint")
         return Call(self, waits_on, timeout=timeout)
@@ -338,10 +339,15 @@ class Emitter(ViewReaders):
 
     @property
     def host(self) -> str:
-        """The node this emitter's events name in `src.host` (`host=`, else `env.node()`);
-        the services it names from a loopback endpoint are named by it too
-        (`runwatch.emitters.deps`)."""
+        """The node this emitter's events name in `src.host` (`host=`, else `env.node()`)."""
         return self._host
+
+    @property
+    def machine(self) -> str:
+        """The machine whose loopback its endpoints reach, which names the services it
+        reaches there (`runwatch.emitters.deps`): `host=`, else the host name (a pod's on
+        Kubernetes, whatever RUNWATCH_NODE says: `env.machine()`)."""
+        return self._machine
 
     @property
     def spool_directory(self) -> Path:

@@ -85,6 +85,13 @@ def node() -> str:
     return get(NODE) or socket.gethostname()
 
 
+def machine() -> str:
+    """The machine whose loopback address this process reaches: its host name, whatever
+    RUNWATCH_NODE says -- on Kubernetes the pod's, whose network namespace `localhost` is,
+    so two pods' sidecars on one node are two machines (`runwatch.emitters.deps`)."""
+    return socket.gethostname()
+
+
 def strict() -> bool:
     """RUNWATCH_STRICT=1 (or true, yes): an emit() with a bad kind or field raises."""
     return os.environ.get(STRICT) in ("1", "true", "yes")

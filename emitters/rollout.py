@@ -16,7 +16,7 @@ along as `error`). The exception is never swallowed. `async with` works the same
 A phase (and a request) may say the service its work waits on (`dep`, contract section 8):
 `dep=` as written, or `endpoint=` (a URL or `host:port`), named by
 `runwatch.emitters.deps.service` with the phase as its role (a loopback host by the
-emitter's node, its `src.host`), so every emitter names one service alike and runwatch can
+emitter's machine, `Emitter.machine`), so every emitter names one service alike and runwatch can
 tell when many runs wait on the same one.
 
 `t.call(phase, dep=...)` is a phase as a block around the call itself: the fleet pause
@@ -105,7 +105,7 @@ class Trajectory(_Block):
     def phase(self, name: str, dep: str | None = None, endpoint: str | None = None) -> None:
         """The trajectory enters a phase (`generate`, `tool`, `sandbox`, `reward`, ...), and
         the service it waits on there: `dep`, or the one at `endpoint` (module docstring)."""
-        waits_on = dep_of(dep, endpoint, name, node=self.emitter.host)
+        waits_on = dep_of(dep, endpoint, name, node=self.emitter.machine)
         if waits_on is None:
             self.emitter.emit("trajectory.phase", traj=self.traj, phase=name)
         else:
@@ -122,7 +122,7 @@ class Trajectory(_Block):
         """A call to the service `dep` (or the one at `endpoint`) in `phase`, as a `with`
         (or `async with`) block that the fleet pause may hold (module docstring); `timeout`
         bounds the wait (default: the emitter's `holding(max_wait=...)`)."""
-        waits_on = dep_of(dep, endpoint, phase, node=self.emitter.host)
+        waits_on = dep_of(dep, endpoint, phase, node=self.emitter.machine)
         if waits_on is None:
             raise ValueError("a call names the service it waits on: give dep or endpoint")
         return Call(self.emitter, waits_on, phase=phase, traj=self.traj, timeout=timeout)
@@ -161,7 +161,7 @@ class Request(_Block):
     ) -> None:
         self.emitter, self.req, self.server = emitter, str(req), server
         #: the service the request waits on (module docstring): the inference server's
-        self.dep = dep_of(dep, endpoint, "inference", node=emitter.host)
+        self.dep = dep_of(dep, endpoint, "inference", node=emitter.machine)
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.status: str | None = None

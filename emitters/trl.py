@@ -158,7 +158,7 @@ def waiting_on(
     reported as a trajectory of the step in phase `reward` waiting on `dep` or on the service
     at `endpoint` (module docstring). Without an emitter (given, or in the environment) it
     is `reward_func` as it was."""
-    waits_on = dep_of(dep, endpoint, "reward", node=None if emitter is None else emitter.host)
+    waits_on = dep_of(dep, endpoint, "reward", node=None if emitter is None else emitter.machine)
     name = getattr(reward_func, "__name__", type(reward_func).__name__)
 
     def begin(kwargs: dict[str, Any]) -> Any:

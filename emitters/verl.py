@@ -119,7 +119,7 @@ def _dep(endpoint: Any, role: str, node: str | None) -> str | None:
 
 def reward_dep(config: Any, node: str | None = None) -> str | None:
     """The service verl's reward phase waits on, from its trainer config, as named on
-    `node` (default: this process's, `env.node()`)."""
+    `node` (default: this process's machine, `env.machine()`)."""
     for path in REWARD_ENDPOINTS:
         if (dep := _dep(_select(config, path), "reward", node)) is not None:
             return dep
@@ -145,14 +145,14 @@ def _in_phase(
     dep: Callable[[Any, str], str | None] | None = None,
 ) -> Callable[..., Any]:
     """An async method of the agent loop that marks the sample's phase as it starts (and,
-    with `dep`, the service it waits on there, from the agent loop object and the node the
-    trajectory's emitter names)."""
+    with `dep`, the service it waits on there, from the agent loop object and the machine of
+    the trajectory's emitter)."""
 
     @functools.wraps(original)
     async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         traj = _CURRENT.get()
         if traj is not None:
-            waits_on = dep(self, traj.emitter.host) if dep is not None else None
+            waits_on = dep(self, traj.emitter.machine) if dep is not None else None
             traj.phase(name, dep=waits_on)
         return await original(self, *args, **kwargs)
 
@@ -169,7 +169,7 @@ def _calling_tool(original: Callable[..., Any]) -> Callable[..., Any]:
         if traj is not None:
             agent_data = args[1] if len(args) > 1 else kwargs.get("agent_data")
             tools = getattr(agent_data, "_active_tools", None) or getattr(self, "tools", {})
-            dep = tool_dep(tools.get(getattr(tool_call, "name", None)), traj.emitter.host)
+            dep = tool_dep(tools.get(getattr(tool_call, "name", None)), traj.emitter.machine)
             if dep is not None:
                 traj.phase("tool", dep=dep)
         return await original(self, tool_call, *args, **kwargs)

@@ -15,6 +15,7 @@ tests/integration/verl/agent_loop_job.py, which says exactly which).
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -78,6 +79,8 @@ def test_a_tool_call_that_never_returns_is_named_by_the_idle_alert(
     assert summary.startswith("7 of 8 trajectories done, the last one (s3-i7-n0) has sat in "
                               "tool for "), summary  # fmt: skip
     assert "while inference is idle (vllm-0)" in summary
-    # the tool's config names its endpoint, a sandbox local to the node: the alert names the
-    # service it waits on by the node (emitters/deps.py), never `localhost`
-    assert alert["details"]["dep"] == "tool@gpu-node-3:8080", alert["details"]
+    # the tool's config names its endpoint, a sandbox on the job's own machine: the alert
+    # names the service it waits on by that machine's host name (a pod's on Kubernetes,
+    # whatever RUNWATCH_NODE says: emitters/deps.py), never `localhost`
+    machine = socket.gethostname().lower()
+    assert alert["details"]["dep"] == f"tool@{machine}:8080", alert["details"]

@@ -98,7 +98,7 @@ worker.processor = None
 worker.hf_model_type = None
 worker.dataset_cls = None
 # the sandbox's endpoint as a verl tool config names it -- a SandboxFusion on this node, as
-# its docs run it locally: the tool phase waits on it, named by the node (RUNWATCH_NODE)
+# its docs run it locally: the tool phase waits on it, named by the machine (its host name)
 worker.tools = [Sandbox(config={"sandbox_fusion_url": "http://localhost:8080/run_code"},
                         tool_schema=schema)]  # fmt: skip
 worker.reward_loop_worker_handles = None

@@ -90,25 +90,26 @@ def test_a_host_elsewhere_is_named_as_written_whatever_the_node(endpoint: str) -
 
 
 def test_the_node_is_named_as_a_host_is() -> None:
-    """Lower-cased (DNS is case-blind); an IPv6 node keeps its brackets; by default the
-    one `src.host` names (`env.node()`)."""
+    """Lower-cased (DNS is case-blind); an IPv6 node keeps its brackets."""
     assert service("localhost:8000", "reward", node="GPU-Node-17") == "reward@gpu-node-17:8000"
     assert service("127.0.0.1:8000", node="fd00::7") == "[fd00::7]:8000"
 
 
-def test_without_a_node_a_loopback_endpoint_takes_the_environment_s(
+def test_without_a_node_a_loopback_endpoint_takes_the_machine_s_host_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """`localhost` is the network namespace's: the host name's (a pod's on Kubernetes), not
+    the node RUNWATCH_NODE names, so two pods' sidecars on one node stay two services."""
     import socket
 
     from runwatch.emitters.deps import dep_of
 
-    monkeypatch.setenv("RUNWATCH_NODE", "gpu-node-17")
-    assert service("localhost:8000", "reward") == "reward@gpu-node-17:8000"
-    assert dep_of(None, "http://127.0.0.1:8000", "reward") == "reward@gpu-node-17:8000"
-    monkeypatch.delenv("RUNWATCH_NODE")
     here = socket.gethostname().lower()
+    monkeypatch.setenv("RUNWATCH_NODE", "gpu-node-17")
     assert service("localhost:8000", "reward") == f"reward@{here}:8000"
+    assert dep_of(None, "http://127.0.0.1:8000", "reward") == f"reward@{here}:8000"
+    monkeypatch.setattr(socket, "gethostname", lambda: "pod-b")
+    assert service("localhost:8000", "reward") == "reward@pod-b:8000"
 
 
 def test_a_dep_the_user_wrote_is_left_alone() -> None:
@@ -173,12 +174,16 @@ def test_src_host_is_the_node_when_runwatch_node_says_it(
     assert hosts == [{"gpu-node-17"}, {socket.gethostname()}, {"h-1"}]
 
 
-def test_an_emitter_names_a_loopback_service_by_its_node(
+def test_an_emitter_names_a_loopback_service_by_its_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The phase's, the request's and a held call's dep name the node `src.host` names:
-    RUNWATCH_NODE, else `host=`; the dep the user wrote is left as written."""
-    monkeypatch.setenv("RUNWATCH_NODE", "node-1")
+    """The phase's, the request's and a held call's dep name the machine whose loopback it
+    is: `host=` when given, else the host name (a pod's), whatever RUNWATCH_NODE makes
+    `src.host`; the dep the user wrote is left as written."""
+    import socket
+
+    monkeypatch.setenv("RUNWATCH_NODE", "node-9")
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-1")
     on_node = Emitter(run="r", component="rollout", path=tmp_path / "a", heartbeat=False)
     given = Emitter(run="r", component="rollout", path=tmp_path / "b", heartbeat=False,
                     host="node-2")  # fmt: skip
@@ -192,9 +197,9 @@ def test_an_emitter_names_a_loopback_service_by_its_node(
         with em.request("q-1", server="vllm-0", endpoint="http://0.0.0.0:8001/v1"):
             pass
         em.close()
-    for d, node in (("a", "node-1"), ("b", "node-2")):
+    for d, node, host in (("a", "node-1", "node-9"), ("b", "node-2", "node-2")):
         events = read_events(tmp_path / d)
-        assert {e["src"]["host"] for e in events} == {node}
+        assert {e["src"]["host"] for e in events} == {host}
         deps = [e["dep"] for e in events if e["kind"] == "trajectory.phase" or
                 e["kind"] == "request.queued"]  # fmt: skip
         assert deps == [f"reward@{node}:8000", f"sandbox@{node}:8080", "judge@localhost:9000",
