@@ -258,3 +258,16 @@ def test_the_tenth_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
     assert _count(entries, "component_failed") >= 25
     assert _count(entries, "collective_timeout") >= 4
     assert len(PARTS["corpus10"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_eleventh_corpus_has_the_size_and_breadth_it_was_asked_for() -> None:
+    """Forty-five to sixty excerpts from programs and runtimes the first ten corpora hold few
+    of (TPU and JAX runtimes, Isaac Lab's PhysX, Paddle's and glog's signal handlers, MXNet,
+    XGBoost on Spark, Kubeflow's operator, the kernel's Killed and SIGFPE), about a fifth to a
+    quarter of them healthy controls that look alarming."""
+    entries = _entries("corpus11")
+    assert 45 <= len(entries) <= 60
+    assert len({e["framework"] for e in entries}) >= 35
+    assert 9 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert len(PARTS["corpus11"]["heldout"]) * 3 >= len(entries) - 3
