@@ -33,6 +33,7 @@ from typing import Any
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.exits import MARKERS as EXIT_MARKERS
 from runwatch.emitters.exits import clean_exit, exit_report
+from runwatch.emitters.logparse import tqdm_bar
 from runwatch.emitters.tracebacks import (
     IGNORED,
     IPYTHON_HEAD,
@@ -56,7 +57,11 @@ MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE
            *CATALOGUE.literals, *EXIT_MARKERS)  # fmt: skip
 #: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
 #: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
-_BAR_BEFORE = re.compile(r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]\s*$")
+_BAR_METER = r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]"
+_BAR_BEFORE = re.compile(_BAR_METER + r"\s*$")
+#: the same refresh's counter and times, with what was written after them (a terminal's
+#: padding may have split the bar itself off: `| 331/1063 [01:06<03:59,  3.06it/s]Killed`)
+_BAR_GLUED = re.compile(_BAR_METER + r"(?=\S)")
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: the levels of a record on the line before a traceback that make it that record's: a
 #: program logs a handled exception with its traceback as a warning (`logger.warning(...,
@@ -68,10 +73,33 @@ _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
 
 
+#: a paste's markdown around a whole line: a quote's `>`s before it, and emphasis or code
+#: marks (`**`, `__`, `` ` ``) on both its ends
+_MARKUP = re.compile(r"^\s*(?:>\s?)+|^\s*(\*\*|__|`)(?=\S)(?P<body>.*\S)\1\s*$")
+
+
+def as_printed(line: str) -> str | None:
+    """The line as its program printed it, when a terminal or a paste put something around
+    it (None when nothing was): a tqdm bar's last refresh before it -- a bar has no line end,
+    so the next thing written (a shell's `Killed`) starts on the bar's line -- and the
+    markdown a paste wraps a line in (`**Killed**`, `> Floating point exception`)."""
+    text = line
+    if (bar := tqdm_bar(text)) is not None:
+        text = text[bar[1] :]
+    elif (meter := _BAR_GLUED.search(text)) is not None:
+        text = text[meter.end() :]
+    while (m := _MARKUP.match(text)) is not None:
+        text = m.group("body") if m.group("body") is not None else text[m.end() :]
+    return text if text != line and text.strip() else None
+
+
 def fatal(line: str) -> Found | None:
     """A catalogued fatal line as `component.failed` (how = fatal), with the component its
-    signature implicates as a hint for a line no launcher names the source of."""
+    signature implicates as a hint for a line no launcher names the source of; a line a
+    terminal or a paste wrapped is read as printed (`as_printed`)."""
     signature = CATALOGUE.match(line)
+    if signature is None and (printed := as_printed(line)) is not None:
+        signature, line = CATALOGUE.match(printed), printed
     if signature is None:
         return None
     fields: dict[str, Any] = {"error": line.strip()[:2000], "how": "fatal"}
