@@ -133,24 +133,10 @@ class ClockOffsets:
     def observe(self, host: object, ts: float, arrival: float) -> float:
         """Record that an event stamped `ts` by `host` reached the broker at `arrival`;
         return the host's offset estimate, this sample included."""
-        state = self._hosts.get(host)
-        if state is None:
-            state = self._hosts[host] = _Host(arrival)
-        elif arrival - state.last > self.gap:
-            state.streak_start = arrival
-        if arrival > state.last:
-            state.last = arrival
-        state.add(arrival - ts, math.floor(arrival))
-        if arrival - state.streak_start >= self.window:
-            state.forget_before(arrival - self.window)
-        return self._estimate(state)
+        return self._estimate(self._record(host, ts, arrival))
 
-    def shift(self, host: object, run: str, ts: float, arrival: float, deadband: float) -> float:
-        """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
-        broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
-        a host within `deadband` seconds behind, but no less than keeps the run's events
-        from that host in order, as far as its arrival allows (module docstring)."""
-        # `observe` and `_estimate` written out (the per-event path: no call but the add)
+    def _record(self, host: object, ts: float, arrival: float) -> _Host:
+        """The sample recorded in its host's state (a new host's made), which it returns."""
         state = self._hosts.get(host)
         if state is None:
             state = self._hosts[host] = _Host(arrival)
@@ -161,8 +147,14 @@ class ClockOffsets:
         state.add(arrival - ts, math.floor(arrival))
         if arrival - state.streak_start >= self.window and state.samples[0] < arrival - self.window:
             state.forget_before(arrival - self.window)  # (only when a second is to go)
-        low1, low2 = state.low1, state.low2
-        estimate = low2 if low2 != _INF and low1 < low2 - self.outlier else low1
+        return state
+
+    def shift(self, host: object, run: str, ts: float, arrival: float, deadband: float) -> float:
+        """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
+        broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
+        a host within `deadband` seconds behind, but no less than keeps the run's events
+        from that host in order, as far as its arrival allows (module docstring)."""
+        estimate = self._estimate(self._record(host, ts, arrival))
         want = estimate if estimate > deadband or estimate < 0.0 else 0.0
         shifts = self._runs.get(run)
         if shifts is None:
