@@ -228,16 +228,26 @@ def test_served_over_http() -> None:
     assert 'runwatch_run_info{run="web",status="running"} 1.0' in body
 
 
-def test_worker_metrics_hooks_and_async_endpoint() -> None:
-    class Driver:
-        def __init__(self) -> None:
-            self.engine = Engine()
+class _Driver:
+    """What WorkerMetrics reads of a partition's driver: its engine."""
 
-    drivers = {0: Driver()}
+    def __init__(self) -> None:
+        self.engine = Engine()
+
+
+def _worker_metrics() -> tuple[dict[int, _Driver], WorkerMetrics]:
+    """A worker's metrics over one live partition that holds run `w` and saw one invalid
+    record, the last of its records arriving at t=0."""
+    drivers = {0: _Driver()}
     wm = WorkerMetrics(drivers.values, 0, "127.0.0.1")
     wm.live(drivers[0])
     feed(drivers[0].engine, [make_event("run.started", 1.0, run="w")])
-    wm.batch(0.0, invalid=1)  # the last record arrived at t=0
+    wm.batch(0.0, invalid=1)
+    return drivers, wm
+
+
+def test_worker_metrics_hooks_and_async_endpoint() -> None:
+    drivers, wm = _worker_metrics()
     alerts = feed(drivers[0].engine, [])
     wm.published(alerts)
 
@@ -261,16 +271,7 @@ def test_worker_metrics_hooks_and_async_endpoint() -> None:
 def test_a_scrape_that_names_families_gets_only_those() -> None:
     """`/metrics?name[]=...` (how a bench samples the lag every 2 s): only the named
     families, and one of the service-wide ones alone visits no run."""
-
-    class Driver:
-        def __init__(self) -> None:
-            self.engine = Engine()
-
-    drivers = {0: Driver()}
-    wm = WorkerMetrics(drivers.values, 0, "127.0.0.1")
-    wm.live(drivers[0])
-    feed(drivers[0].engine, [make_event("run.started", 1.0, run="w")])
-    wm.batch(0.0, invalid=1)
+    _, wm = _worker_metrics()
     visited: list[str] = []
     full_run = wm.collector._run
     wm.collector._run = lambda f, run, *a: (visited.append(run), full_run(f, run, *a))[1]
