@@ -215,7 +215,7 @@ class Engine:
         if len(order) > seen.capacity:
             seen.discard(order.popleft())
         counts = self.counts
-        if counts is not None:
+        if counts is not None:  # `KindCounts.add` written out
             n = counts.get(kind)
             if n is None:
                 counts.first(kind)
@@ -286,11 +286,7 @@ class Engine:
             tracked = self.runs[event.run] = TrackedRun(made(event.run, self._state_config))
         seen.add(event_id)
         if self.counts is not None:
-            n = self.counts.get(kind)
-            if n is None:
-                self.counts.first(kind)
-            else:
-                self.counts[kind] = n + 1
+            self.counts.add(kind)
         for observer, kinds in self._on_event:
             if kinds is None or kind in kinds:
                 observer(event)

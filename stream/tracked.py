@@ -54,6 +54,14 @@ class KindCounts(dict[str, int]):
         self.cap = cap
         self.other = other
 
+    def add(self, kind: str) -> None:
+        """One event of `kind` (the engine's short path writes this out)."""
+        n = self.get(kind)
+        if n is None:
+            self.first(kind)
+        else:
+            self[kind] = n + 1
+
     def first(self, kind: str) -> None:
         """The first event of `kind`."""
         if len(self) < self.cap:
