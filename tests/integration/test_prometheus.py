@@ -24,7 +24,7 @@ from runwatch.dev import scenarios
 from runwatch.dev.fleet import fleet_cluster
 from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.stage import FleetStage
-from runwatch.stream.metrics.exporter import RunwatchMetrics
+from runwatch.stream.metrics.exporter import _SERVICE_WIDE, RunwatchMetrics
 from runwatch.stream.metrics.http import MetricsServer
 
 pytestmark = pytest.mark.integration
@@ -202,3 +202,27 @@ def test_the_sandbox_picture(prometheus: str) -> None:
     assert running[0]["value"][1] == "0"
     firing = _query(prometheus, f'runwatch_alerts_firing{{run="{SANDBOX_RUN}"}}')
     assert "inference_idle_with_pending" in {r["metric"]["rule"] for r in firing}
+
+
+def _samples(body: bytes, names: set[str]) -> list[str]:
+    return [
+        line for line in body.decode().splitlines()
+        if line and not line.startswith("#") and line.split("{")[0].split(" ")[0] in names
+    ]  # fmt: skip
+
+
+def test_a_service_wide_family_asked_alone_is_its_part_of_the_whole_scrape(
+    exporter: tuple[MetricsServer, RunwatchMetrics],
+) -> None:
+    """`_SERVICE_WIDE` is a hand-kept list of the families a scrape may fill without visiting
+    a run: a family listed there by mistake (one that needs the runs) would answer a
+    `name[]` scrape wrongly (0, or nothing). Each, asked alone, must equal its lines in the
+    whole scrape, and the fixture fills every one of them."""
+    _, metrics = exporter
+    whole = metrics.exposition()
+    for name in sorted(_SERVICE_WIDE):
+        base = name.removesuffix("_total")
+        names = {base, f"{base}_total"}
+        expected = _samples(whole, names)
+        assert expected, f"{name}: the fixture fills no sample of it (a typo in _SERVICE_WIDE?)"
+        assert _samples(metrics.exposition([name]), names) == expected, name
