@@ -19,6 +19,11 @@ Two kinds of evidence:
   unraisable hook's report of an exception in a finaliser or at exit, after which the
   program goes on).
 
+Each line is first read **as printed** (`printed`): what a terminal, a collector or a paste put
+around it -- a tqdm bar's last refresh before it on the same line, a collector's RFC 3339 time,
+a markdown quote, emphasis or code fence -- is taken off once, and every reading after it (the
+catalogue, the exit grammar, the traceback grammar) sees the program's line.
+
 Lines are read with whatever prefix their logger puts before each line of a record (vLLM's
 `ERROR 04-28 02:37:03 [core.py:398] `, loguru's time and level): the prefix of the
 `Traceback` line, or of the first frame when the head is gone, with its digits free, is the
@@ -74,35 +79,69 @@ _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
 
 
 #: a paste's markdown around a whole line: a quote's `>`s before it, and emphasis or code
-#: marks (`**`, `__`, `` ` ``) on both its ends
-_MARKUP = re.compile(r"^\s*(?:>\s?)+|^\s*(\*\*|__|`)(?=\S)(?P<body>.*\S)\1\s*$")
+#: marks (`**`, `__`, `` ` ``) on both its ends, no more of them inside (glog's and abseil's
+#: `*** SIGABRT received ... ***` is the program's own)
+_MARKUP = re.compile(r"^\s*(?:>\s?)+|^\s*(\*\*|__|`)(?=[^\s*_`])(?P<body>.*[^\s*_`])\1\s*$")
+#: a markdown code fence glued to a line's text, before it or after it (```` ```Killed ````)
+_FENCE = re.compile(r"^\s*`{3,}(?=\S)|(?<=\S)`{3,}\s*$")
+#: the time a collector stores before each line (RFC 3339: `kubectl logs --timestamps`,
+#: `docker logs -t`, CI logs), or a Rust `tracing` logger writes (text-generation-inference)
+_COLLECTOR = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) +(?=\S)")
+
+
+def printed(line: str) -> tuple[str, str]:
+    """(the line as its program printed it, what a terminal wrote before it on the same line:
+    a tqdm bar's last refresh, else ""). What a terminal, a collector or a paste put around a
+    line is taken off, in any order and nesting: a bar's refresh -- a bar has no line end, so
+    the next thing written (a shell's `Killed`, a traceback's head) starts on the bar's line;
+    or only its counter and times, when a terminal's padding split the bar off --, a
+    collector's time, and the markdown a paste wraps a line in (a quote's `>`, `**Killed**`,
+    a code fence glued to it). A line that is nothing but such things is its own."""
+    text, bar = line, ""
+    while True:
+        start = text
+        if "|" in text:
+            if (found := tqdm_bar(text)) is not None:
+                bar, text = text[: found[1]], text[found[1] :]
+            elif (meter := _BAR_GLUED.search(text)) is not None:
+                bar, text = text[: meter.end()], text[meter.end() :]
+        if text[:1].isdigit():
+            text = _COLLECTOR.sub("", text, count=1)
+        if text.lstrip()[:1] in _WRAPS:
+            while (m := _MARKUP.match(text)) is not None:
+                text = m.group("body") if m.group("body") is not None else text[m.end() :]
+        if "```" in text:
+            text = _FENCE.sub("", text)
+        if text == start:
+            break
+    if text == line or not text.strip():
+        return line, ""
+    return text, bar
+
+
+_WRAPS = (">", "*", "_", "`")
 
 
 def as_printed(line: str) -> str | None:
-    """The line as its program printed it, when a terminal or a paste put something around
-    it (None when nothing was): a tqdm bar's last refresh before it -- a bar has no line end,
-    so the next thing written (a shell's `Killed`) starts on the bar's line -- and the
-    markdown a paste wraps a line in (`**Killed**`, `> Floating point exception`)."""
-    text = line
-    if (bar := tqdm_bar(text)) is not None:
-        text = text[bar[1] :]
-    elif (meter := _BAR_GLUED.search(text)) is not None:
-        text = text[meter.end() :]
-    while (m := _MARKUP.match(text)) is not None:
-        text = m.group("body") if m.group("body") is not None else text[m.end() :]
-    return text if text != line and text.strip() else None
+    """The line as its program printed it (`printed`), None when nothing was put around it."""
+    text, _ = printed(line)
+    return None if text == line else text
 
 
 def fatal(line: str) -> Found | None:
     """A catalogued fatal line as `component.failed` (how = fatal), with the component its
     signature implicates as a hint for a line no launcher names the source of; a line a
-    terminal or a paste wrapped is read as printed (`as_printed`)."""
+    terminal or a paste wrapped is read as printed (`printed`)."""
+    return _fatal(printed(line)[0])
+
+
+def _fatal(line: str) -> Found | None:
+    """`fatal` of a line as printed: padding around it is no part of it."""
+    line = line.strip()
     signature = CATALOGUE.match(line)
-    if signature is None and (printed := as_printed(line)) is not None:
-        signature, line = CATALOGUE.match(printed), printed
     if signature is None:
         return None
-    fields: dict[str, Any] = {"error": line.strip()[:2000], "how": "fatal"}
+    fields: dict[str, Any] = {"error": line[:2000], "how": "fatal"}
     if signature.component != "process":  # "process": whichever printed it, as the prefix says
         fields["component"] = signature.component
     if signature.meaning == "abort":
@@ -155,14 +194,17 @@ class Failures:
 
     def _read(self, source: Any, line: str) -> list[Found]:
         out: list[Found] = []
-        before, self._before[source] = self._before.get(source, ""), line
+        # one reading of how the line was printed, for every reading after it: a bar's
+        # refresh on its line is what its source printed just before it
+        line, bar = printed(line)
+        before, self._before[source] = bar or self._before.get(source, ""), line
         record = self._records.get(source)
         if record is not None and record.open:
             if record.more(line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
         report = None
-        if (found := fatal(line)) is not None:
+        if (found := _fatal(line)) is not None:
             if found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
                 self._pending(source, found[1]["error"])

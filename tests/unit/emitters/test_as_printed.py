@@ -1,12 +1,17 @@
-"""A fatal line a terminal or a paste wrapped is read as its program printed it
-(emitters/failures.py `as_printed`): after a tqdm bar's last refresh, which has no line end,
-and inside the markdown a paste puts around a line."""
+"""A line a terminal, a collector or a paste wrapped is read as its program printed it
+(emitters/failures.py `printed`): after a tqdm bar's last refresh, which has no line end,
+after a collector's time, and inside the markdown a paste puts around a line -- by every
+reading of `Failures`, not only the catalogue's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from runwatch.emitters.failures import as_printed, fatal
+from runwatch.emitters.failures import Failures, as_printed, fatal, printed
+
+CONSOLES = Path(__file__).resolve().parents[2] / "fixtures" / "consoles"
 
 #: (line as the console or the paste shows it, the line as printed) -- real lines of corpus11's
 #: development part and the shapes of the first ten corpora's pastes
@@ -18,6 +23,16 @@ WRAPPED = [
     # a terminal's padding split the bar itself off: its counter and times remain
     ("| 348/1063 [01:08<02:57,  4.03it/s]Killed", "Killed"),
     ("> Epoch 0:  83%|████| 100/120 [00:30<00:06,  3.3it/s]Killed", "Killed"),
+    # a code fence glued to the line, and padding around it
+    ("```Killed", "Killed"),
+    ("    Killed```", "    Killed"),
+    # text-generation-inference's `tracing` time (corpus3/dev/fatal_tgi_shard_signal4_cannot_start)
+    (
+        "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process "
+        "was signaled to shutdown with signal 4 rank=0",
+        "ERROR shard-manager: text_generation_launcher: Shard process was signaled to shutdown "
+        "with signal 4 rank=0",
+    ),
 ]
 #: lines that merely mention a signal's word, wrapped or not: no shell's report
 NOT_A_DEATH = [
@@ -25,15 +40,17 @@ NOT_A_DEATH = [
     "> the job was Killed by the user last week, see above",
     " 31%|████▉     | 331/1063 [01:06<03:59,  3.06it/s, loss=0.25]",
     "Epoch 3: Killed 2 stale workers; continuing",
+    # abseil's failure signal handler writes its own stars: the program's text, no emphasis
+    "```python",
 ]
 
 
-@pytest.mark.parametrize(("wrapped", "printed"), WRAPPED)
-def test_a_wrapped_shell_report_is_read_as_printed(wrapped: str, printed: str) -> None:
-    assert as_printed(wrapped) == printed
+@pytest.mark.parametrize(("wrapped", "program_s"), WRAPPED)
+def test_a_wrapped_shell_report_is_read_as_printed(wrapped: str, program_s: str) -> None:
+    assert as_printed(wrapped) == program_s
     found = fatal(wrapped)
     assert found is not None
-    assert found[1]["error"] == printed
+    assert found[1]["error"] == program_s.strip()  # padding around it is no part of it
 
 
 @pytest.mark.parametrize("line", NOT_A_DEATH)
@@ -44,3 +61,47 @@ def test_a_wrapped_mention_is_no_death(line: str) -> None:
 def test_a_line_nothing_wrapped_has_no_printed_form() -> None:
     assert as_printed("Killed") is None
     assert as_printed("**   **") is None
+
+
+def test_a_program_s_own_stars_are_no_markup() -> None:
+    line = "*** SIGABRT received at time=1744106512 on cpu 176 ***"
+    assert as_printed(line) is None
+    assert fatal(line) is not None
+
+
+def test_a_bar_s_refresh_is_what_its_source_printed_before_the_line() -> None:
+    text, bar = printed("  0%|          | 0/392 [00:00<?, ?it/s]Traceback (most recent call last):")
+    assert text == "Traceback (most recent call last):"
+    assert bar.endswith("?it/s]")
+
+
+def _read(lines: list[str]) -> list[str]:
+    failures = Failures()
+    for line in lines:
+        assert failures.read(None, line) == []
+    return [fields["error"] for _, (_, fields) in failures.finish()]
+
+
+def test_a_quoted_traceback_is_read_by_the_grammar_as_printed() -> None:
+    """corpus11's quoted paste: every line of the traceback under a `>`, read as Python wrote
+    it -- frames, code lines, and the exception line its process died of."""
+    path = CONSOLES / "corpus11" / "dev" / "fail_yolov3_quoted_traceback_dataloader_bus_error.log"
+    lines = [x for x in path.read_text().splitlines() if not x.startswith("#")]
+    assert lines[0].startswith("> Traceback")
+    said = _read(lines)
+    assert said == [lines[-1].removeprefix("> ")]
+
+
+def test_a_traceback_glued_to_a_bar_after_a_warning_is_the_bar_s_source_s() -> None:
+    """The record before a traceback's head is what was printed before it: a bar's refresh on
+    its line, not the WARNING line above the bar (that would make it a logged warning)."""
+    lines = [
+        "2020-06-10 16:23:38,177 - WARNING - allennlp.training.trainer - slow data loading",
+        "  0%|          | 0/392 [00:00<?, ?it/s]Traceback (most recent call last):",
+        '  File "train.py", line 110, in <module>',
+        "    train_model(train_params, serialization_dir, recover=bool(args.resume))",
+        "ValueError: nan loss encountered",
+    ]
+    assert _read(lines) == ["ValueError: nan loss encountered"]
+    # the same head on a line of its own after the WARNING: the warning's traceback
+    assert _read([lines[0], lines[1].split("]", 1)[1], *lines[2:]]) == []
