@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus10/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus12/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -271,3 +271,19 @@ def test_the_eleventh_corpus_has_the_size_and_breadth_it_was_asked_for() -> None
     assert 9 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
     assert _count(entries, "component_failed") >= 25
     assert len(PARTS["corpus11"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_twelfth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Forty-five to sixty excerpts weighted towards what runwatch's users run (verl and its
+    forks, OpenRLHF, ms-swift, NeMo-RL, slime, ROLL, Unsloth, vLLM and SGLang engines, Ray,
+    torch distributed and elastic, torchrun, mpirun, SLURM, Kubernetes), about a quarter of
+    them healthy controls that look alarming (loss-scale overflow skips, preemption and
+    retraction warnings, NCCL and scheduler warnings, exceptions ignored at shutdown)."""
+    entries = _entries("corpus12")
+    assert 45 <= len(entries) <= 60
+    assert len({e["framework"] for e in entries}) >= 25
+    assert 11 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
+    assert _count(entries, "component_failed") >= 28
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "non_finite_metric") >= 2
+    assert len(PARTS["corpus12"]["heldout"]) * 3 >= len(entries) - 3
