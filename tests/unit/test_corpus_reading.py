@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus11/): each development part asserted exactly -- every label met, every
+corpus/ to corpus12/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -90,6 +90,39 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "omni.physx's `PhysX error: Fetching GPU Narrowphase failed! 700` alone: its error "
         "callback logs every PhysX error so, and says the simulation stops only on the next "
         "line (`Cuda context manager error, simulation will be stopped`), which the paste cut"),
+    # corpus12's development part at its baseline (the reader at bb09601, and at d193329)
+    ("corpus12", "fail_accelerate_init_store_based_barrier_timeout_two_tracebacks"): (
+        ["component_failed"], "torch's `Timed out initializing process group in store based "
+        "barrier` (the c10d store barrier of init_process_group) ends the traceback and is read "
+        "as a failed component, not as a timed-out collective"),
+    ("corpus12", "fail_colossalchat_sft_allgather_seqnum1_watchdog_then_traceback"): (
+        ["collective_timeout"], "the watchdog's timeout is read; the training script's "
+        "traceback that follows is cut before its exception line: nothing names the exception"),
+    ("corpus12", "fail_megatron_deepspeed_store_barrier_timeout_interleaved_ranks"): (
+        ["component_failed"], "two ranks' `Timed out initializing process group in store based "
+        "barrier` RuntimeErrors (headless, interleaved) are read as a failed component, not as "
+        "a timed-out collective"),
+    ("corpus12", "fail_nemorl_vllm_async_worker_update_weights_ipc_zmq_traceback"): (
+        [], "a Ray actor's `(VllmAsyncGenerationWorker pid=…)` traceback from a weight update, "
+        "cut before its exception line: nothing names the exception"),
+    ("corpus12", "fail_openrlhf_train_ppo_ray_actor_fit_raytaskerror_cut"): (
+        [], "the driver's traceback in ray.get ends at `raise value.as_instanceof_cause()`, cut "
+        "before its RayTaskError line: nothing names the exception"),
+    ("corpus12", "fail_rlinf_envworker_interact_exception_libero_reset"): (
+        [], "RLinf's `Exception occurred while running EnvWorker's function interact: exception "
+        "is ray::EnvWorker.interact()` and the remote frames, cut before the exception line"),
+    ("corpus12", "fail_roll_agentic_quickstart_headless_raceback_cluster_ray_get"): (
+        [], "a traceback whose head lost its first letter (`raceback (most recent call last):`), "
+        "cut in ray.get before its exception line"),
+    ("corpus12", "fail_slime_retool_eval_padded_traceback_rollout_manager"): (
+        [], "a traceback padded to the terminal's width, cut in ray.get before its exception "
+        "line: nothing names the exception"),
+    ("corpus12", "fail_verl_vllm054_grpo_n5_main_ppo_traceback"): (
+        [], "verl's driver traceback in ray.get after the rollout's Ray-prefixed lines, cut "
+        "before its exception line: nothing names the exception"),
+    ("corpus12", "fail_vllm_vattn_preempted_recompute_then_rank0_traceback"): (
+        [], "a `[rank0]:`-prefixed traceback from llm.generate after a preemption warning, cut "
+        "before its exception line: nothing names the exception"),
 }  # fmt: skip
 
 
