@@ -64,7 +64,8 @@ class MetricSpikeRule(Rule[SpikeParams]):
         return replace(
             base,
             watched_metrics=base.watched_metrics | frozenset(params.metric_keys),
-            keep_steps=max(base.keep_steps, params.window + params.steps),
+            # the baseline reads only the metric, and the latest `steps` when it came
+            metric_steps=max(base.metric_steps, params.window + params.steps),
         )
 
     def _series(

@@ -32,6 +32,9 @@ class StateConfig:
     watched_metrics: frozenset[str] = frozenset()
     progress_window: int = 20
     keep_steps: int = 16
+    #: the latest steps whose watched metrics (and when they came) are kept, the older of
+    #: them past `keep_steps` with nothing else (`PastStep`): a spike rule's long baseline
+    metric_steps: int = 0
     #: the latest steps whose `step.done.timing` is kept (step_slowdown's; none without it):
     #: the per-phase seconds are most of a step's size, and only that rule reads them
     timing_steps: int = 0
@@ -78,7 +81,8 @@ class RunState(Compact):
         self.events = 0
         self.processes = Processes()
         self.inference = Inference()
-        self.steps = Steps(cfg.keep_steps, cfg.watched_metrics, cfg.timing_steps)
+        self.steps = Steps(cfg.keep_steps, cfg.watched_metrics, cfg.timing_steps,
+                           cfg.metric_steps)  # fmt: skip
         self.steps.keep_early(cfg.early_metrics, cfg.early_steps)
         self.progress = ProgressCounters(cfg.progress_window)
         self.ranks = Ranks()
@@ -117,6 +121,7 @@ class RunState(Compact):
         """Per-run rule parameters (from run.started.config) change what must be kept."""
         self.config = config
         self.steps.keep = config.keep_steps
+        self.steps.depth = max(config.keep_steps, config.metric_steps)
         self.steps.timing_steps = config.timing_steps
         self.steps.settled += 1  # what step rules read may differ now
         self.steps.watched = config.watched_metrics

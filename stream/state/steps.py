@@ -41,7 +41,32 @@ class Metrics(tuple[str | float | None, ...]):
 NO_METRICS = Metrics()
 
 
-class Step(Compact):
+class _Reads:
+    """What the rules ask of a step, whole (`Step`) or past (`PastStep`)."""
+
+    __slots__ = ()
+    number: int
+    metrics: Metrics
+    reward_mean: float | None
+    groups: dict[str, list[float]] | None
+
+    def degenerate(self, epsilon: float) -> tuple[int, int]:
+        """(groups whose rewards are all equal, groups of two or more trajectories)."""
+        groups = [g for g in (self.groups or {}).values() if g[0] >= 2]
+        return sum(1 for g in groups if g[2] - g[1] <= epsilon), len(groups)
+
+    def reward(self, reward_keys: Iterable[str]) -> float | None:
+        """The step reward: the `reward` event's mean, else the first reward key logged."""
+        if self.reward_mean is not None:
+            return self.reward_mean
+        for key in reward_keys:
+            value = self.metrics.get(key)
+            if value is not None:
+                return value
+        return None
+
+
+class Step(_Reads, Compact):
     """What runwatch keeps about one training step."""
 
     __slots__ = (
@@ -77,32 +102,42 @@ class Step(Compact):
         #: prompt group -> [trajectories, lowest reward, highest reward] (GRPO groups)
         self.groups: dict[str, list[float]] | None = None
 
-    def degenerate(self, epsilon: float) -> tuple[int, int]:
-        """(groups whose rewards are all equal, groups of two or more trajectories)."""
-        groups = [g for g in (self.groups or {}).values() if g[0] >= 2]
-        return sum(1 for g in groups if g[2] - g[1] <= epsilon), len(groups)
 
-    def reward(self, reward_keys: Iterable[str]) -> float | None:
-        """The step reward: the `reward` event's mean, else the first reward key logged."""
-        if self.reward_mean is not None:
-            return self.reward_mean
-        for key in reward_keys:
-            value = self.metrics.get(key)
-            if value is not None:
-                return value
-        return None
+class PastStep(_Reads, Compact):
+    """A step older than the latest `Steps.keep`, kept only for what a rule reads that far
+    back (`StateConfig.metric_steps`: a spike rule's baseline): its number, its watched
+    metrics and when they came. Its other fields read as those of a step that never had
+    them, so a rule that meets one (a run's config that widened `keep`) reads no data, not
+    an error. A late event of it makes it whole again (`Steps.get`)."""
+
+    __slots__ = ("metrics", "metrics_ts", "number")
+
+    started = done = duration = reward_mean = reward_ts = None
+    nonfinite = nonfinite_ts = timing = groups = None
+    gap = 0.0
+
+    def __init__(self, step: Step) -> None:
+        self.number = step.number
+        self.metrics = step.metrics
+        self.metrics_ts = step.metrics_ts
 
 
 class Steps:
-    """The last `keep` steps by number, plus the GPU-idle accounting of open steps."""
+    """The last `keep` steps by number, whole, and before them up to `depth` steps in all
+    as `PastStep`s; plus the GPU-idle accounting of open steps."""
 
-    __slots__ = ("by_number", "early", "early_keys", "early_n", "grouped", "keep", "last_done",
-                 "latest", "logged", "memo", "settled", "timing_steps", "watched")  # fmt: skip
+    __slots__ = ("by_number", "depth", "early", "early_keys", "early_n", "grouped", "keep",
+                 "last_done", "latest", "logged", "memo", "settled", "timing_steps",
+                 "watched")  # fmt: skip
 
-    def __init__(self, keep: int, watched: frozenset[str], timing_steps: int = 0) -> None:
+    def __init__(
+        self, keep: int, watched: frozenset[str], timing_steps: int = 0, depth: int = 0
+    ) -> None:
         #: in step order (`get` keeps it so), so that the latest steps are its last values
-        self.by_number: dict[int, Step] = {}
+        self.by_number: dict[int, Step | PastStep] = {}
         self.keep = keep
+        #: steps kept in all, the oldest past the latest `keep` as `PastStep`s
+        self.depth = max(keep, depth)
         self.watched = watched  # metric keys kept per step
         #: a done step's `timing` is kept while it is one of the latest `timing_steps`
         self.timing_steps = timing_steps
@@ -129,23 +164,43 @@ class Steps:
         self.early_keys, self.early_n = keys, n
 
     def get(self, number: int) -> Step:
+        """Step `number`, whole: made (a new step), or made whole again (a late event of a
+        past step)."""
         by_number = self.by_number
         step = by_number.get(number)
-        if step is None:
-            late = bool(by_number) and number < next(reversed(by_number))
-            step = by_number[number] = Step(number)
-            if late:  # a step older than one kept (a late event): back into step order
-                self.by_number = by_number = dict(sorted(by_number.items()))
-            if self.latest is None or number > self.latest:
-                self.latest = number
-            if len(by_number) > self.keep:
-                del by_number[next(iter(by_number))]
-                self.settled += 1
-        return step
+        if type(step) is Step:
+            return step
+        late = step is None and bool(by_number) and number < next(reversed(by_number))
+        whole = by_number[number] = Step(number)
+        if step is not None:  # a past step: what it kept comes back
+            whole.metrics, whole.metrics_ts = step.metrics, step.metrics_ts
+            return whole
+        if late:  # a step older than one kept (a late event): back into step order
+            self.by_number = by_number = dict(sorted(by_number.items()))
+        if self.latest is None or number > self.latest:
+            self.latest = number
+        if len(by_number) > self.keep:
+            self._past()
+        return whole
+
+    def _past(self) -> None:
+        """Past the latest `keep`: steps made `PastStep`s, and past `depth` let go. The dict
+        is made anew: one that steps pass through grows to twice the entries it holds."""
+        steps = list(self.by_number.items())
+        if len(steps) > self.depth:
+            steps = steps[len(steps) - self.depth :]
+        self.settled += 1  # a step left the latest `keep`, which the rules over groups read
+        last = self.last_done
+        for i in range(len(steps) - self.keep):
+            number, step = steps[i]
+            if type(step) is Step and step is not last:
+                steps[i] = number, PastStep(step)
+        self.by_number = dict(steps)
 
     def recent(self, count: int) -> list[Step]:
-        """Up to `count` most recent steps, oldest first."""
-        return list(self.by_number.values())[-count:]
+        """Up to `count` most recent steps, oldest first: whole within the latest `keep`
+        (what every rule but those of `StateConfig.metric_steps` reads), past before them."""
+        return list(self.by_number.values())[-count:]  # type: ignore[return-value]
 
     def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
         for name, value in state[1].items():
@@ -173,7 +228,7 @@ class Steps:
             if timing and self.timing_steps:
                 step.timing = Metrics.of(timing)
                 older = self.by_number.get(number - self.timing_steps)
-                if older is not None:
+                if older is not None and older.timing is not None:  # (a past step has none)
                     older.timing = None
             if duration is None and step.started is not None:
                 step.duration = ts - step.started

@@ -437,6 +437,84 @@ def test_only_the_last_steps_are_kept() -> None:
     assert [s.number for s in state.steps.recent(2)] == [8, 9]
 
 
+def test_steps_past_keep_hold_only_their_watched_metrics_up_to_metric_steps() -> None:
+    """Past the latest `keep_steps`, a step keeps its number, watched metrics and their time
+    (a spike rule's baseline, `metric_steps`) and nothing else; past `metric_steps`, none."""
+    cfg = StateConfig(keep_steps=3, metric_steps=6, watched_metrics=frozenset({"loss"}))
+    state = RunState("r1", cfg)
+    for i in range(10):
+        fold(state, make_event("step.started", 100 * i, step=i),
+             make_event("step.done", 100 * i + 50, step=i, duration_s=50.0),
+             make_event("step.metrics", 100 * i + 60, step=i, metrics={"loss": float(i)}),
+             make_event("reward", 100 * i + 70, step=i, mean=0.5))  # fmt: skip
+    steps = state.steps
+    assert list(steps.by_number) == [4, 5, 6, 7, 8, 9]
+    assert [type(s).__name__ for s in steps.recent(6)] == ["PastStep"] * 3 + ["Step"] * 3
+    assert [s.metrics.get("loss") for s in steps.recent(6)] == [4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    past = steps.by_number[5]
+    assert (past.number, past.metrics_ts) == (5, 560)
+    assert (past.started, past.done, past.duration, past.reward_mean, past.gap) == (
+        None, None, None, None, 0.0)  # fmt: skip
+    assert past.reward(["loss"]) == 5.0
+    assert past.degenerate(0.0) == (0, 0)
+    assert [s.number for s in steps.recent(steps.keep)] == [7, 8, 9]
+    assert all(s.done is not None for s in steps.recent(steps.keep))
+
+
+def test_a_late_event_of_a_past_step_makes_it_whole_again() -> None:
+    cfg = StateConfig(keep_steps=2, metric_steps=5, watched_metrics=frozenset({"loss"}))
+    state = RunState("r1", cfg)
+    for i in range(5):
+        fold(state, make_event("step.metrics", 10 * i, step=i, metrics={"loss": float(i)}))
+    assert type(state.steps.by_number[1]).__name__ == "PastStep"
+    fold(state, make_event("reward", 60, step=1, mean=0.25))
+    step = state.steps.by_number[1]
+    assert (type(step).__name__, step.reward_mean, step.metrics.get("loss"), step.metrics_ts) == (
+        "Step", 0.25, 1.0, 10)  # fmt: skip
+    assert list(state.steps.by_number) == [0, 1, 2, 3, 4]
+
+
+def test_a_step_leaving_the_latest_keep_is_a_change_to_what_the_rules_read() -> None:
+    """Rules over the done steps' groups re-read when `settled` moves (degenerate_groups):
+    a step that becomes past leaves what they read."""
+    state = RunState("r1", StateConfig(keep_steps=2, metric_steps=10))
+    fold(state, make_event("step.started", 1, step=1), make_event("step.started", 2, step=2))
+    before = state.steps.settled
+    fold(state, make_event("step.started", 3, step=3))
+    assert state.steps.settled > before
+
+
+def test_past_steps_come_back_from_a_checkpoint() -> None:
+    """A checkpoint's restricted unpickler builds `PastStep`s: they come back as they were,
+    and a later step makes the oldest whole step past as before."""
+    from runwatch.stream import checkpoint
+    from runwatch.stream.live import LiveDriver
+
+    driver = LiveDriver()
+    for i in range(60):
+        driver.engine.apply(decoded(make_event("step.metrics", 60.0 * i, step=i,
+                                               metrics={"actor/grad_norm": 1.0 + i})))  # fmt: skip
+    restored = LiveDriver()
+    checkpoint.load(checkpoint.dump(driver, 0), restored)
+    held, back = driver.engine.runs["r1"].state.steps, restored.engine.runs["r1"].state.steps
+    assert [(type(s).__name__, s.number, s.metrics.items(), s.metrics_ts)
+            for s in back.by_number.values()] == [
+        (type(s).__name__, s.number, s.metrics.items(), s.metrics_ts)
+        for s in held.by_number.values()]  # fmt: skip
+    assert (back.keep, back.depth) == (23, 53)
+    for steps in (held, back):
+        steps.get(60)
+    assert [type(s).__name__ for s in back.by_number.values()] == [
+        type(s).__name__ for s in held.by_number.values()]  # fmt: skip
+
+
+def test_the_spike_rules_keep_their_baseline_as_past_steps() -> None:
+    from runwatch.stream.config import RulesConfig
+
+    cfg = RulesConfig.from_mapping({}).state_config()
+    assert (cfg.keep_steps, cfg.metric_steps) == (23, 53)  # step_slowdown's; spike's 50 + 3
+
+
 def test_phase_timings_are_kept_for_the_latest_timing_steps_only() -> None:
     """Most of a kept step's size is its `timing`; only step_slowdown reads it, over its
     window: older steps let theirs go, and without the rule no step keeps one."""

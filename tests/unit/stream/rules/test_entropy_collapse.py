@@ -72,4 +72,4 @@ def test_the_early_level_is_kept_in_bounded_memory() -> None:
     feed(engine, steps(noisy(500)))
     state = engine.runs["r1"].state
     assert len(state.steps.early["actor/entropy"]) == 20  # the first 20 values, for good
-    assert len(state.steps.by_number) <= state.steps.keep
+    assert len(state.steps.by_number) <= state.steps.depth

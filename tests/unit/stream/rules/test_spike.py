@@ -75,3 +75,15 @@ def test_each_framework_s_key_is_read() -> None:
         values = noisy(40, level=0.01 if rule == KL else 1.0)
         spike = 1.0 if rule == KL else 50.0
         assert run([*values, spike, spike, spike], key, rule) == [(rule, "firing", 60.0 * 43)]
+
+
+def test_the_baseline_reaches_past_the_steps_kept_whole() -> None:
+    """The band is the median of the `window` (50) steps before the latest three, though the
+    state keeps only the latest 23 steps whole (`PastStep`): the older 30 count too."""
+    engine = make_engine()
+    # 30 steps at ~10, then 20 at ~1: the median of the 50 is ~10, of the latest 20 ~1
+    alerts = of_rule(feed(engine, steps([*noisy(30, level=10.0), *noisy(20, seed=3), 600.0,
+                                         700.0, 650.0])), GRAD)  # fmt: skip
+    assert brief(alerts) == [(GRAD, "firing", 60.0 * 53)]
+    assert 7.0 < alerts[0].details["median"] < 13.0
+    assert type(engine.runs["r1"].state.steps.by_number[1]).__name__ == "PastStep"
