@@ -207,7 +207,7 @@ class Failures:
         if (found := _fatal(line)) is not None:
             if found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
-                self._pending(source, found[1]["error"])
+                self._pending(source, found[1]["error"], found[1].get("component"))
             else:
                 out.append(found)
         elif (report := exit_report(line)) is not None:
@@ -288,10 +288,11 @@ class Failures:
             record.guessed = quiet and not prefix.strip()
         self._begin(source, record)
 
-    def _pending(self, source: Any, error: str) -> None:
-        """A death the source may go on after: a failure if it says no more (as a traceback)."""
+    def _pending(self, source: Any, error: str, component: str | None = None) -> None:
+        """A death the source may go on after: a failure if it says no more (as a traceback);
+        `component` is what its signature implicates, when it names one."""
         ended = Record("", quiet=False)
-        ended.error, ended.open, ended.fatal = error, False, True
+        ended.error, ended.open, ended.fatal, ended.hint = error, False, True, component
         self._begin(source, ended)
 
     def _begin(self, source: Any, record: Record) -> None:

@@ -129,8 +129,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "indent", "lines",
-                 "open", "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
+    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "hint", "indent",
+                 "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -155,6 +155,8 @@ class Record:
         self.indent: int | None = None
         self.after_frame = False  # the line before was a frame (its code line may follow)
         self.fatal = False  # a survivable fatal line, not an exception, holds its place
+        #: the component a survivable fatal line's signature implicates (its frames have none)
+        self.hint: str | None = None
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
@@ -218,7 +220,10 @@ class Record:
         return self.error or self.uncaught
 
     def component(self) -> str | None:
-        """The component its frames' files implicate (the innermost that does)."""
+        """The component its frames' files implicate (the innermost that does), or a fatal
+        line's signature."""
+        if self.hint is not None:
+            return self.hint
         for path in reversed(self.paths):
             low = "/" + path.replace("\\", "/").lower()
             for part, component in PATH_COMPONENTS:

@@ -29,9 +29,6 @@ REPORT = corpus_report  # the report, as scripts/corpus_report.py runs it
 #: development excerpts no general rule reads (yet): the rules they fire instead of their
 #: labels', and why. A change that reads one fails here too -- then it moves out of this list.
 MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
-    ("corpus", "exception_roll_actor_worker_error_traceback"): (
-        [], "ROLL's decorator logs a traceback at ERROR and the paste cuts it before its "
-        "exception line: nothing names the exception or says it was uncaught"),
     ("corpus", "fatal_prime_rl_verifiers_connection_error_exiting"): (
         [], "loguru's `An error has been caught in function '_run'` (its catch decorator, after "
         "which a program may go on) and a traceback cut before its exception line"),

@@ -54,6 +54,13 @@ CONTROLS = [
     "INFO 03-14 10:00:00 [core.py:120] EngineCore waiting for work.",
     "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.2<0>",
     "(WorkerDict pid=7591) step:12 - actor/pg_loss:0.01 - critic/score/mean:0.5",
+    # slime's health monitor passing and its fault tolerance's recovery, OpenRLHF's retry of a
+    # reward request, LLaMA-Factory's SGLang server up, a ROLL decorator's record at INFO
+    "DEBUG:slime.utils.health_monitor:Health check passed for rollout engine 3",
+    "INFO:slime.ray.rollout:Recovered 1 dead rollout engines (worker_type=regular)",
+    "INFO:openrlhf.utils.remote_rm_utils:Request error, please check: Read timed out.",
+    "[INFO|sglang_engine.py:116] SGLang server initialized successfully at http://localhost:30000",
+    "[2025-10-11 11:16:52] [decorator.py (306)] [INFO] [actor_train-1 1 / 8][PID 18175] done",
 ]
 
 
