@@ -61,7 +61,31 @@ CONTROLS = [
     "INFO:openrlhf.utils.remote_rm_utils:Request error, please check: Read timed out.",
     "[INFO|sglang_engine.py:116] SGLang server initialized successfully at http://localhost:30000",
     "[2025-10-11 11:16:52] [decorator.py (306)] [INFO] [actor_train-1 1 / 8][PID 18175] done",
+    # words of a signal in a sentence (Django's runserver), not a shell's job report
+    "Quit the server with CONTROL-C.",
+    "Hangup detected on controlling terminal or death of controlling process",
 ]
+
+#: bash's reports of a job a signal ended (jobs.c, rendered): a foreground job's strsignal
+#: alone (to 5.2) or padded to LONGEST_SIGNAL_DESC before its command (5.3), a job-control
+#: report, a non-interactive shell's `NAME: line N: PID STATUS COMMAND`, for the signals
+#: whose default action ends a process (glibc's words)
+JOB_REPORTS = [
+    "Killed",
+    "Trace/breakpoint trap (core dumped)",
+    "Killed                     python train.py",
+    "[1]+  Killed                  python train.py --config grpo.yaml",
+    "[2]-  Hangup                  python train.py",
+    "train.sh: line 12: 4242 User defined signal 1   torchrun --nproc-per-node 8 train.py",
+    "CPU time limit exceeded (core dumped)",
+    "./run.sh: line 7: 93 Alarm clock             python eval.py",
+]
+
+
+@pytest.mark.parametrize("line", JOB_REPORTS)
+def test_a_shell_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "shell-job-signal"
 
 
 def test_the_catalogue_loads_with_every_field() -> None:
