@@ -82,6 +82,22 @@ JOB_REPORTS = [
 ]
 
 
+#: torch's `CUDA error: ` with each sticky error's cudaGetErrorString (libcudart 13.2.86)
+STICKY = [
+    "torch.AcceleratorError: CUDA error: the launch timed out and was terminated",
+    "RuntimeError: CUDA error: invalid program counter",
+    "RuntimeError: CUDA error: operation not supported on global/shared address space",
+    "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+    "RuntimeError: CUDA error: unspecified launch failure in prior launch",
+]
+
+
+@pytest.mark.parametrize("line", STICKY)
+def test_a_sticky_cuda_error_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "cuda-sticky-error"
+
+
 @pytest.mark.parametrize("line", JOB_REPORTS)
 def test_a_shell_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
     found = CATALOGUE.match(line)
