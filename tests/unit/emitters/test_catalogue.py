@@ -61,6 +61,13 @@ CONTROLS = [
     "INFO:openrlhf.utils.remote_rm_utils:Request error, please check: Read timed out.",
     "[INFO|sglang_engine.py:116] SGLang server initialized successfully at http://localhost:30000",
     "[2025-10-11 11:16:52] [decorator.py (306)] [INFO] [actor_train-1 1 / 8][PID 18175] done",
+    # Horovod's stall warning (corpus/dev/stalled_horovod_stall_inspector_mpirun): a stall it
+    # reports, not the shutdown it logs at ERROR when HOROVOD_STALL_SHUTDOWN_TIME_SECONDS passes
+    "[1,0]<stderr>:[2019-10-09 05:33:38.249493: W horovod/common/stall_inspector.cc:105] One or "
+    "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and "
+    "are waiting for remainder of ranks for more than 60 seconds. This may indicate that "
+    "different ranks are trying to submit different tensors or that only subset of ranks is "
+    "submitting tensors, which will cause deadlock.",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
     "Quit the server with CONTROL-C.",
     "Hangup detected on controlling terminal or death of controlling process",
