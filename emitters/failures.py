@@ -37,8 +37,8 @@ from typing import Any
 
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.exits import MARKERS as EXIT_MARKERS
-from runwatch.emitters.exits import clean_exit, exit_report
-from runwatch.emitters.logparse import tqdm_bar
+from runwatch.emitters.exits import STOP_MARKERS, clean_exit, exit_report, stop_request
+from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     IGNORED,
     IPYTHON_HEAD,
@@ -59,14 +59,7 @@ Found = tuple[str, dict[str, Any]]
 #: stands alone: `jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ...`), Ray's
 #: exceptions and TensorFlow 1's op errors, and the catalogue's
 MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
-           *CATALOGUE.literals, *EXIT_MARKERS)  # fmt: skip
-#: a tqdm bar's last refresh, which a traceback printed to the same terminal or file follows
-#: on the same line (stdout and stderr in one: `...| 2/8 [00:00<00:01, 4.74it/s]Traceback`)
-_BAR_METER = r"\|\s*[\d.]+[kMGT]?(?:/[\d.]+[kMGT]?|/\?)?\s*\[[^\]]*\]"
-_BAR_BEFORE = re.compile(_BAR_METER + r"\s*$")
-#: the same refresh's counter and times, with what was written after them (a terminal's
-#: padding may have split the bar itself off: `| 331/1063 [01:06<03:59,  3.06it/s]Killed`)
-_BAR_GLUED = re.compile(_BAR_METER + r"(?=\S)")
+           *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS)  # fmt: skip
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: the levels of a record on the line before a traceback that make it that record's: a
 #: program logs a handled exception with its traceback as a warning (`logger.warning(...,
@@ -76,56 +69,6 @@ _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 #: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
 #: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
 _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
-
-
-#: a paste's markdown around a whole line: a quote's `>`s before it, and emphasis or code
-#: marks (`**`, `__`, `` ` ``) on both its ends, no more of them inside (glog's and abseil's
-#: `*** SIGABRT received ... ***` is the program's own)
-_MARKUP = re.compile(r"^\s*(?:>\s?)+|^\s*(\*\*|__|`)(?=[^\s*_`])(?P<body>.*[^\s*_`])\1\s*$")
-#: a markdown code fence glued to a line's text, before it or after it (```` ```Killed ````)
-_FENCE = re.compile(r"^\s*`{3,}(?=\S)|(?<=\S)`{3,}\s*$")
-#: the time a collector stores before each line (RFC 3339: `kubectl logs --timestamps`,
-#: `docker logs -t`, CI logs), or a Rust `tracing` logger writes (text-generation-inference)
-_COLLECTOR = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) +(?=\S)")
-
-
-def printed(line: str) -> tuple[str, str]:
-    """(the line as its program printed it, what a terminal wrote before it on the same line:
-    a tqdm bar's last refresh, else ""). What a terminal, a collector or a paste put around a
-    line is taken off, in any order and nesting: a bar's refresh -- a bar has no line end, so
-    the next thing written (a shell's `Killed`, a traceback's head) starts on the bar's line;
-    or only its counter and times, when a terminal's padding split the bar off --, a
-    collector's time, and the markdown a paste wraps a line in (a quote's `>`, `**Killed**`,
-    a code fence glued to it). A line that is nothing but such things is its own."""
-    text, bar = line, ""
-    while True:
-        start = text
-        if "|" in text:
-            if (found := tqdm_bar(text)) is not None:
-                bar, text = text[: found[1]], text[found[1] :]
-            elif (meter := _BAR_GLUED.search(text)) is not None:
-                bar, text = text[: meter.end()], text[meter.end() :]
-        if text[:1].isdigit():
-            text = _COLLECTOR.sub("", text, count=1)
-        if text.lstrip()[:1] in _WRAPS:
-            while (m := _MARKUP.match(text)) is not None:
-                text = m.group("body") if m.group("body") is not None else text[m.end() :]
-        if "```" in text:
-            text = _FENCE.sub("", text)
-        if text == start:
-            break
-    if text == line or not text.strip():
-        return line, ""
-    return text, bar
-
-
-_WRAPS = (">", "*", "_", "`")
-
-
-def as_printed(line: str) -> str | None:
-    """The line as its program printed it (`printed`), None when nothing was put around it."""
-    text, _ = printed(line)
-    return None if text == line else text
 
 
 def fatal(line: str) -> Found | None:
@@ -171,6 +114,9 @@ class Failures:
         #: before its exception line, and the earlier one still names the failure
         self._ended: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
+        #: the line that said the processes were asked to stop (`exits.stop_request`): what
+        #: fails after it is the stop's doing
+        self._stopped: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes: list[str] = []
 
@@ -199,18 +145,22 @@ class Failures:
         line, bar = printed(line)
         before, self._before[source] = bar or self._before.get(source, ""), line
         record = self._records.get(source)
+        if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
+            self._stop(source, stop, record)
         if record is not None and record.open:
             if record.more(line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
         report = None
-        if (found := _fatal(line)) is not None:
+        if (found := _fatal(line)) is not None and self._stopped is not None:
+            self.notes.append(f"`{found[1]['error'][:60]}` came after the stop: its doing")
+        elif found is not None:
             if found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
                 self._pending(source, found[1]["error"], found[1].get("component"))
             else:
                 out.append(found)
-        elif (report := exit_report(line)) is not None:
+        elif (report := exit_report(line)) is not None and self._stopped is None:
             # a launcher's, an orchestrator's or a shell's report that a process ended badly
             # (emitters/exits.py): pending, for a launcher may restart it and go on
             self._pending(source, report)
@@ -278,7 +228,7 @@ class Failures:
         else:
             # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
             # frames follow on lines of their own -- or it follows a bar's refresh
-            glued = prefix.rstrip().endswith(":") or _BAR_BEFORE.search(prefix) is not None
+            glued = prefix.rstrip().endswith(":") or BAR_BEFORE.search(prefix) is not None
             levels = _QUIET_LEVELS if prefix.strip() else _QUIET_BEFORE
             quiet = bool(levels.search(level)) and uncaught is None
             maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
@@ -287,6 +237,24 @@ class Failures:
             # the traceback's own frames can still say it reached the program's top
             record.guessed = quiet and not prefix.strip()
         self._begin(source, record)
+
+    def _stop(self, source: Any, stop: str, record: Record | None) -> None:
+        """The processes were asked to stop: a traceback this line ends (a `SignalException`,
+        a `KeyboardInterrupt`) and every one after it is the stop's, no failure -- but an
+        exception the traceback named before it (a chain: the stop came while the program
+        handled a failure) stays the source's failure."""
+        if self._stopped is None:
+            self._stopped = stop
+            self.notes.append(
+                f"`{stop[:60]}`: the processes were asked to stop (SIGINT or SIGTERM: a user's "
+                "Ctrl-C, a scheduler's stop); what failed after it is the stop's doing"
+            )
+        if record is not None and record.open:
+            if record.error is not None and not record.quiet:
+                earlier = Record(record.prefix)
+                earlier.error, earlier.open, earlier.paths = record.error, False, record.paths[:]
+                self._ended[source] = earlier
+            record.quiet = record.stopped = True
 
     def _pending(self, source: Any, error: str, component: str | None = None) -> None:
         """A death the source may go on after: a failure if it says no more (as a traceback);
@@ -300,6 +268,8 @@ class Failures:
         before = self._records.get(source)
         if before is not None and not before.open and before.said is not None and not before.quiet:
             self._ended[source] = before
+        if self._stopped is not None:
+            record.quiet = record.stopped = True
         self._records[source] = record
 
     def waiting(self, source: Any) -> bool:
@@ -329,9 +299,10 @@ class Failures:
         out = []
         for source, record in self._records.items():
             earlier = self._ended.get(source)
-            if record.said is None and earlier is not None:
-                # the later traceback was cut (logged or not, it names nothing): the earlier
-                # one, after which the source made no progress, names the failure
+            if (record.said is None or record.stopped) and earlier is not None:
+                # the later traceback was cut (logged or not, it names nothing), or was the
+                # stop's: the earlier one, after which the source made no progress, names the
+                # failure
                 record = earlier
             if (said := record.said) is not None and not record.quiet:
                 how = "fatal" if record.fatal else "exception"
@@ -339,6 +310,8 @@ class Failures:
                 if (component := record.component()) is not None:
                     fields["component"] = component  # a hint, as a fatal line's
                 out.append((source, ("component.failed", fields)))
+            elif said is not None and record.stopped:
+                pass  # the stop's, said once (`_stop`)
             elif said is not None:
                 self.notes.append(
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
@@ -351,6 +324,7 @@ class Failures:
                 )
         self._records.clear()
         self._ended.clear()
+        self._stopped = None
         return out
 
 

@@ -130,7 +130,8 @@ class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
     __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "hint", "indent",
-                 "lines", "open", "paths", "prefix", "quiet", "shape", "uncaught")  # fmt: skip
+                 "lines", "open", "paths", "prefix", "quiet", "shape", "stopped",
+                 "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -157,6 +158,7 @@ class Record:
         self.fatal = False  # a survivable fatal line, not an exception, holds its place
         #: the component a survivable fatal line's signature implicates (its frames have none)
         self.hint: str | None = None
+        self.stopped = False  # read after (or ending in) a stop the processes were asked for
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""

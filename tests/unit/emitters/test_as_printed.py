@@ -1,5 +1,5 @@
 """A line a terminal, a collector or a paste wrapped is read as its program printed it
-(emitters/failures.py `printed`): after a tqdm bar's last refresh, which has no line end,
+(emitters/printed.py `printed`): after a tqdm bar's last refresh, which has no line end,
 after a collector's time, and inside the markdown a paste puts around a line -- by every
 reading of `Failures`, not only the catalogue's."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runwatch.emitters.failures import Failures, as_printed, fatal, printed
+from runwatch.emitters.failures import Failures, fatal
+from runwatch.emitters.printed import as_printed, printed
 
 CONSOLES = Path(__file__).resolve().parents[2] / "fixtures" / "consoles"
 

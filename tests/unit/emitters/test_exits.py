@@ -1,6 +1,7 @@
 """A process's bad exit, as launchers, orchestrators and shells report it, is read by one grammar
 (emitters/exits.py): a pending failure of the source that printed it, given out when the output
-ends with it and dropped when the run goes on."""
+ends with it and dropped when the run goes on. A stop the processes were asked for (SIGINT or
+SIGTERM) is no failure, nor is what fails after it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from helpers import read_all
 
-from runwatch.emitters.exits import clean_exit, exit_report
+from runwatch.emitters.exits import clean_exit, exit_report, stop_request
 
 #: reports of a bad exit in launchers' and orchestrators' own words (real console lines of the
 #: development parts, and the format strings named)
@@ -85,3 +86,78 @@ def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
         "step: 121 loss: 0.51 lr: 0.001",
     ]
     assert _failed(restarted) == []
+
+
+# --- a stop the processes were asked for (SIGINT or SIGTERM) -------------------------------
+#: the elastic agent's warning (corpus7's real line), DeepSpeed's launcher's and torch's
+#: termination handler's (format strings rendered: `Signals.SIGINT` before Python 3.11)
+STOPS = [
+    "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down "
+    "workers",
+    "W1129 10:00:00.000000 4242 torch/distributed/elastic/agent/server/api.py:752] Received "
+    "Signals.SIGINT death signal, shutting down workers",
+    "[2025-01-09 12:00:01,124] [INFO] [launch.py:328:sigkill_handler] Main process received "
+    "SIGINT, exiting",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 2",
+    "KeyboardInterrupt",
+]
+#: a signal no one asked for, and sentences about one
+NOT_STOPS = [
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1",
+    "Received 9 death signal, shutting down workers",
+    "handle KeyboardInterrupt gracefully: see the docs",
+]
+
+
+@pytest.mark.parametrize("line", STOPS)
+def test_a_stop_the_processes_were_asked_for_is_read(line: str) -> None:
+    assert stop_request(line) == line.strip()
+
+
+@pytest.mark.parametrize("line", NOT_STOPS)
+def test_another_signal_is_no_stop(line: str) -> None:
+    assert stop_request(line) is None
+
+
+_RANK_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/workspace/train.py", line 88, in <module>',
+    "    dist.all_reduce(t)",
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+    "[10.0.0.2]:4242",
+]
+
+
+def _failed(lines: list[str]) -> list[dict[str, Any]]:
+    return [f for k, f in read_all(lines) if k == "component.failed"]
+
+
+def test_what_fails_after_a_user_s_stop_is_the_stop_s_doing() -> None:
+    """A user's Ctrl-C of DeepSpeed's launcher: its ranks' peers die of the stop (a transport's
+    error); an engine's fatal line and a shell's report after it are no failure either."""
+    stop = STOPS[2]
+    assert _failed(_RANK_TRACEBACK) != []  # alone, the rank's death
+    assert _failed([stop, *_RANK_TRACEBACK]) == []
+    assert _failed([stop, "Killed"]) == []
+
+
+def test_a_signal_exception_of_a_stop_is_no_failure() -> None:
+    lines = [
+        STOPS[1],
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        STOPS[3],
+    ]
+    assert _failed(lines) == []
+    # the same exception for a signal no one asked for (SIGHUP: the terminal went away)
+    assert _failed([*lines[1:-1], NOT_STOPS[0]]) != []
+
+
+def test_a_failure_before_the_stop_stays_the_run_s_failure() -> None:
+    """The job died, then the user pressed Ctrl-C: its own KeyboardInterrupt traceback does not
+    hide the failure before it."""
+    interrupted = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                   "    time.sleep(60)", "KeyboardInterrupt"]  # fmt: skip
+    failed = _failed([*_RANK_TRACEBACK, *interrupted])
+    assert [f["error"][:12] for f in failed] == ["RuntimeError"]
