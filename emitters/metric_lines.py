@@ -25,7 +25,8 @@
   step (`Iteration 3027`, `Learning iteration 8391/10000`) and the `key: value` lines or
   two-column rows under it (baselines' `| KL | nan |`, RSL-RL's right-aligned `Value function
   loss: inf`), one record of that step -- up to the next header, or a few lines that are
-  none of its.
+  none of its. A printed list of numbers with a `nan` in it (numpy's `Losses: [array([0.5]),
+  array([nan], dtype=float32)]`) is its key's `nan` (`metric_pairs.nan_lists`).
 
 A record starts only on a line holding one of `metric_shape.MARKERS` -- what `runwatch
 watch`'s scanner shows the parsers -- so `runwatch diagnose`, which reads every line, reads

@@ -144,3 +144,36 @@ def step_key(key: str) -> str | None:
         return "global"
     kind = low.split()[-1].split("_")[-1]
     return "step" if kind == "steps" else kind
+
+
+#: a numeric array's repr inside a printed list: numpy's `array([...], dtype=float32)`
+_ARRAY = re.compile(r"(?:(?:np|numpy)\.)?array\(|,\s*dtype=\w+\)|\)")
+_LIST_ITEM = re.compile(rf"\s*(?:{NUMBER})\s*")
+_NAN = re.compile(r"(?<![\w.])[-+]?(?i:nan)(?![\w.])")
+
+
+def nan_lists(text: str) -> str:
+    """The line with each printed list of numbers that holds a `nan` -- a list, nested lists,
+    numpy arrays' reprs (`Losses: [array([0.5, 0.4]), array([nan, nan], dtype=float32)]`,
+    `Pseudo dice [nan, 0.0, 0.0]`) -- written as that one `nan`: the value of its key is not
+    finite. A list with any word in it (a configuration, a dataset's preview), or none that
+    is `nan` (infinities are masks' fill as often as a metric's), is left as it is."""
+    out, at = [], 0
+    while (start := text.find("[", at)) >= 0:
+        end, depth = start, 0
+        for end in range(start, min(len(text), start + 4000)):
+            depth += {"[": 1, "]": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        body = text[start : end + 1]
+        if depth != 0 or not _NAN.search(body):
+            out.append(text[at : start + 1])
+            at = start + 1
+            continue
+        items = _ARRAY.sub(",", body.replace("[", ",").replace("]", ","))
+        if all(_LIST_ITEM.fullmatch(x) for x in items.split(",") if x.strip()):
+            out.append(text[at:start] + "nan")
+        else:
+            out.append(text[at : end + 1])
+        at = end + 1
+    return "".join(out) + text[at:]

@@ -43,7 +43,15 @@ import re
 from dataclasses import dataclass, field
 
 from runwatch.emitters.metric_alone import LIMIT, lone, single_pair, step_row, unnumbered
-from runwatch.emitters.metric_pairs import NUMBER, PAIR, STEP_ENDS, Pair, pairs, step_key
+from runwatch.emitters.metric_pairs import (
+    NUMBER,
+    PAIR,
+    STEP_ENDS,
+    Pair,
+    nan_lists,
+    pairs,
+    step_key,
+)
 from runwatch.emitters.tracebacks import exception_at
 
 __all__ = [
@@ -232,7 +240,10 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     """The line as one step's metrics: it names its step (or `step` gives it: the bar the
     pairs follow) and one more pair; it prints a dict (two quoted keys or more); or it names
     no step and holds two pairs or more with a separator, one of them not finite (the order
-    of lines numbers it). None for any other line."""
+    of lines numbers it). None for any other line. A printed list of numbers with a `nan` in
+    it is that `nan` (`nan_lists`)."""
+    if "[" in text and "nan" in text.lower():
+        text = nan_lists(text)
     found = pairs(text)
     if not found or _message(text) or skip_report(text):
         return None

@@ -14,6 +14,7 @@ from helpers import read_all
 from runwatch.emitters import env
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
+from runwatch.emitters.metric_pairs import nan_lists
 from runwatch.emitters.metric_shape import pairs, read_line
 from runwatch.emitters.step_numbers import OVERFLOW_KEY, loss_scale_overflow
 
@@ -690,3 +691,38 @@ def test_a_csv_logger_s_rows_read_as_a_table() -> None:
     assert bad(read_all(csv)) == [(99, ["train_loss"]), (99, ["val_loss"])]
     assert bad(read_all(["step\tloss\treward", "12\tnan\t0.3"])) == [(12, ["loss"])]
     assert bad(read_all(["In step, loss, and reward", "12,nan,0.3"])) == []
+
+
+# --- a printed list of numbers with a `nan` in it -----------------------------------------
+
+#: (a line, its key): numpy's repr of a list of arrays (printed by numpy 2 here), a list of one
+NAN_LISTS = [
+    ("Losses: [array([0.52, 0.41]), array([nan, nan], dtype=float32)]", "Losses"),
+    ("loss: [nan]", "loss"),
+]
+#: lists that are no metric's non-finite value: words in them, no `nan`, an infinity (a mask's
+#: fill), an array numpy printed over several lines
+NOT_NAN_LISTS = [
+    "betas: [0.9, 0.999]",
+    'labels: ["a", nan]',
+    "mask: [-inf, 0.0]",
+    "x [array([1.], dtype=float32)]",
+    "scores [[nan  1.]",
+]
+
+
+@pytest.mark.parametrize(("line", "key"), NAN_LISTS)
+def test_a_printed_list_of_numbers_with_a_nan_is_that_nan(line: str, key: str) -> None:
+    record = read_line(line)
+    assert record is not None
+    assert math.isnan(record.metrics[key])
+
+
+def test_a_list_is_written_as_its_nan_where_it_stands() -> None:
+    line = "2024-07-09 13:35:54.745506: Pseudo dice [nan, 0.0, 0.0]"
+    assert nan_lists(line) == "2024-07-09 13:35:54.745506: Pseudo dice nan"
+
+
+@pytest.mark.parametrize("line", NOT_NAN_LISTS)
+def test_another_list_is_left_as_it_is(line: str) -> None:
+    assert nan_lists(line) == line
