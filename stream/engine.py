@@ -342,7 +342,7 @@ class Engine:
             if event.rule is None or event.rule == rule_id:
                 for cond in conds.values():
                     key = alert_key(rule_id, tracked.state.run, cond.key)
-                    tracked.lifted.add(transition_id(key, tracked.transitions[key]))
+                    tracked.lift(transition_id(key, tracked.transitions[key]))
         tracked.resumed = {"ts": event.ts, "by": event.by, "rule": event.rule}
         self._view_changed(tracked.state.run)
 

@@ -70,6 +70,10 @@ class KindCounts(dict[str, int]):
             self[self.other] = self.get(self.other, 0) + 1
 
 
+#: what a run that no person resumed has lifted (most runs): one empty set for all of them
+NOT_LIFTED: set[str] = frozenset()  # type: ignore[assignment]
+
+
 class TrackedRun:
     """A run's state plus what the engine needs to drive its alerts."""
 
@@ -89,7 +93,14 @@ class TrackedRun:
         self.transitions: dict[str, int] = {}  # alert key -> transitions so far
         #: firing transitions (ids) a person lifted with `run.resumed`: they no longer pause
         #: the run's guard; a new firing (another id) does
-        self.lifted: set[str] = set()
+        self.lifted = NOT_LIFTED
         #: the latest run.resumed (ts, by, rule): `Resumed`'s fields, as a checkpoint keeps them
         self.resumed: dict[str, Any] | None = None
         self.incidents = RunIncidents()  # which of its alerts belong to one fault
+
+    def lift(self, transition: str) -> None:
+        """A person lifted this firing transition (`run.resumed`)."""
+        if self.lifted:
+            self.lifted.add(transition)
+        else:  # (`NOT_LIFTED`, or a set emptied since)
+            self.lifted = {transition}

@@ -19,6 +19,9 @@ from runwatch.stream.state.progress import Counter
 #: among a run's last 128 ended ids: about 1 in 10**12 lookups, or rarer)
 _DIGEST = 8
 _PAIR = Struct("<II").pack
+#: the requests in flight of a server that never had one (most report queue stats instead):
+#: one empty set for all of them, replaced on the first request (`Inference.request`)
+NO_REQUESTS: set[str] = frozenset()  # type: ignore[assignment]
 
 
 def _digest(traj: str) -> bytes:
@@ -48,7 +51,7 @@ class Server(Compact):
         self.running = 0
         self.waiting = 0
         self.kv_cache_usage: float | None = None
-        self.in_flight: set[str] = set()
+        self.in_flight = NO_REQUESTS
         self.final = False
         #: the first snapshot since the engine last made progress that said it holds
         #: requests and makes no tokens (no generation, no prefill); None: it progresses
@@ -140,7 +143,10 @@ class Inference:
 
     def request(self, name: str, process: Process | None, req: str, done: bool) -> None:
         srv = self.server(name, process)
-        if done:
+        if not srv.in_flight:  # (`NO_REQUESTS`: nothing to discard, and not to add to)
+            if not done:
+                srv.in_flight = {req}
+        elif done:
             srv.in_flight.discard(req)
         else:
             srv.in_flight.add(req)

@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import sys
+from typing import overload
+
 from runwatch.emitters.events import Source
 from runwatch.stream.state.compact import Compact
+
+
+@overload
+def shared(text: str) -> str: ...
+@overload
+def shared(text: None) -> None: ...
+@overload
+def shared(text: str | None) -> str | None: ...
+def shared(text: str | None) -> str | None:
+    """`text` as the one object of its value the run states hold (`sys.intern`): each event
+    decodes its source's names (component, host, instance) anew, and a state that keeps
+    them per process would hold a copy per process otherwise. Interned strings go when
+    nothing holds them. What is interned is a copy, never the event's own string, which
+    other parts of a state may hold: so which objects a state shares -- and its
+    checkpoint's bytes -- do not depend on which state interned a name first."""
+    return None if text is None else sys.intern(text.encode().decode())
 
 
 def process_id(src: Source) -> str:
@@ -71,6 +90,7 @@ class Processes:
         key = (src.component, src.host, src.pid, src.instance)
         proc = self._by_src.get(key)
         if proc is None:
+            key = (shared(src.component), shared(src.host), src.pid, shared(src.instance))
             proc = self._by_src[key] = self.named(src)
         return proc
 
@@ -80,7 +100,7 @@ class Processes:
         name = process_id(src)
         proc = self.by_id.get(name)
         if proc is None:
-            proc = self.by_id[name] = Process(name, src.component, src.host)
+            proc = self.by_id[name] = Process(name, shared(src.component), shared(src.host))
         return proc
 
     def dropped(self) -> dict[str, int]:

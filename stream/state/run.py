@@ -16,7 +16,7 @@ from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.failures import Collectives, Failures
 from runwatch.stream.state.holds import Holds
 from runwatch.stream.state.inference import Inference
-from runwatch.stream.state.processes import Process, Processes
+from runwatch.stream.state.processes import Process, Processes, shared
 from runwatch.stream.state.progress import ProgressCounters
 from runwatch.stream.state.ranks import Ranks
 from runwatch.stream.state.restarts import Restarts, Slot
@@ -216,7 +216,9 @@ class RunState(Compact):
         final, src, ts = bool(e.final), e.src, e.ts
         key = (src.component, src.host, src.pid, src.instance, src.rank)
         known = self.ledger.get(key)
-        if known is None:
+        if known is None:  # kept: its names as the one string of each value (`shared`)
+            key = (shared(src.component), shared(src.host), src.pid, shared(src.instance),
+                   src.rank)  # fmt: skip
             proc, slot = self.processes.named(src), self.restarts.slot(src)
         else:
             proc, slot, _ = known

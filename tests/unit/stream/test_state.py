@@ -171,6 +171,41 @@ def test_without_stats_a_server_is_idle_when_no_request_is_in_flight(state: RunS
     assert srv.idle
 
 
+def test_servers_share_one_empty_set_of_requests_until_they_have_one(state: RunState) -> None:
+    """A server that reports stats never has a request in flight: it holds the one shared
+    empty set (`NO_REQUESTS`); the first request gets a set of its own, a done request
+    before any queued one changes nothing, and the shared set stays empty."""
+    from runwatch.stream.state.inference import NO_REQUESTS
+
+    fold(state, make_event("heartbeat", 0, src=VLLM), stats(1, running=0),
+         make_event("request.done", 1, src=ROLLOUT, req="x", server="sg-0"))  # fmt: skip
+    assert state.inference.servers["vllm-0"].in_flight is NO_REQUESTS
+    srv = state.inference.servers["sg-0"]
+    assert srv.in_flight is NO_REQUESTS
+    assert srv.idle
+    fold(state, make_event("request.queued", 2, src=ROLLOUT, req="a", server="sg-0"),
+         make_event("request.done", 3, src=ROLLOUT, req="a", server="sg-0"),
+         make_event("request.queued", 4, src=ROLLOUT, req="b", server="sg-0"))  # fmt: skip
+    assert srv.in_flight == {"b"}
+    assert not srv.idle
+    assert not NO_REQUESTS  # (what was added went into the server's own set)
+
+
+def test_the_ledger_keeps_one_string_per_name_of_its_processes(state: RunState) -> None:
+    """Every beat decodes its source's names anew; the ledger keeps one object per name
+    (`shared`), not one per process -- and never the event's own string."""
+    ranks = [{**TRAINER, "pid": 100 + r, "rank": r} for r in range(4)]
+    events = [decoded(make_event("heartbeat", 10 + r, src=src)) for r, src in enumerate(ranks)]
+    for event in events:
+        state.apply(event)
+    keys = list(state.ledger)
+    assert len(keys) == 4
+    assert all(k[0] is keys[0][0] and k[1] is keys[0][1] for k in keys)
+    procs = [known[0] for known in state.ledger.values()]
+    assert all(p.host is keys[0][1] and p.component is keys[0][0] for p in procs)
+    assert all(keys[0][1] is not e.src.host for e in events)
+
+
 def test_a_final_heartbeat_takes_a_server_out_of_the_picture(state: RunState) -> None:
     fold(state, make_event("heartbeat", 0, src=VLLM), stats(1, running=0))
     assert state.inference.live_servers() == [state.inference.servers["vllm-0"]]
