@@ -38,7 +38,6 @@ worker that rebuilds its state by re-reading a partition gets the same correctio
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Iterable
 
@@ -49,67 +48,51 @@ DEFAULT_GAP = 30.0
 #: A lone sample this many seconds below the others is an outlier until confirmed.
 DEFAULT_OUTLIER = 10.0
 
-_INF = math.inf
+_INF = float("inf")
 
 
 class _Host:
     """One host's samples: per second of arrival its two smallest, flat in one array of
-    doubles -- [second, smallest, second smallest] * seconds held, oldest first. A fleet
-    has tens of thousands of hosts per worker, each touched about once a second: one
-    contiguous buffer per host, not a list per second, is what keeps that in cache."""
+    doubles -- [second, smallest, second smallest] * seconds held, oldest first -- and the
+    shift its run's latest event was given (`run`, `held`, `latest`; a host that serves
+    more runs keeps theirs in `others`). A fleet has tens of thousands of hosts per worker,
+    each touched about once a second: one object and one contiguous buffer per host, read
+    and written in one call per event (`ClockOffsets._record`), is what keeps that cheap."""
 
-    __slots__ = ("last", "low1", "low2", "samples", "streak_start")
+    __slots__ = ("held", "last", "latest", "low1", "low2", "others", "run", "samples",
+                 "streak_start")  # fmt: skip
 
     def __init__(self, arrival: float) -> None:
         self.samples = array("d")
         self.streak_start = arrival
         self.last = arrival
         self.low1 = self.low2 = _INF  # the two smallest samples held
+        #: the run whose shifts it keeps here (None: none yet), that run's latest event's
+        #: shift and the latest time one of them was put at; other runs': run -> the two
+        self.run: str | None = None
+        self.held = self.latest = 0.0
+        self.others: dict[str, tuple[float, float]] | None = None
 
-    def add(self, sample: float, second: float) -> None:
+    def rescan(self) -> None:
+        """The two smallest samples held, read off every second's two (after forgetting a
+        second that held one of them)."""
         held = self.samples
-        n = len(held)
-        if not n or second > held[n - 3]:
-            held.append(second)
-            held.append(sample)
-            held.append(_INF)
-        elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
-            held[n - 1] = held[n - 2]
-            held[n - 2] = sample
-        elif sample < held[n - 1]:
-            held[n - 1] = sample
-        if sample < self.low2:
-            if sample < self.low1:
-                self.low1, self.low2 = sample, self.low1
-            else:
-                self.low2 = sample
-
-    def forget_before(self, horizon: float) -> None:
-        held = self.samples
-        low2 = self.low2
-        lost = False  # whether a second forgotten held one of the two smallest samples
-        i, n = 0, len(held)
-        while n - i > 3 and held[i] < horizon:
-            lost = held[i + 1] <= low2 or lost
-            i += 3
-        del held[:i]
-        if lost:  # rescan what is left (the two smallest of every second's two)
-            low1 = low2 = _INF
-            for j in range(1, n - i, 3):
-                a = held[j]
-                if a < low2:
-                    if a < low1:
-                        b = held[j + 1]
-                        low1, low2 = a, (low1 if low1 < b else b)
-                    else:
-                        low2 = a  # (b >= a: nothing more from this second)
-            self.low1, self.low2 = low1, low2
+        low1 = low2 = _INF
+        for j in range(1, len(held), 3):
+            a = held[j]
+            if a < low2:
+                if a < low1:
+                    b = held[j + 1]
+                    low1, low2 = a, (low1 if low1 < b else b)
+                else:
+                    low2 = a  # (b >= a: nothing more from this second)
+        self.low1, self.low2 = low1, low2
 
 
 class ClockOffsets:
     """Per-host clock offset estimates (seconds to add to a host's `ts`)."""
 
-    __slots__ = ("_hosts", "_runs", "gap", "outlier", "window")
+    __slots__ = ("_hosts", "gap", "outlier", "window")
 
     def __init__(
         self,
@@ -123,9 +106,6 @@ class ClockOffsets:
         self.gap = gap
         self.outlier = outlier
         self._hosts: dict[object, _Host] = {}
-        #: run -> host -> (the shift its latest event from the host was given, the latest
-        #: time one of them was put at): `shift`
-        self._runs: dict[str, dict[object, tuple[float, float]]] = {}
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -133,10 +113,11 @@ class ClockOffsets:
     def observe(self, host: object, ts: float, arrival: float) -> float:
         """Record that an event stamped `ts` by `host` reached the broker at `arrival`;
         return the host's offset estimate, this sample included."""
-        return self._estimate(self._record(host, ts, arrival))
+        return self._record(host, ts, arrival)[1]
 
-    def _record(self, host: object, ts: float, arrival: float) -> _Host:
-        """The sample recorded in its host's state (a new host's made), which it returns."""
+    def _record(self, host: object, ts: float, arrival: float) -> tuple[_Host, float]:
+        """The sample recorded in its host's state (a new host's made); that state and the
+        host's estimate. Written out in one call: it runs for every event."""
         state = self._hosts.get(host)
         if state is None:
             state = self._hosts[host] = _Host(arrival)
@@ -144,45 +125,98 @@ class ClockOffsets:
             state.streak_start = arrival
         if arrival > state.last:
             state.last = arrival
-        state.add(arrival - ts, math.floor(arrival))
-        if arrival - state.streak_start >= self.window and state.samples[0] < arrival - self.window:
-            state.forget_before(arrival - self.window)  # (only when a second is to go)
-        return state
+        sample = arrival - ts
+        second = arrival // 1.0  # (the second of arrival: `math.floor`, as a float)
+        held = state.samples
+        n = len(held)
+        if not n or second > held[n - 3]:
+            held.extend((second, sample, _INF))
+        elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
+            held[n - 1] = held[n - 2]
+            held[n - 2] = sample
+        elif sample < held[n - 1]:
+            held[n - 1] = sample
+        low1, low2 = state.low1, state.low2
+        if sample < low2:
+            if sample < low1:
+                state.low1, state.low2 = low1, low2 = sample, low1
+            else:
+                state.low2 = low2 = sample
+        horizon = arrival - self.window
+        if held[0] < horizon and arrival - state.streak_start >= self.window:
+            # forget the seconds before the window (the latest stays), rescanning only when
+            # a second forgotten held one of the two smallest
+            i, n, lost = 0, len(held), False
+            while n - i > 3 and held[i] < horizon:
+                lost = lost or held[i + 1] <= low2
+                i += 3
+            del held[:i]
+            if lost:
+                state.rescan()
+                low1, low2 = state.low1, state.low2
+        if low2 != _INF and low1 < low2 - self.outlier:
+            return state, low2
+        return state, low1
 
     def shift(self, host: object, run: str, ts: float, arrival: float, deadband: float) -> float:
         """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
         broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
         a host within `deadband` seconds behind, but no less than keeps the run's events
         from that host in order, as far as its arrival allows (module docstring)."""
-        estimate = self._estimate(self._record(host, ts, arrival))
+        state, estimate = self._record(host, ts, arrival)
         want = estimate if estimate > deadband or estimate < 0.0 else 0.0
-        shifts = self._runs.get(run)
-        if shifts is None:
-            shifts = self._runs[run] = {}
-        last = shifts.get(host)
-        if last is None:
-            shifts[host] = (want, ts + want)
+        others = None
+        if state.run == run:  # the run whose shifts the host keeps (nearly every event)
+            held, latest = state.held, state.latest
+        elif state.run is None:
+            state.run, state.held, state.latest = run, want, ts + want
             return want
-        held, latest = last  # the shift of the run's latest event, the latest time given
+        else:
+            others = state.others
+            if others is None:
+                others = state.others = {}
+            last = others.get(run)
+            if last is None:
+                others[run] = (want, ts + want)
+                return want
+            held, latest = last
+        # the shift of the run's latest event, the latest time one of them was put at
         if held > want and ts + want < latest:  # less would put it before an earlier one
             sample = arrival - ts
             kept = held if held < sample else sample  # (not after its own arrival)
             if kept > want:
                 want = kept
         at = ts + want
-        shifts[host] = (want, at if at > latest else latest)
+        if at < latest:
+            at = latest
+        if others is None:
+            state.held, state.latest = want, at
+        else:
+            others[run] = (want, at)
         return want
 
     def forget(self, runs: Iterable[str]) -> None:
         """Let go of the shifts kept for runs that left (the hosts' samples stay)."""
-        for run in runs:
-            self._runs.pop(run, None)
-
-    def _estimate(self, state: _Host) -> float:
-        low1, low2 = state.low1, state.low2
-        return low2 if low2 != _INF and low1 < low2 - self.outlier else low1
+        gone = set(runs)
+        if not gone:
+            return
+        for state in self._hosts.values():
+            others = state.others
+            if others is not None:
+                for run in gone.intersection(others):
+                    del others[run]
+            if state.run in gone:
+                state.run, state.held, state.latest = None, 0.0, 0.0
+                if others:  # one of the others' takes its place
+                    run = next(iter(others))
+                    state.run, (state.held, state.latest) = run, others.pop(run)
+            if others is not None and not others:
+                state.others = None
 
     def offset(self, host: object) -> float | None:
         """The current estimate for `host`, or None if it was never seen."""
         state = self._hosts.get(host)
-        return self._estimate(state) if state is not None else None
+        if state is None:
+            return None
+        low1, low2 = state.low1, state.low2
+        return low2 if low2 != _INF and low1 < low2 - self.outlier else low1

@@ -22,6 +22,7 @@ from runwatch.stream.decode import decode
 from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.published import PublishedAlerts
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 Record = tuple[bytes, float, int]
 CONFIG = RulesConfig.default()
@@ -234,6 +235,34 @@ def test_the_hosts_clock_samples_survive_a_restart() -> None:
             host, 1119.0, 1121.0
         )
         assert back.samples == held.samples
+
+
+def _host_fields(clocks: ClockOffsets) -> dict[object, tuple[Any, ...]]:
+    return {name: tuple(getattr(state, slot) for slot in type(state).__slots__)
+            for name, state in clocks._hosts.items()}  # fmt: skip
+
+
+def test_the_clock_offsets_come_back_whole() -> None:
+    """Every host -- named, or a process's (component, instance, pid) -- with its samples,
+    its run's shift and the shifts of the other runs it serves comes back, and goes on
+    shifting as the uninterrupted one does."""
+    d = driver()
+    hosts: list[object] = ["a", "b", ("trainer", "0", 42)]
+    for k in range(90):
+        for n, host in enumerate(hosts):
+            for run in ("r1", "r2", "r3")[: n + 1]:  # "b" serves two runs, the process three
+                d.clocks.shift(host, run, 1000.0 + k - 30 * n, 1000.2 + k + 0.01 * n, 1.0)
+    d.clocks.forget(["r2"])
+    restored = driver()
+    checkpoint.load(checkpoint.dump(d, 0), restored)
+    assert _host_fields(restored.clocks) == _host_fields(d.clocks)
+    assert (restored.clocks.window, restored.clocks.gap) == (d.clocks.window, d.clocks.gap)
+    for host in hosts:
+        for run in ("r1", "r2", "r3"):
+            assert restored.clocks.shift(host, run, 1085.0, 1091.0, 1.0) == d.clocks.shift(
+                host, run, 1085.0, 1091.0, 1.0
+            )
+    assert _host_fields(restored.clocks) == _host_fields(d.clocks)
 
 
 def test_event_ids_with_any_characters_survive_a_checkpoint() -> None:

@@ -67,3 +67,49 @@ def test_the_estimate_equals_the_smallest_samples_held(seed: int) -> None:
         # the second smallest shows in the estimate only past an outlier: check it held
         held = clocks._hosts["h"]
         assert (held.low1, held.low2) == ref.lows()
+
+
+class ReferenceShifts:
+    """`ClockOffsets.shift` the plain way: each host's estimate from `Reference`, and per run
+    per host the shift its latest event got and the latest time one was put at, in a dict."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, Reference] = {}
+        self.runs: dict[str, dict[str, tuple[float, float]]] = {}
+
+    def shift(self, host: str, run: str, ts: float, arrival: float, deadband: float) -> float:
+        estimate = self.hosts.setdefault(host, Reference(20, 10, 10)).observe(ts, arrival)
+        want = estimate if estimate > deadband or estimate < 0.0 else 0.0
+        last = self.runs.setdefault(run, {}).get(host)
+        if last is not None:
+            held, latest = last
+            if held > want and ts + want < latest:
+                want = max(want, min(held, arrival - ts))
+            self.runs[run][host] = (want, max(ts + want, latest))
+        else:
+            self.runs[run][host] = (want, ts + want)
+        return want
+
+    def forget(self, runs: list[str]) -> None:
+        for run in runs:
+            self.runs.pop(run, None)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_shifts_of_runs_sharing_hosts_equal_the_plain_ones(seed: int) -> None:
+    """Hosts that serve several runs (a node's rollout workers of four jobs), runs that
+    leave (`forget`) and come back: the shifts kept per host give what a dict per run gives."""
+    rng = random.Random(seed)
+    clocks, ref = ClockOffsets(window=20, gap=10, outlier=10), ReferenceShifts()
+    feeds = {h: records(seed * 7 + k, 400) for k, h in enumerate("abc")}
+    runs = [f"run-{k}" for k in range(5)]
+    for step in range(900):
+        host = rng.choice("abc")
+        ts, arrival = next(feeds[host])
+        ts -= rng.choice([0.0, 0.0, 0.3, 2.0])  # each run's emitters deliver a little apart
+        run = rng.choice(runs)
+        assert clocks.shift(host, run, ts, arrival, 1.0) == ref.shift(host, run, ts, arrival, 1.0)
+        if step % 97 == 0:
+            gone = rng.sample(runs, 2)
+            clocks.forget(gone)
+            ref.forget(gone)
