@@ -105,10 +105,33 @@ def test_a_sticky_cuda_error_is_a_death(line: str) -> None:
     assert (found.id if found else None) == "cuda-sticky-error"
 
 
+#: zsh's (Src/jobs.c printjob, Src/signames2.awk's words; rendered): the current job's and
+#: another job's
+ZSH_REPORTS = [
+    "zsh: killed     python train.py --config grpo.yaml",
+    "zsh: segmentation fault (core dumped)  python train.py",
+    "[1]  + killed     python train.py",
+    "[2]    user-defined signal 1  torchrun --nproc-per-node 8 train.py",
+]
+#: zsh's words for a stop, and its other messages
+ZSH_NOT = ["zsh: terminated  python train.py", "zsh: command not found: killed"]
+
+
 @pytest.mark.parametrize("line", JOB_REPORTS)
 def test_a_shell_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
     found = CATALOGUE.match(line)
     assert (found.id if found else None) == "shell-job-signal"
+
+
+@pytest.mark.parametrize("line", ZSH_REPORTS)
+def test_zsh_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "shell-zsh-job-signal"
+
+
+@pytest.mark.parametrize("line", ZSH_NOT)
+def test_zsh_s_report_of_a_stop_is_none(line: str) -> None:
+    assert CATALOGUE.match(line) is None
 
 
 def test_the_catalogue_loads_with_every_field() -> None:
