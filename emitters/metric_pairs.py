@@ -165,15 +165,20 @@ def nan_lists(text: str) -> str:
             depth += {"[": 1, "]": -1}.get(text[end], 0)
             if depth == 0:
                 break
+        if depth != 0:
+            break  # a list the line does not close (cut, or printed over lines): left as it is
         body = text[start : end + 1]
-        if depth != 0 or not _NAN.search(body):
-            out.append(text[at : start + 1])
-            at = start + 1
-            continue
-        items = _ARRAY.sub(",", body.replace("[", ",").replace("]", ","))
-        if all(_LIST_ITEM.fullmatch(x) for x in items.split(",") if x.strip()):
+        if not _NAN.search(body):
+            out.append(text[at : end + 1])  # nor any list inside it
+        elif all(
+            _LIST_ITEM.fullmatch(x)
+            for x in _ARRAY.sub(",", body.replace("[", ",").replace("]", ",")).split(",")
+            if x.strip()
+        ):
             out.append(text[at:start] + "nan")
         else:
-            out.append(text[at : end + 1])
+            out.append(text[at : start + 1])  # words in it: a list inside it may be numbers
+            at = start + 1
+            continue
         at = end + 1
     return "".join(out) + text[at:]

@@ -721,6 +721,9 @@ def test_a_printed_list_of_numbers_with_a_nan_is_that_nan(line: str, key: str) -
 def test_a_list_is_written_as_its_nan_where_it_stands() -> None:
     line = "2024-07-09 13:35:54.745506: Pseudo dice [nan, 0.0, 0.0]"
     assert nan_lists(line) == "2024-07-09 13:35:54.745506: Pseudo dice nan"
+    # a list of numbers inside a list with words; a list the line does not close
+    assert nan_lists('[("loss", [nan, 1.0])]') == '[("loss", nan)]'
+    assert nan_lists("a [b [nan] c") == "a [b [nan] c"
 
 
 @pytest.mark.parametrize("line", NOT_NAN_LISTS)
