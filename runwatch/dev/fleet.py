@@ -13,6 +13,7 @@ coincidence.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,10 +54,12 @@ def fleet_cluster(
     crash_at: float = 930.0,
     trajectories: int = 16,
     prefix: str = "fleet",
+    config: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Cluster, Expected]:
     """The cluster (module docstring) and what it must yield. Jobs k use reward server
     k % `servers`; the node hosts the rollout workers of the first `node_runs` jobs that do
-    not use the hung server, and `coincident` others fail at `crash_at`."""
+    not use the hung server, and `coincident` others fail at `crash_at`. `config`: the
+    jobs' rule thresholds where not the defaults (`Cluster`)."""
     users = [k for k in range(runs) if k % servers == hung]
     rest = [k for k in range(runs) if k % servers != hung]
     on_node, crashing = rest[:node_runs], rest[node_runs : node_runs + coincident]
@@ -74,7 +77,7 @@ def fleet_cluster(
         down=((NODE, node_down_at),),
     )
     cluster = Cluster(runs, seed=seed, duration=duration, specs=specs, shared=shared,
-                      prefix=prefix)  # fmt: skip
+                      prefix=prefix, config=config)  # fmt: skip
     run = {k: spec.run for k, spec in enumerate(specs)}
     expected = Expected(
         dep=f"dep:{reward_server(hung)}",

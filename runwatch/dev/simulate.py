@@ -18,7 +18,7 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,22 +344,27 @@ class Job:
             self.emit(end, "inference.stats", src, server=src["instance"], running=0, waiting=0)
 
 
-def scaled_config(speed: float) -> dict[str, dict[str, float]]:
-    """The time thresholds of the built-in rules (their `Seconds` parameters, at their
-    defaults) at `speed`, for `run.started.config` (empty at real time)."""
-    if speed == 1:
+def scaled_config(
+    speed: float, config: Mapping[str, Mapping[str, float]] | None = None
+) -> dict[str, dict[str, float]]:
+    """The time thresholds of the built-in rules (their `Seconds` parameters: `config`'s,
+    in the simulation's seconds, else the defaults) at `speed`, for `run.started.config`
+    (empty at real time without `config`)."""
+    config = config or {}
+    if speed == 1 and not config:
         return {}
     out: dict[str, dict[str, float]] = {}
     for rule in BUILTIN_RULES:
         defaults = rule.params_model()
+        given = config.get(rule.id, {})
         scaled = {}
         fixed = getattr(rule, "fixed_fields", ())  # not per run: the fleet's (shared_cause)
         for name in time_params(rule.params_model):
-            value = getattr(defaults, name)
+            value = given.get(name, getattr(defaults, name))
             if name in fixed:
                 continue
-            if isinstance(value, float):
-                scaled[name] = value / speed
+            if isinstance(value, int | float):
+                scaled[name] = float(value) / speed
         if scaled:
             out[rule.id] = scaled
     return out
@@ -379,14 +384,18 @@ class Cluster:
         prefix: str = "sim",
         specs: list[JobSpec] | None = None,
         shared: Shared = Shared(),
+        config: Mapping[str, Mapping[str, float]] | None = None,
         **job_args: Any,
     ) -> None:
+        """`config`: rule thresholds every job starts with (`scaled_config`), where not the
+        defaults."""
         faults = list(faults or [])
         if unknown := sorted(set(faults) - set(KINDS)):
             raise ValueError(f"unknown fault {', '.join(unknown)}; choose from {', '.join(KINDS)}")
         if len(faults) > jobs:
             raise ValueError(f"{len(faults)} faults need at least as many jobs, not {jobs}")
         self.seed, self.duration, self.prefix, self.shared = seed, duration, prefix, shared
+        self.config = dict(config or {})
         self.jobs: list[Job] = []  # built by events()
         self.specs = specs if specs is not None else [
             JobSpec(i, f"{prefix}-{seed}-job{i:03d}", faults[i] if i < len(faults) else None,
@@ -395,7 +404,7 @@ class Cluster:
         ]  # fmt: skip
 
     def events(self, t0: float, speed: float = 1.0) -> Iterator[Event]:
-        config = scaled_config(speed)
+        config = scaled_config(speed, self.config)
         jobs = self.jobs = [Job(spec, self.seed, self.duration, self.shared)
                             for spec in self.specs]  # fmt: skip
         streams = [_numbered(job) for job in jobs]
