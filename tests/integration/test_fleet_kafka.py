@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from test_worker import RUNWATCH, Setup
 
 from runwatch.dev.deliver import KafkaSink, send_live
 from runwatch.dev.fleet import fleet_cluster
+from runwatch.dev.simulate import scaled_config
 from runwatch.emitters.follower import KafkaSource
 from runwatch.emitters.kafka_security import PLAINTEXT
 from runwatch.emitters.runview import RunView
@@ -36,6 +38,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEED = 40.0
 PARAMS = {"window": 600.0 / SPEED, "users_within": 3600.0 / SPEED}
+#: The test's own deadline (it takes about 60 s alone), inside pytest's timeout (300 s) with
+#: room to stop the workers: a failure says what it waited for, and what the workers said.
+BUDGET_S = 240.0
+#: The runs' heartbeat timeout, in the trace's seconds (the default 60 s is 1.5 s at 40x): the
+#: live path judges silence on the wall clock, replay on the events' times, so the two agree
+#: only while the events reach the workers within it -- 1.5 s is less than a loaded machine
+#: may hold up the sender (every run looked silent then, and no fleet incident was replay's).
+SILENCES = {"heartbeat_lost": {"timeout": 240.0}}
+#: The shortest silence a run is judged on, on the wall clock (`inference_idle_with_pending`
+#: at its default).
+SILENT_S = min(scaled_config(SPEED, SILENCES)[r][k] for r, k in (
+    ("heartbeat_lost", "timeout"), ("inference_idle_with_pending", "idle_for")))  # fmt: skip
 
 
 @pytest.fixture
@@ -71,36 +85,36 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3,
                                       duration=1600.0 if killed else 1200.0, hang_at=400.0,
                                       hang_for=1000.0 if killed else 400.0, node_down_at=460.0,
-                                      crash_at=430.0, trajectories=8)  # fmt: skip
+                                      crash_at=430.0, trajectories=8,
+                                      config=SILENCES)  # fmt: skip
     extra = ("--no-fleet-stage",) if alone else ("--session-timeout", "6",
                                                   "--checkpoint-every", "5")  # fmt: skip
+    deadline = time.monotonic() + BUDGET_S
     workers = [setup.worker(4, None, *extra), setup.worker(4, None, *extra)]
     for w in workers:
-        w.wait_live()
+        w.wait_live(timeout=max(1.0, deadline - time.monotonic()))
     fleet = None
     if alone:
         cmd = [RUNWATCH, "fleet", "--kafka", setup.bootstrap, "--topic-prefix", setup.prefix,
                "--app-id", setup.group, "--config", str(setup.config)]  # fmt: skip
         fleet = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     said, stopped = "", 0
+    member = sorted(expected.dep_runs)[0]
+    source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
+    watch = ViewWatch(source, workers[0].kill if killed else None)
     try:
-        member = sorted(expected.dep_runs)[0]
-        source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
-        held: list[str] = []
-        try:
-            t0 = time.time() + 0.2
-            sink = KafkaSink(setup.bootstrap, setup.events, PLAINTEXT)
+        sink = TimedSink(setup.bootstrap, setup.events, PLAINTEXT)
+        t0 = time.time() + 0.2
+        sent = send_live(cluster, sink, SPEED, t0=t0, every=5.0)
 
-            def progress(line: str) -> None:
-                _look(source, held)
-                if killed and held and workers[0].proc.poll() is None:
-                    workers[0].kill()
+        def said_so() -> str:
+            return f"{sink.said()}\n{said_by(workers, fleet)}"
 
-            sent = send_live(cluster, sink, SPEED, t0=t0, every=1.0, progress=progress)
-        finally:
-            source.close()
-        check_alerts(setup, cluster, expected, t0, sent, held)
+        check_alerts(setup, cluster, expected, t0, sent, watch.held, deadline, said_so)
+        print(sink.said())  # (shown with -s)
+        assert not killed or workers[0].proc.returncode == -9, "the first worker not killed"
     finally:
+        watch.stop()
         if fleet is not None:
             stopped = terminate(fleet)
             assert fleet.stderr is not None
@@ -113,15 +127,69 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     assert stopped == 0, said[-3000:]  # SIGTERM: a clean stop
 
 
+class TimedSink(KafkaSink):
+    """The events to the broker, noting how late the sender got: one that falls behind the
+    trace by more than its shortest silence (`SILENT_S`) makes every run look silent on
+    the live path, which a replay of the same events never sees."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.late = 0.0
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        super().send(batch)
+        self.late = max(self.late, time.time() - batch[0]["ts"])
+
+    def said(self) -> str:
+        return (f"the sender was at most {self.late:.2f} s behind the trace (silence on the "
+                f"live path: {SILENT_S:.2f} s)")  # fmt: skip
+
+
+class ViewWatch:
+    """The member run's view, as its emitters' follower reads it, looked at every half
+    second in a thread of its own until stopped (a look reads Kafka, and the sender must
+    not wait on it: `TimedSink`); the first time it holds the reward server, `on_held`
+    (the worker killed mid-incident, whenever the stage decides)."""
+
+    def __init__(self, source: KafkaSource, on_held: Callable[[], None] | None) -> None:
+        self.source, self.on_held = source, on_held
+        self.held: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="view-watch")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(0.5):
+                _look(self.source, self.held)
+                if self.held and self.on_held is not None:
+                    on_held, self.on_held = self.on_held, None
+                    on_held()
+        finally:
+            self.source.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
 def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int,
-                 held: list[str]) -> None:  # fmt: skip
-    """The fleet transitions on runwatch.alerts are replay's, each once."""
-    deadline = time.monotonic() + 300  # generous: a loaded machine
-    while set(fleet_of(alerts := [a for a, _ in setup.read("runwatch.alerts")])) < {
-        expected.dep,
-        expected.host,
-    }:
-        assert time.monotonic() < deadline, sorted(fleet_of(alerts))
+                 held: list[str], deadline: float, said: Callable[[], str]) -> None:  # fmt: skip
+    """The fleet transitions on runwatch.alerts are replay's, each once; the member run's
+    view held the reward server while its fleet incident was open."""
+    service, causes = expected.dep.removeprefix("dep:"), {expected.dep, expected.host}
+    while (
+        set(fleet_of(alerts := [a for a, _ in setup.read("runwatch.alerts")])) < causes
+        or service not in held
+    ):
+        if time.monotonic() > deadline:
+            runs = sum(a["run"] != "@fleet" for a in alerts)
+            raise AssertionError(
+                f"fleet incidents resolved on runwatch.alerts: {sorted(fleet_of(alerts))}, "
+                f"waited for {expected.dep} and {expected.host}; the member run's view held "
+                f"{sorted(set(held))}, waited for {service} ({runs} run transitions there)\n"
+                f"{said()}"
+            )
         time.sleep(0.5)
     fleet = [a for a in alerts if a["rule"] == "shared_cause"]
     assert len({a["id"] for a in fleet}) == len(fleet), "a fleet transition twice"
@@ -130,12 +198,10 @@ def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int
     assert len(events) == sent
     lines = (("f", i, json.dumps(e).encode()) for i, e in enumerate(events))
     replayed = [a.to_dict() for a in replay(lines, Engine(rules))]
-    assert fleet_of(alerts) == fleet_of(replayed)
+    assert fleet_of(alerts) == fleet_of(replayed), said()
     firing = sorted(a["subject"] for a in fleet if a["state"] == "firing")
     assert firing == sorted([expected.dep, expected.host]), firing
     check_members(alerts, replayed, expected)
-    service = expected.dep.removeprefix("dep:")
-    assert service in held, "the member run's view never held the reward server"
 
 
 def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
@@ -161,6 +227,19 @@ def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
         )  # (shown with -s)
 
 
+def said_by(workers: list[Any], fleet: subprocess.Popen[str] | None) -> str:
+    """What the workers said of the fleet stage and their partitions, and their last lines
+    (a failure's context)."""
+    out = []
+    for i, w in enumerate(workers):
+        lines = w.lines
+        stage = [ln for ln in lines if "fleet" in ln or "assigned partitions" in ln]
+        out.append(f"-- worker {i} ({w.proc.poll()=}):\n" + "\n".join(stage[-30:] + lines[-15:]))
+    if fleet is not None:
+        out.append(f"-- runwatch fleet: {fleet.poll()=}")
+    return "\n".join(out)
+
+
 def _fleet(alert: dict[str, Any]) -> str | None:
     return (alert.get("incident") or {}).get("fleet")
 
@@ -169,7 +248,7 @@ def _look(source: KafkaSource, held: list[str]) -> None:
     """One look at the member run's view, as its emitters' follower takes it."""
     try:
         raw = source.fetch()
-    except OSError:
+    except Exception:  # (the follower's way: the next look tries again)
         return
     if raw is not None:
         held += [h.dep for h in RunView.parse(raw).held]
