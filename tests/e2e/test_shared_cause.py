@@ -24,7 +24,7 @@ from test_fleet_slack import slack_checked
 
 from harness.slack_server import FakeSlack
 from runwatch.dev.deliver import HttpSink, send_live
-from runwatch.dev.fleet import Expected, fleet_cluster
+from runwatch.dev.fleet import LIVE, Expected, fleet_cluster
 from runwatch.dev.launch import ServeProcess
 from runwatch.dev.simulate import scaled_config
 from runwatch.stream.config import RulesConfig
@@ -100,7 +100,8 @@ def test_the_same_fleet_incidents_through_serve(tmp_path: Path) -> None:
     config.write_text("[rules.shared_cause]\n" + "".join(f"{k} = {v}\n" for k, v in params.items()))
     cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
                                       hang_at=400.0, hang_for=400.0, node_down_at=460.0,
-                                      crash_at=430.0, trajectories=8)  # fmt: skip
+                                      crash_at=430.0, trajectories=8,
+                                      config=LIVE)  # fmt: skip
     slack = FakeSlack(token="xoxb-fleet", channels=("C-ALERTS",))  # its thread per cause too
     slack_config = tmp_path / "slack.toml"
     slack_config.write_text(f'[slack]\nchannel = "C-ALERTS"\nbase_url = "{slack.url}"\n'
@@ -118,7 +119,7 @@ def test_the_same_fleet_incidents_through_serve(tmp_path: Path) -> None:
     rules = RulesConfig.from_mapping({"rules": {"shared_cause": params}})
     events = list(cluster.events(t0, speed))  # the same events, made again (deterministic)
     assert len(events) == sent
-    assert scaled_config(speed)  # (what their run.started carries)
+    assert scaled_config(speed, LIVE)  # (what their run.started carries)
     lines = (("f", i, json.dumps(e).encode()) for i, e in enumerate(events))
     replayed = [a.to_dict() for a in replay(lines, Engine(rules))]
     check(replayed, expected)

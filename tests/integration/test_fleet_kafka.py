@@ -25,7 +25,7 @@ from helpers import terminate
 from test_worker import RUNWATCH, Setup
 
 from runwatch.dev.deliver import KafkaSink, send_live
-from runwatch.dev.fleet import fleet_cluster
+from runwatch.dev.fleet import LIVE, fleet_cluster
 from runwatch.dev.simulate import scaled_config
 from runwatch.emitters.follower import KafkaSource
 from runwatch.emitters.kafka_security import PLAINTEXT
@@ -41,14 +41,10 @@ PARAMS = {"window": 600.0 / SPEED, "users_within": 3600.0 / SPEED}
 #: The test's own deadline (it takes about 60 s alone), inside pytest's timeout (300 s) with
 #: room to stop the workers: a failure says what it waited for, and what the workers said.
 BUDGET_S = 240.0
-#: The runs' heartbeat timeout, in the trace's seconds (the default 60 s is 1.5 s at 40x): the
-#: live path judges silence on the wall clock, replay on the events' times, so the two agree
-#: only while the events reach the workers within it -- 1.5 s is less than a loaded machine
-#: may hold up the sender (every run looked silent then, and no fleet incident was replay's).
-SILENCES = {"heartbeat_lost": {"timeout": 240.0}}
-#: The shortest silence a run is judged on, on the wall clock (`inference_idle_with_pending`
-#: at its default).
-SILENT_S = min(scaled_config(SPEED, SILENCES)[r][k] for r, k in (
+#: The shortest silence the trace's runs are judged on, on the wall clock (`LIVE`'s heartbeat
+#: timeout; `inference_idle_with_pending` at its default): the live path agrees with replay
+#: only while the events reach it within that.
+SILENT_S = min(scaled_config(SPEED, LIVE)[r][k] for r, k in (
     ("heartbeat_lost", "timeout"), ("inference_idle_with_pending", "idle_for")))  # fmt: skip
 
 
@@ -86,7 +82,7 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
                                       duration=1600.0 if killed else 1200.0, hang_at=400.0,
                                       hang_for=1000.0 if killed else 400.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8,
-                                      config=SILENCES)  # fmt: skip
+                                      config=LIVE)  # fmt: skip
     extra = ("--no-fleet-stage",) if alone else ("--session-timeout", "6",
                                                   "--checkpoint-every", "5")  # fmt: skip
     deadline = time.monotonic() + BUDGET_S
