@@ -21,7 +21,8 @@ open, what runs that opted into the fleet pause hold) as the record of key `@fle
 compacted breaker topic, where the emitters' run-view followers read it. A member that
 takes the partition over goes on from the newest checkpoint: nothing it publishes was
 published before (any transition committed is covered by the checkpoint committed with it),
-nothing read since is lost (it reads it again).
+nothing read since is lost (it reads it again). The member that holds the partition exports
+its open fleet incidents on its worker's /metrics (`fleet`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from runwatch.stream.exceptions import CheckpointError, InvalidFleetRecord
 from runwatch.stream.fleet.members import KEY as MEMBERS_KEY
 from runwatch.stream.fleet.members import Members
 from runwatch.stream.fleet.merge import FleetMerge
+from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.fleet.wire import decode
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
@@ -115,6 +117,12 @@ class FleetStageRole(Handler):
             for task in self._tasks:
                 task.cancel()
             await self._let_go()
+
+    def fleet(self) -> FleetStage | None:
+        """The fleet incidents this member judges (None while it holds no partition): what
+        its /metrics exports as `runwatch_fleet_incident_runs`, as serve's does."""
+        merge = self.merge
+        return merge.stage if merge is not None else None
 
     # -- the partition: taken over, let go -----------------------------------------------
 

@@ -81,6 +81,8 @@ def build_app(worker: StreamWorker, datadir: str) -> faust.App:
     if s.fleet_stage and judged(s.config):  # one worker's stage judges, the others stand by
         stage = FleetStageRole(worker.kafka, worker.topics, s.app_id, s.config, say=worker.say,
                                session_timeout=s.session_timeout)  # fmt: skip
+        if worker.metrics is not None:  # the open fleet incidents, where this one judges
+            worker.metrics.collector.add_fleet(stage.fleet)
 
         async def fleet() -> None:  # (Faust hands a task that takes an argument the app)
             await stage.run()

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import terminate
+from helpers import http_get, terminate
 from test_worker import RUNWATCH, Setup
 
+from runwatch.dev.broker import free_port
 from runwatch.dev.deliver import KafkaSink, send_live
 from runwatch.dev.fleet import LIVE, fleet_cluster
 from runwatch.dev.simulate import scaled_config
@@ -86,7 +87,8 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     extra = ("--no-fleet-stage",) if alone else ("--session-timeout", "6",
                                                   "--checkpoint-every", "5")  # fmt: skip
     deadline = time.monotonic() + BUDGET_S
-    workers = [setup.worker(4, None, *extra), setup.worker(4, None, *extra)]
+    ports = [free_port(), free_port()] if killed else [None, None]
+    workers = [setup.worker(4, port, *extra) for port in ports]
     for w in workers:
         w.wait_live(timeout=max(1.0, deadline - time.monotonic()))
     fleet = None
@@ -97,7 +99,17 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
     said, stopped = "", 0
     member = sorted(expected.dep_runs)[0]
     source = KafkaSource(setup.bootstrap, member, f"{setup.prefix}runwatch.breaker")
-    watch = ViewWatch(source, workers[0].kill if killed else None)
+    exported: list[str] = []
+
+    def judged_and_killed() -> None:
+        """The open fleet incident on the /metrics of the worker that judges (as on serve's),
+        then the first worker killed."""
+        for port in ports:
+            answer = http_get(port, "/metrics") if port is not None else None
+            exported.extend(answer[1].splitlines() if answer is not None else ())
+        workers[0].kill()
+
+    watch = ViewWatch(source, judged_and_killed if killed else None)
     try:
         sink = TimedSink(setup.bootstrap, setup.events, PLAINTEXT)
         t0 = time.time() + 0.2
@@ -109,6 +121,8 @@ def test_two_workers_and_the_fleet_stage_give_replays_fleet_incidents(
         check_alerts(setup, cluster, expected, t0, sent, watch.held, deadline, said_so)
         print(sink.said())  # (shown with -s)
         assert not killed or workers[0].proc.returncode == -9, "the first worker not killed"
+        gauge = f'runwatch_fleet_incident_runs{{cause="{expected.dep}",kind="dep"}}'
+        assert alone or any(line.startswith(gauge) for line in exported), exported[-40:]
     finally:
         watch.stop()
         if fleet is not None:
