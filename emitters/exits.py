@@ -74,6 +74,14 @@ _KUBE = re.compile(
 _NOT_A_REPORT = re.compile(r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|\bexpected\b", re.I)
 
 
+#: DeepSpeed's launcher tearing its ranks down (deepspeed/launcher/launch.py `sigkill_handler`,
+#: 0.3.16-0.19.5, printed, and logged at INFO from 0.5.6): after it either its stop's line
+#: (`Main process received SIGINT, exiting`), or a rank failed -- then, to 0.5.7, it raises
+#: `subprocess.CalledProcessError` (a traceback), from 0.5.8 it logs `exits with return code`
+#: at ERROR (the catalogue's)
+TEARDOWN = re.compile(r"(?:^|\] |sigkill_handler\] )Killing subprocess \d+\s*$")
+TEARDOWN_MARKER = "Killing subprocess "
+
 #: literal pieces one of which every stop holds (the scanner's markers)
 STOP_MARKERS = ("Main process received SIG", "death signal, shutting down workers",
                 "got signal: ", "KeyboardInterrupt")  # fmt: skip

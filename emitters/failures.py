@@ -37,7 +37,14 @@ from typing import Any
 
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.exits import MARKERS as EXIT_MARKERS
-from runwatch.emitters.exits import STOP_MARKERS, clean_exit, exit_report, stop_request
+from runwatch.emitters.exits import (
+    STOP_MARKERS,
+    TEARDOWN,
+    TEARDOWN_MARKER,
+    clean_exit,
+    exit_report,
+    stop_request,
+)
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     IGNORED,
@@ -59,7 +66,7 @@ Found = tuple[str, dict[str, Any]]
 #: stands alone: `jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ...`), Ray's
 #: exceptions and TensorFlow 1's op errors, and the catalogue's
 MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
-           *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS)  # fmt: skip
+           *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS, TEARDOWN_MARKER)  # fmt: skip
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: the levels of a record on the line before a traceback that make it that record's: a
 #: program logs a handled exception with its traceback as a warning (`logger.warning(...,
@@ -117,6 +124,9 @@ class Failures:
         #: the line that said the processes were asked to stop (`exits.stop_request`): what
         #: fails after it is the stop's doing
         self._stopped: str | None = None
+        #: DeepSpeed's launcher's last `Killing subprocess N` (`exits.TEARDOWN`), while neither
+        #: its stop nor a traceback followed it
+        self._teardown: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes: list[str] = []
 
@@ -147,6 +157,8 @@ class Failures:
         record = self._records.get(source)
         if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
             self._stop(source, stop, record)
+        elif TEARDOWN_MARKER in line and TEARDOWN.search(line) and self._stopped is None:
+            self._teardown = line.strip()
         if record is not None and record.open:
             if record.more(line):
                 return out
@@ -229,6 +241,11 @@ class Failures:
             # "Scheduler hit an exception: Traceback ...": a message introduces it, and its
             # frames follow on lines of their own -- or it follows a bar's refresh
             glued = prefix.rstrip().endswith(":") or BAR_BEFORE.search(prefix) is not None
+            teardown, self._teardown = self._teardown, None
+            if teardown is not None and uncaught is None:
+                # the first traceback after DeepSpeed's launcher killed its ranks is its own
+                # `CalledProcessError` (to 0.5.7): a rank exited non-zero
+                uncaught = f"{teardown} (DeepSpeed's launcher: a rank exited non-zero)"
             levels = _QUIET_LEVELS if prefix.strip() else _QUIET_BEFORE
             quiet = bool(levels.search(level)) and uncaught is None
             maybe = prefix if glued and prefix.rstrip().endswith(":") else ""
@@ -236,6 +253,7 @@ class Failures:
             # the level of the line before may be another record's (an access log, a bar):
             # the traceback's own frames can still say it reached the program's top
             record.guessed = quiet and not prefix.strip()
+            record.teardown = teardown is not None
         self._begin(source, record)
 
     def _stop(self, source: Any, stop: str, record: Record | None) -> None:
@@ -243,6 +261,10 @@ class Failures:
         a `KeyboardInterrupt`) and every one after it is the stop's, no failure -- but an
         exception the traceback named before it (a chain: the stop came while the program
         handled a failure) stays the source's failure."""
+        self._teardown = None
+        for other in self._records.values():
+            if other.teardown:  # a child's, cut, between the launcher's kills and its stop
+                other.quiet = other.stopped = True
         if self._stopped is None:
             self._stopped = stop
             self.notes.append(
@@ -324,7 +346,7 @@ class Failures:
                 )
         self._records.clear()
         self._ended.clear()
-        self._stopped = None
+        self._stopped = self._teardown = None
         return out
 
 

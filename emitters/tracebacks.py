@@ -131,7 +131,7 @@ class Record:
 
     __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "hint", "indent",
                  "lines", "open", "paths", "prefix", "quiet", "shape", "stopped",
-                 "uncaught")  # fmt: skip
+                 "teardown", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -159,6 +159,7 @@ class Record:
         #: the component a survivable fatal line's signature implicates (its frames have none)
         self.hint: str | None = None
         self.stopped = False  # read after (or ending in) a stop the processes were asked for
+        self.teardown = False  # the first after a launcher killed its ranks (`exits.TEARDOWN`)
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""

@@ -76,11 +76,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # (tests/fixtures/consoles/README.md)
     # corpus10's development part after the tenth pass: seven of its baseline's eight misses
     # are read by structure (tests/fixtures/consoles/README.md)
-    ("corpus10", "fail_deepspeed_launch_killing_subprocesses_cut_traceback"): (
-        [], "DeepSpeed's launcher logs `Killing subprocess N` at INFO for each rank, and the "
-        "paste cuts its traceback before the error: its sigkill_handler writes the same lines "
-        "when the launcher itself gets SIGINT or SIGTERM (a user's stop), so they name no "
-        "failure alone; the ERROR record that follows them does (catalogue)"),
     # corpus11's development part after the eleventh pass: four of its baseline's five
     # misses are read (tests/fixtures/consoles/README.md)
     ("corpus11", "fail_isaaclab_physx_narrowphase_700_cuda_context"): (

@@ -161,3 +161,34 @@ def test_a_failure_before_the_stop_stays_the_run_s_failure() -> None:
                    "    time.sleep(60)", "KeyboardInterrupt"]  # fmt: skip
     failed = _failed([*_RANK_TRACEBACK, *interrupted])
     assert [f["error"][:12] for f in failed] == ["RuntimeError"]
+
+
+#: DeepSpeed's launcher tearing its ranks down (deepspeed/launcher/launch.py `sigkill_handler`,
+#: the format rendered as 0.5.6-0.5.7 log it) and the head of a traceback after it, cut
+_KILLS = [
+    "[2021-11-21 08:32:07,148] [INFO] [launch.py:131:sigkill_handler] Killing subprocess 250621",
+    "[2021-11-21 08:32:07,149] [INFO] [launch.py:131:sigkill_handler] Killing subprocess 250622",
+]
+_CUT = [
+    "Traceback (most recent call last):",
+    '  File "/opt/conda/lib/python3.6/runpy.py", line 193, in _run_module_as_main',
+    '    "__main__", mod_spec)',
+]
+
+
+def test_a_traceback_after_the_launcher_killed_its_ranks_is_a_rank_s_failure() -> None:
+    """To 0.5.7 the launcher raises CalledProcessError after killing its ranks when one exited
+    non-zero: its traceback, cut before its exception line, still says so."""
+    failed = _failed([*_KILLS, *_CUT])
+    assert len(failed) == 1
+    assert "Killing subprocess 250622" in failed[0]["error"]
+    assert _failed(_KILLS) == []  # the kills alone: a stop's too
+    assert _failed(_CUT) == []  # the cut traceback alone names nothing
+
+
+def test_the_launcher_s_stop_after_its_kills_is_no_failure() -> None:
+    """A user's Ctrl-C: the launcher kills its ranks and says it received SIGINT; a rank's
+    traceback cut by the kill, before or after that line, is the stop's."""
+    stop = "Main process received SIGINT, exiting"
+    assert _failed([*_KILLS, stop, *_CUT]) == []
+    assert _failed([*_KILLS, *_CUT, stop]) == []
