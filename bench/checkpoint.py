@@ -29,10 +29,10 @@ import io
 import pickle
 import random
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
+import zstandard
 from benchinfo import SAID, machine, say, write_section
 from exporter import _events, decode_dict
 from fleet_shape import schedule, wire
@@ -55,7 +55,7 @@ class _Default(pickle.Pickler):
 def default_dump(driver: LiveDriver) -> bytes:
     buf = io.BytesIO()
     _Default(buf, protocol=5).dump({"position": {"offset": 1}, "driver": driver.dump_state()})
-    return zlib.compress(buf.getvalue(), 1)
+    return zstandard.ZstdCompressor(level=1).compress(buf.getvalue())  # (as checkpoint.pack)
 
 
 def best(repeat: int, fn: Any) -> tuple[float, Any]:

@@ -18,13 +18,13 @@ import textwrap
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import zstandard
 from helpers import http_get, make_event, terminate
 
 from runwatch.dev.broker import free_port
@@ -503,7 +503,8 @@ def test_kill_9_and_restart_loses_and_repeats_no_transition(
 
 def covered(data: bytes) -> int:
     """The offset a checkpoint covers up to (one this test's worker wrote: trusted)."""
-    state = pickle.loads(zlib.decompress(data[checkpoint._HEAD.size :]))
+    body = data[checkpoint._HEAD.size :]
+    state = pickle.loads(zstandard.ZstdDecompressor().decompress(body))
     return int(state["position"]["offset"])
 
 

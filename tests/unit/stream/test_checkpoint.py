@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 
 from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream import checkpoint
@@ -178,11 +179,30 @@ def _forged(state: object) -> bytes:
 
 
 def _forged_raw(pickled: bytes) -> bytes:
-    body = zlib.compress(pickled)
+    return _forged_body(zstandard.ZstdCompressor().compress(pickled))
+
+
+def _forged_body(body: bytes) -> bytes:
     head = struct.pack(">4sH16s16sI", checkpoint.MAGIC, checkpoint.FORMAT,
                        checkpoint.layout_fingerprint(), checkpoint.rules_fingerprint(CONFIG),
                        zlib.crc32(body))  # fmt: skip
     return head + body
+
+
+def test_a_body_of_no_size_or_over_the_bound_is_refused_before_it_is_inflated(
+    good: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zstd frame says how large its content is: one that does not say, or says more than
+    a checkpoint may be, is refused before anything is allocated for it; so is one with
+    bytes after it."""
+    pickled = zstandard.ZstdDecompressor().decompress(good[checkpoint._HEAD.size :])
+    checkpoint.load(_forged_raw(pickled), LiveDriver(CONFIG))  # (forged alike, it loads)
+    stream = zstandard.ZstdCompressor().compressobj()
+    unsized = stream.compress(pickled) + stream.flush()  # (no content size in its frame)
+    _refused(_forged_body(unsized), "over .* bytes or of no size")
+    _refused(_forged_body(zstandard.ZstdCompressor().compress(pickled) + b"more"), "unreadable")
+    monkeypatch.setattr(checkpoint, "MAX_STATE_BYTES", len(pickled) - 1)
+    _refused(_forged_raw(pickled), "over .* bytes or of no size")
 
 
 class _Runs:
