@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import subprocess
 import sys
 import time
 import types
@@ -103,6 +104,33 @@ def ring_bytes_per_id(ids: int) -> float:
     return deep_size(engine.seen, set()) / ids
 
 
+_RING_RSS = """
+import os, sys
+from runwatch.stream.collector import large_blocks_returned
+from runwatch.stream.tracked import RecentIds
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+large_blocks_returned()  # as `runwatch worker` runs
+capacity = int(sys.argv[1])
+before = rss()
+ring = RecentIds(capacity)
+for _ in range(10 * capacity):
+    ring.add(os.urandom(16).hex())
+print((rss() - before) * 1024 / capacity)
+"""
+
+
+def ring_rss_per_id(ids: int) -> float | None:
+    """What one id of a full ring costs resident, after ten times its ids went through it,
+    in a process of its own (Linux: None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    out = subprocess.run([sys.executable, "-c", _RING_RSS, str(ids)], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    return float(out.stdout)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=100)
@@ -126,10 +154,17 @@ def main() -> int:
     per_id = ring_bytes_per_id(20_000 if args.quick else 100_000)
     say(f"  duplicate-id ring: {per_id:.0f} bytes per id; {DEFAULT_DEDUP:,} ids per partition "
         f"= {per_id * DEFAULT_DEDUP / 2**20:.1f} MiB, whatever the number of runs")  # fmt: skip
+    ids = 20_000 if args.quick else DEFAULT_DEDUP
+    resident = ring_rss_per_id(ids)
+    if resident is not None:
+        say(f"    resident (RSS of a ring of {ids:,} through which ten times as many ids went, "
+            f"glibc as the worker sets it): {resident:.0f} bytes per id")  # fmt: skip
     for runs_per_partition in (250, 1250, 2500):
         ring = per_id * DEFAULT_DEDUP / runs_per_partition / 1024
+        held = None if resident is None else resident * DEFAULT_DEDUP / runs_per_partition / 1024
+        rss = "" if held is None else f" (resident: +{held:.1f})"
         say(f"    with {runs_per_partition:,} live runs per partition: +{ring:.1f} KiB per run "
-            f"= {total + ring:.1f} KiB")  # fmt: skip
+            f"= {total + ring:.1f} KiB{rss}")  # fmt: skip
     if not args.quick:
         write_section("memory", ["## Worker memory per live run (`bench/memory.py`)", "",
                                  "```", *SAID, "```"])  # fmt: skip
