@@ -305,7 +305,11 @@ class Failures:
         self._before[source] = line
 
     def progressed(self, source: Any) -> None:
-        """The source went on working: a traceback it printed was handled."""
+        """The source went on working: a traceback it printed was handled, and a stop it
+        printed before stopped nothing (a `KeyboardInterrupt` a loop caught)."""
+        if self._stopped is not None:
+            self.notes.append(f"work went on after `{self._stopped[:60]}`: no stop after all")
+            self._stopped = None
         self._ended.pop(source, None)
         record = self._records.get(source)
         if record is not None and not record.open:

@@ -192,3 +192,11 @@ def test_the_launcher_s_stop_after_its_kills_is_no_failure() -> None:
     stop = "Main process received SIGINT, exiting"
     assert _failed([*_KILLS, stop, *_CUT]) == []
     assert _failed([*_KILLS, *_CUT, stop]) == []
+
+
+def test_a_stop_after_which_work_goes_on_stopped_nothing() -> None:
+    """A loop that catches `KeyboardInterrupt` (to skip an evaluation, say) and trains on: a
+    failure after the next step is the run's."""
+    step = "step:5 - critic/score/mean:0.5 - actor/entropy:0.61"
+    assert _failed(["KeyboardInterrupt", step, *_RANK_TRACEBACK]) != []
+    assert _failed(["KeyboardInterrupt", *_RANK_TRACEBACK]) == []
