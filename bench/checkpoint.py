@@ -132,7 +132,7 @@ def forked(driver: LiveDriver, repeat: int) -> tuple[float, float]:
     for _ in range(repeat):
         gc.collect()
         start = time.perf_counter()
-        snapshot = Snapshot(driver, {"offset": 2}, fork=True)
+        snapshot = Snapshot([(driver, {"offset": 2})], fork=True)
         held = min(held, time.perf_counter() - start)
         assert asyncio.run(snapshot.data())
         whole = min(whole, time.perf_counter() - start)

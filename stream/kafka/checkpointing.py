@@ -96,13 +96,15 @@ class Checkpointing:
             await asyncio.wait([running])
 
     async def all(self, partitions: list[int], now: float) -> None:
-        for p in partitions:
-            try:
-                await self.checkpoint(p, now)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # said; the next turn tries again
-                log.exception("partition %d: checkpoint failed", p)
+        """The checkpoints of `partitions`, made together (forked: one child pickles them
+        all, `snapshot.py`), each stored as its own."""
+        parts = [(p, driver) for p in partitions if (driver := self.drivers.get(p)) is not None]
+        try:
+            await self.several(parts, now)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # said; the next turn tries again
+            log.exception("partitions %s: checkpoints failed", partitions)
 
     async def checkpoint(self, partition: int, now: float) -> bool:
         """Store the live partition's state, with the offset it covers, once everything it
@@ -116,32 +118,53 @@ class Checkpointing:
     async def of(self, partition: int, driver: LiveDriver, now: float) -> bool:
         """`checkpoint` of `driver`: the partition's live one, or one a handover promised
         (given away since, and stored all the same: its new owner waits for it)."""
-        if driver.position is None:
-            return False
-        mine = self.drivers.get(partition) is driver
-        output = await self._output_ends()  # before the state: all it made is before them
-        if mine and self.drivers.get(partition) is not driver:
-            return False  # given away meanwhile: the new owner's to checkpoint
+        return (await self.several([(partition, driver)], now)).get(partition, False)
+
+    async def several(self, parts: list[tuple[int, LiveDriver]], now: float) -> dict[int, bool]:
+        """`of` each of `parts` (partition, driver), their states taken together (one
+        child pickles them all); whether each was stored."""
+        parts = [(p, driver) for p, driver in parts if driver.position is not None]
+        if not parts:
+            return {}
+        mine = {p: self.drivers.get(p) is driver for p, driver in parts}
+        output = await self._output_ends()  # before the states: all they made is before them
+        # (one given away meanwhile is the new owner's to checkpoint)
+        parts = [(p, d) for p, d in parts if not mine[p] or self.drivers.get(p) is d]
+        if not parts:
+            return {}
+        taken: list[tuple[int, LiveDriver, int, int, int]] = []
+        positions: list[tuple[LiveDriver, Any]] = []
         async with self.making:  # no transition made and not yet handed to the producer
-            self.prune(partition, driver, now)
-            offset, applied = driver.position + 1, driver.applied
-            runs = len(driver.engine.runs)
-            position: dict[str, Any] = {"offset": offset}
-            if output is not None:
-                position["output"] = output
-            snapshot = Snapshot(driver, position, fork=self.fork)
+            for p, driver in parts:
+                self.prune(p, driver, now)
+                assert driver.position is not None
+                offset = driver.position + 1
+                taken.append((p, driver, offset, driver.applied, len(driver.engine.runs)))
+                position: dict[str, Any] = {"offset": offset}
+                if output is not None:
+                    position["output"] = output
+                positions.append((driver, position))
+            snapshot = Snapshot(positions, fork=self.fork)
         try:
-            data = await snapshot.data()
-            gone = self.drivers.get(partition) is not driver
-            if mine and self.fork and gone:
-                return False  # given away while the child pickled: the new owner's now
+            made = await snapshot.data()
         except SnapshotFailed as err:
-            log.warning("partition %d: checkpoint not made (%s); a takeover replays from the "
-                        "one before", partition, err)  # fmt: skip
-            if self.metrics is not None:
-                self.metrics.checkpoints.failed.labels(str(partition)).inc()
-            return False
-        return await self.store_one(partition, applied, offset, data, runs, now, note=mine)
+            made = [None] * len(taken)
+            why = str(err)
+        else:
+            why = "its state could not be pickled"
+        stored: dict[int, bool] = {}
+        for (p, driver, offset, applied, runs), data in zip(taken, made, strict=True):
+            stored[p] = False
+            if mine[p] and self.fork and self.drivers.get(p) is not driver:
+                continue  # given away while the child pickled: the new owner's now
+            if data is None:
+                log.warning("partition %d: checkpoint not made (%s); a takeover replays from "
+                            "the one before", p, why)  # fmt: skip
+                if self.metrics is not None:
+                    self.metrics.checkpoints.failed.labels(str(p)).inc()
+                continue
+            stored[p] = await self.store_one(p, applied, offset, data, runs, now, note=mine[p])
+        return stored
 
     async def _output_ends(self) -> Ends | None:
         """Where the output topics end now, for a checkpoint to keep; None if the broker

@@ -138,3 +138,37 @@ def test_a_checkpoint_not_stored_is_counted_due_an_interval_later_and_handed_ove
 
     assert asyncio.run(scenario()) == (False, [], [0])
     assert store.written == []
+
+
+def test_a_round_of_due_partitions_is_made_by_one_child_and_stored_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forked, every partition due in a turn is pickled by one child (a fork costs the live
+    path for every page it writes while the child lives); each is stored as its own, with
+    its own offset; one whose state cannot be pickled is not, the others are."""
+    from runwatch.stream.kafka import checkpointing as module
+
+    store = Store()
+    drivers = {0: live(3), 1: live(5), 2: live(4)}
+    monkeypatch.setattr(drivers[2], "dump_state", lambda: {"unpicklable": lambda: None})
+    c = checkpointing(drivers, store, fork=True)
+    forks: list[int] = []
+    made = module.Snapshot
+
+    def counted(parts: Any, fork: bool) -> Any:
+        forks.append(len(parts))
+        return made(parts, fork=fork)
+
+    monkeypatch.setattr(module, "Snapshot", counted)
+
+    async def scenario() -> None:
+        assert c.due(1000.0) == [0, 1, 2]
+        await c.turn(1000.0)
+        await c.idle()
+
+    asyncio.run(scenario())
+    assert forks == [3]
+    assert [p for p, _ in store.written] == [0, 1]
+    for p, data in store.written:
+        assert checkpoint.load(data, LiveDriver(topic=TOPICS.events))["offset"] == {0: 3, 1: 5}[p]
+    assert c.due(1000.0, handover=True) == [2]  # not stored: the next turn tries again
