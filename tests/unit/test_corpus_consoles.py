@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus12/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus13/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -287,3 +287,21 @@ def test_the_twelfth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     assert _count(entries, "collective_timeout") >= 4
     assert _count(entries, "non_finite_metric") >= 2
     assert len(PARTS["corpus12"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_thirteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """About forty-five excerpts weighted towards what runwatch's users run (verl and its forks,
+    NeMo-RL, slime, TRL, LLaMA-Factory, vLLM V0/V1 and SGLang engines, Ray, torch distributed,
+    torchrun, accelerate, mpirun, SLURM), about a quarter of them healthy controls that look
+    alarming (loss-scale overflow notes, c10d and barrier warnings, exceptions ignored at exit,
+    an idle engine, an engine client waiting at start-up)."""
+    entries = _entries("corpus13")
+    assert 40 <= len(entries) <= 60
+    assert len({e["framework"] for e in entries}) >= 20
+    assert 11 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 3 // 10
+    assert _count(entries, "component_failed") >= 20
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "non_finite_metric") >= 4
+    assert _count(entries, "ranks_stalled") >= 2
+    assert _count(entries, "inference_stalled") >= 1
+    assert len(PARTS["corpus13"]["heldout"]) * 3 >= len(entries) - 3
