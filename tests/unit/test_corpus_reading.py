@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus12/): each development part asserted exactly -- every label met, every
+corpus/ to corpus13/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -115,6 +115,31 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus12", "fail_vllm_vattn_preempted_recompute_then_rank0_traceback"): (
         [], "a `[rank0]:`-prefixed traceback from llm.generate after a preemption warning, cut "
         "before its exception line: nothing names the exception"),
+    # corpus13's development part at its baseline (the reader at cea32ac)
+    ("corpus13", "fail_metaseq_store_barrier_timeout_rank4330_of_2048"): (
+        ["component_failed"], "torch's `Timed out initializing process group in store based "
+        "barrier` RuntimeError is read as a failed component, not as a timed-out collective"),
+    ("corpus13", "fail_nemorl_qwen3_core_worker_process_check_failed_already_initialized"): (
+        [], "Ray's C++ fatal check (`[... C ...] core_worker_process.cc:69:  Check failed: "
+        "...` then `*** StackTrace Information ***`) has no reader"),
+    ("corpus13", "fail_opensora_torchrun_init_process_group_c10d_connect_any_address"): (
+        [], "c10d's E-level `The client socket has failed to connect to any network address` "
+        "(init_process_group's store connect giving up) has no reader; its W-level retries are "
+        "warnings"),
+    ("corpus13", "fail_rvt_lightning_two_gpu_store_barrier_rank0_alone_hydra_log"): (
+        [], "rank 0 alone in the store-based barrier for 50 s: no rank.status is read from the "
+        "waiting lines, and the wait shown is short of ranks_stalled's 300 s"),
+    ("corpus13", "fail_trl_grpo_vllm_server_c10d_waitforinput_timeout_300000ms"): (
+        ["collective_timeout"], "c10d's `waitForInput ... timed out after 300000ms` on the "
+        "trainer's socket to the vLLM server is read as a timed-out collective; the traceback "
+        "after it is cut in its frames, so nothing names the failure"),
+    ("corpus13", "fail_vllm_ascend_offline_generate_stuck_0_of_4_shm_broadcast_minutes"): (
+        [], "an offline `Processed prompts` bar stuck at 0/4 and the engine core's minute-by-"
+        "minute `No available shared memory broadcast block` are no inference.stats: no "
+        "running count, so inference_stalled cannot be placed"),
+    ("corpus13", "fail_vllm_v0_async_engine_loop_traceback_quoted_timestamped"): (
+        [], "a V0 engine loop's ERROR traceback whose lines carry a `> - ` quote prefix and a "
+        "collector's timestamp before vLLM's prefix, cut before its exception line"),
 }  # fmt: skip
 
 
