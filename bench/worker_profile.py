@@ -46,7 +46,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from benchinfo import SAID, machine, say, write_section
+from benchinfo import SAID, children_cpu, machine, say, write_section
 from fleet import _produce
 from processes import Worker
 
@@ -116,7 +116,7 @@ LINES: list[tuple[str, str, re.Pattern[str]]] = [
     ("apply", "runwatch.stream.live", re.compile(r"engine\.apply\(")),
     ("fetch/parse", "runwatch.stream.kafka.consume", re.compile(r"await self\._fetch\(\)")),
     ("checkpoint (forked child)", "runwatch.stream.kafka.snapshot",
-     re.compile(r"_write_all\(write, checkpoint\.dump")),
+     re.compile(r"_write_all\(write, _framed\(")),
 ]  # fmt: skip
 
 
@@ -216,6 +216,7 @@ def main() -> int:
             scraper = threading.Thread(target=scrape_every, args=(port, 15.0, stop), daemon=True)
             scraper.start()
             cpu0, done0 = worker.cpu_s(), applied(port)
+            forked0 = children_cpu(worker.proc.pid)
             spy = subprocess.Popen([PY_SPY, "record", "--pid", str(worker.proc.pid), "--rate",
                                     str(args.rate), "--subprocesses", "--format", "raw",
                                     "--output", str(raw), "--nonblocking"],
@@ -225,6 +226,7 @@ def main() -> int:
             asyncio.run(_produce(bootstrap, topics.events, runs, args.seconds, 1, [], out))
             time.sleep(3)  # the last records applied
             cpu, done = worker.cpu_s() - cpu0, applied(port) - done0
+            forked = children_cpu(worker.proc.pid) - forked0
             stop.set()
             spy.send_signal(2)  # SIGINT: py-spy writes what it has
             spy.wait(60)
@@ -239,7 +241,8 @@ def main() -> int:
     per = cpu / done * 1e6 if done else float("nan")
     say(f"{args.runs:,} runs, {args.partitions} partitions, {args.seconds:g} s of the fleet's "
         f"schedule: {done:,.0f} records applied live, worker CPU {cpu:.1f} s = {per:.1f} µs a "
-        f"record")  # fmt: skip
+        f"record; its forked checkpoint children {forked:.1f} s = "
+        f"{forked / done * 1e6 if done else float('nan'):.1f} µs a record more")  # fmt: skip
     report(counts, per)
     if not args.no_write:
         write_section("worker-profile", ["## Where a live worker's CPU goes per record "
