@@ -59,7 +59,7 @@ class RestartLoopRule(Rule[RestartLoopParams]):
             return QUIET
         due = Deadlines(now)
         for name, slot in run.restarts.slots.items():
-            if len(slot.pids) < 2:  # one pid restarted nothing (most slots, most of the time)
+            if slot.many is None:  # one pid restarted nothing (most slots, most of the time)
                 continue
             times = recent(slot.restarts(), now, params.within)
             if len(times) < params.restarts:

@@ -31,21 +31,46 @@ def slot_name(src: Source) -> str:
 
 
 class Slot(Compact):
-    """One role's pids: pid -> [first beat, last beat], and the pids that said `final`."""
+    """One role's pids: pid -> [first beat, last beat] (`pids`), and the pids that said
+    `final`. Most slots only ever have one pid: it is kept as `one` and its `span`, without
+    a dict (a dict of one entry is most of a slot's size); `many` holds them once there
+    are two."""
 
-    __slots__ = ("final", "newest", "pids")
+    __slots__ = ("final", "many", "newest", "one", "span")
 
     def __init__(self) -> None:
-        self.pids: dict[int, list[float]] = {}
+        self.one: int | None = None  # the slot's only pid (`many` None)
+        self.span: list[float] | None = None  # its [first beat, last beat]
+        self.many: dict[int, list[float]] | None = None  # the pids, once there are two
         #: made on the first `final` beat: most slots never see one, and an empty set is
         #: a few hundred bytes per slot of every live run
         self.final: set[int] | None = None
         self.newest: int | None = None  # the pid that beat first last, if no other did then
 
+    @property
+    def pids(self) -> dict[int, list[float]]:
+        """pid -> [first beat, last beat]: to read (made anew for a slot of one pid); the
+        lists are the slot's own, which a heartbeat ledger may hold (`RunState.ledger`)."""
+        if self.many is not None:
+            return self.many
+        if self.one is None or self.span is None:
+            return {}
+        return {self.one: self.span}
+
+    def _keep(self, pids: dict[int, list[float]]) -> None:
+        """Hold `pids` as the slot's: inline when there is one."""
+        if len(pids) == 1:
+            ((self.one, self.span),) = pids.items()
+            self.many = None
+        else:
+            self.one, self.span = None, None
+            self.many = pids or None
+
     def beat(self, pid: int, ts: float, final: bool = False) -> bool:
         """Fold one heartbeat in. False when it cannot change `restarts()`: a later beat of
         the slot's newest pid, which no pid follows (a routine beat)."""
-        seen = self.pids.get(pid)
+        many = self.many
+        seen = many.get(pid) if many is not None else self.span if pid == self.one else None
         if not final and seen is not None and pid == self.newest and ts >= seen[0]:
             if ts > seen[1]:  # a routine beat (most of them): its last beat moves on
                 seen[1] = ts
@@ -64,8 +89,10 @@ class Slot(Compact):
                 pids.pop(oldest)[0] = float("inf")
                 if self.final:
                     self.final.discard(oldest)
+                self._keep(pids)
                 self._find_newest()
             else:
+                self._keep(pids)
                 self._newcomer(pid, ts)
         else:
             if ts > seen[1]:
@@ -79,12 +106,12 @@ class Slot(Compact):
         """`newest` after pid's first beat (`_find_newest` without a sort, most of the time:
         a new pid beats first after the others)."""
         newest = self.newest
-        if len(self.pids) == 1:
+        if self.many is None:  # (its only pid)
             self.newest = pid
         elif newest is None:  # a tie, or none before: look at them all
             self._find_newest()
         else:
-            latest = self.pids[newest][0]
+            latest = self.many[newest][0]
             if first > latest:
                 self.newest = pid
             elif first == latest:

@@ -707,3 +707,23 @@ def test_a_pid_let_go_of_and_heard_again_is_not_folded_into_its_old_record() -> 
         full.apply(event)
         assert _folded(fast) == _folded(full)
     assert fast.restarts.slots["rollout@?"].pids[1] == [1_800_000_040.0, 1_800_000_050.0]
+
+
+def test_a_slot_of_one_pid_holds_it_without_a_dict() -> None:
+    """Most slots only ever see one pid: it is kept inline (`one`, `span`), the list the
+    heartbeat ledger holds too; a second pid brings the dict, with the same lists, and the
+    restart is told as before."""
+    state = RunState("r1")
+    fold(state, *(make_event("heartbeat", 1_800_000_000.0 + t) for t in (0, 10, 20)))
+    (slot,) = state.restarts.slots.values()
+    ((_, _, seen),) = state.ledger.values()
+    assert (slot.many, slot.one, slot.newest) == (None, 100, 100)
+    assert slot.span is seen
+    assert slot.pids == {100: [1_800_000_000.0, 1_800_000_020.0]}
+    assert slot.pids[100] is seen
+    later = {**TRAINER, "pid": 101}
+    fold(state, make_event("heartbeat", 1_800_000_200.0, src=later))
+    assert slot.many is not None
+    assert (slot.one, slot.span, slot.newest) == (None, None, 101)
+    assert slot.many[100] is seen
+    assert slot.restarts() == [1_800_000_200.0]
