@@ -106,6 +106,8 @@ def _fatal(line: str) -> Found | None:
 #: when the exception was a collective's timeout (torch's watchdog aborts so), which the
 #: collective reader reports
 ABORT = "_abort"
+#: what a failure says of a traceback the output ended inside of, before its exception line
+CUT = "an uncaught traceback, cut before its exception line"
 #: a field of a fatal line's that says the process may survive it (`Signature.survivable`)
 SURVIVABLE = "_survivable"
 
@@ -254,6 +256,7 @@ class Failures:
             # the traceback's own frames can still say it reached the program's top
             record.guessed = quiet and not prefix.strip()
             record.teardown = teardown is not None
+        record.headed = True
         self._begin(source, record)
 
     def _stop(self, source: Any, stop: str, record: Record | None) -> None:
@@ -343,10 +346,19 @@ class Failures:
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
                     "said it ignored it (`Exception ignored in: ...`)"
                 )
+            elif record.cut:
+                # the output ended inside the traceback's frames: nothing handled it, and the
+                # process printed nothing after -- cut before its exception line, it was the
+                # process's last word all the same
+                fields = {"error": f"{CUT} (last frame: {record.paths[-1][-120:]})"}
+                fields["how"] = "exception"
+                if (component := record.component()) is not None:
+                    fields["component"] = component
+                out.append((source, ("component.failed", fields)))
             elif record.paths:
                 self.notes.append(
-                    "a traceback ends before its exception line (the output, or the paste, "
-                    "was cut) and nothing says it was uncaught: no failure to name"
+                    "a traceback ends before its exception line and its source printed more "
+                    "after it (or it was logged as a warning): no failure to name"
                 )
         self._records.clear()
         self._ended.clear()

@@ -129,8 +129,8 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "hint", "indent",
-                 "lines", "open", "paths", "prefix", "quiet", "shape", "stopped",
+    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "headed", "hint",
+                 "indent", "lines", "open", "paths", "prefix", "quiet", "shape", "stopped",
                  "teardown", "uncaught")  # fmt: skip
 
     def __init__(
@@ -160,6 +160,15 @@ class Record:
         self.hint: str | None = None
         self.stopped = False  # read after (or ending in) a stop the processes were asked for
         self.teardown = False  # the first after a launcher killed its ranks (`exits.TEARDOWN`)
+        self.headed = False  # its head (`Traceback (most recent call last):`) was read
+
+    @property
+    def cut(self) -> bool:
+        """Whether it is a traceback still being read, cut before its exception line: its head
+        and a frame, or two frames (one frame alone is too little to call it one)."""
+        if not self.open or self.quiet or self.said is not None:
+            return False
+        return len(self.paths) >= (1 if self.headed else 2)
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""

@@ -28,7 +28,7 @@ CORPUS_SUBSET = (
     "nan_deepspeed_chat_act_loss_inf_pipes", "nan_megatron_deepspeed_grad_norm_pipes",
     "nan_xtuner_mmengine_grad_norm", "nan_loguru_bracket_fields_loss_step",
     "nan_rlpyt_tabular_loss_average", "nan_trl_grpo_notebook_table_kl",
-    "nan_deepspeed_overflow_to_scale1_bar_postfix", "nan_chatglm_ppo_dict_after_tqdm",
+    "nan_tf_train_iter_loss_scale_norm", "nan_chatglm_ppo_dict_after_tqdm",
     "exception_nemo_rl_actor_died_padded_terminal_wrap",
     "exception_rllib_tune_error_after_worker_crash",
     "exception_unsloth_ipython_runtimeerror_header", "exception_verl_thread_loop_forever",
