@@ -23,7 +23,7 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Connect timeout", "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
-           "hccl fftsplus task timeout")  # fmt: skip
+           "hccl fftsplus task timeout", "store based barrier")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -50,6 +50,15 @@ _C10D = re.compile(
     r".*?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
 )
 _STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
+#: init_process_group's barrier on the c10d store (torch/distributed/distributed_c10d.py
+#: `_store_based_barrier`, torch 1.8-2.x): not every rank joined the new group within its
+#: timeout -- `on rank: N ... worker_count=C` (1.x, a RuntimeError), `on rank N ...
+#: num_workers_joined=C` (2.x, a DistStoreError); the timeout is a `timedelta`'s str
+_STORE_BARRIER = re.compile(
+    r"Timed out initializing process group in store based barrier on rank:? (?P<rank>\d+)"
+    r"(?:, for key: \S+ \(world_size=\d+, (?:worker_count|num_workers_joined)=\d+, "
+    r"timeout=(?:(?P<days>\d+) days?, )?(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?))?"
+)
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
 #: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
 #: timeout " and the peer, after its `[file:line]`): the process group never formed
@@ -123,6 +132,13 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             fields.update(backend="c10d", op=c10d.group("op2"), timeout_s=timeout)
     elif (store := _STORE_WAIT.search(line)) is not None:
         fields.update(backend="c10d", op="wait", timeout_s=int(store.group("ms")) / 1000.0)
+    elif (barrier := _STORE_BARRIER.search(line)) is not None:
+        fields.update(backend="c10d", op="store_based_barrier")
+        if barrier.group("h") is not None:
+            days, h, m = (int(barrier.group(g) or 0) for g in ("days", "h", "m"))
+            fields["timeout_s"] = ((days * 24 + h) * 60 + m) * 60 + float(barrier.group("s"))
+        if rank is None:
+            rank = int(barrier.group("rank"))  # init_process_group's rank: the global one
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:

@@ -86,15 +86,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "callback logs every PhysX error so, and says the simulation stops only on the next "
         "line (`Cuda context manager error, simulation will be stopped`), which the paste cut"),
     # corpus12's development part at its baseline (the reader at bb09601, and at d193329);
-    # its eight cut tracebacks are read since the second pass on issue 41
-    ("corpus12", "fail_accelerate_init_store_based_barrier_timeout_two_tracebacks"): (
-        ["component_failed"], "torch's `Timed out initializing process group in store based "
-        "barrier` (the c10d store barrier of init_process_group) ends the traceback and is read "
-        "as a failed component, not as a timed-out collective"),
-    ("corpus12", "fail_megatron_deepspeed_store_barrier_timeout_interleaved_ranks"): (
-        ["component_failed"], "two ranks' `Timed out initializing process group in store based "
-        "barrier` RuntimeErrors (headless, interleaved) are read as a failed component, not as "
-        "a timed-out collective"),
+    # its eight cut tracebacks and two store-based barrier timeouts are read since the second
+    # pass on issue 41
     # corpus13's development part at its baseline (the reader at cea32ac)
     ("corpus13", "fail_metaseq_store_barrier_timeout_rank4330_of_2048"): (
         ["component_failed"], "torch's `Timed out initializing process group in store based "

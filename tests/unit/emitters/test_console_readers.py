@@ -139,6 +139,32 @@ def test_the_heartbeat_monitor_s_timeout_is_the_watchdog_stuck() -> None:
     assert (fields["op"], fields["pg"], fields["rank"]) == ("watchdog", "3", 6)
 
 
+def test_init_process_group_s_store_based_barrier_timeout_is_the_store_s() -> None:
+    """torch's `_store_based_barrier` (distributed_c10d.py): 1.x raises its RuntimeError with
+    `on rank: N ... worker_count=C` (corpus12 dev, a megatron-deepspeed console), 2.x its
+    DistStoreError with `on rank N ... num_workers_joined=C` (rendered from the format string);
+    the rank raised it, so it is also the rank's failure."""
+    old = (
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 7, "
+        "for key: store_based_barrier_key:32 (world_size=8, worker_count=4, timeout=0:00:30)"
+    )
+    new = ("torch.distributed.DistStoreError: Timed out initializing process group in store based "
+           "barrier on rank 3, for key: store_based_barrier_key:1 (world_size=32, "
+           "num_workers_joined=23, timeout=1 day, 0:30:00)")  # fmt: skip
+    got = [only(read_all([line]), "collective.timeout") for line in (old, new)]
+    assert [(f["backend"], f["op"], f["rank"], f["timeout_s"]) for f in got] == [
+        ("c10d", "store_based_barrier", 7, 30.0),
+        ("c10d", "store_based_barrier", 3, 88200.0),
+    ]
+    assert "component.failed" in kinds(read_all([old]))
+    # the barrier's progress log at INFO is no timeout
+    waiting = (
+        "Waiting in store based barrier to initialize process group for rank: 0, key: "
+        "store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)"
+    )
+    assert "collective.timeout" not in kinds(read_all([waiting]))
+
+
 def test_ascend_hccl_timeouts_are_collective_timeouts() -> None:
     """HCCL's (CANN) timeouts as torch_npu, vllm-ascend and lmdeploy print them: a collective's
     Notify wait (EI0002, its op leading the task's tag), a peer's socket (EI0006), the device's
