@@ -117,6 +117,22 @@ ZSH_REPORTS = [
 ZSH_NOT = ["zsh: terminated  python train.py", "zsh: command not found: killed"]
 
 
+#: srun's report of tasks a signal ended (slurm launch_slurm.c `_task_finish`: error("%s: %s %s:
+#: %s%s", hosts, "task"/"tasks", tasks, strsignal(sig), " (core dumped)" or ""); rendered)
+SRUN_SIGNALS = [
+    "srun: error: node01: task 0: Bus error (core dumped)",
+    "srun: error: nid001277: tasks 1-3: Killed",
+    "srun: error: gpu-7: task 5: Trace/breakpoint trap (core dumped)",
+    "srun: error: gpu-7: task 5: User defined signal 1",
+]
+
+
+@pytest.mark.parametrize("line", SRUN_SIGNALS)
+def test_srun_s_report_of_a_task_a_signal_ended_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "srun-task-failed"
+
+
 @pytest.mark.parametrize("line", JOB_REPORTS)
 def test_a_shell_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
     found = CATALOGUE.match(line)
