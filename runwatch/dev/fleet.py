@@ -19,12 +19,12 @@ from typing import Any
 
 from runwatch.dev.simulate import Cluster, JobSpec, Shared
 
-#: The jobs' heartbeat timeout for a fleet trace played live and fast
-#: (`fleet_cluster(config=LIVE)`, in the trace's seconds): the default 60 s is 1.5 s of
-#: wall time at 40x, less than a loaded machine may hold up whatever sends the events --
+#: The jobs' silences for a fleet trace played live and fast (`fleet_cluster(config=LIVE)`,
+#: in the trace's seconds): at 40x the defaults give 1.5 s (heartbeat) and 3 s (idle
+#: inference) of wall time, which a loaded machine's delay in sending the events reaches --
 #: every run then looks silent to the live path, judging on the wall clock, and never to a
-#: replay of the same events.
-LIVE = {"heartbeat_lost": {"timeout": 240.0}}
+#: replay of the same events. 240 s is 6 s at 40x.
+LIVE = {"heartbeat_lost": {"timeout": 240.0}, "inference_idle_with_pending": {"idle_for": 240.0}}
 SANDBOX = "sandbox@pool-a:443"
 NODE = "rollout-node-7"
 

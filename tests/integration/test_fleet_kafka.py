@@ -42,11 +42,11 @@ PARAMS = {"window": 600.0 / SPEED, "users_within": 3600.0 / SPEED}
 #: The test's own deadline (it takes about 60 s alone), inside pytest's timeout (300 s) with
 #: room to stop the workers: a failure says what it waited for, and what the workers said.
 BUDGET_S = 240.0
-#: The shortest silence the trace's runs are judged on, on the wall clock (`LIVE`'s heartbeat
-#: timeout; `inference_idle_with_pending` at its default): the live path agrees with replay
-#: only while the events reach it within that.
+#: The shortest silence the trace's runs are judged on, on the wall clock (`LIVE`'s): the
+#: live path agrees with replay only while the events reach it within that.
 SILENT_S = min(scaled_config(SPEED, LIVE)[r][k] for r, k in (
-    ("heartbeat_lost", "timeout"), ("inference_idle_with_pending", "idle_for")))  # fmt: skip
+    ("heartbeat_lost", "timeout"), ("inference_idle_with_pending", "idle_for"),
+    ("stuck_progress", "min_stall"), ("ranks_stalled", "timeout")))  # fmt: skip
 
 
 @pytest.fixture
