@@ -10,9 +10,12 @@ duplicate-id ring of each partition it owns (the last `DEFAULT_DEDUP` event ids,
 events, not runs), measured here per id, and the process itself (Python, faust, the Kafka
 clients: `bench/fleet.py` reports RSS). Sizes are
 `sys.getsizeof` summed over each part's objects, counting an object shared by several
-parts once; they do not depend on the machine's speed.
+parts once; they do not depend on the machine's speed. Beside them, what the allocator
+holds (Linux, each in a process of its own, glibc as `runwatch worker` sets it): a full
+ring's RSS per id, and a `LiveDriver`'s RSS grown per run fed `--live-runs` runs for 180 s
+(as a fleet play holds them: few steps each), with a 1-id ring and with its own.
 
-    .venv/bin/python bench/memory.py [--runs 100] [--seconds 7200] [--quick]
+    .venv/bin/python bench/memory.py [--runs 100] [--seconds 7200] [--live-runs 625] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import types
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 from benchinfo import SAID, machine, say, write_section
 from fleet_shape import schedule, wire
@@ -121,6 +125,45 @@ print((rss() - before) * 1024 / capacity)
 """
 
 
+_LIVE_RSS = """
+import gc, sys, uuid
+sys.path.insert(0, sys.argv[1])
+from fleet_shape import schedule, wire
+from runwatch.stream.collector import large_blocks_returned
+from runwatch.stream.live import LiveDriver
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+runs, seconds, ring = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+large_blocks_returned()  # as `runwatch worker` runs
+names = [f"fleet-{i:05d}" for i in range(runs)]
+records = [(wire(p, 1.78e9 + p.at, uuid.uuid4().hex), 1.78e9 + p.at + 0.02, i)
+           for i, p in enumerate(schedule(names, seconds, seed=1))
+           if p.kind is not None and p.at < seconds]
+driver = LiveDriver(topic="events", partition=0, dedup_capacity=ring)
+gc.collect()
+before = rss()
+for at in range(0, len(records), 50):
+    batch = records[at : at + 50]
+    driver.tick(batch[-1][1])
+    driver.feed(batch)
+gc.collect()
+print((rss() - before) / runs)
+"""
+
+
+def live_rss_per_run(runs: int, seconds: float, ring: int) -> float | None:
+    """KiB of RSS a `LiveDriver` grows per run fed `runs` runs of the fleet's shape for
+    `seconds`, as a fleet play feeds a partition (records of 50 events, ticked), with a
+    `ring`-id duplicate ring, in a process of its own (Linux: None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run([sys.executable, "-c", _LIVE_RSS, here, str(runs), str(seconds),
+                          str(ring)], capture_output=True, text=True, check=True)  # fmt: skip
+    return float(out.stdout)
+
+
 def ring_rss_per_id(ids: int) -> float | None:
     """What one id of a full ring costs resident, after ten times its ids went through it,
     in a process of its own (Linux: None elsewhere)."""
@@ -137,6 +180,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=7200.0,
                     help="simulated seconds (7200: every run has its 53 steps)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="30 runs, 1,200 s")
+    ap.add_argument("--live-runs", type=int, default=625,
+                    help="runs a LiveDriver is fed for 180 s, RSS measured (0: none)")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.runs, args.seconds = 30, 1200.0
@@ -165,6 +210,13 @@ def main() -> int:
         rss = "" if held is None else f" (resident: +{held:.1f})"
         say(f"    with {runs_per_partition:,} live runs per partition: +{ring:.1f} KiB per run "
             f"= {total + ring:.1f} KiB{rss}")  # fmt: skip
+    if args.live_runs and not args.quick:
+        bare = live_rss_per_run(args.live_runs, 180.0, 1)
+        whole = live_rss_per_run(args.live_runs, 180.0, DEFAULT_DEDUP)
+        if bare is not None and whole is not None:
+            say(f"  a LiveDriver fed {args.live_runs:,} runs of the fleet's shape for 180 s (as "
+                f"a fleet play's runs are), RSS grown per run: {bare:.1f} KiB with a 1-id ring, "
+                f"{whole:.1f} with its {DEFAULT_DEDUP:,}-id one")  # fmt: skip
     if not args.quick:
         write_section("memory", ["## Worker memory per live run (`bench/memory.py`)", "",
                                  "```", *SAID, "```"])  # fmt: skip
