@@ -47,6 +47,7 @@ from runwatch.emitters.exits import (
 )
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
+    DUMP_FRAME,
     IGNORED,
     IPYTHON_HEAD,
     PADDING,
@@ -187,6 +188,7 @@ class Failures:
             self._begin(source, Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix))))
             record = self._records[source]
             record.paths.append(path)
+            record.dumped = DUMP_FRAME.search(line) is not None
             body = line[len(prefix) :]
             record.indent, record.after_frame = len(body) - len(body.lstrip()), True
         elif (tail := exception_at(line)) is not None:

@@ -43,6 +43,11 @@ _SUFFIX = re.compile(
 )
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
+#: faulthandler's frame (`  File "x.py", line 10 in main`: no comma before `in`), in its dump
+#: of every thread's stack -- a dump, not an exception: a fatal signal's dump says so on its
+#: own line (`Fatal Python error: ...`, the catalogue's), a timeout's (`dump_traceback_later`)
+#: may be followed by more work
+DUMP_FRAME = re.compile(r'File "[^"\n]+", line \d+ in ')
 #: a frame of code that never catches: runpy's for `python -m`, or the module code of an installed
 #: console script (pip's wrapper in `bin/`, `Scripts\`: `sys.exit(main())`). A traceback that
 #: holds one reached the program's top uncaught (a logger's starts at the frame that caught
@@ -129,9 +134,9 @@ def exception_at(line: str) -> tuple[str, str] | None:
 class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
-    __slots__ = ("after_frame", "alt", "chained", "error", "fatal", "guessed", "headed", "hint",
-                 "indent", "lines", "open", "paths", "prefix", "quiet", "shape", "stopped",
-                 "teardown", "uncaught")  # fmt: skip
+    __slots__ = ("after_frame", "alt", "chained", "dumped", "error", "fatal", "guessed",
+                 "headed", "hint", "indent", "lines", "open", "paths", "prefix", "quiet", "shape",
+                 "stopped", "teardown", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -161,12 +166,14 @@ class Record:
         self.stopped = False  # read after (or ending in) a stop the processes were asked for
         self.teardown = False  # the first after a launcher killed its ranks (`exits.TEARDOWN`)
         self.headed = False  # its head (`Traceback (most recent call last):`) was read
+        self.dumped = False  # a frame of it was faulthandler's (`DUMP_FRAME`)
 
     @property
     def cut(self) -> bool:
         """Whether it is a traceback still being read, cut before its exception line: its head
-        and a frame, or two frames (one frame alone is too little to call it one)."""
-        if not self.open or self.quiet or self.said is not None:
+        and a frame, or two frames (one frame alone is too little to call it one), none of them
+        faulthandler's (a dump of stacks is no exception)."""
+        if not self.open or self.quiet or self.said is not None or self.dumped:
             return False
         return len(self.paths) >= (1 if self.headed else 2)
 
@@ -198,6 +205,7 @@ class Record:
         after_frame, self.after_frame = self.after_frame, False
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))
+            self.dumped = self.dumped or DUMP_FRAME.search(body) is not None
             if self.guessed and TOP_FRAME.search(body) is not None:
                 self.quiet = self.guessed = False
             if self.indent is None:

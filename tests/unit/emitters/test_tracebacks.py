@@ -136,6 +136,19 @@ def test_a_cut_traceback_its_process_printed_more_after_is_no_failure(after: lis
     assert failed(read_all(CUT + after)) == []
 
 
+def test_faulthandler_s_dump_of_stacks_is_no_cut_traceback() -> None:
+    """CPython's faulthandler (Python/traceback.c dump_frame: `  File "%s", line %d in %s`, no
+    comma): a timeout's dump (`dump_traceback_later`) is no exception; a fatal signal's says so
+    on its own line, which the catalogue reads -- once."""
+    dump = ["Thread 0x00007f3a2c1ff700 (most recent call first):",
+            '  File "/usr/lib/python3.10/threading.py", line 320 in wait',
+            '  File "/opt/train.py", line 88 in train_step']  # fmt: skip
+    assert failed(read_all(["Timeout (0:05:00)!", *dump])) == []
+    found = [f for k, f in read_all(["Fatal Python error: Bus error", "", *dump])
+             if k == "component.failed"]  # fmt: skip
+    assert [f["error"] for f in found] == ["Fatal Python error: Bus error"]
+
+
 def test_a_cut_traceback_logged_as_a_warning_is_no_failure() -> None:
     warned = ["WARNING 01-24 07:01:39 [x.py:1] " + line[len("[rank0]: ") :] for line in CUT]
     assert failed(read_all(warned)) == []
