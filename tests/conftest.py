@@ -13,6 +13,10 @@ start before a test's (a module's serve and watches). The session's HOME is a co
 user's made of links, but for `~/.cache/runwatch`: whatever this session's processes write
 there, having lost the cache they were given, fails the run (`_guard_report`), and the
 user's own directory is never touched -- other test sessions share it.
+
+Nor may a property test depend on how fast this machine is: hypothesis's default deadline
+(200 ms an example) fails a test that a loaded 2-core machine merely runs slowly, so the
+suite's profile has none.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from pathlib import Path
 
 import pytest
 from helpers import child_pids, describe_pid, leftover_children, leftover_threads
+from hypothesis import settings
+
+settings.register_profile("runwatch", deadline=None)
+settings.load_profile("runwatch")
 
 #: Seconds new threads and child processes get to finish after the test body returned.
 GRACE_S = 1.0
