@@ -95,6 +95,9 @@ PATH_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("/llamafactory/", "trainer"), ("/deepspeed/", "trainer"), ("/megatron/", "trainer"),
     ("/transformers/", "trainer"), ("/accelerate/", "trainer"),
 )  # fmt: skip
+#: loguru's annotation of the values in a frame's code line (loguru/_better_exceptions.py, its
+#: `_pipe_char` and `_cap_char`: `│    └ <Request [b'POST']>`), under the code line
+_ANNOTATION = ("│", "└")
 #: a record longer than this is given up (a loop printing frames is not a traceback)
 MAX_RECORD_LINES = 2000
 
@@ -219,8 +222,15 @@ class Record:
             # too, less than its frames
             self.error = stripped[:2000]
             return True
-        if body[:1] in (" ", "\t") or _TIME_ONLY.match(stripped) or _IPYTHON_FRAME.match(body):
-            return True  # a code line, carets, a Ray error's fields; a viewer's time
+        if (
+            body[:1] in (" ", "\t")
+            or _TIME_ONLY.match(stripped)
+            or _IPYTHON_FRAME.match(body)
+            or stripped[:1] in _ANNOTATION
+        ):
+            # a code line, carets, a Ray error's fields; a viewer's time; loguru's annotation
+            # of a frame's values (a terminal's padding may have split it from its pipes)
+            return True
         if EXCEPTION.match(stripped) is not None:
             self.error = stripped[:2000]
             return True

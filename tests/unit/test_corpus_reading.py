@@ -34,9 +34,6 @@ CUT_READ = (
 #: development excerpts no general rule reads (yet): the rules they fire instead of their
 #: labels', and why. A change that reads one fails here too -- then it moves out of this list.
 MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
-    ("corpus", "fatal_prime_rl_verifiers_connection_error_exiting"): (
-        [], "loguru's `An error has been caught in function '_run'` (its catch decorator, after "
-        "which a program may go on) and a traceback cut before its exception line"),
     ("corpus", "stalled_horovod_ready_ranks_after_bar"): (
         [], "Horovod's stall warning (ranks that did not submit a tensor) has no reader, and "
         "one warning shows a stall of its check time (60 s), short of ranks_stalled's 300 s"),

@@ -136,6 +136,21 @@ def test_a_cut_traceback_its_process_printed_more_after_is_no_failure(after: lis
     assert failed(read_all(CUT + after)) == []
 
 
+def test_loguru_s_annotations_a_terminal_s_padding_split_stay_in_the_traceback() -> None:
+    """verifiers#599 (corpus dev): loguru's annotated frames (`│ ... └ <value>`), padded wide
+    enough that the padding reader splits the cap from its pipes; the paste ends in them."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/alloc/prime-rl/.venv/lib/python3.12/site-packages/httpx/_transports/'
+        'default.py", line 394, in handle_async_request',
+        "    resp = await self._pool.handle_async_request(req)",
+        "                 │    │     │                    └ <Request [b'POST']>",
+        "                 │    │     └ <function AsyncConnectionPool.handle_async_request at 0x7f>",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
+
+
 def test_faulthandler_s_dump_of_stacks_is_no_cut_traceback() -> None:
     """CPython's faulthandler (Python/traceback.c dump_frame: `  File "%s", line %d in %s`, no
     comma): a timeout's dump (`dump_traceback_later`) is no exception; a fatal signal's says so
