@@ -12,7 +12,7 @@ from typing import Any
 from runwatch.commands.kafka_args import add_kafka_security_args, connect_check
 from runwatch.dev.deliver import HttpSink, KafkaSink, send_live, write_file
 from runwatch.dev.fleet import fleet_cluster, shared_cluster
-from runwatch.dev.simulate import KINDS, Cluster
+from runwatch.dev.simulate import KINDS, Cluster, scaled_config
 from runwatch.emitters import env
 from runwatch.emitters.topics import Topics
 from runwatch.exceptions import CommandError
@@ -98,6 +98,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         security = connect_check(args)
         sink = KafkaSink(args.kafka, args.topic, security)
+    if (warning := short_silence(cluster, args.speed)) is not None:
+        say(warning)
     say(
         f"{args.jobs} jobs for {args.duration:.0f} simulated s at {args.speed:g}x "
         f"({args.duration / args.speed:.0f} s; Ctrl-C ends them early)"
@@ -105,3 +107,23 @@ def run_simulate(args: argparse.Namespace) -> int:
     sent = send_live(cluster, sink, args.speed, progress=say)
     say(f"sent {sent} events from {args.jobs} jobs")
     return 0
+
+
+#: Wall seconds under which a live path's silence checks meet the sender's own delays.
+SHORT_SILENCE_S = 5.0
+
+
+def short_silence(cluster: Cluster, speed: float) -> str | None:
+    """A warning when `speed` makes the runs' heartbeat timeout a few wall seconds: the live
+    paths (serve, the Kafka worker) judge silence on the wall clock, so a delay in sending
+    (a loaded machine, a slow broker) longer than that fires heartbeat_lost on every run,
+    which a replay of the same events never does. None when it is long enough."""
+    timeout = scaled_config(speed, cluster.config).get("heartbeat_lost", {}).get("timeout")
+    if timeout is None or timeout >= SHORT_SILENCE_S:
+        return None
+    return (
+        f"warning: at {speed:g}x the runs' heartbeat timeout is {timeout:.1f} s of wall time; "
+        "a delay in sending longer than that looks like silence to serve and the worker "
+        f"(they judge silence on the wall clock). Use --speed {speed * timeout / 10:g} or "
+        "less for 10 s."
+    )

@@ -81,3 +81,20 @@ def test_a_start_no_event_could_carry_is_refused_in_one_line(
         "is before 2001-09-09: runwatch wants seconds since 1970 (UTC)" if why.startswith("before")
         else "looks like milliseconds since 1970: runwatch wants seconds")]  # fmt: skip
     assert not out.exists()
+
+
+def test_a_speed_that_makes_silence_a_few_wall_seconds_is_warned_of() -> None:
+    """Live paths judge silence on the wall clock: at 40x the default 60 s heartbeat
+    timeout is 1.5 s, which a loaded machine's delay in sending reaches (issue 45's flake).
+    `runwatch simulate` says so, with a speed that leaves 10 s; at 5x (12 s) it says
+    nothing, nor for a cluster whose own timeout is long enough."""
+    from runwatch.commands.simulate import short_silence
+    from runwatch.dev.fleet import LIVE, fleet_cluster
+
+    cluster = Cluster(2, seed=1, duration=600)
+    warning = short_silence(cluster, 40)
+    assert warning is not None
+    assert "1.5 s of wall time" in warning
+    assert "--speed 6 or less" in warning
+    assert short_silence(cluster, 5) is None
+    assert short_silence(fleet_cluster(runs=6, config=LIVE)[0], 40) is None
