@@ -108,6 +108,7 @@ def test_a_console_it_cannot_place_says_which_lines_looked_like_failures_or_metr
         "[rank0]: Traceback (most recent call last):\n"
         '[rank0]:   File "/mnt/train.py", line 999, in <module>\n'
         "[rank0]:     main()\n"
+        "[rank0]: retrying the step\n"  # its process went on: a cut traceback, no failure
     )
     proc = subprocess.run([sys.executable, "-m", "runwatch.cli", "diagnose", str(log)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
