@@ -87,11 +87,16 @@ def fatal(line: str) -> Found | None:
 
 
 def _fatal(line: str) -> Found | None:
-    """`fatal` of a line as printed: padding around it is no part of it."""
-    line = line.strip()
-    signature = CATALOGUE.match(line)
+    """`fatal` of a line as printed: padding around it is no part of it -- but a line a
+    terminal wrapped after a word keeps that word's space (torch's `DataLoader worker (pid N)
+    is killed by signal: ` with the signal's name on the next line)."""
+    text = line.strip()
+    signature = CATALOGUE.match(text)
+    if signature is None and text and line[-1:].isspace():
+        signature = CATALOGUE.match(text + " ")
     if signature is None:
         return None
+    line = text
     fields: dict[str, Any] = {"error": line[:2000], "how": "fatal"}
     if signature.component != "process":  # "process": whichever printed it, as the prefix says
         fields["component"] = signature.component

@@ -106,3 +106,30 @@ def test_a_traceback_glued_to_a_bar_after_a_warning_is_the_bar_s_source_s() -> N
     assert _read(lines) == ["ValueError: nan loss encountered"]
     # the same head on a line of its own after the WARNING: the warning's traceback
     assert _read([lines[0], lines[1].split("]", 1)[1], *lines[2:]]) == []
+
+
+#: torch's report of a DataLoader worker a signal killed (torch/csrc/DataLoader.cpp
+#: `_error_if_any_worker_fails`: "DataLoader worker (pid " pid ") is killed by signal: "
+#: strsignal(si_status) ". ", then for SIGBUS "It is possible that dataloader's workers are out
+#: of shared memory. Please try to raise your shared memory limit."; the wording as posted in
+#: https://github.com/pytorch/pytorch/pull/25730), rendered and hard-wrapped by a terminal after
+#: the colon's space, as pastes of it show it: the space the wrap left is the message's
+WRAPPED_AT_SIGNAL = [
+    "DataLoader worker (pid 270071) is killed by signal: ",
+    "Bus error. It is possible that dataloader's workers are out of shared memory. ",
+    "Please try to raise your shared memory limit. ",
+]
+
+
+def test_a_message_wrapped_after_a_word_keeps_the_word_s_space() -> None:
+    """A terminal's wrap after `signal: ` left the space at the line's end: the catalogue's
+    line is read there, though padding around a fatal line is no part of what it says."""
+    found = fatal(WRAPPED_AT_SIGNAL[0])
+    assert found is not None
+    assert found[1]["error"] == WRAPPED_AT_SIGNAL[0].strip()
+    assert found[1]["component"] == "trainer"
+    # the process said no more after it: its death (pending, as a survivable one is not)
+    failures = Failures()
+    out = [f for line in WRAPPED_AT_SIGNAL for f in failures.read("w", line)]
+    out += [f for _, f in failures.finish()]
+    assert [f[0] for f in out] == ["component.failed"]
