@@ -53,6 +53,7 @@ from runwatch.emitters.tracebacks import (
     PADDING,
     QUALIFIED,
     SEE_ABOVE,
+    STACK_HEAD,
     TRACEBACK,
     UNCAUGHT,
     Record,
@@ -66,8 +67,11 @@ Found = tuple[str, dict[str, Any]]
 #: a traceback's head or frame, an exception line's name and colon (a traceback's tail that
 #: stands alone: `jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ...`), Ray's
 #: exceptions and TensorFlow 1's op errors, and the catalogue's
+#: Python's words that the exception it reports next was ignored (`Exception ignored in: ...`)
+IGNORED_MARKER = "Exception ignored"
 MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
-           *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS, TEARDOWN_MARKER)  # fmt: skip
+           IGNORED_MARKER, *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS,
+           TEARDOWN_MARKER)  # fmt: skip
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: the levels of a record on the line before a traceback that make it that record's: a
 #: program logs a handled exception with its traceback as a warning (`logger.warning(...,
@@ -129,6 +133,10 @@ class Failures:
         #: before its exception line, and the earlier one still names the failure
         self._ended: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
+        #: sources whose last words were Python's `Exception ignored ...` (its unraisable hook):
+        #: the next exception it reports -- a traceback or, with none, the exception line,
+        #: after a repr a terminal may have wrapped -- is the one Python ignored
+        self._ignored: set[Any] = set()
         #: the line that said the processes were asked to stop (`exits.stop_request`): what
         #: fails after it is the stop's doing
         self._stopped: str | None = None
@@ -163,6 +171,8 @@ class Failures:
         line, bar = printed(line)
         before, self._before[source] = bar or self._before.get(source, ""), line
         record = self._records.get(source)
+        if IGNORED_MARKER in line and IGNORED.match(line.strip()):
+            self._ignored.add(source)
         if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
             self._stop(source, stop, record)
         elif TEARDOWN_MARKER in line and TEARDOWN.search(line) and self._stopped is None:
@@ -193,7 +203,10 @@ class Failures:
             self._begin(source, Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix))))
             record = self._records[source]
             record.paths.append(path)
-            record.dumped = DUMP_FRAME.search(line) is not None
+            # faulthandler's dump, or logging's stack_info after its head: no exception's
+            record.dumped = DUMP_FRAME.search(line) is not None or before.rstrip().endswith(
+                STACK_HEAD
+            )
             body = line[len(prefix) :]
             record.indent, record.after_frame = len(body) - len(body.lstrip()), True
         elif (tail := exception_at(line)) is not None:
@@ -204,7 +217,9 @@ class Failures:
                 # its module, as only Python's report of an uncaught one does, or one that
                 # stands alone at its line's start: pending, the process's death if it is
                 # the source's last word
-                ended = Record(tail[0], quiet=bool(_QUIET_LEVELS.search(tail[0])))
+                ignored = source in self._ignored
+                self._ignored.discard(source)
+                ended = Record(tail[0], quiet=ignored or bool(_QUIET_LEVELS.search(tail[0])))
                 ended.error, ended.open = tail[1][:2000], False
                 self._begin(source, ended)
             elif not out:
@@ -240,7 +255,9 @@ class Failures:
         # the level is on the line before
         level = prefix if prefix.strip() else before[:80]
         uncaught = before.strip() if UNCAUGHT.match(before.strip()) else None
-        if IGNORED.match(before.strip()):
+        ignored = source in self._ignored
+        self._ignored.discard(source)
+        if ignored or IGNORED.match(before.strip()):
             # Python reports an exception it ignored (in a `__del__`, at exit) and goes on:
             # read through, never a failure
             record = Record(prefix, quiet=True)
@@ -321,6 +338,7 @@ class Failures:
             self.notes.append(f"work went on after `{self._stopped[:60]}`: no stop after all")
             self._stopped = None
         self._ended.pop(source, None)
+        self._ignored.discard(source)
         record = self._records.get(source)
         if record is not None and not record.open:
             del self._records[source]
@@ -369,6 +387,7 @@ class Failures:
                 )
         self._records.clear()
         self._ended.clear()
+        self._ignored.clear()
         self._stopped = self._teardown = None
         return out
 

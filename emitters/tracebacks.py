@@ -62,6 +62,10 @@ UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
 #: traceback: the unraisable hook's `Exception ignored in: <function X.__del__ ...>` (and its
 #: other `Exception ignored ...` messages; CPython's Python/errors.c)
 IGNORED = re.compile(r"^Exception ignored\b")
+#: logging's head of a record's `stack_info` (CPython Lib/logging/__init__.py `findCaller`:
+#: "Stack (most recent call last):" then `traceback.print_stack`): frames of a stack the
+#: program printed and went on from, no exception's
+STACK_HEAD = "Stack (most recent call last):"
 _NAME = r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*"
 #: IPython's head: the exception's name, padding, then the head -- or the name glued to it
 #: where a paste lost the padding (`NanLossDuringTrainingErrorTraceback (most recent ...`)
@@ -199,8 +203,9 @@ class Record:
             self.chained = True
             return True
         if stripped.startswith(TRACEBACK):
-            if self.quiet and self.error is not None and not self.chained:
-                return False  # a traceback of its own after one that was no failure
+            if (self.quiet and self.error is not None and not self.chained) or self.dumped:
+                # a traceback of its own after one that was no failure, or after a dump
+                return False
             self.chained = False
             return True
         if not stripped:

@@ -451,3 +451,42 @@ def test_a_cuda_out_of_memory_the_trainer_retried_past_is_no_failure() -> None:
 
     assert dead([oom]) == [oom]
     assert dead([oom, "step 12 | loss 0.51 | lr 1e-05", "step 13 | loss 0.50"]) == []
+
+
+#: googlearchive/PyDrive#52 (https://github.com/googlearchive/PyDrive/issues/52), as posted at
+#: a program's close: CPython's unraisable hook with no traceback -- the exception line right
+#: after the object's repr, which the terminal wrapped onto a line of its own
+IGNORED_WRAPPED = [
+    "Exception ignored in: <bound method ApiAttribute.__del__ of ",
+    "    <pydrive.apiattr.ApiAttribute object at 0x7f819e8dabe0>>",
+    "TypeError: __del__() missing 1 required positional argument: 'obj'",
+]
+#: Python's logging with `stack_info=True` (CPython Lib/logging/__init__.py `findCaller`: the
+#: record's message, "Stack (most recent call last):", then `traceback.print_stack`), rendered:
+#: a stack the program printed and went on from, though the output ends inside it
+LOGGED_STACK = [
+    "INFO:trainer:saving checkpoint 3",
+    "Stack (most recent call last):",
+    '  File "/opt/app/train.py", line 120, in <module>',
+    "    main()",
+    '  File "/opt/app/train.py", line 98, in main',
+    '    log.info("saving checkpoint %d", step, stack_info=True)',
+]
+
+
+@pytest.mark.parametrize("lines", [IGNORED_WRAPPED, LOGGED_STACK], ids=["ignored", "stack"])
+def test_what_python_printed_and_went_on_from_is_no_failure_at_the_output_s_end(
+    lines: list[str],
+) -> None:
+    """An exception Python said it ignored, its repr wrapped between, and a logged stack cut at
+    the console's end: no traceback a process died of -- by every line read and by the scanner."""
+    assert [k for k, _ in read_all(lines) if k == "component.failed"] == []
+    scanner = LineScanner(LineParser())
+    found = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    assert [k for k, _ in found + scanner.parser.finish() if k == "component.failed"] == []
+    # an uncaught one after either is still its process's death
+    uncaught = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                "ValueError: bad batch"]  # fmt: skip
+    assert [f["error"] for f in failed(read_all(lines + uncaught))] == ["ValueError: bad batch"]
+    # and frames cut after a stack the program printed, under a traceback's own head
+    assert len(failed(read_all(lines + uncaught[:2]))) == 1
