@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus13/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus14/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -305,3 +305,20 @@ def test_the_thirteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> Non
     assert _count(entries, "ranks_stalled") >= 2
     assert _count(entries, "inference_stalled") >= 1
     assert len(PARTS["corpus13"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_fourteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Fifty to sixty-five excerpts across the LLM training, RL and inference world (verl,
+    OpenRLHF, TRL, ms-swift, LLaMA-Factory, Unsloth, SkyRL, AReaL, NeMo-RL, Megatron,
+    DeepSpeed, vLLM and SGLang, Ray and RLlib, torchrun and torch elastic, Horovod, fairseq),
+    about two thirds failures whose signal is in the text and a third healthy controls, many
+    of them traps (loss-scale overflow skips, warnings and retries, busy or idle engines)."""
+    entries = _entries("corpus14")
+    assert 50 <= len(entries) <= 65
+    assert len({e["framework"] for e in entries}) >= 25
+    assert 15 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "non_finite_metric") >= 5
+    assert _count(entries, "ranks_stalled") >= 1
+    assert len(PARTS["corpus14"]["heldout"]) * 3 >= len(entries) - 3
