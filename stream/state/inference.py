@@ -7,9 +7,11 @@ steps (`idle_gap_growing`) and the rule itself only adds the heartbeat check.
 
 from __future__ import annotations
 
+import copyreg
 import sys
 import zlib
 from struct import Struct
+from typing import Any
 
 from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.processes import Process
@@ -105,6 +107,22 @@ class Inference:
         #: progress counters that stand for pending trajectories (`pending_bars`): their
         #: `total - n` trajectories wait while the bar is not complete
         self.bars: dict[tuple[str, str], Counter] = {}
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Pickled with its pending trajectories as columns (`_columns`), not a record
+        each: most of a fleet run's checkpoint is its pending trajectories, and a record
+        costs a Python call and two memo entries to write where a column entry costs none."""
+        return copyreg.__newobj__, (type(self),), (  # type: ignore[attr-defined]
+            self.servers, self.finals, _columns(self.pending), self.pending_since,
+            self.idle_since, self._ended_sums, self._ended_next, self._started_by_step,
+            self.bars)  # fmt: skip
+
+    def __setstate__(self, values: tuple[Any, ...]) -> None:
+        (self.servers, self.finals, columns, self.pending_since, self.idle_since,
+         self._ended_sums, self._ended_next, self._started_by_step, self.bars) = values  # fmt: skip
+        self.pending = _from_columns(columns)
 
     # -- servers ---------------------------------------------------------------------------
 
@@ -280,3 +298,30 @@ class Inference:
             self.idle_since = None
             return span
         return None
+
+
+def _columns(pending: dict[str, PendingTrajectory]) -> tuple[Any, ...]:
+    """Pending trajectories as (ids, then one list per `PendingTrajectory` slot), the ids
+    joined by newlines into one string where none holds one (the contract forbids control
+    characters in them: one string pickles many times faster than thousands)."""
+    ids: str | list[str] = list(pending)
+    joined = "\n".join(ids)
+    if joined.count("\n") == len(ids) - 1 and (joined or not ids):
+        ids = joined
+    records = pending.values()
+    return (ids, *([getattr(t, name) for t in records] for name in PendingTrajectory.__slots__))
+
+
+def _from_columns(columns: tuple[Any, ...]) -> dict[str, PendingTrajectory]:
+    """`_columns` read back."""
+    ids, *values = columns
+    if isinstance(ids, str):
+        ids = ids.split("\n") if ids else []
+    if len(values) != len(PendingTrajectory.__slots__) or any(len(v) != len(ids) for v in values):
+        raise ValueError("pending trajectories' columns of unequal length")
+    new = PendingTrajectory.__new__
+    pending: dict[str, PendingTrajectory] = {}
+    for traj, *record in zip(ids, *values, strict=True):
+        t = pending[traj] = new(PendingTrajectory)
+        t.__setstate__(tuple(record))  # type: ignore[attr-defined]
+    return pending

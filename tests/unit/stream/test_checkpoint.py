@@ -324,7 +324,63 @@ def _records() -> list[Any]:
             return NotImplemented
 
     Finder(io.BytesIO(), protocol=5).dump(driver.dump_state())
+    for tracked in driver.engine.runs.values():  # (pickled as columns: `Inference`)
+        for record in tracked.state.inference.pending.values():
+            found.setdefault(type(record), record)
     return list(found.values())
+
+
+@pytest.mark.parametrize("ids", [["t1", "t2", "t3"], ["", "t2"], [""], []])
+def test_pending_trajectories_come_back_whole(ids: list[str]) -> None:
+    """A run's pending trajectories go as columns (ids joined where they can be) and come
+    back as they were: ids in order, every slot, the ended ones still known."""
+    from runwatch.stream.state.inference import Inference
+
+    inf = Inference()
+    for i, traj in enumerate(ids):
+        inf.started(traj, 100.0 + i, i if i % 2 else None, group="g" if i else None)
+        inf.phase(traj, "tool", 101.0 + i, dep="sandbox" if i else None)
+    inf.started("over", 99.0, 7)
+    inf.done("over")
+    back = pickle.loads(pickle.dumps(inf, protocol=5))
+    assert list(back.pending) == ids
+    for traj in ids:
+        a, b = inf.pending[traj], back.pending[traj]
+        assert [getattr(a, n) for n in a.__slots__] == [getattr(b, n) for n in b.__slots__]
+    assert back.has_ended("over")
+    assert not back.has_ended("never")
+    assert back.pending_since == inf.pending_since
+
+
+def test_pending_trajectories_columns_of_unequal_length_are_refused() -> None:
+    import copyreg
+
+    from runwatch.stream.state.inference import Inference
+
+    class Uneven(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, Inference):  # two ids, one value in each column
+                columns = ("a\nb", [None], [None], ["generate"], [1.0], [1.0], [None])
+                return (
+                    copyreg.__newobj__,
+                    (Inference,),
+                    (  # type: ignore[attr-defined]
+                        {},
+                        0,
+                        columns,
+                        None,
+                        None,
+                        bytearray(8),
+                        0,
+                        {},
+                        {},
+                    ),
+                )
+            return NotImplemented
+
+    buf = io.BytesIO()
+    Uneven(buf, protocol=5).dump({"position": 0, "driver": [Inference()]})
+    _refused(_forged_raw(buf.getvalue()), "unreadable")
 
 
 def test_state_records_pickle_as_their_slot_values_and_come_back_equal() -> None:
