@@ -36,6 +36,8 @@ class DepHeldRule(Rule[DepHeldParams]):
     )
     params_model = DepHeldParams
     watches = frozenset({"dep.held", "dep.released", "heartbeat", "run.finished"})
+    #: holds change on `dep.*`, a `final` beat and the run's end, never on a routine beat
+    skips_routine_beats = True
 
     def quiet(self, run: RunState) -> bool:
         return not run.holds

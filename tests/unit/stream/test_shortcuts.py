@@ -30,6 +30,7 @@ SHORT = {
     "inference_stalled": {"stalled_for": 25.0},
     "weight_sync_stalled": {"timeout": 35.0},
     "inference_idle_with_pending": {"idle_for": 20.0},
+    "dep_held": {},  # (no window: it fires on the hold; the storms hold and release)
 }
 
 
@@ -141,6 +142,12 @@ def heartbeat_storm(draw: st.DrawFn) -> list[tuple[dict[str, Any], float | None]
                                    traj=traj, status="ok"), None))  # fmt: skip
         if 0.31 <= roll < 0.36:
             out.append(({"kind": "tick", "ts": t + rnd.choice([5.0, 31.0, 60.0])}, None))
+        hold = rnd.random()  # a process holds its calls to a service, and lets go
+        if hold < 0.05:
+            out.append((make_event("dep.held", ts, run="r", src=src, dep="sandbox"), None))
+        elif hold < 0.09:
+            out.append((make_event("dep.released", ts, run="r", src=src, dep="sandbox",
+                                   reason="healthy"), None))  # fmt: skip
         now = t + rnd.choice([0.0, 2.0, 35.0]) if live else None
         out.append((make_event("heartbeat", ts, run="r", src=src, **fields), now))
     return out
