@@ -50,9 +50,14 @@ _LONE_BEFORE = re.compile(
     r"|I\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
     r"|(?!(?i:warn|warning|error|fatal|critical)\b)[a-z][\w.-]{1,30}:\s+)?$"
 )
-#: after a lone pair: punctuation, or the source location rich's log handler writes at the
-#: line's right (`[01/01/24 10:00:00] INFO     loss: nan        train.py:42`)
-_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*(?:\s+[\w./-]+\.py:\d+\s*)?$")
+#: after a lone pair: punctuation, the source location rich's log handler writes at the
+#: line's right (`[01/01/24 10:00:00] INFO     loss: nan        train.py:42`), or a count of
+#: the samples done (PyTorch's tutorials' training loop, copied into countless scripts:
+#: `print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")`, pytorch/tutorials
+#: beginner_source/basics/optimization_tutorial.py)
+_LONE_AFTER = re.compile(
+    r"^[\s.,;|)\]}]*(?:\s+[\w./-]+\.py:\d+\s*|\s+\[\s*\d+/\s*\d+\]\s*)?$"
+)
 
 
 def _key(m: re.Match[str]) -> str:

@@ -729,3 +729,15 @@ def test_a_list_is_written_as_its_nan_where_it_stands() -> None:
 @pytest.mark.parametrize("line", NOT_NAN_LISTS)
 def test_another_list_is_left_as_it_is(line: str) -> None:
     assert nan_lists(line) == line
+
+
+def test_a_lone_metric_before_the_tutorials_count_of_samples_done() -> None:
+    """PyTorch's tutorials' training loop, copied into countless scripts (pytorch/tutorials
+    beginner_source/basics/optimization_tutorial.py: `print(f"loss: {loss:>7f}
+    [{current:>5d}/{size:>5d}]")`), rendered: the count after the loss is no second item."""
+    lines = [f"loss: {2.301234:>7f}  [{64:>5d}/{60000:>5d}]",
+             f"loss: {float('nan'):>7f}  [{6464:>5d}/{60000:>5d}]"]  # fmt: skip
+    assert lines[1] == "loss:     nan  [ 6464/60000]"
+    assert [keys for _, keys in bad(read_all(lines))] == [["loss"]]
+    # a warning's words before it still make it none
+    assert bad(read_all(["WARNING loss: nan  [ 6464/60000]"])) == []
