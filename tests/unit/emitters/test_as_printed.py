@@ -133,3 +133,6 @@ def test_a_message_wrapped_after_a_word_keeps_the_word_s_space() -> None:
     out = [f for line in WRAPPED_AT_SIGNAL for f in failures.read("w", line)]
     out += [f for _, f in failures.finish()]
     assert [f[0] for f in out] == ["component.failed"]
+    # a paste (or an editor) that trimmed the wrap's trailing space: the signal's name is on the
+    # next line all the same
+    assert fatal(WRAPPED_AT_SIGNAL[0].rstrip()) is not None
