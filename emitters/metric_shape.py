@@ -104,8 +104,11 @@ _HEADER = re.compile(
 )
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
-#: a best-so-far starts at inf before anything is measured (`best_val_loss: inf`): no value
-_SENTINEL = re.compile(r"(?i)(?:^|[\s_/.-])(?:best|lowest|highest)(?:$|[\s_/.-])")
+#: a best-so-far starts at inf before anything is measured (`best_val_loss: inf`), and a
+#: change is told from it (Keras' ModelCheckpoint, copied widely: `val_loss improved from
+#: {self.best:.5f} to {current:.5f}`, `did not improve from {self.best:.5f}`, its best np.inf at
+#: first): no value
+_SENTINEL = re.compile(r"(?i)(?:^|[\s_/.-])(?:best|lowest|highest|from)(?:$|[\s_/.-])")
 #: a line's first key (or a bar's name) that says it is an evaluation's (mmengine's
 #: `Epoch(val)`, `Validation loss`, `Evaluating`): its metrics are `eval.metrics`, which no
 #: training rule reads

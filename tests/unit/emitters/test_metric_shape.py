@@ -741,3 +741,20 @@ def test_a_lone_metric_before_the_tutorials_count_of_samples_done() -> None:
     assert [keys for _, keys in bad(read_all(lines))] == [["loss"]]
     # a warning's words before it still make it none
     assert bad(read_all(["WARNING loss: nan  [ 6464/60000]"])) == []
+
+
+def test_a_change_told_from_a_best_so_far_s_start_is_no_measurement() -> None:
+    """Keras' ModelCheckpoint (keras/src/callbacks/model_checkpoint.py, copied into many
+    trainers: `f"\\nEpoch {epoch + 1:05d}: {self.monitor} improved from {self.best:.5f} to
+    {current:.5f}, saving model to {filepath}"`, its `best` np.inf before the first epoch),
+    rendered: the `inf` it improved from is no value of the metric."""
+    inf = float("inf")
+    healthy = [f"Epoch {1:05d}: val_loss improved from {inf:.5f} to {0.51234:.5f}, saving model "
+               "to model.h5",
+               f"Epoch {2:05d}: val_loss did not improve from {inf:.5f}"]  # fmt: skip
+    assert healthy[0] == "Epoch 00001: val_loss improved from inf to 0.51234, saving model to model.h5"
+    assert bad(read_all(healthy)) == []
+    # the metric's own value, not finite, still is one
+    assert [keys for _, keys in bad(read_all([*healthy, "Epoch 3 val_loss: inf, loss: 0.5"]))] == [
+        ["eval/val_loss"]
+    ]
