@@ -55,9 +55,7 @@ _LONE_BEFORE = re.compile(
 #: the samples done (PyTorch's tutorials' training loop, copied into countless scripts:
 #: `print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")`, pytorch/tutorials
 #: beginner_source/basics/optimization_tutorial.py)
-_LONE_AFTER = re.compile(
-    r"^[\s.,;|)\]}]*(?:\s+[\w./-]+\.py:\d+\s*|\s+\[\s*\d+/\s*\d+\]\s*)?$"
-)
+_LONE_AFTER = re.compile(r"^[\s.,;|)\]}]*(?:\s+[\w./-]+\.py:\d+\s*|\s+\[\s*\d+/\s*\d+\]\s*)?$")
 
 
 def _key(m: re.Match[str]) -> str:

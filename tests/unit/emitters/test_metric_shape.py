@@ -752,7 +752,7 @@ def test_a_change_told_from_a_best_so_far_s_start_is_no_measurement() -> None:
     healthy = [f"Epoch {1:05d}: val_loss improved from {inf:.5f} to {0.51234:.5f}, saving model "
                "to model.h5",
                f"Epoch {2:05d}: val_loss did not improve from {inf:.5f}"]  # fmt: skip
-    assert healthy[0] == "Epoch 00001: val_loss improved from inf to 0.51234, saving model to model.h5"
+    assert healthy[0].startswith("Epoch 00001: val_loss improved from inf to 0.51234, saving")
     assert bad(read_all(healthy)) == []
     # the metric's own value, not finite, still is one
     assert [keys for _, keys in bad(read_all([*healthy, "Epoch 3 val_loss: inf, loss: 0.5"]))] == [
