@@ -123,3 +123,23 @@ def _row_pair(text: str, bare: bool) -> Pair | None:
         return None
     found = pairs(m.group(0))
     return found[0] if len(found) == 1 else None
+
+
+#: a scalar tensor a script printed (`print(loss)`), as torch writes it (torch/_tensor_str.py
+#: `_str_intern`: "tensor(" the value, then its suffixes -- `device='cuda:0'`, a dtype,
+#: `grad_fn=<NllLossBackward0>`): the autograd node that made it says it was computed, its
+#: name what (a loss's node, `...LossBackward0`, or the reduction after one)
+_PRINTED_TENSOR = re.compile(
+    r"^[\s>]*tensor\((?P<v>nan|-?inf)(?:, (?:device|dtype)=[^,()]+)*, grad_fn=<(?P<fn>[A-Za-z]+?)"
+    r"(?:Backward\d*)?>\)\s*$"
+)
+
+
+def printed_tensor(text: str) -> tuple[str, float] | None:
+    """(its node's name, its value) of a printed scalar tensor a computation made that is not
+    finite, alone on its line (`tensor(nan, device='cuda:0', grad_fn=<NllLossBackward0>)`); None
+    for any other line (a tensor of several values, one nothing computed, a finite one)."""
+    m = _PRINTED_TENSOR.match(text)
+    if m is None:
+        return None
+    return m.group("fn"), float(m.group("v"))

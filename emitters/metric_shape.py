@@ -42,7 +42,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from runwatch.emitters.metric_alone import LIMIT, lone, single_pair, step_row, unnumbered
+from runwatch.emitters.metric_alone import (
+    LIMIT,
+    lone,
+    printed_tensor,
+    single_pair,
+    step_row,
+    unnumbered,
+)
 from runwatch.emitters.metric_pairs import (
     NUMBER,
     PAIR,
@@ -247,6 +254,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     it is that `nan` (`nan_lists`)."""
     if "[" in text and "nan" in text.lower():
         text = nan_lists(text)
+    if "grad_fn=<" in text and (computed := printed_tensor(text)) is not None:
+        return Record({computed[0]: computed[1]}, step)  # `print(loss)`: the loss
     found = pairs(text)
     if not found or _message(text) or skip_report(text):
         return None

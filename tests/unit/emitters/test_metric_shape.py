@@ -758,3 +758,19 @@ def test_a_change_told_from_a_best_so_far_s_start_is_no_measurement() -> None:
     assert [keys for _, keys in bad(read_all([*healthy, "Epoch 3 val_loss: inf, loss: 0.5"]))] == [
         ["eval/val_loss"]
     ]
+
+
+def test_a_computed_scalar_a_script_printed_is_its_node_s_value() -> None:
+    """`print(loss)` as torch writes it (torch/_tensor_str.py `_str_intern`: "tensor(" the
+    value, its device, then `grad_fn=<` the autograd node's name `>`), rendered: a loss that
+    is not finite, alone on its line, is a step's; a tensor nothing computed, or one inside
+    other text, is none."""
+    lines = ["tensor(0.6931, device='cuda:0', grad_fn=<NllLossBackward0>)",
+             "tensor(nan, device='cuda:0', grad_fn=<NllLossBackward0>)"]  # fmt: skip
+    assert [keys for _, keys in bad(read_all(lines))] == [["NllLoss"]]
+    assert bad(read_all(["tensor(inf, grad_fn=<MseLossBackward0>)"])) != []
+    for none in [
+        "tensor(nan, device='cuda:0')",
+        "x = tensor(nan, grad_fn=<DivBackward0>) and more",
+    ]:
+        assert bad(read_all([none])) == [], none
