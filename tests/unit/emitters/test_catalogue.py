@@ -68,6 +68,12 @@ CONTROLS = [
     "are waiting for remainder of ranks for more than 60 seconds. This may indicate that "
     "different ranks are trying to submit different tensors or that only subset of ranks is "
     "submitting tensors, which will cause deadlock.",
+    # glibc's heap check words in a sentence (a user's report of it), not glibc's abort
+    "I got double free or corruption (!prev) when running the script",
+    "The error was: free(): invalid pointer",
+    # c10d's bind and connect attempts it retries, at W level
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - "
+    "Address already in use).",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
     "Quit the server with CONTROL-C.",
     "Hangup detected on controlling terminal or death of controlling process",
