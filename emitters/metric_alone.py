@@ -143,3 +143,24 @@ def printed_tensor(text: str) -> tuple[str, float] | None:
     if m is None:
         return None
     return m.group("fn"), float(m.group("v"))
+
+
+#: a value a sentence says a step had (TensorFlow's tutorials and the scripts that copy them:
+#: `print('Minibatch loss at step %d: %f' % (step, l))`, word2vec's `print('Average loss at
+#: step ', step, ': ', average_loss)`): `KEY at step N: VALUE`, `at iteration N`, `at epoch N`
+_AT_STEP = re.compile(
+    r"^[\s>]*(?!(?:warn|warning|error|critical|fatal)\b)"
+    r"(?P<key>[A-Za-z][\w./-]*(?: [A-Za-z][\w./-]*){0,3}) at "
+    r"(?P<kind>step|iteration|iter|epoch|batch) +(?P<n>\d{1,12}) *[:=] *"
+    r"(?P<v>[-+]?\.?(?:nan|inf(?:inity)?))\s*$",
+    re.I,
+)
+
+
+def at_step(text: str) -> tuple[str, int, float] | None:
+    """(key, step, value) of a sentence that gives a step's value that is not finite (`Minibatch
+    loss at step 500: nan`); None for any other line (a finite value, more after it)."""
+    m = _AT_STEP.match(text)
+    if m is None:
+        return None
+    return m.group("key"), int(m.group("n")), float(m.group("v"))

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from runwatch.emitters.metric_alone import (
     LIMIT,
+    at_step,
     lone,
     printed_tensor,
     single_pair,
@@ -256,6 +257,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         text = nan_lists(text)
     if "grad_fn=<" in text and (computed := printed_tensor(text)) is not None:
         return Record({computed[0]: computed[1]}, step)  # `print(loss)`: the loss
+    if " at " in text and (said := at_step(text)) is not None:
+        return Record({said[0]: said[2]}, said[1])  # `Minibatch loss at step 500: nan`
     found = pairs(text)
     if not found or _message(text) or skip_report(text):
         return None

@@ -774,3 +774,17 @@ def test_a_computed_scalar_a_script_printed_is_its_node_s_value() -> None:
         "x = tensor(nan, grad_fn=<DivBackward0>) and more",
     ]:
         assert bad(read_all([none])) == [], none
+
+
+def test_a_sentence_that_gives_a_step_s_value_names_the_step() -> None:
+    """TensorFlow's tutorials and the scripts that copy them, rendered: the udacity notMNIST
+    loop's `print('Minibatch loss at step %d: %f' % (step, l))` and word2vec's `print('Average
+    loss at step ', step, ': ', average_loss)`; a value that is not finite is the step's."""
+    nan = float("nan")
+    lines = ["Minibatch loss at step %d: %f" % (500, 2.302585),
+             "Minibatch loss at step %d: %f" % (1000, nan),
+             " ".join(str(x) for x in ("Average loss at step ", 2000, ": ", nan))]  # fmt: skip
+    assert lines[1] == "Minibatch loss at step 1000: nan"
+    assert bad(read_all(lines)) == [(1000, ["Minibatch loss"]), (2000, ["Average loss"])]
+    # a warning's words before it, or more after it, make it none
+    assert bad(read_all(["WARNING: loss at step 3: nan", "loss at step 3: nan, retrying"])) == []
