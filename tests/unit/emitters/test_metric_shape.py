@@ -781,8 +781,9 @@ def test_a_sentence_that_gives_a_step_s_value_names_the_step() -> None:
     loop's `print('Minibatch loss at step %d: %f' % (step, l))` and word2vec's `print('Average
     loss at step ', step, ': ', average_loss)`; a value that is not finite is the step's."""
     nan = float("nan")
-    lines = ["Minibatch loss at step %d: %f" % (500, 2.302585),
-             "Minibatch loss at step %d: %f" % (1000, nan),
+    fmt = "Minibatch loss at step %d: %f"  # the tutorial's own format string
+    lines = [fmt % (500, 2.302585),
+             fmt % (1000, nan),
              " ".join(str(x) for x in ("Average loss at step ", 2000, ": ", nan))]  # fmt: skip
     assert lines[1] == "Minibatch loss at step 1000: nan"
     assert bad(read_all(lines)) == [(1000, ["Minibatch loss"]), (2000, ["Average loss"])]
