@@ -789,3 +789,14 @@ def test_a_sentence_that_gives_a_step_s_value_names_the_step() -> None:
     assert bad(read_all(lines)) == [(1000, ["Minibatch loss"]), (2000, ["Average loss"])]
     # a warning's words before it, or more after it, make it none
     assert bad(read_all(["WARNING: loss at step 3: nan", "loss at step 3: nan, retrying"])) == []
+
+
+def test_a_percentage_is_a_pair_s_value() -> None:
+    """PyTorch's tutorials' test loop (pytorch/tutorials beginner_source/basics/
+    optimization_tutorial.py: `print(f"Test Error: \\n Accuracy: {(100*correct):>0.1f}%, Avg
+    loss: {test_loss:>8f} \\n")`), rendered: the accuracy's `%` ends its number, so the line's
+    two pairs make it a step's metrics; a bar's `45%|` stays a bar's."""
+    line = f" Accuracy: {100 * 0.1:>0.1f}%, Avg loss: {float('nan'):>8f} "
+    assert line == " Accuracy: 10.0%, Avg loss:      nan "
+    assert [keys for _, keys in bad(read_all(["Test Error: ", line]))] == [["Avg loss"]]
+    assert [p.key for p in pairs("Epoch 3:  45%|####      | 45/100")] == ["Epoch", "####"]
