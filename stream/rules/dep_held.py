@@ -40,7 +40,7 @@ class DepHeldRule(Rule[DepHeldParams]):
     skips_routine_beats = True
 
     def quiet(self, run: RunState) -> bool:
-        return not run.holds
+        return not run.holds.by_dep  # (`Holds.__bool__` without its call)
 
     def check(self, run: RunState, now: float, params: DepHeldParams) -> Verdict:
         if run.finished or not run.holds:

@@ -49,8 +49,12 @@ class InferenceStalledRule(Rule[InferenceStalledParams]):
     explains = STALLS | {"inference_idle_with_pending", "zero_reward"}
 
     def quiet(self, run: RunState) -> bool:
-        # (every snapshot asks): a server holds a condition only while it stalls
-        return all(srv.stalled_since is None for srv in run.inference.servers.values())
+        # (every snapshot asks): a server holds a condition only while it stalls; a loop,
+        # not `all()` over a generator, which costs as much again per call
+        for srv in run.inference.servers.values():  # noqa: SIM110
+            if srv.stalled_since is not None:
+                return False
+        return True
 
     def check(self, run: RunState, now: float, params: InferenceStalledParams) -> Verdict:
         due = Deadlines(now)
