@@ -12,7 +12,6 @@ default applied in silence.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,8 @@ def read(path: str | Path) -> ConfigFile:
         raise ConfigError(f"{p}: no such config file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{p}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    import tomllib  # (only a command given a file reads one: not at every start)
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

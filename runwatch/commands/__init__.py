@@ -3,7 +3,6 @@ call into the package that does the work, and its exit codes. A command that can
 raises `CommandError` (or lets another `RunwatchError` through); `runwatch.cli` prints it as
 one line and exits with its status."""
 
-from runwatch.emitters import env
 from runwatch.exceptions import CommandError
 
 
@@ -52,4 +51,6 @@ def read_token(token_file: str | None) -> str | None:
         if not token:
             raise CommandError(f"--token-file: {token_file} is empty")
         return token
+    from runwatch.emitters import env  # (its socket import: not at every command's start)
+
     return env.get(env.TOKEN)
