@@ -321,9 +321,9 @@ def _from_columns(columns: tuple[Any, ...]) -> dict[str, PendingTrajectory]:
         ids = ids.split("\n") if ids else []
     if len(values) != len(PendingTrajectory.__slots__) or any(len(v) != len(ids) for v in values):
         raise ValueError("pending trajectories' columns of unequal length")
-    new = PendingTrajectory.__new__
+    new, fill = PendingTrajectory.__new__, PendingTrajectory.__setstate__  # type: ignore[attr-defined]
     pending: dict[str, PendingTrajectory] = {}
-    for traj, *record in zip(ids, *values, strict=True):
+    for traj, record in zip(ids, zip(*values, strict=True), strict=True):
         t = pending[traj] = new(PendingTrajectory)
-        t.__setstate__(tuple(record))  # type: ignore[attr-defined]
+        fill(t, record)
     return pending
