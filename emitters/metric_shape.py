@@ -258,7 +258,10 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     if "grad_fn=<" in text and (computed := printed_tensor(text)) is not None:
         return Record({computed[0]: computed[1]}, step)  # `print(loss)`: the loss
     if " at " in text and (said := at_step(text)) is not None:
-        return Record({said[0]: said[2]}, said[1])  # `Minibatch loss at step 500: nan`
+        key, at_n, value = said
+        if math.isinf(value) and (_SENTINEL.search(key) or LIMIT.match(key)):
+            return None  # `Best loss at step 0: inf`: a best-so-far's start
+        return Record({key: value}, at_n)  # `Minibatch loss at step 500: nan`
     found = pairs(text)
     if not found or _message(text) or skip_report(text):
         return None

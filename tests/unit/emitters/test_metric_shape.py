@@ -789,6 +789,8 @@ def test_a_sentence_that_gives_a_step_s_value_names_the_step() -> None:
     assert bad(read_all(lines)) == [(1000, ["Minibatch loss"]), (2000, ["Average loss"])]
     # a warning's words before it, or more after it, make it none
     assert bad(read_all(["WARNING: loss at step 3: nan", "loss at step 3: nan, retrying"])) == []
+    # a best-so-far's start is none either
+    assert bad(read_all(["Best loss at step 0: inf"])) == []
 
 
 def test_a_percentage_is_a_pair_s_value() -> None:
