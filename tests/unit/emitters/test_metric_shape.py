@@ -802,3 +802,6 @@ def test_a_percentage_is_a_pair_s_value() -> None:
     assert line == " Accuracy: 10.0%, Avg loss:      nan "
     assert [keys for _, keys in bad(read_all(["Test Error: ", line]))] == [["Avg loss"]]
     assert [p.key for p in pairs("Epoch 3:  45%|####      | 45/100")] == ["Epoch", "####"]
+    # a rate of nothing (0/0 printed as `nan%`, GHC's RTS `Parallel GC work balance: nan%`) is
+    # no pair
+    assert bad(read_all(["step 3: hit rate: nan%, balance: 0.0%"])) == []
