@@ -58,8 +58,9 @@ from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 
 #: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
 #: rebuild's re-read made and has not published (a checkpoint of a half-rebuilt partition);
-#: 6: zstd, not zlib; 7: a run's pending trajectories as columns (`state.inference`)
-FORMAT = 7
+#: 6: zstd, not zlib; 7: a run's pending trajectories as columns (`state.inference`); 8: a
+#: run's containers (processes, restarts, ranks...) as `Compact` records, their slots' tuple
+FORMAT = 8
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runwatch.stream.state.compact import Compact
+
 #: Records kept per run: a console can print the same timeout for hundreds of ranks.
 MAX_RECORDS = 512
 
@@ -30,7 +32,7 @@ class Failure:
         self.count = 1
 
 
-class Failures:
+class Failures(Compact):
     """Failed processes of a run, by process name (`component@host/pid`)."""
 
     __slots__ = ("by_process",)
@@ -106,7 +108,7 @@ class Timeout:
         return self.process
 
 
-class Collectives:
+class Collectives(Compact):
     """Timed-out collectives of a run: one record per rank and collective."""
 
     __slots__ = ("records",)

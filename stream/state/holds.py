@@ -26,7 +26,7 @@ class Hold(Compact):
         self.until: float | None = None  # when it was released; None: it holds
 
 
-class Holds:
+class Holds(Compact):
     """The run's holds: dep -> process name -> its latest `Hold` (module docstring)."""
 
     __slots__ = ("by_dep",)

@@ -73,7 +73,7 @@ class Process(Compact):
         return lost is None or now < lost
 
 
-class Processes:
+class Processes(Compact):
     """The run's processes by `process_id`."""
 
     __slots__ = ("_by_src", "by_id", "dropping")

@@ -55,7 +55,7 @@ class Counter(Compact):
                 self.total = total
 
 
-class ProgressCounters:
+class ProgressCounters(Compact):
     """Counters by (component, name)."""
 
     __slots__ = ("by_key", "window")

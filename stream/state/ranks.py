@@ -15,7 +15,7 @@ class Rank(Compact):
         self.step = step
 
 
-class Ranks:
+class Ranks(Compact):
     """Latest phase per rank, and the world size the ranks report."""
 
     __slots__ = ("by_rank", "world_size")

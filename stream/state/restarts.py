@@ -141,7 +141,7 @@ class Slot(Compact):
         return out
 
 
-class Restarts:
+class Restarts(Compact):
     """The run's slots by name."""
 
     __slots__ = ("shared", "slots")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runwatch.stream.state.compact import Compact
+
 PER_HOUR = 6
 MAX_ANSWERS = 256
 
@@ -36,7 +38,7 @@ class StackAnswer:
         self.threads, self.truncated, self.error = threads, truncated, error
 
 
-class Stacks:
+class Stacks(Compact):
     """The run's current request (an incident id) and the processes' answers to it."""
 
     __slots__ = ("answers", "asked", "request", "requested_at")

@@ -7,6 +7,8 @@ versions, and one entry per server.
 
 from __future__ import annotations
 
+from runwatch.stream.state.compact import Compact
+
 KEEP = 64
 
 
@@ -19,7 +21,7 @@ class Loaded:
         self.version, self.at, self.process = version, at, process
 
 
-class Weights:
+class Weights(Compact):
     """Published versions (version -> first ts published) and each server's latest load."""
 
     __slots__ = ("loaded", "published", "steps")
