@@ -24,7 +24,7 @@ from typing import Any
 
 from ahocorasick_rs import BytesAhoCorasick
 
-from runwatch.emitters import collectives, env
+from runwatch.emitters import collectives, env, stalls
 from runwatch.emitters.failures import ABORT, Failures
 from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
 from runwatch.emitters.logparse import (
@@ -92,6 +92,7 @@ class LineParser:
         steps = overflow_steps if overflow_steps is not None else env.overflow_steps(OVERFLOW_STEPS)
         self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
+        self.waits = stalls.Waits()  # ranks' waits the console declares (`stalls`)
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
         #: a process's abort on an uncaught C++ exception, held for the line after it (its
         #: `what():`): no failure of its own when that, or a line before, was a collective's
@@ -108,6 +109,7 @@ class LineParser:
             or self.failures.reading
             or self.metrics.following
             or self._abort is not None
+            or self.waits.following
         )
 
     def parse(self, line: str) -> list[Found]:
@@ -189,10 +191,14 @@ class LineParser:
             if (raised := self.failures.raised(source, line)) is not None:
                 found.append(raised)  # the rank raised the collective's failure
         found = self._aborts(found, timeout is not None, src)
+        declared = self.waits.read(line, rank)
         found += self._parse(line, src, source)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
+        if advanced and not declared:
+            declared = self.waits.progressed()  # the job went on: its waits ended
+        found += declared
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
@@ -329,7 +335,8 @@ def bar_of(line: str) -> list[Found]:
 #: paste or a file lost the `\r` before it)
 LITERALS: tuple[bytes, ...] = (
     b"Running: ", b"#running-req: ", b"pid=", "│ ".encode(), b"{'", b'{"', b"%|",
-    *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS, *METRIC_MARKERS)}),
+    *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS, *METRIC_MARKERS,
+                                  *stalls.MARKERS)}),
 )  # fmt: skip
 #: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the
 #: number of markers, the catalogue's included -- bench/watch.py)

@@ -145,6 +145,8 @@ class Watcher:
         try:
             fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
+            if kind == "rank.status":  # the wait a line shows, from when it is read
+                fields = self.parser.waits.since(fields, time.time())
             if src is None:
                 self.emitter.emit(kind, **fields)
             else:  # a line Ray forwarded: the event is that worker's

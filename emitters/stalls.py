@@ -1,0 +1,182 @@
+"""Waits a framework declares in its console, read as ranks' phases (`rank.status`).
+
+Some frameworks say themselves that ranks wait on others, and for how long at least:
+
+- Horovod's stall inspector (horovod/common/stall_inspector.cc, 0.18 on; before it the same
+  check in horovod/common/operations.cc): when a tensor was submitted by some ranks and not
+  by the rest for more than the stall-check time N (`HOROVOD_STALL_CHECK_TIME_SECONDS`,
+  default 60), it warns "One or more tensors were submitted to be reduced, gathered or
+  broadcasted by subset of ranks and are waiting for remainder of ranks for more than N
+  seconds ...", then lists the ranks: `Stalled ranks:` / `Missing ranks:` and one
+  `R: [tensor, ...]` line per rank that did not submit (`R!:` past the shutdown time), or
+  (0.13-0.16) one `tensor [missing ranks: R, ...]` per op, or (0.9-0.12) `tensor [ready
+  ranks: R, ...]` on the warning's own line. It checks again only after another N seconds
+  (`ShouldPerformCheck`), so the k-th warning of a stall that no progress interrupted shows
+  a wait of more than k * N seconds; its shutdown line ("is stalled for longer than M
+  seconds. Will shutdown.") shows M.
+- torch's store-based barrier in `init_process_group` (torch/distributed/distributed_c10d.py
+  `_store_based_barrier`, 1.8-2.x): "Waiting in store based barrier to initialize process
+  group for rank: R, key: K (world_size=W, worker_count=J, timeout=T)" (2.x:
+  `num_workers_joined=J`; 2.2 on at DEBUG, with "for S seconds" before `rank:`), written
+  each time 10 s more passed without every rank joining, so the k-th line of a rank and key
+  shows k * 10 s at least; "Rank R: Completed store-based barrier for key:K with W nodes."
+  ends it.
+
+A rank that waits is reported in the wait's phase; a rank Horovod names as not having
+submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
+events carry `waited` (seconds the line shows), not `since`: the time of a line is its
+reader's to say (`runwatch diagnose`: the line's timestamp; `runwatch watch`: the clock when
+it is read), and `since` is that time minus `waited`, the earliest any line of the same wait
+showed (`Waits.since`). Progress after a wait (a step, a bar's advance, the barrier's
+completion) ends it: every rank reported leaves it as `exited` -- the rule's "nothing is
+waiting" -- so the console's later silence is no rank's stall (`stuck_progress` says that).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Found = tuple[str, dict[str, Any]]
+
+#: literal pieces a line must hold for `read` to look at it (the scanner's markers)
+MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
+           "Missing ranks:", "stalled for longer than", "store based barrier",
+           "store-based barrier")  # fmt: skip
+HOROVOD = "horovod_collective"
+HOROVOD_MISSING = "horovod_collective_not_submitted"
+BARRIER = "store_based_barrier"
+#: torch writes a waiting line each time this much more passed (`_store_based_barrier`)
+BARRIER_EVERY = 10.0
+
+_HVD_WARN = re.compile(r"of ranks for more than (?P<n>\d+) seconds")
+_HVD_OPS = re.compile(r"\[(?P<which>missing|ready) ranks: ?(?P<ranks>\d+(?:, ?\d+)*)\]")
+_HVD_LIST = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
+_HVD_RANK = re.compile(r"^\s*(?P<rank>\d+)!?: \[")
+_HVD_SHUTDOWN = re.compile(r"stalled for longer than (?P<m>\d+) seconds")
+_BARRIER_WAIT = re.compile(
+    r"Waiting in store based barrier to initialize process ?group for "
+    r"(?:(?P<secs>\d+(?:\.\d+)?) seconds ?)?rank: (?P<rank>\d+), key: (?P<key>[^\s,]+) "
+    r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=\d+"
+)
+_BARRIER_DONE = re.compile(
+    r"Rank (?P<rank>\d+): Completed store-based barrier for key: ?(?P<key>\S+) with "
+    r"(?P<world>\d+) nodes"
+)
+
+
+class Waits:
+    """The waits one console declares (one per output: it keeps what the lines before said)."""
+
+    def __init__(self) -> None:
+        self.world = 0  # the most ranks any line named
+        self._reported: set[int] = set()  # ranks reported in a wait not ended
+        self._since: dict[tuple[int, str], float] = {}  # (rank, phase) -> its wait's start
+        self._stated = 0.0  # Horovod's stall-check time, from its latest warning
+        self._warnings = 0  # Horovod's warnings since the last progress
+        self._named: dict[int, str] = {}  # the ranks the latest warning named, their phase
+        self._listing = False  # the lines after `Stalled ranks:` name ranks
+        self._barrier: dict[tuple[int, str], int] = {}  # (rank, key) -> its waiting lines
+
+    @property
+    def following(self) -> bool:
+        """The next line may go on a Horovod warning's list of ranks."""
+        return self._listing
+
+    @property
+    def open(self) -> bool:
+        return bool(self._reported)
+
+    def read(self, line: str, rank: int | None = None) -> list[Found]:
+        """The ranks' phases a line declares (`rank`: the one its launcher's prefix names)."""
+        if rank is not None:
+            self.world = max(self.world, rank + 1)
+        if self._listing:
+            if (m := _HVD_RANK.match(line)) is not None:
+                return self._horovod({int(m.group("rank")): HOROVOD_MISSING})
+            self._listing = False
+        if not any(m in line for m in MARKERS):
+            return []
+        if "store" in line:
+            return self._store_barrier(line)
+        out: list[Found] = []
+        if (m := _HVD_WARN.search(line)) is not None:
+            self._stated = float(m.group("n"))
+            self._warnings += 1
+            self._named = {}
+        if _HVD_LIST.search(line):
+            self._listing = True
+        named: dict[int, str] = {}
+        for op in _HVD_OPS.finditer(line):
+            phase = HOROVOD_MISSING if op.group("which") == "missing" else HOROVOD
+            for r in op.group("ranks").split(","):
+                named.setdefault(int(r), phase)
+        if named:
+            out += self._horovod(named)
+        if (m := _HVD_SHUTDOWN.search(line)) is not None and self._named:
+            out += self._report(self._named, max(float(m.group("m")), self._waited()))
+        return out
+
+    def progressed(self) -> list[Found]:
+        """The console went on (a step, a bar's advance): its waits ended."""
+        self._warnings = 0
+        self._named = {}
+        self._barrier.clear()
+        return self._ended()
+
+    def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
+        """A `rank.status` read at `at`: its `waited` made `since`, the earliest start any
+        line of the same wait showed."""
+        waited = fields.pop("waited", None)
+        if waited is None:
+            return fields
+        key = (fields["rank"], fields["phase"])
+        start = at - waited
+        known = self._since.get(key)
+        fields["since"] = self._since[key] = start if known is None else min(known, start)
+        return fields
+
+    def _waited(self) -> float:
+        return self._stated * max(self._warnings, 1)
+
+    def _horovod(self, named: dict[int, str]) -> list[Found]:
+        if not self._stated:
+            return []  # a list with no warning before it: not a stall this reader knows
+        fresh = {r: p for r, p in named.items() if self._named.get(r) != p}
+        self._named.update(fresh)
+        return self._report(fresh, self._waited())
+
+    def _report(self, phases: dict[int, str], waited: float) -> list[Found]:
+        if not phases:
+            return []
+        self.world = max(self.world, max(phases) + 1)
+        self._reported.update(phases)
+        return [
+            ("rank.status", {"rank": r, "world_size": self.world, "phase": p, "waited": waited})
+            for r, p in sorted(phases.items())
+        ]
+
+    def _store_barrier(self, line: str) -> list[Found]:
+        if (m := _BARRIER_WAIT.search(line)) is not None:
+            rank, key = int(m.group("rank")), m.group("key")
+            self.world = max(self.world, int(m.group("world")))
+            seen = self._barrier[rank, key] = self._barrier.get((rank, key), 0) + 1
+            secs = m.group("secs")
+            waited = float(secs) if secs is not None else BARRIER_EVERY * seen
+            return self._report({rank: BARRIER}, waited)
+        if (m := _BARRIER_DONE.search(line)) is not None:
+            self.world = max(self.world, int(m.group("world")))
+            self._barrier = {k: v for k, v in self._barrier.items() if k[1] != m.group("key")}
+            return self._ended()
+        return []
+
+    def _ended(self) -> list[Found]:
+        if not self._reported:
+            return []
+        self._reported.clear()
+        self._since.clear()
+        world = max(self.world, 1)
+        return [
+            ("rank.status", {"rank": r, "world_size": world, "phase": "exited"})
+            for r in range(world)
+        ]

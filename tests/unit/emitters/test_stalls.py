@@ -1,0 +1,181 @@
+"""Waits a framework declares in its console (`runwatch.emitters.stalls`): Horovod's stall
+inspector and torch's store-based barrier read as ranks' phases, `ranks_stalled` firing only
+when the console's own evidence spans its timeout, and progress ending the wait.
+
+Lines marked with a URL are as users posted them there; the others are the format strings of
+horovod/common/stall_inspector.cc and torch/distributed/distributed_c10d.py rendered with
+sample values (repeats of a real warning are such renderings: the check repeats it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runwatch.diagnose import diagnose
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+from runwatch.emitters.stalls import Waits
+
+#: https://github.com/horovod/horovod/issues/534 (Horovod 0.13-era: one op a line)
+HVD_534 = (
+    " WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by "
+    "subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may "
+    "indicate that different ranks are trying to submit different tensors or that only subset "
+    "of ranks is submitting tensors, which will cause deadlock. \n"
+    "Stalled ops:\n"
+    "HorovodBroadcast_fully_connected_weights_0 [missing ranks: 0]\n"
+    "HorovodBroadcast_fully_connected_1_weights_0 [missing ranks: 0]\n"
+)
+#: https://github.com/horovod/horovod/issues/1442 (stall_inspector.cc, under mpirun; the
+#: terminal wrapped the warning)
+HVD_1442 = (
+    "[1,0]<stderr>:[2019-10-09 15:36:43.594972: W horovod/common/stall_inspector.cc:105] One "
+    "or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+    "and are waiting for remaind\n"
+    "er of ranks for more than 60 seconds. This may indicate that different ranks are trying "
+    "to submit different tensors or that only subset of ranks is submitting tensors, which "
+    "will cause deadlock.\n"
+    "[1,0]<stderr>:Stalled ranks:\n"
+    "[1,0]<stderr>:6: [horovod_allreduce.0, horovod_allreduce.1, horovod_allreduce.10, "
+    "horovod_allreduce.100, horovod_allreduce.101, horovod_allreduce.102 ...]\n"
+)
+#: https://github.com/horovod/horovod/issues/134 (0.9-era: ready ranks on the warning's line)
+HVD_134 = (
+    "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by "
+    "subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may "
+    "indicate that different ranks are trying to submit different tensors or that only subset "
+    "of ranks is submitting tensors, which will cause deadlock. Stalled ops: v0/tower_0/"
+    "HorovodAllreduce_v0_tower_0_gradients_AddN_23_0 [ready ranks: 2], v0/tower_0/"
+    "HorovodAllreduce_v0_tower_0_gradients_AddN_22_0 [ready ranks: 2, 3]\n"
+)
+#: https://github.com/facebookresearch/metaseq/issues/52 (torch 1.x, two ranks waiting)
+BARRIER_52 = (
+    "2022-05-10 05:38:33 | INFO | torch.distributed.distributed_c10d | Waiting in store based "
+    "barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+    "(world_size=2, worker_count=3, timeout=0:30:00)\n"
+)
+BARRIER = (
+    "{t} | INFO | torch.distributed.distributed_c10d | Waiting in store based barrier to "
+    "initialize process group for rank: 0, key: store_based_barrier_key:1 (world_size=2, "
+    "num_workers_joined=1, timeout=0:30:00)\n"
+)
+DONE = (
+    "{t} | INFO | torch.distributed.distributed_c10d | Rank 0: Completed store-based barrier "
+    "for key:store_based_barrier_key:1 with 2 nodes.\n"
+)
+STEP = "{t} | INFO | train | step {n} | loss 1.25 | lr 1e-05\n"
+
+
+def statuses(text: str) -> list[dict[str, object]]:
+    parser = LineParser()
+    found: list[Found] = []
+    for line in text.splitlines():
+        found += parser.parse(line)
+    return [f for k, f in found if k == "rank.status"]
+
+
+def fired(tmp_path: Path, text: str) -> list[str]:
+    log = tmp_path / "console.log"
+    log.write_text(text)
+    return sorted({a.rule for a in diagnose([log]).alerts if a.state == "firing"})
+
+
+def clock(seconds: int) -> str:
+    return f"2022-05-10 05:{38 + seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() -> None:
+    assert statuses(HVD_534) == [
+        {"rank": 0, "world_size": 1, "phase": "horovod_collective_not_submitted", "waited": 60.0}
+    ]
+    assert statuses(HVD_1442) == [
+        {"rank": 6, "world_size": 7, "phase": "horovod_collective_not_submitted", "waited": 60.0}
+    ]
+    assert [(s["rank"], s["phase"], s["world_size"]) for s in statuses(HVD_134)] == [
+        (2, "horovod_collective", 4),
+        (3, "horovod_collective", 4),
+    ]
+
+
+def test_the_k_th_warning_of_one_stall_shows_k_check_times() -> None:
+    waited = [s["waited"] for s in statuses(HVD_534 * 3)]
+    assert waited == [60.0, 120.0, 180.0]
+
+
+def test_a_horovod_shutdown_line_shows_its_own_time() -> None:
+    text = HVD_1442.replace("6: [", "6!: [") + (
+        '[1,0]<stderr>:One or more rank (marked by "!") is stalled for longer than 600 '
+        "seconds. Will shutdown.\n"
+    )
+    assert [s["waited"] for s in statuses(text)] == [60.0, 600.0]
+
+
+def test_the_barrier_s_lines_show_ten_seconds_each_or_the_seconds_they_state() -> None:
+    assert statuses(BARRIER_52 * 3) == [
+        {"rank": 0, "world_size": 2, "phase": "store_based_barrier", "waited": w}
+        for w in (10.0, 20.0, 30.0)
+    ]
+    stated = (  # torch 2.2 on, at DEBUG: "for %s seconds" glued to "rank:"
+        "Waiting in store based barrier to initialize process group for 310.5 secondsrank: 3, "
+        "key: store_based_barrier_key:1 (world_size=4, num_workers_joined=3, timeout=0:30:00 "
+        "error=Socket Timeout)"
+    )
+    assert statuses(stated) == [
+        {"rank": 3, "world_size": 4, "phase": "store_based_barrier", "waited": 310.5}
+    ]
+
+
+def test_since_is_the_earliest_start_any_line_of_the_wait_showed() -> None:
+    waits = Waits()
+    first = waits.since({"rank": 0, "phase": "p", "waited": 60.0}, 1000.0)
+    later = waits.since({"rank": 0, "phase": "p", "waited": 120.0}, 1180.0)
+    assert first["since"] == later["since"] == 940.0
+    assert "waited" not in later
+
+
+def test_one_warning_is_no_stall_of_300_s_five_repeats_are(tmp_path: Path) -> None:
+    assert fired(tmp_path, HVD_534) == []
+    assert fired(tmp_path, HVD_534 * 4) == []
+    assert fired(tmp_path, HVD_534 * 5) == ["ranks_stalled"]
+
+
+def test_timestamps_show_a_wait_longer_than_the_warnings_count(tmp_path: Path) -> None:
+    """#1442's two warnings three minutes apart show 240 s since the first one's wait
+    began; a third three minutes on shows 420 s."""
+    second = HVD_1442.replace("15:36:43", "15:39:43")
+    assert fired(tmp_path, HVD_1442 + second) == []
+    third = HVD_1442.replace("15:36:43", "15:42:43")
+    assert fired(tmp_path, HVD_1442 + second + third) == ["ranks_stalled"]
+
+
+def test_progress_after_a_warning_ends_the_stall(tmp_path: Path) -> None:
+    step = "INFO:root:[step 21000]  mlm_loss=1.41707  nsp_loss= 0.02   throughput=16.2K tks/s\n"
+    assert fired(tmp_path, HVD_534 * 3 + step + HVD_534 * 3) == []
+    found = statuses(HVD_534 + step)
+    assert found[-1] == {"rank": 0, "world_size": 1, "phase": "exited"}
+
+
+def test_a_barrier_waited_on_past_the_timeout_fires_and_its_completion_resolves_it(
+    tmp_path: Path,
+) -> None:
+    waiting = "".join(BARRIER.format(t=clock(s)) for s in range(10, 400, 10))
+    assert fired(tmp_path, waiting) == ["ranks_stalled"]
+    log = tmp_path / "done.log"
+    log.write_text(waiting + DONE.format(t=clock(400)) + STEP.format(t=clock(460), n=1))
+    states = [(a.rule, a.state) for a in diagnose([log]).alerts]
+    assert states == [("ranks_stalled", "firing"), ("ranks_stalled", "resolved")]
+
+
+def test_a_barrier_completed_within_the_timeout_is_no_stall_after_it(tmp_path: Path) -> None:
+    waiting = "".join(BARRIER.format(t=clock(s)) for s in range(10, 200, 10))
+    done = DONE.format(t=clock(200))
+    # the job trains for ten minutes and goes quiet
+    steps = "".join(STEP.format(t=clock(200 + 60 * n), n=n) for n in range(1, 11))
+    assert fired(tmp_path, waiting + done + steps) == []
+    # ... or the barrier completes and nothing more is said for ten minutes
+    assert fired(tmp_path, waiting + done + STEP.format(t=clock(800), n=1)) == []
+
+
+def test_watch_s_scanner_reads_horovod_s_list_of_ranks_after_its_warning() -> None:
+    parser = LineParser()
+    found = LineScanner(parser).feed(HVD_1442.encode())
+    assert [f["rank"] for k, f in found if k == "rank.status"] == [6]
