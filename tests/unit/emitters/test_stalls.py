@@ -63,6 +63,26 @@ DONE = (
     "for key:store_based_barrier_key:1 with 2 nodes.\n"
 )
 STEP = "{t} | INFO | train | step {n} | loss 1.25 | lr 1e-05\n"
+#: https://github.com/NVIDIA/OpenSeq2Seq/issues/456 (operations.cc, behind a log collector's
+#: prefix: the first op glued to `Stalled ops:`)
+HVD_456 = (
+    "1469.worker.1  | [2019-06-04T16:49:20Z] [2019-06-04 16:49:19.737850: W horovod/common/"
+    "operations.cc:588] One or more tensors were submitted to be reduced, gathered or "
+    "broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 "
+    "seconds. This may indicate that different ranks are trying to submit different tensors or "
+    "that only subset of ranks is submitting tensors, which will cause deadlock.\n"
+    "1469.worker.1  | [2019-06-04T16:49:20Z] Stalled ops:Loss_Optimization/all_reduce/"
+    "HorovodAllreduce_Loss_Optimization_mul_1_0 [missing ranks: 0]\n"
+)
+#: https://github.com/s-JoL/Open-Llama/issues/47 (absl's prefix; two ranks of eight wait)
+BARRIER_47 = (
+    "I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based "
+    "barrier to initialize process group for rank: 2, key: store_based_barrier_key:2 "
+    "(world_size=8, worker_count=7, timeout=0:30:00)\n"
+    "I0510 07:28:04.428285 140051304576832 distributed_c10d.py:337] Waiting in store based "
+    "barrier to initialize process group for rank: 7, key: store_based_barrier_key:2 "
+    "(world_size=8, worker_count=7, timeout=0:30:00)\n"
+)
 
 
 def statuses(text: str) -> list[dict[str, object]]:
@@ -90,6 +110,9 @@ def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() ->
     assert statuses(HVD_1442) == [
         {"rank": 6, "world_size": 7, "phase": "horovod_collective_not_submitted", "waited": 60.0}
     ]
+    assert [(s["rank"], s["phase"]) for s in statuses(HVD_456)] == [
+        (0, "horovod_collective_not_submitted")
+    ]
     assert [(s["rank"], s["phase"], s["world_size"]) for s in statuses(HVD_134)] == [
         (2, "horovod_collective", 4),
         (3, "horovod_collective", 4),
@@ -113,6 +136,10 @@ def test_the_barrier_s_lines_show_ten_seconds_each_or_the_seconds_they_state() -
     assert statuses(BARRIER_52 * 3) == [
         {"rank": 0, "world_size": 2, "phase": "store_based_barrier", "waited": w}
         for w in (10.0, 20.0, 30.0)
+    ]
+    assert [(s["rank"], s["world_size"], s["waited"]) for s in statuses(BARRIER_47)] == [
+        (2, 8, 10.0),
+        (7, 8, 10.0),
     ]
     stated = (  # torch 2.2 on, at DEBUG: "for %s seconds" glued to "rank:"
         "Waiting in store based barrier to initialize process group for 310.5 secondsrank: 3, "
