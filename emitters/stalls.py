@@ -97,7 +97,7 @@ class Waits:
             self._listing = False
         if not any(m in line for m in MARKERS):
             return []
-        if "store" in line:
+        if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:

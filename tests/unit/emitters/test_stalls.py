@@ -119,6 +119,11 @@ def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() ->
     ]
 
 
+def test_a_tensor_named_like_a_store_is_horovod_s() -> None:
+    text = HVD_534.replace("fully_connected", "restore_global_step")
+    assert [s["rank"] for s in statuses(text)] == [0]
+
+
 def test_the_k_th_warning_of_one_stall_shows_k_check_times() -> None:
     waited = [s["waited"] for s in statuses(HVD_534 * 3)]
     assert waited == [60.0, 120.0, 180.0]
