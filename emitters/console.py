@@ -198,6 +198,9 @@ class LineParser:
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if advanced and not declared:
             declared = self.waits.progressed()  # the job went on: its waits ended
+        for kind, fields in declared:
+            if kind == "inference.stats":  # an engine's watchdog: which engine is the line's
+                fields["server"] = self._server("sglang", src)
         found += declared
         if src is not None:
             for _, fields in found:

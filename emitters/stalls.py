@@ -22,6 +22,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   shows k * 10 s at least; "Rank R: Completed store-based barrier for key:K with W nodes."
   ends it.
 
+- SGLang's scheduler watchdog (python/sglang/srt/managers/scheduler.py `watchdog_thread`, 0.3
+  on): while a batch is running and no forward pass completed for more than its
+  `watchdog_timeout` (`--watchdog-timeout`, default 300), it logs "Watchdog timeout
+  (self.watchdog_timeout=T)" -- before it (0.4.6 on; after it before) the batch's
+  `self.cur_batch.batch_size()=N` -- and kills the server. Read as the engine's snapshot: N
+  running where said before, else one (the watchdog looks only while a batch runs), no
+  tokens, stalled for T s (`inference.stats`' `stalled_since`); its `waiting` is not said (0).
+
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
 events carry `waited` (seconds the line shows), not `since`: the time of a line is its
@@ -42,7 +50,7 @@ Found = tuple[str, dict[str, Any]]
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
-           "store-based barrier")  # fmt: skip
+           "store-based barrier", "Watchdog timeout (", "batch_size()=")  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
 BARRIER = "store_based_barrier"
@@ -54,6 +62,8 @@ _HVD_OPS = re.compile(r"\[(?P<which>missing|ready) ranks: ?(?P<ranks>\d+(?:, ?\d
 _HVD_LIST = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
 _HVD_RANK = re.compile(r"^\s*(?P<rank>\d+)!?: \[")
 _HVD_SHUTDOWN = re.compile(r"stalled for longer than (?P<m>\d+) seconds")
+_WATCHDOG = re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<t>\d+(?:\.\d+)?)\)")
+_BATCH = re.compile(r"self\.cur_batch\.batch_size\(\)=(?P<n>\d+)")
 _BARRIER_WAIT = re.compile(
     r"Waiting in store based barrier to initialize process ?group for "
     r"(?:(?P<secs>\d+(?:\.\d+)?) seconds ?)?rank: (?P<rank>\d+), key: (?P<key>[^\s,]+) "
@@ -77,6 +87,7 @@ class Waits:
         self._named: dict[int, str] = {}  # the ranks the latest warning named, their phase
         self._listing = False  # the lines after `Stalled ranks:` name ranks
         self._barrier: dict[tuple[int, str], int] = {}  # (rank, key) -> its waiting lines
+        self._batch: int | None = None  # the running batch SGLang's watchdog dumped
 
     @property
     def following(self) -> bool:
@@ -99,6 +110,8 @@ class Waits:
             return []
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
+        if "Watchdog timeout (" in line or "batch_size()=" in line:
+            return self._sglang(line)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))
@@ -125,10 +138,13 @@ class Waits:
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
-        """A `rank.status` read at `at`: its `waited` made `since`, the earliest start any
-        line of the same wait showed."""
+        """An event read at `at`: its `waited` made `since` (a `rank.status`: the earliest
+        start any line of the same wait showed) or `stalled_since` (an engine's snapshot)."""
         waited = fields.pop("waited", None)
         if waited is None:
+            return fields
+        if "rank" not in fields:
+            fields["stalled_since"] = at - waited
             return fields
         key = (fields["rank"], fields["phase"])
         start = at - waited
@@ -169,6 +185,16 @@ class Waits:
             self._barrier = {k: v for k, v in self._barrier.items() if k[1] != m.group("key")}
             return self._ended()
         return []
+
+    def _sglang(self, line: str) -> list[Found]:
+        if (m := _BATCH.search(line)) is not None:
+            self._batch = int(m.group("n"))
+            return []
+        if (m := _WATCHDOG.search(line)) is None:
+            return []
+        stats = {"running": max(self._batch or 1, 1), "waiting": 0, "gen_tokens_per_s": 0.0,
+                 "prompt_tokens_per_s": 0.0, "waited": float(m.group("t"))}  # fmt: skip
+        return [("inference.stats", stats)]
 
     def _ended(self) -> list[Found]:
         if not self._reported:

@@ -145,7 +145,7 @@ class Watcher:
         try:
             fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
-            if kind == "rank.status":  # the wait a line shows, from when it is read
+            if "waited" in fields:  # the wait a line shows, from when it is read
                 fields = self.parser.waits.since(fields, time.time())
             if src is None:
                 self.emitter.emit(kind, **fields)

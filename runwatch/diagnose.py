@@ -268,7 +268,7 @@ def read(
             or ("inference" if kind == "inference.stats" else "trainer")
         )
         origin = {k: src[k] for k in ("pid", "host") if k in src} if src else None
-        if kind == "rank.status":
+        if "waited" in fields:
             parser.waits.since(fields, at)  # the wait a line shows, from the line's time
         out.append(Timed(at, kind, fields, component, where, origin))
         latest = max(latest, at)

@@ -101,7 +101,7 @@ class InferenceStats(Event):
     pinned = ("server", "running", "waiting", "kv_cache_usage", "gen_tokens_per_s")
     examples = Examples(
         full={"server": "vllm-0", "running": 0, "waiting": 2, "kv_cache_usage": 0.5,
-              "gen_tokens_per_s": 1234.5, "prompt_tokens_per_s": 0.0},
+              "gen_tokens_per_s": 1234.5, "prompt_tokens_per_s": 0.0, "stalled_since": None},
         minimal={"server": "s", "running": 0, "waiting": 0},
     )  # fmt: skip
 
@@ -114,6 +114,10 @@ class InferenceStats(Event):
     #: with `gen_tokens_per_s`, whether an engine makes progress
     prompt_tokens_per_s: float | None = note(
         'prefill throughput: vLLM\'s "Avg prompt throughput", the rate of its prompt-tokens counter'
+    )
+    stalled_since: float | None = note(
+        "ts since when the engine itself says it made no progress with requests running (its "
+        "watchdog's measure)"
     )
 
 

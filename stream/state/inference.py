@@ -145,6 +145,7 @@ class Inference:
         kv: float | None,
         gen: float | None = None,
         prompt: float | None = None,
+        stalled_since: float | None = None,
     ) -> None:
         srv = self.server(name, process)
         if srv.stats_ts is not None and ts < srv.stats_ts:
@@ -157,6 +158,8 @@ class Inference:
         if running > 0 and gen is not None and gen <= 0.0 and (prompt is None or prompt <= 0.0):
             if srv.stalled_since is None:
                 srv.stalled_since = ts
+            if stalled_since is not None and stalled_since < srv.stalled_since:
+                srv.stalled_since = stalled_since  # the engine's own measure, earlier
         else:
             srv.stalled_since = None
 

@@ -331,7 +331,8 @@ class RunState(Compact):
         e: ev.InferenceStats = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
         self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage,
-                             e.gen_tokens_per_s, e.prompt_tokens_per_s)  # fmt: skip
+                             e.gen_tokens_per_s, e.prompt_tokens_per_s,
+                             e.stalled_since)  # fmt: skip
         self._idle_changed()
 
     def _progress(self, event: ev.Event) -> None:

@@ -47,11 +47,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "ranks_stalled's 300 s"),
     # corpus3's development part after the third pass (its baseline's 25 misses are read by
     # rules of shape and the catalogue, tests/fixtures/consoles/README.md says which)
-    ("corpus3", "stalled_sglang_scheduler_watchdog_timeout_quoted"): (
-        [], "SGLang's scheduler watchdog (`Watchdog timeout (self.watchdog_timeout=300)`, written "
-        "only when a running batch made no forward progress for that long) says the stall in "
-        "the engine's own words, but `inference.stats` has no field for a stall's length the "
-        "engine measured, and one line shows no 180 s of snapshots"),
+    # corpus3's SGLang scheduler watchdog is read since the fourth pass (emitters/stalls.py)
     # corpus5's development part at its baseline (the reader of the fourth pass): its one miss,
     # a traceback cut before its exception line, is read since the second pass on issue 41
     # corpus6's development part at its baseline (the reader of the fifth pass), and after

@@ -211,3 +211,30 @@ def test_watch_s_scanner_reads_horovod_s_list_of_ranks_after_its_warning() -> No
     parser = LineParser()
     found = LineScanner(parser).feed(HVD_1442.encode())
     assert [f["rank"] for k, f in found if k == "rank.status"] == [6]
+
+
+#: https://github.com/sgl-project/sglang/pull/6555 (quoted in a PR comment, DP attention's
+#: prefix; corpus3's development excerpt, its request's input ids shortened here)
+SGLANG_6555 = (
+    "> [2025-07-11 17:40:16 DP0 TP0] self.cur_batch.batch_size()=1, self.cur_batch.reqs=[Req("
+    "rid=8673_5e58f0745bc24ddca4183d2f32b687c9, input_ids=[0, 128803, 17797, 128804], "
+    "output_ids=[], self.grammar=None, self.sampling_params=<sglang.srt.sampling.sampling_"
+    "params.SamplingParams object at 0x7f71fa9878e0>)], self.token_to_kv_pool_allocator."
+    "available_size()=656156, self.tree_cache.evictable_size()=13, \n"
+    "> [2025-07-11 17:40:16 DP0 TP0] Pyspy failed to dump PID 544. Error: /bin/sh: 1: py-spy: "
+    "not found\n"
+    "> \n"
+    "> [2025-07-11 17:40:16 DP0 TP0] Watchdog timeout (self.watchdog_timeout=300)\n"
+)
+
+
+def test_sglang_s_watchdog_is_an_engine_stalled_for_its_timeout(tmp_path: Path) -> None:
+    parser = LineParser()
+    found = [f for line in SGLANG_6555.splitlines() for f in parser.parse(line)]
+    assert found == [
+        ("inference.stats", {"running": 1, "waiting": 0, "gen_tokens_per_s": 0.0,
+                             "prompt_tokens_per_s": 0.0, "waited": 300.0, "server": "sglang"})
+    ]  # fmt: skip
+    assert fired(tmp_path, SGLANG_6555) == ["inference_stalled"]
+    # a watchdog of 60 s shows no stall of inference_stalled's 180 s
+    assert fired(tmp_path, SGLANG_6555.replace("=300)", "=60)")) == []
