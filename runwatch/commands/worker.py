@@ -55,9 +55,9 @@ def register(sub: Any) -> None:
     w.add_argument(
         "--fetch-wait",
         type=float,
-        default=0.05,
+        default=0.1,
         metavar="SECONDS",
-        help="the broker holds a fetch up to this long to fill it (0.05): fewer, larger "
+        help="the broker holds a fetch up to this long to fill it (0.1): fewer, larger "
         "batches, less CPU per event, for up to this much more alert delay; 0: at once",
     )
     w.add_argument(

@@ -30,7 +30,7 @@ class WorkerSettings:
     #: The broker holds a live fetch up to this long to fill it: fewer, larger batches cost
     #: less CPU per event at a fleet's steady trickle, for up to this much more alert delay
     #: (bench/fetch_wait.py); 0: answered as soon as a record is there.
-    fetch_wait_s: float = 0.05
+    fetch_wait_s: float = 0.1
     say: Any = None  # callable(str) for status lines; default: stderr
     #: Serve Prometheus /metrics on this port (None: off; 0: a free port).
     metrics_port: int | None = None
