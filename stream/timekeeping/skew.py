@@ -113,11 +113,16 @@ class ClockOffsets:
     def observe(self, host: object, ts: float, arrival: float) -> float:
         """Record that an event stamped `ts` by `host` reached the broker at `arrival`;
         return the host's offset estimate, this sample included."""
-        return self._record(host, ts, arrival)[1]
+        return self.shift(host, None, ts, arrival, -_INF)
 
-    def _record(self, host: object, ts: float, arrival: float) -> tuple[_Host, float]:
-        """The sample recorded in its host's state (a new host's made); that state and the
-        host's estimate. Written out in one call: it runs for every event."""
+    def shift(
+        self, host: object, run: str | None, ts: float, arrival: float, deadband: float
+    ) -> float:
+        """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
+        broker at `arrival`, the sample recorded: the host's estimate, 0 for a host within
+        `deadband` seconds behind, but no less than keeps the run's events from that host in
+        order, as far as its arrival allows (module docstring). `run` None: the estimate,
+        no run's order kept (`observe`). One call for all of it: it runs for every event."""
         state = self._hosts.get(host)
         if state is None:
             state = self._hosts[host] = _Host(arrival)
@@ -154,20 +159,13 @@ class ClockOffsets:
             if lost:
                 state.rescan()
                 low1, low2 = state.low1, state.low2
-        if low2 != _INF and low1 < low2 - self.outlier:
-            return state, low2
-        return state, low1
-
-    def shift(self, host: object, run: str, ts: float, arrival: float, deadband: float) -> float:
-        """Seconds to add to the `ts` of an event of `run` stamped by `host` that reached the
-        broker at `arrival` (the sample recorded, as `observe`): the host's estimate, 0 for
-        a host within `deadband` seconds behind, but no less than keeps the run's events
-        from that host in order, as far as its arrival allows (module docstring)."""
-        state, estimate = self._record(host, ts, arrival)
+        estimate = low2 if low2 != _INF and low1 < low2 - self.outlier else low1
         want = estimate if estimate > deadband or estimate < 0.0 else 0.0
+        if run is None:
+            return want
         others = None
         if state.run == run:  # the run whose shifts the host keeps (nearly every event)
-            held, latest = state.held, state.latest
+            held_shift, latest = state.held, state.latest
         elif state.run is None:
             state.run, state.held, state.latest = run, want, ts + want
             return want
@@ -179,11 +177,10 @@ class ClockOffsets:
             if last is None:
                 others[run] = (want, ts + want)
                 return want
-            held, latest = last
+            held_shift, latest = last
         # the shift of the run's latest event, the latest time one of them was put at
-        if held > want and ts + want < latest:  # less would put it before an earlier one
-            sample = arrival - ts
-            kept = held if held < sample else sample  # (not after its own arrival)
+        if held_shift > want and ts + want < latest:  # less would put it before an earlier one
+            kept = held_shift if held_shift < sample else sample  # (not after its own arrival)
             if kept > want:
                 want = kept
         at = ts + want
