@@ -58,6 +58,7 @@ bench: setup
 	$(PY) bench/replay.py $(BENCH_ARGS)
 	$(PY) bench/live_path.py $(BENCH_ARGS)
 	$(PY) bench/worker_profile.py
+	$(PY) bench/worker_parts.py
 	$(PY) bench/dynamics.py
 	$(PY) bench/emit.py
 	$(PY) bench/emit_checks.py $(BENCH_ARGS)
