@@ -13,6 +13,7 @@ whose libraries come with an extra says which extra, in one line (`missing_extra
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -166,7 +167,16 @@ def _stub(sub: Any, command: str, problem: MissingExtra) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = args_in[0] if args_in and not args_in[0].startswith("-") else None
-    parser = build_parser(command)
+    # Importing a command's modules allocates tens of thousands of objects (pydantic models,
+    # dataclasses), none of them garbage worth a walk: the collector's walks would cost a
+    # command's start several per cent (bench/RESULTS.md, "replay"), so it waits for them.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser(command)
+    finally:
+        if collecting:
+            gc.enable()
     if not args_in:  # `runwatch` alone: what it can do, not "COMMAND is required"
         parser.print_help(sys.stderr)
         return 2

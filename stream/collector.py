@@ -12,7 +12,6 @@ with and without it. Reference counting frees the records either way; only cycle
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +48,8 @@ def large_blocks_returned() -> bool:
     the heap, and the holes they leave there stay resident -- about a fifth of a worker's
     memory at 1,250 runs (bench/RESULTS.md, "fleet"). Fixed, a large block costs a mapping
     of its own; the worker makes a few a second."""
+    import ctypes  # (the worker's, at its start: not every command's)
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

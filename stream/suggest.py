@@ -3,12 +3,13 @@ command, a flag, a rule id, a config table or key)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice most like `word`, when one is alike enough to be what was meant."""
+    import difflib  # (only a mistake asks: not at every command's start)
+
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return found[0] if found else None
 
