@@ -82,6 +82,18 @@ def unknown_rule(rule_id: str) -> str:
     return f"no such rule{hint}" if hint else f"no such rule (built-in rules: {', '.join(ids)})"
 
 
+def _params(model: type[Params], raw: dict[str, Any]) -> Params:
+    """A built-in rule's parameters from its table. The defaults, and a rule only turned
+    on or off (`enabled = false`, nothing else), are built as validation would build them
+    (no rule's parameters have a validator of their own) without building the model's
+    validator: a command given a config that turns rules off starts without the cost."""
+    if not raw:
+        return model.model_construct()
+    if raw.keys() == {"enabled"} and type(raw["enabled"]) is bool:
+        return model.model_construct(enabled=raw["enabled"])
+    return model.model_validate(raw)
+
+
 @dataclass(frozen=True)
 class RulesConfig:
     """Every rule that runs, each with its global parameters."""
@@ -102,8 +114,7 @@ class RulesConfig:
         for rule_cls in BUILTIN_RULES:
             raw = _table(section.pop(rule_cls.id, {}), f"rules.{rule_cls.id}")
             try:
-                model = rule_cls.params_model
-                params = model.model_validate(raw) if raw else model.model_construct()
+                params = _params(rule_cls.params_model, raw)
             except ValidationError as err:
                 raise invalid(err, ("rules", rule_cls.id), rule_cls.params_model) from None
             rules.append(rule_cls(params))

@@ -84,6 +84,19 @@ def test_defaults_built_without_validation_are_what_validation_gives() -> None:
             assert (type(made), made) == (type(value), value), f"{rule.rule_id}.{name}"
 
 
+@pytest.mark.parametrize("enabled", [False, True])
+def test_a_rule_only_switched_is_built_as_validation_builds_it(enabled: bool) -> None:
+    """A table that only turns a rule on or off (`enabled = false`) is built unvalidated
+    too: the same parameters, and the same keys set, as validating the table gives."""
+    tables = {rule_id: {"enabled": enabled} for rule_id in BUILTIN_IDS}
+    for rule in RulesConfig.from_mapping({"rules": tables}).rules:
+        validated = type(rule.params).model_validate({"enabled": enabled})
+        assert rule.params == validated, rule.rule_id
+        assert rule.params.enabled is enabled
+        assert rule.params.model_fields_set == validated.model_fields_set == {"enabled"}
+        assert rule.params.model_dump() == validated.model_dump()
+
+
 def test_the_contract_example_loads(tmp_path: Path) -> None:
     rules = load(tmp_path, CONTRACT_EXAMPLE).by_id()
     assert list(rules) == [*BUILTIN_IDS, "grad_norm_high", "no_step_in_3h"]
@@ -144,6 +157,8 @@ def test_unknown_param() -> None:
         ("inference_idle_with_pending", "idle_for", 0),
         ("idle_gap_growing", "steps", 1),
         ("stuck_progress", "stall_after", 5),
+        ("zero_reward", "enabled", 0),  # strict: a bool, and the switch alone is checked too
+        ("ranks_stalled", "enabled", "false"),
     ],
 )
 def test_wrong_type_or_range(rule: str, param: str, value: Any) -> None:
