@@ -74,6 +74,11 @@ CONTROLS = [
     # c10d's bind and connect attempts it retries, at W level
     "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - "
     "Address already in use).",
+    # NCCL's warnings a healthy run prints (a plugin it falls back from), not a sticky failure
+    "node-1:2338:2379 [2] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7 symbol.",
+    "node-1:2338:2379 [2] misc/cudawrap.cc:36 NCCL WARN Cuda failure 'operation not supported'",
+    # a user's question that quotes cuBLAS's status, not torch's check
+    "Is CUBLAS_STATUS_EXECUTION_FAILED a driver problem?",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
     "Quit the server with CONTROL-C.",
     "Hangup detected on controlling terminal or death of controlling process",
@@ -322,3 +327,82 @@ def test_an_engine_worker_that_died_while_the_server_prints_stats_is_a_failure(
     assert len(firing) == 1
     assert firing[0].startswith("inference process ")
     assert "Worker proc VllmWorker-1 died unexpectedly" in firing[0]
+
+
+#: native fatal lines as users posted them (their source beside each), and the entry each is
+NATIVE = [
+    # https://github.com/pytorch/pytorch/issues/78514
+    (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+        "peer [18.25.6.30]:30872",
+        "gloo-tcp-pair-io-error",
+    ),
+    # https://github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI/issues/1882
+    (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+        "[192.168.70.92]:25266: Connection reset by peer",
+        "gloo-tcp-pair-io-error",
+    ),
+    # https://github.com/Megvii-BaseDetection/YOLOX/issues/702
+    (
+        "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:575] Connection "
+        "closed by peer [127.0.1.1]:39827",
+        "gloo-tcp-pair-io-error",
+    ),
+    # https://github.com/bubbliiiing/yolov7-pytorch/issues/63
+    ("  what():  NCCL Error 1: unhandled cuda error", "torch-cuda-nccl-error"),
+    # https://github.com/NVIDIA/nccl/issues/1283
+    (
+        "RuntimeError: NCCL Error 1: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+        "torch-cuda-nccl-error",
+    ),
+    # https://github.com/NVIDIA/nccl/issues/629
+    (
+        "A03-R28-I49-2-6000166:104934:104934 [1] init.cc:204 NCCL WARN Cuda failure 'an illegal "
+        "memory access was encountered'",
+        "nccl-warn-sticky-cuda-failure",
+    ),
+    # https://github.com/vllm-project/vllm/issues/19890 (its title, NCCL 2.19+'s numbered form)
+    (
+        "enqueue.cc:1556 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'",
+        "nccl-warn-sticky-cuda-failure",
+    ),
+    # https://github.com/isl-org/DPT/issues/4
+    (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( "
+        "handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, "
+        "CUDA_R_16F, ldc, CUDA_R_32F, CUBLAS_GEMM_DFALT_TENSOR_OP)`",
+        "torch-cublas-execution-failed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "sig_id"), NATIVE)
+def test_a_native_fatal_line_users_posted_is_its_entry(line: str, sig_id: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == sig_id
+
+
+def test_gloo_s_timeouts_are_the_collective_reader_s_not_the_pair_entry() -> None:
+    """Gloo's read and write timeouts (pair.cc `Read timeout`, `Write timeout`) are a
+    collective's timeout: emitters/collectives.py reports them, not this entry."""
+    for what in ("Read timeout", "Write timeout"):
+        line = f"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] {what} [::1]:5"
+        found = CATALOGUE.match(line)
+        assert found is None or found.id != "gloo-tcp-pair-io-error"
+
+
+def test_a_cublas_failure_the_run_goes_on_after_is_no_failure(tmp_path: Path) -> None:
+    """torch raises a cuBLAS failure into the matmul's caller, which may catch it: a failure
+    only when no step follows."""
+    line = NATIVE[-1][0]
+    steps = "".join(f"step:{n} - actor/pg_loss:0.01 - critic/score/mean:0.5\n" for n in (1, 2))
+    after = tmp_path / "after.log"
+    after.write_text(f"step:0 - actor/pg_loss:0.02 - critic/score/mean:0.4\n{line}\n{steps}")
+    alone = tmp_path / "alone.log"
+    alone.write_text(f"step:0 - actor/pg_loss:0.02 - critic/score/mean:0.4\n{line}\n")
+    day = date(2026, 11, 29)
+    fired = {a.rule for a in diagnose([after], day=day).alerts if a.state == "firing"}
+    assert "component_failed" not in fired
+    fired = {a.rule for a in diagnose([alone], day=day).alerts if a.state == "firing"}
+    assert "component_failed" in fired
