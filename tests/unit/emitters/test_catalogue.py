@@ -77,6 +77,11 @@ CONTROLS = [
     # NCCL's warnings a healthy run prints (a plugin it falls back from), not a sticky failure
     "node-1:2338:2379 [2] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7 symbol.",
     "node-1:2338:2379 [2] misc/cudawrap.cc:36 NCCL WARN Cuda failure 'operation not supported'",
+    # torch's watchdog ending as the process group is destroyed, or as CUDA is torn down first
+    "[I ProcessGroupNCCL.cpp:1021] [Rank 0] NCCL watchdog thread terminated normally",
+    "[rank0]:[I1128 21:12:49.4 ProcessGroupNCCL.cpp:1302] [PG ID 0 PG GUID 0 Rank 0] main process "
+    "destroyed cuda before watchdog loop exited, terminating watchdog. (Watchdog caught "
+    "exception: CUDA driver shutting down",
     # a user's question that quotes cuBLAS's status, not torch's check
     "Is CUBLAS_STATUS_EXECUTION_FAILED a driver problem?",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
@@ -367,6 +372,25 @@ NATIVE = [
         "enqueue.cc:1556 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'",
         "nccl-warn-sticky-cuda-failure",
     ),
+    # https://github.com/vllm-project/vllm/issues/2682
+    (
+        "(RayWorkerVllm pid=5304) [E ProcessGroupNCCL.cpp:916] [Rank 7] NCCL watchdog thread "
+        "terminated with exception: CUDA error: unknown error",
+        "torch-pg-watchdog-terminated",
+    ),
+    # https://github.com/pytorch/pytorch/issues/105287 (its title)
+    (
+        "NCCL watchdog thread terminated with exception: traceMap[thisSeq][myRank].second == "
+        'kEventStart INTERNAL ASSERT FAILED at "/opt/pytorch/pytorch/torch/csrc/distributed/'
+        'c10d/TraceUtils.h":237, please re',
+        "torch-pg-watchdog-terminated",
+    ),
+    # https://github.com/sshaoshuai/Pointnet2.PyTorch/issues/10
+    (
+        "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 "
+        "error=77 : an illegal memory access was encountered",
+        "torch-thc-cuda-check-failed",
+    ),
     # https://github.com/isl-org/DPT/issues/4
     (
         "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( "
@@ -406,3 +430,27 @@ def test_a_cublas_failure_the_run_goes_on_after_is_no_failure(tmp_path: Path) ->
     assert "component_failed" not in fired
     fired = {a.rule for a in diagnose([alone], day=day).alerts if a.state == "firing"}
     assert "component_failed" in fired
+
+
+def test_a_watchdog_that_timed_out_is_the_collective_reader_s() -> None:
+    """torch's watchdog ends so on a collective's timeout too: emitters/collectives.py reports
+    that as a timeout, not this entry as a failure."""
+    line = (
+        "[E ProcessGroupNCCL.cpp:915] [Rank 0] NCCL watchdog thread terminated with exception: "
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLGATHER, NumelIn=1, NumelOut=8, Timeout(ms)=1800000) ran for 1800522 "
+        "milliseconds before timing out."
+    )
+    assert CATALOGUE.match(line) is None
+
+
+def test_only_sticky_cuda_errors_of_the_driver_and_thc_are_deaths() -> None:
+    """A CUDA error that leaves the context usable (the driver's `device not ready`, THC's
+    `out of memory`) is the caller's to handle: no entry of these names it."""
+    for line in (
+        "RuntimeError: CUDA driver error: device not ready",
+        "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=383 error=2 : out of "
+        "memory",
+        "node:1:2 [0] init.cc:204 NCCL WARN Cuda failure 'out of memory'",
+    ):
+        assert CATALOGUE.match(line) is None, line
