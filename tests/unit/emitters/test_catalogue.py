@@ -82,6 +82,11 @@ CONTROLS = [
     "[rank0]:[I1128 21:12:49.4 ProcessGroupNCCL.cpp:1302] [PG ID 0 PG GUID 0 Rank 0] main process "
     "destroyed cuda before watchdog loop exited, terminating watchdog. (Watchdog caught "
     "exception: CUDA driver shutting down",
+    # Ray Jobs' CLI on a job that was submitted, stopped or succeeded
+    # (https://github.com/ray-project/kuberay/issues/3929 for the first)
+    "2025-08-09 07:10:39,924 SUCC cli.py:64 -- Job 'test-5' submitted successfully",
+    "2025-08-09 07:12:01,002 WARN cli.py:75 -- Job 'test-5' was stopped",
+    "2025-08-09 07:12:01,002 SUCC cli.py:64 -- Job 'raysubmit_73nQ2jgcpZATWrNN' succeeded",
     # a user's question that quotes cuBLAS's status, not torch's check
     "Is CUBLAS_STATUS_EXECUTION_FAILED a driver problem?",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
@@ -391,6 +396,14 @@ NATIVE = [
         "error=77 : an illegal memory access was encountered",
         "torch-thc-cuda-check-failed",
     ),
+    # https://github.com/ray-project/ray/issues/40768
+    (
+        "Job entrypoint command failed with exit code -11, last available logs (truncated to "
+        "20,000 chars):",
+        "ray-job-entrypoint-failed",
+    ),
+    # Ray Jobs' CLI as a non-TTY writes it (ray's cli_logger record form; rendered)
+    ("2025-08-09 07:12:01,002 ERR cli.py:70 -- Job 'test-5' failed", "ray-job-failed"),
     # https://github.com/isl-org/DPT/issues/4
     (
         "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( "
