@@ -87,6 +87,8 @@ CONTROLS = [
     "2025-08-09 07:10:39,924 SUCC cli.py:64 -- Job 'test-5' submitted successfully",
     "2025-08-09 07:12:01,002 WARN cli.py:75 -- Job 'test-5' was stopped",
     "2025-08-09 07:12:01,002 SUCC cli.py:64 -- Job 'raysubmit_73nQ2jgcpZATWrNN' succeeded",
+    # pdsh's lines of a node that answers (DeepSpeed's multi-node launch), not its exit report
+    "pdsh@node-0: node-1: [2024-02-06 10:00:00,000] [INFO] [launch.py:163:main] dist_world_size=16",
     # a user's question that quotes cuBLAS's status, not torch's check
     "Is CUBLAS_STATUS_EXECUTION_FAILED a driver problem?",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
@@ -404,6 +406,13 @@ NATIVE = [
     ),
     # Ray Jobs' CLI as a non-TTY writes it (ray's cli_logger record form; rendered)
     ("2025-08-09 07:12:01,002 ERR cli.py:70 -- Job 'test-5' failed", "ray-job-failed"),
+    # https://github.com/chaos/pdsh/issues/109
+    ("pdsh@rocks7: compute-0-0: ssh exited with exit code 127", "pdsh-remote-command-failed"),
+    # https://github.com/vllm-project/vllm/issues/11994
+    (
+        "RuntimeError: Engine process failed to start. See stack trace for the root cause.",
+        "vllm-v0-engine-process-failed-to-start",
+    ),
     # https://github.com/isl-org/DPT/issues/4
     (
         "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( "
