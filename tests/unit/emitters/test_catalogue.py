@@ -89,6 +89,10 @@ CONTROLS = [
     "2025-08-09 07:12:01,002 SUCC cli.py:64 -- Job 'raysubmit_73nQ2jgcpZATWrNN' succeeded",
     # pdsh's lines of a node that answers (DeepSpeed's multi-node launch), not its exit report
     "pdsh@node-0: node-1: [2024-02-06 10:00:00,000] [INFO] [launch.py:163:main] dist_world_size=16",
+    # vLLM's note that it will not use its custom all-reduce (a warning it goes on after)
+    "WARNING 09-10 09:37:41 [custom_all_reduce.py:85] Custom allreduce is disabled because "
+    "your platform lacks GPU P2P capability or P2P test failed. To silence this warning, "
+    "specify disable_custom_all_reduce=True explicitly.",
     # a user's question that quotes cuBLAS's status, not torch's check
     "Is CUBLAS_STATUS_EXECUTION_FAILED a driver problem?",
     # words of a signal in a sentence (Django's runserver), not a shell's job report
@@ -412,6 +416,16 @@ NATIVE = [
     (
         "RuntimeError: Engine process failed to start. See stack trace for the root cause.",
         "vllm-v0-engine-process-failed-to-start",
+    ),
+    # https://github.com/vllm-project/vllm/issues/56180
+    (
+        "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'",
+        "vllm-custom-all-reduce-cuda-failed",
+    ),
+    # https://github.com/vllm-project/vllm/issues/5613 (its title, the older form)
+    (
+        "Failed: /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:310 'invalid argument'",
+        "vllm-custom-all-reduce-cuda-failed",
     ),
     # https://github.com/isl-org/DPT/issues/4
     (
