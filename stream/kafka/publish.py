@@ -134,9 +134,11 @@ class Publisher:
     def keep(self, partitions: Collection[int], handing: Collection[int] = ()) -> None:
         """The group's assignment: the publishers of the partitions that went elsewhere are
         closed (in the background), but for those `handing` over: their handover checkpoint
-        goes out through them (`handed` closes them)."""
+        goes out through them (`handed` closes them). A handover an earlier assignment left
+        under way stays open through a later one (rebalances come in bursts after a kill):
+        closed early, its checkpoint is refused and the new owner waits out HANDOVER_S."""
         for p, found in list(self._partitions.items()):
-            found.handing = p not in partitions and p in handing
+            found.handing = p not in partitions and (p in handing or found.handing)
             if p not in partitions and not found.handing:
                 self._close(p)
 

@@ -181,3 +181,26 @@ def test_the_publishers_of_partitions_gone_elsewhere_are_closed_after_their_hand
 
     assert asyncio.run(scenario()) == [True, True, False]
     assert [p.epoch for p in kafka.producers] == [None, None, None]  # all stopped
+
+
+def test_a_handover_under_way_outlives_the_next_assignment() -> None:
+    """Two rebalances in a row (a kill, then the group settling): the second assignment
+    names no new handover, yet the first one's publisher stays until its checkpoint is out
+    -- closed at once, the checkpoint was refused and the new owner waited 10 s for it."""
+    kafka = MemoryConnection(broker())
+    out = publishing(kafka)
+
+    async def scenario() -> list[bool]:
+        for p in (0, 1):
+            await out.open(p)
+        out.keep({0}, handing={1})  # 1 went elsewhere; its handover still to write
+        out.keep({0})  # the next assignment, before it is written
+        await asyncio.sleep(0)
+        await out.of(1).checkpoint(b"k", b"state", 1)  # the handover goes out still
+        running = [p.epoch is not None for p in kafka.producers]
+        out.handed(1)
+        await out.close()
+        return running
+
+    assert asyncio.run(scenario()) == [True, True]
+    assert [p.epoch for p in kafka.producers] == [None, None]  # all stopped after
