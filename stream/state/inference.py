@@ -190,9 +190,8 @@ class Inference:
     def started(self, traj: str, ts: float, step: int | None, group: str | None = None) -> None:
         if traj in self.pending:
             return
-        data = traj.encode()  # (`has_ended`, written out: a call or two fewer per start)
-        digest = _PAIR(_crc32(data), _adler32(data))
-        at = self._ended_sums.find(digest)
+        digest = _digest(traj)  # (the one digest checkpoints keep: never written out twice)
+        at = self._ended_sums.find(digest)  # `_ended_slot`'s first probe, its call only on a hit
         if at >= 0 and (at % _DIGEST == 0 or self._ended_slot(digest) >= 0):
             return
         if not self.pending:
