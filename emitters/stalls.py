@@ -94,10 +94,6 @@ class Waits:
         """The next line may go on a Horovod warning's list of ranks."""
         return self._listing
 
-    @property
-    def open(self) -> bool:
-        return bool(self._reported)
-
     def read(self, line: str, rank: int | None = None) -> list[Found]:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names)."""
         if rank is not None:
