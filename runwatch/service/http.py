@@ -19,6 +19,7 @@ in `service.stream` (served by waitress's I/O thread, not a worker per follower)
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import logging
 import resource
@@ -215,6 +216,26 @@ def _open_files_limit(want: int) -> int:
     return soft
 
 
+def _guard(trigger: Any) -> None:
+    """Make pulling waitress's trigger after it was closed raise EBADF, never write: its pipe
+    keeps the closed descriptor's number, which by then may belong to another file (a WAL, a
+    socket), and a byte written there is corruption -- and a wake-up the loop never sees."""
+    lock = threading.Lock()
+    pull, close = trigger._physical_pull, trigger._close
+
+    def guarded_pull() -> None:
+        with lock:
+            if trigger._closed:
+                raise OSError(errno.EBADF, "the HTTP loop's trigger is closed")
+            pull()
+
+    def guarded_close() -> None:
+        with lock:
+            close()
+
+    trigger._physical_pull, trigger._close = guarded_pull, guarded_close
+
+
 class ServiceServer:
     """The HTTP front of a `Service` on its own threads; `start()`, then `stop()`."""
 
@@ -251,6 +272,7 @@ class ServiceServer:
             ident="runwatch",
             clear_untrusted_proxy_headers=True,
         )
+        _guard(self.server.trigger)
         self.server_address: tuple[str, int] = (address[0], int(self.server.effective_port))
         self.followers = stream.Followers(service, self._on_loop)
         # accepted connections are made by this class: one that can become a follower

@@ -1,9 +1,12 @@
 """`runwatch serve`'s HTTP front stops on request, whatever state its I/O loop is in: once,
 in a fresh clone's full run, the loop's trigger (the pipe that wakes it) was already closed
-when SIGTERM came, `stop()` died writing to it, and serve exited 1."""
+when SIGTERM came, `stop()` died writing to it, and serve exited 1. Once more, later: the closed
+pipe's descriptor number had been given to another file, so the write "succeeded" into that
+file, the wake-up never came and the loop outlived `stop()`."""
 
 from __future__ import annotations
 
+import os
 import urllib.request
 from pathlib import Path
 
@@ -49,5 +52,29 @@ def test_stop_ends_the_loop_when_its_trigger_is_already_closed(tmp_path: Path) -
         server.stop(timeout=30)  # no OSError: it closes the connections itself
         assert server._thread is not None
         assert not server._thread.is_alive()
+    finally:
+        cleanup(service, server)
+
+
+def test_a_closed_trigger_is_never_written_when_its_number_is_reused(tmp_path: Path) -> None:
+    service, server = serving(tmp_path)
+    try:
+        written = server.server.trigger.trigger
+        server.server.trigger.close()
+        reader, writer = os.pipe()  # the lowest free numbers: the closed pipe's
+        try:
+            assert written in (reader, writer)
+            server.stop(timeout=30)
+            assert server._thread is not None
+            assert not server._thread.is_alive()
+            os.set_blocking(reader, False)
+            try:
+                stray = os.read(reader, 64)
+            except BlockingIOError:
+                stray = b""
+            assert stray == b""  # nothing went into the file that holds the number now
+        finally:
+            os.close(reader)
+            os.close(writer)
     finally:
         cleanup(service, server)
