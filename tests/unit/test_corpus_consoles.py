@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus14/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus15/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -322,3 +322,21 @@ def test_the_fourteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> Non
     assert _count(entries, "non_finite_metric") >= 5
     assert _count(entries, "ranks_stalled") >= 1
     assert len(PARTS["corpus14"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_fifteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Sixty or more excerpts from fifteen or more trainers, engines and launchers, weighted to
+    the ones earlier corpora have few of (axolotl, Unsloth, SGLang's and vLLM's start-up and
+    scheduler deaths, NCCL's own network errors, Slurm and torch elastic's signals, segfaults),
+    about two thirds failures whose signal is in the text and a third healthy controls, many
+    of them traps (errors logged and survived, weight-update requests answered, huge finite
+    gradient norms, exit-time warnings)."""
+    entries = _entries("corpus15")
+    assert 60 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 15
+    assert 18 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 30
+    assert _count(entries, "collective_timeout") >= 3
+    assert _count(entries, "non_finite_metric") >= 4
+    assert _count(entries, "ranks_stalled") >= 1
+    assert len(PARTS["corpus15"]["heldout"]) * 3 >= len(entries) - 3

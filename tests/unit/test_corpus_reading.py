@@ -1,9 +1,10 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus14/): each development part asserted exactly -- every label met, every
+corpus/ to corpus15/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
-looks at their labels or names one of their files."""
+looks at their labels or names one of their files. A corpus just collected (`REPORTED_ONLY`) has
+its development part reported, not yet asserted: it too is read whole without a crash."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from runwatch.emitters.logparse import segments
 from scripts import corpus_report
 from scripts.corpus_report import CONSOLES, CORPORA
 
+#: corpora whose development part is reported by scripts/corpus_report.py but not yet asserted
+#: here (corpus15 as its collector landed it, before anyone measured it); asserting one means
+#: taking it out of this set and listing its differences from its labels in MISSES
+REPORTED_ONLY = frozenset({"corpus15"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
+    if corpus not in REPORTED_ONLY
     for ident, entry in tomllib.loads((CONSOLES / corpus / "MANIFEST.toml").read_text()).items()
 }
 
@@ -175,6 +181,19 @@ def test_watch_s_scanner_reads_every_development_excerpt_as_every_line_read() ->
 
 def _read(found: list[tuple[str, dict[str, Any]]]) -> str:
     return repr([f for f in found if f[0] != "progress"])
+
+
+def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
+    assert REPORTED_ONLY.issubset(CORPORA)
+
+
+@pytest.mark.parametrize("corpus", sorted(REPORTED_ONLY))
+def test_a_reported_development_part_is_read_whole_without_a_crash(corpus: str) -> None:
+    """Read, not scored, until its part is asserted above: scripts/corpus_report.py prints it."""
+    files = sorted((CONSOLES / corpus / "dev").glob("*.log"))
+    assert len(files) >= 30
+    crashes = sum(REPORT.run_one(path, []).crash is not None for path in files)
+    assert crashes == 0, f"{crashes} development excerpts of {corpus} crashed the reader"
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
