@@ -31,11 +31,13 @@ test: setup
 unit: setup
 	@$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# Regenerates what is made from code: the rule tables (docs/rules.md, docs/contract.md) and the
-# Grafana dashboards (tests fail while a checked-in copy differs), and the screenshots of serve's
-# page (docs/images/, taken with headless Chromium: scripts/ensure_chromium.sh installs it).
+# Regenerates what is made from code: the rule tables (docs/rules.md, docs/contract.md), the
+# decoder's structs (stream/decode_structs.py, from the event models) and the Grafana dashboards
+# (tests fail while a checked-in copy differs), and the screenshots of serve's page
+# (docs/images/, taken with headless Chromium: scripts/ensure_chromium.sh installs it).
 docs: setup
 	$(PY) -m harness.docs.tables
+	$(PY) -m runwatch.stream.decode_gen
 	$(PY) -m harness.docs.dashboards
 	@scripts/ensure_chromium.sh
 	$(PY) -m harness.docs.screenshot docs/images

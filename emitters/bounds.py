@@ -5,8 +5,24 @@ an event's own fields; this walks what they leave open.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+
+#: Largest encoded event, in bytes (contract §1).
+MAX_EVENT_BYTES = 64 * 1024
+#: Bounds of a `process.stacks` event: threads, frames per thread.
+MAX_STACK_THREADS, MAX_STACK_FRAMES = 64, 64
+#: Control characters (C0, DEL, C1), which identifiers (`id`, `src.*`, `traj`, `req`,
+#: `server`, `name`) may not hold. (`stream.decode` checks this its own, cheaper way.)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,200}$"
+KIND_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
+COMPONENT_PATTERN = r"^[a-z][a-z0-9_-]*$"
+
+#: The run of fleet incidents' alerts (contract section 8): reserved, no event may carry it.
+FLEET_RUN = "@fleet"
 
 #: Deepest nesting of objects and arrays an event may have (contract §1, bounds).
 MAX_DEPTH = 32

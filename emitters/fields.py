@@ -7,29 +7,32 @@ emitter's checks and the decoder's structs made from the models refuse the same 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
 from pydantic_core import PydanticCustomError, core_schema
 
-from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
+# (the plain values live in `bounds`, which a consumer imports without pydantic)
+from runwatch.emitters.bounds import (
+    COMPONENT_PATTERN,
+    CONTROL,
+    FLEET_RUN,
+    INT64_MAX,
+    INT64_MIN,
+    KIND_PATTERN,
+    MAX_EVENT_BYTES,
+    MAX_STACK_FRAMES,
+    MAX_STACK_THREADS,
+    RUN_ID_PATTERN,
+)
 
-#: Largest encoded event, in bytes (contract §1).
-MAX_EVENT_BYTES = 64 * 1024
-#: Bounds of a `process.stacks` event: threads, frames per thread.
-MAX_STACK_THREADS, MAX_STACK_FRAMES = 64, 64
-#: Control characters (C0, DEL, C1), which identifiers (`id`, `src.*`, `traj`, `req`,
-#: `server`, `name`) may not hold. (`stream.decode` checks this its own, cheaper way.)
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-RUN_ID_PATTERN = r"^[A-Za-z0-9._:/@+-]{1,200}$"
-KIND_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
-COMPONENT_PATTERN = r"^[a-z][a-z0-9_-]*$"
-
-#: The run of fleet incidents' alerts (contract section 8): reserved, no event may carry it.
-FLEET_RUN = "@fleet"
+__all__ = [
+    "COMPONENT_PATTERN", "CONTROL", "FLEET_RUN", "KIND_PATTERN", "MAX_EVENT_BYTES",
+    "MAX_STACK_FRAMES", "MAX_STACK_THREADS", "RUN_ID_PATTERN", "EventId", "FiniteFloat",
+    "Fraction", "Ident", "Int64", "KindName", "MetricValue", "Name", "Quote", "Reserved",
+    "RunId", "Word", "note",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)

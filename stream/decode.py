@@ -3,10 +3,13 @@
 pydantic's own JSON validation costs several times what msgspec does per event (measured:
 `bench/decode.py`, figures in bench/RESULTS.md), so the common case goes through msgspec
 Structs that are *generated from the pydantic models* in `runwatch.emitters.events` (one
-definition of the schema). Fields the models lack (kept in history, read by no rule) are
-read past, not built. Whatever that fast path refuses -- unknown kinds, the `NaN`/`Infinity`
-tokens that strict JSON parsers reject, and genuinely bad input -- is decided by the stdlib
-parser plus pydantic, which also words the reason that goes to the dead-letter place.
+definition of the schema), ahead of time (`runwatch.stream.decode_structs`, written by
+`decode_gen`), so that a consumer starts without importing pydantic or the models. Fields
+the models lack (kept in history, read by no rule) are read past, not built. A plain record
+that strict JSON refuses for a `NaN`/`Infinity` token is read by the stdlib parser and
+checked by the same structs; whatever else the fast path refuses -- unknown kinds, and
+genuinely bad input -- is decided by the stdlib parser plus pydantic (imported then), which
+also words the reason that goes to the dead-letter place.
 
 Fast-path objects are Structs with the same attribute names and value types as the pydantic
 models (tests/unit/stream/test_decode.py holds the two paths to the same verdicts), so the rest of
@@ -17,26 +20,27 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from itertools import repeat
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
-from pydantic import BaseModel, ValidationError
 
-from runwatch.emitters import events, schema
-from runwatch.emitters.bounds import MAX_DEPTH, out_of_bounds
-from runwatch.emitters.events import describe_errors
+from runwatch.emitters.bounds import MAX_DEPTH, MAX_EVENT_BYTES, out_of_bounds
+from runwatch.stream import decode_structs
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.timekeeping.timebounds import MAX_TS, MIN_TS, time_problem
 
-__all__ = ["InvalidEvent", "admit", "admit_lines", "decode", "decode_obj", "describe_errors"]
+if TYPE_CHECKING:
+    from runwatch.emitters import events
+
+__all__ = ["InvalidEvent", "admit", "admit_lines", "decode", "decode_obj"]
 
 
-# --- deriving msgspec types from the pydantic models -------------------------------------
+# --- the msgspec structs, generated from the pydantic models ------------------------------
 
 
 class _Patterns:
@@ -85,10 +89,6 @@ def _one(path: str) -> Any:
     return lambda obj: (get(obj),)
 
 
-#: struct type -> its pattern-constrained str fields, as (dotted path, pattern), sub-structs
-#: (the event's `src`) included. Patterns of strings in containers stay with msgspec (the
-#: models have none).
-_PATTERN_FIELDS: dict[type, list[tuple[str, str]]] = {}
 #: event struct type -> its checker
 _PATTERNS: dict[type, _Patterns] = {}
 #: (path, pattern) of the fields checked -> the value tuples that matched
@@ -98,103 +98,58 @@ _MEMOS: dict[tuple[tuple[str, str], ...], set[tuple[str, ...]]] = {}
 _ENVELOPE_ONLY: set[type] = set()
 
 
-def _constrained(tp: Any, **bounds: Any) -> Any:
-    kw = {k: v for k, v in bounds.items() if v is not None}
-    return Annotated[tp, msgspec.Meta(**kw)] if kw else tp
+def _build(forbid: bool = True) -> Any:
+    """The union of every kind's struct (`decode_structs`, generated from the models; named
+    Fast* or, reading past fields the models lack, Open*), each with its pattern checker."""
+
+    def make(name: str, tag: str | None, fields: list[tuple[Any, ...]],
+             patterns: list[tuple[str, str]]) -> Any:  # fmt: skip
+        # (msgspec wants the fields without a default first)
+        struct = msgspec.defstruct(
+            f"{'Fast' if forbid else 'Open'}{name}",
+            [f for f in fields if len(f) == 2] + [f for f in fields if len(f) == 3],
+            tag_field="kind" if tag else None,
+            tag=tag,
+            namespace={"kind": tag} if tag else None,
+            gc=False,
+            frozen=True,
+            # an extra field is checked before the open structs read past it (`_open`)
+            forbid_unknown_fields=forbid,
+        )
+        if tag is not None and decode_structs.FINITE.get(tag):
+            _FINITE[struct] = operator.attrgetter(*decode_structs.FINITE[tag])
+        if tag is not None and patterns:
+            checks = _RunStartedChecks if tag == "run.started" else _Patterns
+            _PATTERNS[struct] = checks(patterns)
+            if checks is _Patterns and [path for path, _ in patterns] == ["run", "src.component"]:
+                _ENVELOPE_ONLY.add(struct)
+        return struct
+
+    return Union[tuple(decode_structs.structs(make))]  # noqa: UP007
 
 
-def _type_of(shape: schema.Shape, structs: dict[type[BaseModel], Any], forbid: bool = True) -> Any:
-    """The msgspec type of a value of this shape, its bounds included. allow_inf_nan needs
-    no translation: strict JSON cannot spell a non-finite number, so non-finite values only
-    ever reach pydantic through the fallback path."""
-    if isinstance(shape, schema.Num):
-        return _constrained(shape.type, ge=shape.ge, le=shape.le)
-    if isinstance(shape, schema.Text):
-        return _constrained(str, min_length=shape.min_length or None,
-                            max_length=shape.max_length,
-                            pattern=schema.python_pattern(shape))  # fmt: skip
-    if isinstance(shape, schema.Flag):
-        return bool
-    if isinstance(shape, schema.OneOf):
-        return Literal[shape.values]
-    if isinstance(shape, schema.MapOf):
-        key, value = _type_of(shape.key, structs, forbid), _type_of(shape.value, structs, forbid)
-        return dict[key, value]  # type: ignore[valid-type]
-    if isinstance(shape, schema.ListOf):
-        item = _type_of(shape.item, structs, forbid)
-        return _constrained(list[item], max_length=shape.max_length)  # type: ignore[valid-type]
-    if isinstance(shape, schema.Object):
-        return _struct_for(shape.model, structs, None, forbid)
-    if isinstance(shape, schema.Maybe):
-        return _type_of(shape.inner, structs, forbid) | None
-    return Any
-
-
-def _struct_for(
-    model: type[BaseModel], structs: dict[type[BaseModel], Any], tag: str | None,
-    forbid: bool = True,
-) -> Any:  # fmt: skip
-    if model in structs:
-        return structs[model]
-    fields: list[tuple[str, Any, Any]] = []
-    patterns: list[tuple[str, str]] = []
-    for field in schema.fields_of(model, ["kind"] if tag is not None else []):
-        # (the tag itself is left out, and exposed as a class attribute below)
-        shape = field.shape
-        if isinstance(shape, schema.Text) and (pattern := schema.python_pattern(shape)):
-            patterns.append((field.name, pattern))
-            shape = replace(shape, pattern=None, reserved=())
-        tp = _type_of(shape, structs, forbid)
-        if tp in _PATTERN_FIELDS:  # a required sub-model (the event's `src`) with patterns
-            assert field.required, f"decode: {model.__name__}.{field.name} may be None"
-            patterns += [(f"{field.name}.{path}", p) for path, p in _PATTERN_FIELDS[tp]]
-        fields.append((field.name, tp, msgspec.NODEFAULT if field.required else field.default))
-    required: list[Any] = [f[:2] for f in fields if f[2] is msgspec.NODEFAULT]
-    optional: list[Any] = [f for f in fields if f[2] is not msgspec.NODEFAULT]
-    struct = msgspec.defstruct(
-        f"{'Fast' if forbid else 'Open'}{model.__name__}",
-        required + optional,
-        tag_field="kind" if tag else None,
-        tag=tag,
-        namespace={"kind": tag} if tag else None,
-        gc=False,
-        frozen=True,
-        # an extra field is checked before the open structs read past it (`_plain_extras`)
-        forbid_unknown_fields=forbid,
-    )
-    structs[model] = struct
-    if patterns:
-        _PATTERN_FIELDS[struct] = patterns
-    return struct
-
-
-def _build(forbid: bool = True) -> msgspec.json.Decoder[Any]:
-    structs: dict[type[BaseModel], Any] = {}
-    members = [_struct_for(m, structs, k, forbid) for k, m in events.KNOWN_KINDS.items()]
-    for member in members:
-        if member in _PATTERN_FIELDS:
-            checks = _RunStartedChecks if member.kind == "run.started" else _Patterns
-            _PATTERNS[member] = checks(_PATTERN_FIELDS[member])
-            paths = [path for path, _ in _PATTERN_FIELDS[member]]
-            if checks is _Patterns and paths == ["run", "src.component"]:
-                _ENVELOPE_ONLY.add(member)
-    return msgspec.json.Decoder(Union[tuple(members)])  # noqa: UP007
-
-
-_FAST = _build()
+#: event struct type -> its fields that must be finite numbers (`ts`), as one getter
+_FINITE: dict[type, Any] = {}
+_FAST_TYPE = _build()
+_FAST = msgspec.json.Decoder(_FAST_TYPE)
 _ENVELOPE_MATCHED = next((_PATTERNS[t].matched for t in _ENVELOPE_ONLY), set())
 
 
 @functools.cache
-def _open_decoder() -> msgspec.json.Decoder[Any]:
+def _open_type() -> Any:
     """The same structs, reading past fields the models lack (extra fields: kept in history,
     never read by a rule), for records `_FAST` refused for one: made the first time one
     comes (most streams never bring one; a command starts sooner without it)."""
     return _build(forbid=False)
 
 
+@functools.cache
+def _open_decoder() -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_open_type())
+
+
 _BACKSLASH, _DEL = ord("\\"), 0x7F
-_MAX_BYTES = events.MAX_EVENT_BYTES
+_MAX_BYTES = MAX_EVENT_BYTES
 _UNKNOWN_FIELD = "Object contains unknown field"
 #: 19 digits in a row (each digit made a 0 first): perhaps an integer past 64 bits (or a
 #: long id), for the fallback to read. (A regex takes ten times as long.)
@@ -205,9 +160,15 @@ _DIGITS_AS_0, _LONG_DIGITS = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 
 
 def decode_obj(obj: Any) -> events.Event:
-    """Validate an already-parsed JSON value; raises InvalidEvent with the reason."""
+    """Validate an already-parsed JSON value; raises InvalidEvent with the reason. The
+    pydantic models decide (imported here, on the first event that needs them: most
+    streams never bring one)."""
+    from pydantic import ValidationError
+
+    from runwatch.emitters.events import describe_errors, validate
+
     try:
-        return events.validate(obj)
+        return validate(obj)
     except ValidationError as err:
         raise InvalidEvent(describe_errors(err)) from None
 
@@ -229,7 +190,8 @@ def decode(raw: bytes | str) -> events.Event:
     if len(raw) > _MAX_BYTES:
         raise InvalidEvent(f"event is {len(raw)} bytes, larger than the 64 KiB limit", "too_large")
     # (int membership is a memchr: ~20 ns against ~150 for a bytes needle)
-    if raw.isascii() and _BACKSLASH not in raw and _DEL not in raw:
+    plain = raw.isascii() and _BACKSLASH not in raw and _DEL not in raw
+    if plain:
         try:
             event: events.Event = _FAST.decode(raw)
             # every kind has patterns (run id); most only the envelope's: the memo's answer
@@ -246,8 +208,9 @@ def decode(raw: bytes | str) -> events.Event:
                 return opened
         except (msgspec.DecodeError, RecursionError):
             pass
-    # The fallback decides: stdlib json accepts NaN/Infinity tokens, pydantic knows
-    # unknown kinds and words the reason.
+    # The fallback decides: stdlib json accepts NaN/Infinity tokens (a plain record with
+    # one is checked by the structs: `_converted`), pydantic knows unknown kinds and words
+    # the reason.
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
         raise InvalidEvent(f"nested deeper than {MAX_DEPTH} levels", "too_deep")
     try:
@@ -263,7 +226,32 @@ def decode(raw: bytes | str) -> events.Event:
         raise InvalidEvent(f"not JSON: {err}", "not_json") from None
     if not isinstance(obj, dict):
         raise InvalidEvent(f"not a JSON object but {type(obj).__name__}", "not_an_object")
-    return decode_obj(obj)
+    converted = _converted(obj, raw) if plain else None
+    return converted if converted is not None else decode_obj(obj)
+
+
+def _converted(obj: dict[str, Any], raw: bytes) -> events.Event | None:
+    """A plain record that strict JSON refuses (most often for a `NaN` or `Infinity` token:
+    a trainer's non-finite metric, as Python's json writes it), as the stdlib read it,
+    checked by the same structs (None: pydantic decides, and words the reason). What the
+    structs cannot say, checked here: no non-finite number where the model wants a finite
+    one (`ts`), and, for fields the models lack, the bounds `_open` checks."""
+    if _LONG_DIGITS in raw.translate(_DIGITS_AS_0):  # (the depth is checked: `decode`)
+        return None
+    try:
+        event: events.Event = msgspec.convert(obj, _FAST_TYPE)
+    except msgspec.ValidationError as err:
+        if not str(err).startswith(_UNKNOWN_FIELD):
+            return None
+        try:
+            event = msgspec.convert(obj, _open_type())
+        except msgspec.ValidationError:
+            return None
+    finite = _FINITE[type(event)](event)
+    for value in finite if type(finite) is tuple else (finite,):
+        if value is not None and not math.isfinite(value):
+            return None
+    return event if _PATTERNS[type(event)].hold(event) else None
 
 
 def _open(raw: bytes) -> events.Event | None:

@@ -23,11 +23,9 @@ from __future__ import annotations
 import heapq
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from runwatch.emitters import events as ev
-from runwatch.emitters.runview import RunView
-from runwatch.stream import engine_dump, runviews
+from runwatch.stream import engine_dump
 from runwatch.stream.alerts import Alert, AlertState, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
@@ -36,6 +34,10 @@ from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.run import EveryBeatInFull, RunState
 from runwatch.stream.tracked import KindCounts, RecentIds, TrackedRun
+
+if TYPE_CHECKING:  # (replay runs without the pydantic models: only the live roles build views)
+    from runwatch.emitters import events as ev
+    from runwatch.emitters.runview import RunView
 
 __all__ = ["CHECKED_KINDS", "Engine", "KindCounts", "RecentIds", "TrackedRun"]
 
@@ -278,7 +280,7 @@ class Engine:
         if kind == "run.resumed":  # a person's word on the alerts, not run activity
             seen.add(event_id)
             if tracked is not None:
-                self._resume(tracked, cast(ev.RunResumed, event))
+                self._resume(tracked, cast("ev.RunResumed", event))
             return out
         new_run = tracked is None
         if tracked is None:
@@ -527,6 +529,8 @@ class Engine:
     def run_view(self, run: str) -> RunView | None:
         """What a run's own processes read (`runviews.run_view`); None for a run not
         tracked."""
+        from runwatch.stream import runviews
+
         return runviews.run_view(self, run)
 
     def take_run_views(self) -> list[RunView]:

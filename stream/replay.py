@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
-from runwatch.emitters.events import Event
 from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit, admit_lines
 from runwatch.stream.engine import CHECKED_KINDS, Engine
@@ -15,6 +15,9 @@ from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.refused import Refused
 from runwatch.stream.timekeeping.ahead import FarAhead
 from runwatch.stream.timekeeping.reorder import in_order
+
+if TYPE_CHECKING:
+    from runwatch.emitters.events import Event
 
 #: Default reorder window for replay, in seconds of event time.
 DEFAULT_WINDOW = 5.0
@@ -25,7 +28,7 @@ BATCH = 1024
 
 
 Line = tuple[str, int, bytes]  # where a line came from (source, line number) and the line
-Held = tuple[Event, str, int, bytes]  # an event, where it came from, and its line
+Held = tuple["Event", str, int, bytes]  # an event, where it came from, and its line
 
 
 class Batches:

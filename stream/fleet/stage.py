@@ -8,9 +8,9 @@ the fleet incident's id (`incident.fleet`), joiners from their first transition 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-from runwatch.emitters.events import FLEET_RUN
-from runwatch.emitters.runview import MAX_HELD, FleetView, HeldDep
+from runwatch.emitters.bounds import FLEET_RUN
 from runwatch.stream.alerts import Alert, alert_key, transition_id
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
@@ -21,6 +21,9 @@ from runwatch.stream.incidents import IncidentRef
 from runwatch.stream.rules.base import fmt_duration
 from runwatch.stream.rules.shared_cause import SharedCause, SharedCauseParams
 from runwatch.stream.state.fleet import FleetState
+
+if TYPE_CHECKING:
+    from runwatch.emitters.runview import FleetView
 
 RULE = SharedCause.id
 #: the rule whose resolution says a process beats again (a service's own, `_beating`)
@@ -108,6 +111,8 @@ class FleetStage:
     def view(self, ts: float) -> FleetView:
         """What every run's view is told (`runwatch.emitters.runview.FleetView`): the
         services whose fleet incident is open, which the runs that opted in hold."""
+        from runwatch.emitters.runview import MAX_HELD, FleetView, HeldDep  # (live roles only)
+
         fleets = sorted(self.state.fleets.items())
         held = [HeldDep(dep=name, fleet=fleet.id, since=fleet.since, back=fleet.back)
                 for (kind, name), fleet in fleets if kind == "dep"]  # fmt: skip

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-from runwatch.emitters.events import Source
 from runwatch.stream.state.compact import Compact
+
+if TYPE_CHECKING:
+    from runwatch.emitters.events import Source
 
 
 @overload

@@ -14,8 +14,12 @@ that looked replaced and beats again was not. Bounded: the latest `KEEP` pids.
 
 from __future__ import annotations
 
-from runwatch.emitters.events import Source
+from typing import TYPE_CHECKING
+
 from runwatch.stream.state.compact import Compact
+
+if TYPE_CHECKING:
+    from runwatch.emitters.events import Source
 
 KEEP = 16
 

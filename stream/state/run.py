@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from runwatch.emitters import events as ev
 from runwatch.stream.state.compact import Compact
 from runwatch.stream.state.failures import Collectives, Failures
 from runwatch.stream.state.holds import Holds
@@ -23,6 +23,9 @@ from runwatch.stream.state.restarts import Restarts, Slot
 from runwatch.stream.state.stacks import Stacks
 from runwatch.stream.state.steps import Steps
 from runwatch.stream.state.weights import Weights
+
+if TYPE_CHECKING:  # (the models are not imported where events are applied)
+    from runwatch.emitters import events as ev
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,14 @@ class ToyPing(Event):
     says: Name | None = note("what the toy says")
 
 
+import types
+from runwatch.stream import decode_gen
+
+# what `make docs` writes (stream/decode_structs.py), made here from the models
+generated = types.ModuleType("runwatch.stream.decode_structs")
+exec(decode_gen.render(), generated.__dict__)
+sys.modules[generated.__name__] = generated
+
 from harness.docs import tables
 from runwatch.emitters import Emitter
 from runwatch.emitters.checks import FIELD_CHECKS
