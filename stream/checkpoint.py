@@ -53,7 +53,7 @@ from runwatch.stream import state as state_package
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
-from runwatch.stream.rules.base import Condition
+from runwatch.stream.rules.base import Condition, params_json
 from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 
 #: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
@@ -114,7 +114,7 @@ def layout_fingerprint() -> bytes:
 def rules_fingerprint(config: RulesConfig) -> bytes:
     """16 bytes that change whenever a rule is added, removed, reordered or re-parameterised."""
     text = ";".join(
-        f"{type(r).__module__}.{type(r).__qualname__}:{r.rule_id}:{r.params.model_dump_json()}"
+        f"{type(r).__module__}.{type(r).__qualname__}:{r.rule_id}:{params_json(r.params)}"
         for r in config.rules
     )
     return hashlib.sha256(text.encode()).digest()[:16]

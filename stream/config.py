@@ -10,16 +10,19 @@ import functools
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
-
-from runwatch.emitters.events import describe_errors
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.incidents import IncidentGraph
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
+from runwatch.stream.rules.base import dumped
 from runwatch.stream.state.run import StateConfig
 from runwatch.stream.suggest import did_you_mean
+
+if TYPE_CHECKING:  # (pydantic is imported where a table is checked: `params_check`)
+    from pydantic import BaseModel, ValidationError
+
+P = TypeVar("P", bound=Params)
 
 
 def _table(value: object, where: str) -> dict[str, Any]:
@@ -35,6 +38,8 @@ def _keys(model: type[BaseModel]) -> list[str]:
 
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The model that holds the last key of `loc` (list indices and optionals passed)."""
+    from pydantic import BaseModel
+
     current: Any = model
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -61,6 +66,8 @@ def invalid(
 ) -> ConfigError:
     """pydantic's verdict on the table at `path` as one ConfigError that names the bad key
     (an unknown one as such, with the known key it is most like), with its path."""
+    from runwatch.emitters.events import describe_errors
+
     errors = err.errors(include_url=False)
     unknown = next((e for e in errors if e["type"] == "extra_forbidden"), None)
     if unknown is not None:
@@ -82,16 +89,28 @@ def unknown_rule(rule_id: str) -> str:
     return f"no such rule{hint}" if hint else f"no such rule (built-in rules: {', '.join(ids)})"
 
 
-def _params(model: type[Params], raw: dict[str, Any]) -> Params:
-    """A built-in rule's parameters from its table. The defaults, and a rule only turned
-    on or off (`enabled = false`, nothing else), are built as validation would build them
-    (no rule's parameters have a validator of their own) without building the model's
-    validator: a command given a config that turns rules off starts without the cost."""
+def _params(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) -> P:
+    """A built-in rule's parameters from its table at `path`. The defaults, and a rule only
+    turned on or off (`enabled = false`, nothing else), are the record's own (no rule's
+    parameters have a check beyond their fields' bounds): a command given a config that
+    turns rules off starts without pydantic. Any other table is checked (`_checked`)."""
     if not raw:
-        return model.model_construct()
+        return model()
     if raw.keys() == {"enabled"} and type(raw["enabled"]) is bool:
-        return model.model_construct(enabled=raw["enabled"])
-    return model.model_validate(raw)
+        return model(enabled=raw["enabled"])
+    return _checked(model, raw, path)
+
+
+def _checked(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) -> P:
+    """`model` from the table at `path`, checked; ConfigError naming the bad key."""
+    from pydantic import ValidationError
+
+    from runwatch.stream.params_check import checked, model_of
+
+    try:
+        return checked(model, raw)
+    except ValidationError as err:
+        raise invalid(err, path, model_of(model)) from None
 
 
 @dataclass(frozen=True)
@@ -113,10 +132,7 @@ class RulesConfig:
         rules: list[Rule[Any]] = []
         for rule_cls in BUILTIN_RULES:
             raw = _table(section.pop(rule_cls.id, {}), f"rules.{rule_cls.id}")
-            try:
-                params = _params(rule_cls.params_model, raw)
-            except ValidationError as err:
-                raise invalid(err, ("rules", rule_cls.id), rule_cls.params_model) from None
+            params = _params(rule_cls.params_model, raw, ("rules", rule_cls.id))
             rules.append(rule_cls(params))
         if section:
             bad = sorted(section)[0]
@@ -136,10 +152,7 @@ class RulesConfig:
                 hint = did_you_mean(str(kind), CUSTOM_RULE_TYPES)
                 raise ConfigError(f"{where}.type: must be one of {names}, got {kind!r}{hint}",
                                   ("rules", "custom", i, "type"))  # fmt: skip
-            try:
-                params = rule_type.params_model.model_validate(spec)
-            except ValidationError as err:
-                raise invalid(err, ("rules", "custom", i), rule_type.params_model) from None
+            params = _checked(rule_type.params_model, spec, ("rules", "custom", i))
             rule = rule_type(params)
             if rule.rule_id in ids:
                 raise ConfigError(f"{where}.id: {rule.rule_id!r} is already a rule id",
@@ -186,11 +199,8 @@ class RulesConfig:
             for fixed in ("explains", *getattr(rule, "fixed_fields", ())):
                 if fixed in override and override[fixed] != getattr(rule.params, fixed, None):
                     raise ConfigError(f"{where}.{fixed}: cannot be changed per run")
-            merged = {**rule.params.model_dump(by_alias=True), **override}
-            try:
-                out[rule_id] = rule.parse_params(merged)
-            except ValidationError as err:
-                raise invalid(err, ("config", rule_id), rule.params_model) from None
+            merged = {**dumped(rule.params), **override}
+            out[rule_id] = _checked(rule.params_model, merged, ("config", rule_id))
         return out
 
     def state_config(self, overrides: Mapping[str, Params] | None = None) -> StateConfig:

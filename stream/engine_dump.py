@@ -8,6 +8,8 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.tracked import RecentIds, TrackedRun
 
@@ -25,7 +27,7 @@ def dump_state(engine: Engine) -> dict[str, Any]:
         (
             run,
             t.state,
-            {rule_id: p.model_dump_json(by_alias=True) for rule_id, p in t.overrides.items()},
+            {rule_id: msgspec.json.encode(p).decode() for rule_id, p in t.overrides.items()},
             t.firing,
             t.timers,
             t.transitions,
@@ -72,7 +74,7 @@ def load_state(engine: Engine, state: dict[str, Any]) -> None:
             rule = rules.get(rule_id)
             if rule is None:
                 raise ConfigError(f"run {run}: no rule {rule_id!r}")
-            tracked.overrides[rule_id] = rule.params_model.model_validate_json(raw)
+            tracked.overrides[rule_id] = msgspec.json.decode(raw, type=rule.params_model)
         tracked.firing, tracked.timers, tracked.transitions = firing, timers, transitions
         engine._reindex(tracked)
         runs[run] = tracked

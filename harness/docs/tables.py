@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from runwatch.emitters import schema
 from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
 from runwatch.emitters.catalogue import CATALOGUE
@@ -33,16 +35,16 @@ from runwatch.stream.rules.base import Params
 
 ROOT = Path(__file__).resolve().parents[2]
 #: parameters every rule takes, described once under the tables
-COMMON = frozenset(Params.model_fields)
+COMMON = frozenset(Params.__struct_fields__)
 
 
 def defaults(rule: type[Rule[Any]]) -> dict[str, Any]:
     """A rule's parameters at their defaults, by the names a config file uses."""
     model = rule.params_model()
     return {
-        info.alias or name: getattr(model, name)
-        for name, info in rule.params_model.model_fields.items()
-        if name not in COMMON
+        f.encode_name: getattr(model, f.name)
+        for f in msgspec.structs.fields(rule.params_model)
+        if f.name not in COMMON
     }
 
 
@@ -54,7 +56,7 @@ def _value(value: Any) -> str:
 
 def fires_when(rule: type[Rule[Any]]) -> str:
     model = rule.params_model()
-    return rule.fires_when.format(**{n: getattr(model, n) for n in rule.params_model.model_fields})
+    return rule.fires_when.format(**{n: getattr(model, n) for n in model.__struct_fields__})
 
 
 def readme_table() -> str:

@@ -8,17 +8,24 @@ only on a transition, so the per-event check stays cheap.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, StringConstraints
+import msgspec
+from msgspec import Meta
 
-from runwatch.emitters.events import KNOWN_KINDS
 from runwatch.stream.alerts import Action, Severity
+from runwatch.stream.decode_structs import KINDS
 from runwatch.stream.state.run import RunState, StateConfig
 
 #: A custom rule's id: it becomes part of alert keys, so keep it to plain characters.
-RuleId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+RuleId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+#: The bounds parameters take (pydantic's names, as `Meta`: `runwatch.stream.params_check`
+#: checks a table against them with pydantic's own words).
+PositiveInt = Annotated[int, Meta(gt=0)]
+PositiveFloat = Annotated[float, Meta(gt=0)]
+NonNegativeFloat = Annotated[float, Meta(ge=0)]
 
 
 class TimeValued:
@@ -30,14 +37,14 @@ class TimeValued:
 
 
 #: A rule parameter that is a duration, seconds of event time.
-Seconds = Annotated[PositiveFloat, TimeValued()]
+Seconds = Annotated[float, Meta(gt=0), TimeValued()]
 
 
-class Params(BaseModel):
-    """Base of every rule's parameters: unknown keys and wrong types are errors naming the key
-    (strict: `steps = "10"` is refused, not quietly read as 10)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+class Params(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of every rule's parameters: a plain record, its defaults the rule's own. A
+    config's table is checked against it (`runwatch.stream.params_check`): unknown keys and
+    wrong types are errors naming the key (strict: `steps = "10"` is refused, not quietly
+    read as 10). A subclass with a required field says `kw_only=True`."""
 
     #: the circuit-breaker policy of every rule, built-in or custom; unset leaves it to the
     #: trainer's guard (`Emitter.guard(rules=...)`)
@@ -48,6 +55,18 @@ class Params(BaseModel):
     #: the rules whose alerts an alert of this one explains in an incident (unset: the
     #: built-in table, `Rule.explains`); the config file only, not per run
     explains: list[RuleId] | None = None
+
+
+def dumped(params: Params) -> dict[str, Any]:
+    """Parameters as a config table writes them (keys by the names a config uses)."""
+    out: dict[str, Any] = msgspec.to_builtins(params)
+    return out
+
+
+def params_json(params: Params) -> str:
+    """Parameters as JSON, keyed by field name (`for_`, not `for`), in their order: what
+    a checkpoint's rules fingerprint reads (the bytes pydantic's dump gave before)."""
+    return msgspec.json.encode(msgspec.structs.asdict(params)).decode()
 
 
 #: The stalls of a run's downstream -- the trainer waits, the bar stops, steps slow down,
@@ -61,9 +80,10 @@ STALLS = frozenset(
 def time_params(model: type[Params]) -> tuple[str, ...]:
     """The names of a parameter model's `Seconds` fields (as written in a config)."""
     return tuple(
-        info.alias or name
-        for name, info in model.model_fields.items()
-        if any(isinstance(m, TimeValued) for m in info.metadata)
+        f.encode_name
+        for f in msgspec.structs.fields(model)
+        if typing.get_origin(f.type) is Annotated
+        and any(isinstance(m, TimeValued) for m in typing.get_args(f.type)[1:])
     )
 
 
@@ -175,7 +195,7 @@ class Rule(Generic[P]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        unknown = sorted(set(cls.__dict__.get("watches", ())) - set(KNOWN_KINDS))
+        unknown = sorted(set(cls.__dict__.get("watches", ())) - set(KINDS))
         if unknown:  # a typo would leave the rule never evaluated
             raise TypeError(f"{cls.__name__}.watches: no event kind {', '.join(unknown)}")
 
@@ -195,10 +215,6 @@ class Rule(Generic[P]):
         """Built-in rules have a fixed severity; custom rules carry theirs in params."""
         sev: Severity = getattr(params, "severity", self.severity)
         return sev
-
-    def parse_params(self, raw: dict[str, Any]) -> P:
-        """Validate parameters (raises pydantic's ValidationError naming the bad key)."""
-        return self.params_model.model_validate(raw)
 
     def state_needs(self, params: P, base: StateConfig) -> StateConfig:
         """What the run state must keep for this rule with these parameters."""

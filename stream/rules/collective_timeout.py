@@ -33,7 +33,7 @@ from runwatch.stream.state.failures import Timeout
 from runwatch.stream.state.run import RunState
 
 
-class CollectiveTimeoutParams(Params):
+class CollectiveTimeoutParams(Params, frozen=True):
     settle: Seconds = 10.0
 
 

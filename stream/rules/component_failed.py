@@ -11,7 +11,7 @@ run finishes `ok`. A run that ends failed keeps it: that is how it ended.
 
 from __future__ import annotations
 
-from pydantic import Field
+from msgspec import field
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -25,9 +25,9 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class ComponentFailedParams(Params):
+class ComponentFailedParams(Params, frozen=True):
     #: failures whose error holds one of these texts are not alerts (a person's Ctrl-C)
-    ignore: list[str] = Field(default_factory=lambda: ["KeyboardInterrupt"])
+    ignore: list[str] = field(default_factory=lambda: ["KeyboardInterrupt"])
 
 
 class ComponentFailedRule(Rule[ComponentFailedParams]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
+from msgspec import field
 
 from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (
@@ -22,12 +22,12 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState, StateConfig
 
 
-class AbsentRuleParams(Params):
+class AbsentRuleParams(Params, frozen=True, kw_only=True):
     id: RuleId
     type: Literal["absent"]
     kind: str
     component: str
-    for_: Seconds = Field(alias="for")
+    for_: Seconds = field(name="for")
     severity: Severity = "warning"
     summary: str | None = None
 

@@ -7,14 +7,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import PositiveInt
-
 from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
     Params,
+    PositiveInt,
     Rule,
     RuleId,
     Verdict,
@@ -33,7 +32,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-class MetricRuleParams(Params):
+class MetricRuleParams(Params, frozen=True, kw_only=True):
     id: RuleId
     type: Literal["metric"]
     metric: str

@@ -17,10 +17,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 from operator import attrgetter
+from typing import Annotated
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from msgspec import Meta
 
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    NonNegativeFloat,
+    Params,
+    PositiveInt,
+    Rule,
+    Verdict,
+)
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -28,8 +38,8 @@ from runwatch.stream.state.steps import Step
 _GROUPS = attrgetter("groups")
 
 
-class DegenerateGroupsParams(Params):
-    max_fraction: PositiveFloat = Field(0.8, le=1)
+class DegenerateGroupsParams(Params, frozen=True):
+    max_fraction: Annotated[float, Meta(gt=0, le=1)] = 0.8
     steps: PositiveInt = 5
     min_groups: PositiveInt = 4
     epsilon: NonNegativeFloat = 1e-9

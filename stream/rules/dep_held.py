@@ -22,7 +22,7 @@ from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Ru
 from runwatch.stream.state.run import RunState
 
 
-class DepHeldParams(Params):
+class DepHeldParams(Params, frozen=True):
     pass
 
 

@@ -9,14 +9,13 @@ never fires; a process that comes back counting from zero (a restart) is not a l
 
 from __future__ import annotations
 
-from pydantic import PositiveInt
-
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Deadlines,
     Description,
     Params,
+    PositiveInt,
     Rule,
     Seconds,
     Verdict,
@@ -24,7 +23,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class EmitterDroppingParams(Params):
+class EmitterDroppingParams(Params, frozen=True):
     quiet_for: Seconds = 600.0
     min_dropped: PositiveInt = 1
 

@@ -16,9 +16,19 @@ itself, subtracted times entropy_coef from the loss; `train/entropy_loss` in its
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from typing import Annotated
 
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from msgspec import Meta, field
+
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    Params,
+    PositiveInt,
+    Rule,
+    Verdict,
+)
 from runwatch.stream.rules.levels import keeping_early, sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -27,12 +37,14 @@ ENTROPY_KEYS = ("actor/entropy", "train/entropy_loss", "entropy_loss",
                 "ppo_actor/update/entropy/avg", "entropy/all/mean", "entropy")  # fmt: skip
 
 
-class EntropyParams(Params):
-    metric_keys: list[str] = Field(default_factory=lambda: list(ENTROPY_KEYS), min_length=1)
+class EntropyParams(Params, frozen=True):
+    metric_keys: Annotated[list[str], Meta(min_length=1)] = field(
+        default_factory=lambda: list(ENTROPY_KEYS)
+    )
     early_steps: PositiveInt = 20
     # 0.15: healthy runs settle at 50-70% of their early entropy; a fall to 10-15% that
     # stays is a collapse a person would call, and 0.1 let it pass (issue 32)
-    fraction: PositiveFloat = Field(0.15, lt=1)
+    fraction: Annotated[float, Meta(gt=0, lt=1)] = 0.15
     steps: PositiveInt = 10
 
 

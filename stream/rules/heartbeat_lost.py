@@ -22,7 +22,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState, StateConfig
 
 
-class HeartbeatParams(Params):
+class HeartbeatParams(Params, frozen=True):
     timeout: Seconds = 60.0
 
 

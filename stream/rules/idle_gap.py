@@ -10,12 +10,13 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Annotated
 
-from pydantic import NonNegativeFloat, conint
+from msgspec import Meta
 
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
+    NonNegativeFloat,
     Params,
     Rule,
     TimeValued,
@@ -26,8 +27,8 @@ from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
 
-class IdleGapParams(Params):
-    steps: conint(ge=2) = 3  # type: ignore[valid-type]
+class IdleGapParams(Params, frozen=True):
+    steps: Annotated[int, Meta(ge=2)] = 3
     min_gap: Annotated[NonNegativeFloat, TimeValued()] = 300.0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from dataclasses import replace
 
-from pydantic import Field
+from msgspec import field
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -31,11 +31,11 @@ from runwatch.stream.state.run import RunState, StateConfig
 PENDING_BARS = ("Generating trajectories", "Rollout generation", "Generate samples")
 
 
-class IdleParams(Params):
+class IdleParams(Params, frozen=True):
     idle_for: Seconds = 120.0
     #: bars whose `total - n` stand for pending trajectories, for logs without
     #: trajectory events (`runwatch watch`)
-    pending_bars: list[str] = Field(default_factory=lambda: list(PENDING_BARS))
+    pending_bars: list[str] = field(default_factory=lambda: list(PENDING_BARS))
 
 
 class InferenceIdleWithPendingRule(Rule[IdleParams]):

@@ -30,7 +30,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class InferenceStalledParams(Params):
+class InferenceStalledParams(Params, frozen=True):
     stalled_for: Seconds = 180.0
 
 

@@ -7,7 +7,7 @@ from runwatch.stream.state.run import RunState
 from runwatch.stream.state.steps import Step
 
 
-class NonFiniteParams(Params):
+class NonFiniteParams(Params, frozen=True):
     pass
 
 

@@ -40,7 +40,7 @@ SAME = 3
 MAX_GROUPS, MAX_FRAMES = 12, 12
 
 
-class ProcessStacksParams(Params):
+class ProcessStacksParams(Params, frozen=True):
     settle: Seconds = 20.0
 
 

@@ -19,7 +19,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class RanksParams(Params):
+class RanksParams(Params, frozen=True):
     timeout: Seconds = 300.0
 
 

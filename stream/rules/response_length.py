@@ -21,10 +21,11 @@ too, so it is not a length key here; TRL's GRPOTrainer logs `completions/mean_le
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Annotated
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from msgspec import Meta, field
 
-from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import Condition, Description, Params, PositiveInt, Rule, Verdict
 from runwatch.stream.rules.levels import held_at_least, keeping_early, sunk, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -35,12 +36,14 @@ CLIP_KEYS = ("response_length/clip_ratio", "ppo_actor/no_eos_ratios/avg",
              "completions/clipped_ratio")  # fmt: skip
 
 
-class ResponseLengthParams(Params):
-    length_keys: list[str] = Field(default_factory=lambda: list(LENGTH_KEYS), min_length=1)
-    clip_keys: list[str] = Field(default_factory=lambda: list(CLIP_KEYS))
+class ResponseLengthParams(Params, frozen=True):
+    length_keys: Annotated[list[str], Meta(min_length=1)] = field(
+        default_factory=lambda: list(LENGTH_KEYS)
+    )
+    clip_keys: list[str] = field(default_factory=lambda: list(CLIP_KEYS))
     early_steps: PositiveInt = 20
-    collapse_fraction: PositiveFloat = Field(0.2, lt=1)
-    max_clip_ratio: PositiveFloat = Field(0.5, le=1)
+    collapse_fraction: Annotated[float, Meta(gt=0, lt=1)] = 0.2
+    max_clip_ratio: Annotated[float, Meta(gt=0, le=1)] = 0.5
     steps: PositiveInt = 10
 
 

@@ -11,8 +11,6 @@ window, or the run finishes.
 
 from __future__ import annotations
 
-from pydantic import PositiveInt
-
 from runwatch.stream.rules.base import (
     QUIET,
     STALLS,
@@ -20,6 +18,7 @@ from runwatch.stream.rules.base import (
     Deadlines,
     Description,
     Params,
+    PositiveInt,
     Rule,
     Seconds,
     Verdict,
@@ -28,7 +27,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class RestartLoopParams(Params):
+class RestartLoopParams(Params, frozen=True):
     restarts: PositiveInt = 3
     within: Seconds = 1800.0
     confirm: Seconds = 30.0

@@ -16,25 +16,25 @@ config file for every run) and the run view carries to its emitters
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field, conint
+from msgspec import Meta
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Seconds, Verdict
 from runwatch.stream.state.run import RunState
 
 
-class SharedCauseParams(Params):
+class SharedCauseParams(Params, frozen=True):
     #: runs whose incidents share the cause, at least
-    min_runs: conint(ge=2) = 3  # type: ignore[valid-type]
+    min_runs: Annotated[int, Meta(ge=2)] = 3
     #: ... opened within this much event time of each other
     window: Seconds = 600.0
     #: the share of the thing's users affected, at least
-    min_share: float = Field(0.5, gt=0.0, le=1.0)
+    min_share: Annotated[float, Meta(gt=0.0, le=1.0)] = 0.5
     #: ... and at least this many times the share of the runs that do not use it affected
     #: by a cause of the same kind (a node: a silent or failed process elsewhere); with no
     #: such runs, only the failures that point at it count (`stream.fleet.decide`)
-    ratio: float = Field(5.0, ge=1.0)
+    ratio: Annotated[float, Meta(ge=1.0)] = 5.0
     #: a run uses a thing it reported within this much event time
     users_within: Seconds = 3600.0
     #: the fleet pause (per run): hold the run's calls to a service while the service's

@@ -14,11 +14,20 @@ The metric is the first of `metric_keys` the run logs (each framework names it i
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from msgspec import Meta, field
 
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    Params,
+    PositiveFloat,
+    PositiveInt,
+    Rule,
+    Verdict,
+)
 from runwatch.stream.rules.levels import spiking, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -36,8 +45,8 @@ GRAD_NORM_KEYS = ("actor/grad_norm", "train/actor_grad_norm", "actor_grad_norm",
                   "ppo_actor/update/grad_norm", "optim/grad_norm", "grad_norm")  # fmt: skip
 
 
-class SpikeParams(Params):
-    metric_keys: list[str] = Field(min_length=1)
+class SpikeParams(Params, frozen=True, kw_only=True):
+    metric_keys: Annotated[list[str], Meta(min_length=1)]
     steps: PositiveInt = 3
     window: PositiveInt = 50
     warmup: PositiveInt = 20
@@ -45,12 +54,16 @@ class SpikeParams(Params):
     min_rise: PositiveFloat = 0.5
 
 
-class KlSpikeParams(SpikeParams):
-    metric_keys: list[str] = Field(default_factory=lambda: list(KL_KEYS), min_length=1)
+class KlSpikeParams(SpikeParams, frozen=True):
+    metric_keys: Annotated[list[str], Meta(min_length=1)] = field(
+        default_factory=lambda: list(KL_KEYS)
+    )
 
 
-class GradNormSpikeParams(SpikeParams):
-    metric_keys: list[str] = Field(default_factory=lambda: list(GRAD_NORM_KEYS), min_length=1)
+class GradNormSpikeParams(SpikeParams, frozen=True):
+    metric_keys: Annotated[list[str], Meta(min_length=1)] = field(
+        default_factory=lambda: list(GRAD_NORM_KEYS)
+    )
 
 
 class MetricSpikeRule(Rule[SpikeParams]):

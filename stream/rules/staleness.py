@@ -13,10 +13,19 @@ steps in a row, and resolves at the first step below.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Annotated
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from msgspec import Meta, field
 
-from runwatch.stream.rules.base import Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    Condition,
+    Description,
+    Params,
+    PositiveFloat,
+    PositiveInt,
+    Rule,
+    Verdict,
+)
 from runwatch.stream.rules.levels import held_at_least, values_of
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
@@ -24,8 +33,10 @@ from runwatch.stream.state.steps import Step
 LAG_KEYS = ("off_policy/mean",)
 
 
-class StalenessParams(Params):
-    lag_keys: list[str] = Field(default_factory=lambda: list(LAG_KEYS), min_length=1)
+class StalenessParams(Params, frozen=True):
+    lag_keys: Annotated[list[str], Meta(min_length=1)] = field(
+        default_factory=lambda: list(LAG_KEYS)
+    )
     max_lag: PositiveFloat = 4.0
     steps: PositiveInt = 5
 

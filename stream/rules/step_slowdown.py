@@ -18,13 +18,15 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from msgspec import field
 
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
     Params,
+    PositiveFloat,
+    PositiveInt,
     Rule,
     Seconds,
     Verdict,
@@ -35,8 +37,8 @@ from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
 
-class SlowdownParams(Params):
-    exclude_phases: list[str] = Field(default_factory=lambda: ["testing", "save_checkpoint"])
+class SlowdownParams(Params, frozen=True):
+    exclude_phases: list[str] = field(default_factory=lambda: ["testing", "save_checkpoint"])
     steps: PositiveInt = 3
     window: PositiveInt = 20
     warmup: PositiveInt = 10

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from msgspec import field
 
 from runwatch.stream.rules.base import (
     QUIET,
     Condition,
     Description,
     Params,
+    PositiveFloat,
+    PositiveInt,
     Rule,
     Seconds,
     Verdict,
@@ -24,11 +26,11 @@ from runwatch.stream.state.progress import Counter
 from runwatch.stream.state.run import RunState, StateConfig
 
 
-class StuckProgressParams(Params):
+class StuckProgressParams(Params, frozen=True):
     min_stall: Seconds = 300.0
     factor: PositiveFloat = 10.0
     window: PositiveInt = 20
-    stall_after: dict[str, Seconds] = Field(default_factory=dict)
+    stall_after: dict[str, Seconds] = field(default_factory=dict)
 
 
 def stall_limit(counter: Counter, params: StuckProgressParams) -> float | None:

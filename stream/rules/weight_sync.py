@@ -25,7 +25,7 @@ from runwatch.stream.rules.base import (
 from runwatch.stream.state.run import RunState
 
 
-class WeightSyncParams(Params):
+class WeightSyncParams(Params, frozen=True):
     timeout: Seconds = 600.0
 
 

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import Field, NonNegativeFloat, PositiveInt
+from msgspec import field
 
 from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
-from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Verdict
+from runwatch.stream.rules.base import (
+    QUIET,
+    Condition,
+    Description,
+    NonNegativeFloat,
+    Params,
+    PositiveInt,
+    Rule,
+    Verdict,
+)
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 
 
-class ZeroRewardParams(Params):
+class ZeroRewardParams(Params, frozen=True):
     steps: PositiveInt = 5
     epsilon: NonNegativeFloat = 1e-9
-    reward_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_REWARD_KEYS))
+    reward_keys: list[str] = field(default_factory=lambda: list(DEFAULT_REWARD_KEYS))
 
 
 def reward_ts(step: Step) -> float:

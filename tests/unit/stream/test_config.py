@@ -7,12 +7,15 @@ from typing import Any
 
 import pytest
 from helpers import decoded, feed, make_engine, make_event
+from pydantic import ValidationError
 
 from runwatch import configfile
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
+from runwatch.stream.params_check import checked
 from runwatch.stream.rules import BUILTIN_RULES
+from runwatch.stream.rules.base import dumped
 from runwatch.stream.rules.custom_absent import AbsentRule
 from runwatch.stream.rules.custom_metric import MetricThresholdRule
 
@@ -77,10 +80,10 @@ def test_defaults_built_without_validation_are_what_validation_gives() -> None:
     builds no validator for them): each default must already be what validating it gives,
     down to the type (a `Seconds` written `1800` would stay an int)."""
     for rule in RulesConfig.default().rules:
-        validated = type(rule.params).model_validate({})
+        validated = checked(type(rule.params), {})
         assert rule.params == validated
-        for name, value in validated:
-            made = getattr(rule.params, name)
+        for name in validated.__struct_fields__:
+            made, value = getattr(rule.params, name), getattr(validated, name)
             assert (type(made), made) == (type(value), value), f"{rule.rule_id}.{name}"
 
 
@@ -90,11 +93,21 @@ def test_a_rule_only_switched_is_built_as_validation_builds_it(enabled: bool) ->
     too: the same parameters, and the same keys set, as validating the table gives."""
     tables = {rule_id: {"enabled": enabled} for rule_id in BUILTIN_IDS}
     for rule in RulesConfig.from_mapping({"rules": tables}).rules:
-        validated = type(rule.params).model_validate({"enabled": enabled})
+        validated = checked(type(rule.params), {"enabled": enabled})
         assert rule.params == validated, rule.rule_id
         assert rule.params.enabled is enabled
-        assert rule.params.model_fields_set == validated.model_fields_set == {"enabled"}
-        assert rule.params.model_dump() == validated.model_dump()
+        assert dumped(rule.params) == dumped(validated)
+
+
+def test_every_parameter_set_as_written_is_taken_back() -> None:
+    """The checking model is derived from each rule's record (`params_check`): a table that
+    sets every parameter to what the record holds gives the record back, the names a config
+    uses (`for`) included, and every key it does not know is refused by name."""
+    for rule in RulesConfig.from_mapping({"rules": {"custom": [METRIC, ABSENT]}}).rules:
+        table = dumped(rule.params)
+        assert checked(type(rule.params), table) == rule.params, rule.rule_id
+        with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+            checked(type(rule.params), {**table, "nope": 1})
 
 
 def test_the_contract_example_loads(tmp_path: Path) -> None:
