@@ -7,10 +7,11 @@ last work the rank enqueued and completed. Ranks that all time out in the same c
 are *uniform* (something outside the group stalled them all: a peer that died, the network);
 ranks at different sequence numbers *diverge*, and the ones behind are where to look.
 
-One alert per process group: it fires `settle` seconds after the first line, so the ranks
-that print within that window are in it (they print within a second or two of each other),
-and lets go when a step ends after the timeout (the job was restarted and goes on) or the
-run finishes `ok`.
+One alert per failing collective (its process group: `Collectives.by_incident`, however
+its lines are cut, ordered or delayed): it fires `settle` seconds after the first line, so
+the ranks that print within that window are in it (they print within a second or two of
+each other), and lets go when a step ends after the timeout (the job was restarted and goes
+on) or the run finishes `ok`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _where(record: Timeout, ops: dict[int, str]) -> str:
     line about the same sequence number when its own line does not say it)."""
     op = record.op or (ops.get(record.seq) if record.seq is not None else None)
     return f"{op or 'collective'} #{record.seq}" if record.seq is not None else (op or "?")
+
+
+def _group(records: list[Timeout]) -> str | None:
+    """The process group the records name (the first named: a line naming none is in it)."""
+    return next((r.pg for r in records if r.pg), None)
 
 
 def _number(record: Timeout) -> int | None:
@@ -108,21 +114,23 @@ class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
         if not run.collectives.records:
             return QUIET
         held = []
-        for pg, records in run.collectives.by_group().items():
+        for key, records in run.collectives.by_incident().items():
             since = min(r.at for r in records)
             if run.failed_after_progress(since):
+                pg = _group(records)
                 subject = f"process group {pg}" if pg else None
-                held.append(Condition(pg, since, since + params.settle, subject))
+                held.append(Condition(key, since, since + params.settle, subject))
         return Verdict(tuple(held)) if held else QUIET
 
     def describe(
         self, run: RunState, cond: Condition, now: float, params: CollectiveTimeoutParams
     ) -> Description:
-        records = run.collectives.by_group().get(cond.key, [])
+        records = run.collectives.by_incident().get(cond.key, [])
+        pg = _group(records)
         found = analyse(records)
         sequenced = [r for r in records if r.seq is not None]
         backend = next((r.backend for r in sequenced or records if r.backend), "nccl")
-        group = f" in process group {cond.key}" if cond.key else ""
+        group = f" in process group {pg}" if pg else ""
         timeout = max((r.timeout_s for r in records if r.timeout_s is not None), default=None)
         limit = f" (timeout {fmt_duration(timeout)})" if timeout is not None else ""
         if found.pattern == "uniform" and len(found.by_work) == 1:
@@ -163,7 +171,7 @@ class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
             f"{backend.upper()} collective timed out{group}: {story}",
             {
                 "backend": backend,
-                "pg": cond.key or None,
+                "pg": pg,
                 "pattern": found.pattern,
                 "ranks": ranks,
                 "by_work": {w: sorted(r.label for r in rs) for w, rs in found.by_work.items()},

@@ -63,6 +63,7 @@ class Timeout:
         "at",
         "backend",
         "group_rank",
+        "incident",
         "last_completed",
         "last_enqueued",
         "message",
@@ -80,6 +81,9 @@ class Timeout:
         self.who = who  # the rank's identity: `rank N` (global), else its process
         self.process = process
         self.at = at
+        #: the failing collective this record is about, fixed when the record is made
+        #: (`Collectives.by_incident`): the process group's name, or "" while none was named
+        self.incident = ""
         self.backend: str = ""
         self.rank: int | None = None
         self.group_rank: int | None = None
@@ -139,23 +143,33 @@ class Collectives(Compact):
         if len(self.records) < MAX_RECORDS:
             record = Timeout(who, process, at)
             record.merge(fields)
+            record.incident = self._incident(seq, pg)
             self.records.append(record)
 
-    def by_group(self) -> dict[str, list[Timeout]]:
-        """The records by process group. A line that names no group (torch 2.4's watchdog
-        line; the c10d store's) belongs to the group whose records have its sequence number,
-        else to "" (none named): a group named later does not take it, so an alert that
-        fired stays one alert."""
-        named: dict[str, list[Timeout]] = {}
-        unnamed: list[Timeout] = []
+    def _incident(self, seq: int | None, pg: str | None) -> str:
+        """The failing collective a new record is about: that of a record at its sequence
+        number in its group (or in a group not named), else that of its group, else one
+        that no line named a group of yet, else its group's name. A line that names no group
+        (torch 2.2-2.5's watchdog line, the c10d store's) cannot say which other it is
+        about: it joins the first, a rank behind or ahead in the same job's hang."""
+        records = self.records
+        if seq is not None:
+            for r in records:
+                if r.seq == seq and (pg is None or r.pg in (None, pg)):
+                    return r.incident
+        if pg is None:
+            return records[0].incident if records else ""
+        if (same := next((r.incident for r in records if r.pg == pg), None)) is not None:
+            return same
+        named = {r.incident for r in records if r.pg}
+        return next((r.incident for r in records if r.incident not in named), pg)
+
+    def by_incident(self) -> dict[str, list[Timeout]]:
+        """The records by the failing collective they are about (its process group's name,
+        or "" where the first line about it named none). A record keeps its incident when a
+        later line names its group: the lines of one collective come cut, out of order or
+        late (a loaded emitter), and an alert that fired on the first ones stays one alert."""
+        out: dict[str, list[Timeout]] = {}
         for record in self.records:
-            if record.pg:
-                named.setdefault(record.pg, []).append(record)
-            else:
-                unnamed.append(record)
-        for record in unnamed:
-            home = next((pg for pg, rs in named.items()
-                         if record.seq is not None and any(r.seq == record.seq for r in rs)),
-                        None)  # fmt: skip
-            named.setdefault(home or "", []).append(record)
-        return named
+            out.setdefault(record.incident, []).append(record)
+        return out
