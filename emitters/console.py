@@ -19,7 +19,7 @@ no line end until its next refresh): its progress is read when it is written, an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ahocorasick_rs import BytesAhoCorasick
@@ -148,16 +148,29 @@ class LineParser:
         self._notes, self.metrics.notes, self.failures.notes = [], [], []
         return out
 
+    def quiet(self) -> list[Found]:
+        """What the output's going quiet decides while its command still runs (a hung job:
+        `runwatch watch` calls this once the output has said nothing for a while): a cut
+        watchdog line's rest is not coming, an abort's `what():` neither, and a traceback
+        its process printed last was its last word (`Failures.quiet`)."""
+        return self._last_words(self.failures.quiet)
+
     def finish(self) -> list[Found]:
         """What the end of the output decides: a traceback its process printed last."""
+        return self._last_words(self.failures.finish, ended=True)
+
+    def _last_words(
+        self, failed: Callable[[], list[tuple[Any, Found]]], ended: bool = False
+    ) -> list[Found]:
         out: list[Found] = []
         if (held := self.wrapped.flush()) is not None:
             out += self._read(held)[1]
         if self._abort is not None:
             out.append(self._released(self._abort))
             self._abort = None
-        out += self.metrics.finish()
-        for source, (kind, fields) in self.failures.finish():
+        if ended:
+            out += self.metrics.finish()
+        for source, (kind, fields) in failed():
             if (src := self._srcs.get(source)) is not None:
                 fields["src"] = src
             out.append((kind, fields))

@@ -35,6 +35,9 @@ CACHE = "RUNWATCH_CACHE"
 SPOOL_MAX_AGE = "RUNWATCH_SPOOL_MAX_AGE"
 #: consecutive loss-scale overflow skips a console reader takes for a failure
 OVERFLOW_STEPS = "RUNWATCH_OVERFLOW_STEPS"
+#: how long a watched command's output stays quiet after a traceback before it counts as the
+#: process's last word (a duration)
+LAST_WORD = "RUNWATCH_LAST_WORD"
 #: a secured Kafka (`kafka_security.KafkaSecurity.from_env`, which reads any mapping)
 KAFKA_PROTOCOL = "RUNWATCH_KAFKA_SECURITY_PROTOCOL"
 KAFKA_MECHANISM = "RUNWATCH_KAFKA_SASL_MECHANISM"
@@ -146,3 +149,16 @@ def overflow_steps(default: int) -> int:
     except ValueError:
         return default
     return steps if steps > 0 else default
+
+
+def last_word(default: float) -> float:
+    """RUNWATCH_LAST_WORD as seconds: how long `runwatch watch` waits, the command's output
+    quiet, before a traceback it printed last is its process's death (a hung job: the other
+    ranks wait); `default` when unset or not a duration."""
+    text = get(LAST_WORD)
+    if text is None:
+        return default
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return default

@@ -348,38 +348,61 @@ class Failures:
                     "went on working after it (a step, a bar, engine stats)"
                 )
 
+    def quiet(self) -> list[tuple[Any, Found]]:
+        """The output went quiet with the process still running (`runwatch watch` on a hung
+        job: one rank died, the others wait in a collective): each source whose last word
+        was an uncaught traceback (or a death it may survive) failed -- decided now, as the
+        output's end would, and once. A source that goes on after all shows progress, which
+        lets its alert go; the rest wait for more, or for the end."""
+        out = []
+        for source, record in list(self._records.items()):
+            if (found := self._decided(source, record)) is not None:
+                out.append((source, found))
+                del self._records[source]
+                self._ended.pop(source, None)
+        return out
+
+    def _decided(self, source: Any, record: Record) -> Found | None:
+        """The failure a source's last traceback says, if it says one."""
+        earlier = self._ended.get(source)
+        if (record.said is None or record.stopped) and earlier is not None:
+            # the later traceback was cut (logged or not, it names nothing), or was the
+            # stop's: the earlier one, after which the source made no progress, names the
+            # failure
+            record = earlier
+        if (said := record.said) is not None and not record.quiet:
+            how = "fatal" if record.fatal else "exception"
+            fields: dict[str, Any] = {"error": said, "how": how}
+        elif record.cut:
+            # the output ended (or went quiet) inside the traceback's frames: nothing handled
+            # it, and the process printed nothing after -- cut before its exception line, it
+            # was the process's last word all the same
+            fields = {"error": f"{CUT} (last frame: {record.paths[-1][-120:]})"}
+            fields["how"] = "exception"
+        else:
+            return None
+        if (component := record.component()) is not None:
+            fields["component"] = component  # a hint, as a fatal line's
+        return ("component.failed", fields)
+
     def finish(self) -> list[tuple[Any, Found]]:
         """The output ended: each source's last traceback was its last word."""
         out = []
         for source, record in self._records.items():
+            if (found := self._decided(source, record)) is not None:
+                out.append((source, found))
+                continue
             earlier = self._ended.get(source)
             if (record.said is None or record.stopped) and earlier is not None:
-                # the later traceback was cut (logged or not, it names nothing), or was the
-                # stop's: the earlier one, after which the source made no progress, names the
-                # failure
                 record = earlier
-            if (said := record.said) is not None and not record.quiet:
-                how = "fatal" if record.fatal else "exception"
-                fields: dict[str, Any] = {"error": said, "how": how}
-                if (component := record.component()) is not None:
-                    fields["component"] = component  # a hint, as a fatal line's
-                out.append((source, ("component.failed", fields)))
-            elif said is not None and record.stopped:
+            said = record.said
+            if said is not None and record.stopped:
                 pass  # the stop's, said once (`_stop`)
             elif said is not None:
                 self.notes.append(
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
                     "said it ignored it (`Exception ignored in: ...`)"
                 )
-            elif record.cut:
-                # the output ended inside the traceback's frames: nothing handled it, and the
-                # process printed nothing after -- cut before its exception line, it was the
-                # process's last word all the same
-                fields = {"error": f"{CUT} (last frame: {record.paths[-1][-120:]})"}
-                fields["how"] = "exception"
-                if (component := record.component()) is not None:
-                    fields["component"] = component
-                out.append((source, ("component.failed", fields)))
             elif record.paths:
                 self.notes.append(
                     "a traceback ends before its exception line and its source printed more "

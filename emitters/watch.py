@@ -29,6 +29,7 @@ from typing import Any
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.env import last_word
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stacks import Taken, py_spy
 
@@ -47,6 +48,12 @@ DRAIN_S = 5.0
 #: A stream quiet this long has its unfinished line read (a tqdm refresh waiting for the
 #: next one): a bar's progress is reported when it is written, not one refresh late.
 PAUSE_S = 0.2
+#: A command's output quiet this long after its last line, the command still running, has
+#: what the quiet decides read (`LineParser.quiet`): a traceback it printed last was its
+#: process's last word -- a hung job, one rank dead and the others waiting in a collective.
+#: Long beside a step's silence in most jobs (a handled traceback, then work: its alert would
+#: let go at the next step), short beside a collective's timeout; RUNWATCH_LAST_WORD sets it.
+LAST_WORD_S = 60.0
 #: Signals that end a command because it failed (the others stop it: a person, a scheduler).
 FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
                              signal.SIGFPE, signal.SIGILL})  # fmt: skip
@@ -112,10 +119,17 @@ class ProgressGate:
 class Watcher:
     """Copies the command's output through and turns what it reads into events."""
 
-    def __init__(self, emitter: Emitter, parser: LineParser, progress_every: float) -> None:
+    def __init__(
+        self,
+        emitter: Emitter,
+        parser: LineParser,
+        progress_every: float,
+        last_word: float = LAST_WORD_S,
+    ) -> None:
         self.emitter = emitter
         self.parser = parser
         self.gate = ProgressGate(progress_every)
+        self.last_word = last_word
         self.stop = threading.Event()
         self.emitted = 0
         self.read_failed = 0  # reads that raised (their bytes were copied, not read)
@@ -164,6 +178,8 @@ class Watcher:
             scanners[src] = LineScanner(self.parser)
         open_fds = set(sources)
         last_data = {fd: time.monotonic() for fd in sources}
+        heard = time.monotonic()  # the output's last bytes, on any stream
+        quiet = False  # what its quiet since then decides was read
         try:
             while open_fds:
                 ready = sel.select(timeout=PAUSE_S / 2)
@@ -180,11 +196,15 @@ class Watcher:
                         self._read(scanners[fd].finish)
                         continue
                     _write_all(key.data, data)
-                    last_data[fd] = now
+                    last_data[fd] = heard = now
+                    quiet = False
                     self._read(partial(scanners[fd].feed, data))
                 for fd in open_fds:  # a stream that paused: its unfinished refresh, once
                     if now - last_data[fd] >= PAUSE_S:
                         self._read(scanners[fd].peek)
+                if not quiet and now - heard >= self.last_word and open_fds:
+                    quiet = True  # the command runs on, silent: what it said last stands
+                    self._read(self.parser.quiet)
                 for fields in self.gate.due():
                     self._send("progress", fields)
                 if not ready and self.stop.is_set():
@@ -242,7 +262,8 @@ def watch(
     assert proc.stderr is not None
     # runwatch's requests for stacks (a hang) are answered with the command's, from outside
     emitter.stacks_from(_stacks_of(proc.pid))
-    watcher = Watcher(emitter, LineParser(server=server), progress_every)
+    watcher = Watcher(emitter, LineParser(server=server), progress_every,
+                      last_word(LAST_WORD_S))  # fmt: skip
     sources = {
         proc.stdout.fileno(): sys.stdout.fileno(),
         proc.stderr.fileno(): sys.stderr.fileno(),

@@ -490,3 +490,36 @@ def test_what_python_printed_and_went_on_from_is_no_failure_at_the_output_s_end(
     assert [f["error"] for f in failed(read_all(lines + uncaught))] == ["ValueError: bad batch"]
     # and frames cut after a stack the program printed, under a traceback's own head
     assert len(failed(read_all(lines + uncaught[:2]))) == 1
+
+
+# --- a traceback followed by silence, the process still running (`LineParser.quiet`) --------
+
+UNCAUGHT_LINES = [
+    "Traceback (most recent call last):",
+    '  File "/workspace/verl/verl/workers/fsdp_workers.py", line 512, in update_actor',
+    "    metrics = self.actor.update_policy(data=data)",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+
+
+def test_a_traceback_that_was_the_last_word_before_a_quiet_fails_once() -> None:
+    parser = LineParser()
+    assert failed(read_lines(parser, UNCAUGHT_LINES)) == []  # the process may still go on
+    (fields,) = failed(parser.quiet())
+    assert fields["error"].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert parser.quiet() == []  # said once
+    assert failed(parser.finish()) == []  # and not again at the end
+
+
+def test_a_quiet_after_a_handled_or_logged_traceback_decides_nothing() -> None:
+    parser = LineParser()
+    read_lines(parser, UNCAUGHT_LINES)
+    read_lines(parser, ["step:2 - critic/score/mean:0.5 - timing_s/step:2.0"])  # it went on
+    assert failed(parser.quiet()) == []
+    parser = LineParser()
+    read_lines(parser, ["WARNING 11-29 10:00:00 retrying after an error", *UNCAUGHT_LINES])
+    assert failed(parser.quiet()) == []
+
+
+def read_lines(parser: LineParser, lines: list[str]) -> list[Found]:
+    return [f for line in lines for f in parser.parse(line)]

@@ -3,6 +3,7 @@ forwarded, events as the rules need them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -428,3 +429,52 @@ def test_a_reader_that_fails_costs_one_line_and_never_the_output(
     for fd in (src_r, out_r):
         os.close(fd)
     em.close()
+
+
+#: A rank that dies and a job that hangs: the traceback is printed, the process stays (the
+#: other ranks wait in NCCL); it writes its pid first, so the test can end it by pid.
+HUNG = textwrap.dedent(
+    """
+    import os, sys, time, traceback
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    print("step:1 - critic/score/mean:0.5 - timing_s/step:2.0", flush=True)
+    try:
+        {}["teacher_logprobs"]
+    except KeyError:
+        traceback.print_exc()  # as Python prints an uncaught one
+    sys.stderr.flush()
+    time.sleep(600)
+    """
+)
+
+
+def test_a_traceback_then_silence_while_the_command_runs_is_a_failure(tmp_path: Path) -> None:
+    """`watch` on a hung job: its last word, a traceback, is its process's death once the
+    output has been quiet for RUNWATCH_LAST_WORD (here 1 s), while the command still runs."""
+    script, spool, pid_file = tmp_path / "hung.py", tmp_path / "spool", tmp_path / "pid"
+    script.write_text(HUNG)
+    proc = subprocess.Popen(
+        [*WATCH, "--run", "r-hung", "--spool", str(spool), "--", sys.executable, str(script),
+         str(pid_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**env(), "RUNWATCH_LAST_WORD": "1s"},
+    )  # fmt: skip
+
+    def failed() -> list[dict[str, Any]]:
+        if not spool.exists():
+            return []
+        events = [json.loads(line) for p in sorted(spool.glob("*.jsonl"))
+                  for line in p.read_text().splitlines() if line.strip()]  # fmt: skip
+        return [e for e in events if e["kind"] == "component.failed"]
+
+    try:
+        (event,) = wait_for(failed, "the traceback decided while the command hangs")
+        assert (event["how"], event["error"]) == ("exception", "KeyError: 'teacher_logprobs'")
+        assert proc.poll() is None  # decided by the quiet, not by the command's end
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        proc.wait(60)
+    # the command killed: no second failure for the same traceback, the exit's own only
+    assert [e["how"] for e in failed()] == ["exception", "exit"]
