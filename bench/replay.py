@@ -45,11 +45,13 @@ CPU time (one core; the bench is single-threaded, and the machine may be shared)
 Through the command (`--command`, the heartbeat-heavy and fleet-shaped traces): `runwatch
 replay FILE` with every rule and with the seven (`--config`), against `python
 bench/reference.py FILE`, each a process from start to end -- imports and start-up included,
-as a user (or a check) runs them.
+as a user (or a check) runs them. With `--base DIR` (another commit's checkout: `git archive
+REV | tar -x -C DIR`), that build's `runwatch` too, through this interpreter, each of its runs
+beside this build's (the same transitions, checked), for a before and after in one run.
 
     .venv/bin/python bench/replay.py [--quick] [--shape all|incidents|heartbeats|fleet]
         [--copies 8] [--fleet-runs 100] [--fleet-seconds 240] [--command] [--mem-runs 200]
-        [--repeat 3] [--no-naive]
+        [--repeat 3] [--no-naive] [--base DIR]
 """
 
 from __future__ import annotations
@@ -179,6 +181,32 @@ def timed(fn: Any, lines: list[bytes], repeat: int) -> tuple[float, list[bytes]]
 BENCH = os.path.dirname(os.path.abspath(__file__))
 RUNWATCH = os.path.join(os.path.dirname(sys.executable), "runwatch")
 
+#: `runwatch` from another checkout, run by this interpreter: the editable install's mapping
+#: of runwatch's packages pointed at that checkout's folders before runwatch is imported
+BASE_LAUNCHER = """\
+import os, sys
+checkout = sys.argv.pop(1)
+finder = next(m for name, m in list(sys.modules.items())
+              if name.startswith("__editable___runwatch") and name.endswith("_finder"))
+for package, path in list(finder.MAPPING.items()):
+    finder.MAPPING[package] = os.path.join(checkout, os.path.basename(path))
+from runwatch.cli import main
+sys.exit(main())
+"""
+
+
+def base_runwatch(checkout: str, tmp: str) -> list[str]:
+    """The argv prefix that runs `runwatch` from `checkout` (a `git worktree` or `git
+    archive` of another commit), its modules compiled first as `make setup` compiles them."""
+    import compileall
+
+    for folder in ("runwatch", "stream", "emitters", "store"):
+        compileall.compile_dir(os.path.join(checkout, folder), quiet=1)
+    launcher = os.path.join(tmp, "runwatch_base.py")
+    with open(launcher, "w") as f:
+        f.write(BASE_LAUNCHER)
+    return [sys.executable, launcher, os.path.abspath(checkout)]
+
 
 def child_cpu(argv: list[str]) -> tuple[float, bytes]:
     """CPU seconds (user + system) of one program run to its end, and what it wrote."""
@@ -189,11 +217,12 @@ def child_cpu(argv: list[str]) -> tuple[float, bytes]:
     return used, done.stdout
 
 
-def through_the_command(lines: list[bytes], repeat: int) -> None:
+def through_the_command(lines: list[bytes], repeat: int, base: str | None = None) -> None:
     """`runwatch replay FILE` (every rule; only the seven: `--config`) against the plain
     reading run as a program (`python bench/reference.py FILE`), each a process of its own
     from start to end (imports, start-up, reading the file, writing alerts): best CPU time of
-    `repeat` runs, alternating."""
+    `repeat` runs, alternating. With `base` (another checkout), its `runwatch` too, each
+    of its runs beside this one's, and its output checked to be the same."""
     with tempfile.TemporaryDirectory() as tmp:
         trace, config = os.path.join(tmp, "trace.jsonl"), os.path.join(tmp, "seven.toml")
         with open(trace, "wb") as f:
@@ -203,27 +232,39 @@ def through_the_command(lines: list[bytes], repeat: int) -> None:
                          if r.id not in SEVEN)  # fmt: skip
         empty = os.path.join(tmp, "empty.jsonl")
         open(empty, "wb").close()
-        full = [RUNWATCH, "replay", trace]
         reference = [sys.executable, os.path.join(BENCH, "reference.py"), trace]
-        argvs = {
-            "runwatch replay FILE, every rule": full,
-            "runwatch replay FILE --config (the seven)": [*full, "--config", config],
-            "python bench/reference.py FILE": reference,
-            "runwatch replay on an empty file (start-up)": [RUNWATCH, "replay", empty],
-        }
+        builds = {"": [RUNWATCH]}
+        if base is not None:
+            builds[" (base)"] = base_runwatch(base, tmp)
+        argvs: dict[str, list[str]] = {}
+        for tag, runwatch in builds.items():
+            argvs[f"runwatch replay FILE, every rule{tag}"] = [*runwatch, "replay", trace]
+            argvs[f"runwatch replay FILE --config (the seven){tag}"] = [
+                *runwatch, "replay", trace, "--config", config]  # fmt: skip
+        argvs["python bench/reference.py FILE"] = reference
+        for tag, runwatch in builds.items():
+            argvs[f"runwatch replay on an empty file (start-up){tag}"] = [
+                *runwatch, "replay", empty]  # fmt: skip
         best = dict.fromkeys(argvs, float("inf"))
+        outputs: dict[str, bytes] = {}
         for _ in range(repeat):
             for label, argv in argvs.items():
-                best[label] = min(best[label], child_cpu(argv)[0])
+                used, out = child_cpu(argv)
+                best[label] = min(best[label], used)
+                outputs[label] = out
+        for label, out in outputs.items():  # the same transitions from both builds
+            if label.endswith(" (base)") and out != outputs[label.removesuffix(" (base)")]:
+                raise SystemExit(f"{label}: its transitions differ from this build's")
     n = len(lines)
     say(f"through the command, each a process from start to end (CPU s, best of {repeat}):")
     for label, t in best.items():
-        say(f"  {label:<48}{t:>7.2f} s")
+        say(f"  {label:<55}{t:>7.3f} s")
     plain_t = best["python bench/reference.py FILE"]
-    every = best["runwatch replay FILE, every rule"]
-    seven = best["runwatch replay FILE --config (the seven)"]
-    say(f"  every rule vs the plain program: {plain_t / every:.2f}x; the seven: "
-        f"{plain_t / seven:.2f}x ({n:,} events)")  # fmt: skip
+    for tag in builds:
+        every = best[f"runwatch replay FILE, every rule{tag}"]
+        seven = best[f"runwatch replay FILE --config (the seven){tag}"]
+        say(f"  every rule vs the plain program{tag}: {plain_t / every:.2f}x; the seven: "
+            f"{plain_t / seven:.2f}x ({n:,} events)")  # fmt: skip
     say("")
 
 
@@ -367,6 +408,9 @@ def main() -> None:
     ap.add_argument("--command", action="store_true",
                     help="also time the heartbeat-heavy and fleet-shaped traces through "
                     "`runwatch replay FILE` against the plain reading as a program")  # fmt: skip
+    ap.add_argument("--base", metavar="DIR",
+                    help="with --command, also run `runwatch` from the checkout DIR (another "
+                    "commit, `git archive REV | tar -x -C DIR`), alternating")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="small traces, one pass, print only")
     args = ap.parse_args()
     if args.quick:
@@ -388,7 +432,7 @@ def main() -> None:
         throughput(f"heartbeat-heavy trace (bench/heartbeat_trace.py, {hours:g} h)", lines,
                    RUNS, args)  # fmt: skip
         if args.command:
-            through_the_command(lines, args.repeat)
+            through_the_command(lines, args.repeat, args.base)
 
     if args.shape in ("all", "fleet"):
         args.ring = False
@@ -397,7 +441,7 @@ def main() -> None:
         throughput(f"fleet-shaped trace (bench/fleet_shape.py: 12 processes a run, "
                    f"{args.fleet_seconds:g} s)", lines, runs, args)  # fmt: skip
         if args.command:
-            through_the_command(lines, args.repeat)
+            through_the_command(lines, args.repeat, args.base)
 
     mem = memory_per_run(args.mem_runs)
     say(
