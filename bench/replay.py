@@ -195,13 +195,19 @@ sys.exit(main())
 """
 
 
-def base_runwatch(checkout: str, tmp: str) -> list[str]:
-    """The argv prefix that runs `runwatch` from `checkout` (a `git worktree` or `git
-    archive` of another commit), its modules compiled first as `make setup` compiles them."""
+def compiled(checkout: str) -> None:
+    """A checkout's modules compiled, as `make setup` compiles them (where
+    PYTHONDONTWRITEBYTECODE is set, a stale module would be compiled at every start)."""
     import compileall
 
     for folder in ("runwatch", "stream", "emitters", "store"):
         compileall.compile_dir(os.path.join(checkout, folder), quiet=1)
+
+
+def base_runwatch(checkout: str, tmp: str) -> list[str]:
+    """The argv prefix that runs `runwatch` from `checkout` (a `git worktree` or `git
+    archive` of another commit), compiled."""
+    compiled(checkout)
     launcher = os.path.join(tmp, "runwatch_base.py")
     with open(launcher, "w") as f:
         f.write(BASE_LAUNCHER)
@@ -233,6 +239,7 @@ def through_the_command(lines: list[bytes], repeat: int, base: str | None = None
         empty = os.path.join(tmp, "empty.jsonl")
         open(empty, "wb").close()
         reference = [sys.executable, os.path.join(BENCH, "reference.py"), trace]
+        compiled(os.path.dirname(BENCH))
         builds = {"": [RUNWATCH]}
         if base is not None:
             builds[" (base)"] = base_runwatch(base, tmp)
