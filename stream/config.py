@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.incidents import IncidentGraph
+from runwatch.stream.params_check import checked, model_of, quick
 from runwatch.stream.rules import BUILTIN_RULES, CUSTOM_RULE_TYPES, Params, Rule
 from runwatch.stream.rules.base import dumped
 from runwatch.stream.state.run import StateConfig
 from runwatch.stream.suggest import did_you_mean
 
-if TYPE_CHECKING:  # (pydantic is imported where a table is checked: `params_check`)
+if TYPE_CHECKING:  # (pydantic is imported where a table is refused: `params_check`)
     from pydantic import BaseModel, ValidationError
 
 P = TypeVar("P", bound=Params)
@@ -92,8 +93,8 @@ def unknown_rule(rule_id: str) -> str:
 def _params(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) -> P:
     """A built-in rule's parameters from its table at `path`. The defaults, and a rule only
     turned on or off (`enabled = false`, nothing else), are the record's own (no rule's
-    parameters have a check beyond their fields' bounds): a command given a config that
-    turns rules off starts without pydantic. Any other table is checked (`_checked`)."""
+    parameters have a check beyond their fields' bounds): no check at all. Any other table
+    is checked (`_checked`)."""
     if not raw:
         return model()
     if raw.keys() == {"enabled"} and type(raw["enabled"]) is bool:
@@ -102,10 +103,12 @@ def _params(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) ->
 
 
 def _checked(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) -> P:
-    """`model` from the table at `path`, checked; ConfigError naming the bad key."""
+    """`model` from the table at `path`, checked (`params_check`: msgspec, and pydantic
+    where msgspec refuses); ConfigError naming the bad key."""
+    made = quick(model, raw)
+    if made is not None:
+        return made
     from pydantic import ValidationError
-
-    from runwatch.stream.params_check import checked, model_of
 
     try:
         return checked(model, raw)

@@ -1,12 +1,15 @@
-"""A rule's parameters checked against a config's table, in pydantic's words.
+"""A rule's parameters checked against a config's table.
 
 A rule's parameters are a plain record (`Params`, a msgspec struct in the rule's module: its
-fields, bounds and defaults the one definition). Where a table says more than on or off, it
-is checked by a pydantic model derived from that record here -- the same fields, defaults,
-bounds (`Meta` as pydantic's constraints) and names a config uses -- strict and closed, so a
-wrong type or an unknown key is an error that names the key (`runwatch.stream.config`).
-pydantic is imported, and each model built, only the first time a table needs it: a command
-given the defaults, or rules only switched on or off, starts without either.
+fields, bounds and defaults the one definition). A table is first read into it by msgspec
+(`quick`): strict, closed, its bounds as `Meta`. What msgspec refuses -- and the one thing it
+would take that pydantic does not, a string with a newline (a pattern's `$` matches before a
+final newline in Python's `re`, not in pydantic's) -- is checked by a pydantic model derived
+from that record here (`checked`: the same fields, defaults, names a config uses and bounds,
+as pydantic's constraints), whose errors name the key (`runwatch.stream.config`). pydantic is
+imported, and each model built, only then: a command given valid tables, or a run's valid
+config, starts and runs without either. tests/unit/stream/test_config.py holds `quick` to
+never taking what `checked` refuses.
 """
 
 from __future__ import annotations
@@ -14,24 +17,48 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from typing import Annotated, Any, TypeVar, Union
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from runwatch.stream.rules.base import Params
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 P = TypeVar("P", bound=Params)
 
-#: every parameter model's config: unknown keys and wrong types are errors (strict:
-#: `steps = "10"` is refused, not quietly read as 10)
-STRICT_CLOSED = ConfigDict(extra="forbid", frozen=True, strict=True)
 #: `Meta`'s bounds that pydantic's `Field` takes by the same name
 _BOUNDS = ("gt", "ge", "lt", "le", "min_length", "max_length", "pattern")
 
 
+def quick(params: type[P], table: Mapping[str, Any]) -> P | None:
+    """`params` from a table (keys as a config writes them), or None: then `checked`
+    decides, and words why."""
+    if _newline(table):
+        return None
+    try:
+        return msgspec.convert(table, params)
+    except msgspec.ValidationError:
+        return None
+
+
+def _newline(value: Any) -> bool:
+    """Whether a string anywhere in a table (keys included) holds a newline."""
+    if isinstance(value, str):
+        return "\n" in value
+    if isinstance(value, Mapping):
+        return any(_newline(k) or _newline(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(map(_newline, value))
+    return False
+
+
 def _pydantic_type(tp: Any) -> Any:
     """The annotation pydantic checks for a field of type `tp` (its `Meta` as `Field`)."""
+    from pydantic import Field
+
     origin = typing.get_origin(tp)
     if origin is Annotated:
         base, *metadata = typing.get_args(tp)
@@ -53,7 +80,10 @@ def _pydantic_type(tp: Any) -> Any:
 
 @functools.cache
 def model_of(params: type[Params]) -> type[BaseModel]:
-    """The pydantic model that checks a table for `params` (built once, when first asked)."""
+    """The pydantic model that checks a table for `params` (built once, when first asked):
+    strict and closed, so `steps = "10"` and an unknown key are errors that name the key."""
+    from pydantic import ConfigDict, Field, create_model
+
     fields: dict[str, Any] = {}
     for f in msgspec.structs.fields(params):
         kw: dict[str, Any] = {"alias": f.encode_name} if f.encode_name != f.name else {}
@@ -62,11 +92,12 @@ def model_of(params: type[Params]) -> type[BaseModel]:
         elif f.default is not msgspec.NODEFAULT:
             kw["default"] = f.default
         fields[f.name] = (_pydantic_type(f.type), Field(**kw))
-    return create_model(params.__name__, __config__=STRICT_CLOSED, **fields)
+    strict_closed = ConfigDict(extra="forbid", frozen=True, strict=True)
+    return create_model(params.__name__, __config__=strict_closed, **fields)
 
 
-def checked(params: type[P], table: dict[str, Any]) -> P:
-    """`params` from a config's table (keys as a config writes them); raises pydantic's
-    ValidationError naming each bad key."""
+def checked(params: type[P], table: Mapping[str, Any]) -> P:
+    """`params` from a table, by pydantic's verdict; raises pydantic's ValidationError
+    naming each bad key."""
     model = model_of(params).model_validate(table)
     return params(**{name: getattr(model, name) for name in params.__struct_fields__})

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from helpers import decoded, feed, make_engine, make_event
 from pydantic import ValidationError
@@ -13,7 +15,7 @@ from runwatch import configfile
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import ConfigError, InvalidEvent
-from runwatch.stream.params_check import checked
+from runwatch.stream.params_check import checked, quick
 from runwatch.stream.rules import BUILTIN_RULES
 from runwatch.stream.rules.base import dumped
 from runwatch.stream.rules.custom_absent import AbsentRule
@@ -108,6 +110,30 @@ def test_every_parameter_set_as_written_is_taken_back() -> None:
         assert checked(type(rule.params), table) == rule.params, rule.rule_id
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
             checked(type(rule.params), {**table, "nope": 1})
+
+
+#: values of every type a table may give a parameter, the awkward ones included
+GRID: list[Any] = [0, 1, -1, 2, 3.0, 0.5, 1.5, -0.0, math.nan, math.inf, -math.inf, True,
+                   False, None, "x", "3", "a\n", [], ["a"], ["x\n"], [1], {}, {"a": 1.0},
+                   {"a": 0}, {"a\n": 1.0}, 2**70, "pause", "notify", "bogus"]  # fmt: skip
+
+
+def test_the_quick_check_takes_nothing_the_full_one_refuses() -> None:
+    """`quick` (msgspec, no pydantic) reads a table into the record; where it takes one,
+    pydantic's check (`checked`, what words a refusal) takes it too and makes the same
+    record: every parameter of every rule, set to each value of `GRID`, and a key no rule
+    has."""
+    rules = RulesConfig.from_mapping({"rules": {"custom": [METRIC, ABSENT]}}).rules
+    for rule in rules:
+        kind, table = type(rule.params), dumped(rule.params)
+        assert quick(kind, {**table, "nope": 1}) is None
+        for name in [f.encode_name for f in msgspec.structs.fields(kind)]:
+            for value in GRID:
+                made = quick(kind, {**table, name: value})
+                if made is None:
+                    continue
+                full = checked(kind, {**table, name: value})  # (raises if it refuses)
+                assert msgspec.json.encode(made) == msgspec.json.encode(full), (name, value)
 
 
 def test_the_contract_example_loads(tmp_path: Path) -> None:
