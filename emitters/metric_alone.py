@@ -88,15 +88,21 @@ def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
 
 
 _ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
+#: the marks a pretty printer puts before each `key: value` line of a list of results, as a
+#: table's `|` before a row: NeMo-RL's `  • Loss: 0.0123` lines under `📊 Training Results:`
+#: (nemo_rl/algorithms/grpo.py, sft.py, dpo.py, ppo.py, distillation.py, v0.2.1-0.7.0).
+#: Display marks only -- a configuration's list is `- ` (YAML), never one of these
+BULLETS = ("•", "◦", "▪", "‣")
 _ROW_AFTER = re.compile(r"^[\s|]*$")
 
 
 def single_pair(text: str, bare: bool = False) -> Pair | None:
     """The one pair of a two-column table's row (rlpyt's `2020-12-08 21:40:50.116 | loss/
-    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`): the line holds that pair, a `|`
-    and no words besides; None for any other line (a frame's `File "x.py", line 463, in f`,
-    a configuration's `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value`
-    line under a header)."""
+    Average   nan`, baselines' `| eprewmean | -2.5e+03 |`) or of a list's (`  • Loss: nan`,
+    `BULLETS`): the line holds that pair, a `|` or a bullet and no words besides; None for
+    any other line (a frame's `File "x.py", line 463, in f`, a configuration's
+    `max_grad_norm: inf`). `bare`: the `|` may be missing (a `key: value` line under a
+    header)."""
     found = _row_pair(text, bare)
     return found if found is not None and step_key(found.key) is None else None
 
@@ -113,7 +119,7 @@ def step_row(text: str) -> int | None:
 
 def _row_pair(text: str, bare: bool) -> Pair | None:
     """A line's one pair, with a `|` and no words besides (single_pair's, step_row's)."""
-    if "|" not in text and not bare:
+    if "|" not in text and not bare and not text.lstrip().startswith(BULLETS):
         return None
     matches = list(PAIR.finditer(text))
     if len(matches) != 1:

@@ -189,8 +189,9 @@ class MetricLines:
             got = metrics_dict(whole.group(0))  # a dict that is no step (a summary) is none
             if got is None:
                 return out
-            # a dict that names no step takes the one the line names before it (`step 40: {...}`)
-            step = got[1] if got[1] is not None else read_step(line[: m.start()])
+            # a dict that names no step takes the one the line names before it (`step 40: {...}`),
+            # or the dict it is printed in (ROLL's `metrics_tag: {"step": 4, "metrics": {...}}`)
+            step = got[1] if got[1] is not None else read_step(line[: whole.start()])
             return out + self._record(source, step, got[0])
         if (record := read_line(line)) is not None:
             step = record.step

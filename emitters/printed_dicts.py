@@ -21,6 +21,18 @@ DICT_OPEN = re.compile(r"\{\s*['\"]")
 _STEP_OF = re.compile(r"^(\d{1,18})/\d+$")
 
 
+def _namespaced_step(key: str, raw: Any) -> bool:
+    """Whether a key names the step under a namespace (ROLL's `system/step`, slime's
+    `train/step`) and its value is a count: a whole number as printed (`timing_s/step: 45.2`
+    is a time)."""
+    return (
+        "/" in key
+        and isinstance(raw, int)
+        and not isinstance(raw, bool)
+        and step_key(key.rsplit("/", 1)[1]) is not None
+    )
+
+
 def value_of(raw: Any) -> float | bool | None:
     """A printed value as a metric: what `metric_value` takes, and numbers printed as strings
     (transformers 5); False for anything else."""
@@ -104,7 +116,7 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     step: int | None = None
     metrics: dict[str, float | None] = {}
     for key, raw in data.items():
-        if step is None and step_key(key) is not None:
+        if step is None and (step_key(key) is not None or _namespaced_step(key, raw)):
             found = _STEP_OF.match(str(raw)) if isinstance(raw, str) else None
             if found is not None:
                 step = int(found.group(1))

@@ -805,3 +805,59 @@ def test_a_percentage_is_a_pair_s_value() -> None:
     # a rate of nothing (0/0 printed as `nan%`, GHC's RTS `Parallel GC work balance: nan%`) is
     # no pair
     assert bad(read_all(["step 3: hit rate: nan%, balance: 0.0%"])) == []
+
+
+# --- frameworks' own console formats, rendered from their sources (issue 41, reader6) --------
+
+#: NeMo-RL's step (nemo_rl/algorithms/grpo.py, NVIDIA-NeMo/RL@7ea279abf; v0.2.1 on): a
+#: `===== Step N/M =====` header, the step's progress lines, then `📊 Training Results:` and
+#: one `  • key: value` line per metric (`{:.4f}`: nan as `nan`)
+NEMO_RL_STEP = [
+    "========================= Step 7/100 =========================",
+    "▶ Preparing batch...",
+    "▶ Generating responses for batch of size 512...",
+    "▶ Processing rewards...",
+    "▶ Computing advantages...",
+    "▶ Training policy...",
+    "",
+    "📊 Training Results:",
+    "  • Loss: {loss}",
+    "  • Generation KL Error: 0.0012",
+    "  • Avg Reward: 0.4412",
+    "  • Mean Generation Length: 498.0000",
+    "",
+    "⏱️  Timing:",
+    "  • Total step time: 44.02s",
+    "  • policy_training: 20.11s (44.5%)",
+]  # fmt: skip
+
+
+def test_a_bulleted_list_of_results_is_the_step_its_header_named() -> None:
+    found = read_all([line.format(loss="nan") for line in NEMO_RL_STEP])
+    assert bad(found) == [(7, ["Loss"])]
+    assert bad(read_all([line.format(loss="0.0123") for line in NEMO_RL_STEP])) == []
+
+
+def test_a_configuration_s_yaml_list_is_no_bulleted_list_of_results() -> None:
+    # `- ` is YAML's list mark: a configuration's `max_norm: inf` under it is a setting
+    config = ["Config:", "  - max_norm: inf", "  - warmup_ratio: inf", "step 3: loss=0.5, lr=1"]
+    assert bad(read_all(config)) == []
+
+
+def test_a_dict_inside_a_dict_takes_the_outer_one_s_step() -> None:
+    # ROLL (roll/utils/tracking.py, alibaba/ROLL@8eb27cc2): `metrics_tag: ` and json.dumps of
+    # {"step": N, "metrics": {...}}, under its logger's `[file (line)] [INFO] [..][PID N] `
+    line = ('[2025-10-11 11:16:52] [tracking.py (161)] [INFO] [pipeline 0 / 1][PID 18175] '
+            'metrics_tag: {"step": 4, "metrics": {"actor/pg_loss": NaN, "actor/grad_norm": '
+            'NaN, "critic/score/mean": 0.5}}')  # fmt: skip
+    assert bad(read_all([line])) == [(4, ["actor/grad_norm", "actor/pg_loss"])]
+
+
+def test_a_step_key_under_a_namespace_names_the_step_when_it_is_a_count() -> None:
+    # ROLL's rlvr pipeline: json.dumps(metrics) with its `system/step`
+    line = '{"actor/pg_loss": NaN, "critic/score/mean": 0.5, "system/step": 12}'
+    assert bad(read_all([line])) == [(12, ["actor/pg_loss"])]
+    # a time per step (verl's `timing_s/step`, a float as printed) is no step: the dict,
+    # naming none, is the first
+    timed = "{'actor/pg_loss': nan, 'critic/score/mean': 0.5, 'timing_s/step': 45.0}"
+    assert bad(read_all([timed])) == [(1, ["actor/pg_loss"])]
