@@ -337,12 +337,27 @@ def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
     unescaped newline; inside an object or array, a missing comma), and the count says none
     holds two.
     """
-    n = len(raws)
     try:
-        stripped = list(map(bytes.rstrip, raws, repeat(_JSON_SPACE, n)))
+        stripped = list(map(bytes.rstrip, raws, repeat(_JSON_SPACE, len(raws))))
         joined = b"\n".join(stripped)
     except TypeError:  # a str among them
         return None
+    return _admitted(joined, raws)
+
+
+def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
+    """`admit_lines(lines)` where `data` is the text `lines` were split from (a piece of a
+    file, `replay.Chunk`): decoded as it is, not joined again. The same answer: it takes
+    only lines whose joints are bare newlines (a line with other space at its end, or a
+    blank one, is left to `admit_lines`)."""
+    if data[-1:] == b"\n":
+        data = data[:-1]
+    return _admitted(data, lines)
+
+
+def _admitted(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None:
+    """`admit_lines`' verdict on `raws` joined by single newlines as `joined`."""
+    n = len(raws)
     if (
         not n
         or joined.count(b"\n") != n - 1

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, islice
+from itertools import chain, count, islice, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from runwatch.stream.alerts import Alert
-from runwatch.stream.decode import admit, admit_lines
+from runwatch.stream.decode import admit, admit_chunk, admit_lines
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
@@ -31,6 +31,25 @@ Line = tuple[str, int, bytes]  # where a line came from (source, line number) an
 Held = tuple["Event", str, int, bytes]  # an event, where it came from, and its line
 
 
+class Chunk:
+    """A piece of a file of whole lines: where it came from (`source`, the number of its
+    first line), its bytes as read (`data`) and its lines (each with its newline, the last
+    perhaps without). Replay decodes `data` as it is, in one step (`decode.admit_chunk`),
+    without joining the lines again; iterated, it gives (source, number, line) as
+    `Line`s."""
+
+    __slots__ = ("data", "first", "lines", "source")
+
+    def __init__(self, source: str, first: int, data: bytes, lines: list[bytes]) -> None:
+        self.source, self.first, self.data, self.lines = source, first, data, lines
+
+    def __iter__(self) -> Iterator[Line]:
+        return zip(repeat(self.source), count(self.first), self.lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
 class Batches:
     """Lines that come in batches, each what the input had ready (a pipe's lines so far, a
     file's next chunk: `runwatch.commands.lines`). Replay takes them a batch at a time as
@@ -40,7 +59,7 @@ class Batches:
 
     __slots__ = ("batches",)
 
-    def __init__(self, batches: Iterable[Sequence[Line]]) -> None:
+    def __init__(self, batches: Iterable[Sequence[Line] | Chunk]) -> None:
         self.batches = batches
 
     def __iter__(self) -> Iterator[Line]:
@@ -114,12 +133,18 @@ def stamped(
     for batch in lines.batches if isinstance(lines, Batches) else _batched(lines):
         if not batch:
             continue
-        sources, numbers, raws = zip(*batch, strict=True)
-        events = admit_lines(raws)
+        if type(batch) is Chunk:  # (a file's piece: decoded as it was read)
+            events = admit_chunk(batch.data, batch.lines)
+            raws: Sequence[bytes] = batch.lines
+            sources: Iterable[str] = repeat(batch.source)
+            numbers: Iterable[int] = count(batch.first)
+        else:
+            sources, numbers, raws = zip(*batch, strict=True)
+            events = admit_lines(raws)
         if events is not None and _checked(events, check):
             stamps = list(map(_TS, events))
             if ahead.passes_all(stamps):
-                yield stamps, list(zip(events, sources, numbers, raws, strict=True))
+                yield stamps, list(zip(events, sources, numbers, raws, strict=False))
                 continue
         yield _one_by_one(batch, ahead, check, on_refused)
     for (_, src, line, data), why in ahead.finish():
@@ -151,7 +176,7 @@ def _checked(events: list[Event], check: Callable[[Event], None]) -> bool:
 
 
 def _one_by_one(
-    batch: Sequence[Line],
+    batch: Iterable[Line],
     ahead: FarAhead[Held],
     check: Callable[[Event], None],
     on_refused: Callable[[Refused], None],

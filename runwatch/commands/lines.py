@@ -9,12 +9,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from itertools import repeat
 from typing import IO, Any
 
 from runwatch.exceptions import CommandError
 from runwatch.stream.refused import Refused
-from runwatch.stream.replay import Batches, Line
+from runwatch.stream.replay import Batches, Chunk
 
 #: bytes asked of the input at a time: a file gives this many (about a thousand events), a
 #: pipe what it holds, up to this
@@ -40,7 +39,7 @@ def read_lines(files: list[str], stack: ExitStack, *, progress: bool = False) ->
     return Batches(_batches(files, stack, progress))
 
 
-def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[list[Line]]:
+def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[Chunk]:
     bar: Any = _RichProgress(stack) if progress and sys.stderr.isatty() else None
     for name in files:
         stream: IO[bytes]
@@ -52,20 +51,26 @@ def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[lis
         if bar is not None:
             task = bar.start(label, None if name == "-" else os.path.getsize(name))
         number = 1
-        for chunk in _line_chunks(stream):
+        for data in _read_chunks(stream):
             if bar is not None:
-                bar.advance(task, sum(map(len, chunk)))
-            k = len(chunk)
-            yield list(zip(repeat(label, k), range(number, number + k), chunk, strict=True))
-            number += k
+                bar.advance(task, len(data))
+            lines = io.BytesIO(data).readlines()
+            yield Chunk(label, number, data, lines)
+            number += len(lines)
         if bar is not None:
             bar.finish(task)
 
 
 def _line_chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
     """The lines of `stream` (each with its newline, the last perhaps without), as lists of
-    those that one read brought in whole: `read1` takes what a pipe holds without waiting
-    for more. A line longer than a read is kept in pieces until its end comes."""
+    those that one read brought in whole (`_read_chunks`)."""
+    return (io.BytesIO(data).readlines() for data in _read_chunks(stream))
+
+
+def _read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
+    """The text of `stream` in pieces of whole lines (the last perhaps without its newline):
+    what one read brought in whole. `read1` takes what a pipe holds without waiting for
+    more; a line longer than a read is kept in pieces until its end comes."""
     read1 = stream.read1 if hasattr(stream, "read1") else stream.read
     pieces: list[bytes] = []  # the start of a line whose end has not come
     while chunk := read1(CHUNK):
@@ -81,9 +86,9 @@ def _line_chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
         if end + 1 < len(chunk):
             pieces.append(chunk[end + 1 :])
             chunk = chunk[: end + 1]
-        yield io.BytesIO(chunk).readlines()
+        yield chunk
     if pieces:
-        yield [b"".join(pieces)]
+        yield b"".join(pieces)
 
 
 class _RichProgress:

@@ -3,6 +3,7 @@ returns line by line, or nothing; it never reads two lines as one event or one a
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ from hostile import CORPUS, hostile_objects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.stream.decode import admit, admit_lines
+from runwatch.stream.decode import admit, admit_chunk, admit_lines
 from runwatch.stream.exceptions import InvalidEvent
 
 TS = 1_795_680_000.0
@@ -94,3 +95,17 @@ hostile_lines = st.sampled_from([entry for _, entry, _ in CORPUS]) | hostile_obj
 def test_admitted_in_one_step_or_not_at_all(raws: list[bytes]) -> None:
     got = admit_lines(raws)
     assert got is None or got == one_by_one(raws)
+    # the same lines as a file's piece (`replay.Chunk`: its text, and the lines read from it)
+    data = b"".join(raw if raw.endswith(b"\n") else raw + b"\n" for raw in raws)
+    lines = io.BytesIO(data).readlines()
+    chunk = admit_chunk(data, lines)
+    assert chunk is None or chunk == one_by_one(lines)
+
+
+def test_a_plain_piece_of_a_file_is_admitted_as_it_was_read() -> None:
+    for data in (b"\n".join(PLAIN), b"\n".join(PLAIN) + b"\n", PLAIN[0] + b"\n"):
+        lines = io.BytesIO(data).readlines()
+        assert admit_chunk(data, lines) == one_by_one(lines)
+    for raws in BROKEN:  # (what the lines do not take, the piece does not take either)
+        data = b"\n".join(raws)
+        assert admit_chunk(data, io.BytesIO(data).readlines()) in (None, []), raws
