@@ -181,11 +181,13 @@ def timed(fn: Any, lines: list[bytes], repeat: int) -> tuple[float, list[bytes]]
 BENCH = os.path.dirname(os.path.abspath(__file__))
 RUNWATCH = os.path.join(os.path.dirname(sys.executable), "runwatch")
 
-#: `runwatch` from another checkout, run by this interpreter: the editable install's mapping
-#: of runwatch's packages pointed at that checkout's folders before runwatch is imported
+#: `runwatch` from another checkout, run by this interpreter: that checkout first on the path
+#: and the editable install's mapping of runwatch's packages pointed at its folders, before
+#: runwatch is imported
 BASE_LAUNCHER = """\
 import os, sys
 checkout = sys.argv.pop(1)
+sys.path.insert(0, checkout)  # (before this checkout's root, which a .pth puts on the path)
 finder = next(m for name, m in list(sys.modules.items())
               if name.startswith("__editable___runwatch") and name.endswith("_finder"))
 for package, path in list(finder.MAPPING.items()):
