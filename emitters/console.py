@@ -189,6 +189,23 @@ class LineParser:
         ray = line.startswith("(") or "pid=" in line[:6]  # Ray's prefix, or its cut tail
         src, body = ray_origin(line) if ray else (None, line)
         line, rank = launcher_prefix(body)
+        found: list[Found] = []
+        while (bar := tqdm_bar(line)) is not None and (rest := line[bar[1] :]).strip():
+            # a bar has no line end: what the program writes next (a traceback's head, a
+            # launcher's record, a step line) starts right after its `]` on the same line and
+            # is a line of its own, for every reader -- with a launcher prefix of its own, or
+            # the bar's
+            meter = line[: bar[1]]
+            found += self._line(meter, src, rank)
+            line, own = launcher_prefix(rest)
+            if own is not None:
+                rank = own
+            self.failures.saw(_source(src, rank), meter)  # its line before: the bar
+        return body, found + self._line(line, src, rank)
+
+    def _line(self, line: str, src: dict[str, Any] | None, rank: int | None) -> list[Found]:
+        """The events of one line as its program wrote it (Ray's and a launcher's prefixes
+        taken off: `src`, `rank`)."""
         source = _source(src, rank)
         if src is not None:
             self._srcs[source] = src
@@ -218,7 +235,7 @@ class LineParser:
         if src is not None:
             for _, fields in found:
                 fields["src"] = src
-        return body, found
+        return found
 
     def _aborts(
         self, found: list[Found], timed_out: bool, src: dict[str, Any] | None
@@ -295,9 +312,9 @@ class LineParser:
             self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
             return []
         if (bar := tqdm_bar(line)) is not None:
-            # a refresh, and what was printed after it on its line: verl's step line after
-            # its "Training Progress" bar, an engine's stats line after a rollout's bar, a
-            # trainer's metrics dict after its bar
+            # a refresh (what was printed after it on its line -- verl's step line after its
+            # "Training Progress" bar, an engine's stats line after a rollout's bar, a
+            # trainer's metrics dict or a traceback after its bar -- is read as its own line)
             refresh, end = bar
             out = [refresh]
             fields = refresh[1]
@@ -309,8 +326,7 @@ class LineParser:
             elif "=" in postfix or ":" in fields["name"]:  # torchtune: `1|31|Loss: 2.3: 3%|`
                 out += self.metrics.postfix(source, fields["name"], fields["n"], postfix[1:-1])
             self.metrics.refreshed(source, fields["name"], fields["n"])
-            rest = line[end:]
-            return out + self._readers(rest, src, source) if rest.strip() else out
+            return out  # what follows the bar on its line is a line of its own (`_readers_of`)
         if "#running-req: " in line:
             found = parse_sglang(line, self._server("sglang", src))
             return [found] if found else []

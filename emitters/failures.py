@@ -49,6 +49,7 @@ from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     DUMP_FRAME,
     IGNORED,
+    IGNORED_GLUED,
     IPYTHON_HEAD,
     PADDING,
     QUALIFIED,
@@ -78,6 +79,7 @@ _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: exc_info=True)`); an INFO or DEBUG line before one is the program's last progress line
 #: before it died more often than a record that carries it
 _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
+_NOBODY = object()  # no source (None is the process's)
 #: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
 #: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
 _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
@@ -137,6 +139,7 @@ class Failures:
         #: the next exception it reports -- a traceback or, with none, the exception line,
         #: after a repr a terminal may have wrapped -- is the one Python ignored
         self._ignored: set[Any] = set()
+        self._ignored_now: Any = _NOBODY  # the source whose line being read said so
         #: the line that said the processes were asked to stop (`exits.stop_request`): what
         #: fails after it is the stop's doing
         self._stopped: str | None = None
@@ -153,6 +156,7 @@ class Failures:
 
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
+        self._ignored_now = _NOBODY
         record = self._records.get(source)
         if (
             (record is None or (record.open and not record.prefix))
@@ -171,8 +175,9 @@ class Failures:
         line, bar = printed(line)
         before, self._before[source] = bar or self._before.get(source, ""), line
         record = self._records.get(source)
-        if IGNORED_MARKER in line and IGNORED.match(line.strip()):
+        if IGNORED_MARKER in line and (IGNORED.match(line.strip()) or IGNORED_GLUED.search(line)):
             self._ignored.add(source)
+            self._ignored_now = source  # a bar before it on its line is no progress after it
         if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
             self._stop(source, stop, record)
         elif TEARDOWN_MARKER in line and TEARDOWN.search(line) and self._stopped is None:
@@ -338,7 +343,8 @@ class Failures:
             self.notes.append(f"work went on after `{self._stopped[:60]}`: no stop after all")
             self._stopped = None
         self._ended.pop(source, None)
-        self._ignored.discard(source)
+        if source != self._ignored_now:
+            self._ignored.discard(source)
         record = self._records.get(source)
         if record is not None and not record.open:
             del self._records[source]
@@ -377,8 +383,8 @@ class Failures:
             # the output ended (or went quiet) inside the traceback's frames: nothing handled
             # it, and the process printed nothing after -- cut before its exception line, it
             # was the process's last word all the same
-            fields = {"error": f"{CUT} (last frame: {record.paths[-1][-120:]})"}
-            fields["how"] = "exception"
+            last = f"last frame: {record.paths[-1][-120:]}" if record.paths else "no frame"
+            fields = {"error": f"{CUT} ({last})", "how": "exception"}
         else:
             return None
         if (component := record.component()) is not None:

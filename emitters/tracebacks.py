@@ -62,6 +62,10 @@ UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
 #: traceback: the unraisable hook's `Exception ignored in: <function X.__del__ ...>` (and its
 #: other `Exception ignored ...` messages; CPython's Python/errors.c)
 IGNORED = re.compile(r"^Exception ignored\b")
+#: the same report glued after another writer's unfinished line (a tqdm bar's postfix cut
+#: before its `]`): the hook writes `Exception ignored in: <obj>` in one go, wherever the
+#: cursor stood
+IGNORED_GLUED = re.compile(r"(?<=\S)Exception ignored in: ")
 #: logging's head of a record's `stack_info` (CPython Lib/logging/__init__.py `findCaller`:
 #: "Stack (most recent call last):" then `traceback.print_stack`): frames of a stack the
 #: program printed and went on from, no exception's
@@ -178,11 +182,15 @@ class Record:
     @property
     def cut(self) -> bool:
         """Whether it is a traceback still being read, cut before its exception line: its head
-        and a frame, or two frames (one frame alone is too little to call it one), none of them
-        faulthandler's (a dump of stacks is no exception)."""
+        and a frame, its head alone at its line's start (after a launcher's prefix or a bar:
+        the output ended right after Python began its report), or two frames (one frame alone
+        is too little to call it one), none of them faulthandler's (a dump of stacks is no
+        exception)."""
         if not self.open or self.quiet or self.said is not None or self.dumped:
             return False
-        return len(self.paths) >= (1 if self.headed else 2)
+        if self.headed:
+            return bool(self.paths) or not self.prefix.strip()
+        return len(self.paths) >= 2
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""
