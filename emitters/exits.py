@@ -16,13 +16,16 @@ worker, rank, task, pod or container ended badly.
   the eviction manager's `The node was low on resource: memory` (pkg/kubelet/eviction).
 
 A **stop** is not an exit of its own accord: a launcher's or Python's report that the processes
-were asked to stop by SIGINT or SIGTERM (a user's Ctrl-C, a scheduler's or an operator's stop):
-DeepSpeed's launcher's `Main process received SIGINT, exiting` (deepspeed/launcher/launch.py
-`sigkill_handler`, 0.5.5-0.19.5), torch elastic's agent's `Received 2 death signal, shutting down
-workers` and the `SignalException: Process N got signal: 2` its termination handler raises
+were interrupted by SIGINT (a user's Ctrl-C at the terminal): DeepSpeed's launcher's `Main
+process received SIGINT, exiting` (deepspeed/launcher/launch.py `sigkill_handler`,
+0.5.5-0.19.5), torch elastic's agent's `Received 2 death signal, shutting down workers` and the
+`SignalException: Process N got signal: 2` its termination handler raises
 (torch/distributed/elastic/agent/server/api.py, multiprocessing/api.py; `Signals.SIGINT` before
 Python 3.11), and Python's own `KeyboardInterrupt`. What fails after it is the stop's doing
-(emitters/failures.py). bash reports neither signal either (its config-top.h).
+(emitters/failures.py). bash reports no SIGINT either (its config-top.h). Another signal --
+SIGTERM from a scheduler's time limit, a host's OOM handling or a peer node's agent, SIGHUP
+from a closed session -- ends a run that did not ask to end: the agent's line for it is the
+catalogue's (`torch-elastic-death-signal`), a failure.
 
 An exit code 0, a `Completed` pod and a status that is a word (`exit status: unknown`) are no
 report. A report is a *pending* failure of the source that printed it, as a traceback is
@@ -85,9 +88,9 @@ TEARDOWN_MARKER = "Killing subprocess "
 #: literal pieces one of which every stop holds (the scanner's markers)
 STOP_MARKERS = ("Main process received SIG", "death signal, shutting down workers",
                 "got signal: ", "KeyboardInterrupt")  # fmt: skip
-_STOP_SIGNAL = r"(?:Signals\.)?(?:SIGINT|SIGTERM|2|15)\b"
+_STOP_SIGNAL = r"(?:Signals\.)?(?:SIGINT|2)\b"
 _STOP = re.compile(
-    r"Main process received (?:SIGINT|SIGTERM), exiting"
+    r"Main process received SIGINT, exiting"
     rf"|Received {_STOP_SIGNAL} death signal, shutting down workers"
     rf"|SignalException: Process \d+ got signal: {_STOP_SIGNAL}"
     r"|^\s*KeyboardInterrupt\s*$"
@@ -95,7 +98,7 @@ _STOP = re.compile(
 
 
 def stop_request(line: str) -> str | None:
-    """The line, when it says the processes were asked to stop (SIGINT or SIGTERM); None
+    """The line, when it says the processes were interrupted (SIGINT: a user's Ctrl-C); None
     otherwise."""
     if not any(m in line for m in STOP_MARKERS) or _STOP.search(line) is None:
         return None

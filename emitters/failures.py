@@ -300,8 +300,8 @@ class Failures:
         if self._stopped is None:
             self._stopped = stop
             self.notes.append(
-                f"`{stop[:60]}`: the processes were asked to stop (SIGINT or SIGTERM: a user's "
-                "Ctrl-C, a scheduler's stop); what failed after it is the stop's doing"
+                f"`{stop[:60]}`: the processes were interrupted (SIGINT: a user's "
+                "Ctrl-C); what failed after it is the stop's doing"
             )
         if record is not None and record.open:
             if record.error is not None and not record.quiet:

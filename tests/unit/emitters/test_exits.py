@@ -88,11 +88,11 @@ def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
     assert _failed(restarted) == []
 
 
-# --- a stop the processes were asked for (SIGINT or SIGTERM) -------------------------------
-#: the elastic agent's warning (corpus7's real line), DeepSpeed's launcher's and torch's
-#: termination handler's (format strings rendered: `Signals.SIGINT` before Python 3.11)
+# --- a stop the processes were asked for (SIGINT: a user's Ctrl-C) --------------------------
+#: the elastic agent's warning, DeepSpeed's launcher's and torch's termination handler's
+#: (format strings rendered: `Signals.SIGINT` before Python 3.11)
 STOPS = [
-    "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down "
+    "WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down "
     "workers",
     "W1129 10:00:00.000000 4242 torch/distributed/elastic/agent/server/api.py:752] Received "
     "Signals.SIGINT death signal, shutting down workers",
@@ -101,8 +101,17 @@ STOPS = [
     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 2",
     "KeyboardInterrupt",
 ]
-#: a signal no one asked for, and sentences about one
+#: a signal no one at the terminal sent (SIGTERM: a scheduler's time limit, a host's OOM
+#: handling, a peer node's agent -- corpus7's and corpus15's real lines; SIGHUP: the session
+#: closed), and sentences about one
 NOT_STOPS = [
+    "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down "
+    "workers",
+    "W1221 17:13:59.240000 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 "
+    "death signal, shutting down workers",
+    "[2025-01-09 12:00:01,124] [INFO] [launch.py:328:sigkill_handler] Main process received "
+    "SIGTERM, exiting",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15",
     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1",
     "Received 9 death signal, shutting down workers",
     "handle KeyboardInterrupt gracefully: see the docs",
@@ -117,6 +126,16 @@ def test_a_stop_the_processes_were_asked_for_is_read(line: str) -> None:
 @pytest.mark.parametrize("line", NOT_STOPS)
 def test_another_signal_is_no_stop(line: str) -> None:
     assert stop_request(line) is None
+
+
+def test_the_elastic_agent_s_death_signal_is_a_failure_unless_it_is_a_ctrl_c() -> None:
+    """torch elastic's agent shuts its workers down on any signal it handles; a SIGTERM or a
+    SIGHUP ended a run that did not ask to end (the catalogue's entry), a SIGINT is a stop."""
+    for line in NOT_STOPS[:2]:
+        (fields,) = _failed([line])
+        assert (fields["component"], fields["how"]) == ("trainer", "fatal")
+    assert _failed([STOPS[0]]) == []
+    assert _failed([STOPS[1]]) == []
 
 
 _RANK_TRACEBACK = [
