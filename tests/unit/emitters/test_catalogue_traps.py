@@ -1,0 +1,42 @@
+"""Traps of the catalogue entries read from NCCL's and CPython's sources for corpus15 (issue
+41): NCCL's socket and proxy-service warnings are a failure only when the process makes no
+progress after them (corpus8's control trains on after the bootstrap's), and runpy's words for
+a `python -m` that could not start are not Python's `ModuleNotFoundError` line a program
+logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers import read_all
+
+from runwatch.emitters.catalogue import CATALOGUE
+
+CLOSED = ("a100-st-p4d24xlarge-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : "
+          "Connection closed by remote peer a100-st-p4d24xlarge-22<47861>")  # fmt: skip
+PROXY = ("a100-st-p4d24xlarge-22:183006:183220 [1] proxy.cc:1119 NCCL WARN [Proxy Service 9] "
+         "Failed to execute operation Connect from rank 9, retcode 6")  # fmt: skip
+STEPS = ["Train Epoch: 1 [0/246000 (0%)]\tLoss: 0.036680415272713",
+         "Train Epoch: 1 [2700/246000 (18%)]\tLoss: 0.000002425569619"]  # fmt: skip
+
+
+def failed(lines: list[str]) -> list[dict[str, Any]]:
+    return [f for k, f in read_all(lines) if k == "component.failed"]
+
+
+def test_nccl_s_socket_and_proxy_warnings_are_a_death_only_when_nothing_follows() -> None:
+    for line in (CLOSED, PROXY, "NCCL WARN socketProgress: Connection closed by remote peer x<1>"):
+        (fields,) = failed([line])
+        assert fields["how"] == "fatal", line
+        assert failed([line, *STEPS]) == [], line  # the job went on (corpus8's control)
+
+
+def test_runpy_s_report_is_the_interpreter_s_not_a_logged_import_error() -> None:
+    said = ("/root/miniconda3/envs/py3.11/bin/python: Error while finding module specification "
+            "for 'axolotl.cli.train' (ModuleNotFoundError: No module named 'axolotl')")  # fmt: skip
+    assert CATALOGUE.match(said) is not None
+    assert CATALOGUE.match("/usr/bin/python3: No module named axolotl.cli.train") is not None
+    for line in ("ModuleNotFoundError: No module named 'axolotl'",
+                 "WARNING: flash_attn: No module named flash_attn_2_cuda, using sdpa",
+                 "INFO python: No module named foo is expected here, skipping"):  # fmt: skip
+        assert CATALOGUE.match(line) is None, line
