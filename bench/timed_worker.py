@@ -31,7 +31,10 @@ from typing import Any
 
 from aiokafka.consumer.fetcher import FetchResult
 
+from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.feed import FleetFeed
+from runwatch.stream.fleet.merge import FleetMerge
+from runwatch.stream.kafka import fleet_stage
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.worker import WorkerMetrics
@@ -48,6 +51,15 @@ PARTS: list[tuple[type, str, str]] = [
     (LiveDriver, "tick", "driver: tick"),
     (WorkerMetrics, "batch", "metrics: batch"),
     (RunwatchMetrics, "exposition", "metrics: exposition"),
+    (FleetMerge, "release", "fleet stage: release"),
+    (FleetMerge, "dump_state", "fleet stage: state dumped"),
+]
+#: with $RUNWATCH_TIMED_FINE: the per-event calls too -- the core (the engine's apply and
+#: advance: run state and rules) apart from the path around it -- each call's clock
+#: overhead measured and taken off (`_calibrate`)
+FINE: list[tuple[type, str, str]] = [
+    (Engine, "apply", "core: Engine.apply"),
+    (Engine, "advance", "core: Engine.advance"),
 ]
 #: the tasks whose steps are named by what they run (Faust wraps each in `_execute_task`)
 TASKS = ("StreamWorker.consume", "FleetStageRole.run", "build_app.<locals>.tick",
@@ -71,6 +83,28 @@ def _timed(cls: type, name: str, part: str) -> None:
             _add(part, _clock() - start)
 
     setattr(cls, name, timed)
+
+
+def _calibrate(n: int = 200_000) -> tuple[float, float]:
+    """CPU seconds one timed call counts inside its own clock, and what it adds in all (a
+    no-op's, timed against plain)."""
+
+    class Nothing:
+        def call(self) -> None:
+            return None
+
+    thing = Nothing()
+    start = _clock()
+    for _ in range(n):
+        thing.call()
+    plain = _clock() - start
+    _timed(Nothing, "call", "calibration")
+    start = _clock()
+    for _ in range(n):
+        thing.call()
+    timed = _clock() - start
+    seconds, calls = TOTALS.pop("calibration")
+    return seconds / calls, max(0.0, timed - plain) / n
 
 
 def _task(handle: Any) -> str:
@@ -101,6 +135,23 @@ def _steps() -> None:
     asyncio.events.Handle._run = timed  # type: ignore[method-assign]
 
 
+class _Packing:
+    """`runwatch.stream.checkpoint` for the fleet stage, its `pack` timed."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def pack(self, *args: Any, **kwargs: Any) -> Any:
+        start = _clock()
+        try:
+            return self._module.pack(*args, **kwargs)
+        finally:
+            _add("fleet stage: checkpoint packed", _clock() - start)
+
+
 def _collector() -> None:
     began = [0.0]
 
@@ -113,9 +164,18 @@ def _collector() -> None:
     gc.callbacks.append(seen)
 
 
+#: CPU seconds one timed call counts beyond what it times, and adds in all (FINE only)
+OVERHEAD = [0.0, 0.0]
+
+
 def dump(path: str) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    body = {**TOTALS, "process: user": [usage.ru_utime, 0], "process: system": [usage.ru_stime, 0]}
+    body = {
+        **TOTALS,
+        "calibration: a call's overhead": OVERHEAD,
+        "process: user": [usage.ru_utime, 0],
+        "process: system": [usage.ru_stime, 0],
+    }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(body, f)
 
@@ -129,8 +189,14 @@ def _window(out: str) -> None:
 
 
 def main() -> int:
+    # the fleet stage packs its checkpoints in the loop (the workers' are in forked children)
+    fleet_stage.checkpoint = _Packing(fleet_stage.checkpoint)  # type: ignore[assignment]
     for cls, name, part in PARTS:
         _timed(cls, name, part)
+    if os.environ.get("RUNWATCH_TIMED_FINE"):
+        OVERHEAD[:] = _calibrate()
+        for cls, name, part in FINE:
+            _timed(cls, name, part)
     _steps()
     _collector()
     out = os.environ["RUNWATCH_TIMED_OUT"]

@@ -42,6 +42,10 @@ from runwatch.stream.kafka.admin import ensure_topics
 TIMED = Path(__file__).resolve().with_name("timed_worker.py")
 #: the consuming loop's parts (inside its task's steps), in the order printed
 INSIDE = ["driver: feed_records", "aiokafka: records parsed", "fleet feed", "metrics: batch"]
+#: the fleet stage's parts (inside its task's steps)
+FLEET = ["fleet stage: release", "fleet stage: state dumped", "fleet stage: checkpoint packed"]
+#: the core's calls (`--fine`): run state and rules, the rest of the worker's CPU around them
+CORE = ["core: Engine.apply", "core: Engine.advance"]
 
 
 def main() -> int:
@@ -50,6 +54,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--fine", action="store_true",
+                    help="clock the core's calls too (each call's clock taken off), and print "
+                         "the worker's CPU around the core")  # fmt: skip
     ap.add_argument("worker", nargs="*", help="more `runwatch worker` arguments (after --)")
     args = ap.parse_args()
     say(machine())
@@ -64,7 +71,8 @@ def main() -> int:
                "--partitions", "1", "--metrics-port", str(port), "--checkpoint-every", "30",
                *args.worker]  # fmt: skip
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, RUNWATCH_TIMED_OUT=out))  # fmt: skip
+                                env=dict(os.environ, RUNWATCH_TIMED_OUT=out,
+                                         RUNWATCH_TIMED_FINE="1" if args.fine else ""))  # fmt: skip
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
         reader.start()
@@ -132,10 +140,10 @@ def report(
         held += us
         if us >= 0.01:
             say(f"  {name[:52]:<52} {us:6.2f} µs  ({calls:,} steps)")
-        if name == "task StreamWorker.consume":
-            for part in INSIDE:
-                us, calls = per(part)
-                say(f"    {part:<50} {us:6.2f} µs  ({calls:,} calls)")
+        inside = {"task StreamWorker.consume": INSIDE, "task FleetStageRole.run": FLEET}
+        for part in inside.get(name, []):
+            us, calls = per(part)
+            say(f"    {part:<50} {us:6.2f} µs  ({calls:,} calls)")
     for name in ("driver: tick", "metrics: exposition", "collector: generation 0",
                  "collector: generation 1", "collector: generation 2"):  # fmt: skip
         us, calls = per(name)
@@ -144,6 +152,20 @@ def report(
         f"{cpu / done * 1e6 - held:6.2f} µs")  # fmt: skip
     user, system = per("process: user")[0], per("process: system")[0]
     say(f"  (the kernel's count: user {user:.2f} µs, system {system:.2f} µs an event)")
+    if args.fine:
+        inner, added = end.get("calibration: a call's overhead", [0.0, 0.0])
+        core = clocks = 0.0
+        for name in CORE:
+            us, calls = per(name)
+            us -= calls * inner / done * 1e6
+            core += us
+            clocks += calls * added / done * 1e6
+            say(f"  {name:<52} {us:6.2f} µs  ({calls:,} calls, each less {inner * 1e9:.0f} "
+                "ns of clock)")  # fmt: skip
+        whole = cpu / done * 1e6 - clocks
+        say(f"  the worker less the core's clocks ({clocks:.2f} µs): {whole:.2f} µs an event; "
+            f"around the core (the whole less the core) {whole - core:.2f}, with the "
+            f"checkpoint children {whole - core + forked / done * 1e6:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
