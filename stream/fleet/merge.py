@@ -24,11 +24,15 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.fleet.population import RecordedPopulation
 from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.fleet.wire import FleetRecord, Mark, Transition, Uses, decode, encode
+from runwatch.stream.state.fleet import RunUsage
 
 #: How far behind the slowest partition's mark the decision stays (s of event time).
 LAG_S = 2.0
 #: A partition silent this long (wall clock) stops holding the watermark.
 IDLE_S = 30.0
+#: Runs and transition ids out of the decision's reach are let go each time the watermark
+#: moved this much (s of event time): a look at every run, not one per turn.
+FORGET_S = 5.0
 _NEG = float("-inf")
 
 
@@ -50,6 +54,7 @@ class FleetMerge:
         self.seq = 0
         self.seen: dict[str, float] = {}  # transition ids judged, and their time
         self.released = _NEG  # the watermark so far
+        self.forgot = _NEG  # the watermark when what is out of reach was last let go
         self.late = 0
 
     def add(self, record: FleetRecord, wall: float) -> list[Alert]:
@@ -83,7 +88,9 @@ class FleetMerge:
             out += self._judge(heapq.heappop(pending)[3])
         if mark > self.released:
             self.released = mark
-            self._forget(mark)
+            if mark >= self.forgot + FORGET_S:
+                self.forgot = mark
+                self._forget(mark)
         return out
 
     def _judge(self, record: FleetRecord) -> list[Alert]:
@@ -99,22 +106,30 @@ class FleetMerge:
 
     def _forget(self, now: float) -> None:
         """Bounded: runs not heard from within the decision's reach, and transition ids
-        older than it, leave."""
+        older than it, leave (what the decision reads of them is within its reach: held a
+        little longer, they change no decision)."""
         before = now - self.window
         self.population.forget(before)
         if self.seen and next(iter(self.seen.values())) < before:
             self.seen = {i: ts for i, ts in self.seen.items() if ts >= before}
 
     def dump_state(self) -> dict[str, Any]:
-        """What a checkpoint keeps (plain data and `runwatch.stream.state` classes)."""
+        """What a checkpoint keeps (plain data and `runwatch.stream.state` classes; each
+        run's usage as a tuple of its fields, which pickles in a fraction of the time of a
+        `RunUsage` object: the stage checkpoints every few seconds, in its worker's loop)."""
         pending = [(ts, order, seq, encode(r)[1]) for ts, order, seq, r in self.pending]
-        return {"fleet": self.stage.state, "runs": self.population.runs, "marks": self.marks,
+        runs = {run: (u.clock, u.deps, u.hosts, u.servers)
+                for run, u in self.population.runs.items()}  # fmt: skip
+        return {"fleet": self.stage.state, "runs": runs, "marks": self.marks,
                 "pending": pending, "seq": self.seq, "seen": self.seen,
                 "released": self.released, "late": self.late}  # fmt: skip
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.stage.load(state["fleet"])
-        self.population.runs = state["runs"]
+        self.population.runs = {
+            run: u if isinstance(u, RunUsage) else RunUsage(*u)  # (older: the objects)
+            for run, u in state["runs"].items()
+        }
         self.marks.update(state["marks"])
         self.pending = [
             (ts, order, seq, decode(value)) for ts, order, seq, value in state["pending"]

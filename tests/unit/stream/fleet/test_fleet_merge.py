@@ -23,8 +23,9 @@ from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidFleetRecord
 from runwatch.stream.fleet.feed import FleetFeed
 from runwatch.stream.fleet.merge import IDLE_S, FleetMerge
-from runwatch.stream.fleet.wire import FleetRecord, Mark, Transition, decode, encode
+from runwatch.stream.fleet.wire import FleetRecord, Mark, Transition, Uses, decode, encode
 from runwatch.stream.replay import replay
+from runwatch.stream.state.fleet import RunUsage
 
 T0 = 1_773_496_800.0
 PARTITIONS = 3
@@ -148,3 +149,36 @@ def test_a_stage_taken_over_from_its_checkpoint_goes_on_to_the_same_incidents(
     again = [a for a in arrivals[:position] if isinstance(a[1], Transition)]  # a rebuild
     published += play(second, again + arrivals[position:]) + second.release(float("inf"))
     assert fleet_of(published) == expected
+
+
+def test_runs_out_of_the_decisions_reach_leave_the_population_and_a_checkpoint() -> None:
+    """Bounded: a run not heard from within the decision's reach leaves once the watermark
+    has moved past it (let go every few seconds of it, not on every turn); its usage is in
+    a checkpoint until then, and a checkpoint of the older form (`RunUsage` objects) still
+    loads."""
+    config = RulesConfig.default()
+    merge = FleetMerge(config, 1, started=0.0)
+    reach = merge.window
+    hosts, servers = frozenset({"node-1"}), frozenset({"vllm-0@node-1"})
+    merge.add(Uses(0, "old", RunUsage(T0, {"redis": T0}, hosts, servers)), 0.0)
+    merge.add(Uses(0, "new", RunUsage(T0 + reach - 5.0, {}, hosts, frozenset())), 0.0)
+    merge.add(Mark(0, T0 + reach + 1.0), 0.0)  # (less LAG_S: the watermark)
+    merge.release(0.0)
+    assert set(merge.population.runs) == {"old", "new"}  # "old" is within reach still
+    state, _ = checkpoint.unpack(checkpoint.pack(merge.dump_state(), config, 1), config)
+    again = FleetMerge(config, 1, started=0.0)
+    again.load_state(state)
+    assert {run: vars_of(u) for run, u in again.population.runs.items()} == {
+        run: vars_of(u) for run, u in merge.population.runs.items()
+    }
+    older = dict(state, runs=dict(merge.population.runs))  # (as checkpoints held them)
+    again.load_state(older)
+    assert vars_of(again.population.runs["old"]) == (T0, {"redis": T0}, hosts, servers)
+    merge.add(Uses(0, "new", RunUsage(T0 + 2 * reach, {}, hosts, frozenset())), 0.0)
+    merge.add(Mark(0, T0 + 2 * reach + 10.0), 0.0)
+    merge.release(0.0)
+    assert set(merge.population.runs) == {"new"}
+
+
+def vars_of(usage: RunUsage) -> tuple[object, ...]:
+    return (usage.clock, usage.deps, usage.hosts, usage.servers)
