@@ -40,6 +40,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    _Doubles = array[float]
+else:  # (not subscriptable at run time before 3.12)
+    _Doubles = array
 
 #: Seconds of arrival time over which the smallest offset sample is taken.
 DEFAULT_WINDOW = 60.0
@@ -51,42 +57,68 @@ DEFAULT_OUTLIER = 10.0
 _INF = float("inf")
 
 
-class _Host:
-    """One host's samples: per second of arrival its two smallest, flat in one array of
-    doubles -- [second, smallest, second smallest] * seconds held, oldest first -- and the
-    shift its run's latest event was given (`run`, `held`, `latest`; a host that serves
-    more runs keeps theirs in `others`). A fleet has tens of thousands of hosts per worker,
-    each touched about once a second: one object and one contiguous buffer per host, read
-    and written in one call per event (`ClockOffsets._record`), is what keeps that cheap."""
+#: A host's array: its scalars first, at these places, then its samples
+_LAST, _STREAK, _LOW1, _LOW2, _HELD, _LATEST = range(6)
+_HEAD = 6
 
-    __slots__ = ("held", "last", "latest", "low1", "low2", "others", "run", "samples",
-                 "streak_start")  # fmt: skip
 
-    def __init__(self, arrival: float) -> None:
-        self.samples = array("d")
-        self.streak_start = arrival
-        self.last = arrival
-        self.low1 = self.low2 = _INF  # the two smallest samples held
-        #: the run whose shifts it keeps here (None: none yet), that run's latest event's
-        #: shift and the latest time one of them was put at; other runs': run -> the two
-        self.run: str | None = None
-        self.held = self.latest = 0.0
-        self.others: dict[str, tuple[float, float]] | None = None
+class _Host(_Doubles):
+    """One host, flat in one array of doubles: its scalars -- the latest arrival, when its
+    delivery streak started, the two smallest samples held, the shift its run's latest event
+    was given and the latest time one of them was put at -- then its samples, per second of
+    arrival the two smallest ([second, smallest, second smallest] * seconds held, oldest
+    first); beside the array, the run whose shifts it keeps (`run`; None: none yet) and
+    other runs' (`others`: run -> the two). A fleet has tens of thousands of hosts per
+    worker, each touched about once a second: one object and one contiguous buffer per
+    host, read and written in one call per event (`ClockOffsets.shift`), is what keeps
+    that cheap (floats held as attributes are objects of their own, each a cache miss)."""
+
+    __slots__ = ("others", "run")
+
+    run: str | None
+    others: dict[str, tuple[float, float]] | None
+
+    def __new__(cls, arrival: float) -> _Host:
+        host = cast(_Host, super().__new__(cls, "d", (arrival, arrival, _INF, _INF, 0.0, 0.0)))
+        host.run = None
+        host.others = None
+        return host
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        # (array's own drops a subclass's slots: its doubles' bytes and the two)
+        return (_Host, (0.0,), (self.tobytes(), self.run, self.others))
+
+    def __setstate__(self, state: tuple[bytes, str | None, Any]) -> None:
+        data, self.run, self.others = state
+        del self[:]
+        self.frombytes(data)
+
+    @property
+    def samples(self) -> array[float]:
+        """Per second held: [second, smallest, second smallest], oldest first."""
+        return array("d", self[_HEAD:])
+
+    @property
+    def low1(self) -> float:
+        return float(self[_LOW1])
+
+    @property
+    def low2(self) -> float:
+        return float(self[_LOW2])
 
     def rescan(self) -> None:
         """The two smallest samples held, read off every second's two (after forgetting a
         second that held one of them)."""
-        held = self.samples
         low1 = low2 = _INF
-        for j in range(1, len(held), 3):
-            a = held[j]
+        for j in range(_HEAD + 1, len(self), 3):
+            a = self[j]
             if a < low2:
                 if a < low1:
-                    b = held[j + 1]
+                    b = self[j + 1]
                     low1, low2 = a, (low1 if low1 < b else b)
                 else:
                     low2 = a  # (b >= a: nothing more from this second)
-        self.low1, self.low2 = low1, low2
+        self[_LOW1], self[_LOW2] = low1, low2
 
 
 class ClockOffsets:
@@ -123,61 +155,63 @@ class ClockOffsets:
         `deadband` seconds behind, but no less than keeps the run's events from that host in
         order, as far as its arrival allows (module docstring). `run` None: the estimate,
         no run's order kept (`observe`). One call for all of it: it runs for every event."""
-        state = self._hosts.get(host)
-        if state is None:
-            state = self._hosts[host] = _Host(arrival)
-        elif arrival - state.last > self.gap:
-            state.streak_start = arrival
-        if arrival > state.last:
-            state.last = arrival
+        held = self._hosts.get(host)
+        if held is None:
+            held = self._hosts[host] = _Host(arrival)
+        else:
+            last = held[0]  # (`_LAST`: the places written as numbers on this path)
+            if arrival - last > self.gap:
+                held[1] = arrival  # the streak starts again
+            if arrival > last:
+                held[0] = arrival
         sample = arrival - ts
         second = arrival // 1.0  # (the second of arrival: `math.floor`, as a float)
-        held = state.samples
         n = len(held)
-        if not n or second > held[n - 3]:
+        if n == 6 or second > held[n - 3]:
             held.extend((second, sample, _INF))
         elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
             held[n - 1] = held[n - 2]
             held[n - 2] = sample
         elif sample < held[n - 1]:
             held[n - 1] = sample
-        low1, low2 = state.low1, state.low2
+        low1, low2 = held[2], held[3]
         if sample < low2:
             if sample < low1:
-                state.low1, state.low2 = low1, low2 = sample, low1
+                held[2], held[3] = low1, low2 = sample, low1
             else:
-                state.low2 = low2 = sample
+                held[3] = low2 = sample
         horizon = arrival - self.window
-        if held[0] < horizon and arrival - state.streak_start >= self.window:
+        if held[6] < horizon and arrival - held[1] >= self.window:
             # forget the seconds before the window (the latest stays), rescanning only when
             # a second forgotten held one of the two smallest
-            i, n, lost = 0, len(held), False
+            i, n, lost = 6, len(held), False
             while n - i > 3 and held[i] < horizon:
                 lost = lost or held[i + 1] <= low2
                 i += 3
-            del held[:i]
+            del held[6:i]
             if lost:
-                state.rescan()
-                low1, low2 = state.low1, state.low2
+                held.rescan()
+                low1, low2 = held[2], held[3]
         estimate = low2 if low2 != _INF and low1 < low2 - self.outlier else low1
         want = estimate if estimate > deadband or estimate < 0.0 else 0.0
         if run is None:
             return want
         others = None
-        if state.run == run:  # the run whose shifts the host keeps (nearly every event)
-            held_shift, latest = state.held, state.latest
-        elif state.run is None:
-            state.run, state.held, state.latest = run, want, ts + want
+        if held.run == run:  # the run whose shifts the host keeps (nearly every event)
+            held_shift, latest = held[4], held[5]
+        elif held.run is None:
+            held.run = run
+            held[4], held[5] = want, ts + want
             return want
         else:
-            others = state.others
+            others = held.others
             if others is None:
-                others = state.others = {}
-            last = others.get(run)
-            if last is None:
+                others = held.others = {}
+            kept_last = others.get(run)
+            if kept_last is None:
                 others[run] = (want, ts + want)
                 return want
-            held_shift, latest = last
+            held_shift, latest = kept_last
         # the shift of the run's latest event, the latest time one of them was put at
         if held_shift > want and ts + want < latest:  # less would put it before an earlier one
             kept = held_shift if held_shift < sample else sample  # (not after its own arrival)
@@ -187,7 +221,7 @@ class ClockOffsets:
         if at < latest:
             at = latest
         if others is None:
-            state.held, state.latest = want, at
+            held[4], held[5] = want, at
         else:
             others[run] = (want, at)
         return want
@@ -203,10 +237,10 @@ class ClockOffsets:
                 for run in gone.intersection(others):
                     del others[run]
             if state.run in gone:
-                state.run, state.held, state.latest = None, 0.0, 0.0
+                state.run, state[_HELD], state[_LATEST] = None, 0.0, 0.0
                 if others:  # one of the others' takes its place
                     run = next(iter(others))
-                    state.run, (state.held, state.latest) = run, others.pop(run)
+                    state.run, (state[_HELD], state[_LATEST]) = run, others.pop(run)
             if others is not None and not others:
                 state.others = None
 
@@ -215,5 +249,5 @@ class ClockOffsets:
         state = self._hosts.get(host)
         if state is None:
             return None
-        low1, low2 = state.low1, state.low2
+        low1, low2 = float(state[_LOW1]), float(state[_LOW2])
         return low2 if low2 != _INF and low1 < low2 - self.outlier else low1

@@ -258,7 +258,7 @@ def test_the_hosts_clock_samples_survive_a_restart() -> None:
 
 
 def _host_fields(clocks: ClockOffsets) -> dict[object, tuple[Any, ...]]:
-    return {name: tuple(getattr(state, slot) for slot in type(state).__slots__)
+    return {name: (*state, *(getattr(state, slot) for slot in type(state).__slots__))
             for name, state in clocks._hosts.items()}  # fmt: skip
 
 
