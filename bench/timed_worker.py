@@ -175,6 +175,7 @@ def dump(path: str) -> None:
         "calibration: a call's overhead": OVERHEAD,
         "process: user": [usage.ru_utime, 0],
         "process: system": [usage.ru_stime, 0],
+        "process: page faults": [usage.ru_minflt, 0],
     }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(body, f)

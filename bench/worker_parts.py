@@ -151,7 +151,9 @@ def report(
     say(f"  {'the event loop itself (polls, timers; no step)':<52} "
         f"{cpu / done * 1e6 - held:6.2f} µs")  # fmt: skip
     user, system = per("process: user")[0], per("process: system")[0]
-    say(f"  (the kernel's count: user {user:.2f} µs, system {system:.2f} µs an event)")
+    faults = per("process: page faults")[0] / 1e6
+    say(f"  (the kernel's count: user {user:.2f} µs, system {system:.2f} µs an event; "
+        f"{faults * 1000:.1f} page faults a thousand events)")  # fmt: skip
     if args.fine:
         inner, added = end.get("calibration: a call's overhead", [0.0, 0.0])
         core = clocks = 0.0

@@ -51,17 +51,35 @@ class Family:
         out.append(f"# HELP {sample} {_doc(self.doc)}\n")
         out.append(f"# TYPE {sample} {kind}\n")
         names = self.labels
+        append = out.append
+        if not names:
+            for _, value in self.samples:
+                append(f"{sample} {_number(value)}\n")
+            return
+        # a sample's line is its label values between the family's fixed parts: `heads[i]`
+        # before value i (`sample{name="`, then `",name="`), `"} ` after the last
+        heads = [f'{sample}{{{names[0]}="', *(f'",{n}="' for n in names[1:])]
+        if len(names) == 1:  # (most families: per run; written out, no inner loop)
+            head = heads[0]
+            for (v,), value in self.samples:
+                e = escaped.get(v)
+                if e is None:
+                    e = escaped[v] = _escape(v)
+                if value == value and value != _INF and value != -_INF:  # (`_number`)
+                    append(f'{head}{e}"}} {float(value)!r}\n')
+                else:
+                    append(f'{head}{e}"}} {_number(value)}\n')
+            return
         for values, value in self.samples:
-            if names:
-                parts = []
-                for n, v in zip(names, values, strict=True):
-                    e = escaped.get(v)
-                    if e is None:
-                        e = escaped[v] = _escape(v)
-                    parts.append(f'{n}="{e}"')
-                out.append(f"{sample}{{{','.join(parts)}}} {_number(value)}\n")
-            else:
-                out.append(f"{sample} {_number(value)}\n")
+            if len(values) != len(names):
+                raise ValueError(f"{sample}: {len(values)} label values for {len(names)} names")
+            for head, v in zip(heads, values, strict=False):  # (lengths checked above)
+                e = escaped.get(v)
+                if e is None:
+                    e = escaped[v] = _escape(v)
+                append(head)
+                append(e)
+            append(f'"}} {_number(value)}\n')
 
 
 def render(families: Sequence[Family]) -> bytes:
@@ -78,6 +96,9 @@ def _escape(value: str) -> str:
 
 def _doc(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+_INF = math.inf
 
 
 def _number(value: float) -> str:
