@@ -81,10 +81,9 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # are read by structure (tests/fixtures/consoles/README.md)
     # corpus11's development part after the eleventh pass: four of its baseline's five
     # misses are read (tests/fixtures/consoles/README.md)
-    ("corpus11", "fail_isaaclab_physx_narrowphase_700_cuda_context"): (
-        [], "omni.physx's `PhysX error: Fetching GPU Narrowphase failed! 700` alone: its error "
-        "callback logs every PhysX error so, and says the simulation stops only on the next "
-        "line (`Cuda context manager error, simulation will be stopped`), which the paste cut"),
+    # and its fifth, omni.physx's `PhysX error: Fetching GPU Narrowphase failed! 700` alone,
+    # since the sixth pass on issue 41: PhysX's GPU failures with a sticky CUDA error are a
+    # catalogue entry from PhysX's sources (physx-gpu-sticky-cuda-error)
     # corpus12's development part at its baseline (the reader at bb09601, and at d193329);
     # its eight cut tracebacks and two store-based barrier timeouts are read since the second
     # pass on issue 41

@@ -22,6 +22,14 @@ SIGNATURES = CATALOGUE.signatures
 
 #: healthy lines (or warnings, retries, code) that share a signature's words
 CONTROLS = [
+    # omni.physx logs every PhysX error at [Error]: a buffer too small (the simulation goes on,
+    # missing contacts), a GPU allocation that failed with a CUDA error that is not sticky
+    "2025-02-09 08:50:10 [19,101ms] [Error] [omni.physx.plugin] PhysX error: The application "
+    "needs to increase PxGpuDynamicsMemoryConfig::foundLostPairsCapacity to 36218880, "
+    "otherwise, the simulation will miss interactions",
+    "[Error] [omni.physx.plugin] PhysX error: PxgCudaDeviceMemoryAllocator failed to allocate "
+    "memory 1048576 bytes! Result = 2",
+    "[Error] [omni.physx.plugin] PhysX error: copyDtoH set failed with error code 1!",
     # vLLM 0.6.6's tokenizer group retries an actor that died (a warning, handled)
     "WARNING 05-01 10:00:00 ray_tokenizer_group.py:138] TokenizerGroup died with "
     "ActorDiedError, reinitializing.",
