@@ -22,6 +22,9 @@ class Compact:
     generic loop over the names costs several times more per record to load."""
 
     __slots__ = ()
+    #: slots a checkpoint writes empty (`{}`): caches the record rebuilds by itself as it
+    #: is used again, which cost a checkpoint more to write than a takeover to remake
+    _unsaved: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -29,10 +32,12 @@ class Compact:
         if not names:
             return
         fields = ", ".join(f"self.{name}" for name in names) + ","
+        written = ", ".join("{}" if name in cls._unsaved else f"self.{name}"
+                            for name in names) + ","  # fmt: skip
         namespace: dict[str, Any] = {"newobj": copyreg.__newobj__}  # type: ignore[attr-defined]
         exec(  # code made from the class's own slot names
             f"def __reduce_ex__(self, protocol):\n"
-            f"    return newobj, (type(self),), ({fields})\n"
+            f"    return newobj, (type(self),), ({written})\n"
             f"def __setstate__(self, values):\n"
             f"    {fields} = values\n",
             namespace,

@@ -66,6 +66,11 @@ class RunState(Compact):
                  "ledger", "postponed", "processes", "progress", "progress_at", "ranks",
                  "restarts", "run", "stacks", "started_ts", "status", "steps", "total_steps",
                  "weights")  # fmt: skip
+    #: the heartbeat ledger is a cache of what `processes` and `restarts` hold, found by a
+    #: process's beat: a checkpoint leaves it out, and each process's first beat after a
+    #: takeover finds its entry again (the long way, `_heartbeat_in_full`, which makes
+    #: of a routine beat what the short way makes)
+    _unsaved = ("ledger",)
 
     def __init__(self, run: str, config: StateConfig | None = None) -> None:
         cfg = config or StateConfig()
