@@ -33,13 +33,20 @@ def _namespaced_step(key: str, raw: Any) -> bool:
     )
 
 
+#: a number a trainer formatted with thousands separators before printing it as a string
+#: (`f"{n:,}"`, `'tok/stp': '1,024.0'`, `'cum_tokens': '3,072'`)
+_GROUPED = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+
+
 def value_of(raw: Any) -> float | bool | None:
     """A printed value as a metric: what `metric_value` takes, and numbers printed as strings
-    (transformers 5); False for anything else."""
+    (transformers 5; `'nan'`, and with thousands separators); False for anything else."""
     if isinstance(raw, str):
         try:
             return float(raw)
         except ValueError:
+            if "," in raw and _GROUPED.match(raw.strip()):
+                return float(raw.replace(",", ""))
             return False
     return metric_value(raw)
 
