@@ -170,3 +170,29 @@ def at_step(text: str) -> tuple[str, int, float] | None:
     if m is None:
         return None
     return m.group("key"), int(m.group("n")), float(m.group("v"))
+
+
+#: a trainer's own sentence that it stops because a value is not finite (torchvision's
+#: detection and classification references, and the DeiT / MAE / timm-style loops copied from
+#: them: `print(f"Loss is {loss_value}, stopping training"); sys.exit(1)`; `Loss is not finite.
+#: Terminate training.`): the value is the step's, and the run ends on it. A sentence that
+#: the step was skipped instead (`metric_shape.skip_report`) is none; so is one with no stop
+#: after the value (TensorFlow's `Model diverged with loss = NaN.`, the NaN hook's error)
+_STOPS_ON = re.compile(
+    r"^[\s>]*(?!(?:warn|warning|error|critical|fatal)\b)"
+    r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*){0,2}?)(?: [a-z]{1,3} | ?[:=] ?| )"
+    r"(?P<v>[-+]?(?:nan|inf(?:inity)?)|not finite|non-?finite)\b[\s.,;:!]*"
+    r"(?:\w+ ){0,2}(?:stop(?:ping|s)?|terminat(?:e|es|ing)|abort(?:ing|s)?|exit(?:ing|s)?|"
+    r"halt(?:ing|s)?)\b(?: (?:the )?(?:training|train|run|job))?[.!]?\s*$",
+    re.I,
+)
+
+
+def stops_on(text: str) -> tuple[str, float] | None:
+    """(key, value) of a trainer's sentence that it stops on a value that is not finite (`Loss
+    is nan, stopping training`; `not finite` reads as nan); None for any other line."""
+    m = _STOPS_ON.match(text)
+    if m is None:
+        return None
+    said = m.group("v").lower()
+    return m.group("key"), float("nan") if "finite" in said else float(said)

@@ -49,6 +49,7 @@ from runwatch.emitters.metric_alone import (
     printed_tensor,
     single_pair,
     step_row,
+    stops_on,
     unnumbered,
 )
 from runwatch.emitters.metric_pairs import (
@@ -130,7 +131,7 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "NAN", "inf",
            "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ")  # fmt: skip
+           "Skipping step", "*** ", " not finite")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -262,6 +263,11 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         if math.isinf(value) and (_SENTINEL.search(key) or LIMIT.match(key)):
             return None  # `Best loss at step 0: inf`: a best-so-far's start
         return Record({key: value}, at_n)  # `Minibatch loss at step 500: nan`
+    if (stopped := stops_on(text)) is not None:
+        key, value = stopped
+        if math.isinf(value) and (_SENTINEL.search(key) or LIMIT.match(key)):
+            return None  # a best-so-far's start
+        return Record({key: value}, step)  # `Loss is nan, stopping training`
     found = pairs(text)
     if not found or _message(text) or skip_report(text):
         return None

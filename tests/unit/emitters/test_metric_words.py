@@ -1,0 +1,73 @@
+"""Non-finite metrics a trainer says in words or formats as strings (issue 41, corpus14's and
+corpus15's development parts): its own sentence that it stops on a value that is not finite
+(torchvision's references and the loops copied from them, `Loss is nan, stopping training`;
+3D-R1's `Loss in not finite. Terminate training.`), and a printed dict whose numbers are
+strings with thousands separators beside a quoted `'nan'` (foundation-model-stack)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.printed_dicts import metrics_dict
+
+EPOCH = ("Epoch: [0]  [ 150/1985]  eta: 0:07:57.971424  lr: 0.000500  loss: 0.5219 (0.7306)  "
+         "time: 0.2477  data: 0.1055")  # fmt: skip
+
+
+def non_finite(found: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
+    metrics = [f["metrics"] for kind, f in found if kind == "step.metrics"]
+    return {k: v for m in metrics for k, v in m.items() if not math.isfinite(v)}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Loss is nan, stopping training",
+        "Loss in not finite. Terminate training.",
+        "loss is inf, stopping training",
+        "Loss is NaN. Stopping the run.",
+    ],
+)
+def test_a_trainer_s_sentence_that_it_stops_on_a_non_finite_value_is_that_value(line: str) -> None:
+    assert list(non_finite(read_all([EPOCH, line]))) in (["Loss"], ["loss"])
+    scanner = LineScanner(LineParser())  # `runwatch watch` finds the line too
+    found = scanner.feed(f"{EPOCH}\n{line}\n".encode()) + scanner.finish()
+    assert (
+        non_finite(found + scanner.parser.finish()).keys()
+        == non_finite(read_all([EPOCH, line])).keys()
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Loss in not finite. Skip this training step.",  # skipped, not applied
+        "Model diverged with loss = NaN.",  # TensorFlow's NaN hook: its error, no stop sentence
+        "Loss is 0.5, stopping training",  # finite
+        "best loss is inf, stopping",  # a best-so-far's start
+        "WARNING loss is nan, stopping",  # a warning's words
+        "Early stopping: val_loss is inf",
+    ],
+)
+def test_sentences_that_are_no_stop_on_a_non_finite_value(line: str) -> None:
+    assert non_finite(read_all([EPOCH, line])) == {}
+
+
+def test_numbers_printed_as_strings_with_thousands_separators_are_numbers() -> None:
+    """foundation-model-stack#342: every value a string, `'nan'` among them."""
+    line = ("{'loss': 'nan', 'avg_loss': 'nan', 'tok/stp': '1,024.0', 's/stp': '33.875', "
+            "'tok/gpu/s': '30.2', 'cum_tokens': '3,072'}")  # fmt: skip
+    got = metrics_dict(line)
+    assert got is not None
+    metrics, _ = got
+    assert metrics["tok/stp"] == 1024.0
+    assert metrics["cum_tokens"] == 3072.0
+    assert non_finite(read_all([f"0 2 2024-09-19 16:35:29.926102 {line}"])).keys() == {
+        "loss", "avg_loss"}  # fmt: skip
+    # words with commas stay words: a configuration printed as a dict is none
+    assert metrics_dict("{'name': 'a,b', 'size': '1,2', 'mode': 'x', 'lr': '0.1'}") is None
