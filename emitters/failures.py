@@ -216,7 +216,12 @@ class Failures:
             record.indent, record.after_frame = len(body) - len(body.lstrip()), True
         elif (tail := exception_at(line)) is not None:
             alone = found is None and report is None and _alone(*tail)
-            if _qualified(*tail) or _indented_after(before, tail[0]) or alone:
+            if (
+                _qualified(*tail)
+                or _indented_after(before, tail[0])
+                or alone
+                or _panel_after(before, tail[0])
+            ):
                 # the end of a traceback whose frames were not in the output, but for the
                 # code line before it (a pasted tail), or one that names its exception with
                 # its module, as only Python's report of an uncaught one does, or one that
@@ -426,6 +431,22 @@ def _indented_after(before: str, prefix: str) -> bool:
     then indentation."""
     m = re.match(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)), before)
     return m is not None and before[m.end() : m.end() + 1] in (" ", "\t")
+
+
+#: the bottom border of rich's traceback panel (rich/traceback.py renders the frames in a
+#: `Panel`, ROUNDED box by default, SQUARE where a legacy terminal lacks its corners), after
+#: which it prints the exception line unboxed
+_PANEL_BOTTOM = re.compile(r"^\s*[╰└]─{8,}[╯┘]\s*$")
+
+
+def _panel_after(before: str, prefix: str) -> bool:
+    """Whether the line before is the bottom of rich's traceback panel under the same prefix
+    (digits free): the exception line after it ends an uncaught exception's report, as a
+    frame's code line does Python's."""
+    if "─" not in before:
+        return False
+    m = re.match(re.sub(r"\d+", lambda _: r"\d+", re.escape(prefix)), before)
+    return m is not None and _PANEL_BOTTOM.match(before[m.end() :]) is not None
 
 
 def _alone(prefix: str, line: str) -> bool:

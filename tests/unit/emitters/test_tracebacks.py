@@ -523,3 +523,31 @@ def test_a_quiet_after_a_handled_or_logged_traceback_decides_nothing() -> None:
 
 def read_lines(parser: LineParser, lines: list[str]) -> list[Found]:
     return [f for line in lines for f in parser.parse(line)]
+
+
+#: H1111#23 (corpus14's development part): the end of rich's traceback panel, then its unboxed
+#: exception line, every line under a launcher's `SUBPROCESS: ` prefix
+RICH = [
+    "SUBPROCESS: │ > 105 │   │   │   module.weight.data = module.weight.data.to(device, non_bl │",
+    "SUBPROCESS: │   106                                                                       │",
+    "SUBPROCESS: └─────────────────────────────────────────────────────────────────────────────┘",
+    "SUBPROCESS: RuntimeError: CUDA error: out of memory",
+    "SUBPROCESS: CUDA kernel errors might be asynchronously reported at some other API call, so",
+]
+
+
+def test_rich_s_panel_then_its_exception_line_under_a_prefix_is_a_traceback_s_end() -> None:
+    (fields,) = failed(read_all(RICH))
+    assert fields["error"] == "RuntimeError: CUDA error: out of memory"
+    scanner = LineScanner(LineParser())  # `runwatch watch` reads it the same
+    found = scanner.feed(("\n".join(RICH) + "\n").encode()) + scanner.finish()
+    assert failed(found + scanner.parser.finish()) == [fields]
+    # without the panel before it, the prefixed exception line is a logged error
+    assert failed(read_all(RICH[3:])) == []
+    # the process went on after it: handled
+    assert (
+        failed(
+            read_all([*RICH, "SUBPROCESS: Steps:  50%|█████     | 5/10 [00:05<00:05, 1.00it/s]"])
+        )
+        == []
+    )
