@@ -19,9 +19,10 @@ from scripts import corpus_report
 from scripts.corpus_report import CONSOLES, CORPORA
 
 #: corpora whose development part is reported by scripts/corpus_report.py but not yet asserted
-#: here (corpus15 as its collector landed it, before anyone measured it); asserting one means
-#: taking it out of this set and listing its differences from its labels in MISSES
-REPORTED_ONLY = frozenset({"corpus15"})
+#: here (a corpus as its collector landed it, before anyone measured it); asserting one means
+#: taking it out of this set and listing its differences from its labels in MISSES. corpus15's
+#: development part is asserted since the seventh pass on issue 41.
+REPORTED_ONLY: frozenset[str] = frozenset()
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -114,15 +115,22 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["component_failed"], "gloo's `RuntimeError: Wait timeout` from ProcessGroupGloo in "
         "init_process_group (its rendezvous timed out) is read as the process's death but not "
         "as a timed-out collective"),
-    ("corpus14", "fail_h1111_subprocess_prefixed_rich_traceback_cuda_oom"): (
-        [], "a rich box-drawn traceback whose every line carries a launcher's `SUBPROCESS: ` "
-        "prefix, ending in a RuntimeError, is not read"),
-    ("corpus14", "nan_3dr1_sft_loss_not_finite_skip_then_terminate"): (
-        [], "a trainer's own sentence that the loss is not finite (skip, then terminate) names no "
-        "value and is read as no metric"),
-    ("corpus14", "nan_fasterrcnn_mobilenet_voc_epoch_lines_then_loss_is_nan_stopping"): (
-        [], "torchvision detection's `Loss is nan, stopping training` sentence is read as no "
-        "metric; the metric lines before it are finite"),
+    # since the seventh pass on issue 41 its rich traceback under `SUBPROCESS: ` and the two
+    # trainers' sentences that they stop on a non-finite loss are read
+    # corpus15's development part after the seventh pass on issue 41 (its baseline, the reader
+    # at 2dc1886, missed eight and false-alerted on one control: tests/fixtures/consoles/
+    # README.md); what it still reads otherwise than its labels say
+    ("corpus15", "control_verl_tool_agent_loop_keyerror_logged_error_workers_go_on"): (
+        ["component_failed"], "false alert: an AgentLoopWorker's `ERROR ... Error when executing "
+        "tool` record with the traceback it caught (KeyError), after which that worker says no "
+        "more in the excerpt: a logged ERROR traceback is also how detectron2, SpeechBrain and "
+        "Ray Tune report the exception that ends their run (corpus2, corpus6, corpus8), so the "
+        "record's level cannot tell them apart"),
+    ("corpus15", "fail_llamafactory_nccl_abort_complete_watchdog_remote_error_broken_pipe"): (
+        ["collective_timeout", "component_failed"], "ProcessGroupNCCL's 'Some NCCL operations "
+        "have failed or timed out' is read as a timed-out collective, although the watchdog's "
+        "line after it says the failure was ncclRemoteError (corpus14's alpaca excerpt, the "
+        "same)"),
     # read since the second pass on issue 41 with a rule the labels do not name: a traceback
     # the excerpt ends inside is its process's last word
     ("corpus", "nan_deepspeed_overflow_to_scale1_bar_postfix"): (
@@ -186,13 +194,17 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
     assert REPORTED_ONLY.issubset(CORPORA)
 
 
-@pytest.mark.parametrize("corpus", sorted(REPORTED_ONLY))
-def test_a_reported_development_part_is_read_whole_without_a_crash(corpus: str) -> None:
-    """Read, not scored, until its part is asserted above: scripts/corpus_report.py prints it."""
-    files = sorted((CONSOLES / corpus / "dev").glob("*.log"))
-    assert len(files) >= 30
-    crashes = sum(REPORT.run_one(path, []).crash is not None for path in files)
-    assert crashes == 0, f"{crashes} development excerpts of {corpus} crashed the reader"
+def test_every_development_part_is_asserted_or_read_whole_without_a_crash() -> None:
+    """A reported-only part is read, not scored, until it is asserted above
+    (scripts/corpus_report.py prints it); every other part's excerpts are all asserted."""
+    for corpus in CORPORA:
+        files = sorted((CONSOLES / corpus / "dev").glob("*.log"))
+        assert len(files) >= 25, corpus
+        if corpus not in REPORTED_ONLY:
+            assert {(corpus, path.stem) for path in files} <= set(DEV), corpus
+            continue
+        crashes = sum(REPORT.run_one(path, []).crash is not None for path in files)
+        assert crashes == 0, f"{crashes} development excerpts of {corpus} crashed the reader"
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
