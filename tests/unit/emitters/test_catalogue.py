@@ -30,6 +30,9 @@ CONTROLS = [
     "[Error] [omni.physx.plugin] PhysX error: PxgCudaDeviceMemoryAllocator failed to allocate "
     "memory 1048576 bytes! Result = 2",
     "[Error] [omni.physx.plugin] PhysX error: copyDtoH set failed with error code 1!",
+    # ROLL starting its Ray cluster (the failure's words are `Failed to start ray cluster: `)
+    "[2025-10-11 11:16:50] [initialize.py (89)] [INFO] [pipeline 0 / 1][PID 18175] Starting "
+    "ray cluster: ray start --head --port=6379 --node-name=10.0.0.1 --dashboard-port=8265",
     # vLLM 0.6.6's tokenizer group retries an actor that died (a warning, handled)
     "WARNING 05-01 10:00:00 ray_tokenizer_group.py:138] TokenizerGroup died with "
     "ActorDiedError, reinitializing.",
