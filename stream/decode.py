@@ -342,21 +342,6 @@ def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
         joined = b"\n".join(stripped)
     except TypeError:  # a str among them
         return None
-    return _admitted(joined, raws)
-
-
-def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
-    """`admit_lines(lines)` where `data` is the text `lines` were split from (a piece of a
-    file, `replay.Chunk`): decoded as it is, not joined again. The same answer: it takes
-    only lines whose joints are bare newlines (a line with other space at its end, or a
-    blank one, is left to `admit_lines`)."""
-    if data[-1:] == b"\n":
-        data = data[:-1]
-    return _admitted(data, lines)
-
-
-def _admitted(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None:
-    """`admit_lines`' verdict on `raws` joined by single newlines as `joined`."""
     n = len(raws)
     if (
         not n
@@ -364,7 +349,38 @@ def _admitted(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None
         or joined.count(_JUNCTION) != n - 1
         or joined[:1] != b"{"
         or joined[-1:] != b"}"
-        or not joined.isascii()
+    ):
+        return None
+    return _decoded(joined, raws)
+
+
+def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
+    """`admit_lines(lines)` where `data` is the text `lines` were split from (a piece of a
+    file, `replay.Chunk`, each line ending in its newline): decoded as it is, not joined
+    again. Where every line is `{...}` and a newline -- each joint a bare `}\n{`, as
+    `admit_lines` asks of the lines it joins -- that is seen from the lines' first and last
+    bytes, cheaper than counting newlines and joints in the text; anything else (a line
+    ending in other space, a blank one) is `admit_lines`' to decide."""
+    n = len(lines)
+    if (
+        n
+        and data[-1:] == b"\n"
+        and bytes(map(_FIRST_BYTE, lines)) == b"{" * n
+        and bytes(map(_BYTE_BEFORE_NEWLINE, lines)) == b"}" * n
+    ):
+        return _decoded(data, lines)
+    return admit_lines(lines)
+
+
+_FIRST_BYTE, _BYTE_BEFORE_NEWLINE = operator.itemgetter(0), operator.itemgetter(-2)
+
+
+def _decoded(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None:
+    """The events of `raws`, one a line, from `joined` (their text: each line `{...}`, the
+    joints bare newlines), if every check of `decode` and `admit` holds for each."""
+    n = len(raws)
+    if (
+        not joined.isascii()
         or _BACKSLASH in joined
         or _DEL in joined
         or max(map(len, raws)) > _MAX_BYTES

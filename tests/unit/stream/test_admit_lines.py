@@ -103,9 +103,10 @@ def test_admitted_in_one_step_or_not_at_all(raws: list[bytes]) -> None:
 
 
 def test_a_plain_piece_of_a_file_is_admitted_as_it_was_read() -> None:
-    for data in (b"\n".join(PLAIN), b"\n".join(PLAIN) + b"\n", PLAIN[0] + b"\n"):
+    for data in (b"\n".join(PLAIN), b"\n".join(PLAIN) + b"\n", PLAIN[0] + b"\n",
+                 b"\r\n".join(PLAIN) + b"\r\n", b" \n".join(PLAIN)):  # fmt: skip
         lines = io.BytesIO(data).readlines()
-        assert admit_chunk(data, lines) == one_by_one(lines)
+        assert admit_chunk(data, lines) == one_by_one(lines), data  # (not None: one step)
     for raws in BROKEN:  # (what the lines do not take, the piece does not take either)
         data = b"\n".join(raws)
         assert admit_chunk(data, io.BytesIO(data).readlines()) in (None, []), raws
