@@ -61,12 +61,6 @@ def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[Chu
             bar.finish(task)
 
 
-def _line_chunks(stream: IO[bytes]) -> Iterator[list[bytes]]:
-    """The lines of `stream` (each with its newline, the last perhaps without), as lists of
-    those that one read brought in whole (`_read_chunks`)."""
-    return (io.BytesIO(data).readlines() for data in _read_chunks(stream))
-
-
 def _read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
     """The text of `stream` in pieces of whole lines (the last perhaps without its newline):
     what one read brought in whole. `read1` takes what a pipe holds without waiting for

@@ -3,11 +3,12 @@ lines, numbered the same, as iterating the file line by line, however the reads 
 
 from __future__ import annotations
 
+import io
 import random
 from contextlib import ExitStack
 from pathlib import Path
 
-from runwatch.commands.lines import _line_chunks, read_lines
+from runwatch.commands.lines import _read_chunks, read_lines
 
 
 class Reads:
@@ -23,6 +24,11 @@ class Reads:
         return piece
 
 
+def line_chunks(stream: Reads) -> list[list[bytes]]:
+    """The lines of each piece the reader hands on (as `read_lines` splits them)."""
+    return [io.BytesIO(data).readlines() for data in _read_chunks(stream)]
+
+
 LINES = [b'{"a": 1}\n', b'{"b":\r 2}\n', b"\n", b"x" * 5000 + b"\n", b"not json\n",
          b'{"last": true}']  # fmt: skip
 TEXT = b"".join(LINES)
@@ -34,14 +40,14 @@ def test_the_lines_are_the_file_lines_however_the_reads_cut_them() -> None:
     for _ in range(200):
         cuts = sorted(rng.sample(range(1, len(TEXT)), rng.randint(0, 12)))
         pieces = [TEXT[a:b] for a, b in zip([0, *cuts], [*cuts, len(TEXT)], strict=True)]
-        chunks = list(_line_chunks(Reads(pieces)))
+        chunks = line_chunks(Reads(pieces))
         assert all(chunks)
         got = [line for chunk in chunks for line in chunk]
         assert got == LINES
 
 
 def test_a_read_that_ends_mid_line_holds_that_line_back() -> None:
-    chunks = list(_line_chunks(Reads([b"one\ntw", b"o\nthree\n"])))
+    chunks = line_chunks(Reads([b"one\ntw", b"o\nthree\n"]))
     assert chunks == [[b"one\n"], [b"two\n", b"three\n"]]
 
 
