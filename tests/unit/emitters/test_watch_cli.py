@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_events, wait_for
+from helpers import read_events, terminate, wait_for
 
 from runwatch.emitters.watch import ProgressGate
 
@@ -473,8 +473,9 @@ def test_a_traceback_then_silence_while_the_command_runs_is_a_failure(tmp_path: 
         assert proc.poll() is None  # decided by the quiet, not by the command's end
     finally:
         if pid_file.exists():
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        proc.wait(60)
+        rc = terminate(proc)  # watch exits as its command did (or is stopped by pid)
     # the command killed: no second failure for the same traceback, the exit's own only
+    assert rc == 128 + signal.SIGKILL
     assert [e["how"] for e in failed()] == ["exception", "exit"]
