@@ -54,13 +54,15 @@ from runwatch.stream.config import RulesConfig
 from runwatch.stream.exceptions import CheckpointError
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.rules.base import Condition, params_json
+from runwatch.stream.state.compact import BLANKS
 from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 
 #: 2: the runs' lifted alerts and latest resume (the circuit breaker); 3: reading; 4: what a
 #: rebuild's re-read made and has not published (a checkpoint of a half-rebuilt partition);
 #: 6: zstd, not zlib; 7: a run's pending trajectories as columns (`state.inference`); 8: a
-#: run's containers (processes, restarts, ranks...) as `Compact` records, their slots' tuple
-FORMAT = 8
+#: run's containers (processes, restarts, ranks...) as `Compact` records, their slots' tuple;
+#: 9: a run's parts that it never wrote as the shared blank of their kind, named, not copied
+FORMAT = 9
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).
@@ -88,6 +90,8 @@ _ALLOWED: dict[tuple[str, str], Any] = {
 # how pickle rebuilds an array (of doubles: a host's clock samples): from its typecode and
 # raw bytes, nothing else
 _ALLOWED["array", "_array_reconstructor"] = _array_reconstructor
+# the shared blank records (`compact.blank`), by name: a load shares them again
+_ALLOWED.update(BLANKS)
 
 
 def _fields(cls: type) -> list[str]:

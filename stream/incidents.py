@@ -186,7 +186,7 @@ class Bookkeeper(Generic[Owner]):
         ref = place(incidents, self.graph, run.run, key, rule.rule_id, cond.since, firing, now,
                     cond.key if rule.evidence else None)  # fmt: skip
         if ref is not None:
-            if firing and rule.hang and run.stacks.ask(ref.id, now):
+            if firing and rule.hang and run.own_stacks().ask(ref.id, now):
                 self._view_changed(run.run)  # the emitters read the request there
             elif not ref.open and ref.role != "evidence":
                 self._closed.append((owner, run, ref.id))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 #: Records kept per run: a console can print the same timeout for hundreds of ranks.
 MAX_RECORDS = 512
@@ -173,3 +173,11 @@ class Collectives(Compact):
         for record in self.records:
             out.setdefault(record.incident, []).append(record)
         return out
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_FAILURES = blank(Failures(), "NO_FAILURES")
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_COLLECTIVES = blank(Collectives(), "NO_COLLECTIVES")

@@ -9,7 +9,7 @@ run's end let go of its holds. Bounded: `MAX_HOLDS` services, the oldest let go 
 
 from __future__ import annotations
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 #: services a run's holds are kept for (a run holds a handful; a runaway emitter, the oldest go)
 MAX_HOLDS = 64
@@ -75,3 +75,7 @@ class Holds(Compact):
 
     def __bool__(self) -> bool:
         return bool(self.by_dep)
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_HOLDS = blank(Holds(), "NO_HOLDS")

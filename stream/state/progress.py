@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from statistics import median
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 
 class Counter(Compact):
@@ -71,3 +71,7 @@ class ProgressCounters(Compact):
             self.by_key[key] = Counter(name, n, total, ts, self.window)
         else:
             counter.update(n, total, ts)
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_PROGRESS = blank(ProgressCounters(0), "NO_PROGRESS")

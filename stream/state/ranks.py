@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 
 class Rank(Compact):
@@ -63,3 +63,7 @@ class Ranks(Compact):
 
     def missing(self) -> list[int]:
         return [r for r in range(self.world_size) if r not in self.by_rank]
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_RANKS = blank(Ranks(), "NO_RANKS")

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runwatch.stream.state.compact import Compact
-from runwatch.stream.state.failures import Collectives, Failures
-from runwatch.stream.state.holds import Holds
+from runwatch.stream.state.failures import NO_COLLECTIVES, NO_FAILURES, Collectives, Failures
+from runwatch.stream.state.holds import NO_HOLDS, Holds
 from runwatch.stream.state.inference import Inference
 from runwatch.stream.state.processes import Process, Processes, shared
-from runwatch.stream.state.progress import ProgressCounters
-from runwatch.stream.state.ranks import Ranks
+from runwatch.stream.state.progress import NO_PROGRESS, ProgressCounters
+from runwatch.stream.state.ranks import NO_RANKS, Ranks
 from runwatch.stream.state.restarts import Restarts, Slot
-from runwatch.stream.state.stacks import Stacks
+from runwatch.stream.state.stacks import NO_STACKS, Stacks
 from runwatch.stream.state.steps import Steps
-from runwatch.stream.state.weights import Weights
+from runwatch.stream.state.weights import NO_WEIGHTS, Weights
 
 if TYPE_CHECKING:  # (the models are not imported where events are applied)
     from runwatch.emitters import events as ev
@@ -92,20 +92,23 @@ class RunState(Compact):
         self.steps = Steps(cfg.keep_steps, cfg.watched_metrics, cfg.timing_steps,
                            cfg.metric_steps)  # fmt: skip
         self.steps.keep_early(cfg.early_metrics, cfg.early_steps)
-        self.progress = ProgressCounters(cfg.progress_window)
-        self.ranks = Ranks()
-        self.weights = Weights()
+        #: the parts most runs never write hold the shared blank of their kind until the
+        #: run writes its own (`compact.blank`: each empty one cost a run 100-250 bytes)
+        self.progress: ProgressCounters = NO_PROGRESS
+        self.ranks: Ranks = NO_RANKS
+        self.weights: Weights = NO_WEIGHTS
         self.restarts = Restarts()
         #: the heartbeat ledger: (component, host, pid, instance, rank) of a beating process
         #: -> its process, its restart slot (None without a pid) and the slot's [first, last]
         #: beat of its pid (`Slot.pids`), found once: a routine beat looks up nothing more
         self.ledger: dict[tuple[str, str | None, int | None, str | None, int | None],
                           tuple[Process, Slot | None, list[float] | None]] = {}  # fmt: skip
-        self.failures = Failures()
-        self.collectives = Collectives()
-        self.stacks = Stacks()  # the processes' stacks, asked for when a hang opens
+        self.failures: Failures = NO_FAILURES
+        self.collectives: Collectives = NO_COLLECTIVES
+        #: the processes' stacks, asked for when a hang opens (`own_stacks`)
+        self.stacks: Stacks = NO_STACKS
         #: the services its processes hold their work to (the fleet pause, opted in)
-        self.holds = Holds()
+        self.holds: Holds = NO_HOLDS
         #: the latest `step.done`: progress that lets go of failures seen before it
         self.progress_at: float | None = None
         self.last_arrival: dict[tuple[str, str], float] = {}
@@ -134,7 +137,8 @@ class RunState(Compact):
         self.steps.settled += 1  # what step rules read may differ now
         self.steps.watched = config.watched_metrics
         self.steps.keep_early(config.early_metrics, config.early_steps)
-        self.progress.window = config.progress_window
+        if self.progress is not NO_PROGRESS:
+            self.progress.window = config.progress_window
 
     # -- folding events --------------------------------------------------------------------
 
@@ -345,6 +349,8 @@ class RunState(Compact):
 
     def _progress(self, event: ev.Event) -> None:
         e: ev.Progress = event  # type: ignore[assignment]
+        if self.progress is NO_PROGRESS:
+            self.progress = ProgressCounters(self.config.progress_window)
         self.progress.update(e.src.component, e.name, e.n, e.total, e.ts)
         if e.name in self.config.pending_bars and not self.finished:
             key = (e.src.component, e.name)
@@ -353,38 +359,58 @@ class RunState(Compact):
 
     def _rank_status(self, event: ev.Event) -> None:
         e: ev.RankStatus = event  # type: ignore[assignment]
+        if self.ranks is NO_RANKS:
+            self.ranks = Ranks()
         self.ranks.status(e.rank, e.world_size, e.phase, e.since, e.step, e.ts)
 
     def _weights_published(self, event: ev.Event) -> None:
         e: ev.WeightsPublished = event  # type: ignore[assignment]
-        self.weights.publish(e.version, e.ts, e.step)
+        self._own_weights().publish(e.version, e.ts, e.step)
 
     def _weights_loaded(self, event: ev.Event) -> None:
         e: ev.WeightsLoaded = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
-        self.weights.load(self._server_name(e.server, e), e.version, e.ts, proc.name)
+        self._own_weights().load(self._server_name(e.server, e), e.version, e.ts, proc.name)
 
     def _component_failed(self, event: ev.Event) -> None:
         e: ev.ComponentFailed = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
+        if self.failures is NO_FAILURES:
+            self.failures = Failures()
         self.failures.failed(proc.name, proc.component, e.ts, e.error, e.how, e.exit_code)
 
     def _collective_timeout(self, event: ev.Event) -> None:
         e: ev.CollectiveTimeout = event  # type: ignore[assignment]
         fields = {name: getattr(e, name) for name in COLLECTIVE_FIELDS}
+        if self.collectives is NO_COLLECTIVES:
+            self.collectives = Collectives()
         self.collectives.timeout(self.processes.get(e.src).name, e.ts, fields)
 
     def _dep_held(self, event: ev.Event) -> None:
         e: ev.DepHeld = event  # type: ignore[assignment]
+        if self.holds is NO_HOLDS:
+            self.holds = Holds()
         self.holds.held(e.dep, self.processes.get(e.src).name, e.ts, e.fleet)
         self._used(e.dep, e.ts)
 
     def _dep_released(self, event: ev.Event) -> None:
         e: ev.DepReleased = event  # type: ignore[assignment]
-        self.holds.released(e.dep, self.processes.get(e.src).name, e.ts)
+        if self.holds is not NO_HOLDS:  # (nothing held: nothing to let go of)
+            self.holds.released(e.dep, self.processes.get(e.src).name, e.ts)
 
     def _process_stacks(self, event: ev.Event) -> None:
-        self.stacks.answer(self.processes.get(event.src).name, event)
+        self.own_stacks().answer(self.processes.get(event.src).name, event)
+
+    def _own_weights(self) -> Weights:
+        if self.weights is NO_WEIGHTS:
+            self.weights = Weights()
+        return self.weights
+
+    def own_stacks(self) -> Stacks:
+        """The run's own `stacks`, to write to (made on the first write)."""
+        if self.stacks is NO_STACKS:
+            self.stacks = Stacks()
+        return self.stacks
 
     def failed_after_progress(self, at: float) -> bool:
         """Whether something that went wrong at `at` still stands: no step ended after it,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 PER_HOUR = 6
 MAX_ANSWERS = 256
@@ -78,3 +78,7 @@ class Stacks(Compact):
             return False
         self.request, self.answers = None, {}
         return True
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_STACKS = blank(Stacks(), "NO_STACKS")

@@ -7,7 +7,7 @@ versions, and one entry per server.
 
 from __future__ import annotations
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import Compact, blank
 
 KEEP = 64
 
@@ -58,3 +58,7 @@ class Weights(Compact):
         `version` has been missing since); None when there is none."""
         newer = [ts for v, ts in self.published.items() if v > version]
         return min(newer) if newer else None
+
+
+#: every run's until it writes its own (`compact.blank`)
+NO_WEIGHTS = blank(Weights(), "NO_WEIGHTS")

@@ -305,7 +305,7 @@ def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.Mon
 
 def _records() -> list[Any]:
     """One instance of each `Compact` state record, from a replayed scenario's runs."""
-    from runwatch.stream.state.compact import Compact
+    from runwatch.stream.state.compact import BLANKS, Compact
 
     driver = LiveDriver()
     events = [e for n in ("sandbox_hang", "rank_divergence", "orchestrator_dies")
@@ -319,7 +319,8 @@ def _records() -> list[Any]:
 
     class Finder(pickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, Compact):
+            blank = any(obj is b for b in BLANKS.values())  # (named, not written)
+            if isinstance(obj, Compact) and not blank:
                 found.setdefault(type(obj), obj)
             return NotImplemented
 
@@ -455,3 +456,34 @@ def test_a_restored_run_folds_its_next_beats_as_one_never_checkpointed() -> None
         assert _values(restored) == _values(kept)
     assert restored.ledger.keys() == kept.ledger.keys()
     assert restored.restarts.slots["trainer@n0/rank 0"].restarts()
+
+
+def test_parts_a_run_never_wrote_are_the_shared_blanks_named_by_a_checkpoint() -> None:
+    """A run with no ranks, weights, stacks... holds the one blank record of each kind
+    (`compact.blank`): a checkpoint names it rather than copying it, a load shares it
+    again, the blank refuses every write, and a run's first write makes its own."""
+    from runwatch.stream.state.compact import BLANKS
+    from runwatch.stream.state.ranks import NO_RANKS
+    from runwatch.stream.state.run import RunState
+
+    fresh = RunState("r")
+    blanks = {name: getattr(fresh, name) for name in RunState.__slots__
+              if any(getattr(fresh, name) is b for b in BLANKS.values())}  # fmt: skip
+    assert set(blanks) >= {"ranks", "weights", "stacks", "holds", "failures", "collectives",
+                           "progress"}  # fmt: skip
+    loaded = pickle.loads(pickle.dumps(fresh, protocol=5))
+    assert all(getattr(loaded, name) is part for name, part in blanks.items())
+    data = checkpoint.pack([fresh], CONFIG, 0)
+    (back,), _ = checkpoint.unpack(data, CONFIG)  # through the restricted unpickler
+    assert all(getattr(back, name) is part for name, part in blanks.items())
+    with pytest.raises(TypeError):
+        NO_RANKS.world_size = 4
+    with pytest.raises(TypeError):
+        NO_RANKS.status(0, 8, "step", None, 1, 1.0)
+    back.apply(decode(orjson.dumps({"v": 1, "id": "r1", "ts": 1.0, "run": "r",
+        "kind": "rank.status", "src": {"component": "trainer", "rank": 0}, "rank": 0,
+        "world_size": 8, "phase": "step"})))  # fmt: skip
+    assert back.ranks is not NO_RANKS
+    assert back.ranks.world_size == 8
+    assert NO_RANKS.world_size == 0
+    assert not NO_RANKS.by_rank

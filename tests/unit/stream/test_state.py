@@ -633,7 +633,9 @@ def test_reconfigure_changes_what_is_kept(state: RunState) -> None:
     )
     assert sorted(state.steps.by_number) == [2, 3]
     assert dict(state.steps.by_number[3].metrics.items()) == {"x": 1.0}
+    fold(state, make_event("progress", 5, name="rollout", n=1, total=8))  # its first bar
     assert state.progress.window == 3
+    assert state.progress.by_key["trainer", "rollout"].intervals.maxlen == 3
 
 
 @given(st.lists(st.tuples(st.integers(1, 20), st.integers(0, 30), st.booleans()), max_size=60))
