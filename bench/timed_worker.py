@@ -31,6 +31,7 @@ from typing import Any
 
 from aiokafka.consumer.fetcher import FetchResult
 
+from runwatch.stream import live
 from runwatch.stream.engine import Engine
 from runwatch.stream.fleet.feed import FleetFeed
 from runwatch.stream.fleet.merge import FleetMerge
@@ -38,6 +39,7 @@ from runwatch.stream.kafka import fleet_stage
 from runwatch.stream.live import LiveDriver
 from runwatch.stream.metrics.exporter import RunwatchMetrics
 from runwatch.stream.metrics.worker import WorkerMetrics
+from runwatch.stream.timekeeping.skew import ClockOffsets
 
 #: part -> [CPU seconds, calls]
 TOTALS: dict[str, list[float]] = {}
@@ -60,6 +62,7 @@ PARTS: list[tuple[type, str, str]] = [
 FINE: list[tuple[type, str, str]] = [
     (Engine, "apply", "core: Engine.apply"),
     (Engine, "advance", "core: Engine.advance"),
+    (ClockOffsets, "shift", "driver: clock offsets (shift)"),
 ]
 #: the tasks whose steps are named by what they run (Faust wraps each in `_execute_task`)
 TASKS = ("StreamWorker.consume", "FleetStageRole.run", "build_app.<locals>.tick",
@@ -198,6 +201,7 @@ def main() -> int:
         OVERHEAD[:] = _calibrate()
         for cls, name, part in FINE:
             _timed(cls, name, part)
+        _timed(live, "admit_lines", "driver: decode (admit_lines)")  # type: ignore[arg-type]
     _steps()
     _collector()
     out = os.environ["RUNWATCH_TIMED_OUT"]

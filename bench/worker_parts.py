@@ -46,6 +46,8 @@ INSIDE = ["driver: feed_records", "aiokafka: records parsed", "fleet feed", "met
 FLEET = ["fleet stage: release", "fleet stage: state dumped", "fleet stage: checkpoint packed"]
 #: the core's calls (`--fine`): run state and rules, the rest of the worker's CPU around them
 CORE = ["core: Engine.apply", "core: Engine.advance"]
+#: inside the driver's feed, around the core (`--fine`)
+AROUND = ["driver: clock offsets (shift)", "driver: decode (admit_lines)"]
 
 
 def main() -> int:
@@ -157,6 +159,12 @@ def report(
     if args.fine:
         inner, added = end.get("calibration: a call's overhead", [0.0, 0.0])
         core = clocks = 0.0
+        for name in AROUND:
+            us, calls = per(name)
+            us -= calls * inner / done * 1e6
+            clocks += calls * added / done * 1e6
+            say(f"  {name:<52} {us:6.2f} µs  ({calls:,} calls, each less {inner * 1e9:.0f} "
+                "ns of clock)")  # fmt: skip
         for name in CORE:
             us, calls = per(name)
             us -= calls * inner / done * 1e6
