@@ -100,6 +100,9 @@ class LineParser:
         self._abort: tuple[Found, dict[str, Any] | None] | None = None  # (it, its Ray worker)
         self._timed_out = False  # a collective timed out in this output
         self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
+        #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
+        #: reads that piece's bar without matching it again (watch's cost per line)
+        self._bar: tuple[str, tuple[Found, int] | None] | None = None
 
     @property
     def following(self) -> bool:
@@ -196,11 +199,13 @@ class LineParser:
             # is a line of its own, for every reader -- with a launcher prefix of its own, or
             # the bar's
             meter = line[: bar[1]]
+            self._bar = (meter, bar)
             found += self._line(meter, src, rank)
             line, own = launcher_prefix(rest)
             if own is not None:
                 rank = own
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar
+        self._bar = (line, bar)  # (a bar with nothing after it, or none)
         return body, found + self._line(line, src, rank)
 
     def _line(self, line: str, src: dict[str, Any] | None, rank: int | None) -> list[Found]:
@@ -304,6 +309,8 @@ class LineParser:
         return self._readers(line, src, source)
 
     def _readers(self, line: str, src: dict[str, Any] | None, source: Any) -> list[Found]:
+        known, self._bar = self._bar, None
+        bar = known[1] if known is not None and known[0] is line else tqdm_bar(line)
         if line.startswith("│") and self._areal_step is not None:
             row = parse_areal_row(line)
             keys = (AREAL_REWARD_KEY, *self.reward_keys)
@@ -311,7 +318,7 @@ class LineParser:
         if "Train step " in line and (m := _AREAL_STEP.search(line)) is not None:
             self._areal_step = int(m.group(1)) - 1  # AReaL logs global_step + 1
             return []
-        if (bar := tqdm_bar(line)) is not None:
+        if bar is not None:
             # a refresh (what was printed after it on its line -- verl's step line after its
             # "Training Progress" bar, an engine's stats line after a rollout's bar, a
             # trainer's metrics dict or a traceback after its bar -- is read as its own line)
