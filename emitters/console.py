@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ahocorasick_rs import BytesAhoCorasick
+from ahocorasick_rs import AhoCorasick, BytesAhoCorasick
 
 from runwatch.emitters import collectives, env, stalls
 from runwatch.emitters.failures import ABORT, Failures
@@ -197,7 +197,10 @@ class LineParser:
             # a bar has no line end: what the program writes next (a traceback's head, a
             # launcher's record, a step line) starts right after its `]` on the same line and
             # is a line of its own, for every reader -- with a launcher prefix of its own, or
-            # the bar's
+            # the bar's. Text no marker of the scanner's is in (`LITERALS`) is no line any
+            # reader takes, as `LineScanner` would not show it: the bar's line is read whole.
+            if not self.following and not _TEXT_MARKERS.find_matches_as_indexes(rest):
+                break
             meter = line[: bar[1]]
             self._bar = (meter, bar)
             found += self._line(meter, src, rank)
@@ -380,6 +383,8 @@ LITERALS: tuple[bytes, ...] = (
 #: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the
 #: number of markers, the catalogue's included -- bench/watch.py)
 _MARKERS = BytesAhoCorasick(list(LITERALS))
+#: the same markers in decoded text: what follows a bar on its line (`LineParser`)
+_TEXT_MARKERS = AhoCorasick([m.decode() for m in LITERALS])
 
 
 class LineScanner:
