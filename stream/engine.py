@@ -295,7 +295,7 @@ class Engine:
         state = tracked.state
         state.apply(event)
         if overrides:
-            tracked.overrides.update(overrides)
+            tracked.overrides = {**tracked.overrides, **overrides}
             state.reconfigure(self.config.state_config(tracked.overrides))
             self._reindex(tracked)
             self._view_changed(event.run)  # its opt-ins (the fleet pause) are in the view

@@ -70,6 +70,8 @@ def load_state(engine: Engine, state: dict[str, Any]) -> None:
     ) in state["runs"]:
         tracked = TrackedRun(run_state)
         tracked.lifted, tracked.resumed, tracked.incidents = lifted, resumed, incidents
+        if overrides:  # (else the shared `EMPTY` it starts with)
+            tracked.overrides = {}
         for rule_id, raw in overrides.items():
             rule = rules.get(rule_id)
             if rule is None:

@@ -13,7 +13,7 @@ import zlib
 from struct import Struct
 from typing import Any
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import EMPTY, Compact
 from runwatch.stream.state.processes import Process
 from runwatch.stream.state.progress import Counter
 
@@ -107,7 +107,7 @@ class Inference:
         self._started_by_step: dict[int | None, int] = {}
         #: progress counters that stand for pending trajectories (`pending_bars`): their
         #: `total - n` trajectories wait while the bar is not complete
-        self.bars: dict[tuple[str, str], Counter] = {}
+        self.bars: dict[tuple[str, str], Counter] = EMPTY
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class Inference:
     def clear_pending(self) -> None:
         self.pending.clear()
         self.pending_since = None
-        self.bars.clear()
+        self.bars = EMPTY
 
     def bar_pending(self) -> int:
         """Trajectories the pending-work bars say wait (0 for a complete or open bar)."""

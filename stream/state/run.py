@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runwatch.stream.state.compact import Compact
+from runwatch.stream.state.compact import EMPTY, Compact
 from runwatch.stream.state.failures import NO_COLLECTIVES, NO_FAILURES, Collectives, Failures
 from runwatch.stream.state.holds import NO_HOLDS, Holds
 from runwatch.stream.state.inference import Inference
@@ -84,7 +84,7 @@ class RunState(Compact):
         self.labels: dict[str, str] = {}
         #: the services its work waited on (`dep`, contract section 8) and when it last did:
         #: which runs use a service, when many stall on one (`runwatch.stream.fleet`)
-        self.deps: dict[str, float] = {}
+        self.deps: dict[str, float] = EMPTY
         self.total_steps: int | None = None
         self.events = 0
         self.processes = Processes()
@@ -111,7 +111,7 @@ class RunState(Compact):
         self.holds: Holds = NO_HOLDS
         #: the latest `step.done`: progress that lets go of failures seen before it
         self.progress_at: float | None = None
-        self.last_arrival: dict[tuple[str, str], float] = {}
+        self.last_arrival: dict[tuple[str, str], float] = EMPTY
         #: after a routine heartbeat (a live process beating again, nothing else new): when
         #: that process would have counted as lost without it; None after any other event.
         #: Rules that only learn from such a beat that a deadline moved later skip it
@@ -161,6 +161,8 @@ class RunState(Compact):
         if watched:
             key = (event.src.component, kind)
             if key in watched and ts > self.last_arrival.get(key, -1e300):
+                if self.last_arrival is EMPTY:
+                    self.last_arrival = {}
                 self.last_arrival[key] = ts
         if kind == "heartbeat":  # (half of all events: no look-up)
             self._heartbeat(event)
@@ -304,6 +306,8 @@ class RunState(Compact):
 
     def _used(self, dep: str, ts: float) -> None:
         deps = self.deps
+        if deps is EMPTY:
+            deps = self.deps = {}
         if ts > deps.get(dep, float("-inf")):
             deps[dep] = ts
             if len(deps) > MAX_DEPS:  # a run names a handful; a runaway emitter, the oldest go
@@ -354,6 +358,8 @@ class RunState(Compact):
         self.progress.update(e.src.component, e.name, e.n, e.total, e.ts)
         if e.name in self.config.pending_bars and not self.finished:
             key = (e.src.component, e.name)
+            if self.inference.bars is EMPTY:
+                self.inference.bars = {}
             self.inference.bars[key] = self.progress.by_key[key]
             self._idle_changed()
 

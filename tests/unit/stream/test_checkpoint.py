@@ -487,3 +487,42 @@ def test_parts_a_run_never_wrote_are_the_shared_blanks_named_by_a_checkpoint() -
     assert back.ranks.world_size == 8
     assert NO_RANKS.world_size == 0
     assert not NO_RANKS.by_rank
+
+
+def test_dicts_nothing_was_written_to_are_the_shared_empty_one() -> None:
+    """A run's parameters, the services it waited on... start as the one read-only
+    `EMPTY` dict; the first write makes the run its own, and a checkpoint names it, so a
+    load shares it again."""
+    from runwatch.stream.state.compact import EMPTY
+
+    d = driver()
+    fired = resolved = False
+    for alerts in map(d.feed, ([r] for r in RECORDS)):
+        for alert in alerts[0]:
+            fired = fired or alert.firing
+            resolved = resolved or not alert.firing
+    assert fired
+    assert resolved
+    runs = d.engine.runs.values()
+    assert all(t.overrides is EMPTY for t in runs if not t.overrides)
+    assert any(t.overrides is EMPTY for t in runs)
+    assert all(t.state.deps is EMPTY for t in runs if not t.state.deps)
+    restored = driver()
+    checkpoint.load(checkpoint.dump(d, {"offset": 1}), restored)
+    for run, t in d.engine.runs.items():
+        back = restored.engine.runs[run]
+        assert (back.overrides is EMPTY) == (t.overrides is EMPTY)
+        assert (back.state.deps is EMPTY) == (t.state.deps is EMPTY)
+    from runwatch.stream.state.run import RunState
+
+    state = RunState("r")
+    state.apply(decode(orjson.dumps({"v": 1, "id": "p1", "ts": 1.0, "run": "r",
+        "kind": "trajectory.phase", "src": {"component": "rollout"}, "traj": "t",
+        "phase": "tool", "dep": "reward"})))  # fmt: skip
+    assert state.deps == {"reward": 1.0}
+    assert RunState("other").deps is EMPTY
+    with pytest.raises(TypeError):
+        EMPTY["x"] = 1
+    with pytest.raises(TypeError):
+        EMPTY.update(x=1)
+    assert EMPTY == {}
