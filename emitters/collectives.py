@@ -23,7 +23,7 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Connect timeout", "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
-           "hccl fftsplus task timeout", "store based barrier")  # fmt: skip
+           "hccl fftsplus task timeout", "store based barrier", ": Wait timeout")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -50,6 +50,11 @@ _C10D = re.compile(
     r".*?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
 )
 _STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
+#: the file store's wait giving up (torch/csrc/distributed/c10d/FileStore.cpp `FileStore::wait`:
+#: `throw std::runtime_error("Wait timeout")`, the string beside its `flock` in torch 2.15.0's
+#: libtorch_cpu.so): a rank waited for keys the other ranks never wrote -- init_process_group's
+#: rendezvous over a `file://` init method; Python's exception line, nothing after it
+_FILE_STORE_WAIT = re.compile(r"^(?:[\w.]*\.)?(?:RuntimeError|DistStoreError): Wait timeout\s*$")
 #: init_process_group's barrier on the c10d store (torch/distributed/distributed_c10d.py
 #: `_store_based_barrier`, torch 1.8-2.x): not every rank joined the new group within its
 #: timeout -- `on rank: N ... worker_count=C` (1.x, a RuntimeError), `on rank N ...
@@ -132,6 +137,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             fields.update(backend="c10d", op=c10d.group("op2"), timeout_s=timeout)
     elif (store := _STORE_WAIT.search(line)) is not None:
         fields.update(backend="c10d", op="wait", timeout_s=int(store.group("ms")) / 1000.0)
+    elif "Wait timeout" in line and _FILE_STORE_WAIT.match(line.strip()) is not None:
+        fields.update(backend="c10d", op="wait")
     elif (barrier := _STORE_BARRIER.search(line)) is not None:
         fields.update(backend="c10d", op="store_based_barrier")
         if barrier.group("h") is not None:

@@ -111,10 +111,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["collective_timeout", "component_failed"], "ProcessGroupNCCL's 'Some NCCL operations "
         "have failed or timed out ... taking the entire process down' is read as a timed-out "
         "collective, although the what() pasted on the same line is an NCCL remote error"),
-    ("corpus14", "fail_gloo_file_init_process_group_wait_timeout_unindented_frames"): (
-        ["component_failed"], "gloo's `RuntimeError: Wait timeout` from ProcessGroupGloo in "
-        "init_process_group (its rendezvous timed out) is read as the process's death but not "
-        "as a timed-out collective"),
     # since the seventh pass on issue 41 its rich traceback under `SUBPROCESS: ` and the two
     # trainers' sentences that they stop on a non-finite loss are read
     # corpus15's development part after the seventh pass on issue 41 (its baseline, the reader

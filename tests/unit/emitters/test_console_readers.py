@@ -165,6 +165,25 @@ def test_init_process_group_s_store_based_barrier_timeout_is_the_store_s() -> No
     assert "collective.timeout" not in kinds(read_all([waiting]))
 
 
+def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
+    """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
+    its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
+    (torch/csrc/distributed/c10d/FileStore.cpp): a timed-out rendezvous, and the rank's death;
+    the words inside a message are none."""
+    lines = [
+        "Traceback (most recent call last):",
+        'File "/home/simon/anaconda3/lib/python3.6/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 283, in init_process_group',
+        "_default_pg = ProcessGroupGloo(store, rank, world_size)",
+        "RuntimeError: Wait timeout",
+    ]
+    fields = only(read_all(lines), "collective.timeout")
+    assert (fields["backend"], fields["op"]) == ("c10d", "wait")
+    assert "component.failed" in kinds(read_all(lines))
+    said = "INFO retrying: RuntimeError: Wait timeout reached once, trying again"
+    assert "collective.timeout" not in kinds(read_all([said]))
+
+
 def test_ascend_hccl_timeouts_are_collective_timeouts() -> None:
     """HCCL's (CANN) timeouts as torch_npu, vllm-ascend and lmdeploy print them: a collective's
     Notify wait (EI0002, its op leading the task's tag), a peer's socket (EI0006), the device's
