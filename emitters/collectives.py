@@ -87,6 +87,13 @@ _HCCL_TASK = re.compile(r"hccl fftsplus task timeout occurred\b(?:.*?\btimeout:(
 #: wheel, strings of lib/libtorch_cuda.so; torch 1.x writes the same): a collective failed, and
 #: the rank with it, whether or not the watchdog's line saying which one survived the paste
 SOME_FAILED = "Some NCCL operations have failed or timed out"
+#: an NCCL error that is no timeout, as torch words it (ProcessGroupNCCL's `NCCL error: ...`,
+#: from ncclGetErrorWithVersion, and NCCL's result names): on `SOME_FAILED`'s line (a paste that
+#: ran the watchdog's lines and its `what()` together) it says which way they failed
+_NCCL_ERROR = re.compile(
+    r"NCCL error: "
+    r"|\bnccl(?:Remote|System|Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b"
+)
 _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
@@ -162,7 +169,7 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="hccl", op="task")
         if task.group("s"):
             fields["timeout_s"] = float(task.group("s"))
-    elif SOME_FAILED in line:
+    elif SOME_FAILED in line and _NCCL_ERROR.search(line) is None:
         fields["backend"] = "nccl"  # which collective, and why, a watchdog line says if any
     else:
         return None

@@ -107,10 +107,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "running count, so inference_stalled cannot be placed"),
     # corpus14's development part at its baseline (the reader at d50c256), measured after the
     # corpus was split and committed (c97d8cc)
-    ("corpus14", "fail_alpaca_nccl_terminate_remote_error_ib_completion_one_line"): (
-        ["collective_timeout", "component_failed"], "ProcessGroupNCCL's 'Some NCCL operations "
-        "have failed or timed out ... taking the entire process down' is read as a timed-out "
-        "collective, although the what() pasted on the same line is an NCCL remote error"),
     # since the seventh pass on issue 41 its rich traceback under `SUBPROCESS: ` and the two
     # trainers' sentences that they stop on a non-finite loss are read
     # corpus15's development part after the seventh pass on issue 41 (its baseline, the reader
@@ -125,8 +121,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus15", "fail_llamafactory_nccl_abort_complete_watchdog_remote_error_broken_pipe"): (
         ["collective_timeout", "component_failed"], "ProcessGroupNCCL's 'Some NCCL operations "
         "have failed or timed out' is read as a timed-out collective, although the watchdog's "
-        "line after it says the failure was ncclRemoteError (corpus14's alpaca excerpt, the "
-        "same)"),
+        "line after it says the failure was ncclRemoteError (read where the same line says it: "
+        "corpus14's alpaca excerpt)"),
     # read since the second pass on issue 41 with a rule the labels do not name: a traceback
     # the excerpt ends inside is its process's last word
     ("corpus", "nan_deepspeed_overflow_to_scale1_bar_postfix"): (

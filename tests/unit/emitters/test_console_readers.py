@@ -165,6 +165,22 @@ def test_init_process_group_s_store_based_barrier_timeout_is_the_store_s() -> No
     assert "collective.timeout" not in kinds(read_all([waiting]))
 
 
+def test_some_nccl_operations_failed_with_an_nccl_error_on_its_line_is_no_timeout() -> None:
+    """stanford_alpaca#207 (corpus14's development part): ProcessGroupNCCL's `Some NCCL
+    operations have failed or timed out` run together on one line with the `what()` of an
+    ncclRemoteError: the process's abort, no timed-out collective; alone (the cause cut) it
+    stays one."""
+    some = ("[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to "
+            "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+            "corrupted/incomplete data.")  # fmt: skip
+    what = (" terminate called after throwing an instance of 'std::runtime_error' what(): NCCL "
+            "error: remote process exited or there was a network error, NCCL version 2.14.3 "
+            "ncclRemoteError: A call failed possibly due to a network error")  # fmt: skip
+    assert "collective.timeout" not in kinds(read_all([some + what]))
+    assert "component.failed" in kinds(read_all([some + what]))
+    assert "collective.timeout" in kinds(read_all([some]))
+
+
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
     """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
     its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
