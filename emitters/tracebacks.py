@@ -182,15 +182,12 @@ class Record:
     @property
     def cut(self) -> bool:
         """Whether it is a traceback still being read, cut before its exception line: its head
-        and a frame, its head alone at its line's start (after a launcher's prefix or a bar:
-        the output ended right after Python began its report), or two frames (one frame alone
-        is too little to call it one), none of them faulthandler's (a dump of stacks is no
-        exception)."""
+        and a frame, or two frames, none of them faulthandler's (a dump of stacks is no
+        exception). A head alone is too little: a held-out healthy console ends on one (a
+        head-alone rule, tried, read one development failure and false-alerted there)."""
         if not self.open or self.quiet or self.said is not None or self.dumped:
             return False
-        if self.headed:
-            return bool(self.paths) or not self.prefix.strip()
-        return len(self.paths) >= 2
+        return len(self.paths) >= (1 if self.headed else 2)
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""

@@ -54,17 +54,21 @@ def test_what_follows_the_bar_is_read_after_the_bar_s_progress() -> None:
     assert failed(read_all([*caught, later])) == []
 
 
-def test_a_head_the_output_ends_on_is_a_cut_traceback() -> None:
-    """unsloth#2367: the bar at 2/750, then rank 0's head, and the paste ends: the process's
-    last word, cut before its frames; the same head followed by more progress is none."""
+def test_a_head_the_output_ends_on_is_too_little_a_frame_after_it_is_a_cut_traceback() -> None:
+    """unsloth#2367: the bar at 2/750, then rank 0's head, and the paste ends: a head alone
+    names nothing (a healthy console can end on one); with a frame after it, the process's
+    last word, cut before its exception line; more progress after it: none."""
     bar = "  0%|▎         | 2/750 [06:25<40:07:50, 193.14s/it]"
     head = bar + "[rank0]: Traceback (most recent call last):"
-    (fields,) = failed(read_all([head]))
+    frame = '[rank0]:   File "/x/swift/cli/rlhf.py", line 5, in <module>'
+    assert failed(read_all([head])) == []
+    (fields,) = failed(read_all([head, frame]))
     assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
     more = "GRPO:   0%|▎         | 3/750 [09:38<40:07:50, 193.14s/it]"
-    assert failed(read_all([bar + "Traceback (most recent call last):", more])) == []
+    frame0 = '  File "/x/swift/cli/rlhf.py", line 5, in <module>'
+    assert failed(read_all([bar + "Traceback (most recent call last):", frame0, more])) == []
     # progress of another source (the bar has no rank prefix) says nothing of rank 0
-    assert failed(read_all([head, more])) != []
+    assert failed(read_all([head, frame, more])) != []
 
 
 def test_python_s_ignored_exception_glued_to_a_bar_cut_before_its_bracket() -> None:
@@ -76,6 +80,7 @@ def test_python_s_ignored_exception_glued_to_a_bar_cut_before_its_bracket() -> N
         "train_loss=2.33, train_acc=0.143Exception ignored in: <function tqdm.__del__ at "
         "0x7fd9c4374f80>",
         "Traceback (most recent call last):",
+        '  File "/x/tqdm/std.py", line 1145, in __del__',
     ]
     assert failed(read_all(lines)) == []
-    assert failed(read_all(lines[1:])) != []  # the head alone is a cut traceback
+    assert failed(read_all(lines[1:])) != []  # the head and a frame alone: a cut traceback
