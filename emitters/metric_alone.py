@@ -188,11 +188,17 @@ _STOPS_ON = re.compile(
 )
 
 
+#: a word that makes the sentence a condition, not a report (`If loss is nan, stop training`:
+#: a trainer's or a launcher's words for what it would do, printed by a healthy run)
+_CONDITION = re.compile(r"(?i)\b(?:if|when|whenever|unless|once|should)\b")
+
+
 def stops_on(text: str) -> tuple[str, float] | None:
     """(key, value) of a trainer's sentence that it stops on a value that is not finite (`Loss
-    is nan, stopping training`; `not finite` reads as nan); None for any other line."""
+    is nan, stopping training`; `not finite` reads as nan); None for any other line, a
+    condition among them (`If loss is nan, stop training`)."""
     m = _STOPS_ON.match(text)
-    if m is None:
+    if m is None or _CONDITION.search(m.group("key")):
         return None
     said = m.group("v").lower()
     return m.group("key"), float("nan") if "finite" in said else float(said)
