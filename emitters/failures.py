@@ -364,9 +364,13 @@ class Failures:
         job: one rank died, the others wait in a collective): each source whose last word
         was an uncaught traceback (or a death it may survive) failed -- decided now, as the
         output's end would, and once. A source that goes on after all shows progress, which
-        lets its alert go; the rest wait for more, or for the end."""
+        lets its alert go; the rest wait for more, or for the end. A traceback still being
+        printed (cut: no exception line yet) is not decided: its process is still writing it,
+        and deciding it now would report it twice, cut and then whole."""
         out = []
         for source, record in list(self._records.items()):
+            if record.cut:
+                continue
             if (found := self._decided(source, record)) is not None:
                 out.append((source, found))
                 del self._records[source]

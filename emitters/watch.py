@@ -51,9 +51,10 @@ PAUSE_S = 0.2
 #: A command's output quiet this long after its last line, the command still running, has
 #: what the quiet decides read (`LineParser.quiet`): a traceback it printed last was its
 #: process's last word -- a hung job, one rank dead and the others waiting in a collective.
-#: Long beside a step's silence in most jobs (a handled traceback, then work: its alert would
-#: let go at the next step), short beside a collective's timeout; RUNWATCH_LAST_WORD sets it.
-LAST_WORD_S = 60.0
+#: Long beside a step's silence (an RL step can be quiet for minutes; a traceback the program
+#: caught and printed, then such a step, must not page as a death), short beside a
+#: collective's timeout (10-30 minutes); ranks_stalled's 300 s too. RUNWATCH_LAST_WORD sets it.
+LAST_WORD_S = 300.0
 #: Signals that end a command because it failed (the others stop it: a person, a scheduler).
 FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
                              signal.SIGFPE, signal.SIGILL})  # fmt: skip

@@ -551,3 +551,18 @@ def test_rich_s_panel_then_its_exception_line_under_a_prefix_is_a_traceback_s_en
         )
         == []
     )
+
+
+def test_a_quiet_inside_a_traceback_still_being_printed_decides_nothing() -> None:
+    """The printer descheduled between two lines of its traceback (head and a frame out, the
+    exception line not yet): the quiet decides nothing, and the traceback is said once, whole."""
+    parser = LineParser()
+    parser.parse("step:1 - critic/score/mean:0.5 - timing_s/step:180.0")
+    parser.parse("Traceback (most recent call last):")
+    parser.parse('  File "/tmp/hung.py", line 5, in <module>')
+    said = [f["error"] for f in failed(parser.quiet())]
+    for line in ['    {}["teacher_logprobs"]', "KeyError: 'teacher_logprobs'"]:
+        said += [f["error"] for f in failed(parser.parse(line))]
+    said += [f["error"] for f in failed(parser.quiet()) + failed(parser.finish())]
+    assert said == ["KeyError: 'teacher_logprobs'"]
+
