@@ -565,4 +565,3 @@ def test_a_quiet_inside_a_traceback_still_being_printed_decides_nothing() -> Non
         said += [f["error"] for f in failed(parser.parse(line))]
     said += [f["error"] for f in failed(parser.quiet()) + failed(parser.finish())]
     assert said == ["KeyError: 'teacher_logprobs'"]
-
