@@ -127,16 +127,21 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def spool_max_age() -> float | None:
-    """RUNWATCH_SPOOL_MAX_AGE as seconds; None when unset (nothing expires) or not a
-    duration (said by the emitter that reads it)."""
-    text = get(SPOOL_MAX_AGE)
+def _duration(name: str) -> float | None:
+    """The variable `name` as seconds; None when unset or not a duration."""
+    text = get(name)
     if text is None:
         return None
     try:
         return parse_duration(text)
     except ValueError:
         return None
+
+
+def spool_max_age() -> float | None:
+    """RUNWATCH_SPOOL_MAX_AGE as seconds; None when unset (nothing expires) or not a
+    duration (said by the emitter that reads it)."""
+    return _duration(SPOOL_MAX_AGE)
 
 
 def overflow_steps(default: int) -> int:
@@ -155,10 +160,5 @@ def last_word(default: float) -> float:
     """RUNWATCH_LAST_WORD as seconds: how long `runwatch watch` waits, the command's output
     quiet, before a traceback it printed last is its process's death (a hung job: the other
     ranks wait); `default` when unset or not a duration."""
-    text = get(LAST_WORD)
-    if text is None:
-        return default
-    try:
-        return parse_duration(text)
-    except ValueError:
-        return default
+    seconds = _duration(LAST_WORD)
+    return default if seconds is None else seconds
