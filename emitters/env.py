@@ -15,6 +15,8 @@ import re
 import socket
 from typing import NamedTuple
 
+from runwatch.emitters.once import say_once
+
 RUN = "RUNWATCH_RUN"
 #: the node a process runs on (`src.host`; contract section 8): on Kubernetes the downward
 #: API's `spec.nodeName`, where the host name is the pod's
@@ -128,37 +130,45 @@ def parse_duration(text: str) -> float:
 
 
 def _duration(name: str) -> float | None:
-    """The variable `name` as seconds; None when unset or not a duration."""
+    """The variable `name` as seconds; None when unset or not a duration (said once: a
+    mistyped value must not pass for the default unseen)."""
     text = get(name)
     if text is None:
         return None
     try:
         return parse_duration(text)
-    except ValueError:
+    except ValueError as err:
+        say_once(f"${name} ignored: {err}")
         return None
 
 
 def spool_max_age() -> float | None:
     """RUNWATCH_SPOOL_MAX_AGE as seconds; None when unset (nothing expires) or not a
-    duration (said by the emitter that reads it)."""
+    duration (said once)."""
     return _duration(SPOOL_MAX_AGE)
 
 
 def overflow_steps(default: int) -> int:
     """RUNWATCH_OVERFLOW_STEPS: how many loss-scale overflow skips in a row a console reader
     takes for a failure (`runwatch.emitters.step_numbers`); `default` when unset or not a
-    whole number above 0."""
+    whole number above 0 (said once)."""
     value = get(OVERFLOW_STEPS)
-    try:
-        steps = int(value) if value is not None else default
-    except ValueError:
+    if value is None:
         return default
-    return steps if steps > 0 else default
+    try:
+        steps = int(value)
+    except ValueError:
+        steps = 0
+    if steps > 0:
+        return steps
+    say_once(f"${OVERFLOW_STEPS} ignored: {value!r} is not a whole number above 0; "
+             f"using {default}")  # fmt: skip
+    return default
 
 
 def last_word(default: float) -> float:
     """RUNWATCH_LAST_WORD as seconds: how long `runwatch watch` waits, the command's output
     quiet, before a traceback it printed last is its process's death (a hung job: the other
-    ranks wait); `default` when unset or not a duration."""
+    ranks wait); `default` when unset or not a duration (said once)."""
     seconds = _duration(LAST_WORD)
     return default if seconds is None else seconds
