@@ -11,14 +11,13 @@ import math
 import re
 
 from runwatch.emitters.metric_pairs import PAIR, SOURCE_FILE, Pair, pairs, step_key
+from runwatch.emitters.metric_settings import limit
 
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
 #: a value wrapped with its own keyword arguments (`tensor(nan, device='cuda:0')`): one value,
 #: whose `device=` is no item of the line's
 _WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy|torch)\.\w+)\([^()\n]{0,120}\)")
-#: a setting's key: a limit whose `inf` means none (`max_grad_norm=inf`, `patience: inf`)
-LIMIT = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
 
 
 def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
@@ -30,7 +29,7 @@ def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     if sum(p.separated for p in found) < 2 and spaced < 3:
         return False
     bad = [k for k, v in metrics.items() if not math.isfinite(v)]
-    if not bad or all(LIMIT.match(k) for k in bad):
+    if not bad or all(limit(k) for k in bad):
         return False
     if "(" in text:
         text = _WRAPPED.sub("0", text)
@@ -72,7 +71,7 @@ def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     if len(found) != 1 or len(metrics) != 1 or math.isfinite(found[0].value):
         return False
     pair = found[0]
-    if LIMIT.match(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
+    if limit(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
         return False
     # a source location (glog's `train.py:88]`, rich's `train.py:42`) is no pair
     matches = [m for m in PAIR.finditer(text) if not SOURCE_FILE.search(_key(m))]

@@ -39,9 +39,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from runwatch.emitters.metric_settings import labelled, limit, settings
 from runwatch.emitters.metric_shape import (
     EVALUATION,
-    LIMIT,
     MARKERS,
     Pair,
     banner,
@@ -108,7 +108,7 @@ def plain(line: str) -> str:
 def _alone(row: Pair) -> bool:
     """Whether one row under a header is a record: a value that is not finite, not a limit's
     setting (`Epoch : 8` then `LOSS : nan`, not `Epoch 1/10` then `max_grad_norm: inf`)."""
-    return not math.isfinite(row.value) and not LIMIT.match(row.key)
+    return not math.isfinite(row.value) and not limit(row.key)
 
 
 def openrlhf_postfix(postfix: str) -> dict[str, float]:
@@ -126,13 +126,15 @@ class _Open:
     table (its header), a two-column table (its pairs so far), or the lines under a header
     (its step, and its pairs so far)."""
 
-    __slots__ = ("block", "columns", "header", "lines", "misses", "pairs", "step", "text")
+    __slots__ = ("block", "columns", "header", "lines", "misses", "pairs", "settings", "step",
+                 "text")  # fmt: skip
 
     def __init__(self, text: str = "", header: list[str] | None = None,
                  pair: Pair | None = None, step: int | None = None,
                  columns: list[tuple[str, int, int]] | None = None,
-                 block: bool = False) -> None:  # fmt: skip
+                 block: bool = False, settings: bool = False) -> None:  # fmt: skip
         self.text = text
+        self.settings = settings  # a dict of settings (`config: {`): read through, no record
         self.header = header
         self.columns = columns  # an aligned table's header: (name, start, end) per column
         self.pairs = [pair] if pair is not None else []
@@ -183,6 +185,10 @@ class MetricLines:
             return out + self._emit_all(self.steps.overflow(source, skip))
         if "{" in line and (m := DICT_OPEN.search(line)) is not None:
             whole = DICT.search(line, m.start())
+            if labelled(line[: m.start()]):  # `config: {...}`: settings, read to its end
+                if whole is None:
+                    self._open[source] = _Open(text=line[m.start() :], settings=True)
+                return out
             if whole is None:  # a dict pretty-printed over lines
                 self._open[source] = _Open(text=line[m.start() :])
                 return out
@@ -223,7 +229,9 @@ class MetricLines:
         bad = next((p for p in found if not math.isfinite(p.value)), None)
         if bad is None:
             return
-        if len(found) < 2:
+        if settings(line):
+            why = "the line prints settings (a configuration's repr or a labelled dict)"
+        elif len(found) < 2:
             why = "it is the line's only number: a step's metrics are two pairs or more"
         else:
             why = (
@@ -240,7 +248,7 @@ class MetricLines:
         held.lines += 1
         if held.lines > self.MAX_LINES:
             del self._open[source]
-            return False, self._cut(source, held.text) if held.text else []
+            return False, self._cut(source, held.text) if held.text and not held.settings else []
         if held.columns is not None:
             return self._column_row(source, held.columns, line)
         if held.header is not None:
@@ -267,6 +275,8 @@ class MetricLines:
         if held.text.count("}") < held.text.count("{"):
             return True, []
         del self._open[source]
+        if held.settings:
+            return True, []
         got = metrics_dict(held.text[: held.text.rfind("}") + 1])
         return True, self._record(source, got[1], got[0]) if got is not None else []
 
@@ -339,7 +349,7 @@ class MetricLines:
         for source, held in list(self._open.items()):
             if held.pairs:
                 out += self._block(source, held.pairs, held.step)
-            elif held.text:  # a dict the output ended inside: the items it holds whole
+            elif held.text and not held.settings:  # a dict the output ended inside: its whole items
                 out += self._cut(source, held.text)
         self._open.clear()
         return out

@@ -32,8 +32,8 @@ lines). A *header* is a line that names a step and nothing else (`Iteration
 under it are that step's (`MetricLines`). `step_numbers.loss_scale_overflow` reads the lines
 that say a step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron);
 a trainer's sentence that it skipped a step for a NaN (`skip_report`) is no metric line (the
-value was not applied); a setting's `inf` (`max_grad_norm=inf`) and a best-so-far's are no
-measurement; `metric_tables` reads tables of numbers.
+value was not applied); a setting's `inf` (`max_grad_norm=inf`), a printed configuration
+(`metric_settings`) and a best-so-far's are no measurement; `metric_tables` reads tables of numbers.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ import re
 from dataclasses import dataclass, field
 
 from runwatch.emitters.metric_alone import (
-    LIMIT,
     at_step,
     lone,
     printed_tensor,
@@ -61,11 +60,11 @@ from runwatch.emitters.metric_pairs import (
     pairs,
     step_key,
 )
+from runwatch.emitters.metric_settings import limit, settings
 from runwatch.emitters.tracebacks import exception_at
 
 __all__ = [
     "EVALUATION",
-    "LIMIT",
     "MARKERS",
     "NUMBER",
     "STEP_RANK",
@@ -260,24 +259,22 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record({computed[0]: computed[1]}, step)  # `print(loss)`: the loss
     if " at " in text and (said := at_step(text)) is not None:
         key, at_n, value = said
-        if math.isinf(value) and (_SENTINEL.search(key) or LIMIT.match(key)):
+        if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # `Best loss at step 0: inf`: a best-so-far's start
         return Record({key: value}, at_n)  # `Minibatch loss at step 500: nan`
     if (stopped := stops_on(text)) is not None:
         key, value = stopped
-        if math.isinf(value) and (_SENTINEL.search(key) or LIMIT.match(key)):
+        if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # a best-so-far's start
         return Record({key: value}, step)  # `Loss is nan, stopping training`
     found = pairs(text)
-    if not found or _message(text) or skip_report(text):
+    if not found or _message(text) or skip_report(text) or settings(text):
         return None
     named, at = _step(found, text)
     metrics: dict[str, float] = {}
     skipped: int | None = None
     for i, pair in enumerate(found):
-        if i == at or (
-            math.isinf(pair.value) and (_SENTINEL.search(pair.key) or LIMIT.match(pair.key))
-        ):
+        if i == at or (math.isinf(pair.value) and (_SENTINEL.search(pair.key) or limit(pair.key))):
             continue  # a best-so-far's start, a setting's `inf` (no limit): no measurement
         if "kipped" in pair.key and _SKIPPED.search(pair.key) and pair.value.is_integer():
             skipped = int(pair.value)

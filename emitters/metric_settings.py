@@ -1,0 +1,78 @@
+"""A configuration printed to a console is no step's metrics (issue 41): its `inf` and `nan`
+are settings -- a clip threshold or a max norm of `inf` means no limit -- not a run going wrong.
+
+Told from a metric record by its shape:
+
+- the key names a limit (`limit`): a word of it is `clip`, `clipping`, `limit`, `threshold`,
+  `patience`, `timeout`, or `max` / `min` qualifying another word (`max_norm`,
+  `optim.max_grad_norm`, `grad_clip`, `gradient_clipping`, `nccl_timeout`); a statistic
+  named after its reduction (verl's `critic/score/max`, `response_length/min`) is a metric;
+- the record is a settings object's repr (`settings_repr`): argparse's
+  `Namespace(lr=0.1, ...)` (argparse.Namespace.__repr__ writes its type's name), a dataclass's
+  or a pydantic model's `GRPOConfig(...)`, `TrainingArguments(...)`, `ModelArgs(...)`,
+  `OptimizerParams(...)` -- a class named for settings, by the naming every framework uses
+  (transformers' and TRL's `*Arguments` / `*Config`, Megatron's `TransformerConfig`, verl's
+  and NeMo's `*Config`, DeepSpeed's `DeepSpeed*Config`);
+- the dict or the repr follows a label that names settings on its line (`config: {...}`,
+  `Training/evaluation parameters TrainingArguments(...)`, `hparams = {...}`,
+  `generation_kwargs: {...}`).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: words of a key that make its value a limit (module docstring)
+_LIMIT_WORDS = frozenset(
+    {"clip", "clipping", "limit", "threshold", "thresh", "patience", "timeout"}
+)
+_WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])")
+#: the older, stricter form: a key that starts with a limit's word (`clipfrac`, `maxnorm`)
+_LIMIT_PREFIX = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
+
+
+def limit(key: str) -> bool:
+    """Whether a key names a setting whose `inf` means no limit (module docstring)."""
+    if _LIMIT_PREFIX.match(key):
+        return True
+    words = [w.lower() for w in _WORDS.findall(key)]
+    if any(w in _LIMIT_WORDS for w in words):
+        return True
+    # `max_norm`, `actor.max_grad_norm`: a bound on what follows; `score/max`: a reduction
+    return any(w in ("max", "min") for w in words[:-1]) and not _REDUCTION.search(key)
+
+
+#: `max` / `min` as a reduction of a metric, its key's last part (`score/max`, `reward_max`,
+#: `max/reward`): a statistic, no setting
+_REDUCTION = re.compile(r"(?i)(?:[/.]|^)(?:max|min)(?:[/.]|$)|[_/.](?:max|min)$")
+
+#: a settings object's repr, whatever holds it (`settings_repr`)
+_REPR = re.compile(
+    r"(?<![\w.])(?:Namespace|[A-Z]\w*(?:Arguments|Args|Config|Configuration|Params|Parameters|"
+    r"Options|Settings|Hparams|HParams))\(\s*(?:\n|\w+=)"
+)
+#: a label that names settings, right before a dict or a repr on its line
+_LABEL = re.compile(
+    r"(?i)(?:^|[^\w])\w*(?:config|configuration|conf|cfg|args|arguments|argv|hparams|"
+    r"hyper-?parameters|parameters|params|settings|options|kwargs)\b[\s:=]*$"
+)
+
+
+def settings_repr(text: str) -> bool:
+    """Whether a line prints a settings object's repr (`Namespace(lr=0.1, max_norm=inf)`,
+    `GRPOConfig(learning_rate=1e-06, ...)`): its values are settings."""
+    return "(" in text and "=" in text and _REPR.search(text) is not None
+
+
+def labelled(before: str) -> bool:
+    """Whether the text before a printed dict labels it as settings (`config: `, `Training
+    with args `, `hparams = `)."""
+    return bool(before) and _LABEL.search(before[-120:]) is not None
+
+
+def settings(text: str) -> bool:
+    """Whether a line prints settings (`settings_repr`, or a dict after a settings label)."""
+    if settings_repr(text):
+        return True
+    brace = text.find("{")
+    return brace > 0 and labelled(text[:brace])
