@@ -377,23 +377,27 @@ class Failures:
                 self._ended.pop(source, None)
         return out
 
-    def _decided(self, source: Any, record: Record) -> Found | None:
-        """The failure a source's last traceback says, if it says one."""
+    def _last_word(self, source: Any, record: Record) -> Record:
+        """The record that names the source's last word: its last traceback, or -- when that
+        one names nothing (cut, logged or not) or was the stop's -- the one it ended before,
+        after which the source made no progress."""
         earlier = self._ended.get(source)
         if (record.said is None or record.stopped) and earlier is not None:
-            # the later traceback was cut (logged or not, it names nothing), or was the
-            # stop's: the earlier one, after which the source made no progress, names the
-            # failure
-            record = earlier
+            return earlier
+        return record
+
+    def _decided(self, source: Any, record: Record) -> Found | None:
+        """The failure a source's last traceback says, if it says one."""
+        record = self._last_word(source, record)
         if (said := record.said) is not None and not record.quiet:
             how = "fatal" if record.fatal else "exception"
             fields: dict[str, Any] = {"error": said, "how": how}
         elif record.cut:
             # the output ended (or went quiet) inside the traceback's frames: nothing handled
             # it, and the process printed nothing after -- cut before its exception line, it
-            # was the process's last word all the same
-            last = f"last frame: {record.paths[-1][-120:]}" if record.paths else "no frame"
-            fields = {"error": f"{CUT} ({last})", "how": "exception"}
+            # was the process's last word all the same (a cut record has a frame: `Record.cut`)
+            last = record.paths[-1][-120:]
+            fields = {"error": f"{CUT} (last frame: {last})", "how": "exception"}
         else:
             return None
         if (component := record.component()) is not None:
@@ -407,9 +411,7 @@ class Failures:
             if (found := self._decided(source, record)) is not None:
                 out.append((source, found))
                 continue
-            earlier = self._ended.get(source)
-            if (record.said is None or record.stopped) and earlier is not None:
-                record = earlier
+            record = self._last_word(source, record)
             said = record.said
             if said is not None and record.stopped:
                 pass  # the stop's, said once (`_stop`)
