@@ -21,7 +21,7 @@ from ahocorasick_rs import AhoCorasick
 
 from runwatch.emitters.exceptions import CatalogueError
 
-MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort")
+MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort", "signalled")
 #: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
 LEVELS = ("debug", "info", "warning", "error")
 _LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")

@@ -22,10 +22,14 @@ process received SIGINT, exiting` (deepspeed/launcher/launch.py `sigkill_handler
 `SignalException: Process N got signal: 2` its termination handler raises
 (torch/distributed/elastic/agent/server/api.py, multiprocessing/api.py; `Signals.SIGINT` before
 Python 3.11), and Python's own `KeyboardInterrupt`. What fails after it is the stop's doing
-(emitters/failures.py). bash reports no SIGINT either (its config-top.h). Another signal --
-SIGTERM from a scheduler's time limit, a host's OOM handling or a peer node's agent, SIGHUP
-from a closed session -- ends a run that did not ask to end: the agent's line for it is the
-catalogue's (`torch-elastic-death-signal`), a failure.
+(emitters/failures.py). bash reports no SIGINT either (its config-top.h). Another signal sent
+to a launcher from outside -- SIGTERM from a scheduler's cancel, time limit or preemption, a
+host's OOM handling or a peer node's agent, SIGHUP from a closed session -- ends a run that did
+not ask to end, whichever launcher says so: torch elastic's agent (`Received 15 death signal`)
+and DeepSpeed's launcher (`Main process received SIGTERM, exiting`) are the catalogue's
+(meaning "signalled"), a failure of the trainer -- and, as after a stop, what fails after it
+(its ranks torn down) is its doing, no failure of its own. Both launchers then exit non-zero,
+so `runwatch watch` reports the command's exit as a failure too: the two readings agree.
 
 An exit code 0, a `Completed` pod and a status that is a word (`exit status: unknown`) are no
 report. A report is a *pending* failure of the source that printed it, as a traceback is

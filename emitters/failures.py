@@ -110,6 +110,8 @@ def _fatal(line: str) -> Found | None:
         fields[ABORT] = True  # the parser decides once it sees what the exception was
     if signature.survivable:
         fields[SURVIVABLE] = True  # `Failures` holds it until the process says more
+    if signature.meaning == "signalled":
+        fields[SIGNALLED] = True  # `Failures`: what fails after it is its doing
     return ("component.failed", fields)
 
 
@@ -122,6 +124,10 @@ ABORT = "_abort"
 CUT = "an uncaught traceback, cut before its exception line"
 #: a field of a fatal line's that says the process may survive it (`Signature.survivable`)
 SURVIVABLE = "_survivable"
+#: a field of a fatal line's that says a launcher was sent a signal from outside that ended the
+#: run (a catalogue signature of meaning "signalled": SIGTERM, SIGHUP): a failure, and what
+#: fails after it -- its ranks torn down -- is its doing, as after a user's stop
+SIGNALLED = "_signalled"
 
 
 class Failures:
@@ -190,7 +196,10 @@ class Failures:
         if (found := _fatal(line)) is not None and self._stopped is not None:
             self.notes.append(f"`{found[1]['error'][:60]}` came after the stop: its doing")
         elif found is not None:
-            if found[1].pop(SURVIVABLE, False):
+            if found[1].pop(SIGNALLED, False):
+                out.append(found)
+                self._stop(source, found[1]["error"], record, asked=False)
+            elif found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
                 self._pending(source, found[1]["error"], found[1].get("component"))
             else:
@@ -293,21 +302,24 @@ class Failures:
         record.headed = True
         self._begin(source, record)
 
-    def _stop(self, source: Any, stop: str, record: Record | None) -> None:
-        """The processes were asked to stop: a traceback this line ends (a `SignalException`,
-        a `KeyboardInterrupt`) and every one after it is the stop's, no failure -- but an
-        exception the traceback named before it (a chain: the stop came while the program
-        handled a failure) stays the source's failure."""
+    def _stop(self, source: Any, stop: str, record: Record | None, asked: bool = True) -> None:
+        """The processes were asked to stop (`asked`), or a launcher was sent a signal from
+        outside that ended the run (its line is the failure): a traceback this line ends (a
+        `SignalException`, a `KeyboardInterrupt`) and every one after it is the stop's or the
+        signal's, no failure -- but an exception the traceback named before it (a chain: the
+        stop came while the program handled a failure) stays the source's failure."""
         self._teardown = None
         for other in self._records.values():
             if other.teardown:  # a child's, cut, between the launcher's kills and its stop
                 other.quiet = other.stopped = True
         if self._stopped is None:
             self._stopped = stop
-            self.notes.append(
-                f"`{stop[:60]}`: the processes were interrupted (SIGINT: a user's "
-                "Ctrl-C); what failed after it is the stop's doing"
+            said = (
+                "the processes were interrupted (SIGINT: a user's Ctrl-C)"
+                if asked
+                else "a launcher was sent a signal that ended the run (its failure)"
             )
+            self.notes.append(f"`{stop[:60]}`: {said}; what failed after it is its doing")
         if record is not None and record.open:
             if record.error is not None and not record.quiet:
                 earlier = Record(record.prefix)

@@ -1,7 +1,8 @@
 """A process's bad exit, as launchers, orchestrators and shells report it, is read by one grammar
 (emitters/exits.py): a pending failure of the source that printed it, given out when the output
-ends with it and dropped when the run goes on. A stop the processes were asked for (SIGINT or
-SIGTERM) is no failure, nor is what fails after it."""
+ends with it and dropped when the run goes on. A stop the processes were asked for (SIGINT: a
+user's Ctrl-C) is no failure, nor is what fails after it; any other signal sent to a launcher from
+outside (SIGTERM, SIGHUP) ended a run that did not ask to end: a failure, whichever launcher."""
 
 from __future__ import annotations
 
@@ -128,14 +129,23 @@ def test_another_signal_is_no_stop(line: str) -> None:
     assert stop_request(line) is None
 
 
-def test_the_elastic_agent_s_death_signal_is_a_failure_unless_it_is_a_ctrl_c() -> None:
-    """torch elastic's agent shuts its workers down on any signal it handles; a SIGTERM or a
-    SIGHUP ended a run that did not ask to end (the catalogue's entry), a SIGINT is a stop."""
-    for line in NOT_STOPS[:2]:
+def test_a_launcher_s_death_signal_is_a_failure_unless_it_is_a_ctrl_c() -> None:
+    """torch elastic's agent and DeepSpeed's launcher shut their workers down on a signal sent
+    to them from outside; one policy for both: a SIGTERM (a scheduler's cancel, time limit or
+    preemption) or a SIGHUP ended a run that did not ask to end (the catalogue's entries,
+    torch-elastic-death-signal and deepspeed-launcher-sigterm), a SIGINT is a stop."""
+    for line in NOT_STOPS[:3]:
         (fields,) = _failed([line])
         assert (fields["component"], fields["how"]) == ("trainer", "fatal")
-    assert _failed([STOPS[0]]) == []
-    assert _failed([STOPS[1]]) == []
+    for line in STOPS[:3]:
+        assert _failed([line]) == []
+
+
+def test_deepspeed_s_launcher_terminated_after_its_kills_is_one_failure() -> None:
+    """The launcher kills its ranks, then says the signal it received: one failure, the
+    signal's, and the ranks' tracebacks cut by the kill after it name no other."""
+    failed = _failed([*_KILLS, NOT_STOPS[2], *_CUT])
+    assert [f["error"][-38:] for f in failed] == ["Main process received SIGTERM, exiting"]
 
 
 _RANK_TRACEBACK = [
