@@ -126,6 +126,13 @@ class Waits:
             out += self._report(self._named, max(float(m.group("m")), self._waited()))
         return out
 
+    @property
+    def hung_since(self) -> float | None:
+        """The start of the latest wait the console declared and nothing ended since (its
+        ranks' last change of phase, `since`), or None when no declared wait is open: a
+        console that ends inside one ended in its hang (`runwatch diagnose`)."""
+        return max(self._since.values()) if self._since else None
+
     def progressed(self) -> list[Found]:
         """The console went on (a step, a bar's advance): its waits ended."""
         self._warnings = 0

@@ -16,6 +16,10 @@ Time comes from the lines themselves:
 - a tqdm bar's elapsed field (`[03:53<...`): a bar's updates are placed at the time the bar
   started (the latest timestamp in its file when it showed n = 0) plus their elapsed time;
 - any other line takes the latest time seen in its file.
+The logs' end is not always when what they show ended: a log that ends inside a wait its
+framework declared (Horovod's stall inspector, torch's store-based barrier) and that nothing
+after it ended ended in its hang, and time runs on past it to where ranks_stalled decides it
+(`hang_window`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
 step k and starts step k + 1.
@@ -231,6 +235,9 @@ class FileRead:
     #: (file:line, why, the line) of lines that looked like metrics or failures and gave
     #: no event (the first `NOTES` of them)
     notes: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the file ended inside a wait its framework declared (`stalls.Waits.hung_since`): when
+    #: its ranks last changed phase
+    hung_since: float | None = None
 
 
 def read(
@@ -333,7 +340,7 @@ def read(
         if len(notes) < NOTES:
             notes.append((f"{path.name}:{number}", why, ""))
     after = len(trailing) if now is not None else 0
-    return FileRead(out, latest, untimed, placed_at, after, now, notes)
+    return FileRead(out, latest, untimed, placed_at, after, now, notes, parser.waits.hung_since)
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
@@ -374,6 +381,7 @@ def diagnose(
     year = year or (first.year if first else None) or time.gmtime().tm_year
     events: list[Timed] = []
     end = float("-inf")
+    hung: float | None = None  # the latest start of a declared wait a file ended in
     untimed: list[tuple[Path, int, float | None]] = []
     after_last: list[tuple[Path, int, float]] = []
     notes: list[tuple[str, str, str]] = []
@@ -387,6 +395,8 @@ def diagnose(
         if got.after_last and got.last_time is not None:
             after_last.append((path, got.after_last, got.last_time))
         notes += got.notes
+        if got.hung_since is not None:
+            hung = max(hung or got.hung_since, got.hung_since)
     events += step_events(events)
     events.sort(key=lambda e: e.ts)
     result = Diagnosis(events=events, untimed=untimed, after_last=after_last, notes=notes)
@@ -408,8 +418,10 @@ def diagnose(
             continue
         _timeline(rows, e, engine.runs[run].state)
     # what held at the end of the logs fires; rules that gather what several processes say
-    # (collective_timeout's `settle`) get their window after it
-    result.alerts += engine.advance(result.last + gather_window(engine.config))
+    # (collective_timeout's `settle`) get their window after it, and a wait the logs end in
+    # runs on to where ranks_stalled decides it (`hang_window`)
+    until = result.last + gather_window(engine.config)
+    result.alerts += engine.advance(max(until, hang_window(engine.config, hung)))
     state = engine.runs[run].state if run in engine.runs else None
     result.steps = [rows[k] for k in sorted(rows)]
     inference_seen = any(e.kind == "inference.stats" for e in events)
@@ -427,6 +439,20 @@ def gather_window(config: RulesConfig) -> float:
     rule = config.by_id().get("collective_timeout")
     settle = getattr(rule.params, "settle", 0.0) if rule is not None else 0.0
     return float(settle)
+
+
+def hang_window(config: RulesConfig, hung: float | None) -> float:
+    """Where time runs to when a log ends inside a wait its framework declared (Horovod's
+    stall inspector, torch's store-based barrier: `stalls.Waits`) that nothing after it
+    ended -- no progress, no barrier's completion, no failure: the job hung there, for a job
+    that went on would have printed the wait's end. The log cannot say for how long it hung
+    after its last line, and it says it never stopped hanging: time runs to just past when
+    ranks_stalled's `timeout` after the ranks' last change of phase (`hung`) ends, and the
+    rule decides. -inf when no log ended so."""
+    rule = config.by_id().get("ranks_stalled")
+    if hung is None or rule is None:
+        return float("-inf")
+    return hung + float(getattr(rule.params, "timeout", 0.0)) + UNTIMED_STEP
 
 
 def _timeline(rows: dict[int, StepRow], e: Timed, state: Any) -> None:

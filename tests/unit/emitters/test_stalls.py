@@ -1,6 +1,7 @@
 """Waits a framework declares in its console (`runwatch.emitters.stalls`): Horovod's stall
-inspector and torch's store-based barrier read as ranks' phases, `ranks_stalled` firing only
-when the console's own evidence spans its timeout, and progress ending the wait.
+inspector and torch's store-based barrier read as ranks' phases, `ranks_stalled` firing when
+the console's own evidence spans its timeout or the console ends inside the wait (its hang), and
+progress ending the wait.
 
 Lines marked with a URL are as users posted them there; the others are the format strings of
 horovod/common/stall_inspector.cc and torch/distributed/distributed_c10d.py rendered with
@@ -8,6 +9,7 @@ sample values (repeats of a real warning are such renderings: the check repeats 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from runwatch.diagnose import diagnose
@@ -164,24 +166,49 @@ def test_since_is_the_earliest_start_any_line_of_the_wait_showed() -> None:
     assert "waited" not in later
 
 
-def test_one_warning_is_no_stall_of_300_s_five_repeats_are(tmp_path: Path) -> None:
-    assert fired(tmp_path, HVD_534) == []
-    assert fired(tmp_path, HVD_534 * 4) == []
-    assert fired(tmp_path, HVD_534 * 5) == ["ranks_stalled"]
+def firing(tmp_path: Path, text: str) -> list[tuple[float, float]]:
+    """(when, since) of each ranks_stalled firing `runwatch diagnose` gives the text."""
+    log = tmp_path / "console.log"
+    log.write_text(text)
+    alerts = diagnose([log]).alerts
+    return [(a.ts, a.since) for a in alerts if a.rule == "ranks_stalled" and a.state == "firing"]
+
+
+def test_a_console_that_ends_in_a_declared_wait_ended_in_its_hang(tmp_path: Path) -> None:
+    """One warning shows 60 s of a stall, short of the rule's 300 s; but the console ends in
+    it -- no progress, no failure after: the job hung there, and time runs on past the end to
+    where the rule decides (`diagnose.hang_window`): 300 s after the wait began. The same
+    warning with the job going on after it is no stall."""
+    step = "INFO:root:[step 21000]  mlm_loss=1.41707  nsp_loss= 0.02   throughput=16.2K tks/s\n"
+    assert fired(tmp_path, HVD_534) == ["ranks_stalled"]
+    assert fired(tmp_path, HVD_534 * 3 + step) == []
+    waiting = "".join(BARRIER.format(t=clock(s)) for s in range(10, 70, 10))
+    ((when, since),) = firing(tmp_path, waiting)
+    # the first line, at 05:38:10, showed 10 s of waiting: the wait began at 05:38:00
+    assert since == datetime(2022, 5, 10, 5, 38, tzinfo=UTC).timestamp()
+    assert when - since == 300.0
+    done = DONE.format(t=clock(70))
+    assert fired(tmp_path, waiting + done) == []
 
 
 def test_timestamps_show_a_wait_longer_than_the_warnings_count(tmp_path: Path) -> None:
-    """#1442's two warnings three minutes apart show 240 s since the first one's wait
-    began; a third three minutes on shows 420 s."""
+    """#1442's two warnings three minutes apart show 240 s since the first one's wait began
+    (it fires past the console's end, where it hangs); a third three minutes on shows 420 s:
+    the rule fired while the console still spoke, 300 s after the wait began."""
     second = HVD_1442.replace("15:36:43", "15:39:43")
-    assert fired(tmp_path, HVD_1442 + second) == []
+    ((when, since),) = firing(tmp_path, HVD_1442 + second)
+    first = since + 60  # the first warning's time
+    assert when > first + 180
     third = HVD_1442.replace("15:36:43", "15:42:43")
-    assert fired(tmp_path, HVD_1442 + second + third) == ["ranks_stalled"]
+    ((when, since),) = firing(tmp_path, HVD_1442 + second + third)
+    assert (when - since, first + 360 - when) == (300.0, 120.0)
 
 
 def test_progress_after_a_warning_ends_the_stall(tmp_path: Path) -> None:
     step = "INFO:root:[step 21000]  mlm_loss=1.41707  nsp_loss= 0.02   throughput=16.2K tks/s\n"
-    assert fired(tmp_path, HVD_534 * 3 + step + HVD_534 * 3) == []
+    # progress resets the count: three warnings and three more are no 300 s of one stall
+    later = step.replace("21000", "21001")
+    assert fired(tmp_path, HVD_534 * 3 + step + HVD_534 * 3 + later) == []
     found = statuses(HVD_534 + step)
     assert found[-1] == {"rank": 0, "world_size": 1, "phase": "exited"}
 
