@@ -46,6 +46,7 @@ from runwatch.emitters.metric_shape import (
     Pair,
     banner,
     header,
+    label_count,
     pairs,
     read_line,
     read_step,
@@ -98,6 +99,12 @@ _PLAIN = str.maketrans(
         **{chr(0xFF01 + i): chr(0x21 + i) for i in range(94)},
     }
 )
+
+
+#: a two-column table's row that titles the rows under it, its value cell empty:
+#: stable-baselines3's `| rollout/                |             |`
+#: (stable_baselines3/common/logger.py, HumanOutputFormat.write)
+_SECTION = re.compile(r"^\s*\|\s*[A-Za-z][\w./ -]{0,60}?\s*\|\s*\|\s*$")
 
 
 def plain(line: str) -> str:
@@ -197,7 +204,11 @@ class MetricLines:
                 return out
             # a dict that names no step takes the one the line names before it (`step 40: {...}`),
             # or the dict it is printed in (ROLL's `metrics_tag: {"step": 4, "metrics": {...}}`)
-            step = got[1] if got[1] is not None else read_step(line[: whole.start()])
+            if (step := got[1]) is None:
+                before = line[: whole.start()]
+                step = read_step(before)
+                if step is None and before.strip() and "{" not in before:
+                    step = label_count(before)
             return out + self._record(source, step, got[0])
         if (record := read_line(line)) is not None:
             step = record.step
@@ -266,9 +277,12 @@ class MetricLines:
             if pair is not None:
                 held.pairs.append(pair)
                 return True, []
-            if held.step is None and (step := step_row(line)) is not None:
-                held.step = step  # the table's step, among its rows
+            if (step := step_row(line)) is not None:
+                if held.step is None:
+                    held.step = step  # the table's step, among its rows (the first it names)
                 return True, []
+            if "|" in line and _SECTION.match(line):
+                return True, []  # a section's title among the rows (SB3's `| train/ |  |`)
             del self._open[source]
             return False, self._block(source, held.pairs, held.step)
         held.text += "\n" + line

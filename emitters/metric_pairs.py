@@ -39,7 +39,9 @@ PAIR = re.compile(
     rf"{_VALUE}(?=[\s,|;\]}})]|(?<=\d)%(?=[\s,;]|$)|/(?!\s*\d)|[:.](?:\s|$)|$)"
 )
 _STEP_KEY = re.compile(
-    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?(?:steps?|iteration|iter|it|updates?|batch|epoch)$", re.I
+    r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?"
+    r"(?:steps?|timesteps?|iterations?|iter|it|updates?|batch|episode|epoch)$",
+    re.I,
 )
 #: words that make a counter's key a setting's or another phase's, not the step the line is
 #: at (`max_steps`, `warmup_steps`, `eval_steps`, `time per iteration`); any other word before
@@ -51,7 +53,11 @@ _NOT_STEP = frozenset({"max", "min", "warmup", "eval", "val", "valid", "test", "
                        "per", "of", "from", "at", "to", "in", "on", "after", "before", "until",
                        "since", "each", "every", "this", "that", "the", "a", "next", "last",
                        "first", "same"})  # fmt: skip
-STEP_ENDS = ("step", "steps", "iteration", "iter", "it", "update", "updates", "batch", "epoch")
+STEP_ENDS = ("step", "steps", "iteration", "iterations", "iter", "it", "update", "updates",
+             "batch", "episode", "epoch")  # fmt: skip
+#: a counter's word as the kind of step it counts (SB3's `time/iterations`, its
+#: `time/total_timesteps` -- the step it logs at)
+_KINDS = {"steps": "step", "timestep": "step", "timesteps": "step", "iterations": "iteration"}
 _PARENS = re.compile(r"\s*\([^)]*\)")
 
 
@@ -136,8 +142,14 @@ def step_key(key: str) -> str | None:
     """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
     `epoch`), or None."""
     name = _PARENS.sub("", key).strip() if "(" in key else key
-    if "/" in name:  # ms-swift's "global_step/max_steps": "300/1296"
-        name = name.split("/", 1)[0]
+    if "/" in name:
+        # ms-swift's "global_step/max_steps": "300/1296"; else a namespace's counter
+        # (`train/global_step`, SB3's `time/iterations`) -- not a bare `step` after one
+        # (`timing_s/step` is a time)
+        first, last = name.split("/", 1)[0], name.rsplit("/", 1)[1]
+        name = first if first.lower().endswith(STEP_ENDS) else last
+        if name.lower() in ("step", "steps", "it", "iter") and name is last:
+            return None
     low = name.lower()
     if not low.endswith(STEP_ENDS) or (m := _STEP_KEY.match(name)) is None:
         return None
@@ -146,7 +158,7 @@ def step_key(key: str) -> str | None:
     if low.startswith("global"):
         return "global"
     kind = low.split()[-1].split("_")[-1]
-    return "step" if kind == "steps" else kind
+    return _KINDS.get(kind, kind)
 
 
 #: a numeric array's repr inside a printed list: numpy's `array([...], dtype=float32)`

@@ -72,6 +72,7 @@ __all__ = [
     "Record",
     "counter",
     "header",
+    "label_count",
     "pairs",
     "read_line",
     "read_step",
@@ -93,7 +94,8 @@ _PEER = re.compile(
 #: optimizer update (fairseq's `num_updates`) is a step, a batch's index one where nothing finer
 #: is counted (`Batch 12: loss = nan`); an epoch only where nothing finer is
 #: counted (`_step`)
-STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "batch", "epoch")
+STEP_RANK = ("global", "step", "iteration", "iter", "it", "updates", "update", "batch", "episode",
+             "epoch")  # fmt: skip
 #: the count a line starts with, before its first pair: a Keras progress bar's position
 #: (tf.keras' `  4/234 [=====>.......] - ETA: 25:09 - loss: inf`, Keras 3's `4/234 ━━━━━━ 25:09
 #: 6s/step - loss: inf`; keras/src/utils/progbar.py), or bare numbers, the last the finest
@@ -293,6 +295,22 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     if unnumbered(text, found, metrics) or lone(text, found, metrics):
         return Record(metrics, None, skipped, found)
     return None
+
+
+#: a label that counts what the record after it is of, its word any (slime's `logger.info(
+#: f"rollout {rollout_id}: {log_dict}")`, `perf {rollout_id}: ...`, `step {step}: ...`)
+_LABEL_COUNT = re.compile(
+    r"(?:^|[\s\]|>:-])(?P<w>[A-Za-z][\w/-]{0,40}) #?(?P<n>\d{1,18})\s*[:=-]?\s*$"
+)
+
+
+def label_count(text: str) -> int | None:
+    """The count a record's label names (`rollout 3: ` before a dict), not a peer's (`rank 3:
+    `) nor an epoch's (coarser: `read_step` and `MetricLines` weigh it); None if none."""
+    m = _LABEL_COUNT.search(text[-80:])
+    if m is None or _PEER.search(m.group("w")) or step_key(m.group("w")) == "epoch":
+        return None
+    return int(m.group("n"))
 
 
 def read_step(text: str) -> int | None:

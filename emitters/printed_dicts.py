@@ -13,13 +13,13 @@ import re
 from typing import Any
 
 from runwatch.emitters.metric_settings import limit
-from runwatch.emitters.metric_shape import step_key
+from runwatch.emitters.metric_shape import STEP_RANK, step_key
 from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
 
 #: a dict printed whole on a line, and where one opens that goes on over the next lines
 DICT = re.compile(r"\{['\"][^{}]*\}")
 DICT_OPEN = re.compile(r"\{\s*['\"]")
-_STEP_OF = re.compile(r"^(\d{1,18})/\d+$")
+_STEP_OF = re.compile(r"^(\d{1,18})(?:/\d+)?$")
 
 
 def _namespaced_step(key: str, raw: Any) -> bool:
@@ -37,6 +37,34 @@ def _namespaced_step(key: str, raw: Any) -> bool:
 #: a number a trainer formatted with thousands separators before printing it as a string
 #: (`f"{n:,}"`, `'tok/stp': '1,024.0'`, `'cum_tokens': '3,072'`)
 _GROUPED = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+
+
+def _count(key: str, raw: Any) -> int | None:
+    """The count a step key's value holds: a whole number, as printed or as a string
+    (fairseq's JSON progress writes every value as one, `"num_updates": "3"`), or the first of
+    `N/M` (ms-swift's `"global_step/max_steps": "300/1296"`)."""
+    if isinstance(raw, str):
+        found = _STEP_OF.match(raw.strip())
+        return int(found.group(1)) if found is not None else None
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    return None
+
+
+def _step_of(data: dict[str, Any]) -> tuple[str | None, int | None]:
+    """(the key, the step) of the dict's finest step key (`STEP_RANK`: fairseq's
+    `num_updates` before its `epoch`), a namespaced one (`train/step`) after the others."""
+    best: tuple[int, str, int] | None = None
+    for key, raw in data.items():
+        kind = step_key(key)
+        if kind is None and not _namespaced_step(key, raw):
+            continue
+        if (n := _count(key, raw)) is None or (kind == "epoch" and isinstance(raw, str)):
+            continue  # transformers 5 writes the epoch's fraction as a string: '1' at its end
+        rank = STEP_RANK.index(kind) if kind in STEP_RANK else len(STEP_RANK)
+        if best is None or rank < best[0]:
+            best = (rank, key, n)
+    return (best[1], best[2]) if best is not None else (None, None)
 
 
 def value_of(raw: Any) -> float | bool | None:
@@ -121,17 +149,11 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     data = _literal(text)
     if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
         return None
-    step: int | None = None
+    step_at, step = _step_of(data)
     metrics: dict[str, float | None] = {}
     for key, raw in data.items():
-        if step is None and (step_key(key) is not None or _namespaced_step(key, raw)):
-            found = _STEP_OF.match(str(raw)) if isinstance(raw, str) else None
-            if found is not None:
-                step = int(found.group(1))
-                continue
-            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
-                step = raw
-                continue
+        if key == step_at:
+            continue
         value = value_of(raw) if not isinstance(raw, bool) else False
         if value is not False:
             assert not isinstance(value, bool)

@@ -1,0 +1,119 @@
+"""Trainers' metric lines the corpora lack, rendered with the trainers' own format code (issue
+41 item 1): a NaN in each is found at its key and at the step the console names, in
+`runwatch diagnose`'s reading and in `runwatch watch`'s scanner alike."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+
+NAN = math.nan
+
+
+def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
+    out = []
+    for kind, fields in found:
+        if kind != "step.metrics":
+            continue
+        keys = sorted(
+            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
+        )
+        if keys:
+            out.append((fields["step"], keys))
+    return out
+
+
+def scanned(lines: list[str]) -> list[Found]:
+    scanner = LineScanner(LineParser())
+    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    return out + scanner.parser.finish()
+
+
+def sb3_table(values: dict[str, Any]) -> list[str]:
+    """stable-baselines3's HumanOutputFormat.write (stable_baselines3/common/logger.py,
+    2.x): a tag's row with an empty value, its keys indented under it, floats `<8.3g`."""
+    key2str: dict[tuple[str, str], str] = {}
+    tag = ""
+    for key, value in sorted(values.items()):
+        value_str = f"{value:<8.3g}" if isinstance(value, float) else str(value)
+        if key.find("/") > 0:
+            tag = key[: key.find("/") + 1]
+            key2str[(tag, tag)] = ""
+        if len(tag) > 0 and tag in key:
+            key = f"{'':3}{key[len(tag) :]}"
+        key2str[(tag, key)] = value_str
+    key_width = max(len(k) for _, k in key2str)
+    val_width = max(map(len, key2str.values()))
+    dashes = "-" * (key_width + val_width + 7)
+    lines = [dashes]
+    for (_, key), value in key2str.items():
+        key_space = " " * (key_width - len(key))
+        val_space = " " * (val_width - len(value))
+        lines.append(f"| {key}{key_space} | {value}{val_space} |")
+    return [*lines, dashes]
+
+
+def fairseq_json(stats: dict[str, Any]) -> str:
+    """fairseq's JsonProgressBar.log under its logger (fairseq/logging/progress_bar.py:
+    every stat formatted as a string by `format_stat`, then `json.dumps`)."""
+    return "2021-03-08 12:34:45 | INFO | train_inner | " + json.dumps(
+        {k: v if k == "epoch" else str(v) for k, v in stats.items()}
+    )
+
+
+def _cases() -> list[tuple[str, list[str], list[tuple[int, list[str]]]]]:
+    sb3 = {"rollout/ep_len_mean": 200.0, "rollout/ep_rew_mean": -1200.0, "time/fps": 1000,
+           "time/iterations": 5, "time/time_elapsed": 10, "time/total_timesteps": 10240,
+           "train/approx_kl": NAN, "train/entropy_loss": -1.42, "train/loss": NAN,
+           "train/n_updates": 40}  # fmt: skip
+    slime = {"rollout/raw_reward": NAN, "rollout/response_lengths": 512.0}
+    fairseq = {"epoch": 1, "update": 0.001, "loss": NAN, "ppl": NAN, "wps": 123.4,
+               "num_updates": 3, "lr": 4e-05, "gnorm": NAN}  # fmt: skip
+    trpo = ["***** Episode 31455, Mean R = 28911.0 *****", "Beta: 6.91", "KL: nan",
+            "PolicyEntropy: nan", "Steps: 672"]  # fmt: skip
+    megatron = (
+        f" [2024-05-01 10:00:00] iteration {12:8d}/{1000:8d} | consumed samples: {384:12d} | "
+        f"learning rate: {1e-5:.6E} | global batch size: {32:5d} | lm loss: {NAN:.6E} | "
+        f"loss scale: {1.0:.1f} | grad norm: {NAN:.3f} | number of skipped iterations: {0:3d} "
+        f"| number of nan iterations: {0:3d} |"
+    )
+    verl = (f"(TaskRunner pid=2219) step:7 - actor/entropy:{NAN:.3f} - actor/pg_loss:{NAN:.3f}"
+            f" - critic/score/mean:{0.1:.3f}")  # fmt: skip
+    return [
+        # SB3's step is the timesteps it logs at (`logger.dump(step=self.num_timesteps)`)
+        ("sb3", sb3_table(sb3), [(10240, ["approx_kl", "loss"])]),
+        # slime: `logger.info(f"rollout {rollout_id}: {log_dict}")` (slime/ray/rollout.py)
+        ("slime", [f"rollout 3: {slime}"], [(3, ["rollout/raw_reward"])]),
+        ("fairseq", [fairseq_json(fairseq)], [(3, ["gnorm", "loss", "ppl"])]),
+        # pat-coady/trpo's logger: `***** Episode {}, Mean R = {:.1f} *****` then its rows
+        ("trpo", trpo, [(31455, ["KL"])]),
+        # Megatron-LM's training_log: `{:.6E}` writes NaN as `NAN`
+        ("megatron", [megatron], [(12, ["grad norm", "lm loss"])]),
+        # verl's console logger (`concat_dict_to_str`: `step:N - k:v:.3f`) under Ray's prefix
+        ("verl", [verl], [(7, ["actor/entropy", "actor/pg_loss"])]),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "lines", "expected"), _cases(), ids=lambda c: str(c)[:12])
+def test_a_non_finite_value_is_found_at_its_key_and_step(
+    name: str, lines: list[str], expected: list[tuple[int, list[str]]]
+) -> None:
+    got = bad(read_all(lines))
+    assert got[:1] == expected, name
+    assert bad(scanned(lines))[:1] == expected, name
+
+
+def test_a_dict_s_string_epoch_is_no_step_and_a_label_is_no_peer_s() -> None:
+    """transformers 5 writes the epoch's fraction as a string (`'epoch': '1'` at its end): no
+    step. A label naming a peer (`rank 3: {...}`) numbers nothing."""
+    lines = ["{'loss': '0.5', 'grad_norm': '0.1', 'epoch': '0.5'}",
+             "{'loss': 'nan', 'grad_norm': 'nan', 'epoch': '1'}",
+             "rank 3: {'loss': nan, 'grad_norm': 0.5}"]  # fmt: skip
+    assert bad(read_all(lines)) == [(2, ["grad_norm", "loss"]), (3, ["loss"])]
