@@ -4,7 +4,7 @@
     .venv/bin/python scripts/corpus_report.py --corpus corpus2   # one corpus
     .venv/bin/python scripts/corpus_report.py --files            # ... and every dev file's result
 
-Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2,...,corpus10}/{dev,heldout}/ with
+Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2,...}/{dev,heldout}/ with
 `runwatch.diagnose.diagnose` -- the excerpt alone, not the file's `#` header, which says in
 words what happened -- and prints, for each corpus, for its development part and for its
 held-out part separately:

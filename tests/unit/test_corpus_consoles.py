@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus15/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus16/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -340,3 +340,21 @@ def test_the_fifteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None
     assert _count(entries, "non_finite_metric") >= 4
     assert _count(entries, "ranks_stalled") >= 1
     assert len(PARTS["corpus15"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_sixteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Sixty or more excerpts from fifteen or more trainers, engines and launchers (vLLM V0 and V1,
+    verl and its forks, SGLang, Ray, torch distributed, Unsloth, Lightning, DeepSpeed, TRL,
+    ms-swift, NeMo-RL, AReaL, PRIME-RL, EasyR1, slime, Megatron, Ascend), in wordings and paste
+    shapes the earlier corpora have few of, about two thirds failures whose signal is in the text
+    and a third healthy controls, many of them traps (start-ups, survived warnings, slow but
+    moving engines, store barriers that fill)."""
+    entries = _entries("corpus16")
+    assert 60 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 15
+    assert 18 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 30
+    assert _count(entries, "collective_timeout") >= 5
+    assert _count(entries, "non_finite_metric") >= 4
+    assert _count(entries, "ranks_stalled") >= 1
+    assert len(PARTS["corpus16"]["heldout"]) * 3 >= len(entries) - 3
