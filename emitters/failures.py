@@ -15,6 +15,9 @@ Two kinds of evidence:
   if the output ends with it (the file, or the watched command) it was the process's last
   word -- a failure.
   A traceback logged at WARNING, INFO or DEBUG is a warning, never a failure; so is one
+  logged at ERROR with one frame, no module's (`Record.caught_where_raised`: raised and caught
+  in one function, a handler's report -- an exception that ends a program runs through calls
+  from the program's top or from the function that logs it before re-raising); so is one
   Python says it ignored (`Exception ignored in: <function X.__del__ ...>` before it: the
   unraisable hook's report of an exception in a finaliser or at exit, after which the
   program goes on).
@@ -79,6 +82,8 @@ _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: exc_info=True)`); an INFO or DEBUG line before one is the program's last progress line
 #: before it died more often than a record that carries it
 _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
+#: a record's level that `logger.exception` writes (Python's logging, loguru, glog's letter)
+_ERROR_LEVEL = re.compile(r"\bERROR\b|(?:^|[\s\[])E\d{4} \d\d:")
 _NOBODY = object()  # no source (None is the process's)
 #: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
 #: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
@@ -299,6 +304,7 @@ class Failures:
             # the traceback's own frames can still say it reached the program's top
             record.guessed = quiet and not prefix.strip()
             record.teardown = teardown is not None
+            record.logged = uncaught is None and _ERROR_LEVEL.search(level) is not None
         record.headed = True
         self._begin(source, record)
 
@@ -401,6 +407,13 @@ class Failures:
     def _decided(self, source: Any, record: Record) -> Found | None:
         """The failure a source's last traceback says, if it says one."""
         record = self._last_word(source, record)
+        if record.caught_where_raised and not record.quiet:
+            record.quiet = True  # said once: `finish` words no other note for it
+            self.notes.append(
+                f"the traceback ending `{(record.said or '')[:60]}` was logged at ERROR with one "
+                "frame: raised and caught in one function, a handler's report"
+            )
+            return None
         if (said := record.said) is not None and not record.quiet:
             how = "fatal" if record.fatal else "exception"
             fields: dict[str, Any] = {"error": said, "how": how}
@@ -427,7 +440,7 @@ class Failures:
             said = record.said
             if said is not None and record.stopped:
                 pass  # the stop's, said once (`_stop`)
-            elif said is not None:
+            elif said is not None and not record.caught_where_raised:  # (said by `_decided`)
                 self.notes.append(
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
                     "said it ignored it (`Exception ignored in: ...`)"

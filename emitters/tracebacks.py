@@ -146,8 +146,8 @@ class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
     __slots__ = ("after_frame", "alt", "chained", "dumped", "error", "fatal", "guessed",
-                 "headed", "hint", "indent", "lines", "open", "paths", "prefix", "quiet", "shape",
-                 "stopped", "teardown", "uncaught")  # fmt: skip
+                 "headed", "hint", "indent", "lines", "logged", "module", "open", "paths",
+                 "prefix", "quiet", "shape", "stopped", "teardown", "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -177,6 +177,10 @@ class Record:
         self.stopped = False  # read after (or ending in) a stop the processes were asked for
         self.teardown = False  # the first after a launcher killed its ranks (`exits.TEARDOWN`)
         self.headed = False  # its head (`Traceback (most recent call last):`) was read
+        #: a logger's record at ERROR put it out (`logger.exception`: the record's level on
+        #: its head's prefix or the line before), not Python's report of an uncaught one
+        self.logged = False
+        self.module = False  # a frame of it is a module's code (`in <module>`)
         self.dumped = False  # a frame of it was faulthandler's (`DUMP_FRAME`)
 
     @property
@@ -218,6 +222,7 @@ class Record:
         after_frame, self.after_frame = self.after_frame, False
         if (frame := FRAME.search(body)) is not None and not body[: frame.start()].strip():
             self.paths.append(frame.group("path"))
+            self.module = self.module or body.endswith("in <module>")
             self.dumped = self.dumped or DUMP_FRAME.search(body) is not None
             if self.guessed and TOP_FRAME.search(body) is not None:
                 self.quiet = self.guessed = False
@@ -252,6 +257,16 @@ class Record:
         if self.indent is None or self.indent < 4:
             return False
         return len(body) - len(body.lstrip()) <= self.indent - 2 and bool(EXCEPTION.match(stripped))
+
+    @property
+    def caught_where_raised(self) -> bool:
+        """Whether a logger put it out with one frame, no module's: the exception was raised
+        in the function that caught it and logged it (`logger.exception` in an `except` around
+        one statement: a tool call's KeyError, a parse's ValueError) -- a handler's report.
+        Python's report of an uncaught exception, and a logged one that ends the program (a
+        trainer's `except: logger.exception(...); raise`), run from the program's top or the
+        catching function through the calls down to the raise: two frames or more."""
+        return self.logged and self.error is not None and len(self.paths) == 1 and not self.module
 
     @property
     def said(self) -> str | None:

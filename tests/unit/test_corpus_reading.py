@@ -105,12 +105,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # corpus15's development part after the seventh pass on issue 41 (its baseline, the reader
     # at 2dc1886, missed eight and false-alerted on one control: tests/fixtures/consoles/
     # README.md); what it still reads otherwise than its labels say
-    ("corpus15", "control_verl_tool_agent_loop_keyerror_logged_error_workers_go_on"): (
-        ["component_failed"], "false alert: an AgentLoopWorker's `ERROR ... Error when executing "
-        "tool` record with the traceback it caught (KeyError), after which that worker says no "
-        "more in the excerpt: a logged ERROR traceback is also how detectron2, SpeechBrain and "
-        "Ray Tune report the exception that ends their run (corpus2, corpus6, corpus8), so the "
-        "record's level cannot tell them apart"),
+    # its verl agent-loop control (a tool call's KeyError logged at ERROR with one frame) is
+    # read as a handler's report since the eighth pass (tracebacks.Record.caught_where_raised)
     ("corpus15", "fail_unsloth_grpo_banner_two_dicts_then_rank0_traceback_after_bar"): (
         [], "the excerpt ends on rank 0's `Traceback (most recent call last):` head glued to the "
         "bar, with no frame: a head alone is too little to call a death (a rule that read it "

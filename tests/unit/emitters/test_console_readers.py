@@ -341,6 +341,8 @@ def test_loguru_s_decorated_frames_and_a_fatal_marker() -> None:
     lines = ["21:01:26   ERROR Fatal error in orchestrate", "Traceback (most recent call last):",
              "", '  File "/prime-rl/orchestrator.py", line 837, in main',
              "    asyncio.run(orchestrate(config))", "    │       └ <function run>", "",
+             '  File "/prime-rl/orchestrator.py", line 512, in orchestrate',
+             '    logprobs = batch["teacher_logprobs"]', "",
              "KeyError: 'teacher_logprobs'"]  # fmt: skip
     found = read_all(lines)
     assert [(f["how"], f["error"]) for _, f in found] == [

@@ -565,3 +565,44 @@ def test_a_quiet_inside_a_traceback_still_being_printed_decides_nothing() -> Non
         said += [f["error"] for f in failed(parser.parse(line))]
     said += [f["error"] for f in failed(parser.quiet()) + failed(parser.finish())]
     assert said == ["KeyError: 'teacher_logprobs'"]
+
+
+#: verl#4124 (corpus15 dev control): an AgentLoopWorker's tool call raised KeyError in the
+#: function that caught it and logged it at ERROR; the workers went on
+TOOL_CALL = [
+    "(AgentLoopWorker pid=51453) 2025-11-14 03:43:10 ERROR [.../verl-0.5.0/verl/experimental/"
+    "agent_loop/tool_agent_loop.py] Error when executing tool: 'solve_equation'",
+    "(AgentLoopWorker pid=51453) Traceback (most recent call last):",
+    '(AgentLoopWorker pid=51453)   File ".../verl-0.5.0/verl/experimental/agent_loop/'
+    'tool_agent_loop.py", line 143, in _call_tool',
+    "(AgentLoopWorker pid=51453)     tool = self.tools[tool_name]",
+    "(AgentLoopWorker pid=51453)            ~~~~~~~~~~^^^^^^^^^^^",
+    "(AgentLoopWorker pid=51453) KeyError: 'solve_equation'",
+]
+#: detectron2#838 (corpus2 dev): the train loop logs the exception that ends the run at ERROR,
+#: its frames from the catching function down to the raise
+TRAIN_LOOP = [
+    "ERROR [02/10 22:55:41 d2.engine.train_loop]: Exception during training:",
+    "Traceback (most recent call last):",
+    '  File "/home/yview/detectron2/detectron2/engine/train_loop.py", line 132, in train',
+    "    self.run_step()",
+    '  File "/home/yview/detectron2/detectron2/engine/train_loop.py", line 216, in run_step',
+    "    self._detect_anomaly(losses, loss_dict)",
+    "FloatingPointError: Loss became infinite or NaN at iteration=2137!",
+]
+
+
+def test_an_exception_logged_at_error_where_it_was_raised_is_a_handler_s_report() -> None:
+    """One frame under a record logged at ERROR: raised and caught in one function, whose
+    handler logged it (`logger.exception`) -- no failure, though the worker says no more. Two
+    frames or more (detectron2's train loop), a module's frame, or no record before it
+    (Python's report of an uncaught exception) stay the process's last word."""
+    assert failed(read_all(TOOL_CALL)) == []
+    (fields,) = failed(read_all(TRAIN_LOOP))
+    assert fields["error"].startswith("FloatingPointError")
+    module = [TOOL_CALL[0], TOOL_CALL[1], TOOL_CALL[2].replace("in _call_tool", "in <module>"),
+              *TOOL_CALL[3:]]  # fmt: skip
+    assert len(failed(read_all(module))) == 1
+    assert len(failed(read_all(TOOL_CALL[1:]))) == 1  # Python's own report: uncaught
+    info = TOOL_CALL[0].replace(" ERROR ", " INFO ")  # the line before is another record
+    assert len(failed(read_all([info, *TOOL_CALL[1:]]))) == 1
