@@ -26,12 +26,19 @@ import math
 import re
 from dataclasses import dataclass, field
 
+#: an overflow and what was not applied for it -- a step, an update, both models' steps, the
+#: gradient -- or the loss scale set lower for it (module docstring; wordings from the sources:
+#: tests/fixtures/consoles/README.md)
 _OVERFLOW = re.compile(
-    r"(?i)\boverflow\b.{0,80}?\bskipping step|\bskipping step\b.{0,80}?\boverflow"
+    r"(?i)\boverflow\b.{0,80}?\b(?:skipping|ignoring)\b(?: \w+){0,4}? "
+    r"(?:steps?|updates?|iterations?|gradients?)\b"
+    r"|\bskipping step\b.{0,80}?\boverflow"
+    r"|\boverflow (?:detected|occurs)\b.{0,40}?\bloss scale (?:is )?(?:set|adjusted) to"
+    r"|\boverflow (?:detected|occurs)\b.{0,40}?\bsetting loss scale to"
     r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
 )
 _SCALE = re.compile(
-    r"(?i)reducing (?:loss scale )?to:? (?P<to>\d[\d.]*(?:e[+-]?\d+)?)"
+    r"(?i)(?:reducing|setting|adjusted|set)(?: loss scale)? to:? (?P<to>\d[\d.]*(?:e[+-]?\d+)?)"
     r"|loss scale: (?P<tried>\d[\d.]*(?:e[+-]?\d+)?)"
 )
 

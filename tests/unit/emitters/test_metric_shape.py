@@ -329,6 +329,39 @@ def test_megatron_s_skipped_count_and_deepspeed_s_overflow_wordings() -> None:
         assert (seen.scale, seen.iteration) == (scale, iteration)
 
 
+@pytest.mark.parametrize(
+    ("line", "scale"),
+    [
+        # fairseq/trainer.py: `logger.info(f"NOTE: gradient overflow detected, ignoring
+        # gradient, {str(e)}")`, its OverflowError from dynamic_loss_scaler.py
+        ("2021-03-08 12:33:12 | INFO | fairseq.trainer | NOTE: gradient overflow detected, "
+         "ignoring gradient, setting loss scale to: 2.0", 2.0),
+        # fairseq before 0.10 (corpus13/dev's control)
+        ("2020-08-01 12:39:16 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss "
+         "scale to: 1024.0", 1024.0),
+        # ColossalAI's DynamicGradScaler: f"Overflow occurs, the loss scale is adjusted to {s}"
+        ("Overflow occurs, the loss scale is adjusted to 32768.0", 32768.0),
+        # apex/amp/opt.py (old amp): maybe_print('Gradient overflow, skipping update')
+        ("Gradient overflow, skipping update", None),
+        # DeepSpeed-Chat's ppo_trainer.py: one model's overflow skips both models' steps
+        ("OVERFLOW: actor overflow, skipping both actor and critic steps", None),
+    ],
+)  # fmt: skip
+def test_more_frameworks_overflow_wordings(line: str, scale: float | None) -> None:
+    seen = loss_scale_overflow(line)
+    assert seen is not None
+    assert seen.scale == scale
+    # a skip is routine: the NaN of the step it skipped is held back
+    assert bad(read_all([line, "step: 5 | loss: nan | lr: 0.1"])) == []
+    assert loss_scale_overflow("Warning: Audio buffer overflow, skipping frame") is None
+
+
+def test_fairseq_s_scale_down_to_one_is_a_failure() -> None:
+    note = "| INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "
+    lines = [note + "setting loss scale to: 2.0", note + "setting loss scale to: 1.0"]
+    assert bad(read_all(lines)) == [(1, [OVERFLOW_KEY])]
+
+
 def test_deepspeed_s_two_lines_for_one_overflow_are_one_skip_at_the_iteration_named() -> None:
     """DeepSpeedExamples#307 (corpus5/dev): DeepSpeed's fused optimizer writes `Grad overflow
     on iteration 1860` and then `Overflow detected. Skipping step. ...` for one skip -- twice,
