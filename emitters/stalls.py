@@ -30,6 +30,19 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   running where said before, else one (the watchdog looks only while a batch runs), no
   tokens, stalled for T s (`inference.stats`' `stalled_since`); its `waiting` is not said (0).
 
+- A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
+  `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
+  first; `--native` puts C frames among them) and CPython's faulthandler's after its timeout
+  (`faulthandler.dump_traceback_later`, Modules/faulthandler.c: `Timeout (H:MM:SS)!`, then
+  `Thread 0x... (most recent call first):` and `  File "path", line N in function`, innermost
+  first) -- a program's own watchdog saying it waited that long. A thread whose innermost
+  Python frame is a collective's (torch.distributed's c10d and functional collectives,
+  DeepSpeed's comm, Horovod's ops, vLLM's and SGLang's device communicators) waits in it: its
+  process is a rank in the phase of that function, waited 0 s (py-spy's is a snapshot) or the
+  timeout. The rank is the launcher's prefix's when it names one, else the order in which
+  the dump shows the process (a thread of py-spy's, a timeout dump of faulthandler's): a dump
+  names processes, not ranks.
+
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
 events carry `waited` (seconds the line shows), not `since`: the time of a line is its
@@ -47,10 +60,16 @@ from typing import Any
 
 Found = tuple[str, dict[str, Any]]
 
+#: CPython's words before faulthandler's dump of a crash (no wait: a death, the catalogue's)
+_FATAL = "Fatal Python error"
+#: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
+DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', '(gil): "',
+                "(most recent call first):", "Timeout (", _FATAL)  # fmt: skip
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
-           "store-based barrier", "Watchdog timeout (", "batch_size()=")  # fmt: skip
+           "store-based barrier", "Watchdog timeout (", "batch_size()=",
+           *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
 BARRIER = "store_based_barrier"
@@ -64,6 +83,22 @@ _HVD_RANK = re.compile(r"^\s*(?P<rank>\d+)!?: \[")
 _HVD_SHUTDOWN = re.compile(r"stalled for longer than (?P<m>\d+) seconds")
 _WATCHDOG = re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<t>\d+(?:\.\d+)?)\)")
 _BATCH = re.compile(r"self\.cur_batch\.batch_size\(\)=(?P<n>\d+)")
+_PYSPY_THREAD = re.compile(
+    r'^\s*Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?:active|idle|gil|active\+gil|idle\+gil)\): "'
+)
+_PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<path>[^()]+?)(?::\d+)?\)\s*$")
+_FAULT_TIMEOUT = re.compile(r"^\s*Timeout \((?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)\)!\s*$")
+_FAULT_THREAD = re.compile(r"^\s*(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+_FAULT_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)\s*$')
+#: the files whose functions are collectives (a thread whose innermost Python frame is in one
+#: waits in it): torch.distributed's, DeepSpeed's comm, Horovod's ops, the engines' own
+#: communicators (vLLM's and SGLang's device_communicators)
+_COLLECTIVE_FILES = re.compile(
+    r"torch/distributed/(?:distributed_c10d|_functional_collectives)\.py$|deepspeed/comm/"
+    r"|horovod/(?:torch|tensorflow)/|/device_communicators/"
+)
+#: frames of a dumped thread looked at before its innermost Python frame (`--native` ones)
+_DUMP_DEPTH = 40
 _BARRIER_WAIT = re.compile(
     r"Waiting in store based barrier to initialize process ?group for "
     r"(?:(?P<secs>\d+(?:\.\d+)?) seconds ?)?rank: (?P<rank>\d+), key: (?P<key>[^\s,]+) "
@@ -88,11 +123,17 @@ class Waits:
         self._listing = False  # the lines after `Stalled ranks:` name ranks
         self._barrier: dict[tuple[int, str], int] = {}  # (rank, key) -> its waiting lines
         self._batch: int | None = None  # the running batch SGLang's watchdog dumped
+        #: the dumped thread whose frames are being read: (its process, frames read, waited,
+        #: the frame grammar); None between dumps
+        self._dump: tuple[str, int, float, re.Pattern[str]] | None = None
+        self._timeouts = 0  # faulthandler's timeout dumps seen: each is one process's
+        self._timeout: float | None = None  # the timeout of faulthandler's dump being read
+        self._dumped: dict[str, int] = {}  # a dumped process -> the rank it stands for
 
     @property
     def following(self) -> bool:
         """The next line may go on a Horovod warning's list of ranks."""
-        return self._listing
+        return self._listing or self._dump is not None
 
     def read(self, line: str, rank: int | None = None) -> list[Found]:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names)."""
@@ -102,8 +143,12 @@ class Waits:
             if (m := _HVD_RANK.match(line)) is not None:
                 return self._horovod({int(m.group("rank")): HOROVOD_MISSING})
             self._listing = False
+        if self._dump is not None and (found := self._frame(line, rank)) is not None:
+            return found
         if not any(m in line for m in MARKERS):
             return []
+        if any(m in line for m in DUMP_MARKERS):
+            return self._dump_head(line)
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
         if "Watchdog timeout (" in line or "batch_size()=" in line:
@@ -138,6 +183,7 @@ class Waits:
         self._warnings = 0
         self._named = {}
         self._barrier.clear()
+        self._timeout = None
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
@@ -154,6 +200,40 @@ class Waits:
         known = self._since.get(key)
         fields["since"] = self._since[key] = start if known is None else min(known, start)
         return fields
+
+    def _dump_head(self, line: str) -> list[Found]:
+        """A stack dump's thread header (its frames follow), or faulthandler's timeout."""
+        if _FATAL in line:
+            self._timeout = None  # the dumps after it are of a crash's stacks
+        elif (m := _FAULT_TIMEOUT.match(line)) is not None:
+            self._timeouts += 1
+            h, mi, sec = m.group("h", "m", "s")
+            self._timeout = int(h) * 3600 + int(mi) * 60 + float(sec)
+        elif (m := _PYSPY_THREAD.match(line)) is not None:
+            self._dump = (f"py-spy {m.group('id')}", 0, 0.0, _PYSPY_FRAME)
+        elif _FAULT_THREAD.match(line) is not None and self._timeout is not None:
+            self._dump = (f"timeout {self._timeouts}", 0, self._timeout, _FAULT_FRAME)
+        return []
+
+    def _frame(self, line: str, rank: int | None) -> list[Found] | None:
+        """A frame of the dumped thread being read: at its innermost Python frame, the rank
+        waits in a collective or it does not -- the dump's reading of that thread ends (None:
+        the line is no frame of it, and is read as any line)."""
+        assert self._dump is not None
+        process, frames, waited, grammar = self._dump
+        m = grammar.match(line)
+        if m is None or frames >= _DUMP_DEPTH:
+            self._dump = None
+            return None
+        if not m.group("path").endswith(".py"):  # a native frame (`--native`)
+            self._dump = (process, frames + 1, waited, grammar)
+            return []
+        self._dump = None
+        if _COLLECTIVE_FILES.search(m.group("path").replace("\\", "/")) is None:
+            return []
+        if rank is None:
+            rank = self._dumped.setdefault(process, len(self._dumped))
+        return self._report({rank: m.group("func")}, waited)
 
     def _waited(self) -> float:
         return self._stated * max(self._warnings, 1)

@@ -265,3 +265,73 @@ def test_sglang_s_watchdog_is_an_engine_stalled_for_its_timeout(tmp_path: Path) 
     assert fired(tmp_path, SGLANG_6555) == ["inference_stalled"]
     # a watchdog of 60 s shows no stall of inference_stalled's 180 s
     assert fired(tmp_path, SGLANG_6555.replace("=300)", "=60)")) == []
+
+
+#: https://github.com/vllm-project/vllm/issues/2479 (a Ray worker of vLLM's, tensor parallel 2,
+#: stuck: `py-spy dump` of it, the first frames)
+PYSPY_2479 = (
+    'Thread 96488 (active): "MainThread"\n'
+    "    all_gather_into_tensor (torch/distributed/distributed_c10d.py:2897)\n"
+    "    wrapper (torch/distributed/c10d_logger.py:47)\n"
+    "    tensor_model_parallel_all_gather (vllm/model_executor/parallel_utils/"
+    "communication_op.py:40)\n"
+    "    _get_logits (vllm/model_executor/layers/sampler.py:105)\n"
+)
+#: py-spy's format (src/dump.rs) rendered: a process elsewhere (a data loader), and one whose
+#: `--native` frames come before its innermost Python frame
+PYSPY_LOADER = (
+    'Thread 280070 (active): "MainThread"\n'
+    "    _sample_batch (data.py:88)\n"
+    "    __next__ (data.py:61)\n"
+    "    train_step (train.py:170)\n"
+)
+PYSPY_NATIVE = (
+    'Thread 280071 (idle): "MainThread"\n'
+    "    ncclGroupEnd (libnccl.so.2)\n"
+    "    c10d::ProcessGroupNCCL::allreduce (libtorch_cuda.so)\n"
+    "    all_reduce (torch/distributed/distributed_c10d.py:2050)\n"
+    "    _allreduce_grads (train.py:214)\n"
+)
+#: CPython's faulthandler after `dump_traceback_later(300)` (Modules/faulthandler.c's timeout
+#: line, Python/traceback.c's thread header and frames) rendered
+FAULT_TIMEOUT = (
+    "Timeout (0:05:00)!\n"
+    "Thread 0x00007f3a2c1ff700 (most recent call first):\n"
+    '  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line '
+    "2050 in barrier\n"
+    '  File "/opt/train.py", line 88 in main\n'
+)
+
+
+def test_a_stack_dump_of_a_process_in_a_collective_is_a_rank_waiting_there() -> None:
+    """py-spy's dump (a snapshot: 0 s shown) and faulthandler's after its timeout (the timeout
+    shown): the innermost Python frame a collective's, the process waits in it; a process
+    elsewhere (the rank the others wait for) is no wait; ranks in the order dumped."""
+    assert statuses(PYSPY_2479) == [
+        {"rank": 0, "world_size": 1, "phase": "all_gather_into_tensor", "waited": 0.0}
+    ]
+    assert statuses(PYSPY_LOADER) == []
+    found = statuses(PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE)
+    assert [(f["rank"], f["phase"]) for f in found] == [
+        (0, "all_gather_into_tensor"), (1, "all_reduce")]  # fmt: skip
+    (fault,) = statuses(FAULT_TIMEOUT)
+    assert (fault["phase"], fault["waited"]) == ("barrier", 300.0)
+    # faulthandler's dump of a crash, and one with no timeout before it: no wait
+    assert statuses("Fatal Python error: Aborted\n\n" + FAULT_TIMEOUT.split("\n", 1)[1]) == []
+    assert statuses(FAULT_TIMEOUT.split("\n", 1)[1]) == []
+
+
+def test_a_console_that_ends_in_a_dump_of_ranks_in_a_collective_ended_in_its_hang(
+    tmp_path: Path,
+) -> None:
+    step = "INFO:root:[step 21000]  mlm_loss=1.41707  nsp_loss= 0.02   throughput=16.2K tks/s\n"
+    assert fired(tmp_path, PYSPY_2479) == ["ranks_stalled"]
+    assert fired(tmp_path, PYSPY_2479 + step) == []
+    assert fired(tmp_path, PYSPY_LOADER) == []
+
+
+def test_watch_s_scanner_reads_a_stack_dump_as_every_line_read() -> None:
+    text = PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE + FAULT_TIMEOUT
+    scanner = LineScanner(LineParser())
+    found = scanner.feed(text.encode()) + scanner.finish()
+    assert [f for k, f in found if k == "rank.status"] == statuses(text)
