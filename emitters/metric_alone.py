@@ -201,3 +201,18 @@ def stops_on(text: str) -> tuple[str, float] | None:
         return None
     said = m.group("v").lower()
     return m.group("key"), float("nan") if "finite" in said else float(said)
+
+
+#: a callback's sentence that the loss went NaN or inf and it stops the run, the value unsaid:
+#: Keras' `TerminateOnNaN` (keras/src/callbacks/terminate_on_nan.py, tf.keras' before it)
+#: prints `Batch {batch}: Invalid loss, terminating training` and training ends quietly
+_INVALID = re.compile(r"\bInvalid (?P<key>loss), (?:terminating|stopping) training\b")
+
+
+def invalid_stop(text: str) -> str | None:
+    """The key of a callback's `Invalid loss, terminating training` (its value NaN or inf:
+    read as nan; its `Batch N` counts from 0 the batch the bar just showed from 1: the
+    console's step is the record's); None for any other line."""
+    if "nvalid " not in text or (m := _INVALID.search(text)) is None:
+        return None
+    return m.group("key")

@@ -197,3 +197,38 @@ def nan_lists(text: str) -> str:
             continue
         at = end + 1
     return "".join(out) + text[at:]
+
+
+#: MSVC's C runtime writes NaN as `nan(ind)`, `-nan(ind)`, `nan(snan)` (C++ trainers on
+#: Windows: darknet's `-nan(ind) avg loss`): the `nan` it is
+_MSVC_NAN = re.compile(r"(?i)(?<![\w.])([-+]?nan)\((?:ind|snan|qnan)\)")
+#: a count the line starts with and a colon (darknet's detector: `printf("\n %d: %f, %f avg
+#: loss, %f rate, %lf seconds, %d images, %f hours left\n", ...)`, AlexeyAB/darknet
+#: src/detector.c; pjreddie's `%ld: %f, %f avg, %f rate, ...`)
+_COUNT_LEAD = re.compile(r"^\s*(\d{1,18}):\s+")
+#: one item of a list of values written before their names (`-nan avg loss`, `0.001 rate`)
+_VALUE_FIRST = re.compile(
+    rf"^\s*(?P<v>{NUMBER})\s+(?P<k>[A-Za-z][A-Za-z_]*(?: [A-Za-z_]+){{0,3}})\s*$"
+)
+
+
+def msvc_nan(text: str) -> str:
+    """The line with MSVC's NaN spellings (`-nan(ind)`) as `nan` (`_MSVC_NAN`)."""
+    return _MSVC_NAN.sub(r"\1", text) if "(" in text else text
+
+
+def value_first(text: str) -> tuple[int, list[Pair]] | None:
+    """(the count the line starts with, its pairs) of a line of comma-separated values each
+    written before its name, after a count and a colon (darknet's `1234: -nan, -nan avg loss,
+    0.001000 rate, 3.2 seconds, 78976 images`): two named values or more; an unnamed one
+    (darknet's loss itself) is none. None for any other line."""
+    if (lead := _COUNT_LEAD.match(text)) is None:
+        return None
+    out: list[Pair] = []
+    for item in text[lead.end() :].split(","):
+        if (m := _VALUE_FIRST.match(item)) is not None:
+            raw = m.group("v")
+            out.append(
+                Pair(m.group("k"), float(raw.replace(".", "") if raw[-1:].isalpha() else raw))
+            )
+    return (int(lead.group(1)), out) if len(out) >= 2 else None

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from runwatch.emitters.metric_alone import (
     at_step,
+    invalid_stop,
     lone,
     printed_tensor,
     single_pair,
@@ -56,9 +57,11 @@ from runwatch.emitters.metric_pairs import (
     PAIR,
     STEP_ENDS,
     Pair,
+    msvc_nan,
     nan_lists,
     pairs,
     step_key,
+    value_first,
 )
 from runwatch.emitters.metric_settings import limit, settings
 from runwatch.emitters.tracebacks import exception_at
@@ -132,7 +135,7 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "NAN", "inf",
            "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ", " not finite")  # fmt: skip
+           "Skipping step", "*** ", " not finite", "nvalid loss")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -264,12 +267,20 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # `Best loss at step 0: inf`: a best-so-far's start
         return Record({key: value}, at_n)  # `Minibatch loss at step 500: nan`
+    if (invalid := invalid_stop(text)) is not None and not _message(text):
+        # the batch the bar just showed: the bar's count on the line, else the console's
+        return Record({invalid: math.nan}, _lead_count([], text) or step)
     if (stopped := stops_on(text)) is not None:
         key, value = stopped
         if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # a best-so-far's start
         return Record({key: value}, step)  # `Loss is nan, stopping training`
+    if "(" in text:
+        text = msvc_nan(text)
     found = pairs(text)
+    if not found and ":" in text and (listed := value_first(text)) is not None:
+        named_first, found = listed  # darknet's `1234: -nan, -nan avg loss, 0.001 rate`
+        return Record({p.key: p.value for p in found}, named_first, None, found)
     if not found or _message(text) or skip_report(text) or settings(text):
         return None
     named, at = _step(found, text)

@@ -117,3 +117,35 @@ def test_a_dict_s_string_epoch_is_no_step_and_a_label_is_no_peer_s() -> None:
              "{'loss': 'nan', 'grad_norm': 'nan', 'epoch': '1'}",
              "rank 3: {'loss': nan, 'grad_norm': 0.5}"]  # fmt: skip
     assert bad(read_all(lines)) == [(2, ["grad_norm", "loss"]), (3, ["loss"])]
+
+
+def test_keras_terminate_on_nan_is_the_loss_at_its_batch() -> None:
+    """Keras' TerminateOnNaN (keras/src/callbacks/terminate_on_nan.py) prints
+    `f"Batch {batch}: Invalid loss, terminating training"` and the run ends quietly: the loss
+    was NaN or inf. MindSpore's LossMonitor raises the same words as a ValueError: an
+    exception, the failure reader's."""
+    lines = [" 12/100 [==>...........................] - ETA: 10s - loss: 0.5123",
+             f"Batch {11}: Invalid loss, terminating training"]  # fmt: skip
+    # (a bar of finite values holds no marker the scanner shows: the order of lines numbers it)
+    assert [keys for _, keys in bad(read_all(lines))] == [["loss"]]
+    assert bad(scanned(lines)) == bad(read_all(lines))
+    # glued to the bar's refresh (corpus2/dev, Mobilenet-ssd-keras#21): the bar's loss is no
+    # record of `Batch 3`
+    glued = ("  3/234 [..............................] - ETA: 33:37:24 - loss: 44.4110Batch 3: "
+             "Invalid loss, terminating training")  # fmt: skip
+    assert bad(read_all([glued])) == [(3, ["loss"])]
+    raised = "ValueError: epoch: 1 step: 100. Invalid loss, terminating training."
+    assert bad(read_all([raised])) == []
+
+
+@pytest.mark.parametrize("nan", ["-nan", "-nan(ind)", "nan(snan)"])
+def test_darknet_s_values_before_their_names(nan: str) -> None:
+    """darknet's detector (AlexeyAB/darknet src/detector.c: `printf("\\n %d: %f, %f avg loss,
+    %f rate, %lf seconds, %d images, %f hours left\\n", ...)`): each value before its name;
+    C's printf writes NaN as `-nan` (glibc) or `-nan(ind)` (MSVC)."""
+    line = (f" 1234: {nan}, {nan} avg loss, 0.001000 rate, 3.200000 seconds, 78976 images, "
+            "10.5 hours left")  # fmt: skip
+    assert bad(read_all(["", line])) == [(1234, ["avg loss"])]
+    assert bad(scanned(["", line])) == [(1234, ["avg loss"])]
+    healthy = " 1234: 0.512, 0.611 avg loss, 0.001000 rate, 3.2 seconds, 78976 images"
+    assert bad(read_all([healthy])) == []
