@@ -231,14 +231,15 @@ class LineParser:
         found = self._aborts(found, timeout is not None, src)
         declared = self.waits.read(line, rank)
         found += self._parse(line, src, source)
+        self.waits.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if advanced and not declared:
             declared = self.waits.progressed()  # the job went on: its waits ended
         for kind, fields in declared:
-            if kind == "inference.stats":  # an engine's watchdog: which engine is the line's
-                fields["server"] = self._server("sglang", src)
+            if kind == "inference.stats":  # an engine's own wait: which engine is the line's
+                fields["server"] = self._server(fields.pop("engine"), src)
         found += declared
         if src is not None:
             for _, fields in found:

@@ -43,6 +43,16 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   the dump shows the process (a thread of py-spy's, a timeout dump of faulthandler's): a dump
   names processes, not ranks.
 
+- vLLM's shared-memory message queue (vllm/distributed/device_communicators/shm_broadcast.py,
+  `acquire_write` / `acquire_read`, 0.5 on; at DEBUG to 0.9, at INFO since, with "This
+  typically happens when some processes are hanging or doing some time-consuming work (e.g.
+  compilation)"): "No available shared memory broadcast block found in N seconds", the k-th
+  time after k * N seconds (VLLM_RINGBUFFER_WARNING_INTERVAL, 60) of one wait of the engine
+  for its workers or theirs for it. At start-up it is compilation's or a profile run's; once
+  the engine serves -- an offline `Processed prompts` bar short of its total, or stats with
+  requests running -- its workers stopped answering a batch: read as the engine's snapshot,
+  the pending requests running (one where nothing says), no tokens, stalled for k * N s.
+
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
 events carry `waited` (seconds the line shows), not `since`: the time of a line is its
@@ -60,6 +70,11 @@ from typing import Any
 
 Found = tuple[str, dict[str, Any]]
 
+#: vLLM's message queue's words for a wait on its peers (`shm_broadcast.py`)
+SHM = "No available shared memory broadcast block found"
+_SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
+#: the bar of vLLM's offline `LLM.generate` (entrypoints/llm.py `_run_engine`)
+SERVING_BAR = "Processed prompts"
 #: CPython's words before faulthandler's dump of a crash (no wait: a death, the catalogue's)
 _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
@@ -68,7 +83,7 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
-           "store-based barrier", "Watchdog timeout (", "batch_size()=",
+           "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -129,6 +144,10 @@ class Waits:
         self._timeouts = 0  # faulthandler's timeout dumps seen: each is one process's
         self._timeout: float | None = None  # the timeout of faulthandler's dump being read
         self._dumped: dict[str, int] = {}  # a dumped process -> the rank it stands for
+        #: requests an engine was seen serving (an offline bar's pending prompts, the running
+        #: requests of its stats), 0 before it serves: vLLM's queue waits count from then
+        self._serving = 0
+        self._shm = 0  # vLLM's queue's warnings since the last progress
 
     @property
     def following(self) -> bool:
@@ -153,6 +172,8 @@ class Waits:
             return self._store_barrier(line)
         if "Watchdog timeout (" in line or "batch_size()=" in line:
             return self._sglang(line)
+        if SHM in line:
+            return self._vllm_queue(line)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))
@@ -178,12 +199,22 @@ class Waits:
         console that ends inside one ended in its hang (`runwatch diagnose`)."""
         return max(self._since.values()) if self._since else None
 
+    def saw(self, found: list[Found]) -> None:
+        """What the line's other readers found: an engine serving requests (`_vllm_queue`)."""
+        for kind, fields in found:
+            if kind == "progress" and fields.get("name") == SERVING_BAR:
+                total = fields.get("total")
+                self._serving = max(total - fields["n"], 0) if total else 1
+            elif kind == "inference.stats" and "stalled_since" not in fields:
+                self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
+
     def progressed(self) -> list[Found]:
         """The console went on (a step, a bar's advance): its waits ended."""
         self._warnings = 0
         self._named = {}
         self._barrier.clear()
         self._timeout = None
+        self._shm = 0
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
@@ -276,7 +307,18 @@ class Waits:
         if (m := _WATCHDOG.search(line)) is None:
             return []
         stats = {"running": max(self._batch or 1, 1), "waiting": 0, "gen_tokens_per_s": 0.0,
-                 "prompt_tokens_per_s": 0.0, "waited": float(m.group("t"))}  # fmt: skip
+                 "prompt_tokens_per_s": 0.0, "waited": float(m.group("t")),
+                 "engine": "sglang"}  # fmt: skip
+        return [("inference.stats", stats)]
+
+    def _vllm_queue(self, line: str) -> list[Found]:
+        m = _SHM_WAIT.search(line)
+        if m is None or not self._serving:
+            return []  # at start-up: compilation, a profile run
+        self._shm += 1
+        stats = {"running": self._serving, "waiting": 0, "gen_tokens_per_s": 0.0,
+                 "prompt_tokens_per_s": 0.0, "waited": float(m.group("n")) * self._shm,
+                 "engine": "vllm"}  # fmt: skip
         return [("inference.stats", stats)]
 
     def _ended(self) -> list[Found]:

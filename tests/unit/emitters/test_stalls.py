@@ -335,3 +335,58 @@ def test_watch_s_scanner_reads_a_stack_dump_as_every_line_read() -> None:
     scanner = LineScanner(LineParser())
     found = scanner.feed(text.encode()) + scanner.finish()
     assert [f for k, f in found if k == "rank.status"] == statuses(text)
+
+
+#: https://github.com/vllm-project/vllm-ascend/issues/3717 (corpus13's development excerpt):
+#: offline generation, its bar at 0/4, then the engine core's queue waiting minute by minute
+SHM_BAR = (
+    "Processed prompts:   0%|          | 0/4 [00:00<?, ?it/s, est. speed input: 0.00 toks/s, "
+    "output: 0.00 toks/s]\n"
+)
+SHM_WAIT = (
+    "(EngineCore_DP0 pid=323240) INFO 12-09 11:{m:02d}:53 [shm_broadcast.py:466] No available "
+    "shared memory broadcast block found in 60 seconds. This typically happens when some "
+    "processes are hanging or doing some time-consuming work (e.g. compilation).\n"
+)
+#: https://github.com/OpenPipe/ART/issues/201 (corpus4's development excerpt): the same wait at
+#: DEBUG (vLLM to 0.9, its older wording), nothing served before it
+SHM_START = (
+    "DEBUG 07-04 17:35:10 [shm_broadcast.py:456] No available shared memory broadcast block "
+    "found in 60 second.\n"
+)
+#: vLLM's stats line (v1/metrics/loggers.py's format, rendered): an idle engine
+IDLE = (
+    "INFO 12-09 11:24:00 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+    "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache "
+    "usage: 0.0%, Prefix cache hit rate: 0.0%\n"
+)
+
+
+def engine_waits(text: str) -> list[tuple[int, float]]:
+    parser = LineParser()
+    found: list[Found] = []
+    for line in text.splitlines():
+        found += parser.parse(line)
+    stats = [f for k, f in found if k == "inference.stats" and "waited" in f]
+    return [(f["running"], f["waited"]) for f in stats]
+
+
+def test_vllm_s_queue_waiting_while_it_serves_is_an_engine_stalled_that_long(
+    tmp_path: Path,
+) -> None:
+    """The k-th warning shows k minutes of one wait; the requests pending are the bar's. Three
+    minutes of it is inference_stalled's 180 s."""
+    waits = "".join(SHM_WAIT.format(m=m) for m in (25, 26, 27))
+    assert engine_waits(SHM_BAR + waits) == [(4, 60.0), (4, 120.0), (4, 180.0)]
+    assert fired(tmp_path, SHM_BAR + waits) == ["inference_stalled"]
+    assert fired(tmp_path, SHM_BAR + waits[: len(waits) * 2 // 3]) == []  # two minutes
+
+
+def test_vllm_s_queue_waiting_before_it_serves_or_while_idle_is_no_stall() -> None:
+    """At start-up the same words are compilation's or a profile run's; an idle engine's workers
+    wait for work. The bar's advance ends a wait: the count starts again."""
+    assert engine_waits(SHM_START * 4) == []
+    assert engine_waits(IDLE + SHM_WAIT.format(m=25) * 4) == []
+    advanced = SHM_BAR.replace("0/4", "1/4").replace("  0%", " 25%")
+    found = engine_waits(SHM_BAR + SHM_WAIT.format(m=25) + advanced + SHM_WAIT.format(m=27))
+    assert found == [(4, 60.0), (3, 60.0)]
