@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus16/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus17/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -358,3 +358,22 @@ def test_the_sixteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None
     assert _count(entries, "non_finite_metric") >= 4
     assert _count(entries, "ranks_stalled") >= 1
     assert len(PARTS["corpus16"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_seventeenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Sixty or more excerpts from fifteen or more trainers, engines and launchers (torch
+    distributed, vLLM V0/V1 and vllm-ascend, verl and EasyR1, TRL, ms-swift, SkyRL, RLinf, Ray,
+    SGLang, DeepSpeed, Megatron, NeMo Automodel, Lightning, Horovod, SLURM, Open MPI, NCCL,
+    TensorFlow, Keras, JAX, Paddle, fairseq, mmdet), in wordings the earlier corpora have few of,
+    about two thirds failures whose signal is in the text and a third healthy controls, many of
+    them traps (start-ups, survived warnings, finite losses before a NaN the text lacks, null in
+    a JSON log, huge but finite gradients)."""
+    entries = _entries("corpus17")
+    assert 60 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 15
+    assert 18 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 30
+    assert _count(entries, "collective_timeout") >= 3
+    assert _count(entries, "non_finite_metric") >= 4
+    assert _count(entries, "ranks_stalled") >= 2
+    assert len(PARTS["corpus17"]["heldout"]) * 3 >= len(entries) - 3
