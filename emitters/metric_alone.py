@@ -86,6 +86,27 @@ def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     return bool(_LONE_BEFORE.match(text[: m.start()]) and _LONE_AFTER.match(text[m.end() :]))
 
 
+#: one item of a dict printed an item a line, as JSON (`json.dumps(metrics, indent=2)`:
+#: `  "loss": NaN,`) or rich's pretty printer draws it (`│   'loss': nan,`, its indent guide
+#: a `|` here): a quoted key, its value, a comma at most
+_DICT_ITEM = re.compile(r"""^[\s|]*(?:'[^'\n]{1,100}'|"[^"\n]{1,100}")\s*:\s*\S+?,?\s*$""")
+
+
+def dict_item(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
+    """Whether a line is one item of a dict printed an item a line (`_DICT_ITEM`) whose value
+    is not finite and no limit's: the metric of the step the console is at (a dict of
+    settings printed so holds words: its `inf` is a limit's, `limit`)."""
+    if len(found) != 1 or len(metrics) != 1 or not found[0].quoted:
+        return False
+    pair = found[0]
+    return (
+        not math.isfinite(pair.value)
+        and not limit(pair.key)
+        and step_key(pair.key) is None
+        and _DICT_ITEM.match(text) is not None
+    )
+
+
 _ROW_BEFORE = re.compile(r"^[^A-Za-z]*$")  # a timestamp, a rule, nothing
 #: the marks a pretty printer puts before each `key: value` line of a list of results, as a
 #: table's `|` before a row: NeMo-RL's `  • Loss: 0.0123` lines under `📊 Training Results:`

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from runwatch.emitters.metric_alone import (
     at_step,
+    dict_item,
     invalid_stop,
     lone,
     printed_tensor,
@@ -303,7 +304,11 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         return Record(metrics, named if named is not None else step, skipped, found, coarse)
     if sum(p.quoted for p in found) >= 2:
         return Record(metrics, None, skipped, found)
-    if unnumbered(text, found, metrics) or lone(text, found, metrics):
+    if (
+        unnumbered(text, found, metrics)
+        or lone(text, found, metrics)
+        or dict_item(text, found, metrics)
+    ):
         return Record(metrics, None, skipped, found)
     return None
 

@@ -149,3 +149,35 @@ def test_darknet_s_values_before_their_names(nan: str) -> None:
     assert bad(scanned(["", line])) == [(1234, ["avg loss"])]
     healthy = " 1234: 0.512, 0.611 avg loss, 0.001000 rate, 3.2 seconds, 78976 images"
     assert bad(read_all([healthy])) == []
+
+
+def _pretty(data: dict[str, Any], guides: bool) -> list[str]:
+    """rich's pretty printer (`console.print(dict)`; `Pretty(indent_guides=True)`) on a
+    narrow terminal: an item a line, `{` and `}` alone."""
+    import io
+
+    from rich.console import Console
+    from rich.pretty import Pretty
+
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    console.print(Pretty(data, indent_guides=guides))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(out).splitlines()
+
+
+@pytest.mark.parametrize(
+    "render",
+    [lambda d: json.dumps(d, indent=2).splitlines(), lambda d: _pretty(d, True),
+     lambda d: _pretty(d, False)],
+    ids=["json-indent", "rich-guides", "rich"],
+)  # fmt: skip
+def test_a_dict_printed_an_item_a_line_with_its_brace_alone(render: Any) -> None:
+    metrics = {"actor/pg_loss": NAN, "actor/grad_norm": NAN, "critic/score/mean": 0.1}
+    lines = ["step 12 | loss: 0.51 | reward: 0.30", "Saving checkpoint at global_step=13",
+             *render(metrics)]  # fmt: skip
+    assert bad(read_all(lines))[:1] == [(13, ["actor/pg_loss"])]
+    assert bad(scanned(lines))[:1] == [(13, ["actor/pg_loss"])]
+    healthy = {"actor/pg_loss": 0.01, "critic/score/mean": 0.1}
+    assert bad(read_all(render(healthy))) == []
+    settings = {"max_grad_norm": math.inf, "clip_ratio": 0.2, "lr": 1e-6}
+    assert bad(read_all(render(settings))) == []
