@@ -148,6 +148,8 @@ class Waits:
         #: requests of its stats), 0 before it serves: vLLM's queue waits count from then
         self._serving = 0
         self._shm = 0  # vLLM's queue's warnings since the last progress
+        self._engine_since: float | None = None  # an engine's open wait began (`since`)
+        self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
 
     @property
     def following(self) -> bool:
@@ -199,6 +201,12 @@ class Waits:
         console that ends inside one ended in its hang (`runwatch diagnose`)."""
         return max(self._since.values()) if self._since else None
 
+    @property
+    def engine_hung_since(self) -> float | None:
+        """When an engine's wait that it declared and nothing ended since began (SGLang's
+        watchdog, vLLM's queue: `stalled_since`), or None: as `hung_since`, for an engine."""
+        return self._engine_since
+
     def saw(self, found: list[Found]) -> None:
         """What the line's other readers found: an engine serving requests (`_vllm_queue`)."""
         for kind, fields in found:
@@ -207,6 +215,7 @@ class Waits:
                 self._serving = max(total - fields["n"], 0) if total else 1
             elif kind == "inference.stats" and "stalled_since" not in fields:
                 self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
+                self._engine_since = None  # it reports again: the rule judges what it says
 
     def progressed(self) -> list[Found]:
         """The console went on (a step, a bar's advance): its waits ended."""
@@ -215,6 +224,7 @@ class Waits:
         self._barrier.clear()
         self._timeout = None
         self._shm = 0
+        self._engine_since = None
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
@@ -224,7 +234,11 @@ class Waits:
         if waited is None:
             return fields
         if "rank" not in fields:
-            fields["stalled_since"] = at - waited
+            start = at - waited
+            fields["stalled_since"] = start
+            if self._engine_open:  # (SGLang's watchdog kills its server: no open wait)
+                known = self._engine_since
+                self._engine_since = start if known is None else min(known, start)
             return fields
         key = (fields["rank"], fields["phase"])
         start = at - waited
@@ -306,6 +320,7 @@ class Waits:
             return []
         if (m := _WATCHDOG.search(line)) is None:
             return []
+        self._engine_open = False  # the watchdog kills the server after it
         stats = {"running": max(self._batch or 1, 1), "waiting": 0, "gen_tokens_per_s": 0.0,
                  "prompt_tokens_per_s": 0.0, "waited": float(m.group("t")),
                  "engine": "sglang"}  # fmt: skip
@@ -316,6 +331,7 @@ class Waits:
         if m is None or not self._serving:
             return []  # at start-up: compilation, a profile run
         self._shm += 1
+        self._engine_open = True
         stats = {"running": self._serving, "waiting": 0, "gen_tokens_per_s": 0.0,
                  "prompt_tokens_per_s": 0.0, "waited": float(m.group("n")) * self._shm,
                  "engine": "vllm"}  # fmt: skip

@@ -17,8 +17,9 @@ Time comes from the lines themselves:
   started (the latest timestamp in its file when it showed n = 0) plus their elapsed time;
 - any other line takes the latest time seen in its file.
 The logs' end is not always when what they show ended: a log that ends inside a wait its
-framework declared (Horovod's stall inspector, torch's store-based barrier) and that nothing
-after it ended ended in its hang, and time runs on past it to where ranks_stalled decides it
+framework declared (Horovod's stall inspector, torch's store-based barrier, a dump of ranks in
+a collective, an engine's watchdog or message queue) and that nothing after it ended ended in
+its hang, and time runs on past it to where ranks_stalled or inference_stalled decides it
 (`hang_window`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
@@ -238,6 +239,8 @@ class FileRead:
     #: the file ended inside a wait its framework declared (`stalls.Waits.hung_since`): when
     #: its ranks last changed phase
     hung_since: float | None = None
+    #: ... or inside an engine's own (`stalls.Waits.engine_hung_since`): when it began
+    engine_hung_since: float | None = None
 
 
 def read(
@@ -340,7 +343,9 @@ def read(
         if len(notes) < NOTES:
             notes.append((f"{path.name}:{number}", why, ""))
     after = len(trailing) if now is not None else 0
-    return FileRead(out, latest, untimed, placed_at, after, now, notes, parser.waits.hung_since)
+    waits = parser.waits
+    return FileRead(out, latest, untimed, placed_at, after, now, notes, waits.hung_since,
+                    waits.engine_hung_since)  # fmt: skip
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
@@ -382,6 +387,7 @@ def diagnose(
     events: list[Timed] = []
     end = float("-inf")
     hung: float | None = None  # the latest start of a declared wait a file ended in
+    engine_hung: float | None = None  # ... of an engine's
     untimed: list[tuple[Path, int, float | None]] = []
     after_last: list[tuple[Path, int, float]] = []
     notes: list[tuple[str, str, str]] = []
@@ -397,6 +403,8 @@ def diagnose(
         notes += got.notes
         if got.hung_since is not None:
             hung = max(hung or got.hung_since, got.hung_since)
+        if got.engine_hung_since is not None:
+            engine_hung = max(engine_hung or got.engine_hung_since, got.engine_hung_since)
     events += step_events(events)
     events.sort(key=lambda e: e.ts)
     result = Diagnosis(events=events, untimed=untimed, after_last=after_last, notes=notes)
@@ -419,9 +427,12 @@ def diagnose(
         _timeline(rows, e, engine.runs[run].state)
     # what held at the end of the logs fires; rules that gather what several processes say
     # (collective_timeout's `settle`) get their window after it, and a wait the logs end in
-    # runs on to where ranks_stalled decides it (`hang_window`)
+    # runs on to where ranks_stalled or inference_stalled decides it (`hang_window`)
     until = result.last + gather_window(engine.config)
-    result.alerts += engine.advance(max(until, hang_window(engine.config, hung)))
+    rules = engine.config
+    ranks = hang_window(rules, "ranks_stalled", "timeout", hung)
+    engines = hang_window(rules, "inference_stalled", "stalled_for", engine_hung)
+    result.alerts += engine.advance(max(until, ranks, engines))
     state = engine.runs[run].state if run in engine.runs else None
     result.steps = [rows[k] for k in sorted(rows)]
     inference_seen = any(e.kind == "inference.stats" for e in events)
@@ -441,18 +452,19 @@ def gather_window(config: RulesConfig) -> float:
     return float(settle)
 
 
-def hang_window(config: RulesConfig, hung: float | None) -> float:
+def hang_window(config: RulesConfig, rule_id: str, param: str, hung: float | None) -> float:
     """Where time runs to when a log ends inside a wait its framework declared (Horovod's
-    stall inspector, torch's store-based barrier: `stalls.Waits`) that nothing after it
-    ended -- no progress, no barrier's completion, no failure: the job hung there, for a job
-    that went on would have printed the wait's end. The log cannot say for how long it hung
-    after its last line, and it says it never stopped hanging: time runs to just past when
-    ranks_stalled's `timeout` after the ranks' last change of phase (`hung`) ends, and the
-    rule decides. -inf when no log ended so."""
-    rule = config.by_id().get("ranks_stalled")
+    stall inspector, torch's store-based barrier, a stack dump of ranks in a collective; an
+    engine's watchdog or message queue: `stalls.Waits`) that nothing after it ended -- no
+    progress, no barrier's completion, no failure: the job hung there, for a job that went on
+    would have printed the wait's end. The log cannot say for how long it hung after its last
+    line, and it says it never stopped hanging: time runs to just past where the rule's limit
+    (`param` of `rule_id`: ranks_stalled's `timeout`, inference_stalled's `stalled_for`) after
+    the wait began (`hung`) ends, and the rule decides. -inf when no log ended so."""
+    rule = config.by_id().get(rule_id)
     if hung is None or rule is None:
         return float("-inf")
-    return hung + float(getattr(rule.params, "timeout", 0.0)) + UNTIMED_STEP
+    return hung + float(getattr(rule.params, param, 0.0)) + UNTIMED_STEP
 
 
 def _timeline(rows: dict[int, StepRow], e: Timed, state: Any) -> None:
