@@ -96,8 +96,8 @@ def pairs(text: str) -> list[Pair]:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
         elif pk:
             key, said = _sentence_key(key)
-            if not key:
-                continue
+            if not key or key.lower() in _FUNCTION_WORDS:
+                continue  # `Epoch 1 of 100`: a total, no metric named `of`
         if (
             text[m.end() : m.end() + 1] == ":"
             and text[m.end() + 1 :].strip()
@@ -119,6 +119,8 @@ def pairs(text: str) -> list[Pair]:
 
 
 _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
+#: a preposition or a conjunction alone before a number names nothing (`1 of 100`, `up to 5`)
+_FUNCTION_WORDS = frozenset({"of", "to", "from", "in", "at", "by", "per", "and", "or", "than"})
 _VERBS = frozenset({"is", "was", "are", "were"})
 
 

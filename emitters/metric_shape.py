@@ -114,7 +114,8 @@ _LEAD_COUNT = re.compile(
 #: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
 _HEADER = re.compile(
     r"(?i)^[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
-    r"(\d{1,18})(?:\s*/\s*\d+)?[\s\-=#*|:.\]]*$"
+    r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
+    r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
@@ -134,8 +135,8 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
-MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "nan", "NaN", "NAN", "inf",
-           "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
+MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
+           "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
            "Skipping step", "*** ", " not finite", "nvalid loss")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric

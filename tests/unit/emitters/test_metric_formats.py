@@ -181,3 +181,31 @@ def test_a_dict_printed_an_item_a_line_with_its_brace_alone(render: Any) -> None
     assert bad(read_all(render(healthy))) == []
     settings = {"max_grad_norm": math.inf, "clip_ratio": 0.2, "lr": 1e-6}
     assert bad(read_all(render(settings))) == []
+
+
+def _fastprogress(rows: list[list[str]]) -> list[str]:
+    """fastprogress' ConsoleMasterBar.write(line, table=True) (fastai's console table): names
+    padded to 8, two spaces apart; each row's cells padded to their names' widths."""
+    names = [n + " " * (8 - len(n)) if len(n) < 8 else n for n in rows[0]]
+    out = ["  ".join(names)]
+    for row in rows[1:]:
+        out.append(
+            "".join(t + " " * (2 + len(n) - len(t)) for t, n in zip(row, names, strict=True))
+        )
+    return out
+
+
+def test_a_header_that_times_its_epoch_and_an_epoch_column_in_lowercase() -> None:
+    """Lasagne's mnist example, copied into many scripts (`print("Epoch {} of {} took
+    {:.3f}s".format(...))`, then `print("  training loss:\\t\\t{:.6f}".format(...))`); fastai's
+    console table under a lowercase `epoch` column."""
+    lasagne = [f"Epoch {1} of {100} took {10.512:.3f}s", f"  training loss:\t\t{NAN:.6f}",
+               f"  validation loss:\t\t{NAN:.6f}",
+               f"  validation accuracy:\t\t{10.0:.2f} %"]  # fmt: skip
+    assert bad(read_all(lasagne))[:1] == [(1, ["training loss", "validation loss"])]
+    assert bad(scanned(lasagne))[:1] == bad(read_all(lasagne))[:1]
+    fastai = _fastprogress([["epoch", "train_loss", "valid_loss", "accuracy", "time"],
+                            ["0", f"{0.5:.6f}", f"{0.4:.6f}", f"{0.9:.6f}", "00:10"],
+                            ["1", f"{NAN:.6f}", f"{NAN:.6f}", f"{0.1:.6f}", "00:10"]])  # fmt: skip
+    assert bad(read_all(fastai)) == [(1, ["train_loss", "valid_loss"])]
+    assert bad(scanned(fastai)) == [(1, ["train_loss", "valid_loss"])]
