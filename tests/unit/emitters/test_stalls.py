@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
@@ -87,12 +88,17 @@ BARRIER_47 = (
 )
 
 
-def statuses(text: str) -> list[dict[str, object]]:
+def read(text: str, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind a console's lines give, in order."""
     parser = LineParser()
     found: list[Found] = []
     for line in text.splitlines():
         found += parser.parse(line)
-    return [f for k, f in found if k == "rank.status"]
+    return [f for k, f in found if k == kind]
+
+
+def statuses(text: str) -> list[dict[str, Any]]:
+    return read(text, "rank.status")
 
 
 def fired(tmp_path: Path, text: str) -> list[str]:
@@ -363,12 +369,7 @@ IDLE = (
 
 
 def engine_waits(text: str) -> list[tuple[int, float]]:
-    parser = LineParser()
-    found: list[Found] = []
-    for line in text.splitlines():
-        found += parser.parse(line)
-    stats = [f for k, f in found if k == "inference.stats" and "waited" in f]
-    return [(f["running"], f["waited"]) for f in stats]
+    return [(f["running"], f["waited"]) for f in read(text, "inference.stats") if "waited" in f]
 
 
 def test_vllm_s_queue_waiting_while_it_serves_is_an_engine_stalled_that_long(
