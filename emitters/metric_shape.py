@@ -117,6 +117,8 @@ _HEADER = re.compile(
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
+#: a counter after `at`, as a pair's key (`loss: nan at step 100`)
+_AT_STEP_KEYS = frozenset(f"at {w}" for w in ("step", "iteration", "iter", "global step", "update"))
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
 _SKIPPED = re.compile(r"skipped iter", re.I)
 #: a best-so-far starts at inf before anything is measured (`best_val_loss: inf`), and a
@@ -184,6 +186,11 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None
+    for i, pair in enumerate(found[1:], 1):
+        # the step the values before it are at (`loss: nan at step 100`): a counter after
+        # `at`, which elsewhere is prose about a step (`resumed at step 5`, `_NOT_STEP`)
+        if pair.key.lower() in _AT_STEP_KEYS and pair.value.is_integer() and pair.value >= 0:
+            return int(pair.value), i
     for i, pair in enumerate(found):
         # a position out of a total under any name (`Training  [ 40/5000000]`, `Batch 0/4000`):
         # the count the line is at, finer than an epoch

@@ -209,3 +209,13 @@ def test_a_header_that_times_its_epoch_and_an_epoch_column_in_lowercase() -> Non
                             ["1", f"{NAN:.6f}", f"{NAN:.6f}", f"{0.1:.6f}", "00:10"]])  # fmt: skip
     assert bad(read_all(fastai)) == [(1, ["train_loss", "valid_loss"])]
     assert bad(scanned(fastai)) == [(1, ["train_loss", "valid_loss"])]
+
+
+def test_the_step_a_value_is_at_after_it() -> None:
+    """`{key}: {value} at step {n}`: the counter after `at` is the step of the values before
+    it; `at` before the values is prose (`resumed at step 5`)."""
+    assert bad(read_all([f"loss: {NAN} at step {100}"])) == [(100, ["loss"])]
+    assert bad(read_all([f"loss: {NAN}, acc: {0.1} at iteration {7}"])) == [(7, ["loss"])]
+    assert [s for s, _ in bad(read_all(["step 3 | loss 0.5", "resumed at step 5: loss nan"]))] != [
+        5
+    ]
