@@ -216,6 +216,4 @@ def test_the_step_a_value_is_at_after_it() -> None:
     it; `at` before the values is prose (`resumed at step 5`)."""
     assert bad(read_all([f"loss: {NAN} at step {100}"])) == [(100, ["loss"])]
     assert bad(read_all([f"loss: {NAN}, acc: {0.1} at iteration {7}"])) == [(7, ["loss"])]
-    assert [s for s, _ in bad(read_all(["step 3 | loss 0.5", "resumed at step 5: loss nan"]))] != [
-        5
-    ]
+    assert bad(read_all(["step 3 | loss 0.5", "resumed at step 5: loss nan"])) == []
