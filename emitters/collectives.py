@@ -184,6 +184,19 @@ def parse(line: str, rank: int | None = None) -> Found | None:
     return ("collective.timeout", fields)
 
 
+#: how many lines after `SOME_FAILED` may say which way the collectives failed: torch logs
+#: "To avoid data inconsistency, we are taking the entire process down." after it, then the
+#: watchdog's exception (2.x: "Process group watchdog thread terminated with exception: ...";
+#: 1.x: "terminate called after throwing ... what(): ..."), other ranks' lines between
+SOME_FAILED_SAYS = 4
+
+
+def failed_otherwise(line: str) -> bool:
+    """Whether a line says the collectives failed of an NCCL error, not a timeout (the
+    watchdog's exception after `SOME_FAILED`): the error is the catalogue's, no timeout."""
+    return _NCCL_ERROR.search(line) is not None and "collective operation timeout" not in line
+
+
 def unnamed(fields: dict[str, Any]) -> bool:
     """Whether a `collective.timeout`'s line named no collective, no timeout and no work: only
     that some failed (`SOME_FAILED`)."""

@@ -99,6 +99,9 @@ class LineParser:
         #: timeout -- the watchdog's abort, which `collective_timeout` reports
         self._abort: tuple[Found, dict[str, Any] | None] | None = None  # (it, its Ray worker)
         self._timed_out = False  # a collective timed out in this output
+        #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
+        #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
+        self._some: tuple[Found, dict[str, Any] | None, int] | None = None
         self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
@@ -112,6 +115,7 @@ class LineParser:
             or self.failures.reading
             or self.metrics.following
             or self._abort is not None
+            or self._some is not None
             or self.waits.following
         )
 
@@ -168,6 +172,9 @@ class LineParser:
         out: list[Found] = []
         if (held := self.wrapped.flush()) is not None:
             out += self._read(held)[1]
+        if self._some is not None:
+            out.append(self._released((self._some[0], self._some[1])))
+            self._some, self._timed_out = None, True
         if self._abort is not None:
             out.append(self._released(self._abort))
             self._abort = None
@@ -223,6 +230,10 @@ class LineParser:
             timeout = collectives.parse(line, rank)
             if timeout is not None and self._timed_out and collectives.unnamed(timeout[1]):
                 timeout = None  # `SOME_FAILED` after a line that said which collective
+        timeout, released = self._some_failed(timeout, line, src)
+        if released is not None:
+            found.append(released)
+            self._timed_out = True
         if timeout is not None:
             found.append(timeout)
             self._timed_out = True
@@ -245,6 +256,26 @@ class LineParser:
             for _, fields in found:
                 fields["src"] = src
         return found
+
+    def _some_failed(
+        self, timeout: Found | None, line: str, src: dict[str, Any] | None
+    ) -> tuple[Found | None, Found | None]:
+        """torch's `SOME_FAILED` says the collectives failed or timed out; the watchdog's
+        lines after it say which: held while they may (`collectives.SOME_FAILED_SAYS`),
+        dropped when one says an NCCL error or names the timed-out collective itself, given
+        out -- a timeout whose cause the paste cut -- when none did (or at the output's end,
+        or its going quiet). Returns (this line's timeout, the held one given out)."""
+        held, self._some = self._some, None
+        if held is None:
+            if timeout is not None and collectives.unnamed(timeout[1]):
+                self._some, timeout = (timeout, src, 0), None
+            return timeout, None
+        if timeout is not None or collectives.failed_otherwise(line):
+            return timeout, None  # named in its place, or no timeout
+        if held[2] + 1 < collectives.SOME_FAILED_SAYS:
+            self._some = (held[0], held[1], held[2] + 1)
+            return None, None
+        return None, self._released((held[0], held[1]))
 
     def _aborts(
         self, found: list[Found], timed_out: bool, src: dict[str, Any] | None

@@ -181,6 +181,36 @@ def test_some_nccl_operations_failed_with_an_nccl_error_on_its_line_is_no_timeou
     assert "collective.timeout" in kinds(read_all([some]))
 
 
+#: LlamaFactory#6849 (corpus15's development part): rank 5's watchdog after NCCL's proxy failed
+LLAMAFACTORY_6849 = [
+    "[rank5]:[E207 19:37:09.983540349 ProcessGroupNCCL.cpp:681] [Rank 5] Some NCCL operations "
+    "have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU "
+    "operations might run on corrupted/incomplete data.",
+    "[rank5]:[E207 19:37:09.983555114 ProcessGroupNCCL.cpp:695] [Rank 5] To avoid data "
+    "inconsistency, we are taking the entire process down.",
+    "[rank5]:[E207 19:37:09.983600771 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) "
+    "Rank 5] Process group watchdog thread terminated with exception: NCCL error: remote "
+    "process exited or there was a network error, NCCL version 2.21.5",
+    "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+    "exiting prematurely.",
+]
+
+
+def test_some_nccl_operations_failed_then_the_watchdog_s_nccl_error_is_no_timeout() -> None:
+    """The watchdog's exception a few lines after `Some NCCL operations have failed or timed
+    out` says which: an NCCL error (the catalogue's failure), no timed-out collective. With
+    those lines cut from the paste, or other lines after it, it stays the rank's timeout."""
+    assert "collective.timeout" not in kinds(read_all(LLAMAFACTORY_6849))
+    assert "component.failed" in kinds(read_all(LLAMAFACTORY_6849))
+    fields = only(read_all(LLAMAFACTORY_6849[:2]), "collective.timeout")
+    assert (fields["rank"], fields["group_rank"]) == (5, 5)
+    others = [f"[rank5]:step {n} loss 1.0" for n in range(1, 6)]
+    assert "collective.timeout" in kinds(read_all([LLAMAFACTORY_6849[0], *others]))
+    scanner = LineScanner(LineParser())
+    scanned = scanner.feed("\n".join(LLAMAFACTORY_6849).encode() + b"\n") + scanner.finish()
+    assert "collective.timeout" not in [k for k, _ in scanned + scanner.parser.finish()]
+
+
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
     """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
     its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
