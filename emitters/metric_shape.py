@@ -111,9 +111,11 @@ _LEAD_COUNT = re.compile(
     r"^[\s>]*(?:\d+\s+)*\[?\s*(\d{1,18})(?:\s*/\s*\d{1,18})?\s*\]?\s*[|:,\-]?\s*$"
 )
 #: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
-#: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`)
+#: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`), after a
+#: timestamp and an INFO level at most (nnU-Net's `2023-08-09 14:55:25.642011: Epoch 0`)
 _HEADER = re.compile(
-    r"(?i)^[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
+    r"(?i)^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?[\s:|\-]+(?:(?:INFO|DEBUG)\b[\s:|\-\]]*)?)?"
+    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )

@@ -217,3 +217,20 @@ def test_the_step_a_value_is_at_after_it() -> None:
     assert bad(read_all([f"loss: {NAN} at step {100}"])) == [(100, ["loss"])]
     assert bad(read_all([f"loss: {NAN}, acc: {0.1} at iteration {7}"])) == [(7, ["loss"])]
     assert bad(read_all(["step 3 | loss 0.5", "resumed at step 5: loss nan"])) == []
+
+
+def test_a_header_after_a_timestamp_numbers_the_lines_under_it() -> None:
+    """nnU-Net v2's `print_to_log_file` writes `f"{datetime.now()}: {' '.join(args)}"`
+    (nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py): `Epoch 0`, then `train_loss nan` and
+    `val_loss nan` on lines of their own (corpus6/dev labels them epoch 0's); a logging
+    record's INFO level before a header too."""
+    import datetime
+
+    stamp = str(datetime.datetime(2023, 8, 9, 14, 55, 25, 642011))
+    lines = [f"{stamp}: Epoch {0}", f"{stamp}: Current learning rate: {0.01}",
+             f"{stamp}: train_loss {NAN}", f"{stamp}: val_loss {NAN}",
+             f"{stamp}: Epoch time: {1345.72} s", f"{stamp}: ", f"{stamp}: Epoch {1}"]  # fmt: skip
+    assert bad(read_all(lines))[:1] == [(0, ["train_loss", "val_loss"])]
+    assert bad(scanned(lines))[:1] == [(0, ["train_loss", "val_loss"])]
+    logged = ["2024-01-01 10:00:00,123 - INFO - Iteration 7", "  loss: nan", "  acc: 0.5"]
+    assert bad(read_all(logged)) == [(7, ["loss"])]
