@@ -153,7 +153,8 @@ class Waits:
 
     @property
     def following(self) -> bool:
-        """The next line may go on a Horovod warning's list of ranks."""
+        """The next line may go on a Horovod warning's list of ranks, or be a frame of a
+        dumped thread."""
         return self._listing or self._dump is not None
 
     def read(self, line: str, rank: int | None = None) -> list[Found]:
@@ -203,8 +204,9 @@ class Waits:
 
     @property
     def engine_hung_since(self) -> float | None:
-        """When an engine's wait that it declared and nothing ended since began (SGLang's
-        watchdog, vLLM's queue: `stalled_since`), or None: as `hung_since`, for an engine."""
+        """When an engine's wait that it declared and nothing ended since began (vLLM's
+        queue: `stalled_since`), or None: as `hung_since`, for an engine. SGLang's watchdog
+        is no open wait: it kills its server after saying it."""
         return self._engine_since
 
     def saw(self, found: list[Found]) -> None:
