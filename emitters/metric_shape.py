@@ -119,6 +119,12 @@ _HEADER = re.compile(
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
+#: a count written before what it counts, the finer unit than an epoch (multiffn-nli's
+#: `0 completed epochs, 100 batches Average training batch loss: nan`, `after 1200 steps`)
+_COUNTED = re.compile(
+    r"(?<![\w.])(\d{1,18}) (?:completed |finished |processed )?"
+    r"(?:steps|iterations|iters|batches|updates)\b(?![/=])"
+)
 #: a counter after `at`, as a pair's key (`loss: nan at step 100`)
 _AT_STEP_KEYS = frozenset(f"at {w}" for w in ("step", "iteration", "iter", "global step", "update"))
 #: keys that count what was skipped (Megatron's `number of skipped iterations`)
@@ -188,6 +194,8 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None
+    if (counted := _COUNTED.search(text)) is not None:
+        return int(counted.group(1)), None  # `0 completed epochs, 100 batches Average ...`
     for i, pair in enumerate(found[1:], 1):
         # the step the values before it are at (`loss: nan at step 100`): a counter after
         # `at`, which elsewhere is prose about a step (`resumed at step 5`, `_NOT_STEP`)

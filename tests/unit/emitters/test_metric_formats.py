@@ -234,3 +234,14 @@ def test_a_header_after_a_timestamp_numbers_the_lines_under_it() -> None:
     assert bad(scanned(lines))[:1] == [(0, ["train_loss", "val_loss"])]
     logged = ["2024-01-01 10:00:00,123 - INFO - Iteration 7", "  loss: nan", "  acc: 0.5"]
     assert bad(read_all(logged)) == [(7, ["loss"])]
+
+
+def test_a_count_written_before_what_it_counts_is_the_step() -> None:
+    """multiffn-nli (corpus3/dev): `print('%d completed epochs, %d batches' % ..., end='')`
+    then its metrics; a rate (`14963 steps/s`) counts nothing."""
+    line = (f"{0} completed epochs, {100} batches Average training batch loss: {NAN}        "
+            f"Validation loss: {NAN}    Validation accuracy: {0.338244}")  # fmt: skip
+    assert [s for s, _ in bad(read_all([line]))] == [100]
+    assert bad(read_all([f"after {1200} steps: loss {NAN}, acc {0.1}"])) == [(1200, ["loss"])]
+    rate = f"Computation: 14963 steps/s (collection: 6.407s), loss: {NAN}, acc: {0.1}"
+    assert [s for s, _ in bad(read_all([rate]))] == [1]
