@@ -440,7 +440,9 @@ class Failures:
             said = record.said
             if said is not None and record.stopped:
                 pass  # the stop's, said once (`_stop`)
-            elif said is not None and not record.caught_where_raised:  # (said by `_decided`)
+            elif record.caught_where_raised:
+                pass  # said by `_decided`
+            elif said is not None:
                 self.notes.append(
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "
                     "said it ignored it (`Exception ignored in: ...`)"

@@ -18,7 +18,7 @@ Time comes from the lines themselves:
 - any other line takes the latest time seen in its file.
 The logs' end is not always when what they show ended: a log that ends inside a wait its
 framework declared (Horovod's stall inspector, torch's store-based barrier, a dump of ranks in
-a collective, an engine's watchdog or message queue) and that nothing after it ended ended in
+a collective, vLLM's message queue while it serves) and that nothing after it ended ended in
 its hang, and time runs on past it to where ranks_stalled or inference_stalled decides it
 (`hang_window`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
@@ -454,8 +454,8 @@ def gather_window(config: RulesConfig) -> float:
 
 def hang_window(config: RulesConfig, rule_id: str, param: str, hung: float | None) -> float:
     """Where time runs to when a log ends inside a wait its framework declared (Horovod's
-    stall inspector, torch's store-based barrier, a stack dump of ranks in a collective; an
-    engine's watchdog or message queue: `stalls.Waits`) that nothing after it ended -- no
+    stall inspector, torch's store-based barrier, a stack dump of ranks in a collective; vLLM's
+    message queue while it serves: `stalls.Waits`) that nothing after it ended -- no
     progress, no barrier's completion, no failure: the job hung there, for a job that went on
     would have printed the wait's end. The log cannot say for how long it hung after its last
     line, and it says it never stopped hanging: time runs to just past where the rule's limit

@@ -597,7 +597,10 @@ def test_an_exception_logged_at_error_where_it_was_raised_is_a_handler_s_report(
     handler logged it (`logger.exception`) -- no failure, though the worker says no more. Two
     frames or more (detectron2's train loop), a module's frame, or no record before it
     (Python's report of an uncaught exception) stay the process's last word."""
-    assert failed(read_all(TOOL_CALL)) == []
+    parser = LineParser()
+    assert failed(read_all(TOOL_CALL, parser)) == []
+    (why,) = parser.notes()  # what diagnose says of it, once
+    assert "a handler's report" in why
     (fields,) = failed(read_all(TRAIN_LOOP))
     assert fields["error"].startswith("FloatingPointError")
     module = [TOOL_CALL[0], TOOL_CALL[1], TOOL_CALL[2].replace("in _call_tool", "in <module>"),
