@@ -204,6 +204,8 @@ def nan_lists(text: str) -> str:
 #: MSVC's C runtime writes NaN as `nan(ind)`, `-nan(ind)`, `nan(snan)` (C++ trainers on
 #: Windows: darknet's `-nan(ind) avg loss`): the `nan` it is
 _MSVC_NAN = re.compile(r"(?i)(?<![\w.])([-+]?nan)\((?:ind|snan|qnan)\)")
+#: ... and, before Visual Studio 2015, `1.#QNAN0`, `-1.#IND00`, `1.#INF00`
+_MSVC_OLD = re.compile(r"(?<![\w.])([-+]?)1\.#(?:(QNAN|SNAN|IND)|INF)\d*")
 #: a count the line starts with and a colon (darknet's detector: `printf("\n %d: %f, %f avg
 #: loss, %f rate, %lf seconds, %d images, %f hours left\n", ...)`, AlexeyAB/darknet
 #: src/detector.c; pjreddie's `%ld: %f, %f avg, %f rate, ...`)
@@ -215,8 +217,13 @@ _VALUE_FIRST = re.compile(
 
 
 def msvc_nan(text: str) -> str:
-    """The line with MSVC's NaN spellings (`-nan(ind)`) as `nan` (`_MSVC_NAN`)."""
-    return _MSVC_NAN.sub(r"\1", text) if "(" in text else text
+    """The line with MSVC's spellings of NaN and infinity (`-nan(ind)`, `-1.#IND00`,
+    `1.#INF00`) as `nan` and `inf` (`_MSVC_NAN`, `_MSVC_OLD`)."""
+    if "(" in text:
+        text = _MSVC_NAN.sub(r"\1", text)
+    if "#" in text:
+        text = _MSVC_OLD.sub(lambda m: "nan" if m.group(2) else f"{m.group(1)}inf", text)
+    return text
 
 
 def value_first(text: str) -> tuple[int, list[Pair]] | None:

@@ -147,7 +147,7 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ", " not finite", "nvalid loss")  # fmt: skip
+           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -294,7 +294,7 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # a best-so-far's start
         return Record({key: value}, step)  # `Loss is nan, stopping training`
-    if "(" in text:
+    if "(" in text or "#" in text:
         text = msvc_nan(text)
     found = pairs(text)
     if not found and ":" in text and (listed := value_first(text)) is not None:

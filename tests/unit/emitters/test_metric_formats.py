@@ -138,11 +138,12 @@ def test_keras_terminate_on_nan_is_the_loss_at_its_batch() -> None:
     assert bad(read_all([raised])) == []
 
 
-@pytest.mark.parametrize("nan", ["-nan", "-nan(ind)", "nan(snan)"])
+@pytest.mark.parametrize("nan", ["-nan", "-nan(ind)", "nan(snan)", "-1.#IND00", "1.#QNAN0"])
 def test_darknet_s_values_before_their_names(nan: str) -> None:
     """darknet's detector (AlexeyAB/darknet src/detector.c: `printf("\\n %d: %f, %f avg loss,
     %f rate, %lf seconds, %d images, %f hours left\\n", ...)`): each value before its name;
-    C's printf writes NaN as `-nan` (glibc) or `-nan(ind)` (MSVC)."""
+    C's printf writes NaN as `-nan` (glibc), `-nan(ind)` (MSVC), `-1.#IND00` (MSVC before
+    Visual Studio 2015); and infinity as `1.#INF00`."""
     line = (f" 1234: {nan}, {nan} avg loss, 0.001000 rate, 3.200000 seconds, 78976 images, "
             "10.5 hours left")  # fmt: skip
     assert bad(read_all(["", line])) == [(1234, ["avg loss"])]
@@ -245,3 +246,7 @@ def test_a_count_written_before_what_it_counts_is_the_step() -> None:
     assert bad(read_all([f"after {1200} steps: loss {NAN}, acc {0.1}"])) == [(1200, ["loss"])]
     rate = f"Computation: 14963 steps/s (collection: 6.407s), loss: {NAN}, acc: {0.1}"
     assert [s for s, _ in bad(read_all([rate]))] == [1]
+
+
+def test_old_msvc_infinity() -> None:
+    assert bad(read_all(["step 5 | loss: 1.#INF00 | acc: 0.1"])) == [(5, ["loss"])]
