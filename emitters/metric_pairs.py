@@ -119,8 +119,9 @@ def pairs(text: str) -> list[Pair]:
 
 
 _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
-#: a preposition or a conjunction alone before a number names nothing (`1 of 100`, `up to 5`)
-_FUNCTION_WORDS = frozenset({"of", "to", "from", "in", "at", "by", "per", "and", "or", "than"})
+#: `of` alone before a number is a total's (`Epoch 1 of 100`), no metric's name; `to` is kept
+#: (`lr reduced to nan`: the value the sentence gives)
+_FUNCTION_WORDS = frozenset({"of"})
 _VERBS = frozenset({"is", "was", "are", "were"})
 
 

@@ -194,8 +194,11 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
         return int(found[best[1]].value), best[1]
     if "[" in text and (m := _EPOCH_ITER.search(text)) is not None:
         return int(m.group(1)), None
-    if (counted := _COUNTED.search(text)) is not None:
-        return int(counted.group(1)), None  # `0 completed epochs, 100 batches Average ...`
+    if coarse and len(found) > 1 and (counted := _COUNTED.search(text)) is not None:
+        # `0 completed epochs, 100 batches Average ...`: in a record only -- prose that
+        # names a count (`Training for 10000 steps`) is no step the console is at, and a
+        # later record naming a lower one would read as going back
+        return int(counted.group(1)), None
     for i, pair in enumerate(found[1:], 1):
         # the step the values before it are at (`loss: nan at step 100`): a counter after
         # `at`, which elsewhere is prose about a step (`resumed at step 5`, `_NOT_STEP`)

@@ -103,9 +103,16 @@ def _literal(text: str) -> Any:
     """The dict a line prints: Python's repr (nan and inf as bare names) or JSON."""
     if text.startswith('{"'):
         try:
-            return json.loads(text)
+            data = json.loads(text)
         except ValueError:
             pass  # a dict of Python's with double quotes
+        else:
+            # JSON's null is a field the record does not have (LLaMA-Factory's
+            # trainer_log.jsonl writes `"reward": null` in every record of a run without
+            # one); Python's None, printed by `Trainer.log`, is a value that was logged
+            return (
+                {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+            )
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):

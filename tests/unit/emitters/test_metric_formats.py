@@ -250,3 +250,27 @@ def test_a_count_written_before_what_it_counts_is_the_step() -> None:
 
 def test_old_msvc_infinity() -> None:
     assert bad(read_all(["step 5 | loss: 1.#INF00 | acc: 0.1"])) == [(5, ["loss"])]
+
+
+def test_what_a_sentence_gives_and_what_prose_counts() -> None:
+    """`to` before a value names the value a sentence gives (torch's ReduceLROnPlateau:
+    `'Epoch {:5d}: reducing learning rate of group {} to {:.4e}.'`); a count in prose
+    (`Training for 10000 steps`) is no step the console is at: a record after it naming a
+    lower one is read."""
+    lr = f"Epoch {10:5d}: reducing learning rate of group {0} to {NAN:.4e}."
+    assert [keys for _, keys in bad(read_all([lr]))] == [["to"]]
+    found = read_all(["Training for 10000 steps", "{'loss': 0.5, 'learning_rate': 0.1}"])
+    assert [f["step"] for k, f in found if k == "step.metrics"] == [1]
+
+
+def test_json_null_is_a_field_the_record_lacks() -> None:
+    """LLaMA-Factory's trainer_log.jsonl (corpus17/dev's control, LlamaFactory#774) writes
+    `"reward": null` in every record of a run without rewards, and `"loss": null` in its
+    last: no value, not a non-finite one. Python's `None` in `Trainer.log`'s dict is a
+    reward nothing could score (TRL) and stays one."""
+    record = {"current_steps": 3200, "total_steps": 3235, "loss": 4.4671, "eval_loss": None,
+              "reward": None, "learning_rate": 1.4e-08, "epoch": 0.99}  # fmt: skip
+    last = dict(record, current_steps=3235, loss=None, learning_rate=None, epoch=1.0)
+    assert bad(read_all([json.dumps(record), json.dumps(last)])) == []
+    assert bad(read_all([json.dumps(dict(record, loss=NAN))])) == [(3200, ["loss"])]
+    assert bad(read_all([str({"loss": 0.5, "reward": None, "epoch": 0.1})])) == [(1, ["reward"])]
