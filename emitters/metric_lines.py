@@ -225,7 +225,12 @@ class MetricLines:
             kind, step = head
             if kind != "epoch":  # a step line: a dict printed after it is that step's
                 self.steps.named(source, step)
-            self._open[source] = _Open(step=step)
+            # an epoch's header numbers its lines coarsely: the step the console is at
+            # where it counts finer (a record at an epoch's lower number would read as going
+            # back, and be dropped)
+            self._open[source] = _Open(
+                step=self.steps.coarse(source, step) if kind == "epoch" else step
+            )
         elif (pair := single_pair(line)) is not None:
             self._open[source] = _Open(pair=pair)
         elif (named := read_step(line)) is not None:

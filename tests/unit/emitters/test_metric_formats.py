@@ -274,3 +274,13 @@ def test_json_null_is_a_field_the_record_lacks() -> None:
     assert bad(read_all([json.dumps(record), json.dumps(last)])) == []
     assert bad(read_all([json.dumps(dict(record, loss=NAN))])) == [(3200, ["loss"])]
     assert bad(read_all([str({"loss": 0.5, "reward": None, "epoch": 0.1})])) == [(1, ["reward"])]
+
+
+def test_an_epoch_s_header_after_finer_steps_is_at_the_step_the_console_is_at() -> None:
+    """A header naming an epoch (`Epoch 3`, under a timestamp too) numbers the lines under it
+    by the epoch only where nothing finer was counted: after step 1000 its NaN is at step
+    1000 -- at 3 the state would take it for a step gone back, and drop it."""
+    lines = ["step 1000 | loss: 0.5 | acc: 0.1", "2024-01-01 10:00:00,123 - INFO - Epoch 3",
+             "  loss: nan", "  acc: 0.2"]  # fmt: skip
+    assert bad(read_all(lines)) == [(1000, ["loss"])]
+    assert bad(scanned(lines)) == [(1000, ["loss"])]
