@@ -20,7 +20,7 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   `num_workers_joined=J`; 2.2 on at DEBUG, with "for S seconds" before `rank:`), written
   each time 10 s more passed without every rank joining, so the k-th line of a rank and key
   shows k * 10 s at least; "Rank R: Completed store-based barrier for key:K with W nodes."
-  ends it.
+  (in its first releases "... for W nodes.", no key) ends it: every rank joined.
 
 - SGLang's scheduler watchdog (python/sglang/srt/managers/scheduler.py `watchdog_thread`, 0.3
   on): while a batch is running and no forward pass completed for more than its
@@ -119,8 +119,10 @@ _BARRIER_WAIT = re.compile(
     r"(?:(?P<secs>\d+(?:\.\d+)?) seconds ?)?rank: (?P<rank>\d+), key: (?P<key>[^\s,]+) "
     r"\(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=\d+"
 )
+#: the barrier's end; its first releases name no key (the torch 1.9-era source read, and
+#: pytorch#65022's console of 2021): "Rank R: Completed store-based barrier for W nodes."
 _BARRIER_DONE = re.compile(
-    r"Rank (?P<rank>\d+): Completed store-based barrier for key: ?(?P<key>\S+) with "
+    r"Rank (?P<rank>\d+): Completed store-based barrier for (?:key: ?(?P<key>\S+) with )?"
     r"(?P<world>\d+) nodes"
 )
 
@@ -312,7 +314,10 @@ class Waits:
             return self._report({rank: BARRIER}, waited)
         if (m := _BARRIER_DONE.search(line)) is not None:
             self.world = max(self.world, int(m.group("world")))
-            self._barrier = {k: v for k, v in self._barrier.items() if k[1] != m.group("key")}
+            # it completes when every rank joined: the key's waits ended on all ranks (a line
+            # that names no key, the barrier's waits)
+            key = m.group("key")
+            self._barrier = {k: v for k, v in self._barrier.items() if key not in (None, k[1])}
             return self._ended()
         return []
 

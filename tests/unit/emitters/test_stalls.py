@@ -230,6 +230,34 @@ def test_a_barrier_waited_on_past_the_timeout_fires_and_its_completion_resolves_
     assert states == [("ranks_stalled", "firing"), ("ranks_stalled", "resolved")]
 
 
+#: https://github.com/pytorch/pytorch/issues/65022 (torch 1.9-era, 2021: the barrier's end as
+#: its first releases wrote it, naming no key; the console's own line)
+DONE_65022 = (
+    "21577 2021-09-14,22:15:42.361 - {distributed_c10d.py (225)} - _store_based_barrier(): "
+    "Rank 5: Completed store-based barrier for 8 nodes.\n"
+)
+#: the waiting line of the same releases under the same logger (rendered: torch 1.9-era
+#: distributed_c10d.py's format string, 10 s apart as it writes them)
+WAITING_65022 = (
+    "21577 2021-09-14,22:15:{s:02d}.361 - {{distributed_c10d.py (212)}} - _store_based_barrier(): "
+    "Waiting in store based barrier to initialize process group for rank: 5, key: "
+    "store_based_barrier_key:1 (world_size=8, worker_count=7, timeout=0:30:00)\n"
+)
+
+
+def test_the_barrier_s_end_in_its_first_wording_ends_the_rank_s_wait(tmp_path: Path) -> None:
+    """The barrier's first releases say its end with no key ("Rank 5: Completed store-based
+    barrier for 8 nodes."): it ends the wait as the keyed line does, so a console that ends
+    at start-up after its barrier completed did not end in a hang."""
+    waiting = "".join(WAITING_65022.format(s=s) for s in range(2, 42, 10))
+    assert fired(tmp_path, waiting) == ["ranks_stalled"]
+    assert fired(tmp_path, waiting + DONE_65022) == []
+    assert statuses(waiting + DONE_65022)[-1]["phase"] == "exited"
+    # the barrier completes once every rank joined: another rank's end is rank 5's too
+    other = DONE_65022.replace("Rank 5:", "Rank 6:")
+    assert fired(tmp_path, waiting + other) == []
+
+
 def test_a_barrier_completed_within_the_timeout_is_no_stall_after_it(tmp_path: Path) -> None:
     waiting = "".join(BARRIER.format(t=clock(s)) for s in range(10, 200, 10))
     done = DONE.format(t=clock(200))
