@@ -19,7 +19,8 @@ Time comes from the lines themselves:
 The logs' end is not always when what they show ended: a log that ends inside a wait its
 framework declared (Horovod's stall inspector, torch's store-based barrier, a dump of ranks in
 a collective, vLLM's message queue while it serves) and that nothing after it ended ended in
-its hang, and time runs on past it to where ranks_stalled or inference_stalled decides it
+its hang -- unless the log shows a failure: its processes died, they did not hang -- and time
+runs on past it to where ranks_stalled or inference_stalled decides it
 (`hang_window`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
@@ -68,6 +69,8 @@ STEP_BARS = ("Training Progress",)
 UNTIMED_STEP = 0.001
 #: lines that looked like metrics or failures and gave no event, said per file at most
 NOTES = 20
+#: events that say a file's processes failed: a wait it ends in was no hang (`hang_window`)
+FAILED = frozenset({"component.failed", "collective.timeout"})
 
 
 @dataclass
@@ -237,7 +240,7 @@ class FileRead:
     #: no event (the first `NOTES` of them)
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     #: the file ended inside a wait its framework declared (`stalls.Waits.hung_since`): when
-    #: its ranks last changed phase
+    #: its ranks last changed phase; None too when the file shows a failure (`FAILED`)
     hung_since: float | None = None
     #: ... or inside an engine's own (`stalls.Waits.engine_hung_since`): when it began
     engine_hung_since: float | None = None
@@ -344,8 +347,10 @@ def read(
             notes.append((f"{path.name}:{number}", why, ""))
     after = len(trailing) if now is not None else 0
     waits = parser.waits
-    return FileRead(out, latest, untimed, placed_at, after, now, notes, waits.hung_since,
-                    waits.engine_hung_since)  # fmt: skip
+    hung, engine_hung = waits.hung_since, waits.engine_hung_since
+    if any(e.kind in FAILED for e in out):  # it failed: its processes died, they did not hang
+        hung = engine_hung = None
+    return FileRead(out, latest, untimed, placed_at, after, now, notes, hung, engine_hung)
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:

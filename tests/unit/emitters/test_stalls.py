@@ -432,3 +432,30 @@ def test_a_console_that_ends_in_an_engine_s_declared_wait_ended_in_its_hang(
     assert fired(tmp_path, SHM_BAR + SHM_WAIT.format(m=25)) == ["inference_stalled"]
     after = IDLE.replace("11:24:00", "11:25:55")
     assert fired(tmp_path, SHM_BAR + SHM_WAIT.format(m=25) + after) == []
+
+
+#: a process's uncaught exception (Python's own report, as every console shows it)
+CRASH = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 10, in <module>\n'
+    "    main()\n"
+    '  File "train.py", line 5, in main\n'
+    "    model = load()\n"
+    "RuntimeError: CUDA error: out of memory\n"
+)
+
+
+def test_a_console_that_shows_a_failure_did_not_end_in_a_hang(tmp_path: Path) -> None:
+    """A wait the console ends in ran on to its rule's decision because a job that went on
+    would have said so; a job that failed said something else: its processes died, they did
+    not hang there. The failure is what fires, as `runwatch watch` of the same output says
+    (the command ends with it), not a stall after the console's end."""
+    waiting = "".join(BARRIER.format(t=clock(s)) for s in range(10, 70, 10))
+    assert fired(tmp_path, waiting) == ["ranks_stalled"]
+    assert fired(tmp_path, waiting + CRASH) == ["component_failed"]
+    assert fired(tmp_path, HVD_1442 + CRASH) == ["component_failed"]
+    assert fired(tmp_path, SHM_BAR + SHM_WAIT.format(m=25)) == ["inference_stalled"]
+    assert fired(tmp_path, SHM_BAR + SHM_WAIT.format(m=25) + CRASH) == ["component_failed"]
+    # a wait its console shows past the rule's limit is a stall whatever came after
+    long = "".join(BARRIER.format(t=clock(s)) for s in range(10, 400, 10))
+    assert fired(tmp_path, long + CRASH) == ["component_failed", "ranks_stalled"]
