@@ -208,7 +208,11 @@ class MetricLines:
                 before = line[: whole.start()]
                 step = read_step(before)
                 if step is None and before.strip() and "{" not in before:
-                    step = label_count(before)
+                    # a label's count (`rollout 3: {...}`), where it does not go back: slime
+                    # counts rollouts and train steps apart, and the state drops a record
+                    # whose step went back
+                    count = label_count(before)
+                    step = count if count is not None and count >= self.steps.last(source) else None
             return out + self._record(source, step, got[0])
         if (record := read_line(line)) is not None:
             step = record.step

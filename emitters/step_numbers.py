@@ -113,6 +113,10 @@ class StepNumbers:
         """A bar or a step line named this step."""
         self._of(source).hint = step
 
+    def last(self, source: object) -> int:
+        """The step of the source's last record (0 before any)."""
+        return self._of(source).last
+
     def coarse(self, source: object, epoch: int) -> int:
         """The step of a record numbered by its epoch (`Epoch 4: train_loss=nan`): the epoch,
         unless the console already counts finer -- a bar, a step line or a record named a

@@ -284,3 +284,13 @@ def test_an_epoch_s_header_after_finer_steps_is_at_the_step_the_console_is_at() 
              "  loss: nan", "  acc: 0.2"]  # fmt: skip
     assert bad(read_all(lines)) == [(1000, ["loss"])]
     assert bad(scanned(lines)) == [(1000, ["loss"])]
+
+
+def test_a_label_s_count_that_goes_back_numbers_nothing() -> None:
+    """slime logs `step {n}: {...}` for its train steps and `rollout {id}: {...}` for its
+    rollouts, two counts: a rollout's id below the train step the console is at is no step
+    (the state would drop a record whose step went back)."""
+    lines = ["step 12: {'train/loss': 0.5, 'train/grad_norm': 0.1}",
+             "rollout 4: {'rollout/raw_reward': nan, 'rollout/response_lengths': 512.0}",
+             ]  # fmt: skip
+    assert bad(read_all(lines)) == [(12, ["rollout/raw_reward"])]
