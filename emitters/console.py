@@ -101,7 +101,7 @@ class LineParser:
         self._timed_out = False  # a collective timed out in this output
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
-        self._some: tuple[Found, dict[str, Any] | None, int] | None = None
+        self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
         self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
@@ -115,7 +115,7 @@ class LineParser:
             or self.failures.reading
             or self.metrics.following
             or self._abort is not None
-            or self._some is not None
+            or bool(self._some)
             or self.waits.following
         )
 
@@ -172,9 +172,10 @@ class LineParser:
         out: list[Found] = []
         if (held := self.wrapped.flush()) is not None:
             out += self._read(held)[1]
-        if self._some is not None:
-            out.append(self._released((self._some[0], self._some[1])))
-            self._some, self._timed_out = None, True
+        if self._some:
+            out += [self._released((found, src)) for found, src, _ in self._some.values()]
+            self._some.clear()
+            self._timed_out = True
         if self._abort is not None:
             out.append(self._released(self._abort))
             self._abort = None
@@ -230,9 +231,9 @@ class LineParser:
             timeout = collectives.parse(line, rank)
             if timeout is not None and self._timed_out and collectives.unnamed(timeout[1]):
                 timeout = None  # `SOME_FAILED` after a line that said which collective
-        timeout, released = self._some_failed(timeout, line, src)
-        if released is not None:
-            found.append(released)
+        timeout, released = self._some_failed(timeout, line, src, source)
+        if released:
+            found += released
             self._timed_out = True
         if timeout is not None:
             found.append(timeout)
@@ -258,24 +259,32 @@ class LineParser:
         return found
 
     def _some_failed(
-        self, timeout: Found | None, line: str, src: dict[str, Any] | None
-    ) -> tuple[Found | None, Found | None]:
+        self, timeout: Found | None, line: str, src: dict[str, Any] | None, source: Any
+    ) -> tuple[Found | None, list[Found]]:
         """torch's `SOME_FAILED` says the collectives failed or timed out; the watchdog's
-        lines after it say which: held while they may (`collectives.SOME_FAILED_SAYS`),
-        dropped when one says an NCCL error or names the timed-out collective itself, given
-        out -- a timeout whose cause the paste cut -- when none did (or at the output's end,
-        or its going quiet). Returns (this line's timeout, the held one given out)."""
-        held, self._some = self._some, None
-        if held is None:
-            if timeout is not None and collectives.unnamed(timeout[1]):
-                self._some, timeout = (timeout, src, 0), None
-            return timeout, None
-        if timeout is not None or collectives.failed_otherwise(line):
-            return timeout, None  # named in its place, or no timeout
-        if held[2] + 1 < collectives.SOME_FAILED_SAYS:
-            self._some = (held[0], held[1], held[2] + 1)
-            return None, None
-        return None, self._released((held[0], held[1]))
+        lines after it say which: held while they may (`collectives.SOME_FAILED_SAYS` lines of
+        the process that said it -- every rank says it at once, their lines interleaved),
+        dropped when one says an NCCL error or a line names the timed-out collective itself,
+        given out -- a timeout whose cause the paste cut -- when none did (or at the output's
+        end, or its going quiet). Returns (this line's timeout, the held ones given out)."""
+        if timeout is not None and not collectives.unnamed(timeout[1]):
+            self._some.clear()  # named in their place
+            return timeout, []
+        failed = collectives.failed_otherwise(line)
+        out: list[Found] = []
+        for who, (found, said_by, seen) in list(self._some.items()):
+            if None not in (who, source) and who != source:
+                continue  # another process's line says nothing of this one's
+            if failed:
+                del self._some[who]  # no timeout
+            elif seen + 1 < collectives.SOME_FAILED_SAYS:
+                self._some[who] = (found, said_by, seen + 1)
+            else:
+                del self._some[who]
+                out.append(self._released((found, said_by)))
+        if timeout is not None:  # this line's own, held
+            self._some.setdefault(source, (timeout, src, 0))
+        return None, out
 
     def _aborts(
         self, found: list[Found], timed_out: bool, src: dict[str, Any] | None

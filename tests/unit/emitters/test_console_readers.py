@@ -211,6 +211,27 @@ def test_some_nccl_operations_failed_then_the_watchdog_s_nccl_error_is_no_timeou
     assert "collective.timeout" not in [k for k, _ in scanned + scanner.parser.finish()]
 
 
+def test_every_rank_s_some_nccl_operations_failed_waits_for_its_own_watchdog() -> None:
+    """Every rank of a job says it at once and its lines interleave with the others': rank 5's
+    `Some NCCL operations have failed` waits for rank 5's lines, whichever ranks' come between
+    (LlamaFactory#6849's lines, as ranks 0-7 of a torchrun console write them: each rank's
+    line, then each rank's next). Before, a second rank's line was a timeout at once, and four
+    other ranks' lines gave out the first."""
+    some, avoid, watchdog, error = LLAMAFACTORY_6849
+    ranks = range(8)
+
+    def each(line: str) -> list[str]:
+        return [line.replace("[rank5]", f"[rank{r}]").replace("Rank 5]", f"Rank {r}]")
+                for r in ranks]  # fmt: skip
+
+    console = each(some) + each(avoid) + each(watchdog) + [error]
+    assert "collective.timeout" not in kinds(read_all(console))
+    assert "component.failed" in kinds(read_all(console))
+    # the watchdog's lines cut from the paste: every rank stays in its timeout
+    cut = read_all(each(some) + each(avoid))
+    assert sorted(f["rank"] for k, f in cut if k == "collective.timeout") == list(ranks)
+
+
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
     """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
     its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
