@@ -6,7 +6,9 @@ Per source (a Ray worker, a rank, the process):
   transformers dict) is the step the nearest progress bar or step line named since the last
   record -- a bar's count, a `step=101` -- and only without any, the step after the last
   record's (the order of lines). One numbered by its epoch is its epoch only where nothing
-  finer was counted: after a bar or a step past it, it is the step the console is at.
+  finer was counted: after a bar or a step past it, it is the step the console is at. A
+  count that goes back (a new epoch's batches, a resumed run) is at the step the console
+  had reached: the run's state keeps steps in their numbers' order.
 - **Loss-scale overflow.** fp16 training skips a step whose gradients overflowed and halves
   the loss scale (DeepSpeed, apex, Megatron print it routinely while the scale finds its
   range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
@@ -126,13 +128,18 @@ class StepNumbers:
         return max(finer, epoch)
 
     def step(self, source: object, named: int | None) -> int:
-        """The step of a record (`named` when the line names it)."""
+        """The step of a record (`named` when the line names it). A count that went back --
+        a new epoch's batches (Keras' bar, mmengine's `[2][50/735]`), a run resumed from an
+        earlier checkpoint -- is at the step the console had reached: a record at a lower
+        step is one the run's state takes for an old step's, and its NaN would be lost
+        behind the later steps' finite values."""
         s = self._of(source)
         if named is None:
             named = s.hint if s.hint is not None else s.last + 1
             s.hint = None
         else:
             s.hint = named  # a step line: a dict printed after it is that step's
+        named = max(named, s.last)
         s.last = named
         return named
 

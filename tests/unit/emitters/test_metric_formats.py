@@ -294,3 +294,29 @@ def test_a_label_s_count_that_goes_back_numbers_nothing() -> None:
              "rollout 4: {'rollout/raw_reward': nan, 'rollout/response_lengths': 512.0}",
              ]  # fmt: skip
     assert bad(read_all(lines)) == [(12, ["rollout/raw_reward"])]
+
+
+def _keras_bar(current: int, target: int, rest: str) -> str:
+    """tf.keras' Progbar line (keras/utils/generic_utils.py, verbose=1): the count padded to
+    the target's width, a 30-wide bar, then ` - ` and its values."""
+    width = len(str(target))
+    done = int(30 * current / target)
+    bar = ("=" * (done - 1) + (">" if current < target else "=")) if done else ""
+    return f"{current:{width}d}/{target} [{bar}{'.' * (30 - len(bar))}] - {rest}"
+
+
+def test_a_new_epoch_s_count_that_restarts_is_not_lost(tmp_path: Any) -> None:
+    """A per-epoch count restarts (Keras' bar, mmengine's `[2][50/735]`): epoch 2's NaN at
+    batch 50 came after epoch 1's finite batch 234. The run's state takes a lower step for
+    an old one, behind a later finite one: the record is at the step the console reached,
+    and `runwatch diagnose` fires."""
+    from runwatch.diagnose import diagnose
+
+    first = _keras_bar(234, 234, "5s 20ms/step - loss: 0.5123 - accuracy: 0.8000")
+    lines = ["Epoch 1/2", first, "Epoch 2/2",
+             _keras_bar(50, 234, "ETA: 3s - loss: nan - accuracy: 0.1000")]  # fmt: skip
+    assert [s for s, _ in bad(read_all(lines))] == [234]
+    log = tmp_path / "keras.log"
+    log.write_text("\n".join(lines) + "\n")
+    fired = {a.rule for a in diagnose([log]).alerts if a.state == "firing"}
+    assert fired == {"non_finite_metric"}
