@@ -37,7 +37,8 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   `Thread 0x... (most recent call first):` and `  File "path", line N in function`, innermost
   first) -- a program's own watchdog saying it waited that long. A thread whose innermost
   Python frame is a collective's (torch.distributed's c10d and functional collectives,
-  DeepSpeed's comm, Horovod's ops, vLLM's and SGLang's device communicators) waits in it: its
+  DeepSpeed's comm, Horovod's ops, vLLM's and SGLang's device communicators -- but not
+  vLLM's message queue, where an engine's worker waits for its next batch) waits in it: its
   process is a rank in the phase of that function, waited 0 s (py-spy's is a snapshot) or the
   timeout. The rank is the launcher's prefix's when it names one, else the order in which
   the dump shows the process (a thread of py-spy's, a timeout dump of faulthandler's): a dump
@@ -107,10 +108,13 @@ _FAULT_THREAD = re.compile(r"^\s*(?:Current thread|Thread) 0x[0-9a-f]+ \(most re
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)\s*$')
 #: the files whose functions are collectives (a thread whose innermost Python frame is in one
 #: waits in it): torch.distributed's, DeepSpeed's comm, Horovod's ops, the engines' own
-#: communicators (vLLM's and SGLang's device_communicators)
+#: communicators (vLLM's and SGLang's device_communicators) -- not vLLM's message queue among
+#: them (shm_broadcast.py): an engine's worker waits there for its next batch, idle or busy
+#: ("Healthy idle worker parked waiting for the next batch over shm-broadcast", vllm#41834's
+#: dump), and the queue's own warning says when such a wait is long (`_vllm_queue`)
 _COLLECTIVE_FILES = re.compile(
     r"torch/distributed/(?:distributed_c10d|_functional_collectives)\.py$|deepspeed/comm/"
-    r"|horovod/(?:torch|tensorflow)/|/device_communicators/"
+    r"|horovod/(?:torch|tensorflow)/|/device_communicators/(?!shm_broadcast\.py$)"
 )
 #: frames of a dumped thread looked at before its innermost Python frame (`--native` ones)
 _DUMP_DEPTH = 40

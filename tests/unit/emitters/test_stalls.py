@@ -337,6 +337,41 @@ FAULT_TIMEOUT = (
 )
 
 
+#: https://github.com/vllm-project/vllm/pull/41834 ("Healthy idle worker parked waiting for
+#: the next batch over shm-broadcast": a TP worker's py-spy dump; the post dropped the thread's
+#: id from py-spy's header, written here as py-spy writes it, src/dump.rs)
+PYSPY_41834 = (
+    'Thread 861049 (idle): "MainThread"\n'
+    "    poll (zmq/sugar/poll.py:106)\n"
+    "    wait (vllm/distributed/device_communicators/shm_broadcast.py:198)\n"
+    "    acquire_read (vllm/distributed/device_communicators/shm_broadcast.py:698)\n"
+    "    dequeue (vllm/distributed/device_communicators/shm_broadcast.py:779)\n"
+    "    worker_busy_loop (vllm/v1/executor/multiproc_executor.py:973)\n"
+    "    worker_main (vllm/v1/executor/multiproc_executor.py:879)\n"
+)
+
+
+def test_an_engine_s_worker_waiting_on_its_message_queue_is_in_no_collective(
+    tmp_path: Path,
+) -> None:
+    """vLLM's workers wait for their next batch on the engine's message queue (shm_broadcast.py,
+    among its device communicators), idle or between steps: no collective. Before the queue
+    woke its readers through zmq (vllm#28053) they spun in it, so a dump's innermost frame was
+    the queue's own (vllm#19036's profile of an idle worker: acquire_read, get_metadata); a
+    worker in the engine's all-reduce is still a rank waiting."""
+    assert statuses(PYSPY_41834) == []
+    spinning = PYSPY_41834.replace("    poll (zmq/sugar/poll.py:106)\n", "").replace(
+        "    wait (vllm/distributed/device_communicators/shm_broadcast.py:198)\n", ""
+    )
+    assert statuses(spinning) == []
+    assert fired(tmp_path, spinning) == []
+    reducing = spinning.replace("acquire_read (vllm/distributed/device_communicators/"
+                                "shm_broadcast.py:698)",
+                                "all_reduce (vllm/distributed/device_communicators/"
+                                "pynccl.py:121)")  # fmt: skip
+    assert [s["phase"] for s in statuses(reducing)] == ["all_reduce"]
+
+
 def test_a_stack_dump_of_a_process_in_a_collective_is_a_rank_waiting_there() -> None:
     """py-spy's dump (a snapshot: 0 s shown) and faulthandler's after its timeout (the timeout
     shown): the innermost Python frame a collective's, the process waits in it; a process
