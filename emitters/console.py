@@ -244,6 +244,7 @@ class LineParser:
         declared = self.waits.read(line, rank)
         found += self._parse(line, src, source)
         self.waits.saw(found)
+        self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)

@@ -377,6 +377,12 @@ class MetricLines:
         self._open.clear()
         return out
 
+    def saw(self, found: list[Found]) -> None:
+        """The events a line gave, every reader's: the steps the run has reached."""
+        for kind, fields in found:
+            if kind == "step.metrics":
+                self.steps.saw(fields["step"])
+
     def refreshed(self, source: Any, bar: str, n: int) -> None:
         """A bar's refresh: a count it had not shown names the step of a dict printed next
         (a repaint at the count it showed does not: tqdm redraws a bar after each line
@@ -415,7 +421,8 @@ class MetricLines:
         self, source: Any, named: int | None, metrics: dict[str, float | None],
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
-        step = self.steps.step(source, named)
+        bad = any(v is not None and not math.isfinite(v) for v in metrics.values())
+        step = self.steps.step(source, named, bad)
         records = self.steps.record(source, step, metrics, skipped)
         kept = {k for s, m in records if s == step for k in m}
         held = [k for k, v in metrics.items() if k not in kept and v is not None]

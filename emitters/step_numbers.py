@@ -104,6 +104,7 @@ class StepNumbers:
     def __init__(self, overflow_steps: int = OVERFLOW_STEPS) -> None:
         self.overflow_steps = max(1, overflow_steps)
         self._sources: dict[object, _Source] = {}
+        self._top = 0  # the highest step any reader of the console gave (`saw`)
 
     def _of(self, source: object) -> _Source:
         got = self._sources.get(source)
@@ -114,6 +115,12 @@ class StepNumbers:
     def named(self, source: object, step: int) -> None:
         """A bar or a step line named this step."""
         self._of(source).hint = step
+
+    def saw(self, step: int) -> None:
+        """A step some reader of the console gave a record (verl's step line, another
+        rank's): the step the run has reached."""
+        if step > self._top:
+            self._top = step
 
     def last(self, source: object) -> int:
         """The step of the source's last record (0 before any)."""
@@ -127,7 +134,7 @@ class StepNumbers:
         finer = s.hint if s.hint is not None else s.last
         return max(finer, epoch)
 
-    def step(self, source: object, named: int | None) -> int:
+    def step(self, source: object, named: int | None, bad: bool = False) -> int:
         """The step of a record (`named` when the line names it). A count that went back --
         a new epoch's batches (Keras' bar, mmengine's `[2][50/735]`), a run resumed from an
         earlier checkpoint -- is at the step the console had reached: a record at a lower
@@ -140,7 +147,13 @@ class StepNumbers:
         else:
             s.hint = named  # a step line: a dict printed after it is that step's
         named = max(named, s.last)
+        if bad and named < self._top:
+            # a record with a value that is not finite from a source behind the run (a Ray
+            # worker's dict under the driver's step lines, a lagging rank's): at the step the
+            # run reached, where the state reads it
+            named = self._top
         s.last = named
+        self.saw(named)
         return named
 
     def record(

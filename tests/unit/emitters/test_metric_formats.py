@@ -320,3 +320,30 @@ def test_a_new_epoch_s_count_that_restarts_is_not_lost(tmp_path: Any) -> None:
     log.write_text("\n".join(lines) + "\n")
     fired = {a.rule for a in diagnose([log]).alerts if a.state == "firing"}
     assert fired == {"non_finite_metric"}
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # verl's driver step line (`concat_dict_to_str`), then a Ray worker's HF-style dict
+        ["(TaskRunner pid=2219) step:100 - actor/pg_loss:0.100 - critic/score/mean:0.500",
+         "(WorkerDict pid=2301) {'loss': nan, 'learning_rate': 1e-06}"],
+        # torchrun's --tee: rank 0's step line, then rank 1's dict
+        ["[rank0]: step 100 | loss: 0.5 | acc: 0.1",
+         "[rank1]: {'loss': nan, 'learning_rate': 0.1}"],
+    ],
+    ids=["ray-worker", "torchrun-rank"],
+)  # fmt: skip
+def test_a_non_finite_record_from_a_source_behind_the_run_is_not_lost(
+    tmp_path: Any, lines: list[str]
+) -> None:
+    """A source that numbers its records by their order (a worker's dicts) is behind the
+    step the run reached by another's lines: its NaN is at that step, where the run's state
+    reads it (at step 1 it would be an old step's, behind step 100's finite values)."""
+    from runwatch.diagnose import diagnose
+
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(lines) + "\n")
+    fired = [a for a in diagnose([log]).alerts if a.state == "firing"]
+    assert [a.rule for a in fired] == ["non_finite_metric"]
+    assert "step 100" in fired[0].summary
