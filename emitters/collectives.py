@@ -197,6 +197,19 @@ def failed_otherwise(line: str) -> bool:
     return _NCCL_ERROR.search(line) is not None and "collective operation timeout" not in line
 
 
+#: the watchdog's status line that says a work failed "either" way (ProcessGroupNCCL's
+#: `watchdogHandler`, torch 2.4 on: "Exception (either an error or timeout) detected by
+#: watchdog at work: N, ..."): written for an NCCL error as for a timeout
+_EITHER = "either an error or timeout"
+
+
+def undecided(fields: dict[str, Any]) -> bool:
+    """Whether a `collective.timeout`'s line leaves open whether the collectives timed out or
+    failed of an NCCL error: `SOME_FAILED` (`unnamed`), or the watchdog's status line of a
+    work that failed "either" way -- the lines after it say which."""
+    return unnamed(fields) or _EITHER in fields.get("message", "")
+
+
 def unnamed(fields: dict[str, Any]) -> bool:
     """Whether a `collective.timeout`'s line named no collective, no timeout and no work: only
     that some failed (`SOME_FAILED`)."""

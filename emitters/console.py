@@ -262,14 +262,16 @@ class LineParser:
     def _some_failed(
         self, timeout: Found | None, line: str, src: dict[str, Any] | None, source: Any
     ) -> tuple[Found | None, list[Found]]:
-        """torch's `SOME_FAILED` says the collectives failed or timed out; the watchdog's
-        lines after it say which: held while they may (`collectives.SOME_FAILED_SAYS` lines of
+        """torch's `SOME_FAILED` says the collectives failed or timed out (and, torch 2.4 on,
+        the watchdog's status line of a work that failed "either" way, `collectives.undecided`,
+        before any line of this output said a timeout); the watchdog's lines after it say
+        which: held while they may (`collectives.SOME_FAILED_SAYS` lines of
         the process that said it -- every rank says it at once, their lines interleaved),
         dropped when one says an NCCL error or a line names the timed-out collective itself,
         given out -- a timeout whose cause the paste cut -- when none did (or at the output's
         end, or its going quiet). Returns (this line's timeout, the held ones given out)."""
-        if timeout is not None and not collectives.unnamed(timeout[1]):
-            self._some.clear()  # named in their place
+        if timeout is not None and (self._timed_out or not collectives.undecided(timeout[1])):
+            self._some.clear()  # named in their place, or after a line that said a timeout
             return timeout, []
         failed = collectives.failed_otherwise(line)
         out: list[Found] = []

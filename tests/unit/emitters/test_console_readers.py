@@ -232,6 +232,34 @@ def test_every_rank_s_some_nccl_operations_failed_waits_for_its_own_watchdog() -
     assert sorted(f["rank"] for k, f in cut if k == "collective.timeout") == list(ranks)
 
 
+#: the watchdog's status line before it (ProcessGroupNCCL.cpp `watchdogHandler`'s format, torch
+#: 2.4 on, rendered for LlamaFactory#6849's rank 5: the thread's paste starts after it)
+EITHER_6849 = (
+    "[rank5]:[E207 19:37:09.983500000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+    "Rank 5] Exception (either an error or timeout) detected by watchdog at work: 2051, last "
+    "enqueued NCCL work: 2051, last completed NCCL work: 2050."
+)
+
+
+def test_the_watchdog_s_either_way_status_waits_for_what_the_watchdog_says() -> None:
+    """torch 2.4 on, the watchdog first says a work failed "either" way (an error or a
+    timeout), then `Some NCCL operations have failed`, then which: an NCCL error is no timed-out
+    collective. Cut before its watchdog's lines it stays the work's timeout, with its status;
+    after a line that said a timeout it is that timeout's status, given at once."""
+    console = [EITHER_6849, *LLAMAFACTORY_6849]
+    assert "collective.timeout" not in kinds(read_all(console))
+    assert "component.failed" in kinds(read_all(console))
+    cut = only(read_all(console[:3]), "collective.timeout")
+    assert (cut["rank"], cut["seq"], cut["last_completed"]) == (5, 2051, 2050)
+    named = (
+        "[rank5]:[E207 19:37:09.983400000 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=2051, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
+    )
+    found = [f for k, f in read_all([named, EITHER_6849]) if k == "collective.timeout"]
+    assert [f.get("last_completed") for f in found] == [None, 2050]
+
+
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
     """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
     its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
