@@ -494,3 +494,52 @@ def test_a_console_that_shows_a_failure_did_not_end_in_a_hang(tmp_path: Path) ->
     # a wait its console shows past the rule's limit is a stall whatever came after
     long = "".join(BARRIER.format(t=clock(s)) for s in range(10, 400, 10))
     assert fired(tmp_path, long + CRASH) == ["component_failed", "ranks_stalled"]
+
+
+#: https://github.com/ChenRocks/UNITER/issues/33 (Horovod's stall warnings while rank 0 evaluated
+#: alone; the bar then reached its end and the evaluation finished: whole lines as posted)
+HVD_UNITER_33 = (
+    "[1,0]<stderr>:Stalled ranks:\n"
+    "[1,0]<stderr>:0: [allgather.noname.1]\n"
+    " 97%|█████████▋| 1222/1264 [18:55<00:35,  1.19it/s][1,0]<stderr>:[2020-09-22 "
+    "17:25:14.668682: W horovod/common/operations.cc:779] One or more tensors were submitted to "
+    "be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of "
+    "ranks for more than 60 seconds. This may indicate that different ranks are trying to "
+    "submit different tensors or that only subset of ranks is submitting tensors, which will "
+    "cause deadlock. \n"
+    "[1,0]<stderr>:Stalled ranks:\n"
+    "[1,0]<stderr>:0: [allgather.noname.1]\n"
+    "100%|██████████| 1264/1264 [19:28<00:00,  1.76it/s][1,0]<stderr>:09/22/2020 17:25:47 - INFO "
+    "- __main__ -   **evaluation finished in 1168 seconds, score_qa: 0.00 score_qar: 0.00 "
+    "score: 0.00** \n"
+)
+#: https://github.com/horovod/horovod/issues/1737 (a stall warning naming rank 1, then both
+#: ranks' TensorFlow metrics and step lines: training went on; whole lines as posted)
+HVD_1737 = (
+    "[1,0]<stderr>:[2020-02-25 11:13:55.899666: W horovod/common/stall_inspector.cc:105] One or "
+    "more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and "
+    "are waiting for remainder of ranks for more than 60 seconds. This may indicate that "
+    "different ranks are trying to submit different tensors or that only subset of ranks is "
+    "submitting tensors, which will cause deadlock. \n"
+    "[1,0]<stderr>:Stalled ranks:\n"
+    "[1,0]<stderr>:1: [DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_0, "
+    "DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_100_0, "
+    "DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_101_0, "
+    "DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_102_0, "
+    "DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_103_0, "
+    "DistributedMomentumOptimizer_Allreduce/HorovodAllreduce_gradients_AddN_104_0 ...]\n"
+    "[1,1]<stderr>:INFO:tensorflow:cross_entropy = 3.216353, learning_rate = 0.014, "
+    "train_mean_iou = 0.0036734608, train_px_accuracy = 0.016648313\n"
+    "[1,0]<stderr>:INFO:tensorflow:cross_entropy = 3.7933412, learning_rate = 0.014, "
+    "train_mean_iou = 0.008086117, train_px_accuracy = 0.031079648\n"
+    "[1,1]<stderr>:INFO:tensorflow:loss = 25.564167, step = 0\n"
+)
+
+
+def test_a_horovod_stall_the_job_went_on_after_is_no_stall(tmp_path: Path) -> None:
+    """Healthy controls from real consoles: Horovod warns while one rank evaluates alone (its
+    maintainers: a recoverable stall) and the job goes on -- the bar's advance, a step line
+    after the warning end the wait, so the console's end is no hang."""
+    assert fired(tmp_path, HVD_UNITER_33) == []
+    assert fired(tmp_path, HVD_1737) == []
+    assert statuses(HVD_1737)[-1]["phase"] == "exited"
