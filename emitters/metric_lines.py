@@ -266,9 +266,11 @@ class MetricLines:
         line, a table's row, a two-column table's row -- or what the record gives once a
         line that does not go on it ends it."""
         held.lines += 1
-        if held.lines > self.MAX_LINES:
+        if held.lines > self.MAX_LINES:  # given up: what it holds whole is still a record
             del self._open[source]
-            return False, self._cut(source, held.text) if held.text and not held.settings else []
+            if held.text:
+                return False, self._cut(source, held.text) if not held.settings else []
+            return False, self._block(source, held.pairs, held.step) if held.pairs else []
         if held.columns is not None:
             return self._column_row(source, held.columns, line)
         if held.header is not None:

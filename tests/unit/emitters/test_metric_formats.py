@@ -347,3 +347,11 @@ def test_a_non_finite_record_from_a_source_behind_the_run_is_not_lost(
     fired = [a for a in diagnose([log]).alerts if a.state == "firing"]
     assert [a.rule for a in fired] == ["non_finite_metric"]
     assert "step 100" in fired[0].summary
+
+
+def test_a_header_s_block_given_up_for_its_length_is_still_a_record() -> None:
+    """The lines under a header are followed up to `MetricLines.MAX_LINES`: a longer block
+    (a logger's hundreds of `key: value` lines) is given up there, and what it read is one
+    record -- its NaN was lost with it."""
+    lines = ["Iteration 7", "  loss: nan", *[f"  metric_{i}: {i}.5" for i in range(250)]]
+    assert bad(read_all(lines)) == [(7, ["loss"])]
