@@ -3,6 +3,7 @@
     .venv/bin/python scripts/corpus_report.py                    # every corpus, dev and held out
     .venv/bin/python scripts/corpus_report.py --corpus corpus2   # one corpus
     .venv/bin/python scripts/corpus_report.py --files            # ... and every dev file's result
+    .venv/bin/python scripts/corpus_report.py --watch --corpus corpus2   # watch against diagnose
 
 Reads every excerpt of tests/fixtures/consoles/{corpus,corpus2,...}/{dev,heldout}/ with
 `runwatch.diagnose.diagnose` -- the excerpt alone, not the file's `#` header, which says in
@@ -21,6 +22,10 @@ held-out part separately:
 It reports and does not fail (exit 0 unless the corpus cannot be read). Per-file results are
 printed for the development part only (`--files`): the held-out part is reported as figures,
 so nobody tunes the reader on its excerpts.
+
+`--watch` plays each development excerpt through `runwatch watch` into `runwatch serve` and
+prints where its alerts differ from diagnose's (scripts/corpus_watch.py); held-out parts are
+never played.
 """
 
 from __future__ import annotations
@@ -170,7 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", action="store_true", help="print each dev file's result")
     parser.add_argument("--part", choices=("dev", "heldout", "both"), default="both")
     parser.add_argument("--corpus", choices=(*CORPORA, "all"), default="all")
+    parser.add_argument(
+        "--watch", action="store_true", help="dev parts through `runwatch watch` against diagnose"
+    )
     args = parser.parse_args(argv)
+    if args.watch:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from scripts import corpus_watch
+
+        return corpus_watch.main([c for c in CORPORA if args.corpus in (c, "all")])
     for corpus in CORPORA:
         if args.corpus not in (corpus, "all"):
             continue

@@ -1,0 +1,235 @@
+"""Whether `runwatch watch` agrees with `runwatch diagnose` on the corpora's development parts
+(issue 41, item 5).
+
+    .venv/bin/python scripts/corpus_report.py --watch --corpus corpus2   # one corpus
+    .venv/bin/python scripts/corpus_watch.py corpus corpus2 corpus3       # the same, several
+
+Each dev excerpt (tests/fixtures/consoles/CORPUS/dev/, its `#` header left out) is read by
+`runwatch.diagnose.diagnose` in process, as scripts/corpus_report.py reads it, and played
+through the real watch path: `runwatch watch --run ID --url URL -- sh -c 'tail ...'`, every
+excerpt of a corpus its own run, many at once, into one real `runwatch serve` per corpus. An
+excerpt whose labels name a rule that needs time to pass with the output still open (a
+collective's settle, ranks or an engine stalled for a while), and an inference engine's
+control (a server idle between requests), is played by a command that prints it and then
+hangs, as the job did (`hangs`: decided from the labels, never from diagnose's result); the
+others by one that prints it and exits. The service runs with short thresholds (`config`), and
+`RUNWATCH_LAST_WORD` is as short, so a hung command's last traceback is read in seconds, not
+minutes: what is measured is the path, not the rules' defaults.
+
+Prints, per corpus, how many excerpts the two commands agree on (the same set of firing rules)
+and, for each that differs, its id and both sets, with its labels. It reports and does not
+fail. Never pass a corpus whose dev part you must not see: it reads dev/ and MANIFEST.toml
+only, never a held-out part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: the repository's root is the import root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runwatch.dev.launch import ServeProcess
+from runwatch.stream.timekeeping.reading import LATE_S
+from scripts.corpus_report import CONSOLES, read_part, run_one
+
+#: rules that fire only while the job's output stays open (the job hung)
+WHILE_HUNG = frozenset(
+    {"collective_timeout", "inference_stalled", "ranks_stalled", "weight_sync_stalled"}
+)
+#: frameworks of inference engines: a control of one is a server, quiet between requests
+ENGINES = frozenset({"vllm", "vllm-ascend", "sglang"})
+#: the played service's thresholds: short, but longer than a batch can be late without
+#: holding the service's silence clock (`LATE_S`): a batch later than a collective's settle,
+#: and not late enough to hold it, is judged on its first line alone, its other ranks not
+#: yet in (the defaults are longer still)
+THRESHOLD_S = LATE_S + 1
+#: how long a hung command is held after its run's first event: its last word, then the
+#: longest threshold, then the service's tick, with room for a loaded machine
+HOLD_S = 4 * THRESHOLD_S + 10
+#: excerpts played at once (each a `runwatch watch` and its command)
+AT_ONCE = 24
+
+
+def config(threshold: float = THRESHOLD_S) -> str:
+    """The rules config of the service the consoles are played into."""
+    return "".join(
+        f"[rules.{rule}]\n{param} = {threshold:g}\n\n"
+        for rule, param in (("collective_timeout", "settle"), ("inference_stalled", "stalled_for"),
+                            ("ranks_stalled", "timeout"), ("weight_sync_stalled", "timeout"))
+    )  # fmt: skip
+
+
+def hangs(name: str, entry: dict[str, Any]) -> bool:
+    """Whether an excerpt is played by a command that prints it and then hangs: its labels
+    name a rule that fires only while the job's output stays open, or it is the control of an
+    inference engine (a server goes quiet between requests and lives on)."""
+    if WHILE_HUNG & set(entry["rules"]):
+        return True
+    control = not entry["rules"]
+    return control and (entry.get("framework") in ENGINES or name.startswith("healthy_vllm"))
+
+
+def status(entry: dict[str, Any]) -> int:
+    """The exit status of a command that prints an excerpt and exits, as the job's: 1 when
+    its labels say a process of the run failed, else 0."""
+    return 1 if "component_failed" in entry["rules"] else 0
+
+
+def watch_command(
+    url: str, run: str, path: Path, header: int, hang: bool, rc: int = 0
+) -> list[str]:
+    """`runwatch watch` of a command that prints the excerpt (its first `header` lines left
+    out), then hangs or exits `rc`."""
+    show = f'tail -n +{header + 1} "{path}"'
+    play = ["sh", "-c", f"{show}; exec sleep 600" if hang else f"{show}; exit {rc}"]
+    return [sys.executable, "-m", "runwatch.cli", "watch", "--run", run, "--url", url, "--",
+            *play]  # fmt: skip
+
+
+def watch_env(last_word: float = THRESHOLD_S) -> dict[str, str]:
+    """The environment of the played `runwatch watch`: none of the caller's RUNWATCH_*, and a
+    hung command's last word read after `last_word` seconds of quiet."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    return {**env, "RUNWATCH_LAST_WORD": f"{last_word:g}"}
+
+
+def fired(transitions: list[dict[str, Any]]) -> list[str]:
+    """The rules a run's transitions fired, those of its own text: an incident's evidence
+    (the stacks `runwatch watch` took of a hung command) is not read from the text."""
+    return sorted(
+        {
+            a["rule"]
+            for a in transitions
+            if a["state"] == "firing" and (a.get("incident") or {}).get("role") != "evidence"
+        }
+    )
+
+
+@dataclass
+class Played:
+    name: str
+    hang: bool
+    proc: subprocess.Popen[bytes]
+    started: float
+    seen: float | None = None  # when its run's first event was in the service
+    stopped: bool = False
+
+
+@dataclass
+class Agreement:
+    corpus: str
+    labels: dict[str, dict[str, Any]]
+    diagnosed: dict[str, list[str]] = field(default_factory=dict)
+    watched: dict[str, list[str]] = field(default_factory=dict)
+    #: what a hung excerpt's run had fired when it was stopped: what a user of a job that
+    #: stays hung gets (the end of its output, at the stop, may decide more)
+    while_hung: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # a watch that did not end well
+
+    def differ(self) -> list[str]:
+        """The excerpts whose watch fired other rules than diagnose, while hung or in all."""
+        return sorted(
+            n
+            for n in self.labels
+            if self.diagnosed[n] != self.watched.get(n)
+            or self.diagnosed[n] != self.while_hung.get(n, self.diagnosed[n])
+        )
+
+
+def play(corpus: str, at_once: int = AT_ONCE) -> Agreement:
+    """Diagnose every dev excerpt of `corpus`, and play each through `runwatch watch` into one
+    `runwatch serve`."""
+    labels = read_part(corpus, "dev")
+    folder = CONSOLES / corpus / "dev"
+    out = Agreement(corpus, labels)
+    for name, entry in labels.items():
+        result = run_one(folder / f"{name}.log", entry["rules"])
+        out.diagnosed[name] = ["CRASH"] if result.crash else result.fired
+    with tempfile.TemporaryDirectory(prefix="corpus-watch-") as tmp:
+        rules = Path(tmp) / "rules.toml"
+        rules.write_text(config())
+        with ServeProcess(Path(tmp) / "h.duckdb", args=["--config", str(rules)]) as serve:
+            _play_all(serve, out, folder, at_once)
+            runs = {r["run"] for r in serve.get("/v1/runs")["runs"]}
+            for name in labels:
+                if name not in runs:
+                    out.watched[name] = ["NO EVENTS"]
+                    continue
+                out.watched[name] = fired(serve.get(f"/v1/runs/{name}")["transitions"])
+    return out
+
+
+def _play_all(serve: ServeProcess, out: Agreement, folder: Path, at_once: int) -> None:
+    """Play the excerpts, `at_once` at a time: a hung one is stopped (SIGTERM, passed on to
+    its command) `HOLD_S` after its run's first event; then wait for the service's tick."""
+    todo = sorted(out.labels)
+    playing: dict[str, Played] = {}
+    env = watch_env()
+    while todo or playing:
+        while todo and len(playing) < at_once:
+            name = todo.pop(0)
+            hang = hangs(name, out.labels[name])
+            entry = out.labels[name]
+            cmd = watch_command(serve.url, name, folder / f"{name}.log", 2, hang, status(entry))
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    env=env)  # fmt: skip
+            playing[name] = Played(name, hang, proc, time.monotonic())
+        time.sleep(0.25)
+        now = time.monotonic()
+        runs = {r["run"] for r in serve.get("/v1/runs")["runs"]}
+        for name, p in list(playing.items()):
+            if p.seen is None and name in runs:
+                p.seen = now
+            if p.proc.poll() is not None:
+                if not p.hang and p.proc.returncode != status(out.labels[name]):
+                    out.notes[name] = f"watch exited {p.proc.returncode}"
+                del playing[name]
+            elif p.hang and not p.stopped and p.seen is not None and now - p.seen >= HOLD_S:
+                out.while_hung[name] = fired(serve.get(f"/v1/runs/{name}")["transitions"])
+                p.proc.send_signal(signal.SIGTERM)
+                p.stopped = True
+            elif now - p.started > 180 and not p.stopped:
+                out.notes[name] = "watch still running after 180 s: stopped"
+                p.proc.send_signal(signal.SIGTERM)
+                p.stopped = True
+    time.sleep(2 * THRESHOLD_S)  # the service's last ticks on the runs that ended last
+
+
+def show(result: Agreement) -> None:
+    differ = result.differ()
+    total = len(result.labels)
+    agree = total - len(differ)
+    print(f"\n== {result.corpus} dev: watch agrees with diagnose on {agree} / {total}")
+    for name in differ:
+        said = ", ".join(result.labels[name]["rules"]) or "control"
+        diag = ", ".join(result.diagnosed[name]) or "nothing"
+        watched = ", ".join(result.watched.get(name, [])) or "nothing"
+        hang = " (hung)" if hangs(name, result.labels[name]) else ""
+        if name in result.while_hung and result.while_hung[name] != result.watched.get(name):
+            watched += f" (while hung: {', '.join(result.while_hung[name]) or 'nothing'})"
+        note = f" [{result.notes[name]}]" if name in result.notes else ""
+        print(f"  {name}{hang}: labels {said}; diagnose {diag}; watch {watched}{note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpora", nargs="+", metavar="CORPUS", help="e.g. corpus corpus2")
+    parser.add_argument("--at-once", type=int, default=AT_ONCE, help="excerpts played at once")
+    args = parser.parse_args(argv)
+    for corpus in args.corpora:
+        show(play(corpus, args.at_once))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
