@@ -1,14 +1,15 @@
 """The consoles the suite plays through `runwatch watch` into one `runwatch serve`, and what
 each must raise: the users' consoles (tests/fixtures/consoles/field/) and a representative
-part of the corpus' development part (corpus/dev/). tests/e2e/test_field_consoles.py plays
+part of the corpus' development part (corpus/dev/), with a few of the other corpora's.
+tests/e2e/test_field_consoles.py plays
 them with real processes; tests/unit/service/test_shared_serve.py plays the events they make
 into one service in process, on a loaded start's delivery times.
 
 A console whose alerts need time to pass with the output still open (a collective's settle,
 an engine stalled for a while) is played by a command that prints it and then hangs, as the
-job did (`hangs`); the others by a command that prints it and exits. The service runs with
-short thresholds (`CONFIG`): what is tested is the path, the defaults are the rules' own
-tests'."""
+job did (`hangs`); the others by a command that prints it and exits, as scripts/corpus_watch.py
+plays every development excerpt. The service runs with short thresholds (`CONFIG`): what is
+tested is the path, the defaults are the rules' own tests'."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from runwatch.stream.timekeeping.reading import LATE_S
+from scripts.corpus_watch import config
+from scripts.corpus_watch import hangs as played_hung
 
 CONSOLES = Path(__file__).resolve().parent / "fixtures" / "consoles"
 FIELD = CONSOLES / "field"
@@ -38,29 +40,47 @@ CORPUS_SUBSET = (
     "healthy_unsloth_grpo_table_negative_rewards", "healthy_ragen_reward_fn_error_noncritical",
     "healthy_vllm_v0_idle_engine_zero_throughput", "healthy_megatron_llm_bad_grad_norm_skipped",
 )  # fmt: skip
-_DEV = tomllib.loads((CORPUS / "MANIFEST.toml").read_text())
+#: ... and of the other corpora's development parts: consoles that end inside a wait their
+#: framework declared (Horovod's stall inspector, torch's store-based barrier, vLLM's message
+#: queue while it serves), which `runwatch diagnose` takes as ended in their hang and `runwatch
+#: watch` fires on the live clock while the command stays hung; one whose wait ends (a
+#: control); and one on which the two still differ (tests/e2e/test_field_consoles.py DIFFER)
+OTHER_SUBSETS = {
+    "corpus": ("stalled_horovod_ready_ranks_after_bar",),
+    "corpus2": ("stalled_horovod_missing_rank0_broadcast",),
+    "corpus3": ("stalled_sglang_scheduler_watchdog_timeout_quoted",),
+    "corpus13": ("fail_rvt_lightning_two_gpu_store_barrier_rank0_alone_hydra_log",
+                 "fail_vllm_ascend_offline_generate_stuck_0_of_4_shm_broadcast_minutes",
+                 "control_vllm_v0_mqllmengine_waiting_for_output_during_startup",
+                 "fail_trl_grpo_vllm_server_c10d_waitforinput_timeout_300000ms"),
+}  # fmt: skip
+
+
+def _dev(corpus: str) -> dict[str, dict[str, Any]]:
+    return tomllib.loads((CONSOLES / corpus / "MANIFEST.toml").read_text())
+
+
+_DEV = _dev("corpus")
 #: name -> (file, what it must raise and the evidence, the header lines to leave out: a
 #: corpus file's `# what happened` says the failure in words, and is not the console)
 PLAYED: dict[str, tuple[Path, dict[str, Any], int]] = {
     **{name: (FIELD / f"{name}.log", entry, 0)
        for name, entry in tomllib.loads((FIELD / "MANIFEST.toml").read_text()).items()},
     **{name: (CORPUS / "dev" / f"{name}.log", _DEV[name], 2) for name in CORPUS_SUBSET},
+    **{name: (CONSOLES / corpus / "dev" / f"{name}.log", _dev(corpus)[name], 2)
+       for corpus, names in OTHER_SUBSETS.items() for name in names},
 }  # fmt: skip
 MANIFEST: dict[str, dict[str, Any]] = {name: entry for name, (_, entry, _) in PLAYED.items()}
-#: rules that fire only while the job's output stays open (the job hung)
-WHILE_HUNG = {"collective_timeout", "inference_stalled"}
-#: the rules config of the service they are played into: short thresholds, but longer than a
-#: batch can be late without holding the service's silence clock (`LATE_S`): a batch later
-#: than a collective's settle, and not late enough to hold it, is judged on its first line
-#: alone, its other ranks not yet in (the defaults are longer still)
-THRESHOLD_S = LATE_S + 1
-CONFIG = (f"[rules.collective_timeout]\nsettle = {THRESHOLD_S:g}\n\n"
-          f"[rules.inference_stalled]\nstalled_for = {THRESHOLD_S:g}\n")  # fmt: skip
+#: the rules config of the service they are played into: short thresholds, as
+#: scripts/corpus_watch.py plays every development excerpt
+CONFIG = config()
 
 
 def hangs(name: str) -> bool:
-    """Whether the console is played by a command that prints it and then hangs."""
-    return bool(WHILE_HUNG & set(MANIFEST[name]["rules"])) or name.startswith("healthy_vllm")
+    """Whether the console is played by a command that prints it and then hangs: its labels
+    name a rule that needs time with the output open, or it is an engine's control
+    (scripts/corpus_watch.py `hangs`)."""
+    return played_hung(name, MANIFEST[name])
 
 
 def text(name: str) -> bytes:

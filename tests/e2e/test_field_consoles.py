@@ -11,7 +11,6 @@ exits."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -21,14 +20,24 @@ from typing import Any
 
 import pytest
 from helpers import wait_for
-from played import CONFIG, FIELD, MANIFEST, PLAYED, THRESHOLD_S, hangs, raised
+from played import CONFIG, FIELD, MANIFEST, PLAYED, hangs, raised
 
 from runwatch.dev.launch import ServeProcess
+from scripts.corpus_report import run_one
+from scripts.corpus_watch import THRESHOLD_S, fired, status, watch_command, watch_env
 
 pytestmark = pytest.mark.slow
 
 #: how long a hung control is watched after its first event for an alert that must not come
 QUIET_S = THRESHOLD_S + 4.0
+#: consoles on which watch and diagnose still differ: (diagnose's rules, watch's), and why
+DIFFER: dict[str, tuple[list[str], list[str], str]] = {
+    "fail_trl_grpo_vllm_server_c10d_waitforinput_timeout_300000ms": (
+        ["collective_timeout", "component_failed"], ["component_failed"],
+        "a run that finishes within a collective timeout's `settle` never fires it in serve "
+        "(nothing fires after a run's end), while diagnose runs time on past the logs' end by "
+        "`settle`"),
+}  # fmt: skip
 
 
 def test_every_console_watched_into_one_serve_raises_what_its_text_supports(
@@ -36,22 +45,19 @@ def test_every_console_watched_into_one_serve_raises_what_its_text_supports(
 ) -> None:
     config = tmp_path / "rules.toml"
     config.write_text(CONFIG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNWATCH_")}
+    env = watch_env()  # none of ours; a hung command's last word read in seconds
     watches: dict[str, subprocess.Popen[bytes]] = {}
     with ServeProcess(tmp_path / "h.duckdb", args=["--config", str(config)]) as serve:
         try:
             for name in sorted(MANIFEST):
-                path, _, header = PLAYED[name]
-                show = f'tail -n +{header + 1} "{path}"'
-                play = ["sh", "-c", f"{show}; exec sleep 600" if hangs(name) else show]
+                path, entry, header = PLAYED[name]
+                play = watch_command(serve.url, name, path, header, hangs(name), status(entry))
                 watches[name] = subprocess.Popen(
-                    [sys.executable, "-m", "runwatch.cli", "watch", "--run", name, "--url",
-                     serve.url, "--", *play],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                )  # fmt: skip
+                    play, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+                )
             for name, watch in watches.items():
                 if not hangs(name):
-                    assert watch.wait(120) == 0, name
+                    assert watch.wait(120) == status(MANIFEST[name]), name
 
             def transitions() -> dict[str, list[dict[str, Any]]]:
                 out: dict[str, list[dict[str, Any]]] = {name: [] for name in MANIFEST}
@@ -97,6 +103,13 @@ def test_every_console_watched_into_one_serve_raises_what_its_text_supports(
     assert set(stopped.values()) == {128 + signal.SIGTERM}, stopped
     for name in MANIFEST:
         raised(name, [a for a in seen[name] if a["state"] == "firing"])
+    differ = {}
+    for name in MANIFEST:
+        path, entry, _ = PLAYED[name]
+        pair = (run_one(path, entry["rules"]).fired, fired(seen[name]))
+        if pair != DIFFER.get(name, (pair[0], pair[0]))[:2]:
+            differ[name] = pair
+    assert not differ, f"diagnose and watch differ (diagnose's rules, watch's): {differ}"
 
 
 def test_diagnose_reads_every_console_without_a_traceback() -> None:

@@ -46,8 +46,8 @@ HOST = "node-7"  # every job on one host: one clock, many runs
 #: seconds of the start during which batches are slow, and how slow they may be
 LOADED_S, SLOWEST_S = 12.0, 6.0
 #: how long the hung jobs are watched (heartbeats every 10 s: past the rules' defaults for a
-#: collective's settle and a stalled engine), and serve's tick
-HUNG_FOR_S, TICK_S = 200.0, 0.25
+#: collective's settle, a stalled engine and stalled ranks), and serve's tick
+HUNG_FOR_S, TICK_S = 330.0, 0.25
 END = T0 + HUNG_FOR_S + LOADED_S + SLOWEST_S
 
 
