@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from runwatch.emitters.metric_settings import labelled, limit, settings
+from runwatch.emitters.metric_settings import labelled, limit, settings, undefined
 from runwatch.emitters.metric_shape import (
     EVALUATION,
     MARKERS,
@@ -423,6 +423,10 @@ class MetricLines:
         self, source: Any, named: int | None, metrics: dict[str, float | None],
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
+        if any(undefined(k, v, metrics) for k, v in metrics.items()):
+            metrics = {k: v for k, v in metrics.items() if not undefined(k, v, metrics)}  # 0/0
+            if not metrics:
+                return []
         bad = any(v is not None and not math.isfinite(v) for v in metrics.values())
         step = self.steps.step(source, named, bad)
         records = self.steps.record(source, step, metrics, skipped)

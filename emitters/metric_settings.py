@@ -1,5 +1,6 @@
 """A configuration printed to a console is no step's metrics (issue 41): its `inf` and `nan`
 are settings -- a clip threshold or a max norm of `inf` means no limit -- not a run going wrong.
+Nor is a statistic's NaN that is 0/0 (`undefined`): one sample, no variance.
 
 Told from a metric record by its shape:
 
@@ -20,6 +21,7 @@ Told from a metric record by its shape:
 
 from __future__ import annotations
 
+import math
 import re
 
 #: words of a key that make its value a limit (module docstring)
@@ -76,3 +78,34 @@ def settings(text: str) -> bool:
         return True
     brace = text.find("{")
     return brace > 0 and labelled(text[:brace])
+
+
+#: a statistic that is NaN when it is 0/0: the explained variance of constant returns
+#: (stable-baselines3's and baselines' `explained_variance`: `np.nan if var_y == 0`), and a
+#: standard deviation beside its own finite mean -- of one sample (torch's and numpy's
+#: unbiased `std`): no measurement of a run going wrong. A std alone may be a policy's own
+#: (SB3's `train/std`, exp of its log-std) and a variance a parameter (baselines' `var_mean`):
+#: those stay
+_EXPLAINED = re.compile(r"(?i)(?:^|[/_.\s])explained_var(?:iance)?$")
+_STD = re.compile(r"(?i)[/_.\s](?:std|stddev|stdev)$")
+_MEAN = ("", "mean", "average", "avg")
+
+
+def undefined(key: str, value: float | None, metrics: dict[str, float | None]) -> bool:
+    """Whether a value is 0/0 (`_EXPLAINED`, `_STD` beside its finite mean): no
+    measurement."""
+    if value is None or value == value:
+        return False
+    if _EXPLAINED.search(key):
+        return True
+    if (m := _STD.search(key)) is None:
+        return False
+    base = key[: m.start()].lower()
+    return any(
+        other != key
+        and v is not None
+        and math.isfinite(v)
+        and other.lower().startswith(base)
+        and other.lower()[len(base) :].lstrip("/_. ") in _MEAN
+        for other, v in metrics.items()
+    )

@@ -355,3 +355,21 @@ def test_a_header_s_block_given_up_for_its_length_is_still_a_record() -> None:
     record -- its NaN was lost with it."""
     lines = ["Iteration 7", "  loss: nan", *[f"  metric_{i}: {i}.5" for i in range(250)]]
     assert bad(read_all(lines)) == [(7, ["loss"])]
+
+
+def test_a_statistic_that_is_zero_over_zero_is_no_failure() -> None:
+    """SB3's and baselines' `explained_variance` is `np.nan if var_y == 0` (constant returns,
+    common early in sparse-reward tasks), and a std beside its own finite mean is one
+    sample's: no measurement of a run going wrong. A std with no mean beside it (SB3's
+    policy `train/std`), a variance that is a parameter (baselines' `var_mean`, corpus7/dev)
+    and a std beside a mean that is NaN too are read as ever."""
+    healthy = sb3_table({"rollout/ep_len_mean": 200.0, "time/iterations": 1,
+                         "time/total_timesteps": 2048, "train/approx_kl": 0.01,
+                         "train/explained_variance": NAN, "train/loss": 0.5})  # fmt: skip
+    assert bad(read_all(healthy)) == []
+    assert bad(read_all([str({"loss": 0.1, "reward": 0.5, "reward_std": NAN, "epoch": 0.1})])) == []
+    assert bad(read_all([str({"loss": 0.1, "train/std": NAN, "epoch": 0.1})])) == [
+        (1, ["train/std"])
+    ]
+    assert bad(read_all(["kl_oldnew 0.0 var_mean nan total_loss 2.38313"])) == [(1, ["var_mean"])]
+    assert bad(read_all(["step 3 | loss: nan | loss_std: nan"])) == [(3, ["loss", "loss_std"])]
