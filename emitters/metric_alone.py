@@ -224,16 +224,23 @@ def stops_on(text: str) -> tuple[str, float] | None:
     return m.group("key"), float("nan") if "finite" in said else float(said)
 
 
-#: a callback's sentence that the loss went NaN or inf and it stops the run, the value unsaid:
+#: a hook's or a callback's sentence that the loss went NaN or inf, as it stops the run:
 #: Keras' `TerminateOnNaN` (keras/src/callbacks/terminate_on_nan.py, tf.keras' before it)
-#: prints `Batch {batch}: Invalid loss, terminating training` and training ends quietly
-_INVALID = re.compile(r"\bInvalid (?P<key>loss), (?:terminating|stopping) training\b")
+#: prints `Batch {batch}: Invalid loss, terminating training` (the value unsaid) and training
+#: ends quietly; TensorFlow's `NanTensorHook` (tensorflow/python/training/
+#: basic_session_run_hooks.py) logs `Model diverged with loss = NaN.` before it raises
+#: `NanLossDuringTrainingError` -- or goes on, with `fail_on_nan_loss=False`
+_INVALID = re.compile(
+    r"\bInvalid (?P<key>loss), (?:terminating|stopping) training\b"
+    r"|\bModel diverged with (?P<tf>loss) = NaN\b"
+)
 
 
 def invalid_stop(text: str) -> str | None:
-    """The key of a callback's `Invalid loss, terminating training` (its value NaN or inf:
-    read as nan; its `Batch N` counts from 0 the batch the bar just showed from 1: the
-    console's step is the record's); None for any other line."""
-    if "nvalid " not in text or (m := _INVALID.search(text)) is None:
+    """The key of a callback's `Invalid loss, terminating training` or TensorFlow's `Model
+    diverged with loss = NaN.` (its value NaN or inf: read as nan; Keras' `Batch N` counts
+    from 0 the batch the bar just showed from 1: the console's step is the record's); None
+    for any other line."""
+    if ("nvalid " not in text and "diverged" not in text) or (m := _INVALID.search(text)) is None:
         return None
-    return m.group("key")
+    return m.group("key") or m.group("tf")

@@ -6,6 +6,7 @@ nothing; bad data is refused with the signature named."""
 
 from __future__ import annotations
 
+import math
 from datetime import date
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, Signature, load
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.exceptions import CatalogueError
 from runwatch.emitters.logparse import ray_origin
+from runwatch.emitters.metric_shape import read_line
 
 ROOT = Path(__file__).resolve().parents[3]
 SIGNATURES = CATALOGUE.signatures
@@ -233,6 +235,11 @@ def test_a_sample_raises_component_failed_for_its_component(sig: Signature, tmp_
     # a failed collective's (or update group's) line may also say it timed out (gloo's
     # `Connect timeout`, the c10d store's `The client socket has timed out after ...`)
     also = {"collective_timeout"} if sig.meaning in ("collective", "weight_update") else set()
+    # a sample that is also a metric's own report of a NaN (TensorFlow's `Model diverged
+    # with loss = NaN.`): the metric reader's non_finite_metric beside it
+    record = read_line(sig.sample)
+    if record is not None and any(not math.isfinite(v) for v in record.metrics.values()):
+        also.add("non_finite_metric")
     assert "component_failed" in {a.rule for a in firing}
     assert {a.rule for a in firing} <= {"component_failed", *also}
     # (a Ray exception line is also the driver's uncaught exception: its alert may be there)

@@ -373,3 +373,17 @@ def test_a_statistic_that_is_zero_over_zero_is_no_failure() -> None:
     ]
     assert bad(read_all(["kl_oldnew 0.0 var_mean nan total_loss 2.38313"])) == [(1, ["var_mean"])]
     assert bad(read_all(["step 3 | loss: nan | loss_std: nan"])) == [(3, ["loss", "loss_std"])]
+
+
+def test_tensorflow_s_nan_hook_sentence_is_the_loss_s_nan() -> None:
+    """TensorFlow's NanTensorHook logs `failure_message = "Model diverged with loss = NaN."`
+    (tensorflow/python/training/basic_session_run_hooks.py) -- at ERROR before it raises
+    NanLossDuringTrainingError, at WARNING when `fail_on_nan_loss=False` and training goes
+    on: the loss's NaN, at the step the console is at; the error's own line is the failure
+    reader's."""
+    lines = ["INFO:tensorflow:loss = 0.52, step = 100 (10.5 sec)",
+             "ERROR:tensorflow:Model diverged with loss = NaN.",
+             "tensorflow.python.training.basic_session_run_hooks.NanLossDuringTrainingError: "
+             "NaN loss during training."]  # fmt: skip
+    assert bad(read_all(lines)) == [(100, ["loss"])]
+    assert bad(scanned(lines)) == [(100, ["loss"])]

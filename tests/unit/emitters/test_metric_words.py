@@ -47,7 +47,6 @@ def test_a_trainer_s_sentence_that_it_stops_on_a_non_finite_value_is_that_value(
     "line",
     [
         "Loss in not finite. Skip this training step.",  # skipped, not applied
-        "Model diverged with loss = NaN.",  # TensorFlow's NaN hook: its error, no stop sentence
         "Loss is 0.5, stopping training",  # finite
         "best loss is inf, stopping",  # a best-so-far's start
         "WARNING loss is nan, stopping",  # a warning's words
