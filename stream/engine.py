@@ -91,6 +91,7 @@ class Engine:
             self.config.incidents, _weakly(self._view_changed)
         )
         self._evidence = [i for i, rule in enumerate(self.rules) if rule.evidence]
+        self._gathering = [i for i, rule in enumerate(self.rules) if rule.gathers]
         self._skip_routine = frozenset(i for i, r in enumerate(self.rules) if r.skips_routine_beats)
         self._skip_final = frozenset(i for i, r in enumerate(self.rules) if r.skips_final_beats)
         #: the rules the config turns on: what a new run's first event evaluates
@@ -314,6 +315,8 @@ class Engine:
                 indexes = self._routine_of(tracked, kind)
             else:
                 indexes = self._routine.get(kind, ())
+        if kind == "run.finished":
+            self._gathered(tracked, now, out)
         quiet, firing, timers_of = self._quiet, tracked.firing, tracked.timers
         for i in indexes:
             test = quiet[i]
@@ -321,6 +324,24 @@ class Engine:
                 continue
             self._evaluate(tracked, i, now, out)
         return out
+
+    def _gathered(self, tracked: TrackedRun, now: float, out: list[Alert]) -> None:
+        """A run's end completes what the rules that gather wait for (`Rule.gathers`): a
+        condition of theirs that holds at the end fires now, and the end then closes it."""
+        overrides = tracked.overrides
+        for index in self._gathering:
+            rule, rule_id = self.rules[index], self._rule_ids[index]
+            params = overrides.get(rule_id, rule.params) if overrides else rule.params
+            if not params.enabled:
+                continue
+            at = min(now, self.heard) if index in self._silent else now
+            firing = tracked.firing.get(index, {})
+            for cond in rule.check(tracked.state, at, params).holding:
+                if cond.key not in firing:
+                    firing[cond.key] = cond
+                    out.append(self._transition(tracked, rule, params, cond, at, "firing"))
+            if firing:
+                tracked.firing[index] = firing
 
     def check(self, event: ev.Event) -> None:
         """Raise InvalidEvent if `apply` would refuse this event (a bad `run.started.config`).

@@ -44,15 +44,14 @@ CORPUS_SUBSET = (
 #: framework declared (Horovod's stall inspector, torch's store-based barrier, vLLM's message
 #: queue while it serves), which `runwatch diagnose` takes as ended in their hang and `runwatch
 #: watch` fires on the live clock while the command stays hung; one whose wait ends (a
-#: control); and one on which the two still differ (tests/e2e/test_field_consoles.py DIFFER)
+#: control)
 OTHER_SUBSETS = {
     "corpus": ("stalled_horovod_ready_ranks_after_bar",),
     "corpus2": ("stalled_horovod_missing_rank0_broadcast",),
     "corpus3": ("stalled_sglang_scheduler_watchdog_timeout_quoted",),
     "corpus13": ("fail_rvt_lightning_two_gpu_store_barrier_rank0_alone_hydra_log",
                  "fail_vllm_ascend_offline_generate_stuck_0_of_4_shm_broadcast_minutes",
-                 "control_vllm_v0_mqllmengine_waiting_for_output_during_startup",
-                 "fail_trl_grpo_vllm_server_c10d_waitforinput_timeout_300000ms"),
+                 "control_vllm_v0_mqllmengine_waiting_for_output_during_startup"),
 }  # fmt: skip
 
 

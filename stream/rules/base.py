@@ -192,6 +192,10 @@ class Rule(Generic[P]):
     #: evidence of an incident (stacks), not a fault: its condition's key is the id of the
     #: incident it joins, and it is never the root
     evidence: ClassVar[bool] = False
+    #: its conditions wait only to gather what several processes say (collective_timeout's
+    #: `settle`): a run's end, after which nothing more comes, completes the gathering, so a
+    #: condition that holds then fires at the end, before the end closes it
+    gathers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

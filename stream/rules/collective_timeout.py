@@ -10,8 +10,9 @@ ranks at different sequence numbers *diverge*, and the ones behind are where to 
 One alert per failing collective (its process group: `Collectives.by_incident`, however
 its lines are cut, ordered or delayed): it fires `settle` seconds after the first line, so
 the ranks that print within that window are in it (they print within a second or two of
-each other), and lets go when a step ends after the timeout (the job was restarted and goes
-on) or the run finishes `ok`.
+each other) -- or at the run's end, when that comes first and not `ok`: nothing more comes
+to gather (`Rule.gathers`) -- and lets go when a step ends after the timeout (the job was
+restarted and goes on) or the run finishes `ok`.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
     )
     hang = True
     silence = True
+    gathers = True  # a run that ends while it settles: every rank has said what it will
     params_model = CollectiveTimeoutParams
     watches = frozenset({"collective.timeout", "step.done", "run.finished"})
     explains = STALLS | {"heartbeat_lost", "weight_sync_stalled", "inference_idle_with_pending"}

@@ -31,13 +31,7 @@ pytestmark = pytest.mark.slow
 #: how long a hung control is watched after its first event for an alert that must not come
 QUIET_S = THRESHOLD_S + 4.0
 #: consoles on which watch and diagnose still differ: (diagnose's rules, watch's), and why
-DIFFER: dict[str, tuple[list[str], list[str], str]] = {
-    "fail_trl_grpo_vllm_server_c10d_waitforinput_timeout_300000ms": (
-        ["collective_timeout", "component_failed"], ["component_failed"],
-        "a run that finishes within a collective timeout's `settle` never fires it in serve "
-        "(nothing fires after a run's end), while diagnose runs time on past the logs' end by "
-        "`settle`"),
-}  # fmt: skip
+DIFFER: dict[str, tuple[list[str], list[str], str]] = {}
 
 
 def test_every_console_watched_into_one_serve_raises_what_its_text_supports(

@@ -130,6 +130,27 @@ def test_progress_after_the_timeout_resolves_it() -> None:
     assert brief(out) == [("collective_timeout", "resolved", 300.0)]
 
 
+def test_a_run_that_ends_failed_while_it_settles_fires_it_at_its_end() -> None:
+    """No rank says more after the run's end: the gathering is complete, and the timeout
+    the console showed is reported before the end closes it -- what `runwatch diagnose`
+    reads in a log that ends so, `runwatch watch` of the job that exited raises (issue 41)."""
+    engine = make_engine()
+    assert feed(engine, [nccl(100, 0, 5), nccl(100.5, 1, 5)]) == []
+    out = of_rule(feed(engine, [make_event("run.finished", 103, status="failed")]),
+                  "collective_timeout")  # fmt: skip
+    assert [(a.state, a.ts) for a in out] == [("firing", 103.0), ("resolved", 103.0)]
+    assert "ranks 0,1 timed out in ALLREDUCE #5" in out[0].summary
+    assert out[1].details["reason"] == "run_finished"
+    assert engine.advance(200) == []
+
+
+def test_a_run_that_ends_ok_while_it_settles_does_not_fire_it() -> None:
+    engine = make_engine()
+    feed(engine, [nccl(100, 0, 5)])
+    assert feed(engine, [make_event("run.finished", 103, status="ok")]) == []
+    assert engine.advance(200) == []
+
+
 # --- inference_stalled -----------------------------------------------------------------------
 
 
