@@ -126,11 +126,13 @@ class Watcher:
         parser: LineParser,
         progress_every: float,
         last_word: float = LAST_WORD_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.emitter = emitter
         self.parser = parser
         self.gate = ProgressGate(progress_every)
         self.last_word = last_word
+        self.clock = clock  # when a line is read: a wait it shows began its `waited` before
         self.stop = threading.Event()
         self.emitted = 0
         self.read_failed = 0  # reads that raised (their bytes were copied, not read)
@@ -161,7 +163,7 @@ class Watcher:
             fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
             if "waited" in fields:  # the wait a line shows, from when it is read
-                fields = self.parser.waits.since(fields, time.time())
+                fields = self.parser.waits.since(fields, self.clock())
             if src is None:
                 self.emitter.emit(kind, **fields)
             else:  # a line Ray forwarded: the event is that worker's
