@@ -11,7 +11,7 @@ import math
 import re
 
 from runwatch.emitters.metric_pairs import PAIR, SOURCE_FILE, Pair, pairs, step_key
-from runwatch.emitters.metric_settings import limit
+from runwatch.emitters.metric_settings import no_limit
 
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
@@ -29,7 +29,7 @@ def unnumbered(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     if sum(p.separated for p in found) < 2 and spaced < 3:
         return False
     bad = [k for k, v in metrics.items() if not math.isfinite(v)]
-    if not bad or all(limit(k) for k in bad):
+    if not bad or all(no_limit(k, metrics[k]) for k in bad):
         return False
     if "(" in text:
         text = _WRAPPED.sub("0", text)
@@ -71,7 +71,9 @@ def lone(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     if len(found) != 1 or len(metrics) != 1 or math.isfinite(found[0].value):
         return False
     pair = found[0]
-    if limit(pair.key) or step_key(pair.key) or (not pair.separated and " " in pair.key):
+    if no_limit(pair.key, pair.value) or step_key(pair.key):
+        return False
+    if not pair.separated and " " in pair.key:
         return False
     # a source location (glog's `train.py:88]`, rich's `train.py:42`) is no pair
     matches = [m for m in PAIR.finditer(text) if not SOURCE_FILE.search(_key(m))]
@@ -101,7 +103,7 @@ def dict_item(text: str, found: list[Pair], metrics: dict[str, float]) -> bool:
     pair = found[0]
     return (
         not math.isfinite(pair.value)
-        and not limit(pair.key)
+        and not no_limit(pair.key, pair.value)
         and step_key(pair.key) is None
         and _DICT_ITEM.match(text) is not None
     )

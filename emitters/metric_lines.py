@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from runwatch.emitters.metric_settings import labelled, limit, settings, undefined
+from runwatch.emitters.metric_settings import labelled, no_limit, settings, undefined
 from runwatch.emitters.metric_shape import (
     EVALUATION,
     MARKERS,
@@ -115,7 +115,7 @@ def plain(line: str) -> str:
 def _alone(row: Pair) -> bool:
     """Whether one row under a header is a record: a value that is not finite, not a limit's
     setting (`Epoch : 8` then `LOSS : nan`, not `Epoch 1/10` then `max_grad_norm: inf`)."""
-    return not math.isfinite(row.value) and not limit(row.key)
+    return not math.isfinite(row.value) and not no_limit(row.key, row.value)
 
 
 def openrlhf_postfix(postfix: str) -> dict[str, float]:

@@ -1,5 +1,6 @@
-"""A configuration printed to a console is no step's metrics (issue 41): its `inf` and `nan`
-are settings -- a clip threshold or a max norm of `inf` means no limit -- not a run going wrong.
+"""A configuration printed to a console is no step's metrics (issue 41): its values are
+settings -- a clip threshold or a max norm of `inf` means no limit -- not a run going wrong.
+A limit's key excuses its `inf` alone (`no_limit`): a NaN is no setting's value.
 Nor is a statistic's NaN that is 0/0 (`undefined`): one sample, no variance.
 
 Told from a metric record by its shape:
@@ -42,6 +43,13 @@ def limit(key: str) -> bool:
         return True
     # `max_norm`, `actor.max_grad_norm`: a bound on what follows; `score/max`: a reduction
     return any(w in ("max", "min") for w in words[:-1]) and not _REDUCTION.search(key)
+
+
+def no_limit(key: str, value: float) -> bool:
+    """Whether a value is a limit's setting: `inf` (no limit) under a key that names a limit
+    (`limit`). A NaN is none -- no setting means it -- but a measurement gone wrong, whatever
+    its key's words (`clip_fraction: nan`, `max_reward: nan`, a `clip_ratio` row)."""
+    return math.isinf(value) and limit(key)
 
 
 #: `max` / `min` as a reduction of a metric, its key's last part (`score/max`, `reward_max`,

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from runwatch.emitters.metric_settings import limit
+from runwatch.emitters.metric_settings import no_limit
 from runwatch.emitters.metric_shape import STEP_RANK, step_key
 from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
 
@@ -164,7 +164,7 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
         value = value_of(raw) if not isinstance(raw, bool) else False
         if value is not False:
             assert not isinstance(value, bool)
-            if value is not None and math.isinf(value) and limit(key):
+            if value is not None and no_limit(key, value):
                 continue  # a limit's `inf` (`'max_norm': inf`): none, a setting
             metrics[key] = value
     # a metrics dict is numbers (transformers 5 prints them as strings, an unscored reward
@@ -172,7 +172,7 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     # words, flags and tables among its numbers -- a third of it or more
     numbers = sum(1 for v in metrics.values() if v is not None) + (step is not None)
     lone = numbers == 1 and any(
-        v is not None and not math.isfinite(v) and not limit(k) for k, v in metrics.items()
+        v is not None and not math.isfinite(v) and not no_limit(k, v) for k, v in metrics.items()
     )
     if not metrics or (numbers < 2 and not lone):
         return None

@@ -1,0 +1,79 @@
+"""A limit's key excuses its `inf` only (issue 41): `max_grad_norm: inf` is no limit, but a
+NaN is no setting's value whatever its key's words -- `clip_fraction`, `clip_ratio`,
+`max_reward` are measurements. The lines are the shapes the reader takes one metric at a time
+from (a wandb run summary, a dict printed an item a line, a row under a header), holding the
+keys of the trainers that log them: stable-baselines3's PPO
+(`self.logger.record("train/clip_fraction", np.mean(clip_fractions))`,
+stable_baselines3/ppo/ppo.py), TRL's GRPO (`clip_ratio/region_mean`, trl/trainer/
+grpo_trainer.py, as in https://github.com/Chi-Shan0707/TinyLoRA-GRPO-Coder/issues/4's
+console), and a `max_reward` statistic."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from helpers import read_all
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+from runwatch.emitters.metric_settings import no_limit
+
+
+def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
+    out = []
+    for kind, fields in found:
+        if kind != "step.metrics":
+            continue
+        keys = sorted(
+            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
+        )
+        if keys:
+            out.append((fields["step"], keys))
+    return out
+
+
+def scanned(lines: list[str]) -> list[Found]:
+    scanner = LineScanner(LineParser())
+    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    return out + scanner.parser.finish()
+
+
+KEYS = ["train/clip_fraction", "clip_ratio/region_mean", "max_reward"]
+
+
+def _shapes(key: str, value: float) -> list[list[str]]:
+    """One non-finite value under `key` in each one-metric-a-line shape."""
+    return [
+        # wandb's run summary (wandb/sdk/internal: `wandb: {key:>w} {value}`)
+        ["wandb: Run summary:", f"wandb: {key:>24} {value}", "wandb:      train/lr 0.0003"],
+        # json.dumps(metrics, indent=2): an item a line, its brace alone
+        json.dumps({key: value, "learning_rate": 3e-4}, indent=2).splitlines(),
+        # a header naming the step, then `key : value` lines (the shape of `Epoch : 8` /
+        # `LOSS : nan` callbacks)
+        ["Epoch 3", f"{key} : {value}"],
+    ]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_nan_under_a_limit_s_words_is_a_measurement(key: str) -> None:
+    for lines in _shapes(key, math.nan):
+        got = bad(read_all(lines))
+        assert [keys for _, keys in got] == [[key]], lines
+        assert bad(scanned(lines)) == got, lines
+
+
+@pytest.mark.parametrize("key", ["max_grad_norm", "actor.optim.clip_grad", "nccl_timeout"])
+def test_a_limit_s_inf_is_still_no_measurement(key: str) -> None:
+    for lines in _shapes(key, math.inf):
+        assert bad(read_all(lines)) == [], lines
+        assert bad(scanned(lines)) == [], lines
+
+
+def test_no_limit() -> None:
+    assert no_limit("max_grad_norm", math.inf)
+    assert no_limit("grad_clip", -math.inf)
+    assert not no_limit("max_grad_norm", math.nan)
+    assert not no_limit("clip_fraction", math.nan)
+    assert not no_limit("loss", math.inf)
