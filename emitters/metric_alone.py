@@ -132,11 +132,20 @@ def single_pair(text: str, bare: bool = False) -> Pair | None:
 def step_row(text: str) -> int | None:
     """The step a two-column table's row names (`| step | 10 |` among a table's metrics,
     rich's `│ global_step │ 12 │`); None for any other line."""
+    named = table_step(text)
+    return named[1] if named is not None else None
+
+
+def table_step(text: str) -> tuple[str, int] | None:
+    """(the kind, the step) a two-column table's row names (`step_row`; Spinning Up's
+    `|             Epoch |               3 |`: an epoch)."""
     found = _row_pair(text, False)
-    if found is None or step_key(found.key) is None:
+    if found is None or (kind := step_key(found.key)) is None:
         return None
     value = found.value
-    return int(value) if math.isfinite(value) and value.is_integer() and value >= 0 else None
+    if not (math.isfinite(value) and value.is_integer() and value >= 0):
+        return None
+    return kind, int(value)
 
 
 def _row_pair(text: str, bare: bool) -> Pair | None:

@@ -53,6 +53,7 @@ from runwatch.emitters.metric_shape import (
     single_pair,
     step_key,
     step_row,
+    table_step,
 )
 from runwatch.emitters.metric_tables import (
     column_header,
@@ -225,7 +226,9 @@ class MetricLines:
             self._open[source] = _Open(columns=columns)
         elif banner(line):  # `***** eval metrics *****`: the step the console named last
             self._open[source] = _Open(block=True)
-        elif (head := header(line)) is not None:
+        elif (head := header(line) or table_step(line)) is not None:
+            # a header, or a two-column table's first row naming its step (Spinning Up's
+            # `| Epoch | 3 |` above its metrics): the lines under it are that step's
             kind, step = head
             if kind != "epoch":  # a step line: a dict printed after it is that step's
                 self.steps.named(source, step)

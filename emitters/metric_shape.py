@@ -51,6 +51,7 @@ from runwatch.emitters.metric_alone import (
     single_pair,
     step_row,
     stops_on,
+    table_step,
     unnumbered,
 )
 from runwatch.emitters.metric_pairs import (
@@ -84,6 +85,7 @@ __all__ = [
     "skip_report",
     "step_key",
     "step_row",
+    "table_step",
 ]
 
 #: mmengine's `Epoch(train) [1][240/735]`, torchvision / timm's `Epoch: [3]  [ 100/1251]`,
@@ -111,11 +113,12 @@ _LEAD_COUNT = re.compile(
     r"^[\s>]*(?:\d+\s+)*\[?\s*(\d{1,18})(?:\s*/\s*\d{1,18})?\s*\]?\s*[|:,\-]?\s*$"
 )
 #: a header: a line that names a step and nothing else, decorated or not (`Iteration 3027`,
-#: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`), after a
+#: `Learning iteration 8391/10000`, `---- Iteration #50 ----`, `Epoch 2/10`, three words at
+#: most before the counter: `Eval metrics at step 6:`), after a
 #: timestamp and an INFO level at most (nnU-Net's `2023-08-09 14:55:25.642011: Epoch 0`)
 _HEADER = re.compile(
     r"(?i)^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?[\s:|\-]+(?:(?:INFO|DEBUG)\b[\s:|\-\]]*)?)?"
-    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,2}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
+    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,3}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )

@@ -1,0 +1,85 @@
+"""The step a console names above a block of metrics (issue 41): a header of a few words
+before its step (`Eval metrics at step 6:`), and a two-column table whose first row is its
+step (Spinning Up's `| Epoch | 3 |`). A NaN under either is at that step, in
+`runwatch diagnose`'s reading and in `runwatch watch`'s scanner alike."""
+
+from __future__ import annotations
+
+import math
+
+from helpers import read_all
+
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.logparse import Found
+
+NAN = math.nan
+
+
+def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
+    out = []
+    for kind, fields in found:
+        if kind != "step.metrics":
+            continue
+        keys = sorted(
+            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
+        )
+        if keys:
+            out.append((fields["step"], keys))
+    return out
+
+
+def scanned(lines: list[str]) -> list[Found]:
+    scanner = LineScanner(LineParser())
+    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    return out + scanner.parser.finish()
+
+
+def test_a_header_of_three_words_before_its_step() -> None:
+    """https://github.com/akanazawa/fpo/issues/4 (FPO on MuJoCo playground's HumanoidWalk:
+    the eval reward NaN from eval step 6 on), as posted."""
+    lines = [
+        "Eval metrics at step 0:",
+        "  Reward: mean=3.06, min=1.92, max=10.06, std=1.38",
+        "  Steps:  mean=1000.0, min=1000.0, max=1000.0, std=0.0",
+        "Eval metrics at step 6:",
+        "  Reward: mean=nan, min=nan, max=nan, std=nan",
+        "  Steps:  mean=0.0, min=0.0, max=0.0, std=0.0",
+        "Eval metrics at step 13:",
+        "  Reward: mean=nan, min=nan, max=nan, std=nan",
+        "  Steps:  mean=0.0, min=0.0, max=0.0, std=0.0",
+    ]
+    got = bad(read_all(lines))
+    assert got
+    assert got[0] == (6, ["max", "mean", "min", "std"])
+    assert bad(scanned(lines)) == got
+
+
+def spinup_table(rows: list[tuple[str, float]]) -> list[str]:
+    """Spinning Up's `Logger.dump_tabular` (openai/spinningup spinup/utils/logx.py):
+    `fmt = "| " + "%" + "%d" % max_key_len + "s" + " | %15s |"`, `"%8.3g" % val`, a rule of
+    `22 + max_key_len` dashes above and below."""
+    width = max(15, *(len(k) for k, _ in rows))
+    fmt = "| %" + str(width) + "s | %15s |"
+    rule = "-" * (22 + width)
+    return [rule, *(fmt % (k, "%8.3g" % v) for k, v in rows), rule]  # noqa: UP031 (its format)
+
+
+def _ppo_epoch(epoch: int, loss_v: float) -> list[tuple[str, float]]:
+    """The rows spinup/algos/pytorch/ppo/ppo.py logs each epoch, in its order."""
+    return [("Epoch", epoch), ("AverageEpRet", -171.0), ("StdEpRet", 40.2),
+            ("MaxEpRet", -90.1), ("MinEpRet", -260.3), ("EpLen", 200.0),
+            ("AverageVVals", -3.1), ("StdVVals", 1.2), ("MaxVVals", 0.4), ("MinVVals", -6.0),
+            ("TotalEnvInteracts", 4000 * (epoch + 1)), ("LossPi", 0.01), ("LossV", loss_v),
+            ("DeltaLossPi", -0.01), ("DeltaLossV", -2.0), ("Entropy", 1.4), ("KL", 0.01),
+            ("ClipFrac", 0.1), ("StopIter", 79), ("Time", 30.2 * (epoch + 1))]  # fmt: skip
+
+
+def test_a_two_column_table_whose_first_row_is_its_step() -> None:
+    lines = [line for e in range(3) for line in spinup_table(_ppo_epoch(e, 40.1))]
+    lines += ["Warning: trajectory cut off by epoch at 12 steps."]
+    lines += spinup_table(_ppo_epoch(3, NAN))
+    assert bad(read_all(lines)) == [(3, ["LossV"])]
+    assert bad(scanned(lines)) == [(3, ["LossV"])]
+    # healthy epochs give nothing, whichever row names the step
+    assert bad(read_all(lines[:-22])) == []
+    assert bad(read_all(["| step | 10 |", "| grad_norm | 0.5 |"])) == []
