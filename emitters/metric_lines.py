@@ -343,11 +343,13 @@ class MetricLines:
 
     @staticmethod
     def _starts(line: str) -> bool:
-        """Whether a line starts a record of its own (a header, a line of metrics, a dict)."""
+        """Whether a line starts a record of its own (a header, a two-column table's step row
+        -- the next table's `| Epoch | 4 |` -- a line of metrics, a dict)."""
         if not any(m in line for m in MARKERS):
             return False
         return (
             header(line) is not None
+            or table_step(line) is not None
             or banner(line)
             or ("{" in line and DICT_OPEN.search(line) is not None)
             or read_line(line) is not None

@@ -80,6 +80,11 @@ def test_a_two_column_table_whose_first_row_is_its_step() -> None:
     lines += spinup_table(_ppo_epoch(3, NAN))
     assert bad(read_all(lines)) == [(3, ["LossV"])]
     assert bad(scanned(lines)) == [(3, ["LossV"])]
+    # tables back to back: each its epoch's record (the next table's step row ends one)
+    lines = [line for e in range(3) for line in spinup_table(_ppo_epoch(e, NAN if e == 1 else 4.0))]
+    assert bad(read_all(lines)) == [(1, ["LossV"])]
+    assert bad(scanned(lines)) == [(1, ["LossV"])]
     # healthy epochs give nothing, whichever row names the step
-    assert bad(read_all(lines[:-22])) == []
+    healthy = [line for e in range(3) for line in spinup_table(_ppo_epoch(e, 40.1))]
+    assert bad(read_all(healthy)) == []
     assert bad(read_all(["| step | 10 |", "| grad_norm | 0.5 |"])) == []
