@@ -195,10 +195,10 @@ class MetricLines:
             whole = DICT.search(line, m.start())
             if labelled(line[: m.start()]):  # `config: {...}`: settings, read to its end
                 if whole is None:
-                    self._open[source] = _Open(text=line[m.start() :], settings=True)
+                    out += self._hold(source, _Open(text=line[m.start() :], settings=True))
                 return out
             if whole is None:  # a dict pretty-printed over lines
-                self._open[source] = _Open(text=line[m.start() :])
+                out += self._hold(source, _Open(text=line[m.start() :]))
                 return out
             got = metrics_dict(whole.group(0))  # a dict that is no step (a summary) is none
             if got is None:
@@ -221,11 +221,11 @@ class MetricLines:
                 step = self.steps.coarse(source, step)
             return out + self._record(source, step, dict(record.metrics), record.skipped)
         if (cells := table_header(line)) is not None and any(step_key(c) for c in cells):
-            self._open[source] = _Open(header=cells)
+            out += self._hold(source, _Open(header=cells))
         elif (columns := column_header(line)) is not None:
-            self._open[source] = _Open(columns=columns)
+            out += self._hold(source, _Open(columns=columns))
         elif banner(line):  # `***** eval metrics *****`: the step the console named last
-            self._open[source] = _Open(block=True)
+            out += self._hold(source, _Open(block=True))
         elif (head := header(line) or table_step(line)) is not None:
             # a header, or a two-column table's first row naming its step (Spinning Up's
             # `| Epoch | 3 |` above its metrics): the lines under it are that step's
@@ -235,11 +235,11 @@ class MetricLines:
             # an epoch's header numbers its lines coarsely: the step the console is at
             # where it counts finer (a record at an epoch's lower number would read as going
             # back, and be dropped)
-            self._open[source] = _Open(
-                step=self.steps.coarse(source, step) if kind == "epoch" else step
+            out += self._hold(
+                source, _Open(step=self.steps.coarse(source, step) if kind == "epoch" else step)
             )
         elif (pair := single_pair(line)) is not None:
-            self._open[source] = _Open(pair=pair)
+            out += self._hold(source, _Open(pair=pair))
         elif (named := read_step(line)) is not None:
             self.steps.named(source, named)
         else:
@@ -376,13 +376,28 @@ class MetricLines:
         """The output ended: a two-column table, or a header's lines, read to its end is a
         record."""
         out: list[Found] = []
-        for source, held in list(self._open.items()):
-            if held.pairs:
-                out += self._block(source, held.pairs, held.step)
-            elif held.text and not held.settings:  # a dict the output ended inside: its whole items
-                out += self._cut(source, held.text)
-        self._open.clear()
+        for source in list(self._open):
+            out += self._close(source)
         return out
+
+    def _hold(self, source: Any, opened: _Open) -> list[Found]:
+        """Read a record spread over lines from here; one the source still held ends (a
+        table's header after an epoch's `key: value` lines): what it read is its record."""
+        out = self._close(source)
+        self._open[source] = opened
+        return out
+
+    def _close(self, source: Any) -> list[Found]:
+        """The record a source held, ended: a two-column table's or a header's lines read so
+        far, a dict cut before its `}` (its whole items); a configuration's dict is none."""
+        held = self._open.pop(source, None)
+        if held is None:
+            return []
+        if held.pairs:
+            return self._block(source, held.pairs, held.step)
+        if held.text and not held.settings:
+            return self._cut(source, held.text)
+        return []
 
     def saw(self, found: list[Found]) -> None:
         """The events a line gave, every reader's: the steps the run has reached."""

@@ -88,3 +88,29 @@ def test_a_two_column_table_whose_first_row_is_its_step() -> None:
     healthy = [line for e in range(3) for line in spinup_table(_ppo_epoch(e, 40.1))]
     assert bad(read_all(healthy)) == []
     assert bad(read_all(["| step | 10 |", "| grad_norm | 0.5 |"])) == []
+
+
+def test_a_record_that_opens_ends_the_block_held_before_it() -> None:
+    """RSL-RL's iteration block as https://github.com/isaac-sim/IsaacLab/issues/1999 posts it
+    (`Value function loss: inf` under `Learning iteration 8391/10000`), then -- composed here,
+    not from that console -- a markdown table of results naming its step, as a script prints
+    one: the table's header ends the block, whose record keeps its inf (it was dropped when
+    the table was opened over it)."""
+    block = [
+        "################################",
+        "                     Learning iteration 8391/10000",
+        "",
+        "                       Computation: 14963 steps/s (collection: 6.407s, learning",
+        "0.163s)",
+        "               Value function loss: inf",
+        "                    Surrogate loss: 0.0000",
+        "             Mean action noise std: 0.56",
+        "                 Mean total reward: 25.66",
+        "               Mean episode length: 1000.00",
+        "Episode_Reward/track_lin_vel_xy_exp: 1.2263",
+    ]
+    table = ["| step | success_rate | mean_reward |", "|------|--------------|-------------|",
+             "| 8391 | 0.91         | 25.66       |"]  # fmt: skip
+    assert bad(read_all(block)) == [(8391, ["Value function loss"])]
+    assert bad(read_all(block + table)) == [(8391, ["Value function loss"])]
+    assert bad(scanned(block + table)) == [(8391, ["Value function loss"])]
