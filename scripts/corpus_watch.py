@@ -12,11 +12,14 @@ excerpt whose labels name a rule that needs time to pass with the output still o
 collective's settle, ranks or an engine stalled for a while), and an inference engine's
 control (a server idle between requests), is played by a command that prints it and then
 hangs, as the job did (`hangs`: decided from the labels, never from diagnose's result); the
-others by one that prints it and exits. The service runs with short thresholds (`config`), and
-`RUNWATCH_LAST_WORD` is as short, so a hung command's last traceback is read in seconds, not
-minutes: what is measured is the path, not the rules' defaults.
+others by one that prints it and exits, 1 when its labels say a process failed (`status`).
+The service runs with short thresholds (`config`), and `RUNWATCH_LAST_WORD` is as short, so a
+hung command's last traceback is read in seconds, not minutes: what is measured is the path,
+not the rules' defaults.
 
-Prints, per corpus, how many excerpts the two commands agree on (the same set of firing rules)
+Prints, per corpus, how many excerpts the two commands agree on (the same set of firing rules
+read from the text: a failure that is the command's exit status alone is left out, as a file
+has none; for a hung excerpt, both what had fired while it hung and at the end of its output)
 and, for each that differs, its id and both sets, with its labels. It reports and does not
 fail. Never pass a corpus whose dev part you must not see: it reads dev/ and MANIFEST.toml
 only, never a held-out part.
@@ -104,13 +107,16 @@ def watch_env(last_word: float = THRESHOLD_S) -> dict[str, str]:
 
 
 def fired(transitions: list[dict[str, Any]]) -> list[str]:
-    """The rules a run's transitions fired, those of its own text: an incident's evidence
-    (the stacks `runwatch watch` took of a hung command) is not read from the text."""
+    """The rules a run's transitions fired on its text: not an incident's evidence (the
+    stacks `runwatch watch` took of a hung command), nor a failure that is the command's exit
+    status alone (diagnose reads a file, which has none)."""
     return sorted(
         {
             a["rule"]
             for a in transitions
-            if a["state"] == "firing" and (a.get("incident") or {}).get("role") != "evidence"
+            if a["state"] == "firing"
+            and (a.get("incident") or {}).get("role") != "evidence"
+            and (a.get("details") or {}).get("how") != "exit"
         }
     )
 
