@@ -382,12 +382,17 @@ class Failures:
         job: one rank died, the others wait in a collective): each source whose last word
         was an uncaught traceback (or a death it may survive) failed -- decided now, as the
         output's end would, and once. A source that goes on after all shows progress, which
-        lets its alert go; the rest wait for more, or for the end. A traceback still being
-        printed (cut: no exception line yet) is not decided: its process is still writing it,
-        and deciding it now would report it twice, cut and then whole."""
+        lets its alert go; the rest wait for more, or for the end. A traceback cut in its
+        frames is decided too, as `runwatch diagnose` decides it at a file's end: no process
+        pauses that long inside a traceback it is printing. Its record stays open and
+        reported (`quiet`): should the rest of it come after all, it is read into it, not
+        said a second time."""
         out = []
         for source, record in list(self._records.items()):
             if record.cut:
+                if (found := self._decided(source, record)) is not None:
+                    out.append((source, found))
+                    record.quiet = record.reported = True
                 continue
             if (found := self._decided(source, record)) is not None:
                 out.append((source, found))
@@ -440,8 +445,8 @@ class Failures:
             said = record.said
             if said is not None and record.stopped:
                 pass  # the stop's, said once (`_stop`)
-            elif record.caught_where_raised:
-                pass  # said by `_decided`
+            elif record.caught_where_raised or record.reported:
+                pass  # said by `_decided`, or at a quiet (`quiet`)
             elif said is not None:
                 self.notes.append(
                     f"the traceback ending `{said[:60]}` was logged as a warning, or Python "

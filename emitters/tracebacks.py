@@ -147,7 +147,8 @@ class Record:
 
     __slots__ = ("after_frame", "alt", "chained", "dumped", "error", "fatal", "guessed",
                  "headed", "hint", "indent", "lines", "logged", "module", "open", "paths",
-                 "prefix", "quiet", "shape", "stopped", "teardown", "uncaught")  # fmt: skip
+                 "prefix", "quiet", "reported", "shape", "stopped", "teardown",
+                 "uncaught")  # fmt: skip
 
     def __init__(
         self, prefix: str, quiet: bool = False, uncaught: str | None = None, maybe: str = ""
@@ -182,6 +183,7 @@ class Record:
         self.logged = False
         self.module = False  # a frame of it is a module's code (`in <module>`)
         self.dumped = False  # a frame of it was faulthandler's (`DUMP_FRAME`)
+        self.reported = False  # decided cut at a quiet (`Failures.quiet`): said once
 
     @property
     def cut(self) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from helpers import read_all
 
 from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.failures import CUT as CUT_SAID
 from runwatch.emitters.logparse import Found
 
 
@@ -553,18 +554,22 @@ def test_rich_s_panel_then_its_exception_line_under_a_prefix_is_a_traceback_s_en
     )
 
 
-def test_a_quiet_inside_a_traceback_still_being_printed_decides_nothing() -> None:
-    """The printer descheduled between two lines of its traceback (head and a frame out, the
-    exception line not yet): the quiet decides nothing, and the traceback is said once, whole."""
+def test_a_quiet_inside_a_traceback_s_frames_decides_it_once() -> None:
+    """The output went quiet inside a traceback's frames (head and a frame out, no exception
+    line): the quiet decides it, as diagnose decides it at a file's end -- no process pauses
+    `RUNWATCH_LAST_WORD` inside a traceback it prints. Should the rest come after all, it is
+    read into the same record and not said a second time, at a later quiet or at the end."""
     parser = LineParser()
     parser.parse("step:1 - critic/score/mean:0.5 - timing_s/step:180.0")
     parser.parse("Traceback (most recent call last):")
     parser.parse('  File "/tmp/hung.py", line 5, in <module>')
     said = [f["error"] for f in failed(parser.quiet())]
+    assert said == [f"{CUT_SAID} (last frame: /tmp/hung.py)"]
     for line in ['    {}["teacher_logprobs"]', "KeyError: 'teacher_logprobs'"]:
         said += [f["error"] for f in failed(parser.parse(line))]
     said += [f["error"] for f in failed(parser.quiet()) + failed(parser.finish())]
-    assert said == ["KeyError: 'teacher_logprobs'"]
+    assert said == [f"{CUT_SAID} (last frame: /tmp/hung.py)"]
+    assert not any("logged as a warning" in note for note in parser.failures.notes)
 
 
 #: verl#4124 (corpus15 dev control): an AgentLoopWorker's tool call raised KeyError in the
