@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -87,6 +88,28 @@ def read_all(lines: Iterable[str], parser: LineParser | None = None) -> list[Fou
     for line in lines:
         out += parser.parse(line)
     return out + parser.finish()
+
+
+def scanned(lines: list[str]) -> list[Found]:
+    """What `runwatch watch`'s scanner gives for the lines (it shows the readers only the
+    lines holding a marker), then what the end of the output decides."""
+    from runwatch.emitters.console import LineParser, LineScanner
+
+    scanner = LineScanner(LineParser())
+    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
+    return out + scanner.parser.finish()
+
+
+def non_finite(found: list[Found]) -> list[tuple[int, list[str]]]:
+    """(step, keys) of every `step.metrics` holding a value that is not finite."""
+    out = []
+    for kind, fields in found:
+        if kind == "step.metrics":
+            metrics = fields["metrics"].items()
+            keys = sorted(k for k, v in metrics if v is not None and not math.isfinite(v))
+            if keys:
+                out.append((fields["step"], keys))
+    return out
 
 
 def read_events(directory: Path) -> list[dict[str, Any]]:

@@ -7,31 +7,10 @@ from __future__ import annotations
 
 import math
 
-from helpers import read_all
-
-from runwatch.emitters.console import LineParser, LineScanner
-from runwatch.emitters.logparse import Found
+from helpers import non_finite as bad
+from helpers import read_all, scanned
 
 NAN = math.nan
-
-
-def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
-    out = []
-    for kind, fields in found:
-        if kind != "step.metrics":
-            continue
-        keys = sorted(
-            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
-        )
-        if keys:
-            out.append((fields["step"], keys))
-    return out
-
-
-def scanned(lines: list[str]) -> list[Found]:
-    scanner = LineScanner(LineParser())
-    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
-    return out + scanner.parser.finish()
 
 
 def test_a_header_of_three_words_before_its_step() -> None:

@@ -14,31 +14,10 @@ import json
 import math
 
 import pytest
-from helpers import read_all
+from helpers import non_finite as bad
+from helpers import read_all, scanned
 
-from runwatch.emitters.console import LineParser, LineScanner
-from runwatch.emitters.logparse import Found
 from runwatch.emitters.metric_settings import no_limit
-
-
-def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
-    out = []
-    for kind, fields in found:
-        if kind != "step.metrics":
-            continue
-        keys = sorted(
-            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
-        )
-        if keys:
-            out.append((fields["step"], keys))
-    return out
-
-
-def scanned(lines: list[str]) -> list[Found]:
-    scanner = LineScanner(LineParser())
-    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
-    return out + scanner.parser.finish()
-
 
 KEYS = ["train/clip_fraction", "clip_ratio/region_mean", "max_reward"]
 

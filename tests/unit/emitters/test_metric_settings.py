@@ -15,32 +15,10 @@ import pprint
 from typing import Any
 
 import pytest
-from helpers import read_all
+from helpers import non_finite as bad
+from helpers import read_all, scanned
 
-from runwatch.emitters.console import LineParser, LineScanner
-from runwatch.emitters.logparse import Found
 from runwatch.emitters.metric_settings import limit, settings
-
-
-def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
-    out = []
-    for kind, fields in found:
-        if kind != "step.metrics":
-            continue
-        keys = sorted(
-            k for k, v in fields["metrics"].items() if v is not None and not math.isfinite(v)
-        )
-        if keys:
-            out.append((fields["step"], keys))
-    return out
-
-
-def scanned(lines: list[str]) -> list[Found]:
-    """What `runwatch watch`'s scanner gives for the lines (it shows the readers only the
-    lines holding a marker)."""
-    scanner = LineScanner(LineParser())
-    out = scanner.feed("\n".join(lines).encode() + b"\n") + scanner.finish()
-    return out + scanner.parser.finish()
 
 
 @dataclasses.dataclass

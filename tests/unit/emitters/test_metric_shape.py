@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import pytest
+from helpers import non_finite as bad
 from helpers import read_all
 
 from runwatch.emitters import env
@@ -21,13 +22,6 @@ from runwatch.emitters.step_numbers import OVERFLOW_KEY, loss_scale_overflow
 
 def steps(found: list[Found]) -> list[tuple[int, dict[str, Any]]]:
     return [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
-
-
-def bad(found: list[Found]) -> list[tuple[int, list[str]]]:
-    """(step, keys) of every step.metrics with a value that is not finite."""
-    return [(s, sorted(k for k, v in m.items() if v is not None and not math.isfinite(v)))
-            for s, m in steps(found)
-            if any(v is not None and not math.isfinite(v) for v in m.values())]  # fmt: skip
 
 
 @pytest.mark.parametrize(
