@@ -336,7 +336,7 @@ class Engine:
                 continue
             at = min(now, self.heard) if index in self._silent else now
             firing = tracked.firing.get(index, {})
-            for cond in rule.check(tracked.state, at, params).holding:
+            for cond in rule.gathered(tracked.state, at, params).holding:
                 if cond.key not in firing:
                     firing[cond.key] = cond
                     out.append(self._transition(tracked, rule, params, cond, at, "firing"))

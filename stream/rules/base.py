@@ -194,7 +194,7 @@ class Rule(Generic[P]):
     evidence: ClassVar[bool] = False
     #: its conditions wait only to gather what several processes say (collective_timeout's
     #: `settle`): a run's end, after which nothing more comes, completes the gathering, so a
-    #: condition that holds then fires at the end, before the end closes it
+    #: condition that holds then (`gathered`) fires at the end, before the end closes it
     gathers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -226,6 +226,11 @@ class Rule(Generic[P]):
 
     def check(self, run: RunState, now: float, params: P) -> Verdict:
         raise NotImplementedError
+
+    def gathered(self, run: RunState, now: float, params: P) -> Verdict:
+        """What a rule that gathers (`gathers`) holds at its run's end, which completes the
+        gathering: `check`, unless the rule says otherwise."""
+        return self.check(run, now, params)
 
     def quiet(self, run: RunState) -> bool:
         """A cheap test that `check` would hold nothing and ask for no recheck, whatever

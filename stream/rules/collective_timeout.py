@@ -10,13 +10,15 @@ ranks at different sequence numbers *diverge*, and the ones behind are where to 
 One alert per failing collective (its process group: `Collectives.by_incident`, however
 its lines are cut, ordered or delayed): it fires `settle` seconds after the first line, so
 the ranks that print within that window are in it (they print within a second or two of
-each other) -- or at the run's end, when that comes first and not `ok`: nothing more comes
-to gather (`Rule.gathers`) -- and lets go when a step ends after the timeout (the job was
-restarted and goes on) or the run finishes `ok`.
+each other) -- or at the run's end, when that comes first, whatever the run's status: nothing
+more comes to gather (`Rule.gathers`), and a timeout the output showed happened even if the
+command then exited 0 (`runwatch watch -- cat FILE` of a console always does) -- and lets go
+when a step ends after the timeout (the job was restarted and goes on) or the run finishes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runwatch.stream.rules.base import (
@@ -113,12 +115,22 @@ class CollectiveTimeoutRule(Rule[CollectiveTimeoutParams]):
     explains = STALLS | {"heartbeat_lost", "weight_sync_stalled", "inference_idle_with_pending"}
 
     def check(self, run: RunState, now: float, params: CollectiveTimeoutParams) -> Verdict:
+        return self._held(run, params, run.failed_after_progress)
+
+    def gathered(self, run: RunState, now: float, params: CollectiveTimeoutParams) -> Verdict:
+        """At the run's end: every timeout no step ended after, the end's status aside -- an
+        `ok` end closes the alert, it does not unsay the timeout the output showed."""
+        return self._held(run, params, run.no_progress_after)
+
+    def _held(
+        self, run: RunState, params: CollectiveTimeoutParams, stands: Callable[[float], bool]
+    ) -> Verdict:
         if not run.collectives.records:
             return QUIET
         held = []
         for key, records in run.collectives.by_incident().items():
             since = min(r.at for r in records)
-            if run.failed_after_progress(since):
+            if stands(since):
                 pg = _group(records)
                 subject = f"process group {pg}" if pg else None
                 held.append(Condition(key, since, since + params.settle, subject))

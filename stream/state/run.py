@@ -424,6 +424,10 @@ class RunState(Compact):
         (the events of one batch can share a moment once put on the broker's clock)."""
         if self.status == "ok":
             return False
+        return self.no_progress_after(at)
+
+    def no_progress_after(self, at: float) -> bool:
+        """Whether no step ended after `at` (one at the same moment is not after it)."""
         return self.progress_at is None or self.progress_at <= at
 
 

@@ -144,11 +144,20 @@ def test_a_run_that_ends_failed_while_it_settles_fires_it_at_its_end() -> None:
     assert engine.advance(200) == []
 
 
-def test_a_run_that_ends_ok_while_it_settles_does_not_fire_it() -> None:
+def test_a_run_that_ends_ok_while_it_settles_fires_it_at_its_end_too() -> None:
+    """`runwatch watch -- cat FILE` of a console always ends `ok` (cat exits 0): the timeout
+    its output showed still happened, and is reported before the end closes it; a step that
+    ended after the timeout (the job went on) still lets it go."""
     engine = make_engine()
     feed(engine, [nccl(100, 0, 5)])
-    assert feed(engine, [make_event("run.finished", 103, status="ok")]) == []
+    out = of_rule(feed(engine, [make_event("run.finished", 103, status="ok")]),
+                  "collective_timeout")  # fmt: skip
+    assert [(a.state, a.ts) for a in out] == [("firing", 103.0), ("resolved", 103.0)]
     assert engine.advance(200) == []
+    went_on = make_engine()
+    feed(went_on, [nccl(100, 0, 5), make_event("step.done", 101, step=7)])
+    assert of_rule(feed(went_on, [make_event("run.finished", 103, status="ok")]),
+                   "collective_timeout") == []  # fmt: skip
 
 
 # --- inference_stalled -----------------------------------------------------------------------
