@@ -17,6 +17,11 @@ The service runs with short thresholds (`config`), and `RUNWATCH_LAST_WORD` is a
 hung command's last traceback is read in seconds, not minutes: what is measured is the path,
 not the rules' defaults.
 
+`--cat` plays every excerpt as issue 41 states its check instead: `runwatch watch -- cat FILE`
+(the excerpt without its header), which exits 0 and never hangs -- what a user trying
+runwatch on a saved log does -- into a service with the rules' defaults (nothing waits for
+time to pass, so the short thresholds would only hide what the defaults decide).
+
 Prints, per corpus, how many excerpts the two commands agree on (the same set of firing rules
 read from the text: a failure that is the command's exit status alone is left out, as a file
 has none; for a hung excerpt, both what had fired while it hung and at the end of its output)
@@ -43,7 +48,7 @@ if __package__ in (None, ""):  # run as a file: the repository's root is the imp
 
 from runwatch.dev.launch import ServeProcess
 from runwatch.stream.timekeeping.reading import LATE_S
-from scripts.corpus_report import CONSOLES, read_part, run_one
+from scripts.corpus_report import CONSOLES, excerpt_lines, read_part, run_one
 
 #: rules that fire only while the job's output stays open (the job hung)
 WHILE_HUNG = frozenset(
@@ -141,6 +146,7 @@ class Agreement:
     #: stays hung gets (the end of its output, at the stop, may decide more)
     while_hung: dict[str, list[str]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # a watch that did not end well
+    cat: bool = False  # played as `runwatch watch -- cat FILE`
 
     def differ(self) -> list[str]:
         """The excerpts whose watch fired other rules than diagnose, while hung or in all."""
@@ -152,20 +158,20 @@ class Agreement:
         )
 
 
-def play(corpus: str, at_once: int = AT_ONCE) -> Agreement:
+def play(corpus: str, at_once: int = AT_ONCE, cat: bool = False) -> Agreement:
     """Diagnose every dev excerpt of `corpus`, and play each through `runwatch watch` into one
-    `runwatch serve`."""
+    `runwatch serve` (`cat`: as `runwatch watch -- cat FILE`)."""
     labels = read_part(corpus, "dev")
     folder = CONSOLES / corpus / "dev"
-    out = Agreement(corpus, labels)
+    out = Agreement(corpus, labels, cat=cat)
     for name, entry in labels.items():
         result = run_one(folder / f"{name}.log", entry["rules"])
         out.diagnosed[name] = ["CRASH"] if result.crash else result.fired
     with tempfile.TemporaryDirectory(prefix="corpus-watch-") as tmp:
         rules = Path(tmp) / "rules.toml"
-        rules.write_text(config())
+        rules.write_text("" if cat else config())
         with ServeProcess(Path(tmp) / "h.duckdb", args=["--config", str(rules)]) as serve:
-            _play_all(serve, out, folder, at_once)
+            _play_all(serve, out, folder, at_once, Path(tmp) if cat else None)
             runs = {r["run"] for r in serve.get("/v1/runs")["runs"]}
             for name in labels:
                 if name not in runs:
@@ -175,18 +181,27 @@ def play(corpus: str, at_once: int = AT_ONCE) -> Agreement:
     return out
 
 
-def _play_all(serve: ServeProcess, out: Agreement, folder: Path, at_once: int) -> None:
+def _play_all(
+    serve: ServeProcess, out: Agreement, folder: Path, at_once: int, cat: Path | None = None
+) -> None:
     """Play the excerpts, `at_once` at a time: a hung one is stopped (SIGTERM, passed on to
-    its command) `HOLD_S` after its run's first event; then wait for the service's tick."""
+    its command) `HOLD_S` after its run's first event; then wait for the service's tick.
+    `cat`: a folder where each excerpt, its header left out, is written and played by `cat`."""
     todo = sorted(out.labels)
     playing: dict[str, Played] = {}
     env = watch_env()
     while todo or playing:
         while todo and len(playing) < at_once:
             name = todo.pop(0)
-            hang = hangs(name, out.labels[name])
             entry = out.labels[name]
-            cmd = watch_command(serve.url, name, folder / f"{name}.log", 2, hang, status(entry))
+            hang = cat is None and hangs(name, entry)
+            if cat is None:
+                cmd = watch_command(serve.url, name, folder / f"{name}.log", 2, hang, status(entry))
+            else:
+                lines = excerpt_lines(folder / f"{name}.log")
+                (cat / f"{name}.log").write_bytes(b"".join(line for _, line in lines))
+                cmd = [sys.executable, "-m", "runwatch.cli", "watch", "--run", name, "--url",
+                       serve.url, "--", "cat", str(cat / f"{name}.log")]  # fmt: skip
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     env=env)  # fmt: skip
             playing[name] = Played(name, hang, proc, time.monotonic())
@@ -197,7 +212,8 @@ def _play_all(serve: ServeProcess, out: Agreement, folder: Path, at_once: int) -
             if p.seen is None and name in runs:
                 p.seen = now
             if p.proc.poll() is not None:
-                if not p.hang and p.proc.returncode != status(out.labels[name]):
+                want = 0 if cat is not None else status(out.labels[name])
+                if not p.hang and p.proc.returncode != want:
                     out.notes[name] = f"watch exited {p.proc.returncode}"
                 del playing[name]
             elif p.hang and not p.stopped and p.seen is not None and now - p.seen >= HOLD_S:
@@ -215,12 +231,13 @@ def show(result: Agreement) -> None:
     differ = result.differ()
     total = len(result.labels)
     agree = total - len(differ)
-    print(f"\n== {result.corpus} dev: watch agrees with diagnose on {agree} / {total}")
+    how = "watch -- cat" if result.cat else "watch"
+    print(f"\n== {result.corpus} dev: {how} agrees with diagnose on {agree} / {total}")
     for name in differ:
         said = ", ".join(result.labels[name]["rules"]) or "control"
         diag = ", ".join(result.diagnosed[name]) or "nothing"
         watched = ", ".join(result.watched.get(name, [])) or "nothing"
-        hang = " (hung)" if hangs(name, result.labels[name]) else ""
+        hang = " (hung)" if not result.cat and hangs(name, result.labels[name]) else ""
         if name in result.while_hung and result.while_hung[name] != result.watched.get(name):
             watched += f" (while hung: {', '.join(result.while_hung[name]) or 'nothing'})"
         note = f" [{result.notes[name]}]" if name in result.notes else ""
@@ -231,9 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="+", metavar="CORPUS", help="e.g. corpus corpus2")
     parser.add_argument("--at-once", type=int, default=AT_ONCE, help="excerpts played at once")
+    parser.add_argument(
+        "--cat", action="store_true", help="each as `runwatch watch -- cat FILE`, default rules"
+    )
     args = parser.parse_args(argv)
     for corpus in args.corpora:
-        show(play(corpus, args.at_once))
+        show(play(corpus, args.at_once, args.cat))
     return 0
 
 
