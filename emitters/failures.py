@@ -389,15 +389,15 @@ class Failures:
         said a second time."""
         out = []
         for source, record in list(self._records.items()):
-            if record.cut:
-                if (found := self._decided(source, record)) is not None:
-                    out.append((source, found))
-                    record.quiet = record.reported = True
+            cut = record.cut
+            if (found := self._decided(source, record)) is None:
                 continue
-            if (found := self._decided(source, record)) is not None:
-                out.append((source, found))
+            out.append((source, found))
+            self._ended.pop(source, None)  # the earlier record it may name is said too
+            if cut:
+                record.quiet = record.reported = True  # open: its rest is read, not said
+            else:
                 del self._records[source]
-                self._ended.pop(source, None)
         return out
 
     def _last_word(self, source: Any, record: Record) -> Record:

@@ -572,6 +572,21 @@ def test_a_quiet_inside_a_traceback_s_frames_decides_it_once() -> None:
     assert not any("logged as a warning" in note for note in parser.failures.notes)
 
 
+def test_a_quiet_inside_a_launcher_s_cut_traceback_says_the_earlier_one_once() -> None:
+    """The quiet came inside a traceback cut in its frames (a launcher's, after its child's
+    whole one): the child's, which it ended before, names the failure -- said at the quiet,
+    and not again at the end."""
+    parser = LineParser()
+    for line in ["Traceback (most recent call last):", '  File "/tmp/a.py", line 5, in <module>',
+                 "    f()", "KeyError: 'x'", "some output", "Traceback (most recent call last):",
+                 '  File "/tmp/launch.py", line 9, in <module>',
+                 '  File "/tmp/launch.py", line 19, in main']:  # fmt: skip
+        parser.parse(line)
+    said = [f["error"] for f in failed(parser.quiet())]
+    assert said == ["KeyError: 'x'"]
+    assert failed(parser.quiet()) + failed(parser.finish()) == []
+
+
 #: verl#4124 (corpus15 dev control): an AgentLoopWorker's tool call raised KeyError in the
 #: function that caught it and logged it at ERROR; the workers went on
 TOOL_CALL = [
