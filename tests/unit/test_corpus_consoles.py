@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus17/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus19/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -377,3 +377,24 @@ def test_the_seventeenth_corpus_has_the_size_and_weight_it_was_asked_for() -> No
     assert _count(entries, "non_finite_metric") >= 4
     assert _count(entries, "ranks_stalled") >= 2
     assert len(PARTS["corpus17"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_nineteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Sixty or more excerpts from twelve or more trainers and launchers of general ML training
+    (not the LLM-RL frameworks and engines of corpus18: Paddle, TensorFlow, JAX and XLA, torch
+    distributed and elastic, Horovod, Open MPI, MPICH, SLURM, detectron2, mmdet, fairseq,
+    Lightning, NeMo, transformers, accelerate, diffusers, ColossalAI, MindSpore, DGL, RLlib,
+    stable-baselines3), about two thirds failures whose signal is in the text -- weighted to
+    non-finite metrics in unusual syntaxes, ranks waiting on each other, timeouts in new
+    wordings and deaths reported by launchers -- and a third healthy controls, many of them
+    traps (start-ups, warnings, fp16 overflow skips that go on, zero losses, finite lines before
+    a NaN the text lacks)."""
+    entries = _entries("corpus19")
+    assert 60 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 12
+    assert 18 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "non_finite_metric") >= 8
+    assert _count(entries, "ranks_stalled") >= 3
+    assert len(PARTS["corpus19"]["heldout"]) * 3 >= len(entries) - 3
