@@ -50,6 +50,9 @@ from runwatch.emitters.trainer import step_events
 
 #: kinds that say a process goes on working (a traceback it printed before was handled)
 PROGRESS_KINDS = frozenset({"progress", "step.metrics", "step.done", "reward", "inference.stats"})
+#: kinds that say the job made a step (not a bar's count: a rollout's bar runs on a while a
+#: worker dies)
+_STEP_KINDS = frozenset({"step.metrics", "step.done"})
 #: the words a line that names a counter holds (`MetricLines`' markers' kind)
 _COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH")
 _MAX_TAIL = 1 << 20
@@ -248,6 +251,8 @@ class LineParser:
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
+        if any(kind in _STEP_KINDS for kind, _ in found) and advanced:
+            self.failures.job_went_on(source)  # a Ray worker's logged traceback: a report
         if advanced and not declared:
             declared = self.waits.progressed()  # the job went on: its waits ended
         for kind, fields in declared:

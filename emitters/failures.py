@@ -377,6 +377,28 @@ class Failures:
                     "went on working after it (a step, a bar, engine stats)"
                 )
 
+    def job_went_on(self, source: Any) -> None:
+        """The job made a step (`source` printed it): what a Ray worker logged at ERROR with
+        its traceback, another process than the one that went on, was a report. A Ray
+        worker's exception is carried to its caller (`_raylet.pyx` `store_task_errors` stores
+        it as the task's `RayTaskError`; the worker prints nothing of it and lives on), so
+        its own console shows a traceback only when its code logs one -- and whether the
+        job survived is the caller's to say: a step after it says it did. A worker's death
+        is said by Ray's own lines (the catalogue's), and an unlogged traceback (a thread's
+        death, Python's own report) keeps waiting on its own source."""
+        for other, record in list(self._records.items()):
+            if other == source or not isinstance(other, tuple) or other[:1] != ("ray",):
+                continue
+            said = record.error
+            if not record.logged or said is None or record.quiet:
+                continue  # (one still open has read its exception line: its chain may go on)
+            del self._records[other]
+            self._ended.pop(other, None)
+            self.notes.append(
+                f"the traceback ending `{said[:60]}` was logged at ERROR by a Ray worker "
+                "and the job made a step after it: a report, its caller went on"
+            )
+
     def quiet(self) -> list[tuple[Any, Found]]:
         """The output went quiet with the process still running (`runwatch watch` on a hung
         job: one rank died, the others wait in a collective): each source whose last word

@@ -629,3 +629,37 @@ def test_an_exception_logged_at_error_where_it_was_raised_is_a_handler_s_report(
     assert len(failed(read_all(TOOL_CALL[1:]))) == 1  # Python's own report: uncaught
     info = TOOL_CALL[0].replace(" ERROR ", " INFO ")  # the line before is another record
     assert len(failed(read_all([info, *TOOL_CALL[1:]]))) == 1
+
+
+#: a Ray worker's code logs an exception at ERROR with its frames through two calls (verl's
+#: reward manager's format, rendered), then the driver's TaskRunner prints the next steps
+REWARD = [
+    "(WorkerDict pid=2345, ip=10.0.0.2) 2025-06-01 10:00:05,000 ERROR reward.py:120 -- "
+    "reward failed",
+    "(WorkerDict pid=2345, ip=10.0.0.2) Traceback (most recent call last):",
+    '(WorkerDict pid=2345, ip=10.0.0.2)   File "/app/verl/workers/reward.py", line 40, in compute',
+    "(WorkerDict pid=2345, ip=10.0.0.2)     score = fn(x)",
+    '(WorkerDict pid=2345, ip=10.0.0.2)   File "/app/verl/utils/reward_score/math.py", line 12, '
+    "in fn",
+    '(WorkerDict pid=2345, ip=10.0.0.2)     raise ValueError("bad answer")',
+    "(WorkerDict pid=2345, ip=10.0.0.2) ValueError: bad answer",
+]
+STEP = "(TaskRunner pid=1234) step:{} - critic/score/mean:0.5 - actor/entropy:0.6"
+
+
+def test_a_ray_worker_s_logged_traceback_then_the_job_s_next_step_is_a_report() -> None:
+    """Ray carries a task's exception to its caller (`_raylet.pyx` `store_task_errors`); a
+    worker's console shows one only when its code logs it. A step of the job after it says
+    the caller went on: no failure. Without that step, Python's own report (no record before
+    its head), or a rank's logged traceback under torchrun (its peers can print a step before
+    they block) stay the worker's last word."""
+    steps = [STEP.format(1), *REWARD, STEP.format(2), STEP.format(3)]
+    parser = LineParser()
+    assert failed(read_all(steps, parser)) == []
+    assert any("the job made a step after it" in note for note in parser.notes())
+    assert len(failed(read_all([STEP.format(1), *REWARD]))) == 1
+    assert len(failed(read_all([STEP.format(1), *REWARD[1:], STEP.format(2)]))) == 1
+    ranks = [line.replace("(WorkerDict pid=2345, ip=10.0.0.2) ", "[rank1]: ") for line in REWARD]
+    peers = [s.replace("(TaskRunner pid=1234) ", "[rank0]: ") for s in (STEP.format(1),
+                                                                       STEP.format(2))]  # fmt: skip
+    assert len(failed(read_all([peers[0], *ranks, peers[1]]))) == 1
