@@ -111,6 +111,10 @@ CONTROLS = [
     # words of a signal in a sentence (Django's runserver), not a shell's job report
     "Quit the server with CONTROL-C.",
     "Hangup detected on controlling terminal or death of controlling process",
+    # Lightning's SLURM handler, which ignores the signal (signal_connector.py), and another
+    # program's own words for a SIGTERM it was sent, without Lightning's rank prefix
+    "Bypassing SIGTERM: 15",
+    "2025-01-09 12:00:01 INFO Received SIGTERM: 15",
 ]
 
 #: bash's reports of a job a signal ended (jobs.c, rendered): a foreground job's strsignal
