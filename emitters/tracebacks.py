@@ -37,6 +37,17 @@ _EXCEPTION = (
 )
 #: an exception line: the exception's (dotted) name, then `: message` or nothing
 EXCEPTION = re.compile("^" + _EXCEPTION)
+#: the exception line of a traceback whose frames came before it, whatever its class's name
+#: ends in (torch's `torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:`,
+#: triton's `triton.runtime.errors.OutOfResources: out of resource: ...`): Python's
+#: `traceback.format_exception_only` writes the class's name qualified by its module (unless
+#: builtins or `__main__`), then `: message` or nothing. A name so qualified, or a compound
+#: CamelCase one before a colon (a script's own class), ends the frames; a word of a line
+#: another writer put between them (`Epoch: 3`, `loss: nan`) does not
+NAMED = re.compile(
+    r"^(?:(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:\([\w.]*\))?(?::(?:\s.*)?)?"
+    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+(?:\([\w.]*\))?:(?:\s.*)?)$"
+)
 _SUFFIX = re.compile(
     r"(?:Error|Exception|Exit|Interrupt|Iteration|Warning|Dead|Timeout|Failure|Fault|Abort"
     rf"|Killed)(?:\([\w.]*\))?{_SEE_ABOVE}(?::|\s*$)"
@@ -248,7 +259,7 @@ class Record:
             # a code line, carets, a Ray error's fields; a viewer's time; loguru's annotation
             # of a frame's values (a terminal's padding may have split it from its pipes)
             return True
-        if EXCEPTION.match(stripped) is not None:
+        if EXCEPTION.match(stripped) is not None or (self.paths and NAMED.match(stripped)):
             self.error = stripped[:2000]
             return True
         return False

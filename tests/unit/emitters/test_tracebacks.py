@@ -663,3 +663,35 @@ def test_a_ray_worker_s_logged_traceback_then_the_job_s_next_step_is_a_report() 
     peers = [s.replace("(TaskRunner pid=1234) ", "[rank0]: ") for s in (STEP.format(1),
                                                                        STEP.format(2))]  # fmt: skip
     assert len(failed(read_all([peers[0], *ranks, peers[1]]))) == 1
+
+
+#: pytorch/helion#470 as posted: the frames' tail and triton's exception, whose class's name
+#: has none of the usual endings
+OUT_OF_RESOURCES = [
+    '  File "/home/lucaskabela/helion/helion/runtime/__init__.py", line 63, in default_launcher',
+    "    return triton_kernel.run(",
+    "           ^^^^^^^^^^^^^^^^^^",
+    '  File "/home/lucaskabela/.conda/envs/helion/lib/python3.12/site-packages/triton/compiler/'
+    'compiler.py", line 483, in _init_handles',
+    '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")',
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory,",
+]
+
+
+@pytest.mark.parametrize("last", [
+    OUT_OF_RESOURCES[-1],
+    "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",  # Infinity#31
+    "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: model.path",
+    "OutOfResources: out of resource: shared memory",  # a class of the script's own (__main__)
+])  # fmt: skip
+def test_the_line_after_the_frames_names_the_exception_whatever_its_name_ends_in(
+    last: str,
+) -> None:
+    """Python writes the class's name qualified by its module (`format_exception_only`), then
+    its message: after the frames, that line ends the traceback -- also for names that end in
+    none of Error, Exception, ... A lowercase word or one capitalised word before a colon (a
+    metric line another writer put there) ends nothing."""
+    (fields,) = failed(read_all([*OUT_OF_RESOURCES[:-1], last]))
+    assert fields["error"] == last
+    for other in ("loss: nan", "Epoch: 3"):
+        assert all(f["error"] != other for f in failed(read_all([*OUT_OF_RESOURCES[:-1], other])))
