@@ -115,6 +115,8 @@ CONTROLS = [
     # program's own words for a SIGTERM it was sent, without Lightning's rank prefix
     "Bypassing SIGTERM: 15",
     "2025-01-09 12:00:01 INFO Received SIGTERM: 15",
+    # Ray's dashboard agent after a raylet stopped by its SIGTERM (a `ray stop`)
+    "(raylet) Raylet is terminated. Termination is graceful.",
 ]
 
 #: bash's reports of a job a signal ended (jobs.c, rendered): a foreground job's strsignal
