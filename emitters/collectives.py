@@ -23,7 +23,8 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Connect timeout", "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
-           "hccl fftsplus task timeout", "store based barrier", ": Wait timeout")  # fmt: skip
+           "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
+           "store->get(", "Barrier timed out")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -64,6 +65,24 @@ _STORE_BARRIER = re.compile(
     r"(?:, for key: \S+ \(world_size=\d+, (?:worker_count|num_workers_joined)=\d+, "
     r"timeout=(?:(?P<days>\d+) days?, )?(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?))?"
 )
+#: a rank setting up its NCCL communicator could not get the ncclUniqueId rank 0 puts in the
+#: c10d store in time (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp `broadcastUniqueNCCLID`:
+#: "[R] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value
+#: store by key 'K', but store->get('K') got error: " and the store's own error -- "Socket
+#: Timeout" from its recv (torch 1.x), a `wait timeout after ...` (`_STORE_WAIT`); older
+#: releases spell it "retreiving"): a collective's set-up timed out. Any other error (a
+#: connection reset: rank 0 died) is the catalogue's (torch-nccl-unique-id-store)
+_UNIQUE_ID = re.compile(
+    r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
+    r"\[\d+\] via c10d key-value store by key '[^']*', but store->get\('[^']*'\) got error: "
+    r"(?:Socket Timeout|.*?\btimed out\b)"
+)
+#: the barrier of JAX's (and TensorFlow's) coordination service timed out (tsl's
+#: coordination_service.cc, raised in JAX as `XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed
+#: out. Barrier_id: ID. Timed out task names:` then one `/job:.../task:N` a line): tasks never
+#: arrived -- `jax.distributed.initialize`'s connect barrier (`PjRT_Client_Connect`), a
+#: `wait_at_barrier` of the program's
+_COORDINATION_BARRIER = re.compile(r"Barrier timed out\. Barrier_id: (?P<id>[^\s.]+(?:\.[^\s.]+)*)")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
 #: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
 #: timeout " and the peer, after its `[file:line]`): the process group never formed
@@ -153,6 +172,12 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             fields["timeout_s"] = ((days * 24 + h) * 60 + m) * 60 + float(barrier.group("s"))
         if rank is None:
             rank = int(barrier.group("rank"))  # init_process_group's rank: the global one
+    elif "store->get(" in line and (unique := _UNIQUE_ID.search(line)) is not None:
+        fields.update(backend="nccl", op="ncclUniqueId")
+        if rank is None:
+            rank = int(unique.group("rank"))
+    elif "Barrier timed out" in line and (jax := _COORDINATION_BARRIER.search(line)) is not None:
+        fields.update(backend="coordination", op=f"barrier {jax.group('id')}")
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:

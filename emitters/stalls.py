@@ -30,6 +30,17 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   running where said before, else one (the watchdog looks only while a batch runs), no
   tokens, stalled for T s (`inference.stats`' `stalled_since`); its `waiting` is not said (0).
 
+- XLA's rendezvous (xla/service/rendezvous.cc `AwaitAndLogIfStuck`, JAX's and TensorFlow's
+  collectives on GPU/TPU): when the threads of a collective's participants have not all joined
+  after its warn timeout, each waiting one logs at ERROR "This thread has been waiting for
+  `NAME` for N seconds and may be stuck. Expected K threads to join the rendezvous, but not all
+  of them arrived on time." -- NAME says what for (`initialize clique for rank 6;
+  clique=devices=[0,...,15]; ...`, `Acquire clique: devices=4:[1,2,3,5]; ...`); "Thread is
+  unstuck! Warning above was a false-positive." ends it; after its terminate timeout,
+  "Termination timeout for `NAME` ... Exiting ..." and `std::exit(42)` (a death: the
+  catalogue's). Read as the rank NAME or the launcher's prefix names (else the console's one
+  process, 0) waiting N s in `xla_rendezvous`, of as many ranks as NAME's devices.
+
 - A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
   `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
   first; `--native` puts C frames among them) and CPython's faulthandler's after its timeout
@@ -76,6 +87,16 @@ SHM = "No available shared memory broadcast block found"
 _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
 #: the bar of vLLM's offline `LLM.generate` (entrypoints/llm.py `_run_engine`)
 SERVING_BAR = "Processed prompts"
+#: XLA's rendezvous's words for a wait on the other participants (`rendezvous.cc`), and its end
+XLA_STUCK = "seconds and may be stuck. Expected"
+XLA_UNSTUCK = "Thread is unstuck!"
+XLA = "xla_rendezvous"
+_XLA_WAIT = re.compile(
+    r"This thread has been waiting for `(?P<name>[^`]*)` for (?P<n>\d+) seconds and may be "
+    r"stuck\. Expected (?P<k>\d+) threads"
+)
+_XLA_RANK = re.compile(r"\bfor rank (?P<rank>\d+)\b")
+_XLA_DEVICES = re.compile(r"\bdevices=(?:\d+:)?\[(?P<devices>[\d,\s]*)\]")
 #: CPython's words before faulthandler's dump of a crash (no wait: a death, the catalogue's)
 _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
@@ -85,6 +106,7 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
+           XLA_STUCK, XLA_UNSTUCK,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -183,6 +205,8 @@ class Waits:
             return self._sglang(line)
         if SHM in line:
             return self._vllm_queue(line)
+        if XLA_STUCK in line or XLA_UNSTUCK in line:
+            return self._xla(line, rank)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))
@@ -324,6 +348,21 @@ class Waits:
             self._barrier = {k: v for k, v in self._barrier.items() if key not in (None, k[1])}
             return self._ended()
         return []
+
+    def _xla(self, line: str, rank: int | None) -> list[Found]:
+        """XLA's rendezvous: a rank waiting for the others to join a collective, or the wait's
+        end (`Thread is unstuck!`)."""
+        if XLA_UNSTUCK in line:
+            return self._ended()
+        if (m := _XLA_WAIT.search(line)) is None:
+            return []
+        name = m.group("name")
+        if rank is None:
+            named = _XLA_RANK.search(name)
+            rank = int(named.group("rank")) if named is not None else 0
+        if (devices := _XLA_DEVICES.search(name)) is not None:
+            self.world = max(self.world, len(devices.group("devices").split(",")))
+        return self._report({rank: XLA}, float(m.group("n")))
 
     def _sglang(self, line: str) -> list[Found]:
         if (m := _BATCH.search(line)) is not None:

@@ -642,3 +642,32 @@ def test_a_count_too_long_to_read_is_no_crash() -> None:
     found = read_all(lines, parser)
     assert [f["step"] for k, f in found if k == "step.metrics"] == [3]
     assert any("could not be read" in note for note in parser.notes())
+
+
+def test_a_store_get_of_the_nccl_unique_id_that_timed_out_is_a_collective_s_timeout() -> None:
+    """ProcessGroupNCCL's `broadcastUniqueNCCLID`: a rank could not get the ncclUniqueId rank 0
+    puts in the c10d store (corpus19 dev: pytorch#82091's RuntimeError, LlamaFactory#3698's
+    DistBackendError) -- the communicator's set-up timed out, at the rank the message names;
+    a store error that is no timeout (rank 0 gone: a reset connection) is the catalogue's
+    failure alone. JAX's coordination service's barrier timing out (corpus19 dev:
+    llama-2-jax#20, levanter#432) is a collective's timeout too."""
+    unique = (
+        "torch.distributed.DistBackendError: [4] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got "
+        "error: Socket Timeout"
+    )
+    fields = only(read_all([unique]), "collective.timeout")
+    assert (fields["backend"], fields["op"], fields["rank"]) == ("nccl", "ncclUniqueId", 4)
+    old = unique.replace("retrieving", "retreiving")
+    old = old.replace("torch.distributed.DistBackend", "Runtime")
+    assert only(read_all([old]), "collective.timeout")["rank"] == 4
+    reset = unique.replace("Socket Timeout", "Connection reset by peer")
+    found = read_all([reset])
+    assert "collective.timeout" not in kinds(found)
+    assert "component.failed" in kinds(found)
+    barrier = (
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: "
+        "PjRT_Client_Connect. Timed out task names:"
+    )
+    fields = only(read_all([barrier]), "collective.timeout")
+    assert (fields["backend"], fields["op"]) == ("coordination", "barrier PjRT_Client_Connect")

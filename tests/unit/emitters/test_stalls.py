@@ -543,3 +543,28 @@ def test_a_horovod_stall_the_job_went_on_after_is_no_stall(tmp_path: Path) -> No
     assert fired(tmp_path, HVD_UNITER_33) == []
     assert fired(tmp_path, HVD_1737) == []
     assert statuses(HVD_1737)[-1]["phase"] == "exited"
+
+
+#: https://github.com/jax-ml/jax/issues/22740 (corpus19 dev): XLA's rendezvous waiting for the
+#: other host's participants
+XLA_22740 = (
+    "2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has "
+    "been waiting for `initialize clique for rank 6; clique=devices=[0,1,2,3,4,5,6,7,8,9,10,11,"
+    "12,13,14,15]; stream=0; run_id=724296073` for 10 seconds and may be stuck. Expected 8 "
+    "threads to join the rendezvous, but not all of them arrived on time.\n"
+)
+
+
+def test_xla_s_rendezvous_that_may_be_stuck_is_a_rank_waiting(tmp_path: Path) -> None:
+    """xla/service/rendezvous.cc `AwaitAndLogIfStuck`: the rank its clique names waits, of as
+    many ranks as the clique's devices; a console that ends there ended in its hang; XLA's
+    `Thread is unstuck!` ends the wait (rendered from its format string)."""
+    (status,) = statuses(XLA_22740)
+    assert (status["rank"], status["world_size"], status["phase"], status["waited"]) == (
+        6, 16, "xla_rendezvous", 10.0)  # fmt: skip
+    assert fired(tmp_path, XLA_22740) == ["ranks_stalled"]
+    unstuck = (
+        "2024-07-29 17:15:20.000000: E external/xla/xla/service/rendezvous.cc:46] Thread is "
+        "unstuck! Warning above was a false-positive. Perhaps the timeout is too short.\n"
+    )
+    assert fired(tmp_path, XLA_22740 + unstuck) == []
