@@ -379,6 +379,27 @@ def test_the_seventeenth_corpus_has_the_size_and_weight_it_was_asked_for() -> No
     assert len(PARTS["corpus17"]["heldout"]) * 3 >= len(entries) - 3
 
 
+def test_the_eighteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Sixty or more excerpts from twelve or more LLM post-training frameworks and inference
+    engines (verl, OpenRLHF, TRL, AReaL, slime, SkyRL, NeMo-RL, EasyR1, Unsloth, ms-swift,
+    LLaMA-Factory, torchtune, axolotl, vLLM V0/V1 and vllm-ascend, SGLang, lmdeploy, TensorRT-LLM,
+    Ray, DeepSpeed, Megatron), weighted to what the older corpora have few of (weight-sync
+    failures, store waits of a weight sync, engine watchdogs, declared waits of an engine), about
+    two thirds failures whose signal is in the text and a third healthy controls, many of them
+    traps (start-ups, a serving engine's stats, zero losses and rewards, huge finite losses, an
+    inf request rate in a benchmark summary, a warning that a hang is possible)."""
+    entries = _entries("corpus18")
+    assert 60 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 12
+    assert 18 <= sum(1 for e in entries if not e["rules"]) <= len(entries) * 4 // 10
+    assert _count(entries, "component_failed") >= 25
+    assert _count(entries, "collective_timeout") >= 6
+    assert _count(entries, "non_finite_metric") >= 2
+    assert _count(entries, "ranks_stalled") >= 2
+    assert _count(entries, "inference_stalled") >= 2
+    assert len(PARTS["corpus18"]["heldout"]) * 3 >= len(entries) - 3
+
+
 def test_the_nineteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
     """Sixty or more excerpts from twelve or more trainers and launchers of general ML training
     (not the LLM-RL frameworks and engines of corpus18: Paddle, TensorFlow, JAX and XLA, torch
