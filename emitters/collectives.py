@@ -24,7 +24,7 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
-           "store->get(", "Barrier timed out")  # fmt: skip
+           "store->get(", "Barrier timed out", "failed to pass monitoredBarrier")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -84,6 +84,13 @@ _UNIQUE_ID = re.compile(
 #: `wait_at_barrier` of the program's
 _COORDINATION_BARRIER = re.compile(r"Barrier timed out\. Barrier_id: (?P<id>[^\s.]+(?:\.[^\s.]+)*)")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
+#: ProcessGroupGloo's `monitoredBarrier` (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp; what
+#: `TORCH_DISTRIBUTED_DEBUG=DETAIL` runs before collectives, and `dist.monitored_barrier`): rank 0
+#: names the ranks that did not reach it in time -- "[Rank 0]: Rank R failed to pass
+#: monitoredBarrier in T ms", or with `wait_all_ranks` "[Rank 0]: Ranks R, S failed to pass ..."
+_MONITORED_BARRIER = re.compile(
+    r"\bRanks? [\d, ]+ failed to pass monitoredBarrier in (?P<ms>\d+) ms"
+)
 #: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
 #: timeout " and the peer, after its `[file:line]`): the process group never formed
 _GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\b")
@@ -178,6 +185,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             rank = int(unique.group("rank"))
     elif "Barrier timed out" in line and (jax := _COORDINATION_BARRIER.search(line)) is not None:
         fields.update(backend="coordination", op=f"barrier {jax.group('id')}")
+    elif "monitoredBarrier" in line and (barrier := _MONITORED_BARRIER.search(line)) is not None:
+        timeout = int(barrier.group("ms")) / 1e3
+        fields.update(backend="gloo", op="monitoredBarrier", timeout_s=timeout)
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:

@@ -671,3 +671,17 @@ def test_a_store_get_of_the_nccl_unique_id_that_timed_out_is_a_collective_s_time
     )
     fields = only(read_all([barrier]), "collective.timeout")
     assert (fields["backend"], fields["op"]) == ("coordination", "barrier PjRT_Client_Connect")
+
+
+def test_ranks_that_failed_to_pass_a_monitored_barrier_timed_out_in_it() -> None:
+    """ProcessGroupGloo's `monitoredBarrier` (pytorch#53773, #55010; rendered from its format
+    strings): rank 0 names the ranks that did not reach the barrier in its timeout, one rank or
+    all of them (`wait_all_ranks`), logged and raised."""
+    one = ("[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 1 failed to pass monitoredBarrier in "
+           "1800000 ms")  # fmt: skip
+    every = "RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 600000 ms"
+    got = [only(read_all([line]), "collective.timeout") for line in (one, every)]
+    assert [(f["backend"], f["op"], f["timeout_s"], f["group_rank"]) for f in got] == [
+        ("gloo", "monitoredBarrier", 1800.0, 0),
+        ("gloo", "monitoredBarrier", 600.0, 0),
+    ]
