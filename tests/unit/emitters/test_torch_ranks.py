@@ -22,12 +22,18 @@ import pytest
 
 from runwatch.dev.broker import free_port
 
-if os.environ.get("CI"):
-    import torch  # noqa: F401  (in CI a missing torch is a failure, never a skip)
-else:
-    pytest.importorskip("torch")
-
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _torch() -> None:
+    """torch, or outside CI a skip; asked for as a test runs, not as the module is collected,
+    where importing it cost each `make unit` worker seconds for tests it leaves out."""
+    if os.environ.get("CI"):
+        import torch  # noqa: F401  (in CI a missing torch is a failure, never a skip)
+    else:
+        pytest.importorskip("torch")
+
 
 RANK = textwrap.dedent(
     """
