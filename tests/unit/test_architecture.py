@@ -9,6 +9,7 @@ functions), so a lazy import that breaks a rule fails here as much as a top-leve
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import re
@@ -49,15 +50,28 @@ def modules() -> Iterator[tuple[str, Path]]:
             yield ".".join([package, *parts]), path
 
 
-def imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    out: set[str] = set()
-    for node in ast.walk(tree):
+@functools.cache
+def _read(path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """What the checks read of a module: the names it imports, and the RUNWATCH_* names it
+    spells out. Parsed once a process: each rule, and the environment's check, asks again."""
+    imported: set[str] = set()
+    variables: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            out |= {alias.name for alias in node.names}
+            imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-    return out
+            imported.add(node.module)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _VARIABLE.fullmatch(node.value)
+        ):
+            variables.add(node.value)
+    return frozenset(imported), frozenset(variables)
+
+
+def imports(path: Path) -> set[str]:
+    return set(_read(path)[0])
 
 
 def under(name: str, *prefixes: str) -> bool:
@@ -198,13 +212,7 @@ _VARIABLE = re.compile(r"RUNWATCH_[A-Z0-9_]+")
 
 def variables_named(path: Path) -> set[str]:
     """The RUNWATCH_* names a module spells out as a whole string (a name it can read)."""
-    return {
-        node.value
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and _VARIABLE.fullmatch(node.value)
-    }
+    return set(_read(path)[1])
 
 
 def test_the_environment_is_named_in_one_module() -> None:

@@ -9,6 +9,7 @@ docstring points to its section."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -28,7 +29,10 @@ PACKAGE = {"runwatch/emitters/": "emitters/", "runwatch/stream/": "stream/",
 MADE_BY_THE_READER = {"stream/rules/my_rule.py", "tests/unit/stream/rules/test_my_rule.py"}
 
 
+@functools.cache
 def _docs() -> dict[str, str]:
+    """Each doc's text and each module's docstring, by path; read once a process (every
+    module parsed), for the three checks that read them."""
     texts = {p.relative_to(ROOT).as_posix(): p.read_text() for p in
              [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
               *sorted((ROOT / "tests" / "fixtures").rglob("README.md"))]}  # fmt: skip
