@@ -10,14 +10,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import read_events, terminate, wait_for
 
-from runwatch.emitters.watch import ProgressGate
+from runwatch.emitters import Emitter
+from runwatch.emitters.watch import ProgressGate, watch
 
 WATCH = [sys.executable, "-m", "runwatch.cli", "watch"]
 
@@ -94,18 +94,17 @@ def test_watch_passes_output_through_and_emits_the_events(tmp_path: Path) -> Non
     assert ("zero_reward", "firing") in {(a.rule, a.state) for a in alerts}
 
 
+def watched(spool: Path, command: list[str], run: str = "r") -> int:
+    """`runwatch watch --run RUN --spool SPOOL -- COMMAND`'s work, in this process (the
+    command's own start-up is tested once, above): the command's exit status as watch's."""
+    with Emitter(run=run, component="trainer", path=spool) as em:
+        return watch(command, em)
+
+
 def test_exit_status_ok_and_signal_death(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
-    ok = subprocess.run(
-        [*WATCH, "--run", "r", "--spool", str(spool), "--", "true"], env=env(), timeout=30
-    )
-    assert ok.returncode == 0
-    killed = subprocess.run(
-        [*WATCH, "--run", "r", "--spool", str(spool), "--", "sh", "-c", "kill -9 $$"],
-        env=env(),
-        timeout=30,
-    )
-    assert killed.returncode == 128 + 9
+    assert watched(spool, ["true"]) == 0
+    assert watched(spool, ["sh", "-c", "kill -9 $$"]) == 128 + 9
     finished = [e["status"] for e in read_events(spool) if e["kind"] == "run.finished"]
     assert sorted(finished) == ["killed", "ok"]
 
@@ -123,10 +122,15 @@ def test_signals_are_forwarded_and_heartbeats_flow_while_it_lives(tmp_path: Path
          "--no-run-events", "--", sys.executable, "-c", child],
         stdout=subprocess.PIPE, env=env(),
     )  # fmt: skip
+
+    def beats() -> int:  # (a line being written is not read as an event yet)
+        return sum('"heartbeat"' in ln for p in spool.glob("*.jsonl")
+                   for ln in p.read_text().splitlines())  # fmt: skip
+
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
-        time.sleep(0.5)
+        wait_for(lambda: beats() >= 4, "heartbeats while the command lives")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 7
         assert proc.stdout.read() == b"got TERM\n"
@@ -136,26 +140,25 @@ def test_signals_are_forwarded_and_heartbeats_flow_while_it_lives(tmp_path: Path
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-    events = read_events(spool)
-    assert "run.finished" not in [e["kind"] for e in events]
-    assert len([e for e in events if e["kind"] == "heartbeat"]) >= 4
+    assert "run.finished" not in [e["kind"] for e in read_events(spool)]
 
 
-def test_no_command_and_no_destination_say_so(tmp_path: Path) -> None:
-    none = subprocess.run([*WATCH, "--run", "r"], capture_output=True, text=True, env=env())
-    assert none.returncode == 2
-    assert "no command" in none.stderr
-    nowhere = subprocess.run([*WATCH, "--", "true"], capture_output=True, text=True, env=env())
-    assert nowhere.returncode == 2
-    assert "pass --kafka HOST:PORT, --url URL or --spool DIR" in nowhere.stderr
-    assert "run id watch-" not in nowhere.stderr
-    assert "runwatch watch: run id true-" in nowhere.stderr  # made up, and said
-    missing = subprocess.run(
-        [*WATCH, "--spool", str(tmp_path), "--", str(tmp_path / "nope")],
-        capture_output=True, text=True, env=env(),
-    )  # fmt: skip
-    assert missing.returncode == 127
-    assert "cannot run" in missing.stderr
+def test_no_command_and_no_destination_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runwatch.cli import main
+
+    for name in [k for k in os.environ if k.startswith("RUNWATCH_")]:
+        monkeypatch.delenv(name)
+    assert main(["watch", "--run", "r"]) == 2
+    assert "no command" in capsys.readouterr().err
+    assert main(["watch", "--", "true"]) == 2
+    nowhere = capsys.readouterr().err
+    assert "pass --kafka HOST:PORT, --url URL or --spool DIR" in nowhere
+    assert "run id watch-" not in nowhere
+    assert "runwatch watch: run id true-" in nowhere  # made up, and said
+    assert main(["watch", "--spool", str(tmp_path), "--", str(tmp_path / "nope")]) == 127
+    assert "cannot run" in capsys.readouterr().err
 
 
 def test_made_up_run_ids_name_the_script() -> None:
@@ -186,18 +189,17 @@ def test_progress_gate_bounds_the_rate_and_sends_what_it_held() -> None:
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "consoles"
 
 
-def test_a_ray_driver_console_is_demultiplexed_by_actor(tmp_path: Path) -> None:
+def test_a_ray_driver_console_is_demultiplexed_by_actor(
+    tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
     """Each forwarded line's events are its worker's (component and pid from Ray's prefix,
     the node's ip as host); each vLLM engine in an actor is its own server; a line Ray
     deduplicated is one observation, not N; Ray's own lines are nobody's events."""
     fixture = FIXTURES / "ray_verl_driver.log"
     spool = tmp_path / "spool"
-    proc = subprocess.run(
-        [*WATCH, "--run", "ray-run", "--spool", str(spool), "--", "cat", str(fixture)],
-        capture_output=True, timeout=120, env=env(),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert proc.stdout == fixture.read_bytes()  # passed through untouched, colours and all
+    assert watched(spool, ["cat", str(fixture)], run="ray-run") == 0
+    out = capfdbinary.readouterr().out
+    assert out == fixture.read_bytes()  # passed through untouched, colours and all
     events = [e for e in read_events(spool) if e["kind"] not in ("heartbeat",)]
     stats = [(e["server"], e["src"]["component"], e["src"].get("host"), e["src"]["pid"],
               e["running"]) for e in events if e["kind"] == "inference.stats"]  # fmt: skip
@@ -339,9 +341,8 @@ def test_a_python_child_writes_through_at_once(tmp_path: Path) -> None:
 
 def _failures(tmp_path: Path, code: str, name: str) -> tuple[int, list[dict]]:
     spool = tmp_path / name
-    proc = subprocess.run([*WATCH, "--run", name, "--spool", str(spool), "--", sys.executable,
-                           "-c", code], capture_output=True, timeout=60, env=env())  # fmt: skip
-    return proc.returncode, [e for e in read_events(spool) if e["kind"] == "component.failed"]
+    rc = watched(spool, [sys.executable, "-c", code], run=name)
+    return rc, [e for e in read_events(spool) if e["kind"] == "component.failed"]
 
 
 def test_an_uncaught_exception_and_the_exit_status_are_a_component_failure(
@@ -381,7 +382,6 @@ def test_a_reader_that_fails_costs_one_line_and_never_the_output(
     """A reader's bug on one line (here: any line holding BOOM) skips that line, noted; the
     lines after it are still read, and every byte is still copied through. Should reading
     itself fail (the scanner), the bytes are copied all the same."""
-    from runwatch.emitters import Emitter
     from runwatch.emitters.console import LineParser, LineScanner
     from runwatch.emitters.watch import Watcher
 
