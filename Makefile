@@ -27,9 +27,14 @@ test: setup
 	@$(PY) -m pytest -m solo $(PYTEST_ARGS)
 
 # The inner loop: the unit tests, no service started, the slowest (marked `slow`) left to
-# `make test`; two workers.
+# `make test`; two workers. Their temporary files on tmpfs where there is one: the product
+# fsyncs each commit (the notifier's store, serve's logs), and on a disk other work shares
+# each fsync is a wait. And pytest keeps the test modules it rewrote (their asserts) in
+# __pycache__ even where PYTHONDONTWRITEBYTECODE is set, or each worker rewrites every one.
+UNIT_TMPDIR := $(if $(wildcard /dev/shm/.),/dev/shm,$(or $(TMPDIR),/tmp))
 unit: setup
-	@$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
+	@TMPDIR=$(UNIT_TMPDIR) PYTHONDONTWRITEBYTECODE= \
+		$(PY) -m pytest tests/unit -m "not slow" -n 2 -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Regenerates what is made from code: the rule tables (docs/rules.md, docs/contract.md), the
 # decoder's structs (stream/decode_structs.py, from the event models) and the Grafana dashboards
