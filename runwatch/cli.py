@@ -189,7 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(name)
     try:
         try:
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+            if argv is None and getattr(args, "exit_at_once", False):
+                _exit_at_once(status)
+            return status
         except ModuleNotFoundError as err:  # a library of an extra, imported when needed
             problem = missing_extra(err, COMMANDS.get(command or "", ""))
             if problem is None:
@@ -202,6 +205,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python would complain again flushing stdout at exit; point it at /dev/null
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
+
+
+def _exit_at_once(status: int) -> None:
+    """End the process now, its output written: for a command run as the program (`main`
+    called with no argv) that marks itself `exit_at_once` -- one whose work is done when it
+    returns, with no thread, child or file left to close. An interpreter's ordinary exit frees
+    every object one by one (a replay's run states, the ids it has seen, every module), work
+    whose only effect is memory the system takes back anyway (bench/RESULTS.md, "replay")."""
+    sys.stdout.flush()  # (a closed pipe raises here, as at an ordinary exit: main says so)
+    sys.stderr.flush()
+    os._exit(status)
 
 
 #: marks a value that begins with "-" (a run id such as "-3ab"), so argparse does not take it

@@ -52,7 +52,8 @@ def register(sub: Any) -> None:
         help="events up to this many seconds out of order are applied in order "
         f"(default {DEFAULT_WINDOW:g})",
     )
-    p.set_defaults(func=run)
+    # its work is done when `run` returns: the program ends without freeing it (`cli`)
+    p.set_defaults(func=run, exit_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:
