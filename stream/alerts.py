@@ -9,7 +9,6 @@ its own way, and none fails later on a field that is missing or of the wrong typ
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,11 @@ import orjson
 
 from runwatch.stream.exceptions import InvalidAlert
 from runwatch.stream.incidents import IncidentRef
+
+try:  # CPython's own SHA-1, the digest `hashlib.sha1` gives, without loading OpenSSL at start
+    from _sha1 import sha1  # type: ignore[import-not-found]
+except ImportError:  # (an interpreter built without it)
+    from hashlib import sha1
 
 AlertState = Literal["firing", "resolved"]
 Severity = Literal["critical", "warning", "info"]
@@ -180,4 +184,5 @@ def alert_key(rule: str, run: str, subject_key: str) -> str:
 def transition_id(key: str, number: int) -> str:
     """Deterministic id of the `number`-th transition of an alert: replays reproduce it,
     and a restarted worker that redoes a transition produces the same id (dedup downstream)."""
-    return hashlib.sha1(f"{key}#{number}".encode()).hexdigest()[:32]
+    digest: str = sha1(f"{key}#{number}".encode()).hexdigest()
+    return digest[:32]

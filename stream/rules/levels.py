@@ -5,12 +5,21 @@ of its early-training level (entropy_collapse, response_length_drift), or held a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
-from statistics import median
 
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
+
+
+def median(values: Iterable[float]) -> float:
+    """`statistics.median`, imported when first asked: a replay whose rules never ask starts
+    without it (and the `fractions`, `random` and `decimal` it imports)."""
+    from statistics import median as of
+
+    return of(values)
+
 
 #: MAD × this estimates the standard deviation of normally distributed data.
 MAD_SCALE = 1.4826

@@ -16,7 +16,6 @@ against its own median.
 from __future__ import annotations
 
 from dataclasses import replace
-from statistics import median
 
 from msgspec import field
 
@@ -32,7 +31,7 @@ from runwatch.stream.rules.base import (
     Verdict,
     fmt_duration,
 )
-from runwatch.stream.rules.levels import spiking
+from runwatch.stream.rules.levels import median, spiking
 from runwatch.stream.state.run import RunState, StateConfig
 from runwatch.stream.state.steps import Step
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from statistics import median
 
 from runwatch.stream.state.compact import Compact, blank
 
@@ -34,6 +33,8 @@ class Counter(Compact):
         """Median seconds between recent advances, once two advances have been seen."""
         if self.advances < 2 or not self.intervals:
             return None
+        from statistics import median  # (when a pace is asked: not at every start)
+
         return float(median(self.intervals))
 
     def update(self, n: int, total: int | None, ts: float) -> None:
