@@ -24,7 +24,8 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
-           "store->get(", "Barrier timed out", "failed to pass monitoredBarrier")  # fmt: skip
+           "store->get(", "Barrier timed out", "failed to pass monitoredBarrier",
+           "Terminating the process after attempting to dump")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -98,6 +99,16 @@ _GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\
 #: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
 #: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
 _HEARTBEAT = re.compile(r"Heartbeat monitor timed out! Process will be terminated")
+#: the heartbeat monitor ending the process (torch 2.4 on, `getNCCLWatchdogTimeoutExitMsg`, at
+#: FATAL: "Terminating the process after attempting to dump debug info, due to REASON."):
+#: REASON "ProcessGroupNCCL watchdog hang" is the watchdog stuck (`_STUCK`, the line before it,
+#: may be cut from a paste). REASON "collective timeout or exception" (a dump signal after a
+#: collective timed out or failed) says neither alone: the process's abort (the catalogue's
+#: glog-fatal), a timeout only where the watchdog's own line says one
+_TERMINATING = re.compile(
+    r"Terminating the process after attempting to dump debug info, due to "
+    r"ProcessGroupNCCL watchdog hang"
+)
 #: Ascend's HCCL (CANN) timeouts, as torch_npu, vllm-ascend and lmdeploy consoles print them:
 #: EI0002, a collective's Notify wait timed out (its op leads the task's tag:
 #: `tag[AllReduce_group_name_1654...]`), EI0006, a peer's data never came on the socket, and
@@ -192,7 +203,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
     elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:
         fields.update(backend="gloo", op="connect")
-    elif _HEARTBEAT.search(line) is not None:
+    elif _HEARTBEAT.search(line) is not None or (
+        "Terminating the process" in line and _TERMINATING.search(line) is not None
+    ):
         fields.update(backend="nccl", op="watchdog")
     elif (hccl := _HCCL_NOTIFY.search(line)) is not None:
         fields.update(backend="hccl", op=hccl.group("op") or "notify wait")

@@ -685,3 +685,19 @@ def test_ranks_that_failed_to_pass_a_monitored_barrier_timed_out_in_it() -> None
         ("gloo", "monitoredBarrier", 1800.0, 0),
         ("gloo", "monitoredBarrier", 600.0, 0),
     ]
+
+
+def test_the_heartbeat_monitor_ending_a_process_for_a_watchdog_hang_is_the_watchdog_stuck() -> None:
+    """ProcessGroupNCCL's heartbeat monitor (torch 2.4 on) ends a process at FATAL "Terminating
+    the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang."
+    (NVIDIA/Fuser#3055 as posted): the watchdog stuck, its own line cut or not; its abort is the
+    collective's, no failure of its own. "due to collective timeout or exception" says neither
+    alone: it stays the process's abort."""
+    hang = ("[F930 15:23:07.686401350 ProcessGroupNCCL.cpp:1309] [PG ID 6 PG GUID  Rank 0] [PG ID "
+            "6 PG GUID  Rank 0] Terminating the process after attempting to dump debug info, due "
+            "to ProcessGroupNCCL watchdog hang.")  # fmt: skip
+    found = read_all([hang])
+    assert kinds(found) == ["collective.timeout"]
+    assert only(found, "collective.timeout")["op"] == "watchdog"
+    either = hang.replace("ProcessGroupNCCL watchdog hang", "collective timeout or exception")
+    assert kinds(read_all([either])) == ["component.failed"]
