@@ -148,10 +148,18 @@ def table_step(text: str) -> tuple[str, int] | None:
     return kind, int(value)
 
 
+#: a number a row writes with thousands separators (OLMo's `train/Perplexity=195,153`,
+#: `throughput/total_tokens=1,048,576`; stable-baselines' `| total_timesteps | 24,960 |`)
+_GROUPED = re.compile(r"(?<=[\s=:|])([-+]?\d{1,3}(?:,\d{3})+)(?=\s*\|?\s*$)")
+
+
 def _row_pair(text: str, bare: bool) -> Pair | None:
-    """A line's one pair, with a `|` and no words besides (single_pair's, step_row's)."""
+    """A line's one pair, with a `|` and no words besides (single_pair's, step_row's); its
+    number may have thousands separators (`_GROUPED`)."""
     if "|" not in text and not bare and not text.lstrip().startswith(BULLETS):
         return None
+    if "," in text:
+        text = _GROUPED.sub(lambda m: m.group(1).replace(",", ""), text)
     matches = list(PAIR.finditer(text))
     if len(matches) != 1:
         return None

@@ -215,7 +215,9 @@ class MetricLines:
                     count = label_count(before)
                     step = count if count is not None and count >= self.steps.last(source) else None
             return out + self._record(source, step, got[0])
-        if (record := read_line(line)) is not None:
+        # a header first: a logging record's prefix may hold pairs of its own (`host:0`)
+        head = header(line)
+        if head is None and (record := read_line(line)) is not None:
             step = record.step
             if record.coarse and step is not None:
                 step = self.steps.coarse(source, step)
@@ -226,7 +228,7 @@ class MetricLines:
             out += self._hold(source, _Open(columns=columns))
         elif banner(line):  # `***** eval metrics *****`: the step the console named last
             out += self._hold(source, _Open(block=True))
-        elif (head := header(line) or table_step(line)) is not None:
+        elif (head := head or table_step(line)) is not None:
             # a header, or a two-column table's first row naming its step (Spinning Up's
             # `| Epoch | 3 |` above its metrics): the lines under it are that step's
             kind, step = head

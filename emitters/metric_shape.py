@@ -28,7 +28,8 @@ grad_norm=INF`). A line that names no step is a step's metrics when it prints a 
 them is not finite (`Acc@10: 0.002, Grad Norm: inf`): `MetricLines` gives it the step the
 nearest progress bar, step line or header named, else the one after the last (the order of
 lines). A *header* is a line that names a step and nothing else (`Iteration
-3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`): the `key: value` lines
+3027`, `Learning iteration 8391/10000`, `---- Iteration #50 ----`), or a logging record whose
+message is counters alone (OLMo's `... INFO    [step=1/739328,epoch=0]`): the `key: value` lines
 under it are that step's (`MetricLines`). `step_numbers.loss_scale_overflow` reads the lines
 that say a step was skipped for a loss-scale overflow (fp16 in DeepSpeed, apex and Megatron);
 a trainer's sentence that it skipped a step for a NaN (`skip_report`) is no metric line (the
@@ -247,11 +248,41 @@ def _lead_count(found: list[Pair], text: str) -> int | None:
 
 
 def header(text: str) -> tuple[str, int] | None:
-    """(the kind, the step) of a header line (`_HEADER`: it names a step and nothing else)."""
-    if len(text) > 200 or (m := _HEADER.match(text)) is None:
+    """(the kind, the step) of a header line: it names a step and nothing else (`_HEADER`), or
+    its message -- after a logging record's level -- is counters and nothing else
+    (`_counters_only`)."""
+    if len(text) > 200:
         return None
+    if (m := _HEADER.match(text)) is None:
+        return _counters_only(text) if "=" in text or ":" in text else None
     kind = m.group(1).lower()
     return ("step" if kind == "steps" else kind), int(m.group(2))
+
+
+#: where a logging record's message starts: after its level, and whatever the format put
+#: before it (OLMo's `2024-08-06 09:59:26.181 host:0  olmo.train:908  INFO    [step=1/739328,
+#: epoch=0]`, olmo/train.py's `log_metrics_to_console`)
+_LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b[\s:|\-\]]*")
+#: what may stand between counters on a header: brackets, commas, bars, spaces
+_BETWEEN = " \t[](){},;|-:"
+
+
+def _counters_only(text: str) -> tuple[str, int] | None:
+    """(the kind, the step) of a message that is counters and nothing else, in any syntax
+    (`[step=1/739328,epoch=0]`, `step: 5, epoch: 1`): a step key's, the finest; None for any
+    other text (a counter beside a metric, words besides, an epoch alone)."""
+    levels = list(_LEVEL.finditer(text)) if "INFO" in text or "DEBUG" in text else []
+    message = text[levels[-1].end() :] if levels else text
+    found = pairs(message)
+    if not found or any(step_key(p.key) is None for p in found):
+        return None
+    if PAIR.sub("", message).strip(_BETWEEN):
+        return None  # words besides the counters
+    step, at = _step(found, message, coarse=False)
+    if step is None or at is None:
+        return None
+    kind = step_key(found[at].key) or "step"
+    return ("step" if kind == "global" else kind), step
 
 
 def _message(text: str) -> bool:

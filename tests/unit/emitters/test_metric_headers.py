@@ -93,3 +93,62 @@ def test_a_record_that_opens_ends_the_block_held_before_it() -> None:
     assert bad(read_all(block)) == [(8391, ["Value function loss"])]
     assert bad(read_all(block + table)) == [(8391, ["Value function loss"])]
     assert bad(scanned(block + table)) == [(8391, ["Value function loss"])]
+
+
+#: https://github.com/allenai/OLMo/issues/692 (OLMo pre-training: the loss falls to 0.0 in
+#: three steps, all finite), as posted: olmo/train.py's `log_metrics_to_console` logs a
+#: `[step=N/M,epoch=E]` prefix after the logging record's own (host:rank, module:line, level),
+#: then one indented `name=value` line per metric, values over 1000 with thousands separators
+OLMO = [
+    "2024-08-06 09:59:26.181 intern-studio-160750:0  olmo.train:908  INFO    "
+    "[step=1/739328,epoch=0]",
+    "    optim/total_grad_norm=231.7",
+    "    train/CrossEntropyLoss=12.18",
+    "    train/Perplexity=195,153",
+    "    throughput/total_tokens=1,048,576",
+    "    throughput/total_training_Gflops=5,103,640",
+    "    throughput/total_training_log_Gflops=15.45",
+    "    System/Peak GPU Memory (MB)=46,911",
+    "2024-08-06 10:00:05.520 intern-studio-160750:0  olmo.train:908  INFO    "
+    "[step=2/739328,epoch=0]",
+    "    optim/total_grad_norm=0.0002",
+    "    train/CrossEntropyLoss=1.7872662283480167e-06",
+    "    train/Perplexity=1.000",
+    "    throughput/total_tokens=2,097,152",
+    "    throughput/total_training_Gflops=10,207,281",
+    "    throughput/total_training_log_Gflops=16.14",
+    "    throughput/device/tokens_per_second=26,668",
+    "    throughput/device/batches_per_second=0.0254",
+    "    System/Peak GPU Memory (MB)=53,695",
+]  # fmt: skip
+
+
+def _olmo_nan_step(step: int) -> list[str]:
+    """OLMo's record for a step whose loss is NaN: its `format_float` writes a NaN (no
+    comparison holds) with `f"{value:.4f}"`, `nan`."""
+    return [
+        f"2024-08-06 10:00:44.815 intern-studio-160750:0  olmo.train:908  INFO    "
+        f"[step={step}/739328,epoch=0]",
+        "    optim/total_grad_norm=nan",
+        "    train/CrossEntropyLoss=nan",
+        "    train/Perplexity=nan",
+        "    throughput/total_tokens=3,145,728",
+        "    throughput/device/tokens_per_second=26,676",
+    ]
+
+
+def test_a_logging_record_whose_message_is_its_counters_heads_its_metrics() -> None:
+    """Each `[step=N/M,epoch=E]` record is a header: the lines under it are that step's,
+    numbers with separators among them; the prefix's `host:0` and `module:908` are no
+    metrics."""
+    found = read_all(OLMO)
+    steps = [(f["step"], f["metrics"]) for kind, f in found if kind == "step.metrics"]
+    assert [s for s, _ in steps] == [1, 2]
+    assert steps[0][1]["train/Perplexity"] == 195153
+    assert steps[1][1]["throughput/total_tokens"] == 2097152
+    assert len(steps[1][1]) == 9
+    assert not any("olmo.train" in m or "intern-studio-160750" in m for _, m in steps)
+    lines = OLMO + _olmo_nan_step(3)
+    got = [(3, ["optim/total_grad_norm", "train/CrossEntropyLoss", "train/Perplexity"])]
+    assert bad(read_all(lines)) == got
+    assert bad(scanned(lines)) == got
