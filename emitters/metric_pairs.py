@@ -96,8 +96,8 @@ def pairs(text: str) -> list[Pair]:
             key = key.split()[-1]  # `k=v` keys are one word: "saving global_step=101"
         elif pk:
             key, said = _sentence_key(key)
-            if not key or key.lower() in _FUNCTION_WORDS:
-                continue  # `Epoch 1 of 100`: a total, no metric named `of`
+            if not key or key.lower().rsplit(" ", 1)[-1] in _FUNCTION_WORDS:
+                continue  # `Epoch 1 of 100`: a total; `number of nan`: words, no value
         if (
             text[m.end() : m.end() + 1] == ":"
             and text[m.end() + 1 :].strip()
@@ -119,9 +119,12 @@ def pairs(text: str) -> list[Pair]:
 
 
 _GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
-#: `of` alone before a number is a total's (`Epoch 1 of 100`), no metric's name; `to` is kept
-#: (`lr reduced to nan`: the value the sentence gives)
-_FUNCTION_WORDS = frozenset({"of"})
+#: a key that spaces alone separate from its value names nothing when it ends in a function
+#: word: `of` before a number is a total's (`Epoch 1 of 100`), and before `nan` the word NaN
+#: in prose -- Megatron's `number of nan iterations: 0` cut by a terminal's wrap after `nan`,
+#: `count of nan values` -- no value; `to` is kept (`lr reduced to nan`: the value the
+#: sentence gives)
+_FUNCTION_WORDS = frozenset({"of", "for", "per", "with", "by", "the", "a", "an", "any", "no"})
 _VERBS = frozenset({"is", "was", "are", "were"})
 
 
