@@ -263,6 +263,8 @@ def header(text: str) -> tuple[str, int] | None:
 #: before it (OLMo's `2024-08-06 09:59:26.181 host:0  olmo.train:908  INFO    [step=1/739328,
 #: epoch=0]`, olmo/train.py's `log_metrics_to_console`)
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b[\s:|\-\]]*")
+#: a message that starts with a counter's word, after brackets at most
+_COUNTER_FIRST = re.compile(r"(?i)[\s\[(<|#*=-]*(?:global[ _]?)?(?:step|iter|epoch|update)")
 #: what may stand between counters on a header: brackets, commas, bars, spaces
 _BETWEEN = " \t[](){},;|-:"
 
@@ -273,6 +275,8 @@ def _counters_only(text: str) -> tuple[str, int] | None:
     other text (a counter beside a metric, words besides, an epoch alone)."""
     levels = list(_LEVEL.finditer(text)) if "INFO" in text or "DEBUG" in text else []
     message = text[levels[-1].end() :] if levels else text
+    if len(message) > 80 or not _COUNTER_FIRST.match(message):
+        return None  # what every metric line is: longer, or a counter after words
     found = pairs(message)
     if not found or any(step_key(p.key) is None for p in found):
         return None

@@ -1,0 +1,70 @@
+"""The records a console's metric lines make, numbered and weighed (issue 41): the part every
+metric reader of `runwatch.emitters.metric_lines` shares -- a line's, a block's over lines
+(`metric_blocks`), a bar's postfix (`metric_bars`) -- so a record is numbered, its 0/0
+statistics dropped and its overflow-skipped values held the same way whoever read it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from runwatch.emitters.metric_settings import undefined
+from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
+from runwatch.emitters.trainer import step_events
+
+Found = tuple[str, dict[str, Any]]
+
+
+class MetricRecords:
+    """Records as events, per source: numbered, with overflow skips weighed, by
+    `StepNumbers`; `notes` say why a value that looked like a failure was held."""
+
+    def __init__(self, reward_keys: Sequence[str], overflow_steps: int = OVERFLOW_STEPS) -> None:
+        self.reward_keys = tuple(reward_keys)
+        self.steps = StepNumbers(overflow_steps)
+        #: why lines that looked like metrics gave none, since the owner last took them
+        self.notes: list[str] = []
+
+    def saw(self, found: list[Found]) -> None:
+        """The events a line gave, every reader's: the steps the run has reached."""
+        for kind, fields in found:
+            if kind == "step.metrics":
+                self.steps.saw(fields["step"])
+
+    def _record(
+        self, source: Any, named: int | None, metrics: dict[str, float | None],
+        skipped: int | None = None, rewards: bool = True,
+    ) -> list[Found]:  # fmt: skip
+        if any(undefined(k, v, metrics) for k, v in metrics.items()):
+            metrics = {k: v for k, v in metrics.items() if not undefined(k, v, metrics)}  # 0/0
+            if not metrics:
+                return []
+        bad = any(v is not None and not math.isfinite(v) for v in metrics.values())
+        step = self.steps.step(source, named, bad)
+        records = self.steps.record(source, step, metrics, skipped)
+        kept = {k for s, m in records if s == step for k in m}
+        held = [k for k, v in metrics.items() if k not in kept and v is not None]
+        if held:
+            self.notes.append(
+                f"`{held[0]}` is {metrics[held[0]]} at step {step}, which the log says was "
+                "skipped for a loss-scale overflow: routine until "
+                f"{self.steps.overflow_steps} skips in a row or a loss scale of 1 "
+                "(RUNWATCH_OVERFLOW_STEPS)"
+            )
+        return self._emit_all(records, rewards)
+
+    def _emit_all(
+        self, records: list[tuple[int, dict[str, float | None]]], rewards: bool = True
+    ) -> list[Found]:
+        out: list[Found] = []
+        for step, metrics in records:
+            keys = self._reward_keys(metrics) if rewards else ()
+            out += step_events(metrics, step, keys, done=False)
+        return out
+
+    def _reward_keys(self, metrics: dict[str, float | None]) -> tuple[str, ...]:
+        """The reward keys, matched without regard to case (`Reward` in PRIME-RL's older
+        console, `reward` in TRL's table)."""
+        lower = {k.lower(): k for k in metrics}
+        return tuple(lower[k.lower()] for k in self.reward_keys if k.lower() in lower)
