@@ -13,7 +13,10 @@ Per source (a Ray worker, a rank, the process):
   the loss scale (DeepSpeed, apex, Megatron print it routinely while the scale finds its
   range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
   non-finite values are held back -- unless the skips go on for `overflow_steps` steps in a
-  row, or the scale reaches 1 (it cannot go lower: the gradients overflow unscaled). Then the
+  row, or the scale reaches a floor: 1 (DeepSpeed's and Megatron's: the gradients overflow
+  unscaled) or below every scaler's (`LOWEST_FLOOR`). A scale between them is fairseq's,
+  whose floor is lower and which says when it reaches it (`Minimum loss scale reached`, a
+  failure's words): no failure by itself. Then the
   skipping is a failure: the held values are reported at their steps (or, when no record
   printed any, the overflow itself as `loss_scale/overflow: inf`), and so is every
   non-finite value until a step goes through. DeepSpeed's fused optimizer writes two lines
@@ -39,10 +42,15 @@ _OVERFLOW = re.compile(
     r"|\boverflow (?:detected|occurs)\b.{0,40}?\bsetting loss scale to"
     r"|Grad overflow on iteration:? (?P<it>\d{1,18})(?!\d)"
 )
-_SCALE = re.compile(
-    r"(?i)(?:reducing|setting|adjusted|set)(?: loss scale)? to:? (?P<to>\d[\d.]*(?:e[+-]?\d+)?)"
-    r"|loss scale: (?P<tried>\d[\d.]*(?:e[+-]?\d+)?)"
+#: the scale set after it, else (DeepSpeed's line cut before `reducing to`) the one tried
+_SCALE_TO = re.compile(
+    r"(?i)(?:reducing|setting|adjusted|set)(?: loss scale)? to:? (\d[\d.]*(?:e[+-]?\d+)?)"
 )
+_SCALE_TRIED = re.compile(r"(?i)loss scale: (\d[\d.]*(?:e[+-]?\d+)?)")
+#: the lowest floor a scaler sets by default (fairseq's `--min-loss-scale`, 1e-4; DeepSpeed's,
+#: Megatron's and apex's are 1): a scale below it is below every floor -- apex, which has
+#: none, halving on through 1e-200 at every step
+LOWEST_FLOOR = 1e-4
 
 
 @dataclass
@@ -65,11 +73,14 @@ def loss_scale_overflow(text: str) -> Overflow | None:
     if m is None:
         return None
     scale: float | None = None
-    if (s := _SCALE.search(text, m.start())) is not None:
-        try:
-            scale = float(s.group("to")) if s.group("to") else float(s.group("tried")) / 2
-        except ValueError:
-            scale = None
+    try:
+        if (to := _SCALE_TO.search(text, m.start())) is not None:
+            scale = float(to.group(1))
+        elif (tried := _SCALE_TRIED.search(text, m.start())) is not None:
+            scale = float(tried.group(1))  # DeepSpeed halves it, down to 1
+            scale = scale / 2 if scale >= 2 else scale
+    except ValueError:
+        scale = None
     iteration = int(m.group("it")) if m.group("it") else None
     return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration)
 
@@ -198,7 +209,8 @@ class StepNumbers:
     ) -> list[tuple[int, Metrics]]:
         """What a run of skips releases once it is a failure: the held values, else (unless
         the record at hand says its own, `said`) the overflow itself."""
-        if s.failed or not (s.run >= self.overflow_steps or (scale is not None and scale <= 1)):
+        floor = scale is not None and (scale == 1 or scale < LOWEST_FLOOR)
+        if s.failed or not (s.run >= self.overflow_steps or floor):
             return []
         s.failed = True
         held, s.held = s.held, []

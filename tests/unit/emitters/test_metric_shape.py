@@ -352,6 +352,27 @@ def test_fairseq_s_scale_down_to_one_is_a_failure() -> None:
     assert bad(read_all(lines)) == [(1, [OVERFLOW_KEY])]
 
 
+def test_a_scale_set_below_one_is_no_floor_until_below_every_scaler_s() -> None:
+    """fairseq#1895 (corpus19/dev's control): fairseq's scaler sets the scale below 1 -- its
+    floor, `--min-loss-scale`, is 1e-4, and it says when it gets there -- and training goes
+    on; apex#318's scale halving through 1e-202 is below every scaler's floor, a failure. A
+    DeepSpeed line cut before `reducing to` tried the floor, 1."""
+    lines = [
+        "2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, "
+        "nll_loss=8.44, ppl=347.28, wps=30690.8, ups=0.07, wpb=427295, bsz=14390.4, "
+        "num_updates=700, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281, wall=9877",
+        "2020-03-23 11:41:18 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss "
+        "scale to: 0.00048828125",
+        "2020-03-23 11:48:04 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss "
+        "scale to: 0.000244140625",
+    ]
+    assert bad(read_all(lines)) == []
+    apex = "Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to {}"
+    assert bad(read_all([apex.format("8.165126103939127e-202")])) == [(1, [OVERFLOW_KEY])]
+    cut = "[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1"
+    assert bad(read_all([cut])) == [(1, [OVERFLOW_KEY])]
+
+
 def test_deepspeed_s_two_lines_for_one_overflow_are_one_skip_at_the_iteration_named() -> None:
     """DeepSpeedExamples#307 (corpus5/dev): DeepSpeed's fused optimizer writes `Grad overflow
     on iteration 1860` and then `Overflow detected. Skipping step. ...` for one skip -- twice,
