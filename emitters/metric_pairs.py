@@ -220,9 +220,18 @@ _VALUE_FIRST = re.compile(
 )
 
 
+#: a NaN or an infinity padded to its format's width with a fill character: PaddleOCR's and
+#: PaddleDetection's `'{}: {:x<6f}'.format(k, v)` (ppocr/utils/stats.py) writes `nanxxx`,
+#: `infxxx`, `-infxx` where a number is `0.000516`
+_PADDED = re.compile(r"(?i)(?<![\w.])([-+]?(?:nan|inf))([x_*#~])\2*(?=[\s,;|\]})]|$)")
+
+
 def msvc_nan(text: str) -> str:
-    """The line with MSVC's spellings of NaN and infinity (`-nan(ind)`, `-1.#IND00`,
-    `1.#INF00`) as `nan` and `inf` (`_MSVC_NAN`, `_MSVC_OLD`)."""
+    """The line with other spellings of NaN and infinity -- MSVC's (`-nan(ind)`, `-1.#IND00`,
+    `1.#INF00`), padded ones (`nanxxx`) -- as `nan` and `inf` (`_MSVC_NAN`, `_MSVC_OLD`,
+    `_PADDED`)."""
+    if "xx" in text or "__" in text or "**" in text or "##" in text or "~~" in text:
+        text = _PADDED.sub(r"\1", text)
     if "(" in text:
         text = _MSVC_NAN.sub(r"\1", text)
     if "#" in text:

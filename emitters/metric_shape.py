@@ -335,7 +335,7 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # a best-so-far's start
         return Record({key: value}, step)  # `Loss is nan, stopping training`
-    if "(" in text or "#" in text:
+    if "(" in text or "#" in text or "xx" in text or "__" in text or "**" in text or "~~" in text:
         text = msvc_nan(text)
     found = pairs(text)
     if not found and ":" in text and (listed := value_first(text)) is not None:

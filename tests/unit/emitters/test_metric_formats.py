@@ -366,3 +366,18 @@ def test_tensorflow_s_nan_hook_sentence_is_the_loss_s_nan() -> None:
              "NaN loss during training."]  # fmt: skip
     assert bad(read_all(lines)) == [(100, ["loss"])]
     assert bad(scanned(lines)) == [(100, ["loss"])]
+
+
+def test_a_non_finite_value_padded_to_its_format_s_width() -> None:
+    """PaddleOCR#11031 (corpus19/dev), as posted: ppocr's `'{}: {:x<6f}'.format(k, v)`
+    (ppocr/utils/stats.py) pads a value shorter than six characters with `x` -- NaN is
+    `nanxxx` -- at the global step the line names; a finite line has no padding."""
+    line = ("[2023/10/09 10:49:12] ppocr INFO: epoch: [986/2000], global_step: {step}, lr: "
+            "0.000516, acc: 0.000000, norm_edit_dis: 0.000000, CTCLoss: {v}, SARLoss: {v}, "
+            "loss: {v}, avg_reader_cost: 0.00013 s, avg_batch_cost: 0.30189 s, avg_samples: "
+            "128.0, ips: 423.98978 samples/s, eta: 2 days, 17:48:30")  # fmt: skip
+    lines = [line.format(step=737790, v="1.234567"), line.format(step=737800, v="nanxxx")]
+    got = [(737800, ["CTCLoss", "SARLoss", "loss"])]
+    assert bad(read_all(lines)) == got
+    assert bad(scanned(lines)) == got
+    assert bad(read_all([line.format(step=1, v="-infxx")])) == [(1, ["CTCLoss", "SARLoss", "loss"])]
