@@ -695,3 +695,18 @@ def test_the_line_after_the_frames_names_the_exception_whatever_its_name_ends_in
     assert fields["error"] == last
     for other in ("loss: nan", "Epoch: 3"):
         assert all(f["error"] != other for f in failed(read_all([*OUT_OF_RESOURCES[:-1], other])))
+
+
+def test_sglang_s_failed_health_check_is_its_engine_s_death_unless_it_serves_after() -> None:
+    """SGLang's /health_generate got no answer from its detokenizer (http_server.py, rendered):
+    the engine no longer answers -- its death when the output ends there; a pause it recovered
+    from when its stats go on after it."""
+    decode = ("[2025-06-01 10:00:{:02d} TP0] Decode batch. #running-req: 8, #token: 9000, token "
+              "usage: 0.10, gen throughput (token/s): 900.00, #queue-req: 0")  # fmt: skip
+    failed_check = ("[2025-06-01 10:00:20] ERROR: Health check failed. Server couldn't get a "
+                    "response from detokenizer for last 20 seconds. tic start time: 10:00:00. "
+                    "last_heartbeat time: 09:59:01")  # fmt: skip
+    ended = [f for k, f in read_all([decode.format(0), failed_check]) if k == "component.failed"]
+    assert [(f["how"], f["component"]) for f in ended] == [("fatal", "inference")]
+    went_on = [decode.format(0), failed_check, decode.format(30)]
+    assert [k for k, _ in read_all(went_on) if k == "component.failed"] == []
