@@ -11,7 +11,6 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.decode import admit, admit_chunk, admit_lines
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
-from runwatch.stream.fleet.stage import FleetStage
 from runwatch.stream.refused import Refused
 from runwatch.stream.timekeeping.ahead import FarAhead
 from runwatch.stream.timekeeping.reorder import in_order
@@ -85,9 +84,13 @@ def replay(
     the engine's transitions alone).
     """
     report = on_invalid or (lambda bad: None)
-    stage = FleetStage(engine) if fleet else None
-    if stage is not None and not stage.enabled:
-        stage = None
+    stage = None
+    rule = engine.fleet_rule
+    if fleet and rule is not None and rule.params.enabled:  # (`fleet.stage.judged`)
+        # imported only where fleet incidents are judged: a replay of the seven starts without
+        from runwatch.stream.fleet.stage import FleetStage
+
+        stage = FleetStage(engine)
     apply = engine.apply
     for released in in_order(stamped(lines, engine.check, report), window):
         for held in released:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from runwatch.dev.scenarios import SCENARIOS
+from runwatch.stream.rules import BUILTIN_RULES, CONTRACT_RULES
 
 PROGRAM = "import sys; from runwatch.cli import main; sys.exit(main())"
 
@@ -42,3 +43,20 @@ def test_replay_starts_without_openssl_or_statistics() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_replay_of_the_seven_starts_without_the_fleet_stage(tmp_path: Path) -> None:
+    """With `shared_cause` off (the contract's seven alone) no fleet incident is judged: its
+    stage is not imported."""
+    seven = tmp_path / "seven.toml"
+    seven.write_text("".join(f"[rules.{r.id}]\nenabled = false\n" for r in BUILTIN_RULES
+                             if r.id not in CONTRACT_RULES))  # fmt: skip
+    code = (
+        "import sys\n"
+        "from runwatch.cli import main\n"
+        f"main(['replay', '/dev/null', '--config', {str(seven)!r}])\n"
+        "print('runwatch.stream.fleet.stage' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "False"
