@@ -26,7 +26,7 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: corpus17 likewise (collected after corpus16, to make the held-out figure less coarse); corpus18
 #: (LLM post-training and inference engines) and corpus19 (general ML training and launchers) as
 #: their collectors landed them, not yet measured.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus18", "corpus19"})
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -134,6 +134,25 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["collective_timeout", "component_failed"], CUT_READ),
     ("corpus4", "nccl_torchrun_glog_socket_timed_out_900s_traceback"): (
         ["collective_timeout", "component_failed"], CUT_READ),
+    # corpus18's and corpus19's development parts, asserted since the failure side's ninth pass
+    # on issue 41 (tests/fixtures/consoles/README.md: corpus19 22/33 -> 31/33 by rules of the
+    # sources' grammar); what they still read otherwise than their labels say
+    ("corpus18", "stall_vllm_enginecore_shm_broadcast_no_block_60s_five_minutes"): (
+        [], "vLLM's `No available shared memory broadcast block found in 60 seconds` with no "
+        "sign the engine serves: its own words say it also happens during compilation or "
+        "quantization, so the reader reads it as a stall only once the engine serves (f6b1ded; "
+        "start-ups would false-alert)"),
+    ("corpus18", "control_sglang_bench_serving_result_traffic_request_rate_inf"): (
+        ["non_finite_metric"], "false alert: SGLang's bench_serving summary says `Traffic "
+        "request rate: inf` -- its setting (every request sent at once), read as a metric"),
+    ("corpus19", "fail_detectron2_coco_fast_rcnn_floatingpointerror_iter27_loss_dict_tensor_nan"): (
+        ["component_failed"], "the NaN inside detectron2's FloatingPointError's loss_dict is "
+        "left unread on purpose (the metric pass: read as a record, it was taken for progress "
+        "after the traceback); the error is read"),
+    ("corpus19", "nan_t5_mesh_tf_tpu_v2_512_model_diverged_loss_nan_reraising"): (
+        ["component_failed", "non_finite_metric"], "an extra rule: `Model diverged with loss = "
+        "NaN.` is also the catalogue's fatal line of TensorFlow's NaN hook (it raises "
+        "NanLossDuringTrainingError after it); this excerpt's label names the NaN alone"),
 }  # fmt: skip
 
 
