@@ -117,6 +117,9 @@ CONTROLS = [
     "2025-01-09 12:00:01 INFO Received SIGTERM: 15",
     # Ray's dashboard agent after a raylet stopped by its SIGTERM (a `ray stop`)
     "(raylet) Raylet is terminated. Termination is graceful.",
+    # a question that names Kubernetes' back-off, and a healthy pod's row of `kubectl get pods`
+    "How do I fix CrashLoopBackOff?",
+    "trainer-0   1/1     Running   0          10m",
 ]
 
 #: bash's reports of a job a signal ended (jobs.c, rendered): a foreground job's strsignal
