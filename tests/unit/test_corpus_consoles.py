@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus19/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus20/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -419,3 +419,24 @@ def test_the_nineteenth_corpus_has_the_size_and_weight_it_was_asked_for() -> Non
     assert _count(entries, "non_finite_metric") >= 8
     assert _count(entries, "ranks_stalled") >= 3
     assert len(PARTS["corpus19"]["heldout"]) * 3 >= len(entries) - 3
+
+
+def test_the_twentieth_corpus_has_the_size_and_weight_it_was_asked_for() -> None:
+    """Fifty-five or more excerpts from twelve or more frameworks of an LLM-RL cluster's stack and
+    of general training (torch, torchrun, DeepSpeed, vLLM, Ray, verl, TensorFlow, JAX, Lightning,
+    transformers, NCCL, SLURM, MindSpore, Horovod, xgboost ...), weighted to measure false alerts
+    and the weakest classes: at least thirty healthy controls that are traps (tracebacks and
+    warnings of programs that went on or ended well, retries, compile fallbacks, NCCL/Gloo/c10d
+    warnings, fp16 overflow skips, zero losses, finished benchmarks and fits) and at least
+    twenty-five failures, weighted to non-finite metrics in odd syntaxes and ranks waiting on each
+    other, with collective timeouts and component failures in new wordings."""
+    entries = _entries("corpus20")
+    assert 55 <= len(entries) <= 75
+    assert len({e["framework"] for e in entries}) >= 12
+    assert sum(1 for e in entries if not e["rules"]) >= 30
+    assert sum(1 for e in entries if e["rules"]) >= 25
+    assert _count(entries, "non_finite_metric") >= 6
+    assert _count(entries, "ranks_stalled") >= 4
+    assert _count(entries, "collective_timeout") >= 4
+    assert _count(entries, "component_failed") >= 10
+    assert len(PARTS["corpus20"]["heldout"]) * 3 >= len(entries) - 3
