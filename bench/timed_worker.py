@@ -62,7 +62,8 @@ PARTS: list[tuple[type, str, str]] = [
 FINE: list[tuple[type, str, str]] = [
     (Engine, "apply", "core: Engine.apply"),
     (Engine, "advance", "core: Engine.advance"),
-    (ClockOffsets, "shift", "driver: clock offsets (shift)"),
+    (ClockOffsets, "shift_held", "driver: clock offsets (shift)"),
+    (ClockOffsets, "held", "driver: clock offsets (shift)"),
 ]
 #: the tasks whose steps are named by what they run (Faust wraps each in `_execute_task`)
 TASKS = ("StreamWorker.consume", "FleetStageRole.run", "build_app.<locals>.tick",

@@ -325,7 +325,11 @@ class LiveDriver:
         self, items: Iterable[Decoded], dead: list[Refused] | None = None
     ) -> tuple[list[Alert], list[Refused]]:
         engine, seen, reading = self.engine, self.engine.seen, self.reading
-        shift = self.clocks.shift
+        held_of, shift = self.clocks.held, self.clocks.shift_held
+        # the host of the event before and its clock record: a batch record's lines are one
+        # process's, so most events after a record's first find their host here
+        host_before: object = None
+        held: Any = None
         out: list[Alert] = []
         dead = [] if dead is None else dead
         limit = self.min_correction
@@ -349,7 +353,9 @@ class LiveDriver:
                     continue
             src = event.src  # (`_source` written out)
             host = src.host or (src.component, src.instance, src.pid)
-            skew = shift(host, event.run, ts, arrival, limit)
+            if host != host_before:
+                held, host_before = held_of(host, arrival), host
+            skew = shift(held, event.run, ts, arrival, limit)
             if skew:
                 event = _shifted(event, skew)
                 self.corrected += 1

@@ -242,3 +242,37 @@ def test_a_takeover_publishes_the_bad_lines_of_a_record_its_predecessor_had_not(
     got = [json.loads(v) for v in b.values(TOPICS.dlq)]
     assert [(x["raw"], x["offset"], x.get("line")) for x in got] == [
         ("{bad-1", 0, 2), ("{bad-2", 0, 4), ("[3]", 0, 6)]  # fmt: skip
+
+
+def test_a_batch_of_hosts_shifts_each_event_as_its_own_host() -> None:
+    """The driver looks a host up once for a run of its events (a batch record is one
+    process's) and again where the host changes, inside a record or between two: each
+    event is shifted as a plain `ClockOffsets.shift` of it, host by host, gives."""
+    from runwatch.stream.timekeeping.skew import ClockOffsets
+
+    t0 = 1.7e9
+    skews = {"node-a": -40.0, "node-b": 25.0, "node-c": -3.0, None: 60.0}
+    plan = ["node-a", "node-a", "node-b", "node-a", None, None, "node-c", "node-b", "node-b"]
+    records, events = [], []
+    for k in range(30):  # one record a second, its hosts in turns and runs of one
+        arrival = t0 + k
+        lines = []
+        for j, host in enumerate(plan[k % 4 : k % 4 + 5]):
+            event = make_event("heartbeat", arrival - 0.2 - 0.01 * j + skews[host],
+                               run=f"r{j % 2}", host=host, pid=100 + j)  # fmt: skip
+            lines.append(encode(event))
+            events.append((event, arrival))
+        records.append(Record(batch_of(*lines), int(arrival * 1000), k, BATCH))
+    driver = LiveDriver()
+    driver.feed_records(records)
+    plain = ClockOffsets()
+    want = []
+    for event, arrival in events:
+        src = event["src"]
+        host = src.get("host") or (src["component"], src.get("instance"), src.get("pid"))
+        want.append(plain.shift(host, event["run"], event["ts"], arrival, driver.min_correction))
+    assert driver.corrected == sum(1 for skew in want if skew) > 0
+    assert {h: list(held) for h, held in driver.clocks._hosts.items()} == {
+        h: list(held) for h, held in plain._hosts.items()
+    }
+    assert len(driver.clocks) == 7  # three named hosts, four processes without one
