@@ -23,6 +23,7 @@
   none of its. A printed list of numbers with a `nan` in it (numpy's `Losses: [array([0.5]),
   array([nan], dtype=float32)]`) is its key's `nan` (`metric_pairs.nan_lists`).
 
+A line of pairs a terminal hard-wrapped is joined back and read whole (`metric_wraps`).
 Records spread over lines are followed by `metric_blocks`; every record is numbered and
 weighed by `metric_records`. A record starts only on a line holding one of
 `metric_shape.MARKERS` -- what `runwatch watch`'s scanner shows the parsers -- so `runwatch
@@ -50,6 +51,7 @@ from runwatch.emitters.metric_shape import (
     table_step,
 )
 from runwatch.emitters.metric_tables import column_header, table_header
+from runwatch.emitters.metric_wraps import WRAP_MAX, continues, goes_on, may_be_cut
 from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
 from runwatch.emitters.step_numbers import loss_scale_overflow
 
@@ -78,15 +80,53 @@ class MetricLines(RecordsOverLines, BarPostfixes):
     """Every metric record of a console, per source (module docstring): numbered, with
     overflow skips weighed, by `StepNumbers` (`metric_records`)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: source -> (a line a terminal wrapped, as far as it is joined; its lines so far; the
+        #: first line's length, the terminal's width)
+        self._wrapped: dict[Any, tuple[str, int, int]] = {}
+
+    @property
+    def following(self) -> bool:
+        """A record spread over lines, or a wrapped line, is being read."""
+        return bool(self._wrapped) or bool(self._open)
+
     def more(self, source: Any, line: str) -> tuple[bool, list[Found]]:
         """(whether the line goes on a record of its source spread over lines, what it
         gives): read before any other reader, so a line that does not go on it ends it."""
+        if (wrapped := self._wrapped.pop(source, None)) is not None:
+            return self._unwrap(source, wrapped, plain(line))
         held = self._open.get(source)
         return (False, []) if held is None else self._more(source, held, plain(line))
 
-    def read(self, source: Any, line: str) -> list[Found]:
+    def _unwrap(
+        self, source: Any, wrapped: tuple[str, int, int], line: str
+    ) -> tuple[bool, list[Found]]:
+        """A line after a wrapped one: its rest (joined, and read once whole), or a line of
+        its own (the wrapped line is read as it is)."""
+        text, lines, width = wrapped
+        if not continues(text, line):
+            return False, self.read(source, text, joined=True)
+        text += line
+        if lines + 1 < WRAP_MAX and goes_on(width, line, text):
+            self._wrapped[source] = (text, lines + 1, width)
+            return True, []
+        return True, self.read(source, text, joined=True)
+
+    def finish(self) -> list[Found]:
+        """The output ended: a wrapped line is read as far as it goes, then what the records
+        spread over lines hold."""
+        out: list[Found] = []
+        for source, (text, _, _) in list(self._wrapped.items()):
+            del self._wrapped[source]
+            out += self.read(source, text, joined=True)
+        return out + super().finish()
+
+    def read(self, source: Any, line: str, joined: bool = False) -> list[Found]:
         """What a line no trainer-specific reader took says: a dict, a line of pairs with a
-        step, a table's header, a two-column table's first row, a skipped step."""
+        step, a table's header, a two-column table's first row, a skipped step. A line of
+        pairs a terminal's wrap cut is held for its rest (`metric_wraps`); `joined`: it is
+        whole, as joined or as far as it went."""
         out: list[Found] = []
         line = plain(line)
         if not any(m in line for m in MARKERS):
@@ -120,6 +160,9 @@ class MetricLines(RecordsOverLines, BarPostfixes):
         # a header first: a logging record's prefix may hold pairs of its own (`host:0`)
         head = header(line)
         if head is None and (record := read_line(line)) is not None:
+            if not joined and may_be_cut(line):
+                self._wrapped[source] = (line, 1, len(line))  # read whole with its rest
+                return out
             step = record.step
             if record.coarse and step is not None:
                 step = self.steps.coarse(source, step)
