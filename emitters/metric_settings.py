@@ -6,7 +6,9 @@ Nor is a statistic's NaN that is 0/0 (`undefined`): one sample, no variance.
 Told from a metric record by its shape:
 
 - the key names a limit (`limit`): a word of it is `clip`, `clipping`, `limit`, `threshold`,
-  `patience`, `timeout`, or `max` / `min` qualifying another word (`max_norm`,
+  `patience`, `timeout`; it is a rate of requests, a benchmark's load (vLLM's and SGLang's
+  `bench_serving` print `Traffic request rate: inf` for `--request-rate inf`, every request
+  at once); or `max` / `min` qualifies another word (`max_norm`,
   `optim.max_grad_norm`, `grad_clip`, `gradient_clipping`, `nccl_timeout`); a statistic
   named after its reduction (verl's `critic/score/max`, `response_length/min`) is a metric;
 - the record is a settings object's repr (`settings_repr`): argparse's
@@ -41,6 +43,8 @@ def limit(key: str) -> bool:
     words = [w.lower() for w in _WORDS.findall(key)]
     if any(w in _LIMIT_WORDS for w in words):
         return True
+    if "rate" in words and ("request" in words or "requests" in words):
+        return True  # a benchmark's load: `Traffic request rate: inf`, all requests at once
     # `max_norm`, `actor.max_grad_norm`: a bound on what follows; `score/max`: a reduction
     return any(w in ("max", "min") for w in words[:-1]) and not _REDUCTION.search(key)
 

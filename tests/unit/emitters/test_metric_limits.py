@@ -56,3 +56,23 @@ def test_no_limit() -> None:
     assert not no_limit("max_grad_norm", math.nan)
     assert not no_limit("clip_fraction", math.nan)
     assert not no_limit("loss", math.inf)
+
+
+def test_a_benchmark_s_request_rate_of_inf_is_its_load() -> None:
+    """https://github.com/sgl-project/sglang/issues/2805 (corpus18/dev), as posted: SGLang's
+    bench_serving result prints its `--request-rate` (`inf`: every request at once) among its
+    measurements; a rate of requests is a load, no measurement gone wrong. A learning rate's
+    inf is still one."""
+    lines = [
+        "============ Serving Benchmark Result ============",
+        "Backend:                                 sglang    ",
+        "Traffic request rate:                    inf       ",
+        "Max reqeuest concurrency:                not set   ",
+        "Successful requests:                     1648      ",
+        "Benchmark duration (s):                  170.41    ",
+        "Request throughput (req/s):              9.67      ",
+    ]
+    assert bad(read_all(lines)) == []
+    assert bad(scanned(lines)) == []
+    assert no_limit("Traffic request rate", math.inf)
+    assert not no_limit("learning rate", math.inf)
