@@ -143,9 +143,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "sign the engine serves: its own words say it also happens during compilation or "
         "quantization, so the reader reads it as a stall only once the engine serves (f6b1ded; "
         "start-ups would false-alert)"),
-    ("corpus18", "control_sglang_bench_serving_result_traffic_request_rate_inf"): (
-        ["non_finite_metric"], "false alert: SGLang's bench_serving summary says `Traffic "
-        "request rate: inf` -- its setting (every request sent at once), read as a metric"),
+    # its bench_serving control (`Traffic request rate: inf`) is no metric since 2bf1581
     ("corpus19", "fail_detectron2_coco_fast_rcnn_floatingpointerror_iter27_loss_dict_tensor_nan"): (
         ["component_failed"], "the NaN inside detectron2's FloatingPointError's loss_dict is "
         "left unread on purpose (the metric pass: read as a record, it was taken for progress "
