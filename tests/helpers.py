@@ -236,7 +236,10 @@ def leftover_threads(before: set[threading.Thread], deadline: float) -> list[thr
     """Threads not in `before` still alive at `deadline` (time.monotonic) after joining them."""
     new = [t for t in threading.enumerate() if t not in before]
     for thread in new:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        # `enumerate` lists a thread from `start()` on, before it has run (in `_limbo`), and
+        # `join` refuses one whose start has not finished: wait for that first
+        if thread._started.wait(timeout=max(0.0, deadline - time.monotonic())):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
     return [t for t in new if t.is_alive()]
 
 
