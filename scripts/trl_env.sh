@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.cache/trl-env
 TRL=1.16.0
-if [ -f "$ENV/.complete" ]; then exit 0; fi
+# built for this checkout (its .pth and editable install name its paths): another's is rebuilt
+if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
 scripts/bootstrap.sh dev
 TORCH=$(.venv/bin/python -c "from importlib.metadata import version; print(version('torch'))")
 rm -rf "$ENV"
@@ -27,4 +28,4 @@ echo "torch==$TORCH" > "$ENV/constraints.txt"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "trl==$TRL"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
 "$ENV/bin/python" -c "import trl, torch, transformers; print('[trl]', trl.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)" >&2
-touch "$ENV/.complete"
+echo "$PWD" > "$ENV/.complete"

@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=${VERL_ENV:-.cache/verl-env}
 VERL=0.9.1
-if [ -f "$ENV/.complete" ]; then exit 0; fi
+# built for this checkout (its .pth and editable install name its paths): another's is rebuilt
+if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
 scripts/trl_env.sh
 TORCH=$(.venv/bin/python -c "from importlib.metadata import version; print(version('torch'))")
 rm -rf "$ENV"
@@ -29,4 +30,4 @@ echo "torch==$TORCH" > "$ENV/constraints.txt"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "verl==$VERL" cachetools uvicorn fastapi
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
 "$ENV/bin/python" -c "import verl, torch, transformers, ray; from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop; print('[verl]', verl.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__)" >&2
-touch "$ENV/.complete"
+echo "$PWD" > "$ENV/.complete"
