@@ -12,6 +12,7 @@ from runwatch.stream.decode import admit, admit_chunk, admit_lines
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.refused import Refused
+from runwatch.stream.rules.shared_cause import judged
 from runwatch.stream.timekeeping.ahead import FarAhead
 from runwatch.stream.timekeeping.reorder import in_order
 
@@ -85,8 +86,7 @@ def replay(
     """
     report = on_invalid or (lambda bad: None)
     stage = None
-    rule = engine.fleet_rule
-    if fleet and rule is not None and rule.params.enabled:  # (`fleet.stage.judged`)
+    if fleet and judged(engine.config):
         # imported only where fleet incidents are judged: a replay of the seven starts without
         from runwatch.stream.fleet.stage import FleetStage
 

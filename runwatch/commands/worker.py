@@ -214,8 +214,8 @@ def run_fleet(args: argparse.Namespace) -> int:
     security = connect_check(args)
     from runwatch.emitters.topics import Topics
     from runwatch.stopping import stop_on_signals
-    from runwatch.stream.fleet.stage import judged
     from runwatch.stream.kafka.fleet_stage import run_alone
+    from runwatch.stream.rules.shared_cause import judged
 
     if not judged(config):
         raise CommandError("the rules config turns shared_cause off: no fleet incidents to judge")

@@ -217,11 +217,5 @@ class FleetStage:
         return self.state.transitions.get(key, 0)
 
 
-def judged(config: RulesConfig) -> bool:
-    """Whether `config` has fleet incidents judged (`shared_cause` on)."""
-    rule = config.by_id().get(RULE)
-    return rule is not None and rule.params.enabled
-
-
 def _member(alert: Alert, ref: IncidentRef, fleet: str) -> Alert:
     return dataclasses.replace(alert, incident=dataclasses.replace(ref, fleet=fleet))

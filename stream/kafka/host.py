@@ -41,13 +41,13 @@ import faust
 
 from runwatch.stream.collector import large_blocks_returned, tuned_for_consuming
 from runwatch.stream.exceptions import WorkerStartFailed
-from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.kafka.fleet_members import follow
 from runwatch.stream.kafka.fleet_stage import FleetStageRole
 from runwatch.stream.kafka.settings import WorkerSettings
 from runwatch.stream.kafka.worker import StreamWorker
+from runwatch.stream.rules.shared_cause import judged
 
 #: Faust's data directory of a worker: `runwatch-worker-PID-...` in the temp directory.
 DATADIR_PREFIX = "runwatch-worker-"

@@ -29,7 +29,6 @@ from runwatch.stream.alerts import Alert
 from runwatch.stream.checkpointer import Checkpointer
 from runwatch.stream.fleet.feed import FleetFeed
 from runwatch.stream.fleet.members import Membership
-from runwatch.stream.fleet.stage import judged
 from runwatch.stream.kafka import clients, consume
 from runwatch.stream.kafka.checkpointing import Checkpointing
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, MAX_BYTES, KafkaCheckpoints
@@ -45,6 +44,7 @@ from runwatch.stream.live import LiveDriver
 from runwatch.stream.metrics.exporter import Limits
 from runwatch.stream.metrics.worker import WorkerMetrics
 from runwatch.stream.refused import Refused
+from runwatch.stream.rules.shared_cause import judged
 
 log = logging.getLogger("runwatch.stream.worker")
 

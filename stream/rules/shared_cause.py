@@ -16,12 +16,15 @@ config file for every run) and the run view carries to its emitters
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from msgspec import Meta
 
 from runwatch.stream.rules.base import QUIET, Condition, Description, Params, Rule, Seconds, Verdict
 from runwatch.stream.state.run import RunState
+
+if TYPE_CHECKING:
+    from runwatch.stream.config import RulesConfig
 
 
 class SharedCauseParams(Params, frozen=True):
@@ -68,3 +71,10 @@ class SharedCause(Rule[SharedCauseParams]):
         self, run: RunState, cond: Condition, now: float, params: SharedCauseParams
     ) -> Description:
         raise AssertionError("shared_cause is described by the fleet stage")
+
+
+def judged(config: RulesConfig) -> bool:
+    """Whether `config` has fleet incidents judged (this rule on): the fleet stage runs only
+    then. Beside the rule, not the stage, so that asking does not import the stage."""
+    rule = config.by_id().get(SharedCause.id)
+    return rule is not None and rule.params.enabled
