@@ -20,6 +20,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -383,3 +384,11 @@ def tiny_model_in(env: str, out: Path) -> Path:
     subprocess.run([str(python), str(root / "scripts" / "tiny_model.py"), str(out)],
                    check=True, timeout=300)  # fmt: skip
     return out
+
+
+def printed_by_fresh_interpreter(code: str) -> str:
+    """What `code` prints (stripped), run by a new interpreter: which modules a program's start
+    imports can only be seen from one that has imported nothing yet."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    return done.stdout.strip()

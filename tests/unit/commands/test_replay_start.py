@@ -8,17 +8,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import printed_by_fresh_interpreter
+
 from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream.rules import BUILTIN_RULES, CONTRACT_RULES
 
 PROGRAM = "import sys; from runwatch.cli import main; sys.exit(main())"
 
 
+def _trace(directory: Path) -> Path:
+    """A recorded run whose zero reward makes transitions (ids numbered, alerts printed)."""
+    trace = directory / "zero_reward.jsonl"
+    trace.write_text("".join(json.dumps(e) + "\n" for e in SCENARIOS["zero_reward"]()))
+    return trace
+
+
 def test_the_program_ends_at_once_with_every_transition_written(tmp_path: Path) -> None:
     """Run as the program (no argv given to `main`), replay ends through `os._exit`: what it
     wrote to a pipe and its status are those of `main` called in process."""
-    trace = tmp_path / "zero_reward.jsonl"
-    trace.write_text("".join(json.dumps(e) + "\n" for e in SCENARIOS["zero_reward"]()))
+    trace = _trace(tmp_path)
     in_process = subprocess.run(
         [sys.executable, "-c", f"from runwatch.cli import main; main(['replay', {str(trace)!r}])"],
         capture_output=True, check=True, timeout=120,
@@ -31,18 +39,26 @@ def test_the_program_ends_at_once_with_every_transition_written(tmp_path: Path) 
     assert program.stdout.count(b"\n") >= 1
 
 
-def test_replay_starts_without_openssl_or_statistics() -> None:
-    """A transition's id is CPython's own SHA-1 (no OpenSSL loaded at start); the rules'
-    medians import `statistics` when one is asked for."""
+def test_replay_numbers_transitions_without_openssl_and_starts_without_statistics(
+    tmp_path: Path,
+) -> None:
+    """A transition's id is CPython's own SHA-1: no OpenSSL loaded, though the trace's
+    transitions are numbered; the rules' medians import `statistics` when one is asked for,
+    so an empty trace's start loads none. (Traces that are files: replay refuses /dev/null,
+    and a refused start imports nothing.)"""
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
     code = (
         "import sys\n"
         "from runwatch.cli import main\n"
-        "main(['replay', '/dev/null'])\n"
-        "print(sorted(m for m in sys.modules if m in ('_hashlib', 'statistics')))\n"
+        f"empty = main(['replay', {str(empty)!r}])\n"
+        "print(empty, 'statistics' in sys.modules)\n"
+        f"status = main(['replay', {str(_trace(tmp_path))!r}])\n"
+        "print(status, '_hashlib' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    printed = printed_by_fresh_interpreter(code).splitlines()
+    assert [line for line in printed if not line.startswith("{")] == ["0 False", "0 False"]
+    assert len(printed) > 2  # (the trace's transitions, between the two answers)
 
 
 def test_a_replay_of_the_seven_starts_without_the_fleet_stage(tmp_path: Path) -> None:
@@ -54,9 +70,7 @@ def test_a_replay_of_the_seven_starts_without_the_fleet_stage(tmp_path: Path) ->
     code = (
         "import sys\n"
         "from runwatch.cli import main\n"
-        f"main(['replay', '/dev/null', '--config', {str(seven)!r}])\n"
-        "print('runwatch.stream.fleet.stage' in sys.modules)\n"
+        f"status = main(['replay', {str(_trace(tmp_path))!r}, '--config', {str(seven)!r}])\n"
+        "print(status, 'runwatch.stream.fleet.stage' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert printed_by_fresh_interpreter(code).splitlines()[-1] == "0 False"

@@ -3,8 +3,7 @@ and a consumer's start-up does not build the models."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from helpers import printed_by_fresh_interpreter
 
 from runwatch.stream import decode_gen
 
@@ -31,6 +30,4 @@ def test_replay_imports_neither_pydantic_nor_the_models() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('pydantic') "
         "or m.startswith('runwatch.emitters.events')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
-    assert done.stdout.strip() == "[]"
+    assert printed_by_fresh_interpreter(code) == "[]"
