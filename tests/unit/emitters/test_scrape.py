@@ -63,7 +63,8 @@ class MetricsServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-server")
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                       name="metrics-server")  # fmt: skip
 
     def __enter__(self) -> MetricsServer:
         self.thread.start()
