@@ -49,7 +49,7 @@ class MetricRecords:
             self.notes.append(
                 f"`{held[0]}` is {metrics[held[0]]} at step {step}, which the log says was "
                 "skipped for a loss-scale overflow: routine until "
-                f"{self.steps.overflow_steps} skips in a row or a loss scale of 1 "
+                f"{self.steps.overflow_steps} skips in a row or more than one at a loss scale of 1 "
                 "(RUNWATCH_OVERFLOW_STEPS)"
             )
         return self._emit_all(records, rewards)

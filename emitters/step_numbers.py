@@ -14,7 +14,9 @@ Per source (a Ray worker, a rank, the process):
   range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
   non-finite values are held back -- unless the skips go on for `overflow_steps` steps in a
   row, or the scale reaches a floor: 1 (DeepSpeed's and Megatron's: the gradients overflow
-  unscaled) or below every scaler's (`LOWEST_FLOOR`). A scale between them is fairseq's,
+  unscaled) in a run of two skips or more -- one skip at 1 after steps went through is one
+  batch that overflowed unscaled, and DeepSpeed, clamped at its `min_loss_scale`, goes on --
+  or below every scaler's (`LOWEST_FLOOR`). A scale between them is fairseq's,
   whose floor is lower and which says when it reaches it (`Minimum loss scale reached`, a
   failure's words): no failure by itself. Then the
   skipping is a failure: the held values are reported at their steps (or, when no record
@@ -209,7 +211,10 @@ class StepNumbers:
     ) -> list[tuple[int, Metrics]]:
         """What a run of skips releases once it is a failure: the held values, else (unless
         the record at hand says its own, `said`) the overflow itself."""
-        floor = scale is not None and (scale == 1 or scale < LOWEST_FLOOR)
+        # a scale below every scaler's floor took hundreds of skips to reach; one skip at 1 may
+        # be one batch whose gradients overflow unscaled (DeepSpeed clamps at its
+        # `min_loss_scale` and goes on): the floor is a failure once the skipping goes on there
+        floor = scale is not None and (scale < LOWEST_FLOOR or (scale == 1 and s.run >= 2))
         if s.failed or not (s.run >= self.overflow_steps or floor):
             return []
         s.failed = True

@@ -370,22 +370,27 @@ def test_a_scale_set_below_one_is_no_floor_until_below_every_scaler_s() -> None:
     apex = "Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to {}"
     assert bad(read_all([apex.format("8.165126103939127e-202")])) == [(1, [OVERFLOW_KEY])]
     cut = "[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1"
-    assert bad(read_all([cut])) == [(1, [OVERFLOW_KEY])]
+    assert bad(read_all([cut, cut])) == [(1, [OVERFLOW_KEY])]
 
 
 def test_deepspeed_s_two_lines_for_one_overflow_are_one_skip_at_the_iteration_named() -> None:
     """DeepSpeedExamples#307 (corpus5/dev): DeepSpeed's fused optimizer writes `Grad overflow
     on iteration 1860` and then `Overflow detected. Skipping step. ...` for one skip -- twice,
-    one engine each: one skipped step, not four; at scale 1 the skipping is a failure, at the
-    iteration the lines named."""
-    named = "Grad overflow on iteration 1860"
+    one engine each: one skipped step, not four; at scale 1 a second skip in a row makes the
+    skipping a failure, at the iteration its lines named. DeepSpeed#697 (corpus20/dev's
+    control): one skip at scale 1 (`reducing to 1`, clamped at the floor) after steps went
+    through is one batch that overflowed, and the run goes on: no failure."""
+    named = "Grad overflow on iteration {0}"
     prefix = "[2023-04-15 05:51:04,058] [INFO] [logging.py:96:log_dist] [Rank 0] "
     detected = (
         prefix + "Overflow detected. Skipping step. Attempted loss scale: {0}, reducing to {1}"
     )
-    at_two = [named, detected.format(4, 2)] * 2
+    at_two = [named.format(1860), detected.format(4, 2)] * 2
     assert bad(read_all(at_two, LineParser(overflow_steps=2))) == []
-    assert bad(read_all([named, detected.format(1, 1)])) == [(1860, [OVERFLOW_KEY])]
+    once = [named.format(1860), detected.format(1, 1)]
+    assert bad(read_all(once)) == []
+    twice = [*once, named.format(1861), detected.format(1, 1)]
+    assert bad(read_all(twice)) == [(1861, [OVERFLOW_KEY])]
 
 
 # --- watch and diagnose read the same -------------------------------------------------------
