@@ -31,7 +31,7 @@ _GLOG_LEVEL = re.compile(r"(?:^|[\s\[\]:])([IWEF])\d{3,4} \d\d:\d\d:\d\d")
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
-_OPTIONAL = ("level", "unless", "survivable")
+_OPTIONAL = ("level", "unless", "survivable", "at_exit")
 _COMPONENT = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -54,6 +54,10 @@ class Signature:
     #: the death of a child its parent may survive (a DataLoader worker at an epoch's end): a
     #: failure only when the process makes no more progress after it, as a traceback
     survivable: bool = False
+    #: a monitor's report of its child's end that it also writes when the program owning the
+    #: child exits (multiprocessing's atexit terminates daemonic children before the owner's
+    #: finaliser runs): no failure once the work the console counted was done (`LineParser`)
+    at_exit: bool = False
 
 
 def _signature(raw: dict[str, Any]) -> Signature:
@@ -86,6 +90,7 @@ def _signature(raw: dict[str, Any]) -> Signature:
         literals=literals, pattern=pattern, level=level, unless=unless,
         sample=raw["sample"], sample_from=raw["sample_from"],
         survivable=bool(raw.get("survivable", False)),
+        at_exit=bool(raw.get("at_exit", False)),
     )  # fmt: skip
 
 

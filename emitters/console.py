@@ -25,7 +25,7 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick, BytesAhoCorasick
 
 from runwatch.emitters import collectives, env, stalls
-from runwatch.emitters.failures import ABORT, Failures
+from runwatch.emitters.failures import ABORT, AT_EXIT, Failures
 from runwatch.emitters.failures import MARKERS as FAILURE_MARKERS
 from runwatch.emitters.logparse import (
     _AREAL_STEP,
@@ -109,6 +109,9 @@ class LineParser:
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
         self._bar: tuple[str, tuple[Found, int] | None] | None = None
+        #: the console's last progress was a bar reaching its total, and no work began since:
+        #: what a program exiting with its work done writes is no failure (`AT_EXIT`)
+        self._done = False
 
     @property
     def following(self) -> bool:
@@ -244,8 +247,10 @@ class LineParser:
             if (raised := self.failures.raised(source, line)) is not None:
                 found.append(raised)  # the rank raised the collective's failure
         found = self._aborts(found, timeout is not None, src)
+        found = self._at_exit(found)
         declared = self.waits.read(line, rank)
         found += self._parse(line, src, source)
+        self._work(found)
         self.waits.saw(found)
         self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
@@ -310,6 +315,32 @@ class LineParser:
             else:
                 out.append((kind, fields))
         return out
+
+    def _at_exit(self, found: list[Found]) -> list[Found]:
+        """A fatal line its source also writes when the program exits (`AT_EXIT`: vLLM's
+        client reporting its engine core's end, which multiprocessing's atexit terminates before
+        the client's finaliser runs) is no failure once the console's work was done: its last
+        progress a bar that reached its total, nothing begun since."""
+        out: list[Found] = []
+        for kind, fields in found:
+            if fields.pop(AT_EXIT, False) and self._done:
+                self._notes.append(
+                    f"`{str(fields.get('error', ''))[:60]}` came after the last bar reached its "
+                    "total, no work begun since: the program's exit, no failure"
+                )
+                continue
+            out.append((kind, fields))
+        return out
+
+    def _work(self, found: list[Found]) -> None:
+        """Whether the console's work is done, after this line's events (`_done`): a bar at its
+        total says so, any other progress (a bar short of it, a step, engine stats) says not."""
+        for kind, fields in found:
+            if kind == "progress":
+                total = fields.get("total")
+                self._done = isinstance(total, int | float) and fields.get("n", 0) >= total > 0
+            elif kind in PROGRESS_KINDS:
+                self._done = False
 
     @staticmethod
     def _released(held: tuple[Found, dict[str, Any] | None]) -> Found:

@@ -117,6 +117,8 @@ def _fatal(line: str) -> Found | None:
         fields[SURVIVABLE] = True  # `Failures` holds it until the process says more
     if signature.meaning == "signalled":
         fields[SIGNALLED] = True  # `Failures`: what fails after it is its doing
+    if signature.at_exit:
+        fields[AT_EXIT] = True  # `LineParser`: no failure once the console's work was done
     return ("component.failed", fields)
 
 
@@ -133,6 +135,10 @@ SURVIVABLE = "_survivable"
 #: run (a catalogue signature of meaning "signalled": SIGTERM, SIGHUP): a failure, and what
 #: fails after it -- its ranks torn down -- is its doing, as after a user's stop
 SIGNALLED = "_signalled"
+#: a field of a fatal line's that says its source also writes it when the program exits with
+#: its work done (`Signature.at_exit`): `LineParser` drops it when the console's last progress
+#: bar had reached its total and no work began since
+AT_EXIT = "_at_exit"
 
 
 class Failures:

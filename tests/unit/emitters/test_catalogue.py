@@ -372,6 +372,29 @@ def test_an_engine_worker_that_died_while_the_server_prints_stats_is_a_failure(
     assert "Worker proc VllmWorker-1 died unexpectedly" in firing[0]
 
 
+def test_an_engine_core_s_end_after_the_work_was_done_is_the_program_s_exit(
+    tmp_path: Path,
+) -> None:
+    """vllm-ascend#5699 (corpus20/dev's control): vLLM's client logs `Engine core proc ...
+    died unexpectedly` whenever its engine process ends while the client lives -- also when
+    the script that owns the LLM exits, multiprocessing's atexit terminating the daemonic
+    engine first (vllm#23517, #31681). After the generation's bar reached its total, nothing
+    begun since, it is that exit; with the bar short of its total, the engine died in the
+    work: a failure."""
+    bar = ("Processed prompts: {p}%|████| {n}/4 [00:00<00:00, 10.58it/s, est. speed input: "
+           "58.25 toks/s, output: 169.45 toks/s]")  # fmt: skip
+    died = ("ERROR 01-07 20:00:59 [core_client.py:564] Engine core proc EngineCore_DP0 died "
+            "unexpectedly, shutting down client.")  # fmt: skip
+    said = "Prompt: 'The capital of France is', Generated text: ' Paris.'"
+    for n, fires in ((4, False), (3, True)):
+        console = tmp_path / f"vllm_{n}.log"
+        console.write_text("\n".join([bar.format(p=n * 25, n=n), said, died]) + "\n")
+        found = diagnose([console], day=date(2026, 11, 24))
+        firing = [a.summary for a in found.alerts if a.state == "firing"]
+        assert bool(firing) is fires, (n, firing)
+    assert [s.id for s in CATALOGUE.signatures if s.at_exit] == ["vllm-engine-core-proc-died"]
+
+
 #: native fatal lines as users posted them (their source beside each), and the entry each is
 NATIVE = [
     # https://github.com/pytorch/pytorch/issues/78514
