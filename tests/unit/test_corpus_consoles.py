@@ -41,13 +41,6 @@ PARTS = {
     for corpus in CORPORA
 }
 SPLIT = {corpus: _split(corpus) for corpus in CORPORA}
-ENTRIES = sorted(
-    (corpus, part, ident)
-    for corpus, parts in PARTS.items()
-    for part, manifest in parts.items()
-    for ident in manifest
-)
-HELD = sorted((corpus, ident) for corpus in CORPORA for ident in PARTS[corpus]["heldout"])
 
 
 def _entries(corpus: str) -> list[dict[str, Any]]:
@@ -82,36 +75,57 @@ def test_no_thread_is_used_twice_across_the_corpora_and_field() -> None:
     assert not set(sources) & {e["source"] for e in field.values()}
 
 
-@pytest.mark.parametrize(("corpus", "part", "ident"), ENTRIES)
-def test_a_file_starts_with_its_source_and_what_happened(
-    corpus: str, part: str, ident: str
-) -> None:
+def _file_problems(corpus: str, part: str, ident: str) -> list[str]:
     entry = PARTS[corpus][part][ident]
     lines = (CONSOLES / corpus / part / f"{ident}.log").read_text(encoding="utf-8").splitlines()
-    assert lines[0] == f"# source: {entry['source']}"
-    assert entry["source"].startswith("https://github.com/")
-    assert lines[1] == f"# what happened: {entry['happened']}"
-    assert any(line.strip() for line in lines[2:]), "no excerpt after the header"
-    assert not lines[2].startswith("#"), "the excerpt would be taken for the header"
+    checks = {
+        "the first line is not '# source: ' and the manifest's source": lines[0]
+        == f"# source: {entry['source']}",
+        "the source is not a GitHub thread": entry["source"].startswith("https://github.com/"),
+        "the second line is not '# what happened: ' and the manifest's": lines[1]
+        == f"# what happened: {entry['happened']}",
+        "no excerpt after the header": any(line.strip() for line in lines[2:]),
+        "the excerpt would be taken for the header": not lines[2].startswith("#"),
+    }
+    return [f"{corpus}/{part}/{ident}: {what}" for what, ok in checks.items() if not ok]
 
 
-@pytest.mark.parametrize(("corpus", "part", "ident"), ENTRIES)
-def test_an_entry_has_its_labels(corpus: str, part: str, ident: str) -> None:
+def _label_problems(corpus: str, part: str, ident: str) -> list[str]:
     entry = PARTS[corpus][part][ident]
-    assert entry["framework"]
-    assert set(entry["rules"]) <= set(SPLIT[corpus].CLASSES)
-    if "non_finite_metric" in entry["rules"]:
-        assert entry["keys"], "a non-finite metric names its key"
-    if "step" in entry:
-        assert isinstance(entry["step"], int)
+    checks = {
+        "no framework": bool(entry["framework"]),
+        "a rule the corpus does not know": set(entry["rules"]) <= set(SPLIT[corpus].CLASSES),
+        "a non-finite metric names no key": "non_finite_metric" not in entry["rules"]
+        or bool(entry.get("keys")),
+        "a step that is not an integer": isinstance(entry.get("step", 0), int),
+    }
+    return [f"{corpus}/{part}/{ident}: {what}" for what, ok in checks.items() if not ok]
 
 
-@pytest.mark.parametrize(("corpus", "ident"), HELD)
-def test_a_held_out_file_is_the_bytes_recorded_at_the_split(corpus: str, ident: str) -> None:
-    data = (CONSOLES / corpus / "heldout" / f"{ident}.log").read_bytes()
-    assert hashlib.sha256(data).hexdigest() == PARTS[corpus]["heldout"][ident]["sha256"], (
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_each_file_starts_with_its_source_and_what_happened_and_has_its_labels(
+    corpus: str,
+) -> None:
+    """One test per corpus, naming every excerpt that fails (one per excerpt made thousands
+    of tests, most of the corpus files' cost in the inner loop)."""
+    problems = [
+        problem
+        for part in ("dev", "heldout")
+        for ident in PARTS[corpus][part]
+        for problem in _file_problems(corpus, part, ident) + _label_problems(corpus, part, ident)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_each_held_out_file_is_the_bytes_recorded_at_the_split(corpus: str) -> None:
+    edited = [
         f"{corpus}/heldout/{ident}.log was edited after the split"
-    )
+        for ident, entry in PARTS[corpus]["heldout"].items()
+        if hashlib.sha256((CONSOLES / corpus / "heldout" / f"{ident}.log").read_bytes()).hexdigest()
+        != entry["sha256"]
+    ]
+    assert not edited, "\n".join(edited)
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
