@@ -4,9 +4,12 @@ Real consoles arrive wrapped: colour codes (sometimes pasted with the ESC byte l
 `[36m`, or turned into U+FFFD), torchrun's `[rank3]:` / `[default0]:` (`--tee` /
 `--local-ranks-filter`; torch/distributed/elastic/multiprocessing/api.py), Open MPI's
 `--tag-output` `[1,0]<stdout>:` and with `--timestamp-output` a date before it
-(`Tue May 20 21:16:06 2025[1,0]<stdout>:`; orte/mca/iof/base/iof_base_output.c), and a
-launcher's own `[2024-08-21 03:38:02] `. Ray's own prefix is read by
-`runwatch.emitters.logparse.ray_origin`, before these. A rank the prefix names is kept: it
+(`Tue May 20 21:16:06 2025[1,0]<stdout>:`; orte/mca/iof/base/iof_base_output.c), horovodrun's
+own (Gloo) launcher's `[0]<stderr>:` -- the rank alone, with `--timestamp-output` the same
+date before it (horovod/runner/common/util/safe_shell_exec.py `forward_stream`:
+'{time}[{rank}]<{prefix}>:{line}', time.asctime) -- and a launcher's own `[2024-08-21
+03:38:02] `. Ray's own prefix is read by `runwatch.emitters.logparse.ray_origin`, before
+these. A rank the prefix names is kept: it
 tells one process of a job from another when nothing else does.
 """
 
@@ -21,7 +24,7 @@ _LOST_ESC = re.compile(r"(?:\ufffd)?\[[0-9;]+m")
 _TORCHRUN = r"\[(?P<tr>rank|default)(?P<trank>\d+)\]:"
 _MPI = (
     r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?"
-    r"\[\d+,(?P<mrank>\d+)\]<std(?:out|err)>:"
+    r"\[(?:\d+,)?(?P<mrank>\d+)\]<std(?:out|err)>:"
 )
 _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
 #: a log viewer's line numbers, `[80746] `, pasted with the lines

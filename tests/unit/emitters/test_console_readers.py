@@ -39,8 +39,10 @@ def only(found: list[Found], kind: str) -> dict[str, Any]:
     "prefix",
     ["", "(WorkerDict pid=7591) ", "\x1b[36m(WorkerDict pid=7591)\x1b[0m ",
      "[36m(WorkerDict pid=7591)[0m ", "Tue May 20 21:16:06 2025[1,3]<stdout>:",
-     "[2024-08-21 03:38:02] ", "[80746] "],
-    ids=["bare", "ray", "ray-colour", "ray-colour-esc-lost", "mpirun", "launcher", "gutter"],
+     "[3]<stderr>:", "Tue May 20 21:16:06 2025[3]<stdout>:", "[2024-08-21 03:38:02] ",
+     "[80746] "],
+    ids=["bare", "ray", "ray-colour", "ray-colour-esc-lost", "mpirun", "horovodrun",
+         "horovodrun-timestamped", "launcher", "gutter"],
 )  # fmt: skip
 def test_a_watchdog_line_under_any_prefix(prefix: str) -> None:
     fields = only(read_all([prefix + WATCHDOG]), "collective.timeout")

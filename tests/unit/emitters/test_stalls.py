@@ -274,6 +274,26 @@ def test_watch_s_scanner_reads_horovod_s_list_of_ranks_after_its_warning() -> No
     assert [f["rank"] for k, f in found if k == "rank.status"] == [6]
 
 
+#: https://github.com/Lightning-AI/pytorch-lightning/pull/5155 (corpus20/dev: horovodrun's own
+#: Gloo launcher, `[rank]<stderr>:`, the rank alone; the warning's end cut here)
+HVD_5155 = (
+    "[0]<stderr>:[2020-12-29 16:50:57.724380: W /tmp/pip-install-uk4q7bn5/horovod/horovod/"
+    "common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered "
+    "or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 "
+    "seconds. This may indicate that different ranks are trying to submit different tensors.\n"
+    "[0]<stderr>:Missing ranks:\n"
+    "[0]<stderr>:0: [broadcast.bool.sz]\n"
+)
+
+
+def test_horovodrun_s_own_prefix_is_taken_off_its_stall_warning(tmp_path: Path) -> None:
+    """horovodrun's Gloo launcher prefixes each line with `[rank]<stream>:` (safe_shell_exec.py
+    `forward_stream`): taken off, the warning and its list of ranks are read as under mpirun's
+    `[1,0]<stderr>:`, and a console that ends in them ended in its hang."""
+    assert [f["rank"] for f in statuses(HVD_5155)] == [0]
+    assert fired(tmp_path, HVD_5155) == ["ranks_stalled"]
+
+
 #: https://github.com/sgl-project/sglang/pull/6555 (quoted in a PR comment, DP attention's
 #: prefix; corpus3's development excerpt, its request's input ids shortened here)
 SGLANG_6555 = (
