@@ -41,6 +41,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   catalogue's). Read as the rank NAME or the launcher's prefix names (else the console's one
   process, 0) waiting N s in `xla_rendezvous`, of as many ranks as NAME's devices.
 
+- TensorFlow's master creating a distributed session (tensorflow/core/distributed_runtime/
+  master.cc `DeviceFinder::Wait`, 1.x and 2.x's distributed runtime): while some tasks of the
+  cluster have not answered, every `kLoggingPeriodMs` (10 s) it logs "CreateSession still
+  waiting for response from worker: /job:J/replica:0/task:T" for each of them -- its TODO
+  says it never times out -- so the k-th line naming a task shows k * 10 s at least; "Start
+  master session ..." (master_session.cc) after it says every task answered. Read as the
+  console's process (the launcher's prefix's rank, else 0) waiting in `tf_create_session`.
+
 - A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
   `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
   first; `--native` puts C frames among them) and CPython's faulthandler's after its timeout
@@ -97,6 +105,14 @@ _XLA_WAIT = re.compile(
 )
 _XLA_RANK = re.compile(r"\bfor rank (?P<rank>\d+)\b")
 _XLA_DEVICES = re.compile(r"\bdevices=(?:\d+:)?\[(?P<devices>[\d,\s]*)\]")
+#: TensorFlow's master waiting for a task's answer to create a session (`master.cc`), and
+#: the session it then starts (`master_session.cc`)
+TF_WAITING = "CreateSession still waiting for response from worker: "
+TF_STARTED = "Start master session "
+TF_SESSION = "tf_create_session"
+#: how often TensorFlow's master says it still waits (`DeviceFinder::kLoggingPeriodMs`)
+TF_EVERY = 10.0
+_TF_TASK = re.compile(re.escape(TF_WAITING) + r"(?P<task>/job:\S+)")
 #: CPython's words before faulthandler's dump of a crash (no wait: a death, the catalogue's)
 _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
@@ -106,7 +122,7 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK,
+           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -178,6 +194,7 @@ class Waits:
         self._shm = 0  # vLLM's queue's warnings since the last progress
         self._engine_since: float | None = None  # an engine's open wait began (`since`)
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
+        self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
 
     @property
     def following(self) -> bool:
@@ -207,6 +224,8 @@ class Waits:
             return self._vllm_queue(line)
         if XLA_STUCK in line or XLA_UNSTUCK in line:
             return self._xla(line, rank)
+        if TF_WAITING in line or TF_STARTED in line:
+            return self._tf_session(line, rank)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))
@@ -254,6 +273,7 @@ class Waits:
         self._warnings = 0
         self._named = {}
         self._barrier.clear()
+        self._tf_tasks.clear()
         self._timeout = None
         self._shm = 0
         self._engine_since = None
@@ -363,6 +383,18 @@ class Waits:
         if (devices := _XLA_DEVICES.search(name)) is not None:
             self.world = max(self.world, len(devices.group("devices").split(",")))
         return self._report({rank: XLA}, float(m.group("n")))
+
+    def _tf_session(self, line: str, rank: int | None) -> list[Found]:
+        """TensorFlow's master waiting on a task to create a session, or the session started
+        (`Start master session`): every task answered."""
+        if (m := _TF_TASK.search(line)) is None:
+            if TF_STARTED in line:
+                self._tf_tasks.clear()
+                return self._ended()
+            return []
+        task = m.group("task")
+        seen = self._tf_tasks[task] = self._tf_tasks.get(task, 0) + 1
+        return self._report({rank or 0: TF_SESSION}, TF_EVERY * seen)
 
     def _sglang(self, line: str) -> list[Found]:
         if (m := _BATCH.search(line)) is not None:

@@ -294,6 +294,29 @@ def test_horovodrun_s_own_prefix_is_taken_off_its_stall_warning(tmp_path: Path) 
     assert fired(tmp_path, HVD_5155) == ["ranks_stalled"]
 
 
+#: https://github.com/tensorflow/tensorflow/issues/14489 (corpus20/dev: a worker whose
+#: parameter server died; TensorFlow's master.cc logs it every 10 s)
+TF_14489 = "".join(
+    f"2017-11-11 16:06:{s}.524442: I tensorflow/core/distributed_runtime/master.cc:221] "
+    "CreateSession still waiting for response from worker: /job:ps/replica:0/task:0\n"
+    for s in (12, 22, 32)
+)
+#: master_session.cc's line once every task answered, rendered
+TF_STARTED = (
+    "2017-11-11 16:06:40.454152: I tensorflow/core/distributed_runtime/master_session.cc:1004] "
+    "Start master session 2feaff26548834a9 with config: \n"
+)
+
+
+def test_tensorflow_s_master_waiting_for_a_task_is_a_wait_it_declares(tmp_path: Path) -> None:
+    """The k-th `CreateSession still waiting` line naming a task shows k * 10 s of waiting
+    (master.cc `DeviceFinder::Wait`, which never times out); a console ending in them ended
+    in its hang, one where the master session then starts did not."""
+    assert [f["waited"] for f in statuses(TF_14489)] == [10.0, 20.0, 30.0]
+    assert fired(tmp_path, TF_14489) == ["ranks_stalled"]
+    assert fired(tmp_path, TF_14489 + TF_STARTED) == []
+
+
 #: https://github.com/sgl-project/sglang/pull/6555 (quoted in a PR comment, DP attention's
 #: prefix; corpus3's development excerpt, its request's input ids shortened here)
 SGLANG_6555 = (
