@@ -49,6 +49,15 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   master session ..." (master_session.cc) after it says every task answered. Read as the
   console's process (the launcher's prefix's rank, else 0) waiting in `tf_create_session`.
 
+- Lightning's process-group rendezvous (lightning_fabric/utilities/distributed.py
+  `_init_dist_connection`, and before it pytorch_lightning's DDP accelerators): each rank logs
+  "Initializing distributed: GLOBAL_RANK: R, MEMBER: R+1/W" (1.0-1.2: "initializing ddp: ...")
+  and blocks in `torch.distributed.init_process_group` until all W joined; then rank 0 alone
+  logs "All distributed processes registered. Starting with W processes" (1.0-1.2: "All DDP
+  processes registered. Starting ddp with W processes"). A console that shows rank 0 enter
+  (another node's console never shows the group form: its ranks print nothing of it) shows
+  when the group formed; until then its ranks wait in `process_group_init`, 0 s each.
+
 - A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
   `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
   first; `--native` puts C frames among them) and CPython's faulthandler's after its timeout
@@ -113,6 +122,13 @@ TF_SESSION = "tf_create_session"
 #: how often TensorFlow's master says it still waits (`DeviceFinder::kLoggingPeriodMs`)
 TF_EVERY = 10.0
 _TF_TASK = re.compile(re.escape(TF_WAITING) + r"(?P<task>/job:\S+)")
+#: Lightning's rendezvous: a rank entering it, and rank 0's words once every rank joined
+PL_MARKERS = ("GLOBAL_RANK: ", "processes registered. Starting")
+PL_INIT = "process_group_init"
+_PL_MEMBER = re.compile(
+    r"(?i:initializing (?:distributed|ddp)): GLOBAL_RANK: (?P<rank>\d+), MEMBER: \d+/(?P<w>\d+)"
+)
+_PL_REGISTERED = re.compile(r"All (?:distributed|DDP) processes registered\. Starting")
 #: CPython's words before faulthandler's dump of a crash (no wait: a death, the catalogue's)
 _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
@@ -122,7 +138,7 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED,
+           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -195,6 +211,7 @@ class Waits:
         self._engine_since: float | None = None  # an engine's open wait began (`since`)
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
+        self._pl_members: set[int] = set()  # ranks seen entering Lightning's rendezvous
 
     @property
     def following(self) -> bool:
@@ -226,6 +243,8 @@ class Waits:
             return self._xla(line, rank)
         if TF_WAITING in line or TF_STARTED in line:
             return self._tf_session(line, rank)
+        if any(m in line for m in PL_MARKERS):
+            return self._lightning(line)
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))
@@ -274,6 +293,7 @@ class Waits:
         self._named = {}
         self._barrier.clear()
         self._tf_tasks.clear()
+        self._pl_members.clear()
         self._timeout = None
         self._shm = 0
         self._engine_since = None
@@ -395,6 +415,24 @@ class Waits:
         task = m.group("task")
         seen = self._tf_tasks[task] = self._tf_tasks.get(task, 0) + 1
         return self._report({rank or 0: TF_SESSION}, TF_EVERY * seen)
+
+    def _lightning(self, line: str) -> list[Found]:
+        """A rank entering Lightning's rendezvous, or rank 0 saying the group formed. The
+        ranks seen entering wait once rank 0 is among them: its console says when it ends."""
+        if _PL_REGISTERED.search(line) is not None:
+            self._pl_members.clear()
+            return self._ended()
+        if (m := _PL_MEMBER.search(line)) is None:
+            return []
+        self.world = max(self.world, int(m.group("w")))
+        rank = int(m.group("rank"))
+        fresh = rank not in self._pl_members
+        self._pl_members.add(rank)
+        if 0 not in self._pl_members:
+            return []
+        if rank == 0 and fresh:  # the ranks seen before it wait too
+            return self._report(dict.fromkeys(sorted(self._pl_members), PL_INIT), 0.0)
+        return self._report({rank: PL_INIT}, 0.0) if fresh else []
 
     def _sglang(self, line: str) -> list[Found]:
         if (m := _BATCH.search(line)) is not None:

@@ -317,6 +317,39 @@ def test_tensorflow_s_master_waiting_for_a_task_is_a_wait_it_declares(tmp_path: 
     assert fired(tmp_path, TF_14489 + TF_STARTED) == []
 
 
+#: https://github.com/Lightning-AI/pytorch-lightning/issues/4389 (corpus20/dev: two nodes that
+#: both took themselves for the first; ranks 4-7 of 8 never enter)
+PL_4389 = "".join(
+    f"LOCAL_RANK: {r} - CUDA_VISIBLE_DEVICES: [0,1,2,3]\n"
+    f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n"
+    for r in (1, 2, 3, 0)
+)
+#: lightning_fabric's wording, rendered, and rank 0's banner once every rank joined
+PL_FABRIC = "".join(
+    f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n" for r in (0, 1)
+)
+PL_REGISTERED = (
+    "----------------------------------------------------------------------------------------------------\n"
+    "distributed_backend=nccl\n"
+    "All distributed processes registered. Starting with 2 processes\n"
+)
+
+
+def test_lightning_s_ranks_entering_its_rendezvous_wait_until_rank_0_says_it_formed(
+    tmp_path: Path,
+) -> None:
+    """Each rank logs `initializing ddp: GLOBAL_RANK: R, MEMBER: R+1/W` and blocks in
+    init_process_group; rank 0 alone says when all W joined. A console that shows rank 0
+    enter and not that ended in its hang; one that shows only other ranks (another node's
+    console, which never hears of it) declares nothing."""
+    assert [(f["rank"], f["world_size"]) for f in statuses(PL_4389)] == [
+        (0, 8), (1, 8), (2, 8), (3, 8)]  # fmt: skip
+    assert fired(tmp_path, PL_4389) == ["ranks_stalled"]
+    assert fired(tmp_path, PL_FABRIC + PL_REGISTERED) == []
+    assert fired(tmp_path, PL_FABRIC) == ["ranks_stalled"]
+    assert statuses(PL_FABRIC.replace("RANK: 0", "RANK: 9")) == []
+
+
 #: https://github.com/sgl-project/sglang/pull/6555 (quoted in a PR comment, DP attention's
 #: prefix; corpus3's development excerpt, its request's input ids shortened here)
 SGLANG_6555 = (
