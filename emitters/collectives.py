@@ -20,7 +20,7 @@ Found = tuple[str, dict[str, Any]]
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
            "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
-           "Connect timeout", "WorkNCCL::checkTimeout",
+           "Connect timeout", "Read timeout", "Write timeout", "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
@@ -80,10 +80,13 @@ _UNIQUE_ID = re.compile(
 )
 #: the barrier of JAX's (and TensorFlow's) coordination service timed out (tsl's
 #: coordination_service.cc, raised in JAX as `XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed
-#: out. Barrier_id: ID. Timed out task names:` then one `/job:.../task:N` a line): tasks never
+#: out. Barrier_id: ID. Timed out task names:` then one `/job:.../task:N` a line; later releases
+#: `Barrier timed out. Id: ID. ... # of tasks that reached the barrier: K/N`): tasks never
 #: arrived -- `jax.distributed.initialize`'s connect barrier (`PjRT_Client_Connect`), a
 #: `wait_at_barrier` of the program's
-_COORDINATION_BARRIER = re.compile(r"Barrier timed out\. Barrier_id: (?P<id>[^\s.]+(?:\.[^\s.]+)*)")
+_COORDINATION_BARRIER = re.compile(
+    r"Barrier timed out\. (?:Barrier_id|Id): (?P<id>[^\s.]+(?:\.[^\s.]+)*)"
+)
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
 #: ProcessGroupGloo's `monitoredBarrier` (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp; what
 #: `TORCH_DISTRIBUTED_DEBUG=DETAIL` runs before collectives, and `dist.monitored_barrier`): rank 0
@@ -92,9 +95,17 @@ _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation t
 _MONITORED_BARRIER = re.compile(
     r"\bRanks? [\d, ]+ failed to pass monitoredBarrier in (?P<ms>\d+) ms"
 )
-#: gloo's pair gives up connecting to a peer (gloo/transport/tcp/pair.h `waitUntil`: "Connect
-#: timeout " and the peer, after its `[file:line]`): the process group never formed
-_GLOO_CONNECT = re.compile(r"gloo/transport/\w+/pair\.\w+:\d+\] Connect timeout\b")
+#: gloo's transport gives up on a peer (GLOO_ERROR_MSG's `[file:line] ` then the words and the
+#: peer): connecting (gloo/transport/tcp/pair.h `waitUntil`: "Connect timeout ": the process
+#: group never formed), or reading or writing a collective's data (tcp/pair.cc `read`/`write`,
+#: tcp/buffer.cc and unbound_buffer.cc `waitRecv`/`waitSend`: "Read timeout ", "Write timeout
+#: " -- the peer never sent or took it within the group's timeout), under torch's ProcessGroupGloo
+#: as under JAX's CPU collectives (`Gloo ReduceScatter failed: [.../buffer.cc:72] Read timeout`)
+_GLOO_CONNECT = re.compile(
+    r"gloo/transport/\w+/(?:pair|buffer|unbound_buffer)\.\w+:\d+\] "
+    r"(?P<what>Connect|Read|Write) timeout\b"
+)
+_GLOO_OPS = {"Connect": "connect", "Read": "recv", "Write": "send"}
 #: the heartbeat monitor of ProcessGroupNCCL (torch 2.3-2.6, `heartbeatMonitor`): the watchdog
 #: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
 #: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
@@ -201,8 +212,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op="monitoredBarrier", timeout_s=timeout)
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
-    elif "Connect timeout" in line and _GLOO_CONNECT.search(line) is not None:
-        fields.update(backend="gloo", op="connect")
+    elif " timeout" in line and (peer := _GLOO_CONNECT.search(line)) is not None:
+        fields.update(backend="gloo", op=_GLOO_OPS[peer.group("what")])
     elif _HEARTBEAT.search(line) is not None or (
         "Terminating the process" in line and _TERMINATING.search(line) is not None
     ):

@@ -95,6 +95,20 @@ def test_c10d_gloo_and_the_stuck_watchdog() -> None:
     assert [(f["backend"], f.get("op")) for k, f in mesh if k == "collective.timeout"] == [
         ("gloo", "connect")
     ]
+    # gloo's transport giving up reading or writing a collective's data (tcp/buffer.cc,
+    # pair.cc `GLOO_ERROR_MSG("Read timeout ", peer)`), under JAX's CPU collectives
+    # (jax#40831, corpus20/dev) as under torch's ProcessGroupGloo (rendered)
+    data = read_all([
+        "process 0: second psum_scatter FAILED after 30.0 s: UNKNOWN: Gloo ReduceScatter failed: "
+        "[external/xla++third_party_ext+gloo/gloo/transport/tcp/buffer.cc:72] Read timeout "
+        "[::1]:38624",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Write timeout "
+        "[10.0.0.2]:40112",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+        "peer [10.0.0.2]:40112",
+    ])  # fmt: skip
+    assert [(f["backend"], f.get("op")) for k, f in data if k == "collective.timeout"] == [
+        ("gloo", "recv"), ("gloo", "send")]  # fmt: skip
 
 
 def test_the_watchdog_s_backtrace_names_its_timeout_without_its_message() -> None:
@@ -673,6 +687,14 @@ def test_a_store_get_of_the_nccl_unique_id_that_timed_out_is_a_collective_s_time
     )
     fields = only(read_all([barrier]), "collective.timeout")
     assert (fields["backend"], fields["op"]) == ("coordination", "barrier PjRT_Client_Connect")
+    # later releases: `Barrier timed out. Id: ...` (gpu-recipes#2, corpus20/dev)
+    later = (
+        "Original error: DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_"
+        "register::0. This usually happens because a task triggered the barrier too early or too "
+        "slowly."
+    )
+    fields = only(read_all([later]), "collective.timeout")
+    assert fields["op"] == "barrier [Init]Wait_for_all_tasks_to_register::0"
 
 
 def test_ranks_that_failed_to_pass_a_monitored_barrier_timed_out_in_it() -> None:
