@@ -143,8 +143,8 @@ _SENTINEL = re.compile(r"(?i)(?:^|[\s_/.-])(?:best|lowest|highest|from)(?:$|[\s_
 #: training rule reads
 EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)\)")
 #: a key of an evaluation's among a training step's (`val loss`, `test_reward`): an
-#: `eval.metrics` value
-_EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ _/]|$)")
+#: `eval.metrics` value (xgboost's `valid-auc` after its `train-auc` too)
+_EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ _/-]|$)")
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step

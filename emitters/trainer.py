@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,15 @@ TIMING_PREFIX = "timing_s/"
 #: fault, and the training rules never read them.
 EVAL_PREFIXES: tuple[str, ...] = ("val/", "val-core/", "val-aux/", "val_", "eval/", "eval_",
                                   "test/")  # fmt: skip
+
+#: an evaluation's key that measures the model's predictions against their targets -- a loss,
+#: or the error measures boosting and regression libraries print in its place (xgboost's and
+#: LightGBM's `rmse`, `mae`, `logloss`, `...-nloglik`, `...-deviance`): not finite, the model's
+#: forward is not, as for a validation loss. Not a ranking's or a rate's (`auc`, `ndcg`), which
+#: a validation set of one class or no query leaves undefined in a healthy run
+_ERROR_MEASURE = re.compile(
+    r"(?i)loss|(?:^|[\W_])(?:nll|rmse|mse|mae|nloglik|deviance)(?:$|[\W_\d])"
+)
 
 #: The keys of transformers' summary at the end of `train()`: a dict that is no step.
 SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
@@ -80,9 +90,9 @@ def step_events(
         assert not isinstance(value, bool)
         if key.startswith(EVAL_PREFIXES):
             evals[key] = value
-            if value is not None and not math.isfinite(value) and "loss" in key.lower():
-                # a validation loss that is not finite: the model's forward is not (verl's
-                # `val-aux/...: nan` of a healthy run is no loss)
+            if value is not None and not math.isfinite(value) and _ERROR_MEASURE.search(key):
+                # a validation loss (or error measure) that is not finite: the model's forward
+                # is not (verl's `val-aux/...: nan` of a healthy run is no loss)
                 metrics[key] = value
             continue
         metrics[key] = value

@@ -481,6 +481,19 @@ def test_an_evaluation_s_line_a_best_so_far_and_a_configuration_are_no_training_
     assert steps(read_all(["  max_grad_norm: inf", "  warmup_steps: 100", "  lr: 0.1"])) == []
 
 
+def test_an_evaluation_s_error_measure_not_finite_is_the_model_s_forward_too() -> None:
+    """xgboost#3223 (corpus20/dev): boosting libraries print no training loss, only their
+    evaluation sets' error measures (`[N]<TAB>validation_0-rmse:nan`, R's `eval-rmse:-nan`,
+    LightGBM's `valid_0's l2`): an `rmse`, `mae`, `logloss` or `...-nloglik` that is not finite
+    says the predictions are not, as a validation loss does. A ranking's or a rate's (`auc`,
+    `ndcg`: undefined on a validation set of one class) is no training fault."""
+    xgb = read_all(["[0]\tvalidation_0-rmse:nan\tvalidation_1-rmse:nan",
+                    "[1]\tvalidation_0-rmse:nan\tvalidation_1-rmse:nan"])  # fmt: skip
+    assert bad(xgb)[:1] == [(0, ["eval/validation_0-rmse", "eval/validation_1-rmse"])]
+    assert bad(read_all(["[3]\ttrain-auc:0.91\tvalid-auc:nan\tvalid-ndcg:nan"])) == []
+    assert bad(read_all(["[5]\tvalid-logloss:inf\tvalid-auc:0.5"])) == [(5, ["eval/valid-logloss"])]
+
+
 def test_more_trainers_shapes_fairseq_s_updates_and_torchtune_s_bar_description() -> None:
     fairseq = ("| epoch 001:    100 / 1000 loss=nan, nll_loss=nan, ppl=nan, wps=1234, "
                "num_updates=100, lr=0.0005, gnorm=nan")  # fmt: skip
