@@ -25,7 +25,8 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "Notify register times out", "Getting socket times out",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
            "store->get(", "Barrier timed out", "failed to pass monitoredBarrier",
-           "Terminating the process after attempting to dump")  # fmt: skip
+           "Terminating the process after attempting to dump",
+           "to wait all other nodes initialized")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -106,6 +107,11 @@ _GLOO_CONNECT = re.compile(
     r"(?P<what>Connect|Read|Write) timeout\b"
 )
 _GLOO_OPS = {"Connect": "connect", "Read": "recv", "Write": "send"}
+#: ps-lite's (DMLC's parameter server: DiFacto, MXNet's early kvstore) nodes waiting for every
+#: other node to register with the scheduler (ps-lite's src/system/manager.cc `Manager::Run`:
+#: LOG(FATAL) "Timeout (N sec) to wait all other nodes initialized. See commmets for more
+#: information", N its `-sync_timeout`): the group never formed, and the node aborts
+_PS_LITE = re.compile(r"Timeout \((?P<s>\d+) sec\) to wait all other nodes initialized")
 #: the heartbeat monitor of ProcessGroupNCCL (torch 2.3-2.6, `heartbeatMonitor`): the watchdog
 #: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
 #: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
@@ -212,6 +218,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op="monitoredBarrier", timeout_s=timeout)
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
+    elif "nodes initialized" in line and (ps := _PS_LITE.search(line)) is not None:
+        fields.update(backend="ps-lite", op="node registration", timeout_s=float(ps.group("s")))
     elif " timeout" in line and (peer := _GLOO_CONNECT.search(line)) is not None:
         fields.update(backend="gloo", op=_GLOO_OPS[peer.group("what")])
     elif _HEARTBEAT.search(line) is not None or (
@@ -248,6 +256,17 @@ def parse(line: str, rank: int | None = None) -> Found | None:
 #: watchdog's exception (2.x: "Process group watchdog thread terminated with exception: ...";
 #: 1.x: "terminate called after throwing ... what(): ..."), other ranks' lines between
 SOME_FAILED_SAYS = 4
+
+
+#: the backends whose watchdog aborts the process when a collective times out (torch's
+#: ProcessGroupNCCL with TORCH_NCCL_ASYNC_ERROR_HANDLING, torch_npu's HCCL alike): an abort
+#: after such a timeout is the collective's teardown, not a failure of its own
+_ABORTING = frozenset({"nccl", "hccl"})
+
+
+def watchdog_aborts(fields: dict[str, Any]) -> bool:
+    """Whether a `collective.timeout`'s backend aborts its process for it (`_ABORTING`)."""
+    return fields.get("backend") in _ABORTING
 
 
 def failed_otherwise(line: str) -> bool:

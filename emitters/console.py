@@ -102,6 +102,9 @@ class LineParser:
         #: timeout -- the watchdog's abort, which `collective_timeout` reports
         self._abort: tuple[Found, dict[str, Any] | None] | None = None  # (it, its Ray worker)
         self._timed_out = False  # a collective timed out in this output
+        #: ... one whose watchdog aborts its process for it (NCCL's, HCCL's): an abort after it
+        #: is the watchdog's, reported as the collective's timeout
+        self._watchdog_aborts = False
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
         self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
@@ -181,7 +184,7 @@ class LineParser:
         if self._some:
             out += [self._released((found, src)) for found, src, _ in self._some.values()]
             self._some.clear()
-            self._timed_out = True
+            self._timed_out = self._watchdog_aborts = True
         if self._abort is not None:
             out.append(self._released(self._abort))
             self._abort = None
@@ -240,13 +243,16 @@ class LineParser:
         timeout, released = self._some_failed(timeout, line, src, source)
         if released:
             found += released
-            self._timed_out = True
+            self._timed_out = self._watchdog_aborts = True
+        aborting = False
         if timeout is not None:
             found.append(timeout)
             self._timed_out = True
+            aborting = collectives.watchdog_aborts(timeout[1])
+            self._watchdog_aborts |= aborting
             if (raised := self.failures.raised(source, line)) is not None:
                 found.append(raised)  # the rank raised the collective's failure
-        found = self._aborts(found, timeout is not None, src)
+        found = self._aborts(found, aborting, src)
         found = self._at_exit(found)
         declared = self.waits.read(line, rank)
         found += self._parse(line, src, source)
@@ -303,14 +309,16 @@ class LineParser:
         self, found: list[Found], timed_out: bool, src: dict[str, Any] | None
     ) -> list[Found]:
         """A held abort given out unless this line (its `what():`) or an earlier one was a
-        collective's timeout; this line's abort held in its place."""
+        collective's timeout whose watchdog aborts the process for it (`watchdog_aborts`);
+        this line's abort held in its place. A process that aborts itself over another timeout
+        (ps-lite's LOG(FATAL) of its nodes' registration) dies of it: its abort stands."""
         held, self._abort = self._abort, None
         out: list[Found] = []
-        if held is not None and not timed_out and not self._timed_out:
+        if held is not None and not timed_out and not self._watchdog_aborts:
             out.append(self._released(held))
         for kind, fields in found:
             if fields.pop(ABORT, False):
-                if not self._timed_out:
+                if not self._watchdog_aborts:
                     self._abort = ((kind, fields), src)
             else:
                 out.append((kind, fields))

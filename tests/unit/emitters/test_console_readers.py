@@ -725,3 +725,19 @@ def test_the_heartbeat_monitor_ending_a_process_for_a_watchdog_hang_is_the_watch
     assert only(found, "collective.timeout")["op"] == "watchdog"
     either = hang.replace("ProcessGroupNCCL watchdog hang", "collective timeout or exception")
     assert kinds(read_all([either])) == ["component.failed"]
+
+
+def test_a_node_that_aborts_itself_over_its_group_s_registration_timing_out_dies_of_it() -> None:
+    """Difacto_DMLC#20 (corpus20/dev): ps-lite's `Manager::Run` LOG(FATAL)s "Timeout (500 sec)
+    to wait all other nodes initialized" -- the group never formed, a collective's timeout --
+    and the node aborts: its own death, not a watchdog's teardown as after NCCL's timeout."""
+    found = read_all([
+        "F0915 12:14:57.163543  2300 manager.cc:55] Timeout (500 sec) to wait all other nodes "
+        "initialized. See commmets for more information",
+        "*** Check failure stack trace: ***",
+        "    @           0x496a2a  google::LogMessage::Fail()",
+    ])  # fmt: skip
+    assert sorted(set(kinds(found))) == ["collective.timeout", "component.failed"]
+    fields = only(found, "collective.timeout")
+    assert (fields["backend"], fields["op"], fields["timeout_s"]) == (
+        "ps-lite", "node registration", 500.0)  # fmt: skip
