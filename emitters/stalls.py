@@ -46,7 +46,8 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   cluster have not answered, every `kLoggingPeriodMs` (10 s) it logs "CreateSession still
   waiting for response from worker: /job:J/replica:0/task:T" for each of them -- its TODO
   says it never times out -- so the k-th line naming a task shows k * 10 s at least; "Start
-  master session ..." (master_session.cc) after it says every task answered. Read as the
+  master session ..." (master_session.cc) after it says every task answered. A task named
+  once is one still starting; named again, the console shows the wait going on: read as the
   console's process (the launcher's prefix's rank, else 0) waiting in `tf_create_session`.
 
 - Lightning's process-group rendezvous (lightning_fabric/utilities/distributed.py
@@ -54,9 +55,11 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   "Initializing distributed: GLOBAL_RANK: R, MEMBER: R+1/W" (1.0-1.2: "initializing ddp: ...")
   and blocks in `torch.distributed.init_process_group` until all W joined; then rank 0 alone
   logs "All distributed processes registered. Starting with W processes" (1.0-1.2: "All DDP
-  processes registered. Starting ddp with W processes"). A console that shows rank 0 enter
-  (another node's console never shows the group form: its ranks print nothing of it) shows
-  when the group formed; until then its ranks wait in `process_group_init`, 0 s each.
+  processes registered. Starting ddp with W processes"). A console that merely ends after
+  ranks entered declares nothing (a paste cut at start-up; another node's console never hears
+  the group form): but a global rank entering twice before the banner -- two processes
+  claiming one rank, two nodes that both took themselves for the first -- is a group that
+  cannot form, and the ranks seen entering wait in `process_group_init`, 0 s each.
 
 - A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
   `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
@@ -211,7 +214,7 @@ class Waits:
         self._engine_since: float | None = None  # an engine's open wait began (`since`)
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
-        self._pl_members: set[int] = set()  # ranks seen entering Lightning's rendezvous
+        self._pl_members: dict[int, int] = {}  # rank -> its entries in Lightning's rendezvous
 
     @property
     def following(self) -> bool:
@@ -414,11 +417,14 @@ class Waits:
             return []
         task = m.group("task")
         seen = self._tf_tasks[task] = self._tf_tasks.get(task, 0) + 1
+        if seen < 2:
+            return []  # one period: a task still starting (the next line says it still is)
         return self._report({rank or 0: TF_SESSION}, TF_EVERY * seen)
 
     def _lightning(self, line: str) -> list[Found]:
-        """A rank entering Lightning's rendezvous, or rank 0 saying the group formed. The
-        ranks seen entering wait once rank 0 is among them: its console says when it ends."""
+        """A rank entering Lightning's rendezvous, or rank 0 saying the group formed. A global
+        rank entering a second time before that -- two processes claiming one rank -- is a
+        group that cannot form: every rank seen entering waits in it."""
         if _PL_REGISTERED.search(line) is not None:
             self._pl_members.clear()
             return self._ended()
@@ -426,13 +432,11 @@ class Waits:
             return []
         self.world = max(self.world, int(m.group("w")))
         rank = int(m.group("rank"))
-        fresh = rank not in self._pl_members
-        self._pl_members.add(rank)
-        if 0 not in self._pl_members:
+        seen = self._pl_members[rank] = self._pl_members.get(rank, 0) + 1
+        if seen < 2:
             return []
-        if rank == 0 and fresh:  # the ranks seen before it wait too
-            return self._report(dict.fromkeys(sorted(self._pl_members), PL_INIT), 0.0)
-        return self._report({rank: PL_INIT}, 0.0) if fresh else []
+        fresh = [r for r in sorted(self._pl_members) if r not in self._reported]
+        return self._report(dict.fromkeys(fresh, PL_INIT), 0.0)
 
     def _sglang(self, line: str) -> list[Found]:
         if (m := _BATCH.search(line)) is not None:
