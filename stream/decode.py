@@ -37,7 +37,10 @@ from runwatch.stream.timekeeping.timebounds import MAX_TS, MIN_TS, time_problem
 if TYPE_CHECKING:
     from runwatch.emitters import events
 
-__all__ = ["InvalidEvent", "admit", "admit_lines", "decode", "decode_obj"]
+__all__ = [
+    "Admitted", "InvalidEvent", "admit", "admit_chunk", "admit_lines", "chunk_admitted", "decode",
+    "decode_obj", "lines_admitted",
+]  # fmt: skip
 
 
 # --- the msgspec structs, generated from the pydantic models ------------------------------
@@ -324,7 +327,26 @@ _JUNCTION = b"}\n{"
 _JSON_SPACE = b" \t\r\n"  # (what JSON allows after a value; `rstrip()` takes more)
 
 
+#: A batch admitted in one step: its events, their `ts` and the structs of their kinds --
+#: the last two as the checks found them, for the reader to take as they are (the reorder
+#: window wants the stamps; the engine's check, whether a kind it may refuse is there)
+#: rather than ask each event again
+Admitted = tuple[list["events.Event"], list[float], set[type]]
+
+
 def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
+    """`lines_admitted(raws)`'s events, or None."""
+    got = lines_admitted(raws)
+    return None if got is None else got[0]
+
+
+def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
+    """`chunk_admitted(data, lines)`'s events, or None."""
+    got = chunk_admitted(data, lines)
+    return None if got is None else got[0]
+
+
+def lines_admitted(raws: Sequence[bytes]) -> Admitted | None:
     """`admit` of many lines in one step, or None: then some line is not plain (blank,
     escaped, not ASCII, too large, a field or kind the fast path does not take, a pattern or
     a ts it does not vouch for) and the caller admits them one by one, which decides each and
@@ -354,13 +376,13 @@ def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
     return _decoded(joined, raws)
 
 
-def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
-    """`admit_lines(lines)` where `data` is the text `lines` were split from (a piece of a
+def chunk_admitted(data: bytes, lines: Sequence[bytes]) -> Admitted | None:
+    """`lines_admitted(lines)` where `data` is the text `lines` were split from (a piece of a
     file, `replay.Chunk`, each line ending in its newline): decoded as it is, not joined
     again. Where every line is `{...}` and a newline -- each joint a bare `}\n{`, as
-    `admit_lines` asks of the lines it joins -- that is seen from the lines' first and last
-    bytes, cheaper than counting newlines and joints in the text; anything else (a line
-    ending in other space, a blank one) is `admit_lines`' to decide."""
+    `lines_admitted` asks of the lines it joins -- that is seen from the lines' first and
+    last bytes, cheaper than counting newlines and joints in the text; anything else (a line
+    ending in other space, a blank one) is `lines_admitted`' to decide."""
     n = len(lines)
     if (
         n
@@ -369,13 +391,13 @@ def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | Non
         and bytes(map(_BYTE_BEFORE_NEWLINE, lines)) == b"}" * n
     ):
         return _decoded(data, lines)
-    return admit_lines(lines)
+    return lines_admitted(lines)
 
 
 _FIRST_BYTE, _BYTE_BEFORE_NEWLINE = operator.itemgetter(0), operator.itemgetter(-2)
 
 
-def _decoded(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None:
+def _decoded(joined: bytes, raws: Sequence[bytes]) -> Admitted | None:
     """The events of `raws`, one a line, from `joined` (their text: each line `{...}`, the
     joints bare newlines), if every check of `decode` and `admit` holds for each."""
     n = len(raws)
@@ -395,17 +417,18 @@ def _decoded(joined: bytes, raws: Sequence[bytes]) -> list[events.Event] | None:
     stamps = list(map(_TS, decoded))
     if not (min(stamps) >= MIN_TS and max(stamps) < MAX_TS):
         return None
-    if set(map(type, decoded)) <= _ENVELOPE_ONLY:  # the envelope's patterns alone
+    types = set(map(type, decoded))
+    if types <= _ENVELOPE_ONLY:  # the envelope's patterns alone
         run_ok, component_ok = _ENVELOPE_SEARCHES
         if _all_match(set(map(_RUN, decoded)), _RUNS_MATCHED, run_ok) and _all_match(
             set(map(_COMPONENT, decoded)), _COMPONENTS_MATCHED, component_ok
         ):
-            return decoded
+            return decoded, stamps, types
         return None
     for event in decoded:
         if not _PATTERNS[type(event)].hold(event):
             return None
-    return decoded
+    return decoded, stamps, types
 
 
 def _all_match(values: set[str], matched: set[str], search: Any) -> bool:

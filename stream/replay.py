@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from runwatch.stream.alerts import Alert
-from runwatch.stream.decode import admit, admit_chunk, admit_lines
+from runwatch.stream.decode import admit, chunk_admitted, lines_admitted
 from runwatch.stream.engine import CHECKED_KINDS, Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.refused import Refused
@@ -34,7 +34,7 @@ Held = tuple["Event", str, int, bytes]  # an event, where it came from, and its 
 class Chunk:
     """A piece of a file of whole lines: where it came from (`source`, the number of its
     first line), its bytes as read (`data`) and its lines (each with its newline, the last
-    perhaps without). Replay decodes `data` as it is, in one step (`decode.admit_chunk`),
+    perhaps without). Replay decodes `data` as it is, in one step (`decode.chunk_admitted`),
     without joining the lines again; iterated, it gives (source, number, line) as
     `Line`s."""
 
@@ -130,23 +130,23 @@ def stamped(
 ) -> Iterator[tuple[list[float], list[Held]]]:
     """`admitted`'s events a batch at a time (`Batches`' own, else `BATCH` lines), as (their
     ts, them): what the reorder window takes. A batch of plain lines, none far ahead, is
-    admitted in one step (`decode.admit_lines`, `FarAhead.passes_all`); any other, line by
-    line."""
+    admitted in one step (`decode.lines_admitted`, `FarAhead.passes_all`: its stamps and
+    kinds as the decode's checks found them); any other, line by line."""
     ahead: FarAhead[Held] = FarAhead()
     for batch in lines.batches if isinstance(lines, Batches) else _batched(lines):
         if not batch:
             continue
         if type(batch) is Chunk:  # (a file's piece: decoded as it was read)
-            events = admit_chunk(batch.data, batch.lines)
+            admitted = chunk_admitted(batch.data, batch.lines)
             raws: Sequence[bytes] = batch.lines
             sources: Iterable[str] = repeat(batch.source)
             numbers: Iterable[int] = count(batch.first)
         else:
             sources, numbers, raws = zip(*batch, strict=True)
-            events = admit_lines(raws)
-        if events is not None and _checked(events, check):
-            stamps = list(map(_TS, events))
-            if ahead.passes_all(stamps):
+            admitted = lines_admitted(raws)
+        if admitted is not None:
+            events, stamps, types = admitted
+            if _checked(events, types, check) and ahead.passes_all(stamps):
                 yield stamps, list(zip(events, sources, numbers, raws, strict=False))
                 continue
         yield _one_by_one(batch, ahead, check, on_refused)
@@ -160,14 +160,14 @@ def _batched(lines: Iterable[Line]) -> Iterator[list[Line]]:
     return iter(lambda: list(islice(it, BATCH)), [])
 
 
-_TS = attrgetter("ts")
 _KIND = attrgetter("kind")
 
 
-def _checked(events: list[Event], check: Callable[[Event], None]) -> bool:
+def _checked(events: list[Event], types: set[type], check: Callable[[Event], None]) -> bool:
     """Whether the engine takes every event (`Engine.check`: it refuses a bad run.started
-    config); False sends the batch line by line, where the refusal is reported."""
-    if CHECKED_KINDS.isdisjoint(map(_KIND, events)):
+    config); False sends the batch line by line, where the refusal is reported. `types`: the
+    events' structs (each names its kind), for a batch with none the engine checks."""
+    if CHECKED_KINDS.isdisjoint(map(_KIND, types)):
         return True
     try:
         for event in events:

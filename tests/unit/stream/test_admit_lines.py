@@ -11,8 +11,11 @@ from hostile import CORPUS, hostile_objects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.stream.decode import admit, admit_chunk, admit_lines
+from runwatch.stream.decode import admit, admit_chunk, admit_lines, chunk_admitted
+from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
+from runwatch.stream.refused import Refused
+from runwatch.stream.replay import Batches, Chunk, stamped
 
 TS = 1_795_680_000.0
 SRC = {"component": "trainer", "host": "gpu-001", "pid": 31_001, "rank": 0}
@@ -110,3 +113,32 @@ def test_a_plain_piece_of_a_file_is_admitted_as_it_was_read() -> None:
     for raws in BROKEN:  # (what the lines do not take, the piece does not take either)
         data = b"\n".join(raws)
         assert admit_chunk(data, io.BytesIO(data).readlines()) in (None, []), raws
+
+
+def test_a_piece_s_stamps_and_kinds_are_its_events_own() -> None:
+    data = b"\n".join(PLAIN) + b"\n"
+    admitted = chunk_admitted(data, io.BytesIO(data).readlines())
+    assert admitted is not None
+    events, stamps, types = admitted
+    assert events == one_by_one(PLAIN)
+    assert stamps == [event.ts for event in events]
+    assert types == {type(event) for event in events}
+
+
+def test_a_piece_with_a_start_the_engine_refuses_is_taken_line_by_line() -> None:
+    """The kinds the decode found say a run.started is there: the engine's check runs, and
+    the start it refuses is reported and held back from the stream (its ts moves nothing)."""
+    bad = line(7, "run.started", config={"zero_reward": {"steps": -3}})
+    data = b"\n".join([*PLAIN[:5], bad, line(8)]) + b"\n"
+    refused: list[Refused] = []
+    piece = Chunk("f", 1, data, io.BytesIO(data).readlines())
+    batches = list(stamped(Batches([piece]), Engine().check, refused.append))
+    assert [(r.position, r.kind) for r in refused] == [(6, "refused_by_rules")]
+    stamps = [ts for batch_stamps, _ in batches for ts in batch_stamps]
+    assert stamps == [TS + i for i in (1, 2, 3, 4, 5, 8)]
+    # and one the engine takes goes through in one step, the start among the rest
+    good = b"\n".join(PLAIN) + b"\n"
+    whole = Chunk("f", 1, good, io.BytesIO(good).readlines())
+    one = list(stamped(Batches([whole]), Engine().check, refused.append))
+    assert [len(held) for _, held in one] == [len(PLAIN)]
+    assert len(refused) == 1
