@@ -26,7 +26,7 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
            "store->get(", "Barrier timed out", "failed to pass monitoredBarrier",
            "Terminating the process after attempting to dump",
-           "to wait all other nodes initialized")  # fmt: skip
+           "to wait all other nodes initialized", "worker group startup timed out")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -112,6 +112,13 @@ _GLOO_OPS = {"Connect": "connect", "Read": "recv", "Write": "send"}
 #: LOG(FATAL) "Timeout (N sec) to wait all other nodes initialized. See commmets for more
 #: information", N its `-sync_timeout`): the group never formed, and the node aborts
 _PS_LITE = re.compile(r"Timeout \((?P<s>\d+) sec\) to wait all other nodes initialized")
+#: Ray Train v2's controller starting its worker group: not every worker's actor came up within
+#: RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S (ray/train/v2/_internal/exceptions.py
+#: `WorkerGroupStartupTimeoutError`: "The worker group startup timed out after T seconds
+#: waiting for N workers."): the group never formed
+_RAY_TRAIN_GROUP = re.compile(
+    r"worker group startup timed out after (?P<s>\d+(?:\.\d+)?) seconds waiting for \d+ workers"
+)
 #: the heartbeat monitor of ProcessGroupNCCL (torch 2.3-2.6, `heartbeatMonitor`): the watchdog
 #: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
 #: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
@@ -218,6 +225,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op="monitoredBarrier", timeout_s=timeout)
     elif (gloo := _GLOO.search(line)) is not None:
         fields.update(backend="gloo", op=gloo.group("op"), timeout_s=int(gloo.group("ms")) / 1e3)
+    elif "startup timed out" in line and (group := _RAY_TRAIN_GROUP.search(line)) is not None:
+        fields.update(backend="ray-train", op="worker group startup",
+                      timeout_s=float(group.group("s")))  # fmt: skip
     elif "nodes initialized" in line and (ps := _PS_LITE.search(line)) is not None:
         fields.update(backend="ps-lite", op="node registration", timeout_s=float(ps.group("s")))
     elif " timeout" in line and (peer := _GLOO_CONNECT.search(line)) is not None:

@@ -50,6 +50,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   once is one still starting; named again, the console shows the wait going on: read as the
   console's process (the launcher's prefix's rank, else 0) waiting in `tf_create_session`.
 
+- vLLM's Ray executor waiting for its workers' placement group (vllm/executor/ray_utils.py
+  `_wait_until_pg_ready`, copied by RL frameworks that place vLLM themselves): while Ray has
+  not placed every bundle, it logs "Waiting for creating a placement group of specs for N
+  seconds. specs=[...]" after 10 s, then at doubling intervals (30, 70, 150, ... s), N the
+  seconds waited, and raises after PG_WAIT_TIMEOUT (1800 s). From its second line (N > 10)
+  the console shows the wait going on: the engine (the launcher's prefix's rank, else 0)
+  waits in `ray_placement_group`, N s.
+
 - Lightning's process-group rendezvous (lightning_fabric/utilities/distributed.py
   `_init_dist_connection`, and before it pytorch_lightning's DDP accelerators): each rank logs
   "Initializing distributed: GLOBAL_RANK: R, MEMBER: R+1/W" (1.0-1.2: "initializing ddp: ...")
@@ -125,6 +133,12 @@ TF_SESSION = "tf_create_session"
 #: how often TensorFlow's master says it still waits (`DeviceFinder::kLoggingPeriodMs`)
 TF_EVERY = 10.0
 _TF_TASK = re.compile(re.escape(TF_WAITING) + r"(?P<task>/job:\S+)")
+#: vLLM's Ray executor waiting for its placement group (`ray_utils._wait_until_pg_ready`)
+PG_WAITING = "Waiting for creating a placement group of specs for "
+PG_WAIT = "ray_placement_group"
+_PG_WAIT = re.compile(re.escape(PG_WAITING) + r"(?P<n>\d+) seconds")
+#: its first line comes after one interval (10 s): a group still being placed
+_PG_FIRST = 10.0
 #: Lightning's rendezvous: a rank entering it, and rank 0's words once every rank joined
 PL_MARKERS = ("GLOBAL_RANK: ", "processes registered. Starting")
 PL_INIT = "process_group_init"
@@ -141,7 +155,7 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS,
+           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -248,6 +262,11 @@ class Waits:
             return self._tf_session(line, rank)
         if any(m in line for m in PL_MARKERS):
             return self._lightning(line)
+        if PG_WAITING in line:
+            m = _PG_WAIT.search(line)
+            if m is None or float(m.group("n")) <= _PG_FIRST:
+                return []
+            return self._report({rank or 0: PG_WAIT}, float(m.group("n")))
         out: list[Found] = []
         if (m := _HVD_WARN.search(line)) is not None:
             self._stated = float(m.group("n"))

@@ -727,6 +727,18 @@ def test_the_heartbeat_monitor_ending_a_process_for_a_watchdog_hang_is_the_watch
     assert kinds(read_all([either])) == ["component.failed"]
 
 
+def test_ray_train_s_worker_group_that_never_started_timed_out() -> None:
+    """ray#60376 (corpus21/dev, a log viewer's layout): Ray Train v2's
+    WorkerGroupStartupTimeoutError (ray/train/v2/_internal/exceptions.py), raised or logged by
+    its controller's failure policy: the worker group never formed within its timeout."""
+    line = ("The worker group startup timed out after 30.0 seconds waiting for 8 workers. "
+            "Potential causes include: (1) temporary insufficient cluster resources while "
+            "waiting for autoscaling")  # fmt: skip
+    fields = only(read_all([line]), "collective.timeout")
+    assert (fields["backend"], fields["op"], fields["timeout_s"]) == (
+        "ray-train", "worker group startup", 30.0)  # fmt: skip
+
+
 def test_a_node_that_aborts_itself_over_its_group_s_registration_timing_out_dies_of_it() -> None:
     """Difacto_DMLC#20 (corpus20/dev): ps-lite's `Manager::Run` LOG(FATAL)s "Timeout (500 sec)
     to wait all other nodes initialized" -- the group never formed, a collective's timeout --

@@ -354,6 +354,26 @@ def test_lightning_s_ranks_claiming_one_rank_twice_wait_in_a_group_that_cannot_f
     assert fired(tmp_path, PL_FABRIC * 2 + PL_REGISTERED) == []
 
 
+#: https://github.com/gpustack/gpustack/issues/5509 (corpus21/dev: vLLM's Ray executor on two
+#: nodes, its second GPU never placed; the line's tail cut here)
+PG_5509 = (
+    "(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Waiting for creating a placement "
+    "group of specs for {n} seconds. specs=[{{'GPU': 1.0}}, {{'GPU': 1.0}}]. Check `ray status` "
+    "and `ray list nodes` to see if you have enough resources\n"
+)
+
+
+def test_vllm_waiting_for_its_placement_group_is_a_wait_it_declares(tmp_path: Path) -> None:
+    """vLLM's `_wait_until_pg_ready` logs the seconds it has waited for Ray to place its
+    workers, after 10 s and then at doubling intervals: from its second line (30 s on) the
+    console shows the wait going on, and one that ends in it ended in its hang; the first line
+    alone is a group still being placed."""
+    assert [(f["phase"], f["waited"]) for f in statuses(PG_5509.format(n=150))] == [
+        ("ray_placement_group", 150.0)]  # fmt: skip
+    assert fired(tmp_path, PG_5509.format(n=150)) == ["ranks_stalled"]
+    assert fired(tmp_path, PG_5509.format(n=10)) == []
+
+
 #: https://github.com/sgl-project/sglang/pull/6555 (quoted in a PR comment, DP attention's
 #: prefix; corpus3's development excerpt, its request's input ids shortened here)
 SGLANG_6555 = (
