@@ -213,11 +213,11 @@ def check_alerts(setup: Setup, cluster: Any, expected: Any, t0: float, sent: int
     assert fleet_of(alerts) == fleet_of(replayed), said()
     firing = sorted(a["subject"] for a in fleet if a["state"] == "firing")
     assert firing == sorted([expected.dep, expected.host]), firing
-    check_members(alerts, replayed, expected)
+    check_members(alerts, replayed, expected, said)
 
 
 def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
-                  expected: Any) -> None:  # fmt: skip
+                  expected: Any, said: Callable[[], str]) -> None:  # fmt: skip
     """The member runs' own transitions carry the fleet incident's id (contract section 8)
     as the workers learn the stage's decisions: each transition once, none that replay also
     makes carrying an id replay does not give it, and at least 80% of each cause's runs
@@ -236,7 +236,7 @@ def check_members(alerts: list[dict[str, Any]], replayed: list[dict[str, Any]],
     for thing, users in ((expected.dep, expected.dep_runs), (expected.host, expected.host_runs)):
         carry = {a["run"] for a in runs if (_fleet(a) or "").startswith(f"fleet|{thing}|")}
         assert carry <= users, sorted(carry - users)
-        assert len(carry) >= 0.8 * len(users), (thing, sorted(carry), sorted(users))
+        assert len(carry) >= 0.8 * len(users), (thing, sorted(carry), sorted(users), said())
         ours = sum((_fleet(a) or "").startswith(f"fleet|{thing}|") for a in runs)
         theirs = sum((f or "").startswith(f"fleet|{thing}|") for f in replays.values())
         print(

@@ -134,8 +134,8 @@ def prometheus(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                got = _query(url, 'count(up{job="runwatch"} == 1)')
-                if got and _query(url, "count_over_time(runwatch_runs[1m]) >= 3"):
+                got = _instant(url, 'count(up{job="runwatch"} == 1)')
+                if got and _instant(url, "count_over_time(runwatch_runs[1m]) >= 3"):
                     break
             except OSError:
                 pass
@@ -156,7 +156,18 @@ def prometheus(
 
 
 def _query(url: str, expr: str) -> list[dict[str, Any]]:
-    qs = urllib.parse.urlencode({"query": expr})
+    """`expr` evaluated at the time of the newest scrape that succeeded: a later scrape that
+    timed out (a loaded machine; the timeout is the 1 s interval) marks every series stale,
+    and a query at that moment would see none of them."""
+    deadline = time.monotonic() + 60
+    while not (scraped := _instant(url, 'timestamp(up{job="runwatch"} == 1)')):
+        assert time.monotonic() < deadline, "no scrape of the exporter succeeded for 60 s"
+        time.sleep(0.5)
+    return _instant(url, expr, at=scraped[0]["value"][1])
+
+
+def _instant(url: str, expr: str, at: str | None = None) -> list[dict[str, Any]]:
+    qs = urllib.parse.urlencode({"query": expr, **({"time": at} if at else {})})
     with urllib.request.urlopen(f"{url}/api/v1/query?{qs}", timeout=10) as resp:
         body = json.load(resp)
     assert body["status"] == "success", body

@@ -23,7 +23,9 @@ from helpers import tiny_model_in, wait_for
 
 from runwatch.dev.launch import ServeProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: pytest-timeout counts a test's fixtures: the first test here also builds .cache/trl-env
+#: (first use on a machine: minutes of downloads), so the bound is the build's and a run's
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".cache" / "trl-env" / "bin" / "python"
