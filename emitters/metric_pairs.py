@@ -173,6 +173,32 @@ _LIST_ITEM = re.compile(rf"\s*(?:{NUMBER})\s*")
 _NAN = re.compile(r"(?<![\w.])[-+]?(?i:nan)(?![\w.])")
 
 
+#: a printed list of names, then `:` or `=` and a printed list (or numpy array) of as many
+#: numbers: `[Total Loss, KL Loss] : [  nan   nan]` (ClariNet#7), `['g', 'd']=[0.1, nan]`
+_NAMED_LIST = re.compile(
+    r"\[(?P<names>\s*'?[A-Za-z][\w ./-]{0,40}'?\s*(?:,\s*'?[A-Za-z][\w ./-]{0,40}'?\s*)+)\]"
+    rf"\s?[:=]\s?\[(?P<values>\s*(?:{NUMBER})(?:(?:\s*,\s*|\s+)(?:{NUMBER}))+\s*)\]"
+)
+_VALUE_SPLIT = re.compile(r"\s*,\s*|\s+")
+#: what a line must hold for `named_lists` to look at it: a list closed, `:` or `=`, one opened
+NAMED_LIST_GATE = re.compile(r"\] ?[:=] ?\[")
+
+
+def named_lists(text: str) -> str:
+    """The line with each printed list of names followed by a list of as many numbers (a
+    program printing its loss names beside the array of their values) written as the pairs
+    they are (`Total Loss: nan, KL Loss: nan`); any other list is left as it is."""
+
+    def pairs_of(m: re.Match[str]) -> str:
+        names = [n.strip().strip("'").strip() for n in m.group("names").split(",")]
+        values = _VALUE_SPLIT.split(m.group("values").strip())
+        if len(names) != len(values) or not all(names):
+            return m.group(0)
+        return ", ".join(f"{n}: {v}" for n, v in zip(names, values, strict=True))
+
+    return _NAMED_LIST.sub(pairs_of, text)
+
+
 def nan_lists(text: str) -> str:
     """The line with each printed list of numbers that holds a `nan` -- a list, nested lists,
     numpy arrays' reprs (`Losses: [array([0.5, 0.4]), array([nan, nan], dtype=float32)]`,

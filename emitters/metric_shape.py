@@ -56,11 +56,13 @@ from runwatch.emitters.metric_alone import (
     unnumbered,
 )
 from runwatch.emitters.metric_pairs import (
+    NAMED_LIST_GATE,
     NUMBER,
     PAIR,
     STEP_ENDS,
     Pair,
     msvc_nan,
+    named_lists,
     nan_lists,
     pairs,
     step_key,
@@ -318,6 +320,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     no step and holds two pairs or more with a separator, one of them not finite (the order
     of lines numbers it). None for any other line. A printed list of numbers with a `nan` in
     it is that `nan` (`nan_lists`)."""
+    if "]" in text and NAMED_LIST_GATE.search(text) is not None:
+        text = named_lists(text)  # `[Total Loss, KL Loss] : [nan 2.3]`: the names' values
     if "[" in text and "nan" in text.lower():
         text = nan_lists(text)
     if "grad_fn=<" in text and (computed := printed_tensor(text)) is not None:

@@ -494,6 +494,18 @@ def test_an_evaluation_s_error_measure_not_finite_is_the_model_s_forward_too() -
     assert bad(read_all(["[5]\tvalid-logloss:inf\tvalid-auc:0.5"])) == [(5, ["eval/valid-logloss"])]
 
 
+def test_a_list_of_names_beside_a_list_of_their_values_is_their_pairs() -> None:
+    """ClariNet#7 (corpus21/dev): `[Total Loss, KL Loss, Reg Loss, Frame Loss] : [  nan   nan
+    2.301   nan]` -- the names printed as a list, their values as a numpy array (spaces, no
+    commas) -- is four pairs at the line's `Global Step`; a list of names beside a list of
+    another length is no pairing."""
+    line = ("Global Step : 67438, [55, 100] [Total Loss, KL Loss, Reg Loss, Frame Loss] : "
+            "[  nan   nan 2.301   nan]")  # fmt: skip
+    assert bad(read_all([line])) == [(67438, ["Frame Loss", "KL Loss", "Total Loss"])]
+    assert bad(read_all(["step 5 ['g_loss', 'd_loss']=[0.1, nan]"])) == [(5, ["d_loss"])]
+    assert read_all(["step 5 [g_loss, d_loss] : [nan nan nan]"]) == []
+
+
 def test_more_trainers_shapes_fairseq_s_updates_and_torchtune_s_bar_description() -> None:
     fairseq = ("| epoch 001:    100 / 1000 loss=nan, nll_loss=nan, ppl=nan, wps=1234, "
                "num_updates=100, lr=0.0005, gnorm=nan")  # fmt: skip
