@@ -112,8 +112,9 @@ class LineParser:
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
         self._bar: tuple[str, tuple[Found, int] | None] | None = None
-        #: the console's last progress was a bar reaching its total, and no work began since:
-        #: what a program exiting with its work done writes is no failure (`AT_EXIT`)
+        #: the console's last progress was the engine's offline bar reaching its total, no work
+        #: begun since: what a program exiting with its work done writes is no failure
+        #: (`AT_EXIT`)
         self._done = False
 
     @property
@@ -327,8 +328,8 @@ class LineParser:
     def _at_exit(self, found: list[Found]) -> list[Found]:
         """A fatal line its source also writes when the program exits (`AT_EXIT`: vLLM's
         client reporting its engine core's end, which multiprocessing's atexit terminates before
-        the client's finaliser runs) is no failure once the console's work was done: its last
-        progress a bar that reached its total, nothing begun since."""
+        the client's finaliser runs) is no failure once the engine's work was done: the
+        console's last progress its offline bar at its total, nothing begun since."""
         out: list[Found] = []
         for kind, fields in found:
             if fields.pop(AT_EXIT, False) and self._done:
@@ -341,12 +342,18 @@ class LineParser:
         return out
 
     def _work(self, found: list[Found]) -> None:
-        """Whether the console's work is done, after this line's events (`_done`): a bar at its
-        total says so, any other progress (a bar short of it, a step, engine stats) says not."""
+        """Whether the engine's work is done, after this line's events (`_done`): its offline
+        bar (vLLM's `Processed prompts`, what `LLM.generate` and its kin show) at its total says
+        so; any other progress (that bar short of it, another bar, a step, engine stats) says
+        not -- a trainer's rollout bar at its total is a step of a run that goes on."""
         for kind, fields in found:
             if kind == "progress":
                 total = fields.get("total")
-                self._done = isinstance(total, int | float) and fields.get("n", 0) >= total > 0
+                self._done = (
+                    str(fields.get("name", "")).startswith(stalls.SERVING_BAR)
+                    and isinstance(total, int | float)
+                    and fields.get("n", 0) >= total > 0
+                )
             elif kind in PROGRESS_KINDS:
                 self._done = False
 

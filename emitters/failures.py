@@ -137,7 +137,7 @@ SURVIVABLE = "_survivable"
 SIGNALLED = "_signalled"
 #: a field of a fatal line's that says its source also writes it when the program exits with
 #: its work done (`Signature.at_exit`): `LineParser` drops it when the console's last progress
-#: bar had reached its total and no work began since
+#: was the engine's offline bar at its total and no work began since
 AT_EXIT = "_at_exit"
 
 

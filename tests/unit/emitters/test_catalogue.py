@@ -380,7 +380,8 @@ def test_an_engine_core_s_end_after_the_work_was_done_is_the_program_s_exit(
     the script that owns the LLM exits, multiprocessing's atexit terminating the daemonic
     engine first (vllm#23517, #31681). After the generation's bar reached its total, nothing
     begun since, it is that exit; with the bar short of its total, the engine died in the
-    work: a failure."""
+    work: a failure; so after another bar at its total (a trainer's rollout bar: the run goes
+    on after it)."""
     bar = ("Processed prompts: {p}%|████| {n}/4 [00:00<00:00, 10.58it/s, est. speed input: "
            "58.25 toks/s, output: 169.45 toks/s]")  # fmt: skip
     died = ("ERROR 01-07 20:00:59 [core_client.py:564] Engine core proc EngineCore_DP0 died "
@@ -392,6 +393,11 @@ def test_an_engine_core_s_end_after_the_work_was_done_is_the_program_s_exit(
         found = diagnose([console], day=date(2026, 11, 24))
         firing = [a.summary for a in found.alerts if a.state == "firing"]
         assert bool(firing) is fires, (n, firing)
+    rollout = bar.format(p=100, n=4).replace("Processed prompts", "Generating rollouts")
+    console = tmp_path / "rollout.log"
+    console.write_text("\n".join([rollout, died]) + "\n")
+    assert [a.rule for a in diagnose([console], day=date(2026, 11, 24)).alerts] == [
+        "component_failed"]  # fmt: skip
     assert [s.id for s in CATALOGUE.signatures if s.at_exit] == ["vllm-engine-core-proc-died"]
 
 
