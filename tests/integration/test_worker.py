@@ -923,15 +923,22 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
             em.emit("heartbeat")
             time.sleep(BEAT)
         em.emit("run.finished", status="ok")
-        # then a long backlog of runs that end (no silence left to judge); the neighbour
-        # ends once it is under way (on one producer, the backlog may fall seconds behind)
+        # then a long backlog of runs that end (no silence left to judge), one run after
+        # another, each run's events 0.1 ms apart from when its block began: a producer that
+        # stalls on a loaded machine leaves no run silent in event time (stamped by the
+        # clock, 200 runs beating in turn went silent together in one 3 s stall and raised
+        # 400 transitions); the neighbour ends once the backlog is under way
+        base = time.time()
         for i in range(150_000):
             if i == 1000:
                 beater.close()
                 neighbour.emit("run.finished", status="ok")
-            r = f"fill-{i % 200}"
-            kind = "run.finished" if i >= 150_000 - 200 else "heartbeat"
-            value = {"v": 1, "id": f"f{i}", "ts": time.time(), "run": r, "kind": kind,
+            k, j = divmod(i, 750)  # run k's j-th event
+            if j == 0:
+                base = time.time()
+            r = f"fill-{k}"
+            kind = "run.finished" if j == 749 else "heartbeat"
+            value = {"v": 1, "id": f"f{i}", "ts": base + j * 1e-4, "run": r, "kind": kind,
                      "src": {"component": "trainer", "host": "h", "pid": 1}}  # fmt: skip
             if kind == "run.finished":
                 value["status"] = "ok"
