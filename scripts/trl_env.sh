@@ -13,11 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.cache/trl-env
 TRL=1.16.0
-# one build at a time: `make test` starts the builds beside the suite (scripts/
-# with_trainer_envs.sh), and a test that needs the env waits here for it
-mkdir -p "$(dirname "$ENV")"; exec 9>"$ENV.lock"; flock 9
-# built for this checkout (its .pth and editable install name its paths): another's is rebuilt
-if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
+. scripts/env_once.sh  # one build at a time; none when built for this checkout
 scripts/bootstrap.sh dev
 TORCH=$(.venv/bin/python -c "from importlib.metadata import version; print(version('torch'))")
 rm -rf "$ENV"
@@ -31,4 +27,4 @@ echo "torch==$TORCH" > "$ENV/constraints.txt"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "trl==$TRL"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
 "$ENV/bin/python" -c "import trl, torch, transformers; print('[trl]', trl.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)" >&2
-echo "$PWD" > "$ENV/.complete"
+env_built

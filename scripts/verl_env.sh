@@ -12,11 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=${VERL_ENV:-.cache/verl-env}
 VERL=0.9.1
-# one build at a time: `make test` starts the builds beside the suite (scripts/
-# with_trainer_envs.sh), and a test that needs the env waits here for it
-mkdir -p "$(dirname "$ENV")"; exec 9>"$ENV.lock"; flock 9
-# built for this checkout (its .pth and editable install name its paths): another's is rebuilt
-if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
+. scripts/env_once.sh  # one build at a time; none when built for this checkout
 scripts/trl_env.sh
 TORCH=$(.venv/bin/python -c "from importlib.metadata import version; print(version('torch'))")
 rm -rf "$ENV"
@@ -33,4 +29,4 @@ echo "torch==$TORCH" > "$ENV/constraints.txt"
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "verl==$VERL" cachetools uvicorn fastapi
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
 "$ENV/bin/python" -c "import verl, torch, transformers, ray; from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop; print('[verl]', verl.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__)" >&2
-echo "$PWD" > "$ENV/.complete"
+env_built

