@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from runwatch.emitters import events
 
 __all__ = [
-    "Admitted", "InvalidEvent", "admit", "admit_chunk", "admit_lines", "chunk_admitted", "decode",
-    "decode_obj", "lines_admitted",
+    "Admitted", "InvalidEvent", "admit", "admit_lines", "chunk_admitted", "decode", "decode_obj",
+    "lines_admitted",
 ]  # fmt: skip
 
 
@@ -337,12 +337,6 @@ Admitted = tuple[list["events.Event"], list[float], set[type]]
 def admit_lines(raws: Sequence[bytes]) -> list[events.Event] | None:
     """`lines_admitted(raws)`'s events, or None."""
     got = lines_admitted(raws)
-    return None if got is None else got[0]
-
-
-def admit_chunk(data: bytes, lines: Sequence[bytes]) -> list[events.Event] | None:
-    """`chunk_admitted(data, lines)`'s events, or None."""
-    got = chunk_admitted(data, lines)
     return None if got is None else got[0]
 
 

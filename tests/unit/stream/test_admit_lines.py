@@ -11,7 +11,7 @@ from hostile import CORPUS, hostile_objects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.stream.decode import admit, admit_chunk, admit_lines, chunk_admitted
+from runwatch.stream.decode import admit, admit_lines, chunk_admitted
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.refused import Refused
@@ -101,18 +101,21 @@ def test_admitted_in_one_step_or_not_at_all(raws: list[bytes]) -> None:
     # the same lines as a file's piece (`replay.Chunk`: its text, and the lines read from it)
     data = b"".join(raw if raw.endswith(b"\n") else raw + b"\n" for raw in raws)
     lines = io.BytesIO(data).readlines()
-    chunk = admit_chunk(data, lines)
-    assert chunk is None or chunk == one_by_one(lines)
+    chunk = chunk_admitted(data, lines)
+    assert chunk is None or chunk[0] == one_by_one(lines)
 
 
 def test_a_plain_piece_of_a_file_is_admitted_as_it_was_read() -> None:
     for data in (b"\n".join(PLAIN), b"\n".join(PLAIN) + b"\n", PLAIN[0] + b"\n",
                  b"\r\n".join(PLAIN) + b"\r\n", b" \n".join(PLAIN)):  # fmt: skip
         lines = io.BytesIO(data).readlines()
-        assert admit_chunk(data, lines) == one_by_one(lines), data  # (not None: one step)
+        chunk = chunk_admitted(data, lines)
+        assert chunk is not None, data  # one step
+        assert chunk[0] == one_by_one(lines), data
     for raws in BROKEN:  # (what the lines do not take, the piece does not take either)
         data = b"\n".join(raws)
-        assert admit_chunk(data, io.BytesIO(data).readlines()) in (None, []), raws
+        chunk = chunk_admitted(data, io.BytesIO(data).readlines())
+        assert chunk is None or chunk[0] == [], raws
 
 
 def test_a_piece_s_stamps_and_kinds_are_its_events_own() -> None:
