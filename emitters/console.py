@@ -473,7 +473,7 @@ def bar_of(line: str) -> list[Found]:
 LITERALS: tuple[bytes, ...] = (
     b"Running: ", b"#running-req: ", b"pid=", "│ ".encode(), b"{'", b'{"', b"%|",
     *sorted({m.encode() for m in (*FAILURE_MARKERS, *collectives.MARKERS, *METRIC_MARKERS,
-                                  *stalls.MARKERS)}),
+                                  *stalls.MARKERS, *stalls.WAIT_MARKERS)}),
 )  # fmt: skip
 #: All of them found in one pass (Aho-Corasick in Rust: its cost hardly grows with the
 #: number of markers, the catalogue's included -- bench/watch.py)

@@ -93,6 +93,18 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   requests running -- its workers stopped answering a batch: read as the engine's snapshot,
   the pending requests running (one where nothing says), no tokens, stalled for k * N s.
 
+Any other wait, by the grammar of a console rather than one framework's words (`_generic`):
+a line that says something waits, is stuck, stalls, hangs or is blocked (the verb; not a key
+of a metric, `Waiting: 0 reqs`) -- not a timeout or a failure (those are the collectives' and
+the catalogue's), not a backoff (`retrying`, `before`), not a server idle for its next request,
+job, task or connection -- is a wait of its process when the line says it has lasted a minute
+at least (`for|in|than|after|over N seconds|minutes|ms`), or when it is said again and again
+(`GENERIC_REPEATS` lines in a row, numbers aside) with nothing else between: a framework that
+repeats a wait line is one still waiting. Its phase is the line's own words (`waiting for
+output from MQLLMEngine`). Unlike a framework's own wait, whose end that framework writes,
+such a wait ends with the next line that is no wait: only a console that ends in it (or one
+that says nothing more, live) hung there.
+
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
 events carry `waited` (seconds the line shows), not `since`: the time of a line is its
@@ -151,6 +163,36 @@ _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
 DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', '(gil): "',
                 "(most recent call first):", "Timeout (", _FATAL)  # fmt: skip
+#: a wait by a console's grammar (`_generic`): its verb, not a metric's key (`Waiting: 0`)
+_WAIT_VERB = re.compile(
+    r"(?i)\b(?:wait(?:s|ing|ed)?|stuck|stall(?:s|ed|ing)?|hang(?:s|ing)?|hung|blocked"
+    r"|no progress|not responding|unresponsive)\b(?!\s*[:=]\s*\d)"
+)
+#: ... and what makes such a line no stall: a timeout or failure (read by the collectives
+#: and the catalogue; a watchdog's or heartbeat monitor's line is a collective's), a backoff,
+#: code (a traceback's frame `in wait`, a call `.wait(`), a server idle for its next work
+_NO_STALL = re.compile(
+    r"(?i)time[d ]?\s?out|timeout|error|exception|fail|abort|kill|fatal|terminat|watchdog"
+    r"|heartbeat|retr(?:y|ies|ying)|again|\bbefore\b|\bFile \"|\bin wait\b|wait\("
+    r"|\b(?:for|on) (?:the |a )?(?:new |next |incoming |more )?"
+    r"(?:requests?|work|jobs?|tasks?|connections?|clients?|input|messages?|commands?)\b"
+)
+#: how long a wait line says its wait has lasted
+_LASTED = re.compile(
+    r"(?i)\b(?:for|in|than|after|over|since)\s+(?:more than\s+|over\s+|at least\s+|about\s+)?"
+    r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?"
+    r"|h|hrs?|hours?)\b"
+)
+#: a wait line that says it lasted this long (seconds) is a wait; shorter ones are a pause
+GENERIC_LASTED = 60.0
+#: ... or one said this many times in a row
+GENERIC_REPEATS = 3
+#: the words of a phase named after its line (a wait's clause up to its first stop)
+_CLAUSE = re.compile(r"[^.;:()\[\]{}|]*")
+#: the scanner's markers of such a line (literal, case by case)
+WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "hang", "Hang",
+                "hung", "blocked", "Blocked", "no progress", "No progress", "not responding",
+                "unresponsive")  # fmt: skip
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
@@ -202,6 +244,14 @@ _BARRIER_DONE = re.compile(
 )
 
 
+def _seconds(lasted: re.Match[str]) -> float:
+    """The seconds `_LASTED` matched."""
+    unit = lasted.group("unit").lower()
+    scale = (0.001 if unit == "ms" or unit.startswith("milli") else 60.0 if unit[0] == "m"
+             else 3600.0 if unit[0] == "h" else 1.0)  # fmt: skip
+    return float(lasted.group("n")) * scale
+
+
 class Waits:
     """The waits one console declares (one per output: it keeps what the lines before said)."""
 
@@ -229,12 +279,16 @@ class Waits:
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
         self._pl_members: dict[int, int] = {}  # rank -> its entries in Lightning's rendezvous
+        #: waits by the console's grammar (`_generic`) in a row: (rank, phase) -> lines, and
+        #: those reported
+        self._said: dict[tuple[int, str], int] = {}
+        self._generic: set[tuple[int, str]] = set()
 
     @property
     def following(self) -> bool:
-        """The next line may go on a Horovod warning's list of ranks, or be a frame of a
-        dumped thread."""
-        return self._listing or self._dump is not None
+        """The next line may go on a Horovod warning's list of ranks, be a frame of a
+        dumped thread, or end a wait only the console's grammar declared (whatever it holds)."""
+        return self._listing or self._dump is not None or bool(self._said)
 
     def read(self, line: str, rank: int | None = None) -> list[Found]:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names)."""
@@ -247,7 +301,7 @@ class Waits:
         if self._dump is not None and (found := self._frame(line, rank)) is not None:
             return found
         if not any(m in line for m in MARKERS):
-            return []
+            return self._generic_wait(line, rank)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
         if "store based barrier" in line or "store-based barrier" in line:
@@ -319,6 +373,8 @@ class Waits:
         self._timeout = None
         self._shm = 0
         self._engine_since = None
+        self._said.clear()
+        self._generic.clear()
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
@@ -479,6 +535,48 @@ class Waits:
                  "prompt_tokens_per_s": 0.0, "waited": float(m.group("n")) * self._shm,
                  "engine": "vllm"}  # fmt: skip
         return [("inference.stats", stats)]
+
+    def _generic_wait(self, line: str, rank: int | None) -> list[Found]:
+        """A wait no framework's reader knows, by the console's grammar (module docstring):
+        its rank's phase once the line says it lasted `GENERIC_LASTED` or it was said
+        `GENERIC_REPEATS` times in a row; any other line (not blank) ends such waits."""
+        if not line.strip() or self._warnings or self._framework_waits():
+            return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
+        verb = _WAIT_VERB.search(line)
+        if verb is None or _NO_STALL.search(line) is not None:
+            return self._generic_ended()
+        clause = line[verb.start() :]
+        lasted = _LASTED.search(clause)
+        seconds = 0.0 if lasted is None else _seconds(lasted)
+        words = _CLAUSE.match(clause)
+        phase = " ".join(_LASTED.sub("", words.group() if words else clause).split())[:80]
+        key = (rank or 0, phase)
+        seen = self._said[key] = self._said.get(key, 0) + 1
+        if seconds < GENERIC_LASTED and seen < GENERIC_REPEATS:
+            return []
+        self._generic.add(key)
+        return self._report({key[0]: phase}, seconds)
+
+    def _framework_waits(self) -> bool:
+        """Whether a framework's reader declared a wait of a rank that nothing ended."""
+        return bool(self._reported) and bool(self._reported - {r for r, _ in self._generic})
+
+    def _generic_ended(self) -> list[Found]:
+        """The console went on after waits only its grammar declared: they ended."""
+        self._said.clear()
+        if not self._generic:
+            return []
+        ended = self._generic
+        self._generic = set()
+        for key in ended:
+            self._since.pop(key, None)
+        ranks = {r for r, _ in ended} - {r for r, _ in self._since}
+        self._reported -= ranks
+        world = max(self.world, 1)
+        return [
+            ("rank.status", {"rank": r, "world_size": world, "phase": "exited"})
+            for r in sorted(ranks)
+        ]
 
     def _ended(self) -> list[Found]:
         if not self._reported:
