@@ -31,6 +31,7 @@ from runwatch.emitters.logparse import (
     _AREAL_STEP,
     AREAL_REWARD_KEY,
     Found,
+    notes,
     parse_areal_row,
     parse_prime_rl_step,
     parse_sglang,
@@ -108,7 +109,7 @@ class LineParser:
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
         self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
-        self._notes: list[str] = []  # lines no reader could read, since `notes` was last called
+        self._notes = notes()  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
         self._bar: tuple[str, tuple[Found, int] | None] | None = None
@@ -161,8 +162,9 @@ class LineParser:
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event
         (`runwatch diagnose` says them for a console it cannot place)."""
-        out = self._notes + self.metrics.notes + self.failures.notes
-        self._notes, self.metrics.notes, self.failures.notes = [], [], []
+        out = [*self._notes, *self.metrics.notes, *self.failures.notes]
+        for kept in (self._notes, self.metrics.notes, self.failures.notes):
+            kept.clear()
         return out
 
     def quiet(self) -> list[Found]:

@@ -48,6 +48,7 @@ from runwatch.emitters.exits import (
     exit_report,
     stop_request,
 )
+from runwatch.emitters.logparse import notes
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     DUMP_FRAME,
@@ -164,7 +165,7 @@ class Failures:
         #: its stop nor a traceback followed it
         self._teardown: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
-        self.notes: list[str] = []
+        self.notes = notes()
 
     @property
     def reading(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,17 @@ from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
+
+#: the notes a reader keeps for its owner to take, at most: `runwatch diagnose` takes them
+#: after every line; `runwatch watch` never does, and a job that runs for weeks must not grow
+#: a list of why its lines gave no event -- the latest are kept
+NOTES_KEPT = 64
+
+
+def notes() -> deque[str]:
+    """An empty list of a reader's notes, bounded (`NOTES_KEPT`)."""
+    return deque(maxlen=NOTES_KEPT)
+
 
 # --- Ray's driver console ----------------------------------------------------------------
 

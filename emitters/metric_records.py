@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from runwatch.emitters.logparse import notes
 from runwatch.emitters.metric_settings import undefined
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
 from runwatch.emitters.trainer import step_events
@@ -24,7 +25,7 @@ class MetricRecords:
         self.reward_keys = tuple(reward_keys)
         self.steps = StepNumbers(overflow_steps)
         #: why lines that looked like metrics gave none, since the owner last took them
-        self.notes: list[str] = []
+        self.notes = notes()
 
     def saw(self, found: list[Found]) -> None:
         """The events a line gave, every reader's: the steps the run has reached."""

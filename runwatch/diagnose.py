@@ -69,6 +69,16 @@ STEP_BARS = ("Training Progress",)
 UNTIMED_STEP = 0.001
 #: lines that looked like metrics or failures and gave no event, said per file at most
 NOTES = 20
+#: a line that reads like an error (a logger's level, a process's death in words) that no
+#: reader placed and that no traceback follows: a note, so a user can report it
+_LOOKS_FAILED = re.compile(
+    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|(?i:\b(?:died|killed|crashed|segmentation fault"
+    r"|segfault|core dumped|aborted|fatal error)\b)"
+)
+UNKNOWN_ERROR = (
+    "reads like an error, but it is no traceback and no line of the catalogue "
+    "(docs/catalogue.md): if it was a failure, report it with the console"
+)
 #: events that say a file's processes failed: a wait it ends in was no hang (`hang_window`)
 FAILED = frozenset({"component.failed", "collective.timeout"})
 
@@ -293,11 +303,19 @@ def read(
 
     number = 0
     notes: list[tuple[str, str, str]] = []
+    suspect: tuple[str, str, str] | None = None  # a line like an error no reader placed
     for number, raw in parts:
         body, found = parser.read(raw)
-        for why in parser.notes():
+        said = parser.notes()
+        for why in said:
             if len(notes) < NOTES:
                 notes.append((f"{path.name}:{number}", why, body.strip()[:200]))
+        explained = found or said or parser.following  # (a traceback, a reader's line)
+        if suspect is not None and not explained and len(notes) < NOTES:
+            notes.append(suspect)
+        suspect = None
+        if not explained and _LOOKS_FAILED.search(body) is not None:
+            suspect = (f"{path.name}:{number}", UNKNOWN_ERROR, body.strip()[:200])
         if (ts := stamp(body, year, offset)) is not None:
             days.saw(ts + offset)
         elif (seconds := time_of_day(body)) is not None:
@@ -326,7 +344,10 @@ def read(
                 if ts is None and at == now:
                     trailing.append(len(out))
                 place(kind, fields, at, where)
-    for kind, fields in parser.finish():
+    last_words = parser.finish()
+    if suspect is not None and not last_words and len(notes) < NOTES:
+        notes.append(suspect)  # (what the end decides may be its failure: then no note)
+    for kind, fields in last_words:
         if now is None:
             waiting.append((kind, fields, f"{path.name}:{number}"))
             untimed += 1

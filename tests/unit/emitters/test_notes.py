@@ -1,0 +1,77 @@
+"""Why lines that looked like failures or metrics gave no event (`LineParser.notes`): what
+`runwatch diagnose` shows a user whose console it cannot place, so they can report it -- and,
+in `runwatch watch`, which never takes them, a bounded list, not a leak."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runwatch.diagnose import diagnose
+from runwatch.emitters.console import LineParser
+from runwatch.emitters.logparse import NOTES_KEPT
+
+#: written for this test: an error in no framework's words, a death in words, and lines that
+#: read like neither
+CONSOLE = (
+    "starting job\n"
+    "ERROR something bad happened in the frobnicator\n"
+    "worker 3 crashed, see its log\n"
+    "an errorless line about errors_total\n"
+)
+
+
+def test_diagnose_names_the_lines_that_read_like_errors_it_could_not_place(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(CONSOLE)
+    found = diagnose([log])
+    assert found.events == []
+    assert found.alerts == []
+    noted = {where: text for where, why, text in found.notes if "reads like an error" in why}
+    assert noted == {
+        "job.log:2": "ERROR something bad happened in the frobnicator",
+        "job.log:3": "worker 3 crashed, see its log",
+    }
+
+
+def test_an_error_line_a_traceback_follows_is_the_traceback_s_to_explain(tmp_path: Path) -> None:
+    """A record logged at ERROR with its traceback after it: the traceback is read (here the
+    process's death), the record gets no note of its own."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "2025-06-01 10:00:05,000 ERROR train.py:120 -- step failed\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/train.py", line 40, in main\n'
+        "    step()\n"
+        '  File "/app/train.py", line 90, in step\n'
+        "    check(batch)\n"
+        "ValueError: bad batch\n"
+    )
+    found = diagnose([log])
+    assert [e.kind for e in found.events] == ["component.failed"]
+    assert found.notes == []
+
+
+def test_a_line_a_reader_placed_or_explained_gets_no_second_note() -> None:
+    """A value the metric readers saw and said why they held is theirs to explain; a read
+    failure (the catalogue's) is an event, no note."""
+    parser = LineParser()
+    parser.read("ERROR loss: nan")
+    (why,) = parser.notes()
+    assert "the line's only number" in why
+    _, found = parser.read("ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+                           "finishing this task.")  # fmt: skip
+    assert found
+    assert parser.notes() == []
+
+
+def test_a_parser_no_one_takes_notes_from_keeps_the_latest_few() -> None:
+    """`runwatch watch` reads for weeks and never asks why: the notes stay bounded."""
+    parser = LineParser()
+    for k in range(10 * NOTES_KEPT):
+        parser.read(f"ERROR line {k} in no framework's words")
+        parser.read(f"ERROR loss_{k}: nan")
+    notes = parser.notes()
+    assert len(notes) <= 3 * NOTES_KEPT
+    assert any(f"`loss_{10 * NOTES_KEPT - 1}`" in why for why in notes)  # the latest kept
