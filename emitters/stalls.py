@@ -94,16 +94,21 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   the pending requests running (one where nothing says), no tokens, stalled for k * N s.
 
 Any other wait, by the grammar of a console rather than one framework's words (`_generic`):
-a line that says something waits, is stuck, stalls, hangs or is blocked (the verb; not a key
-of a metric, `Waiting: 0 reqs`) -- not a timeout or a failure (those are the collectives' and
-the catalogue's), not a backoff (`retrying`, `before`), not a server idle for its next request,
-job, task or connection -- is a wait of its process when the line says it has lasted a minute
-at least (`for|in|than|after|over N seconds|minutes|ms`), or when it is said again and again
-(`GENERIC_REPEATS` lines in a row, numbers aside) with nothing else between: a framework that
-repeats a wait line is one still waiting. Its phase is the line's own words (`waiting for
+a line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet
+ready (or listening, up, ...), is still scheduling (or starting, ...), or is taking more than
+a while -- the verb; not a key of a metric, `Waiting: 0 reqs` -- and that is no timeout or
+failure (those are the collectives' and the catalogue's), no code (a frame `in wait`) and no
+server idle for its next request, job, task or connection, is a wait of its process once the
+console shows it lasting a minute (`GENERIC_LASTED`): the wait it states (`for|than|after|
+over|since N s|min|ms|h`), plus the time between the first and the latest line of the same
+wait by the clock they print (`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by
+lines that print no clock counts as one too. A wait of seconds -- a shard loading, a connect
+retried twice -- is no stall, and a number that changes between its lines (a checkpoint 12,
+then 13) is one wait ended and the next begun. Its phase is the line's own words (`Waiting for
 output from MQLLMEngine`). Unlike a framework's own wait, whose end that framework writes,
-such a wait ends with the next line that is no wait: only a console that ends in it (or one
-that says nothing more, live) hung there.
+such a wait ends with the next line that is no wait (an indented line, the code Python's
+warnings show under theirs, is none): only a console that ends in it (or one that says
+nothing more, live) hung there.
 
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
@@ -165,34 +170,46 @@ DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', 
                 "(most recent call first):", "Timeout (", _FATAL)  # fmt: skip
 #: a wait by a console's grammar (`_generic`): its verb, not a metric's key (`Waiting: 0`)
 _WAIT_VERB = re.compile(
-    r"(?i)\b(?:wait(?:s|ing|ed)?|stuck|stall(?:s|ed|ing)?|hang(?:s|ing)?|hung|blocked"
-    r"|no progress|not responding|unresponsive)\b(?!\s*[:=]\s*\d)"
+    r"(?i)\b(?:(?P<retry>retr(?:y|ies|ying))|wait(?:s|ing|ed)?|stuck|stall(?:s|ed|ing)?"
+    r"|hang(?:s|ing)?|hung|blocked|no progress|not responding|unresponsive|not yet (?:ready"
+    r"|listening|available|up|started|connected|initiali[sz]ed)|still (?:scheduling|pending"
+    r"|initiali[sz]ing|starting|loading|connecting)|tak(?:ing|en) (?:more|longer) than"
+    r"|cannot be scheduled)\b(?!\s*[:=]\s*\d)"
 )
 #: ... and what makes such a line no stall: a timeout or failure (read by the collectives
-#: and the catalogue; a watchdog's or heartbeat monitor's line is a collective's), a backoff,
-#: code (a traceback's frame `in wait`, a call `.wait(`), a server idle for its next work
+#: and the catalogue; a watchdog's or heartbeat monitor's line is a collective's), code (a
+#: traceback's frame `in wait`, a call `.wait(`), a server idle for its next piece of work
 _NO_STALL = re.compile(
     r"(?i)time[d ]?\s?out|timeout|error|exception|fail|abort|kill|fatal|terminat|watchdog"
-    r"|heartbeat|retr(?:y|ies|ying)|again|\bbefore\b|\bFile \"|\bin wait\b|wait\("
+    r"|heartbeat|\bFile \"|\bin wait\b|wait\("
     r"|\b(?:for|on) (?:the |a )?(?:new |next |incoming |more )?"
     r"(?:requests?|work|jobs?|tasks?|connections?|clients?|input|messages?|commands?)\b"
 )
-#: how long a wait line says its wait has lasted
+#: how long a wait line says its wait has lasted (not a retry's `in N s`: its next attempt)
 _LASTED = re.compile(
-    r"(?i)\b(?:for|in|than|after|over|since)\s+(?:more than\s+|over\s+|at least\s+|about\s+)?"
+    r"(?i)\b(?:for|than|after|over|since)\s+(?:more than\s+|over\s+|at least\s+|about\s+)?"
     r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?"
     r"|h|hrs?|hours?)\b"
 )
-#: a wait line that says it lasted this long (seconds) is a wait; shorter ones are a pause
+#: a line's clock (its log prefix's time of day): how far apart two lines of one wait are
+_CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])")
+#: a wait the console shows lasting this long (seconds) is a stall; shorter ones are a pause
 GENERIC_LASTED = 60.0
-#: ... or one said this many times in a row
-GENERIC_REPEATS = 3
-#: the words of a phase named after its line (a wait's clause up to its first stop)
-_CLAUSE = re.compile(r"[^.;:()\[\]{}|]*")
+#: ... or one said this many times in a row by lines that print no clock
+GENERIC_UNTIMED = 5
+#: where a wait's clause starts and ends: a sentence's end, brackets, a bar, `: ` and ` -- `
+_STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | -- ")
+_DIGITS = re.compile(r"\d+")
+#: a duration in a wait's words (left out of its phase: the same wait, said later, is one)
+_DURATION = re.compile(
+    r"(?i)\b\d+(?:\.\d+)?\s*(?:ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?"
+    r"|hours?)\b"
+)
 #: the scanner's markers of such a line (literal, case by case)
 WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "hang", "Hang",
                 "hung", "blocked", "Blocked", "no progress", "No progress", "not responding",
-                "unresponsive")  # fmt: skip
+                "unresponsive", "etry", "etri", "not yet ", "still ", "Still ",
+                "more than", "longer than", "cannot be scheduled")  # fmt: skip
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
@@ -244,6 +261,22 @@ _BARRIER_DONE = re.compile(
 )
 
 
+def _phase(clause: str) -> str:
+    """A wait's phase, its clause's words: no duration, number or address, no preposition
+    left hanging at its end."""
+    words = [w for w in _DIGITS.sub("", _DURATION.sub(" ", clause)).split()
+             if any(c.isalpha() for c in w)]  # fmt: skip
+    while words and words[-1].lower() in ("for", "after", "since", "over", "in"):
+        words.pop()
+    return " ".join(words)[:80] or "waiting"
+
+
+def _clock_seconds(clock: re.Match[str]) -> float:
+    """The seconds of the day `_CLOCK` matched."""
+    h, m, sec = (int(g) for g in clock.groups())
+    return h * 3600.0 + m * 60.0 + sec
+
+
 def _seconds(lasted: re.Match[str]) -> float:
     """The seconds `_LASTED` matched."""
     unit = lasted.group("unit").lower()
@@ -279,9 +312,10 @@ class Waits:
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
         self._pl_members: dict[int, int] = {}  # rank -> its entries in Lightning's rendezvous
-        #: waits by the console's grammar (`_generic`) in a row: (rank, phase) -> lines, and
-        #: those reported
-        self._said: dict[tuple[int, str], int] = {}
+        #: waits by the console's grammar (`_generic`) in a row: (rank, their words with their
+        #: numbers but no duration) -> (lines, the first line's clock or None, the wait it
+        #: stated); and those reported, (rank, phase)
+        self._said: dict[tuple[int, str], tuple[int, float | None, float]] = {}
         self._generic: set[tuple[int, str]] = set()
 
     @property
@@ -538,24 +572,34 @@ class Waits:
 
     def _generic_wait(self, line: str, rank: int | None) -> list[Found]:
         """A wait no framework's reader knows, by the console's grammar (module docstring):
-        its rank's phase once the line says it lasted `GENERIC_LASTED` or it was said
-        `GENERIC_REPEATS` times in a row; any other line (not blank) ends such waits."""
+        its rank's phase once the console shows it lasting `GENERIC_LASTED` (or said
+        `GENERIC_UNTIMED` times by lines without a clock); any other line that is not blank
+        or indented ends such waits."""
         if not line.strip() or self._warnings or self._framework_waits():
             return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
-            return self._generic_ended()
-        clause = line[verb.start() :]
-        lasted = _LASTED.search(clause)
-        seconds = 0.0 if lasted is None else _seconds(lasted)
-        words = _CLAUSE.match(clause)
-        phase = " ".join(_LASTED.sub("", words.group() if words else clause).split())[:80]
+            return [] if line[:1].isspace() and self._said else self._generic_ended()
+        start = max((m.end() for m in _STOPS.finditer(line, 0, verb.start())), default=0)
+        stop = _STOPS.search(line, verb.end())
+        clause = line[start : stop.start() if stop else len(line)]
+        lasted = None if verb.group("retry") else _LASTED.search(clause)
+        stated = 0.0 if lasted is None else _seconds(lasted)
+        phase = _phase(clause)
+        said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
+        clock = _CLOCK.search(line, 0, verb.start())
+        now = None if clock is None else _clock_seconds(clock)
         key = (rank or 0, phase)
-        seen = self._said[key] = self._said.get(key, 0) + 1
-        if seconds < GENERIC_LASTED and seen < GENERIC_REPEATS:
+        lines, first, first_stated = self._said.get((key[0], said), (0, now, stated))
+        self._said[key[0], said] = (lines + 1, first, first_stated)
+        waited = stated
+        if first is not None and now is not None:
+            waited = max(stated, first_stated + (now - first) % 86400.0)
+        untimed = first is None and now is None and lines + 1 >= GENERIC_UNTIMED
+        if waited < GENERIC_LASTED and not untimed:
             return []
         self._generic.add(key)
-        return self._report({key[0]: phase}, seconds)
+        return self._report({key[0]: phase}, waited)
 
     def _framework_waits(self) -> bool:
         """Whether a framework's reader declared a wait of a rank that nothing ended."""

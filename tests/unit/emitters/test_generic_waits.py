@@ -1,7 +1,8 @@
 """Waits by a console's grammar (`runwatch.emitters.stalls`, `Waits._generic_wait`): a line
-that says something waits, said again and again or saying it lasted a minute, is its
-process's wait when no framework's reader knows it; the next line that is no wait ends it, so
-only a console that ends in it hung there.
+that says something waits (or retries, is not yet ready, is taking more than a while), which
+the console shows lasting a minute -- by the wait it states and the clock of its lines -- is
+its process's wait when no framework's reader knows it; the next line that is no wait ends
+it, so only a console that ends in it hung there. A wait of seconds is no stall.
 
 Lines marked with a URL are as users posted them there. The rest are wordings written for
 these tests, of no framework: what is tested is the grammar, not a framework's words."""
@@ -48,15 +49,93 @@ def stalled(tmp_path: Path, text: str) -> list[str]:
     return [a.summary for a in alerts if a.rule == "ranks_stalled" and a.state == "firing"]
 
 
-def test_a_wait_said_again_and_again_at_the_console_s_end_is_its_hang(tmp_path: Path) -> None:
-    """#14025's console ends in seventeen of its waiting lines: the process waited there, and
-    the rule names the wait in the line's own words."""
+#: https://github.com/PaddlePaddle/PaddleSeg/issues/2766 (Paddle's TCP store: a trainer
+#: retries to reach the server for six minutes)
+PADDLE = (
+    "I1127 19:16:12.605310 3907468 tcp_utils.cc:181] The server starts to listen on IP_ANY:51920\n"
+    "I1127 19:18:22.167176 3907468 tcp_utils.cc:107] Retry to connect to 0.1.68.146:51920 while "
+    "the server is not yet listening.\n"
+    "I1127 19:20:35.287211 3907468 tcp_utils.cc:107] Retry to connect to 0.1.68.146:51920 while "
+    "the server is not yet listening.\n"
+    "I1127 19:22:48.411125 3907468 tcp_utils.cc:107] Retry to connect to 0.1.68.146:51920 while "
+    "the server is not yet listening.\n"
+)
+#: https://github.com/ray-project/kuberay/issues/3151 (Ray Serve's controller: a replica not
+#: scheduled for more than 30 s, said again 30 s later)
+SERVE = (
+    "WARNING 2025-03-04 01:{t} controller 306 -- Deployment 'demoRetrievalVoyagerIndexService"
+    "Handler' in application 'demo_recsys_retrieval_voyager_index_service' has 1 replicas that "
+    "have taken more than 30s to be scheduled. This may be due to waiting for the cluster to "
+    "auto-scale or for a runtime environment to be installed.\n"
+)
+#: https://github.com/jax-ml/jax/issues/19971 (a warning, and the line Python's warnings show
+#: under it)
+JAX = (
+    "/home/alberta/.local/lib/python3.10/site-packages/jax/_src/xla_bridge.py:146: UserWarning: "
+    "TPU backend initialization is taking more than 60.0 seconds. Did you run your code on all "
+    "TPU hosts? See https://jax.readthedocs.io/en/latest/multi_process.html for more "
+    "information.\n"
+    "  warnings.warn(\n"
+)
+#: https://github.com/huggingface/transformers/issues/10282 (NCCL's connect retried, no clock)
+NCCL = "stdout: multi-gpu-ci-runner:18062:18089 [1] NCCL INFO Call to connect returned Connection refused, retrying\n"  # noqa: E501
+
+
+def test_a_wait_said_again_and_again_for_minutes_at_the_console_s_end_is_its_hang(
+    tmp_path: Path,
+) -> None:
+    """#14025's console ends in seventeen of its waiting lines, 160 s by their clock: the
+    process waited there, and the rule names the wait in the line's own words. Its first six,
+    50 s, are no stall yet."""
     (summary,) = stalled(tmp_path, mq(17))
     assert "Waiting for output from MQLLMEngine" in summary
-    assert statuses(mq(3))[0] == {
-        "rank": 0, "world_size": 1, "phase": "Waiting for output from MQLLMEngine", "waited": 0.0
+    assert statuses(mq(6)) == []
+    assert statuses(mq(7))[0] == {
+        "rank": 0, "world_size": 1, "phase": "Waiting for output from MQLLMEngine", "waited": 60.0
     }  # fmt: skip
-    assert statuses(mq(2)) == []  # said twice: not yet a wait
+
+
+def test_retries_for_minutes_are_a_wait_and_for_seconds_are_none(tmp_path: Path) -> None:
+    """Paddle's trainer retrying for four and a half minutes hung; a retry said twice within
+    seconds, or a server starting, is a pause."""
+    status = statuses(PADDLE)[-1]
+    assert status["phase"] == "Retry to connect to while the server is not yet listening"
+    assert status["waited"] == 266.0
+    assert stalled(tmp_path, PADDLE)
+    quick = PADDLE.replace("19:20:35", "19:18:25").replace("19:22:48", "19:18:28")
+    assert statuses(quick) == []
+
+
+def test_what_a_wait_states_adds_to_the_time_its_lines_span() -> None:
+    """Ray Serve's warning says more than 30 s; said again 30 s later, the console shows a
+    minute. One line alone is 30 s: a pause."""
+    assert statuses(SERVE.format(t="04:33,560")) == []
+    (status,) = statuses(SERVE.format(t="04:33,560") + SERVE.format(t="05:03,580"))
+    assert status["waited"] == 60.0
+    assert status["phase"].startswith("Deployment 'demoRetrievalVoyagerIndexServiceHandler'")
+
+
+def test_a_wait_line_that_says_it_lasted_a_minute_is_a_wait(tmp_path: Path) -> None:
+    """One line that states a minute or more of waiting is enough, in any unit; less is a
+    pause. The code Python's warnings print under a warning does not end it."""
+    (found,) = statuses(JAX)
+    assert (found["phase"], found["waited"]) == (
+        "TPU backend initialization is taking more than",
+        60.0,
+    )
+    assert stalled(tmp_path, JAX)
+    line = "[rank3]: trainer still waiting for the rollout workers for {n}\n"
+    (found,) = statuses(line.format(n="120 seconds"))
+    assert (found["rank"], found["waited"]) == (3, 120.0)
+    assert statuses(line.format(n="2 minutes"))[0]["waited"] == 120.0
+    assert statuses(line.format(n="90000 ms"))[0]["waited"] == 90.0
+    assert statuses(line.format(n="30 seconds")) == []
+
+
+def test_a_wait_its_lines_give_no_clock_for_is_one_said_five_times() -> None:
+    assert statuses(NCCL * 4) == []
+    (status,) = statuses(NCCL * 5)
+    assert status["rank"] == 0
 
 
 def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
@@ -68,32 +147,19 @@ def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
     assert statuses(STATS.format(s=0) * 5) == []
 
 
-def test_a_wait_line_that_says_it_lasted_a_minute_is_a_wait(tmp_path: Path) -> None:
-    """One line that states a minute or more of waiting is enough, in any unit; less is a
-    pause. The phase leaves the duration out (the same wait, said later, is the same phase)."""
-    line = "[rank3]: trainer still waiting for the rollout workers for {n}\n"
-    (found,) = statuses(line.format(n="120 seconds"))
-    assert (found["rank"], found["phase"], found["waited"]) == (
-        3, "waiting for the rollout workers", 120.0)  # fmt: skip
-    assert statuses(line.format(n="2 minutes"))[0]["waited"] == 120.0
-    assert statuses(line.format(n="90000 ms"))[0]["waited"] == 90.0
-    assert statuses(line.format(n="30 seconds")) == []
-    assert stalled(tmp_path, "2025-01-02 03:04:05 " + line.format(n="120 seconds"))
-
-
-def test_timeouts_backoffs_idle_servers_and_code_are_no_waits() -> None:
-    """A timeout or a failure is the collectives' and the catalogue's to read; a backoff, a
-    server idle for its next request, a traceback's frame in `wait` are no stall."""
+def test_timeouts_idle_servers_and_code_are_no_waits() -> None:
+    """A timeout or a failure is the collectives' and the catalogue's to read; a server idle
+    for its next request, a traceback's frame in `wait` are no stall."""
     lines = [
         "worker 2 timed out after waiting for 600 seconds",
-        "waiting 120 seconds before retrying the download",
         "Server idle, waiting for new requests (300 seconds so far)",
         '  File "/usr/lib/python3.10/threading.py", line 324, in wait',
         "    self.not_empty.wait(remaining)",
         "ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress",
+        "Failed to connect; the worker may not be ready (still scheduling) after 600 seconds",
     ]
     for line in lines:
-        assert statuses(f"{line}\n" * 4) == [], line
+        assert statuses(f"{line}\n" * 6) == [], line
 
 
 def test_watch_s_scanner_reads_the_waits_and_the_line_that_ends_them() -> None:
@@ -101,9 +167,21 @@ def test_watch_s_scanner_reads_the_waits_and_the_line_that_ends_them() -> None:
     line after it, whatever it holds: a plain line ends the wait, as diagnose reads it."""
     parser = LineParser()
     scanner = LineScanner(parser)
-    waiting = scanner.feed(mq(3).encode())
+    waiting = scanner.feed(mq(7).encode())
     assert [f["phase"] for k, f in waiting if k == "rank.status"] == [
         "Waiting for output from MQLLMEngine"]  # fmt: skip
     went_on = scanner.feed(b"saving checkpoint to /ckpt\n")
     assert [f["phase"] for k, f in went_on if k == "rank.status"] == ["exited"]
     assert not parser.following
+
+
+def test_a_number_that_changes_between_wait_lines_is_a_new_wait() -> None:
+    """PRIME-RL's orchestrator waits for each step's checkpoint (tests/fixtures/consoles/
+    field/rendered_prime_rl_paused.log): checkpoint 12, then 13 minutes later, is progress;
+    the same address retried (Paddle's) is one wait."""
+    paused = "09:{t} INFO Orchestrator paused: waiting for trainer to broadcast checkpoint {n}.\n"
+    text = "".join(
+        paused.format(t=t, n=n) for t, n in (("12:00", 12), ("14:41", 13), ("17:20", 14))
+    )
+    assert statuses(text) == []
+    assert statuses(text.replace(" 13.", " 12.").replace(" 14.", " 12."))
