@@ -12,9 +12,10 @@ default applied in silence.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runwatch.stream.config import RulesConfig, dotted
 from runwatch.stream.exceptions import ConfigError
@@ -25,8 +26,7 @@ from runwatch.stream.suggest import did_you_mean
 TABLES = ("rules", "slack")
 
 
-@dataclass(frozen=True)
-class ConfigFile:
+class ConfigFile(msgspec.Struct, frozen=True):
     path: Path
     data: dict[str, Any]
     rules: RulesConfig
@@ -71,14 +71,16 @@ def rules(path: str | Path | None) -> RulesConfig:
 
 # -- where a key is written ------------------------------------------------------------------
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"
-                  r"\"[^\"]*\"|'[^']*'))*)\s*=")  # fmt: skip
-_PART = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+))\s*(?:\.|$)")
+# (patterns, compiled by `re` at their first use -- a file with a mistake -- and kept in its
+# cache: not at every start)
+_HEADER = r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$"
+_KEY = (r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"
+        r"\"[^\"]*\"|'[^']*'))*)\s*=")  # fmt: skip
+_PART = r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+))\s*(?:\.|$)"
 
 
 def _parts(dotted_key: str) -> list[str]:
-    return [a or b or c for a, b, c in _PART.findall(dotted_key)]
+    return [a or b or c for a, b, c in re.findall(_PART, dotted_key)]
 
 
 def line_of(text: str, where: tuple[str | int, ...]) -> int | None:
@@ -96,7 +98,7 @@ def _line(text: str, want: list[str | int]) -> int | None:
     table: list[str | int] = []
     arrays: dict[tuple[str | int, ...], int] = {}
     for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
+        header = re.match(_HEADER, line)
         if header:
             table = list(_parts(header.group(2)))
             if header.group(1) == "[[":  # an array of tables: the n-th is index n
@@ -110,7 +112,7 @@ def _line(text: str, want: list[str | int]) -> int | None:
             if table[: len(want)] == want:
                 return number
             continue
-        assigned = _KEY.match(line)
+        assigned = re.match(_KEY, line)
         if assigned and [*table, *_parts(assigned.group(1))][: len(want)] == want:
             return number
     return None

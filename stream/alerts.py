@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+import msgspec
 import orjson
 
 from runwatch.stream.exceptions import InvalidAlert
@@ -34,9 +34,9 @@ SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """One transition of one alert: firing, or resolved."""
+class Alert(msgspec.Struct, frozen=True):
+    """One transition of one alert: firing, or resolved. (A record defined without
+    generated code, as every record on `runwatch replay`'s path: its start.)"""
 
     id: str
     ts: float
@@ -47,10 +47,10 @@ class Alert:
     key: str
     since: float
     summary: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
     subject: str | None = None
     #: the run's `run.started` labels (an addition to the alert format), for routing
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
     #: the rule's circuit-breaker policy when the config sets one (an addition)
     action: Action | None = None
     #: the incident the transition belongs to, and its role there (an addition)

@@ -62,8 +62,9 @@ from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 #: 6: zstd, not zlib; 7: a run's pending trajectories as columns (`state.inference`); 8: a
 #: run's containers (processes, restarts, ranks...) as `Compact` records, their slots' tuple;
 #: 9: a run's parts that it never wrote as the shared blank of their kind, named, not copied;
-#: 10: so its dicts that nothing was written to (`compact.EMPTY`)
-FORMAT = 10
+#: 10: so its dicts that nothing was written to (`compact.EMPTY`); 11: a run's `StateConfig`
+#: and the conditions firing (`Condition`) msgspec structs, pickled as their fields
+FORMAT = 11
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

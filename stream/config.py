@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
+
+import msgspec
 
 from runwatch.stream.exceptions import ConfigError
 from runwatch.stream.incidents import IncidentGraph
@@ -116,9 +117,9 @@ def _checked(model: type[P], raw: dict[str, Any], path: tuple[str | int, ...]) -
         raise invalid(err, path, model_of(model)) from None
 
 
-@dataclass(frozen=True)
-class RulesConfig:
-    """Every rule that runs, each with its global parameters."""
+class RulesConfig(msgspec.Struct, frozen=True, dict=True):
+    """Every rule that runs, each with its global parameters. (A record made without
+    generated code, as `StateConfig`; `dict`: room for its cached `incidents`.)"""
 
     rules: tuple[Rule[Any], ...]
 

@@ -23,8 +23,9 @@ It closes when its last alert resolves.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import msgspec
 
 from runwatch.stream.state.incidents import Incident, Member, RunIncidents
 
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
 Owner = TypeVar("Owner")
 
 
-@dataclass(frozen=True, slots=True)
-class IncidentRef:
+class IncidentRef(msgspec.Struct, frozen=True):
     """What an alert transition says about its incident (the alert format's `incident`)."""
 
     id: str

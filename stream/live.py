@@ -29,7 +29,6 @@ lost, not repeated" is checkable by id; per key the n-th transition is firing wh
 
 from __future__ import annotations
 
-import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable
 from itertools import repeat
@@ -567,7 +566,7 @@ class LiveDriver:
             # a rebuild's checkpoint: what the re-read made and has not handed out yet, so
             # that a takeover of a half-rebuilt partition still publishes it (plain data)
             "held": [alert.to_json() for alert in self._held],
-            "held_dead": [dataclasses.astuple(d) for d in self._held_dead],
+            "held_dead": [msgspec.structs.astuple(d) for d in self._held_dead],
             "fleet": self.fleet.state if self.fleet is not None else None,
         }
 
@@ -607,8 +606,8 @@ def _restore(
         return engine.restate(last.run, key, number)
     at = engine.time_of(last.rule)
     if made and not made[-1].firing:
-        return dataclasses.replace(made[-1], id=ident, ts=at)
+        return msgspec.structs.replace(made[-1], id=ident, ts=at)
     # The engine does not hold it now: resolve the published firing.
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         last, id=ident, ts=at, state="resolved", summary=f"resolved: {last.summary}"
     )

@@ -9,18 +9,16 @@ HTTP 400 (the line number).
 
 from __future__ import annotations
 
-import base64
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import orjson
 
 #: The line of a dead letter that stands for its whole record (`Refused.place`).
 WHOLE = 1 << 62
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """What was refused (`raw`), where it came from, and why.
 
     The field order is a checkpoint's: a worker's checkpoint keeps the dead letters a
@@ -66,6 +64,8 @@ class Refused:
         try:
             out["raw"] = self.raw.decode("utf-8")
         except UnicodeDecodeError:
+            import base64  # (a record not UTF-8 is rare: not loaded by every start)
+
             out["raw"] = base64.b64encode(self.raw).decode("ascii")
             out["raw_encoding"] = "base64"
         out.update(topic=self.source, partition=self.partition, offset=self.position)

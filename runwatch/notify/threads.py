@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec.structs import replace as replace_alert
+
 from runwatch.emitters.events import FLEET_RUN
 from runwatch.stream.alerts import Alert
 from runwatch.stream.incidents import IncidentRef
@@ -127,7 +129,7 @@ def brief(a: Alert) -> Alert:
     root message counts them)."""
     runs = a.details.get("runs") if a.incident is not None and a.run == FLEET_RUN else None
     details = {"runs": runs} if isinstance(runs, list) else {}
-    return dataclasses.replace(a, details=details, labels={}, action=None)
+    return replace_alert(a, details=details, labels={}, action=None)
 
 
 def firing_of(a: Alert, th: Thread) -> Alert | None:
@@ -154,7 +156,7 @@ def _shown(members: Mapping[str, Alert], a: Alert) -> dict[str, Alert]:
     if a.firing:
         out[a.key] = brief(a)
     elif a.key in out:  # keeps the firing's summary, marked resolved
-        out[a.key] = dataclasses.replace(out[a.key], state="resolved")
+        out[a.key] = replace_alert(out[a.key], state="resolved")
     return out
 
 
@@ -229,7 +231,7 @@ def in_fleet(th: Thread, a: Alert, now: float) -> Thread:
     members = _shown(th.members, a)
     if a.run == FLEET_RUN:
         runs = a.details.get("runs")
-        root = brief(a) if a.firing else dataclasses.replace(
+        root = brief(a) if a.firing else replace_alert(
             th.alert, state="resolved", details={"runs": runs} if isinstance(runs, list)
             else th.alert.details)  # fmt: skip
         return dataclasses.replace(

@@ -42,16 +42,16 @@ member incidents has closed.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
+
+import msgspec
 
 from runwatch.stream.fleet.causes import subject
 from runwatch.stream.rules.shared_cause import SharedCauseParams
 from runwatch.stream.state.fleet import FleetIncident, FleetState, Thing
 
 
-@dataclass(frozen=True, slots=True)
-class Summary:
+class Summary(msgspec.Struct, frozen=True):
     """One run incident naming one cause, as it opened (`open`) or closed, at event time;
     `points`: its failure points at the cause, not only happened there (module docstring)."""
 
@@ -71,8 +71,7 @@ class Population(Protocol):
     def active(self, since: float) -> set[str]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Figures:
+class Figures(msgspec.Struct, frozen=True):
     """Why a fleet incident opened: the counts behind its tests (`pointed`: the affected
     runs whose failures point at the thing, which alone count where there are no others)."""
 
@@ -98,8 +97,7 @@ class Figures:
         return self.share >= p.min_share and self.share >= p.ratio * self.others_share
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """What a summary did to a fleet incident."""
 
     what: Literal["opened", "joined", "resolved"]

@@ -28,12 +28,12 @@ takeover re-makes only what was never committed.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
+from msgspec.structs import replace
 
 from runwatch.emitters.events import FLEET_RUN
 from runwatch.stream.alerts import Alert
@@ -140,8 +140,8 @@ class Membership:
             fleet = self._fleet(alert)
             if not ref.open:
                 self.joined.pop(ref.id, None)
-            out.append(alert if fleet is None else dataclasses.replace(
-                alert, incident=dataclasses.replace(ref, fleet=fleet)))  # fmt: skip
+            out.append(alert if fleet is None else replace(
+                alert, incident=replace(ref, fleet=fleet)))  # fmt: skip
         return out
 
     def _fleet(self, alert: Alert) -> str | None:

@@ -7,8 +7,9 @@ the fleet incident's id (`incident.fleet`), joiners from their first transition 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from runwatch.emitters.bounds import FLEET_RUN
 from runwatch.stream.alerts import Alert, alert_key, transition_id
@@ -202,10 +203,10 @@ class FleetStage:
             return None
         state.transitions[key] = count + 1
         ref = last.incident
-        return dataclasses.replace(
+        return replace(
             last, id=transition_id(key, count + 1), ts=now, state="resolved",
             summary=f"resolved: {last.summary}",
-            incident=dataclasses.replace(ref, open=False) if ref is not None else None,
+            incident=replace(ref, open=False) if ref is not None else None,
         )  # fmt: skip
 
     def load(self, state: FleetState) -> None:
@@ -218,4 +219,4 @@ class FleetStage:
 
 
 def _member(alert: Alert, ref: IncidentRef, fleet: str) -> Alert:
-    return dataclasses.replace(alert, incident=dataclasses.replace(ref, fleet=fleet))
+    return replace(alert, incident=replace(ref, fleet=fleet))

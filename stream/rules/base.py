@@ -9,7 +9,6 @@ only on a transition, so the per-event check stays cheap.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
@@ -90,14 +89,16 @@ def time_params(model: type[Params]) -> tuple[str, ...]:
 P = TypeVar("P", bound=Params)
 
 
-@dataclass(slots=True)
-class Condition:
+class Condition(msgspec.Struct, gc=False):
     """One alert-worthy condition that holds now.
 
     `key` tells apart conditions of one rule in one run (a process, a progress bar); empty
     for run-wide rules. `fire_at` is when it becomes an alert if it keeps holding.
-    Not frozen: rules build these on the per-event path, and a frozen dataclass costs
-    three times as much to construct (bench/replay.py). Treat instances as immutable.
+    Not frozen: rules build these on the per-event path, where a frozen record costs more
+    to construct (bench/replay.py). Treat instances as immutable. (This module's records
+    are msgspec structs, not dataclasses: defined without generating and compiling code at
+    import, a cost of every `runwatch replay`'s start (bench/RESULTS.md, "replay"); it holds
+    no container, so the cyclic collector need not track it.)
     """
 
     key: str
@@ -106,8 +107,7 @@ class Condition:
     subject: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     holding: tuple[Condition, ...] = ()
     #: when the verdict may change with no new event (a timeout that would expire)
     recheck_at: float | None = None
@@ -148,10 +148,9 @@ class Deadlines:
         return Verdict(tuple(self.held), self.recheck) if self.held or self.recheck else QUIET
 
 
-@dataclass(frozen=True, slots=True)
-class Description:
+class Description(msgspec.Struct, frozen=True):
     summary: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Rule(Generic[P]):

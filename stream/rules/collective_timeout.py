@@ -19,7 +19,8 @@ when a step ends after the timeout (the job was restarted and goes on) or the ru
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from runwatch.stream.rules.base import (
     QUIET,
@@ -65,8 +66,7 @@ def _ranks(records: list[Timeout]) -> str:
     return ", ".join(parts + named) or "a rank"
 
 
-@dataclass(frozen=True)
-class Analysis:
+class Analysis(msgspec.Struct, frozen=True):
     """Where the ranks of one process group timed out."""
 
     pattern: str  # uniform | divergent

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from msgspec import field
+from msgspec.structs import replace
 
 from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (

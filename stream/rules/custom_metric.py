@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Literal
+
+from msgspec.structs import replace
 
 from runwatch.stream.alerts import Severity
 from runwatch.stream.rules.base import (

@@ -15,11 +15,11 @@ are passed over), and resolves at the first step below.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from operator import attrgetter
 from typing import Annotated
 
 from msgspec import Meta
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

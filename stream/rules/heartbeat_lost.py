@@ -6,7 +6,7 @@ arrive" and nobody noticed.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

@@ -6,11 +6,11 @@ The incident: before the job stalled for good, the idle gap per step had grown 2
 
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import pairwise
 from typing import Annotated
 
 from msgspec import Meta
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

@@ -7,9 +7,9 @@ sandbox for 99 minutes. The evidence says where the pending work is stuck.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from dataclasses import replace
 
 from msgspec import field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

@@ -6,7 +6,8 @@ of its early-training level (entropy_collapse, response_length_drift), or held a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from runwatch.stream.rules.streaks import trailing_streak
 from runwatch.stream.state.run import RunState, StateConfig

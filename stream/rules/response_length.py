@@ -20,10 +20,10 @@ too, so it is not a length key here; TRL's GRPOTrainer logs `completions/mean_le
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated
 
 from msgspec import Meta, field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import Condition, Description, Params, PositiveInt, Rule, Verdict
 from runwatch.stream.rules.levels import held_at_least, keeping_early, sunk, values_of

@@ -13,10 +13,10 @@ The metric is the first of `metric_keys` the run logs (each framework names it i
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, ClassVar
 
 from msgspec import Meta, field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

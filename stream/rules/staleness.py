@@ -12,10 +12,10 @@ steps in a row, and resolves at the first step below.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated
 
 from msgspec import Meta, field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     Condition,

@@ -15,9 +15,8 @@ against its own median.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from msgspec import field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

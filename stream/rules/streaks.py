@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from runwatch.stream.state.steps import Step
 
 
-@dataclass(frozen=True, slots=True)
-class Streak:
+class Streak(msgspec.Struct, frozen=True):
     steps: tuple[Step, ...]  # oldest first; every one meets the test
 
     @property

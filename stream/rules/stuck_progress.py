@@ -6,9 +6,8 @@ has not moved for 10 minutes is not. The limit is `max(min_stall, factor x media
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from msgspec import field
+from msgspec.structs import replace
 
 from runwatch.stream.rules.base import (
     QUIET,

@@ -6,9 +6,8 @@ failing and reward 0 until step 680.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from msgspec import field
+from msgspec.structs import replace
 
 from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.stream.rules.base import (

@@ -9,8 +9,9 @@ intervals backwards.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from runwatch.stream.state.compact import EMPTY, Compact
 from runwatch.stream.state.failures import NO_COLLECTIVES, NO_FAILURES, Collectives, Failures
@@ -28,9 +29,9 @@ if TYPE_CHECKING:  # (the models are not imported where events are applied)
     from runwatch.emitters import events as ev
 
 
-@dataclass(frozen=True)
-class StateConfig:
-    """What the rules configured for a run need the state to keep."""
+class StateConfig(msgspec.Struct, frozen=True):
+    """What the rules configured for a run need the state to keep. (A record defined
+    without generating code at import, as a dataclass would: `runwatch replay`'s start.)"""
 
     watched_metrics: frozenset[str] = frozenset()
     progress_window: int = 20
@@ -44,7 +45,7 @@ class StateConfig:
     #: silence after which a process counts as lost (heartbeat_lost's `timeout`)
     heartbeat_timeout: float = 60.0
     #: (component, kind) pairs whose last arrival an `absent` rule watches
-    watched_arrivals: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    watched_arrivals: frozenset[tuple[str, str]] = frozenset()
     #: metric keys whose first `early_steps` values are kept for good (a run's own
     #: early-training level, which entropy_collapse compares against)
     early_metrics: frozenset[str] = frozenset()

@@ -5,7 +5,6 @@ run ended is never folded (contract §8: a crash reaches Slack as both messages)
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import decoded
+from msgspec.structs import replace
 
 from harness.slack_server import FakeSlack
 from runwatch.dev import envelope
@@ -126,7 +126,7 @@ def test_a_failure_the_run_outlived_to_end_ok_is_one_message(rig: Rig, slack: Fa
 
 def test_a_resolve_later_than_fold_within_is_a_reply(rig: Rig, slack: FakeSlack) -> None:
     fired, resolved = quick_fire_and_resolve()
-    late = dataclasses.replace(resolved, ts=fired.ts + 31)
+    late = replace(resolved, ts=fired.ts + 31)
     rig.notifier.notify(fired)
     rig.notifier.notify(late)
     (root,) = slack.roots()
@@ -143,15 +143,14 @@ def test_a_symptoms_quick_resolve_edits_its_reply(rig: Rig, slack: FakeSlack) ->
     )
     assert first.incident is not None
     # the second failure, a symptom in the first's incident
-    second = dataclasses.replace(second, incident=dataclasses.replace(first.incident,
-                                                                      role="symptom"))  # fmt: skip
+    second = replace(second, incident=replace(first.incident, role="symptom"))
     alerts = [first, second]
     n = rig.notifier
     for a in alerts:
         assert n.notify(a) == "sent"
     (root,) = slack.roots()
     (symptom,) = slack.replies(root)
-    gone = dataclasses.replace(second, id=second.id + "-r", ts=second.ts + 0.2, state="resolved",
+    gone = replace(second, id=second.id + "-r", ts=second.ts + 0.2, state="resolved",
                                summary="rollout recovered")  # fmt: skip
     assert n.notify(gone) == "sent"
     assert slack.replies(root) == [symptom]  # no new message

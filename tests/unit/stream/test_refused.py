@@ -3,8 +3,9 @@ worker's checkpoint made before the type existed still loads its dead letters.""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+
+from msgspec.structs import astuple
 
 from runwatch.stream.refused import Refused
 
@@ -22,8 +23,8 @@ def test_a_checkpoint_s_dead_letters_keep_their_fields() -> None:
     letter = Refused(*old)
     assert (letter.source, letter.partition, letter.position) == ("runwatch.events", 3, 7)
     assert (letter.kind, letter.line) == ("failed_in_rules", None)
-    assert dataclasses.astuple(letter) == (*old, None)  # a field added goes last
-    assert Refused(*dataclasses.astuple(letter)) == letter
+    assert astuple(letter) == (*old, None)  # a field added goes last
+    assert Refused(*astuple(letter)) == letter
 
 
 def test_a_line_of_a_batch_record_is_placed_after_the_lines_before_it() -> None:
