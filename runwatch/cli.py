@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -182,11 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if command in STUBS and not {"-h", "--help"} & set(args_in[1:]):
         logs.setup(command)  # its flags are unknown here: say what it needs, whatever they are
-        logging.getLogger(logs.LOGGER).error("%s", STUBS[command])
+        logs.error(str(STUBS[command]))
         return STUBS[command].status
     args = _undashed(parser.parse_args(_dashed(parser, command, args_in)))
     name = " ".join(filter(None, (command, getattr(args, "kafka_command", None))))
-    logs.setup(name)
+    # (a command that loads no library that logs sets up at its first message: `logs`)
+    logs.setup(name, lazily=getattr(args, "lazy_logging", False))
     try:
         try:
             status = int(args.func(args) or 0)
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             raise problem from None
     except RunwatchError as err:  # ours, worded for the terminal: one line, no traceback
-        logging.getLogger(logs.LOGGER).error("%s", err)
+        logs.error(str(err))
         return err.status
     except BrokenPipeError:  # `runwatch ... | head`: the reader has what it wanted
         # Python would complain again flushing stdout at exit; point it at /dev/null

@@ -52,8 +52,9 @@ def register(sub: Any) -> None:
         help="events up to this many seconds out of order are applied in order "
         f"(default {DEFAULT_WINDOW:g})",
     )
-    # its work is done when `run` returns: the program ends without freeing it (`cli`)
-    p.set_defaults(func=run, exit_at_once=True)
+    # its work is done when `run` returns: the program ends without freeing it (`cli`); it
+    # loads no library that logs, so `logging` waits for its first message (`logs.setup`)
+    p.set_defaults(func=run, exit_at_once=True, lazy_logging=True)
 
 
 def run(args: argparse.Namespace) -> int:

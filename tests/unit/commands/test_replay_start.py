@@ -64,9 +64,7 @@ def test_replay_numbers_transitions_without_openssl_and_starts_without_statistic
 def test_a_replay_of_the_seven_starts_without_the_fleet_stage(tmp_path: Path) -> None:
     """With `shared_cause` off (the contract's seven alone) no fleet incident is judged: its
     stage is not imported."""
-    seven = tmp_path / "seven.toml"
-    seven.write_text("".join(f"[rules.{r.id}]\nenabled = false\n" for r in BUILTIN_RULES
-                             if r.id not in CONTRACT_RULES))  # fmt: skip
+    seven = _seven(tmp_path)
     code = (
         "import sys\n"
         "from runwatch.cli import main\n"
@@ -74,3 +72,46 @@ def test_a_replay_of_the_seven_starts_without_the_fleet_stage(tmp_path: Path) ->
         "print(status, 'runwatch.stream.fleet.stage' in sys.modules)\n"
     )
     assert printed_by_fresh_interpreter(code).splitlines()[-1] == "0 False"
+
+
+def _seven(directory: Path) -> Path:
+    seven = directory / "seven.toml"
+    seven.write_text("".join(f"[rules.{r.id}]\nenabled = false\n" for r in BUILTIN_RULES
+                             if r.id not in CONTRACT_RULES))  # fmt: skip
+    return seven
+
+
+def test_a_replay_generates_no_code_and_loads_no_logging(tmp_path: Path) -> None:
+    """Replay's records are msgspec structs, not dataclasses (a dataclass compiles the
+    source of its methods when its module loads: bench/RESULTS.md, "replay", round 9),
+    and with nothing to say it never loads `logging` (`logs.setup(lazily=True)`): with every
+    rule (the fleet stage too) and with the seven, on a trace that makes transitions."""
+    trace, seven = _trace(tmp_path), _seven(tmp_path)
+    code = (
+        "import dataclasses, sys\n"
+        "from runwatch.cli import main\n"
+        f"main(['replay', {str(trace)!r}])\n"
+        f"main(['replay', {str(trace)!r}, '--config', {str(seven)!r}])\n"
+        "made = [f'{name}.{k}' for name, module in list(sys.modules.items())\n"
+        "        if name.startswith('runwatch') for k, c in vars(module).items()\n"
+        "        if isinstance(c, type) and c.__module__ == name and dataclasses.is_dataclass(c)]\n"
+        "print(sorted(made), 'logging' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.count("\n") >= 2  # (transitions made and written, by both)
+    assert done.stderr.strip() == "[] False"
+
+
+def test_a_replay_that_skips_a_line_says_so_once_logging_loads(tmp_path: Path) -> None:
+    """The lazy setup still words the summary as every command does (`runwatch replay: `),
+    the first time the command has something to say."""
+    trace = _trace(tmp_path)
+    trace.write_text(trace.read_text() + "not json\n")
+    program = subprocess.run([sys.executable, "-c", PROGRAM, "replay", str(trace)],
+                             capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    said = program.stderr.splitlines()
+    assert said[0].startswith(f"{trace}:")
+    assert "invalid event" in said[0]
+    assert said[-1].startswith("runwatch replay: ")
+    assert "1 invalid lines skipped" in said[-1]
