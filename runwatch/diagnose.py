@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.console import LineParser
+from runwatch.emitters.hangs import ended_in_hang
 from runwatch.emitters.logparse import segments
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -79,8 +80,6 @@ UNKNOWN_ERROR = (
     "reads like an error, but it is no traceback and no line of the catalogue "
     "(docs/catalogue.md): if it was a failure, report it with the console"
 )
-#: events that say a file's processes failed: a wait it ends in was no hang (`hang_window`)
-FAILED = frozenset({"component.failed", "collective.timeout"})
 
 
 @dataclass
@@ -250,7 +249,7 @@ class FileRead:
     #: no event (the first `NOTES` of them)
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     #: the file ended inside a wait its framework declared (`stalls.Waits.hung_since`): when
-    #: its ranks last changed phase; None too when the file shows a failure (`FAILED`)
+    #: its ranks last changed phase; None too when the file shows a failure (`hangs.FAILED`)
     hung_since: float | None = None
     #: ... or inside an engine's own (`stalls.Waits.engine_hung_since`): when it began
     engine_hung_since: float | None = None
@@ -367,11 +366,9 @@ def read(
         if len(notes) < NOTES:
             notes.append((f"{path.name}:{number}", why, ""))
     after = len(trailing) if now is not None else 0
-    waits = parser.waits
-    hung, engine_hung = waits.hung_since, waits.engine_hung_since
-    if any(e.kind in FAILED for e in out):  # it failed: its processes died, they did not hang
-        hung = engine_hung = None
-    return FileRead(out, latest, untimed, placed_at, after, now, notes, hung, engine_hung)
+    hung = ended_in_hang(parser.waits, (e.kind for e in out))  # (none if it shows a failure)
+    return FileRead(out, latest, untimed, placed_at, after, now, notes, hung.ranks_since,
+                    hung.engine_since)  # fmt: skip
 
 
 def step_events(events: list[Timed], bars: Sequence[str] = STEP_BARS) -> list[Timed]:
