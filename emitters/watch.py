@@ -4,7 +4,9 @@ Runs the command with its standard output and error on pipes, copies every byte 
 ours unchanged, and emits the events `runwatch.emitters.logparse` reads from the lines: tqdm bars,
 verl step lines, vLLM and SGLang engine stats. Heartbeats while the command lives,
 `run.started` before it and `run.finished` with its exit status after (`--no-run-events`
-when several processes of one run are watched). The exit status is the command's (128+N
+when several processes of one run are watched) -- unless it exited 0 and its output, older
+than it (`cat` of a saved console), ended in its hang: the run is left open for the
+service's rules to decide (`Watcher.left_open`). The exit status is the command's (128+N
 for a command killed by signal N). SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1/2 are passed
 on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are not sent twice.
 """
@@ -23,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -30,8 +33,10 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.env import last_word
+from runwatch.emitters.hangs import ended_in_hang
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stacks import Taken, py_spy
+from runwatch.emitters.stalls import Waits
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -59,6 +64,8 @@ LAST_WORD_S = 300.0
 FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
                              signal.SIGFPE, signal.SIGILL})  # fmt: skip
 _CHUNK = 1 << 16
+#: the waits whose shown duration `ReadWaits` keeps (the latest: the open one is among them)
+SHOWN_MAX = 1024
 
 
 def run_id_for(command: list[str]) -> str:
@@ -117,8 +124,73 @@ class ProgressGate:
         return out
 
 
+@dataclass(frozen=True)
+class LeftOpen:
+    """A run `watch` left open, not finished: the output of its command, which exited 0,
+    ended inside a wait it declared that nothing ended, with no failure read -- the job it
+    shows was still waiting when its output ended (`Watcher.left_open`). The service's
+    ranks_stalled (inference_stalled) decides it, on its clock, from `ranks_since`
+    (`engine_since`)."""
+
+    #: rank -> the phase it waits in, for the ranks whose wait is open
+    ranks: dict[int, str]
+    ranks_since: float | None
+    #: the engines whose stall is open, and when it began
+    servers: tuple[str, ...]
+    engine_since: float | None
+
+    def describe(self) -> str:
+        """What is left open, in words (the rules' limits are the service's to say)."""
+        out = []
+        if self.ranks_since is not None:
+            by_phase: dict[str, list[int]] = {}
+            for rank, phase in sorted(self.ranks.items()):
+                by_phase.setdefault(phase, []).append(rank)
+            waits = ", ".join(
+                f"{'ranks' if len(rs) > 1 else 'rank'} {','.join(map(str, rs))} "
+                f"{'wait' if len(rs) > 1 else 'waits'} in {phase}"
+                for phase, rs in by_phase.items()
+            )
+            out.append(f"{waits or 'its ranks wait'} since {utc(self.ranks_since)}")
+        if self.engine_since is not None:
+            who = ", ".join(self.servers) or "an engine"
+            out.append(f"{who} holds requests and makes no tokens since {utc(self.engine_since)}")
+        return "; ".join(out)
+
+
+def utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+class ReadWaits(Waits):
+    """`Waits` whose waits are dated as their lines are read (`since`, on the watcher's
+    clock), not as their events go out: a chunk of output is read whole before its events
+    are sent, and a wait that a later line of the chunk ended must not be reopened by its
+    start being dated after that end (`hung_since`). Keeps how long each wait's lines showed
+    it waited, by its start (a wait declared with no duration shows 0)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.shown: dict[float, float] = {}  # a wait's `since` -> the longest its lines said
+
+    def read(self, line: str, rank: int | None = None) -> list[Found]:
+        found = super().read(line, rank)
+        for _, fields in found:
+            waited = fields.get("waited")
+            if waited is not None:
+                self.since(fields, self.clock())
+                since = fields.get("since")
+                if since is not None:
+                    self.shown[since] = max(self.shown.get(since, 0.0), waited)
+                    if len(self.shown) > SHOWN_MAX:  # a job of many waits: the latest count
+                        del self.shown[min(self.shown)]
+        return found
+
+
 class Watcher:
-    """Copies the command's output through and turns what it reads into events."""
+    """Copies the command's output through and turns what it reads into events. The parser's
+    waits are dated as their lines are read (`ReadWaits`)."""
 
     def __init__(
         self,
@@ -130,12 +202,17 @@ class Watcher:
     ) -> None:
         self.emitter = emitter
         self.parser = parser
+        self.waits = parser.waits = ReadWaits(clock)
         self.gate = ProgressGate(progress_every)
         self.last_word = last_word
         self.clock = clock  # when a line is read: a wait it shows began its `waited` before
         self.stop = threading.Event()
         self.emitted = 0
         self.read_failed = 0  # reads that raised (their bytes were copied, not read)
+        self.kinds: set[str] = set()  # the kinds of the events sent (a failure read?)
+        self.phases: dict[int, str] = {}  # rank -> the phase its latest rank.status said
+        #: server -> its latest snapshot (and the source Ray named), while it says stalled
+        self.stalled: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
 
     def _read(self, what: Callable[[], list[Found]]) -> None:
         """Emit what a read finds. Reading never stops the copying: a reader that fails is
@@ -162,15 +239,66 @@ class Watcher:
         try:
             fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
-            if "waited" in fields:  # the wait a line shows, from when it is read
-                fields = self.parser.waits.since(fields, self.clock())
+            if "waited" in fields:  # (`ReadWaits` dated it already, as it was read)
+                fields = self.waits.since(fields, self.clock())
             if src is None:
                 self.emitter.emit(kind, **fields)
             else:  # a line Ray forwarded: the event is that worker's
                 self.emitter.emit_from(src, kind, **fields)
             self.emitted += 1
+            self._saw(kind, fields, src)
         except (ValueError, TypeError):
             pass  # a line we misread must never stop the job's output
+
+    def _saw(self, kind: str, fields: dict[str, Any], src: dict[str, Any] | None) -> None:
+        """Keep what `left_open` says of a sent event."""
+        self.kinds.add(kind)
+        if kind == "rank.status":
+            self.phases[fields["rank"]] = fields["phase"]
+        elif kind == "inference.stats":
+            server = str(fields.get("server") or "inference")
+            if fields.get("stalled_since") is None:
+                self.stalled.pop(server, None)
+            else:
+                self.stalled[server] = (src, dict(fields))
+
+    def left_open(self, started: float) -> LeftOpen | None:
+        """What the run should be left open for, the command having exited 0 (`started`:
+        when it was started, on `clock`): the output ended inside a wait it declared that
+        nothing ended, and no failure was read (`hangs.ended_in_hang`), and the wait is not
+        the command's own -- it began before the command did (the output is older than the
+        command: a saved console, replayed), or it was declared with no duration (two
+        processes claiming one rank, a stack dump of a rank in a collective: nothing says
+        when it began). A job that lived through a wait it printed and then exited 0 ended
+        it, whatever its output says last: None, the run finishes."""
+        hung = ended_in_hang(self.waits, self.kinds)
+        ranks = hung.ranks_since
+        if ranks is not None and ranks >= started and self.waits.shown.get(ranks) != 0.0:
+            ranks = None
+        engine = hung.engine_since
+        if engine is not None and engine >= started:
+            engine = None
+        waiting = {r: p for r, p in self.phases.items() if p != "exited"}
+        if ranks is not None and not waiting:
+            ranks = None  # (every rank the console named has left its wait)
+        if ranks is None and engine is None:
+            return None
+        servers = () if engine is None else tuple(
+            sorted(s for s, (_, f) in self.stalled.items() if f["stalled_since"] >= engine)
+        )  # fmt: skip
+        return LeftOpen(waiting if ranks is not None else {}, ranks, servers, engine)
+
+    def leave_engines(self, left: LeftOpen) -> None:
+        """Send the stalled snapshots of the engines left open again, as the engine's own
+        (component `inference`, instance its server; no heartbeats) where they were the
+        watching process's: its final heartbeat takes the servers it vouches for out of the
+        picture -- a clean exit -- while the console says they still held their requests.
+        (An engine Ray named is its actor's already.)"""
+        for server in left.servers:
+            src, fields = self.stalled[server]
+            if src is None:
+                self._send("inference.stats", {**fields, "src": {"component": "inference",
+                                                                  "instance": server}})  # fmt: skip
 
     def pump(self, sources: dict[int, int]) -> None:
         """Copy each source fd to its target fd until EOF on all (or `stop` after drain)."""
@@ -244,16 +372,22 @@ def watch(
     server: str | None = None,
     progress_every: float = 1.0,
     run_events: bool = True,
+    left_open: Callable[[LeftOpen], None] | None = None,
 ) -> int:
     """Run `command`, copy its output through, emit what it shows; return its exit status
     (128+N when a signal N killed it). With `run_events`, `run.started` before it and
-    `run.finished` with its status after."""
+    `run.finished` with its status after -- unless the command exited 0 and its output
+    ended in its hang (`Watcher.left_open`): then the run is left open for the service's
+    rules to decide, and `left_open` (else the log) is told what was left."""
     if run_events:
         emitter.emit("run.started", labels={"command": shlex.join(command)[:1000]})
     env = dict(os.environ)
     # a Python child writes its stdout in 8 KB blocks to a pipe: its lines would reach us
     # minutes late on a slow run (the user's own setting stands)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    watcher = Watcher(emitter, LineParser(server=server), progress_every,
+                      last_word(LAST_WORD_S))  # fmt: skip
+    started = watcher.clock()
     try:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as err:
@@ -265,8 +399,6 @@ def watch(
     assert proc.stderr is not None
     # runwatch's requests for stacks (a hang) are answered with the command's, from outside
     emitter.stacks_from(_stacks_of(proc.pid))
-    watcher = Watcher(emitter, LineParser(server=server), progress_every,
-                      last_word(LAST_WORD_S))  # fmt: skip
     sources = {
         proc.stdout.fileno(): sys.stdout.fileno(),
         proc.stderr.fileno(): sys.stderr.fileno(),
@@ -301,9 +433,18 @@ def watch(
     status = "ok" if rc == 0 else ("killed" if rc < 0 else "failed")
     if failure := exit_failure(rc):
         emitter.emit("component.failed", error=failure, how="exit", exit_code=rc)
-    if run_events:
+    left = watcher.left_open(started) if run_events and rc == 0 else None
+    if left is not None:  # the rules decide on the service's clock; its final beat is no loss
+        watcher.leave_engines(left)
+        (left_open or _log_left_open)(left)
+    elif run_events:
         emitter.emit("run.finished", status=status, exit_code=rc)
     return 128 - rc if rc < 0 else rc
+
+
+def _log_left_open(left: LeftOpen) -> None:
+    log.warning("runwatch watch: the run is left open: its output ended inside a wait it "
+                "declared that nothing ended (%s)", left.describe())  # fmt: skip
 
 
 def _stacks_of(pid: int) -> Callable[[], Taken]:

@@ -7,6 +7,16 @@ bars, verl step lines, vLLM and SGLang engine stats. Heartbeats while the comman
 when several processes of one run are watched). The exit status is the command's (128+N
 for a command killed by signal N). SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1/2 are passed
 on; SIGINT/SIGQUIT typed at a terminal already reach the command, so they are not sent twice.
+
+A command that exits 0 whose output is older than it (`cat` of a saved console) and ends
+inside a wait its framework declared that nothing ended, with no failure read (Horovod's
+stall inspector, torch's store-based barrier, TensorFlow's CreateSession, vLLM's placement
+group or message queue, ...), leaves its run open, not finished: the job the console shows
+was still waiting when it ended, so the service's ranks_stalled (inference_stalled) decides
+it, on its clock, as `runwatch diagnose` does on the file; watch says on exit which ranks
+wait where and when the rule decides unless more of the run arrives. A job that exits
+non-zero, or is stopped or killed, finishes its run as always, and so does one that exits 0
+after a wait it printed itself (it lived through it).
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from runwatch.commands.kafka_args import add_kafka_security_args, security_from_
 from runwatch.emitters import Emitter, env
 from runwatch.emitters.backlog import backlog
 from runwatch.emitters.exceptions import KafkaSecurityError
-from runwatch.emitters.watch import run_id_for, watch
+from runwatch.emitters.watch import LeftOpen, run_id_for, utc, watch
 from runwatch.exceptions import CommandError
 from runwatch.logs import say
 
@@ -109,4 +119,28 @@ def run(args: argparse.Namespace) -> int:
             server=args.server,
             progress_every=args.progress_every,
             run_events=not args.no_run_events,
+            left_open=lambda left: say(left_open_message(run_id, left)),
         )
+
+
+def left_open_message(run: str, left: LeftOpen) -> str:
+    """What `watch` left open and when the rule decides it, with the rules' default limits
+    (the service's config may set others: its own decide)."""
+    from runwatch.stream.rules.inference_stalled import InferenceStalledParams
+    from runwatch.stream.rules.ranks_stalled import RanksParams
+
+    decides = []
+    if left.ranks_since is not None:
+        timeout = RanksParams().timeout
+        decides.append(f"ranks_stalled fires at {utc(left.ranks_since + timeout)} (its "
+                       f"default timeout, {timeout:g} s)")  # fmt: skip
+    if left.engine_since is not None:
+        stalled_for = InferenceStalledParams().stalled_for
+        decides.append(f"inference_stalled fires at {utc(left.engine_since + stalled_for)} "
+                       f"(its default stalled_for, {stalled_for:g} s)")  # fmt: skip
+    return (
+        f"run {run} left open, not finished: the command exited 0 and its output ended "
+        f"inside a wait it declared that nothing ended, with no failure read "
+        f"({left.describe()}). Unless more of run {run} arrives, {' and '.join(decides)}; "
+        f"a service configured otherwise decides by its own limits"
+    )

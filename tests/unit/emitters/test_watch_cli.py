@@ -15,6 +15,14 @@ from typing import Any
 
 import pytest
 from helpers import read_events, terminate, wait_for
+from hung_consoles import (
+    BARRIER_FILLS,
+    BARRIER_TIMEOUT,
+    BARRIER_WAIT,
+    LIGHTNING_TWICE,
+    OFFLINE_GOES_ON,
+    VLLM_QUEUE,
+)
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.watch import ProgressGate, watch
@@ -483,3 +491,93 @@ def test_a_traceback_then_silence_while_the_command_runs_is_a_failure(tmp_path: 
     # the command killed: no second failure for the same traceback, the exit's own only
     assert rc == 128 + signal.SIGKILL
     assert [e["how"] for e in failed()] == ["exception", "exit"]
+
+
+# --- a saved console that ends in its hang (issue 41, item 5) ------------------------------
+@pytest.mark.parametrize(
+    ("console", "rule"),
+    [(BARRIER_WAIT * 2, "ranks_stalled"), (LIGHTNING_TWICE, "ranks_stalled"),
+     (VLLM_QUEUE, "inference_stalled")],
+    ids=["barrier", "lightning-rank-twice", "vllm-queue"],
+)  # fmt: skip
+def test_a_saved_console_that_ends_in_its_hang_leaves_the_run_open(
+    tmp_path: Path, console: str, rule: str
+) -> None:
+    """`watch -- cat` of a console that ends inside a wait its framework declared, nothing
+    ending it, no failure: cat's clean exit is no end of the job it shows, so no
+    run.finished -- the rules decide as time passes (here an engine, as serve's clock would),
+    and the watcher's clean exit (its final heartbeat) is no heartbeat_lost, nor takes the
+    engine it read out of the picture."""
+    from helpers import feed, make_engine
+
+    saved = tmp_path / "saved.log"
+    saved.write_text(console)
+    spool = tmp_path / "spool"
+    assert watched(spool, ["cat", str(saved)]) == 0
+    events = read_events(spool)
+    assert "run.finished" not in [e["kind"] for e in events]
+    assert (events[-1]["kind"], events[-1]["final"]) == ("heartbeat", True)
+    engine = make_engine()
+    fired = {a.rule for a in feed(engine, events) if a.state == "firing"}
+    assert rule not in fired  # (not yet: the wait is younger than the rule's limit)
+    fired |= {a.rule for a in engine.advance(events[-1]["ts"] + 3600) if a.state == "firing"}
+    assert rule in fired
+    assert "heartbeat_lost" not in fired
+
+
+@pytest.mark.parametrize(
+    "console",
+    [BARRIER_FILLS, BARRIER_WAIT * 2 + BARRIER_TIMEOUT, BARRIER_WAIT * 2 + "step:1 - loss:0.5\n",
+     OFFLINE_GOES_ON],
+    ids=["barrier-fills", "barrier-times-out", "steps-after", "offline-engine-goes-on"],
+)  # fmt: skip
+def test_a_saved_console_whose_wait_ended_or_failed_finishes_the_run(
+    tmp_path: Path, console: str
+) -> None:
+    saved = tmp_path / "saved.log"
+    saved.write_text(console)
+    spool = tmp_path / "spool"
+    assert watched(spool, ["cat", str(saved)]) == 0
+    finished = [e["status"] for e in read_events(spool) if e["kind"] == "run.finished"]
+    assert finished == ["ok"]
+
+
+def test_a_hung_console_still_finishes_its_run_when_the_command_fails(tmp_path: Path) -> None:
+    """A job killed mid-hang, or one whose command fails: its run finishes as it ends."""
+    saved = tmp_path / "saved.log"
+    saved.write_text(BARRIER_WAIT * 2)
+    spool = tmp_path / "spool"
+    assert watched(spool, ["sh", "-c", f'cat "{saved}"; exit 2']) == 2
+    assert watched(spool, ["sh", "-c", f'cat "{saved}"; kill -TERM $$']) == 128 + 15
+    finished = [e["status"] for e in read_events(spool) if e["kind"] == "run.finished"]
+    assert sorted(finished) == ["failed", "killed"]
+
+
+def test_a_job_that_lived_through_the_wait_it_printed_finishes_on_a_clean_exit(
+    tmp_path: Path,
+) -> None:
+    """The same lines from a job that ran through them (a wait that began after the command
+    started, read as it was printed) and then exited 0: the job ended its wait, whatever its
+    output says last -- nothing is left open. Read before the command started (a saved
+    console), they leave rank 0's barrier open."""
+    from runwatch.emitters.console import LineParser
+    from runwatch.emitters.watch import Watcher
+
+    def read_at(now: float) -> Watcher:
+        em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
+        watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: now)
+        src_r, src_w = os.pipe()
+        out_r, out_w = os.pipe()
+        os.write(src_w, (BARRIER_WAIT * 2).encode())
+        os.close(src_w)
+        watcher.pump({src_r: out_w})
+        for fd in (src_r, out_w, out_r):
+            os.close(fd)
+        em.close()
+        return watcher
+
+    started = 1000.0
+    assert read_at(started + 60).left_open(started) is None  # waited 20 s of its 60
+    left = read_at(started + 5).left_open(started)  # 20 s before it started: older
+    assert left is not None
+    assert (left.ranks, left.ranks_since) == ({0: "store_based_barrier"}, started + 5 - 20)
