@@ -19,8 +19,11 @@ not the rules' defaults.
 
 `--cat` plays every excerpt as issue 41 states its check instead: `runwatch watch -- cat FILE`
 (the excerpt without its header), which exits 0 and never hangs -- what a user trying
-runwatch on a saved log does -- into a service with the rules' defaults (nothing waits for
-time to pass, so the short thresholds would only hide what the defaults decide).
+runwatch on a saved log does -- into a service with the rules' defaults. An excerpt that
+ends inside a wait its framework declared leaves its run open (docs/watch.md): the service's
+ranks_stalled or inference_stalled decides it on its clock, within the rule's default limit
+of the wait's start, so such a run is waited for -- until one of them fires, or for that
+limit and a margin after its watch exited (`left_open_wait`), about five minutes at most.
 
 Prints, per corpus, how many excerpts the two commands agree on (the same set of firing rules
 read from the text: a failure that is the command's exit status alone is left out, as a file
@@ -47,6 +50,7 @@ if __package__ in (None, ""):  # run as a file: the repository's root is the imp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runwatch.dev.launch import ServeProcess
+from runwatch.stream.config import RulesConfig
 from runwatch.stream.timekeeping.reading import LATE_S
 from scripts.corpus_report import CONSOLES, excerpt_lines, read_part, run_one
 
@@ -66,6 +70,10 @@ THRESHOLD_S = LATE_S + 1
 HOLD_S = 4 * THRESHOLD_S + 10
 #: excerpts played at once (each a `runwatch watch` and its command)
 AT_ONCE = 24
+#: rules that decide a run `runwatch watch -- cat` left open, on the service's clock
+DECIDE_LEFT_OPEN = {"ranks_stalled": "timeout", "inference_stalled": "stalled_for"}
+#: beyond the longest of their limits: the service's tick and a loaded machine
+LEFT_OPEN_MARGIN_S = 30.0
 
 
 def config(threshold: float = THRESHOLD_S) -> str:
@@ -111,6 +119,14 @@ def watch_env(last_word: float = THRESHOLD_S) -> dict[str, str]:
     return {**env, "RUNWATCH_LAST_WORD": f"{last_word:g}"}
 
 
+def left_open_wait() -> float:
+    """How long after its watch exited a run left open is waited for: the longest default
+    limit of the rules that decide it, and a margin."""
+    rules = RulesConfig.default().by_id()
+    limits = (float(getattr(rules[rule].params, param)) for rule, param in DECIDE_LEFT_OPEN.items())
+    return max(limits) + LEFT_OPEN_MARGIN_S
+
+
 def fired(transitions: list[dict[str, Any]]) -> list[str]:
     """The rules a run's transitions fired on its text: not an incident's evidence (the
     stacks `runwatch watch` took of a hung command), nor a failure that is the command's exit
@@ -134,6 +150,7 @@ class Played:
     started: float
     seen: float | None = None  # when its run's first event was in the service
     stopped: bool = False
+    exited: float | None = None  # when its watch exited
 
 
 @dataclass
@@ -189,6 +206,7 @@ def _play_all(
     `cat`: a folder where each excerpt, its header left out, is written and played by `cat`."""
     todo = sorted(out.labels)
     playing: dict[str, Played] = {}
+    exited: dict[str, float] = {}  # excerpt -> when its watch exited
     env = watch_env()
     while todo or playing:
         while todo and len(playing) < at_once:
@@ -215,6 +233,7 @@ def _play_all(
                 want = 0 if cat is not None else status(out.labels[name])
                 if not p.hang and p.proc.returncode != want:
                     out.notes[name] = f"watch exited {p.proc.returncode}"
+                exited[name] = now
                 del playing[name]
             elif p.hang and not p.stopped and p.seen is not None and now - p.seen >= HOLD_S:
                 out.while_hung[name] = fired(serve.get(f"/v1/runs/{name}")["transitions"])
@@ -225,6 +244,30 @@ def _play_all(
                 p.proc.send_signal(signal.SIGTERM)
                 p.stopped = True
     time.sleep(2 * THRESHOLD_S)  # the service's last ticks on the runs that ended last
+    if cat is not None:
+        _await_left_open(serve, out, exited)
+
+
+def _await_left_open(serve: ServeProcess, out: Agreement, exited: dict[str, float]) -> None:
+    """Wait for the runs `runwatch watch -- cat` left open (their watch exited, the run is not
+    finished) until a rule that decides them fires, or `left_open_wait` after their watch
+    exited."""
+    bound = left_open_wait()
+    runs = {r["run"]: r for r in serve.get("/v1/runs")["runs"]}
+    left = {n: t for n, t in exited.items() if runs.get(n, {}).get("status") == "running"}
+    for name in left:
+        out.notes[name] = "left open"
+    while left:
+        now = time.monotonic()
+        for name, at in list(left.items()):
+            decided = set(fired(serve.get(f"/v1/runs/{name}")["transitions"]))
+            if decided & set(DECIDE_LEFT_OPEN):
+                out.notes[name] = "left open, decided"
+                del left[name]
+            elif now - at > bound:
+                out.notes[name] = f"left open, nothing decided in {bound:g} s"
+                del left[name]
+        time.sleep(1.0)
 
 
 def show(result: Agreement) -> None:
@@ -233,6 +276,9 @@ def show(result: Agreement) -> None:
     agree = total - len(differ)
     how = "watch -- cat" if result.cat else "watch"
     print(f"\n== {result.corpus} dev: {how} agrees with diagnose on {agree} / {total}")
+    if result.cat:
+        left = [n for n, note in result.notes.items() if note.startswith("left open")]
+        print(f"  runs left open by watch: {len(left)}")
     for name in differ:
         said = ", ".join(result.labels[name]["rules"]) or "control"
         diag = ", ".join(result.diagnosed[name]) or "nothing"
