@@ -120,6 +120,24 @@ CONTROLS = [
     # a question that names Kubernetes' back-off, and a healthy pod's row of `kubectl get pods`
     "How do I fix CrashLoopBackOff?",
     "trainer-0   1/1     Running   0          10m",
+    # Ollama's scheduler dropping a runner it expired (sched.go, slog.Debug), its wait for a
+    # runner, a runner stopped on purpose (0.1.x's llama.go)
+    'time=2026-08-21T10:00:00.000Z level=DEBUG source=sched.go:462 msg="runner terminated and '
+    'removed from list, blocking for VRAM recovery" runner.name=registry.ollama.ai/library/qwen3',
+    'time=2025-07-14T19:16:12.500+01:00 level=INFO source=server.go:614 msg="waiting for server '
+    'to become available" status="llm server not responding"',
+    "2023/12/24 23:48:35 llama.go:525: llama runner stopped successfully",
+    # a compiler's note on ggml's macro while pip builds llama-cpp-python, the macro itself
+    "ggml/src/ggml.c:1852:9: note: in expansion of macro 'GGML_ASSERT'",
+    '#define GGML_ASSERT(x) if (!(x)) GGML_ABORT("GGML_ASSERT(%s) failed", #x)',
+    # Dask's nanny restarting its worker
+    "distributed.nanny - WARNING - Restarting worker",
+    # ytk-mp4j's master checking its slaves, and closing when all are done
+    "2017.12.27 12:19:28 com.fenbi.mp4j.rpc.Server - waiting for connecting check...",
+    "2017.12.27 12:19:58 com.fenbi.mp4j.rpc.Server - heart beat check ok!",
+    # ColossalAI's launcher running a command, and prose that says the words
+    "Error: failed to run the benchmark on this machine, skipping",
+    "====== Training on All Nodes =====",
 ]
 
 #: bash's reports of a job a signal ended (jobs.c, rendered): a foreground job's strsignal
@@ -272,6 +290,20 @@ def test_a_healthy_line_raises_nothing_through_the_readers(line: str) -> None:
     parser = LineParser()
     found = parser.parse(line) + parser.finish()
     assert "component.failed" not in [k for k, _ in found]
+
+
+def test_dask_s_nanny_stopping_its_worker_is_no_death_of_the_catalogue_s() -> None:
+    """distributed/nanny.py's `_death_message` for the SIGTERM of the nanny's own stop (and a
+    restart over the memory limit) or the user's Ctrl-C: not the catalogue's death. (The exit
+    grammar, emitters/exits.py, reads any `killed by signal N` as a pending failure that
+    progress after it clears.)"""
+    for signal in (2, 15):
+        line = f"distributed.nanny - INFO - Worker process 12345 was killed by signal {signal}"
+        assert CATALOGUE.match(line) is None, line
+    killed = "distributed.nanny - INFO - Worker process 12345 was killed by signal 9"
+    found = CATALOGUE.match(killed)
+    assert found is not None
+    assert found.id == "dask-nanny-worker-killed"
 
 
 def test_a_warning_that_mentions_a_failure_is_none_unless_the_source_warns_it() -> None:
