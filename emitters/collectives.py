@@ -26,7 +26,10 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
            "store->get(", "Barrier timed out", "failed to pass monitoredBarrier",
            "Terminating the process after attempting to dump",
-           "to wait all other nodes initialized", "worker group startup timed out")  # fmt: skip
+           "to wait all other nodes initialized", "worker group startup timed out",
+           "Watchdog caught collective operation timeout",
+           "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
+           "master will be shutdowned")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -39,6 +42,10 @@ _STATUS = re.compile(
     r"(?:.*?last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: "
     r"(?P<done>-?\d+))?"
 )
+#: the head of the watchdog's timeout message (ProcessGroupNCCL.cpp `WorkNCCL::checkTimeout`:
+#: logPrefix(), "Watchdog caught collective operation timeout: ", the work, " ran for N
+#: milliseconds before timing out."): a work after it timed out even where a paste cut its tail
+_CAUGHT = "Watchdog caught collective operation timeout:"
 _STUCK = re.compile(r"watchdog got stuck for (?P<s>\d+) seconds")
 #: the frame of a c10 backtrace (`frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(...)`)
 #: right under the error's constructor: torch's watchdog builds its DistBackendError there only
@@ -88,6 +95,19 @@ _UNIQUE_ID = re.compile(
 _COORDINATION_BARRIER = re.compile(
     r"Barrier timed out\. (?:Barrier_id|Id): (?P<id>[^\s.]+(?:\.[^\s.]+)*)"
 )
+#: a process of an XLA program waiting for the NCCL clique's unique id that the clique's
+#: first node puts in the coordination service's key-value store (openxla/xla
+#: xla/pjrt/gpu/nccl_id_store.cc `NcclIdStore::GetNcclUniqueId`: `kv_store->Get(key.ToString(),
+#: 5, later 10 minutes)`, the key a `GpuCliqueKey`'s ToString, "devices=[%s]; stream=%d%s;
+#: root_device=%lld..." in xla/backends/gpu/collectives/gpu_clique_key.cc) and giving up:
+#: tsl's coordination_service_agent.cc `GetKeyValue`, "GetKeyValue() timed out with key: $0 and
+#: duration: $1" (absl::FormatDuration: `10m`, `1h30m`, `2.5s`): a collective's set-up timed
+#: out, the other nodes never came to it. Other keys (a program's own) are no collective's
+_CLIQUE_ID = re.compile(
+    r"GetKeyValue\(\) timed out with key: devices=\[[\d,\s]*\]; stream=\d+\b.*? and duration: "
+    r"(?P<duration>(?:\d+h)?(?:\d+m(?!s))?(?:\d+(?:\.\d+)?s)?)"
+)
+_DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
 #: ProcessGroupGloo's `monitoredBarrier` (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp; what
 #: `TORCH_DISTRIBUTED_DEBUG=DETAIL` runs before collectives, and `dist.monitored_barrier`): rank 0
@@ -107,6 +127,24 @@ _GLOO_CONNECT = re.compile(
     r"(?P<what>Connect|Read|Write) timeout\b"
 )
 _GLOO_OPS = {"Connect": "connect", "Read": "recv", "Write": "send"}
+#: the same timeouts in the gloo that PaddlePaddle builds (its third_party/gloo, ziyoujiyi/gloo
+#: branch gloo_fleet @88e71d6: gloo/transport/tcp/unbound_buffer.cc `waitRecv`/`waitSend`,
+#: buffer.cc, pair.cc throw a `gloo::TimeoutException` of GLOO_ERROR_MSG("TIMEOUT self_rank =
+#: ", ..., " pair_rank = ", ..., " peer_str = ", ...), "none" for what the site does not know):
+#: the peer never sent or took a collective's data within the group's timeout
+_GLOO_FLEET = re.compile(
+    r"gloo/transport/\w+/(?:pair|buffer|unbound_buffer)\.\w+:\d+\] "
+    r"TIMEOUT self_rank = (?P<self>\S+) pair_rank = (?P<pair>\S+) peer_str = "
+)
+#: ytk-mp4j's master (the server of its allreduce and barrier, com.fenbi.mp4j.rpc.Server
+#: `timeoutCheck`, kanyun-inc/ytk-mp4j@34e0f4a): not every slave connected within
+#: WAIT_FOR_CONNECTING_TIMEOUT, or one's heartbeat stopped for WAIT_FOR_HEARTBEAT_TIMEOUT
+#: (milliseconds) -- LOG.info("[ERROR] waiting for heartbeat timeout > " + N + ", master will be
+#: shutdowned!"), then System.exit: the group never formed, or a member is gone
+_MP4J = re.compile(
+    r"\[ERROR\] waiting for (?P<what>connecting check|heartbeat) timeout > (?P<ms>\d+), "
+    r"master will be shutdowned!"
+)
 #: ps-lite's (DMLC's parameter server: DiFacto, MXNet's early kvstore) nodes waiting for every
 #: other node to register with the scheduler (ps-lite's src/system/manager.cc `Manager::Run`:
 #: LOG(FATAL) "Timeout (N sec) to wait all other nodes initialized. See commmets for more
@@ -169,6 +207,23 @@ def _seconds(value: str, unit: str) -> float:
     return float(value) / (1000.0 if unit == "ms" else 1.0)
 
 
+def _duration(text: str) -> float | None:
+    """Seconds of an absl::FormatDuration (`10m`, `1h30m`, `2.5s`); None for an empty one."""
+    m = _DURATION.fullmatch(text)
+    if not text or m is None:
+        return None
+    hours, minutes = int(m.group("h") or 0), int(m.group("m") or 0)
+    return hours * 3600.0 + minutes * 60.0 + float(m.group("s") or 0)
+
+
+def _fleet_op(m: re.Match[str]) -> str:
+    """The transfer a Paddle gloo timeout was in: a wait to receive knows no rank of its own
+    (`self_rank = none`), a wait to send none of its peer's; a pair's own says both."""
+    if m.group("self") == "none":
+        return "recv"
+    return "send" if m.group("pair") == "none" else "transfer"
+
+
 def starts_unfinished(line: str) -> bool:
     """A watchdog message the line starts and does not end (a hard-wrapped line)."""
     if "Watchdog caught" not in line and "WorkNCCL(" not in line:
@@ -182,7 +237,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
     """The line as a `collective.timeout` (None if it says none); `rank`: the global rank a
     prefix named (`[rank3]:`)."""
     fields: dict[str, Any] = {}
-    if (work := _WORK.search(line)) is not None and ("timing out" in line or "timed out" in line):
+    if (work := _WORK.search(line)) is not None and (
+        "timing out" in line or "timed out" in line or _CAUGHT in line
+    ):
         fields.update(backend="nccl", seq=int(work.group("seq")), op=work.group("op"),
                       timeout_s=int(work.group("timeout")) / 1000.0)  # fmt: skip
         if work.group("ran"):
@@ -232,6 +289,15 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="ps-lite", op="node registration", timeout_s=float(ps.group("s")))
     elif " timeout" in line and (peer := _GLOO_CONNECT.search(line)) is not None:
         fields.update(backend="gloo", op=_GLOO_OPS[peer.group("what")])
+    elif "TIMEOUT self_rank" in line and (fleet := _GLOO_FLEET.search(line)) is not None:
+        fields.update(backend="gloo", op=_fleet_op(fleet))
+    elif "GetKeyValue()" in line and (clique := _CLIQUE_ID.search(line)) is not None:
+        fields.update(backend="nccl", op="ncclUniqueId")
+        if (waited := _duration(clique.group("duration"))) is not None:
+            fields["timeout_s"] = waited
+    elif "shutdowned" in line and (mp4j := _MP4J.search(line)) is not None:
+        op = "heartbeat" if mp4j.group("what") == "heartbeat" else "connect"
+        fields.update(backend="mp4j", op=op, timeout_s=int(mp4j.group("ms")) / 1e3)
     elif _HEARTBEAT.search(line) is not None or (
         "Terminating the process" in line and _TERMINATING.search(line) is not None
     ):

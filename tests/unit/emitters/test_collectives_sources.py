@@ -1,0 +1,113 @@
+"""Collective timeouts read from more frameworks' sources (corpus22 dev, issue 41): XLA's wait
+for an NCCL clique's unique id in the coordination service, the gloo PaddlePaddle builds, the
+master of ytk-mp4j, and torch's watchdog line cut right after its head. Each is read from a
+real console line (the fixture named) through the readers and the scanner; lines that share
+the words and say no timeout are read as none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import read_all, scanned
+
+from runwatch.emitters import collectives
+from runwatch.emitters.collectives import parse
+
+DEV = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus22" / "dev"
+CLIQUE = "timeout_enzyme_jax_multinode_execution_failed_getkeyvalue_timed_out_clique_key_10m"
+GLOO = "timeout_paddleocr_cpu_distributed_after_eval_gloo_timeoutexception_self_rank_none_sigabrt"
+MP4J = "timeout_ytk_learn_mp4j_master_waiting_for_heartbeat_timeout_600000_shutdown_one_line"
+SPLIT = "timeout_nemo_rl_gb200_grpo_offload_after_refit_4106s_then_allgather_watchdog_split_line"
+
+
+def _lines(name: str) -> list[str]:
+    return [x for x in (DEV / f"{name}.log").read_text().splitlines() if not x.startswith("# ")]
+
+
+def _timeouts(found: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [f for k, f in found if k == "collective.timeout"]
+
+
+def _said(fields: dict[str, Any], *keys: str) -> tuple[Any, ...]:
+    return tuple(fields.get(k) for k in keys)
+
+
+def test_xla_waiting_for_the_nccl_clique_id_timed_out() -> None:
+    lines = _lines(CLIQUE)
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        said = _said(fields, "backend", "op", "timeout_s")
+        assert said == ("nccl", "ncclUniqueId", 600.0)
+
+
+@pytest.mark.parametrize(("said", "seconds"), [("10m", 600.0), ("1h30m", 5400.0), ("2.5s", 2.5)])
+def test_the_clique_wait_s_duration_is_absl_s(said: str, seconds: float) -> None:
+    line = ("Execution of replica 0 failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
+            f"devices=[0,1]; stream=0; root_device=0 and duration: {said}")  # fmt: skip
+    found = parse(line)
+    assert found is not None
+    assert found[1]["timeout_s"] == seconds
+
+
+def test_a_key_of_the_program_s_own_is_no_collective() -> None:
+    """A program's own key-value wait (`blocking_key_value_get`) is the program's."""
+    line = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out "
+            "with key: my_app/checkpoint_done and duration: 5m")  # fmt: skip
+    assert parse(line) is None
+
+
+def test_paddle_s_gloo_timeout_is_a_collective_s_and_the_abort_stands() -> None:
+    found = read_all(_lines(GLOO))
+    (fields,) = _timeouts(found)
+    assert _said(fields, "backend", "op") == ("gloo", "recv")
+    assert "component.failed" in {k for k, _ in found}  # gloo has no watchdog that aborts
+
+
+@pytest.mark.parametrize(("ranks", "op"), [
+    ("self_rank = none pair_rank = -1", "recv"),
+    ("self_rank = 3 pair_rank = none", "send"),
+    ("self_rank = 3 pair_rank = 1", "transfer"),
+])  # fmt: skip
+def test_paddle_s_gloo_says_which_way_by_the_rank_it_knows(ranks: str, op: str) -> None:
+    line = ("  what():  [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:366] "
+            f"TIMEOUT {ranks} peer_str = none")  # fmt: skip
+    found = parse(line)
+    assert found is not None
+    assert found[1]["op"] == op
+
+
+def test_mp4j_s_master_giving_up_on_a_heartbeat_is_a_timeout_and_its_end() -> None:
+    lines = _lines(MP4J)
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op", "timeout_s") == ("mp4j", "heartbeat", 600.0)
+        assert "component.failed" in {k for k, _ in found}
+
+
+@pytest.mark.parametrize("line", [
+    "2017.12.27 12:19:28 com.fenbi.mp4j.rpc.Server - waiting for connecting check...",
+    "2017.12.27 12:19:28 com.fenbi.mp4j.rpc.Server - connecting check ok!",
+    "2017.12.27 12:19:58 com.fenbi.mp4j.rpc.Server - heart beat check ok!",
+    "2017.12.27 14:19:28 com.fenbi.mp4j.rpc.Server - all slaves have sent close messages! server "
+    "will be closed right now!",
+])  # fmt: skip
+def test_mp4j_s_checks_that_pass_are_none(line: str) -> None:
+    assert parse(line) is None
+    assert read_all([line]) == []
+
+
+def test_a_watchdog_line_cut_after_its_head_is_the_timeout_it_names() -> None:
+    lines = _lines(SPLIT)
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "seq", "op", "timeout_s") == (64214, "ALLGATHER", 600.0)
+
+
+def test_a_work_s_description_alone_is_no_timeout() -> None:
+    """A work's description names no timeout: only the watchdog's words, before or after it,
+    make the work a timed-out one."""
+    line = "WorkNCCL(SeqNum=64214, OpType=ALLGATHER, NumelIn=1, NumelOut=32, Timeout(ms)=600000)"
+    assert parse(line) is None
+    assert collectives.starts_unfinished(line)  # (and a reader holds it for its tail)
