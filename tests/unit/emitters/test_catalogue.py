@@ -129,6 +129,10 @@ CONTROLS = [
     "2023/12/24 23:48:35 llama.go:525: llama runner stopped successfully",
     # a compiler's note on ggml's macro while pip builds llama-cpp-python, the macro itself
     "ggml/src/ggml.c:1852:9: note: in expansion of macro 'GGML_ASSERT'",
+    # ggml's CUDA back-end starting, and the line its error report puts after the error's
+    "ggml_cuda_init: found 1 CUDA devices:",
+    "  current device: 0, in function ggml_backend_cuda_buffer_set_tensor at "
+    "/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:1234",
     '#define GGML_ASSERT(x) if (!(x)) GGML_ABORT("GGML_ASSERT(%s) failed", #x)',
     # Dask's nanny restarting its worker
     "distributed.nanny - WARNING - Restarting worker",

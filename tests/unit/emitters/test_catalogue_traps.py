@@ -40,3 +40,17 @@ def test_runpy_s_report_is_the_interpreter_s_not_a_logged_import_error() -> None
                  "WARNING: flash_attn: No module named flash_attn_2_cuda, using sdpa",
                  "INFO python: No module named foo is expected here, skipping"):  # fmt: skip
         assert CATALOGUE.match(line) is None, line
+
+
+def test_ollama_s_runner_dying_while_loading_either_way_and_not_its_load_timing_out() -> None:
+    """server/sched.go's "error loading llama server" (ollama v0.6.6): the runner's done
+    channel ("process has terminated") or its process state ("no longer running") say it died;
+    a load that timed out is another failure, not this entry's."""
+    head = 'time=2025-07-14T19:16:12.750+01:00 level=ERROR source=sched.go:457 msg="error loading '
+    for error in ("llama runner process has terminated: exit status 2",
+                  "llama runner process no longer running: 2 "):  # fmt: skip
+        found = CATALOGUE.match(f'{head}llama server" error="{error}"')
+        assert found is not None
+        assert found.id == "ollama-error-loading-llama-server"
+    timed = 'error="timed out waiting for llama runner to start - progress 0.00 - "'
+    assert CATALOGUE.match(f'{head}llama server" {timed}') is None
