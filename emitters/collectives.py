@@ -102,9 +102,14 @@ _COORDINATION_BARRIER = re.compile(
 #: root_device=%lld..." in xla/backends/gpu/collectives/gpu_clique_key.cc) and giving up:
 #: tsl's coordination_service_agent.cc `GetKeyValue`, "GetKeyValue() timed out with key: $0 and
 #: duration: $1" (absl::FormatDuration: `10m`, `1h30m`, `2.5s`): a collective's set-up timed
-#: out, the other nodes never came to it. Other keys (a program's own) are no collective's
-_CLIQUE_ID = re.compile(
-    r"GetKeyValue\(\) timed out with key: devices=\[[\d,\s]*\]; stream=\d+\b.*? and duration: "
+#: out, the other nodes never came to it. So too the topology exchange of a distributed PJRT
+#: client's start (openxla/xla xla/pjrt/distributed/topology_util.cc `ExchangeTopologies`: each
+#: node's "local_topology/PLATFORM/N" -- "local_topology:N" before -- within 2 minutes, then node
+#: 0's "global_topology/PLATFORM"; "Getting local topologies failed: Error 1: GetKeyValue() ..."):
+#: the group never formed. Other keys (a program's own) are no collective's
+_KEY_VALUE = re.compile(
+    r"GetKeyValue\(\) timed out with key: (?:(?P<clique>devices=\[[\d,\s]*\]; stream=\d+\b)"
+    r"|(?:\w+:)?(?P<topology>local|global)_topology\b[:/]?\S*).*? and duration: "
     r"(?P<duration>(?:\d+h)?(?:\d+m(?!s))?(?:\d+(?:\.\d+)?s)?)"
 )
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?")
@@ -291,9 +296,12 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="gloo", op=_GLOO_OPS[peer.group("what")])
     elif "TIMEOUT self_rank" in line and (fleet := _GLOO_FLEET.search(line)) is not None:
         fields.update(backend="gloo", op=_fleet_op(fleet))
-    elif "GetKeyValue()" in line and (clique := _CLIQUE_ID.search(line)) is not None:
-        fields.update(backend="nccl", op="ncclUniqueId")
-        if (waited := _duration(clique.group("duration"))) is not None:
+    elif "GetKeyValue()" in line and (kv := _KEY_VALUE.search(line)) is not None:
+        if kv.group("clique"):
+            fields.update(backend="nccl", op="ncclUniqueId")
+        else:
+            fields.update(backend="coordination", op=f"{kv.group('topology')} topology exchange")
+        if (waited := _duration(kv.group("duration"))) is not None:
             fields["timeout_s"] = waited
     elif "shutdowned" in line and (mp4j := _MP4J.search(line)) is not None:
         op = "heartbeat" if mp4j.group("what") == "heartbeat" else "connect"

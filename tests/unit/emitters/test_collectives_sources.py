@@ -51,6 +51,22 @@ def test_the_clique_wait_s_duration_is_absl_s(said: str, seconds: float) -> None
     assert found[1]["timeout_s"] == seconds
 
 
+@pytest.mark.parametrize(("key", "op"), [
+    ("cuda:local_topology/cuda/1", "local topology exchange"),
+    ("local_topology:3", "local topology exchange"),
+    ("cuda:global_topology/cuda", "global topology exchange"),
+])  # fmt: skip
+def test_a_pjrt_client_s_topology_exchange_timing_out_is_the_group_never_formed(
+    key: str, op: str
+) -> None:
+    """topology_util.cc's ExchangeTopologies: a node that never published its topology."""
+    line = ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Getting local topologies failed: "
+            f"Error 1: GetKeyValue() timed out with key: {key} and duration: 2m")  # fmt: skip
+    found = parse(line)
+    assert found is not None
+    assert _said(found[1], "backend", "op", "timeout_s") == ("coordination", op, 120.0)
+
+
 def test_a_key_of_the_program_s_own_is_no_collective() -> None:
     """A program's own key-value wait (`blocking_key_value_get`) is the program's."""
     line = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out "
