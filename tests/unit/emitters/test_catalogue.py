@@ -134,8 +134,14 @@ CONTROLS = [
     "  current device: 0, in function ggml_backend_cuda_buffer_set_tensor at "
     "/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:1234",
     '#define GGML_ASSERT(x) if (!(x)) GGML_ABORT("GGML_ASSERT(%s) failed", #x)',
-    # Dask's nanny restarting its worker
+    # Dask's nanny restarting its worker; code that names Dask's KilledWorker
     "distributed.nanny - WARNING - Restarting worker",
+    "from distributed.scheduler import KilledWorker",
+    "    except KilledWorker: # retried below",
+    # Paddle's controller launcher: a pod that completed, the rule before a failed log's tail
+    "LAUNCH INFO 2024-07-20 13:53:10,112 Pod completed",
+    "LAUNCH INFO 2024-07-20 13:53:10,112 ------------------------- ERROR LOG DETAIL "
+    "-------------------------",
     # ytk-mp4j's master checking its slaves, and closing when all are done
     "2017.12.27 12:19:28 com.fenbi.mp4j.rpc.Server - waiting for connecting check...",
     "2017.12.27 12:19:58 com.fenbi.mp4j.rpc.Server - heart beat check ok!",
