@@ -29,7 +29,7 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "to wait all other nodes initialized", "worker group startup timed out",
            "Watchdog caught collective operation timeout",
            "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
-           "master will be shutdowned")  # fmt: skip
+           "master will be shutdowned", "Collective has timed out")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -111,6 +111,14 @@ _KEY_VALUE = re.compile(
     r"GetKeyValue\(\) timed out with key: (?:(?P<clique>devices=\[[\d,\s]*\]; stream=\d+\b)"
     r"|(?:\w+:)?(?P<topology>local|global)_topology\b[:/]?\S*).*? and duration: "
     r"(?P<duration>(?:\d+h)?(?:\d+m(?!s))?(?:\d+(?:\.\d+)?s)?)"
+)
+#: TensorFlow's collective ops given a timeout (CommunicationOptions' timeout_seconds):
+#: tensorflow/tensorflow@017fb013 tensorflow/core/common_runtime/base_collective_executor.cc
+#: -- `ExecuteAsync`, DEADLINE_EXCEEDED "Collective has timed out during execution.", and
+#: `CompleteParamsAsync`, "Collective has timed out waiting for other workers." (the group's
+#: members never came to resolve it); the executor aborts so the others fail too
+_TF_COLLECTIVE = re.compile(
+    r"Collective has timed out (?P<when>during execution|waiting for other workers)\."
 )
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>\w+) operation to complete")
@@ -303,6 +311,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             fields.update(backend="coordination", op=f"{kv.group('topology')} topology exchange")
         if (waited := _duration(kv.group("duration"))) is not None:
             fields["timeout_s"] = waited
+    elif "Collective has" in line and (tf := _TF_COLLECTIVE.search(line)) is not None:
+        op = "execution" if tf.group("when") == "during execution" else "group resolution"
+        fields.update(backend="tensorflow", op=op)
     elif "shutdowned" in line and (mp4j := _MP4J.search(line)) is not None:
         op = "heartbeat" if mp4j.group("what") == "heartbeat" else "connect"
         fields.update(backend="mp4j", op=op, timeout_s=int(mp4j.group("ms")) / 1e3)

@@ -127,3 +127,16 @@ def test_a_work_s_description_alone_is_no_timeout() -> None:
     line = "WorkNCCL(SeqNum=64214, OpType=ALLGATHER, NumelIn=1, NumelOut=32, Timeout(ms)=600000)"
     assert parse(line) is None
     assert collectives.starts_unfinished(line)  # (and a reader holds it for its tail)
+
+
+@pytest.mark.parametrize(("said", "op"), [
+    ("during execution", "execution"),
+    ("waiting for other workers", "group resolution"),
+])  # fmt: skip
+def test_tensorflow_s_collective_ops_timing_out(said: str, op: str) -> None:
+    """base_collective_executor.cc's DEADLINE_EXCEEDED of a collective given a timeout."""
+    line = (f"tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective has timed "
+            f"out {said}. [Op:CollectiveReduceV2]")  # fmt: skip
+    for found in (read_all([line]), scanned([line])):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op") == ("tensorflow", op)
