@@ -1,5 +1,7 @@
 """Timed-out collectives read from a console: torch's NCCL watchdog, gloo and the c10d store,
-as `collective.timeout` events.
+and the other stacks' collectives and group set-ups that time out (XLA's coordination service,
+Ascend's HCCL, TensorFlow's collective ops, the gloo Paddle builds, ps-lite, ytk-mp4j, Ray
+Train's worker group), as `collective.timeout` events -- each cited from its source below.
 
 The wordings it reads, torch release by torch release (the NCCL watchdog, the process
 group's status line, the heartbeat monitor, the c10d store, gloo), are listed beside the
@@ -180,6 +182,10 @@ _HEARTBEAT = re.compile(r"Heartbeat monitor timed out! Process will be terminate
 #: may be cut from a paste). REASON "collective timeout or exception" (a dump signal after a
 #: collective timed out or failed) says neither alone: the process's abort (the catalogue's
 #: glog-fatal), a timeout only where the watchdog's own line says one
+#: (Not read: "Received a dump signal due to a collective timeout from ..." -- ProcessGroupNCCL's
+#: watchdog signals the dump for any work's exception, "dump happens on exception including both
+#: timeout and other errors" as its `dumpOnTimeoutOrEx_` says, so the words also follow an NCCL
+#: error; the watchdog's own lines say which.)
 _TERMINATING = re.compile(
     r"Terminating the process after attempting to dump debug info, due to "
     r"ProcessGroupNCCL watchdog hang"
