@@ -145,6 +145,8 @@ CONTROLS = [
     # ytk-mp4j's master checking its slaves, and closing when all are done
     "2017.12.27 12:19:28 com.fenbi.mp4j.rpc.Server - waiting for connecting check...",
     "2017.12.27 12:19:58 com.fenbi.mp4j.rpc.Server - heart beat check ok!",
+    # submitit's own source line
+    '                f"has not produced any output (state: {self.state})",',
     # ColossalAI's launcher running a command, and prose that says the words
     "Error: failed to run the benchmark on this machine, skipping",
     "====== Training on All Nodes =====",
