@@ -153,10 +153,11 @@ class Failures:
         #: before its exception line, and the earlier one still names the failure
         self._ended: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
-        #: sources whose last words were Python's `Exception ignored ...` (its unraisable hook):
-        #: the next exception it reports -- a traceback or, with none, the exception line,
-        #: after a repr a terminal may have wrapped -- is the one Python ignored
-        self._ignored: set[Any] = set()
+        #: sources whose last words were Python's `Exception ignored ...` (its unraisable hook),
+        #: and how many times: the next exceptions it reports -- tracebacks or, with none, the
+        #: exception line, after a repr a terminal may have wrapped -- are the ones Python
+        #: ignored (two processes sharing one unprefixed stream interleave theirs)
+        self._ignored: dict[Any, int] = {}
         self._ignored_now: Any = _NOBODY  # the source whose line being read said so
         #: the line that said the processes were asked to stop (`exits.stop_request`): what
         #: fails after it is the stop's doing
@@ -194,7 +195,7 @@ class Failures:
         before, self._before[source] = bar or self._before.get(source, ""), line
         record = self._records.get(source)
         if IGNORED_MARKER in line and (IGNORED.match(line.strip()) or IGNORED_GLUED.search(line)):
-            self._ignored.add(source)
+            self._ignored[source] = self._ignored.get(source, 0) + 1
             self._ignored_now = source  # a bar before it on its line is no progress after it
         if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
             self._stop(source, stop, record)
@@ -225,8 +226,9 @@ class Failures:
         elif (frame := frame_prefix(line)) is not None:
             # frames whose head the output lost (a pasted tail, a cut line): the prefix
             # before the frame's indentation is the record's
-            prefix, path = frame
-            self._begin(source, Record(prefix, quiet=bool(_QUIET_LEVELS.search(prefix))))
+            prefix, path = frame  # (after `Exception ignored`, the ignored one's frames)
+            quiet = bool(_QUIET_LEVELS.search(prefix)) or self._ignored_one(source)
+            self._begin(source, Record(prefix, quiet=quiet))
             record = self._records[source]
             record.paths.append(path)
             # faulthandler's dump, or logging's stack_info after its head: no exception's
@@ -248,8 +250,7 @@ class Failures:
                 # its module, as only Python's report of an uncaught one does, or one that
                 # stands alone at its line's start: pending, the process's death if it is
                 # the source's last word
-                ignored = source in self._ignored
-                self._ignored.discard(source)
+                ignored = self._ignored_one(source)
                 ended = Record(tail[0], quiet=ignored or bool(_QUIET_LEVELS.search(tail[0])))
                 ended.error, ended.open = tail[1][:2000], False
                 self._begin(source, ended)
@@ -286,8 +287,7 @@ class Failures:
         # the level is on the line before
         level = prefix if prefix.strip() else before[:80]
         uncaught = before.strip() if UNCAUGHT.match(before.strip()) else None
-        ignored = source in self._ignored
-        self._ignored.discard(source)
+        ignored = self._ignored_one(source)
         if ignored or IGNORED.match(before.strip()):
             # Python reports an exception it ignored (in a `__del__`, at exit) and goes on:
             # read through, never a failure
@@ -366,6 +366,14 @@ class Failures:
         """A line of the source nobody read: the line before its next one."""
         self._before[source] = line
 
+    def _ignored_one(self, source: Any) -> bool:
+        """Whether the exception `source` reports now is one Python said it ignored (one
+        of its `Exception ignored` lines taken)."""
+        left = self._ignored.pop(source, 0)
+        if left > 1:
+            self._ignored[source] = left - 1
+        return left > 0
+
     def progressed(self, source: Any) -> None:
         """The source went on working: a traceback it printed was handled, and a stop it
         printed before stopped nothing (a `KeyboardInterrupt` a loop caught)."""
@@ -374,7 +382,7 @@ class Failures:
             self._stopped = None
         self._ended.pop(source, None)
         if source != self._ignored_now:
-            self._ignored.discard(source)
+            self._ignored.pop(source, None)
         record = self._records.get(source)
         if record is not None and not record.open:
             del self._records[source]

@@ -275,6 +275,33 @@ def test_an_exception_python_says_it_ignored_is_no_failure() -> None:
     assert "Python said it ignored it" in " ".join(parser.notes())
 
 
+#: https://github.com/QVPR/Patch-NetVLAD/issues/34 (corpus22/dev: two DataLoader iterators'
+#: finalisers report on one unprefixed stream, their lines interleaved; paths shortened)
+INTERLEAVED = [
+    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f4faf115ca0>",
+    "Traceback (most recent call last):",
+    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f4faf115ca0>",
+    '  File "/x/torch/utils/data/dataloader.py", line 1324, in __del__',
+    "Traceback (most recent call last):",
+    '  File "/x/torch/utils/data/dataloader.py", line 1324, in __del__',
+    "    self._shutdown_workers()",
+    '  File "/x/multiprocessing/process.py", line 160, in is_alive',
+    "    assert self._parent_pid == os.getpid(), 'can only test a child process'",
+    "AssertionError: can only test a child process",
+    "    self._shutdown_workers()",
+    '  File "/x/multiprocessing/process.py", line 160, in is_alive',
+    "    assert self._parent_pid == os.getpid(), 'can only test a child process'",
+    "AssertionError: can only test a child process",
+]
+
+
+def test_two_exceptions_python_ignored_interleaved_are_both_ignored() -> None:
+    """Each `Exception ignored` stands for one report after it, whichever of the interleaved
+    lines starts it (a head, or a frame after the other's head was cut off): two said, two
+    ignored (one said before two reports in a row: `..._is_no_failure` above)."""
+    assert failed(read_all(INTERLEAVED)) == []
+
+
 def test_an_exception_named_with_its_module_ends_an_uncaught_report_without_frames() -> None:
     """icme2019#14: TensorFlow's estimator stops with its hook's exception, the frames not in
     the paste; Python's report of an uncaught exception names it with its module. An exception
