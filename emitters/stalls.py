@@ -95,12 +95,12 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
 
 Any other wait, by the grammar of a console rather than one framework's words (`_generic`):
 a line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet
-ready (or listening, up, ...), is still scheduling (or starting, ...), or is taking more than
-a while -- the verb; not a key of a metric, `Waiting: 0 reqs` -- and that is no timeout or
+ready (or listening, up, ...), is still scheduling (or starting, ...), is taking more than a
+while, has not started, or says no trial (worker, ...) is running -- the verb; not a key of a metric, `Waiting: 0 reqs` -- and that is no timeout or
 failure (those are the collectives' and the catalogue's), no code (a frame `in wait`) and no
 server idle for its next request, job, task or connection, is a wait of its process once the
 console shows it lasting a minute (`GENERIC_LASTED`): the wait it states (`for|than|after|
-over|since N s|min|ms|h`), plus the time between the first and the latest line of the same
+over|since|in the last N s|min|ms|h`), plus the time between the first and the latest line of the same
 wait by the clock they print (`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by
 lines that print no clock counts as one too. A wait of seconds -- a shard loading, a connect
 retried twice -- is no stall, and a number that changes between its lines (a checkpoint 12,
@@ -174,7 +174,8 @@ _WAIT_VERB = re.compile(
     r"|hang(?:s|ing)?|hung|blocked|no progress|not responding|unresponsive|not yet (?:ready"
     r"|listening|available|up|started|connected|initiali[sz]ed)|still (?:scheduling|pending"
     r"|initiali[sz]ing|starting|loading|connecting)|tak(?:ing|en) (?:more|longer) than"
-    r"|cannot be scheduled)\b(?!\s*[:=]\s*\d)"
+    r"|cannot be scheduled|(?:has|have) not (?:yet )?(?:started|begun|progressed)"
+    r"|no [\w-]+ (?:is|are) running)\b(?!\s*[:=]\s*\d)"
 )
 #: ... and what makes such a line no stall: a timeout or failure (read by the collectives
 #: and the catalogue; a watchdog's or heartbeat monitor's line is a collective's), code (a
@@ -187,7 +188,8 @@ _NO_STALL = re.compile(
 )
 #: how long a wait line says its wait has lasted (not a retry's `in N s`: its next attempt)
 _LASTED = re.compile(
-    r"(?i)\b(?:for|than|after|over|since)\s+(?:more than\s+|over\s+|at least\s+|about\s+)?"
+    r"(?i)\b(?:for|than|after|over|since|(?:in|within) the (?:last|past))\s+"
+    r"(?:more than\s+|over\s+|at least\s+|about\s+)?"
     r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?"
     r"|h|hrs?|hours?)\b"
 )
@@ -209,7 +211,9 @@ _DURATION = re.compile(
 WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "hang", "Hang",
                 "hung", "blocked", "Blocked", "no progress", "No progress", "not responding",
                 "unresponsive", "etry", "etri", "not yet ", "still ", "Still ",
-                "more than", "longer than", "cannot be scheduled")  # fmt: skip
+                "more than", "longer than", "cannot be scheduled", "not started",
+                "not yet started", "not begun", "not progressed", " is running",
+                " are running")  # fmt: skip
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
@@ -261,12 +265,16 @@ _BARRIER_DONE = re.compile(
 )
 
 
+#: words a duration left hanging at a phase's end
+_HANGING = frozenset({"for", "after", "since", "over", "in", "within", "the", "last", "past"})
+
+
 def _phase(clause: str) -> str:
     """A wait's phase, its clause's words: no duration, number or address, no preposition
     left hanging at its end."""
     words = [w for w in _DIGITS.sub("", _DURATION.sub(" ", clause)).split()
              if any(c.isalpha() for c in w)]  # fmt: skip
-    while words and words[-1].lower() in ("for", "after", "since", "over", "in"):
+    while words and words[-1].lower() in _HANGING:
         words.pop()
     return " ".join(words)[:80] or "waiting"
 

@@ -185,3 +185,31 @@ def test_a_number_that_changes_between_wait_lines_is_a_new_wait() -> None:
     )
     assert statuses(text) == []
     assert statuses(text.replace(" 13.", " 12.").replace(" 14.", " 12."))
+
+
+#: Ray Tune's and Ray Train's own words when nothing could start for a minute (ray 2.60.0 wheel,
+#: ray/tune/execution/insufficient_resources_manager.py: MSG_TUNE_START, MSG_TRAIN_START after
+#: "Ignore this message if the cluster is autoscaling. ", rendered at their default 60 s)
+TUNE = (
+    "2024-03-01 10:00:00,000\tWARNING insufficient_resources_manager.py:163 -- Ignore this message "
+    "if the cluster is autoscaling. No trial is running and no new trial has been started within "
+    "the last 60 seconds. This could be due to the cluster not having enough resources available. "
+    "Stop the tuning and adjust the required resources (e.g. via the `ScalingConfig` or "
+    "`resources_per_trial`, or `num_workers` for rllib), or add more resources to your cluster.\n"
+)
+TRAIN = (
+    "2024-03-01 10:00:00,000\tWARNING insufficient_resources_manager.py:163 -- Ignore this message "
+    "if the cluster is autoscaling. Training has not started in the last 60 seconds. This could "
+    "be due to the cluster not having enough resources available.\n"
+)
+
+
+def test_nothing_started_in_the_last_minute_is_a_wait(tmp_path: Path) -> None:
+    """Ray Tune and Ray Train say themselves that no trial could start for a minute: a wait
+    that lasted that long, and a hang where the console ends in it."""
+    (tune,) = statuses(TUNE)
+    assert (tune["phase"], tune["waited"]) == (
+        "No trial is running and no new trial has been started", 60.0)  # fmt: skip
+    (train,) = statuses(TRAIN)
+    assert (train["phase"], train["waited"]) == ("Training has not started", 60.0)
+    assert stalled(tmp_path, TRAIN)
