@@ -93,22 +93,22 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   requests running -- its workers stopped answering a batch: read as the engine's snapshot,
   the pending requests running (one where nothing says), no tokens, stalled for k * N s.
 
-Any other wait, by the grammar of a console rather than one framework's words (`_generic`):
-a line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet
-ready (or listening, up, ...), is still scheduling (or starting, ...), is taking more than a
-while, has not started, or says no trial (worker, ...) is running -- the verb; not a key of a metric, `Waiting: 0 reqs` -- and that is no timeout or
-failure (those are the collectives' and the catalogue's), no code (a frame `in wait`) and no
-server idle for its next request, job, task or connection, is a wait of its process once the
-console shows it lasting a minute (`GENERIC_LASTED`): the wait it states (`for|than|after|
-over|since|in the last N s|min|ms|h`), plus the time between the first and the latest line of the same
-wait by the clock they print (`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by
-lines that print no clock counts as one too. A wait of seconds -- a shard loading, a connect
-retried twice -- is no stall, and a number that changes between its lines (a checkpoint 12,
-then 13) is one wait ended and the next begun. Its phase is the line's own words (`Waiting for
-output from MQLLMEngine`). Unlike a framework's own wait, whose end that framework writes,
-such a wait ends with the next line that is no wait (an indented line, the code Python's
-warnings show under theirs, is none): only a console that ends in it (or one that says
-nothing more, live) hung there.
+Any other wait, by the grammar of a console rather than one framework's words (`_generic`): a
+line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet ready
+(or listening, up, ...), is still scheduling (or starting, ...), is taking more than a while,
+has not started, or says no trial (worker, ...) is running -- the verb; not a key of a metric,
+`Waiting: 0 reqs` -- and that is no timeout or failure (those are the collectives' and the
+catalogue's), no code (a frame `in wait`) and no server idle for its next request, job, task or
+connection, is a wait of its process once the console shows it lasting a minute
+(`GENERIC_LASTED`): the wait it states (`for|than|after|over|since|in the last N s|min|ms|h`),
+plus the time between the first and the latest line of the same wait by the clock they print
+(`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by lines that print no clock counts
+as one too. A wait of seconds -- a shard loading, a connect retried twice -- is no stall, and a
+number that changes between its lines (a checkpoint 12, then 13) is one wait ended and the next
+begun. Its phase is the line's own words (`Waiting for output from MQLLMEngine`). Unlike a
+framework's own wait, whose end that framework writes, such a wait ends with the next line that
+is no wait (an indented line, the code Python's warnings show under theirs, is none): only a
+console that ends in it (or one that says nothing more, live) hung there.
 
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
