@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus22/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus23/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -209,6 +209,8 @@ ASKED = {
                       (45, 75), 15, 20, failures=25, rules={RS: 6, NF: 6, CT: 5, CF: 10}),
     "corpus22": Asked("rank waits, collective timeouts, launchers in new wordings; a third traps",
                       (48, 75), 15, 16, failures=25, rules={RS: 10, CT: 5, CF: 10}),
+    "corpus23": Asked("as users meet them: LLM RL stacks first, classes as threads show them",
+                      (48, 75), 15, 17, failures=25, rules={CF: 10, CT: 4}),
 }
 # fmt: on
 
