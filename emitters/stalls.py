@@ -26,9 +26,13 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   on): while a batch is running and no forward pass completed for more than its
   `watchdog_timeout` (`--watchdog-timeout`, default 300), it logs "Watchdog timeout
   (self.watchdog_timeout=T)" -- before it (0.4.6 on; after it before) the batch's
-  `self.cur_batch.batch_size()=N` -- and kills the server. Read as the engine's snapshot: N
-  running where said before, else one (the watchdog looks only while a batch runs), no
-  tokens, stalled for T s (`inference.stats`' `stalled_since`); its `waiting` is not said (0).
+  `self.cur_batch.batch_size()=N` -- and kills the server. 0.5.x moved it to
+  python/sglang/srt/utils/watchdog.py (0.5.23 wheel read): "Scheduler watchdog timeout
+  (self.watchdog_timeout=T, self.soft=False)" (the scheduler's forward counter frozen; also the
+  TokenizerManager's, DetokenizerManager's, DataParallelController's), SIGQUIT to its parent
+  unless `soft`. Read as the engine's snapshot: N running where said before, else one (the
+  watchdog looks only while a batch runs), no tokens, stalled for T s (`inference.stats`'
+  `stalled_since`); its `waiting` is not said (0).
 
 - XLA's rendezvous (xla/service/rendezvous.cc `AwaitAndLogIfStuck`, JAX's and TensorFlow's
   collectives on GPU/TPU): when the threads of a collective's participants have not all joined
@@ -217,7 +221,7 @@ WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "han
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
-           "store-based barrier", "Watchdog timeout (", "batch_size()=", SHM,
+           "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
            XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
@@ -231,7 +235,12 @@ _HVD_OPS = re.compile(r"\[(?P<which>missing|ready) ranks: ?(?P<ranks>\d+(?:, ?\d
 _HVD_LIST = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
 _HVD_RANK = re.compile(r"^\s*(?P<rank>\d+)!?: \[")
 _HVD_SHUTDOWN = re.compile(r"stalled for longer than (?P<m>\d+) seconds")
-_WATCHDOG = re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<t>\d+(?:\.\d+)?)\)")
+#: (0.5.x's `utils/watchdog.py`: "{debug_name} watchdog timeout ({self.watchdog_timeout=},
+#: {self.soft=})" -- the Scheduler's, the TokenizerManager's, ...; a soft one only says so)
+_WATCHDOG = re.compile(
+    r"[Ww]atchdog timeout \(self\.watchdog_timeout=(?P<t>\d+(?:\.\d+)?)"
+    r"(?:, self\.soft=(?P<soft>True|False))?\)"
+)
 _BATCH = re.compile(r"self\.cur_batch\.batch_size\(\)=(?P<n>\d+)")
 _PYSPY_THREAD = re.compile(
     r'^\s*Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?:active|idle|gil|active\+gil|idle\+gil)\): "'
@@ -348,7 +357,7 @@ class Waits:
             return self._dump_head(line)
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
-        if "Watchdog timeout (" in line or "batch_size()=" in line:
+        if "atchdog timeout (" in line or "batch_size()=" in line:
             return self._sglang(line)
         if SHM in line:
             return self._vllm_queue(line)
@@ -561,7 +570,8 @@ class Waits:
             return []
         if (m := _WATCHDOG.search(line)) is None:
             return []
-        self._engine_open = False  # the watchdog kills the server after it
+        # the watchdog kills the server after it (SIGQUIT to its parent), unless it is soft
+        self._engine_open = m.group("soft") == "True"
         stats = {"running": max(self._batch or 1, 1), "waiting": 0, "gen_tokens_per_s": 0.0,
                  "prompt_tokens_per_s": 0.0, "waited": float(m.group("t")),
                  "engine": "sglang"}  # fmt: skip

@@ -401,6 +401,30 @@ def test_sglang_s_watchdog_is_an_engine_stalled_for_its_timeout(tmp_path: Path) 
     assert fired(tmp_path, SGLANG_6555.replace("=300)", "=60)")) == []
 
 
+#: https://github.com/sgl-project/sglang/issues/17941 (corpus23/dev: SGLang 0.5.x's watchdog,
+#: utils/watchdog.py, after its py-spy dump), and the same with `soft`, rendered
+SGLANG_17941 = (
+    "[2026-01-29 13:12:37 PP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+    "self.soft=False)\n"
+)
+
+
+def test_sglang_s_newer_watchdog_names_its_component_and_whether_it_is_soft(
+    tmp_path: Path,
+) -> None:
+    """0.5.x prefixes the component and says `soft`: the engine stalled 300 s either way; a
+    hard one kills the server (no wait left open), a soft one only says so."""
+    parser = LineParser()
+    (found,) = [f for f in parser.parse(SGLANG_17941.strip()) if f[0] == "inference.stats"]
+    assert found[1]["waited"] == 300.0
+    assert parser.waits.engine_hung_since is None  # (no `since` given yet: none open)
+    assert fired(tmp_path, SGLANG_17941) == ["inference_stalled"]
+    soft = LineParser()
+    (stats,) = soft.parse(SGLANG_17941.replace("soft=False", "soft=True").strip())
+    soft.waits.since(stats[1], 1000.0)
+    assert soft.waits.engine_hung_since == 700.0  # open: the server goes on, still stalled
+
+
 #: https://github.com/vllm-project/vllm/issues/2479 (a Ray worker of vLLM's, tensor parallel 2,
 #: stuck: `py-spy dump` of it, the first frames)
 PYSPY_2479 = (
