@@ -134,6 +134,10 @@ Found = tuple[str, dict[str, Any]]
 #: vLLM's message queue's words for a wait on its peers (`shm_broadcast.py`)
 SHM = "No available shared memory broadcast block found"
 _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
+#: vLLM V0's API-server client polling its engine process (vllm/engine/multiprocessing/
+#: client.py `run_output_handler_loop`: logged at DEBUG each VLLM_RPC_TIMEOUT, 10 s, that no
+#: output arrives -- an idle server's too): a wait only while the engine serves requests
+MQ_WAITING = "Waiting for output from MQLLMEngine"
 #: the bar of vLLM's offline `LLM.generate` (entrypoints/llm.py `_run_engine`)
 SERVING_BAR = "Processed prompts"
 #: XLA's rendezvous's words for a wait on the other participants (`rendezvous.cc`), and its end
@@ -197,6 +201,12 @@ _LASTED = re.compile(
     r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?"
     r"|h|hrs?|hours?)\b"
 )
+#: a duration a wait plans rather than shows: after `will`/`to` ..., before `before|until|then`
+_PLANNED = re.compile(r"(?i)\b(?:will|shall|to)\s+(?:\w+\s+){0,2}\w*\s*$")
+_THEN = re.compile(r"(?i)\s+(?:before|until|then)\b")
+#: a clock that goes back between two lines of one wait by less than this much went back
+#: (lines out of order), not past midnight: no time passed
+_BACKWARDS = 43200.0
 #: a line's clock (its log prefix's time of day): how far apart two lines of one wait are
 _CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])")
 #: a wait the console shows lasting this long (seconds) is a stall; shorter ones are a pause
@@ -204,7 +214,7 @@ GENERIC_LASTED = 60.0
 #: ... or one said this many times in a row by lines that print no clock
 GENERIC_UNTIMED = 5
 #: where a wait's clause starts and ends: a sentence's end, brackets, a bar, `: ` and ` -- `
-_STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | -- ")
+_STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | --? ")
 _DIGITS = re.compile(r"\d+")
 #: a duration in a wait's words (left out of its phase: the same wait, said later, is one)
 _DURATION = re.compile(
@@ -222,7 +232,7 @@ WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "han
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
+           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING, MQ_WAITING,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -294,6 +304,15 @@ def _clock_seconds(clock: re.Match[str]) -> float:
     return h * 3600.0 + m * 60.0 + sec
 
 
+def _lasted(clause: str) -> re.Match[str] | None:
+    """The wait a clause says it lasted -- not one it plans (`will wait for 60 s`, `for 600
+    seconds before the next attempt`)."""
+    lasted = _LASTED.search(clause)
+    if lasted is None or _PLANNED.search(clause, 0, lasted.start()) is not None:
+        return None
+    return None if _THEN.match(clause, lasted.end()) is not None else lasted
+
+
 def _seconds(lasted: re.Match[str]) -> float:
     """The seconds `_LASTED` matched."""
     unit = lasted.group("unit").lower()
@@ -329,10 +348,10 @@ class Waits:
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
         self._pl_members: dict[int, int] = {}  # rank -> its entries in Lightning's rendezvous
-        #: waits by the console's grammar (`_generic`) in a row: (rank, their words with their
-        #: numbers but no duration) -> (lines, the first line's clock or None, the wait it
-        #: stated); and those reported, (rank, phase)
-        self._said: dict[tuple[int, str], tuple[int, float | None, float]] = {}
+        #: the wait by the console's grammar (`_generic`) each rank says in a row: rank ->
+        #: (its words with their numbers but no duration, lines, the first line's clock or
+        #: None, the wait it stated); and those reported, (rank, phase)
+        self._said: dict[int, tuple[str, int, float | None, float]] = {}
         self._generic: set[tuple[int, str]] = set()
 
     @property
@@ -355,6 +374,8 @@ class Waits:
             return self._generic_wait(line, rank)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
+        if MQ_WAITING in line:  # (a server's idle poll, but while it serves requests)
+            return self._generic_wait(line, rank) if self._serving else self._generic_ended()
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
         if "atchdog timeout (" in line or "batch_size()=" in line:
@@ -597,41 +618,58 @@ class Waits:
             return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
-            return [] if line[:1].isspace() and self._said else self._generic_ended()
-        start = max((m.end() for m in _STOPS.finditer(line, 0, verb.start())), default=0)
+            indented = line.startswith(("  ", "\t"))  # (a warning's code; not a prefix's `: `)
+            return [] if indented and self._said else self._generic_ended()
+        clock = _CLOCK.search(line, 0, verb.start())
+        begin = clock.end() if clock is not None else 0  # (the clock is no word of the wait)
+        start = max((m.end() for m in _STOPS.finditer(line, begin, verb.start())), default=begin)
         stop = _STOPS.search(line, verb.end())
         clause = line[start : stop.start() if stop else len(line)]
-        lasted = None if verb.group("retry") else _LASTED.search(clause)
+        lasted = None if verb.group("retry") else _lasted(clause)
         stated = 0.0 if lasted is None else _seconds(lasted)
         phase = _phase(clause)
         said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
-        clock = _CLOCK.search(line, 0, verb.start())
         now = None if clock is None else _clock_seconds(clock)
-        key = (rank or 0, phase)
-        lines, first, first_stated = self._said.get((key[0], said), (0, now, stated))
-        self._said[key[0], said] = (lines + 1, first, first_stated)
+        who = rank or 0
+        out: list[Found] = []
+        known, lines, first, first_stated = self._said.get(who, (None, 0, now, stated))
+        if known != said:  # another wait of the rank's: the one before ended (progress)
+            if known is not None and any(r == who for r, _ in self._generic):
+                out = self._generic_ended()
+            lines, first, first_stated = 0, now, stated
+        self._said[who] = (said, lines + 1, first, first_stated)
         waited = stated
         if first is not None and now is not None:
-            waited = max(stated, first_stated + (now - first) % 86400.0)
+            gone = (now - first) % 86400.0  # (past midnight)
+            waited = max(stated, first_stated + (gone if gone <= _BACKWARDS else 0.0))
         untimed = first is None and now is None and lines + 1 >= GENERIC_UNTIMED
         if waited < GENERIC_LASTED and not untimed:
-            return []
-        self._generic.add(key)
-        return self._report({key[0]: phase}, waited)
+            return out
+        self._generic.add((who, phase))
+        return out + self._report({who: phase}, waited)
 
     def _framework_waits(self) -> bool:
         """Whether a framework's reader declared a wait of a rank that nothing ended."""
         return bool(self._reported) and bool(self._reported - {r for r, _ in self._generic})
 
+    @property
+    def generic_only(self) -> bool:
+        """Whether every open wait is one only the console's grammar declared (`_generic`)."""
+        return bool(self._generic) and not self._framework_waits()
+
     def _generic_ended(self) -> list[Found]:
-        """The console went on after waits only its grammar declared: they ended."""
+        """The console went on after waits only its grammar declared: they ended -- and with
+        no framework's wait open, every rank is out of a wait, as after progress."""
         self._said.clear()
         if not self._generic:
             return []
+        framework = self._framework_waits()
         ended = self._generic
         self._generic = set()
         for key in ended:
             self._since.pop(key, None)
+        if not framework:
+            return self._ended()
         ranks = {r for r, _ in ended} - {r for r, _ in self._since}
         self._reported -= ranks
         world = max(self.world, 1)

@@ -267,13 +267,16 @@ class Watcher:
         when it was started, on `clock`): the output ended inside a wait it declared that
         nothing ended, and no failure was read (`hangs.ended_in_hang`), and the wait is not
         the command's own -- it began before the command did (the output is older than the
-        command: a saved console, replayed), or it was declared with no duration (two
+        command: a saved console, replayed), or a framework declared it with no duration (two
         processes claiming one rank, a stack dump of a rank in a collective: nothing says
         when it began). A job that lived through a wait it printed and then exited 0 ended
         it, whatever its output says last: None, the run finishes."""
         hung = ended_in_hang(self.waits, self.kinds)
         ranks = hung.ranks_since
-        if ranks is not None and ranks >= started and self.waits.shown.get(ranks) != 0.0:
+        # a framework's wait declared with no duration is undated; one by the console's
+        # grammar is dated by what its lines show (five untimed lines: none, a job's own)
+        undated = ranks is not None and self.waits.shown.get(ranks) == 0.0
+        if ranks is not None and ranks >= started and (self.waits.generic_only or not undated):
             ranks = None
         engine = hung.engine_since
         if engine is not None and engine >= started:

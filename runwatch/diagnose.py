@@ -309,7 +309,7 @@ def read(
         for why in said:
             if len(notes) < NOTES:
                 notes.append((f"{path.name}:{number}", why, body.strip()[:200]))
-        explained = found or said or parser.following  # (a traceback, a reader's line)
+        explained = found or said or parser.failures.reading  # (a traceback, a reader's line)
         if suspect is not None and not explained and len(notes) < NOTES:
             notes.append(suspect)
         suspect = None

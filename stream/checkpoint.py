@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
 import zstandard
 
 from runwatch.stream import state as state_package
@@ -99,6 +100,10 @@ _ALLOWED.update(BLANKS)
 def _fields(cls: type) -> list[str]:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls)]
+    if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+        # in order: a struct pickles its fields by position, so two swapped fields of one
+        # type would load an older checkpoint's values swapped
+        return list(cls.__struct_fields__)
     names: list[str] = []
     for klass in cls.__mro__:
         slots = klass.__dict__.get("__slots__", ())

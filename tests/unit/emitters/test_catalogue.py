@@ -590,3 +590,15 @@ def test_only_sticky_cuda_errors_of_the_driver_and_thc_are_deaths() -> None:
         "node:1:2 [0] init.cc:204 NCCL WARN Cuda failure 'out of memory'",
     ):
         assert CATALOGUE.match(line) is None, line
+
+
+def test_ray_s_unhandled_error_the_job_goes_on_after_is_no_death(tmp_path: Path) -> None:
+    """Ray logs an unhandled error when nobody gets a failed task's result -- often a job that
+    goes on (an actor killed with calls pending): a failure only when no step follows it."""
+    sig = next(s for s in CATALOGUE.signatures if s.id == "ray-unhandled-task-error")
+    step = "(TaskRunner pid=5757) step:{n} - actor/loss:0.5 - critic/score/mean:0.3\n"
+    log = tmp_path / "driver.log"
+    log.write_text(step.format(n=1) + sig.sample + "\n" + step.format(n=2) + step.format(n=3))
+    assert [a.rule for a in diagnose([log]).alerts if a.state == "firing"] == []
+    log.write_text(step.format(n=1) + sig.sample + "\n")
+    assert [a.rule for a in diagnose([log]).alerts if a.state == "firing"] == ["component_failed"]

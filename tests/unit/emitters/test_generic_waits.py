@@ -15,6 +15,7 @@ from typing import Any
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
+from runwatch.emitters.stalls import Waits
 
 #: https://github.com/vllm-project/vllm/issues/14025 (vLLM V0's OpenAI server at DEBUG: the
 #: API server's client has had no output from its engine process, every ten seconds)
@@ -24,6 +25,15 @@ STATS = (
     "INFO 02-27 20:21:{s:02d} [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
     "Avg generation throughput: 35.2 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache "
     "usage: 0.1%, Prefix cache hit rate: 0.0%\n"
+)
+
+
+#: vLLM V0's stats line (vllm/engine/metrics.py LoggingStatLogger.log, its format rendered):
+#: the engine serves a request
+SERVING = (
+    "INFO 02-27 20:17:40 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+    "throughput: 12.5 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+    "usage: 0.4%, CPU KV cache usage: 0.0%.\n"
 )
 
 
@@ -84,15 +94,18 @@ NCCL = "stdout: multi-gpu-ci-runner:18062:18089 [1] NCCL INFO Call to connect re
 def test_a_wait_said_again_and_again_for_minutes_at_the_console_s_end_is_its_hang(
     tmp_path: Path,
 ) -> None:
-    """#14025's console ends in seventeen of its waiting lines, 160 s by their clock: the
-    process waited there, and the rule names the wait in the line's own words. Its first six,
-    50 s, are no stall yet."""
-    (summary,) = stalled(tmp_path, mq(17))
+    """#14025's client polls its engine for 160 s by its clock while the engine serves a
+    request: the server waited there, and the rule names the wait in the line's own words. Its
+    first six lines, 50 s, are no stall yet; and with no request served the same poll is an
+    idle server's (vLLM V0 logs it whenever no output arrives)."""
+    (summary,) = stalled(tmp_path, SERVING + mq(17))
     assert "Waiting for output from MQLLMEngine" in summary
-    assert statuses(mq(6)) == []
-    assert statuses(mq(7))[0] == {
+    assert statuses(SERVING + mq(6)) == []
+    assert statuses(SERVING + mq(7))[0] == {
         "rank": 0, "world_size": 1, "phase": "Waiting for output from MQLLMEngine", "waited": 60.0
     }  # fmt: skip
+    assert statuses(mq(17)) == []
+    assert stalled(tmp_path, mq(17)) == []
 
 
 def test_retries_for_minutes_are_a_wait_and_for_seconds_are_none(tmp_path: Path) -> None:
@@ -141,7 +154,7 @@ def test_a_wait_its_lines_give_no_clock_for_is_one_said_five_times() -> None:
 def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
     """The same lines with the engine's stats after them: the console went on, and the
     stats line's `Waiting: 0 reqs` is a count, not a wait."""
-    text = mq(17) + STATS.format(s=0)
+    text = SERVING + mq(17) + STATS.format(s=0)
     assert stalled(tmp_path, text) == []
     assert statuses(text)[-1] == {"rank": 0, "world_size": 1, "phase": "exited"}
     assert statuses(STATS.format(s=0) * 5) == []
@@ -167,7 +180,7 @@ def test_watch_s_scanner_reads_the_waits_and_the_line_that_ends_them() -> None:
     line after it, whatever it holds: a plain line ends the wait, as diagnose reads it."""
     parser = LineParser()
     scanner = LineScanner(parser)
-    waiting = scanner.feed(mq(7).encode())
+    waiting = scanner.feed((SERVING + mq(7)).encode())
     assert [f["phase"] for k, f in waiting if k == "rank.status"] == [
         "Waiting for output from MQLLMEngine"]  # fmt: skip
     went_on = scanner.feed(b"saving checkpoint to /ckpt\n")
@@ -213,3 +226,45 @@ def test_nothing_started_in_the_last_minute_is_a_wait(tmp_path: Path) -> None:
     (train,) = statuses(TRAIN)
     assert (train["phase"], train["waited"]) == ("Training has not started", 60.0)
     assert stalled(tmp_path, TRAIN)
+
+
+def test_a_prefixed_rank_s_wait_ends_with_its_next_line_and_every_rank_leaves_it() -> None:
+    """torchrun's `[rank3]: ` prefix leaves its space before the text: no indentation. The
+    wait of rank 3 of four ends with the rank's next plain line, and every rank is out of a
+    wait then (the rule's "nothing is waiting"), not three never heard from."""
+    waiting = "[rank3]: still waiting for the rollout workers for 120 seconds\n"
+    found = statuses(waiting + "[rank3]: rollout workers connected\n")
+    assert found[0]["rank"] == 3
+    assert found[1:] == [{"rank": r, "world_size": 4, "phase": "exited"} for r in range(4)]
+
+
+def test_lines_a_little_out_of_order_are_no_day_long_wait() -> None:
+    """Two processes sharing one stream print the same wait a second apart, the later one
+    first: the clock going back is no wait past midnight."""
+    line = "INFO 03-01 10:00:{s:02d} t.py:1] waiting for rollout workers\n"
+    assert statuses(line.format(s=5) + line.format(s=4)) == []
+    late = "INFO 03-01 00:00:40 t.py:1] waiting for rollout workers\n"
+    (status,) = statuses(line.replace("10:00:{s:02d}", "23:59:30") + late)
+    assert status["waited"] == 70.0  # past midnight: 70 s
+
+
+def test_a_wait_a_line_plans_is_none_it_lasted() -> None:
+    for line in (
+        "uploader: rate limited, waiting for 600 seconds before the next attempt",
+        "the trainer will wait for 120 seconds for the rollout workers",
+        "going to wait for 300 s until the checkpoint is written",
+    ):
+        assert statuses(line + "\n") == [], line
+
+
+def test_python_logging_s_format_builds_up_a_wait_and_keeps_one_per_rank() -> None:
+    """`%(asctime)s - %(name)s - %(levelname)s - %(message)s`: the clock and ` - ` are no
+    words of the wait, so its lines are one wait; a wait whose number changes every line is
+    a new one each time, and the reader keeps one per rank, not one per line."""
+    line = "2024-03-01 10:{m:02d}:00,{ms:03d} - trainer - INFO - waiting for rollout workers\n"
+    text = "".join(line.format(m=m, ms=m * 7) for m in range(3))
+    assert statuses(text)[-1]["waited"] == 120.0
+    waits = Waits()
+    for k in range(3000):
+        waits.read(f"2024-03-01 10:00:00,000 - trainer - INFO - waiting for batch {k}")
+    assert len(waits._said) == 1

@@ -75,3 +75,12 @@ def test_a_parser_no_one_takes_notes_from_keeps_the_latest_few() -> None:
     notes = parser.notes()
     assert len(notes) <= 3 * NOTES_KEPT
     assert any(f"`loss_{10 * NOTES_KEPT - 1}`" in why for why in notes)  # the latest kept
+
+
+def test_a_wait_line_after_an_error_line_does_not_hide_it(tmp_path: Path) -> None:
+    """Only a traceback (or a reader's own line) explains an error-like line: a wait line after
+    it, which the waits reader follows, does not."""
+    log = tmp_path / "job.log"
+    log.write_text("ERROR reward server died unexpectedly\nwaiting for the reward server\n")
+    noted = [where for where, why, _ in diagnose([log]).notes if "reads like an error" in why]
+    assert noted == ["job.log:1"]

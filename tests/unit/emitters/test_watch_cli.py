@@ -581,3 +581,25 @@ def test_a_job_that_lived_through_the_wait_it_printed_finishes_on_a_clean_exit(
     left = read_at(started + 5).left_open(started)  # 20 s before it started: older
     assert left is not None
     assert (left.ranks, left.ranks_since) == ({0: "store_based_barrier"}, started + 5 - 20)
+
+
+def test_a_job_that_printed_a_wait_with_no_clock_and_exited_0_finishes(tmp_path: Path) -> None:
+    """A wait read by the console's grammar from lines that print no clock shows no duration
+    (five in a row make it one): unlike a framework's wait declared with none (a stack dump),
+    nothing says it is older than the command -- a job that printed it and exited 0 lived
+    through it."""
+    from runwatch.emitters.console import LineParser
+    from runwatch.emitters.watch import Watcher
+
+    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
+    watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: 1005.0)
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(src_w, b"still waiting for slurm job 4242 to finish...\n" * 6)
+    os.close(src_w)
+    watcher.pump({src_r: out_w})
+    for fd in (src_r, out_w, out_r):
+        os.close(fd)
+    em.close()
+    assert "rank.status" in watcher.kinds  # (read as a wait)
+    assert watcher.left_open(1000.0) is None

@@ -303,6 +303,23 @@ def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.Mon
     assert checkpoint.layout_fingerprint() != before
 
 
+def test_two_fields_of_a_struct_swapped_are_another_layout() -> None:
+    """A msgspec struct (StateConfig, Condition, ...) pickles its fields by position: their
+    order is part of the layout, so an older checkpoint is refused, not loaded with two values
+    swapped."""
+    import msgspec
+
+    class Before(msgspec.Struct):
+        keep_steps: int = 20
+        metric_steps: int = 16
+
+    class After(msgspec.Struct):
+        metric_steps: int = 16
+        keep_steps: int = 20
+
+    assert checkpoint._fields(Before) != checkpoint._fields(After)
+
+
 def _records() -> list[Any]:
     """One instance of each `Compact` state record, from a replayed scenario's runs."""
     from runwatch.stream.state.compact import BLANKS, Compact
