@@ -97,6 +97,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   requests running -- its workers stopped answering a batch: read as the engine's snapshot,
   the pending requests running (one where nothing says), no tokens, stalled for k * N s.
 
+- Ray's autoscaler finding a request no node type can fulfill (ray 2.60.0 wheel:
+  autoscaler/_private/autoscaler.py, "Error: No available node types can fulfill resource
+  request {...}. Add suitable node types to this cluster to resolve this issue.", every 30 s;
+  autoscaler/v2/event_logger.py, "... resource requests ..." and "... placement group requests
+  ..."): the work that asked for it cannot be placed on any node this cluster may ever have --
+  it waits until someone changes the cluster. Read as the console's process (the launcher's
+  prefix's rank, else 0) waiting in `ray_infeasible_request`, declared with no duration.
+
 Any other wait, by the grammar of a console rather than one framework's words (`_generic`): a
 line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet ready
 (or listening, up, ...), is still scheduling (or starting, ...), is taking more than a while,
@@ -134,6 +142,10 @@ Found = tuple[str, dict[str, Any]]
 #: vLLM's message queue's words for a wait on its peers (`shm_broadcast.py`)
 SHM = "No available shared memory broadcast block found"
 _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
+#: Ray's autoscaler: a resource request no node type can fulfill (`autoscaler.py`, v2's
+#: `event_logger.py`)
+RAY_INFEASIBLE = "No available node types can fulfill"
+RAY_PENDING = "ray_infeasible_request"
 #: vLLM V0's API-server client polling its engine process (vllm/engine/multiprocessing/
 #: client.py `run_output_handler_loop`: logged at DEBUG each VLLM_RPC_TIMEOUT, 10 s, that no
 #: output arrives -- an idle server's too): a wait only while the engine serves requests
@@ -233,6 +245,7 @@ MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ran
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
            XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING, MQ_WAITING,
+           RAY_INFEASIBLE,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -374,6 +387,8 @@ class Waits:
             return self._generic_wait(line, rank)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
+        if RAY_INFEASIBLE in line:
+            return self._report({rank or 0: RAY_PENDING}, 0.0)
         if MQ_WAITING in line:  # (a server's idle poll, but while it serves requests)
             return self._generic_wait(line, rank) if self._serving else self._generic_ended()
         if "store based barrier" in line or "store-based barrier" in line:

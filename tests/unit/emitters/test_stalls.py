@@ -692,3 +692,27 @@ def test_xla_s_rendezvous_that_may_be_stuck_is_a_rank_waiting(tmp_path: Path) ->
         "unstuck! Warning above was a false-positive. Perhaps the timeout is too short.\n"
     )
     assert fired(tmp_path, XLA_22740 + unstuck) == []
+
+
+#: https://github.com/real-stanford/scalingup/issues/6 (corpus23/dev: Ray's autoscaler v1,
+#: quoted in a reply), and v2's wording (autoscaler/v2/event_logger.py) rendered
+RAY_INFEASIBLE_6 = (
+    "(autoscaler +32s) Error: No available node types can fulfill resource request {'CPU': 1.0, "
+    "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.\n"
+)
+RAY_INFEASIBLE_V2 = (
+    "(autoscaler +1m4s) No available node types can fulfill resource requests {'GPU': 8.0}*2. "
+    "Add suitable node types to this cluster to resolve this issue.\n"
+)
+
+
+def test_a_request_no_node_type_can_fulfill_is_a_wait_ray_declares(tmp_path: Path) -> None:
+    """The work that asked for it cannot be placed on any node the cluster may have: a console
+    that ends in it hung there; steps after it (the cluster was changed) end the wait."""
+    for line in (RAY_INFEASIBLE_6, RAY_INFEASIBLE_V2):
+        assert statuses(line) == [
+            {"rank": 0, "world_size": 1, "phase": "ray_infeasible_request", "waited": 0.0}
+        ]
+        assert fired(tmp_path, line) == ["ranks_stalled"]
+    step = "step:1 - actor/loss:0.5 - critic/score/mean:0.3\n"
+    assert fired(tmp_path, RAY_INFEASIBLE_6 + step) == []
