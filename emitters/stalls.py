@@ -135,6 +135,7 @@ waiting" -- so the console's later silence is no rank's stall (`stuck_progress` 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 Found = tuple[str, dict[str, Any]]
@@ -206,12 +207,12 @@ _NO_STALL = re.compile(
     r"|\b(?:for|on) (?:the |a )?(?:new |next |incoming |more )?"
     r"(?:requests?|work|jobs?|tasks?|connections?|clients?|input|messages?|commands?)\b"
 )
+#: a duration's units as consoles write them (`_seconds` scales them)
+_UNITS = r"ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?"
 #: how long a wait line says its wait has lasted (not a retry's `in N s`: its next attempt)
 _LASTED = re.compile(
     r"(?i)\b(?:for|than|after|over|since|(?:in|within) the (?:last|past))\s+"
-    r"(?:more than\s+|over\s+|at least\s+|about\s+)?"
-    r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?"
-    r"|h|hrs?|hours?)\b"
+    rf"(?:more than\s+|over\s+|at least\s+|about\s+)?(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>{_UNITS})\b"
 )
 #: a duration a wait plans rather than shows: after `will`/`to` ..., before `before|until|then`
 _PLANNED = re.compile(r"(?i)\b(?:will|shall|to)\s+(?:\w+\s+){0,2}\w*\s*$")
@@ -229,10 +230,7 @@ GENERIC_UNTIMED = 5
 _STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | --? ")
 _DIGITS = re.compile(r"\d+")
 #: a duration in a wait's words (left out of its phase: the same wait, said later, is one)
-_DURATION = re.compile(
-    r"(?i)\b\d+(?:\.\d+)?\s*(?:ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?"
-    r"|hours?)\b"
-)
+_DURATION = re.compile(rf"(?i)\b\d+(?:\.\d+)?\s*(?:{_UNITS})\b")
 #: the scanner's markers of such a line (literal, case by case)
 WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "hang", "Hang",
                 "hung", "blocked", "Blocked", "no progress", "No progress", "not responding",
@@ -687,19 +685,17 @@ class Waits:
             return self._ended()
         ranks = {r for r, _ in ended} - {r for r, _ in self._since}
         self._reported -= ranks
-        world = max(self.world, 1)
-        return [
-            ("rank.status", {"rank": r, "world_size": world, "phase": "exited"})
-            for r in sorted(ranks)
-        ]
+        return self._exited(sorted(ranks))
 
     def _ended(self) -> list[Found]:
         if not self._reported:
             return []
         self._reported.clear()
         self._since.clear()
+        return self._exited(range(max(self.world, 1)))
+
+    def _exited(self, ranks: Iterable[int]) -> list[Found]:
+        """Those ranks out of their waits (the rule's "nothing is waiting")."""
         world = max(self.world, 1)
-        return [
-            ("rank.status", {"rank": r, "world_size": world, "phase": "exited"})
-            for r in range(world)
-        ]
+        return [("rank.status", {"rank": r, "world_size": world, "phase": "exited"})
+                for r in ranks]  # fmt: skip

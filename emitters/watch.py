@@ -239,8 +239,6 @@ class Watcher:
         try:
             fields.pop("component", None)  # a reader's hint; the emitter says the component
             src = fields.pop("src", None)
-            if "waited" in fields:  # (`ReadWaits` dated it already, as it was read)
-                fields = self.waits.since(fields, self.clock())
             if src is None:
                 self.emitter.emit(kind, **fields)
             else:  # a line Ray forwarded: the event is that worker's
