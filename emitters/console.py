@@ -258,11 +258,14 @@ class LineParser:
         found = self._aborts(found, aborting, src)
         found = self._at_exit(found)
         declared = self.waits.read(line, rank)
+        made = (self.metrics.made, self.metrics.unnamed)
         found += self._parse(line, src, source)
         self._work(found)
         self.waits.saw(found)
         self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
+        if advanced and self.failures.said_just_before(source) and self._stepless(found, made):
+            advanced = False  # metrics that name no step, after it: the exception's message
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if any(kind in _STEP_KINDS for kind, _ in found) and advanced:
@@ -365,6 +368,13 @@ class LineParser:
         if src is not None:
             fields["src"] = src
         return kind, fields
+
+    def _stepless(self, found: list[Found], before: tuple[int, int]) -> bool:
+        """Whether the line's progress is metric records alone, none of which named its step
+        (`before`: the metric readers' counts before the line)."""
+        made, unnamed = self.metrics.made - before[0], self.metrics.unnamed - before[1]
+        only_records = all(kind == "step.metrics" for kind, _ in found if kind in PROGRESS_KINDS)
+        return only_records and made > 0 and made == unnamed
 
     def _counted(self, source: Any, line: str) -> bool:
         """Whether a line, while a failure of its source waits on what it says next, counts

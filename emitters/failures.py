@@ -167,6 +167,9 @@ class Failures:
         self._teardown: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes = notes()
+        #: the source whose line before this one said its pending exception (`said_just_before`)
+        self._said: Any = _NOBODY
+        self._said_before: Any = _NOBODY
 
     @property
     def reading(self) -> bool:
@@ -176,6 +179,25 @@ class Failures:
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
         self._ignored_now = _NOBODY
+        self._said_before, self._said = self._said, _NOBODY
+        record = self._records.get(source)
+        error = record.error if record is not None else None
+        found = self._read_printed(source, line)
+        after = self._records.get(source)
+        said = None if after is None else after.error
+        if said is not None and (after is not record or said != error):
+            self._said = source  # this line said (or went on saying) the exception
+        return found
+
+    def said_just_before(self, source: Any) -> bool:
+        """Whether the source's line before this one was its exception's line: what it prints
+        next may be that exception's message going on (detectron2's `FloatingPointError: Loss
+        became infinite or NaN at iteration=27!` and the `loss_dict = {...}` it holds), not
+        work that went on after it."""
+        return self._said_before is not _NOBODY and self._said_before == source
+
+    def _read_printed(self, source: Any, line: str) -> list[Found]:
+        """`read`: a line a terminal padded to its width read as the lines it glued."""
         record = self._records.get(source)
         if (
             (record is None or (record.open and not record.prefix))

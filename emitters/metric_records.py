@@ -26,6 +26,9 @@ class MetricRecords:
         self.steps = StepNumbers(overflow_steps)
         #: why lines that looked like metrics gave none, since the owner last took them
         self.notes = notes()
+        #: records made so far, and those of them that named no step (the console's order
+        #: numbered them): a line whose records all did is no step further by its own word
+        self.made = self.unnamed = 0
 
     def saw(self, found: list[Found]) -> None:
         """The events a line gave, every reader's: the steps the run has reached."""
@@ -43,6 +46,8 @@ class MetricRecords:
                 return []
         bad = any(v is not None and not math.isfinite(v) for v in metrics.values())
         step = self.steps.step(source, named, bad)
+        self.made += 1
+        self.unnamed += named is None
         records = self.steps.record(source, step, metrics, skipped)
         kept = {k for s, m in records if s == step for k in m}
         held = [k for k, v in metrics.items() if k not in kept and v is not None]

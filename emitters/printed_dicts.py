@@ -20,6 +20,9 @@ from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
 DICT = re.compile(r"\{['\"][^{}]*\}")
 DICT_OPEN = re.compile(r"\{\s*['\"]")
 _STEP_OF = re.compile(r"^(\d{1,18})(?:/\d+)?$")
+#: an object's repr inside a value, which no literal parses (torch's `tensor(nan, device=
+#: 'cuda:1', grad_fn=<NllLossBackward>)`, `<function f at 0x7f...>`): read as None
+_OBJECT_REPR = re.compile(r"<[A-Za-z_][^<>'\"\n]{0,200}>")
 
 
 def _namespaced_step(key: str, raw: Any) -> bool:
@@ -116,7 +119,9 @@ def _literal(text: str) -> Any:
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
+        if "<" not in text or (bare := _OBJECT_REPR.sub("None", text)) == text:
+            return None
+        return _literal(bare)
     if not isinstance(tree.body, ast.Dict):
         return None
     out: dict[Any, Any] = {}

@@ -57,6 +57,12 @@ _TF_DIVERGED = (
     "an extra rule: `Model diverged with loss = NaN.` is read as the loss's NaN (corpus6 labels "
     "the same line with both rules); this excerpt's label names the error it ends in alone"
 )
+#: detectron2's FloatingPointError prints the loss dict in its message, read since the
+#: exception's message is no progress after it; these excerpts' labels name the error alone
+_D2_LOSS_DICT = (
+    "an extra rule: the NaN losses of the `loss_dict = {...}` FloatingPointError's message "
+    "prints are read (corpus19 labels the same lines with both rules)"
+)
 MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus2", "exception_tf_estimator_ipython_nan_loss_error"): (
         ["component_failed", "non_finite_metric"], _TF_DIVERGED),
@@ -64,6 +70,10 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["component_failed", "non_finite_metric"], _TF_DIVERGED),
     ("corpus10", "fail_t2t_step0_loss_then_model_diverged_traceback"): (
         ["component_failed", "non_finite_metric"], _TF_DIVERGED),
+    ("corpus2", "exception_detectron2_error_logged_floatingpoint"): (
+        ["component_failed", "non_finite_metric"], _D2_LOSS_DICT),
+    ("corpus2", "exception_detectron2_headless_unindented_frame"): (
+        ["component_failed", "non_finite_metric"], _D2_LOSS_DICT),
     ("corpus", "stalled_horovod_stall_inspector_mpirun"): (
         [], "Horovod's stall inspector's warning is read but its list of ranks is cut here: no "
         "rank is named, so no rank's wait is declared for the console's end to decide"),
@@ -149,10 +159,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "quantization, so the reader reads it as a stall only once the engine serves (f6b1ded; "
         "start-ups would false-alert)"),
     # its bench_serving control (`Traffic request rate: inf`) is no metric since 2bf1581
-    ("corpus19", "fail_detectron2_coco_fast_rcnn_floatingpointerror_iter27_loss_dict_tensor_nan"): (
-        ["component_failed"], "the NaN inside detectron2's FloatingPointError's loss_dict is "
-        "left unread on purpose (the metric pass: read as a record, it was taken for progress "
-        "after the traceback); the error is read"),
     ("corpus19", "nan_t5_mesh_tf_tpu_v2_512_model_diverged_loss_nan_reraising"): (
         ["component_failed", "non_finite_metric"], "an extra rule: `Model diverged with loss = "
         "NaN.` is also the catalogue's fatal line of TensorFlow's NaN hook (it raises "

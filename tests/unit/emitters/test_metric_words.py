@@ -72,3 +72,14 @@ def test_numbers_printed_as_strings_with_thousands_separators_are_numbers() -> N
         "loss", "avg_loss"}  # fmt: skip
     # words with commas stay words: a configuration printed as a dict is none
     assert metrics_dict("{'name': 'a,b', 'size': '1,2', 'mode': 'x', 'lr': '0.1'}") is None
+
+
+def test_a_dict_of_tensors_with_their_autograd_node_is_read() -> None:
+    """`grad_fn=<NllLossBackward>` is no Python literal: the object's repr reads as nothing,
+    the number the tensor holds as the value (detectron2#425's loss_dict)."""
+    text = ("{'loss_cls': tensor(nan, device='cuda:1', grad_fn=<NllLossBackward>), "
+            "'loss_box_reg': tensor(0.2576, device='cuda:1', grad_fn=<DivBackward0>)}")  # fmt: skip
+    got = metrics_dict(text)
+    assert got is not None
+    assert math.isnan(got[0]["loss_cls"])
+    assert got[0]["loss_box_reg"] == 0.2576

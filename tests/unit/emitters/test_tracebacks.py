@@ -737,3 +737,35 @@ def test_sglang_s_failed_health_check_is_its_engine_s_death_unless_it_serves_aft
     assert [(f["how"], f["component"]) for f in ended] == [("fatal", "inference")]
     went_on = [decode.format(0), failed_check, decode.format(30)]
     assert [k for k, _ in read_all(went_on) if k == "component.failed"] == []
+
+
+#: detectron2#425: `FloatingPointError`'s message goes on over a second line, the loss dict it
+#: holds (a torch tensor's repr, `grad_fn=<...>` and all)
+DETECTRON2_NAN = [
+    "Traceback (most recent call last):",
+    '  File "/detectron2/engine/train_loop.py", line 242, in _detect_anomaly',
+    "    raise FloatingPointError(",
+    "FloatingPointError: Loss became infinite or NaN at iteration=27!",
+    "loss_dict = {'loss_cls': tensor(nan, device='cuda:1', grad_fn=<NllLossBackward>), "
+    "'loss_box_reg': tensor(0.2576, device='cuda:1', grad_fn=<DivBackward0>)}",
+]
+
+
+def test_metrics_naming_no_step_right_after_an_exception_line_are_its_message() -> None:
+    """The dict is read (its NaN said), and is no work that went on after the exception."""
+    found = read_all(DETECTRON2_NAN)
+    (fields,) = failed(found)
+    assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
+    (metrics,) = [f["metrics"] for k, f in found if k == "step.metrics"]
+    assert set(metrics) == {"loss_cls", "loss_box_reg"}
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        ["step 28 loss 0.25 grad_norm 0.5"],  # a record naming its step
+        ["", "{'loss': 0.25, 'grad_norm': 0.5}"],  # a line between: the message had ended
+    ],
+)
+def test_work_after_an_exception_s_message_still_says_it_was_handled(after: list[str]) -> None:
+    assert failed(read_all([*DETECTRON2_NAN[:4], *after])) == []
