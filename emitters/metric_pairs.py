@@ -29,14 +29,15 @@ _VALUE = (
     rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
     rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
 )
-#: a pair, its value ending where a separator, a bracket or the line does -- or at a
-#: percentage's `%` before one (`Accuracy: 10.0%, Avg loss: nan`; a bar's `45%|` is no pair,
-#: nor a rate of nothing, `hit rate: nan%`: 0/0 is no measurement of a run going wrong)
+#: a pair, its value ending where a separator, a bracket, a sentence (`at iteration=27!`) or
+#: the line does -- or at a percentage's `%` before one (`Accuracy: 10.0%, Avg loss: nan`; a
+#: bar's `45%|` is no pair, nor a rate of nothing, `hit rate: nan%`: 0/0 is no measurement of a
+#: run going wrong)
 PAIR = re.compile(
     rf"(?:(?:'(?P<qk>[^'\n]{{1,100}})'|\"(?P<dk>[^\"\n]{{1,100}})\"|(?P<k>{_KEY}))"
     rf"(?P<sep>\s*[:=|]\s*\[?\s*|\s*\[\s*)|\[(?P<bk>{_KEY})\]\s*[:=]?\s*"
     rf"|(?P<pk>{_PLAIN_KEY})\s+)"
-    rf"{_VALUE}(?=[\s,|;\]}})]|(?<=\d)%(?=[\s,;]|$)|/(?!\s*\d)|[:.](?:\s|$)|$)"
+    rf"{_VALUE}(?=[\s,|;\]}})]|(?<=\d)%(?=[\s,;]|$)|/(?!\s*\d)|[:.!](?:\s|$)|$)"
 )
 _STEP_KEY = re.compile(
     r"^(?:global[ _]?|(?P<q>[a-z]+)[ _])?"

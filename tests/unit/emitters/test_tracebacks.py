@@ -756,8 +756,9 @@ def test_metrics_naming_no_step_right_after_an_exception_line_are_its_message() 
     found = read_all(DETECTRON2_NAN)
     (fields,) = failed(found)
     assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
-    (metrics,) = [f["metrics"] for k, f in found if k == "step.metrics"]
-    assert set(metrics) == {"loss_cls", "loss_box_reg"}
+    (record,) = [f for k, f in found if k == "step.metrics"]
+    assert set(record["metrics"]) == {"loss_cls", "loss_box_reg"}
+    assert record["step"] == 27  # the iteration the exception's line names (`=27!`)
 
 
 @pytest.mark.parametrize(
