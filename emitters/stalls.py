@@ -13,7 +13,10 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   ranks: R, ...]` on the warning's own line. It checks again only after another N seconds
   (`ShouldPerformCheck`), so the k-th warning of a stall that no progress interrupted shows
   a wait of more than k * N seconds; its shutdown line ("is stalled for longer than M
-  seconds. Will shutdown.") shows M.
+  seconds. Will shutdown.") shows M. Only the coordinator checks (controller.cc
+  `is_coordinator_`): the warning is rank 0's (or the rank its prefix names), which waits in
+  the collective unless the list names it -- so a warning whose list a paste cut still
+  declares a wait.
 - torch's store-based barrier in `init_process_group` (torch/distributed/distributed_c10d.py
   `_store_based_barrier`, 1.8-2.x): "Waiting in store based barrier to initialize process
   group for rank: R, key: K (world_size=W, worker_count=J, timeout=T)" (2.x:
@@ -411,6 +414,8 @@ class Waits:
             self._stated = float(m.group("n"))
             self._warnings += 1
             self._named = {}
+            if _HVD_OPS.search(line) is None:  # (0.9-0.12 name the ready ranks on this line)
+                out += self._horovod({rank or 0: HOROVOD})
         if _HVD_LIST.search(line):
             self._listing = True
         named: dict[int, str] = {}
