@@ -95,10 +95,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   typically happens when some processes are hanging or doing some time-consuming work (e.g.
   compilation)"): "No available shared memory broadcast block found in N seconds", the k-th
   time after k * N seconds (VLLM_RINGBUFFER_WARNING_INTERVAL, 60) of one wait of the engine
-  for its workers or theirs for it. At start-up it is compilation's or a profile run's; once
-  the engine serves -- an offline `Processed prompts` bar short of its total, or stats with
-  requests running -- its workers stopped answering a batch: read as the engine's snapshot,
-  the pending requests running (one where nothing says), no tokens, stalled for k * N s.
+  for its workers or theirs for it (an idle worker's dequeue is `indefinite`: it says none).
+  Once the engine serves -- an offline `Processed prompts` bar short of its total, or stats
+  with requests running -- its workers stopped answering a batch: read as the engine's
+  snapshot, the pending requests running (one where nothing says), no tokens, stalled for
+  k * N s. After stats that say it runs none, its workers wait for work (the versions and
+  executors whose idle dequeue warns). Before anything says either, it is the catalogue's
+  (below): the engine waiting on its workers, which a start-up's compilation or profile run
+  goes on past.
 
 - Ray's autoscaler finding a request no node type can fulfill (ray 2.60.0 wheel:
   autoscaler/_private/autoscaler.py, "Error: No available node types can fulfill resource
@@ -120,10 +124,24 @@ plus the time between the first and the latest line of the same wait by the cloc
 (`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by lines that print no clock counts
 as one too. A wait of seconds -- a shard loading, a connect retried twice -- is no stall, and a
 number that changes between its lines (a checkpoint 12, then 13) is one wait ended and the next
-begun. Its phase is the line's own words (`Waiting for output from MQLLMEngine`). Unlike a
-framework's own wait, whose end that framework writes, such a wait ends with the next line that
-is no wait (an indented line, the code Python's warnings show under theirs, is none): only a
-console that ends in it (or one that says nothing more, live) hung there.
+begun. Its phase is the line's own words (`Waiting for output from MQLLMEngine`: vLLM V0's
+client polling its engine at DEBUG each 10 s, vllm/engine/multiprocessing/client.py -- an idle
+engine says between those lines, at the same level and period, `Waiting for new requests in
+engine loop`, a server idle for its next request, which ends the wait; a busy one says
+nothing). Unlike a framework's own wait, whose end that framework writes, such a wait ends with
+the next line that is no wait (an indented line, the code Python's warnings show under theirs,
+is none): only a console that ends in it (or one that says nothing more, live) hung there.
+
+Some such waits a framework's source writes in words of its own -- no verb of the grammar, or
+a failure's words for an attempt it retries: the catalogue of declared waits
+(emitters/waits.toml, loaded by `waits.py`) names each with its framework, versions, source
+path, who waits, the phase it is read in and how long one line shows it lasting (vLLM's queue
+before the engine serves, Ray's autoscaler's request pending while actors hold the cluster, Ray
+Serve's replicas not scheduled, Ray Tune's trials all pending, TensorFlow's TPU master not
+ready). The framework writes such a line only once the wait is long, so it is a wait from its
+first line (or once it lasted as long as its entry says); it ends as the grammar's do, except
+that the wait's own lines between its repeats (`also`: a retry's count, a status block's rows)
+end nothing.
 
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
@@ -141,6 +159,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from runwatch.emitters.waits import DECLARED, Wait
+
 Found = tuple[str, dict[str, Any]]
 
 #: vLLM's message queue's words for a wait on its peers (`shm_broadcast.py`)
@@ -150,10 +170,6 @@ _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
 #: `event_logger.py`)
 RAY_INFEASIBLE = "No available node types can fulfill"
 RAY_PENDING = "ray_infeasible_request"
-#: vLLM V0's API-server client polling its engine process (vllm/engine/multiprocessing/
-#: client.py `run_output_handler_loop`: logged at DEBUG each VLLM_RPC_TIMEOUT, 10 s, that no
-#: output arrives -- an idle server's too): a wait only while the engine serves requests
-MQ_WAITING = "Waiting for output from MQLLMEngine"
 #: the bar of vLLM's offline `LLM.generate` (entrypoints/llm.py `_run_engine`)
 SERVING_BAR = "Processed prompts"
 #: XLA's rendezvous's words for a wait on the other participants (`rendezvous.cc`), and its end
@@ -240,12 +256,12 @@ WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "han
                 "unresponsive", "etry", "etri", "not yet ", "still ", "Still ",
                 "more than", "longer than", "cannot be scheduled", "not started",
                 "not yet started", "not begun", "not progressed", " is running",
-                " are running")  # fmt: skip
+                " are running", *DECLARED.markers)  # fmt: skip
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING, MQ_WAITING,
+           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
            RAY_INFEASIBLE,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
@@ -357,6 +373,7 @@ class Waits:
         #: requests an engine was seen serving (an offline bar's pending prompts, the running
         #: requests of its stats), 0 before it serves: vLLM's queue waits count from then
         self._serving = 0
+        self._idle = False  # the engine's stats said last that it runs no request
         self._shm = 0  # vLLM's queue's warnings since the last progress
         self._engine_since: float | None = None  # an engine's open wait began (`since`)
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
@@ -366,6 +383,10 @@ class Waits:
         #: (its words with their numbers but no duration, lines, the first line's clock or
         #: None, the wait it stated); and those reported, (rank, phase)
         self._said: dict[int, tuple[str, int, float | None, float]] = {}
+        #: the catalogue's wait (`waits.toml`) said last and not ended: its own lines between
+        #: its repeats (`also`) neither end it nor start another
+        self._declared: Wait | None = None
+        self._ran: float | None = None  # how long the run went on, as a line said last
         self._generic: set[tuple[int, str]] = set()
 
     @property
@@ -390,14 +411,12 @@ class Waits:
             return self._dump_head(line)
         if RAY_INFEASIBLE in line:
             return self._report({rank or 0: RAY_PENDING}, 0.0)
-        if MQ_WAITING in line:  # (a server's idle poll, but while it serves requests)
-            return self._generic_wait(line, rank) if self._serving else self._generic_ended()
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
         if "atchdog timeout (" in line or "batch_size()=" in line:
             return self._sglang(line)
         if SHM in line:
-            return self._vllm_queue(line)
+            return self._vllm_queue(line, rank)
         if XLA_STUCK in line or XLA_UNSTUCK in line:
             return self._xla(line, rank)
         if TF_WAITING in line or TF_STARTED in line:
@@ -449,8 +468,10 @@ class Waits:
             if kind == "progress" and fields.get("name") == SERVING_BAR:
                 total = fields.get("total")
                 self._serving = max(total - fields["n"], 0) if total else 1
+                self._idle = False
             elif kind == "inference.stats" and "stalled_since" not in fields:
                 self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
+                self._idle = not self._serving
                 self._engine_since = None  # it reports again: the rule judges what it says
 
     def progressed(self) -> list[Found]:
@@ -464,6 +485,7 @@ class Waits:
         self._shm = 0
         self._engine_since = None
         self._said.clear()
+        self._declared = None
         self._generic.clear()
         return self._ended()
 
@@ -616,10 +638,14 @@ class Waits:
                  "engine": "sglang"}  # fmt: skip
         return [("inference.stats", stats)]
 
-    def _vllm_queue(self, line: str) -> list[Found]:
+    def _vllm_queue(self, line: str, rank: int | None) -> list[Found]:
         m = _SHM_WAIT.search(line)
-        if m is None or not self._serving:
-            return []  # at start-up: compilation, a profile run
+        if m is None:
+            return []
+        if self._idle:  # (an idle engine's workers wait for work)
+            return self._generic_ended()
+        if not self._serving:  # (at start-up, compilation or a profile run: ended by its next
+            return self._generic_wait(line, rank)  # line, it is no stall; the catalogue's)
         self._shm += 1
         self._engine_open = True
         stats = {"running": self._serving, "waiting": 0, "gen_tokens_per_s": 0.0,
@@ -628,12 +654,24 @@ class Waits:
         return [("inference.stats", stats)]
 
     def _generic_wait(self, line: str, rank: int | None) -> list[Found]:
-        """A wait no framework's reader knows, by the console's grammar (module docstring):
-        its rank's phase once the console shows it lasting `GENERIC_LASTED` (or said
-        `GENERIC_UNTIMED` times by lines without a clock); any other line that is not blank
-        or indented ends such waits."""
+        """A wait no framework's reader knows: one the catalogue of declared waits names
+        (`waits.toml`), else one by the console's grammar (module docstring). Its rank's
+        phase once the console shows it lasting long enough (`GENERIC_LASTED`, or said
+        `GENERIC_UNTIMED` times by lines without a clock; the catalogue's as long as its entry
+        says); any other line that is not blank, indented or the declared wait's own ends such
+        waits."""
         if not line.strip() or self._warnings or self._framework_waits():
             return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
+        ran = self._run_time(line)
+        if (hit := DECLARED.match(line)) is not None:
+            wait, m = hit
+            self._declared = wait
+            stated = wait.seconds(m) if wait.elapsed is None else self._ran or 0.0
+            return self._lasting(line, rank, m.start(), wait.phase, wait.id, stated, wait.lasted)
+        if (open_ := self._declared) is not None and open_.also and open_.also.search(line):
+            if ran is None or open_.elapsed is None:
+                return []  # (the wait's own line between its repeats)
+            return self._lasting(line, rank, len(line), open_.phase, open_.id, ran, open_.lasted)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
             indented = line.startswith(("  ", "\t"))  # (a warning's code; not a prefix's `: `)
@@ -645,8 +683,35 @@ class Waits:
         clause = line[start : stop.start() if stop else len(line)]
         lasted = None if verb.group("retry") else _lasted(clause)
         stated = 0.0 if lasted is None else _seconds(lasted)
-        phase = _phase(clause)
         said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
+        return self._lasting(line, rank, verb.start(), _phase(clause), said, stated)
+
+    def _run_time(self, line: str) -> float | None:
+        """How long the run went on, where the line says so (Tune's status: the catalogue's
+        `elapsed`), kept for a wait that lasted all of it."""
+        if "running for " not in line and "running time: " not in line:
+            return None
+        for wait in DECLARED.waits:
+            if (ran := wait.ran(line)) is not None:
+                self._ran = ran
+                return ran
+        return None
+
+    def _lasting(
+        self,
+        line: str,
+        rank: int | None,
+        at: int,
+        phase: str,
+        said: str,
+        stated: float,
+        lasted: float | None = None,
+    ) -> list[Found]:
+        """One more line of a rank's wait (`said`: its words, or the catalogue's id; `at`:
+        where they start, the line's clock before them): reported once the console shows it
+        lasting `lasted` (the grammar's: `GENERIC_LASTED`, or `GENERIC_UNTIMED` lines without
+        a clock). Another wait of the rank's ends the one before."""
+        clock = _CLOCK.search(line, 0, at)
         now = None if clock is None else _clock_seconds(clock)
         who = rank or 0
         out: list[Found] = []
@@ -660,8 +725,11 @@ class Waits:
         if first is not None and now is not None:
             gone = (now - first) % 86400.0  # (past midnight)
             waited = max(stated, first_stated + (gone if gone <= _BACKWARDS else 0.0))
-        untimed = first is None and now is None and lines + 1 >= GENERIC_UNTIMED
-        if waited < GENERIC_LASTED and not untimed:
+        if lasted is None:
+            untimed = first is None and now is None and lines + 1 >= GENERIC_UNTIMED
+            if waited < GENERIC_LASTED and not untimed:
+                return out
+        elif waited < lasted:
             return out
         self._generic.add((who, phase))
         return out + self._report({who: phase}, waited)
@@ -679,6 +747,7 @@ class Waits:
         """The console went on after waits only its grammar declared: they ended -- and with
         no framework's wait open, every rank is out of a wait, as after progress."""
         self._said.clear()
+        self._declared = None
         if not self._generic:
             return []
         framework = self._framework_waits()

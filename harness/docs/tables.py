@@ -1,5 +1,6 @@
 """The tables of docs/rules.md, docs/contract.md and docs/catalogue.md made from the code:
-the rules', the event kinds' and the fatal-error catalogue's (emitters/catalogue.toml).
+the rules', the event kinds', the fatal-error catalogue's (emitters/catalogue.toml) and the
+declared waits' (emitters/waits.toml).
 
     .venv/bin/python -m harness.docs.tables           # rewrites the tables
     .venv/bin/python -m harness.docs.tables --check   # exit 1 if a checked-in one differs
@@ -30,6 +31,7 @@ from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.events import KNOWN_KINDS, Event
 from runwatch.emitters.schema import FieldShape, Maybe, OneOf, Shape, fields_of
+from runwatch.emitters.waits import DECLARED
 from runwatch.stream.rules import BUILTIN_RULES, Rule
 from runwatch.stream.rules.base import Params
 
@@ -96,6 +98,23 @@ def catalogue_table() -> str:
         rows.append(
             f"| {_cell(s.framework)} | `{_cell(s.pattern.pattern)}` | {_cell(s.versions)} "
             f"| {_cell(s.source)} | {s.component} | {s.meaning.replace('_', ' ')} |"
+        )
+    return "\n".join(rows)
+
+
+def waits_table() -> str:
+    """Every wait of the declared-waits catalogue: where it comes from and how it is read."""
+    rows = ["| framework | wait | versions read | source | who waits | phase | a line shows |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for w in DECLARED.waits:
+        shows = ("the seconds it states" if "n" in w.pattern.groupindex
+                 else "the run's time so far" if w.elapsed is not None
+                 else f"{w.every:g} s")  # fmt: skip
+        if w.lasted:
+            shows += f"; a wait from {w.lasted:g} s"
+        rows.append(
+            f"| {_cell(w.framework)} | `{_cell(w.pattern.pattern)}` | {_cell(w.versions)} "
+            f"| {_cell(w.source)} | {w.component} | `{w.phase}` | {shows} |"
         )
     return "\n".join(rows)
 
@@ -183,7 +202,10 @@ TABLES = {
         "rules:parameters": contract_table,
         "rules:incidents": incidents_table,
     },
-    ROOT / "docs" / "catalogue.md": {"rules:catalogue": catalogue_table},
+    ROOT / "docs" / "catalogue.md": {
+        "rules:catalogue": catalogue_table,
+        "waits:catalogue": waits_table,
+    },
 }
 
 

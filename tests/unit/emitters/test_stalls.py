@@ -594,11 +594,15 @@ def test_vllm_s_queue_waiting_while_it_serves_is_an_engine_stalled_that_long(
     assert fired(tmp_path, SHM_BAR + waits[: len(waits) * 2 // 3] + advanced) == []
 
 
-def test_vllm_s_queue_waiting_before_it_serves_or_while_idle_is_no_stall() -> None:
-    """At start-up the same words are compilation's or a profile run's; an idle engine's workers
-    wait for work. The bar's advance ends a wait: the count starts again."""
+def test_vllm_s_queue_waiting_before_it_serves_or_while_idle_is_no_engine_stall() -> None:
+    """At start-up the same words may be compilation's or a profile run's: no engine stalled,
+    but the engine waiting on its workers, which the next line ends (the catalogue's,
+    tests/unit/emitters/test_waits_catalogue.py); an idle engine's workers wait for work, no
+    wait at all. The bar's advance ends a wait: the count starts again."""
     assert engine_waits(SHM_START * 4) == []
+    assert [s["phase"] for s in statuses(SHM_START)] == ["vllm_shm_broadcast"]
     assert engine_waits(IDLE + SHM_WAIT.format(m=25) * 4) == []
+    assert statuses(IDLE + SHM_WAIT.format(m=25) * 4) == []
     advanced = SHM_BAR.replace("0/4", "1/4").replace("  0%", " 25%")
     found = engine_waits(SHM_BAR + SHM_WAIT.format(m=25) + advanced + SHM_WAIT.format(m=27))
     assert found == [(4, 60.0), (3, 60.0)]

@@ -1,0 +1,155 @@
+"""The declared-waits catalogue (`waits.toml` beside this module), loaded and matched.
+
+Each entry is a line a framework's own source writes while work waits on something else --
+its workers, the cluster's resources, a remote master -- and whose end it does not write:
+where it comes from (framework, versions, source path), who waits (`component`), the phase
+the waiting process is reported in, a regular expression and a literal piece of it, and how
+long one line shows the wait lasting. `emitters/stalls.py` reads a matched line as a rank's
+wait with the grammar of waits' ending (the next line that is neither a wait nor one of the
+wait's own ends it); waits whose end the framework writes, or that name ranks, are read in
+code there. Kept as data beside the fatal-error catalogue (`catalogue.toml`), loaded the same
+way: `tomllib` at import, nothing heavier.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from runwatch.emitters.exceptions import CatalogueError
+
+_REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "literal",
+             "pattern", "sample", "sample_from")  # fmt: skip
+_OPTIONAL = ("every", "elapsed", "lasted", "also")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+#: the units a line may state its wait's duration in (`n` and `unit` of a pattern)
+_SCALE = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "min": 60.0, "minute": 60.0,
+          "minutes": 60.0, "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0}  # fmt: skip
+#: a run's elapsed time as Tune prints it: `[N day[s], ]H:MM:SS[.ss]` or `[Nd ][Nhr ][Nmin ]Ns`
+_CLOCKED = re.compile(r"(?:(?P<d>\d+) days?, )?(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?)$")
+_WORDED = re.compile(r"(?:(?P<d>\d+)d )?(?:(?P<h>\d+)hr )?(?:(?P<m>\d+)min )?(?P<s>\d+)s$")
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One line a framework writes while work waits, and what reading it needs."""
+
+    id: str
+    framework: str
+    versions: str
+    source: str
+    component: str  # who waits: inference, trainer, worker, process
+    phase: str  # the phase the waiting process is reported in
+    literals: tuple[str, ...]  # one of them is in every line the pattern matches
+    pattern: re.Pattern[str]
+    every: float  # the seconds one line shows where the pattern states none
+    elapsed: re.Pattern[str] | None  # a line saying how long the run, all of it this wait, ran
+    lasted: float  # the seconds the console must show before the wait is one
+    also: re.Pattern[str] | None  # the lines the wait writes between its repeats
+    sample: str
+    sample_from: str
+
+    def seconds(self, m: re.Match[str]) -> float:
+        """The seconds a line the pattern matched (`m`) shows the wait lasting."""
+        groups = m.groupdict()
+        if groups.get("n") is None:
+            return self.every
+        unit = (groups.get("unit") or "s").lower()
+        return float(groups["n"]) * _SCALE.get(unit, 1.0)
+
+    def ran(self, line: str) -> float | None:
+        """How long the run has gone on, where the line says it (`elapsed`), else None."""
+        if self.elapsed is None or (m := self.elapsed.search(line)) is None:
+            return None
+        said = next(t for t in (m.groupdict().values()) if t is not None)
+        if (c := _CLOCKED.match(said)) is None and (c := _WORDED.match(said)) is None:
+            return None
+        d, h, mi, s = (float(c.group(k) or 0) for k in ("d", "h", "m", "s"))
+        return d * 86400.0 + h * 3600.0 + mi * 60.0 + s
+
+
+def _number(raw: dict[str, Any], key: str, where: str) -> float:
+    value = raw.get(key, 0)
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise CatalogueError(f"wait {where}: {key} must be a number of seconds, not {value!r}")
+    return float(value)
+
+
+def _pattern(raw: dict[str, Any], key: str, where: str) -> re.Pattern[str] | None:
+    if not raw.get(key):
+        return None
+    try:
+        return re.compile(raw[key])
+    except re.error as err:
+        raise CatalogueError(f"wait {where}: bad {key}: {err}") from err
+
+
+def _wait(raw: dict[str, Any]) -> Wait:
+    where = raw.get("id", "?")
+    missing = [k for k in _REQUIRED if not isinstance(raw.get(k), str | list) or not raw[k]]
+    if missing:
+        raise CatalogueError(f"wait {where}: missing or empty {', '.join(missing)}")
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise CatalogueError(f"wait {where}: unknown keys {', '.join(sorted(unknown))}")
+    for key in ("component", "phase"):
+        if not _NAME.match(raw[key]):
+            raise CatalogueError(f"wait {where}: {key} {raw[key]!r}")
+    literal = raw["literal"]
+    literals = (literal,) if isinstance(literal, str) else tuple(literal)
+    if not literals or not all(isinstance(x, str) and x for x in literals):
+        raise CatalogueError(f"wait {where}: literal must be a string or strings")
+    pattern = _pattern(raw, "pattern", where)
+    assert pattern is not None  # (required)
+    elapsed = _pattern(raw, "elapsed", where)
+    if elapsed is not None and not any(g.startswith("t") for g in elapsed.groupindex):
+        raise CatalogueError(f"wait {where}: elapsed needs a group t")
+    return Wait(
+        id=raw["id"], framework=raw["framework"], versions=raw["versions"],
+        source=raw["source"], component=raw["component"], phase=raw["phase"],
+        literals=literals, pattern=pattern, every=_number(raw, "every", where),
+        elapsed=elapsed, lasted=_number(raw, "lasted", where),
+        also=_pattern(raw, "also", where), sample=raw["sample"],
+        sample_from=raw["sample_from"],
+    )  # fmt: skip
+
+
+def load(text: str | None = None) -> tuple[Wait, ...]:
+    """The waits of `text` (TOML), by default the shipped catalogue, in order."""
+    if text is None:
+        text = resources.files(__package__).joinpath("waits.toml").read_text("utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogueError(f"waits catalogue: {err}") from err
+    waits = tuple(_wait(raw) for raw in data.get("wait", []))
+    ids = [w.id for w in waits]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise CatalogueError(f"waits catalogue: ids twice: {twice}")
+    return waits
+
+
+class DeclaredWaits:
+    """The catalogue's waits, compiled once: a literal prefilter, then each one's pattern."""
+
+    def __init__(self, waits: tuple[Wait, ...]) -> None:
+        self.waits = waits
+        #: what the scanner must show the reader: every literal, and the lines that say how
+        #: long a run went on (Tune's, before its status names the trials pending)
+        self.markers: tuple[str, ...] = tuple(
+            sorted({x for w in waits for x in w.literals} | {"running for ", "running time: "})
+        )
+
+    def match(self, line: str) -> tuple[Wait, re.Match[str]] | None:
+        """The first wait (in the catalogue's order) the line declares, and its match."""
+        for w in self.waits:
+            if any(x in line for x in w.literals) and (m := w.pattern.search(line)):
+                return w, m
+        return None
+
+
+DECLARED = DeclaredWaits(load())

@@ -1,0 +1,240 @@
+"""The declared-waits catalogue (emitters/waits.toml): every wait loads, says where it comes
+from, matches its own sample line, which is a real console's line in the fixture it names (or
+its format string rendered), and that line is its process's wait in the entry's phase, through
+`runwatch diagnose` and `runwatch watch`'s scanner; a console that ends in it ended in its hang,
+and one that goes on after it (the wait's own lines between its repeats aside) did not; bad data
+is refused with the wait named.
+
+Lines marked with a URL are as users posted them there; the others are the format strings of
+the sources each entry names, rendered with sample values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runwatch.diagnose import diagnose
+from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.exceptions import CatalogueError
+from runwatch.emitters.logparse import Found
+from runwatch.emitters.waits import DECLARED, load
+
+ROOT = Path(__file__).resolve().parents[3]
+WAITS = {w.id: w for w in DECLARED.waits}
+
+
+def statuses(text: str) -> list[dict[str, Any]]:
+    parser = LineParser()
+    found: list[Found] = []
+    for line in text.splitlines():
+        found += parser.parse(line)
+    return [f for k, f in found if k == "rank.status"]
+
+
+def stalled(tmp_path: Path, text: str) -> list[str]:
+    """The summaries of ranks_stalled's firings `runwatch diagnose` gives the text."""
+    log = tmp_path / "console.log"
+    log.write_text(text)
+    return [a.summary for a in diagnose([log]).alerts
+            if a.rule == "ranks_stalled" and a.state == "firing"]  # fmt: skip
+
+
+@pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
+def test_every_wait_matches_its_sample_and_its_sample_is_real(wait: Any) -> None:
+    assert DECLARED.match(wait.sample) is not None
+    assert DECLARED.match(wait.sample)[0] is wait  # type: ignore[index]
+    if wait.sample_from != "rendered":
+        fixture = ROOT / wait.sample_from
+        assert wait.sample in fixture.read_text(encoding="utf-8"), wait.sample_from
+    assert any(x in wait.sample for x in DECLARED.markers)  # the scanner shows it
+
+
+@pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
+def test_every_wait_s_sample_is_a_wait_of_its_phase_that_a_console_ends_in(
+    wait: Any, tmp_path: Path
+) -> None:
+    """Its sample line, after a status that says the run went on long enough where the entry
+    needs one (Tune's), is the process's wait; the console ends in it: its hang."""
+    before = "Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n" if wait.elapsed else ""
+    text = before + wait.sample + "\n"
+    assert [s["phase"] for s in statuses(text)] == [wait.phase]
+    watched = LineScanner(LineParser()).feed(text.encode())
+    assert [f["phase"] for k, f in watched if k == "rank.status"] == [wait.phase]
+    assert stalled(tmp_path, text)
+
+
+@pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
+def test_a_console_that_goes_on_after_a_wait_did_not_hang_there(wait: Any, tmp_path: Path) -> None:
+    before = "Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n" if wait.elapsed else ""
+    text = before + wait.sample + "\nsaving checkpoint to /ckpt/step_100\n"
+    assert statuses(text)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, text) == []
+
+
+#: https://github.com/vllm-project/vllm/issues/28456 (corpus23's control: the engine core's one
+#: minute, then its API server's stats, requests running and draining)
+SHM_THEN_STATS = (
+    "(EngineCore_DP0 pid=7498) INFO 11-10 11:42:48 [shm_broadcast.py:466] No available shared "
+    "memory broadcast block found in 60 seconds. This typically happens when some processes are "
+    "hanging or doing some time-consuming work (e.g. compilation).\n"
+    "(APIServer pid=7416) INFO 11-10 11:42:50 [loggers.py:127] Engine 000: Avg prompt "
+    "throughput: 104162.6 tokens/s, Avg generation throughput: 10.0tokens/s, Running: 100 reqs, "
+    "Waiting: 0 reqs, GPU KV cache usage: 10.1%, Prefix cache hit rate: 98.6%\n"
+)
+#: https://github.com/vllm-project/vllm/issues/51986 (corpus18 dev: the engine core, a minute
+#: apart, with nothing between)
+SHM_51986 = "".join(
+    f"(EngineCore pid=2025) INFO 08-13 11:{m}:02 [shm_broadcast.py:802] No available shared "
+    "memory broadcast block found in 60 seconds. This typically happens when some processes are "
+    "hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).\n"
+    for m in (27, 28, 29, 30)
+)
+#: https://github.com/vllm-project/vllm/issues/7454 (vLLM 0.5.x's wording, a worker's, at WARNING)
+SHM_7454 = (
+    "(VllmWorkerProcess pid=3253) WARNING 08-13 11:31:37 shm_broadcast.py:386] No available "
+    "block found in 60 second\n"
+)
+
+
+def test_vllm_s_queue_before_it_serves_is_the_engine_waiting_on_its_workers(
+    tmp_path: Path,
+) -> None:
+    """Minute after minute with nothing between (vllm#51986): one wait of four minutes by its
+    clock, and the console ends in it; the engine's stats after one such line (vllm#28456) end
+    it. 0.5.x's shorter wording is the same wait."""
+    assert [s["waited"] for s in statuses(SHM_51986)] == [60.0, 120.0, 180.0, 240.0]
+    assert stalled(tmp_path, SHM_51986)
+    assert [s["phase"] for s in statuses(SHM_THEN_STATS)] == ["vllm_shm_broadcast", "exited"]
+    assert stalled(tmp_path, SHM_THEN_STATS) == []
+    assert [s["waited"] for s in statuses(SHM_7454)] == [60.0]
+
+
+#: the autoscaler's pending warning and what followed it (a Dask-on-Ray benchmark's console
+#: as the search tool stores it): the cluster grew, the work went on
+RAY_PENDING = (
+    "(scheduler +2m2s) Warning: The following resource request cannot be scheduled right now: "
+    "{'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. "
+    "Consider creating fewer actors or adding more nodes to this Ray cluster.\n"
+)
+RAY_RESIZED = "(scheduler +2m28s) Resized to 4 CPUs.\n"
+
+
+def test_ray_s_pending_request_is_a_wait_until_the_console_goes_on(tmp_path: Path) -> None:
+    assert stalled(tmp_path, RAY_PENDING)
+    assert stalled(tmp_path, RAY_PENDING + RAY_RESIZED + "Distributed execution: 50.749\n") == []
+
+
+#: https://github.com/ray-project/ray/issues/20968 (corpus22 dev: Tune's status block under the
+#: driver's prefix, the trial pending three minutes and forty seconds)
+TUNE_20968 = (
+    "(ray_main pid=595) == Status ==\n"
+    "(ray_main pid=595) Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n"
+    "(ray_main pid=595) Memory usage on this node: 1.4/15.6 GiB\n"
+    "(ray_main pid=595) Using FIFO scheduling algorithm.\n"
+    "(ray_main pid=595) Resources requested: 0/6 CPUs, 0/0 GPUs, 0.0/11.97 GiB heap, 0.0/5.8 GiB "
+    "objects (0.0/2.0 HEAD_CPU)\n"
+    "(ray_main pid=595) Result logdir: /home/ray/ray_results/appo_training\n"
+    "(ray_main pid=595) Number of trials: 1/1 (1 PENDING)\n"
+)
+#: progress_reporter.py's table under it, rendered
+TUNE_TABLE = (
+    "+-------------------------+----------+-------+\n"
+    "| Trial name              | status   | loc   |\n"
+    "|-------------------------+----------+-------|\n"
+    "| APPO_CartPole-v0_c5c1a  | PENDING  |       |\n"
+    "+-------------------------+----------+-------+\n"
+)
+#: the new output engine's heartbeat (tune/experimental/output.py), rendered
+TUNE_NEW = (
+    "Trial status: 1 PENDING\n"
+    "Current time: 2023-02-24 12:35:39. Total running time: {t}\n"
+    "Logical resource usage: 0/6 CPUs, 0/0 GPUs\n"
+)
+
+
+def test_tune_s_trials_all_pending_for_a_minute_are_a_wait_that_lasted_the_run(
+    tmp_path: Path,
+) -> None:
+    """Every trial PENDING: none ever ran, so the experiment waited as long as it has run --
+    a wait once that is a minute. Its table does not end it; a status with a trial running
+    does; the first status of a run, seconds in, is no wait."""
+    (status,) = statuses(TUNE_20968 + TUNE_TABLE)
+    assert (status["phase"], status["waited"]) == ("ray_tune_trials_pending", 220.19)
+    assert stalled(tmp_path, TUNE_20968 + TUNE_TABLE)
+    assert statuses(TUNE_20968.replace("00:03:40.19", "00:00:05.91")) == []
+    running = TUNE_20968.replace("(1 PENDING)", "(1 RUNNING)").replace("03:40", "03:50")
+    assert statuses(TUNE_20968 + TUNE_TABLE + running)[-1]["phase"] == "exited"
+    assert [s["waited"] for s in statuses(TUNE_NEW.format(t="3min 40s"))] == [220.0]
+    assert statuses(TUNE_NEW.format(t="40s")) == []
+    assert stalled(tmp_path, TUNE_NEW.format(t="1hr 0min 2s"))
+
+
+#: https://github.com/google-research/text-to-text-transfer-transformer/issues/38 (corpus22 dev:
+#: each record twice, absl's and glog's; the attempt's own lines between)
+TPU_38 = (
+    "WARNING:tensorflow:Failed to connect to the Tensorflow master. The TPU worker may not be "
+    "ready (still scheduling) or the Tensorflow master address is incorrect: got "
+    "(grpc://10.240.1.2:8470).\n"
+    "WARNING:tensorflow:Retrying (5/288).\n"
+    "INFO:tensorflow:Querying Tensorflow master (grpc://10.240.1.2:8470) for TPU system "
+    "metadata.\n"
+    "2020-01-08 00:47:24.463112: W tensorflow/core/distributed_runtime/rpc/grpc_session.cc:370] "
+    "GrpcSession::ListDevices will initialize the session with an empty graph and other "
+    "defaults because the session has not yet been created.\n"
+)
+#: tpu_system_metadata.py's line once the master answered, rendered
+TPU_FOUND = "INFO:tensorflow:Found TPU system:\n"
+
+
+def test_tensorflow_s_tpu_master_not_ready_is_a_wait_its_retries_go_on(tmp_path: Path) -> None:
+    """Each failure is one attempt that timed out (a minute at least); its retry and query
+    lines are the same wait's; the master answering ends it."""
+    assert [s["phase"] for s in statuses(TPU_38 * 2)] == ["tensorflow_tpu_master"] * 2
+    assert stalled(tmp_path, TPU_38 * 2)
+    assert statuses(TPU_38 + TPU_FOUND)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, TPU_38 + TPU_FOUND) == []
+
+
+VALID = """
+[[wait]]
+id = "w"
+framework = "f"
+versions = "1"
+source = "f 1 : f.py"
+component = "worker"
+phase = "f_wait"
+literal = "waits on"
+pattern = 'waits on (?P<n>\\d+) s'
+sample = "it waits on 60 s"
+sample_from = "rendered"
+"""
+
+
+def test_a_valid_entry_loads_and_states_its_seconds() -> None:
+    (wait,) = load(VALID)
+    m = wait.pattern.search("it waits on 90 s")
+    assert m is not None
+    assert wait.seconds(m) == 90.0
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (('phase = "f_wait"\n', ""), "missing or empty phase"),
+        (("pattern = 'waits on", "pattern = '(waits on"), "bad pattern"),
+        (("sample_from", "colour = 1\nsample_from"), "unknown keys colour"),
+        (('phase = "f_wait"', 'phase = "F wait"'), "phase 'F wait'"),
+        (("sample_from", "lasted = -1\nsample_from"), "lasted must be a number"),
+        (("sample_from", "elapsed = 'ran (?P<x>\\\\d+)'\nsample_from"), "elapsed needs a group t"),
+    ],
+)
+def test_bad_data_is_refused_with_the_wait_named(change: tuple[str, str], says: str) -> None:
+    with pytest.raises(CatalogueError, match="wait w: " + says):
+        load(VALID.replace(*change))
+
+
+def test_ids_are_unique() -> None:
+    with pytest.raises(CatalogueError, match="ids twice"):
+        load(VALID + VALID)
