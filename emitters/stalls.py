@@ -130,7 +130,8 @@ engine says between those lines, at the same level and period, `Waiting for new 
 engine loop`, a server idle for its next request, which ends the wait; a busy one says
 nothing). Unlike a framework's own wait, whose end that framework writes, such a wait ends with
 the next line that is no wait (an indented line, the code Python's warnings show under theirs,
-is none): only a console that ends in it (or one that says nothing more, live) hung there.
+is none, nor a paste's `...` for lines left out): only a console that ends in it (or one that
+says nothing more, live) hung there.
 
 Some such waits a framework's source writes in words of its own -- no verb of the grammar, or
 a failure's words for an attempt it retries: the catalogue of declared waits
@@ -248,6 +249,8 @@ GENERIC_UNTIMED = 5
 #: where a wait's clause starts and ends: a sentence's end, brackets, a bar, `: ` and ` -- `
 _STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | --? ")
 _DIGITS = re.compile(r"\d+")
+#: a line that is only a paste's mark for lines left out (`...`, `…`, `[...]`)
+_ELIDED = re.compile(r"^\s*\[?(?:\.{3,}|…)\]?\s*$")
 #: a duration in a wait's words (left out of its phase: the same wait, said later, is one)
 _DURATION = re.compile(rf"(?i)\b\d+(?:\.\d+)?\s*(?:{_UNITS})\b")
 #: the scanner's markers of such a line (literal, case by case)
@@ -662,6 +665,8 @@ class Waits:
         waits."""
         if not line.strip() or self._warnings or self._framework_waits():
             return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
+        if _ELIDED.match(line):
+            return []  # (a paste's mark for lines left out: more of the same, no line)
         ran = self._run_time(line)
         if (hit := DECLARED.match(line)) is not None:
             wait, m = hit

@@ -278,3 +278,23 @@ def test_python_logging_s_format_builds_up_a_wait_and_keeps_one_per_rank() -> No
     for k in range(3000):
         waits.read(f"2024-03-01 10:00:00,000 - trainer - INFO - waiting for batch {k}")
     assert len(waits._said) == 1
+
+
+#: https://github.com/ray-project/xgboost_ray/issues/79 (corpus24 dev: 900 actors asked of 800
+#: CPUs, the run hangs; the poster elided the rest with `...`)
+XGB_79 = (
+    "2021-04-08 07:15:10,182 INFO main.py:849 -- Waiting until actors are ready (30 seconds "
+    "passed).\n"
+    "2021-04-08 07:15:40,186 INFO main.py:849 -- Waiting until actors are ready (60 seconds "
+    "passed).\n"
+    "2021-04-08 07:16:10,228 INFO main.py:849 -- Waiting until actors are ready (90 seconds "
+    "passed).\n"
+)
+
+
+def test_a_paste_s_mark_for_lines_left_out_ends_no_wait(tmp_path: Path) -> None:
+    """`...` alone on a line is the poster's: more of the same was left out -- no line of the
+    console, so the wait it follows goes on to the console's end."""
+    for mark in ("...", "…", "[...]"):
+        assert stalled(tmp_path, XGB_79 + mark + "\n"), mark
+    assert stalled(tmp_path, XGB_79 + "... and then it trained\n") == []
