@@ -144,8 +144,13 @@ class DeclaredWaits:
             sorted({x for w in waits for x in w.literals} | {"running for ", "running time: "})
         )
 
+        #: any literal, in one pass: most lines hold none (the cost of a line read is this)
+        self._any = re.compile("|".join(re.escape(x) for w in waits for x in w.literals))
+
     def match(self, line: str) -> tuple[Wait, re.Match[str]] | None:
         """The first wait (in the catalogue's order) the line declares, and its match."""
+        if not self.waits or self._any.search(line) is None:
+            return None
         for w in self.waits:
             if any(x in line for x in w.literals) and (m := w.pattern.search(line)):
                 return w, m
