@@ -138,11 +138,11 @@ a failure's words for an attempt it retries: the catalogue of declared waits
 (emitters/waits.toml, loaded by `waits.py`) names each with its framework, versions, source
 path, who waits, the phase it is read in and how long one line shows it lasting (vLLM's queue
 before the engine serves, Ray's autoscaler's request pending while actors hold the cluster, Ray
-Serve's replicas not scheduled, Ray Tune's trials all pending, TensorFlow's TPU master not
-ready). The framework writes such a line only once the wait is long, so it is a wait from its
-first line (or once it lasted as long as its entry says); it ends as the grammar's do, except
-that the wait's own lines between its repeats (`also`: a retry's count, a status block's rows)
-end nothing.
+Data finding no CPU free, Ray Serve's replicas not scheduled, Ray Tune's trials all pending,
+TensorFlow's TPU master not ready). The framework writes such a line only once the wait is
+long, so it is a wait from its first line (or once it lasted as long as its entry says); it
+ends as the grammar's do, except that the wait's own lines between its repeats (`also`: a
+retry's count, a status block's rows) end nothing.
 
 A rank that waits is reported in the wait's phase; a rank Horovod names as not having
 submitted, in `..._not_submitted`; ranks never named are the rule's "never heard from". The
