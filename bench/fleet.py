@@ -89,6 +89,8 @@ PROBE_EVERY = 2.0
 #: an emitter's sender takes what gathered this often (`Sender.linger`): one record a window
 LINGER = 0.05
 LAG = "runwatch_processing_lag_seconds"
+#: the longest a worker's event loop went without a turn (no group heartbeat meanwhile)
+HELD = "runwatch_event_loop_held_max_seconds"
 #: a whole /metrics scrape of each worker this often (Prometheus' usual interval); the lag
 #: is sampled every 2 s on its own (`?name[]=`), which visits no run
 SCRAPE_S = 15.0
@@ -418,6 +420,7 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         killed = (0.0, 0.0)  # the killed worker's CPU and its children's, just before the kill
         lag: list[tuple[float, float]] = []
         moments: dict[str, float] = {}
+        held: dict[int, float] = {}  # per worker, its loop's longest hold as last scraped
         extra: Worker | None = None
         victim: Worker | None = None
         scraped = -SCRAPE_S
@@ -440,11 +443,13 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
             full = elapsed >= scraped + SCRAPE_S
             if full:
                 scraped = elapsed
-            for port, w in zip(ports, workers, strict=False):
+            for i, (port, w) in enumerate(zip(ports, workers, strict=False)):
                 if w is not victim and w.proc.poll() is None:
                     with contextlib.suppress(OSError):
-                        got = scrape(port, *(() if full else (LAG,)))[0].get(LAG, 0.0)
-                        lag.append((elapsed, got))
+                        got = scrape(port, *(() if full else (LAG,)))[0]
+                        lag.append((elapsed, got.get(LAG, 0.0)))
+                        if HELD in got:
+                            held[i] = got[HELD]
             if dead := died(producers):
                 raise Stuck(f"a producer died: {dead[0].name}, exit {dead[0].exitcode}")
             time.sleep(2.0)
@@ -468,7 +473,11 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         cpu = survivors + killed[0]
         forked = sum(children_cpu(w.proc.pid) for w in live) + killed[1] - forked0
         figures = [scrape(port) for port, w in zip(ports, workers, strict=False) if w in live]
+        for i, w in enumerate(workers):
+            if w in live:
+                held[i] = figures[live.index(w)][0].get(HELD, held.get(i, 0.0))
         rss = [proc_stats(w.proc.pid)[0] for w in live]
+        moments["stop"] = time.time()
         for w in workers:
             w.stop()
         sink.terminate()
@@ -585,7 +594,8 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
     def timeline(moment: float, until: float = float("inf")) -> None:
         """What the workers said of partitions between `moment` and `until`: when each
         was assigned some, and when it went live on those it took over (and how)."""
-        wanted = re.compile(r"assigned partitions|live on partitions|handover|from the checkpoint")
+        wanted = re.compile(r"assigned partitions|live on partitions|handover|from the checkpoint"
+                            r"|rebalance:")  # fmt: skip
         said = sorted((at, f"w{i}", line.removeprefix("runwatch worker: "))
                       for i, w in enumerate(workers)
                       for at, line in zip(w.said_at, w.lines, strict=False)
@@ -600,12 +610,59 @@ def _fleet(bootstrap: str, n: int, seconds: float, args: argparse.Namespace, tmp
         timeline(moments["join"], moments.get("kill", float("inf")))
     if "kill" in moments:
         say(f"  one worker killed (SIGKILL): {after(moments['kill'])}")
-        timeline(moments["kill"])
+        say(f"  {survivors_live(workers, victim, moments['kill'], moments['stop'])}")
+        timeline(moments["kill"], moments["stop"])
+    if held:
+        say("  event loop held at most (s; no group heartbeat meanwhile): "
+            + ", ".join(f"w{i} {v:.2f}" + (" (up to the kill)" if workers[i] is victim else "")
+                        for i, v in sorted(held.items())))  # fmt: skip
     sink_lines = (tmp / "sink.log").read_text().splitlines()
     batches = [line for line in sink_lines if "stopped" not in line]  # the last sums them
     stored = sum(int(m[1]) for line in batches if (m := re.search(r"(\d+) events \(", line)))
     say(f"  sink: {stored:,} records written, {stored / wall:,.0f} rows/s over the run")
     return ok
+
+
+def _partitions(line: str, said: str) -> set[int] | None:
+    """The partitions a worker's line names after `said` (None: not such a line)."""
+    m = re.search(re.escape(said) + r" \[([\d, ]*)\]", line)
+    return None if m is None else {int(p) for p in m[1].split(",") if p.strip()}
+
+
+def survivors_live(workers: list[Worker], victim: Worker | None, kill: float,
+                   stop: float) -> str:  # fmt: skip
+    """How long after the kill every partition the survivors took over was live again (issue
+    44: within 15 s), and when the group's moves came: a survivor's revoke (the group noticed
+    the dead member), its assignment (the rebalance's join and sync). Read from what the
+    workers said between the kill and the bench's stop."""
+    noticed, assigned, live_at, missing = [], [], kill, set()
+    for w in workers:
+        if w is victim:
+            continue
+        held: set[int] = set()  # what it held going into the kill
+        taken: dict[int, float | None] = {}  # partitions new to it since: when live
+        for at, line in zip(w.said_at, w.lines, strict=False):
+            if at >= stop:
+                break
+            got = _partitions(line, "assigned partitions")
+            if at < kill:
+                held = got if got is not None else held
+                continue
+            if "rebalance:" in line:
+                noticed.append(at - kill)
+            if got is not None:
+                assigned.append(at - kill)
+                taken = {p: taken.get(p) for p in got - held}
+            elif (live := _partitions(line, "live on partitions")) is not None:
+                for p in live & taken.keys():
+                    taken[p] = at
+        missing |= {p for p, at in taken.items() if at is None}
+        live_at = max([live_at, *(at for at in taken.values() if at is not None)])
+    if missing:
+        return f"survivors NOT live again on partitions {sorted(missing)} by the bench's end"
+    moves = ", ".join(f"{what} +{min(at):.1f}-{max(at):.1f} s" for what, at in
+                      (("the group's revoke", noticed), ("assigned", assigned)) if at)  # fmt: skip
+    return f"survivors live again {live_at - kill:.1f} s after the SIGKILL ({moves})"
 
 
 def main() -> int:

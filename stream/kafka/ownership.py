@@ -84,20 +84,26 @@ class Ownership:
         """Bring `partitions` up to date (`takeover.py`), then publish what is missing and
         let the live loop go on from where the re-read stopped."""
         w = self.worker
+        started = time.perf_counter()
         # side by side: reading a checkpoint, or waiting for a promised one, is mostly I/O
         got = await asyncio.gather(*(w.takeover.restore(p) for p in partitions))
         restored = dict(zip(partitions, got, strict=True))
+        steps = {"restore": time.perf_counter() - started}
         # then each taken over at the broker, which fences its previous owner -- after its
         # handover (the previous owner's last write), before what it published is read
+        fencing = time.perf_counter()
         await asyncio.gather(*(self._open(p) for p in partitions))
+        steps["fence"] = time.perf_counter() - fencing
         for p, start in restored.items():
             w.checkpointing.schedule.restored(p, start.offset, start.driver.applied, time.time())
         done = await w.takeover.rebuild(partitions, restored, w.rebuilding.__contains__)
+        publishing = time.perf_counter()
         for p, made in done.made.items():
             out = w.publisher.of(p)
             fleet = w.fleet_records(p, done.drivers[p], made[0]) if p in done.drivers else []
             await out.publish(*made, fleet)
             await out.commit()
+        done.steps = {**steps, **done.steps, "publish": time.perf_counter() - publishing}
         live = []
         for p in done.kept:
             if p not in w.rebuilding or not w.publisher.of(p).live:

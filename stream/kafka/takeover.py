@@ -87,6 +87,10 @@ class Start(NamedTuple):
     driver: LiveDriver
     offset: int
     output: Ends | None = None
+    #: seconds its checkpoint took to read (a promised handover waited for included), and
+    #: to load
+    read_s: float = 0.0
+    load_s: float = 0.0
 
 
 @dataclass
@@ -104,6 +108,9 @@ class Rebuilt:
     seconds: float = 0.0
     #: records of runwatch.alerts and the dead-letter topic read to learn what is published
     output_read: int = 0
+    #: wall seconds of each step of the takeover, in order (said with the summary: where
+    #: the time from an assignment to live goes)
+    steps: dict[str, float] = field(default_factory=dict)
 
     def summary(self, live: list[int]) -> str:
         """The line said once the partitions that are `live` went live."""
@@ -114,7 +121,11 @@ class Rebuilt:
         return (f"live on partitions {live}: rebuilt from {self.events} events in "
                 f"{self.seconds:.2f}s ({rate:,.0f} events/s), {transitions} missing alert "
                 f"transitions published ({self.output_read} alert and dead-letter records "
-                f"read){gone}")  # fmt: skip
+                f"read){gone}; {self.took()}")  # fmt: skip
+
+    def took(self) -> str:
+        """The steps' seconds, one phrase: `restore 1.20s, fence 0.10s, ...`."""
+        return ", ".join(f"{step} {s:.2f}s" for step, s in self.steps.items())
 
 
 @dataclass
@@ -138,7 +149,9 @@ class Takeover:
     async def restore(self, partition: int) -> Start:
         """A driver for `partition` with its newest checkpoint's state, and the offset to
         re-read from: the checkpoint's, else 0 (a full rebuild, said in one line)."""
+        started = time.perf_counter()
         data, end = await self._newest(partition)
+        read_s = time.perf_counter() - started
         if data is None:  # said, so that a takeover that found none can be told apart
             self.say(f"partition {partition}: no checkpoint found; rebuilding from the start")
             # a partition that never had a record has no output to learn of
@@ -150,15 +163,18 @@ class Takeover:
                 raise CheckpointError(f"it covers up to offset {offset} and the partition "
                                       f"ends at {end}: the topic was made anew")  # fmt: skip
 
+        started = time.perf_counter()
         restored = restore(data, lambda: self.fresh(partition), fits)
+        load_s = time.perf_counter() - started
         if restored.position is None:
             self.say(f"partition {partition}: checkpoint not used ({restored.refused}); "
                      "rebuilding from the start")  # fmt: skip
             return Start(restored.driver, 0)
         driver, offset = restored.driver, restored.position["offset"]
         self.say(f"partition {partition}: from the checkpoint at offset {offset} "
-                 f"({len(driver.engine.runs)} runs, {len(data):,} bytes)")  # fmt: skip
-        return Start(driver, offset, _output(restored.position.get("output")))
+                 f"({len(driver.engine.runs)} runs, {len(data):,} bytes; read in {read_s:.2f}s, "
+                 f"loaded in {load_s:.2f}s)")  # fmt: skip
+        return Start(driver, offset, _output(restored.position.get("output")), read_s, load_s)
 
     async def _newest(self, partition: int) -> tuple[bytes | None, int]:
         """The partition's newest checkpoint and where the partition ends, read again
@@ -201,6 +217,7 @@ class Takeover:
         since = earliest(s.output for s in restored.values())
         found = await read_published(self.kafka, self.topics, since)
         out.output_read = found.read
+        out.steps["output read"] = time.perf_counter() - started
         published, dead_upto = found.alerts, found.dead_upto
         for d in out.drivers.values():
             if since is not None:  # the records before `since`: what the checkpoints hold
@@ -225,12 +242,15 @@ class Takeover:
                              f"checkpoint stored at offset {covered}")  # fmt: skip
 
         ends_taken = time.time()
+        reread = time.perf_counter()
         read = await read_topic(self.kafka, self.topics.events, feed, partitions=partitions,
                                 start=dict(out.resume), until="end")  # fmt: skip
         for p in partitions:  # past records deleted since the checkpoint: go on from there
             out.resume[p] = max(out.resume[p], read.get(p, 0))
         out.seconds = time.perf_counter() - started
+        out.steps["re-read"] = time.perf_counter() - reread
         out.kept = [p for p in partitions if still_mine(p)]
+        finishing = time.perf_counter()
         for p in out.kept:
             d = out.drivers[p]
             alerts, letters = d.finish_replay(published, ends_taken,
@@ -243,4 +263,5 @@ class Takeover:
                 run for run, t in engine.runs.items() if t.firing or t.lifted
             )
             out.made[p] = Output(alerts, letters, engine.take_run_views())
+        out.steps["finish"] = time.perf_counter() - finishing
         return out

@@ -34,6 +34,7 @@ from runwatch.stream.kafka.checkpointing import Checkpointing
 from runwatch.stream.kafka.checkpoints import HANDOVER_S, MAX_BYTES, KafkaCheckpoints
 from runwatch.stream.kafka.consume import TP, ConsumingLoop, Group, Handler, Record, refused
 from runwatch.stream.kafka.handover import Handover
+from runwatch.stream.kafka.held import LoopHolds
 from runwatch.stream.kafka.horizon import Horizon
 from runwatch.stream.kafka.ownership import Ownership
 from runwatch.stream.kafka.publish import Publisher, TxnProducer
@@ -82,11 +83,13 @@ class StreamWorker(Handler):
         self._making = asyncio.Lock()
         #: Which worker published an alert (a record header, outside the contract's body).
         self.name = f"{socket.gethostname()}/{os.getpid()}"
+        self.holds = LoopHolds()  # the longest its loop went without a turn: no heartbeat
         self.metrics: WorkerMetrics | None = None
         if s.metrics_port is not None:
             limits = Limits(detailed_runs=s.metrics_detailed_runs)
             self.metrics = WorkerMetrics(self.drivers.values, s.metrics_port, s.metrics_host,
-                                         ready=self.readiness, limits=limits)  # fmt: skip
+                                         ready=self.readiness, limits=limits,
+                                         held=lambda: self.holds.longest)  # fmt: skip
         self.publisher = Publisher(self._producer, self.topics, s.app_id, self.name,
                                    self.metrics, lost=self.ownership.lost,
                                    stamp=self.membership.stamp)  # fmt: skip
@@ -127,10 +130,14 @@ class StreamWorker(Handler):
         consumer = self.kafka.consumer(group=s.app_id, **tuning)
         self.loop = ConsumingLoop(consumer, Group((self.topics.events,)), self, name="worker",
                                   max_records=s.batch_max)  # fmt: skip
+        watch = asyncio.ensure_future(self.holds.watch())
         try:
             await self.loop.run()
         finally:
             self.loop = None
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
 
     # -- the live path (the loop's handler) --------------------------------------------------
 
@@ -204,9 +211,14 @@ class StreamWorker(Handler):
     async def revoked(self, partitions: set[TP]) -> None:
         """Partitions may be about to move: what we published must be committed before a
         new owner reads it, and it is promised a checkpoint (`Handover.promise`)."""
+        started = time.perf_counter()
         with contextlib.suppress(Exception):
             await self.publisher.commit()
         await self.handover.promise()
+        numbers = sorted(tp.partition for tp in partitions if tp.topic == self.topics.events)
+        if numbers:  # (the group's first join revokes nothing)
+            self.say(f"rebalance: partitions {numbers} revoked, their output committed and "
+                     f"handovers promised in {time.perf_counter() - started:.2f}s")  # fmt: skip
 
     def assigned(self, partitions: set[TP]) -> Mapping[TP, int]:
         """The consumer group gave this worker `partitions`: keep the drivers of those it

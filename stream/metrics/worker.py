@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 
 from runwatch.stream.alerts import Alert
 from runwatch.stream.metrics.exporter import Limits, RunwatchMetrics
@@ -32,13 +32,22 @@ class WorkerMetrics:
         finished_grace: float = 600.0,
         ready: Ready | None = None,
         limits: Limits | None = None,
+        held: Callable[[], float] | None = None,
     ) -> None:
+        """`held`: the longest the worker's event loop was held, in seconds
+        (`stream/kafka/held.py`)."""
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = RunwatchMetrics(
             self.registry, finished_grace=finished_grace, limits=limits
         )
         self.collector.add_source(lambda: [d.engine for d in drivers()])
         self.checkpoints = CheckpointMetrics(self.registry)
+        if held is not None:
+            Gauge("runwatch_event_loop_held_max_seconds",
+                  "The longest the worker's event loop went without a turn since it started "
+                  "(no group heartbeat meanwhile: past the session timeout less the heartbeat "
+                  "interval, the group takes its partitions away)",
+                  registry=self.registry).set_function(held)  # fmt: skip
         self.server = AsyncMetricsServer(self.collector.exposition, port, host, ready=ready,
                                          select=self.collector.exposition)  # fmt: skip
 

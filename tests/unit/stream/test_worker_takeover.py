@@ -62,6 +62,13 @@ def test_a_takeover_from_a_checkpoint_re_reads_the_rest_and_repeats_nothing(fork
     took_over(second, 0, rebuilt=2)  # offsets 2 and 3, not the whole partition
     rebuilt = next(line for line in second if "rebuilt from" in line)
     assert "1 missing alert transitions published" in rebuilt
+    # where the time from the assignment to live went, each step in order
+    steps = rebuilt.rsplit("; ", 1)[1].split(", ")
+    assert [s.rsplit(" ", 1)[0] for s in steps] == [
+        "restore", "fence", "output read", "re-read", "finish", "publish"]  # fmt: skip
+    restored = next(line for line in second if "from the checkpoint at offset" in line)
+    assert "read in " in restored
+    assert "loaded in " in restored
 
 
 def test_a_takeover_reads_the_output_topics_only_from_its_checkpoint_on() -> None:
