@@ -168,19 +168,32 @@ def group_settings(
     partition, and rebalanced again when the first came back -- over and over at 10,000
     runs (bench/fleet.py). A member that died is still noticed after the session timeout:
     the wait is for members that answer heartbeats."""
-    from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-
     settings: dict[str, Any] = {
         "session_timeout_ms": int(session_timeout * 1000),
         "heartbeat_interval_ms": int(max(0.5, session_timeout / 5) * 1000),
         "max_poll_interval_ms": 30 * 60 * 1000,
         "rebalance_timeout_ms": int((session_timeout + revoke_bound) * 1000),
-        "partition_assignment_strategy": (StickyPartitionAssignor,),
+        "partition_assignment_strategy": (_sticky(),),
     }
     if fetch_wait > 0:
         settings["fetch_min_bytes"] = FETCH_FILL_BYTES
         settings["fetch_max_wait_ms"] = max(1, round(fetch_wait * 1000))
     return settings
+
+
+def _sticky() -> type:
+    """aiokafka's sticky assignor for one consumer. It keeps the member's last assignment --
+    what the member tells the group so that the next assignment can keep it -- in class
+    attributes (`on_assignment` sets `cls.member_assignment`), so every consumer of a
+    process that uses the class shares one: a worker is a member of the events group and
+    of the fleet stage's, and whichever was assigned last spoke for both. The events group
+    then dealt its partitions out as if from nothing, round robin by member id: a kill moved
+    partitions between the survivors too, each a handover, and one survivor could take
+    all the dead worker's partitions (bench/fleet.py). A subclass per consumer keeps each
+    member's own."""
+    from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    return type("StickyPartitionAssignor", (StickyPartitionAssignor,), {})
 
 
 def faust_credentials(security: KafkaSecurity) -> Any:

@@ -31,3 +31,21 @@ def test_aiokafka_takes_the_group_settings() -> None:
         return consumer._fetch_max_wait_ms, consumer._fetch_min_bytes
 
     assert asyncio.run(made()) == (50, FETCH_FILL_BYTES)
+
+
+def test_each_group_member_keeps_its_own_assignment_for_the_sticky_assignor() -> None:
+    """aiokafka's sticky assignor keeps a member's last assignment -- what it tells the group
+    to stay sticky -- in class attributes. A worker is a member of two groups (the events',
+    the fleet stage's): shared, the one assigned last spoke for both, the events group
+    dealt its partitions out as if from nothing, and a kill moved partitions between
+    survivors (bench/fleet.py)."""
+    from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyAssignorUserDataV1
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    (events,) = group_settings(6.0)["partition_assignment_strategy"]
+    (fleet,) = group_settings(6.0)["partition_assignment_strategy"]
+    events.on_assignment(ConsumerProtocolMemberAssignment(0, [("events", [1, 3, 5])], b""))
+    fleet.on_assignment(ConsumerProtocolMemberAssignment(0, [("fleet", [0])], b""))
+    told = StickyAssignorUserDataV1.decode(events.metadata(["events"]).user_data)
+    assert [(t, sorted(p)) for t, p in told.previous_assignment] == [("events", [1, 3, 5])]
+    assert events.name == fleet.name == "sticky"  # the protocol the group agrees on
