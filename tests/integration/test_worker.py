@@ -741,6 +741,39 @@ def backlog(setup: Setup, n: int) -> None:
         producer.close(10)
 
 
+def test_a_dead_worker_s_partitions_go_to_the_survivors_who_keep_their_own(
+    setup: Setup,
+) -> None:
+    """Three workers split six partitions; one is killed. The group gives its partitions to
+    the two survivors, one each, and each keeps what it held: nothing moves between the
+    survivors (each move a handover), and neither takes the whole of the dead one's share
+    to re-read. (aiokafka's sticky assignor kept a member's assignment in class attributes,
+    shared by the worker's events and fleet stage consumers: the group then dealt all six
+    out anew, round robin by member id.)"""
+    workers = [setup.worker(6, None, "--session-timeout", "6") for _ in range(3)]
+    held: dict[int, set[int]] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        held = {i: w.live() for i, w in enumerate(workers)}
+        if all(len(p) == 2 for p in held.values()) and set().union(*held.values()) == set(range(6)):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no three-way split: {held}")
+    workers[0].kill()
+    after: dict[int, set[int]] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        after = {i: workers[i].live() for i in (1, 2)}
+        if all(len(p) == 3 for p in after.values()) and after[1] | after[2] == set(range(6)):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the survivors did not take over: {after}")
+    assert held[1] < after[1], (held, after)
+    assert held[2] < after[2], (held, after)
+
+
 def test_readiness_follows_a_live_rebalance(setup: Setup) -> None:
     """/readyz (the chart's readiness probe): 503 until the partitions are assigned and
     rebuilt, then 200 naming them; when a second worker joins, the first one's answer follows
