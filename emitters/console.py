@@ -592,13 +592,16 @@ class LineScanner:
             if stop <= start:
                 continue
             last = start
-            if start > 1 and data[start - 1] == 10 and read_to < start - 1:
+            # where the line before ends: "\r\n" is one line end, no empty line after a "\r"
+            # (one at 0 or before it ended in bytes fed before: the tail's break)
+            ended = start - 2 if data[start - 2 : start] == b"\r\n" else start - 1
+            if ended > 0 and data[start - 1] == 10 and read_to < ended:
                 # the line before, which no marker showed: what the failures reader knows of
                 # its source's line before (a traceback's code line, Python's "Exception in
                 # thread X:"), as `runwatch diagnose`, reading every line, knows it
-                before = max(rfind(b"\n", 0, start - 1), rfind(b"\r", 0, start - 1)) + 1
+                before = max(rfind(b"\n", 0, ended), rfind(b"\r", 0, ended)) + 1
                 if before > read_to:
-                    parser.before(data[before : start - 1].decode("utf-8", "replace"))
+                    parser.before(data[before:ended].decode("utf-8", "replace"))
             read_to = stop
             text = data[start:stop].decode("utf-8", "replace")
             if start > 0 and data[start - 1] == 13:  # a part after "\r": whose line is it?

@@ -219,6 +219,30 @@ def test_the_scanner_reads_the_line_before_a_marked_one_as_every_line_read_does(
     assert [f["error"][:20] for f in failed(every)] == ["RuntimeError: [../th"]
 
 
+#: a traceback a handler logged at WARNING, its level on the line before its head
+LOGGED_WARNING = ["2024-01-01 10:00:00 WARNING retrying the request after an error:",
+                  "Traceback (most recent call last):", '  File "/app/x.py", line 242, in f',
+                  "    raise ValueError('x')", "ValueError: x"]  # fmt: skip
+#: an exception's line, and its message going on over the next line (detectron2's)
+MESSAGE_GOES_ON = ["Traceback (most recent call last):",
+                   '  File "/detectron2/engine/train_loop.py", line 242, in _detect_anomaly',
+                   "FloatingPointError: Loss became infinite or NaN at iteration=27!",
+                   "{'loss_cls': 0.3, 'loss_box_reg': 0.2}"]  # fmt: skip
+
+
+@pytest.mark.parametrize("lines", [LOGGED_WARNING, MESSAGE_GOES_ON])
+def test_a_console_whose_lines_end_in_crlf_reads_as_one_ending_in_lf(lines: list[str]) -> None:
+    """`\\r\\n` (a container's or a pod's log with a TTY) is one line end: no empty line
+    between the line before a marked one and it, which would hide the line before (the
+    level a traceback was logged at) or stand between an exception and its message."""
+    data = "\r\n".join(lines).encode() + b"\r\n"
+    every = repr(read_all(lines))
+    for cut in range(len(data)):  # (a pipe may cut between the "\r" and the "\n")
+        scanner = LineScanner(LineParser())
+        crlf = scanner.feed(data[:cut]) + scanner.feed(data[cut:]) + scanner.finish()
+        assert repr(crlf + scanner.parser.finish()) == every, data[:cut]
+
+
 def test_what_a_traceback_that_is_no_failure_says_and_why() -> None:
     """Issue 41 item 7: the reasons `runwatch diagnose` prints for a console it cannot place."""
     said: list[str] = []
