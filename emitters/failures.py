@@ -385,8 +385,11 @@ class Failures:
         return record is not None and not record.open and record.said is not None
 
     def saw(self, source: Any, line: str) -> None:
-        """A line of the source nobody read: the line before its next one."""
+        """A line of the source nobody read: the line before its next one -- and a line
+        between an exception's line and what follows (`said_just_before`), as every line
+        `runwatch diagnose` reads is."""
         self._before[source] = line
+        self._said = _NOBODY
 
     def _ignored_one(self, source: Any) -> bool:
         """Whether the exception `source` reports now is one Python said it ignored (one

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import read_all
+from helpers import read_all, scanned
 
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.failures import CUT as CUT_SAID
@@ -794,3 +794,12 @@ def test_metrics_naming_no_step_right_after_an_exception_line_are_its_message() 
 )
 def test_work_after_an_exception_s_message_still_says_it_was_handled(after: list[str]) -> None:
     assert failed(read_all([*DETECTRON2_NAN[:4], *after])) == []
+    assert failed(scanned([*DETECTRON2_NAN[:4], *after])) == []  # (watch: no blank line shown)
+
+
+def test_a_line_the_scanner_does_not_show_still_stands_between_an_exception_and_work() -> None:
+    """`runwatch watch` shows the readers no unmarked line: the one between an exception
+    named without frames and a record is still a line between, as `diagnose` reads it."""
+    lines = ["ValueError: bad value", "resuming from the last checkpoint",
+             "{'loss': 0.25, 'grad_norm': 0.5}"]  # fmt: skip
+    assert failed(read_all(lines)) == failed(scanned(lines)) == []
