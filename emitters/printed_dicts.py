@@ -37,6 +37,10 @@ def _namespaced_step(key: str, raw: Any) -> bool:
     )
 
 
+#: the keys of a cluster's resource quantities, which no metrics dict has: Ray's resources by
+#: their own names (`{'CPU': 1.0, 'GPU': 1.0}`, `{'bob': 1.0, 'CPU': 1.0}` -- a request its
+#: autoscaler cannot schedule, a placement group's bundle, what a replica needs)
+_RESOURCES = frozenset({"CPU", "GPU", "object_store_memory", "TPU", "NPU", "HPU"})
 #: a number a trainer formatted with thousands separators before printing it as a string
 #: (`f"{n:,}"`, `'tok/stp': '1,024.0'`, `'cum_tokens': '3,072'`)
 _GROUPED = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
@@ -159,7 +163,7 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     if len(text) > 20_000:
         return None
     data = _literal(text)
-    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
+    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys() or _RESOURCES & data.keys():
         return None
     step_at, step = _step_of(data)
     metrics: dict[str, float | None] = {}

@@ -83,3 +83,21 @@ def test_a_dict_of_tensors_with_their_autograd_node_is_read() -> None:
     assert got is not None
     assert math.isnan(got[0]["loss_cls"])
     assert got[0]["loss_box_reg"] == 0.2576
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # secretflow#192 (corpus24 dev), Ray's autoscaler: a request no node has room for
+        "(scheduler +4m44s) Warning: The following resource request cannot be scheduled right "
+        "now: {'CPU': 1.0, 'alice': 1.0}. This is likely due to all cluster resources being "
+        "claimed by actors. Consider creating fewer actors or adding more nodes to this Ray "
+        "cluster.",
+        "Resources requested: {'GPU': 1.0, 'CPU': 8.0, 'memory': 1024.0}",
+    ],
+)
+def test_a_cluster_s_resource_dict_is_no_metrics(line: str) -> None:
+    """Ray names its resources `CPU`, `GPU`, ...: quantities asked for, not a step's metrics
+    (read as one, each warning was a step of its own, the wait it declares progress)."""
+    assert [k for k, _ in read_all([line]) if k == "step.metrics"] == []
+    assert metrics_dict("{'CPU': 1.0, 'alice': 1.0}") is None
