@@ -167,8 +167,9 @@ class Failures:
         self._teardown: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes = notes()
-        #: the source whose line before this one said its pending exception (`said_just_before`)
-        self._said: Any = _NOBODY
+        #: sources whose line read last said (or went on saying) their pending exception, and
+        #: whether the line being read's source's line before did (`said_just_before`)
+        self._said: set[Any] = set()
         self._said_before: Any = _NOBODY
 
     @property
@@ -179,21 +180,22 @@ class Failures:
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
         self._ignored_now = _NOBODY
-        self._said_before, self._said = self._said, _NOBODY
+        self._said_before = source if source in self._said else _NOBODY
+        self._said.discard(source)  # (per source: Ray's workers print between each other's)
         record = self._records.get(source)
         error = record.error if record is not None else None
         found = self._read_printed(source, line)
         after = self._records.get(source)
         said = None if after is None else after.error
         if said is not None and (after is not record or said != error):
-            self._said = source  # this line said (or went on saying) the exception
+            self._said.add(source)  # this line said (or went on saying) the exception
         return found
 
     def said_just_before(self, source: Any) -> bool:
-        """Whether the source's line before this one was its exception's line: what it prints
-        next may be that exception's message going on (detectron2's `FloatingPointError: Loss
-        became infinite or NaN at iteration=27!` and the `loss_dict = {...}` it holds), not
-        work that went on after it."""
+        """Whether the source's line before the one just read (`read` of `source`) was its
+        exception's line: what it prints next may be that exception's message going on
+        (detectron2's `FloatingPointError: Loss became infinite or NaN at iteration=27!` and
+        the `loss_dict = {...}` it holds), not work that went on after it."""
         return self._said_before is not _NOBODY and self._said_before == source
 
     def _read_printed(self, source: Any, line: str) -> list[Found]:
@@ -389,7 +391,7 @@ class Failures:
         between an exception's line and what follows (`said_just_before`), as every line
         `runwatch diagnose` reads is."""
         self._before[source] = line
-        self._said = _NOBODY
+        self._said.discard(source)
 
     def _ignored_one(self, source: Any) -> bool:
         """Whether the exception `source` reports now is one Python said it ignored (one
@@ -522,6 +524,7 @@ class Failures:
         self._records.clear()
         self._ended.clear()
         self._ignored.clear()
+        self._said.clear()
         self._stopped = self._teardown = None
         return out
 

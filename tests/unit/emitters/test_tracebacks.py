@@ -803,3 +803,13 @@ def test_a_line_the_scanner_does_not_show_still_stands_between_an_exception_and_
     lines = ["ValueError: bad value", "resuming from the last checkpoint",
              "{'loss': 0.25, 'grad_norm': 0.5}"]  # fmt: skip
     assert failed(read_all(lines)) == failed(scanned(lines)) == []
+
+
+def test_an_exception_s_message_is_its_own_whatever_other_workers_print_between() -> None:
+    """Ray's workers print at once: another worker's line between a worker's exception line
+    and the message going on is no line of that worker's."""
+    lines = [f"(Trainer pid=5) {line}" for line in DETECTRON2_NAN]
+    lines.insert(4, "(Rollout pid=6) generating the next batch")
+    (fields,) = failed(read_all(lines))
+    assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
+    assert failed(scanned(lines)) == [fields]
