@@ -124,6 +124,7 @@ class LineParser:
         return (
             self.wrapped.held is not None
             or self.failures.reading
+            or self.failures.saying
             or self.metrics.following
             or self._abort is not None
             or bool(self._some)

@@ -86,6 +86,9 @@ _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 #: a record's level that `logger.exception` writes (Python's logging, loguru, glog's letter)
 _ERROR_LEVEL = re.compile(r"\bERROR\b|(?:^|[\s\[])E\d{4} \d\d:")
 _NOBODY = object()  # no source (None is the process's)
+#: how many other sources' lines may come between a source's exception line and the message
+#: it goes on with (`said_just_before`): another process's, written at the same moment
+SAID_WITHIN = 8
 #: what may stand before an exception line that is Python's own report: markup (`**`, `>`)
 #: or one tag with no space in it (a launcher's `[trainer22|6]:`), no logger's words
 _BARE = re.compile(r"^(?:[^\sA-Za-z0-9]*|\[[^\]\s]*\]:?)$")
@@ -167,9 +170,10 @@ class Failures:
         self._teardown: str | None = None
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes = notes()
-        #: sources whose line read last said (or went on saying) their pending exception, and
-        #: whether the line being read's source's line before did (`said_just_before`)
-        self._said: set[Any] = set()
+        #: sources whose line read last said (or went on saying) their pending exception ->
+        #: the other sources' lines read since; the source of the line being read when its
+        #: line before did (`said_just_before`)
+        self._said: dict[Any, int] = {}
         self._said_before: Any = _NOBODY
 
     @property
@@ -180,22 +184,30 @@ class Failures:
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
         self._ignored_now = _NOBODY
-        self._said_before = source if source in self._said else _NOBODY
-        self._said.discard(source)  # (per source: Ray's workers print between each other's)
+        self._said_before = source if self._said.pop(source, None) is not None else _NOBODY
+        if self._said and line.strip():  # (per source: Ray's workers print between each other's)
+            self._said = {k: n + 1 for k, n in self._said.items() if n < SAID_WITHIN}
         record = self._records.get(source)
         error = record.error if record is not None else None
         found = self._read_printed(source, line)
         after = self._records.get(source)
         said = None if after is None else after.error
         if said is not None and (after is not record or said != error):
-            self._said.add(source)  # this line said (or went on saying) the exception
+            self._said[source] = 0  # this line said (or went on saying) the exception
         return found
+
+    @property
+    def saying(self) -> bool:
+        """A source said its exception lately: the next lines matter whatever they hold (its
+        next one may go on the message, `said_just_before`)."""
+        return bool(self._said)
 
     def said_just_before(self, source: Any) -> bool:
         """Whether the source's line before the one just read (`read` of `source`) was its
-        exception's line: what it prints next may be that exception's message going on
-        (detectron2's `FloatingPointError: Loss became infinite or NaN at iteration=27!` and
-        the `loss_dict = {...}` it holds), not work that went on after it."""
+        exception's line, no more than `SAID_WITHIN` other sources' lines between: what it
+        prints next may be that exception's message going on (detectron2's
+        `FloatingPointError: Loss became infinite or NaN at iteration=27!` and the `loss_dict =
+        {...}` it holds), not work that went on after it."""
         return self._said_before is not _NOBODY and self._said_before == source
 
     def _read_printed(self, source: Any, line: str) -> list[Found]:
@@ -391,7 +403,7 @@ class Failures:
         between an exception's line and what follows (`said_just_before`), as every line
         `runwatch diagnose` reads is."""
         self._before[source] = line
-        self._said.discard(source)
+        self._said.pop(source, None)
 
     def _ignored_one(self, source: Any) -> bool:
         """Whether the exception `source` reports now is one Python said it ignored (one

@@ -813,3 +813,23 @@ def test_an_exception_s_message_is_its_own_whatever_other_workers_print_between(
     (fields,) = failed(read_all(lines))
     assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
     assert failed(scanned(lines)) == [fields]
+
+
+@pytest.mark.parametrize(
+    ("between", "handled"),
+    [
+        ([], False),
+        (["[rank1]: saving shard 3"], False),  # another rank's line: no line of rank 0's
+        (["[rank0]: resuming from the last checkpoint", "[rank1]: saving shard 3"], True),
+        ([f"[rank1]: saving shard {n}" for n in range(12)], True),  # too far to go on it
+    ],
+)
+def test_whether_a_rank_s_record_goes_on_its_exception_s_message_watch_and_diagnose_agree(
+    between: list[str], handled: bool
+) -> None:
+    """A launcher's prefixes hold no marker of the scanner's: what `runwatch watch` is shown
+    of the lines after an exception's line is what `diagnose` reads."""
+    lines = ["[rank0]: ValueError: bad value", *between, "[rank0]: {'loss': 0.25, 'lr': 0.5}"]
+    expected = [] if handled else ["ValueError: bad value"]
+    assert [f["error"] for f in failed(read_all(lines))] == expected
+    assert [f["error"] for f in failed(scanned(lines))] == expected
