@@ -265,8 +265,11 @@ class LineParser:
         self.waits.saw(found)
         self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
-        if advanced and self.failures.said_just_before(source) and self._stepless(found, made):
-            advanced = False  # metrics that name no step, after it: the exception's message
+        if self.failures.said_just_before(source):
+            if advanced and self._stepless(found, made):
+                advanced = False  # metrics that name no step, after it: the exception's message
+            elif not found and self.metrics.following:
+                self.failures.goes_on(source)  # a record the message holds, over lines
         if advanced or (self.failures.waiting(source) and self._counted(source, line)):
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if any(kind in _STEP_KINDS for kind, _ in found) and advanced:

@@ -210,6 +210,12 @@ class Failures:
         {...}` it holds), not work that went on after it."""
         return self._said_before is not _NOBODY and self._said_before == source
 
+    def goes_on(self, source: Any) -> None:
+        """The line just read went on the source's exception's message without saying more of
+        the exception (a record it holds, begun on this line and ended on a later one): its
+        next line is still the message's (`said_just_before`)."""
+        self._said[source] = 0
+
     def _read_printed(self, source: Any, line: str) -> list[Found]:
         """`read`: a line a terminal padded to its width read as the lines it glued."""
         record = self._records.get(source)

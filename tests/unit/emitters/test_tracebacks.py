@@ -833,3 +833,15 @@ def test_whether_a_rank_s_record_goes_on_its_exception_s_message_watch_and_diagn
     expected = [] if handled else ["ValueError: bad value"]
     assert [f["error"] for f in failed(read_all(lines))] == expected
     assert [f["error"] for f in failed(scanned(lines))] == expected
+
+
+def test_an_exception_s_message_whose_record_a_paste_wrapped_over_lines_is_its_message() -> None:
+    """The dict the message holds, hard-wrapped after a pair: the record it ends on its
+    second line is still the message's."""
+    head, rest = DETECTRON2_NAN[4].split("), ", 1)
+    lines = [*DETECTRON2_NAN[:4], head + "),", " " + rest]
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = failed(found)
+        assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
+        (record,) = [f for k, f in found if k == "step.metrics"]
+        assert set(record["metrics"]) == {"loss_cls", "loss_box_reg"}
