@@ -390,6 +390,7 @@ class Waits:
         #: its repeats (`also`) neither end it nor start another
         self._declared: Wait | None = None
         self._ran: float | None = None  # how long the run went on, as a line said last
+        self._ran_base = 0.0  # ... when a line said last that its work began (`began`)
         self._generic: set[tuple[int, str]] = set()
 
     @property
@@ -668,15 +669,18 @@ class Waits:
         if _ELIDED.match(line):
             return []  # (a paste's mark for lines left out: more of the same, no line)
         ran = self._run_time(line)
+        if self._ran is not None and DECLARED.began(line):
+            self._ran_base = self._ran  # (work began: a later wait counts from now on)
         if (hit := DECLARED.match(line)) is not None:
             wait, m = hit
             self._declared = wait
-            stated = wait.seconds(m) if wait.elapsed is None else self._ran or 0.0
+            stated = wait.seconds(m) if wait.elapsed is None else self._waited_all()
             return self._lasting(line, rank, m.start(), wait.phase, wait.id, stated, wait.lasted)
         if (open_ := self._declared) is not None and open_.also and open_.also.search(line):
             if ran is None or open_.elapsed is None:
                 return []  # (the wait's own line between its repeats)
-            return self._lasting(line, rank, len(line), open_.phase, open_.id, ran, open_.lasted)
+            stated = self._waited_all()
+            return self._lasting(line, rank, len(line), open_.phase, open_.id, stated, open_.lasted)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
             indented = line.startswith(("  ", "\t"))  # (a warning's code; not a prefix's `: `)
@@ -690,6 +694,11 @@ class Waits:
         stated = 0.0 if lasted is None else _seconds(lasted)
         said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
         return self._lasting(line, rank, verb.start(), _phase(clause), said, stated)
+
+    def _waited_all(self) -> float:
+        """How long a wait that lasts its run (the catalogue's `elapsed`) lasted: the run time
+        the console said last, less the run time when it last said the work began."""
+        return max((self._ran or 0.0) - self._ran_base, 0.0)
 
     def _run_time(self, line: str) -> float | None:
         """How long the run went on, where the line says so (Tune's status: the catalogue's

@@ -23,7 +23,7 @@ from runwatch.emitters.exceptions import CatalogueError
 
 _REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
-_OPTIONAL = ("every", "elapsed", "lasted", "also")
+_OPTIONAL = ("every", "elapsed", "began", "lasted", "also")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 #: the units a line may state its wait's duration in (`n` and `unit` of a pattern)
 _SCALE = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "min": 60.0, "minute": 60.0,
@@ -47,6 +47,9 @@ class Wait:
     pattern: re.Pattern[str]
     every: float  # the seconds one line shows where the pattern states none
     elapsed: re.Pattern[str] | None  # a line saying how long the run, all of it this wait, ran
+    #: a line of the framework's saying the work began after all (a trial RUNNING): the run
+    #: time then is where a later wait of this kind starts, not the run's start
+    began: re.Pattern[str] | None
     lasted: float  # the seconds the console must show before the wait is one
     also: re.Pattern[str] | None  # the lines the wait writes between its repeats
     sample: str
@@ -111,7 +114,7 @@ def _wait(raw: dict[str, Any]) -> Wait:
         id=raw["id"], framework=raw["framework"], versions=raw["versions"],
         source=raw["source"], component=raw["component"], phase=raw["phase"],
         literals=literals, pattern=pattern, every=_number(raw, "every", where),
-        elapsed=elapsed, lasted=_number(raw, "lasted", where),
+        elapsed=elapsed, began=_pattern(raw, "began", where), lasted=_number(raw, "lasted", where),
         also=_pattern(raw, "also", where), sample=raw["sample"],
         sample_from=raw["sample_from"],
     )  # fmt: skip
@@ -139,9 +142,13 @@ class DeclaredWaits:
     def __init__(self, waits: tuple[Wait, ...]) -> None:
         self.waits = waits
         #: what the scanner must show the reader: every literal, and the lines that say how
-        #: long a run went on (Tune's, before its status names the trials pending)
+        #: long a run went on (Tune's, before its status names the trials pending) and whether
+        #: its trials began (`began`)
         self.markers: tuple[str, ...] = tuple(
-            sorted({x for w in waits for x in w.literals} | {"running for ", "running time: "})
+            sorted(
+                {x for w in waits for x in w.literals}
+                | {"running for ", "running time: ", "Number of trials: "}
+            )
         )
 
         #: any literal, in one pass: most lines hold none (the cost of a line read is this)
@@ -155,6 +162,10 @@ class DeclaredWaits:
             if any(x in line for x in w.literals) and (m := w.pattern.search(line)):
                 return w, m
         return None
+
+    def began(self, line: str) -> bool:
+        """Whether the line says the work of a wait that lasts its whole run began (`began`)."""
+        return any(w.began is not None and w.began.search(line) for w in self.waits)
 
 
 DECLARED = DeclaredWaits(load())

@@ -171,6 +171,23 @@ def test_tune_s_trials_all_pending_for_a_minute_are_a_wait_that_lasted_the_run(
     assert stalled(tmp_path, TUNE_NEW.format(t="1hr 0min 2s"))
 
 
+def test_a_trial_back_to_pending_after_one_ran_waited_since_it_ran(tmp_path: Path) -> None:
+    """Tune puts a trial that failed back to PENDING (a retry under max_failures, a requeue):
+    the run time then is no wait's, which lasted only since the status that showed it running
+    (found by the review of issue 41's waits: two hours read as the wait)."""
+    running = TUNE_20968.replace("(1 PENDING)", "(1 RUNNING)").replace("00:03:40", "02:00:00")
+    error = "2022-01-17 11:46:40,000\tERROR trial_runner.py:773 -- Trial APPO_a1: Error.\n"
+    again = TUNE_20968.replace("00:03:40", "02:00:05")
+    later = TUNE_20968.replace("00:03:40", "02:01:30")
+    text = running + error + again + later
+    assert statuses(running + error + again) == []  # five seconds pending: no wait yet
+    waited = {round(s["waited"], 3) for s in statuses(text)}
+    assert waited == {90.0}
+    parser = LineParser()
+    found = LineScanner(parser).feed(text.encode()) + parser.finish()
+    assert {round(f["waited"], 3) for k, f in found if k == "rank.status"} == waited  # (watch's)
+
+
 #: https://github.com/google-research/text-to-text-transfer-transformer/issues/38 (corpus22 dev:
 #: each record twice, absl's and glog's; the attempt's own lines between)
 TPU_38 = (
