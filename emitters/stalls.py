@@ -240,8 +240,14 @@ _THEN = re.compile(r"(?i)\s+(?:before|until|then)\b")
 #: a clock that goes back between two lines of one wait by less than this much went back
 #: (lines out of order), not past midnight: no time passed
 _BACKWARDS = 43200.0
-#: a line's clock (its log prefix's time of day): how far apart two lines of one wait are
-_CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])")
+#: a line's clock (its log prefix's time of day): how far apart two lines of one wait are;
+#: or the time since the job began that Ray's driver puts on its autoscaler's lines
+#: (`_private/worker.py` print_worker_logs: `(autoscaler +15m30s)`, `time_string`; an older
+#: driver's `(scheduler +4m44s)`)
+_CLOCK = re.compile(
+    r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])"
+    r"|\((?:autoscaler|scheduler) \+(?:(\d{1,6})h)?(?:(\d{1,2})m)?(\d{1,2})s\)"
+)
 #: a wait the console shows lasting this long (seconds) is a stall; shorter ones are a pause
 GENERIC_LASTED = 60.0
 #: ... or one said this many times in a row by lines that print no clock
@@ -332,8 +338,9 @@ def _phase(clause: str) -> str:
 
 
 def _clock_seconds(clock: re.Match[str]) -> float:
-    """The seconds of the day `_CLOCK` matched."""
-    h, m, sec = (int(g) for g in clock.groups())
+    """The seconds of the day (or of the job, Ray's) `_CLOCK` matched."""
+    g = clock.groups()
+    h, m, sec = (int(a or b or 0) for a, b in zip(g[:3], g[3:], strict=True))
     return h * 3600.0 + m * 60.0 + sec
 
 

@@ -126,6 +126,18 @@ def test_ray_s_pending_request_is_a_wait_until_the_console_goes_on(tmp_path: Pat
     assert stalled(tmp_path, RAY_PENDING + RAY_RESIZED + "Distributed execution: 50.749\n") == []
 
 
+def test_the_autoscaler_s_job_clock_dates_its_repeats() -> None:
+    """Ray's driver puts the time since the job began on its autoscaler's lines (`(scheduler
+    +4m44s)`): two warnings 35 s apart show a wait of 35 s -- what lets `runwatch watch -- cat`
+    of a saved console leave the run open, as its wait began before the command
+    (secretflow#192, corpus24 dev)."""
+    warning = RAY_PENDING.split("\n")[0].split(") ", 1)[1]
+    text = f"(scheduler +4m44s) {warning}\n(scheduler +5m19s) {warning}\n"
+    assert [s["waited"] for s in statuses(text)] == [0.0, 35.0]
+    hours = text.replace("+4m44s", "+1h59m50s").replace("+5m19s", "+2h0m5s")
+    assert [s["waited"] for s in statuses(hours)] == [0.0, 15.0]
+
+
 #: https://github.com/ray-project/ray/issues/20968 (corpus22 dev: Tune's status block under the
 #: driver's prefix, the trial pending three minutes and forty seconds)
 TUNE_20968 = (
