@@ -37,9 +37,9 @@ def _namespaced_step(key: str, raw: Any) -> bool:
     )
 
 
-#: the keys of a cluster's resource quantities, which no metrics dict has: Ray's resources by
-#: their own names (`{'CPU': 1.0, 'GPU': 1.0}`, `{'bob': 1.0, 'CPU': 1.0}` -- a request its
-#: autoscaler cannot schedule, a placement group's bundle, what a replica needs)
+#: the keys of a cluster's resource quantities: a dict of them all finite is no metrics dict --
+#: Ray's resources by their own names (`{'CPU': 1.0, 'GPU': 1.0}`, `{'bob': 1.0, 'CPU': 1.0}`:
+#: a request its autoscaler cannot schedule, a placement group's bundle, a replica's needs)
 _RESOURCES = frozenset({"CPU", "GPU", "object_store_memory", "TPU", "NPU", "HPU"})
 #: a number a trainer formatted with thousands separators before printing it as a string
 #: (`f"{n:,}"`, `'tok/stp': '1,024.0'`, `'cum_tokens': '3,072'`)
@@ -163,7 +163,7 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     if len(text) > 20_000:
         return None
     data = _literal(text)
-    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys() or _RESOURCES & data.keys():
+    if not isinstance(data, dict) or SUMMARY_KEYS & data.keys():
         return None
     step_at, step = _step_of(data)
     metrics: dict[str, float | None] = {}
@@ -185,6 +185,8 @@ def metrics_dict(text: str) -> tuple[dict[str, float | None], int | None] | None
     )
     if not metrics or (numbers < 2 and not lone):
         return None
+    if _RESOURCES & data.keys() and all(v is None or math.isfinite(v) for v in metrics.values()):
+        return None  # quantities of a cluster's resources (a metrics dict may count its GPUs)
     if (len(metrics) + (step is not None)) * 3 <= len(data) * 2:
         return None
     return metrics, step

@@ -101,3 +101,6 @@ def test_a_cluster_s_resource_dict_is_no_metrics(line: str) -> None:
     (read as one, each warning was a step of its own, the wait it declares progress)."""
     assert [k for k, _ in read_all([line]) if k == "step.metrics"] == []
     assert metrics_dict("{'CPU': 1.0, 'alice': 1.0}") is None
+    got = metrics_dict("{'step': 5, 'loss': nan, 'GPU': 0.5, 'CPU': 12.0}")  # (the review's)
+    assert got is not None
+    assert math.isnan(got[0]["loss"])
