@@ -105,6 +105,8 @@ class MemoryBroker:
     #: its transaction open now
     epochs: dict[str, int] = field(default_factory=dict)
     open_txns: dict[str, MemoryTxn] = field(default_factory=dict)
+    #: every consumer made on it, in order
+    consumers: list[MemoryConsumer] = field(default_factory=list)
 
     def create(self, topic: str, partitions: int = 1) -> None:
         parts = self.topics.setdefault(topic, [])
@@ -230,6 +232,17 @@ class MemoryConsumer:
         self.started = self.stopped = False
         self.polls = 0
         self.commits = 0
+        #: where aiokafka would have fetched ahead, unasked (`_fetching_ahead`)
+        self.fetched_ahead: list[tuple[TopicPartition, int]] = []
+        broker.consumers.append(self)
+
+    def _fetching_ahead(self) -> None:
+        """aiokafka fetches every assigned partition that is not paused in the background,
+        from its position (a new one: from its start), whenever its loop turns: a request
+        to the broker is such a turn. Noted, so that a reader that seeks elsewhere can be
+        held to fetching nothing before it does (what it fetched would be thrown away)."""
+        for tp in sorted(self._assignment - self.paused):
+            self.fetched_ahead.append((tp, self.positions.get(tp, 0)))
 
     async def start(self) -> None:
         if self.started:
@@ -338,6 +351,7 @@ class MemoryConsumer:
         return out
 
     async def beginning_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
+        self._fetching_ahead()
         return {TopicPartition(*tp): self.broker.starts.get(TopicPartition(*tp), 0)
                 for tp in partitions}  # fmt: skip
 
@@ -347,6 +361,7 @@ class MemoryConsumer:
         return self.positions.get(partition, 0)
 
     async def end_offsets(self, partitions: Sequence[Any]) -> dict[TopicPartition, int]:
+        self._fetching_ahead()
         return {TopicPartition(*tp): self._end(TopicPartition(*tp)) for tp in partitions}
 
     def _end(self, tp: TopicPartition) -> int:

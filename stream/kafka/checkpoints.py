@@ -146,6 +146,10 @@ async def latest(
             return Found(None)
         tp = TP(topic, partition % len(partitions))
         reader.assign([tp])
+        # fetched only where sought (`_fetched`): assigned, aiokafka fetches from the
+        # partition's start at once -- up to MAX_BYTES of old checkpoints, which the seek
+        # then throws away (bench/RESULTS.md "fleet")
+        reader.pause(tp)
         begin = (await reader.beginning_offsets([tp]))[tp]
         stop = (await reader.end_offsets([tp]))[tp]
         keys = {key} if handover is None else {key, handover}
@@ -180,7 +184,7 @@ async def _newest(reader: Any, tp: TP, keys: set[bytes], start: int, stop: int) 
     found: Any = None
     position = start
     while position < stop:
-        batch = await reader.getmany(tp, timeout_ms=1000)
+        batch = await _fetched(reader, tp, 1000)
         records = batch.get(tp, [])
         if not records:
             position = await reader.position(tp)
@@ -194,6 +198,18 @@ async def _newest(reader: Any, tp: TP, keys: set[bytes], start: int, stop: int) 
     return found
 
 
+async def _fetched(reader: Any, tp: TP, timeout_ms: int) -> Any:
+    """One poll of `tp`, which is fetched only meanwhile: paused again before anything else
+    runs, so that aiokafka fetches nothing ahead -- the next read seeks elsewhere (back, a
+    window before), and a fetch ahead at the end would hold that seek for the broker's fetch
+    wait."""
+    reader.resume(tp)
+    try:
+        return await reader.getmany(tp, timeout_ms=timeout_ms)
+    finally:
+        reader.pause(tp)
+
+
 async def _follow(
     reader: Any, tp: TP, key: bytes, marker: bytes, position: int, seconds: float
 ) -> bytes | None:
@@ -202,7 +218,7 @@ async def _follow(
     reader.seek(tp, position)
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        batch = await reader.getmany(tp, timeout_ms=max(1, int(min(left, 0.5) * 1000)))
+        batch = await _fetched(reader, tp, max(1, int(min(left, 0.5) * 1000)))
         found: bytes | None = None
         for record in batch.get(tp, []):
             if record.value is None:

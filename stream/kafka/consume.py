@@ -314,6 +314,9 @@ class ConsumingLoop:
         self._tps = tps
         if tps:
             consumer.assign(tps)
+            # nothing fetched until the seek below: assigned, aiokafka fetches from the
+            # start at once, a fetch's worth the seek then throws away
+            consumer.pause(*tps)
             # from the first offset still there: a partition whose records all expired
             # (retention) starts at its end, not at 0, and is read to its end at once
             begins = await consumer.beginning_offsets(tps)
@@ -330,6 +333,8 @@ class ConsumingLoop:
                     offset = 0
                 self.read[tp] = max(offset, int(begins[tp]))
         self._assigned(set(tps))  # seeks where `read` says
+        if tps:
+            consumer.resume(*tps)
 
     async def _hand_on(self, tp: TP, records: list[Any]) -> None:
         read = self.read.get(tp)

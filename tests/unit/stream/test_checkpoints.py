@@ -178,3 +178,16 @@ def test_the_store_reads_back_what_it_wrote() -> None:
         return none, await store.read(0)
 
     assert asyncio.run(scenario()) == (None, b"v2")
+
+
+def test_the_search_fetches_nothing_before_it_seeks() -> None:
+    """Assigned, aiokafka fetches a partition from its start at once: the search holds it
+    paused but for its own polls, so no fetch of old checkpoints (up to MAX_BYTES) is made
+    and thrown away by the seek to the end."""
+    b = MemoryBroker()
+    for version in range(5):
+        b.produce(TOPIC, f"p0 v{version}".encode(), 0, key(0))
+    b.produce(TOPIC, SETTLED, 0, MARKER)  # newest: a marker, then the checkpoint before it
+    got = asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
+    assert got == Found(b"p0 v4")
+    assert [c.fetched_ahead for c in b.consumers] == [[]]

@@ -211,8 +211,12 @@ def test_a_rebuild_from_a_checkpoint_reads_only_the_tail() -> None:
     fill(broker, "events", 2, 6)
     handler = Recorder()
     source = Partitions("events", (0, 1), start={0: 4, 1: 6})
-    run(ConsumingLoop(MemoryConsumer(broker), source, handler, until="caught_up"))
+    consumer = MemoryConsumer(broker)
+    run(ConsumingLoop(consumer, source, handler, until="caught_up"))
     assert [(p, o) for _, p, o, _ in handler.seen] == [(0, 4), (0, 5)]
+    # held paused until sought: aiokafka fetched nothing before the start to throw away
+    assert consumer.fetched_ahead
+    assert all(offset >= {0: 4, 1: 6}[tp.partition] for tp, offset in consumer.fetched_ahead)
 
 
 def test_reading_a_topic_that_does_not_exist_returns_at_once() -> None:
