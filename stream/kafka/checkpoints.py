@@ -57,6 +57,10 @@ def checkpoint_key(group: str, topic: str, partition: int) -> bytes:
     return f"{group}|{topic}|{partition}".encode()
 
 
+#: Offsets one record written in a transaction of its own takes: itself and the commit
+#: marker after it (every record of the checkpoints topic is one, `publish.py`).
+RECORD = 2
+
 #: The longest a handover may take: a takeover waits this long for a checkpoint its
 #: previous owner promised, and a stopping worker's checkpoints hold its stop this long.
 HANDOVER_S = 10.0
@@ -154,7 +158,9 @@ async def latest(
         stop = (await reader.end_offsets([tp]))[tp]
         keys = {key} if handover is None else {key, handover}
         waited = 0.0
-        window = 1  # its own partition, when the topics match: the newest record is it
+        # its own partition, when the topics match: the newest record is it, followed by
+        # its transaction's commit marker (a window of one held the marker alone)
+        window = RECORD
         while stop > begin:
             start = max(begin, stop - window)
             found = await _newest(reader, tp, keys, start, stop)
@@ -171,7 +177,7 @@ async def latest(
                 waited = time.monotonic() - started
                 if value is not None:
                     return Found(value, waited)
-            stop, window = found.offset, 1
+            stop, window = found.offset, RECORD
         return Found(None, waited)
     finally:
         await reader.stop()
@@ -194,7 +200,9 @@ async def _newest(reader: Any, tp: TP, keys: set[bytes], start: int, stop: int) 
                 return found
             if record.key in keys and record.value is not None:
                 found = record
-        position = records[-1].offset + 1
+        # past the transaction markers fetched with them: a poll for the marker alone would
+        # wait out its whole timeout, as no record comes
+        position = max(records[-1].offset + 1, await reader.position(tp))
     return found
 
 

@@ -191,3 +191,26 @@ def test_the_search_fetches_nothing_before_it_seeks() -> None:
     got = asyncio.run(latest(MemoryConnection(b), TOPIC, key(0), 0, MARKER, FOREVER))
     assert got == Found(b"p0 v4")
     assert [c.fetched_ahead for c in b.consumers] == [[]]
+
+
+def test_the_newest_of_records_written_in_transactions_in_one_poll() -> None:
+    """Every record of the checkpoints topic goes out in a transaction of its own, so the
+    partition ends in a commit marker: the search's first window takes the record and its
+    marker, and finds the checkpoint in one poll -- not a poll of the marker alone first,
+    which against Kafka waits out its whole timeout (a second of every takeover)."""
+    b = MemoryBroker()
+    b.create(TOPIC, 1)
+    kafka = MemoryConnection(b)
+    publisher = Publisher(kafka.producer, Topics("t."), "workers", "w/1")
+    store = checkpoints.KafkaCheckpoints(kafka, Topics("t."), "workers", publisher.of)
+
+    async def scenario() -> Found:
+        await publisher.open(0)
+        for version in range(3):
+            await store.write(0, f"v{version}".encode())
+        await store.mark(0, SETTLED)  # the newest: a settled promise, then the checkpoint
+        return await store.newest(0)
+
+    assert asyncio.run(scenario()) == Found(b"v2")
+    (search,) = [c for c in b.consumers if c.polls]
+    assert search.polls == 2  # the marker's record, then the checkpoint before it
