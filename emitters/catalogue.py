@@ -12,14 +12,13 @@ automaton pass. The data is read with `tomllib` at import: nothing heavier is ne
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from ahocorasick_rs import AhoCorasick
 
 from runwatch.emitters.exceptions import CatalogueError
+from runwatch.emitters.tables import load_table
 
 MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort", "signalled")
 #: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
@@ -96,18 +95,7 @@ def _signature(raw: dict[str, Any]) -> Signature:
 
 def load(text: str | None = None) -> tuple[Signature, ...]:
     """The signatures of `text` (TOML), by default the shipped catalogue, in order."""
-    if text is None:
-        text = resources.files(__package__).joinpath("catalogue.toml").read_text("utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogueError(f"catalogue: {err}") from err
-    signatures = tuple(_signature(raw) for raw in data.get("signature", []))
-    ids = [s.id for s in signatures]
-    if len(set(ids)) != len(ids):
-        twice = sorted({i for i in ids if ids.count(i) > 1})
-        raise CatalogueError(f"catalogue: ids twice: {twice}")
-    return signatures
+    return load_table(text, "catalogue.toml", "signature", _signature, "catalogue")
 
 
 def quieter(prefix: str, level: str) -> bool:

@@ -14,12 +14,11 @@ way: `tomllib` at import, nothing heavier.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from runwatch.emitters.exceptions import CatalogueError
+from runwatch.emitters.tables import load_table
 
 _REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
@@ -122,18 +121,7 @@ def _wait(raw: dict[str, Any]) -> Wait:
 
 def load(text: str | None = None) -> tuple[Wait, ...]:
     """The waits of `text` (TOML), by default the shipped catalogue, in order."""
-    if text is None:
-        text = resources.files(__package__).joinpath("waits.toml").read_text("utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogueError(f"waits catalogue: {err}") from err
-    waits = tuple(_wait(raw) for raw in data.get("wait", []))
-    ids = [w.id for w in waits]
-    if len(set(ids)) != len(ids):
-        twice = sorted({i for i in ids if ids.count(i) > 1})
-        raise CatalogueError(f"waits catalogue: ids twice: {twice}")
-    return waits
+    return load_table(text, "waits.toml", "wait", _wait, "waits catalogue")
 
 
 class DeclaredWaits:

@@ -91,6 +91,25 @@ def read_all(lines: Iterable[str], parser: LineParser | None = None) -> list[Fou
     return out + parser.finish()
 
 
+def rank_statuses(text: str) -> list[dict[str, Any]]:
+    """The ranks' waits a console's readers find in the text's lines (no end decided)."""
+    from runwatch.emitters.console import LineParser
+
+    parser = LineParser()
+    found = [f for line in text.splitlines() for f in parser.parse(line)]
+    return [fields for kind, fields in found if kind == "rank.status"]
+
+
+def stalled(tmp_path: Path, text: str) -> list[str]:
+    """The summaries of ranks_stalled's firings `runwatch diagnose` gives the text."""
+    from runwatch.diagnose import diagnose
+
+    log = tmp_path / "console.log"
+    log.write_text(text)
+    alerts = diagnose([log]).alerts
+    return [a.summary for a in alerts if a.rule == "ranks_stalled" and a.state == "firing"]
+
+
 def scanned(lines: list[str]) -> list[Found]:
     """What `runwatch watch`'s scanner gives for the lines (it shows the readers only the
     lines holding a marker), then what the end of the output decides."""

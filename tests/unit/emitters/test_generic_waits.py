@@ -10,11 +10,11 @@ these tests, of no framework: what is tested is the grammar, not a framework's w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from runwatch.diagnose import diagnose
+from helpers import rank_statuses as statuses
+from helpers import stalled
+
 from runwatch.emitters.console import LineParser, LineScanner
-from runwatch.emitters.logparse import Found
 from runwatch.emitters.stalls import Waits
 
 #: https://github.com/vllm-project/vllm/issues/14025 (vLLM V0's OpenAI server at DEBUG: the
@@ -46,22 +46,6 @@ def mq(count: int) -> str:
     """`count` of #14025's lines, ten seconds apart from 20:17:48."""
     return "".join(MQ.format(m=17 + (48 + 10 * k) // 60, s=(48 + 10 * k) % 60)
                    for k in range(count))  # fmt: skip
-
-
-def statuses(text: str) -> list[dict[str, Any]]:
-    parser = LineParser()
-    found: list[Found] = []
-    for line in text.splitlines():
-        found += parser.parse(line)
-    return [f for k, f in found if k == "rank.status"]
-
-
-def stalled(tmp_path: Path, text: str) -> list[str]:
-    """The summaries of ranks_stalled's firings `runwatch diagnose` gives the text."""
-    log = tmp_path / "console.log"
-    log.write_text(text)
-    alerts = diagnose([log]).alerts
-    return [a.summary for a in alerts if a.rule == "ranks_stalled" and a.state == "firing"]
 
 
 #: https://github.com/PaddlePaddle/PaddleSeg/issues/2766 (Paddle's TCP store: a trainer

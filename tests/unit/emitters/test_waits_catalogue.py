@@ -15,31 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import rank_statuses as statuses
+from helpers import stalled
 
-from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.exceptions import CatalogueError
-from runwatch.emitters.logparse import Found
 from runwatch.emitters.waits import DECLARED, load
 
 ROOT = Path(__file__).resolve().parents[3]
 WAITS = {w.id: w for w in DECLARED.waits}
-
-
-def statuses(text: str) -> list[dict[str, Any]]:
-    parser = LineParser()
-    found: list[Found] = []
-    for line in text.splitlines():
-        found += parser.parse(line)
-    return [f for k, f in found if k == "rank.status"]
-
-
-def stalled(tmp_path: Path, text: str) -> list[str]:
-    """The summaries of ranks_stalled's firings `runwatch diagnose` gives the text."""
-    log = tmp_path / "console.log"
-    log.write_text(text)
-    return [a.summary for a in diagnose([log]).alerts
-            if a.rule == "ranks_stalled" and a.state == "firing"]  # fmt: skip
 
 
 @pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
