@@ -427,7 +427,7 @@ class Waits:
         if "atchdog timeout (" in line or "batch_size()=" in line:
             return self._sglang(line)
         if SHM in line:
-            return self._vllm_queue(line, rank)
+            return self._vllm_queue(line)
         if XLA_STUCK in line or XLA_UNSTUCK in line:
             return self._xla(line, rank)
         if TF_WAITING in line or TF_STARTED in line:
@@ -647,7 +647,7 @@ class Waits:
                  "engine": "sglang"}  # fmt: skip
         return [("inference.stats", stats)]
 
-    def _vllm_queue(self, line: str, rank: int | None) -> list[Found]:
+    def _vllm_queue(self, line: str) -> list[Found]:
         m = _SHM_WAIT.search(line)
         if m is None:
             return []
