@@ -26,7 +26,9 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.metrics.http import AsyncMetricsServer
 
-pytestmark = pytest.mark.integration
+#: The first test waits for helm's build (`make test` starts it in the background): ten
+#: minutes or more on a fresh, loaded 2-core machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "runwatch"
