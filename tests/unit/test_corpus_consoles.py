@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus24/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus25/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -213,6 +213,8 @@ ASKED = {
                       (48, 75), 15, 17, failures=25, rules={CF: 10, CT: 4}),
     "corpus24": Asked("weighted to hangs, deaths and traps an RL training cluster meets",
                       (42, 75), 15, 15, failures=25, rules={CF: 12, RS: 4, IS: 4, NF: 3, CT: 2}),
+    "corpus25": Asked("out of sample: RL stacks, engines and launchers; about a third traps",
+                      (45, 75), 15, 15, failures=25, rules={CF: 12, NF: 3, RS: 3, CT: 3}),
 }
 # fmt: on
 

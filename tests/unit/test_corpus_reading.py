@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus24/): each development part asserted exactly -- every label met, every
+corpus/ to corpus25/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -29,10 +29,11 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: reader's tenth pass on issue 41 (tests/fixtures/consoles/README.md); corpus21 (LLM RL stacks:
 #: hangs, odd non-finite lines, traps), corpus22 (rank waits, collective timeouts and launchers
 #: in wordings the earlier corpora lack), corpus23 (the session's final out-of-sample set, as
-#: users meet them) and corpus24 (hangs, deaths and traps an RL cluster meets) are as their
-#: collectors landed them.
+#: users meet them), corpus24 (hangs, deaths and traps an RL cluster meets) and corpus25 (the
+#: next session's out-of-sample set: RL stacks, engines and launchers, trap controls) are as
+#: their collectors landed them.
 REPORTED_ONLY: frozenset[str] = frozenset(
-    {"corpus16", "corpus17", "corpus21", "corpus22", "corpus23", "corpus24"}
+    {"corpus16", "corpus17", "corpus21", "corpus22", "corpus23", "corpus24", "corpus25"}
 )
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
