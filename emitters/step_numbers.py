@@ -13,12 +13,15 @@ Per source (a Ray worker, a rank, the process):
   the loss scale (DeepSpeed, apex, Megatron print it routinely while the scale finds its
   range). A record of a skipped step may print NaN or inf: that is the scaler at work, so its
   non-finite values are held back -- unless the skips go on for `overflow_steps` steps in a
-  row, or the scale reaches a floor: 1 (DeepSpeed's and Megatron's: the gradients overflow
-  unscaled) in a run of two skips or more -- one skip at 1 after steps went through is one
-  batch that overflowed unscaled, and DeepSpeed, clamped at its `min_loss_scale`, goes on --
-  or below every scaler's (`LOWEST_FLOOR`). A scale between them is fairseq's,
-  whose floor is lower and which says when it reaches it (`Minimum loss scale reached`, a
-  failure's words): no failure by itself. Then the
+  row, or the scale reaches a floor in a run of two skips or more: 1 -- DeepSpeed's and
+  Megatron's, which clamp there, and apex's, which has none and halves on: at or below 1 the
+  scale magnifies nothing, the gradients overflow unscaled (one skip at 1 after steps went
+  through is one batch that overflowed so, and DeepSpeed, clamped at its `min_loss_scale`,
+  goes on) -- or fairseq's, whose scaler words its skips `setting loss scale to: S`
+  (`FAIRSEQ_FLOOR`: its criterions sum the loss over a batch's tokens, so a scale below 1 is
+  routine there, down to its `--min-loss-scale`, 1e-4, where it says so itself, `Minimum loss
+  scale reached`, a failure's words); a scale below every floor (`LOWEST_FLOOR`) at once. Then
+  the
   skipping is a failure: the held values are reported at their steps (or, when no record
   printed any, the overflow itself as `loss_scale/overflow: inf`), and so is every
   non-finite value until a step goes through. DeepSpeed's fused optimizer writes two lines
@@ -53,6 +56,17 @@ _SCALE_TRIED = re.compile(r"(?i)loss scale: (\d[\d.]*(?:e[+-]?\d+)?)")
 #: Megatron's and apex's are 1): a scale below it is below every floor -- apex, which has
 #: none, halving on through 1e-200 at every step
 LOWEST_FLOOR = 1e-4
+#: the floor of the scalers whose loss is a mean (DeepSpeed's and Megatron's `min_loss_scale`,
+#: 1; apex's LossScaler, `min_loss_scale=None`, halves on past it): a scale at or below it
+#: magnifies nothing, so skipping there is gradients that overflow unscaled
+FLOOR = 1.0
+#: fairseq's scaler's words for a skip (fairseq/optim/dynamic_loss_scaler.py, `raise
+#: OverflowError("setting loss scale to: " + str(self.loss_scale))`, which fairseq/trainer.py
+#: logs as `NOTE: overflow detected, ` or `NOTE: gradient overflow detected, ignoring
+#: gradient, ` and the error; fairseq 0.9-0.12 on GitHub): its floor is its
+#: `--min-loss-scale`, 1e-4 (module docstring)
+_FAIRSEQ = re.compile(r"setting loss scale to: ")
+FAIRSEQ_FLOOR = LOWEST_FLOOR
 
 
 @dataclass
@@ -61,6 +75,7 @@ class Overflow:
 
     scale: float | None  # the scale after it, where the line says
     iteration: int | None  # the step, where the line names it
+    floor: float = FLOOR  # the scaler's floor, as its words say which scaler it is
 
 
 def loss_scale_overflow(text: str) -> Overflow | None:
@@ -84,7 +99,8 @@ def loss_scale_overflow(text: str) -> Overflow | None:
     except ValueError:
         scale = None
     iteration = int(m.group("it")) if m.group("it") else None
-    return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration)
+    floor = FAIRSEQ_FLOOR if _FAIRSEQ.search(text, m.start()) else FLOOR
+    return Overflow(scale if scale is not None and math.isfinite(scale) else None, iteration, floor)
 
 
 #: consecutive overflow skips that are no longer the scaler finding its range: halving from
@@ -204,18 +220,23 @@ class StepNumbers:
             s.waiting, s.overflow_at = named, seen.iteration
         s.skipping = True
         step = s.overflow_at if s.overflow_at is not None else s.last + 1
-        return self._check(s, seen.scale, step)
+        return self._check(s, seen.scale, step, floor=seen.floor)
 
     def _check(
-        self, s: _Source, scale: float | None, step: int, said: bool = False
+        self,
+        s: _Source,
+        scale: float | None,
+        step: int,
+        said: bool = False,
+        floor: float = FLOOR,
     ) -> list[tuple[int, Metrics]]:
         """What a run of skips releases once it is a failure: the held values, else (unless
-        the record at hand says its own, `said`) the overflow itself."""
-        # a scale below every scaler's floor took hundreds of skips to reach; one skip at 1 may
-        # be one batch whose gradients overflow unscaled (DeepSpeed clamps at its
+        the record at hand says its own, `said`) the overflow itself. `floor`: the scaler's."""
+        # a scale below every scaler's floor took hundreds of skips to reach; one skip at the
+        # floor may be one batch whose gradients overflow unscaled (DeepSpeed clamps at its
         # `min_loss_scale` and goes on): the floor is a failure once the skipping goes on there
-        floor = scale is not None and (scale < LOWEST_FLOOR or (scale == 1 and s.run >= 2))
-        if s.failed or not (s.run >= self.overflow_steps or floor):
+        floored = scale is not None and (scale < LOWEST_FLOOR or (scale <= floor and s.run >= 2))
+        if s.failed or not (s.run >= self.overflow_steps or floored):
             return []
         s.failed = True
         held, s.held = s.held, []

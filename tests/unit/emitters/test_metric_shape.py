@@ -346,10 +346,34 @@ def test_more_frameworks_overflow_wordings(line: str, scale: float | None) -> No
     assert loss_scale_overflow("Warning: Audio buffer overflow, skipping frame") is None
 
 
-def test_fairseq_s_scale_down_to_one_is_a_failure() -> None:
+def test_fairseq_s_scale_at_one_is_routine_its_floor_is_lower() -> None:
+    """fairseq's criterions sum the loss over a batch's tokens, and its scaler's floor is
+    `--min-loss-scale`, 1e-4 (fairseq/optim/dynamic_loss_scaler.py): a run of skips down to 1
+    is its scaler finding its range -- a fairseq console of 2021 the search tool stores goes
+    on to its `train_inner` record after `... setting loss scale to: 2.0` and `... to: 1.0` --
+    and so is corpus19/dev's control below 1; at its floor it raises `Minimum loss scale
+    reached`, the catalogue's. The same run in DeepSpeed's words, whose floor is 1, fails."""
     note = "| INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "
     lines = [note + "setting loss scale to: 2.0", note + "setting loss scale to: 1.0"]
-    assert bad(read_all(lines)) == [(1, [OVERFLOW_KEY])]
+    assert bad(read_all(lines)) == []
+    assert loss_scale_overflow(lines[1]) is not None
+    deepspeed = "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {}, reducing to {}"
+    at_one = [deepspeed.format(2, 1), deepspeed.format(1, 1)]
+    assert bad(read_all(at_one)) == [(1, [OVERFLOW_KEY])]
+
+
+def test_apex_s_skips_in_a_row_below_one_are_a_failure() -> None:
+    """apex#1135 (corpus24/dev): apex's LossScaler has no floor (`min_loss_scale=None`) and
+    the loss it scales is a mean: sixteen skips in a row with the scale between 0.0078125 and
+    0.00048828125 are gradients that overflow unscaled -- a failure at the second skip below
+    1, though fewer than `overflow_steps` and above every scaler's lowest floor. A skip below 1
+    after a step went through (its record, then the next step's) is one batch's."""
+    apex = "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {}"
+    run = [apex.format(s) for s in ("0.00390625", "0.0078125", "0.00390625", "0.001953125")]
+    assert bad(read_all(run)) == [(1, [OVERFLOW_KEY])]  # (no record: after step 0)
+    one = [apex.format("0.5"), "step: 7 | loss: 2.5 | lr: 0.1", "step: 8 | loss: 2.4 | lr: 0.1",
+           apex.format("0.25"), "step: 9 | loss: 2.4 | lr: 0.1"]  # fmt: skip
+    assert bad(read_all(one)) == []
 
 
 def test_a_scale_set_below_one_is_no_floor_until_below_every_scaler_s() -> None:
