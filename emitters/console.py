@@ -47,6 +47,7 @@ from runwatch.emitters.metric_shape import counter
 from runwatch.emitters.prefixes import launcher_prefix, strip_colour
 from runwatch.emitters.reward_keys import DEFAULT_REWARD_KEYS
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS
+from runwatch.emitters.tracebacks import EXCEPTHOOK
 from runwatch.emitters.trainer import step_events
 
 #: kinds that say a process goes on working (a traceback it printed before was handled)
@@ -230,7 +231,10 @@ class LineParser:
                 rank = own
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar
         self._bar = (line, bar)  # (a bar with nothing after it, or none)
-        return body, found + self._line(line, src, rank)
+        found += self._line(line, src, rank)
+        if rank is not None and EXCEPTHOOK.match(body) is not None:
+            self.failures.excepthook(_source(src, rank))  # (torch's: uncaught, `tracebacks`)
+        return body, found
 
     def _line(self, line: str, src: dict[str, Any] | None, rank: int | None) -> list[Found]:
         """The events of one line as its program wrote it (Ray's and a launcher's prefixes

@@ -52,6 +52,7 @@ from runwatch.emitters.logparse import notes
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     DUMP_FRAME,
+    EXCEPTHOOK_SAYS,
     IGNORED,
     IGNORED_GLUED,
     IPYTHON_HEAD,
@@ -357,6 +358,16 @@ class Failures:
         record.headed = True
         self._begin(source, record)
 
+    def excepthook(self, source: Any) -> None:
+        """The traceback whose head the source's line just read began was written by torch's
+        distributed excepthook (`tracebacks.EXCEPTHOOK`): uncaught, whatever the line before
+        it said and wherever the paste cut it."""
+        record = self._records.get(source)
+        if record is None or not record.open or not record.headed or record.stopped:
+            return
+        record.hooked = True
+        record.quiet = record.guessed = record.logged = False
+
     def _stop(self, source: Any, stop: str, record: Record | None, asked: bool = True) -> None:
         """The processes were asked to stop (`asked`), or a launcher was sent a signal from
         outside that ended the run (its line is the failure): a traceback this line ends (a
@@ -508,8 +519,11 @@ class Failures:
             # the output ended (or went quiet) inside the traceback's frames: nothing handled
             # it, and the process printed nothing after -- cut before its exception line, it
             # was the process's last word all the same (a cut record has a frame: `Record.cut`)
-            last = record.paths[-1][-120:]
-            fields = {"error": f"{CUT} (last frame: {last})", "how": "exception"}
+            if record.paths:
+                fields = {"error": f"{CUT} (last frame: {record.paths[-1][-120:]})"}
+            else:  # (torch's excepthook's head alone: `Record.cut`)
+                fields = {"error": f"{EXCEPTHOOK_SAYS}, cut after its head"}
+            fields["how"] = "exception"
         else:
             return None
         if (component := record.component()) is not None:

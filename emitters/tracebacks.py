@@ -69,6 +69,17 @@ TOP_FRAME = re.compile(
 )
 #: Python's words for an exception nobody caught, on the line before its traceback
 UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
+#: torch.distributed's excepthook (pytorch/pytorch torch/distributed/distributed_c10d.py
+#: `init_process_group`, as stored at 0034a6dc: `excepthook_prefix = f"[rank{get_rank()}]"`,
+#: then `_distributed_excepthook` writes what the previous `sys.excepthook` wrote with
+#: `f"{excepthook_prefix}: {s}"` before each line): Python calls `sys.excepthook` only for an
+#: exception that reached the top of the main thread uncaught -- a logger's traceback and a
+#: thread's (`threading.excepthook`) never pass through it -- so a head under this prefix is
+#: an uncaught exception's report, however early a paste cut it. (The rank's C++ log lines
+#: carry `[rankN]:` glued to glog's `[E1115 ...`, with no space.)
+EXCEPTHOOK = re.compile(r"^\[rank\d+\]: Traceback \(most recent call last\):")
+#: what a failure says of such a report cut before its exception line
+EXCEPTHOOK_SAYS = "an uncaught exception (torch.distributed's excepthook printed its report)"
 #: Python's words for an exception it ignored and went on after, on the line before its
 #: traceback: the unraisable hook's `Exception ignored in: <function X.__del__ ...>` (and its
 #: other `Exception ignored ...` messages; CPython's Python/errors.c)
@@ -157,8 +168,8 @@ class Record:
     """A traceback being read, or read and waiting for its process to say more."""
 
     __slots__ = ("after_frame", "alt", "chained", "dumped", "error", "fatal", "guessed",
-                 "headed", "hint", "indent", "lines", "logged", "module", "open", "paths",
-                 "prefix", "quiet", "reported", "shape", "stopped", "teardown",
+                 "headed", "hint", "hooked", "indent", "lines", "logged", "module", "open",
+                 "paths", "prefix", "quiet", "reported", "shape", "stopped", "teardown",
                  "uncaught")  # fmt: skip
 
     def __init__(
@@ -189,6 +200,9 @@ class Record:
         self.stopped = False  # read after (or ending in) a stop the processes were asked for
         self.teardown = False  # the first after a launcher killed its ranks (`exits.TEARDOWN`)
         self.headed = False  # its head (`Traceback (most recent call last):`) was read
+        #: torch's distributed excepthook wrote its head (`EXCEPTHOOK`): uncaught, its head alone
+        #: enough to say so
+        self.hooked = False
         #: a logger's record at ERROR put it out (`logger.exception`: the record's level on
         #: its head's prefix or the line before), not Python's report of an uncaught one
         self.logged = False
@@ -201,10 +215,12 @@ class Record:
         """Whether it is a traceback still being read, cut before its exception line: its head
         and a frame, or two frames, none of them faulthandler's (a dump of stacks is no
         exception). A head alone is too little: a held-out healthy console ends on one (a
-        head-alone rule, tried, read one development failure and false-alerted there)."""
+        head-alone rule, tried, read one development failure and false-alerted there) --
+        unless torch's distributed excepthook wrote it (`hooked`), which only an uncaught
+        exception passes through."""
         if not self.open or self.quiet or self.said is not None or self.dumped:
             return False
-        return len(self.paths) >= (1 if self.headed else 2)
+        return len(self.paths) >= (0 if self.hooked else 1 if self.headed else 2)
 
     def more(self, line: str) -> bool:
         """Whether the line is more of this traceback (it takes what the line says)."""

@@ -357,7 +357,9 @@ def test_fairseq_s_scale_at_one_is_routine_its_floor_is_lower() -> None:
     lines = [note + "setting loss scale to: 2.0", note + "setting loss scale to: 1.0"]
     assert bad(read_all(lines)) == []
     assert loss_scale_overflow(lines[1]) is not None
-    deepspeed = "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {}, reducing to {}"
+    deepspeed = (
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {}, reducing to {}"
+    )
     at_one = [deepspeed.format(2, 1), deepspeed.format(1, 1)]
     assert bad(read_all(at_one)) == [(1, [OVERFLOW_KEY])]
 

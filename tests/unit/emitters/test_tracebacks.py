@@ -126,6 +126,25 @@ def test_a_traceback_the_output_ends_inside_is_its_process_s_last_word() -> None
     assert fields["component"] == "inference"
 
 
+def test_torch_s_excepthook_head_alone_is_an_uncaught_exception() -> None:
+    """torch.distributed's excepthook writes `[rankN]: ` before each line of the report of an
+    exception that reached the top of the rank's main thread (distributed_c10d.py
+    `_distributed_excepthook`): its head alone says the rank died uncaught (ms-swift#9892,
+    corpus21/dev; torchtune's `[rank1]: Traceback` after its last INFO line, corpus23/dev) --
+    whatever the line before it, a WARNING included. A bare head stays too little, and so does
+    one under another prefix (`[default0]:`, torchrun's `--tee`)."""
+    head = "[rank1]: Traceback (most recent call last):"
+    before = "[INFO:swift] images_dir: /workspace/train_get/Ling-3.0-tiny-full/v0/images"
+    for lines in ([before, head], ["WARNING: NCCL_DEBUG unset", head]):
+        (fields,) = failed(read_all(lines))
+        assert fields["error"].startswith("an uncaught exception (torch.distributed's excepthook")
+        assert scanned(lines) == read_all(lines)
+    assert failed(read_all([before, "Traceback (most recent call last):"])) == []
+    assert failed(read_all([before, "[default1]:Traceback (most recent call last):"])) == []
+    # its process said more after all (a paste's lines out of order): no failure
+    assert failed(read_all([head, "[rank1]: {'loss': 0.5, 'grad_norm': 1.0, 'step': 3}"])) == []
+
+
 @pytest.mark.parametrize(
     "after",
     [
