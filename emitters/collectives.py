@@ -31,7 +31,8 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "to wait all other nodes initialized", "worker group startup timed out",
            "Watchdog caught collective operation timeout",
            "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
-           "master will be shutdowned", "Collective has timed out")  # fmt: skip
+           "master will be shutdowned", "Collective has timed out",
+           "Received a dump signal due to a collective timeout")  # fmt: skip
 
 _WORK = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
@@ -182,10 +183,6 @@ _HEARTBEAT = re.compile(r"Heartbeat monitor timed out! Process will be terminate
 #: may be cut from a paste). REASON "collective timeout or exception" (a dump signal after a
 #: collective timed out or failed) says neither alone: the process's abort (the catalogue's
 #: glog-fatal), a timeout only where the watchdog's own line says one
-#: (Not read: "Received a dump signal due to a collective timeout from ..." -- ProcessGroupNCCL's
-#: watchdog signals the dump for any work's exception, "dump happens on exception including both
-#: timeout and other errors" as its `dumpOnTimeoutOrEx_` says, so the words also follow an NCCL
-#: error; the watchdog's own lines say which.)
 _TERMINATING = re.compile(
     r"Terminating the process after attempting to dump debug info, due to "
     r"ProcessGroupNCCL watchdog hang"
@@ -197,6 +194,21 @@ _TERMINATING = re.compile(
 _HCCL_NOTIFY = re.compile(
     r"The wait execution of the Notify register times out\b(?:.*?\btag\[(?P<op>[A-Za-z]+)_)?"
     r"(?:.*?\bgroup:\[(?P<group>[^\]\s]+)\])?"
+)
+#: the heartbeat monitor of ProcessGroupNCCL taking the dump signal (torch 2.4 on,
+#: `getNCCLWatchdogTimeoutErrorMsg`, as stored at pytorch/pytorch torch/csrc/distributed/c10d/
+#: ProcessGroupNCCL.cpp: logPrefix(), "Received a dump signal due to a collective timeout from
+#: " + "this local rank" or " rank N" + " and we will try our best to dump the debug info.
+#: Last enqueued NCCL work: E, last completed NCCL work: C." ...), then it ends the process
+#: ("Terminating the process after attempting to dump debug info, due to collective timeout or
+#: exception."). The watchdog sets the signal for a work's exception too (`dumpOnTimeoutOrEx_`:
+#: an NCCL error, which its own lines word), so the line is `undecided`: a collective's timeout
+#: unless the output says an NCCL error (`failed_otherwise`) -- the process ends after it, so
+#: what says which comes before its end (`dump_signal`)
+DUMP_SIGNAL = "Received a dump signal due to a collective timeout"
+_DUMP_SIGNAL = re.compile(
+    DUMP_SIGNAL + r" from (?:this local rank|\s*rank -?\d+) and we will try our best to dump"
+    r"(?:.*?Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+))?"
 )
 _HCCL_SOCKET = re.compile(r"\bEI0006\b.*?Getting socket times out")
 _HCCL_TASK = re.compile(r"hccl fftsplus task timeout occurred\b(?:.*?\btimeout:(?P<s>\d+))?")
@@ -337,6 +349,11 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         fields.update(backend="hccl", op="task")
         if task.group("s"):
             fields["timeout_s"] = float(task.group("s"))
+    elif DUMP_SIGNAL in line and (dump := _DUMP_SIGNAL.search(line)) is not None:
+        fields["backend"] = "nccl"  # which work, and whether it timed out: `undecided`
+        if dump.group("enq") is not None:
+            fields.update(last_enqueued=int(dump.group("enq")),
+                          last_completed=int(dump.group("done")))  # fmt: skip
     elif SOME_FAILED in line and _NCCL_ERROR.search(line) is None:
         fields["backend"] = "nccl"  # which collective, and why, a watchdog line says if any
     else:
@@ -387,6 +404,12 @@ def undecided(fields: dict[str, Any]) -> bool:
     failed of an NCCL error: `SOME_FAILED` (`unnamed`), or the watchdog's status line of a
     work that failed "either" way -- the lines after it say which."""
     return unnamed(fields) or _EITHER in fields.get("message", "")
+
+
+def dump_signal(fields: dict[str, Any]) -> bool:
+    """Whether a `collective.timeout` is the heartbeat monitor's dump signal (`DUMP_SIGNAL`):
+    undecided until the output's end, for the process ends after it."""
+    return DUMP_SIGNAL in fields.get("message", "")
 
 
 def unnamed(fields: dict[str, Any]) -> bool:

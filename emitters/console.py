@@ -110,6 +110,9 @@ class LineParser:
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
         self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
+        #: a line of this output said the collectives failed of an NCCL error: a dump signal
+        #: (`collectives.dump_signal`) held or read after it was that error's
+        self._nccl_failed = False
         self._notes = notes()  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
@@ -299,24 +302,32 @@ class LineParser:
         the process that said it -- every rank says it at once, their lines interleaved),
         dropped when one says an NCCL error or a line names the timed-out collective itself,
         given out -- a timeout whose cause the paste cut -- when none did (or at the output's
-        end, or its going quiet). Returns (this line's timeout, the held ones given out)."""
+        end, or its going quiet). The heartbeat monitor's dump signal (`collectives.dump_signal`)
+        is held to the output's end or quiet, for its process ends after it, and dropped by an
+        NCCL error any process says. Returns (this line's timeout, the held ones given out)."""
         if timeout is not None and (self._timed_out or not collectives.undecided(timeout[1])):
             self._some.clear()  # named in their place, or after a line that said a timeout
             return timeout, []
         failed = collectives.failed_otherwise(line)
+        self._nccl_failed |= failed
         out: list[Found] = []
         for who, (found, said_by, seen) in list(self._some.items()):
+            if failed and collectives.dump_signal(found[1]):
+                del self._some[who]  # a dump signal: any rank's NCCL error was what it signalled
+                continue
             if None not in (who, source) and who != source:
                 continue  # another process's line says nothing of this one's
             if failed:
                 del self._some[who]  # no timeout
+            elif collectives.dump_signal(found[1]):
+                continue  # (held to the output's end: the process ends after it)
             elif seen + 1 < collectives.SOME_FAILED_SAYS:
                 self._some[who] = (found, said_by, seen + 1)
             else:
                 del self._some[who]
                 out.append(self._released((found, said_by)))
-        if timeout is not None:  # this line's own, held
-            self._some.setdefault(source, (timeout, src, 0))
+        if timeout is not None and not (self._nccl_failed and collectives.dump_signal(timeout[1])):
+            self._some.setdefault(source, (timeout, src, 0))  # this line's own, held
         return None, out
 
     def _aborts(

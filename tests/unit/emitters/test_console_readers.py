@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_all
+from helpers import read_all, scanned
 
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
@@ -274,6 +274,42 @@ def test_the_watchdog_s_either_way_status_waits_for_what_the_watchdog_says() -> 
     )
     found = [f for k, f in read_all([named, EITHER_6849]) if k == "collective.timeout"]
     assert [f.get("last_completed") for f in found] == [None, 2050]
+
+
+#: ProcessGroupNCCL's heartbeat monitor taking the dump signal (LlamaFactory#9496, corpus24/dev:
+#: the two lines are the whole paste)
+DUMP_9496 = (
+    "[rank5]:[E1115 16:42:37.909000893 ProcessGroupNCCL.cpp:1753] [PG ID 0 PG GUID 0 Rank 5] "
+    "Received a dump signal due to a collective timeout from this local rank and we will try "
+    "our best to dump the debug info. Last enqueued NCCL work: 2, last completed NCCL work: 2.This "
+    "is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across "
+    "ranks, the order of collectives is not same for all ranks or the scheduled collective, for "
+    "some reason, didn't run."
+)
+
+
+def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_says_else() -> None:
+    """The dump signal's words say a collective timed out, but the watchdog signals it for a
+    work's NCCL error too (`dumpOnTimeoutOrEx_`): held to the output's end -- its process ends
+    after it -- a timeout of its rank where nothing said an NCCL error, none where any rank's
+    line did, before or after it; after a watchdog line that named the timed-out work, that
+    work's timeout alone."""
+    rank4 = DUMP_9496.replace("[rank5]", "[rank4]").replace("Rank 5]", "Rank 4]")
+    for found in (read_all([DUMP_9496, rank4]), scanned([DUMP_9496, rank4])):
+        got = [f for k, f in found if k == "collective.timeout"]
+        assert sorted(f["rank"] for f in got) == [4, 5]
+        assert (got[0]["backend"], got[0]["last_enqueued"], got[0]["last_completed"]) == (
+            "nccl", 2, 2)  # fmt: skip
+    error = (
+        "[rank7]:[E1115 16:42:38.1 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0 Rank 7] Process "
+        "group watchdog thread terminated with exception: NCCL error: remote process exited or "
+        "there was a network error, NCCL version 2.21.5"
+    )
+    for console in ([DUMP_9496, *["[rank5]: noise"] * 6, error], [error, DUMP_9496]):
+        assert "collective.timeout" not in kinds(read_all(console))
+    named = WATCHDOG.replace("[rank3]", "[rank5]").replace("[Rank 3]", "[Rank 5]")
+    got = [f for k, f in read_all([named, DUMP_9496]) if k == "collective.timeout"]
+    assert [f.get("seq") for f in got] == [4486]
 
 
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
