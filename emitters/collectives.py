@@ -255,10 +255,29 @@ def _fleet_op(m: re.Match[str]) -> str:
     return "send" if m.group("pair") == "none" else "transfer"
 
 
+#: the watchdog thread's last words (the catalogue's torch-pg-watchdog-terminated: "Process
+#: group watchdog thread terminated with exception: " + e.what()) cut by a terminal's wrap
+#: inside the words a timeout's what() begins with ("[Rank N] Watchdog caught collective
+#: operation timeout: ..."; corpus23/dev's VLM-R1 console, wrapped at 85 columns, ends its
+#: line in `[Rank 2] Watch`): the exception is a timeout, said on the next lines
+_TERMINATED_CUT = re.compile(
+    r" watchdog thread terminated with exception: (?:\[(?:PG [^\]]*)?Rank \d+\] ?)?"
+    r"(?P<cut>[A-Za-z ]{0,44})$"
+)
+WRAP_MARKERS = ("WorkNCCL(", "Watchdog caught", " watchdog thread terminated with exception: ")
+
+
+def _cut_in_caught(line: str) -> bool:
+    """Whether the line is the watchdog thread's last words cut inside a timeout's
+    (`_TERMINATED_CUT`)."""
+    m = _TERMINATED_CUT.search(line)
+    return m is not None and _CAUGHT.startswith(m.group("cut")) and m.group("cut") != _CAUGHT
+
+
 def starts_unfinished(line: str) -> bool:
     """A watchdog message the line starts and does not end (a hard-wrapped line)."""
     if "Watchdog caught" not in line and "WorkNCCL(" not in line:
-        return False
+        return " watchdog thread terminated" in line and _cut_in_caught(line)
     return _WORK.search(line) is None or (
         "ran for" not in line and "timing out" not in line and "blocking wait" not in line
     )

@@ -59,7 +59,6 @@ _STEP_KINDS = frozenset({"step.metrics", "step.done"})
 _COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH")
 _MAX_TAIL = 1 << 20
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
-_WRAP_MARKERS = ("WorkNCCL(", "Watchdog caught")
 
 
 def _source(src: dict[str, Any] | None, rank: int | None) -> Any:
@@ -146,7 +145,7 @@ class LineParser:
     def read(self, line: str) -> tuple[str, list[Found]]:
         """(the line without colour codes and Ray's prefix and suffix, its events): what
         `runwatch diagnose` also reads the line's own timestamp from."""
-        if self.wrapped.held is None and not any(m in line for m in _WRAP_MARKERS):
+        if self.wrapped.held is None and not any(m in line for m in collectives.WRAP_MARKERS):
             return self._read(line)
         whole, this = self.wrapped.take(line)
         body, out = self._read(whole) if whole is not None else ("", [])

@@ -380,6 +380,26 @@ def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
     assert read_all([WATCHDOG[:100]]) == []
 
 
+def test_the_watchdog_thread_s_last_words_wrapped_inside_a_timeout_s_are_the_timeout() -> None:
+    """VLM-R1#109 (corpus23/dev), a terminal wrapped at 85 columns: the watchdog thread's
+    `terminated with exception: [Rank 2] Watch` ends its line inside the words of a timeout's
+    what(); its rest, on the next lines, says the collective timed out -- one timeout, no
+    NCCL error's failure beside it. Its last words with an NCCL error stay a failure."""
+    lines = [
+        "[rank2]:[E303 15:22:17.210116508 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(defaul",
+        "t_pg) Rank 2] Process group watchdog thread terminated with exception: [Rank 2] Watch",
+        "dog caught collective operation timeout: WorkNCCL(SeqNum=3399, OpType=_ALLGATHER_BASE",
+        ", NumelIn=8, NumelOut=32, Timeout(ms)=1800000) ran for 1800062 milliseconds before ti",
+        "ming out.            ",
+    ]
+    for found in (read_all(lines), scanned(lines)):
+        assert kinds(found) == ["collective.timeout"]
+        assert only(found, "collective.timeout")["seq"] == 3399
+    error = lines[1][:71] + "NCCL error: unhandled system error, NCCL version 2.21.5"
+    after = "Exception raised from checkTimeout at x.cpp:632"
+    assert kinds(read_all([lines[0], error, after])) == ["component.failed"]
+
+
 def test_ray_prefixes_ipv6_the_same_pid_on_two_nodes_and_prefix_only_lines() -> None:
     line = "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.0 tokens/s, " \
            "Running: 1 reqs, Waiting: 0 reqs"  # fmt: skip
