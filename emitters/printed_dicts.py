@@ -106,6 +106,31 @@ def _node(node: ast.expr) -> Any:
         return None
 
 
+#: one `'key': value` item of a printed dict, its value a quoted string or a bare token up to
+#: the next item (`_items`)
+_ITEM = re.compile(
+    r"""(?:^\{|, )(?P<q>['"])(?P<k>[^'"\n]{1,120})(?P=q): (?P<v>'[^'\n]*'|"[^"\n]*"|[^,'"{}]+)"""
+    r"(?=, ['\"]|\}$)"
+)
+
+
+def _items(text: str) -> dict[str, Any] | None:
+    """The whole items of a dict a terminal overwrote in places (the DPO trainer's `train stats`
+    of corpus21/dev: `'l  's0ogps_train/rejected': 'nan'`, a stray quote no literal parses):
+    each `'key': value` that still stands between its neighbours' separators, a key with a
+    terminal's run of spaces in it none; None when fewer than two stand."""
+    out: dict[str, Any] = {}
+    for m in _ITEM.finditer(text):
+        key = m.group("k")
+        if "  " in key:
+            continue
+        try:
+            out[key] = _node(ast.parse(m.group("v").strip(), mode="eval").body)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+    return out if len(out) >= 2 else None
+
+
 def _literal(text: str) -> Any:
     """The dict a line prints: Python's repr (nan and inf as bare names) or JSON."""
     if text.startswith('{"'):
@@ -124,7 +149,7 @@ def _literal(text: str) -> Any:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         if "<" not in text or (bare := _OBJECT_REPR.sub("None", text)) == text:
-            return None
+            return _items(text)
         return _literal(bare)
     if not isinstance(tree.body, ast.Dict):
         return None

@@ -104,3 +104,29 @@ def test_a_cluster_s_resource_dict_is_no_metrics(line: str) -> None:
     got = metrics_dict("{'step': 5, 'loss': nan, 'GPU': 0.5, 'CPU': 12.0}")  # (the review's)
     assert got is not None
     assert math.isnan(got[0]["loss"])
+
+
+#: the DPO trainer's `train stats` (direct-preference-optimization#42, corpus21/dev): its values
+#: strings, a terminal's garbage overwritten into two keys, a stray quote among them
+DPO = (
+    "★---> train stats after 160544 examples: {'rewards_train/chosen': 'nan', "
+    "'rewards_train/accuracies': '0', 'rewards_train/margins': 'nan', 'l  's0ogps_train/rejected'"
+    ": 'nan', 'logps_train/chosen': 'nan', 'loss/train': 'nan', 'examples_per_second': '5.3297', "
+    "'grad_norm': 'nan', 'counters/examples': 160544, 'counters/upog     2dates': 5017}"
+)
+
+
+def test_a_dict_a_terminal_overwrote_in_places_is_read_by_the_items_that_stand() -> None:
+    """No literal parses a dict with a stray quote; its whole `'key': value` items still say
+    the step's values -- the garbled keys (a terminal's run of spaces in them) are left out.
+    A configuration so garbled stays none (words are most of it)."""
+    got = metrics_dict(DPO[DPO.index("{") :])
+    assert got is not None
+    assert "loss/train" in got[0]
+    assert math.isnan(got[0]["loss/train"])
+    assert not any("  " in key for key in got[0])
+    assert non_finite(read_all([DPO])).keys() == {
+        "rewards_train/chosen", "rewards_train/margins", "logps_train/chosen", "loss/train",
+        "grad_norm"}  # fmt: skip
+    config = "{'model': 'llama', 'l  'sx': 'a', 'path': '/data/x', 'lr': '0.1', 'seed': 3}"
+    assert metrics_dict(config) is None
