@@ -20,11 +20,13 @@ demo: setup-demo
 # so much (1,000 runs through two workers) or keep time so tightly (a 4 s heartbeat timeout
 # through pauses, kills and a broker restart) that they run with nothing beside them. About
 # 16 minutes on 2 cores, against 23 one by one. The trainer envs (TRL, verl, vLLM: minutes of
-# downloads on a fresh machine) build in the background meanwhile (scripts/with_trainer_envs.sh).
+# downloads on a fresh machine) and helm build in the background meanwhile
+# (scripts/with_trainer_envs.sh). The slowest tests are listed at the end: where the time went.
 test: setup
 	@scripts/ensure_prometheus.sh || true
 	@scripts/ensure_chromium.sh || true
-	@scripts/with_trainer_envs.sh $(PY) -m pytest -n 2 --dist loadfile -m "not solo" $(PYTEST_ARGS)
+	@scripts/with_trainer_envs.sh $(PY) -m pytest -n 2 --dist loadfile -m "not solo" \
+		--durations=20 $(PYTEST_ARGS)
 	@$(PY) -m pytest -m solo $(PYTEST_ARGS)
 
 # The inner loop: the unit tests, no service started, the slowest (marked `slow`) left to
