@@ -20,11 +20,14 @@ demo: setup-demo
 # so much (1,000 runs through two workers) or keep time so tightly (a 4 s heartbeat timeout
 # through pauses, kills and a broker restart) that they run with nothing beside them. About
 # 16 minutes on 2 cores, against 23 one by one. The trainer envs (TRL, verl, vLLM: minutes of
-# downloads on a fresh machine) and helm build in the background meanwhile
-# (scripts/with_trainer_envs.sh). The slowest tests are listed at the end: where the time went.
+# downloads on a fresh machine) build in the background meanwhile (scripts/with_trainer_envs.sh).
+# The chart checks' helm is built first (a Go build: minutes of both cores on a fresh machine,
+# which beside the suite would only slow the tests that keep time). The slowest tests are
+# listed at the end: where the time went.
 test: setup
 	@scripts/ensure_prometheus.sh || true
 	@scripts/ensure_chromium.sh || true
+	@scripts/ensure_helm.sh >/dev/null || true
 	@scripts/with_trainer_envs.sh $(PY) -m pytest -n 2 --dist loadfile -m "not solo" \
 		--durations=20 $(PYTEST_ARGS)
 	@$(PY) -m pytest -m solo $(PYTEST_ARGS)

@@ -2,7 +2,7 @@
 # The chart checks (tests/integration/test_helm.py, `make test`) run the real `helm`.
 # Builds a pinned Helm v3 into .cache/bin with the Go toolchain when it is not there yet.
 # Prints the path of the helm binary on stdout. One build at a time (a lock): `make test`
-# starts it in the background (scripts/with_trainer_envs.sh) and the chart checks wait for it.
+# builds it before the suite, and a chart check started meanwhile waits for that build.
 set -euo pipefail
 HELM_VERSION="${RUNWATCH_HELM_VERSION:-v3.16.4}"
 root="$(cd "$(dirname "$0")/.." && pwd)"

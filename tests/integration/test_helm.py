@@ -26,8 +26,8 @@ from runwatch.emitters.topics import Topics
 from runwatch.stream.kafka.admin import ensure_topics
 from runwatch.stream.metrics.http import AsyncMetricsServer
 
-#: The first test waits for helm's build (`make test` starts it in the background): ten
-#: minutes or more on a fresh, loaded 2-core machine.
+#: The first test may wait for helm's build (scripts/ensure_helm.sh: ten minutes or more on a
+#: fresh, loaded 2-core machine) where `make test` did not make it first.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
