@@ -21,7 +21,8 @@ framework declared (Horovod's stall inspector, torch's store-based barrier, a du
 a collective, vLLM's message queue while it serves) and that nothing after it ended ended in
 its hang -- unless the log shows a failure: its processes died, they did not hang -- and time
 runs on past it to where ranks_stalled or inference_stalled decides it
-(`hang_window`).
+(`hang_window`). So does a log whose engine's own stats lines, to its last one, say it holds
+requests and makes no tokens, once they show that lasting a minute (`engine_stalled_at_end`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
 step k and starts step k + 1.
@@ -38,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.console import LineParser
-from runwatch.emitters.hangs import ended_in_hang
+from runwatch.emitters.hangs import FAILED, ended_in_hang
 from runwatch.emitters.logparse import segments
+from runwatch.emitters.stalls import GENERIC_LASTED
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode_obj
@@ -453,6 +455,8 @@ def diagnose(
     # runs on to where ranks_stalled or inference_stalled decides it (`hang_window`)
     until = result.last + gather_window(engine.config)
     rules = engine.config
+    if run in engine.runs and (stalled := engine_stalled_at_end(engine.runs[run].state, events)):
+        engine_hung = max(engine_hung or stalled, stalled)
     ranks = hang_window(rules, "ranks_stalled", "timeout", hung)
     engines = hang_window(rules, "inference_stalled", "stalled_for", engine_hung)
     result.alerts += engine.advance(max(until, ranks, engines))
@@ -465,6 +469,35 @@ def diagnose(
         if not inference_seen:
             row.gap = None  # no log said what inference did: unknown, not "never idle"
     return result
+
+
+#: kinds that say the job went on: a log whose engine stalled and that shows one of these
+#: after the stall began did not end inside it
+_WENT_ON = frozenset({"progress", "step.metrics", "step.done", "reward"})
+
+
+def engine_stalled_at_end(state: RunState, events: Sequence[Timed]) -> float | None:
+    """When the stall began of an engine whose stats lines, to its latest, say it holds
+    requests and makes no tokens (the run state's `stalled_since`: vLLM V0 writes its stats
+    line every interval, stalled or not), where they show the stall lasting a minute
+    (`stalls.GENERIC_LASTED`, the grammar of waits' evidence) and nothing after its start went
+    on (a step, a bar, a reward) or failed (`hangs.FAILED`): the log ended inside the engine's
+    stall, as inside a wait it declared, and `hang_window` runs time on to where
+    inference_stalled decides it. None where no log ended so (a stall shown for less, a
+    V1 engine's single line at INFO)."""
+    if any(e.kind in FAILED for e in events):
+        return None
+    latest: float | None = None
+    for srv in state.inference.servers.values():
+        since = srv.stalled_since
+        if since is None or srv.final or srv.stats_ts is None:
+            continue
+        if srv.stats_ts - since < GENERIC_LASTED:
+            continue
+        if any(e.ts > since and e.kind in _WENT_ON for e in events):
+            continue
+        latest = since if latest is None else max(latest, since)
+    return latest
 
 
 def gather_window(config: RulesConfig) -> float:

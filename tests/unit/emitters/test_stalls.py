@@ -723,3 +723,31 @@ def test_a_request_no_node_type_can_fulfill_is_a_wait_ray_declares(tmp_path: Pat
         assert fired(tmp_path, line) == ["ranks_stalled"]
     step = "step:1 - actor/loss:0.5 - critic/score/mean:0.3\n"
     assert fired(tmp_path, RAY_INFEASIBLE_6 + step) == []
+
+
+#: vLLM V0's stats line (vllm/engine/metrics.py `LoggingStatLogger.log`, metrics.py:467), as
+#: vllm#12795's CPU-mode engine wrote it every 31 s (corpus24/dev)
+V0_STATS = (
+    "INFO 02-06 00:{m:02d}:{s:02d} metrics.py:467] Avg prompt throughput: 0.0 tokens/s, Avg "
+    "generation throughput: {gen} tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+    "GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.\n"
+)
+
+
+def v0_stats(start: int, lines: int, gen: str = "0.0") -> str:
+    times = [start + 31 * k for k in range(lines)]
+    return "".join(V0_STATS.format(m=t // 60, s=t % 60, gen=gen) for t in times)
+
+
+def test_a_console_that_ends_in_its_engine_s_stall_ended_in_its_hang(tmp_path: Path) -> None:
+    """vllm#12795: the engine's stats lines, to its last, say one request runs and no token
+    comes, for two and a half minutes: the console ended inside the engine's stall, and time
+    runs on to where inference_stalled's 180 s decides it. Less than a minute of it, the
+    engine moving at the end, a failure, or the job's step after it: no stall."""
+    assert fired(tmp_path, v0_stats(2443, 6)) == ["inference_stalled"]
+    assert fired(tmp_path, v0_stats(2443, 2)) == []
+    assert fired(tmp_path, v0_stats(2443, 4)) == ["inference_stalled"]
+    assert fired(tmp_path, v0_stats(2443, 4) + v0_stats(2443 + 31 * 4, 1, "12.5")) == []
+    assert fired(tmp_path, v0_stats(2443, 4) + CRASH) == ["component_failed"]
+    step = "INFO 02-06 00:42:40 trainer.py:1] step:7 - critic/score/mean:0.5 - actor/loss:0.1\n"
+    assert fired(tmp_path, v0_stats(2443, 4) + step) == []
