@@ -455,7 +455,7 @@ def diagnose(
     # runs on to where ranks_stalled or inference_stalled decides it (`hang_window`)
     until = result.last + gather_window(engine.config)
     rules = engine.config
-    if run in engine.runs and (stalled := engine_stalled_at_end(engine.runs[run].state, events)):
+    if (stalled := engine_stalled_at_end(events)) is not None:
         engine_hung = max(engine_hung or stalled, stalled)
     ranks = hang_window(rules, "ranks_stalled", "timeout", hung)
     engines = hang_window(rules, "inference_stalled", "stalled_for", engine_hung)
@@ -476,25 +476,38 @@ def diagnose(
 _WENT_ON = frozenset({"progress", "step.metrics", "step.done", "reward"})
 
 
-def engine_stalled_at_end(state: RunState, events: Sequence[Timed]) -> float | None:
-    """When the stall began of an engine whose stats lines, to its latest, say it holds
-    requests and makes no tokens (the run state's `stalled_since`: vLLM V0 writes its stats
-    line every interval, stalled or not), where they show the stall lasting a minute
-    (`stalls.GENERIC_LASTED`, the grammar of waits' evidence) and nothing after its start went
-    on (a step, a bar, a reward) or failed (`hangs.FAILED`): the log ended inside the engine's
-    stall, as inside a wait it declared, and `hang_window` runs time on to where
-    inference_stalled decides it. None where no log ended so (a stall shown for less, a
-    V1 engine's single line at INFO)."""
-    if any(e.kind in FAILED for e in events):
-        return None
+def engine_stalled_at_end(events: Sequence[Timed]) -> float | None:
+    """When the stall began of an engine whose own stats lines, to its latest, say it holds
+    requests and makes no tokens (vLLM V0 writes its stats line every interval, stalled or
+    not), where they show the stall lasting a minute (`stalls.GENERIC_LASTED`, the grammar of
+    waits' evidence, between the first stalled line and the last) and nothing after its start
+    went on (a step, a bar, a reward) or failed (`hangs.FAILED`): the log ended inside the
+    engine's stall, as inside a wait it declared, and `hang_window` runs time on to where
+    inference_stalled decides it. A snapshot a reader made of a wait (SGLang's watchdog,
+    vLLM's queue: `stalled_since` said) is the waits' own to decide. None where no log ended
+    so (a stall shown for less, a V1 engine's single line at INFO)."""
+    first: dict[Any, float | None] = {}  # an engine -> when its own lines began to say stalled
+    last: dict[Any, float] = {}  # ... -> its latest own line's time
+    went_on = float("-inf")  # the latest step, bar or reward
+    for e in sorted(events, key=lambda e: e.ts):
+        if e.kind in FAILED:
+            return None
+        if e.kind in _WENT_ON:
+            went_on = e.ts
+        if e.kind != "inference.stats" or "stalled_since" in e.fields:
+            continue
+        engine = (e.fields.get("server"), e.where.split(":")[0], e.component)
+        f = e.fields
+        stalled = (
+            (f.get("running") or 0) > 0
+            and f.get("gen_tokens_per_s") == 0.0
+            and not (f.get("prompt_tokens_per_s") or 0.0)
+        )
+        first[engine] = (first.get(engine) or e.ts) if stalled else None
+        last[engine] = e.ts
     latest: float | None = None
-    for srv in state.inference.servers.values():
-        since = srv.stalled_since
-        if since is None or srv.final or srv.stats_ts is None:
-            continue
-        if srv.stats_ts - since < GENERIC_LASTED:
-            continue
-        if any(e.ts > since and e.kind in _WENT_ON for e in events):
+    for engine, since in first.items():
+        if since is None or last[engine] - since < GENERIC_LASTED or went_on > since:
             continue
         latest = since if latest is None else max(latest, since)
     return latest
