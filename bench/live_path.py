@@ -85,13 +85,14 @@ TP = TopicPartition("runwatch.events", 0)
 
 def events(runs: int, seconds: float) -> list[tuple[bytes, float, tuple[str, str]]]:
     """The partition's events in schedule order: (value, broker time, (run, process))."""
-    rng = random.Random(2)
+    rng, ids = random.Random(2), random.Random(3)  # (ids seeded: the same run after run)
     out = []
     for p in schedule([f"run-{k}" for k in range(runs)], seconds, seed=1):
         ts = T0 + p.at
         if p.kind is not None and p.at < seconds:  # not the schedule's closing beats
             arrival = round(ts + rng.uniform(0.002, 0.05), 3)
-            out.append((wire(p, ts, uuid.uuid4().hex), arrival, (p.run, str(p.src))))
+            event_id = uuid.UUID(int=ids.getrandbits(128), version=4).hex
+            out.append((wire(p, ts, event_id), arrival, (p.run, str(p.src))))
     return out
 
 
