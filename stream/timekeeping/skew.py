@@ -38,6 +38,7 @@ worker that rebuilds its state by re-reading a partition gets the same correctio
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -55,6 +56,8 @@ DEFAULT_GAP = 30.0
 DEFAULT_OUTLIER = 10.0
 
 _INF = float("inf")
+#: a second's three doubles as the array holds them (native), to append in one copy
+_SECOND = struct.Struct("3d").pack
 
 
 #: A host's array: its scalars first, at these places, then its samples
@@ -182,7 +185,7 @@ class ClockOffsets:
         second = arrival // 1.0  # (the second of arrival: `math.floor`, as a float)
         n = len(held)
         if n == 6 or second > held[n - 3]:
-            held.extend((second, sample, _INF))
+            held.frombytes(_SECOND(second, sample, _INF))  # (`extend` parses each double)
         elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
             held[n - 1] = held[n - 2]
             held[n - 2] = sample
@@ -235,7 +238,9 @@ class ClockOffsets:
         if at < latest:
             at = latest
         if others is None:
-            held[4], held[5] = want, at
+            if want != held_shift:  # (a write parses its double: only what changed)
+                held[4] = want
+            held[5] = at
         else:
             others[run] = (want, at)
         return want
