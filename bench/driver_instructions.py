@@ -58,7 +58,9 @@ class _BaseFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                                cwd=ROOT, check=True, capture_output=True,
                                text=True).stdout.split()  # fmt: skip
         self.rev = rev
-        self.changed = {_module(p): p for p in names if p.endswith(".py") and not p.endswith("__init__.py")}
+        #: every module of the area (a package's `__init__` is the work tree's)
+        self.changed = {_module(p): p for p in names
+                        if p.endswith(".py") and not p.endswith("__init__.py")}  # fmt: skip
 
     def alias(self, module: str) -> str:
         return PREFIX + module.replace(".", "_") if module in self.changed else module
@@ -185,8 +187,10 @@ def alternate(fetched: list[list[Any]], third: int, n_events: int, args: Any) ->
                     took[name] += clock() - t0
         with open("/proc/loadavg", encoding="utf-8") as f:
             load = f.read().split()[0]
-        print(f"round {n + 1} (load {load}): " + ", ".join(
-            f"{name} {t / n_events * 1e6:.2f} µs an event" for name, t in took.items()))
+        print(
+            f"round {n + 1} (load {load}): "
+            + ", ".join(f"{name} {t / n_events * 1e6:.2f} µs an event" for name, t in took.items())
+        )
 
 
 if __name__ == "__main__":
