@@ -310,6 +310,9 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     named = WATCHDOG.replace("[rank3]", "[rank5]").replace("[Rank 3]", "[Rank 5]")
     got = [f for k, f in read_all([named, DUMP_9496]) if k == "collective.timeout"]
     assert [f.get("seq") for f in got] == [4486]
+    # another rank's signal through the store (` rank N`, torch's own double space)
+    other = DUMP_9496.replace("from this local rank", "from  rank 7")
+    assert only(read_all([other]), "collective.timeout")["rank"] == 5
 
 
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
