@@ -177,14 +177,18 @@ class ClockOffsets:
         """`shift`, for the host `held` (`held`'s answer, of this instance). One call for
         all of it: it runs for every event."""
         last = held[0]  # (`_LAST`: the places written as numbers on this path)
-        if arrival - last > self.gap:
-            held[1] = arrival  # the streak starts again
-        if arrival > last:
-            held[0] = arrival
         sample = arrival - ts
-        second = arrival // 1.0  # (the second of arrival: `math.floor`, as a float)
         n = len(held)
-        if n == 6 or second > held[n - 3]:
+        # the host's latest arrival again (a batch record's next line): its second is the
+        # latest held, and whatever that arrival lets go of is gone already
+        again = arrival == last and n != 6
+        if not again:
+            if arrival - last > self.gap:
+                held[1] = arrival  # the streak starts again
+            if arrival > last:
+                held[0] = arrival
+            second = arrival // 1.0  # (the second of arrival: `math.floor`, as a float)
+        if not again and (n == 6 or second > held[n - 3]):
             held.frombytes(_SECOND(second, sample, _INF))  # (`extend` parses each double)
         elif sample < held[n - 2]:  # this second (or an arrival a little out of order)
             held[n - 1] = held[n - 2]
@@ -198,7 +202,7 @@ class ClockOffsets:
             else:
                 held[3] = low2 = sample
         horizon = arrival - self.window
-        if held[6] < horizon and arrival - held[1] >= self.window:
+        if not again and held[6] < horizon and arrival - held[1] >= self.window:
             # forget the seconds before the window (the latest stays), rescanning only when
             # a second forgotten held one of the two smallest
             i, n, lost = 6, len(held), False
