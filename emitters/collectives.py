@@ -20,9 +20,10 @@ from typing import Any
 Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
-MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdog got stuck",
-           "[c10d]", "timed out after", "Timed out waiting", "wait timeout after",
-           "Connect timeout", "Read timeout", "Write timeout", "WorkNCCL::checkTimeout",
+MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL work",
+           "watchdog got stuck", "[c10d]", "timed out after", "Timed out waiting",
+           "wait timeout after", "Connect timeout", "Read timeout", "Write timeout",
+           "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
@@ -34,8 +35,13 @@ MARKERS = ("WorkNCCL(", "detected by watchdog", "Timeout at NCCL work", "watchdo
            "master will be shutdowned", "Collective has timed out",
            "Received a dump signal due to a collective timeout")  # fmt: skip
 
+#: the work a watchdog timed out: ProcessGroupNCCL.cpp's `WorkNCCL` and torch_npu's own
+#: (Ascend/pytorch@c3a1c96 : torch_npu/csrc/distributed/ProcessGroupHCCL.cpp, `operator<<` of
+#: `WorkHCCL`: "WorkHCCL(SeqNum=", seq, ", OpType=", op[, ", NumelIn=", ", NumelOut="],
+#: ", Timeout(ms)=", ms, ")"; `WorkHCCL::checkTimeout` words its timeout as torch's)
 _WORK = re.compile(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+    r"Work(?P<backend>NCCL|HCCL)\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?"
+    r"Timeout\(ms\)=(?P<timeout>\d+)\)"
     r"(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 _PG = re.compile(r"\[PG (?:ID )?(?P<id>\d+)(?: PG GUID (?P<guid>[^\]\s]+))? Rank (?P<grank>\d+)\]")
@@ -264,7 +270,12 @@ _TERMINATED_CUT = re.compile(
     r" watchdog thread terminated with exception: (?:\[(?:PG [^\]]*)?Rank \d+\] ?)?"
     r"(?P<cut>[A-Za-z ]{0,44})$"
 )
-WRAP_MARKERS = ("WorkNCCL(", "Watchdog caught", " watchdog thread terminated with exception: ")
+WRAP_MARKERS = (
+    "WorkNCCL(",
+    "WorkHCCL(",
+    "Watchdog caught",
+    " watchdog thread terminated with exception: ",
+)
 
 
 def _cut_in_caught(line: str) -> bool:
@@ -276,7 +287,7 @@ def _cut_in_caught(line: str) -> bool:
 
 def starts_unfinished(line: str) -> bool:
     """A watchdog message the line starts and does not end (a hard-wrapped line)."""
-    if "Watchdog caught" not in line and "WorkNCCL(" not in line:
+    if "Watchdog caught" not in line and "WorkNCCL(" not in line and "WorkHCCL(" not in line:
         return " watchdog thread terminated" in line and _cut_in_caught(line)
     return _WORK.search(line) is None or (
         "ran for" not in line and "timing out" not in line and "blocking wait" not in line
@@ -290,7 +301,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
     if (work := _WORK.search(line)) is not None and (
         "timing out" in line or "timed out" in line or _CAUGHT in line
     ):
-        fields.update(backend="nccl", seq=int(work.group("seq")), op=work.group("op"),
+        fields.update(backend=work.group("backend").lower(), seq=int(work.group("seq")),
+                      op=work.group("op"),
                       timeout_s=int(work.group("timeout")) / 1000.0)  # fmt: skip
         if work.group("ran"):
             fields["ran_s"] = int(work.group("ran")) / 1000.0

@@ -22,6 +22,10 @@ MP4J = "timeout_ytk_learn_mp4j_master_waiting_for_heartbeat_timeout_600000_shutd
 SPLIT = "timeout_nemo_rl_gb200_grpo_offload_after_refit_4106s_then_allgather_watchdog_split_line"
 
 
+CORPUS25 = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus25" / "dev"
+HCCL = CORPUS25 / "torch_npu_hccl_watchdog_allreduce_seqnum_196_ran_3600185_ms_terminate_called.log"
+
+
 def _lines(name: str) -> list[str]:
     return [x for x in (DEV / f"{name}.log").read_text().splitlines() if not x.startswith("# ")]
 
@@ -140,3 +144,27 @@ def test_tensorflow_s_collective_ops_timing_out(said: str, op: str) -> None:
     for found in (read_all([line]), scanned([line])):
         (fields,) = _timeouts(found)
         assert _said(fields, "backend", "op") == ("tensorflow", op)
+
+
+def test_torch_npu_s_hccl_watchdog_timeout_is_the_collective_s_and_its_abort_stands() -> None:
+    """torch_npu's ProcessGroupHCCL words its watchdog's timeout as torch's, its work
+    `WorkHCCL(...)`; the `terminate called` after it is the watchdog's teardown."""
+    lines = [x for x in HCCL.read_text().splitlines() if not x.startswith("# ")]
+    for found in (read_all(lines), scanned(lines)):
+        timeouts = _timeouts(found)
+        assert timeouts
+        said = _said(timeouts[0], "backend", "seq", "op", "timeout_s", "ran_s", "rank")
+        assert said == ("hccl", 196, "ALLREDUCE", 3600.0, 3600.185, 1)
+        assert not [f for k, f in found if k == "component.failed"]
+
+
+def test_a_newer_hccl_work_with_its_sizes_is_read_alike() -> None:
+    """Newer torch_npu prints the work's element counts between its op and its timeout."""
+    line = (
+        "[rank0]:[E1107 10:01:02.000000000 compiler_depend.ts:574] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkHCCL(SeqNum=7, OpType=BROADCAST, NumelIn=16, "
+        "NumelOut=16, Timeout(ms)=1800000) ran for 1800042 milliseconds before timing out."
+    )
+    found = parse(line, rank=0)
+    assert found is not None
+    assert _said(found[1], "backend", "seq", "op", "timeout_s") == ("hccl", 7, "BROADCAST", 1800.0)
