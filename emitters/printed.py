@@ -21,6 +21,11 @@ _BAR_GLUED = re.compile(_BAR_METER + r"(?=\S)")
 _MARKUP = re.compile(r"^\s*(?:>\s?)+|^\s*(\*\*|__|`)(?=[^\s*_`])(?P<body>.*[^\s*_`])\1\s*$")
 #: a markdown code fence glued to a line's text, before it or after it (```` ```Killed ````)
 _FENCE = re.compile(r"^\s*`{3,}(?=\S)|(?<=\S)`{3,}\s*$")
+#: an inline code span a paste opened on an earlier line and closes at this one's end (one
+#: backtick in the line, glued to its last word: "run.sh: line 66: 777016 Killed`"), or opens
+#: here and closes later ("`Traceback (most recent call last):"): markdown's span may run over
+#: lines, so its two marks stand on different ones
+_SPAN_END = re.compile(r"^(?P<body>[^`]*\S)`\s*$|^\s*`(?P<rest>[^`\s][^`]*)$")
 #: the time a collector stores before each line (RFC 3339: `kubectl logs --timestamps`,
 #: `docker logs -t`, CI logs), or a Rust `tracing` logger writes (text-generation-inference)
 _COLLECTOR = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) +(?=\S)")
@@ -33,7 +38,8 @@ def printed(line: str) -> tuple[str, str]:
     the next thing written (a shell's `Killed`, a traceback's head) starts on the bar's line;
     or only its counter and times, when a terminal's padding split the bar off --, a
     collector's time, and the markdown a paste wraps a line in (a quote's `>`, `**Killed**`,
-    a code fence glued to it). A line that is nothing but such things is its own."""
+    a code fence glued to it, a lone code span's mark at its end or start). A line that is
+    nothing but such things is its own."""
     text, bar = line, ""
     while True:
         start = text
@@ -49,6 +55,9 @@ def printed(line: str) -> tuple[str, str]:
                 text = m.group("body") if m.group("body") is not None else text[m.end() :]
         if "```" in text:
             text = _FENCE.sub("", text)
+        elif "`" in text and (span := _SPAN_END.match(text)) is not None:
+            body = span.group("body")
+            text = body if body is not None else span.group("rest")
         if text == start:
             break
     if text == line or not text.strip():

@@ -27,6 +27,10 @@ WRAPPED = [
     # a code fence glued to the line, and padding around it
     ("```Killed", "Killed"),
     ("    Killed```", "    Killed"),
+    # an inline code span a paste opened on the line before closes at the shell's report
+    # (corpus25/dev/opennmt_step_85700_of_300000_acc_loss_then_run_sh_line_66_killed)
+    ("run.sh: line 66: 777016 Killed`", "run.sh: line 66: 777016 Killed"),
+    ("`Segmentation fault (core dumped)", "Segmentation fault (core dumped)"),
     # text-generation-inference's `tracing` time (corpus3/dev/fatal_tgi_shard_signal4_cannot_start)
     (
         "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process "
@@ -61,6 +65,9 @@ def test_a_wrapped_mention_is_no_death(line: str) -> None:
 
 def test_a_line_nothing_wrapped_has_no_printed_form() -> None:
     assert as_printed("Killed") is None
+    # a code span that opens and closes on the line, or a lone mark inside it, is the text's
+    assert as_printed("use `kill -9` and the job is Killed") is None
+    assert as_printed("a ` between words") is None
     assert as_printed("**   **") is None
 
 
