@@ -105,34 +105,31 @@ def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
     """The events of `records`, every line decoded in one step (`decode.admit_lines`, what
     replay decodes with), or None where a record has no value or a line is not plain: then
     `feed_records` decodes each alone, which decides each and words every reason."""
+    # the tuples' columns, a line each, zipped once at the end (not a loop over records)
     lines: list[bytes] = []
-    #: per record: its append time, offset, and the lines it holds (None: one plain event)
-    spans: list[tuple[float, int, int | None]] = []
+    arrivals: list[float] = []
+    offsets: list[int] = []
+    numbers: list[int] = []  # the line in a batch record from 1, else 0
     for record in records:
         raw = record.value
         if raw is None:
             return None
         if record.headers and is_batch(record.headers):
             batch = lines_of(raw)
+            n = len(batch)
             lines += batch
-            spans.append((record.timestamp / 1000.0, record.offset, len(batch)))
+            arrivals += repeat(record.timestamp / 1000.0, n)
+            offsets += repeat(record.offset, n)
+            numbers += range(1, n + 1)
         else:
             lines.append(raw)
-            spans.append((record.timestamp / 1000.0, record.offset, None))
+            arrivals.append(record.timestamp / 1000.0)
+            offsets.append(record.offset)
+            numbers.append(0)
     events = admit_lines(lines) if lines else None
     if events is None:
         return None
-    out: list[Decoded] = []
-    i = 0
-    for arrival, offset, n in spans:  # (a batch's tuples made by `zip`, not a loop here)
-        if n is None:
-            out.append((events[i], lines[i], arrival, offset, 0))
-            i += 1
-        elif n:
-            out += zip(events[i : i + n], lines[i : i + n], repeat(arrival, n),
-                       repeat(offset, n), range(1, n + 1), strict=True)  # fmt: skip
-            i += n
-    return out
+    return list(zip(events, lines, arrivals, offsets, numbers, strict=True))
 
 
 def _gapped(items: list[Decoded], before: float) -> bool:
