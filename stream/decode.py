@@ -347,21 +347,21 @@ def lines_admitted(raws: Sequence[bytes]) -> Admitted | None:
 
     Most of a replay's lines are plain: one msgspec call decodes them all (`decode_lines`), and
     each check of `decode` and `admit` runs once over the lot instead of once a line. Each
-    line must be one event: joined by newlines, lines with no newline of their own and every
-    joint `}\n{` can only be read as one object a line (a joint inside a string would be an
-    unescaped newline; inside an object or array, a missing comma), and the count of events
-    decoded says none holds two.
+    line must be one event: joined by newlines, lines that are each `{...}` make every joint
+    `}\n{`, which no value can span (inside a string it would be an unescaped newline; inside
+    an object or array, a missing comma), so each value read lies within one line, and the
+    count of events decoded says none holds two.
     """
     n = len(raws)
     try:
         stripped = list(map(bytes.rstrip, raws, repeat(_JSON_SPACE, n)))
-        # each line `{...}` with no newline of its own: seen from its ends and a memchr,
-        # not by counting newlines and joints in the joined text (two passes over it)
+        # each line `{...}`, seen from its ends (not by counting newlines and joints in the
+        # joined text: two passes over it). A newline inside a line is JSON space to
+        # `decode_lines`, as to `decode`: what a line holds is what it alone holds
         if (
             not n
             or bytes(map(_FIRST_BYTE, stripped)) != b"{" * n
             or bytes(map(_LAST_BYTE, stripped)) != b"}" * n
-            or any(map(operator.contains, stripped, repeat(_NEWLINE, n)))
         ):
             return None
     except TypeError:  # a str among them
@@ -390,7 +390,7 @@ def chunk_admitted(data: bytes, lines: Sequence[bytes]) -> Admitted | None:
 
 
 _FIRST_BYTE, _BYTE_BEFORE_NEWLINE = operator.itemgetter(0), operator.itemgetter(-2)
-_LAST_BYTE, _NEWLINE = operator.itemgetter(-1), ord("\n")
+_LAST_BYTE = operator.itemgetter(-1)
 
 
 def _decoded(joined: bytes, raws: Sequence[bytes]) -> Admitted | None:

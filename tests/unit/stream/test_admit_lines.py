@@ -51,6 +51,13 @@ def test_plain_lines_are_admitted_in_one_step_as_one_by_one() -> None:
         assert admit_lines(raws) == one_by_one(raws)
 
 
+def test_a_newline_inside_a_line_is_space_as_one_by_one() -> None:
+    # (one event over two lines of its own: what the line alone holds, nothing joined)
+    spread = [raw.replace(b",", b",\n", 1) for raw in PLAIN]
+    assert admit_lines(spread) == one_by_one(spread)
+    assert admit_lines([PLAIN[0], TWO, PLAIN[1]]) is None
+
+
 #: Lines that each hold no event alone, but joined might read as events: a line of two
 #: events (by a newline, or a space), pieces of one event, an event with a trailing byte
 #: JSON does not take as space; beside them, plain lines.
