@@ -18,8 +18,11 @@ _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
 #: a key: up to six words (`number of skipped iterations`, `elapsed time per iteration (ms)`)
 _KEY = rf"(?<![\w.#\-@]){_WORD}(?: (?:{_WORD}|\([\w./ *]+\))){{0,5}}"
 _PLAIN_KEY = rf"(?<![\w.#\-@]){_PLAIN_WORD}(?: (?:{_PLAIN_WORD}|\([\w./ *]+\))){{0,5}}"
-#: a number in any notation (`3`, `-0.5`, `2.999E-04`, `nan`, `-inf`, `Infinity`, YAML's `.nan`)
-NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?)"
+#: a number in any notation (`3`, `-0.5`, `2.999E-04`, `nan`, `-inf`, `Infinity`, YAML's `.nan`,
+#: and a non-finite value a zero-padded format printed: Python's `'{:04.2f}'.format(nan)` and
+#: `'%05.1f' % nan` pad `nan` and `inf` with zeros to the width, `0nan`, `00nan`, `-000inf`)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:\.|0+)?(?i:nan|inf(?:inity)?)"
+_PADDING = re.compile(r"^([-+]?)[.0]+(?=[A-Za-z])")
 #: the second of two values joined by `/` (`Train/Val Loss: nan/nan`, `tr_loss_lr=nan/2e-6`):
 #: not a count's total, so a fraction or not finite
 _SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
@@ -77,6 +80,13 @@ _LEVEL_WORDS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL
 SOURCE_FILE = re.compile(r"\.(?:py|pyx|cc|cpp|cu|cuh|h|hpp|c|rs|go|js|ts|java)$")
 
 
+def number(raw: str) -> float:
+    """The value of a `NUMBER`: YAML's `.nan` and a zero-padded `0nan` are NaN."""
+    if raw[-1:].isalpha():
+        raw = _PADDING.sub(r"\1", raw)
+    return float(raw)
+
+
 def pairs(text: str) -> list[Pair]:
     """Every key/value pair of a line, in order."""
     out: list[Pair] = []
@@ -105,11 +115,8 @@ def pairs(text: str) -> list[Pair]:
             and step_key(key) is None
         ):
             continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
-        raw = v or w
-        if raw[-1:].isalpha():  # YAML writes NaN as `.nan`, infinity as `.inf`
-            raw = raw.replace(".", "")
         try:
-            value = float(raw)
+            value = number(v or w)
         except ValueError:
             continue
         out.append(
@@ -277,7 +284,5 @@ def value_first(text: str) -> tuple[int, list[Pair]] | None:
     for item in text[lead.end() :].split(","):
         if (m := _VALUE_FIRST.match(item)) is not None:
             raw = m.group("v")
-            out.append(
-                Pair(m.group("k"), float(raw.replace(".", "") if raw[-1:].isalpha() else raw))
-            )
+            out.append(Pair(m.group("k"), number(raw)))
     return (int(lead.group(1)), out) if len(out) >= 2 else None

@@ -231,6 +231,23 @@ def test_old_msvc_infinity() -> None:
     assert bad(read_all(["step 5 | loss: 1.#INF00 | acc: 0.1"])) == [(5, ["loss"])]
 
 
+@pytest.mark.parametrize("spec", ["04.2f", "05.1f", "06.3f"])
+def test_a_non_finite_value_a_zero_padded_format_printed(spec: str) -> None:
+    """Python pads `nan` and `inf` with zeros to a format's width (`'{:04.2f}'.format(nan)`
+    is `0nan`): LaTeX_OCR_PRO's evaluation line (corpus25/dev) prints its perplexity so; a
+    finite value beside it is read as before."""
+    line = (
+        f"Eval:  BLEU-4 is {0.0:{spec}}  ||  EditDistance is {0.0:{spec}}  ||  "
+        f"perplexity is {NAN:{spec}} "
+    )
+    assert "0nan" in line
+    for found in (read_all([line]), scanned([line])):
+        assert bad(found) == [(1, ["perplexity"])]
+    inf = f"step 3 | loss: {-math.inf:{spec}} | acc: {0.5:{spec}}"
+    assert bad(read_all([inf])) == [(3, ["loss"])]
+    assert not bad(read_all([f"step 4 | loss: {2.5:{spec}} | acc: {0.5:{spec}}"]))
+
+
 def test_what_a_sentence_gives_and_what_prose_counts() -> None:
     """`to` before a value names the value a sentence gives (torch's ReduceLROnPlateau:
     `'Epoch {:5d}: reducing learning rate of group {} to {:.4e}.'`); a count in prose
