@@ -39,11 +39,18 @@ def test_every_wait_matches_its_sample_and_its_sample_is_real(wait: Any) -> None
 def lasting(wait: Any) -> str:
     """The entry's sample as a console that shows it lasting as its entry needs: after a
     status that says the run went on long enough (Tune's), or again two minutes later by the
-    job's clock (Ray's autoscaler's)."""
+    job's clock (Ray's autoscaler's) or the logger's (the raylet's)."""
     before = "Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n" if wait.elapsed else ""
     text = before + wait.sample + "\n"
     if wait.lasted and not wait.elapsed:
         later = re.sub(r"\+(\d+)m(\d+)s", lambda m: f"+{int(m[1]) + 2}m{m[2]}s", wait.sample)
+        if later == wait.sample:  # no job clock: the logger's own (the raylet's)
+            later = re.sub(
+                r"\b(\d\d):(\d\d):(\d\d)\b",
+                lambda m: f"{m[1]}:{int(m[2]) + 2:02d}:{m[3]}",
+                wait.sample,
+                count=1,
+            )
         assert later != wait.sample
         text += later + "\n"
     return text
@@ -189,6 +196,31 @@ def test_tensorflow_s_tpu_master_not_ready_is_a_wait_its_retries_go_on(tmp_path:
     assert stalled(tmp_path, TPU_38 * 2)
     assert statuses(TPU_38 + TPU_FOUND)[-1]["phase"] == "exited"
     assert stalled(tmp_path, TPU_38 + TPU_FOUND) == []
+
+
+#: the raylet's line for a worker process still starting a timeout after it was started
+#: (SkyRL#224, corpus25/dev), a minute apart by the raylet's clock, and the one for a process
+#: that died starting (RLinf#227, corpus9/dev: the catalogue's crash)
+RAYLET = (
+    "(raylet) \\[2025-08-29 23:{m}:23,740 E 2711113 2711113] (raylet) worker\\_pool.cc:586: Some "
+    "workers of the worker process(2769699) have not registered within the timeout. The process "
+    "is still alive, probably it's hanging during start. \\[repeated 4x across cluster]\n"
+)
+RAYLET_DEAD = RAYLET.replace("still alive, probably it's hanging", "dead, probably it crashed")
+
+
+def test_the_raylet_s_worker_hanging_in_its_start_is_a_wait_once_it_repeats(
+    tmp_path: Path,
+) -> None:
+    """One timeout is one slow worker, which the raylet kills and starts again: no wait yet; the
+    raylet saying it again a minute later is the worker still not starting (two timeouts);
+    a worker's start ending it (a step) ends the wait."""
+    assert stalled(tmp_path, RAYLET.format(m=28)) == []
+    again = RAYLET.format(m=28) + RAYLET.format(m=29)
+    assert [s["phase"] for s in statuses(again)] == ["ray_worker_registration"]
+    assert stalled(tmp_path, again)
+    assert stalled(tmp_path, again + "step 1 | loss: 0.5 | reward: 0.1\n") == []
+    assert statuses(RAYLET_DEAD.format(m=28) + RAYLET_DEAD.format(m=29)) == []
 
 
 VALID = """
