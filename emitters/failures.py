@@ -51,7 +51,9 @@ from runwatch.emitters.exits import (
 from runwatch.emitters.logparse import notes
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
+    DUMP_C_FRAME,
     DUMP_FRAME,
+    DUMP_HEAD,
     EXCEPTHOOK_SAYS,
     IGNORED,
     IGNORED_GLUED,
@@ -157,6 +159,7 @@ class Failures:
         #: before its exception line, and the earlier one still names the failure
         self._ended: dict[Any, Record] = {}
         self._before: dict[Any, str] = {}  # source -> its line before (a logger's record)
+        self._dump_heads: dict[Any, bool] = {}  # source -> a dump's head was its last word
         #: sources whose last words were Python's `Exception ignored ...` (its unraisable hook),
         #: and how many times: the next exceptions it reports -- tracebacks or, with none, the
         #: exception line, after a repr a terminal may have wrapped -- are the ones Python
@@ -236,6 +239,10 @@ class Failures:
         # refresh on its line is what its source printed just before it
         line, bar = printed(line)
         before, self._before[source] = bar or self._before.get(source, ""), line
+        # a dump's head (`DUMP_HEAD`) and gdb's C frames after it: its frames are a dump's
+        dump_head = self._dump_heads.pop(source, False)
+        if line.rstrip().endswith(DUMP_HEAD) or (dump_head and DUMP_C_FRAME.match(line)):
+            self._dump_heads[source] = True
         record = self._records.get(source)
         if IGNORED_MARKER in line and (IGNORED.match(line.strip()) or IGNORED_GLUED.search(line)):
             self._ignored[source] = self._ignored.get(source, 0) + 1
@@ -275,8 +282,10 @@ class Failures:
             record = self._records[source]
             record.paths.append(path)
             # faulthandler's dump, or logging's stack_info after its head: no exception's
-            record.dumped = DUMP_FRAME.search(line) is not None or before.rstrip().endswith(
-                STACK_HEAD
+            record.dumped = (
+                DUMP_FRAME.search(line) is not None
+                or before.rstrip().endswith(STACK_HEAD)
+                or dump_head
             )
             body = line[len(prefix) :]
             record.indent, record.after_frame = len(body) - len(body.lstrip()), True

@@ -298,6 +298,18 @@ _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<path>[^()]+?)(?::\d+)?\)\s*$
 _FAULT_TIMEOUT = re.compile(r"^\s*Timeout \((?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)\)!\s*$")
 _FAULT_THREAD = re.compile(r"^\s*(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)\s*$')
+#: gdb's `py-bt` (CPython's Tools/gdb/libpython.py, `PyBacktrace.invoke`: "Traceback (most
+#: recent call first):", then `Frame.print_traceback` for each Python-related frame, innermost
+#: first: `  File "path", line N, in func` and its source line, or `  <built-in method ...>`
+#: for a C function, `  Waiting for the GIL`, `  Garbage-collecting`, `  (unable to read
+#: python frame information)`): a debugger's look at a living process -- Python's own report
+#: of an exception says "most recent call last", and faulthandler's frames have no comma
+_GDB_HEAD = re.compile(r"^\s*Traceback \(most recent call first\):\s*$")
+_GDB_FRAME = re.compile(
+    r'^\s+(?:File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)|<[^<>]*>|Waiting for the GIL'
+    r"|Garbage-collecting|\((?:unable to read python frame information|not a python frame"
+    r"|frame information optimized out)\))\s*$"
+)
 #: the files whose functions are collectives (a thread whose innermost Python frame is in one
 #: waits in it): torch.distributed's, DeepSpeed's comm, Horovod's ops, the engines' own
 #: communicators (vLLM's and SGLang's device_communicators) -- not vLLM's message queue among
@@ -378,6 +390,7 @@ class Waits:
         #: the frame grammar); None between dumps
         self._dump: tuple[str, int, float, re.Pattern[str]] | None = None
         self._timeouts = 0  # faulthandler's timeout dumps seen: each is one process's
+        self._dumps = 0  # gdb's `py-bt` dumps seen: each is one process's
         self._timeout: float | None = None  # the timeout of faulthandler's dump being read
         self._dumped: dict[str, int] = {}  # a dumped process -> the rank it stands for
         #: requests an engine was seen serving (an offline bar's pending prompts, the running
@@ -529,6 +542,9 @@ class Waits:
             self._dump = (f"py-spy {m.group('id')}", 0, 0.0, _PYSPY_FRAME)
         elif _FAULT_THREAD.match(line) is not None and self._timeout is not None:
             self._dump = (f"timeout {self._timeouts}", 0, self._timeout, _FAULT_FRAME)
+        elif _GDB_HEAD.match(line) is not None:
+            self._dumps += 1
+            self._dump = (f"py-bt {self._dumps}", 0, 0.0, _GDB_FRAME)
         return []
 
     def _frame(self, line: str, rank: int | None) -> list[Found] | None:
@@ -541,11 +557,12 @@ class Waits:
         if m is None or frames >= _DUMP_DEPTH:
             self._dump = None
             return None
-        if not m.group("path").endswith(".py"):  # a native frame (`--native`)
+        path = m.group("path")
+        if path is None or not path.endswith(".py"):  # a native frame (`--native`, gdb's C)
             self._dump = (process, frames + 1, waited, grammar)
             return []
         self._dump = None
-        if _COLLECTIVE_FILES.search(m.group("path").replace("\\", "/")) is None:
+        if _COLLECTIVE_FILES.search(path.replace("\\", "/")) is None:
             return []
         if rank is None:
             rank = self._dumped.setdefault(process, len(self._dumped))

@@ -59,6 +59,16 @@ FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
 #: own line (`Fatal Python error: ...`, the catalogue's), a timeout's (`dump_traceback_later`)
 #: may be followed by more work
 DUMP_FRAME = re.compile(r'File "[^"\n]+", line \d+ in ')
+#: the head of a stack read most recent call first -- a dump, never Python's report of an
+#: exception ("most recent call last"): faulthandler's (Python/traceback.c) and gdb's `py-bt`
+#: (Tools/gdb/libpython.py `PyBacktrace`), whose frames carry Python's comma; between the head
+#: and its first `File` frame gdb writes its C frames (`  <built-in method allreduce of
+#: PyCapsule object at remote 0x7f...>`, `  Waiting for the GIL`, `  Garbage-collecting`)
+DUMP_HEAD = "Traceback (most recent call first):"
+DUMP_C_FRAME = re.compile(
+    r"^\s+(?:<[^<>\n]*>|Waiting for the GIL|Garbage-collecting|\((?:unable to read python "
+    r"frame information|not a python frame|frame information optimized out)\))\s*$"
+)
 #: a frame of code that never catches: runpy's for `python -m`, or the module code of an installed
 #: console script (pip's wrapper in `bin/`, `Scripts\`: `sys.exit(main())`). A traceback that
 #: holds one reached the program's top uncaught (a logger's starts at the frame that caught

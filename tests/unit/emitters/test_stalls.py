@@ -466,6 +466,46 @@ FAULT_TIMEOUT = (
 )
 
 
+#: https://github.com/deepspeedai/DeepSpeed/issues/1969 (corpus25's development excerpt): gdb's
+#: `py-bt` of a ZeRO-2 rank, its innermost frame torch's all_reduce under a C function's
+PYBT_1969 = (
+    "(gdb) py-bt\n"
+    "Traceback (most recent call first):\n"
+    "  <built-in method allreduce of PyCapsule object at remote 0x7fb3b12c3f90>\n"
+    '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", '
+    "line 1209, in all_reduce\n"
+    "    work = group.allreduce([tensor], opts)\n"
+    '  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage2.py", line '
+    "1326, in allreduce_bucket\n"
+    "    dist.all_reduce(tensor_to_allreduce, group=self.dp_process_group)\n"
+)
+#: the same command's words (CPython Tools/gdb/libpython.py) for a rank in its data loader
+PYBT_LOADER = (
+    "Traceback (most recent call first):\n"
+    "  Waiting for the GIL\n"
+    '  File "/opt/train.py", line 88, in _sample_batch\n'
+    "    batch = next(self._iter)\n"
+)
+
+
+def test_gdb_s_py_bt_of_a_process_in_a_collective_is_a_rank_waiting_there(
+    tmp_path: Path,
+) -> None:
+    """gdb's `py-bt` looks at a living process, innermost frame first (its C frames before
+    its Python ones): a snapshot like py-spy's, no exception -- its rank waits in the
+    collective, and a console ending in it ended in its hang, no component's death."""
+    assert statuses(PYBT_1969) == [{"rank": 0, "world_size": 1, "phase": "all_reduce",
+                                     "waited": 0.0}]  # fmt: skip
+    assert statuses(PYBT_LOADER) == []
+    found = statuses(PYBT_1969 + PYBT_LOADER + PYBT_1969)
+    assert [(f["rank"], f["phase"]) for f in found] == [(0, "all_reduce"), (1, "all_reduce")]
+    assert fired(tmp_path, PYBT_1969) == ["ranks_stalled"]
+    assert fired(tmp_path, PYBT_LOADER) == []
+    scanner = LineScanner(LineParser())
+    watched = scanner.feed(PYBT_1969.encode()) + scanner.finish()
+    assert [f for k, f in watched if k == "rank.status"] == statuses(PYBT_1969)
+
+
 #: https://github.com/vllm-project/vllm/pull/41834 ("Healthy idle worker parked waiting for
 #: the next batch over shm-broadcast": a TP worker's py-spy dump; the post dropped the thread's
 #: id from py-spy's header, written here as py-spy writes it, src/dump.rs)

@@ -544,8 +544,24 @@ LOGGED_STACK = [
     '    log.info("saving checkpoint %d", step, stack_info=True)',
 ]
 
+#: gdb's `py-bt` of a living rank (CPython Tools/gdb/libpython.py `PyBacktrace`: "Traceback
+#: (most recent call first):", C functions as `  <built-in method ...>`; DeepSpeed#1969, corpus25
+#: dev): a debugger's look at a process, cut at the console's end
+PY_BT = [
+    "(gdb) py-bt",
+    "Traceback (most recent call first):",
+    "  <built-in method allreduce of PyCapsule object at remote 0x7fb3b12c3f90>",
+    '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", '
+    "line 1209, in all_reduce",
+    "    work = group.allreduce([tensor], opts)",
+    '  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage2.py", line '
+    "1326, in allreduce_bucket",
+]
 
-@pytest.mark.parametrize("lines", [IGNORED_WRAPPED, LOGGED_STACK], ids=["ignored", "stack"])
+
+@pytest.mark.parametrize(
+    "lines", [IGNORED_WRAPPED, LOGGED_STACK, PY_BT], ids=["ignored", "stack", "py-bt"]
+)
 def test_what_python_printed_and_went_on_from_is_no_failure_at_the_output_s_end(
     lines: list[str],
 ) -> None:
