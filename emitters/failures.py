@@ -240,8 +240,10 @@ class Failures:
         line, bar = printed(line)
         before, self._before[source] = bar or self._before.get(source, ""), line
         # a dump's head (`DUMP_HEAD`) and gdb's C frames after it: its frames are a dump's
-        dump_head = self._dump_heads.pop(source, False)
-        if line.rstrip().endswith(DUMP_HEAD) or (dump_head and DUMP_C_FRAME.match(line)):
+        dump_head = bool(self._dump_heads) and self._dump_heads.pop(source, False)
+        if (dump_head and DUMP_C_FRAME.match(line)) or (
+            "call first)" in line and line.rstrip().endswith(DUMP_HEAD)
+        ):
             self._dump_heads[source] = True
         record = self._records.get(source)
         if IGNORED_MARKER in line and (IGNORED.match(line.strip()) or IGNORED_GLUED.search(line)):
