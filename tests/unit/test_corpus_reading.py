@@ -30,9 +30,9 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: hangs, odd non-finite lines, traps), corpus22 (rank waits, collective timeouts and launchers
 #: in wordings the earlier corpora lack), corpus23 (as users meet them) and corpus24 (hangs,
 #: deaths and traps an RL cluster meets) since the reader's thirteenth pass (reader41); corpus25
-#: (the next session's out-of-sample set: RL stacks, engines and launchers, trap controls) is as
-#: its collector landed it.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus25"})
+#: (the next session's out-of-sample set: RL stacks, engines and launchers, trap controls) since
+#: the reader's fourteenth pass (reader41b).
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -237,6 +237,18 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "to schedule request after N attempts over T s. Retrying.`) is a request queued in the "
         "proxy, not an engine's snapshot: no engine is said to hold requests and make no "
         "tokens, which inference_stalled reads"),
+    # corpus25's development part, asserted since the reader's fourteenth pass on issue 41
+    # (tests/fixtures/consoles/README.md: 15/21 -> 20/21); what it still reads otherwise
+    (
+        "corpus25",
+        "vllm_spyre_enginecore_shm_broadcast_no_block_60s_four_minutes_worker_inductor_warning",
+    ): (
+        [], _SHM_BEFORE_SERVING + "; here the last line is a worker's inductor pass compiling"),
+    ("corpus25", "internevo_pytest_allreduce_ncclid_store_get_socket_timeout_rank3"): (
+        ["collective_timeout", "component_failed"], "an extra rule: the store's `Socket Timeout` "
+        "is raised in rank 3 as a RuntimeError, which pytest's `E` lines show uncaught: read as "
+        "its process's death beside the collective's timeout, as an uncaught exception after "
+        "one is wherever it is (corpus4's, corpus13's); the label names the timeout alone"),
 }  # fmt: skip
 
 
