@@ -355,8 +355,9 @@ class LiveDriver:
             if skew:
                 event = _shifted(event, skew)
                 self.corrected += 1
-            if event.ts - arrival > MAX_AHEAD_LIVE:
-                why = f"ts is {span(event.ts - arrival)} ahead of the time the event arrived"
+                ts = event.ts  # (else the ts read above: one attribute read an event)
+            if ts - arrival > MAX_AHEAD_LIVE:
+                why = f"ts is {span(ts - arrival)} ahead of the time the event arrived"
                 if skew:
                     why += f" (its host's clock corrected by {skew:+.0f}s)"
                 dead.append(self._dead(why, raw, offset, "bad_time", line))
@@ -365,7 +366,6 @@ class LiveDriver:
                 # now: event time, but never past its arrival -- one event stamped ahead
                 # (within the bounds) must not move time on for every run of the partition;
                 # silence is not judged past an outage's start while its backlog comes in
-                ts = event.ts
                 if arrival - ts > LATE_S:  # (`ReadClock.late` changes nothing otherwise)
                     reading.late(ts, arrival)
                     held_for = None
@@ -373,8 +373,9 @@ class LiveDriver:
                     engine.hold = reading.limit(INF, arrival)
                     held_for = arrival
                 alerts = engine.apply(event, ts if ts <= arrival else arrival)
-                for alert in alerts:
-                    alert.to_json()  # what cannot be published must not be made
+                if alerts:  # (most events make none: no loop)
+                    for alert in alerts:
+                        alert.to_json()  # what cannot be published must not be made
             except InvalidEvent as err:
                 dead.append(self._dead(err.reason, raw, offset, err.kind, line))
                 continue
