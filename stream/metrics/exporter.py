@@ -234,11 +234,13 @@ class RunwatchMetrics(Collector):
         return families
 
     def _collect_retrying(self, runs: bool) -> list[Any]:
-        # Another thread may mutate a dict mid-iteration; a scrape is cheap to redo.
+        # Another thread may mutate a dict mid-iteration (RuntimeError) or between two reads
+        # of one state (an incident's root gone from its members: a LookupError); a scrape
+        # is cheap to redo.
         for _ in range(4):
             try:
                 return self._collect(nullcontext(), runs)
-            except RuntimeError:
+            except (RuntimeError, LookupError):
                 time.sleep(0.005)
         return self._collect(nullcontext(), runs)
 

@@ -216,6 +216,25 @@ def test_scrapes_from_another_thread_while_events_are_applied() -> None:
     assert metrics.scrapes > 0
 
 
+def test_a_scrape_that_reads_torn_state_is_redone() -> None:
+    """Without a lock, another thread may change a run's state between two reads of it (an
+    incident's root gone from its members: a KeyError, seen under load); the scrape is
+    redone, as for a dict changed mid-iteration, and never fails."""
+    registry, metrics, engine = setup()
+    feed(engine, [make_event("run.started", 1.0, run="torn")])
+    reads = []
+
+    def torn() -> list[Engine]:
+        reads.append(1)
+        if len(reads) == 1:
+            raise KeyError("inference_idle_with_pending|torn")
+        return []
+
+    metrics.add_source(torn)
+    assert 'runwatch_run_info{run="torn",status="running"} 1.0' in series(registry)
+    assert len(reads) == 2
+
+
 def test_served_over_http() -> None:
     _, metrics, engine = setup()
     feed(engine, [make_event("run.started", 1.0, run="web")])
