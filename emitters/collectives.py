@@ -63,10 +63,13 @@ _STUCK = re.compile(r"watchdog got stuck for (?P<s>\d+) seconds")
 _CHECK_TIMEOUT = re.compile(r"^frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout\(")
 #: the c10d store's timeouts (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the
 #: `[c10d] ` is the C++ log's prefix; Python's `TimeoutError` carries the same message bare
+#: (no `.*?` before the op -- `search` tries every start already -- and a bounded gap after
+#: it: the socket's addresses, a few hundred characters; unbounded, a long line of ops was
+#: cubic)
 _C10D = re.compile(
     r"(?:\[c10d\] )?(?:The client socket has timed out after (?P<after>\d+)(?P<unit>ms|s) while "
-    r"trying to (?P<op>connect)|.*?(?P<op2>waitForInput|recvValue|recvBytes|sendBytes)"
-    r".*?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
+    r"trying to (?P<op>connect)|(?P<op2>waitForInput|recvValue|recvBytes|sendBytes)"
+    r".{0,600}?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
 )
 _STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
 #: the file store's wait giving up (torch/csrc/distributed/c10d/FileStore.cpp `FileStore::wait`:

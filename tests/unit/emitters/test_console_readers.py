@@ -315,6 +315,20 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     assert only(read_all([other]), "collective.timeout")["rank"] == 5
 
 
+def test_a_megabyte_line_with_a_collective_s_marker_is_read_in_one_pass() -> None:
+    """A line holding a collective reader's marker and a megabyte of anything else (a printed
+    tensor, a store's words over and over): the c10d socket regex once began with `.*?` and
+    had another after its op, so a line of `recvBytes` took time cubic in its length (10 kB:
+    two minutes; 1 MB: the job's output stalled behind it for good). Nothing is read from
+    them; the test's timeout (pytest-timeout, 300 s) stands for "in one pass"."""
+    for marker in ("Received a dump signal due to a collective timeout from ", "WorkNCCL("):
+        for filler in ("recvBytes ", "x"):
+            line = marker + filler * (1_000_000 // len(filler))
+            assert kinds(read_all([line])) == []
+    socket = "[c10d] recvValue: socket SocketImpl(fd=9) timed out after 300000ms. WorkNCCL("
+    assert only(read_all([socket + "x" * 1_000_000]), "collective.timeout")["op"] == "recvValue"
+
+
 def test_the_file_store_s_wait_timeout_is_the_store_s() -> None:
     """gloo#148 (corpus14's development part): init_process_group over a `file://` init method,
     its frames pasted flush, ending in the FileStore's bare `RuntimeError: Wait timeout`
