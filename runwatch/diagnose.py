@@ -480,8 +480,9 @@ def engine_stalled_at_end(events: Sequence[Timed]) -> float | None:
     """When the stall began of an engine whose own stats lines, to its latest, say it holds
     requests and makes no tokens (vLLM V0 writes its stats line every interval, stalled or
     not), where they show the stall lasting a minute (`stalls.GENERIC_LASTED`, the grammar of
-    waits' evidence, between the first stalled line and the last) and nothing after its start
-    went on (a step, a bar, a reward) or failed (`hangs.FAILED`): the log ended inside the
+    waits' evidence, between the first stalled line and the last), nothing after its start
+    went on (a step, a bar, a reward) and nothing in the log failed (`hangs.FAILED`: a death
+    is its own alert, wherever it is): the log ended inside the
     engine's stall, as inside a wait it declared, and `hang_window` runs time on to where
     inference_stalled decides it. A snapshot a reader made of a wait (SGLang's watchdog,
     vLLM's queue: `stalled_since` said) is the waits' own to decide. None where no log ended
@@ -503,7 +504,8 @@ def engine_stalled_at_end(events: Sequence[Timed]) -> float | None:
             and f.get("gen_tokens_per_s") == 0.0
             and not (f.get("prompt_tokens_per_s") or 0.0)
         )
-        first[engine] = (first.get(engine) or e.ts) if stalled else None
+        began = first.get(engine)  # (a log's clock may start at 0.0: None is "not stalled")
+        first[engine] = (e.ts if began is None else began) if stalled else None
         last[engine] = e.ts
     latest: float | None = None
     for engine, since in first.items():

@@ -791,3 +791,14 @@ def test_a_console_that_ends_in_its_engine_s_stall_ended_in_its_hang(tmp_path: P
     assert fired(tmp_path, v0_stats(2443, 4) + CRASH) == ["component_failed"]
     step = "INFO 02-06 00:42:40 trainer.py:1] step:7 - critic/score/mean:0.5 - actor/loss:0.1\n"
     assert fired(tmp_path, v0_stats(2443, 4) + step) == []
+
+
+def test_an_engine_stall_from_a_log_s_clock_at_zero_began_there() -> None:
+    """A log whose clock starts at 0.0 (seconds since its start): the stall began at 0.0,
+    not at the next stalled line."""
+    from runwatch.diagnose import Timed, engine_stalled_at_end
+
+    stats = {"running": 1, "gen_tokens_per_s": 0.0, "prompt_tokens_per_s": 0.0}
+    events = [Timed(float(t), "inference.stats", dict(stats), "vllm", "log:1") for t in
+              (0, 31, 62, 93)]  # fmt: skip
+    assert engine_stalled_at_end(events) == 0.0
