@@ -160,6 +160,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from runwatch.emitters.tracebacks import DUMP_C_WORDS, DUMP_HEAD
 from runwatch.emitters.waits import DECLARED, Wait
 
 Found = tuple[str, dict[str, Any]]
@@ -304,11 +305,9 @@ _FAULT_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+
 #: for a C function, `  Waiting for the GIL`, `  Garbage-collecting`, `  (unable to read
 #: python frame information)`): a debugger's look at a living process -- Python's own report
 #: of an exception says "most recent call last", and faulthandler's frames have no comma
-_GDB_HEAD = re.compile(r"^\s*Traceback \(most recent call first\):\s*$")
+_GDB_HEAD = re.compile(rf"^\s*{re.escape(DUMP_HEAD)}\s*$")
 _GDB_FRAME = re.compile(
-    r'^\s+(?:File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)|<[^<>]*>|Waiting for the GIL'
-    r"|Garbage-collecting|\((?:unable to read python frame information|not a python frame"
-    r"|frame information optimized out)\))\s*$"
+    rf'^\s+(?:File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)|{DUMP_C_WORDS})\s*$'
 )
 #: the files whose functions are collectives (a thread whose innermost Python frame is in one
 #: waits in it): torch.distributed's, DeepSpeed's comm, Horovod's ops, the engines' own

@@ -65,10 +65,12 @@ DUMP_FRAME = re.compile(r'File "[^"\n]+", line \d+ in ')
 #: and its first `File` frame gdb writes its C frames (`  <built-in method allreduce of
 #: PyCapsule object at remote 0x7f...>`, `  Waiting for the GIL`, `  Garbage-collecting`)
 DUMP_HEAD = "Traceback (most recent call first):"
-DUMP_C_FRAME = re.compile(
-    r"^\s+(?:<[^<>\n]*>|Waiting for the GIL|Garbage-collecting|\((?:unable to read python "
-    r"frame information|not a python frame|frame information optimized out)\))\s*$"
+#: gdb's lines for a frame that is no Python code's (a pattern's alternatives, for stalls.py too)
+DUMP_C_WORDS = (
+    r"<[^<>\n]*>|Waiting for the GIL|Garbage-collecting|\((?:unable to read python frame "
+    r"information|not a python frame|frame information optimized out)\)"
 )
+DUMP_C_FRAME = re.compile(rf"^\s+(?:{DUMP_C_WORDS})\s*$")
 #: a frame of code that never catches: runpy's for `python -m`, or the module code of an installed
 #: console script (pip's wrapper in `bin/`, `Scripts\`: `sys.exit(main())`). A traceback that
 #: holds one reached the program's top uncaught (a logger's starts at the frame that caught
