@@ -341,9 +341,12 @@ class Cluster:
         """After the traffic: what the emitters spooled delivered, every transition the
         events imply published (a transition may come late), the workers stopped (nothing
         more is published), and the history and Slack caught up with the topic."""
-        assert self.traffic is not None
-        wait_for(lambda: self.traffic is not None and self.traffic.done,
-                 "the traffic played out", timeout)  # fmt: skip
+        traffic = self.traffic
+        assert traffic is not None
+        wait_for(lambda: traffic.done, "the traffic played out", timeout)
+        # its spools are orphans only once its process is gone (it holds their locks until it
+        # exits, after saying it is done): flushed before, they were "still running", kept
+        wait_for(lambda: traffic.proc.poll() is not None, "the traffic's process exited", timeout)
         self.deliver_spooled()
 
         def all_published() -> bool:
