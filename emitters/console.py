@@ -109,8 +109,9 @@ class LineParser:
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
         self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
-        #: a line of this output said the collectives failed of an NCCL error: a dump signal
-        #: (`collectives.dump_signal`) held or read after it was that error's
+        #: a line of this output said the collectives failed of an NCCL error and no step went
+        #: on since (an elastic restart): a dump signal (`collectives.dump_signal`) held or
+        #: read after it was that error's
         self._nccl_failed = False
         self._notes = notes()  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
@@ -280,6 +281,7 @@ class LineParser:
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if any(kind in _STEP_KINDS for kind, _ in found) and advanced:
             self.failures.job_went_on(source)  # a Ray worker's logged traceback: a report
+            self._nccl_failed = False  # (restarted) a later dump signal is not that error's
         if advanced and not declared:
             declared = self.waits.progressed()  # the job went on: its waits ended
         for kind, fields in declared:

@@ -292,8 +292,8 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     """The dump signal's words say a collective timed out, but the watchdog signals it for a
     work's NCCL error too (`dumpOnTimeoutOrEx_`): held to the output's end -- its process ends
     after it -- a timeout of its rank where nothing said an NCCL error, none where any rank's
-    line did, before or after it; after a watchdog line that named the timed-out work, that
-    work's timeout alone."""
+    line did, before or after it (unless steps went on between: a restarted job's own); after
+    a watchdog line that named the timed-out work, that work's timeout alone."""
     rank4 = DUMP_9496.replace("[rank5]", "[rank4]").replace("Rank 5]", "Rank 4]")
     for found in (read_all([DUMP_9496, rank4]), scanned([DUMP_9496, rank4])):
         got = [f for k, f in found if k == "collective.timeout"]
@@ -307,6 +307,10 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     )
     for console in ([DUMP_9496, *["[rank5]: noise"] * 6, error], [error, DUMP_9496]):
         assert "collective.timeout" not in kinds(read_all(console))
+    # the job went on after the error (an elastic restart's steps): a later signal is its own
+    steps = [f"step:{n} - actor/pg_loss:0.01 - critic/score/mean:0.5" for n in (1, 2)]
+    got = [f for k, f in read_all([error, *steps, DUMP_9496]) if k == "collective.timeout"]
+    assert [f["rank"] for f in got] == [5]
     named = WATCHDOG.replace("[rank3]", "[rank5]").replace("[Rank 3]", "[Rank 5]")
     got = [f for k, f in read_all([named, DUMP_9496]) if k == "collective.timeout"]
     assert [f.get("seq") for f in got] == [4486]
