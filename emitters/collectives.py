@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runwatch.emitters.prefixes import launcher_lead
+
 Found = tuple[str, dict[str, Any]]
 
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
@@ -477,9 +479,14 @@ class Wrapped:
                 return None, None
             return None, raw
         self.held = None
-        if _FRESH.match(raw):
+        # its rest under the launcher prefixes it began with (all, or the outer ones: those
+        # that mark each physical line, as `--tee` does where torch's `[rankN]:` marks each
+        # message): the rest of a line split where it was written
+        lead = launcher_lead(raw)
+        rest = raw[len(lead) :] if lead and launcher_lead(held).startswith(lead) else raw
+        if _FRESH.match(rest):
             return held, raw  # the cut one never ended: read what it has
-        joined = held + raw
+        joined = held + rest
         if starts_unfinished(joined) and self._lines < self.MAX_LINES:
             self.held, self._lines = joined, self._lines + 1
             return None, None

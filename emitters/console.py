@@ -61,6 +61,17 @@ _MAX_TAIL = 1 << 20
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 
 
+def _origin(line: str) -> tuple[dict[str, Any] | None, str]:
+    """(the Ray worker that forwarded the line or None, the line without Ray's prefix) -- also
+    under a launcher's around the Ray driver (`docker compose`'s, `--tee`'s)."""
+    if not (line.startswith("(") or "pid=" in line[:6]):  # Ray's prefix, or its cut tail
+        outer, _ = launcher_prefix(line)
+        if outer is line or not outer.startswith("("):
+            return None, line
+        line = outer
+    return ray_origin(line)
+
+
 def _source(src: dict[str, Any] | None, rank: int | None) -> Any:
     """Who printed a line, as far as the line says: a Ray worker, a rank, or the process."""
     if src is not None:
@@ -158,9 +169,7 @@ class LineParser:
     def before(self, line: str) -> None:
         """A line no reader was shown, just before one they are (`LineScanner`): its source's
         line before, for the failures reader."""
-        line = strip_colour(line)
-        ray = line.startswith("(") or "pid=" in line[:6]
-        src, body = ray_origin(line) if ray else (None, line)
+        src, body = _origin(strip_colour(line))
         body, rank = launcher_prefix(body)
         self.failures.saw(_source(src, rank), body)
 
@@ -213,10 +222,12 @@ class LineParser:
             return line, []
 
     def _readers_of(self, line: str) -> tuple[str, list[Found]]:
-        line = strip_colour(line)
-        ray = line.startswith("(") or "pid=" in line[:6]  # Ray's prefix, or its cut tail
-        src, body = ray_origin(line) if ray else (None, line)
+        src, body = _origin(strip_colour(line))
         line, rank = launcher_prefix(body)
+        # torch's excepthook head: its `[rankN]:` the last of the prefixes (under `--tee`'s)
+        hooked = rank is not None and EXCEPTHOOK.match(
+            body, len(body) - len(line) - len(f"[rank{rank}]:")
+        )
         found: list[Found] = []
         while (bar := tqdm_bar(line)) is not None and (rest := line[bar[1] :]).strip():
             # a bar has no line end: what the program writes next (a traceback's head, a
@@ -235,7 +246,7 @@ class LineParser:
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar
         self._bar = (line, bar)  # (a bar with nothing after it, or none)
         found += self._line(line, src, rank)
-        if rank is not None and EXCEPTHOOK.match(body) is not None:
+        if hooked:
             self.failures.excepthook(_source(src, rank))  # (torch's: uncaught, `tracebacks`)
         return body, found
 

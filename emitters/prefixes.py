@@ -8,8 +8,9 @@ Real consoles arrive wrapped: colour codes (sometimes pasted with the ESC byte l
 own (Gloo) launcher's `[0]<stderr>:` -- the rank alone, with `--timestamp-output` the same
 date before it (horovod/runner/common/util/safe_shell_exec.py `forward_stream`:
 '{time}[{rank}]<{prefix}>:{line}', time.asctime) -- and a launcher's own `[2024-08-21
-03:38:02] `. Ray's own prefix is read by `runwatch.emitters.logparse.ray_origin`, before
-these. A rank the prefix names is kept: it
+03:38:02] `, and `docker compose`'s `NAME  | ` before them all. Ray's own prefix is read by
+`runwatch.emitters.logparse.ray_origin`, between a compose or `--tee` prefix around the Ray
+driver and those inside a worker's line. A rank the prefix names is kept: it
 tells one process of a job from another when nothing else does.
 """
 
@@ -27,9 +28,16 @@ _MPI = (
     r"\[(?:\d+,)?(?P<mrank>\d+)\]<std(?:out|err)>:"
 )
 _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
+#: `docker compose logs` / `up` (docker/compose@f729794 cmd/formatter/logs.go `setPrefix`:
+#: `fmt.Sprintf("%-"+width+"s | ", name)`, the width the longest name's + 1, then each line
+#: of a message): the container's name without its project (`service-N`, compose v1
+#: `project_service_N`) or its own `container_name`, padded so that two spaces at least come
+#: before the bar -- which a table's `Step | loss` or `1 | 0.5` row has not
+_COMPOSE = r"[A-Za-z][\w.-]*  +\| "
+_COMPOSE_WITHIN = 80
 #: a log viewer's line numbers, `[80746] `, pasted with the lines
 _GUTTER = r"\[\d+\] (?=\[)"
-PREFIX = re.compile(rf"(?:{_GUTTER})?(?:{_TORCHRUN}|{_MPI}|{_STAMPED})+")
+PREFIX = re.compile(rf"(?:{_COMPOSE})?(?:{_GUTTER})?(?:{_TORCHRUN}|{_MPI}|{_STAMPED})*")
 
 
 def strip_colour(line: str) -> str:
@@ -44,10 +52,17 @@ def strip_colour(line: str) -> str:
 def launcher_prefix(line: str) -> tuple[str, int | None]:
     """(the line without torchrun's, Open MPI's and a launcher's prefixes, the rank they
     name or None)."""
-    if line[:1] not in ("[", "M", "T", "W", "F", "S"):  # "[", or an MPI date's weekday
-        return line, None
+    if line[:1] not in ("[", "M", "T", "W", "F", "S") and " | " not in line[:_COMPOSE_WITHIN]:
+        return line, None  # ("[", an MPI date's weekday, or a compose name's bar)
     m = PREFIX.match(line)
-    if m is None:
+    if m is None or not m.end():
         return line, None
     rank = m.group("trank") or m.group("mrank")
     return line[m.end() :], int(rank) if rank is not None else None
+
+
+def launcher_lead(line: str) -> str:
+    """The launcher's prefixes a line starts with, as written ("" for none): what a launcher
+    writes before each line a process writes, the rest of a message it split included."""
+    rest, _ = launcher_prefix(line)
+    return line[: len(line) - len(rest)]

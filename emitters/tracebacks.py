@@ -89,7 +89,7 @@ UNCAUGHT = re.compile(r"^(?:Exception in thread .+|Process [\w.:-]+):\s*$")
 #: thread's (`threading.excepthook`) never pass through it -- so a head under this prefix is
 #: an uncaught exception's report, however early a paste cut it. (The rank's C++ log lines
 #: carry `[rankN]:` glued to glog's `[E1115 ...`, with no space.)
-EXCEPTHOOK = re.compile(r"^\[rank\d+\]: Traceback \(most recent call last\):")
+EXCEPTHOOK = re.compile(r"\[rank\d+\]: Traceback \(most recent call last\):")
 #: what a failure says of such a report cut before its exception line
 EXCEPTHOOK_SAYS = "an uncaught exception (torch.distributed's excepthook printed its report)"
 #: Python's words for an exception it ignored and went on after, on the line before its

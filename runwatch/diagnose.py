@@ -41,6 +41,7 @@ from typing import Any
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.hangs import FAILED, ended_in_hang
 from runwatch.emitters.logparse import segments
+from runwatch.emitters.prefixes import launcher_prefix
 from runwatch.emitters.stalls import GENERIC_LASTED
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -317,10 +318,14 @@ def read(
         suspect = None
         if not explained and _LOOKS_FAILED.search(body) is not None:
             suspect = (f"{path.name}:{number}", UNKNOWN_ERROR, body.strip()[:200])
-        if (ts := stamp(body, year, offset)) is not None:
-            days.saw(ts + offset)
-        elif (seconds := time_of_day(body)) is not None:
-            ts = days.place(seconds) - offset
+        ts = None
+        for text in dict.fromkeys((body, launcher_prefix(body)[0].lstrip())):  # (or under it)
+            if (ts := stamp(text, year, offset)) is not None:
+                days.saw(ts + offset)
+                break
+            if (seconds := time_of_day(text)) is not None:
+                ts = days.place(seconds) - offset
+                break
         if ts is not None:
             if now is None:
                 settle(ts)

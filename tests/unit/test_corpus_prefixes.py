@@ -1,0 +1,48 @@
+"""A launcher's prefix changes nothing a console says (issue 41: read any console by its
+grammar). Each development excerpt of every corpus, read by `runwatch diagnose` as its user
+posted it and again with a launcher's prefix before each of its lines, must raise the same
+rules: `docker compose`'s `NAME  | ` (docker/compose cmd/formatter/logs.go) and torchrun's
+`--tee` `[default0]:` (torch/distributed/elastic/multiprocessing/api.py). A reader that looks
+at a line's start (a traceback's head, a timestamp, a wrapped watchdog line's rest, Ray's
+prefix) without the prefixes taken off fails here. The held-out parts are not read."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from runwatch.diagnose import diagnose
+from scripts.corpus_report import CONSOLES, CORPORA, DAY, excerpt_lines
+
+#: what each launcher writes before every line of the process's output
+PREFIXES = {"compose": b"trainer-1  | ", "tee": b"[default0]:"}
+
+
+@cache  # (each excerpt's plain reading, once for every launcher)
+def _fired(path: Path, prefix: bytes) -> tuple[str, ...]:
+    def lines(p: Path) -> Iterator[tuple[int, bytes]]:
+        for number, line in excerpt_lines(p):
+            yield number, prefix + line
+
+    found = diagnose([path], day=DAY, lines=lines)
+    return tuple(sorted({a.rule for a in found.alerts if a.state == "firing"}))
+
+
+def _excerpts(corpus: str) -> list[Path]:
+    labels = tomllib.loads((CONSOLES / corpus / "MANIFEST.toml").read_text(encoding="utf-8"))
+    return [CONSOLES / corpus / "dev" / f"{ident}.log" for ident in labels]
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("launcher", sorted(PREFIXES))
+def test_a_launcher_s_prefix_changes_no_alert(corpus: str, launcher: str) -> None:
+    changed = {
+        path.stem: (plain, prefixed)
+        for path in _excerpts(corpus)
+        if (plain := _fired(path, b"")) != (prefixed := _fired(path, PREFIXES[launcher]))
+    }
+    assert changed == {}
