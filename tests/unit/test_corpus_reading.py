@@ -31,8 +31,9 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: in wordings the earlier corpora lack), corpus23 (as users meet them) and corpus24 (hangs,
 #: deaths and traps an RL cluster meets) since the reader's thirteenth pass (reader41); corpus25
 #: (the next session's out-of-sample set: RL stacks, engines and launchers, trap controls) since
-#: the reader's fourteenth pass (reader41b).
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17"})
+#: the reader's fourteenth pass (reader41b). corpus26 (hangs, collective timeouts and trap
+#: controls, collected in the thirteenth session) is reported only until it is measured.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus26"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
