@@ -43,6 +43,7 @@ from runwatch.emitters.hangs import FAILED, ended_in_hang
 from runwatch.emitters.logparse import segments
 from runwatch.emitters.prefixes import launcher_prefix
 from runwatch.emitters.stalls import GENERIC_LASTED
+from runwatch.emitters.wraps import unwrapped
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode_obj
@@ -279,8 +280,10 @@ def read(
     trailing: list[int] = []  # events (indexes in `out`) of lines since the last time
     parts = (
         (number, part)
-        for number, line in lines(path)
-        for part in segments(line.decode("utf-8", "replace").rstrip("\r\n"))
+        for number, line in unwrapped(  # (a paste's hard wraps joined again)
+            (number, line.decode("utf-8", "replace").rstrip("\r\n")) for number, line in lines(path)
+        )
+        for part in segments(line)
     )
 
     def place(kind: str, fields: dict[str, Any], at: float, where: str) -> None:

@@ -2,7 +2,8 @@
 grammar). Each development excerpt of every corpus, read by `runwatch diagnose` as its user
 posted it and again with a launcher's prefix before each of its lines, must raise the same
 rules: `docker compose`'s `NAME  | ` (docker/compose cmd/formatter/logs.go) and torchrun's
-`--tee` `[default0]:` (torch/distributed/elastic/multiprocessing/api.py). A reader that looks
+`--tee` `[default0]:` (torch/distributed/elastic/multiprocessing/api.py) -- before each line
+the process wrote, not before the rest of one a terminal wrapped. A reader that looks
 at a line's start (a traceback's head, a timestamp, a wrapped watchdog line's rest, Ray's
 prefix) without the prefixes taken off fails here. The held-out parts are not read."""
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from runwatch.diagnose import diagnose
+from runwatch.emitters.wraps import unwrapped
 from scripts.corpus_report import CONSOLES, CORPORA, DAY, excerpt_lines
 
 #: what each launcher writes before every line of the process's output
@@ -24,9 +26,14 @@ PREFIXES = {"compose": b"trainer-1  | ", "tee": b"[default0]:"}
 
 @cache  # (each excerpt's plain reading, once for every launcher)
 def _fired(path: Path, prefix: bytes) -> tuple[str, ...]:
+    # a terminal that hard-wrapped the launcher's output cut its lines after the prefix: the
+    # pieces after a line's first have none (`wraps.unwrapped` says which those are)
+    plain = [(n, line.decode("utf-8", "replace").rstrip("\r\n")) for n, line in excerpt_lines(path)]
+    firsts = {number for number, _ in unwrapped(plain)}
+
     def lines(p: Path) -> Iterator[tuple[int, bytes]]:
         for number, line in excerpt_lines(p):
-            yield number, prefix + line
+            yield number, (prefix if number in firsts else b"") + line
 
     found = diagnose([path], day=DAY, lines=lines)
     return tuple(sorted({a.rule for a in found.alerts if a.state == "firing"}))
