@@ -415,26 +415,29 @@ class Engine:
         verdict = rule.check(tracked.state, now, params) if live else QUIET
         firing = tracked.firing.get(index)
         next_check = verdict.recheck_at
-        ripe: set[str] = set()
-        for cond in verdict.holding:
-            if cond.fire_at <= now:
-                ripe.add(cond.key)
-                if firing is None:
-                    firing = tracked.firing[index] = {}
-                if cond.key not in firing:
-                    firing[cond.key] = cond
-                    out.append(self._transition(tracked, rule, params, cond, now, "firing"))
-            elif next_check is None or cond.fire_at < next_check:
-                next_check = cond.fire_at
-        if firing:
-            for key in [k for k in firing if k not in ripe]:
-                cond = firing.pop(key)
-                out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
-            if not firing:  # none left: `tracked.firing` holds only rules that fire
-                del tracked.firing[index]
-        for closed in self._incidents.settled():  # the evidence of what closed resolves
-            for i in self._evidence:
-                self._evaluate(closed, i, now, out)
+        holding = verdict.holding
+        if holding or firing:  # (most verdicts hold nothing where nothing fires)
+            ripe: set[str] = set()
+            for cond in holding:
+                if cond.fire_at <= now:
+                    ripe.add(cond.key)
+                    if firing is None:
+                        firing = tracked.firing[index] = {}
+                    if cond.key not in firing:
+                        firing[cond.key] = cond
+                        out.append(self._transition(tracked, rule, params, cond, now, "firing"))
+                elif next_check is None or cond.fire_at < next_check:
+                    next_check = cond.fire_at
+            if firing:
+                for key in [k for k in firing if k not in ripe]:
+                    cond = firing.pop(key)
+                    out.append(self._transition(tracked, rule, params, cond, now, "resolved"))
+                if not firing:  # none left: `tracked.firing` holds only rules that fire
+                    del tracked.firing[index]
+        if self._incidents.closed:  # the evidence of what closed resolves
+            for closed in self._incidents.settled():
+                for i in self._evidence:
+                    self._evaluate(closed, i, now, out)
         if next_check is not None and next_check > now:
             scheduled = tracked.timers.get(index)
             if scheduled != next_check:

@@ -168,7 +168,9 @@ class Bookkeeper(Generic[Owner]):
     def __init__(self, graph: IncidentGraph, view_changed: Callable[[str], None]) -> None:
         self.graph = graph
         self._view_changed = view_changed
-        self._closed: list[tuple[Owner, RunState, str]] = []  # closed by a transition
+        #: incidents closed by a transition, not yet settled: the engine calls `settled`
+        #: only while this holds one (a call per rule evaluation cost a generator each)
+        self.closed: list[tuple[Owner, RunState, str]] = []
 
     def record(
         self,
@@ -189,15 +191,15 @@ class Bookkeeper(Generic[Owner]):
             if firing and rule.hang and run.own_stacks().ask(ref.id, now):
                 self._view_changed(run.run)  # the emitters read the request there
             elif not ref.open and ref.role != "evidence":
-                self._closed.append((owner, run, ref.id))
+                self.closed.append((owner, run, ref.id))
         return ref
 
     def settled(self) -> Iterator[Owner]:
         """The runs with an incident closed since the last call whose request for stacks
         went with it: the evidence that answered it resolves (the caller evaluates their
         evidence rules again; what that closes is yielded too)."""
-        while self._closed:
-            owner, run, ident = self._closed.pop()
+        while self.closed:
+            owner, run, ident = self.closed.pop()
             if run.stacks.clear(ident):
                 self._view_changed(run.run)
                 yield owner
