@@ -251,6 +251,10 @@ class Engine:
         watching = (tracked.by_kind or self._by_kind).get(kind, ())
         state = tracked.state
         if state.postponed != INF:
+            if tracked.by_kind is None:  # those that take routine beats, and the few firing
+                routine = self._routine.get(kind, [])
+                extra = [i for i in firing if i in skip and i in watching]
+                return sorted(routine + extra) if extra else routine
             return [i for i in watching if i not in skip or firing.get(i)]
         begun, timers = state.begun, tracked.timers
         if begun is None:  # a `final` beat

@@ -180,3 +180,22 @@ def test_a_late_beat_of_a_process_already_lost_resolves_its_alert() -> None:
         ("heartbeat_lost", "resolved"),
     ]
     run_both(events, SHORT)
+
+
+@settings(max_examples=200, deadline=None)
+@given(firing=st.sets(st.integers(0, len(BUILTIN_RULES) - 1)), postponed=st.floats(0, 1e9))
+def test_a_routine_beat_evaluates_the_rules_that_take_it_and_those_firing(
+    firing: set[int], postponed: float
+) -> None:
+    """After a routine beat (`postponed` finite) a run evaluates, in rule order, the rules
+    that do not skip such beats and the skipping ones that fire: whichever rules fire."""
+    from runwatch.stream.state.run import RunState
+    from runwatch.stream.tracked import TrackedRun
+
+    engine = Engine()
+    tracked = TrackedRun(RunState("r"))
+    tracked.state.postponed = postponed
+    tracked.firing = {i: {"k": None} for i in sorted(firing)}  # type: ignore[dict-item]
+    for kind, watching in engine._by_kind.items():
+        want = [i for i in watching if i not in engine._skip_routine or i in firing]
+        assert list(engine._routine_of(tracked, kind)) == want
