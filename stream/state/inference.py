@@ -146,10 +146,19 @@ class Inference:
         gen: float | None = None,
         prompt: float | None = None,
         stalled_since: float | None = None,
-    ) -> None:
-        srv = self.server(name, process)
-        if srv.stats_ts is not None and ts < srv.stats_ts:
-            return  # a late snapshot: the latest one stands
+    ) -> bool:
+        """Take a queue snapshot. Returns whether it may change whether every server is idle
+        (`all_idle_with_pending`): a new server, or one whose idleness flipped. Most snapshots
+        change neither, and the caller need not judge the condition again."""
+        srv = self.servers.get(name)
+        if srv is None:
+            srv = self.servers[name] = Server(process)
+            changed = True
+        else:  # (a late snapshot finds `process` set by the snapshot it is later than)
+            last = srv.stats_ts
+            if last is not None and ts < last:
+                return False  # a late snapshot: the latest one stands
+            changed = last is None or bool(srv.running or srv.waiting) != bool(running or waiting)
         srv.process = process
         srv.stats_ts = ts
         srv.running, srv.waiting, srv.kv_cache_usage = running, waiting, kv
@@ -162,6 +171,7 @@ class Inference:
                 srv.stalled_since = stalled_since  # the engine's own measure, earlier
         else:
             srv.stalled_since = None
+        return changed
 
     def request(self, name: str, process: Process | None, req: str, done: bool) -> None:
         srv = self.server(name, process)

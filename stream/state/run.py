@@ -347,10 +347,12 @@ class RunState(Compact):
     def _inference_stats(self, event: ev.Event) -> None:
         e: ev.InferenceStats = event  # type: ignore[assignment]
         proc = self.processes.get(e.src)
-        self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage,
-                             e.gen_tokens_per_s, e.prompt_tokens_per_s,
-                             e.stalled_since)  # fmt: skip
-        self._idle_changed()
+        # (the idle condition is kept up to date on every event that can change it: a
+        # snapshot that leaves every server's idleness as it was leaves it as it was)
+        if self.inference.stats(e.server, proc, e.ts, e.running, e.waiting, e.kv_cache_usage,
+                                e.gen_tokens_per_s, e.prompt_tokens_per_s,
+                                e.stalled_since):  # fmt: skip
+            self._idle_changed()
 
     def _progress(self, event: ev.Event) -> None:
         e: ev.Progress = event  # type: ignore[assignment]

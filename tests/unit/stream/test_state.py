@@ -729,3 +729,43 @@ def test_a_slot_of_one_pid_holds_it_without_a_dict() -> None:
     assert (slot.one, slot.span, slot.newest) == (None, None, 101)
     assert slot.many[100] is seen
     assert slot.restarts() == [1_800_000_200.0]
+
+
+#: a stream of a run's inference events: two servers' snapshots (busy or idle, some late)
+#: and trajectories starting and ending
+_IDLE_STEPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("stats"),
+            st.sampled_from(["vllm-0", "vllm-1"]),
+            st.integers(0, 2),
+            st.integers(0, 1),
+            st.floats(-5, 0),
+        ),
+        st.tuples(st.just("started"), st.integers(0, 3)),
+        st.tuples(st.just("done"), st.integers(0, 3)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=_IDLE_STEPS)
+def test_the_idle_condition_is_up_to_date_after_every_event(steps: list[Any]) -> None:
+    """`idle_since` is set exactly while every server is idle with work pending, after every
+    event -- snapshots that leave each server's idleness as it was included, which do not
+    judge the condition again."""
+    state = RunState("r1")
+    for n, step in enumerate(steps):
+        ts = 1000.0 + n
+        if step[0] == "stats":
+            _, server, running, waiting, late = step
+            event = make_event("inference.stats", ts + late, src={**VLLM, "instance": server},
+                               server=server, running=running, waiting=waiting)  # fmt: skip
+        else:
+            kind = "trajectory.started" if step[0] == "started" else "trajectory.done"
+            more = {"status": "ok"} if step[0] == "done" else {}
+            event = make_event(kind, ts, src=ROLLOUT, traj=f"t{step[1]}", **more)
+        state.apply(decoded(event))
+        inference = state.inference
+        assert (inference.idle_since is not None) == inference.all_idle_with_pending()
