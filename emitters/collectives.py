@@ -459,6 +459,14 @@ def unnamed(fields: dict[str, Any]) -> bool:
 _FRESH = re.compile(r"^(?:\(|\[|\x1b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\d{4}-\d\d-\d\d)")
 
 
+_DIGITS = str.maketrans("123456789", "000000000")
+
+
+def _form(lead: str) -> str:
+    """A prefix with its numbers' digits alike: two lines' collector times, one form."""
+    return lead.translate(_DIGITS)
+
+
 class Wrapped:
     """Joins a watchdog message a terminal cut over the lines right after it: the cut is a
     display artefact, so its rest is the next physical line, whoever wrote the first part."""
@@ -481,9 +489,11 @@ class Wrapped:
         self.held = None
         # its rest under the launcher prefixes it began with (all, or the outer ones: those
         # that mark each physical line, as `--tee` does where torch's `[rankN]:` marks each
-        # message): the rest of a line split where it was written
+        # message; a collector's time may have moved on): the rest of a line split where it
+        # was written
         lead = launcher_lead(raw)
-        rest = raw[len(lead) :] if lead and launcher_lead(held).startswith(lead) else raw
+        same = lead and _form(launcher_lead(held)).startswith(_form(lead))
+        rest = raw[len(lead) :] if same else raw
         if _FRESH.match(rest):
             return held, raw  # the cut one never ended: read what it has
         joined = held + rest

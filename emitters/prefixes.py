@@ -35,9 +35,17 @@ _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
 #: before the bar -- which a table's `Step | loss` or `1 | 0.5` row has not
 _COMPOSE = r"[A-Za-z][\w.-]*  +\| "
 _COMPOSE_WITHIN = 80
+#: a log collector's time of arrival before each line: RFC 3339 with its `T` and zone, as
+#: `kubectl logs --timestamps` and `docker logs -t` write it (RFC3339Nano, `2024-05-01T10:00:
+#: 00.123456789Z `), GitHub Actions' logs (seven digits) and Loki's or CloudWatch's exports --
+#: not Python logging's `2024-05-01 10:00:00,123`, a program's own
+_COLLECTED = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
 #: a log viewer's line numbers, `[80746] `, pasted with the lines
 _GUTTER = r"\[\d+\] (?=\[)"
-PREFIX = re.compile(rf"(?:{_COMPOSE})?(?:{_GUTTER})?(?:{_TORCHRUN}|{_MPI}|{_STAMPED})*")
+PREFIX = re.compile(
+    rf"(?:{_COLLECTED})?(?:{_COMPOSE})?(?:{_COLLECTED})?(?:{_GUTTER})?"
+    rf"(?:{_TORCHRUN}|{_MPI}|{_STAMPED})*"
+)
 
 
 def strip_colour(line: str) -> str:
@@ -52,8 +60,12 @@ def strip_colour(line: str) -> str:
 def launcher_prefix(line: str) -> tuple[str, int | None]:
     """(the line without torchrun's, Open MPI's and a launcher's prefixes, the rank they
     name or None)."""
-    if line[:1] not in ("[", "M", "T", "W", "F", "S") and " | " not in line[:_COMPOSE_WITHIN]:
-        return line, None  # ("[", an MPI date's weekday, or a compose name's bar)
+    if (
+        line[:1] not in ("[", "M", "T", "W", "F", "S")
+        and " | " not in line[:_COMPOSE_WITHIN]
+        and line[10:11] != "T"
+    ):
+        return line, None  # ("[", an MPI date's weekday, a compose name's bar, a collector's)
     m = PREFIX.match(line)
     if m is None or not m.end():
         return line, None
