@@ -459,12 +459,21 @@ def unnamed(fields: dict[str, Any]) -> bool:
 _FRESH = re.compile(r"^(?:\(|\[|\x1b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\d{4}-\d\d-\d\d)")
 
 
-_DIGITS = str.maketrans("123456789", "000000000")
+#: the times a prefix holds (a collector's RFC 3339, a launcher's `[2024-08-21 03:38:02]`,
+#: Open MPI's asctime): they move on between a line's pieces, where a rank or a container's
+#: name (`[rank1]:`, `trainer-2  | `) does not
+_TIME = re.compile(
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"|\d\d:\d\d:\d\d(?: \d{4})?"
+)
+#: a line a process begins under its prefix (torch's excepthook writes `[rankN]: Traceback`):
+#: its own, not the rest of a message cut before it
+_OWN = re.compile(r"\s+(?:Traceback \(most recent call last\)|File \")")
 
 
 def _form(lead: str) -> str:
-    """A prefix with its numbers' digits alike: two lines' collector times, one form."""
-    return lead.translate(_DIGITS)
+    """A prefix without its times: two lines' prefixes of one writer, one form."""
+    return _TIME.sub("", lead)
 
 
 class Wrapped:
@@ -494,7 +503,7 @@ class Wrapped:
         lead = launcher_lead(raw)
         same = lead and _form(launcher_lead(held)).startswith(_form(lead))
         rest = raw[len(lead) :] if same else raw
-        if _FRESH.match(rest):
+        if _FRESH.match(rest) or (same and _OWN.match(rest)):
             return held, raw  # the cut one never ended: read what it has
         joined = held + rest
         if starts_unfinished(joined) and self._lines < self.MAX_LINES:

@@ -401,6 +401,27 @@ def test_a_watchdog_line_a_terminal_wrapped_is_read_whole() -> None:
     assert read_all([WATCHDOG[:100]]) == []
 
 
+def test_a_cut_watchdog_line_s_rest_under_its_prefix_is_its_own_writer_s() -> None:
+    """A watchdog line cut under a launcher's prefix takes the next line under the same prefix
+    as its rest -- not another rank's or container's line (their numbers are no collector's
+    time), nor a traceback torch's excepthook begins under it: that is read on its own."""
+    cut = WATCHDOG[:100]  # rank 3's, under `[rank3]:`
+    raised = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    for rank in (1, 3):
+        hook = [f"[rank{rank}]: Traceback (most recent call last):",
+                f'[rank{rank}]:   File "train.py", line 10, in <module>',
+                f"[rank{rank}]:     loss.backward()", f"[rank{rank}]: {raised}"]  # fmt: skip
+        assert only(read_all([cut, *hook]), "component.failed")["error"] == raised
+    # the rest of a line split where it was written, a collector's time moved on: joined
+    rest = "[rank3]:" + WATCHDOG[100:]
+    stamped = ["2024-05-01T10:00:00.123Z " + cut, "2024-05-01T10:00:01.5Z " + rest]
+    assert only(read_all(stamped), "collective.timeout")["seq"] == 4486
+    compose = ["trainer-1  | " + cut, "trainer-1  | " + rest]
+    assert only(read_all(compose), "collective.timeout")["seq"] == 4486
+    # another rank's line is no rest of this one's (its number is no collector's time)
+    assert only(read_all([cut, f"[rank1]: {raised}"]), "component.failed")["error"] == raised
+
+
 def test_the_watchdog_thread_s_last_words_wrapped_inside_a_timeout_s_are_the_timeout() -> None:
     """VLM-R1#109 (corpus23/dev), a terminal wrapped at 85 columns: the watchdog thread's
     `terminated with exception: [Rank 2] Watch` ends its line inside the words of a timeout's
