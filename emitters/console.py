@@ -68,7 +68,8 @@ def _origin(line: str) -> tuple[dict[str, Any] | None, str]:
         outer, _ = launcher_prefix(line)
         if outer is line or not outer.startswith("("):
             return None, line
-        line = outer
+        src, body = ray_origin(outer)  # (a line of its own that opens a bracket: not Ray's)
+        return (src, body) if src is not None else (None, line)
     return ray_origin(line)
 
 

@@ -442,6 +442,16 @@ def test_the_watchdog_thread_s_last_words_wrapped_inside_a_timeout_s_are_the_tim
     assert kinds(read_all([lines[0], error, after])) == ["component.failed"]
 
 
+def test_a_line_under_a_launcher_s_prefix_that_opens_a_bracket_is_no_ray_worker_s() -> None:
+    """Ray's prefix is read under a launcher's (`docker compose` around the Ray driver); a
+    line of the process's own that opens a bracket keeps the launcher's prefix: its stamp
+    (what `runwatch diagnose` places the line by) and the rank it names."""
+    for line in ("[2024-08-21 03:38:02] (a note) loss went up", "[1,3]<stderr>:(0.5, 0.25)"):
+        assert LineParser().read(line) == (line, [])
+    body, found = LineParser().read("trainer-1  | (TaskRunner pid=9) step:3 - loss:0.5")
+    assert (body, found[0][1]["src"]) == ("step:3 - loss:0.5", {"component": "trainer", "pid": 9})
+
+
 def test_ray_prefixes_ipv6_the_same_pid_on_two_nodes_and_prefix_only_lines() -> None:
     line = "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.0 tokens/s, " \
            "Running: 1 reqs, Waiting: 0 reqs"  # fmt: skip
