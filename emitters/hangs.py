@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runwatch.emitters import loops
+from runwatch.emitters.console import LineParser
+from runwatch.emitters.logparse import Found
 from runwatch.emitters.stalls import Waits
 
 #: events that say a console's processes failed: a wait it ends in was no hang
@@ -38,3 +41,14 @@ def ended_in_hang(waits: Waits, kinds: Iterable[str]) -> Hung:
     if any(kind in FAILED for kind in kinds):
         return Hung()
     return Hung(waits.hung_since, waits.engine_hung_since)
+
+
+def looped(parser: LineParser, tail: Iterable[str]) -> list[Found]:
+    """The wait of a console whose last lines (`tail`, `loops.Tail`) are a loop it ends inside
+    (`loops.loop_at_end`), as its rank's wait by the console's grammar (`Waits.looped`): what
+    the output's end, or its going quiet, decides -- `runwatch diagnose` and `runwatch watch`
+    alike. Lines another reader took (`LineParser.taken`) are no loop of its own."""
+    loop = loops.loop_at_end(tail, {loops.shape(line).words for line in parser.taken})
+    if loop is None:
+        return []
+    return parser.waits.looped(loop.rank, loop.phase, loop.waited)

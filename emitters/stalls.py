@@ -495,6 +495,16 @@ class Waits:
                 self._idle = not self._serving
                 self._engine_since = None  # it reports again: the rule judges what it says
 
+    def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
+        """The loop a console ends inside (`loops.loop_at_end`, `hangs.looped`): its rank's
+        wait by the console's grammar, shown `waited` s -- unless a wait is open already
+        (the framework's or the grammar's own: theirs stands)."""
+        if self._generic or self._reported:
+            return []
+        who = rank or 0
+        self._generic.add((who, phase))
+        return self._report({who: phase}, waited)
+
     def progressed(self) -> list[Found]:
         """The console went on (a step, a bar's advance): its waits ended."""
         self._warnings = 0

@@ -33,8 +33,9 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.env import last_word
-from runwatch.emitters.hangs import ended_in_hang
+from runwatch.emitters.hangs import ended_in_hang, looped
 from runwatch.emitters.logparse import Found
+from runwatch.emitters.loops import Tail
 from runwatch.emitters.stacks import Taken, py_spy
 from runwatch.emitters.stalls import Waits
 
@@ -175,7 +176,13 @@ class ReadWaits(Waits):
         self.shown: dict[float, float] = {}  # a wait's `since` -> the longest its lines said
 
     def read(self, line: str, rank: int | None = None) -> list[Found]:
-        found = super().read(line, rank)
+        return self._dated(super().read(line, rank))
+
+    def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
+        return self._dated(super().looped(rank, phase, waited))
+
+    def _dated(self, found: list[Found]) -> list[Found]:
+        """The waits found, dated now (`since`), and how long each showed kept."""
         for _, fields in found:
             waited = fields.get("waited")
             if waited is not None:
@@ -213,6 +220,7 @@ class Watcher:
         self.phases: dict[int, str] = {}  # rank -> the phase its latest rank.status said
         #: server -> its latest snapshot (and the source Ray named), while it says stalled
         self.stalled: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
+        self.tail = Tail()  # the output's last bytes: a loop it ends inside (`hangs.looped`)
 
     def _read(self, what: Callable[[], list[Found]]) -> None:
         """Emit what a read finds. Reading never stops the copying: a reader that fails is
@@ -225,6 +233,11 @@ class Watcher:
             self.read_failed += 1
             return
         self._emit(found)
+
+    def _last_words(self, decided: Callable[[], list[Found]]) -> list[Found]:
+        """What the output's end or its going quiet decides (`decided`: the parser's), and
+        a loop its last lines are (`hangs.looped`), as `runwatch diagnose` reads a file's end."""
+        return decided() + looped(self.parser, self.tail.lines())
 
     def _emit(self, found: list[Found]) -> None:
         for kind, fields in found:
@@ -328,6 +341,7 @@ class Watcher:
                         self._read(scanners[fd].finish)
                         continue
                     _write_all(key.data, data)
+                    self.tail.feed(data)
                     last_data[fd] = heard = now
                     quiet = False
                     self._read(partial(scanners[fd].feed, data))
@@ -336,12 +350,12 @@ class Watcher:
                         self._read(scanners[fd].peek)
                 if not quiet and now - heard >= self.last_word and open_fds:
                     quiet = True  # the command runs on, silent: what it said last stands
-                    self._read(self.parser.quiet)
+                    self._read(partial(self._last_words, self.parser.quiet))
                 for fields in self.gate.due():
                     self._send("progress", fields)
                 if not ready and self.stop.is_set():
                     break
-            self._read(self.parser.finish)  # the output ended: what that decides
+            self._read(partial(self._last_words, self.parser.finish))  # what the end decides
         finally:
             sel.close()
             for fields in self.gate.drain():

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.console import LineParser
-from runwatch.emitters.hangs import FAILED, ended_in_hang
+from runwatch.emitters.hangs import FAILED, ended_in_hang, looped
 from runwatch.emitters.logparse import segments
+from runwatch.emitters.loops import Tail
 from runwatch.emitters.prefixes import launcher_prefix
 from runwatch.emitters.stalls import GENERIC_LASTED
 from runwatch.emitters.wraps import unwrapped
@@ -278,10 +279,18 @@ def read(
     waiting: list[tuple[str, dict[str, Any], str]] = []  # events before any time, in order
     untimed = 0
     trailing: list[int] = []  # events (indexes in `out`) of lines since the last time
+    tail = Tail()  # the file's last lines: a loop it ends inside (`hangs.looped`)
+
+    def fed(numbered: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+        for number, line in numbered:
+            tail.feed(line)
+            yield number, line
+
     parts = (
         (number, part)
         for number, line in unwrapped(  # (a paste's hard wraps joined again)
-            (number, line.decode("utf-8", "replace").rstrip("\r\n")) for number, line in lines(path)
+            (number, line.decode("utf-8", "replace").rstrip("\r\n"))
+            for number, line in fed(lines(path))
         )
         for part in segments(line)
     )
@@ -354,6 +363,7 @@ def read(
                     trailing.append(len(out))
                 place(kind, fields, at, where)
     last_words = parser.finish()
+    last_words += looped(parser, tail.lines())
     if suspect is not None and not last_words and len(notes) < NOTES:
         notes.append(suspect)  # (what the end decides may be its failure: then no note)
     for kind, fields in last_words:

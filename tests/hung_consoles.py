@@ -57,3 +57,13 @@ OFFLINE_GOES_ON = (
     + VLLM_QUEUE.splitlines(keepends=True)[1]
     + "Processed prompts:  75%|███████▌  | 3/4 [01:15<00:30, 30.00s/it]\n"
 )
+
+#: torch's TCPStore client failing to reach its store (pytorch#131781's line, glog's clock),
+#: said every 10 s for two minutes as it retries: a loop the console ends inside
+#: (emitters/loops.py), in words no framework's reader knows.
+C10D_LOOP = "".join(
+    f"[W801 04:{55 + (17 + 10 * k) // 60:02d}:{(17 + 10 * k) % 60:02d}.113400444 "
+    "socket.cpp:697] [c10d] The client socket has failed to connect to [lccn01]:56183 "
+    "(errno: 22 - Invalid argument).\n"
+    for k in range(13)
+)
