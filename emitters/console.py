@@ -290,7 +290,7 @@ class LineParser:
         made = (self.metrics.made, self.metrics.unnamed)
         found += self._parse(line, src, source)
         self._work(found)
-        self.waits.saw(found)
+        self.waits.saw(found, line, src)
         self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if self.failures.said_just_before(source):

@@ -43,6 +43,14 @@ def ended_in_hang(waits: Waits, kinds: Iterable[str]) -> Hung:
     return Hung(waits.hung_since, waits.engine_hung_since)
 
 
+def at_end(parser: LineParser, tail: Iterable[str]) -> list[Found]:
+    """What the output's end (or its going quiet) decides of the hangs a console shows --
+    `runwatch diagnose` at a file's end and `runwatch watch` at its output's, alike: engines
+    whose own stats lines, to their last, say they stall (`Waits.stalled_engines`), and a
+    loop its last lines (`tail`) are (`looped`)."""
+    return parser.waits.stalled_engines() + looped(parser, tail)
+
+
 def looped(parser: LineParser, tail: Iterable[str]) -> list[Found]:
     """The wait of a console whose last lines (`tail`, `loops.Tail`) are a loop it ends inside
     (`loops.loop_at_end`), as its rank's wait by the console's grammar (`Waits.looped`): what

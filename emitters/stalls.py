@@ -249,6 +249,9 @@ _CLOCK = re.compile(
     r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])"
     r"|\((?:autoscaler|scheduler) \+(?:(\d{1,6})h)?(?:(\d{1,2})m)?(\d{1,2})s\)"
 )
+#: kinds that say the job went on: an engine's stall its stats began to say before one of
+#: these is no stall the output ended inside (`Waits.stalled_engines`)
+WENT_ON = frozenset({"progress", "step.metrics", "step.done", "reward"})
 #: a wait the console shows lasting this long (seconds) is a stall; shorter ones are a pause
 GENERIC_LASTED = 60.0
 #: ... or one said this many times in a row by lines that print no clock
@@ -411,6 +414,12 @@ class Waits:
         self._ran: float | None = None  # how long the run went on, as a line said last
         self._ran_base = 0.0  # ... when a line said last that its work began (`began`)
         self._generic: set[tuple[int, str]] = set()
+        self._clock: float | None = None  # the latest clock a line read printed
+        #: an engine's own stats lines that say it stalls: (server, its Ray worker's pid) ->
+        #: (the clock of the first of them in a row, of the latest, its snapshot); and those
+        #: told (`stalled_engines`)
+        self._stats: dict[tuple[Any, Any], tuple[float, float, dict[str, Any]]] = {}
+        self._stats_told: set[tuple[Any, Any]] = set()
 
     @property
     def following(self) -> bool:
@@ -483,8 +492,14 @@ class Waits:
         is no open wait: it kills its server after saying it."""
         return self._engine_since
 
-    def saw(self, found: list[Found]) -> None:
-        """What the line's other readers found: an engine serving requests (`_vllm_queue`)."""
+    def saw(self, found: list[Found], line: str = "", src: dict[str, Any] | None = None) -> None:
+        """What the line's other readers found: an engine serving requests (`_vllm_queue`),
+        its own stats saying it stalls (`stalled_engines`: `line`'s clock dates them, `src`
+        is the Ray worker it came from), the job going on."""
+        if (clock := _CLOCK.search(line)) is not None:
+            self._clock = _clock_seconds(clock)
+        if any(kind in WENT_ON for kind, _ in found):
+            self._stats.clear()  # the job went on: no engine's stall began before it is open
         for kind, fields in found:
             if kind == "progress" and fields.get("name") == SERVING_BAR:
                 total = fields.get("total")
@@ -494,6 +509,46 @@ class Waits:
                 self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
                 self._idle = not self._serving
                 self._engine_since = None  # it reports again: the rule judges what it says
+                self._stats_line(fields, src)
+
+    def _stats_line(self, fields: dict[str, Any], src: dict[str, Any] | None) -> None:
+        """An engine's own stats line: whether it says the engine holds requests and makes no
+        token (`stalled_engines`), and since which of its lines, by their clock."""
+        stalled = ((fields.get("running") or 0) > 0 and fields.get("gen_tokens_per_s") == 0.0
+                   and not (fields.get("prompt_tokens_per_s") or 0.0))  # fmt: skip
+        server = (fields.get("server"), None if src is None else src.get("pid"))
+        began = self._stats.get(server, (None, None, {}))[0]
+        if not stalled or self._clock is None:
+            self._stats.pop(server, None)
+            return
+        snapshot: dict[str, Any] = {
+            k: fields[k] for k in ("server", "running", "waiting") if k in fields
+        }
+        if src is not None:
+            snapshot["src"] = dict(src)
+        self._stats[server] = (self._clock if began is None else began, self._clock, snapshot)
+
+    def stalled_engines(self) -> list[Found]:
+        """The engines whose own stats lines, to their latest, say they hold requests and make
+        no token (vLLM V0 writes its line every interval, stalled or not), where those lines
+        show it lasting a minute (`GENERIC_LASTED`, the grammar of waits' evidence, from the
+        first such line to the last by the clock they print) with nothing going on after
+        (a step, a bar, a reward: `WENT_ON`): what the output's end decides (`hangs`) -- it
+        ended inside the engine's stall, as inside a wait it declared, and inference_stalled
+        decides it (`runwatch diagnose`'s `hang_window`; `runwatch watch` leaves the run
+        open). Each engine's snapshot, stalled since its first such line, once; a V1 engine's
+        single line at INFO shows no minute."""
+        out: list[Found] = []
+        for server, (began, last, snapshot) in self._stats.items():
+            if server in self._stats_told or (last - began) % 86400.0 < GENERIC_LASTED:
+                continue
+            self._stats_told.add(server)
+            self._engine_open = True
+            waited = ((self._clock or last) - began) % 86400.0
+            stats = {"running": 1, "waiting": 0, **snapshot, "gen_tokens_per_s": 0.0,
+                     "prompt_tokens_per_s": 0.0, "waited": waited}  # fmt: skip
+            out.append(("inference.stats", stats))
+        return out
 
     def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
         """The loop a console ends inside (`loops.loop_at_end`, `hangs.looped`): its rank's

@@ -33,7 +33,7 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.env import last_word
-from runwatch.emitters.hangs import ended_in_hang, looped
+from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.loops import Tail
 from runwatch.emitters.stacks import Taken, py_spy
@@ -181,6 +181,9 @@ class ReadWaits(Waits):
     def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
         return self._dated(super().looped(rank, phase, waited))
 
+    def stalled_engines(self) -> list[Found]:
+        return self._dated(super().stalled_engines())
+
     def _dated(self, found: list[Found]) -> list[Found]:
         """The waits found, dated now (`since`), and how long each showed kept."""
         for _, fields in found:
@@ -236,8 +239,8 @@ class Watcher:
 
     def _last_words(self, decided: Callable[[], list[Found]]) -> list[Found]:
         """What the output's end or its going quiet decides (`decided`: the parser's), and
-        a loop its last lines are (`hangs.looped`), as `runwatch diagnose` reads a file's end."""
-        return decided() + looped(self.parser, self.tail.lines())
+        the hangs it ended inside (`hangs.at_end`), as `runwatch diagnose` reads a file's end."""
+        return decided() + at_end(self.parser, self.tail.lines())
 
     def _emit(self, found: list[Found]) -> None:
         for kind, fields in found:

@@ -22,7 +22,9 @@ a collective, vLLM's message queue while it serves) and that nothing after it en
 its hang -- unless the log shows a failure: its processes died, they did not hang -- and time
 runs on past it to where ranks_stalled or inference_stalled decides it
 (`hang_window`). So does a log whose engine's own stats lines, to its last one, say it holds
-requests and makes no tokens, once they show that lasting a minute (`engine_stalled_at_end`).
+requests and makes no tokens, once they show that lasting a minute by their own clock
+(`stalls.Waits.stalled_engines`), and a log whose last lines are a loop (`loops`): the end of
+a file decides them as the end of `runwatch watch`'s output does (`hangs.at_end`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
 step k and starts step k + 1.
@@ -39,11 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.console import LineParser
-from runwatch.emitters.hangs import FAILED, ended_in_hang, looped
+from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import segments
 from runwatch.emitters.loops import Tail
 from runwatch.emitters.prefixes import launcher_prefix
-from runwatch.emitters.stalls import GENERIC_LASTED
 from runwatch.emitters.wraps import unwrapped
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -363,7 +364,7 @@ def read(
                     trailing.append(len(out))
                 place(kind, fields, at, where)
     last_words = parser.finish()
-    last_words += looped(parser, tail.lines())
+    last_words += at_end(parser, tail.lines())
     if suspect is not None and not last_words and len(notes) < NOTES:
         notes.append(suspect)  # (what the end decides may be its failure: then no note)
     for kind, fields in last_words:
@@ -473,8 +474,6 @@ def diagnose(
     # runs on to where ranks_stalled or inference_stalled decides it (`hang_window`)
     until = result.last + gather_window(engine.config)
     rules = engine.config
-    if (stalled := engine_stalled_at_end(events)) is not None:
-        engine_hung = max(engine_hung or stalled, stalled)
     ranks = hang_window(rules, "ranks_stalled", "timeout", hung)
     engines = hang_window(rules, "inference_stalled", "stalled_for", engine_hung)
     result.alerts += engine.advance(max(until, ranks, engines))
@@ -487,50 +486,6 @@ def diagnose(
         if not inference_seen:
             row.gap = None  # no log said what inference did: unknown, not "never idle"
     return result
-
-
-#: kinds that say the job went on: a log whose engine stalled and that shows one of these
-#: after the stall began did not end inside it
-_WENT_ON = frozenset({"progress", "step.metrics", "step.done", "reward"})
-
-
-def engine_stalled_at_end(events: Sequence[Timed]) -> float | None:
-    """When the stall began of an engine whose own stats lines, to its latest, say it holds
-    requests and makes no tokens (vLLM V0 writes its stats line every interval, stalled or
-    not), where they show the stall lasting a minute (`stalls.GENERIC_LASTED`, the grammar of
-    waits' evidence, between the first stalled line and the last), nothing after its start
-    went on (a step, a bar, a reward) and nothing in the log failed (`hangs.FAILED`: a death
-    is its own alert, wherever it is): the log ended inside the
-    engine's stall, as inside a wait it declared, and `hang_window` runs time on to where
-    inference_stalled decides it. A snapshot a reader made of a wait (SGLang's watchdog,
-    vLLM's queue: `stalled_since` said) is the waits' own to decide. None where no log ended
-    so (a stall shown for less, a V1 engine's single line at INFO)."""
-    first: dict[Any, float | None] = {}  # an engine -> when its own lines began to say stalled
-    last: dict[Any, float] = {}  # ... -> its latest own line's time
-    went_on = float("-inf")  # the latest step, bar or reward
-    for e in sorted(events, key=lambda e: e.ts):
-        if e.kind in FAILED:
-            return None
-        if e.kind in _WENT_ON:
-            went_on = e.ts
-        if e.kind != "inference.stats" or "stalled_since" in e.fields:
-            continue
-        engine = (e.fields.get("server"), e.where.split(":")[0], e.component)
-        f = e.fields
-        stalled = (
-            (f.get("running") or 0) > 0
-            and f.get("gen_tokens_per_s") == 0.0
-            and not (f.get("prompt_tokens_per_s") or 0.0)
-        )
-        began = first.get(engine)  # (a log's clock may start at 0.0: None is "not stalled")
-        first[engine] = (e.ts if began is None else began) if stalled else None
-        last[engine] = e.ts
-    latest: float | None = None
-    for engine, since in first.items():
-        if since is None or last[engine] - since < GENERIC_LASTED or went_on > since:
-            continue
-        latest = since if latest is None else max(latest, since)
-    return latest
 
 
 def gather_window(config: RulesConfig) -> float:

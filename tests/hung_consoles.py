@@ -67,3 +67,14 @@ C10D_LOOP = "".join(
     "(errno: 22 - Invalid argument).\n"
     for k in range(13)
 )
+
+#: vLLM V0's stats line (vllm/engine/metrics.py `LoggingStatLogger.log`), as vllm#12795's
+#: CPU-mode engine wrote it every 31 s (corpus24/dev): one request runs, no token comes, for
+#: two and a half minutes by the lines' own clock -- the engine's stall the console ends inside
+#: (`stalls.Waits.stalled_engines`).
+V0_STALL = "".join(
+    f"INFO 02-06 00:{t // 60:02d}:{t % 60:02d} metrics.py:467] Avg prompt throughput: 0.0 "
+    "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, "
+    "Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.\n"
+    for t in range(2443, 2443 + 31 * 6, 31)
+)

@@ -794,11 +794,13 @@ def test_a_console_that_ends_in_its_engine_s_stall_ended_in_its_hang(tmp_path: P
 
 
 def test_an_engine_stall_from_a_log_s_clock_at_zero_began_there() -> None:
-    """A log whose clock starts at 0.0 (seconds since its start): the stall began at 0.0,
-    not at the next stalled line."""
-    from runwatch.diagnose import Timed, engine_stalled_at_end
+    """A log whose clock starts at midnight (00:00:00, 0.0 s of its day): the stall began at
+    its first stalled line, not at the next."""
+    from runwatch.emitters.console import LineParser
 
-    stats = {"running": 1, "gen_tokens_per_s": 0.0, "prompt_tokens_per_s": 0.0}
-    events = [Timed(float(t), "inference.stats", dict(stats), "vllm", "log:1") for t in
-              (0, 31, 62, 93)]  # fmt: skip
-    assert engine_stalled_at_end(events) == 0.0
+    parser = LineParser()
+    for line in v0_stats(0, 4).splitlines():  # (00:00:00, 00:00:31, 00:01:02, 00:01:33)
+        parser.read(line)
+    ((kind, fields),) = parser.waits.stalled_engines()
+    assert (kind, fields["waited"], fields["running"]) == ("inference.stats", 93.0, 1)
+    assert parser.waits.stalled_engines() == []  # (told once)
