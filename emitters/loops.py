@@ -57,6 +57,10 @@ from runwatch.emitters.waits import DECLARED
 TAIL_LINES = 240
 #: the bytes of output kept for them
 TAIL_BYTES = 1 << 16
+#: a person's stop: `^C` as a terminal echoes it (before a traceback's head, or alone)
+_CTRL_C = re.compile(r"^\s*(?:\^C)+\s*$")
+#: the longest KeyboardInterrupt traceback looked back over
+_STOP_LINES = 80
 #: a loop whose words say no wait is one on a timer: this many cycles at least, by the clock
 REGULAR_CYCLES = 4
 #: the longest cycle looked for, in lines
@@ -232,6 +236,25 @@ def _kept(lines: Iterable[str]) -> list[str]:
     return out
 
 
+def _unstopped(lines: list[str]) -> list[str]:
+    """The lines without a person's stop after them: `^C`, and the KeyboardInterrupt
+    tracebacks Python prints for it (a stop, no failure; one a process) -- someone gave up
+    waiting on the loop before them."""
+    end = len(lines)
+    while end:
+        if _CTRL_C.match(lines[end - 1]):
+            end -= 1
+            continue
+        if not lines[end - 1].strip().startswith("KeyboardInterrupt"):
+            break
+        head = next((k for k in range(end - 1, max(end - _STOP_LINES, 0) - 1, -1)
+                     if "Traceback (most recent call last)" in lines[k]), None)  # fmt: skip
+        if head is None or lines[head].split("Traceback", 1)[0].strip("^C \t"):
+            break  # (a line's text before the head: not a stop's own)
+        end = head
+    return lines[:end]
+
+
 def _period(shapes: Sequence[Shape]) -> tuple[int, int]:
     """(the cycle's length, how many of the last lines repeat it) for the longest run of the
     console's last lines that repeats one cycle; (0, 0) for none."""
@@ -314,7 +337,7 @@ def loop_at_end(lines: Iterable[str], taken: Iterable[str] = ()) -> Loop | None:
     minute (module docstring); None where they end in none, or in a healthy one, or in one a
     framework's reader decides. `taken`: the shapes of lines another reader read (an
     engine's stats, a metric line)."""
-    kept = _kept(lines)
+    kept = _unstopped(_kept(lines))
     if len(kept) < 2:
         return None
     shapes = [shape(line) for line in kept]

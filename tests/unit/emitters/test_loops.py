@@ -152,3 +152,24 @@ def test_the_tail_keeps_the_last_lines_of_any_chunks() -> None:
     tail.feed(b"half a li")
     tail.feed(b"ne\n")
     assert tail.lines()[-2] == "half a line"
+
+
+#: CPython's report of the SIGINT a terminal's ^C sends (Python's default handler raises
+#: KeyboardInterrupt), after the terminal's echo of it
+STOPPED = (
+    "^CTraceback (most recent call last):\n"
+    '  File "train.py", line 10, in <module>\n'
+    '    dist.init_process_group("nccl")\n'
+    "KeyboardInterrupt\n"
+)
+
+
+def test_a_person_s_stop_after_the_loop_leaves_it_the_console_s_end(tmp_path: Path) -> None:
+    """Someone gave up waiting on the loop: `^C`, and Python's KeyboardInterrupt report of it
+    (no failure), come after it -- it still ends the console. Any other line after it is
+    the console going on."""
+    assert loop_at_end((c10d(13) + "^C\n").splitlines()) is not None
+    assert loop_at_end((c10d(13) + STOPPED + STOPPED).splitlines()) is not None
+    assert stalled(tmp_path, c10d(13) + STOPPED)
+    raised = STOPPED.replace("KeyboardInterrupt", "RuntimeError: boom").replace("^C", "")
+    assert loop_at_end((c10d(13) + raised).splitlines()) is None
