@@ -315,9 +315,17 @@ def _says_wait(s: Shape) -> bool:
 
 def _framework(s: Shape) -> bool:
     """Whether a framework's own reader decides the line's wait (`stalls.MARKERS`: vLLM's
-    queue, Horovod's inspector, ...; the declared waits' catalogue): its judgement stands --
-    vLLM's queue at start-up is a compilation, no hang."""
-    return any(m in s.body for m in MARKERS) or DECLARED.match(s.body) is not None
+    queue, Horovod's inspector, ...): its judgement stands -- vLLM's queue at start-up is a
+    compilation, no hang."""
+    return any(m in s.body for m in MARKERS)
+
+
+def _needed(cycle: Sequence[Shape]) -> float:
+    """How long a loop must be shown lasting: a minute, or as long as the declared waits'
+    catalogue says a wait of its lines must (`lasted`: the raylet's worker timing out once is
+    a slow worker)."""
+    declared = (DECLARED.match(s.body) for s in cycle)
+    return max([GENERIC_LASTED] + [hit[0].lasted for hit in declared if hit is not None])
 
 
 def _regular(starts: Sequence[float]) -> bool:
@@ -365,11 +373,12 @@ def loop_at_end(lines: Iterable[str], taken: Iterable[str] = ()) -> Loop | None:
     if worded and len(growing) >= 2 and growing[-1][0] > growing[0][0]:
         stated = max(stated, growing[-1][0])  # (an elapsed wait said again, longer)
     waited = max(shown, stated)
+    needed = _needed(cycle)
     if not worded:  # words that say no wait: a timer's loop, shown by the clock
         starts = [s.clock for s in loop[::period] if s.clock is not None]
-        if shown < GENERIC_LASTED or not _regular(starts):
+        if shown < needed or not _regular(starts):
             return None
-    elif waited < GENERIC_LASTED:
+    elif waited < needed:
         attempts = max((a for s in loop for a in s.attempts), default=0)
         if clocks or max(repeats, attempts) < GENERIC_UNTIMED:
             return None

@@ -173,3 +173,34 @@ def test_a_person_s_stop_after_the_loop_leaves_it_the_console_s_end(tmp_path: Pa
     assert stalled(tmp_path, c10d(13) + STOPPED)
     raised = STOPPED.replace("KeyboardInterrupt", "RuntimeError: boom").replace("^C", "")
     assert loop_at_end((c10d(13) + raised).splitlines()) is None
+
+
+#: https://github.com/ray-project/ray/issues/17674 ("tune outputs repeated block that says
+#: `PENDING`": Tune's status block, printed again and again while its one trial waits for
+#: resources; this paste prints no `Current time`)
+TUNE_BLOCK = """== Status ==
+Memory usage on this node: 6.2/7.9 GiB
+Using FIFO scheduling algorithm.
+Resources requested: 0/4 CPUs, 0/0 GPUs, 0.0/1.35 GiB heap, 0.0/0.67 GiB objects (0.0/2.0 CPU_group_4c35fd1fd36593e0380dcf6f8abfcd37, 0.0/1.0 CPU_group_0_4c35fd1fd36593e0380dcf6f8abfcd37, 0.0/1.0 CPU_group_1_4c35fd1fd36593e0380dcf6f8abfcd37)
+Result logdir: C:\\Users\\rick\\ray_results\\trade4
+Number of trials: 1/1 (1 PENDING)
++---------------------------------+----------+-------+
+| Trial name                      | status   | loc   |
+|---------------------------------+----------+-------|
+| PPO_SimpleTradeEnv4_10ba4_00000 | PENDING  |       |
++---------------------------------+----------+-------+
+
+
+"""  # noqa: E501
+
+
+def test_a_status_table_printed_again_and_again_is_a_loop_of_its_lines() -> None:
+    """Tune's status block is the cycle, twelve lines long: said five times with no clock
+    (its trial PENDING: words of a wait), it is a loop; twice, not yet. The memory it shows
+    drifting (a gauge) is no progress of a loop whose words say it waits."""
+    loop = loop_at_end((TUNE_BLOCK * 5).splitlines())
+    assert loop is not None
+    assert loop.period == 11
+    assert loop_at_end((TUNE_BLOCK * 2).splitlines()) is None
+    drifting = TUNE_BLOCK * 4 + TUNE_BLOCK.replace("6.2/7.9 GiB", "6.4/7.9 GiB")
+    assert loop_at_end(drifting.splitlines()) is not None
