@@ -92,8 +92,11 @@ _TOKEN = re.compile(
 )
 _JOB = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(\d+)s")
 _DUR_PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})\b", re.IGNORECASE)
-#: a server answering a request: an access log's line (uvicorn's, Flask's, nginx's)
-_ANSWERED = re.compile(r'"(?:GET|POST|PUT|HEAD|DELETE|PATCH|OPTIONS) [^"]*HTTP/[\d.]+"\s*\d{3}')
+#: a server answering a request: an access log's line (uvicorn's and nginx's `"GET /health
+#: HTTP/1.1" 200`, Ray Serve's `GET /-/healthz 200 1.2ms`)
+_ANSWERED = re.compile(
+    r'\b(?:GET|POST|PUT|HEAD|DELETE|PATCH|OPTIONS) /\S*(?: HTTP/[\d.]+)?"? [1-5]\d\d\b'
+)
 #: a pulse that says all is well: a health check, a keep-alive, a heartbeat, a ping -- not one
 #: that failed or was missed
 _PULSE = re.compile(r"(?i)health|keep-?alive|heartbeat|\bping\b|\bpong\b")

@@ -107,6 +107,7 @@ def test_healthy_loops_stay_silent(tmp_path: Path) -> None:
     unchanged (its reader's lines: `LineParser.taken`), and a countdown are no hangs."""
     health = "".join(HEALTH.format(m=k // 6, s=k % 6 * 10, port=40418 + k) for k in range(13))
     assert loop_at_end(health.splitlines()) is None
+    assert loop_at_end(health.replace("/health", "/v1/models").splitlines()) is None
     assert stalled(tmp_path, health) == []
     idle = "".join(
         f"INFO 02-27 20:{k // 6 + 10:02d}:{k % 6 * 10:02d} metrics.py:455] Avg prompt throughput: "
