@@ -55,8 +55,10 @@ def looped(parser: LineParser, tail: Iterable[str]) -> list[Found]:
     """The wait of a console whose last lines (`tail`, `loops.Tail`) are a loop it ends inside
     (`loops.loop_at_end`), as its rank's wait by the console's grammar (`Waits.looped`): what
     the output's end, or its going quiet, decides -- `runwatch diagnose` and `runwatch watch`
-    alike. Lines another reader took (`LineParser.taken`) are no loop of its own."""
+    alike, and `runwatch watch` while the job runs (each `watch.LOOP_EVERY_S`: a loop told
+    before and no longer at the end ended). Lines another reader took (`LineParser.taken`)
+    are no loop of its own."""
     loop = loops.loop_at_end(tail, {loops.shape(line).words for line in parser.taken})
     if loop is None:
-        return []
+        return parser.waits.unlooped()  # (one told before ended: the job went on)
     return parser.waits.looped(loop.rank, loop.phase, loop.waited)

@@ -33,7 +33,7 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.env import last_word
-from runwatch.emitters.hangs import at_end, ended_in_hang
+from runwatch.emitters.hangs import at_end, ended_in_hang, looped
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.loops import Tail
 from runwatch.emitters.stacks import Taken, py_spy
@@ -65,6 +65,9 @@ LAST_WORD_S = 300.0
 FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
                              signal.SIGFPE, signal.SIGILL})  # fmt: skip
 _CHUNK = 1 << 16
+#: While output comes, the last lines are looked at this often for a loop the job is caught
+#: in (`hangs.looped`): one found is a wait its rules decide; one no longer at the end ended.
+LOOP_EVERY_S = 60.0
 #: the waits whose shown duration `ReadWaits` keeps (the latest: the open one is among them)
 SHOWN_MAX = 1024
 
@@ -224,6 +227,7 @@ class Watcher:
         #: server -> its latest snapshot (and the source Ray named), while it says stalled
         self.stalled: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
         self.tail = Tail()  # the output's last bytes: a loop it ends inside (`hangs.looped`)
+        self.loop_every = LOOP_EVERY_S
 
     def _read(self, what: Callable[[], list[Found]]) -> None:
         """Emit what a read finds. Reading never stops the copying: a reader that fails is
@@ -327,6 +331,7 @@ class Watcher:
         open_fds = set(sources)
         last_data = {fd: time.monotonic() for fd in sources}
         heard = time.monotonic()  # the output's last bytes, on any stream
+        looked = heard  # the last look for a loop its last lines are
         quiet = False  # what its quiet since then decides was read
         try:
             while open_fds:
@@ -351,6 +356,9 @@ class Watcher:
                 for fd in open_fds:  # a stream that paused: its unfinished refresh, once
                     if now - last_data[fd] >= PAUSE_S:
                         self._read(scanners[fd].peek)
+                if now - looked >= self.loop_every and heard > looked:
+                    looked = now  # (a live job's loop: `hangs.looped`)
+                    self._read(partial(looped, self.parser, self.tail.lines()))
                 if not quiet and now - heard >= self.last_word and open_fds:
                     quiet = True  # the command runs on, silent: what it said last stands
                     self._read(partial(self._last_words, self.parser.quiet))

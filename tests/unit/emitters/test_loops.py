@@ -205,3 +205,18 @@ def test_a_status_table_printed_again_and_again_is_a_loop_of_its_lines() -> None
     assert loop_at_end((TUNE_BLOCK * 2).splitlines()) is None
     drifting = TUNE_BLOCK * 4 + TUNE_BLOCK.replace("6.2/7.9 GiB", "6.4/7.9 GiB")
     assert loop_at_end(drifting.splitlines()) is not None
+
+
+def test_a_loop_told_while_the_job_runs_ends_when_its_lines_stop_being_the_last() -> None:
+    """`runwatch watch` looks at the last lines while output comes: the loop is the rank's
+    wait once, however often it looks; lines after it that are no more of it end it."""
+    parser = LineParser()
+    lines = c10d(13).splitlines()
+    for line in lines:
+        parser.read(line)
+    (told,) = looped(parser, lines)
+    assert told[1]["phase"].startswith("loop: ")
+    assert told[1]["waited"] == 120.0
+    assert looped(parser, lines) == []
+    went_on = [*lines, "04:57:40 connected to the store, rank 3 of 8"]
+    assert [f["phase"] for _, f in looped(parser, went_on)] == ["exited"]
