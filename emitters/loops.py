@@ -44,6 +44,7 @@ from runwatch.emitters.logparse import ray_origin
 from runwatch.emitters.prefixes import launcher_prefix, strip_colour
 from runwatch.emitters.stalls import (
     _WAIT_VERB,
+    ELAPSED,
     GENERIC_LASTED,
     GENERIC_UNTIMED,
     MARKERS,
@@ -370,7 +371,7 @@ def loop_at_end(lines: Iterable[str], taken: Iterable[str] = ()) -> Loop | None:
         shown = gone if gone <= 43200.0 else 0.0  # (out of order: no time passed)
     stated = 0.0
     for s in cycle:
-        if (lasted := _lasted(s.body)) is not None:
+        if (lasted := _lasted(s.body) or ELAPSED.search(s.body)) is not None:
             stated = max(stated, _seconds(lasted))
     growing = [s.durations for s in loop if s.durations]
     if worded and len(growing) >= 2 and growing[-1][0] > growing[0][0]:

@@ -235,6 +235,12 @@ _LASTED = re.compile(
     r"(?i)\b(?:for|than|after|over|since|(?:in|within) the (?:last|past))\s+"
     rf"(?:more than\s+|over\s+|at least\s+|about\s+)?(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>{_UNITS})\b"
 )
+#: ... or the time it says has elapsed (`elapsed: 120s`, `90 s elapsed`, `30 s so far`),
+#: wherever in the line (a retry's too: no next attempt's interval)
+ELAPSED = re.compile(
+    rf"(?i)\b(?:time )?elapsed(?: time)?(?:\s*[:=])?\s+(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>{_UNITS})\b"
+    rf"|(?P<n2>\b\d+(?:\.\d+)?)\s*(?P<unit2>{_UNITS}) (?:elapsed|so far)\b"
+)
 #: a duration a wait plans rather than shows: after `will`/`to` ..., before `before|until|then`
 _PLANNED = re.compile(r"(?i)\b(?:will|shall|to)\s+(?:\w+\s+){0,2}\w*\s*$")
 _THEN = re.compile(r"(?i)\s+(?:before|until|then)\b")
@@ -369,10 +375,11 @@ def _lasted(clause: str) -> re.Match[str] | None:
 
 def _seconds(lasted: re.Match[str]) -> float:
     """The seconds `_LASTED` matched."""
-    unit = lasted.group("unit").lower()
+    n, unit = lasted.group("n", "unit") if lasted.group("n") else lasted.group("n2", "unit2")
+    unit = unit.lower()
     scale = (0.001 if unit == "ms" or unit.startswith("milli") else 60.0 if unit[0] == "m"
              else 3600.0 if unit[0] == "h" else 1.0)  # fmt: skip
-    return float(lasted.group("n")) * scale
+    return float(n) * scale
 
 
 class Waits:
@@ -787,6 +794,7 @@ class Waits:
         stop = _STOPS.search(line, verb.end())
         clause = line[start : stop.start() if stop else len(line)]
         lasted = None if verb.group("retry") else _lasted(clause)
+        lasted = lasted or ELAPSED.search(line)
         stated = 0.0 if lasted is None else _seconds(lasted)
         said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
         return self._lasting(line, rank, verb.start(), _phase(clause), said, stated)

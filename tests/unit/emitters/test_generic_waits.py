@@ -282,3 +282,15 @@ def test_a_paste_s_mark_for_lines_left_out_ends_no_wait(tmp_path: Path) -> None:
     for mark in ("...", "…", "[...]"):
         assert stalled(tmp_path, XGB_79 + mark + "\n"), mark
     assert stalled(tmp_path, XGB_79 + "... and then it trained\n") == []
+
+
+def test_a_wait_that_says_the_time_elapsed_shows_it_lasting() -> None:
+    """`(elapsed: 120s)`, `90 s elapsed`, `so far`: the time the wait went on, wherever the
+    line says it -- a retry's too (unlike `retrying in 5 s`, its next attempt)."""
+    line = "[rank1]: still waiting for the rollout workers to register (elapsed: {n})\n"
+    (found,) = statuses(line.format(n="120s"))
+    assert (found["rank"], found["waited"]) == (1, 120.0)
+    assert statuses(line.format(n="30s")) == []
+    (found,) = statuses("retrying the connection to the master, 90 s elapsed\n")
+    assert found["waited"] == 90.0
+    assert statuses("retrying the connection to the master in 90 s\n") == []
