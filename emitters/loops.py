@@ -77,9 +77,9 @@ _TOKEN = re.compile(
     r"(?![\d:])"
     r"|\((?:autoscaler|scheduler) \+(?P<job>(?:\d+h)?(?:\d+m)?\d+s)\)"
     # an attempt's counter, after its word: `retry 5/288`, `attempt 3 of 10`, `(try=2)`
-    r"|(?i:(?P<aword>\b(?:retry|retries|retrying|attempt|attempts|try|tries|trial)"
+    r"|(?i:(?P<aword>\b(?:retry|retries|retrying|attempt|attempts|try|tries)"
     r"(?:\s*(?:#|no\.?|number|=|:))?\s*)(?P<attempt>\d+)(?:\s*(?:/|of)\s*\d+)?)\b"
-    r"|(?i:(?P<ordinal>\b\d+)(?:st|nd|rd|th)? (?:attempt|retry|try|time)\b)"
+    r"|(?i:(?P<ordinal>\b\d+)(?:st|nd|rd|th)? (?:attempt|retry|try)\b)"
     # ids: hex, uuids, addresses and ports, pids
     r"|(?P<id>\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"

@@ -220,3 +220,17 @@ def test_a_loop_told_while_the_job_runs_ends_when_its_lines_stop_being_the_last(
     assert looped(parser, lines) == []
     went_on = [*lines, "04:57:40 connected to the store, rank 3 of 8"]
     assert [f["phase"] for _, f in looped(parser, went_on)] == ["exited"]
+
+
+def test_a_trial_s_number_is_work_done_and_an_attempt_s_is_none() -> None:
+    """Optuna's `Trial 12 pruned.` once a minute (optuna/study/_tell.py's log, its format
+    rendered): a search going on, trial by trial; `attempt 7 of 10` twice is seven attempts."""
+    pruned = [f"[I 2023-05-01 10:{k:02d}:00,123] Trial {k} pruned." for k in range(10)]
+    assert loop_at_end(pruned) is None
+    tries = [
+        "connecting to the master (attempt 6 of 10)",
+        "connecting to the master (attempt 7 of 10)",
+    ]
+    assert loop_at_end(tries) is not None
+    early = [line.replace(" 6 of", " 1 of").replace(" 7 of", " 2 of") for line in tries]
+    assert loop_at_end(early) is None  # (two attempts: too few)
