@@ -218,6 +218,10 @@ class Tail:
             self._size -= len(self._chunks.popleft())
             self._dropped = True
 
+    def add(self, line: str) -> None:
+        """One more line (without its break)."""
+        self.feed(line.encode("utf-8", "replace") + b"\n")
+
     def lines(self) -> list[str]:
         """The last `TAIL_LINES` whole lines kept (the first, perhaps cut, left out when
         earlier bytes were let go)."""

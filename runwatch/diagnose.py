@@ -282,16 +282,18 @@ def read(
     trailing: list[int] = []  # events (indexes in `out`) of lines since the last time
     tail = Tail()  # the file's last lines: a loop it ends inside (`hangs.looped`)
 
-    def fed(numbered: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    def fed(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         for number, line in numbered:
-            tail.feed(line)
+            tail.add(line)  # (as the readers read it: a hard wrap joined)
             yield number, line
 
     parts = (
         (number, part)
-        for number, line in unwrapped(  # (a paste's hard wraps joined again)
-            (number, line.decode("utf-8", "replace").rstrip("\r\n"))
-            for number, line in fed(lines(path))
+        for number, line in fed(
+            unwrapped(  # (a paste's hard wraps joined again)
+                (number, line.decode("utf-8", "replace").rstrip("\r\n"))
+                for number, line in lines(path)
+            )
         )
         for part in segments(line)
     )
