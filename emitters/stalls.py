@@ -421,7 +421,6 @@ class Waits:
         self._ran: float | None = None  # how long the run went on, as a line said last
         self._ran_base = 0.0  # ... when a line said last that its work began (`began`)
         self._generic: set[tuple[int, str]] = set()
-        self._clock: float | None = None  # the latest clock a line read printed
         self._loop: tuple[int, str] | None = None  # the loop `looped` told: (rank, phase)
         #: an engine's own stats lines that say it stalls: (server, its Ray worker's pid) ->
         #: (the clock of the first of them in a row, of the latest, its snapshot); and those
@@ -504,8 +503,8 @@ class Waits:
         """What the line's other readers found: an engine serving requests (`_vllm_queue`),
         its own stats saying it stalls (`stalled_engines`: `line`'s clock dates them, `src`
         is the Ray worker it came from), the job going on."""
-        if (clock := _CLOCK.search(line)) is not None:
-            self._clock = _clock_seconds(clock)
+        if not found:
+            return
         if any(kind in WENT_ON for kind, _ in found):
             self._stats.clear()  # the job went on: no engine's stall began before it is open
         for kind, fields in found:
@@ -517,16 +516,19 @@ class Waits:
                 self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
                 self._idle = not self._serving
                 self._engine_since = None  # it reports again: the rule judges what it says
-                self._stats_line(fields, src)
+                clock = _CLOCK.search(line)
+                self._stats_line(fields, src, None if clock is None else _clock_seconds(clock))
 
-    def _stats_line(self, fields: dict[str, Any], src: dict[str, Any] | None) -> None:
+    def _stats_line(
+        self, fields: dict[str, Any], src: dict[str, Any] | None, clock: float | None
+    ) -> None:
         """An engine's own stats line: whether it says the engine holds requests and makes no
         token (`stalled_engines`), and since which of its lines, by their clock."""
         stalled = ((fields.get("running") or 0) > 0 and fields.get("gen_tokens_per_s") == 0.0
                    and not (fields.get("prompt_tokens_per_s") or 0.0))  # fmt: skip
         server = (fields.get("server"), None if src is None else src.get("pid"))
         began = self._stats.get(server, (None, None, {}))[0]
-        if not stalled or self._clock is None:
+        if not stalled or clock is None:
             self._stats.pop(server, None)
             return
         snapshot: dict[str, Any] = {
@@ -534,7 +536,7 @@ class Waits:
         }
         if src is not None:
             snapshot["src"] = dict(src)
-        self._stats[server] = (self._clock if began is None else began, self._clock, snapshot)
+        self._stats[server] = (clock if began is None else began, clock, snapshot)
 
     def stalled_engines(self) -> list[Found]:
         """The engines whose own stats lines, to their latest, say they hold requests and make
@@ -552,7 +554,7 @@ class Waits:
                 continue
             self._stats_told.add(server)
             self._engine_open = True
-            waited = ((self._clock or last) - began) % 86400.0
+            waited = (last - began) % 86400.0
             stats = {"running": 1, "waiting": 0, **snapshot, "gen_tokens_per_s": 0.0,
                      "prompt_tokens_per_s": 0.0, "waited": waited}  # fmt: skip
             out.append(("inference.stats", stats))
