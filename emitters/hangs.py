@@ -58,7 +58,7 @@ def looped(parser: LineParser, tail: Iterable[str]) -> list[Found]:
     alike, and `runwatch watch` while the job runs (each `watch.LOOP_EVERY_S`: a loop told
     before and no longer at the end ended). Lines another reader took (`LineParser.taken`)
     are no loop of its own."""
-    loop = loops.loop_at_end(tail, {loops.shape(line).words for line in parser.taken})
+    loop = loops.loop_at_end(tail, parser.taken)
     if loop is None:
         return parser.waits.unlooped()  # (one told before ended: the job went on)
     return parser.waits.looped(loop.rank, loop.phase, loop.waited)

@@ -263,18 +263,38 @@ def _unstopped(lines: list[str]) -> list[str]:
     return lines[:end]
 
 
-def _period(shapes: Sequence[Shape]) -> tuple[int, int]:
+class _Shapes:
+    """The lines' shapes, each made when first asked for: a tail that is no loop is seldom
+    read further back than its longest cycle."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self._made: dict[int, Shape] = {}
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, i: int) -> Shape:
+        if (made := self._made.get(i)) is None:
+            made = self._made[i] = shape(self.lines[i])
+        return made
+
+    def last(self, count: int) -> list[Shape]:
+        n = len(self.lines)
+        return [self[i] for i in range(n - count, n)]
+
+
+def _period(shapes: _Shapes) -> tuple[int, int]:
     """(the cycle's length, how many of the last lines repeat it) for the longest run of the
     console's last lines that repeats one cycle; (0, 0) for none."""
     n = len(shapes)
-    words = [s.words for s in shapes]
     best = (0, 0)
-    last = words[-1]
+    last = shapes[n - 1].words
     for p in range(1, min(MAX_PERIOD, n // 2) + 1):
-        if words[n - 1 - p] != last:
+        if shapes[n - 1 - p].words != last:
             continue
         i = n - 1
-        while i - p >= 0 and words[i] == words[i - p]:
+        while i - p >= 0 and shapes[i].words == shapes[i - p].words:
             i -= 1
         length = n - 1 - i + p  # the lines from the loop's first to the last
         if length >= 2 * p and length > best[1]:
@@ -351,19 +371,19 @@ def _regular(starts: Sequence[float]) -> bool:
 def loop_at_end(lines: Iterable[str], taken: Iterable[str] = ()) -> Loop | None:
     """The loop the lines (a console's last ones) end inside, once they show it lasting a
     minute (module docstring); None where they end in none, or in a healthy one, or in one a
-    framework's reader decides. `taken`: the shapes of lines another reader read (an
+    framework's reader decides. `taken`: lines another reader read (an
     engine's stats, a metric line)."""
     kept = _unstopped(_kept(lines))
     if len(kept) < 2:
         return None
-    shapes = [shape(line) for line in kept]
+    shapes = _Shapes(kept)
     period, length = _period(shapes)
     if not period:
         return None
-    loop = shapes[-length:]
+    loop = shapes.last(length)
     cycle = loop[-period:]
     worded = [s for s in cycle if _says_wait(s)]
-    if _changed(loop, period, bool(worded)) or _healthy(cycle, set(taken)):
+    if _changed(loop, period, bool(worded)) or _healthy(cycle, {shape(t).words for t in taken}):
         return None
     if any(map(_framework, cycle)):
         return None
