@@ -5,8 +5,9 @@ A wrap leaves no mark but its length: every piece of a cut line but the last is 
 terminal's width, and the piece after it goes on mid-sentence. So a file's width is the length
 of its longest lines where several are that long and most of those are followed by a piece
 that goes on (`goes_on`): not a timestamp, a log level, a bracket, a traceback's head or frame,
-nor a line that starts as the long one did (fixed-width records, a table's rows, a padded
-console, lines of one format that happen to be longest and equal). A line of that width is
+an indented source line (a warning's, a frame's), nor a line that starts as the long one did
+(fixed-width records, a table's rows, a padded console, lines of one format that happen to be
+longest and equal). A line of that width is
 joined with the next line that goes on; a file without such a width is read as it is.
 Measured on the development parts (`tests/unit/test_wraps.py`): read as posted, no excerpt's
 alerts change but one read better; hard-wrapped at 80 or 120 columns, what the wraps lost is
@@ -42,6 +43,8 @@ def goes_on(cut: str, line: str) -> bool:
         or _FRESH.match(line) is not None
         or line[:_SAME_START] == cut[:_SAME_START]
         or cut.endswith("  ")  # padded to the width, not cut at it
+        # indented: a source line Python shows under a warning's or a frame's line
+        or line.startswith("  ")
     )
 
 

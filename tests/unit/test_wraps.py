@@ -49,8 +49,13 @@ def test_a_line_cut_at_the_terminal_s_width_is_one_line_again() -> None:
          "z" * 90, "Traceback (most recent call last):"],
         # short lines: no terminal is that narrow
         ["abcdefghij", "klmnopqrst", "abcdefghij", "uvwxyz"],
+        # a warning every rank gives, longest, each with the source line Python shows under it
+        [line for rank in range(4) for line in (
+            "/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:460: UserWarning:"
+            " torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False"
+            f" explicitly (rank {rank}).", "  warnings.warn(")],
     ],
-    ids=["records", "padded", "fresh-lines", "narrow"],
+    ids=["records", "padded", "fresh-lines", "narrow", "warnings"],
 )  # fmt: skip
 def test_what_only_looks_cut_is_left_alone(lines: list[str]) -> None:
     assert terminal_width(lines) is None
