@@ -25,8 +25,11 @@ from itertools import chain, islice, pairwise
 MIN_WIDTH = 60
 #: how many lines of that width a file must have
 MIN_WRAPPED = 2
-#: the lines a file's width is judged from (its first)
+#: the lines a file's width is judged from (its first), and at most this many characters of
+#: them: they are held before the first is given out, and a file of long lines (a rollout's
+#: samples, one JSON record a line) must not be held whole where it was read as it came
 SAMPLE = 20_000
+SAMPLE_CHARS = 4 << 20
 #: how a line a process wrote begins (the next line after a long one that begins so is its own)
 _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
@@ -64,7 +67,13 @@ def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """(number, line) with a hard-wrapped line's pieces joined, at its first piece's number
     (lines without their line ends)."""
     rest = iter(lines)
-    head = list(islice(rest, SAMPLE))
+    head: list[tuple[int, str]] = []
+    size = 0
+    for number, line in islice(rest, SAMPLE):
+        head.append((number, line))
+        size += len(line)
+        if size > SAMPLE_CHARS:
+            break
     width = terminal_width([line for _, line in head])
     if width is None:
         yield from head

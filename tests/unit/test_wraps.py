@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runwatch.diagnose import diagnose
-from runwatch.emitters.wraps import terminal_width, unwrapped
+from runwatch.emitters.wraps import SAMPLE_CHARS, terminal_width, unwrapped
 from scripts.corpus_report import CONSOLES, CORPORA, DAY, excerpt_lines
 
 #: torch's watchdog line (tests/unit/emitters/test_console_readers.py's, from a real console)
@@ -32,6 +32,22 @@ def test_a_line_cut_at_the_terminal_s_width_is_one_line_again() -> None:
     joined = [line for _, line in unwrapped(enumerate(text, 1))]
     assert joined == ["INFO starting", WATCHDOG, WATCHDOG.replace("4486", "4487")]
     assert [n for n, _ in unwrapped(enumerate(text, 1))] == [1, 2, 2 + len(_cut(WATCHDOG, 85))]
+
+
+def test_a_file_of_long_lines_is_not_held_whole_to_judge_its_width() -> None:
+    """The sample the width is judged from is held before the first line is given out: a
+    file of long lines gives out its first after a few megabytes, not 20,000 of its lines."""
+    pulled = 0
+
+    def lines() -> Iterator[tuple[int, str]]:
+        nonlocal pulled
+        for number in range(1, 201):
+            pulled = number
+            yield number, f"{number} " + "x" * (100 << 10)
+
+    first, _ = next(unwrapped(lines()))
+    assert first == 1
+    assert pulled * (100 << 10) <= SAMPLE_CHARS + (200 << 10)
 
 
 @pytest.mark.parametrize(
