@@ -32,8 +32,10 @@ _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
 #: `fmt.Sprintf("%-"+width+"s | ", name)`, the width the longest name's + 1, then each line
 #: of a message): the container's name without its project (`service-N`, compose v1
 #: `project_service_N`) or its own `container_name`, padded so that two spaces at least come
-#: before the bar -- which a table's `Step | loss` or `1 | 0.5` row has not
-_COMPOSE = r"[A-Za-z][\w.-]*  +\| "
+#: before the bar -- which a table's `Step | loss` or `1 | 0.5` row has not; nor a log level
+#: a format pads the same way (loguru's `{level: <8} | `: `WARNING  | `, its words a warning's)
+_LEVEL = r"(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL) "
+_COMPOSE = rf"(?!{_LEVEL})[A-Za-z][\w.-]*  +\| "
 _COMPOSE_WITHIN = 80
 #: a log collector's time of arrival before each line: RFC 3339 with its `T` and zone, as
 #: `kubectl logs --timestamps` and `docker logs -t` write it (RFC3339Nano, `2024-05-01T10:00:

@@ -452,6 +452,14 @@ def test_a_line_under_a_launcher_s_prefix_that_opens_a_bracket_is_no_ray_worker_
     assert (body, found[0][1]["src"]) == ("step:3 - loss:0.5", {"component": "trainer", "pid": 9})
 
 
+def test_a_log_level_padded_before_a_bar_is_no_compose_container_s_name() -> None:
+    """`docker compose`'s `NAME  | ` is taken off a line; a level a log format pads to the same
+    shape (loguru's `{level: <8} | `) is not: a warning's words stay a warning's."""
+    said = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB; retrying, smaller batch"
+    assert kinds(read_all([f"WARNING  | {said}"])) == []
+    assert only(read_all([f"trainer-1  | {said}"]), "component.failed")["error"] == said
+
+
 def test_ray_prefixes_ipv6_the_same_pid_on_two_nodes_and_prefix_only_lines() -> None:
     line = "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.0 tokens/s, " \
            "Running: 1 reqs, Waiting: 0 reqs"  # fmt: skip
