@@ -127,10 +127,12 @@ class LineParser:
         #: `collectives.SOME_FAILED` alone, held (with its Ray worker) while the watchdog's
         #: lines after it may say the failure was an NCCL error, no timeout; lines seen since
         self._some: dict[Any, tuple[Found, dict[str, Any] | None, int]] = {}  # by who said it
-        #: a line of this output said the collectives failed of an NCCL error and no step went
-        #: on since (an elastic restart): a dump signal (`collectives.dump_signal`) held or
-        #: read after it was that error's
+        #: a line of this output said the collectives failed of an NCCL error and no process's
+        #: steps went on since (two steps of one: an elastic restart's -- not the step a process
+        #: had done when the error came, printed after it): a dump signal
+        #: (`collectives.dump_signal`) held or read after it was that error's
         self._nccl_failed = False
+        self._steps_since_nccl: dict[Any, int] = {}  # by process: the steps it went on by
         self._notes = notes()  # lines no reader could read, since `notes` was last called
         #: (a piece of a line, the bar `_readers_of` found at its start, or None): `_readers`
         #: reads that piece's bar without matching it again (watch's cost per line)
@@ -302,7 +304,9 @@ class LineParser:
             self.failures.progressed(source)  # (each event seen: `_advanced` keeps the steps)
         if any(kind in _STEP_KINDS for kind, _ in found) and advanced:
             self.failures.job_went_on(source)  # a Ray worker's logged traceback: a report
-            self._nccl_failed = False  # (restarted) a later dump signal is not that error's
+            if self._nccl_failed:  # (restarted) a later dump signal is not that error's
+                went = self._steps_since_nccl[source] = self._steps_since_nccl.get(source, 0) + 1
+                self._nccl_failed = went < 2
         if advanced and not declared:
             declared = self.waits.progressed()  # the job went on: its waits ended
         for kind, fields in declared:
@@ -331,7 +335,8 @@ class LineParser:
             self._some.clear()  # named in their place, or after a line that said a timeout
             return timeout, []
         failed = collectives.failed_otherwise(line)
-        self._nccl_failed |= failed
+        if failed:
+            self._nccl_failed, self._steps_since_nccl = True, {}
         out: list[Found] = []
         for who, (found, said_by, seen) in list(self._some.items()):
             if failed and collectives.dump_signal(found[1]):

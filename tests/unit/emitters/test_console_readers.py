@@ -292,7 +292,8 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     """The dump signal's words say a collective timed out, but the watchdog signals it for a
     work's NCCL error too (`dumpOnTimeoutOrEx_`): held to the output's end -- its process ends
     after it -- a timeout of its rank where nothing said an NCCL error, none where any rank's
-    line did, before or after it (unless steps went on between: a restarted job's own); after
+    line did, before or after it (unless a process's steps went on between: a restarted job's
+    own, not one step printed after the error); after
     a watchdog line that named the timed-out work, that work's timeout alone."""
     rank4 = DUMP_9496.replace("[rank5]", "[rank4]").replace("Rank 5]", "Rank 4]")
     for found in (read_all([DUMP_9496, rank4]), scanned([DUMP_9496, rank4])):
@@ -311,6 +312,9 @@ def test_the_heartbeat_monitor_s_dump_signal_is_a_timeout_unless_an_nccl_error_s
     steps = [f"step:{n} - actor/pg_loss:0.01 - critic/score/mean:0.5" for n in (1, 2)]
     got = [f for k, f in read_all([error, *steps, DUMP_9496]) if k == "collective.timeout"]
     assert [f["rank"] for f in got] == [5]
+    # not the step a process had done when the error came, printed after it (each rank's)
+    done = [f"[rank{r}]: step:37 - actor/pg_loss:0.01 - critic/score/mean:0.5" for r in (0, 1)]
+    assert "collective.timeout" not in kinds(read_all([error, *done, DUMP_9496]))
     named = WATCHDOG.replace("[rank3]", "[rank5]").replace("[Rank 3]", "[Rank 5]")
     got = [f for k, f in read_all([named, DUMP_9496]) if k == "collective.timeout"]
     assert [f.get("seq") for f in got] == [4486]
