@@ -87,6 +87,8 @@ _TOKEN = re.compile(
     # a duration: `5s`, `2m17s`, `120 seconds`, `0:01:23` is a clock above
     rf"|(?P<dur>(?<![\w.])\d+(?:\.\d+)?\s*{_UNIT}\b(?:\s*\d+(?:\.\d+)?\s*{_UNIT}\b)*)"
     # a gauge: a size, a share (`5.1/15.5 GiB`, `0.4%`): memory in use drifts, no progress
+    # the clock as seconds since the epoch (2014-2033: a JSON log's `created`, absl's)
+    r"|(?P<epoch>(?<![\w.])1[4-9]\d{8}(?:\.\d+)?(?![\w.]))"
     r"|(?P<gauge>(?<![\w.])\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)?\s?(?:[KMGTP]i?B|B|%)(?!\w))"
     # any other number: a value
     r"|(?P<num>(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -164,6 +166,10 @@ def shape(line: str) -> Shape:
             if clock is None:
                 h, mi, s = (int(x or 0) for x in _JOB.fullmatch(m.group("job")).groups())  # type: ignore[union-attr]
                 clock = h * 3600.0 + mi * 60.0 + s
+            words.append("<t>")
+        elif m.group("epoch") is not None:
+            if clock is None:
+                clock = float(m.group("epoch")) % 86400.0
             words.append("<t>")
         elif m.group("attempt") is not None:
             attempts.append(int(m.group("attempt")))

@@ -234,3 +234,18 @@ def test_a_trial_s_number_is_work_done_and_an_attempt_s_is_none() -> None:
     assert loop_at_end(tries) is not None
     early = [line.replace(" 6 of", " 1 of").replace(" 7 of", " 2 of") for line in tries]
     assert loop_at_end(early) is None  # (two attempts: too few)
+
+
+def test_a_clock_in_seconds_since_the_epoch_dates_the_loop() -> None:
+    """A JSON log's `created` (Python logging's record attribute, as python-json-logger prints
+    it): seconds since the epoch are its clock, no value -- the same retry each 10 s for two
+    minutes is a loop; read as values, each line would be progress."""
+    line = (
+        '{{"created": {t:.3f}, "levelname": "WARNING", "message": "connect to redis:6379 '
+        'refused, retrying"}}'
+    )
+    lines = [line.format(t=1717000000.125 + 10 * k) for k in range(13)]
+    assert shape(lines[0]).clock == (1717000000.125 % 86400)
+    loop = loop_at_end(lines)
+    assert loop is not None
+    assert loop.waited == 120.0
