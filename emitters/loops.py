@@ -167,10 +167,12 @@ def shape(line: str) -> Shape:
                 h, mi, s = (int(x or 0) for x in _JOB.fullmatch(m.group("job")).groups())  # type: ignore[union-attr]
                 clock = h * 3600.0 + mi * 60.0 + s
             words.append("<t>")
-        elif m.group("epoch") is not None:
-            if clock is None:
-                clock = float(m.group("epoch")) % 86400.0
+        elif m.group("epoch") is not None and clock is None:  # (after a clock: a count)
+            clock = float(m.group("epoch")) % 86400.0
             words.append("<t>")
+        elif m.group("epoch") is not None:
+            values.append(m.group("epoch"))
+            words.append("#")
         elif m.group("attempt") is not None:
             attempts.append(int(m.group("attempt")))
             words.append(m.group("aword").strip().lower() + " <n>")
