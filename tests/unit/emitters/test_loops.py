@@ -249,3 +249,5 @@ def test_a_clock_in_seconds_since_the_epoch_dates_the_loop() -> None:
     loop = loop_at_end(lines)
     assert loop is not None
     assert loop.waited == 120.0
+    tokens = [f"10:{k:02d}:00 trained on {1500000000 + k * 2**20} tokens" for k in range(10)]
+    assert loop_at_end(tokens) is None  # (after the line's clock, such a number is a count)
