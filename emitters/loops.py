@@ -83,12 +83,12 @@ _TOKEN = re.compile(
     # ids: hex, uuids, addresses and ports, pids
     r"|(?P<id>\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
-    r"|(?i:pid[=: ]\s*|process\(|port[=: ]\s*|:)\d{2,7}\b)"
+    r"|(?i:pid[=: ]\s*|process\(|port[=: ]\s*|(?:localhost|\]|\w[\w-]*\.[\w.-]+):)\d{2,7}\b)"
     # a duration: `5s`, `2m17s`, `120 seconds`, `0:01:23` is a clock above
     rf"|(?P<dur>(?<![\w.])\d+(?:\.\d+)?\s*{_UNIT}\b(?:\s*\d+(?:\.\d+)?\s*{_UNIT}\b)*)"
-    # a gauge: a size, a share (`5.1/15.5 GiB`, `0.4%`): memory in use drifts, no progress
     # the clock as seconds since the epoch (2014-2033: a JSON log's `created`, absl's)
     r"|(?P<epoch>(?<![\w.])1[4-9]\d{8}(?:\.\d+)?(?![\w.]))"
+    # a gauge: a size, a share (`5.1/15.5 GiB`, `0.4%`): memory in use drifts, no progress
     r"|(?P<gauge>(?<![\w.])\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)?\s?(?:[KMGTP]i?B|B|%)(?!\w))"
     # any other number: a value
     r"|(?P<num>(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"

@@ -251,3 +251,14 @@ def test_a_clock_in_seconds_since_the_epoch_dates_the_loop() -> None:
     assert loop.waited == 120.0
     tokens = [f"10:{k:02d}:00 trained on {1500000000 + k * 2**20} tokens" for k in range(10)]
     assert loop_at_end(tokens) is None  # (after the line's clock, such a number is a count)
+
+
+def test_a_number_after_a_key_s_colon_is_a_value_and_after_a_host_a_port() -> None:
+    """`global_step:1200` is a step (a value: progress when it moves); `[lccn01]:56183`,
+    `redis.example.com:6379`, `localhost:29500` are where a client connects (ids)."""
+    assert shape("global_step:1200 consumed_samples:38400").values == ("1200", "38400")
+    for line in ("connect to [lccn01]:56183", "redis.example.com:6379", "localhost:29500"):
+        assert shape(line).values == (), line
+    lines = [f"10:{k:02d}:00 global_step:{1200 + k} consumed_samples:{38400 + 32 * k}"
+             for k in range(10)]  # fmt: skip
+    assert loop_at_end(lines) is None
