@@ -338,10 +338,13 @@ def _healthy(shapes: Sequence[Shape], taken: set[str]) -> bool:
     return False
 
 
-#: a server or worker idle for its next piece of work (`stalls._NO_STALL`'s words)
+#: a server or worker idle for its next piece of work (`stalls._NO_STALL`'s words), an
+#: evaluator for the trainer's next checkpoint (TensorFlow's `checkpoints_iterator`: "Waiting
+#: for new checkpoint at ...")
 _IDLE = re.compile(
-    r"(?i)\b(?:for|on) (?:the |a )?(?:new |next |incoming |more )?"
-    r"(?:requests?|work|jobs?|tasks?|connections?|clients?|input|messages?|commands?)\b"
+    r"(?i)\b(?:for|on) (?:the |a )?(?:(?:new |next |incoming |more )?"
+    r"(?:requests?|work|jobs?|tasks?|connections?|clients?|input|messages?|commands?)"
+    r"|(?:new|next|a newer) checkpoints?)\b"
 )
 
 

@@ -262,3 +262,16 @@ def test_a_number_after_a_key_s_colon_is_a_value_and_after_a_host_a_port() -> No
     lines = [f"10:{k:02d}:00 global_step:{1200 + k} consumed_samples:{38400 + 32 * k}"
              for k in range(10)]  # fmt: skip
     assert loop_at_end(lines) is None
+
+
+def test_an_evaluator_waiting_for_the_next_checkpoint_is_idle() -> None:
+    """TensorFlow's `checkpoints_iterator` (tensorflow/python/training/checkpoint_utils.py:
+    "Waiting for new checkpoint at %s", its format rendered) polls for the trainer's next
+    checkpoint: an evaluator idle by design, however long; a trainer waiting on another
+    process's checkpoint by name is a wait."""
+    idle = [f"I0501 10:{k:02d}:00.000000 1 checkpoint_utils.py:140] Waiting for new checkpoint "
+            "at /ckpt/run1" for k in range(10)]  # fmt: skip
+    assert loop_at_end(idle) is None
+    stuck = [line.replace("new checkpoint at /ckpt/run1", "checkpoint 12 from the trainer")
+             for line in idle]  # fmt: skip
+    assert loop_at_end(stuck) is not None
