@@ -507,6 +507,7 @@ class Waits:
             return
         if any(kind in WENT_ON for kind, _ in found):
             self._stats.clear()  # the job went on: no engine's stall began before it is open
+            self._stats_told.clear()
         for kind, fields in found:
             if kind == "progress" and fields.get("name") == SERVING_BAR:
                 total = fields.get("total")
@@ -530,6 +531,7 @@ class Waits:
         began = self._stats.get(server, (None, None, {}))[0]
         if not stalled or clock is None:
             self._stats.pop(server, None)
+            self._stats_told.discard(server)  # (its stall ended: a later one is told anew)
             return
         snapshot: dict[str, Any] = {
             k: fields[k] for k in ("server", "running", "waiting") if k in fields

@@ -804,3 +804,7 @@ def test_an_engine_stall_from_a_log_s_clock_at_zero_began_there() -> None:
     ((kind, fields),) = parser.waits.stalled_engines()
     assert (kind, fields["waited"], fields["running"]) == ("inference.stats", 93.0, 1)
     assert parser.waits.stalled_engines() == []  # (told once)
+    for line in v0_stats(124, 1, "12.5").splitlines() + v0_stats(155, 4).splitlines():
+        parser.read(line)  # (it made tokens again, then stalled anew)
+    ((_, again),) = parser.waits.stalled_engines()
+    assert again["waited"] == 93.0
