@@ -313,17 +313,26 @@ def _period(shapes: _Shapes) -> tuple[int, int]:
 
 
 def _changed(shapes: Sequence[Shape], period: int, worded: bool) -> bool:
-    """Whether a value changed between repeats of the cycle (progress), or a duration shrank
-    (a countdown: it ends by itself); in a loop whose words say no wait, a gauge too (an idle
+    """Whether a value changed between repeats of the cycle (progress), or a duration counts
+    down (it ends by itself); in a loop whose words say no wait, a gauge too (an idle
     process's memory drifting is all there is to tell it from a stuck one's)."""
     for i in range(period, len(shapes)):
         a, b = shapes[i - period], shapes[i]
         if a.values != b.values or (not worded and a.gauges != b.gauges):
             return True
-        if b.durations and a.durations and any(y < x for x, y in zip(a.durations, b.durations,
-                                                                      strict=False)):  # fmt: skip
-            return True
-    return False
+    return any(_counts_down([s.durations for s in shapes[j::period]]) for j in range(period))
+
+
+def _counts_down(said: list[tuple[float, ...]]) -> bool:
+    """Whether a line's duration shrinks at every repeat, three at least (Triton's shutdown,
+    `exiting in 30s, 29s, ...`) -- not a retry's interval drawn at random (`retrying in 3.2s`,
+    then `4.9s`, then `1.7s`: a backoff's jitter), which goes up as often."""
+    if len(said) < 3 or not all(said):
+        return False
+    return any(
+        all(b[k] < a[k] for a, b in itertools.pairwise(said) if len(a) > k and len(b) > k)
+        for k in range(len(said[0]))
+    )
 
 
 def _healthy(shapes: Sequence[Shape], taken: set[str]) -> bool:

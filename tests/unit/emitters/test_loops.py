@@ -275,3 +275,12 @@ def test_an_evaluator_waiting_for_the_next_checkpoint_is_idle() -> None:
     stuck = [line.replace("new checkpoint at /ckpt/run1", "checkpoint 12 from the trainer")
              for line in idle]  # fmt: skip
     assert loop_at_end(stuck) is not None
+
+
+def test_a_retry_s_jittered_interval_is_no_countdown() -> None:
+    """A backoff drawn at random (`retrying in 3.2s`, then `4.9s`, then `1.7s`) goes down as
+    often as up: the loop goes on; a countdown shrinks at every repeat."""
+    jitter = [3.2, 4.9, 1.7, 2.5, 4.1, 0.9, 3.3, 2.2, 4.4, 1.1, 3.9, 2.8, 4.6]
+    lines = [f"10:{k // 6:02d}:{k % 6 * 10:02d} connect to master refused, retrying in {j}s"
+             for k, j in enumerate(jitter)]  # fmt: skip
+    assert loop_at_end(lines) is not None
