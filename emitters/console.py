@@ -19,7 +19,6 @@ no line end until its next refresh): its progress is read when it is written, an
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,8 +58,6 @@ _STEP_KINDS = frozenset({"step.metrics", "step.done"})
 #: the words a line that names a counter holds (`MetricLines`' markers' kind)
 _COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH")
 _MAX_TAIL = 1 << 20
-#: the lines other readers took that `LineParser.taken` keeps
-TAKEN_KEPT = 32
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 
 
@@ -112,9 +109,6 @@ class LineParser:
         self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
         self.waits = stalls.Waits()  # ranks' waits the console declares (`stalls`)
-        #: the latest lines a reader took (not a wait's): a loop of them is no hang of its
-        #: own (an idle engine's stats, a metric line: `hangs.looped`)
-        self.taken: deque[str] = deque(maxlen=TAKEN_KEPT)
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
         #: a process's abort on an uncaught C++ exception, held for the line after it (its
         #: `what():`): no failure of its own when that, or a line before, was a collective's
@@ -224,14 +218,11 @@ class LineParser:
 
     def _read(self, line: str) -> tuple[str, list[Found]]:
         try:
-            body, found = self._readers_of(line)
+            return self._readers_of(line)
         except Exception as err:  # a reader's slip (or a number too long to hold) costs this
             # line alone: the output, the other lines and the other readers go on
             self._notes.append(f"a line could not be read ({str(err)[:80]!r}): skipped")
             return line, []
-        if any(kind != "rank.status" and "stalled_since" not in f for kind, f in found):
-            self.taken.append(line)  # (a loop of such lines is its reader's: `loops`)
-        return body, found
 
     def _readers_of(self, line: str) -> tuple[str, list[Found]]:
         src, body = _origin(strip_colour(line))

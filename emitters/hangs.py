@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runwatch.emitters import loops
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stalls import Waits
@@ -43,22 +42,8 @@ def ended_in_hang(waits: Waits, kinds: Iterable[str]) -> Hung:
     return Hung(waits.hung_since, waits.engine_hung_since)
 
 
-def at_end(parser: LineParser, tail: Iterable[str]) -> list[Found]:
+def at_end(parser: LineParser) -> list[Found]:
     """What the output's end (or its going quiet) decides of the hangs a console shows --
     `runwatch diagnose` at a file's end and `runwatch watch` at its output's, alike: engines
-    whose own stats lines, to their last, say they stall (`Waits.stalled_engines`), and a
-    loop its last lines (`tail`) are (`looped`)."""
-    return parser.waits.stalled_engines() + looped(parser, tail)
-
-
-def looped(parser: LineParser, tail: Iterable[str]) -> list[Found]:
-    """The wait of a console whose last lines (`tail`, `loops.Tail`) are a loop it ends inside
-    (`loops.loop_at_end`), as its rank's wait by the console's grammar (`Waits.looped`): what
-    the output's end, or its going quiet, decides -- `runwatch diagnose` and `runwatch watch`
-    alike, and `runwatch watch` while the job runs (each `watch.LOOP_EVERY_S`: a loop told
-    before and no longer at the end ended). Lines another reader took (`LineParser.taken`)
-    are no loop of its own."""
-    loop = loops.loop_at_end(tail, parser.taken)
-    if loop is None:
-        return parser.waits.unlooped()  # (one told before ended: the job went on)
-    return parser.waits.looped(loop.rank, loop.phase, loop.waited)
+    whose own stats lines, to their last, say they stall (`Waits.stalled_engines`)."""
+    return parser.waits.stalled_engines()

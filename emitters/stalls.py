@@ -421,7 +421,6 @@ class Waits:
         self._ran: float | None = None  # how long the run went on, as a line said last
         self._ran_base = 0.0  # ... when a line said last that its work began (`began`)
         self._generic: set[tuple[int, str]] = set()
-        self._loop: tuple[int, str] | None = None  # the loop `looped` told: (rank, phase)
         #: an engine's own stats lines that say it stalls: (server, its Ray worker's pid) ->
         #: (the clock of the first of them in a row, of the latest, its snapshot); and those
         #: told (`stalled_engines`)
@@ -561,25 +560,6 @@ class Waits:
                      "prompt_tokens_per_s": 0.0, "waited": waited}  # fmt: skip
             out.append(("inference.stats", stats))
         return out
-
-    def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
-        """The loop a console ends inside (`loops.loop_at_end`, `hangs.looped`): its rank's
-        wait by the console's grammar, shown `waited` s -- unless a wait is open already
-        (the framework's or the grammar's own: theirs stands)."""
-        if self._generic or self._reported:
-            return []  # (a loop told before among them: it goes on)
-        who = rank or 0
-        self._generic.add((who, phase))
-        self._loop = (who, phase)
-        return self._report({who: phase}, waited)
-
-    def unlooped(self) -> list[Found]:
-        """The console's last lines are no loop any more (`runwatch watch` looks while the job
-        runs): the loop `looped` told ended, as a wait by the grammar ends."""
-        loop, self._loop = self._loop, None
-        if loop is None or loop not in self._generic:
-            return []
-        return self._generic_ended()
 
     def progressed(self) -> list[Found]:
         """The console went on (a step, a bar's advance): its waits ended."""

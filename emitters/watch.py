@@ -33,9 +33,8 @@ from typing import Any
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.env import last_word
-from runwatch.emitters.hangs import at_end, ended_in_hang, looped
+from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import Found
-from runwatch.emitters.loops import Tail
 from runwatch.emitters.stacks import Taken, py_spy
 from runwatch.emitters.stalls import Waits
 
@@ -65,9 +64,6 @@ LAST_WORD_S = 300.0
 FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
                              signal.SIGFPE, signal.SIGILL})  # fmt: skip
 _CHUNK = 1 << 16
-#: While output comes, the last lines are looked at this often for a loop the job is caught
-#: in (`hangs.looped`): one found is a wait its rules decide; one no longer at the end ended.
-LOOP_EVERY_S = 60.0
 #: the waits whose shown duration `ReadWaits` keeps (the latest: the open one is among them)
 SHOWN_MAX = 1024
 
@@ -181,9 +177,6 @@ class ReadWaits(Waits):
     def read(self, line: str, rank: int | None = None) -> list[Found]:
         return self._dated(super().read(line, rank))
 
-    def looped(self, rank: int | None, phase: str, waited: float) -> list[Found]:
-        return self._dated(super().looped(rank, phase, waited))
-
     def stalled_engines(self) -> list[Found]:
         return self._dated(super().stalled_engines())
 
@@ -226,8 +219,6 @@ class Watcher:
         self.phases: dict[int, str] = {}  # rank -> the phase its latest rank.status said
         #: server -> its latest snapshot (and the source Ray named), while it says stalled
         self.stalled: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] = {}
-        self.tail = Tail()  # the output's last bytes: a loop it ends inside (`hangs.looped`)
-        self.loop_every = LOOP_EVERY_S
 
     def _read(self, what: Callable[[], list[Found]]) -> None:
         """Emit what a read finds. Reading never stops the copying: a reader that fails is
@@ -244,7 +235,7 @@ class Watcher:
     def _last_words(self, decided: Callable[[], list[Found]]) -> list[Found]:
         """What the output's end or its going quiet decides (`decided`: the parser's), and
         the hangs it ended inside (`hangs.at_end`), as `runwatch diagnose` reads a file's end."""
-        return decided() + at_end(self.parser, self.tail.lines())
+        return decided() + at_end(self.parser)
 
     def _emit(self, found: list[Found]) -> None:
         for kind, fields in found:
@@ -331,7 +322,6 @@ class Watcher:
         open_fds = set(sources)
         last_data = {fd: time.monotonic() for fd in sources}
         heard = time.monotonic()  # the output's last bytes, on any stream
-        looked = heard  # the last look for a loop its last lines are
         quiet = False  # what its quiet since then decides was read
         try:
             while open_fds:
@@ -349,16 +339,12 @@ class Watcher:
                         self._read(scanners[fd].finish)
                         continue
                     _write_all(key.data, data)
-                    self.tail.feed(data)
                     last_data[fd] = heard = now
                     quiet = False
                     self._read(partial(scanners[fd].feed, data))
                 for fd in open_fds:  # a stream that paused: its unfinished refresh, once
                     if now - last_data[fd] >= PAUSE_S:
                         self._read(scanners[fd].peek)
-                if now - looked >= self.loop_every and heard > looked:
-                    looked = now  # (a live job's loop: `hangs.looped`)
-                    self._read(partial(looped, self.parser, self.tail.lines()))
                 if not quiet and now - heard >= self.last_word and open_fds:
                     quiet = True  # the command runs on, silent: what it said last stands
                     self._read(partial(self._last_words, self.parser.quiet))

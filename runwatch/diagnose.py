@@ -23,8 +23,8 @@ its hang -- unless the log shows a failure: its processes died, they did not han
 runs on past it to where ranks_stalled or inference_stalled decides it
 (`hang_window`). So does a log whose engine's own stats lines, to its last one, say it holds
 requests and makes no tokens, once they show that lasting a minute by their own clock
-(`stalls.Waits.stalled_engines`), and a log whose last lines are a loop (`loops`): the end of
-a file decides them as the end of `runwatch watch`'s output does (`hangs.at_end`).
+(`stalls.Waits.stalled_engines`): the end of a file decides it as the end of `runwatch watch`'s
+output does (`hangs.at_end`).
 The lines are read with `runwatch watch`'s parsers (`runwatch.emitters.logparse`). When no
 verl step line says where steps end, the "Training Progress" bar does: its advance to k ends
 step k and starts step k + 1.
@@ -43,7 +43,6 @@ from typing import Any
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import segments
-from runwatch.emitters.loops import Tail
 from runwatch.emitters.prefixes import launcher_prefix
 from runwatch.emitters.wraps import unwrapped
 from runwatch.stream.alerts import Alert
@@ -280,20 +279,10 @@ def read(
     waiting: list[tuple[str, dict[str, Any], str]] = []  # events before any time, in order
     untimed = 0
     trailing: list[int] = []  # events (indexes in `out`) of lines since the last time
-    tail = Tail()  # the file's last lines: a loop it ends inside (`hangs.looped`)
-
-    def fed(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        for number, line in numbered:
-            tail.add(line)  # (as the readers read it: a hard wrap joined)
-            yield number, line
-
     parts = (
         (number, part)
-        for number, line in fed(
-            unwrapped(  # (a paste's hard wraps joined again)
-                (number, line.decode("utf-8", "replace").rstrip("\r\n"))
-                for number, line in lines(path)
-            )
+        for number, line in unwrapped(  # (a paste's hard wraps joined again)
+            (number, line.decode("utf-8", "replace").rstrip("\r\n")) for number, line in lines(path)
         )
         for part in segments(line)
     )
@@ -366,7 +355,7 @@ def read(
                     trailing.append(len(out))
                 place(kind, fields, at, where)
     last_words = parser.finish()
-    last_words += at_end(parser, tail.lines())
+    last_words += at_end(parser)
     if suspect is not None and not last_words and len(notes) < NOTES:
         notes.append(suspect)  # (what the end decides may be its failure: then no note)
     for kind, fields in last_words:

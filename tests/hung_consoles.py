@@ -58,16 +58,6 @@ OFFLINE_GOES_ON = (
     + "Processed prompts:  75%|███████▌  | 3/4 [01:15<00:30, 30.00s/it]\n"
 )
 
-#: torch's TCPStore client failing to reach its store (pytorch#131781's line, glog's clock),
-#: said every 10 s for two minutes as it retries: a loop the console ends inside
-#: (emitters/loops.py), in words no framework's reader knows.
-C10D_LOOP = "".join(
-    f"[W801 04:{55 + (17 + 10 * k) // 60:02d}:{(17 + 10 * k) % 60:02d}.113400444 "
-    "socket.cpp:697] [c10d] The client socket has failed to connect to [lccn01]:56183 "
-    "(errno: 22 - Invalid argument).\n"
-    for k in range(13)
-)
-
 #: vLLM V0's stats line (vllm/engine/metrics.py `LoggingStatLogger.log`), as vllm#12795's
 #: CPU-mode engine wrote it every 31 s (corpus24/dev): one request runs, no token comes, for
 #: two and a half minutes by the lines' own clock -- the engine's stall the console ends inside
