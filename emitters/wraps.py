@@ -5,9 +5,10 @@ A wrap leaves no mark but its length: every piece of a cut line but the last is 
 terminal's width, and the piece after it goes on mid-sentence. So a file's width is the length
 of its longest lines where several are that long and most of those are followed by a piece
 that goes on (`goes_on`): not a timestamp, a log level, a bracket, a traceback's head or frame,
-an indented source line (a warning's, a frame's), nor a line that starts as the long one did
-(fixed-width records, a table's rows, a padded console, lines of one format that happen to be
-longest and equal). A line of that width is
+an indented source line (a warning's, a frame's), a table's border, nor a line that starts as
+the long one did (fixed-width records, a table's rows -- tabulate's box-drawn grid in AReaL's
+stats, an ASCII grid's -- a padded console, lines of one format that happen to be longest and
+equal). A line of that width is
 joined with the next line that goes on; a file without such a width is read as it is.
 Measured on the development parts (`tests/unit/test_wraps.py`): read as posted, no excerpt's
 alerts change but one read better; hard-wrapped at 80 or 120 columns, what the wraps lost is
@@ -37,6 +38,9 @@ _FRESH = re.compile(
 )
 #: how much of two lines' starts makes them one format's lines
 _SAME_START = 6
+#: a table's borders (box drawing, an ASCII grid's `|` and `+`): a row ends at one and the next
+#: row begins with one, where a terminal's cut falls anywhere
+_BORDERS = frozenset("|+" + "".join(chr(c) for c in range(0x2500, 0x2580)))
 
 
 def goes_on(cut: str, line: str) -> bool:
@@ -46,6 +50,8 @@ def goes_on(cut: str, line: str) -> bool:
         or _FRESH.match(line) is not None
         or line[:_SAME_START] == cut[:_SAME_START]
         or cut.endswith("  ")  # padded to the width, not cut at it
+        or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
+        or line.lstrip()[:1] in _BORDERS
         # indented: a source line Python shows under a warning's or a frame's line
         or line.startswith("  ")
     )

@@ -22,6 +22,14 @@ WATCHDOG = (
 )
 
 
+#: AReaL's stats table as its console prints it (the fixture's first table)
+TABLE = [
+    line
+    for line in (CONSOLES / "areal_trainer.log").read_text(encoding="utf-8").splitlines()
+    if line[:1] in "╒│├╘"
+][:5]
+
+
 def _cut(line: str, width: int) -> list[str]:
     return [line[i : i + width] for i in range(0, len(line), width)]
 
@@ -63,6 +71,9 @@ def test_a_file_of_long_lines_is_not_held_whole_to_judge_its_width() -> None:
         # long lines each followed by a line of its own (a timestamp, a level, a traceback)
         ["x" * 90, "2024-05-01 10:00:00 INFO next", "y" * 90, "ERROR: something",
          "z" * 90, "Traceback (most recent call last):"],
+        # a box-drawn table, each row as wide as the others (AReaL's stats: tests/fixtures/
+        # consoles/areal_trainer.log, tabulate's fancy_grid)
+        [line.rstrip("\n") for line in TABLE],
         # short lines: no terminal is that narrow
         ["abcdefghij", "klmnopqrst", "abcdefghij", "uvwxyz"],
         # a warning every rank gives, longest, each with the source line Python shows under it
@@ -71,7 +82,7 @@ def test_a_file_of_long_lines_is_not_held_whole_to_judge_its_width() -> None:
             " torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False"
             f" explicitly (rank {rank}).", "  warnings.warn(")],
     ],
-    ids=["records", "padded", "fresh-lines", "narrow", "warnings"],
+    ids=["records", "padded", "fresh-lines", "box-table", "narrow", "warnings"],
 )  # fmt: skip
 def test_what_only_looks_cut_is_left_alone(lines: list[str]) -> None:
     assert terminal_width(lines) is None
