@@ -150,15 +150,12 @@ class Inference:
         """Take a queue snapshot. Returns whether it may change whether every server is idle
         (`all_idle_with_pending`): a new server, or one whose idleness flipped. Most snapshots
         change neither, and the caller need not judge the condition again."""
-        srv = self.servers.get(name)
-        if srv is None:
-            srv = self.servers[name] = Server(process)
-            changed = True
-        else:  # (a late snapshot finds `process` set by the snapshot it is later than)
-            last = srv.stats_ts
-            if last is not None and ts < last:
-                return False  # a late snapshot: the latest one stands
-            changed = last is None or bool(srv.running or srv.waiting) != bool(running or waiting)
+        srv = self.server(name, process)
+        last = srv.stats_ts
+        if last is not None and ts < last:
+            return False  # a late snapshot: the latest one stands
+        # (a server new, or first heard of, has no snapshot yet: `last` is None)
+        changed = last is None or bool(srv.running or srv.waiting) != bool(running or waiting)
         srv.process = process
         srv.stats_ts = ts
         srv.running, srv.waiting, srv.kv_cache_usage = running, waiting, kv
