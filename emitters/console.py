@@ -65,6 +65,8 @@ def _origin(line: str) -> tuple[dict[str, Any] | None, str]:
     """(the Ray worker that forwarded the line or None, the line without Ray's prefix) -- also
     under a launcher's around the Ray driver (`docker compose`'s, `--tee`'s)."""
     if not (line.startswith("(") or "pid=" in line[:6]):  # Ray's prefix, or its cut tail
+        if "pid=" not in line[:_HEAD]:
+            return None, line  # (no Ray prefix under a launcher's either: one look, not two)
         outer, _ = launcher_prefix(line)
         if outer is line or not outer.startswith("("):
             return None, line
