@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runwatch.emitters.prefixes import launcher_lead
+from runwatch.emitters.prefixes import launcher_lead, lead_form
 
 Found = tuple[str, dict[str, Any]]
 
@@ -459,21 +459,9 @@ def unnamed(fields: dict[str, Any]) -> bool:
 _FRESH = re.compile(r"^(?:\(|\[|\x1b|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\d{4}-\d\d-\d\d)")
 
 
-#: the times a prefix holds (a collector's RFC 3339, a launcher's `[2024-08-21 03:38:02]`,
-#: Open MPI's asctime): they move on between a line's pieces, where a rank or a container's
-#: name (`[rank1]:`, `trainer-2  | `) does not
-_TIME = re.compile(
-    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-    r"|\d\d:\d\d:\d\d(?: \d{4})?"
-)
 #: a line a process begins under its prefix (torch's excepthook writes `[rankN]: Traceback`):
 #: its own, not the rest of a message cut before it
 _OWN = re.compile(r"\s+(?:Traceback \(most recent call last\)|File \")")
-
-
-def _form(lead: str) -> str:
-    """A prefix without its times: two lines' prefixes of one writer, one form."""
-    return _TIME.sub("", lead)
 
 
 class Wrapped:
@@ -501,7 +489,7 @@ class Wrapped:
         # message; a collector's time may have moved on): the rest of a line split where it
         # was written
         lead = launcher_lead(raw)
-        same = lead and _form(launcher_lead(held)).startswith(_form(lead))
+        same = lead and lead_form(launcher_lead(held)).startswith(lead_form(lead))
         rest = raw[len(lead) :] if same else raw
         if _FRESH.match(rest) or (same and _OWN.match(rest)):
             return held, raw  # the cut one never ended: read what it has

@@ -80,3 +80,17 @@ def launcher_lead(line: str) -> str:
     writes before each line a process writes, the rest of a message it split included."""
     rest, _ = launcher_prefix(line)
     return line[: len(line) - len(rest)]
+
+
+#: the times a prefix holds (a collector's RFC 3339, a launcher's `[2024-08-21 03:38:02]`,
+#: Open MPI's asctime): they move on between a line's pieces, where a rank or a container's
+#: name (`[rank1]:`, `trainer-2  | `) does not
+_TIME = re.compile(
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"|\d\d:\d\d:\d\d(?: \d{4})?"
+)
+
+
+def lead_form(lead: str) -> str:
+    """A prefix without its times: two lines' prefixes of one writer, one form."""
+    return _TIME.sub("", lead)

@@ -551,11 +551,11 @@ class Waits:
         single line at INFO shows no minute."""
         out: list[Found] = []
         for server, (began, last, snapshot) in self._stats.items():
-            if server in self._stats_told or (last - began) % 86400.0 < GENERIC_LASTED:
+            waited = (last - began) % 86400.0
+            if server in self._stats_told or waited < GENERIC_LASTED:
                 continue
             self._stats_told.add(server)
             self._engine_open = True
-            waited = (last - began) % 86400.0
             stats = {"running": 1, "waiting": 0, **snapshot, "gen_tokens_per_s": 0.0,
                      "prompt_tokens_per_s": 0.0, "waited": waited}  # fmt: skip
             out.append(("inference.stats", stats))
