@@ -61,18 +61,20 @@ _MAX_TAIL = 1 << 20
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 
 
-def _origin(line: str) -> tuple[dict[str, Any] | None, str]:
-    """(the Ray worker that forwarded the line or None, the line without Ray's prefix) -- also
-    under a launcher's around the Ray driver (`docker compose`'s, `--tee`'s)."""
+def _origin(line: str) -> tuple[dict[str, Any] | None, str, str]:
+    """(the Ray worker that forwarded the line or None, the launcher's prefixes around the Ray
+    driver before Ray's -- `docker compose`'s, `--tee`'s, a collector's time -- or "", the
+    line without them and Ray's prefix)."""
     if not (line.startswith("(") or "pid=" in line[:6]):  # Ray's prefix, or its cut tail
         if "pid=" not in line[:_HEAD]:
-            return None, line  # (no Ray prefix under a launcher's either: one look, not two)
+            return None, "", line  # (no Ray prefix under a launcher's either: one look, not two)
         outer, _ = launcher_prefix(line)
         if outer is line or not outer.startswith("("):
-            return None, line
+            return None, "", line
         src, body = ray_origin(outer)  # (a line of its own that opens a bracket: not Ray's)
-        return (src, body) if src is not None else (None, line)
-    return ray_origin(line)
+        return (src, line[: len(line) - len(outer)], body) if src is not None else (None, "", line)
+    src, body = ray_origin(line)
+    return src, "", body
 
 
 def _source(src: dict[str, Any] | None, rank: int | None) -> Any:
@@ -174,7 +176,7 @@ class LineParser:
     def before(self, line: str) -> None:
         """A line no reader was shown, just before one they are (`LineScanner`): its source's
         line before, for the failures reader."""
-        src, body = _origin(strip_colour(line))
+        src, _, body = _origin(strip_colour(line))
         body, rank = launcher_prefix(body)
         self.failures.saw(_source(src, rank), body)
 
@@ -227,8 +229,9 @@ class LineParser:
             return line, []
 
     def _readers_of(self, line: str) -> tuple[str, list[Found]]:
-        src, body = _origin(strip_colour(line))
+        src, outer, body = _origin(strip_colour(line))
         line, rank = launcher_prefix(body)
+        lead = outer + body[: len(body) - len(line)]  # (where a collector's time stands)
         # torch's excepthook head: its `[rankN]:` the last of the prefixes (under `--tee`'s)
         hooked = rank is not None and EXCEPTHOOK.match(
             body, len(body) - len(line) - len(f"[rank{rank}]:")
@@ -244,20 +247,24 @@ class LineParser:
                 break
             meter = line[: bar[1]]
             self._bar = (meter, bar)
-            found += self._line(meter, src, rank)
+            found += self._line(meter, src, rank, lead)
             line, own = launcher_prefix(rest)
             if own is not None:
                 rank = own
+            if len(line) != len(rest):
+                lead = rest[: len(rest) - len(line)]  # (the piece's own prefixes)
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar
         self._bar = (line, bar)  # (a bar with nothing after it, or none)
-        found += self._line(line, src, rank)
+        found += self._line(line, src, rank, lead)
         if hooked:
             self.failures.excepthook(_source(src, rank))  # (torch's: uncaught, `tracebacks`)
-        return body, found
+        return outer + body, found
 
-    def _line(self, line: str, src: dict[str, Any] | None, rank: int | None) -> list[Found]:
+    def _line(
+        self, line: str, src: dict[str, Any] | None, rank: int | None, lead: str = ""
+    ) -> list[Found]:
         """The events of one line as its program wrote it (Ray's and a launcher's prefixes
-        taken off: `src`, `rank`)."""
+        taken off: `src`, `rank`; `lead`, the launcher's, where its clock may stand)."""
         source = _source(src, rank)
         if src is not None:
             self._srcs[source] = src
@@ -281,11 +288,11 @@ class LineParser:
                 found.append(raised)  # the rank raised the collective's failure
         found = self._aborts(found, aborting, src)
         found = self._at_exit(found)
-        declared = self.waits.read(line, rank)
+        declared = self.waits.read(line, rank, lead)
         made = (self.metrics.made, self.metrics.unnamed)
         found += self._parse(line, src, source)
         self._work(found)
-        self.waits.saw(found, line, src)
+        self.waits.saw(found, line, src, lead)
         self.metrics.saw(found)
         advanced = any([self._advanced(source, kind, fields) for kind, fields in found])
         if self.failures.said_just_before(source):

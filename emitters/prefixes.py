@@ -17,6 +17,7 @@ tells one process of a job from another when nothing else does.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 #: colour codes, with the ESC byte or without it (lost in a paste), or as U+FFFD
 COLOUR = re.compile(r"(?:\x1b|\ufffd)?\[[0-9;?]*m|\x1b\[[0-9;?]*[A-Za-z]")
@@ -73,6 +74,16 @@ def launcher_prefix(line: str) -> tuple[str, int | None]:
         return line, None
     rank = m.group("trank") or m.group("mrank")
     return line[m.end() :], int(rank) if rank is not None else None
+
+
+def time_places(line: str) -> Iterator[str]:
+    """Where a line's time may stand, in the order to look: its start as written (a
+    collector's or a launcher's time), then -- only if asked, the first had none -- its start
+    under those prefixes (a program's own, behind a container's name or a rank). `runwatch
+    diagnose` dates a line so; the waits' clock (`stalls`) reads the prefixes first too."""
+    yield line
+    if (inner := launcher_prefix(line)[0].lstrip()) != line:
+        yield inner
 
 
 def launcher_lead(line: str) -> str:

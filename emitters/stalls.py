@@ -364,6 +364,17 @@ def _clock_seconds(clock: re.Match[str]) -> float:
     return h * 3600.0 + m * 60.0 + sec
 
 
+def _line_clock(lead: str, line: str, end: int) -> float | None:
+    """A line's clock, where `runwatch diagnose` reads its time first (`prefixes.time_places`):
+    its prefixes' (`lead`: a collector's RFC 3339, a launcher's `[2024-08-21 03:38:02]`, Open
+    MPI's date -- taken off the line before the readers saw it), else one in the line before
+    `end` (before its words: a logger's own time)."""
+    clock = _CLOCK.search(lead) if lead else None
+    if clock is None:
+        clock = _CLOCK.search(line, 0, end)
+    return None if clock is None else _clock_seconds(clock)
+
+
 def _lasted(clause: str) -> re.Match[str] | None:
     """The wait a clause says it lasted -- not one it plans (`will wait for 60 s`, `for 600
     seconds before the next attempt`)."""
@@ -426,6 +437,8 @@ class Waits:
         #: told (`stalled_engines`)
         self._stats: dict[tuple[Any, Any], tuple[float, float, dict[str, Any]]] = {}
         self._stats_told: set[tuple[Any, Any]] = set()
+        #: the prefixes of the line being read (`read`): a collector's or launcher's time
+        self._lead = ""
 
     @property
     def following(self) -> bool:
@@ -433,8 +446,10 @@ class Waits:
         dumped thread, or end a wait only the console's grammar declared (whatever it holds)."""
         return self._listing or self._dump is not None or bool(self._said)
 
-    def read(self, line: str, rank: int | None = None) -> list[Found]:
-        """The ranks' phases a line declares (`rank`: the one its launcher's prefix names)."""
+    def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
+        """The ranks' phases a line declares (`rank`: the one its launcher's prefix names;
+        `lead`: the prefixes taken off it, `prefixes.launcher_lead`, where its clock may be)."""
+        self._lead = lead
         if rank is not None:
             self.world = max(self.world, rank + 1)
         if self._listing:
@@ -498,10 +513,12 @@ class Waits:
         is no open wait: it kills its server after saying it."""
         return self._engine_since
 
-    def saw(self, found: list[Found], line: str = "", src: dict[str, Any] | None = None) -> None:
+    def saw(
+        self, found: list[Found], line: str = "", src: dict[str, Any] | None = None, lead: str = ""
+    ) -> None:
         """What the line's other readers found: an engine serving requests (`_vllm_queue`),
-        its own stats saying it stalls (`stalled_engines`: `line`'s clock dates them, `src`
-        is the Ray worker it came from), the job going on."""
+        its own stats saying it stalls (`stalled_engines`: the clock of `line`, under its
+        prefixes `lead`, dates them; `src` is the Ray worker it came from), the job going on."""
         if not found:
             return
         if any(kind in WENT_ON for kind, _ in found):
@@ -516,8 +533,7 @@ class Waits:
                 self._serving = int(fields.get("running") or 0)  # idle: its workers wait for work
                 self._idle = not self._serving
                 self._engine_since = None  # it reports again: the rule judges what it says
-                clock = _CLOCK.search(line)
-                self._stats_line(fields, src, None if clock is None else _clock_seconds(clock))
+                self._stats_line(fields, src, _line_clock(lead, line, len(line)))
 
     def _stats_line(
         self, fields: dict[str, Any], src: dict[str, Any] | None, clock: float | None
@@ -813,8 +829,7 @@ class Waits:
         where they start, the line's clock before them): reported once the console shows it
         lasting `lasted` (the grammar's: `GENERIC_LASTED`, or `GENERIC_UNTIMED` lines without
         a clock). Another wait of the rank's ends the one before."""
-        clock = _CLOCK.search(line, 0, at)
-        now = None if clock is None else _clock_seconds(clock)
+        now = _line_clock(self._lead, line, at)
         who = rank or 0
         out: list[Found] = []
         known, lines, first, first_stated = self._said.get(who, (None, 0, now, stated))

@@ -174,8 +174,8 @@ class ReadWaits(Waits):
         self.clock = clock
         self.shown: dict[float, float] = {}  # a wait's `since` -> the longest its lines said
 
-    def read(self, line: str, rank: int | None = None) -> list[Found]:
-        return self._dated(super().read(line, rank))
+    def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
+        return self._dated(super().read(line, rank, lead))
 
     def stalled_engines(self) -> list[Found]:
         return self._dated(super().stalled_engines())

@@ -43,7 +43,7 @@ from typing import Any
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import segments
-from runwatch.emitters.prefixes import launcher_prefix
+from runwatch.emitters.prefixes import time_places
 from runwatch.emitters.wraps import unwrapped
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -198,14 +198,6 @@ def stamp(line: str, year: int, offset: float) -> float | None:
     return when + frac - offset
 
 
-def _stamped(body: str) -> Iterator[str]:
-    """Where a line's time may stand: its start, then -- only if asked, the first had none --
-    its start under a launcher's or collector's prefixes."""
-    yield body
-    if (inner := launcher_prefix(body)[0].lstrip()) != body:
-        yield inner
-
-
 def elapsed(line: str) -> float | None:
     """A tqdm bar's elapsed time, seconds."""
     m = _ELAPSED.search(line)
@@ -331,7 +323,7 @@ def read(
         if not explained and _LOOKS_FAILED.search(body) is not None:
             suspect = (f"{path.name}:{number}", UNKNOWN_ERROR, body.strip()[:200])
         ts = None
-        for text in _stamped(body):
+        for text in time_places(body):
             if (ts := stamp(text, year, offset)) is not None:
                 days.saw(ts + offset)
                 break

@@ -449,11 +449,16 @@ def test_the_watchdog_thread_s_last_words_wrapped_inside_a_timeout_s_are_the_tim
 def test_a_line_under_a_launcher_s_prefix_that_opens_a_bracket_is_no_ray_worker_s() -> None:
     """Ray's prefix is read under a launcher's (`docker compose` around the Ray driver); a
     line of the process's own that opens a bracket keeps the launcher's prefix: its stamp
-    (what `runwatch diagnose` places the line by) and the rank it names."""
+    (what `runwatch diagnose` places the line by) and the rank it names. A Ray worker's line
+    keeps the launcher's prefix outside Ray's too -- a collector's time is the line's time --
+    and Ray's alone is taken off."""
     for line in ("[2024-08-21 03:38:02] (a note) loss went up", "[1,3]<stderr>:(0.5, 0.25)"):
         assert LineParser().read(line) == (line, [])
-    body, found = LineParser().read("trainer-1  | (TaskRunner pid=9) step:3 - loss:0.5")
-    assert (body, found[0][1]["src"]) == ("step:3 - loss:0.5", {"component": "trainer", "pid": 9})
+    for lead in ("trainer-1  | ", "2024-05-01T10:00:00.123456789Z "):
+        body, found = LineParser().read(f"{lead}(TaskRunner pid=9) step:3 - loss:0.5")
+        assert (body, found[0][1]["src"]) == (
+            f"{lead}step:3 - loss:0.5", {"component": "trainer", "pid": 9}
+        )
 
 
 def test_a_log_level_padded_before_a_bar_is_no_compose_container_s_name() -> None:

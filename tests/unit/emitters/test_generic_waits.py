@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import rank_statuses as statuses
 from helpers import stalled
 
@@ -294,3 +295,36 @@ def test_a_wait_that_says_the_time_elapsed_shows_it_lasting() -> None:
     (found,) = statuses("retrying the connection to the master, 90 s elapsed\n")
     assert found["waited"] == 90.0
     assert statuses("retrying the connection to the master in 90 s\n") == []
+
+
+#: what launchers and collectors write before each line (prefixes.py): kubectl's
+#: `--timestamps` (RFC3339Nano), a launcher's `[date time] `, Open MPI's `--timestamp-output`
+#: with `--tag-output`, and the collector's time outside Ray's prefix of the line's worker
+LEADS = {
+    "kubectl": "2025-02-27T{t}.123456789Z ",
+    "launcher": "[2025-02-27 {t}] ",
+    "mpi": "Thu Feb 27 {t} 2025[1,0]<stdout>:",
+    "kubectl-ray": "2025-02-27T{t}.123456789Z (APIServer pid=1) ",
+}
+
+
+@pytest.mark.parametrize("lead", sorted(LEADS))
+def test_a_wait_s_clock_in_its_prefix_decides_as_the_line_s_own(lead: str) -> None:
+    """#14025's poll, its time written by the collector or launcher before the message rather
+    than by vLLM's logger in it (a program that prints no time of its own): the same wait,
+    decided the same -- six lines, 50 s, no stall (not five lines without a clock); seven, a
+    minute shown."""
+
+    def under(count: int) -> str:
+        out = []
+        for line in mq(count).splitlines():
+            clock, message = line[len("DEBUG 02-27 ") :].split(" client.py:192] ")
+            out.append(LEADS[lead].format(t=clock) + message + "\n")
+        return "".join(out)
+
+    def waits(text: str) -> list[dict[str, object]]:
+        return [{k: v for k, v in s.items() if k != "src"} for s in statuses(text)]  # (Ray's)
+
+    assert waits(under(6)) == waits(mq(6)) == []
+    assert waits(under(7)) == waits(mq(7))
+    assert waits(under(7))[0]["waited"] == 60.0
