@@ -73,6 +73,12 @@ class Part:
         """Whether it exited on its own (a role started while the broker was away does)."""
         return not self.ended and not self.running()
 
+    def reap(self) -> None:
+        """After it exited on its own: its log closed (it is replaced, not stopped)."""
+        self.ended = True
+        self.proc.wait(30)
+        self._out.close()
+
     def kill(self) -> None:
         """SIGKILL: no chance to hand anything over."""
         self.ended = True
@@ -238,14 +244,17 @@ class Cluster:
             with self._lock:
                 for i, w in enumerate(self.workers):
                     if w.exited():
+                        w.reap()
                         self.gone.append(w)
                         self.workers[i] = self._worker()
                         self.revived += 1
                 if self.sink is not None and self.sink.exited():
+                    self.sink.reap()
                     self.gone.append(self.sink)
                     self.start_sink()
                     self.revived += 1
                 if self.notify is not None and self.notify.exited():
+                    self.notify.reap()
                     self.gone.append(self.notify)
                     self.start_notify()
                     self.revived += 1
@@ -382,7 +391,7 @@ class Cluster:
         if self.traffic is not None:
             self.traffic.close()
         for part in [*self.workers, self.notify, self.sink]:
-            if part is not None and part.running():
+            if part is not None:  # (one that exited on its own: its log closed)
                 part.stop()
         self.slack.close()
         self.broker.stop()
