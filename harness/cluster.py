@@ -11,6 +11,7 @@ to a log file of its own under the cluster's folder, which a failed play leaves 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -132,14 +133,18 @@ class Traffic:
     happen, and the number of events it emitted once done."""
 
     def __init__(self, bootstrap: str, prefix: str, runs: int, seconds: float,
-                 faults: list[str], spool: Path, log: Path, beat: float = 0.5) -> None:  # fmt: skip
+                 faults: list[str], spool: Path, log: Path, beat: float = 0.5,
+                 until_told: bool = False) -> None:  # fmt: skip
         cmd = [sys.executable, "-m", "harness.traffic", "--kafka", bootstrap,
                "--topic-prefix", prefix, "--runs", str(runs), "--duration", str(seconds),
                "--spool", str(spool), "--beat", str(beat)]  # fmt: skip
+        if until_told:
+            cmd.append("--until-told")
         for fault in faults:
             cmd += ["--fault", fault]
         self._err = log.open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._err, text=True)  # fmt: skip
         self.started = time.monotonic()
         self.wall = time.time()
         self.faults: dict[str, float] = {}
@@ -166,13 +171,24 @@ class Traffic:
         """Wait until `seconds` into the traffic."""
         time.sleep(max(0.0, self.started + seconds - time.monotonic()))
 
+    def end_after(self, seconds: float) -> None:
+        """End `seconds` from now, or at its duration where that is later (a play started
+        `until_told`)."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):  # (it ended already)
+            self.proc.stdin.write(f"{time.monotonic() - self.started + seconds}\n")
+            self.proc.stdin.flush()
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(60)
         self._reader.join(10)
         assert self.proc.stdout is not None
+        assert self.proc.stdin is not None
         self.proc.stdout.close()
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
         self._err.close()
 
 
@@ -281,10 +297,13 @@ class Cluster:
                 "--slack-url", self.slack.url, "--group", f"n-{self.group}"]  # fmt: skip
         self.notify = Part("notify", args, self._log("notify"), {"SLACK_BOT_TOKEN": TOKEN})
 
-    def play(self, runs: int, seconds: float, faults: list[str], beat: float = 0.5) -> Traffic:
-        """Start the traffic: `runs` runs of two processes beating every `beat` seconds."""
+    def play(self, runs: int, seconds: float, faults: list[str], beat: float = 0.5,
+             until_told: bool = False) -> Traffic:  # fmt: skip
+        """Start the traffic: `runs` runs of two processes beating every `beat` seconds, for
+        `seconds` (`until_told`: then on until `Traffic.end_after`)."""
         self.traffic = Traffic(self.bootstrap, self.prefix, runs, seconds, faults,
-                               self.root / "spool", self._log("traffic"), beat)  # fmt: skip
+                               self.root / "spool", self._log("traffic"), beat,
+                               until_told)  # fmt: skip
         return self.traffic
 
     # -- what happens to them --------------------------------------------------------------

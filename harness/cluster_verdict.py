@@ -139,6 +139,19 @@ class Verdict:
                 and a["rule"] in ("heartbeat_lost", "stuck_progress")
                 and self.kinds.get(a["run"]) != "silent"]  # fmt: skip
 
+    def save(self, path: Path, **extra: Any) -> None:
+        """What the verdict read, as JSON, for looking into a failure after the broker is
+        gone: every event and published transition with its partition, offset and append
+        time, and the faults played."""
+
+        def rows(records: list[Record]) -> list[dict[str, Any]]:
+            return [{"partition": r.partition, "offset": r.offset, "appended": r.timestamp,
+                     **r.value} for r in records]  # fmt: skip
+
+        path.write_text(json.dumps({"events": rows(self.events), "published": rows(self.published),
+                                    "faults": self.faults, "kinds": self.kinds,
+                                    "timeout": self.timeout, **extra}))  # fmt: skip
+
     def delays(self) -> dict[str, list[float]]:
         """Per rule, seconds from each fault's condition becoming true (the NaN step's
         send; the last beat plus the timeout) to its first firing on runwatch.alerts."""

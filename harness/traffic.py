@@ -9,7 +9,10 @@ they pause, kill and restart the parts around it.
         --duration 60 --fault dead-0@40:silent --fault nan-0@10:nan
 
 Prints one JSON object per fault as it happens (`{"run", "kind", "process", "at"}`: wall
-time) and, at the end, `{"done": true, "events": N}`.
+time) and, at the end, `{"done": true, "events": N}`. With `--until-told` it plays on after
+`--duration` until a number on a line of its input says when to end (seconds from its
+start): a test that restarts the broker late in the play keeps the traffic going until the
+emitters could deliver what they spooled through it, however long the broker took.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +64,10 @@ def play(
     step_every: int = 4,
     spool: Path | None = None,
     say: Any = print,
+    at_least: Callable[[], float] = lambda: 0.0,
 ) -> int:
-    """Play the traffic for `duration` seconds; the number of events emitted."""
+    """Play the traffic for `duration` seconds, or `at_least()` where that is longer; the
+    number of events emitted."""
     topic = Topics(prefix).events
     root = spool or Path(tempfile.mkdtemp(prefix="runwatch-traffic-"))
     emitters: dict[tuple[str, str], Emitter] = {}
@@ -83,7 +90,7 @@ def play(
             if process == "trainer":
                 em.emit("run.started", labels={"team": "faults"})
                 events += 1
-        while (elapsed := time.monotonic() - start) < duration:
+        while (elapsed := time.monotonic() - start) < max(duration, at_least()):
             while pending and pending[0].at <= elapsed:
                 fault = pending.pop(0)
                 if fault.kind == "silent":
@@ -117,6 +124,24 @@ def play(
     return events
 
 
+class _Told:
+    """When the input said the play ends (seconds from its start; a number a line, the
+    last one stands); until it says, `until`."""
+
+    def __init__(self, until: float) -> None:
+        self._seconds = until
+
+    def seconds(self) -> float:
+        return self._seconds
+
+    def read(self, lines: Any) -> None:
+        for line in lines:
+            try:
+                self._seconds = float(line)
+            except ValueError:
+                print(f"harness.traffic: not a number of seconds: {line!r}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -127,11 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beat", type=float, default=0.5)
     p.add_argument("--fault", action="append", default=[], type=Fault.parse)
     p.add_argument("--spool", type=Path)
+    p.add_argument("--until-told", action="store_true",
+                   help="after --duration, play on until the input says when to end")  # fmt: skip
     args = p.parse_args(argv)
     runs = [f"run-{i}" for i in range(args.runs)]
     runs += sorted({f.run for f in args.fault} - set(runs))
+    told = _Told(float("inf") if args.until_told else 0.0)
+    if args.until_told:
+        threading.Thread(target=told.read, args=(sys.stdin,), daemon=True).start()
     events = play(args.kafka, args.topic_prefix, runs, args.duration, args.fault,
-                  beat=args.beat, spool=args.spool)  # fmt: skip
+                  beat=args.beat, spool=args.spool, at_least=told.seconds)  # fmt: skip
     print(json.dumps({"done": True, "events": events}), flush=True)
     return 0
 
