@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from runwatch.emitters.metric_pairs import NUMBER
+
 #: colour codes, with the ESC byte or without it (lost in a paste), or as U+FFFD
 COLOUR = re.compile(r"(?:\x1b|\ufffd)?\[[0-9;?]*m|\x1b\[[0-9;?]*[A-Za-z]")
 _LOST_ESC = re.compile(r"(?:\ufffd)?\[[0-9;]+m")
@@ -36,7 +38,12 @@ _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
 #: before the bar -- which a table's `Step | loss` or `1 | 0.5` row has not; nor a log level
 #: a format pads the same way (loguru's `{level: <8} | `: `WARNING  | `, its words a warning's)
 _LEVEL = r"(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL) "
-_COMPOSE = rf"(?!{_LEVEL})[A-Za-z][\w.-]*  +\| "
+#: ... nor a key a table pads the same way: after a container's bar comes a line of its log,
+#: not one number alone (`loss        | nan`: a dict printed as `f"{key:<12} | {value}"`,
+#: which the metric readers take as a record) -- a row of several (`1 | -0.28 | nan`) may be
+#: a container's process printing a table, and stays its line
+_CELL = rf"\s*(?:{NUMBER})%?\s*"
+_COMPOSE = rf"(?!{_LEVEL})[A-Za-z][\w.-]*  +\| (?!{_CELL}\|?\s*$)"
 _COMPOSE_WITHIN = 80
 #: a log collector's time of arrival before each line: RFC 3339 with its `T` and zone, as
 #: `kubectl logs --timestamps` and `docker logs -t` write it (RFC3339Nano, `2024-05-01T10:00:
