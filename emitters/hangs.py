@@ -42,8 +42,13 @@ def ended_in_hang(waits: Waits, kinds: Iterable[str]) -> Hung:
     return Hung(waits.hung_since, waits.engine_hung_since)
 
 
-def at_end(parser: LineParser) -> list[Found]:
+def at_end(parser: LineParser, kinds: Iterable[str]) -> list[Found]:
     """What the output's end (or its going quiet) decides of the hangs a console shows --
-    `runwatch diagnose` at a file's end and `runwatch watch` at its output's, alike: engines
-    whose own stats lines, to their last, say they stall (`Waits.stalled_engines`)."""
+    `runwatch diagnose` at a file's end and `runwatch watch` at its output's, alike, from the
+    kinds of the events read from it so far: engines whose own stats lines, to their last,
+    say they stall (`Waits.stalled_engines`) -- unless a process failed (`FAILED`), as for
+    `ended_in_hang`: one alert, the failure's (component_failed explains an engine's stall
+    after it); a stall its lines show lasting the rule's limit fires on them regardless."""
+    if any(kind in FAILED for kind in kinds):
+        return []
     return parser.waits.stalled_engines()

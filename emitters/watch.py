@@ -235,7 +235,8 @@ class Watcher:
     def _last_words(self, decided: Callable[[], list[Found]]) -> list[Found]:
         """What the output's end or its going quiet decides (`decided`: the parser's), and
         the hangs it ended inside (`hangs.at_end`), as `runwatch diagnose` reads a file's end."""
-        return decided() + at_end(self.parser)
+        found = decided()
+        return found + at_end(self.parser, [*self.kinds, *(kind for kind, _ in found)])
 
     def _emit(self, found: list[Found]) -> None:
         for kind, fields in found:

@@ -355,7 +355,8 @@ def read(
                     trailing.append(len(out))
                 place(kind, fields, at, where)
     last_words = parser.finish()
-    last_words += at_end(parser)
+    read_kinds = [e.kind for e in out] + [kind for kind, _, _ in waiting]
+    last_words += at_end(parser, read_kinds + [kind for kind, _ in last_words])
     if suspect is not None and not last_words and len(notes) < NOTES:
         notes.append(suspect)  # (what the end decides may be its failure: then no note)
     for kind, fields in last_words:

@@ -544,6 +544,43 @@ def test_a_saved_console_whose_wait_ended_or_failed_finishes_the_run(
     assert finished == ["ok"]
 
 
+@pytest.mark.parametrize(
+    "console", [BARRIER_TIMEOUT + V0_STALL, V0_STALL + BARRIER_TIMEOUT],
+    ids=["failure-then-engine-stalled", "engine-stalled-then-failure"],
+)  # fmt: skip
+def test_a_failed_console_s_engine_stall_at_its_end_is_one_alert_in_both_readers(
+    tmp_path: Path, console: str
+) -> None:
+    """A console whose processes failed (torch's barrier timed out) and whose engine's stats
+    lines, to its end, show it holding a request with no token for 2.5 minutes: its processes
+    died, they did not hang -- the failure's alert, and no engine stall the end decides
+    (`hangs.at_end`, as `ended_in_hang`): `runwatch diagnose` and `watch -- cat` into the
+    rules agree, and watch sends no stalled snapshot."""
+    from helpers import feed, make_engine
+
+    from runwatch.diagnose import diagnose
+    from runwatch.emitters.console import LineParser
+    from runwatch.emitters.hangs import at_end
+
+    saved = tmp_path / "saved.log"
+    saved.write_text(console)
+    told = {a.rule for a in diagnose([saved]).alerts if a.state == "firing"}
+    spool = tmp_path / "spool"
+    assert watched(spool, ["cat", str(saved)]) == 0
+    events = read_events(spool)
+    engine = make_engine()
+    fired = {a.rule for a in feed(engine, events) if a.state == "firing"}
+    fired |= {a.rule for a in engine.advance(events[-1]["ts"] + 3600) if a.state == "firing"}
+    assert fired == told
+    assert "collective_timeout" in told
+    assert "inference_stalled" not in told
+    assert [e for e in events if e.get("stalled_since") is not None] == []
+    parser = LineParser()
+    kinds = [kind for line in V0_STALL.splitlines() for kind, _ in parser.parse(line)]
+    assert at_end(parser, [*kinds, "collective.timeout"]) == []
+    assert [kind for kind, _ in at_end(parser, kinds)] == ["inference.stats"]  # (no failure)
+
+
 def test_a_hung_console_still_finishes_its_run_when_the_command_fails(tmp_path: Path) -> None:
     """A job killed mid-hang, or one whose command fails: its run finishes as it ends."""
     saved = tmp_path / "saved.log"
