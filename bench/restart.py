@@ -103,7 +103,7 @@ def _restart_at(bootstrap: str, prefix: str, size: int, worker: Callable[..., ob
     first = worker(bootstrap, prefix, group, None)
     line = first.wait_live(timeout=3600)  # type: ignore[attr-defined]
     without = time.perf_counter() - t
-    rebuilt = re.search(r"rebuilt from (\d+) events in ([\d.]+)s", line)
+    rebuilt = re.search(r"rebuilt from \d+ records \((\d+) events applied\) in ([\d.]+)s", line)
     _wait_checkpoint(bootstrap, prefix, group)
     first.stop()  # type: ignore[attr-defined]  # SIGTERM: it leaves the group at once
     t = time.perf_counter()
@@ -112,7 +112,7 @@ def _restart_at(bootstrap: str, prefix: str, size: int, worker: Callable[..., ob
     with_ = time.perf_counter() - t
     loaded = next((x for x in second.lines if "from the checkpoint at offset" in x), "?")  # type: ignore[attr-defined]
     second.stop()  # type: ignore[attr-defined]
-    tail = re.search(r"rebuilt from (\d+) events", line2)
+    tail = re.search(r"rebuilt from \d+ records \((\d+) events applied\)", line2)
     cp = re.search(r"\((\d+) runs, ([\d,]+) bytes\)", loaded)
     runs, size_b = (int(cp.group(1)), int(cp.group(2).replace(",", ""))) if cp else (0, 0)
     return (

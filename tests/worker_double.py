@@ -119,9 +119,9 @@ FINE = ("r1", "non_finite_metric", "resolved")
 
 def took_over(said: list[str], partition: int, rebuilt: int | None = 0, at: int = 2) -> None:
     """The worker that said `said` started `partition` from the checkpoint at offset `at`
-    (what the first worker had read), and re-read `rebuilt` events (None: any number)."""
+    (what the first worker had read), and re-read `rebuilt` records (None: any number)."""
     (took,) = [x for x in said if x.startswith(f"partition {partition}: from")]
     assert f"from the checkpoint at offset {at} " in took, said
     if rebuilt is not None:
         line = next(x for x in said if "rebuilt from" in x)
-        assert f"rebuilt from {rebuilt} events" in line, line
+        assert f"rebuilt from {rebuilt} records" in line, line

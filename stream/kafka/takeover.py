@@ -104,6 +104,9 @@ class Rebuilt:
     kept: list[int] = field(default_factory=list)
     #: per partition kept, what its re-read made that is not published yet
     made: dict[int, Output] = field(default_factory=dict)
+    #: records of runwatch.events re-read, and the events of them applied (a batch record
+    #: holds several; a duplicate, an invalid or a late one is none)
+    records: int = 0
     events: int = 0
     seconds: float = 0.0
     #: records of runwatch.alerts and the dead-letter topic read to learn what is published
@@ -114,14 +117,15 @@ class Rebuilt:
 
     def summary(self, live: list[int]) -> str:
         """The line said once the partitions that are `live` went live."""
-        rate = self.events / self.seconds if self.seconds > 0 else 0.0
+        rate = self.records / self.seconds if self.seconds > 0 else 0.0
         dropped = sorted(set(self.drivers) - set(live))
         gone = f"; {dropped} given away meanwhile" if dropped else ""
         transitions = sum(len(m.alerts) for m in self.made.values())
-        return (f"live on partitions {live}: rebuilt from {self.events} events in "
-                f"{self.seconds:.2f}s ({rate:,.0f} events/s), {transitions} missing alert "
-                f"transitions published ({self.output_read} alert and dead-letter records "
-                f"read){gone}; {self.took()}")  # fmt: skip
+        return (f"live on partitions {live}: rebuilt from {self.records} records "
+                f"({self.events} events applied) in {self.seconds:.2f}s ({rate:,.0f} "
+                f"records/s), {transitions} missing alert transitions published "
+                f"({self.output_read} alert and dead-letter records read){gone}; "
+                f"{self.took()}")  # fmt: skip
 
     def took(self) -> str:
         """The steps' seconds, one phrase: `restore 1.20s, fence 0.10s, ...`."""
@@ -227,9 +231,11 @@ class Takeover:
         async def feed(records: list[Any]) -> None:
             p = records[0].partition
             d = out.drivers[p]
+            applied = d.applied
             await fed(d, records)
             out.resume[p] = records[-1].offset + 1
-            out.events += len(records)
+            out.records += len(records)
+            out.events += d.applied - applied
             now = time.time()
             if still_mine(p) and self.due(p, d, now):
                 # keep what it has: a worker killed now leaves its successor less to
@@ -238,7 +244,7 @@ class Takeover:
                 covered = out.resume[p] if d.position is None else d.position + 1
                 data = checkpoint.dump(d, {"offset": covered})
                 if await self.store(p, d.applied, covered, data, len(d.engine.runs), now):
-                    self.say(f"partition {p}: rebuilding, {out.events:,} events re-read; "
+                    self.say(f"partition {p}: rebuilding, {out.records:,} records re-read; "
                              f"checkpoint stored at offset {covered}")  # fmt: skip
 
         ends_taken = time.time()

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers import encode
 from kafka_double import MemoryConnection
 from worker_double import (
     FINE,
@@ -31,6 +32,7 @@ from worker_double import (
     worker,
 )
 
+from runwatch.emitters.topics import BATCH_HEADER
 from runwatch.stream.kafka.checkpoints import HANDOVER_S
 from runwatch.stream.kafka.consume import TP
 from runwatch.stream.kafka.settings import WorkerSettings
@@ -98,6 +100,24 @@ def test_a_takeover_reads_the_output_topics_only_from_its_checkpoint_on() -> Non
     took_over(second, 0, rebuilt=4, at=flood + 2)
     line = next(x for x in second if "rebuilt from" in x)
     assert "1 missing alert transitions published (2 alert and dead-letter records" in line
+
+
+def test_a_takeover_says_the_records_it_re_read_and_the_events_they_held() -> None:
+    """A batch record (contract section 8) holds several events: the takeover's line counts
+    records and the events applied apart (it once said "events" of its records)."""
+    b, second = broker(), []
+    lines = [encode(step("r1", n, 0.5)) for n in (1, 2, 3)]
+    b.produce(TOPICS.events, b"\n".join(lines), 0, b"r1", [BATCH_HEADER])
+    send(b, 0, step("r1", 4, 0.4))
+
+    async def scenario() -> None:
+        async with worker(b, second):
+            await until(lambda: any("rebuilt from" in x for x in second), "live")
+
+    asyncio.run(scenario())
+    line = next(x for x in second if "rebuilt from" in x)
+    assert "rebuilt from 2 records (4 events applied)" in line, line
+    assert " records/s)" in line, line
 
 
 def test_a_partition_without_a_checkpoint_reads_the_output_topics_from_their_start() -> None:
