@@ -74,12 +74,6 @@ class Part:
         """Whether it exited on its own (a role started while the broker was away does)."""
         return not self.ended and not self.running()
 
-    def reap(self) -> None:
-        """After it exited on its own: its log closed (it is replaced, not stopped)."""
-        self.ended = True
-        self.proc.wait(30)
-        self._out.close()
-
     def kill(self) -> None:
         """SIGKILL: no chance to hand anything over."""
         self.ended = True
@@ -97,7 +91,8 @@ class Part:
         self.paused = False
 
     def stop(self, grace: float = 60.0) -> int:
-        """SIGTERM (a clean stop), then SIGKILL after `grace` seconds; the exit status."""
+        """SIGTERM (a clean stop), then SIGKILL after `grace` seconds; the exit status. Of
+        one that exited on its own: its log closed."""
         self.ended = True
         if self.paused:
             self.resume()
@@ -260,17 +255,17 @@ class Cluster:
             with self._lock:
                 for i, w in enumerate(self.workers):
                     if w.exited():
-                        w.reap()
+                        w.stop()  # (it exited: its log closed)
                         self.gone.append(w)
                         self.workers[i] = self._worker()
                         self.revived += 1
                 if self.sink is not None and self.sink.exited():
-                    self.sink.reap()
+                    self.sink.stop()
                     self.gone.append(self.sink)
                     self.start_sink()
                     self.revived += 1
                 if self.notify is not None and self.notify.exited():
-                    self.notify.reap()
+                    self.notify.stop()
                     self.gone.append(self.notify)
                     self.start_notify()
                     self.revived += 1
