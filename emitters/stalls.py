@@ -786,7 +786,10 @@ class Waits:
             return self._lasting(line, rank, len(line), open_.phase, open_.id, stated, open_.lasted)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
-            indented = line.startswith(("  ", "\t"))  # (a warning's code; not a prefix's `: `)
+            # (a warning's code under a wait only the grammar read; not a prefix's `: `; a
+            # framework's declared wait goes on only in its own lines, `also`: kubectl indents
+            # every event row)
+            indented = line.startswith(("  ", "\t")) and self._declared is None
             return [] if indented and self._said else self._generic_ended()
         clock = _CLOCK.search(line, 0, verb.start())
         begin = clock.end() if clock is not None else 0  # (the clock is no word of the wait)

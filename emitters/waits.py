@@ -24,9 +24,11 @@ _REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "lit
              "pattern", "sample", "sample_from")  # fmt: skip
 _OPTIONAL = ("every", "elapsed", "began", "lasted", "also")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-#: the units a line may state its wait's duration in (`n` and `unit` of a pattern)
-_SCALE = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "min": 60.0, "minute": 60.0,
-          "minutes": 60.0, "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0}  # fmt: skip
+#: the units a line may state its wait's duration in (`n` and `unit` of a pattern; kubectl's
+#: HumanDuration writes `s`, `m`, `h`, `d`, `y`)
+_SCALE = {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
+          "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hr": 3600.0, "hour": 3600.0,
+          "hours": 3600.0, "d": 86400.0, "y": 365 * 86400.0}  # fmt: skip
 #: a run's elapsed time as Tune prints it: `[N day[s], ]H:MM:SS[.ss]` or `[Nd ][Nhr ][Nmin ]Ns`
 _CLOCKED = re.compile(r"(?:(?P<d>\d+) days?, )?(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?)$")
 _WORDED = re.compile(r"(?:(?P<d>\d+)d )?(?:(?P<h>\d+)hr )?(?:(?P<m>\d+)min )?(?P<s>\d+)s$")
@@ -55,12 +57,13 @@ class Wait:
     sample_from: str
 
     def seconds(self, m: re.Match[str]) -> float:
-        """The seconds a line the pattern matched (`m`) shows the wait lasting."""
+        """The seconds a line the pattern matched (`m`) shows the wait lasting: its group `n`
+        (or `n2`, a second wording's) in its `unit` (`unit2`), else `every`."""
         groups = m.groupdict()
-        if groups.get("n") is None:
-            return self.every
-        unit = (groups.get("unit") or "s").lower()
-        return float(groups["n"]) * _SCALE.get(unit, 1.0)
+        for n, unit in (("n", "unit"), ("n2", "unit2")):
+            if groups.get(n) is not None:
+                return float(groups[n]) * _SCALE.get((groups.get(unit) or "s").lower(), 1.0)
+        return self.every
 
     def ran(self, line: str) -> float | None:
         """How long the run has gone on, where the line says it (`elapsed`), else None."""

@@ -39,10 +39,13 @@ def test_every_wait_matches_its_sample_and_its_sample_is_real(wait: Any) -> None
 def lasting(wait: Any) -> str:
     """The entry's sample as a console that shows it lasting as its entry needs: after a
     status that says the run went on long enough (Tune's), or again two minutes later by the
-    job's clock (Ray's autoscaler's) or the logger's (the raylet's)."""
+    job's clock (Ray's autoscaler's) or the logger's (the raylet's) -- unless the line itself
+    says it lasted that long (kubectl's `(x351 over 23h)`)."""
     before = "Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n" if wait.elapsed else ""
     text = before + wait.sample + "\n"
-    if wait.lasted and not wait.elapsed:
+    hit = DECLARED.match(wait.sample)
+    said = hit is not None and wait.seconds(hit[1]) >= wait.lasted
+    if wait.lasted and not wait.elapsed and not said:
         later = re.sub(r"\+(\d+)m(\d+)s", lambda m: f"+{int(m[1]) + 2}m{m[2]}s", wait.sample)
         if later == wait.sample:  # no job clock: the logger's own (the raylet's)
             later = re.sub(
@@ -72,9 +75,14 @@ def test_every_wait_s_sample_is_a_wait_of_its_phase_that_a_console_ends_in(
 
 @pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
 def test_a_console_that_goes_on_after_a_wait_did_not_hang_there(wait: Any, tmp_path: Path) -> None:
+    """... unless its line says itself that it lasted ranks_stalled's limit (5 minutes):
+    kubectl's `(x351 over 23h)`, verl's timeout error -- a stall shown whole, whatever came
+    after it."""
     text = lasting(wait) + "saving checkpoint to /ckpt/step_100\n"
     assert statuses(text)[-1]["phase"] == "exited"
-    assert stalled(tmp_path, text) == []
+    hit = DECLARED.match(wait.sample)
+    whole = hit is not None and wait.seconds(hit[1]) >= 300
+    assert bool(stalled(tmp_path, text)) is whole
 
 
 #: the autoscaler's pending warning and what followed it (a Dask-on-Ray benchmark's console
@@ -264,3 +272,52 @@ def test_bad_data_is_refused_with_the_wait_named(change: tuple[str, str], says: 
 def test_ids_are_unique() -> None:
     with pytest.raises(CatalogueError, match="ids twice"):
         load(VALID + VALID)
+
+
+#: https://github.com/open-edge-platform/geti_v2/issues/1876 (corpus26 dev): kubectl describe's
+#: event row, the scheduler's FailedScheduling recorded 351 times over 23 hours
+K8S_DESCRIBE = WAITS["kubernetes-pod-failed-scheduling"].sample + "\n"
+
+
+def test_a_pod_failing_to_schedule_for_hours_is_a_wait_its_row_shows_whole(tmp_path: Path) -> None:
+    """kubectl's `(xN over T)` (describe.go DescribeEvents) says the scheduler found no node
+    for the pod N times since T ago: one row shows the wait lasting T -- in `kubectl get
+    events`' order (the interval first) too, `2d3h` read as its days."""
+    assert [s["waited"] for s in statuses(K8S_DESCRIBE)] == [23 * 3600.0]
+    assert stalled(tmp_path, K8S_DESCRIBE)
+    events = (
+        "LAST SEEN   TYPE      REASON             OBJECT         MESSAGE\n"
+        "6m7s (x351 over 2d3h)   Warning   FailedScheduling   pod/train-0   0/1 nodes are "
+        "available: 1 Insufficient nvidia.com/gpu.\n"
+    )
+    assert [s["waited"] for s in statuses(events)] == [2 * 86400.0]
+
+
+def test_a_pod_scheduled_after_a_short_wait_or_failing_once_is_no_stall(tmp_path: Path) -> None:
+    """A row without a count is one attempt (a node being added); a wait of minutes that the
+    next row ends (`Scheduled`) is the cluster catching up: neither is a stall -- though
+    describe indents every row (LEVEL_1), which ends no wait only the grammar read."""
+    once = K8S_DESCRIBE.replace("6m7s (x351 over 23h)", "12s")
+    assert statuses(once) == []
+    assert stalled(tmp_path, once) == []
+    minutes = "  " + K8S_DESCRIBE.replace("(x351 over 23h)", "(x4 over 3m10s)")
+    assert stalled(tmp_path, minutes)  # (a console that ends in it ended in its hang)
+    scheduled = "  Normal   Scheduled   2m   default-scheduler  Successfully assigned a/b to n1\n"
+    assert [s["waited"] for s in statuses(minutes)] == [180.0]
+    assert stalled(tmp_path, minutes + scheduled) == []
+
+
+#: https://github.com/YWenxi/think-with-images-through-self-calling/issues/3 (corpus26 dev):
+#: verl's driver raising after its register-center wait, the poster's `...` elisions kept
+VERL_REGISTER = WAITS["verl-register-center-timeout"].sample + "\n"
+
+
+def test_verl_s_register_center_timeout_is_its_driver_s_wait_and_death(tmp_path: Path) -> None:
+    """verl's TimeoutError says the driver waited its whole timeout for the worker group's
+    first rank (single_controller/ray/base.py): a wait of that long, and the driver's death;
+    a timeout lowered under ranks_stalled's limit shows no stall."""
+    assert [(s["phase"], s["waited"]) for s in statuses(VERL_REGISTER)] == [
+        ("verl_register_center", 300.0)
+    ]
+    assert stalled(tmp_path, VERL_REGISTER)
+    assert stalled(tmp_path, VERL_REGISTER.replace("300 seconds", "120 seconds")) == []
