@@ -21,6 +21,10 @@ from runwatch.emitters.prefixes import launcher_lead, lead_form
 
 Found = tuple[str, dict[str, Any]]
 
+#: the heads and calls of a timeout a program words over lines (`Spread`)
+_DEADLINE = "DEADLINE_EXCEEDED"
+_TIMEDOUT = "A request has timed out and will therefore fail"
+SPREAD_MARKERS = (_DEADLINE, _TIMEDOUT, "CoordinationService/", "Operation:  DMDX")
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL work",
            "watchdog got stuck", "[c10d]", "timed out after", "Timed out waiting",
@@ -35,7 +39,8 @@ MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL wo
            "Watchdog caught collective operation timeout",
            "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
            "master will be shutdowned", "Collective has timed out",
-           "Received a dump signal due to a collective timeout")  # fmt: skip
+           "Received a dump signal due to a collective timeout",
+           *SPREAD_MARKERS)  # fmt: skip
 
 #: the work a watchdog timed out: ProcessGroupNCCL.cpp's `WorkNCCL` and torch_npu's own
 #: (Ascend/pytorch@c3a1c96 : torch_npu/csrc/distributed/ProcessGroupHCCL.cpp, `operator<<` of
@@ -502,3 +507,65 @@ class Wrapped:
     def flush(self) -> str | None:
         held, self.held = self.held, None
         return held
+
+
+#: the call a coordination service's client made when its status came back DEADLINE_EXCEEDED,
+#: where the call waits for the other tasks: its registration (openxla/xla
+#: xla/tsl/distributed_runtime/rpc/coordination/grpc_coordination_client.cc, RegisterTaskAsync:
+#: "/tensorflow.CoordinationService/RegisterTask", with no fail-fast and the agent's
+#: cluster_register_timeout as its deadline -- `jax.distributed.initialize`'s connect, which
+#: the service answers once every task registered), WaitForAllTasks, a Barrier and a blocking
+#: GetKeyValue: a rendezvous of the job's processes that timed out. JAX renders the status over
+#: lines: "DEADLINE_EXCEEDED: Deadline Exceeded", then "RPC: /tensorflow.CoordinationService/
+#: RegisterTask" (jax#35905's console, the docs' `PollForError` example); the older RPCState
+#: (xla/tsl/distributed_runtime/rpc/grpc_state.h, OnCompleted) appends "Additional GRPC error
+#: information from remote target ... while calling /tensorflow.CoordinationService/...". A
+#: heartbeat's or an error poll's deadline is no rendezvous (a peer died: the catalogue's)
+_COORDINATION_CALL = re.compile(
+    r"(?:RPC: |while calling )/tensorflow\.CoordinationService/"
+    r"(?P<op>RegisterTask|WaitForAllTasks|Barrier|GetKeyValue)\b"
+)
+#: the request PRRTE's daemon (and ORTE's before it) gave up on (openpmix/prrte
+#: src/prted/pmix/pmix_server.c, eviction_cbfunc: prte_show_help("help-prted.txt", "timedout",
+#: ..., req->operation) after pmix_server_max_wait -- "A request has timed out and will therefore
+#: fail:", then "  Operation:  %s"; help-orted.txt's in Open MPI 2.x-4.x's ORTE): the
+#: operation "DMDX: FILE:LINE" (pmix_server_dmdx_recv) is a direct modex, one process asking
+#: another's daemon for the data its peers published at start-up, that never came -- the job's
+#: data exchange between ranks timed out
+_PMIX_OPERATION = re.compile(r"^\s*Operation:\s+DMDX\b")
+
+
+class Spread:
+    """A timeout whose message a program words over lines: its head (the status code, PRRTE's
+    help text) on one, the call or operation it timed out in on one of the next few
+    (`LINES`) -- read as the collective's timeout once both are said."""
+
+    LINES = 4
+
+    def __init__(self) -> None:
+        self.held: str | None = None  # the head said, not yet its call
+        self._lines = 0
+
+    def read(self, line: str, rank: int | None = None) -> Found | None:
+        """The timeout the line completes (None while it completes none)."""
+        if _DEADLINE in line:
+            self.held, self._lines = _DEADLINE, 0
+        elif _TIMEDOUT in line:
+            self.held, self._lines = _TIMEDOUT, 0
+        elif self.held is None:
+            return None
+        else:
+            self._lines += 1
+        if self.held == _DEADLINE and (call := _COORDINATION_CALL.search(line)) is not None:
+            fields: dict[str, Any] = {"backend": "coordination", "op": call.group("op")}
+        elif self.held == _TIMEDOUT and _PMIX_OPERATION.match(line) is not None:
+            fields = {"backend": "pmix", "op": "direct modex"}
+        else:
+            if self._lines >= self.LINES:
+                self.held = None
+            return None
+        self.held = None
+        if rank is not None:
+            fields["rank"] = rank
+        fields["message"] = line.strip()[:2000]
+        return ("collective.timeout", fields)

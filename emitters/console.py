@@ -112,6 +112,7 @@ class LineParser:
         steps = overflow_steps if overflow_steps is not None else env.overflow_steps(OVERFLOW_STEPS)
         self.metrics = MetricLines(self.reward_keys, steps)
         self.wrapped = collectives.Wrapped()
+        self.spread = collectives.Spread()  # a timeout worded over lines (`collectives.Spread`)
         self.waits = stalls.Waits()  # ranks' waits the console declares (`stalls`)
         self._srcs: dict[Any, dict[str, Any]] = {}  # source -> the Ray worker it is
         #: a process's abort on an uncaught C++ exception, held for the line after it (its
@@ -151,6 +152,7 @@ class LineParser:
             or self._abort is not None
             or bool(self._some)
             or self.waits.following
+            or self.spread.held is not None
         )
 
     def parse(self, line: str) -> list[Found]:
@@ -274,6 +276,12 @@ class LineParser:
             timeout = collectives.parse(line, rank)
             if timeout is not None and self._timed_out and collectives.unnamed(timeout[1]):
                 timeout = None  # `SOME_FAILED` after a line that said which collective
+        if self.spread.held is not None or any(m in line for m in collectives.SPREAD_MARKERS):
+            spread = self.spread.read(line, rank)
+            if timeout is not None:
+                self.spread.held = None  # (the line said its timeout whole: its lines after
+            else:  # name the call again, no second one)
+                timeout = spread
         timeout, released = self._some_failed(timeout, line, src, source)
         if released:
             found += released

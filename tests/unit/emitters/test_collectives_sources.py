@@ -168,3 +168,77 @@ def test_a_newer_hccl_work_with_its_sizes_is_read_alike() -> None:
     found = parse(line, rank=0)
     assert found is not None
     assert _said(found[1], "backend", "seq", "op", "timeout_s") == ("hccl", 7, "BROADCAST", 1800.0)
+
+
+CORPUS26 = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus26" / "dev"
+JAX_REGISTER = "jax_0_8_1_tpu_v6e_multislice_initialize_registertask_deadline_exceeded"
+PRRTE_DMDX = "openmpi_prrte_dmdx_request_timed_out_pmix_server_max_wait_mtt_killed_mpirun"
+
+
+def _lines26(name: str) -> list[str]:
+    text = (CORPUS26 / f"{name}.log").read_text()
+    return [x for x in text.splitlines() if not x.startswith("# ")]
+
+
+def test_a_coordination_service_registration_past_its_deadline_is_the_group_never_formed() -> None:
+    """JAX renders the status over lines (`DEADLINE_EXCEEDED: Deadline Exceeded`, then `RPC:
+    /tensorflow.CoordinationService/RegisterTask`, jax#35905): the task's registration, which
+    the service answers once every task registered, ran past its deadline."""
+    lines = _lines26(JAX_REGISTER)
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op") == ("coordination", "RegisterTask")
+    older = [
+        "DEADLINE_EXCEEDED: Deadline Exceeded",
+        "Additional GRPC error information from remote target unknown_target_for_coordination_"
+        "leader while calling /tensorflow.CoordinationService/WaitForAllTasks:",
+    ]
+    assert [f["op"] for f in _timeouts(read_all(older))] == ["WaitForAllTasks"]
+
+
+@pytest.mark.parametrize("lines", [
+    # a heartbeat's or error poll's status is a peer gone, no rendezvous (the catalogue's)
+    ["DEADLINE_EXCEEDED: Deadline Exceeded", "RPC: /tensorflow.CoordinationService/Heartbeat"],
+    ["UNAVAILABLE: The following tasks are unhealthy (stopped sending heartbeats):",
+     "RPC: /tensorflow.CoordinationService/PollForError"],
+    # another status code: the coordinator refused, it did not wait
+    ["ALREADY_EXISTS: task restarted", "RPC: /tensorflow.CoordinationService/RegisterTask"],
+    # the call named too far from its status: another message's
+    ["DEADLINE_EXCEEDED: Deadline Exceeded", "a", "b", "c", "d",
+     "RPC: /tensorflow.CoordinationService/RegisterTask"],
+])  # fmt: skip
+def test_a_coordination_call_without_its_deadline_is_none(lines: list[str]) -> None:
+    assert _timeouts(read_all(lines)) == []
+    assert _timeouts(scanned(lines)) == []
+
+
+def test_a_barrier_s_timeout_said_whole_is_read_once_though_its_call_follows() -> None:
+    lines = [
+        "XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect",
+        "",
+        "RPC: /tensorflow.CoordinationService/Barrier",
+    ]
+    assert [f["op"] for f in _timeouts(read_all(lines))] == ["barrier PjRT_Client_Connect"]
+
+
+def test_prrte_s_direct_modex_request_timing_out_is_the_ranks_exchange_timing_out() -> None:
+    """PRRTE's `timedout` help (pmix_server.c's eviction callback): the operation `DMDX: ...`
+    is one process's request for a peer's published data that never came; MTT's kill of the
+    run after it is the run's death (the catalogue's)."""
+    lines = _lines26(PRRTE_DMDX)
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op") == ("pmix", "direct modex")
+        assert any(k == "component.failed" for k, _ in found)
+
+
+def test_prrte_s_other_help_naming_a_dmdx_operation_is_no_timeout() -> None:
+    """`noroom` (help-prted.txt): the daemon's tracking array was full -- no wait timed out."""
+    lines = [
+        "A request for an asynchronous runtime operation cannot be fulfilled",
+        "because of a lack of room in the tracking array:",
+        "",
+        "  Operation:  DMDX: prted/pmix/pmix_server.c:861",
+        "  Number of rooms:  1024",
+    ]
+    assert _timeouts(read_all(lines)) == []
