@@ -209,7 +209,8 @@ _PL_REGISTERED = re.compile(r"All (?:distributed|DDP) processes registered\. Sta
 _FATAL = "Fatal Python error"
 #: the pieces of a stack dump's thread headers, and of faulthandler's timeout line
 DUMP_MARKERS = ('(active): "', '(idle): "', '(active+gil): "', '(idle+gil): "', '(gil): "',
-                "(most recent call first):", "Timeout (", _FATAL)  # fmt: skip
+                "(most recent call first):", "Timeout (", _FATAL, "#0  ", "received signal SIG",
+                "terminated with signal SIG")  # fmt: skip
 #: a wait by a console's grammar (`_generic`): its verb, not a metric's key (`Waiting: 0`)
 _WAIT_VERB = re.compile(
     r"(?i)\b(?:(?P<retry>retr(?:y|ies|ying))|wait(?:s|ing|ed)?|stuck|stall(?:s|ed|ing)?"
@@ -318,6 +319,41 @@ _GDB_HEAD = re.compile(rf"^\s*{re.escape(DUMP_HEAD)}\s*$")
 _GDB_FRAME = re.compile(
     rf'^\s+(?:File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)|{DUMP_C_WORDS})\s*$'
 )
+#: gdb's `bt` of a native process (gdb/stack.c print_frame: `#N  `, the frame's pc `0x... in `
+#: unless it is at a line's start, the function, ` (args)`, then ` at FILE:LINE` or ` from LIB`;
+#: a long one wrapped, its rest indented on the next line), innermost first: `#0  ` begins a
+#: thread's stack (`thread apply all bt` prints one after another)
+_NATIVE_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[^\s(]+) \(")
+_NATIVE_REST = re.compile(r"^\s+(?:at \S+:\d+|from \S+)\s*$")
+#: where a waiting thread is parked, its innermost frame: sleeping, polling, on a futex or a
+#: condition, or spinning in a progress engine (Open MPI's opal_progress, UCX's) -- not a
+#: crash's frame (raise, abort, the faulting function)
+_PARKED = re.compile(
+    r"^(?:__GI_|__libc_|__)*(?:nanosleep|usleep|sleep|clock_nanosleep|poll|ppoll|epoll_p?wait"
+    r"|p?select|sched_yield|pthread_cond_(?:timed|clock)?wait(?:@\S*)?|futex_\w*wait\w*"
+    r"|lll_lock_wait\w*|sem_(?:timed|clock)?wait|syscall|recv(?:msg|from)?|read|accept4?"
+    r"|\w*_progress\w*|\w*progress)$"
+)
+#: the collectives, fences and barriers of the native stacks (innermost first, the first such
+#: frame names the wait): PMIx's fence (openpmix src/client/pmix_client_fence.c `PMIx_Fence`;
+#: Open MPI renames its embedded copy's symbols, `OPAL_PMIX_PMIX1XX_PMIx_Fence`), PMI-1/2's
+#: barrier and fence, MPI's collectives and the calls that hold one (MPI_Init's modex fence,
+#: MPI_Finalize's, a communicator's creation) in their P-profiling names too, NCCL's API (its
+#: communicator's bootstrap included): a thread parked under one waits for the other ranks
+_NATIVE_COLLECTIVE = re.compile(
+    r"(?:^|_)(?P<name>PMIx_Fence(?:_nb)?|PMI2?_(?:KVS_)?(?:Barrier|Fence)"
+    r"|P?MPI_(?:I?barrier|Barrier|I?allreduce|Allreduce|Reduce(?:_scatter(?:_block)?)?|Bcast"
+    r"|Allgatherv?|Alltoall[vw]?|Gatherv?|Scatterv?|Scan|Exscan|Win_fence|Comm_(?:split|dup"
+    r"|create)|Init(?:_thread)?|Finalize)"
+    r"|nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Bcast|Reduce|GroupEnd"
+    r"|CommInitRank\w*|CommInitAll))$"
+)
+#: a native stack deeper than this is read no further for a collective
+_NATIVE_DEPTH = 40
+#: the signals a debugger stops a process with to look at it (a person's Ctrl-C at gdb, a
+#: breakpoint): a stack after one of these is a living process's; after any other, a crash's
+_LOOKING = frozenset({"SIGINT", "SIGTRAP", "SIGSTOP", "SIGTSTP"})
+_SIGNALLED = re.compile(r"(?:received|terminated with) signal (?P<sig>SIG[A-Z0-9]+)")
 #: the files whose functions are collectives (a thread whose innermost Python frame is in one
 #: waits in it): torch.distributed's, DeepSpeed's comm, Horovod's ops, the engines' own
 #: communicators (vLLM's and SGLang's device_communicators) -- not vLLM's message queue among
@@ -411,6 +447,12 @@ class Waits:
         self._dump: tuple[str, int, float, re.Pattern[str]] | None = None
         self._timeouts = 0  # faulthandler's timeout dumps seen: each is one process's
         self._dumps = 0  # gdb's `py-bt` dumps seen: each is one process's
+        #: the native stack (gdb's `bt`) being read: (its thread, the next frame's number);
+        #: None between stacks; and whether the console said a crash's signal (its stacks are
+        #: no waits)
+        self._native: tuple[str, int] | None = None
+        self._natives = 0
+        self._crashed = False
         self._timeout: float | None = None  # the timeout of faulthandler's dump being read
         self._dumped: dict[str, int] = {}  # a dumped process -> the rank it stands for
         #: requests an engine was seen serving (an offline bar's pending prompts, the running
@@ -444,7 +486,8 @@ class Waits:
     def following(self) -> bool:
         """The next line may go on a Horovod warning's list of ranks, be a frame of a
         dumped thread, or end a wait only the console's grammar declared (whatever it holds)."""
-        return self._listing or self._dump is not None or bool(self._said)
+        return (self._listing or self._dump is not None or self._native is not None
+                or bool(self._said))  # fmt: skip
 
     def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names;
@@ -457,6 +500,8 @@ class Waits:
                 return self._horovod({int(m.group("rank")): HOROVOD_MISSING})
             self._listing = False
         if self._dump is not None and (found := self._frame(line, rank)) is not None:
+            return found
+        if self._native is not None and (found := self._native_frame(line, rank)) is not None:
             return found
         if not any(m in line for m in MARKERS):
             return self._generic_wait(line, rank)
@@ -613,6 +658,11 @@ class Waits:
 
     def _dump_head(self, line: str) -> list[Found]:
         """A stack dump's thread header (its frames follow), or faulthandler's timeout."""
+        if (native := _NATIVE_FRAME.match(line)) is not None and native.group("n") == "0":
+            return self._native_start(native)
+        if (signal := _SIGNALLED.search(line)) is not None:
+            self._crashed |= signal.group("sig") not in _LOOKING
+            return []
         if _FATAL in line:
             self._timeout = None  # the dumps after it are of a crash's stacks
         elif (m := _FAULT_TIMEOUT.match(line)) is not None:
@@ -648,6 +698,38 @@ class Waits:
         if rank is None:
             rank = self._dumped.setdefault(process, len(self._dumped))
         return self._report({rank: m.group("func")}, waited)
+
+    def _native_start(self, frame: re.Match[str]) -> list[Found]:
+        """A native stack's innermost frame (gdb's `#0  `): a thread parked there (`_PARKED`)
+        may wait in a collective its outer frames name; a crash's stack, or one that works,
+        waits in none."""
+        self._native = None
+        if self._crashed or _PARKED.match(frame.group("func")) is None:
+            return []
+        self._natives += 1
+        self._native = (f"bt {self._natives}", 1)
+        return []
+
+    def _native_frame(self, line: str, rank: int | None) -> list[Found] | None:
+        """A line of the native stack being read: its next frame (the first that is a
+        collective's names the thread's wait, and its reading ends), a wrapped frame's rest,
+        or no line of it (None: read as any line)."""
+        assert self._native is not None
+        thread, n = self._native
+        if _NATIVE_REST.match(line) is not None:
+            return []
+        frame = _NATIVE_FRAME.match(line)
+        if frame is None or int(frame.group("n")) != n or n >= _NATIVE_DEPTH:
+            self._native = None
+            return None
+        collective = _NATIVE_COLLECTIVE.search(frame.group("func"))
+        if collective is None:
+            self._native = (thread, n + 1)
+            return []
+        self._native = None
+        if rank is None:
+            rank = self._dumped.setdefault(thread, len(self._dumped))
+        return self._report({rank: collective.group("name")}, 0.0)
 
     def _waited(self) -> float:
         return self._stated * max(self._warnings, 1)

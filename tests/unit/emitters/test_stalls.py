@@ -808,3 +808,63 @@ def test_an_engine_stall_from_a_log_s_clock_at_zero_began_there() -> None:
         parser.read(line)  # (it made tokens again, then stalled anew)
     ((_, again),) = parser.waits.stalled_engines()
     assert again["waited"] == 93.0
+
+
+#: https://github.com/openpmix/openpmix/issues/17 (corpus26 dev): gdb's `bt` of two ranks of
+#: Open MPI's ring_c hanging at launch, both parked in the start-up fence
+GDB_FENCE = (
+    "(gdb) bt\n"
+    "#0  0x00000037694ac9fd in nanosleep () from /lib64/libc.so.6\n"
+    "#1  0x00000037694e1b54 in usleep () from /lib64/libc.so.6\n"
+    "#2  0x00007ffff67cb330 in OPAL_PMIX_PMIX1XX_PMIx_Fence (procs=0x0, nprocs=0, "
+    "info=0x7fffffffca10, ninfo=1)\n"
+    "    at src/client/pmix_client_fence.c:100\n"
+    "#3  0x00007ffff69fbf1c in pmix1_fence (procs=0x0, collect_data=1) at pmix1_client.c:306\n"
+    "#4  0x00007ffff7cd03e7 in ompi_mpi_init (argc=1, argv=0x7fffffffced8, requested=0, "
+    "provided=0x7fffffffcd58) at runtime/ompi_mpi_init.c:644\n"
+    "#5  0x00007ffff7d069d5 in PMPI_Init (argc=0x7fffffffcdbc, argv=0x7fffffffcdb0) at "
+    "pinit.c:66\n"
+    "#6  0x000000000040086e in main (argc=1, argv=0x7fffffffced8) at ring_c.c:19\n"
+)
+#: the same shape rendered for a rank spinning in Open MPI's progress engine under a barrier
+GDB_BARRIER = (
+    "#0  0x00007f3c1a2b4c10 in opal_progress () at runtime/opal_progress.c:231\n"
+    "#1  0x00007f3c1a9d2e45 in ompi_request_default_wait (req_ptr=0x7ffd, status=0x0) at "
+    "request/req_wait.c:42\n"
+    "#2  0x00007f3c1aa31b5e in ompi_coll_base_barrier_intra_recursivedoubling (comm=0x6020a0) "
+    "at base/coll_base_barrier.c:218\n"
+    "#3  0x00007f3c1a9e6f1a in PMPI_Barrier (comm=0x6020a0) at pbarrier.c:66\n"
+    "#4  0x0000000000400a3e in main (argc=1, argv=0x7ffd) at hang.c:12\n"
+)
+
+
+def test_gdb_s_native_backtrace_of_ranks_parked_in_a_fence_is_their_wait(tmp_path: Path) -> None:
+    """gdb's `bt` (gdb/stack.c print_frame), innermost first: a thread parked -- asleep,
+    polling, spinning in a progress engine -- under a fence's or a collective's frame waits
+    there, in the order the stacks come; a console that ends in them ended in its hang."""
+    assert [(s["rank"], s["phase"]) for s in statuses(GDB_FENCE + GDB_FENCE)] == [
+        (0, "PMIx_Fence"), (1, "PMIx_Fence")]  # fmt: skip
+    assert [s["phase"] for s in statuses(GDB_BARRIER)] == ["PMPI_Barrier"]
+    assert fired(tmp_path, GDB_FENCE + GDB_FENCE) == ["ranks_stalled"]
+    scanner = LineScanner(LineParser())
+    watched = scanner.feed((GDB_FENCE + GDB_BARRIER).encode()) + scanner.finish()
+    assert [f for k, f in watched if k == "rank.status"] == statuses(GDB_FENCE + GDB_BARRIER)
+
+
+def test_a_native_stack_that_works_or_crashed_is_no_wait(tmp_path: Path) -> None:
+    """A thread whose innermost frame is at work (computing, copying) is where the others
+    wait for it, not a wait; after a crash's signal (a core's `Program terminated with signal
+    SIGSEGV`) every stack is the crash's; a person's Ctrl-C at gdb (SIGINT) stops a living
+    process to look at it."""
+    working = GDB_BARRIER.replace("opal_progress ()", "dgemm_kernel (a=0x1)")
+    assert statuses(working) == []
+    crashed = "Program terminated with signal SIGSEGV, Segmentation fault.\n" + GDB_BARRIER
+    assert statuses(crashed) == []
+    assert "ranks_stalled" not in fired(tmp_path, crashed)  # (its death is the catalogue's)
+    looked = 'Thread 1 "ring_c" received signal SIGINT, Interrupt.\n' + GDB_FENCE
+    assert [s["phase"] for s in statuses(looked)] == ["PMIx_Fence"]
+    going_on = GDB_FENCE + "Iteration 12: loss 0.41\n"  # (the job went on after the look)
+    assert statuses(going_on)[-1]["phase"] == "exited"
+    assert fired(tmp_path, going_on) == []
+    cut = GDB_FENCE.replace("#3 ", "#9 ")  # (a frame out of order ends the stack's reading)
+    assert [s["phase"] for s in statuses(cut)] == ["PMIx_Fence"]
