@@ -860,7 +860,9 @@ class Waits:
             wait, m = hit
             self._declared = wait
             stated = wait.seconds(m) if wait.elapsed is None else self._waited_all()
-            return self._lasting(line, rank, m.start(), wait.phase, wait.id, stated, wait.lasted)
+            return self._lasting(
+                line, rank, m.start(), wait.phase, wait.id, stated, wait.lasted, wait.dates
+            )
         if (open_ := self._declared) is not None and open_.also and open_.also.search(line):
             if ran is None or open_.elapsed is None:
                 return []  # (the wait's own line between its repeats)
@@ -909,11 +911,14 @@ class Waits:
         said: str,
         stated: float,
         lasted: float | None = None,
+        dates: bool = True,
     ) -> list[Found]:
         """One more line of a rank's wait (`said`: its words, or the catalogue's id; `at`:
         where they start, the line's clock before them): reported once the console shows it
         lasting `lasted` (the grammar's: `GENERIC_LASTED`, or `GENERIC_UNTIMED` lines without
-        a clock). Another wait of the rank's ends the one before."""
+        a clock). Another wait of the rank's ends the one before. Reported as having waited
+        what the console shows, unless what it shows does not date the wait (`dates`: the
+        catalogue's), where the console's end decides it."""
         now = _line_clock(self._lead, line, at)
         who = rank or 0
         out: list[Found] = []
@@ -934,7 +939,7 @@ class Waits:
         elif waited < lasted:
             return out
         self._generic.add((who, phase))
-        return out + self._report({who: phase}, waited)
+        return out + self._report({who: phase}, waited if dates else 0.0)
 
     def _framework_waits(self) -> bool:
         """Whether a framework's reader declared a wait of a rank that nothing ended."""

@@ -22,7 +22,7 @@ from runwatch.emitters.tables import load_table
 
 _REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
-_OPTIONAL = ("every", "elapsed", "began", "lasted", "also")
+_OPTIONAL = ("every", "elapsed", "began", "lasted", "also", "dates")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 #: the units a line may state its wait's duration in (`n` and `unit` of a pattern; kubectl's
 #: HumanDuration writes `s`, `m`, `h`, `d`, `y`)
@@ -53,6 +53,10 @@ class Wait:
     began: re.Pattern[str] | None
     lasted: float  # the seconds the console must show before the wait is one
     also: re.Pattern[str] | None  # the lines the wait writes between its repeats
+    #: whether the seconds a line shows date the wait's start (its rank's `since`); False
+    #: where they only show that it is one, and the console's end decides it: a count over a
+    #: span whose end the next lines may say (kubectl's)
+    dates: bool
     sample: str
     sample_from: str
 
@@ -109,6 +113,9 @@ def _wait(raw: dict[str, Any]) -> Wait:
         raise CatalogueError(f"wait {where}: literal must be a string or strings")
     pattern = _pattern(raw, "pattern", where)
     assert pattern is not None  # (required)
+    dates = raw.get("dates", True)
+    if not isinstance(dates, bool):
+        raise CatalogueError(f"wait {where}: dates must be true or false, not {dates!r}")
     elapsed = _pattern(raw, "elapsed", where)
     if elapsed is not None and not any(g.startswith("t") for g in elapsed.groupindex):
         raise CatalogueError(f"wait {where}: elapsed needs a group t")
@@ -117,7 +124,7 @@ def _wait(raw: dict[str, Any]) -> Wait:
         source=raw["source"], component=raw["component"], phase=raw["phase"],
         literals=literals, pattern=pattern, every=_number(raw, "every", where),
         elapsed=elapsed, began=_pattern(raw, "began", where), lasted=_number(raw, "lasted", where),
-        also=_pattern(raw, "also", where), sample=raw["sample"],
+        also=_pattern(raw, "also", where), dates=dates, sample=raw["sample"],
         sample_from=raw["sample_from"],
     )  # fmt: skip
 

@@ -75,13 +75,14 @@ def test_every_wait_s_sample_is_a_wait_of_its_phase_that_a_console_ends_in(
 
 @pytest.mark.parametrize("wait", DECLARED.waits, ids=lambda w: w.id)
 def test_a_console_that_goes_on_after_a_wait_did_not_hang_there(wait: Any, tmp_path: Path) -> None:
-    """... unless its line says itself that it lasted ranks_stalled's limit (5 minutes):
-    kubectl's `(x351 over 23h)`, verl's timeout error -- a stall shown whole, whatever came
-    after it."""
+    """... unless its line says itself that it lasted ranks_stalled's limit (5 minutes) and
+    dates it (verl's timeout error): a stall shown whole, whatever came after it. kubectl's
+    `(x351 over 23h)` does not date its wait (`dates = false`): the pod may have been scheduled
+    since, which the next row says."""
     text = lasting(wait) + "saving checkpoint to /ckpt/step_100\n"
     assert statuses(text)[-1]["phase"] == "exited"
     hit = DECLARED.match(wait.sample)
-    whole = hit is not None and wait.seconds(hit[1]) >= 300
+    whole = hit is not None and wait.dates and wait.seconds(hit[1]) >= 300
     assert bool(stalled(tmp_path, text)) is whole
 
 
@@ -262,6 +263,7 @@ def test_a_valid_entry_loads_and_states_its_seconds() -> None:
         (('phase = "f_wait"', 'phase = "F wait"'), "phase 'F wait'"),
         (("sample_from", "lasted = -1\nsample_from"), "lasted must be a number"),
         (("sample_from", "elapsed = 'ran (?P<x>\\\\d+)'\nsample_from"), "elapsed needs a group t"),
+        (("sample_from", "dates = 'no'\nsample_from"), "dates must be true or false"),
     ],
 )
 def test_bad_data_is_refused_with_the_wait_named(change: tuple[str, str], says: str) -> None:
@@ -279,32 +281,42 @@ def test_ids_are_unique() -> None:
 K8S_DESCRIBE = WAITS["kubernetes-pod-failed-scheduling"].sample + "\n"
 
 
-def test_a_pod_failing_to_schedule_for_hours_is_a_wait_its_row_shows_whole(tmp_path: Path) -> None:
+def test_a_pod_failing_to_schedule_for_a_minute_or_more_is_a_wait_the_console_ends_in(
+    tmp_path: Path,
+) -> None:
     """kubectl's `(xN over T)` (describe.go DescribeEvents) says the scheduler found no node
-    for the pod N times since T ago: one row shows the wait lasting T -- in `kubectl get
-    events`' order (the interval first) too, `2d3h` read as its days."""
-    assert [s["waited"] for s in statuses(K8S_DESCRIBE)] == [23 * 3600.0]
+    for the pod N times since T ago: a row whose T is a minute or more is the pod's wait, and a
+    console that ends in it ended in its hang -- in `kubectl get events`' order (the interval
+    first) too, `2d3h` read as its days; a row of seconds is a pod still being placed."""
+    assert [s["phase"] for s in statuses(K8S_DESCRIBE)] == ["kubernetes_pod_pending"]
     assert stalled(tmp_path, K8S_DESCRIBE)
+    assert statuses(K8S_DESCRIBE.replace("(x351 over 23h)", "(x3 over 50s)")) == []
+    # its message's rest, where a terminal wrapped the row, is the wait's own (`also`)
+    assert stalled(tmp_path, K8S_DESCRIBE[:120] + "\n" + K8S_DESCRIBE[120:])
     events = (
         "LAST SEEN   TYPE      REASON             OBJECT         MESSAGE\n"
         "6m7s (x351 over 2d3h)   Warning   FailedScheduling   pod/train-0   0/1 nodes are "
         "available: 1 Insufficient nvidia.com/gpu.\n"
     )
-    assert [s["waited"] for s in statuses(events)] == [2 * 86400.0]
+    assert [s["phase"] for s in statuses(events)] == ["kubernetes_pod_pending"]
+    assert statuses(events.replace("2d3h", "59s")) == []
 
 
-def test_a_pod_scheduled_after_a_short_wait_or_failing_once_is_no_stall(tmp_path: Path) -> None:
-    """A row without a count is one attempt (a node being added); a wait of minutes that the
-    next row ends (`Scheduled`) is the cluster catching up: neither is a stall -- though
-    describe indents every row (LEVEL_1), which ends no wait only the grammar read."""
+def test_a_pod_scheduled_after_its_wait_or_failing_once_is_no_stall(tmp_path: Path) -> None:
+    """A row without a count is one attempt (a node being added); a wait of many minutes that
+    the next row ends (`Scheduled`: the autoscaler's new GPU node came) ended -- no stall,
+    though describe indents every row (LEVEL_1), which ends no wait only the grammar read;
+    cluster-autoscaler's NotTriggerScaleUp between the rows says the wait goes on."""
     once = K8S_DESCRIBE.replace("6m7s (x351 over 23h)", "12s")
     assert statuses(once) == []
     assert stalled(tmp_path, once) == []
-    minutes = "  " + K8S_DESCRIBE.replace("(x351 over 23h)", "(x4 over 3m10s)")
-    assert stalled(tmp_path, minutes)  # (a console that ends in it ended in its hang)
+    minutes = "  " + K8S_DESCRIBE.replace("(x351 over 23h)", "(x9 over 8m10s)")
     scheduled = "  Normal   Scheduled   2m   default-scheduler  Successfully assigned a/b to n1\n"
-    assert [s["waited"] for s in statuses(minutes)] == [180.0]
+    assert stalled(tmp_path, minutes)  # (a console that ends in it ended in its hang)
     assert stalled(tmp_path, minutes + scheduled) == []
+    no_scale_up = ("  Normal   NotTriggerScaleUp  3m (x40 over 8m)  cluster-autoscaler  pod didn't "
+                   "trigger scale-up: 1 Insufficient nvidia.com/gpu\n")  # fmt: skip
+    assert stalled(tmp_path, minutes + no_scale_up)
 
 
 #: https://github.com/YWenxi/think-with-images-through-self-calling/issues/3 (corpus26 dev):
