@@ -24,7 +24,10 @@ Found = tuple[str, dict[str, Any]]
 #: the heads and calls of a timeout a program words over lines (`Spread`)
 _DEADLINE = "DEADLINE_EXCEEDED"
 _TIMEDOUT = "A request has timed out and will therefore fail"
-SPREAD_MARKERS = (_DEADLINE, _TIMEDOUT, "CoordinationService/", "Operation:  DMDX")
+#: gRPC's words for the code besides its name: the status's message, and the debug string's
+#: `"grpc_status":4` (DEADLINE_EXCEEDED is 4)
+_DEADLINE_SAID = (_DEADLINE, "Deadline Exceeded", '"grpc_status":4,', '"grpc_status":4}')
+SPREAD_MARKERS = (*_DEADLINE_SAID, _TIMEDOUT, "CoordinationService/", "Operation:  DMDX")
 #: literal pieces a line must hold for `parse` to look at it (the scanner's markers)
 MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL work",
            "watchdog got stuck", "[c10d]", "timed out after", "Timed out waiting",
@@ -536,36 +539,43 @@ _PMIX_OPERATION = re.compile(r"^\s*Operation:\s+DMDX\b")
 
 
 class Spread:
-    """A timeout whose message a program words over lines: its head (the status code, PRRTE's
-    help text) on one, the call or operation it timed out in on one of the next few
-    (`LINES`) -- read as the collective's timeout once both are said."""
+    """A timeout whose message a program words over lines, read once both its parts are said
+    within a few lines (`LINES`) of each other: a coordination service's rendezvous call and
+    the DEADLINE_EXCEEDED it got back, in either order (a paste may begin at the call:
+    paxml#77's `... while calling /tensorflow.CoordinationService/RegisterTask:`, then the debug
+    string's `"description":"Deadline Exceeded"`); PRRTE's `timedout` help, then its operation."""
 
     LINES = 4
 
     def __init__(self) -> None:
-        self.held: str | None = None  # the head said, not yet its call
+        #: the part said and not yet completed: the code (`_DEADLINE`), a rendezvous call (its
+        #: name), PRRTE's head (`_TIMEDOUT`); None when none is
+        self.held: str | None = None
         self._lines = 0
 
     def read(self, line: str, rank: int | None = None) -> Found | None:
         """The timeout the line completes (None while it completes none)."""
-        if _DEADLINE in line:
-            self.held, self._lines = _DEADLINE, 0
-        elif _TIMEDOUT in line:
-            self.held, self._lines = _TIMEDOUT, 0
-        elif self.held is None:
-            return None
-        else:
-            self._lines += 1
-        if self.held == _DEADLINE and (call := _COORDINATION_CALL.search(line)) is not None:
-            fields: dict[str, Any] = {"backend": "coordination", "op": call.group("op")}
+        deadline = any(m in line for m in _DEADLINE_SAID)
+        call = _COORDINATION_CALL.search(line) if "CoordinationService/" in line else None
+        fields: dict[str, Any] | None = None
+        if call is not None and (deadline or self.held == _DEADLINE):
+            fields = {"backend": "coordination", "op": call.group("op")}
+        elif deadline and self.held not in (None, _DEADLINE, _TIMEDOUT):
+            fields = {"backend": "coordination", "op": self.held}
         elif self.held == _TIMEDOUT and _PMIX_OPERATION.match(line) is not None:
             fields = {"backend": "pmix", "op": "direct modex"}
-        else:
+        if fields is not None:
+            self.held = None
+            if rank is not None:
+                fields["rank"] = rank
+            fields["message"] = line.strip()[:2000]
+            return ("collective.timeout", fields)
+        said = (call.group("op") if call is not None else _DEADLINE if deadline
+                else _TIMEDOUT if _TIMEDOUT in line else None)  # fmt: skip
+        if said is not None:
+            self.held, self._lines = said, 0
+        elif self.held is not None:
+            self._lines += 1
             if self._lines >= self.LINES:
                 self.held = None
-            return None
-        self.held = None
-        if rank is not None:
-            fields["rank"] = rank
-        fields["message"] = line.strip()[:2000]
-        return ("collective.timeout", fields)
+        return None

@@ -242,3 +242,23 @@ def test_prrte_s_other_help_naming_a_dmdx_operation_is_no_timeout() -> None:
         "  Number of rooms:  1024",
     ]
     assert _timeouts(read_all(lines)) == []
+
+
+def test_the_call_said_before_its_deadline_is_read_alike() -> None:
+    """https://github.com/google/paxml/issues/77: the paste begins at the call, then gRPC's
+    debug string (`"description":"Deadline Exceeded"`, `"grpc_status":4`) and the agent's
+    error status -- one timeout."""
+    lines = [
+        "> > Additional GRPC error information from remote target unknown_target_for_coordination"
+        "_leader while calling /tensorflow.CoordinationService/RegisterTask:",
+        '> :{"created":"@1712965181.656280441","description":"Deadline Exceeded","file":"external/'
+        'com_github_grpc_grpc/src/core/ext/filters/deadline/deadline_filter.cc","file_line":69,'
+        '"grpc_status":4}',
+        "> 2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] "
+        "Coordination service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded",
+    ]
+    for found in (read_all(lines), scanned(lines)):
+        assert [f["op"] for f in _timeouts(found)] == ["RegisterTask"]
+    unavailable = [lines[0], lines[1].replace("Deadline Exceeded", "failed to connect")
+                   .replace('"grpc_status":4', '"grpc_status":14')]  # fmt: skip
+    assert _timeouts(read_all(unavailable)) == []
