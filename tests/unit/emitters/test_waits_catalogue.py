@@ -300,6 +300,14 @@ def test_a_pod_failing_to_schedule_for_a_minute_or_more_is_a_wait_the_console_en
     )
     assert [s["phase"] for s in statuses(events)] == ["kubernetes_pod_pending"]
     assert statuses(events.replace("2d3h", "59s")) == []
+    # the kubelet's volume wait writes its event after two minutes of it (`every`)
+    mount = (
+        "20m (x1 over 20m)   Warning   FailedMount   pod/train-0   Unable to attach or mount "
+        "volumes: unmounted volumes=[dshm]: timed out waiting for the condition\n"
+    )
+    assert [s["phase"] for s in statuses(mount)] == ["kubernetes_pod_volumes"]
+    assert [s["phase"] for s in statuses(mount.replace("20m (x1 over 20m)", "20m"))] == [
+        "kubernetes_pod_volumes"]  # fmt: skip
 
 
 def test_a_pod_scheduled_after_its_wait_or_failing_once_is_no_stall(tmp_path: Path) -> None:
