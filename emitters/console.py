@@ -272,11 +272,13 @@ class LineParser:
             self._srcs[source] = src
         found = self.failures.read(source, line)
         timeout = None
-        if any(m in line for m in collectives.MARKERS):
+        marked = any(m in line for m in collectives.MARKERS)
+        if marked:
             timeout = collectives.parse(line, rank)
             if timeout is not None and self._timed_out and collectives.unnamed(timeout[1]):
                 timeout = None  # `SOME_FAILED` after a line that said which collective
-        if self.spread.held is not None or any(m in line for m in collectives.SPREAD_MARKERS):
+        worded = marked and any(m in line for m in collectives.SPREAD_MARKERS)
+        if worded or self.spread.held is not None:
             spread = self.spread.read(line, rank)
             if timeout is not None:
                 self.spread.held = None  # (the line said its timeout whole: its lines after
