@@ -37,6 +37,7 @@ from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stacks import Taken, py_spy
 from runwatch.emitters.stalls import Waits
+from runwatch.emitters.wraps import OutputUnwrapper
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -194,6 +195,28 @@ class ReadWaits(Waits):
         return found
 
 
+class OutputReader:
+    """One stream of the command's output read: a paste's hard wraps joined first
+    (`wraps.OutputUnwrapper`, as `runwatch diagnose` joins a file's), then scanned."""
+
+    def __init__(self, parser: LineParser) -> None:
+        self.wraps = OutputUnwrapper()
+        self.scanner = LineScanner(parser)
+
+    def feed(self, data: bytes) -> list[Found]:
+        return self._scan(self.wraps.feed(data))
+
+    def paused(self) -> list[Found]:
+        """The stream paused: what the unwrapper held, then the unfinished refresh, once."""
+        return self._scan(self.wraps.pause()) + self.scanner.peek()
+
+    def finish(self) -> list[Found]:
+        return self._scan(self.wraps.finish()) + self.scanner.finish()
+
+    def _scan(self, data: bytes) -> list[Found]:
+        return self.scanner.feed(data) if data else []
+
+
 class Watcher:
     """Copies the command's output through and turns what it reads into events. The parser's
     waits are dated as their lines are read (`ReadWaits`)."""
@@ -316,10 +339,10 @@ class Watcher:
     def pump(self, sources: dict[int, int]) -> None:
         """Copy each source fd to its target fd until EOF on all (or `stop` after drain)."""
         sel = selectors.DefaultSelector()
-        scanners = {}
+        readers = {}
         for src, dst in sources.items():
             sel.register(src, selectors.EVENT_READ, dst)
-            scanners[src] = LineScanner(self.parser)
+            readers[src] = OutputReader(self.parser)
         open_fds = set(sources)
         last_data = {fd: time.monotonic() for fd in sources}
         heard = time.monotonic()  # the output's last bytes, on any stream
@@ -337,15 +360,15 @@ class Watcher:
                     if not data:
                         sel.unregister(fd)
                         open_fds.discard(fd)
-                        self._read(scanners[fd].finish)
+                        self._read(readers[fd].finish)
                         continue
                     _write_all(key.data, data)
                     last_data[fd] = heard = now
                     quiet = False
-                    self._read(partial(scanners[fd].feed, data))
+                    self._read(partial(readers[fd].feed, data))
                 for fd in open_fds:  # a stream that paused: its unfinished refresh, once
                     if now - last_data[fd] >= PAUSE_S:
-                        self._read(scanners[fd].peek)
+                        self._read(readers[fd].paused)
                 if not quiet and now - heard >= self.last_word and open_fds:
                     quiet = True  # the command runs on, silent: what it said last stands
                     self._read(partial(self._last_words, self.parser.quiet))

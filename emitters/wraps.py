@@ -8,19 +8,24 @@ that goes on (`goes_on`): not a timestamp, a log level, a bracket, a traceback's
 an indented source line (a warning's, a frame's), a table's border, nor a line that starts as
 the long one did (fixed-width records, a table's rows -- tabulate's box-drawn grid in AReaL's
 stats, an ASCII grid's -- a padded console, lines of one format that happen to be longest and
-equal). A line of that width is
-joined with the next line that goes on; a file without such a width is read as it is.
-Measured on the development parts (`tests/unit/test_wraps.py`): read as posted, no excerpt's
-alerts change but one read better; hard-wrapped at 80 or 120 columns, what the wraps lost is
-mostly found again.
+equal). A line of that width is joined with the next line that goes on; a file without such
+a width is read as it is. Measured on the development parts (`tests/unit/test_wraps.py`): read
+as posted, no excerpt's alerts change but one read better; hard-wrapped at 80 or 120 columns,
+what the wraps lost is mostly found again.
+
+The width is learned from a console's first lines (`SAMPLE`) as they come (`Widths`,
+`Unwrapper`): `runwatch diagnose` holds a file's before its first line is read (`unwrapped`),
+`runwatch watch` joins its command's output read by read (`OutputUnwrapper`) -- a pasted
+console given by `cat` comes whole, and every development excerpt read 4 KiB at a time is
+joined as diagnose joins it; a live job's output shows no width and passes at once.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, islice, pairwise
+from itertools import accumulate
 
 #: narrower than this, a "width" is a format's, not a terminal's
 MIN_WIDTH = 60
@@ -31,6 +36,9 @@ MIN_WRAPPED = 2
 #: samples, one JSON record a line) must not be held whole where it was read as it came
 SAMPLE = 20_000
 SAMPLE_CHARS = 4 << 20
+#: no terminal is this wide: an unfinished line longer than this ends `runwatch watch`'s
+#: learning (`OutputUnwrapper`), as such a line, the longest, leaves a file no width
+LONGEST = 1 << 16
 #: how a line a process wrote begins (the next line after a long one that begins so is its own)
 _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
@@ -57,45 +65,186 @@ def goes_on(cut: str, line: str) -> bool:
     )
 
 
+class Widths:
+    """What a console's lines show of a terminal's width (module docstring): the longest lines'
+    length, how many are that long, and how many of those a line that goes on follows --
+    learned in batches as lines come (`saw`); over the same lines, however they were cut into
+    batches, the same width."""
+
+    def __init__(self) -> None:
+        self.top = 0  # the longest line's length
+        self.count = 0  # lines that long
+        self.went = 0  # ... a line that goes on followed
+        self._last: str | None = None  # the last batch's last line, when that long
+
+    def saw(self, lines: Sequence[str]) -> None:
+        """A batch of lines (without their line ends), after those seen before."""
+        if not lines:
+            return
+        if self._last is not None and len(self._last) == self.top and goes_on(self._last, lines[0]):
+            self.went += 1
+        self._last = None
+        lengths = list(map(len, lines))
+        longest = max(lengths)
+        if longest < self.top:
+            return
+        if longest > self.top:
+            self.top, self.count, self.went = longest, 0, 0
+        at = lengths.index(longest)
+        while True:
+            self.count += 1
+            if at + 1 < len(lines):
+                self.went += goes_on(lines[at], lines[at + 1])
+            else:
+                self._last = lines[at]  # (the next batch's first line says whether it went on)
+            try:
+                at = lengths.index(longest, at + 1)
+            except ValueError:
+                return
+
+    @property
+    def width(self) -> int | None:
+        """The width the lines were hard-wrapped at, or None where they show none."""
+        if self.top < MIN_WIDTH or self.count < MIN_WRAPPED:
+            return None
+        return self.top if 2 * self.went > self.count else None
+
+
 def terminal_width(lines: Sequence[str]) -> int | None:
     """The width the lines were hard-wrapped at, or None where they show none."""
-    lengths = Counter(len(line) for line in lines)
-    if not lengths:
-        return None
-    width = max(lengths)
-    if width < MIN_WIDTH or lengths[width] < MIN_WRAPPED:
-        return None
-    went_on = sum(1 for cut, after in pairwise(lines) if len(cut) == width and goes_on(cut, after))
-    return width if 2 * went_on > lengths[width] else None
+    widths = Widths()
+    widths.saw(lines)
+    return widths.width
+
+
+class Unwrapper:
+    """A console's lines as they come, with a paste's hard wraps joined: the width is learned
+    from its first lines (`SAMPLE`, at most `SAMPLE_CHARS` of them: `learn`), and each line
+    is joined at the width those seen so far show. `runwatch diagnose` holds a file's sample
+    before it joins its first line (`unwrapped`); `runwatch watch` joins each read of its
+    command's output as it comes (`OutputUnwrapper`) -- a pasted console (`cat` of a saved
+    log) comes whole, a live job's is no paste. One reading of a paste's wraps for both."""
+
+    def __init__(self) -> None:
+        self.widths = Widths()
+        #: a line that filled the width: the next line may go on with it
+        self.held: tuple[int, str] | None = None
+        self._lines_left = SAMPLE
+        self._chars_left = SAMPLE_CHARS
+
+    @property
+    def learning(self) -> bool:
+        """The sample is not complete yet: the width may still change."""
+        return self._lines_left > 0 and self._chars_left >= 0
+
+    def learn(self, lines: Sequence[str]) -> None:
+        """The next lines, as far as they are of the sample (the line that goes past its
+        characters is its last)."""
+        if not self.learning:
+            return
+        lines = lines[: self._lines_left]
+        lengths = list(accumulate(map(len, lines)))
+        if lengths and lengths[-1] > self._chars_left:
+            lines = lines[: bisect_right(lengths, self._chars_left) + 1]
+        self._lines_left -= len(lines)
+        self._chars_left -= lengths[len(lines) - 1] if lines else 0
+        self.widths.saw(lines)
+
+    def join(self, lines: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+        """(number, line) of the next lines, learned from already, joined at the width."""
+        width = self.widths.width
+        if width is None:
+            return self.release() + list(lines)
+        out = []
+        for number, line in lines:
+            if (held := self.held) is not None:
+                self.held = None
+                if goes_on(held[1][-width:], line):
+                    number, line = held[0], held[1] + line
+                else:
+                    out.append(held)
+            if len(line) >= width and len(line) % width == 0:
+                self.held = (number, line)  # it filled the width: the next may go on with it
+            else:
+                out.append((number, line))
+        return out
+
+    def release(self) -> list[tuple[int, str]]:
+        """The line held, as a line of its own (the output paused or ended)."""
+        held, self.held = self.held, None
+        return [] if held is None else [held]
 
 
 def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """(number, line) with a hard-wrapped line's pieces joined, at its first piece's number
-    (lines without their line ends)."""
+    (lines without their line ends): the sample is held before the first is given out."""
+    unwrapper = Unwrapper()
     rest = iter(lines)
-    head: list[tuple[int, str]] = []
-    size = 0
-    for number, line in islice(rest, SAMPLE):
+    head = []
+    for number, line in rest:
         head.append((number, line))
-        size += len(line)
-        if size > SAMPLE_CHARS:
+        unwrapper.learn([line])
+        if not unwrapper.learning:
             break
-    width = terminal_width([line for _, line in head])
-    if width is None:
-        yield from head
-        yield from rest
-        return
-    held: tuple[int, str] | None = None
-    for number, line in chain(head, rest):
-        if held is not None:
-            if goes_on(held[1][-width:], line):
-                number, line = held[0], held[1] + line
-            else:
-                yield held
-            held = None
-        if len(line) >= width and len(line) % width == 0:
-            held = (number, line)  # it filled the width: the next line may go on with it
-        else:
-            yield number, line
-    if held is not None:
-        yield held
+    yield from unwrapper.join(head)
+    for number, line in rest:
+        yield from unwrapper.join(((number, line),))
+    yield from unwrapper.release()
+
+
+class OutputUnwrapper:
+    """A command's output as it comes (bytes), with a paste's hard wraps joined (`Unwrapper`)
+    before it is scanned. While the sample is learned, where the lines show no width, they
+    pass as they came, at once; where they show one, they are given joined, a line that
+    filled the width and the unfinished line after it held for the next read or the output's
+    pause (`pause`). Once the sample is complete and shows no width, the output passes as it
+    comes, unlooked at: a live job's output costs nothing more."""
+
+    def __init__(self) -> None:
+        self.lines = Unwrapper()
+        self._open = b""  # the unfinished line (learned from once it ends)
+        self._passed = 0  # ... how much of it was given out already
+        #: no width, and none to learn: the bytes pass as they come
+        self.through = False
+
+    def feed(self, data: bytes) -> bytes:
+        """What of the output so far can be scanned now."""
+        if self.through:
+            return data
+        data = self._open + data
+        end = data.rfind(b"\n")
+        if len(data) - end > LONGEST:  # (a bar refreshed with "\r" for hours, a blob)
+            self.through = True
+            return self.pause() + data[len(self._open) :]
+        if end < 0:  # the unfinished line goes on: given as it comes where no width shows
+            self._open = data
+            return self.pause() if self.lines.widths.width is None else b""
+        self._open = data[end + 1 :]
+        text = data[:end].decode("utf-8", "replace")
+        if "\r\n" in text:
+            text = text.replace("\r\n", "\n")
+        texts = text.split("\n")
+        self.lines.learn(texts)
+        passed, self._passed = self._passed, 0
+        if self.lines.widths.width is None and self.lines.held is None:
+            self.through = not self.lines.learning
+            self._passed = len(self._open)
+            return data[passed:]
+        given = b""
+        if passed:  # a line given as far as it came (a pause): its rest, as a line of its own
+            given = data[passed : data.index(b"\n") + 1]
+            texts = texts[1:]
+        lines = self.lines.join((0, line) for line in texts)
+        return given + b"".join(line.encode() + b"\n" for _, line in lines)
+
+    def pause(self) -> bytes:
+        """The output paused: a line held is its own, and the unfinished line is given out as
+        far as it came (a bar's refresh)."""
+        held = b"".join(line.encode() + b"\n" for _, line in self.lines.release())
+        rest, self._passed = self._open[self._passed :], len(self._open)
+        return held + rest
+
+    def finish(self) -> bytes:
+        """The output ended: the rest of it (a last line without a line end is one)."""
+        rest = self.feed(b"\n") if self._open and not self.through else b""
+        return rest + self.pause()

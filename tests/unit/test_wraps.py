@@ -3,15 +3,28 @@ is read as the lines the process wrote, and what only looks cut is left alone.""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pytest
+from helpers import read_events
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runwatch.diagnose import diagnose
-from runwatch.emitters.wraps import SAMPLE_CHARS, terminal_width, unwrapped
+from runwatch.emitters import Emitter
+from runwatch.emitters.console import LineParser
+from runwatch.emitters.watch import Watcher
+from runwatch.emitters.wraps import (
+    SAMPLE_CHARS,
+    OutputUnwrapper,
+    Widths,
+    terminal_width,
+    unwrapped,
+)
 from scripts.corpus_report import CONSOLES, CORPORA, DAY, excerpt_lines
 
 #: torch's watchdog line (tests/unit/emitters/test_console_readers.py's, from a real console)
@@ -118,3 +131,111 @@ def test_a_hard_wrapped_console_reads_as_it_was_written(width: int) -> None:
         if _fired(path := CONSOLES / corpus / "dev" / f"{ident}.log", 0) != _fired(path, width)
     ]
     assert len(changed) <= LOST[width], changed
+
+
+# --- runwatch watch: the same reading of a command's output, as it comes ------------------
+
+#: a paste a terminal wrapped at its width, the collective's timeout cut over four lines
+#: (corpus26's development excerpt, from torchtune#2651)
+PASTED_ID = "torchtune_llama4_lora_save_dump_signal_local_rank_wrapped_at_terminal_width"
+PASTED = CONSOLES / "corpus26" / "dev" / f"{PASTED_ID}.log"
+
+
+def _dev_excerpts() -> Iterator[Path]:
+    for corpus in CORPORA:
+        for ident in tomllib.loads((CONSOLES / corpus / "MANIFEST.toml").read_text()):
+            yield CONSOLES / corpus / "dev" / f"{ident}.log"
+
+
+def _given(data: bytes, size: int) -> list[str]:
+    """The lines `runwatch watch` scans of `data`, read `size` bytes at a time."""
+    unwrapper = OutputUnwrapper()
+    out = b"".join(unwrapper.feed(data[i : i + size]) for i in range(0, len(data), size))
+    lines = (out + unwrapper.finish()).decode("utf-8", "replace").split("\n")
+    return [line.rstrip("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
+
+
+def test_watch_reads_a_pasted_console_s_wraps_as_diagnose_does(tmp_path: Path) -> None:
+    """The paste through watch's pump, from a pipe: the timeout its wrapped line states is
+    read, as diagnose reads it (issue 41 item 5: the two commands agree on one log)."""
+    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
+    watcher = Watcher(em, LineParser(), progress_every=0.0)
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    data = b"".join(line for _, line in excerpt_lines(PASTED))
+    os.write(src_w, data)
+    os.close(src_w)
+    watcher.pump({src_r: out_w})
+    os.close(out_w)
+    assert os.read(out_r, 1 << 16) == data  # (copied through as it came, wraps and all)
+    for fd in (src_r, out_r):
+        os.close(fd)
+    em.close()
+    timeouts = [e for e in read_events(tmp_path / "spool") if e["kind"] == "collective.timeout"]
+    assert [(e["rank"], e["last_enqueued"]) for e in timeouts] == [(7, 9387)]
+    assert {a.rule for a in diagnose([PASTED], day=DAY, lines=excerpt_lines).alerts} == {
+        "collective_timeout"
+    }
+
+
+def test_watch_joins_every_development_excerpt_as_diagnose_does() -> None:
+    """Every development excerpt, read by watch a pipe's 4 KiB at a time, gives the lines
+    diagnose's reading of the file gives: the same width, the same joins (32 of them have a
+    width)."""
+    differ, wide = [], 0
+    for path in _dev_excerpts():
+        raw = list(excerpt_lines(path))
+        lines = ((n, line.decode("utf-8", "replace").rstrip("\r\n")) for n, line in raw)
+        read = [line for _, line in unwrapped(lines)]
+        data = b"".join(line for _, line in raw)
+        wide += len(read) < len(raw)
+        if _given(data, 4096) != read:
+            differ.append(path.stem)
+    assert differ == []
+    assert wide >= 30
+
+
+def test_a_live_job_s_output_is_given_at_once() -> None:
+    """Where the output shows no width, a line is scanned when it ends and a bar's refresh
+    as it comes -- nothing waits on the unwrapper -- and after the sample, the bytes pass
+    unlooked at."""
+    unwrapper = OutputUnwrapper()
+    assert unwrapper.feed(b"step:1 - reward:0.5\n") == b"step:1 - reward:0.5\n"
+    bar = b"\rTraining:  50%|#####     | 1/2"
+    assert unwrapper.feed(bar) == bar
+    line = b"2026-03-14 16:41:00,123 INFO worker.py:1 rollout 1: generated 512 tokens\n"
+    assert unwrapper.feed(line * 20_000) == line * 20_000
+    assert unwrapper.through
+
+
+def test_widths_learned_in_batches_are_the_file_s() -> None:
+    text = ["INFO starting", *_cut(WATCHDOG, 85), "x", *_cut(WATCHDOG.replace("86", "87"), 85)]
+    for size in (1, 2, 3, 5):
+        widths = Widths()
+        for i in range(0, len(text), size):
+            widths.saw(text[i : i + size])
+        assert widths.width == terminal_width(text) == 85
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.sampled_from([*_cut(WATCHDOG, 85), "INFO x", "  y", "z" * 85, "\r50%|#", ""]),
+             max_size=20),
+    st.lists(st.integers(min_value=1, max_value=200), min_size=1, max_size=10),
+    st.lists(st.booleans(), min_size=1, max_size=10),
+)  # fmt: skip
+def test_whatever_the_reads_and_pauses_no_byte_is_lost_or_doubled(
+    lines: list[str], cuts: list[int], pauses: list[bool]
+) -> None:
+    """Only line ends between a wrapped line's pieces are taken out."""
+    data = "\n".join(lines).encode()
+    unwrapper = OutputUnwrapper()
+    out, pos, k = b"", 0, 0
+    while pos < len(data):
+        size = cuts[k % len(cuts)]
+        out += unwrapper.feed(data[pos : pos + size])
+        if pauses[k % len(pauses)]:
+            out += unwrapper.pause()
+        pos, k = pos + size, k + 1
+    out += unwrapper.finish()
+    assert out.replace(b"\n", b"") == data.replace(b"\n", b"")
