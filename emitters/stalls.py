@@ -248,12 +248,13 @@ _THEN = re.compile(r"(?i)\s+(?:before|until|then)\b")
 #: a clock that goes back between two lines of one wait by less than this much went back
 #: (lines out of order), not past midnight: no time passed
 _BACKWARDS = 43200.0
-#: a line's clock (its log prefix's time of day): how far apart two lines of one wait are;
-#: or the time since the job began that Ray's driver puts on its autoscaler's lines
+#: a line's clock (its log prefix's time of day): how far apart two lines of one wait are --
+#: a time of day, its hour below 24 (a duration past a day, tqdm's `[36:34:36<00:10` elapsed,
+#: is none); or the time since the job began that Ray's driver puts on its autoscaler's lines
 #: (`_private/worker.py` print_worker_logs: `(autoscaler +15m30s)`, `time_string`; an older
 #: driver's `(scheduler +4m44s)`)
 _CLOCK = re.compile(
-    r"(?<![\d:])(\d{1,2}):(\d{2}):(\d{2})(?![\d:])"
+    r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d):([0-5]\d|60)(?![\d:])"
     r"|\((?:autoscaler|scheduler) \+(?:(\d{1,6})h)?(?:(\d{1,2})m)?(\d{1,2})s\)"
 )
 #: kinds that say the job went on: an engine's stall its stats began to say before one of

@@ -328,3 +328,13 @@ def test_a_wait_s_clock_in_its_prefix_decides_as_the_line_s_own(lead: str) -> No
     assert waits(under(6)) == waits(mq(6)) == []
     assert waits(under(7)) == waits(mq(7))
     assert waits(under(7))[0]["waited"] == 60.0
+
+
+def test_a_duration_past_a_day_is_no_line_s_clock() -> None:
+    """tqdm's `[elapsed<remaining` bracket before a wait's words: `36:34:36` is 36 hours of a
+    bar, no time of day -- two such lines show no wait lasting 70 s; a clock below 24 hours
+    stands (the wait's two lines, 70 s apart)."""
+    line = "[{t}<00:10] waiting for the reward server to start\n"
+    assert statuses(line.format(t="36:34:36") + line.format(t="36:35:46")) == []
+    (status,) = statuses(line.format(t="12:34:36") + line.format(t="12:35:46"))
+    assert status["waited"] == 70.0
