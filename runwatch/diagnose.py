@@ -61,6 +61,14 @@ _SHORT = re.compile(
 _CLOCK = re.compile(r"^(?:\[[\w-]+\]:)?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s")
 #: glog's `[E419 10:42:28.858931807` (torch's C++ lines: month and day, no year)
 _GLOG = re.compile(r"\[[EWIF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+#: glog's own prefix, no bracket (google/glog src/logging.cc `LogMessage::Init`: the
+#: severity's letter, the year where `FLAGS_log_year_in_prefix` (newer glog, default true),
+#: then `mmdd hh:mm:ss.uuuuuu`, the thread id padded to 5, `file:line] `): `I1130 12:34:56.789012
+#:  1234 file.cc:12] ` (Paddle's and Caffe's C++ lines)
+_GLOG_PLAIN = re.compile(
+    r"(?<![\w.:/-])[IWEF](\d{4})?(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})"
+    r" +\S+ [^\s:\]]+:\d+\] "
+)
 #: Open MPI's `--timestamp-output`, ctime's `Tue May 20 21:16:06 2025`
 _CTIME = re.compile(r"\b[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})")
 _MONTHS = {
@@ -189,6 +197,10 @@ def stamp(line: str, year: int, offset: float) -> float | None:
         y = year
         mo, d, h, mi, s = (int(x) for x in m.groups()[:5])
         frac = float(f"0.{m.group(6)}") if m.group(6) else 0.0
+    elif (m := _GLOG_PLAIN.search(line[:120])) is not None:
+        y = int(m.group(1)) if m.group(1) else year
+        mo, d, h, mi, s = (int(x) for x in m.groups()[1:6])
+        frac = float(f"0.{m.group(7)}")
     else:
         return None
     try:

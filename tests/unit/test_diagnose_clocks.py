@@ -1,0 +1,35 @@
+"""The clock `runwatch diagnose` reads a line's time from: glog's own prefix, bracketless
+(google/glog src/logging.cc `LogMessage::Init`: `I1130 12:34:56.789012  1234 file.cc:12] `,
+and with `FLAGS_log_year_in_prefix`, newer glog's default, `I20251130 ...`), as Caffe's and
+Paddle's C++ lines print it."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+
+from runwatch.diagnose import diagnose
+
+#: a Caffe solver's lines in glog's format (the thread id padded to 5, glog's `setw(5)`), its
+#: CUDA allocation failing in a CHECK: glog's fatal line
+CAFFE = (
+    "I{d} 12:34:56.789012  1234 solver.cpp:218] Iteration 20 (1.2 iter/s, 16.6s/20 iters), "
+    "loss = 0.693\n"
+    "F{d} 12:35:06.000001  1234 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)"
+    "  out of memory\n"
+    "*** Check failure stack trace: ***\n"
+)
+
+
+@pytest.mark.parametrize(("day", "year"), [("1130", 2026), ("20251130", 2025)])
+def test_glog_s_own_prefix_is_a_line_s_time(tmp_path: Path, day: str, year: int) -> None:
+    path = tmp_path / "caffe.log"
+    path.write_text(CAFFE.format(d=day))
+    found = diagnose([path], day=date(2026, 11, 30))
+    (failed,) = [a for a in found.alerts if a.rule == "component_failed" and a.state == "firing"]
+    # (what the stack's end decides is placed just after its line: 1 ms)
+    at = datetime(year, 11, 30, 12, 35, 6, 1, tzinfo=UTC).timestamp()
+    assert failed.since == pytest.approx(at, abs=0.01)
+    assert found.untimed == []
