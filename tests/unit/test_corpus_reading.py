@@ -32,7 +32,7 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: deaths and traps an RL cluster meets) since the reader's thirteenth pass (reader41); corpus25
 #: (the next session's out-of-sample set: RL stacks, engines and launchers, trap controls) since
 #: the reader's fourteenth pass (reader41b); corpus26 (hangs, collective timeouts and trap
-#: controls, collected in the thirteenth session) since the reader's fifteenth pass on issue 41
+#: controls, collected in the thirteenth session) since the reader's sixteenth pass on issue 41
 #: (reader41b, 2026-11-30).
 REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
@@ -251,7 +251,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "is raised in rank 3 as a RuntimeError, which pytest's `E` lines show uncaught: read as "
         "its process's death beside the collective's timeout, as an uncaught exception after "
         "one is wherever it is (corpus4's, corpus13's); the label names the timeout alone"),
-    # corpus26's development part, asserted since the reader's fifteenth pass on issue 41
+    # corpus26's development part, asserted since the reader's sixteenth pass on issue 41
     # (tests/fixtures/consoles/README.md: 15/23 -> 21/23); what it still reads otherwise
     (
         "corpus26",
