@@ -475,6 +475,9 @@ class Waits:
         self._ran: float | None = None  # how long the run went on, as a line said last
         self._ran_base = 0.0  # ... when a line said last that its work began (`began`)
         self._generic: set[tuple[int, str]] = set()
+        #: ... those the catalogue declared and its lines do not date (`dates = false`): a
+        #: framework's wait declared with no duration, not the grammar's (`generic_only`)
+        self._undated: set[tuple[int, str]] = set()
         #: an engine's own stats lines that say it stalls: (server, its Ray worker's pid) ->
         #: (the clock of the first of them in a row, of the latest, its snapshot); and those
         #: told (`stalled_engines`)
@@ -636,6 +639,7 @@ class Waits:
         self._said.clear()
         self._declared = None
         self._generic.clear()
+        self._undated.clear()
         return self._ended()
 
     def since(self, fields: dict[str, Any], at: float) -> dict[str, Any]:
@@ -940,6 +944,8 @@ class Waits:
         elif waited < lasted:
             return out
         self._generic.add((who, phase))
+        if not dates:
+            self._undated.add((who, phase))
         return out + self._report({who: phase}, waited if dates else 0.0)
 
     def _framework_waits(self) -> bool:
@@ -948,8 +954,12 @@ class Waits:
 
     @property
     def generic_only(self) -> bool:
-        """Whether every open wait is one only the console's grammar declared (`_generic`)."""
-        return bool(self._generic) and not self._framework_waits()
+        """Whether every open wait is one only the console's grammar declared (`_generic`):
+        none a framework's reader declared, nor one of the catalogue's its lines do not date
+        (kubectl's `(x351 over 23h)`: `runwatch watch` leaves it open, as a framework's wait
+        declared with no duration, for the service's rule to decide, as diagnose does)."""
+        return (bool(self._generic) and not self._framework_waits()
+                and not self._generic & self._undated)  # fmt: skip
 
     def _generic_ended(self) -> list[Found]:
         """The console went on after waits only its grammar declared: they ended -- and with
@@ -961,6 +971,7 @@ class Waits:
         framework = self._framework_waits()
         ended = self._generic
         self._generic = set()
+        self._undated.clear()
         for key in ended:
             self._since.pop(key, None)
         if not framework:

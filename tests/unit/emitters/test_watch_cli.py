@@ -642,3 +642,30 @@ def test_a_job_that_printed_a_wait_with_no_clock_and_exited_0_finishes(tmp_path:
     em.close()
     assert "rank.status" in watcher.kinds  # (read as a wait)
     assert watcher.left_open(1000.0) is None
+
+
+def test_a_catalogued_wait_its_lines_do_not_date_is_left_open(tmp_path: Path) -> None:
+    """kubectl's event row of a pod the scheduler could not place, 351 times over 23 hours
+    (corpus26's Geti console; the catalogue's `dates = false`: the span says the pod waited,
+    not since when it still does): a framework's wait declared with no duration, as
+    `runwatch diagnose` reads it at a console's end -- `watch -- cat` of it leaves the run open
+    for ranks_stalled to decide, though it was read after the command started."""
+    from runwatch.emitters.console import LineParser
+    from runwatch.emitters.watch import Watcher
+
+    row = ("Warning  FailedScheduling  6m7s (x351 over 23h)  default-scheduler  0/1 nodes are "
+           "available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No "
+           "preemption victims found for incoming pod.\n")  # fmt: skip
+    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
+    watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: 1005.0)
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.write(src_w, row.encode())
+    os.close(src_w)
+    watcher.pump({src_r: out_w})
+    for fd in (src_r, out_w, out_r):
+        os.close(fd)
+    em.close()
+    left = watcher.left_open(1000.0)
+    assert left is not None
+    assert (left.ranks, left.ranks_since) == ({0: "kubernetes_pod_pending"}, 1005.0)
