@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.diagnose import diagnose
+from runwatch.stream.config import RulesConfig
 
 CONSOLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "consoles"
 #: the corpora, every `corpus*` folder here with a manifest, in order: each split into dev/
@@ -94,11 +95,12 @@ def excerpt_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield number, line
 
 
-def run_one(path: Path, expected: list[str]) -> Result:
+def run_one(path: Path, expected: list[str], config: RulesConfig | None = None) -> Result:
+    """Diagnose one excerpt (`config`: the rules' settings, else the defaults)."""
     result = Result(path.stem, sorted(expected))
     start = time.perf_counter()
     try:
-        found = diagnose([path], day=DAY, lines=excerpt_lines)
+        found = diagnose([path], config=config, day=DAY, lines=excerpt_lines)
     except Exception as exc:  # a crash is a figure of the report, not the end of it
         result.crash = "".join(traceback.format_exception_only(exc)).strip()
     else:

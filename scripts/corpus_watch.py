@@ -5,7 +5,8 @@
     .venv/bin/python scripts/corpus_watch.py corpus corpus2 corpus3       # the same, several
 
 Each dev excerpt (tests/fixtures/consoles/CORPUS/dev/, its `#` header left out) is read by
-`runwatch.diagnose.diagnose` in process, as scripts/corpus_report.py reads it, and played
+`runwatch.diagnose.diagnose` in process, as scripts/corpus_report.py reads it but with the
+thresholds the excerpt is played at (`config`; the defaults under `--cat`), and played
 through the real watch path: `runwatch watch --run ID --url URL -- sh -c 'tail ...'`, every
 excerpt of a corpus its own run, many at once, into one real `runwatch serve` per corpus. An
 excerpt whose labels name a rule that needs time to pass with the output still open (a
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,8 +183,10 @@ def play(corpus: str, at_once: int = AT_ONCE, cat: bool = False) -> Agreement:
     labels = read_part(corpus, "dev")
     folder = CONSOLES / corpus / "dev"
     out = Agreement(corpus, labels, cat=cat)
+    # diagnose reads each excerpt with the thresholds its watch is played at
+    played = None if cat else RulesConfig.from_mapping(tomllib.loads(config()))
     for name, entry in labels.items():
-        result = run_one(folder / f"{name}.log", entry["rules"])
+        result = run_one(folder / f"{name}.log", entry["rules"], played)
         out.diagnosed[name] = ["CRASH"] if result.crash else result.fired
     with tempfile.TemporaryDirectory(prefix="corpus-watch-") as tmp:
         rules = Path(tmp) / "rules.toml"
