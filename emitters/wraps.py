@@ -187,6 +187,9 @@ def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         if not unwrapper.learning:
             break
     yield from unwrapper.join(head)
+    if unwrapper.widths.width is None:  # the sample is complete and shows none: as it is
+        yield from rest
+        return
     for number, line in rest:
         yield from unwrapper.join(((number, line),))
     yield from unwrapper.release()
