@@ -19,6 +19,7 @@ from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.watch import Watcher
 from runwatch.emitters.wraps import (
+    SAMPLE,
     SAMPLE_CHARS,
     OutputUnwrapper,
     Widths,
@@ -69,6 +70,19 @@ def test_a_file_of_long_lines_is_not_held_whole_to_judge_its_width() -> None:
     first, _ = next(unwrapped(lines()))
     assert first == 1
     assert pulled * (100 << 10) <= SAMPLE_CHARS + (200 << 10)
+
+
+def test_the_lines_after_the_sample_are_given_whole_wrapped_or_not() -> None:
+    """Past the sample (`SAMPLE` lines) the width is settled: a file that shows none gives
+    every later line as it is, one that shows one still joins its later wraps."""
+    plain = [(n, f"INFO step {n} loss 0.5") for n in range(1, SAMPLE + 1001)]
+    assert list(unwrapped(plain)) == plain
+    cut = _cut(WATCHDOG, 85)
+    wrapped = [*cut, *(f"INFO step {n}" for n in range(SAMPLE)), *cut]
+    joined = [line for _, line in unwrapped(enumerate(wrapped, 1))]
+    assert joined[0] == WATCHDOG
+    assert joined[-1] == WATCHDOG
+    assert len(joined) == SAMPLE + 2
 
 
 @pytest.mark.parametrize(
