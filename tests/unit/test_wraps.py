@@ -132,8 +132,11 @@ def _fired(path: Path, width: int) -> tuple[str, ...]:
 
 #: development excerpts (of 1,080) whose alerts a hard wrap still changes, at most: measured
 #: when the wraps were first joined (without joining them: 190 at 80 columns, 107 at 120) -- a
-#: piece that begins as a fresh line does, a wrap inside a reader's window of lines, one wrap
-LOST = {80: 27, 120: 28}
+#: piece that begins as a fresh line does, a wrap inside a reader's window of lines, one wrap.
+#: corpus27's development part (33 more, registered 2026-12-01) adds one at each width: vLLM's
+#: one-line `Engine core proc EngineCore_DP0 died unexpectedly` at 80, NeMo-Aligner's traceback
+#: cut before its exception line at 120.
+LOST = {80: 28, 120: 29}
 
 
 @pytest.mark.parametrize("width", sorted(LOST))
