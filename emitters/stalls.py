@@ -269,6 +269,9 @@ _STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | --? ")
 _DIGITS = re.compile(r"\d+")
 #: a line that is only a paste's mark for lines left out (`...`, `…`, `[...]`)
 _ELIDED = re.compile(r"^\s*\[?(?:\.{3,}|…)\]?\s*$")
+#: ... or the fence a paste opens or closes its block with (markdown's ```` ``` ```` or `~~~`,
+#: a language after it): the paste's, not the console's -- no line of the job's
+_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+-]*\s*$")
 #: a duration in a wait's words (left out of its phase: the same wait, said later, is one)
 _DURATION = re.compile(rf"(?i)\b\d+(?:\.\d+)?\s*(?:{_UNITS})\b")
 #: the scanner's markers of such a line (literal, case by case)
@@ -856,8 +859,8 @@ class Waits:
         waits."""
         if not line.strip() or self._warnings or self._framework_waits():
             return []  # (inside a framework's own wait: its reader's lines, `Stalled ops:`)
-        if _ELIDED.match(line):
-            return []  # (a paste's mark for lines left out: more of the same, no line)
+        if _ELIDED.match(line) or _FENCE.match(line):
+            return []  # (a paste's mark for lines left out, or its block's fence: no line)
         ran = self._run_time(line)
         if self._ran is not None and DECLARED.began(line):
             self._ran_base = self._ran  # (work began: a later wait counts from now on)

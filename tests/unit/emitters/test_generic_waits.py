@@ -285,6 +285,15 @@ def test_a_paste_s_mark_for_lines_left_out_ends_no_wait(tmp_path: Path) -> None:
     assert stalled(tmp_path, XGB_79 + "... and then it trained\n") == []
 
 
+def test_a_paste_s_fence_ends_no_wait(tmp_path: Path) -> None:
+    """A markdown fence alone on a line (```` ``` ````, ```` ```text ````, `~~~`) is the paste's
+    block opening or closing, no line of the console: the wait before a closing fence goes on
+    to the console's end (corpus27's srun retries, pasted between fences, ended in one)."""
+    for fence in ("```", "```text", "~~~", "  ```"):
+        assert stalled(tmp_path, XGB_79 + fence + "\n"), fence
+    assert stalled(tmp_path, XGB_79 + "```python -m train\n") == []
+
+
 def test_a_wait_that_says_the_time_elapsed_shows_it_lasting() -> None:
     """`(elapsed: 120s)`, `90 s elapsed`, `so far`: the time the wait went on, wherever the
     line says it -- a retry's too (unlike `retrying in 5 s`, its next attempt)."""
