@@ -192,6 +192,18 @@ _PS_LITE = re.compile(r"Timeout \((?P<s>\d+) sec\) to wait all other nodes initi
 _RAY_TRAIN_GROUP = re.compile(
     r"worker group startup timed out after (?P<s>\d+(?:\.\d+)?) seconds waiting for \d+ workers"
 )
+#: SGLang's prefill/decode disaggregation: a request's KV transfer between the prefill and the
+#: decode engine that did not complete within its timeout (sglang python/sglang/srt/
+#: disaggregation/mooncake/conn.py, and nixl/conn.py and mori/conn.py alike: the sender's and
+#: receiver's `poll()` -- `kv_mgr.record_failure(room, f"Request {room} timed out after
+#: {elapsed:.1f}s in KVPoll.Bootstrapping")` past SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, and
+#: `... in KVPoll.WaitingForInput` past SGLANG_DISAGGREGATION_WAITING_TIMEOUT, 300 s each by
+#: default -- logged by the scheduler as "Prefill bootstrap failed ..." or "Decode transfer
+#: failed ... with exception KVTransferError(bootstrap_room=...): ..."): the two engines' hand-off
+#: of one request's KV cache, which each waited on for the other, never completed
+_KV_TRANSFER = re.compile(
+    r"\bRequest \d+ timed out after (?P<s>\d+(?:\.\d+)?)s in KVPoll\.(?P<state>\w+)"
+)
 #: the heartbeat monitor of ProcessGroupNCCL (torch 2.3-2.6, `heartbeatMonitor`): the watchdog
 #: thread made no progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, the process is dumped and
 #: killed -- the watchdog stuck, as `_STUCK` says it when the fatal line after it survives
@@ -360,6 +372,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
     elif "startup timed out" in line and (group := _RAY_TRAIN_GROUP.search(line)) is not None:
         fields.update(backend="ray-train", op="worker group startup",
                       timeout_s=float(group.group("s")))  # fmt: skip
+    elif "in KVPoll." in line and (kv := _KV_TRANSFER.search(line)) is not None:
+        fields.update(backend="kv-transfer", op=f"KVPoll.{kv.group('state')}",
+                      timeout_s=float(kv.group("s")))  # fmt: skip
     elif "nodes initialized" in line and (ps := _PS_LITE.search(line)) is not None:
         fields.update(backend="ps-lite", op="node registration", timeout_s=float(ps.group("s")))
     elif " timeout" in line and (peer := _GLOO_CONNECT.search(line)) is not None:

@@ -904,6 +904,34 @@ def test_ray_train_s_worker_group_that_never_started_timed_out() -> None:
         "ray-train", "worker group startup", 30.0)  # fmt: skip
 
 
+def test_a_prefill_decode_kv_transfer_that_timed_out_is_the_engines_collective_timeout() -> None:
+    """sglang#10110 and sglang#11648 (corpus27/dev): SGLang's prefill/decode disaggregation
+    (disaggregation/mooncake/conn.py, nixl's and mori's alike) records a request's KV transfer
+    that did not complete within its timeout -- the bootstrap hand-shake, or the decode side
+    waiting for the prefill's KV -- as "Request N timed out after S s in KVPoll.STATE", inside
+    the scheduler's `KVTransferError` line: the two engines' hand-off timed out."""
+    prefill = ("Prefill bootstrap failed for request rank=2 req.rid='d3fd6575d3b24b598367fcbdf1bd"
+               "d21a' req.bootstrap_room=5975098084415727586 with exception KVTransferError("
+               "bootstrap_room=5975098084415727586): Request 5975098084415727586 timed out after "
+               "300.0s in KVPoll.Bootstrapping")  # fmt: skip
+    fields = only(read_all([prefill]), "collective.timeout")
+    assert (fields["backend"], fields["op"], fields["timeout_s"]) == (
+        "kv-transfer", "KVPoll.Bootstrapping", 300.0)  # fmt: skip
+    decode = ("[2025-10-15 11:03:35 DP6 TP6 EP6] Decode transfer failed for request rank=6 "
+              "decode_req.req.rid='cd00baf7d2fc4dcf8535c3a25f0288a3' decode_req.req."
+              "bootstrap_room=8360203925601259718 with exception KVTransferError(bootstrap_room="
+              "8360203925601259718): Request 8360203925601259718 timed out after 600.0s in "
+              "KVPoll.WaitingForInput")  # fmt: skip
+    fields = only(read_all([decode]), "collective.timeout")
+    assert (fields["op"], fields["timeout_s"]) == ("KVPoll.WaitingForInput", 600.0)
+    # the warning the decode side writes beside it names the timeout's setting, no timeout
+    warned = ("[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests fail to receive KV Cache transfer "
+              "done signal after bootstrapping. If a greater mean TTFT is acceptable, you can "
+              "'export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600' (10 minutes) to relax the "
+              "timeout condition. ")  # fmt: skip
+    assert "collective.timeout" not in kinds(read_all([warned]))
+
+
 def test_a_node_that_aborts_itself_over_its_group_s_registration_timing_out_dies_of_it() -> None:
     """Difacto_DMLC#20 (corpus20/dev): ps-lite's `Manager::Run` LOG(FATAL)s "Timeout (500 sec)
     to wait all other nodes initialized" -- the group never formed, a collective's timeout --
