@@ -341,3 +341,179 @@ def test_verl_s_register_center_timeout_is_its_driver_s_wait_and_death(tmp_path:
     ]
     assert stalled(tmp_path, VERL_REGISTER)
     assert stalled(tmp_path, VERL_REGISTER.replace("300 seconds", "120 seconds")) == []
+
+
+# --- the waits read from the sources on 2026-12-01 (waitsrc): each with its control, the same
+# wait followed by the framework's own line that says it ended (or by progress)
+
+#: https://github.com/vllm-project/vllm/issues/24133 (corpus25 dev, a control: two lines ten
+#: seconds apart), and the same line every ten seconds (v1/engine/utils.py's poll period)
+VLLM_CORE = (
+    "(APIServer pid=300606) DEBUG 09-02 17:{m:02d}:{s:02d} [utils.py:777] Waiting for 1 local, 0 "
+    "remote core engine proc(s) to start.\n"
+)
+#: a worker's progress between the polls (gpu_model_runner.py), and the API server up
+VLLM_WORKER = (
+    "(Worker_TP0 pid=529) INFO 09-02 17:{m:02d}:{s:02d} [gpu_model_runner.py:1801] Model loading "
+    "took 0.9277 GiB and 0.626989 seconds\n"
+)
+VLLM_UP = (
+    "(APIServer pid=300606) INFO 09-02 17:31:50 [api_server.py:1857] Starting vLLM API server 0 "
+    "on http://0.0.0.0:8000\n"
+)
+
+
+def _vllm_polls(first: int, count: int) -> str:
+    return "".join(
+        VLLM_CORE.format(m=(first + 10 * k) // 60, s=(first + 10 * k) % 60) for k in range(count)
+    )
+
+
+def test_vllm_s_engine_core_not_starting_for_a_minute_is_a_wait_its_start_ends(
+    tmp_path: Path,
+) -> None:
+    """The front-end's poll says every ten seconds that a core has not started: a wait once the
+    lines alone show a minute (the corpus25 control's two lines do not); the API server coming
+    up ends it, and a worker's progress between the polls ends each run of them -- a large
+    model's healthy start writes them for minutes between its workers' lines."""
+    real = _vllm_polls(29 * 60 + 6, 2)
+    assert statuses(real) == []
+    assert stalled(tmp_path, real) == []
+    alone = _vllm_polls(29 * 60 + 6, 10)
+    assert {s["phase"] for s in statuses(alone)} == {"vllm_engine_core_startup"}
+    assert max(s["waited"] for s in statuses(alone)) == 100.0
+    assert stalled(tmp_path, alone)
+    assert statuses(alone + VLLM_UP)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, alone + VLLM_UP) == []
+    busy = "".join(
+        _vllm_polls(29 * 60 + 6 + 40 * k, 3) + VLLM_WORKER.format(m=29 + (40 * k + 36) // 60,
+                                                                 s=(6 + 40 * k + 30) % 60)
+        for k in range(4)
+    )  # fmt: skip
+    assert statuses(busy) == []
+    assert stalled(tmp_path, busy) == []
+
+
+#: huggingface_hub's WeakFileLock (utils/_fixes.py), rendered: another process holds the
+#: blob's lock; and what a download writes once it has it (the tqdm bar of snapshot_download)
+HF_LOCK = (
+    "Still waiting to acquire lock on /root/.cache/huggingface/hub/.locks/models--Qwen--Qwen2.5-"
+    "7B-Instruct/a3f1c2d4.lock (elapsed: {n} seconds)\n"
+)
+HF_FETCHED = "Fetching 4 files: 100%|##########| 4/4 [02:10<00:00, 32.61s/it]\n"
+
+
+def test_a_cache_lock_held_a_minute_is_a_wait_that_the_download_going_on_ends(
+    tmp_path: Path,
+) -> None:
+    """The lock's line says how long it has waited: under a minute it is another rank still
+    downloading the same file; from a minute on a wait, and the console ending in it ended in
+    its hang; the download going on after it (its bar) ends it."""
+    assert statuses(HF_LOCK.format(n="10.0") + HF_LOCK.format(n="50.1")) == []
+    held = HF_LOCK.format(n="10.0") + HF_LOCK.format(n="310.2")
+    assert [(s["phase"], s["waited"]) for s in statuses(held)] == [("hf_hub_file_lock", 310.2)]
+    assert stalled(tmp_path, held)
+    went_on = HF_LOCK.format(n="60.3") + HF_LOCK.format(n="120.4") + HF_FETCHED
+    assert statuses(went_on)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, went_on) == []
+
+
+#: Ray Serve's controller (deployment_state.py) every 30 s, rendered with its message's second
+#: line, and serve.run's client once every replica started (serve/_private/client.py)
+SERVE_INIT = (
+    "(ServeController pid=1684) WARNING 2026-11-30 08:{m:02d}:31,398 controller 1684 -- "
+    "Deployment 'VLLMDeployment' in application 'default' has 1 replicas that have taken more "
+    "than 30s to initialize.\n"
+    "(ServeController pid=1684) This may be caused by a slow __init__ or reconfigure method.\n"
+)
+SERVE_READY = (
+    "2026-11-30 08:04:02,117\tINFO client.py:447 -- Application 'default' is ready at "
+    "http://127.0.0.1:8000/.\n"
+)
+
+
+def test_ray_serve_s_replica_initializing_for_a_minute_is_a_wait_its_app_ready_ends(
+    tmp_path: Path,
+) -> None:
+    """One warning is a replica 30 s into its constructor (weights loading): no wait; its repeat
+    30 s on shows a minute; the message's second line between them ends nothing; the
+    application ready ends it."""
+    assert statuses(SERVE_INIT.format(m=0)) == []
+    going = SERVE_INIT.format(m=0) + SERVE_INIT.format(m=1) + SERVE_INIT.format(m=3)
+    assert {s["phase"] for s in statuses(going)} == {"ray_serve_replica_initialization"}
+    assert stalled(tmp_path, going)
+    assert statuses(going + SERVE_READY)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, going + SERVE_READY) == []
+
+
+#: verl 0.5.0's driver (single_controller/ray/base.py), rendered: each 30 s of its poll, and a
+#: worker of the group going on once the register center came
+VERL_WAITING = (
+    "(TaskRunner pid=1130) WARNING:root:Waiting for register center actor GS5TrW_register_center "
+    "to be ready. Elapsed time: {n} seconds out of 300 seconds.\n"
+)
+VERL_WORKER = "(WorkerDict pid=2233) Model config after override: Qwen2Config {\n"
+
+
+def test_verl_s_register_center_waited_a_minute_is_a_wait_its_workers_going_on_end(
+    tmp_path: Path,
+) -> None:
+    """Its lines at 0 and 30 s are a worker group starting; from 60 s on, the group's first rank
+    has not come up: a wait, the console ending in it its hang; its workers going on end it."""
+    start = VERL_WAITING.format(n=0) + VERL_WAITING.format(n=30)
+    assert statuses(start) == []
+    waited = start + VERL_WAITING.format(n=60) + VERL_WAITING.format(n=270)
+    assert [s["waited"] for s in statuses(waited)] == [60.0, 270.0]
+    assert {s["phase"] for s in statuses(waited)} == {"verl_register_center"}
+    assert stalled(tmp_path, waited)
+    assert statuses(waited + VERL_WORKER)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, waited + VERL_WORKER) == []
+
+
+#: corpus20 dev (TensorFlowOnSpark's MNIST on YARN): a non-chief worker's SessionManager, each
+#: `recovery_wait_secs` (30 s) as session_manager.py sleeps, then training going on
+TF_NOT_READY = WAITS["tensorflow-session-manager-model-not-ready"].sample.replace(
+    "13:18:34", "13:{m:02d}:{s:02d}"
+)
+TF_STEP = "2018-03-12 13:21:10,101 INFO (MainThread-75449) global_step/sec: 10.3274\n"
+
+
+def test_a_worker_s_model_not_ready_for_a_minute_is_a_wait_training_ends(
+    tmp_path: Path,
+) -> None:
+    """Each line is one more `recovery_wait_secs` the chief has not initialized the variables:
+    one is a worker that started first; its repeats a minute apart a wait; training ends it."""
+    one = TF_NOT_READY.format(m=18, s=34) + "\n"
+    assert statuses(one) == []
+    lines = "".join(TF_NOT_READY.format(m=18 + k // 2, s=34 if k % 2 == 0 else 4) + "\n"
+                    for k in (0, 3, 4))  # fmt: skip
+    assert {s["phase"] for s in statuses(lines)} == {"tensorflow_model_not_ready"}
+    assert stalled(tmp_path, lines)
+    assert statuses(lines + TF_STEP)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, lines + TF_STEP) == []
+
+
+#: kubectl describe's rows for an image the kubelet cannot pull (image_manager.go), rendered,
+#: and the row that says it was pulled after all
+K8S_BACKOFF = WAITS["kubernetes-image-pull-back-off"].sample + "\n"
+K8S_PULLED = (
+    '  Normal   Pulled     5s    kubelet  Successfully pulled image "nvcr.io/nvidia/nemo:24.07" '
+    "in 3m2.1s\n"
+)
+
+
+def test_an_image_in_pull_back_off_for_minutes_is_a_wait_that_its_pull_ends(
+    tmp_path: Path,
+) -> None:
+    """The BackOff row `(x41 over 12m)`: the pod's containers wait for their image; its
+    failed attempt's rows between (`Failed to pull image`, `Error: ErrImagePull`) are the same
+    wait's; a row without a count is one back-off; the image pulled after all ends it."""
+    assert [s["phase"] for s in statuses(K8S_BACKOFF)] == ["kubernetes_image_pull"]
+    failed = (
+        '  Warning  Failed     2m (x5 over 12m)  kubelet  Failed to pull image "nvcr.io/nvidia/'
+        'nemo:24.07": rpc error: code = Unknown desc = context canceled\n'
+        "  Warning  Failed     2m (x5 over 12m)  kubelet  Error: ErrImagePull\n"
+    )
+    assert stalled(tmp_path, K8S_BACKOFF + failed)
+    assert statuses(K8S_BACKOFF.replace("2m (x41 over 12m)", "10s")) == []
+    assert stalled(tmp_path, K8S_BACKOFF + K8S_PULLED) == []
