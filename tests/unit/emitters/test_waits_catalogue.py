@@ -517,3 +517,24 @@ def test_an_image_in_pull_back_off_for_minutes_is_a_wait_that_its_pull_ends(
     assert stalled(tmp_path, K8S_BACKOFF + failed)
     assert statuses(K8S_BACKOFF.replace("2m (x41 over 12m)", "10s")) == []
     assert stalled(tmp_path, K8S_BACKOFF + K8S_PULLED) == []
+
+
+#: the attach-detach controller's row for a ReadWriteOnce volume another node holds
+#: (reconciler.go), rendered, and the row once it was attached after all
+K8S_MULTI = WAITS["kubernetes-volume-multi-attach"].sample + "\n"
+K8S_ATTACHED = (
+    "  Normal   SuccessfulAttachVolume  2s  attachdetach-controller  AttachVolume.Attach "
+    'succeeded for volume "pvc-5f1c3a2e-8d4b-4c1e-9a7f-2b6d0e9c4f11"\n'
+)
+
+
+def test_a_volume_another_node_holds_for_minutes_is_a_wait_its_attach_ends(
+    tmp_path: Path,
+) -> None:
+    """`(x14 over 9m)`: the pod waited nine minutes for a volume held elsewhere -- the console
+    ending in it ended in its hang; a row without a count is one reconcile (a pod replaced,
+    its node releasing the volume); the volume attached after all ends it."""
+    assert [s["phase"] for s in statuses(K8S_MULTI)] == ["kubernetes_volume_attach"]
+    assert stalled(tmp_path, K8S_MULTI)
+    assert statuses(K8S_MULTI.replace("3m12s (x14 over 9m)", "4s")) == []
+    assert stalled(tmp_path, K8S_MULTI + K8S_ATTACHED) == []
