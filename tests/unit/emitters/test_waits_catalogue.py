@@ -538,3 +538,50 @@ def test_a_volume_another_node_holds_for_minutes_is_a_wait_its_attach_ends(
     assert stalled(tmp_path, K8S_MULTI)
     assert statuses(K8S_MULTI.replace("3m12s (x14 over 9m)", "4s")) == []
     assert stalled(tmp_path, K8S_MULTI + K8S_ATTACHED) == []
+
+
+#: Ray Data's resource manager once an operator starved a minute (resource_manager.py),
+#: rendered, and its progress bar going on once the cluster freed a GPU
+RAY_STARVED = WAITS["ray-data-operator-starved"].sample + "\n"
+RAY_DATA_ON = (
+    "- MapBatches(vLLMEngineStageUDF): Tasks: 1; Actors: 1; Queued blocks: 3; Resources: "
+    "1.0 CPU, 1.0 GPU; [all objects local]: 12%|#2        | 120/1000 [01:10<08:33, 1.71 row/s]\n"
+)
+
+
+def test_a_ray_data_operator_starved_a_minute_is_a_wait_its_progress_ends(
+    tmp_path: Path,
+) -> None:
+    """The warning comes once the operator has starved a minute (written once an execution): a
+    console that ends in it ended in its hang; the operator's progress after it ends it."""
+    assert [(s["phase"], s["waited"]) for s in statuses(RAY_STARVED)] == [
+        ("ray_resource_request", 60.0)
+    ]
+    assert stalled(tmp_path, RAY_STARVED)
+    assert statuses(RAY_STARVED + RAY_DATA_ON)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, RAY_STARVED + RAY_DATA_ON) == []
+
+
+#: c10d's client socket retrying a master nobody listens on (socket.cpp, at INFO each 30 s),
+#: rendered, and its line once it connected
+TORCH_NO_SOCKET = (
+    "[I1130 08:{m:02d}:{s:02d}.512344061 socket.cpp:1005] [c10d] No socket on (10.0.0.1, 29500) "
+    "is listening yet, will retry.\n"
+)
+TORCH_CONNECTED = (
+    "[I1130 08:03:12.001002003 socket.cpp:1083] [c10d] The client socket has connected to "
+    "[10.0.0.1]:29500 on SocketImpl(fd=41, addr=[10.0.0.2]:51734, remote=[10.0.0.1]:29500).\n"
+)
+
+
+def test_a_store_nobody_listens_on_for_a_minute_is_a_wait_its_connection_ends(
+    tmp_path: Path,
+) -> None:
+    """One retry line is the master rank still starting (30 s at most); its repeats a minute
+    apart show the rank waiting on a store nobody serves; the socket connecting ends it."""
+    assert statuses(TORCH_NO_SOCKET.format(m=0, s=30)) == []
+    lines = "".join(TORCH_NO_SOCKET.format(m=k // 2, s=30 * (k % 2)) for k in range(1, 6))
+    assert {s["phase"] for s in statuses(lines)} == {"torch_store_connect"}
+    assert stalled(tmp_path, lines)
+    assert statuses(lines + TORCH_CONNECTED)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, lines + TORCH_CONNECTED) == []
