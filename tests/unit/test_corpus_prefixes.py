@@ -100,6 +100,7 @@ def _excerpts(corpus: str) -> list[Path]:
     return [CONSOLES / corpus / "dev" / f"{ident}.log" for ident in labels]
 
 
+@pytest.mark.slow  # (every development excerpt, four times: `make test`, not the unit loop)
 @pytest.mark.parametrize("corpus", CORPORA)
 @pytest.mark.parametrize("launcher", sorted(PREFIXES))
 def test_a_launcher_s_prefix_changes_no_alert(corpus: str, launcher: str) -> None:

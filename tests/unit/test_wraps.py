@@ -139,6 +139,7 @@ def _fired(path: Path, width: int) -> tuple[str, ...]:
 LOST = {80: 28, 120: 29}
 
 
+@pytest.mark.slow  # (every development excerpt, twice: `make test`, not the unit loop)
 @pytest.mark.parametrize("width", sorted(LOST))
 def test_a_hard_wrapped_console_reads_as_it_was_written(width: int) -> None:
     changed = [
