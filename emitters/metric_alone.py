@@ -227,6 +227,21 @@ _STOPS_ON = re.compile(
 )
 
 
+#: ... the same sentence with the value first (ultralytics' yolov3 and yolov5 train.py: `if not
+#: torch.isfinite(loss): print('WARNING: non-finite loss, ending training ', loss_items);
+#: return results`), under its level's word, or glued after the progress bar the trainer was
+#: drawing (`...1.66it/s]WARNING: non-finite loss, ending training  tensor([nan, ...])`): what
+#: follows the stop is the values it printed
+_STOPS_ON_FIRST = re.compile(
+    r"(?:^[\s>]*|\]\s*)(?:(?:warn|warning|error|critical|fatal)\b:?\s*)?"
+    r"(?P<v>non-?finite|not finite|nan|inf(?:inity)?) "
+    r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*)?)[,.;:!]? (?:\w+ )?"
+    r"(?:stop(?:ping|s)?|end(?:ing|s)?|terminat(?:e|es|ing)|abort(?:ing|s)?|exit(?:ing|s)?|"
+    r"halt(?:ing|s)?) (?:the )?(?:training|train|run|job)\b",
+    re.I,
+)
+
+
 #: a word that makes the sentence a condition, not a report (`If loss is nan, stop training`:
 #: a trainer's or a launcher's words for what it would do, printed by a healthy run)
 _CONDITION = re.compile(r"(?i)\b(?:if|when|whenever|unless|once|should)\b")
@@ -234,9 +249,11 @@ _CONDITION = re.compile(r"(?i)\b(?:if|when|whenever|unless|once|should)\b")
 
 def stops_on(text: str) -> tuple[str, float] | None:
     """(key, value) of a trainer's sentence that it stops on a value that is not finite (`Loss
-    is nan, stopping training`; `not finite` reads as nan); None for any other line, a
-    condition among them (`If loss is nan, stop training`)."""
+    is nan, stopping training`, `non-finite loss, ending training`; `not finite` reads as
+    nan); None for any other line, a condition among them (`If loss is nan, stop training`)."""
     m = _STOPS_ON.match(text)
+    if m is None and ("inite" in text or "nan" in text.lower() or "inf" in text.lower()):
+        m = _STOPS_ON_FIRST.search(text)  # (at a line's start or a bar's end: no condition)
     if m is None or _CONDITION.search(m.group("key")):
         return None
     said = m.group("v").lower()

@@ -59,6 +59,50 @@ def test_sentences_that_are_no_stop_on_a_non_finite_value(line: str) -> None:
     assert non_finite(read_all([EPOCH, line])) == {}
 
 
+#: ultralytics' yolov5 progress bar (its epoch, memory, losses, instances, size), which the
+#: trainer's warning is glued to where it printed it without a newline (corpus28, yolov5#673)
+YOLO_BAR = ("    16/999     7.38G   0.03433   0.01034   0.01147   0.05613       130       800:  "
+            "85%|########5 | 23/27 [00:15<00:02,  1.66it/s]")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # ultralytics yolov3's train.py (`print('WARNING: non-finite loss, ending training ',
+        # loss_items)`), a pruning fork's console (corpus28)
+        [
+            EPOCH,
+            "WARNING: non-finite loss, ending training  tensor([    nan, 0.22070, 0.00000, "
+            "    nan], device='cuda:0')",
+        ],
+        # yolov5's, glued after the bar it was drawing
+        [
+            YOLO_BAR + "WARNING: non-finite loss, ending training  tensor([nan, nan, nan, nan], "
+            "device='cuda:0')"
+        ],
+        [EPOCH, "NaN loss, stopping the run."],
+    ],
+)
+def test_the_same_sentence_with_the_value_first_is_that_value(lines: list[str]) -> None:
+    assert list(non_finite(read_all(lines))) == ["loss"]
+    scanner = LineScanner(LineParser())
+    found = scanner.feed(("\n".join(lines) + "\n").encode()) + scanner.finish()
+    assert list(non_finite(found + scanner.parser.finish())) == ["loss"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "If non-finite loss, stop training.",  # what it would do
+        "When NaN loss, abort the job",
+        "WARNING: non-finite loss, skipping this step",  # skipped, not stopped
+        "non-finite loss values are ending up in the log",  # no stop of a run
+    ],
+)
+def test_value_first_sentences_that_are_no_stop(line: str) -> None:
+    assert non_finite(read_all([EPOCH, line])) == {}
+
+
 def test_numbers_printed_as_strings_with_thousands_separators_are_numbers() -> None:
     """foundation-model-stack#342: every value a string, `'nan'` among them."""
     line = ("{'loss': 'nan', 'avg_loss': 'nan', 'tok/stp': '1,024.0', 's/stp': '33.875', "
