@@ -314,10 +314,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "Spark's INFO"),
     # corpus28's development part, asserted since the coordinator's pass on 2026-12-01
     # (tests/fixtures/consoles/README.md: 16/22 at arrival -> 18/22); what it still reads otherwise
-    ("corpus28", "kubernetes_gpu_notebook_pod_failedscheduling_notriggerscaleup_x3_over_14m"): (
-        [], "kubectl's FailedScheduling rows say `<unknown>` for their age (no count, no span "
-        "to date the wait), and the cluster-autoscaler's `NotTriggerScaleUp  12m (x3 over "
-        "14m)` row is named by no catalogue entry (the autoscaler's source not read)"),
     (
         "corpus28",
         "ray_client_k8s_task_cannot_be_scheduled_cluster_cannot_provide_wrapped_three_lines",

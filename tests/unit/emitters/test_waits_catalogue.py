@@ -327,6 +327,32 @@ def test_a_pod_scheduled_after_its_wait_or_failing_once_is_no_stall(tmp_path: Pa
     assert stalled(tmp_path, minutes + no_scale_up)
 
 
+#: https://github.com/StatCan/jupyter-apis/pull/57 (corpus28 dev), kubectl describe's events:
+#: the scheduler's rows aged `<unknown>` (no series to date them), then cluster-autoscaler's
+#: NotTriggerScaleUp recorded 3 times over 14 minutes
+K8S_UNKNOWN_AGE = (
+    "  Warning  FailedScheduling   <unknown>             default-scheduler   0/41 nodes are "
+    "available: 2 Insufficient pods, 35 Insufficient cpu, 4 Insufficient memory.\n"
+)
+K8S_NO_SCALE_UP = "  " + WAITS["kubernetes-autoscaler-not-trigger-scale-up"].sample + "\n"
+
+
+def test_the_autoscaler_declining_a_pod_for_minutes_dates_its_wait(tmp_path: Path) -> None:
+    """cluster-autoscaler's `pod didn't trigger scale-up` (eventing_scale_up_processor.go: once
+    a loop for each pod still unschedulable) recorded over 14 minutes: the pod has waited that
+    long, where the scheduler's own rows say no age (`<unknown>`); a series of seconds is a
+    pod still being placed; the pod scheduled or a scale-up triggered after it ends the wait."""
+    assert statuses(K8S_UNKNOWN_AGE) == []  # (undated: no wait of its own)
+    assert [s["phase"] for s in statuses(K8S_NO_SCALE_UP)] == ["kubernetes_pod_pending"]
+    assert stalled(tmp_path, K8S_UNKNOWN_AGE * 2 + K8S_NO_SCALE_UP)
+    assert statuses(K8S_NO_SCALE_UP.replace("12m (x3 over 14m)", "12s (x2 over 30s)")) == []
+    scheduled = "  Normal   Scheduled   2m   default-scheduler  Successfully assigned a/b to n1\n"
+    assert stalled(tmp_path, K8S_UNKNOWN_AGE + K8S_NO_SCALE_UP + scheduled) == []
+    triggered = ("  Normal   TriggeredScaleUp  1m  cluster-autoscaler  pod triggered scale-up: "
+                 "[{gpu-pool 0->1 (max: 4)}]\n")  # fmt: skip
+    assert stalled(tmp_path, K8S_UNKNOWN_AGE + K8S_NO_SCALE_UP + triggered) == []
+
+
 #: https://github.com/YWenxi/think-with-images-through-self-calling/issues/3 (corpus26 dev):
 #: verl's driver raising after its register-center wait, the poster's `...` elisions kept
 VERL_REGISTER = WAITS["verl-register-center-timeout"].sample + "\n"
