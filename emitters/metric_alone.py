@@ -233,13 +233,22 @@ _STOPS_ON = re.compile(
 #: drawing (`...1.66it/s]WARNING: non-finite loss, ending training  tensor([nan, ...])`): what
 #: follows the stop is the values it printed
 _STOPS_ON_FIRST = re.compile(
-    r"(?:^[\s>]*|\]\s*)(?:(?:warn|warning|error|critical|fatal)\b:?\s*)?"
+    r"[\s>]*(?:(?:warn|warning|error|critical|fatal)\b:?\s*)?"
     r"(?P<v>non-?finite|not finite|nan|inf(?:inity)?) "
     r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*)?)[,.;:!]? (?:\w+ )?"
     r"(?:stop(?:ping|s)?|end(?:ing|s)?|terminat(?:e|es|ing)|abort(?:ing|s)?|exit(?:ing|s)?|"
     r"halt(?:ing|s)?) (?:the )?(?:training|train|run|job)\b",
     re.I,
 )
+
+
+def _value_word(text: str) -> bool:
+    """Whether `_STOPS_ON_FIRST` can match in `text`: what it stops and its value word (a few
+    substring tests, the first failing on most lines: the scanner asks every metric line)."""
+    return ("train" in text or " run" in text or " job" in text) and (
+        "finite" in text or "nan " in text or "NaN " in text or "inf " in text
+        or "Inf " in text or "NAN " in text or "INF " in text or "nity " in text
+    )  # fmt: skip
 
 
 #: a word that makes the sentence a condition, not a report (`If loss is nan, stop training`:
@@ -252,8 +261,11 @@ def stops_on(text: str) -> tuple[str, float] | None:
     is nan, stopping training`, `non-finite loss, ending training`; `not finite` reads as
     nan); None for any other line, a condition among them (`If loss is nan, stop training`)."""
     m = _STOPS_ON.match(text)
-    if m is None and ("inite" in text or "nan" in text.lower() or "inf" in text.lower()):
-        m = _STOPS_ON_FIRST.search(text)  # (at a line's start or a bar's end: no condition)
+    if m is None and _value_word(text):  # (anchored at a line's start or after its first `]`,
+        # a bar's end: no condition can come before it)
+        m = _STOPS_ON_FIRST.match(text)
+        if m is None and (bracket := text.find("]")) >= 0:
+            m = _STOPS_ON_FIRST.match(text, bracket + 1)
     if m is None or _CONDITION.search(m.group("key")):
         return None
     said = m.group("v").lower()
