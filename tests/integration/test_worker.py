@@ -45,6 +45,8 @@ steps = 2
 """
 BEAT = 0.5
 SILENCE = 5.0  # > timeout 3 + grace 0.5 + tick 0.5, with margin
+#: how long past a condition's due time a test waits for it (a loaded 2-core machine)
+LONG = 90.0
 
 
 class WorkerProcess:
@@ -226,6 +228,8 @@ class Beater:
     def __init__(self, em: Emitter) -> None:
         self.em = em
         self.on = threading.Event()
+        self.sent = 0  # heartbeats emitted
+        self._sent_changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="test-beater")
         self._thread.start()
@@ -234,7 +238,17 @@ class Beater:
         while not self._stop.is_set():
             if self.on.is_set():
                 self.em.emit("heartbeat")
+                with self._sent_changed:
+                    self.sent += 1
+                    self._sent_changed.notify_all()
             self._stop.wait(BEAT)
+
+    def wait_sent(self, more: int, timeout: float = 60) -> None:
+        """Until `more` heartbeats more than now were emitted (the beats flow again)."""
+        with self._sent_changed:
+            target = self.sent + more
+            sent = self._sent_changed.wait_for(lambda: self.sent >= target, timeout)
+            assert sent, f"{self.sent} heartbeats emitted, waited for {target}"
 
     def close(self) -> None:
         self._stop.set()
@@ -277,31 +291,38 @@ def play_incident(
     emitters = [s.emitter(run) for run in names]
     beaters = [Beater(em) for em in emitters]
 
-    def each(done: Callable[[list[dict[str, Any]], str], bool]) -> Callable[[Any], bool]:
-        return lambda alerts: all(done(alerts, run) for run in names)
+    def until(count: int) -> None:  # every run's first `count` transitions published
+        alerts = s.wait_alerts(lambda a: all(len(sequence(a, run)) >= count for run in names),
+                               SILENCE + LONG)  # fmt: skip
+        for run in names:
+            assert sequence(alerts, run)[:count] == EXPECTED[:count], (run, sequence(alerts, run))
 
+    def beating(on: bool) -> None:
+        for beater in beaters:
+            (beater.on.set if on else beater.on.clear)()
+
+    # each step waits for what the one before made, never for a while, and fails if it does
+    # not come: on a loaded machine a 10 s wait ran out and the play went on, out of order
     try:
-        for em, beater in zip(emitters, beaters, strict=True):
+        for em in emitters:
             em.emit("run.started")
-            beater.on.set()
             em.emit("reward", step=0, mean=0.0)
             em.emit("reward", step=1, mean=0.0)
-        time.sleep(2)
-        for beater in beaters:
-            beater.on.clear()  # the trainers hang
-        s.wait_alerts(each(lambda a, run: ("heartbeat_lost", "firing") in sequence(a, run)),
-                      SILENCE + 5)  # fmt: skip
+        beating(True)
+        until(1)  # zero_reward fired: the runs' events are applied
+        beating(False)  # the trainers hang
+        until(2)  # heartbeat_lost fired
         crash()
+        beating(True)  # they are back
         for beater in beaters:
-            beater.on.set()  # they are back
-        time.sleep(2)
+            beater.wait_sent(2)  # (with no worker running, where `crash` stopped it)
         restart()
+        until(3)  # heartbeat_lost resolved
         for em in emitters:
             em.emit("reward", step=2, mean=1.0)
-        time.sleep(1)
-        for beater in beaters:
-            beater.on.clear()  # and hang again
-        s.wait_alerts(each(lambda a, run: len(sequence(a, run)) >= len(EXPECTED)), SILENCE + 10)
+        until(4)  # zero_reward resolved
+        beating(False)  # and hang again
+        until(5)
     finally:
         for beater in beaters:
             beater.close()
