@@ -67,6 +67,10 @@ FAILURE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, sig
 _CHUNK = 1 << 16
 #: the waits whose shown duration `ReadWaits` keeps (the latest: the open one is among them)
 SHOWN_MAX = 1024
+#: Less time than this between a wait's repeated lines, on average, is no wait being written
+#: but one being replayed: the quickest repeat the waits' sources write is srun's first retry,
+#: 0.1 s after its refusal (waits.toml); a `cat` of a saved console gives every line at once.
+REPEAT_MIN_S = 0.05
 
 
 def run_id_for(command: list[str]) -> str:
@@ -174,6 +178,8 @@ class ReadWaits(Waits):
         super().__init__()
         self.clock = clock
         self.shown: dict[float, float] = {}  # a wait's `since` -> the longest its lines said
+        #: a wait's `since` -> when its first and latest lines were read, and how many
+        self.lines: dict[float, tuple[float, float, int]] = {}
 
     def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
         return self._dated(super().read(line, rank, lead))
@@ -190,9 +196,19 @@ class ReadWaits(Waits):
                 since = fields.get("since")
                 if since is not None:
                     self.shown[since] = max(self.shown.get(since, 0.0), waited)
+                    first, _, count = self.lines.get(since, (self.clock(), 0.0, 0))
+                    self.lines[since] = (first, self.clock(), count + 1)
                     if len(self.shown) > SHOWN_MAX:  # a job of many waits: the latest count
                         del self.shown[min(self.shown)]
+                        self.lines.pop(min(self.lines), None)
         return found
+
+    def replayed(self, since: float) -> bool:
+        """Whether the wait begun at `since` repeated its line faster than any wait writes
+        it (`REPEAT_MIN_S`): its lines were written before they were read -- the output of a
+        command replaying a saved console (`cat`), older than the command."""
+        first, last, count = self.lines.get(since, (0.0, 0.0, 0))
+        return count >= 2 and last - first < (count - 1) * REPEAT_MIN_S
 
 
 class OutputReader:
@@ -300,16 +316,20 @@ class Watcher:
         when it was started, on `clock`): the output ended inside a wait it declared that
         nothing ended, and no failure was read (`hangs.ended_in_hang`), and the wait is not
         the command's own -- it began before the command did (the output is older than the
-        command: a saved console, replayed), or a framework declared it with no duration (two
-        processes claiming one rank, a stack dump of a rank in a collective: nothing says
-        when it began). A job that lived through a wait it printed and then exited 0 ended
-        it, whatever its output says last: None, the run finishes."""
+        command: a saved console, replayed: its lines say so by their clocks, or, undated,
+        by repeating faster than a wait writes them), or a framework declared it with no
+        duration (two processes claiming one rank, a stack dump of a rank in a collective:
+        nothing says when it began). A job that lived through a wait it printed and then
+        exited 0 ended it, whatever its output says last: None, the run finishes."""
         hung = ended_in_hang(self.waits, self.kinds)
         ranks = hung.ranks_since
         # a framework's wait declared with no duration is undated; one by the console's
-        # grammar is dated by what its lines show (five untimed lines: none, a job's own)
+        # grammar is dated by what its lines show (five untimed lines: none, a job's own --
+        # unless they came faster than a wait repeats them: a saved console, replayed)
         undated = ranks is not None and self.waits.shown.get(ranks) == 0.0
-        if ranks is not None and ranks >= started and (self.waits.generic_only or not undated):
+        older = undated and ranks is not None and self.waits.replayed(ranks)
+        if (ranks is not None and ranks >= started and not older
+                and (self.waits.generic_only or not undated)):  # fmt: skip
             ranks = None
         engine = hung.engine_since
         if engine is not None and engine >= started:

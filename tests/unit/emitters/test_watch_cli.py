@@ -4,12 +4,14 @@ forwarded, events as the rules need them."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from hung_consoles import (
 )
 
 from runwatch.emitters import Emitter
-from runwatch.emitters.watch import ProgressGate, watch
+from runwatch.emitters.watch import ProgressGate, Watcher, watch
 
 WATCH = [sys.executable, "-m", "runwatch.cli", "watch"]
 
@@ -622,26 +624,41 @@ def test_a_job_that_lived_through_the_wait_it_printed_finishes_on_a_clean_exit(
     assert (left.ranks, left.ranks_since) == ({0: "store_based_barrier"}, started + 5 - 20)
 
 
-def test_a_job_that_printed_a_wait_with_no_clock_and_exited_0_finishes(tmp_path: Path) -> None:
-    """A wait read by the console's grammar from lines that print no clock shows no duration
-    (five in a row make it one): unlike a framework's wait declared with none (a stack dump),
-    nothing says it is older than the command -- a job that printed it and exited 0 lived
-    through it."""
+def _pumped(spool: Path, output: bytes, clock: Callable[[], float]) -> Watcher:
+    """A watcher that read `output` through a pipe, each line at `clock`'s time."""
     from runwatch.emitters.console import LineParser
     from runwatch.emitters.watch import Watcher
 
-    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
-    watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: 1005.0)
+    em = Emitter(run="r", component="trainer", path=spool, heartbeat=False)
+    watcher = Watcher(em, LineParser(), progress_every=0.0, clock=clock)
     src_r, src_w = os.pipe()
     out_r, out_w = os.pipe()
-    os.write(src_w, b"still waiting for slurm job 4242 to finish...\n" * 6)
+    os.write(src_w, output)
     os.close(src_w)
     watcher.pump({src_r: out_w})
     for fd in (src_r, out_w, out_r):
         os.close(fd)
     em.close()
-    assert "rank.status" in watcher.kinds  # (read as a wait)
-    assert watcher.left_open(1000.0) is None
+    return watcher
+
+
+def test_a_job_that_printed_a_wait_with_no_clock_and_exited_0_finishes(tmp_path: Path) -> None:
+    """A wait read by the console's grammar from lines that print no clock shows no duration
+    (five in a row make it one): unlike a framework's wait declared with none (a stack dump),
+    nothing says it is older than the command -- a job that printed it as it waited (each
+    line seconds after the one before) and exited 0 lived through it. The same lines read
+    all at once, faster than any wait repeats its line, were written before the command
+    started -- `watch -- cat` of a saved console: the run is left open for ranks_stalled, as
+    `runwatch diagnose` reads the file's end."""
+    lines = b"still waiting for slurm job 4242 to finish...\n" * 6
+    live = _pumped(tmp_path / "live", lines, itertools.count(1005.0, 10.0).__next__)
+    assert "rank.status" in live.kinds  # (read as a wait)
+    assert live.left_open(1000.0) is None
+    replayed = _pumped(tmp_path / "cat", lines, lambda: 1005.0)
+    left = replayed.left_open(1000.0)
+    assert left is not None
+    assert (left.ranks, left.ranks_since) == ({0: "still waiting for slurm job to finish.."},
+                                              1005.0)  # fmt: skip
 
 
 def test_a_catalogued_wait_its_lines_do_not_date_is_left_open(tmp_path: Path) -> None:
@@ -650,22 +667,10 @@ def test_a_catalogued_wait_its_lines_do_not_date_is_left_open(tmp_path: Path) ->
     not since when it still does): a framework's wait declared with no duration, as
     `runwatch diagnose` reads it at a console's end -- `watch -- cat` of it leaves the run open
     for ranks_stalled to decide, though it was read after the command started."""
-    from runwatch.emitters.console import LineParser
-    from runwatch.emitters.watch import Watcher
-
     row = ("Warning  FailedScheduling  6m7s (x351 over 23h)  default-scheduler  0/1 nodes are "
            "available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No "
            "preemption victims found for incoming pod.\n")  # fmt: skip
-    em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
-    watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: 1005.0)
-    src_r, src_w = os.pipe()
-    out_r, out_w = os.pipe()
-    os.write(src_w, row.encode())
-    os.close(src_w)
-    watcher.pump({src_r: out_w})
-    for fd in (src_r, out_w, out_r):
-        os.close(fd)
-    em.close()
+    watcher = _pumped(tmp_path / "spool", row.encode(), lambda: 1005.0)
     left = watcher.left_open(1000.0)
     assert left is not None
     assert (left.ranks, left.ranks_since) == ({0: "kubernetes_pod_pending"}, 1005.0)
