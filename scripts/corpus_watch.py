@@ -30,8 +30,10 @@ Prints, per corpus, how many excerpts the two commands agree on (the same set of
 read from the text: a failure that is the command's exit status alone is left out, as a file
 has none; for a hung excerpt, both what had fired while it hung and at the end of its output)
 and, for each that differs, its id and both sets, with its labels. It reports and does not
-fail. Never pass a corpus whose dev part you must not see: it reads dev/ and MANIFEST.toml
-only, never a held-out part.
+fail. Never pass a corpus whose dev part you must not see. `--part heldout` (with `--cat`,
+issue 41's check of both commands on consoles nobody tuned on) plays a held-out part and
+prints figures only -- each class's recall by either command, false alerts on the controls
+-- naming no excerpt.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ if __package__ in (None, ""):  # run as a file: the repository's root is the imp
 from runwatch.dev.launch import ServeProcess
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.timekeeping.reading import LATE_S
-from scripts.corpus_report import CONSOLES, excerpt_lines, read_part, run_one
+from scripts.corpus_report import CLASSES, CONSOLES, excerpt_lines, read_part, run_one
 
 #: rules that fire only while the job's output stays open (the job hung)
 WHILE_HUNG = frozenset(
@@ -166,6 +168,7 @@ class Agreement:
     while_hung: dict[str, list[str]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # a watch that did not end well
     cat: bool = False  # played as `runwatch watch -- cat FILE`
+    part: str = "dev"  # `heldout`: reported as figures only (`show`)
 
     def differ(self) -> list[str]:
         """The excerpts whose watch fired other rules than diagnose, while hung or in all."""
@@ -177,12 +180,12 @@ class Agreement:
         )
 
 
-def play(corpus: str, at_once: int = AT_ONCE, cat: bool = False) -> Agreement:
-    """Diagnose every dev excerpt of `corpus`, and play each through `runwatch watch` into one
-    `runwatch serve` (`cat`: as `runwatch watch -- cat FILE`)."""
-    labels = read_part(corpus, "dev")
-    folder = CONSOLES / corpus / "dev"
-    out = Agreement(corpus, labels, cat=cat)
+def play(corpus: str, at_once: int = AT_ONCE, cat: bool = False, part: str = "dev") -> Agreement:
+    """Diagnose every excerpt of `corpus`'s `part`, and play each through `runwatch watch` into
+    one `runwatch serve` (`cat`: as `runwatch watch -- cat FILE`)."""
+    labels = read_part(corpus, part)
+    folder = CONSOLES / corpus / part
+    out = Agreement(corpus, labels, cat=cat, part=part)
     # diagnose reads each excerpt with the thresholds its watch is played at
     played = None if cat else RulesConfig.from_mapping(tomllib.loads(config()))
     for name, entry in labels.items():
@@ -279,10 +282,13 @@ def show(result: Agreement) -> None:
     total = len(result.labels)
     agree = total - len(differ)
     how = "watch -- cat" if result.cat else "watch"
-    print(f"\n== {result.corpus} dev: {how} agrees with diagnose on {agree} / {total}")
+    print(f"\n== {result.corpus} {result.part}: {how} agrees with diagnose on {agree} / {total}")
     if result.cat:
         left = [n for n, note in result.notes.items() if note.startswith("left open")]
         print(f"  runs left open by watch: {len(left)}")
+    if result.part != "dev":  # figures only: nobody tunes the reader on a held-out excerpt
+        figures(result)
+        return
     for name in differ:
         said = ", ".join(result.labels[name]["rules"]) or "control"
         diag = ", ".join(result.diagnosed[name]) or "nothing"
@@ -294,6 +300,24 @@ def show(result: Agreement) -> None:
         print(f"  {name}{hang}: labels {said}; diagnose {diag}; watch {watched}{note}")
 
 
+def figures(result: Agreement) -> None:
+    """Each class's recall by either command, and false alerts on the controls: the figures
+    issue 41 checks on held-out consoles, for both commands, no excerpt named."""
+    by = {"diagnose": result.diagnosed, "watch": result.watched}
+    failures = {n: e["rules"] for n, e in result.labels.items() if e["rules"]}
+    for rule in CLASSES:
+        should = [n for n, rules in failures.items() if rule in rules]
+        if should:
+            found = "  ".join(
+                f"{who} {sum(rule in fired[n] for n in should):3} / {len(should)}"
+                for who, fired in by.items()
+            )
+            print(f"  {rule:22} {found}")
+    controls = [n for n, e in result.labels.items() if not e["rules"]]
+    false = "  ".join(f"{who} {sum(bool(fired[n]) for n in controls)}" for who, fired in by.items())
+    print(f"  false alerts on {len(controls)} controls: {false}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="+", metavar="CORPUS", help="e.g. corpus corpus2")
@@ -301,9 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cat", action="store_true", help="each as `runwatch watch -- cat FILE`, default rules"
     )
+    parser.add_argument(
+        "--part", choices=("dev", "heldout"), default="dev",
+        help="heldout: figures only, no excerpt named (with --cat: issue 41's check)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     for corpus in args.corpora:
-        show(play(corpus, args.at_once, args.cat))
+        show(play(corpus, args.at_once, args.cat, args.part))
     return 0
 
 
