@@ -109,8 +109,14 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   request {...}. Add suitable node types to this cluster to resolve this issue.", every 30 s;
   autoscaler/v2/event_logger.py, "... resource requests ..." and "... placement group requests
   ..."): the work that asked for it cannot be placed on any node this cluster may ever have --
-  it waits until someone changes the cluster. Read as the console's process (the launcher's
-  prefix's rank, else 0) waiting in `ray_infeasible_request`, declared with no duration.
+  it waits until someone changes the cluster. The autoscaler's own log (`monitor.log`, a
+  KubeRay or operator autoscaler container's) says it in the resource demand scheduler's words
+  (ray-project/ray : autoscaler/_private/resource_demand_scheduler.py, `get_nodes_for`, "Give
+  up, no feasible node": "The autoscaler could not find a node type to satisfy the request:
+  [...]", each update); a request for a placement group's bundle resources (`GPU_group_0_<id>`)
+  is none, as the later copies leave it unsaid and the older say it "will resolve itself".
+  Read as the console's process (the launcher's prefix's rank, else 0) waiting in
+  `ray_infeasible_request`, declared with no duration.
 
 Any other wait, by the grammar of a console rather than one framework's words (`_generic`): a
 line that says something waits, is stuck, stalls, hangs, is blocked, retries, is not yet ready
@@ -171,7 +177,14 @@ _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
 #: Ray's autoscaler: a resource request no node type can fulfill (`autoscaler.py`, v2's
 #: `event_logger.py`)
 RAY_INFEASIBLE = "No available node types can fulfill"
+#: ... and the resource demand scheduler's, in the autoscaler's own log (`monitor.log`, the
+#: operator's or KubeRay's autoscaler container): `resource_demand_scheduler.py`'s `get_nodes_for`
+RAY_NO_NODE_TYPE = "could not find a node type to satisfy the request"
 RAY_PENDING = "ray_infeasible_request"
+#: a placement group's bundle resource (`CPU_group_<id>`, `GPU_group_0_<id>`): a request for one
+#: is the group's, which Ray's older scheduler warns of while the group is still being created
+#: (it "will resolve itself", its own words) and its later one leaves unsaid
+_RAY_PG_RESOURCE = re.compile(r"'\w+_group_(?:\d+_)?[0-9a-f]{8,}'")
 #: the bar of vLLM's offline `LLM.generate` (entrypoints/llm.py `_run_engine`)
 SERVING_BAR = "Processed prompts"
 #: XLA's rendezvous's words for a wait on the other participants (`rendezvous.cc`), and its end
@@ -286,7 +299,7 @@ MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ran
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
            XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
-           RAY_INFEASIBLE,
+           RAY_INFEASIBLE, RAY_NO_NODE_TYPE,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -439,6 +452,9 @@ class Waits:
     def __init__(self) -> None:
         self.world = 0  # the most ranks any line named
         self._reported: set[int] = set()  # ranks reported in a wait not ended
+        # ... of them, those a framework's reader declared (not only the console's grammar or
+        # the catalogue's lines): a generic wait of the same rank ending leaves them waiting
+        self._framework: set[int] = set()
         self._since: dict[tuple[int, str], float] = {}  # (rank, phase) -> its wait's start
         self._stated = 0.0  # Horovod's stall-check time, from its latest warning
         self._warnings = 0  # Horovod's warnings since the last progress
@@ -514,7 +530,9 @@ class Waits:
             return self._generic_wait(line, rank)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
-        if RAY_INFEASIBLE in line:
+        if RAY_INFEASIBLE in line or RAY_NO_NODE_TYPE in line:
+            if RAY_NO_NODE_TYPE in line and _RAY_PG_RESOURCE.search(line) is not None:
+                return []
             return self._report({rank or 0: RAY_PENDING}, 0.0)
         if "store based barrier" in line or "store-based barrier" in line:
             return self._store_barrier(line)
@@ -749,11 +767,13 @@ class Waits:
         self._named.update(fresh)
         return self._report(fresh, self._waited())
 
-    def _report(self, phases: dict[int, str], waited: float) -> list[Found]:
+    def _report(self, phases: dict[int, str], waited: float, generic: bool = False) -> list[Found]:
         if not phases:
             return []
         self.world = max(self.world, max(phases) + 1)
         self._reported.update(phases)
+        if not generic:
+            self._framework.update(phases)
         return [
             ("rank.status", {"rank": r, "world_size": self.world, "phase": p, "waited": waited})
             for r, p in sorted(phases.items())
@@ -949,11 +969,12 @@ class Waits:
         self._generic.add((who, phase))
         if not dates:
             self._undated.add((who, phase))
-        return out + self._report({who: phase}, waited if dates else 0.0)
+        return out + self._report({who: phase}, waited if dates else 0.0, generic=True)
 
     def _framework_waits(self) -> bool:
         """Whether a framework's reader declared a wait of a rank that nothing ended."""
-        return bool(self._reported) and bool(self._reported - {r for r, _ in self._generic})
+        generic = {r for r, _ in self._generic}
+        return bool(self._reported) and bool(self._reported - generic or self._framework)
 
     @property
     def generic_only(self) -> bool:
@@ -981,12 +1002,14 @@ class Waits:
             return self._ended()
         ranks = {r for r, _ in ended} - {r for r, _ in self._since}
         self._reported -= ranks
+        self._framework -= ranks
         return self._exited(sorted(ranks))
 
     def _ended(self) -> list[Found]:
         if not self._reported:
             return []
         self._reported.clear()
+        self._framework.clear()
         self._since.clear()
         return self._exited(range(max(self.world, 1)))
 

@@ -765,6 +765,70 @@ def test_a_request_no_node_type_can_fulfill_is_a_wait_ray_declares(tmp_path: Pat
     assert fired(tmp_path, RAY_INFEASIBLE_6 + step) == []
 
 
+#: https://github.com/ray-project/ray/issues/16549 (corpus29/dev: a KubeRay-era operator's
+#: autoscaler at DEBUG), the resource demand scheduler's older wording; and its later one
+#: (resource_demand_scheduler.py `get_nodes_for`), as ray#48471 posted it (corpus29/dev)
+RAY_NO_NODE_TYPE_16549 = (
+    "test,dev:2021-06-29 11:07:07,666\tWARNING resource_demand_scheduler.py:712 -- The autoscaler "
+    "could not find a node type to satisfy the request: [{'CPU': 1.0}, {'CPU': 1.0}]. If this "
+    "request is related to placement groups the resource request will resolve itself, otherwise "
+    "please specify a node type with the necessary resource https://docs.ray.io/en/master/"
+    "cluster/autoscaling.html#multiple-node-type-autoscaling.\n"
+)
+RAY_NO_NODE_TYPE_48471 = (
+    "resource_demand_scheduler.py:782 -- The autoscaler could not find a node type to satisfy "
+    "the request: [{'node:__internal_implicit_resource_my-deployment:my-deployment': 0.5, "
+    "'GPU': 0.32}]. Please specify a node type with the necessary resources.\n"
+)
+#: ray#48471's Serve controller before it, and the autoscaler's demand after it
+SERVE_48471 = (
+    "Deployment 'my-deployment' in application 'my-deployment' 1 replicas that have taken more "
+    "than 30s to be scheduled. This may be due to waiting for the cluster to auto-scale or for a "
+    'runtime environment to be installed. Resources required for each replica: {"GPU": 0.32}, '
+    'total resources available: {"GPU": 0.36}. Use `ray status` for more details.\n'
+)
+PENDING_48471 = (
+    "{'GPU': 0.32, 'node:__internal_implicit_resource_my-deployment:my-deployment': 0.5}: "
+    "1+ pending tasks/actors\n"
+)
+
+
+def test_the_autoscaler_s_own_log_saying_no_node_type_can_satisfy_is_the_same_wait(
+    tmp_path: Path,
+) -> None:
+    """The resource demand scheduler's "could not find a node type to satisfy the request" is
+    the driver's "No available node types can fulfill" in the autoscaler's own log: the same
+    declared wait. A placement group's bundles (`GPU_group_0_<id>`) are no such request: the
+    older copies say it "will resolve itself", the later leave it unsaid."""
+    for line in (RAY_NO_NODE_TYPE_16549, RAY_NO_NODE_TYPE_48471):
+        assert statuses(line) == [
+            {"rank": 0, "world_size": 1, "phase": "ray_infeasible_request", "waited": 0.0}
+        ]
+        assert fired(tmp_path, line) == ["ranks_stalled"]
+    bundles = RAY_NO_NODE_TYPE_16549.replace(
+        "{'CPU': 1.0}, {'CPU': 1.0}",
+        "{'GPU_group_0_e899f4053aa6b3027ebf14aaf4d760f2': 0.0101, "
+        "'GPU_group_e899f4053aa6b3027ebf14aaf4d760f2': 0.0101}",
+    )
+    assert statuses(bundles) == []
+    step = "step:1 - actor/loss:0.5 - critic/score/mean:0.3\n"
+    assert fired(tmp_path, RAY_NO_NODE_TYPE_48471 + step) == []
+
+
+def test_a_framework_s_wait_outlives_a_catalogue_wait_of_the_same_rank_ending(
+    tmp_path: Path,
+) -> None:
+    """ray#48471: Serve's replica past 30 s unscheduled (a catalogue wait of rank 0), then the
+    autoscaler's no-node-type (a framework reader's, rank 0 too), then a line of neither: it
+    ends the catalogue's wait, not the autoscaler's -- the console ends inside that one. A step
+    after it ends both."""
+    text = SERVE_48471 + RAY_NO_NODE_TYPE_48471 + PENDING_48471
+    assert statuses(text)[-1]["phase"] == "ray_infeasible_request"
+    assert fired(tmp_path, text) == ["ranks_stalled"]
+    step = "step:1 - actor/loss:0.5 - critic/score/mean:0.3\n"
+    assert fired(tmp_path, text + step) == []
+
+
 #: vLLM V0's stats line (vllm/engine/metrics.py `LoggingStatLogger.log`, metrics.py:467), as
 #: vllm#12795's CPU-mode engine wrote it every 31 s (corpus24/dev)
 V0_STATS = (
