@@ -358,9 +358,13 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "corpus29",
         "nemo_rl_megatron_policy_worker_unhandled_distbackenderror_watchdog_coalesced_651125ms",
     ): (
-        ["collective_timeout"], "the worker's death is Ray's C++ `logging.cc:118: Unhandled "
-        "exception: N3c1016DistBackendErrorE. what(): ...` terminate line: no reader takes the "
-        "process's end in the C++ runtime's words; the watchdog's timeout before it is read"),
+        ["collective_timeout"], "Ray's C++ terminate handler's `logging.cc:118: Unhandled "
+        "exception: N3c1016DistBackendErrorE. what(): [PG ID 6 ...] Process group watchdog "
+        "thread terminated with exception: ... Watchdog caught collective operation timeout` "
+        "is the watchdog's abort for the collective's timeout, which is read; the reader takes "
+        "such an abort as the timeout's teardown, no failure of its own (libstdc++'s "
+        "`terminate called after throwing an instance of 'c10::DistBackendError'` in its "
+        "place reads the same), where this excerpt's label names the death too"),
     ("corpus29", "trinity_rft_chord_trainer_quoted_error_in_trainer_traceback_records_glued_cut"): (
         [], "the trainer's traceback is quoted (`> ` before each line) and its log records are "
         "glued on one line each: no traceback reader takes a quoted head"),
