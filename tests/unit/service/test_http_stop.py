@@ -60,8 +60,11 @@ def test_a_closed_trigger_is_never_written_when_its_number_is_reused(tmp_path: P
     service, server = serving(tmp_path)
     try:
         written = server.server.trigger.trigger
-        server.server.trigger.close()
+        # made while the trigger holds its numbers, so that neither end is one of them (made
+        # after its close, a thread that took the lowest free number between the two left the
+        # pipe's reading end on the trigger's writing number: dup2 closed it)
         reader, writer = os.pipe()
+        server.server.trigger.close()
         # the closed pipe's number given to another file: this pipe's writing end, put there
         # (dup2, not the lowest free number: another thread of the process may take that)
         os.dup2(writer, written)
