@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
@@ -167,19 +167,27 @@ def utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
+class Shown(NamedTuple):
+    """What a wait's lines showed, as they were read: the longest wait any of them said, when
+    the first and the latest were read, and how many."""
+
+    waited: float
+    first: float
+    last: float
+    lines: int
+
+
 class ReadWaits(Waits):
     """`Waits` whose waits are dated as their lines are read (`since`, on the watcher's
     clock), not as their events go out: a chunk of output is read whole before its events
     are sent, and a wait that a later line of the chunk ended must not be reopened by its
-    start being dated after that end (`hung_since`). Keeps how long each wait's lines showed
-    it waited, by its start (a wait declared with no duration shows 0)."""
+    start being dated after that end (`hung_since`). Keeps what each wait's lines showed, by
+    its start (`Shown`: a wait declared with no duration shows 0)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__()
         self.clock = clock
-        self.shown: dict[float, float] = {}  # a wait's `since` -> the longest its lines said
-        #: a wait's `since` -> when its first and latest lines were read, and how many
-        self.lines: dict[float, tuple[float, float, int]] = {}
+        self.shown: dict[float, Shown] = {}  # a wait's `since` -> what its lines showed
 
     def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
         return self._dated(super().read(line, rank, lead))
@@ -188,27 +196,35 @@ class ReadWaits(Waits):
         return self._dated(super().stalled_engines())
 
     def _dated(self, found: list[Found]) -> list[Found]:
-        """The waits found, dated now (`since`), and how long each showed kept."""
+        """The waits found, dated now (`since`), and what each showed kept."""
         for _, fields in found:
             waited = fields.get("waited")
             if waited is not None:
-                self.since(fields, self.clock())
+                now = self.clock()
+                self.since(fields, now)
                 since = fields.get("since")
                 if since is not None:
-                    self.shown[since] = max(self.shown.get(since, 0.0), waited)
-                    first, _, count = self.lines.get(since, (self.clock(), 0.0, 0))
-                    self.lines[since] = (first, self.clock(), count + 1)
+                    was = self.shown.get(since)
+                    self.shown[since] = (
+                        Shown(waited, now, now, 1) if was is None
+                        else Shown(max(was.waited, waited), was.first, now, was.lines + 1)
+                    )  # fmt: skip
                     if len(self.shown) > SHOWN_MAX:  # a job of many waits: the latest count
                         del self.shown[min(self.shown)]
-                        self.lines.pop(min(self.lines), None)
         return found
+
+    def undated(self, since: float) -> bool:
+        """Whether the wait begun at `since` showed no duration in any of its lines."""
+        shown = self.shown.get(since)
+        return shown is not None and shown.waited == 0.0
 
     def replayed(self, since: float) -> bool:
         """Whether the wait begun at `since` repeated its line faster than any wait writes
         it (`REPEAT_MIN_S`): its lines were written before they were read -- the output of a
         command replaying a saved console (`cat`), older than the command."""
-        first, last, count = self.lines.get(since, (0.0, 0.0, 0))
-        return count >= 2 and last - first < (count - 1) * REPEAT_MIN_S
+        shown = self.shown.get(since)
+        return (shown is not None and shown.lines >= 2
+                and shown.last - shown.first < (shown.lines - 1) * REPEAT_MIN_S)  # fmt: skip
 
 
 class OutputReader:
@@ -326,11 +342,12 @@ class Watcher:
         # a framework's wait declared with no duration is undated; one by the console's
         # grammar is dated by what its lines show (five untimed lines: none, a job's own --
         # unless they came faster than a wait repeats them: a saved console, replayed)
-        undated = ranks is not None and self.waits.shown.get(ranks) == 0.0
-        older = undated and ranks is not None and self.waits.replayed(ranks)
-        if (ranks is not None and ranks >= started and not older
-                and (self.waits.generic_only or not undated)):  # fmt: skip
-            ranks = None
+        if ranks is not None and ranks >= started:
+            undated = self.waits.undated(ranks)
+            if (self.waits.generic_only or not undated) and not (
+                undated and self.waits.replayed(ranks)
+            ):
+                ranks = None
         engine = hung.engine_since
         if engine is not None and engine >= started:
             engine = None

@@ -601,21 +601,9 @@ def test_a_job_that_lived_through_the_wait_it_printed_finishes_on_a_clean_exit(
     started, read as it was printed) and then exited 0: the job ended its wait, whatever its
     output says last -- nothing is left open. Read before the command started (a saved
     console), they leave rank 0's barrier open."""
-    from runwatch.emitters.console import LineParser
-    from runwatch.emitters.watch import Watcher
 
     def read_at(now: float) -> Watcher:
-        em = Emitter(run="r", component="trainer", path=tmp_path / "spool", heartbeat=False)
-        watcher = Watcher(em, LineParser(), progress_every=0.0, clock=lambda: now)
-        src_r, src_w = os.pipe()
-        out_r, out_w = os.pipe()
-        os.write(src_w, (BARRIER_WAIT * 2).encode())
-        os.close(src_w)
-        watcher.pump({src_r: out_w})
-        for fd in (src_r, out_w, out_r):
-            os.close(fd)
-        em.close()
-        return watcher
+        return _pumped(tmp_path / f"spool-{now:g}", (BARRIER_WAIT * 2).encode(), lambda: now)
 
     started = 1000.0
     assert read_at(started + 60).left_open(started) is None  # waited 20 s of its 60
@@ -627,7 +615,6 @@ def test_a_job_that_lived_through_the_wait_it_printed_finishes_on_a_clean_exit(
 def _pumped(spool: Path, output: bytes, clock: Callable[[], float]) -> Watcher:
     """A watcher that read `output` through a pipe, each line at `clock`'s time."""
     from runwatch.emitters.console import LineParser
-    from runwatch.emitters.watch import Watcher
 
     em = Emitter(run="r", component="trainer", path=spool, heartbeat=False)
     watcher = Watcher(em, LineParser(), progress_every=0.0, clock=clock)
