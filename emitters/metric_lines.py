@@ -21,7 +21,9 @@
   two-column rows under it (baselines' `| KL | nan |`, RSL-RL's right-aligned `Value function
   loss: inf`), one record of that step -- up to the next header, or a few lines that are
   none of its. A printed list of numbers with a `nan` in it (numpy's `Losses: [array([0.5]),
-  array([nan], dtype=float32)]`) is its key's `nan` (`metric_pairs.nan_lists`).
+  array([nan], dtype=float32)]`) is its key's `nan` (`metric_pairs.nan_lists`). Rows of numbers
+  that name nothing, a count first (`76980 nan`), are a step's metrics in a series of them,
+  the count rising (`metric_tables.unkeyed_row`).
 
 A line of pairs a terminal hard-wrapped is joined back and read whole (`metric_wraps`).
 Records spread over lines are followed by `metric_blocks`; every record is numbered and
@@ -50,7 +52,7 @@ from runwatch.emitters.metric_shape import (
     step_key,
     table_step,
 )
-from runwatch.emitters.metric_tables import column_header, table_header
+from runwatch.emitters.metric_tables import column_header, table_header, unkeyed_row
 from runwatch.emitters.metric_wraps import WRAP_MAX, continues, goes_on, may_be_cut
 from runwatch.emitters.printed_dicts import DICT, DICT_OPEN, metrics_dict
 from runwatch.emitters.step_numbers import loss_scale_overflow
@@ -85,6 +87,9 @@ class MetricLines(RecordsOverLines, BarPostfixes):
         #: source -> (a line a terminal wrapped, as far as it is joined; its lines so far; the
         #: first line's length, the terminal's width)
         self._wrapped: dict[Any, tuple[str, int, int]] = {}
+        #: source -> the latest row of numbers that names nothing (`unkeyed_row`), and whether
+        #: a row before it began its series
+        self._rows: dict[Any, tuple[tuple[int, list[float | None]], bool]] = {}
 
     @property
     def following(self) -> bool:
@@ -189,8 +194,30 @@ class MetricLines(RecordsOverLines, BarPostfixes):
             out += self._hold(source, OpenRecord(pair=pair))
         elif (named := read_step(line)) is not None:
             self.steps.named(source, named)
+        elif (row := unkeyed_row(line)) is not None:
+            out += self._unkeyed(source, row)
         else:
             self._why_not(line)
+        return out
+
+    def _unkeyed(self, source: Any, row: tuple[int, list[float | None]]) -> list[Found]:
+        """A row of numbers that names nothing: a step's metrics once the next such row of
+        its source, as many values wide, counts on from it (`76980 nan`, `76990 nan`), read
+        as `column N` (the count column 1); one such row alone may be any numbers."""
+        held = self._rows.get(source)
+        series = held is not None and held[0][0] < row[0] and len(held[0][1]) == len(row[1])
+        rows = [row] if series else []
+        if series and held is not None and not held[1]:
+            rows.insert(0, held[0])  # the row that began the series
+        self._rows[source] = (row, series)
+        out: list[Found] = []
+        for count, values in rows:
+            out += self._record(source, count, {f"column {i}": v for i, v in enumerate(values, 2)})
+        if not series and any(v is not None and not math.isfinite(v) for v in row[1]):
+            self.notes.append(
+                f"a row of numbers that names nothing (`{row[0]} ...`) holds a value that is not "
+                "finite: such rows are a step's metrics only in a series, as wide, the count rising"
+            )
         return out
 
     def _why_not(self, line: str) -> None:

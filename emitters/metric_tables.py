@@ -120,3 +120,31 @@ def column_row(header: list[tuple[str, int, int]], text: str) -> Record | None:
     if numbers * 2 < len(cells) or not metrics:
         return None
     return Record(metrics, step)
+
+
+#: Python logging's `%(asctime)s` before a message (`2022-05-08 16:27:05,927 `)
+_ASCTIME = re.compile(r"^\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? +")
+#: a cell a row leaves empty: dashes (`----`), as `'%8s' % '----'` pads a value not logged
+_PLACEHOLDER = re.compile(r"^-{2,}$")
+
+
+def unkeyed_row(text: str) -> tuple[int, list[float | None]] | None:
+    """(its count, its values) of a row of numbers that names nothing: a count, then values
+    alone (YANMTT's `76980 nan`, EPE's `17940 0.00 nan ---- ...` after the logging record's
+    time), a value not logged as dashes (None). Only a series of such rows, the count rising,
+    is a step's metrics (`MetricLines`): one row alone may be any numbers. None for a line
+    with a word, a sign or a unit in it."""
+    cells = _ASCTIME.sub("", text, count=1).split()
+    if len(cells) < 2 or not cells[0].isdigit() or len(cells[0]) > 18:
+        return None
+    values: list[float | None] = []
+    for cell in cells[1:]:
+        if _PLACEHOLDER.match(cell):
+            values.append(None)
+        elif _CELL_NUMBER.match(cell):
+            values.append(float(cell))
+        else:
+            return None
+    if all(v is None for v in values):
+        return None
+    return int(cells[0]), values
