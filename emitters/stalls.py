@@ -128,16 +128,18 @@ connection, is a wait of its process once the console shows it lasting a minute
 (`GENERIC_LASTED`): the wait it states (`for|than|after|over|since|in the last N s|min|ms|h`),
 plus the time between the first and the latest line of the same wait by the clock they print
 (`HH:MM:SS`); a wait said `GENERIC_UNTIMED` times in a row by lines that print no clock counts
-as one too. A wait of seconds -- a shard loading, a connect retried twice -- is no stall, and a
-number that changes between its lines (a checkpoint 12, then 13) is one wait ended and the next
-begun. Its phase is the line's own words (`Waiting for output from MQLLMEngine`: vLLM V0's
-client polling its engine at DEBUG each 10 s, vllm/engine/multiprocessing/client.py -- an idle
-engine says between those lines, at the same level and period, `Waiting for new requests in
-engine loop`, a server idle for its next request, which ends the wait; a busy one says
-nothing). Unlike a framework's own wait, whose end that framework writes, such a wait ends with
-the next line that is no wait (an indented line, the code Python's warnings show under theirs,
-is none, nor a paste's `...` for lines left out): only a console that ends in it (or one that
-says nothing more, live) hung there.
+as one too (a retry's line saying it is the k-th attempt, `(attempt 60/60, ...)`, says it k
+times: the paste may have kept its last line alone). A wait of seconds -- a shard loading, a
+connect retried twice -- is no stall, and a number that changes between its lines (a checkpoint
+12, then 13) is one wait ended and the next begun (an attempt's count, outside the wait's
+clause, is none). Its phase is the line's own words (`Waiting for output from MQLLMEngine`:
+vLLM V0's client polling its engine at DEBUG each 10 s, vllm/engine/multiprocessing/client.py
+-- an idle engine says between those lines, at the same level and period, `Waiting for new
+requests in engine loop`, a server idle for its next request, which ends the wait; a busy one
+says nothing). Unlike a framework's own wait, whose end that framework writes, such a wait ends
+with the next line that is no wait (an indented line, the code Python's warnings show under
+theirs, is none, nor a paste's `...` for lines left out): only a console that ends in it (or
+one that says nothing more, live) hung there.
 
 Some such waits a framework's source writes in words of its own -- no verb of the grammar, or
 a failure's words for an attempt it retries: the catalogue of declared waits
@@ -277,6 +279,10 @@ WENT_ON = frozenset({"progress", "step.metrics", "step.done", "reward"})
 GENERIC_LASTED = 60.0
 #: ... or one said this many times in a row by lines that print no clock
 GENERIC_UNTIMED = 5
+#: a retry's count of its attempts after its verb (`retrying... (attempt 60/60, ...)`, `[Retry
+#: 1/5]`, `retry #7`): the k-th attempt's line stands for the k lines of the same wait that
+#: came before it, whether or not the paste kept them
+_ATTEMPT = re.compile(r"(?i)\b(?:attempt|retry|try)\s*#?\s*(?P<k>\d{1,6})\b(?!\.\d)")
 #: where a wait's clause starts and ends: a sentence's end, brackets, a bar, `: ` and ` -- `
 _STOPS = re.compile(r"[;()\[\]{}|]|\.(?=\s|$)|: | --? ")
 _DIGITS = re.compile(r"\d+")
@@ -912,7 +918,9 @@ class Waits:
         lasted = lasted or ELAPSED.search(line)
         stated = 0.0 if lasted is None else _seconds(lasted)
         said = " ".join(_DURATION.sub(" ", clause).split())  # (a number changed: a new wait)
-        return self._lasting(line, rank, verb.start(), _phase(clause), said, stated)
+        attempt = _ATTEMPT.search(line, verb.end()) if verb.group("retry") else None
+        count = int(attempt.group("k")) if attempt is not None else 0
+        return self._lasting(line, rank, verb.start(), _phase(clause), said, stated, count=count)
 
     def _waited_all(self) -> float:
         """How long a wait that lasts its run (the catalogue's `elapsed`) lasted: the run time
@@ -940,13 +948,15 @@ class Waits:
         stated: float,
         lasted: float | None = None,
         dates: bool = True,
+        count: int = 0,
     ) -> list[Found]:
         """One more line of a rank's wait (`said`: its words, or the catalogue's id; `at`:
         where they start, the line's clock before them): reported once the console shows it
         lasting `lasted` (the grammar's: `GENERIC_LASTED`, or `GENERIC_UNTIMED` lines without
-        a clock). Another wait of the rank's ends the one before. Reported as having waited
-        what the console shows, unless what it shows does not date the wait (`dates`: the
-        catalogue's), where the console's end decides it."""
+        a clock, `count` the lines a retry's attempt says there were). Another wait of the
+        rank's ends the one before. Reported as having waited what the console shows, unless
+        what it shows does not date the wait (`dates`: the catalogue's), where the console's
+        end decides it."""
         now = _line_clock(self._lead, line, at)
         who = rank or 0
         out: list[Found] = []
@@ -955,13 +965,14 @@ class Waits:
             if known is not None and any(r == who for r, _ in self._generic):
                 out = self._generic_ended()
             lines, first, first_stated = 0, now, stated
-        self._said[who] = (said, lines + 1, first, first_stated)
+        lines = max(lines + 1, count)
+        self._said[who] = (said, lines, first, first_stated)
         waited = stated
         if first is not None and now is not None:
             gone = (now - first) % 86400.0  # (past midnight)
             waited = max(stated, first_stated + (gone if gone <= _BACKWARDS else 0.0))
         if lasted is None:
-            untimed = first is None and now is None and lines + 1 >= GENERIC_UNTIMED
+            untimed = first is None and now is None and lines >= GENERIC_UNTIMED
             if waited < GENERIC_LASTED and not untimed:
                 return out
         elif waited < lasted:

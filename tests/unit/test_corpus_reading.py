@@ -328,13 +328,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus28", "ray_worker_actor_cannot_be_scheduled_right_now_requires_cpu_4_pending_actors"): (
         [], "the same warning of Ray core's worker.py, dated but said at one second: no span "
         "of the wait in the text"),
-    (
-        "corpus28",
-        "slime_rolloutmanager_router_503_no_available_workers_retrying_attempt_60_of_60",
-    ): (
-        [], "slime's rollout manager retrying the sglang router's `503 ... No available "
-        "workers` up to `attempt 60/60`: a bounded retry in an HTTP client's words, read by "
-        "no reader of waits (the router's and slime's sources not read for it)"),
     # corpus29's development part, asserted since its collector's pass on 2026-12-01
     # (tests/fixtures/consoles/README.md: 16/23 at arrival -> 18/23); what it still reads otherwise
     (

@@ -146,6 +146,29 @@ def test_a_wait_its_lines_give_no_clock_for_is_one_said_five_times() -> None:
     assert status["rank"] == 0
 
 
+#: https://github.com/THUDM/slime/pull/683 (slime's rollout retrying a router with no worker
+#: left, as a reviewer posted it: its last attempt, the 59 before it not pasted)
+SLIME = (
+    "(RolloutManager pid=519445) For more information check: https://developer.mozilla.org/"
+    "en-US/docs/Web/HTTP/Status/503, retrying... (attempt {k}/60, url=http://10.78.210.151:4674"
+    "/generate, response=No available workers (all circuits open or unhealthy))\n"
+)
+
+
+def test_a_retry_s_count_of_its_attempts_stands_for_the_lines_before_it(tmp_path: Path) -> None:
+    """The k-th attempt's line is a wait said k times, whether or not the paste kept the
+    lines before it: attempt 60 at the console's end is its hang, attempt 4 a pause (as four
+    lines of it would be); the count rising from line to line is the same wait, not a new one
+    each time; the console going on after it ended it."""
+    (summary,) = stalled(tmp_path, SLIME.format(k=60))
+    assert "retrying" in summary
+    assert statuses(SLIME.format(k=60))[0]["rank"] == 0
+    assert statuses(SLIME.format(k=4)) == []
+    assert statuses(SLIME.format(k=3) + SLIME.format(k=4)) == []
+    assert statuses("".join(SLIME.format(k=k) for k in (1, 2, 3, 4, 5)))
+    assert stalled(tmp_path, SLIME.format(k=60) + "step 12: loss 0.5 reward 0.7\n") == []
+
+
 def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
     """The same lines with the engine's stats after them: the console went on, and the
     stats line's `Waiting: 0 reqs` is a count, not a wait."""
