@@ -88,7 +88,11 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   process is a rank in the phase of that function, waited 0 s (py-spy's is a snapshot) or the
   timeout. The rank is the launcher's prefix's when it names one, else the order in which
   the dump shows the process (a thread of py-spy's, a timeout dump of faulthandler's): a dump
-  names processes, not ranks.
+  names processes, not ranks. A main thread py-spy says is idle (blocked in the kernel), its
+  innermost Python frame a call that returns only when another thread, process or machine
+  acts (`_BLOCKING`: a lock file, an event, a future, a child process, Ray's get), waits there
+  too, in the phase `function (path)`; other threads idle so are helpers between work, and a
+  main thread in an event loop's select is a server between requests.
 
 - vLLM's shared-memory message queue (vllm/distributed/device_communicators/shm_broadcast.py,
   `acquire_write` / `acquire_read`, 0.5 on; at DEBUG to 0.9, at INFO since, with "This
@@ -326,7 +330,24 @@ _WATCHDOG = re.compile(
 )
 _BATCH = re.compile(r"self\.cur_batch\.batch_size\(\)=(?P<n>\d+)")
 _PYSPY_THREAD = re.compile(
-    r'^\s*Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?:active|idle|gil|active\+gil|idle\+gil)\): "'
+    r"^\s*Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?P<state>active|idle|gil|active\+gil|idle\+gil)\):"
+    r' "(?P<name>[^"]*)"'
+)
+#: the calls a program blocks in until another thread, process or machine does something (the
+#: innermost Python frame, as `function (path)`): an event's or condition's wait and a
+#: thread's join (threading.py), a queue's get, a future's result, a pipe's or process's
+#: (multiprocessing, subprocess), a lock file another process holds (torch's JIT build
+#: baton, torch/utils/file_baton.py `FileBaton.wait`; the filelock package's `acquire`), Ray's
+#: `ray.get` and `ray.wait` on remote work (ray/_private/worker.py: `get_objects` and `wait`
+#: call the core worker, in C), a socket's read -- not an event loop's `select`, where a
+#: server waits for its next request
+_BLOCKING = re.compile(
+    r"^(?:(?:wait|_wait_for_tstate_lock|join|acquire) \(threading\.py"
+    r"|(?:get|put) \(queue\.py|(?:result|wait) \(concurrent/futures/_base\.py"
+    r"|\w+ \(multiprocessing/(?:connection|synchronize|queues|pool|managers|popen_\w+)\.py"
+    r"|_?(?:wait|communicate|try_wait) \(subprocess\.py|wait \(torch/utils/file_baton\.py"
+    r"|acquire \(filelock/|(?:get_objects|wait) \(ray/_private/worker\.py"
+    r"|readinto \(socket\.py)"
 )
 _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<path>[^()]+?)(?::\d+)?\)\s*$")
 _FAULT_TIMEOUT = re.compile(r"^\s*Timeout \((?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)\)!\s*$")
@@ -406,6 +427,16 @@ _BARRIER_DONE = re.compile(
 _HANGING = frozenset({"for", "after", "since", "over", "in", "within", "the", "last", "past"})
 
 
+#: where a frame's path leaves the installation for the package (py-spy shortens most paths
+#: so itself; faulthandler and gdb print them whole)
+_INSTALLED = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python\d\.\d+)/")
+
+
+def _tail(path: str) -> str:
+    """A frame's path from its package on (`threading.py`, `torch/utils/file_baton.py`)."""
+    return _INSTALLED.sub("", path)
+
+
 def _phase(clause: str) -> str:
     """A wait's phase, its clause's words: no duration, number or address, no preposition
     left hanging at its end."""
@@ -469,8 +500,9 @@ class Waits:
         self._barrier: dict[tuple[int, str], int] = {}  # (rank, key) -> its waiting lines
         self._batch: int | None = None  # the running batch SGLang's watchdog dumped
         #: the dumped thread whose frames are being read: (its process, frames read, waited,
-        #: the frame grammar); None between dumps
-        self._dump: tuple[str, int, float, re.Pattern[str]] | None = None
+        #: the frame grammar, whether it is a main thread py-spy found blocked); None between
+        #: dumps
+        self._dump: tuple[str, int, float, re.Pattern[str], bool] | None = None
         self._timeouts = 0  # faulthandler's timeout dumps seen: each is one process's
         self._dumps = 0  # gdb's `py-bt` dumps seen: each is one process's
         #: the native stack (gdb's `bt`) being read: (its thread, the next frame's number);
@@ -702,12 +734,13 @@ class Waits:
             h, mi, sec = m.group("h", "m", "s")
             self._timeout = int(h) * 3600 + int(mi) * 60 + float(sec)
         elif (m := _PYSPY_THREAD.match(line)) is not None:
-            self._dump = (f"py-spy {m.group('id')}", 0, 0.0, _PYSPY_FRAME)
+            main = m.group("name") == "MainThread" and m.group("state").startswith("idle")
+            self._dump = (f"py-spy {m.group('id')}", 0, 0.0, _PYSPY_FRAME, main)
         elif _FAULT_THREAD.match(line) is not None and self._timeout is not None:
-            self._dump = (f"timeout {self._timeouts}", 0, self._timeout, _FAULT_FRAME)
+            self._dump = (f"timeout {self._timeouts}", 0, self._timeout, _FAULT_FRAME, False)
         elif _GDB_HEAD.match(line) is not None:
             self._dumps += 1
-            self._dump = (f"py-bt {self._dumps}", 0, 0.0, _GDB_FRAME)
+            self._dump = (f"py-bt {self._dumps}", 0, 0.0, _GDB_FRAME, False)
         return []
 
     def _frame(self, line: str, rank: int | None) -> list[Found] | None:
@@ -715,21 +748,27 @@ class Waits:
         waits in a collective or it does not -- the dump's reading of that thread ends (None:
         the line is no frame of it, and is read as any line)."""
         assert self._dump is not None
-        process, frames, waited, grammar = self._dump
+        process, frames, waited, grammar, blocked = self._dump
         m = grammar.match(line)
         if m is None or frames >= _DUMP_DEPTH:
             self._dump = None
             return None
         path = m.group("path")
         if path is None or not path.endswith(".py"):  # a native frame (`--native`, gdb's C)
-            self._dump = (process, frames + 1, waited, grammar)
+            self._dump = (process, frames + 1, waited, grammar, blocked)
             return []
         self._dump = None
-        if _COLLECTIVE_FILES.search(path.replace("\\", "/")) is None:
-            return []
+        path = path.replace("\\", "/")
+        phase = m.group("func")
+        if _COLLECTIVE_FILES.search(path) is None:
+            # (py-spy's main thread blocked in a call that waits on another's work)
+            call = f"{phase} ({_tail(path)})"
+            if not blocked or _BLOCKING.match(call) is None:
+                return []
+            phase = call
         if rank is None:
             rank = self._dumped.setdefault(process, len(self._dumped))
-        return self._report({rank: m.group("func")}, waited)
+        return self._report({rank: phase}, waited)
 
     def _native_start(self, frame: re.Match[str]) -> list[Found]:
         """A native stack's innermost frame (gdb's `#0  `): a thread parked there (`_PARKED`)

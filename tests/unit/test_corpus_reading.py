@@ -282,11 +282,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "that then ended"),
     # corpus27's development part, asserted since its collector's pass on 2026-12-01
     # (tests/fixtures/consoles/README.md: 10/21 at arrival -> 15/21); what it still reads otherwise
-    ("corpus27", "deepspeed_chat_opt13b_pyspy_mainthread_wait_file_baton_jit_compile"): (
-        [], "a py-spy dump of a rank in `wait (torch/utils/file_baton.py:42)` under "
-        "cpp_extension's `_jit_compile`: a rank waiting on the build lock of a CUDA extension, "
-        "not in a collective -- the dump reader reads collectives' frames only, and one "
-        "snapshot of a lock wait says not for how long (a build in progress shows the same)"),
     ("corpus27", "geti_l40s_training_pod_pending_16h_describe_no_node"): (
         [], "`kubectl get pods`' row `0/3     Pending   0          16h` dates the pod's wait "
         "(16 h since it was created, still unscheduled), but no reader reads kubectl's table, "

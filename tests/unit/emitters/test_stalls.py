@@ -568,8 +568,51 @@ def test_a_console_that_ends_in_a_dump_of_ranks_in_a_collective_ended_in_its_han
     assert fired(tmp_path, PYSPY_LOADER) == []
 
 
+#: https://github.com/deepspeedai/DeepSpeedExamples/issues/302 (corpus27's development
+#: excerpt): DeepSpeed-Chat stuck at start, py-spy's dump of its main thread blocked on the
+#: lock file of torch's JIT build (a build another process began and never finished)
+PYSPY_BATON = (
+    'Thread 46930 (idle): "MainThread"\n'
+    "    wait (torch/utils/file_baton.py:42)\n"
+    "    _jit_compile (torch/utils/cpp_extension.py:1522)\n"
+    "    load (torch/utils/cpp_extension.py:1284)\n"
+    "    jit_load (deepspeed/ops/op_builder/builder.py:480)\n"
+    'Thread 47073 (idle): "Thread-1"\n'
+    "    wait (threading.py:324)\n"
+    "    wait (threading.py:622)\n"
+    "    run (tqdm/_monitor.py:60)\n"
+)
+
+
+def test_a_main_thread_py_spy_found_blocked_on_another_s_work_waits_there(
+    tmp_path: Path,
+) -> None:
+    """A main thread py-spy says is idle, its innermost Python frame a call that blocks until
+    another thread, process or machine acts (a lock file, an event, a future, Ray's get), is
+    its process's wait; another thread blocked so (tqdm's monitor) is a helper's idling, a
+    main thread running, or idle in an event loop's select (a server between requests), none."""
+    assert statuses(PYSPY_BATON) == [
+        {"rank": 0, "world_size": 1, "phase": "wait (torch/utils/file_baton.py)", "waited": 0.0}
+    ]
+    assert fired(tmp_path, PYSPY_BATON) == ["ranks_stalled"]
+    running = PYSPY_BATON.replace('(idle): "MainThread"', '(active): "MainThread"')
+    assert statuses(running) == []
+    helper = PYSPY_BATON.split("Thread 47073")[1]
+    assert statuses("Thread 47073" + helper) == []
+    # a driver in `ray.get` (ray/_private/worker.py: `get` calls `get_objects`, which calls
+    # the core worker in C), its path whole as faulthandler's or gdb's would print it
+    ray_get = (
+        'Thread 1 (idle): "MainThread"\n'
+        "    get_objects (/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py:873)\n"
+        "    get (/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py:2613)\n"
+    )
+    assert [s["phase"] for s in statuses(ray_get)] == ["get_objects (ray/_private/worker.py)"]
+    serving = 'Thread 1 (idle): "MainThread"\n    select (selectors.py:468)\n'
+    assert statuses(serving) == []
+
+
 def test_watch_s_scanner_reads_a_stack_dump_as_every_line_read() -> None:
-    text = PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE + FAULT_TIMEOUT
+    text = PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE + FAULT_TIMEOUT + PYSPY_BATON
     scanner = LineScanner(LineParser())
     found = scanner.feed(text.encode()) + scanner.finish()
     assert [f for k, f in found if k == "rank.status"] == statuses(text)
