@@ -126,9 +126,11 @@ _HEADER = re.compile(
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
 #: a count written before what it counts, the finer unit than an epoch (multiffn-nli's
-#: `0 completed epochs, 100 batches Average training batch loss: nan`, `after 1200 steps`)
+#: `0 completed epochs, 100 batches Average training batch loss: nan`, `after 1200 steps`),
+#: out of a total or not (PyTorch's word_language_model example, `'| epoch {:3d} | {:5d}/{:5d}
+#: batches | ...'`: `|   200/ 2983 batches |`, the batch the line is at first)
 _COUNTED = re.compile(
-    r"(?<![\w.])(\d{1,18}) (?:completed |finished |processed )?"
+    r"(?<![\w./])(?:(\d{1,18})\s*/\s*)?(\d{1,18}) (?:completed |finished |processed )?"
     r"(?:steps|iterations|iters|batches|updates)\b(?![/=])"
 )
 #: a counter after `at`, as a pair's key (`loss: nan at step 100`)
@@ -204,7 +206,7 @@ def _step(found: list[Pair], text: str, coarse: bool = True) -> tuple[int | None
         # `0 completed epochs, 100 batches Average ...`: in a record only -- prose that
         # names a count (`Training for 10000 steps`) is no step the console is at, and a
         # later record naming a lower one would read as going back
-        return int(counted.group(1)), None
+        return int(counted.group(1) or counted.group(2)), None
     for i, pair in enumerate(found[1:], 1):
         # the step the values before it are at (`loss: nan at step 100`): a counter after
         # `at`, which elsewhere is prose about a step (`resumed at step 5`, `_NOT_STEP`)

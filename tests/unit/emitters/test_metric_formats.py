@@ -225,6 +225,16 @@ def test_a_count_written_before_what_it_counts_is_the_step() -> None:
     assert bad(read_all([f"after {1200} steps: loss {NAN}, acc {0.1}"])) == [(1200, ["loss"])]
     rate = f"Computation: 14963 steps/s (collection: 6.407s), loss: {NAN}, acc: {0.1}"
     assert [s for s, _ in bad(read_all([rate]))] == [1]
+    # PyTorch's word_language_model example (pytorch/examples word_language_model/main.py:
+    # `'| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | loss {:5.2f} |
+    # ppl {:8.2f}'`): the batch the line is at, not its total
+    word_lm = (
+        "| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | "
+        "loss {:5.2f} | ppl {:8.2f}"
+    )
+    line = word_lm.format(1, 200, 2983, 20.0, 11.4, NAN, NAN)
+    assert bad(read_all([line])) == [(200, ["loss", "ppl"])]
+    assert bad(scanned([line])) == bad(read_all([line]))
 
 
 def test_old_msvc_infinity() -> None:
