@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_WORD = r"[A-Za-z_#][\w./#\-@]*(?:\([\w./ *]*\))?"
+#: a word of a key: a letter of any script first (`loss`, `_loss`, `#queue-req`, `损失`: a
+#: console in Chinese names its metrics in its own words), then letters, digits, `./#-@`
+_WORD = r"(?:[^\W\d]|#)[\w./#\-@]*(?:\([\w./ *]*\))?"
 #: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
 #: is two pairs; `number of nan iterations: 0` one)
 _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
@@ -152,10 +154,19 @@ def _sentence_key(key: str) -> tuple[str, bool]:
     return " ".join(words), said
 
 
+#: the same counters named in Chinese, as training scripts print them (`轮次: 3, 批次: 100,
+#: 损失: nan`, `周期 [1/10], 步骤 [100/600], 损失: nan`, `迭代 50/200, 损失: nan`)
+_CHINESE_KINDS = {"步": "step", "步数": "step", "步骤": "step", "全局步数": "global",
+                  "迭代": "iteration", "迭代次数": "iteration", "批次": "batch",
+                  "回合": "episode", "轮": "epoch", "轮次": "epoch", "周期": "epoch"}  # fmt: skip
+
+
 def step_key(key: str) -> str | None:
     """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
     `epoch`), or None."""
     name = _PARENS.sub("", key).strip() if "(" in key else key
+    if not name.isascii():
+        return _CHINESE_KINDS.get(name.strip())
     if "/" in name:
         # ms-swift's "global_step/max_steps": "300/1296"; else a namespace's counter
         # (`train/global_step`, SB3's `time/iterations`) -- not a bare `step` after one

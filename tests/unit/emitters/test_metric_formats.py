@@ -408,3 +408,21 @@ def test_a_non_finite_value_padded_to_its_format_s_width() -> None:
     assert bad(read_all(lines)) == got
     assert bad(scanned(lines)) == got
     assert bad(read_all([line.format(step=1, v="-infxx")])) == [(1, ["CTCLoss", "SARLoss", "loss"])]
+
+
+def test_a_console_that_names_its_metrics_and_steps_in_chinese() -> None:
+    """Training scripts' own format strings as public repositories hold them (the code corpus
+    of the search tool: `print(f"\\n轮次: {epoch + 1}, 批次: {i + 1}, 损失: {avg_loss:.4f},
+    acc准确率:{acc:.4f}, f1分数:{f1:.4f}")`, `print(f'周期 [{epoch+1}/{num_epochs}], 步骤 [{i+1}/
+    {len(train_loader)}], 损失: {loss.item():.4f}')`, `print(f"轨迹: {traj_idx+1}, 回合:
+    {turn_idx+1}, 损失: ..., 策略损失: ..., 熵损失: ...")`) rendered with a NaN loss: the key is
+    the line's own word, the step its batch, step or episode."""
+    lines = [
+        f"轮次: {3}, 批次: {100}, 损失: {NAN:.4f}, acc准确率:{0.5:.4f}, f1分数:{0.4:.4f}",
+        f"周期 [{1}/{10}], 步骤 [{100}/{600}], 损失: {NAN:.4f}",
+        f"轨迹: {2}, 回合: {3}, 损失: {NAN:.4f}, 策略损失: {NAN:.4f}, 熵损失: {0.1:.4f}",
+    ]
+    expected = [[(100, ["损失"])], [(100, ["损失"])], [(3, ["损失", "策略损失"])]]
+    for line, want in zip(lines, expected, strict=True):
+        assert bad(read_all([line])) == want
+        assert bad(scanned([line])) == want
