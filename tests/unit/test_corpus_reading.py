@@ -282,10 +282,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "that then ended"),
     # corpus27's development part, asserted since its collector's pass on 2026-12-01
     # (tests/fixtures/consoles/README.md: 10/21 at arrival -> 15/21); what it still reads otherwise
-    ("corpus27", "geti_l40s_training_pod_pending_16h_describe_no_node"): (
-        [], "`kubectl get pods`' row `0/3     Pending   0          16h` dates the pod's wait "
-        "(16 h since it was created, still unscheduled), but no reader reads kubectl's table, "
-        "and the `describe` output after it would end a declared wait as the grammar ends them"),
     ("corpus27", "neuro_submit_status_pending_cluster_no_resources_2884_sec"): (
         [], "Neu.ro's CLI status line `Status: pending Cluster doesn't have resources to "
         "fulfill request. ◣ [2884.0 sec]`: the platform's reason and the CLI's timer, in words "
@@ -297,14 +293,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "`ray status` is one snapshot (as corpus26's): `{'GPU': 0.9}: 1+ pending "
         "tasks/actors (1+ using placement groups)` says an actor waits at that instant, not for "
         "how long"),
-    (
-        "corpus27",
-        "volcano_vcjob_podgroup_gang_unschedulable_x78789_over_26h_not_enough_resources",
-    ): (
-        [], "Volcano's podgroup event `Unschedulable  69s (x78789 over 26h)  volcano  1/1 tasks "
-        "in gang unschedulable: ...` dates a 26-hour wait as kubectl's FailedScheduling rows do, "
-        "but the paste goes on to `kubectl describe pod` after it, which would end such a "
-        "declared wait: read from this console alone, the wait ended"),
     ("corpus27", "horovod_spark_k8s_job_group_cancelled_after_592s_lost_task_python_exception"): (
         [], "Spark's `WARN TaskSetManager: Lost task 0.0 ...: org.apache.spark.api.python."
         "PythonException: Traceback (most recent call last):` opens a Python traceback at the "

@@ -611,3 +611,137 @@ def test_a_store_nobody_listens_on_for_a_minute_is_a_wait_its_connection_ends(
     assert stalled(tmp_path, lines)
     assert statuses(lines + TORCH_CONNECTED)[-1]["phase"] == "exited"
     assert stalled(tmp_path, lines + TORCH_CONNECTED) == []
+
+
+# --- cluster schedulers' waits to place a job, read from their sources on 2026-12-01 (waits31):
+# each with its control, the same wait followed by the line that says it ended, or too short
+
+#: https://github.com/open-edge-platform/geti_v2/issues/532 (corpus27 dev): `kubectl get pods`
+#: with the training pod Pending 16 hours, then the head of its `kubectl describe pod`
+K8S_PODS = (
+    "NAME                                     READY   STATUS    RESTARTS   AGE\n"
+    + WAITS["kubernetes-pod-table-pending"].sample
+    + "\n"
+)
+K8S_UNPLACED = (
+    "\n"
+    "Name:                ex-685ab5fbdee5d4889cdef111-n0-0-dn0-0\n"
+    "Namespace:           impt-jobs-production\n"
+    "Priority:            0\n"
+    "Runtime Class Name:  nvidia\n"
+    "Service Account:     impt-jobs\n"
+    "Node:                <none>\n"
+    "Labels:              domain=production\n"
+    "                     execution-id=ex-685ab5fbdee5d4889cdef111\n"
+)
+#: printers.go's row, rendered: `-A -o wide` (NAMESPACE first; IP, NODE, ... after AGE)
+K8S_WIDE = (
+    "kubeflow    llm-rl-worker-1   0/1     {status}   0          {age}   <none>   <none>   "
+    "<none>           <none>\n"
+)
+
+
+def test_a_pod_pending_past_the_autoscaler_s_provision_time_is_a_wait_the_console_ends_in(
+    tmp_path: Path,
+) -> None:
+    """printPod's STATUS `Pending` is a pod no kubelet has taken (no node bound) and its AGE
+    the whole of its wait: past cluster-autoscaler's default max-node-provision-time (15 min)
+    a wait, and a console that ends in it -- or in the describe of that pod with no node --
+    ended in its hang; SchedulingGated (a gate such as Kueue's) is the same wait."""
+    assert [s["phase"] for s in statuses(K8S_PODS)] == ["kubernetes_pod_pending"]
+    assert stalled(tmp_path, K8S_PODS)
+    assert stalled(tmp_path, K8S_PODS + K8S_UNPLACED)
+    for status, age in (("Pending", "3h12m"), ("SchedulingGated", "2d3h")):
+        row = K8S_WIDE.format(status=status, age=age)
+        assert [s["phase"] for s in statuses(row)] == ["kubernetes_pod_pending"], row
+
+
+def test_a_pod_placed_after_all_or_pending_minutes_or_pulling_is_no_stall(tmp_path: Path) -> None:
+    """Under 15 minutes a node the autoscaler adds may still come; ContainerCreating is the
+    kubelet's default waiting reason while it pulls the image (a large one takes minutes): no
+    wait. The pod placed -- `kubectl get pods -w` going on to ContainerCreating and Running,
+    or its describe naming a node -- ends the wait."""
+    assert statuses(K8S_WIDE.format(status="Pending", age="14m")) == []
+    assert statuses(K8S_WIDE.format(status="ContainerCreating", age="40m")) == []
+    watched = (
+        "NAME              READY   STATUS    RESTARTS   AGE\n"
+        "llm-rl-worker-1   0/1     Pending   0          20m\n"
+        "llm-rl-worker-1   0/1     ContainerCreating   0          21m\n"
+        "llm-rl-worker-1   1/1     Running             0          23m\n"
+    )
+    assert statuses(watched)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, watched) == []
+    placed = K8S_UNPLACED.replace("<none>", "gpu-node-1/10.0.0.7")
+    assert stalled(tmp_path, K8S_PODS + placed) == []
+
+
+#: https://github.com/volcano-sh/volcano/issues/1094 (corpus27 dev): `kubectl describe pg`'s
+#: events, the gang unschedulable 78789 times over 26 hours, then the pod's describe
+VOLCANO_PG = (
+    "Events:\n"
+    "  Type     Reason         Age                    From     Message\n"
+    "  ----     ------         ----                   ----     -------\n"
+    "  " + WAITS["volcano-podgroup-unschedulable"].sample + "\n"
+    "\n"
+    "kubectl describe pod test-xxx\n"
+    "Events:          <none>\n"
+)
+#: the scheduler cache's event once the gang fits (cache.go RecordJobStatusEvent), rendered
+VOLCANO_READY = "  Normal   Scheduled      3s                     volcano  pod group is ready\n"
+
+
+def test_a_volcano_gang_unschedulable_for_minutes_is_a_wait_its_scheduling_ends(
+    tmp_path: Path,
+) -> None:
+    """The scheduler records its Unschedulable event each session (a second): `(x78789 over
+    26h)` is a gang not placed for 26 hours, the pod's describe after it (kubectl's own lines)
+    ends nothing; a series of seconds is a gang still being placed; `pod group is ready` ends
+    it."""
+    assert [s["phase"] for s in statuses(VOLCANO_PG)] == ["volcano_gang_pending"]
+    assert stalled(tmp_path, VOLCANO_PG)
+    assert statuses(VOLCANO_PG.replace("(x78789 over 26h)", "(x40 over 40s)")) == []
+    ready = VOLCANO_PG.split("\n\n")[0] + "\n" + VOLCANO_READY
+    assert statuses(ready)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, ready) == []
+
+
+#: the job controller's PodGroupPending event on a Volcano Job (job_controller_actions.go), in
+#: both wordings, rendered; and the job's pods running after all
+VCJOB = "  " + WAITS["volcano-job-podgroup-pending"].sample + "\n"
+VCJOB_OLD = VCJOB.replace("unschedulable, reason: ", "unschedule,reason: ")
+VCJOB_RUNNING = "llm-rl-worker-0   1/1     Running   0          15m\n"
+
+
+def test_a_volcano_job_s_podgroup_pending_for_minutes_is_a_wait_its_pods_running_end(
+    tmp_path: Path,
+) -> None:
+    """`PodGroupPending ... (x25 over 14m)`: the job's gang not placed for 14 minutes (in the
+    wording of v1.11 on and of v1.1-v1.10); its pods running ends the wait."""
+    for row in (VCJOB, VCJOB_OLD):
+        assert [s["phase"] for s in statuses(row)] == ["volcano_gang_pending"], row
+        assert stalled(tmp_path, row)
+    assert statuses(VCJOB.replace("(x25 over 14m)", "(x2 over 20s)")) == []
+    assert statuses(VCJOB + VCJOB_RUNNING)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, VCJOB + VCJOB_RUNNING) == []
+
+
+#: Kueue's Pending event on a Workload (scheduler.go requeueAndUpdate), rendered, and its
+#: QuotaReserved event once admitted (recordQuotaReservationMetrics)
+KUEUE = "  " + WAITS["kueue-workload-pending-flavors"].sample + "\n"
+KUEUE_RESERVED = (
+    "  Normal   QuotaReserved  2s  kueue-admission  Quota reserved in ClusterQueue cq-h100, "
+    "wait time since queued was 2461s\n"
+)
+
+
+def test_a_kueue_workload_pending_for_minutes_is_a_wait_its_quota_reserved_ends(
+    tmp_path: Path,
+) -> None:
+    """`Pending ... (x12 over 41m)  kueue-admission  couldn't assign flavors to pod set`: no
+    quota for the job's pods for 41 minutes; a series of seconds is none; quota reserved ends
+    it."""
+    assert [s["phase"] for s in statuses(KUEUE)] == ["kueue_workload_pending"]
+    assert stalled(tmp_path, KUEUE)
+    assert statuses(KUEUE.replace("(x12 over 41m)", "(x2 over 30s)")) == []
+    assert statuses(KUEUE + KUEUE_RESERVED)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, KUEUE + KUEUE_RESERVED) == []
