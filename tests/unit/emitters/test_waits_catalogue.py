@@ -745,3 +745,34 @@ def test_a_kueue_workload_pending_for_minutes_is_a_wait_its_quota_reserved_ends(
     assert statuses(KUEUE.replace("(x12 over 41m)", "(x2 over 30s)")) == []
     assert statuses(KUEUE + KUEUE_RESERVED)[-1]["phase"] == "exited"
     assert stalled(tmp_path, KUEUE + KUEUE_RESERVED) == []
+
+
+#: https://github.com/ROCm/spur/issues/789 (corpus30 dev): SPUR's salloc giving up after its
+#: 300 s timeout (crates/spur-cli/src/salloc.rs); and Slurm's own salloc lines at a wait's
+#: first second (src/salloc/salloc.c, src/api/allocate.c), rendered
+SPUR = (
+    "salloc: Pending job allocation <job-id>...\n"
+    "salloc: job <job-id> pending (Resources)\n"
+    + WAITS["spur-salloc-timed-out-waiting-to-start"].sample
+    + "\n"
+)
+SLURM_QUEUED = (
+    "salloc: Pending job allocation 4242\nsalloc: job 4242 queued and waiting for resources\n"
+)
+
+
+def test_an_allocation_given_up_after_five_minutes_is_a_wait_a_granted_one_ends(
+    tmp_path: Path,
+) -> None:
+    """SPUR's salloc says it waited its 300 s for nodes and gave up: a console ending there
+    ended in that wait; the next allocation granted ends it. Slurm's `Pending job allocation`
+    and `queued and waiting for resources` are written once, at the first second: no wait."""
+    assert [(s["phase"], s["waited"]) for s in statuses(SPUR)] == [
+        ("slurm_allocation_pending", 0.0)
+    ]
+    assert stalled(tmp_path, SPUR)
+    granted = SPUR + "salloc: Pending job allocation 4243...\nsalloc: Granted job allocation 4243\n"
+    assert statuses(granted)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, granted) == []
+    assert statuses(SLURM_QUEUED) == []
+    assert stalled(tmp_path, SLURM_QUEUED) == []
