@@ -282,10 +282,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "that then ended"),
     # corpus27's development part, asserted since its collector's pass on 2026-12-01
     # (tests/fixtures/consoles/README.md: 10/21 at arrival -> 15/21); what it still reads otherwise
-    ("corpus27", "neuro_submit_status_pending_cluster_no_resources_2884_sec"): (
-        [], "Neu.ro's CLI status line `Status: pending Cluster doesn't have resources to "
-        "fulfill request. ◣ [2884.0 sec]`: the platform's reason and the CLI's timer, in words "
-        "of its own (no verb of the grammar; no catalogue entry: its source not read)"),
     (
         "corpus27",
         "ray_status_usage_gpu_reserved_in_placement_groups_demand_gpu_0_9_pending_actor",

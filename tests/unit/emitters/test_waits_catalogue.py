@@ -776,3 +776,23 @@ def test_an_allocation_given_up_after_five_minutes_is_a_wait_a_granted_one_ends(
     assert stalled(tmp_path, granted) == []
     assert statuses(SLURM_QUEUED) == []
     assert stalled(tmp_path, SLURM_QUEUED) == []
+
+
+#: https://github.com/neuro-inc/apolo-cli/issues/864 (corpus27 dev): the CLI's progress while the
+#: job waits to start (formatters/jobs.py), and its line once the job runs, rendered
+NEURO = WAITS["neuro-apolo-cli-job-pending-resources"].sample + "\n"
+NEURO_RUNNING = "√ Status: running\n"
+
+
+def test_a_platform_job_pending_past_its_timeouts_is_a_wait_its_running_ends(
+    tmp_path: Path,
+) -> None:
+    """`Status: pending <a scheduling reason> [2884.0 sec]`: the job has waited 48 minutes for
+    a node, past the platform's scale-up and schedule timeouts (20 min together); a pending
+    image pull, or a wait of minutes, is none; the job running ends it."""
+    assert [s["phase"] for s in statuses(NEURO)] == ["platform_job_pending"]
+    assert stalled(tmp_path, NEURO)
+    assert statuses("Status: pending Pulling ◣ [2884.0 sec]\n") == []
+    assert statuses("Status: pending Scheduling ◢ [120.0 sec]\n") == []
+    assert statuses(NEURO + NEURO_RUNNING)[-1]["phase"] == "exited"
+    assert stalled(tmp_path, NEURO + NEURO_RUNNING) == []
