@@ -526,6 +526,8 @@ class Waits:
         #: (its words with their numbers but no duration, lines, the first line's clock or
         #: None, the wait it stated); and those reported, (rank, phase)
         self._said: dict[int, tuple[str, int, float | None, float]] = {}
+        #: rank -> the attempts the retry lines of its wait in `_said` count (`_ATTEMPT`)
+        self._attempts: dict[int, int] = {}
         #: the catalogue's wait (`waits.toml`) said last and not ended: its own lines between
         #: its repeats (`also`) neither end it nor start another
         self._declared: Wait | None = None
@@ -696,6 +698,7 @@ class Waits:
         self._shm = 0
         self._engine_since = None
         self._said.clear()
+        self._attempts.clear()
         self._declared = None
         self._generic.clear()
         self._undated.clear()
@@ -1004,14 +1007,18 @@ class Waits:
             if known is not None and any(r == who for r, _ in self._generic):
                 out = self._generic_ended()
             lines, first, first_stated = 0, now, stated
-        lines = max(lines + 1, count)
+            self._attempts.pop(who, None)
+        lines += 1
         self._said[who] = (said, lines, first, first_stated)
+        if count:
+            self._attempts[who] = count
+        said_times = max(lines, self._attempts.get(who, 0))
         waited = stated
         if first is not None and now is not None:
             gone = (now - first) % 86400.0  # (past midnight)
             waited = max(stated, first_stated + (gone if gone <= _BACKWARDS else 0.0))
         if lasted is None:
-            untimed = first is None and now is None and lines >= GENERIC_UNTIMED
+            untimed = first is None and now is None and said_times >= GENERIC_UNTIMED
             if waited < GENERIC_LASTED and not untimed:
                 return out
         elif waited < lasted:
@@ -1020,6 +1027,14 @@ class Waits:
         if not dates:
             self._undated.add((who, phase))
         return out + self._report({who: phase}, waited if dates else 0.0, generic=True)
+
+    def said_before_read(self, rank: int) -> bool:
+        """Whether the rank's wait by the console's grammar counts more attempts than this
+        reader read lines of it (`retrying... (attempt 60/60)`, read once): the lines before
+        were written where it did not read them -- a paste kept the last, or a saved console
+        is being replayed."""
+        said = self._said.get(rank)
+        return said is not None and self._attempts.get(rank, 0) > said[1]
 
     def _framework_waits(self) -> bool:
         """Whether a framework's reader declared a wait of a rank that nothing ended."""
@@ -1039,6 +1054,7 @@ class Waits:
         """The console went on after waits only its grammar declared: they ended -- and with
         no framework's wait open, every rank is out of a wait, as after progress."""
         self._said.clear()
+        self._attempts.clear()
         self._declared = None
         if not self._generic:
             return []

@@ -169,12 +169,14 @@ def utc(ts: float) -> str:
 
 class Shown(NamedTuple):
     """What a wait's lines showed, as they were read: the longest wait any of them said, when
-    the first and the latest were read, and how many."""
+    the first and the latest were read, how many, and whether they counted lines of it this
+    reader never read (`Waits.said_before_read`)."""
 
     waited: float
     first: float
     last: float
     lines: int
+    before: bool = False
 
 
 class ReadWaits(Waits):
@@ -205,9 +207,11 @@ class ReadWaits(Waits):
                 since = fields.get("since")
                 if since is not None:
                     was = self.shown.get(since)
+                    before = "rank" in fields and self.said_before_read(fields["rank"])
                     self.shown[since] = (
-                        Shown(waited, now, now, 1) if was is None
-                        else Shown(max(was.waited, waited), was.first, now, was.lines + 1)
+                        Shown(waited, now, now, 1, before) if was is None
+                        else Shown(max(was.waited, waited), was.first, now, was.lines + 1,
+                                   was.before or before)
                     )  # fmt: skip
                     if len(self.shown) > SHOWN_MAX:  # a job of many waits: the latest count
                         del self.shown[min(self.shown)]
@@ -220,11 +224,14 @@ class ReadWaits(Waits):
 
     def replayed(self, since: float) -> bool:
         """Whether the wait begun at `since` repeated its line faster than any wait writes
-        it (`REPEAT_MIN_S`): its lines were written before they were read -- the output of a
-        command replaying a saved console (`cat`), older than the command."""
+        it (`REPEAT_MIN_S`), or counted repeats of it never read (a retry's attempt 60 read
+        first): its lines were written before they were read -- the output of a command
+        replaying a saved console (`cat`), older than the command."""
         shown = self.shown.get(since)
-        return (shown is not None and shown.lines >= 2
-                and shown.last - shown.first < (shown.lines - 1) * REPEAT_MIN_S)  # fmt: skip
+        return shown is not None and (
+            shown.before
+            or (shown.lines >= 2 and shown.last - shown.first < (shown.lines - 1) * REPEAT_MIN_S)
+        )
 
 
 class OutputReader:

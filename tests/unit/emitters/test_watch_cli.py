@@ -648,6 +648,27 @@ def test_a_job_that_printed_a_wait_with_no_clock_and_exited_0_finishes(tmp_path:
                                               1005.0)  # fmt: skip
 
 
+def test_a_retry_whose_count_says_more_attempts_than_were_read_is_older(tmp_path: Path) -> None:
+    """slime's rollout retrying its router (corpus28's excerpt, slime#683): its attempt 60
+    read first says 59 lines of the wait were written where this watcher did not read them --
+    before the command started (`watch -- cat` of a saved console): left open for
+    ranks_stalled, as `runwatch diagnose` reads the file's end. A job that printed its
+    attempts one by one as it retried, then exited 0, lived through its wait."""
+    line = (
+        "(RolloutManager pid=519445) For more information check: https://developer.mozilla."
+        "org/en-US/docs/Web/HTTP/Status/503, retrying... (attempt {k}/60, url=http://10.78.210."
+        "151:4674/generate, response=No available workers (all circuits open or unhealthy))\n"
+    )
+    replayed = _pumped(tmp_path / "cat", line.format(k=60).encode(), lambda: 1005.0)
+    left = replayed.left_open(1000.0)
+    assert left is not None
+    assert left.ranks_since == 1005.0
+    every = "".join(line.format(k=k) for k in range(1, 61)).encode()
+    live = _pumped(tmp_path / "live", every, itertools.count(1005.0, 2.0).__next__)
+    assert "rank.status" in live.kinds  # (read as a wait)
+    assert live.left_open(1000.0) is None
+
+
 def test_a_catalogued_wait_its_lines_do_not_date_is_left_open(tmp_path: Path) -> None:
     """kubectl's event row of a pod the scheduler could not place, 351 times over 23 hours
     (corpus26's Geti console; the catalogue's `dates = false`: the span says the pod waited,
