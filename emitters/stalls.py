@@ -1018,7 +1018,10 @@ class Waits:
             gone = (now - first) % 86400.0  # (past midnight)
             waited = max(stated, first_stated + (gone if gone <= _BACKWARDS else 0.0))
         if lasted is None:
-            untimed = first is None and now is None and said_times >= GENERIC_UNTIMED
+            # (lines without a clock, or one line alone: a count its clock cannot show)
+            untimed = said_times >= GENERIC_UNTIMED and (
+                who in self._attempts or (first is None and now is None)
+            )  # (an attempt's count says how often, whatever its lines' clocks show)
             if waited < GENERIC_LASTED and not untimed:
                 return out
         elif waited < lasted:

@@ -167,6 +167,12 @@ def test_a_retry_s_count_of_its_attempts_stands_for_the_lines_before_it(tmp_path
     assert statuses(SLIME.format(k=3) + SLIME.format(k=4)) == []
     assert statuses("".join(SLIME.format(k=k) for k in (1, 2, 3, 4, 5)))
     assert stalled(tmp_path, SLIME.format(k=60) + "step 12: loss 0.5 reward 0.7\n") == []
+    # a clock on its lines does not change what the count says (the first line read alone
+    # shows no span; the next, two seconds later, the wait going on)
+    clocked = "2025-11-08 10:07:{s:02d} " + SLIME
+    assert statuses(clocked.format(s=9, k=60))
+    both = statuses(clocked.format(s=9, k=59) + clocked.format(s=11, k=60))
+    assert [s.get("waited") for s in both] == [0.0, 2.0]
 
 
 def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
