@@ -46,7 +46,13 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   unstuck! Warning above was a false-positive." ends it; after its terminate timeout,
   "Termination timeout for `NAME` ... Exiting ..." and `std::exit(42)` (a death: the
   catalogue's). Read as the rank NAME or the launcher's prefix names (else the console's one
-  process, 0) waiting N s in `xla_rendezvous`, of as many ranks as NAME's devices.
+  process, 0) waiting N s in `xla_rendezvous`, of as many ranks as NAME's devices. Its older
+  copy (xla/service/collective_ops_utils.h `WaitAndLogIfStuck`, TensorFlow's tree before
+  openxla, JAX's jaxlib of 2020-2023): after 5000 ms, "This thread has been waiting for 5000ms
+  for and may be stuck: DESC" -- DESC `participant for device ordinal 1, stream 0x...` or
+  `participant AllReduceParticipantData{rank=27, ... global_devices=[0,...,31] ...}` -- then it
+  waits on, and "Thread is unstuck! ..." ends it: the same wait, the rank the ordinal or
+  `rank=` names.
 
 - TensorFlow's master creating a distributed session (tensorflow/core/distributed_runtime/
   master.cc `DeviceFinder::Wait`, 1.x and 2.x's distributed runtime): while some tasks of the
@@ -92,7 +98,10 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   innermost Python frame a call that returns only when another thread, process or machine
   acts (`_BLOCKING`: a lock file, an event, a future, a child process, Ray's get), waits there
   too, in the phase `function (path)`; other threads idle so are helpers between work, and a
-  main thread in an event loop's select is a server between requests.
+  main thread in an event loop's select is a server between requests. faulthandler's dump
+  made on request (`dump_traceback()`, a `register`ed signal; no timeout before it) marks the
+  thread it was asked from, `Current thread 0x...`: blocked so, it waits too (after a `Fatal
+  Python error` the dumps are a crash's stacks).
 
 - vLLM's shared-memory message queue (vllm/distributed/device_communicators/shm_broadcast.py,
   `acquire_write` / `acquire_read`, 0.5 on; at DEBUG to 0.9, at INFO since, with "This
@@ -195,6 +204,7 @@ _RAY_PG_RESOURCE = re.compile(r"'\w+_group_(?:\d+_)?[0-9a-f]{8,}'")
 SERVING_BAR = "Processed prompts"
 #: XLA's rendezvous's words for a wait on the other participants (`rendezvous.cc`), and its end
 XLA_STUCK = "seconds and may be stuck. Expected"
+XLA_STUCK_MS = "ms for and may be stuck: "
 XLA_UNSTUCK = "Thread is unstuck!"
 XLA = "xla_rendezvous"
 _XLA_WAIT = re.compile(
@@ -203,6 +213,9 @@ _XLA_WAIT = re.compile(
 )
 _XLA_RANK = re.compile(r"\bfor rank (?P<rank>\d+)\b")
 _XLA_DEVICES = re.compile(r"\bdevices=(?:\d+:)?\[(?P<devices>[\d,\s]*)\]")
+#: ... and in its older copy (collective_ops_utils.h), the wait in ms, the rank by ordinal or key
+_XLA_WAIT_MS = re.compile(r"This thread has been waiting for (?P<ms>\d+)ms for and may be stuck: ")
+_XLA_PARTICIPANT = re.compile(r"\b(?:device ordinal |rank=)(?P<rank>\d+)\b")
 #: TensorFlow's master waiting for a task's answer to create a session (`master.cc`), and
 #: the session it then starts (`master_session.cc`)
 TF_WAITING = "CreateSession still waiting for response from worker: "
@@ -308,7 +321,7 @@ WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "han
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
-           XLA_STUCK, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
+           XLA_STUCK, XLA_STUCK_MS, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
            RAY_INFEASIBLE, RAY_NO_NODE_TYPE,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
@@ -352,6 +365,9 @@ _BLOCKING = re.compile(
 _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<path>[^()]+?)(?::\d+)?\)\s*$")
 _FAULT_TIMEOUT = re.compile(r"^\s*Timeout \((?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)\)!\s*$")
 _FAULT_THREAD = re.compile(r"^\s*(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+#: faulthandler's header of the thread the dump was made from (Python/traceback.c
+#: `_Py_DumpTracebackThreads`: "Current thread 0x... (most recent call first):")
+_ASKED = "Current thread 0x"
 _FAULT_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\S+)\s*$')
 #: gdb's `py-bt` (CPython's Tools/gdb/libpython.py, `PyBacktrace.invoke`: "Traceback (most
 #: recent call first):", then `Frame.print_traceback` for each Python-related frame, innermost
@@ -580,7 +596,7 @@ class Waits:
             return self._sglang(line)
         if SHM in line:
             return self._vllm_queue(line)
-        if XLA_STUCK in line or XLA_UNSTUCK in line:
+        if XLA_STUCK in line or XLA_STUCK_MS in line or XLA_UNSTUCK in line:
             return self._xla(line, rank)
         if TF_WAITING in line or TF_STARTED in line:
             return self._tf_session(line, rank)
@@ -732,6 +748,7 @@ class Waits:
             return []
         if _FATAL in line:
             self._timeout = None  # the dumps after it are of a crash's stacks
+            self._crashed = True
         elif (m := _FAULT_TIMEOUT.match(line)) is not None:
             self._timeouts += 1
             h, mi, sec = m.group("h", "m", "s")
@@ -741,6 +758,11 @@ class Waits:
             self._dump = (f"py-spy {m.group('id')}", 0, 0.0, _PYSPY_FRAME, main)
         elif _FAULT_THREAD.match(line) is not None and self._timeout is not None:
             self._dump = (f"timeout {self._timeouts}", 0, self._timeout, _FAULT_FRAME, False)
+        elif line.lstrip().startswith(_ASKED) and not self._crashed:
+            # (faulthandler's dump asked for -- `dump_traceback()`, a signal `register`ed --
+            # marks the thread it was asked from, a program's main thread: blocked, it waits)
+            self._dumps += 1
+            self._dump = (f"asked {self._dumps}", 0, 0.0, _FAULT_FRAME, True)
         elif _GDB_HEAD.match(line) is not None:
             self._dumps += 1
             self._dump = (f"py-bt {self._dumps}", 0, 0.0, _GDB_FRAME, False)
@@ -849,6 +871,14 @@ class Waits:
         end (`Thread is unstuck!`)."""
         if XLA_UNSTUCK in line:
             return self._ended()
+        if (old := _XLA_WAIT_MS.search(line)) is not None:  # (its older copy's words)
+            desc = line[old.end() :]
+            if rank is None:
+                named = _XLA_PARTICIPANT.search(desc)
+                rank = int(named.group("rank")) if named is not None else 0
+            if devices := _XLA_DEVICES.search(desc.replace("global_devices", "devices")):
+                self.world = max(self.world, len(devices.group("devices").split(",")))
+            return self._report({rank: XLA}, int(old.group("ms")) / 1000.0)
         if (m := _XLA_WAIT.search(line)) is None:
             return []
         name = m.group("name")

@@ -611,8 +611,32 @@ def test_a_main_thread_py_spy_found_blocked_on_another_s_work_waits_there(
     assert statuses(serving) == []
 
 
+#: https://github.com/dmlc/xgboost/issues/6604 (corpus31/dev): XGBoost's Dask fit hanging,
+#: the poster's faulthandler dump of where it is stuck (no timeout asked for it), as posted
+FAULT_ASKED = (
+    "Current thread 0x0000148bdd769700 (most recent call first):\n"
+    '  File "/home/ubuntu/dai-1.9.1-linux-x86_64/python/lib/python3.6/threading.py", line 299 '
+    "in wait\n"
+    '  File "/home/ubuntu/dai-1.9.1-linux-x86_64/python/lib/python3.6/threading.py", line 551 '
+    "in wait\n"
+    '  File "/home/ubuntu/dai-1.9.1-linux-x86_64/cpu-only/lib/python3.6/site-packages/'
+    'distributed/utils.py", line 336 in sync\n'
+)
+
+
+def test_faulthandler_s_dump_asked_for_of_a_thread_blocked_is_its_wait(tmp_path: Path) -> None:
+    """faulthandler's dump made on request (`dump_traceback()`, a `register`ed signal) marks
+    the thread it was asked from, `Current thread`: blocked on another's work, it waits; the
+    same dump after a fatal error is a crash's stacks, and the other threads' are not read."""
+    assert [s["phase"] for s in statuses(FAULT_ASKED)] == ["wait (threading.py)"]
+    assert fired(tmp_path, FAULT_ASKED) == ["ranks_stalled"]
+    assert statuses("Fatal Python error: Segmentation fault\n\n" + FAULT_ASKED) == []
+    other = FAULT_ASKED.replace("Current thread", "Thread")
+    assert statuses(other) == []
+
+
 def test_watch_s_scanner_reads_a_stack_dump_as_every_line_read() -> None:
-    text = PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE + FAULT_TIMEOUT + PYSPY_BATON
+    text = PYSPY_2479 + PYSPY_LOADER + PYSPY_NATIVE + FAULT_TIMEOUT + PYSPY_BATON + FAULT_ASKED
     scanner = LineScanner(LineParser())
     found = scanner.feed(text.encode()) + scanner.finish()
     assert [f for k, f in found if k == "rank.status"] == statuses(text)
@@ -782,6 +806,33 @@ def test_xla_s_rendezvous_that_may_be_stuck_is_a_rank_waiting(tmp_path: Path) ->
         "unstuck! Warning above was a false-positive. Perhaps the timeout is too short.\n"
     )
     assert fired(tmp_path, XLA_22740 + unstuck) == []
+
+
+#: https://github.com/jax-ml/jax/issues/6896 (corpus31/dev: JAX's pmap on four GPUs, XLA's older
+#: copy of the wait, collective_ops_utils.h `WaitAndLogIfStuck`, each line as posted)
+XLA_6896 = "".join(
+    "2021-06-01 12:09:{t}: E external/org_tensorflow/tensorflow/compiler/xla/service/"
+    "collective_ops_utils.h:209] This thread has been waiting for 5000ms for and may be stuck: "
+    f"participant for device ordinal {ordinal}, stream 0x5594682cb160 waiting for all "
+    "participants to arrive at rendezvous RendezvousKey{run_id=RunId: 5, global_devices=[0,1,2,"
+    "3], num_local_participants=4, collective_op_kind=cross_module, op_id=1}\n".replace("{t}", t)
+    for ordinal, t in ((1, "19.912475"), (0, "19.977384"))
+)
+
+
+def test_xla_s_older_wait_in_ms_names_its_participant_s_ordinal(tmp_path: Path) -> None:
+    """The older copy says the wait in ms and the rank by device ordinal (or `rank=`), the
+    devices as `global_devices`: the same wait, ended by the same `Thread is unstuck!`."""
+    found = statuses(XLA_6896)
+    assert [(s["rank"], s["world_size"], s["phase"], s["waited"]) for s in found] == [
+        (1, 4, "xla_rendezvous", 5.0), (0, 4, "xla_rendezvous", 5.0)]  # fmt: skip
+    assert fired(tmp_path, XLA_6896) == ["ranks_stalled"]
+    unstuck = (
+        "2021-06-01 12:09:25.000000: E external/org_tensorflow/tensorflow/compiler/xla/service/"
+        "collective_ops_utils.h:216] Thread is unstuck!  Warning above was a false-positive.  "
+        "Perhaps the timeout is too short: participant for device ordinal 1\n"
+    )
+    assert fired(tmp_path, XLA_6896 + unstuck) == []
 
 
 #: https://github.com/real-stanford/scalingup/issues/6 (corpus23/dev: Ray's autoscaler v1,
