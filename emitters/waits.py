@@ -62,9 +62,9 @@ class Wait:
 
     def seconds(self, m: re.Match[str]) -> float:
         """The seconds a line the pattern matched (`m`) shows the wait lasting: its group `n`
-        (or `n2`, a second wording's) in its `unit` (`unit2`), else `every`."""
+        (or `n2`, `n3`, another wording's) in its `unit` (`unit2`, `unit3`), else `every`."""
         groups = m.groupdict()
-        for n, unit in (("n", "unit"), ("n2", "unit2")):
+        for n, unit in (("n", "unit"), ("n2", "unit2"), ("n3", "unit3")):
             if groups.get(n) is not None:
                 return float(groups[n]) * _SCALE.get((groups.get(unit) or "s").lower(), 1.0)
         return self.every

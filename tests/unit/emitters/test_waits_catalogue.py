@@ -327,6 +327,39 @@ def test_a_pod_scheduled_after_its_wait_or_failing_once_is_no_stall(tmp_path: Pa
     assert stalled(tmp_path, minutes + no_scale_up)
 
 
+#: https://github.com/Project-HAMi/HAMi/issues/29 (corpus31 dev: HAMi's vGPU scheduler, the
+#: pending pod's events as posted, each row aged once, then the scheduler's own klog lines of
+#: its next attempt)
+HAMI_ROWS = (
+    "  Warning  FailedScheduling  5m51s  4pd-scheduler  0/3 nodes are available: 2 node "
+    "unregisterd. preemption: 0/3 nodes are available: 3 No preemption victims found for "
+    "incoming pod..\n"
+    "  Warning  FailedScheduling  39s    4pd-scheduler  0/3 nodes are available: 2 node "
+    "unregisterd. preemption: 0/3 nodes are available: 3 No preemption victims found for "
+    "incoming pod..\n"
+)
+HAMI_KLOG = (
+    'I0504 12:11:07.877911       1 schedule_one.go:80] "Attempting to schedule pod" '
+    'pod="default/gpu-pod"\n'
+    'I0504 12:11:07.883849       1 schedule_one.go:867] "Unable to schedule pod; no fit; '
+    'waiting" pod="default/gpu-pod" err="0/3 nodes are available: 2 node unregisterd."\n'
+)
+
+
+def test_a_row_aged_once_dates_the_pod_s_failures_and_the_scheduler_s_tries_go_on(
+    tmp_path: Path,
+) -> None:
+    """A row whose Age is one interval is an event recorded once, that long ago: the pod has
+    failed to schedule since then at least (minutes: a wait; seconds: a pod being placed); the
+    scheduler's own log of its next attempt (`Attempting to schedule pod`, `Unable to schedule
+    pod; no fit; waiting`) is the same wait going on, not its end."""
+    assert [s["phase"] for s in statuses(HAMI_ROWS)][:1] == ["kubernetes_pod_pending"]
+    assert stalled(tmp_path, HAMI_ROWS + HAMI_KLOG)
+    assert statuses(HAMI_ROWS.split("\n", 1)[1]) == []  # (39 s: still being placed)
+    scheduled = "  Normal   Scheduled   2s   4pd-scheduler  Successfully assigned default/gpu-pod\n"
+    assert stalled(tmp_path, HAMI_ROWS + HAMI_KLOG + scheduled) == []
+
+
 #: https://github.com/StatCan/jupyter-apis/pull/57 (corpus28 dev), kubectl describe's events:
 #: the scheduler's rows aged `<unknown>` (no series to date them), then cluster-autoscaler's
 #: NotTriggerScaleUp recorded 3 times over 14 minutes
