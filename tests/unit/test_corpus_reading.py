@@ -343,7 +343,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "the trainer's traceback is quoted (`> ` before each line) and its log records are "
         "glued on one line each: no traceback reader takes a quoted head"),
     # corpus31's development part, asserted since the coordinator's pass on 2026-12-01
-    # (tests/fixtures/consoles/README.md: 5/18 hangs at arrival -> 9/18); what it still reads
+    # (tests/fixtures/consoles/README.md: 5/18 hangs at arrival -> 8/18); what it still reads
     # otherwise
     (
         "corpus31",
