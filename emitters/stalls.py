@@ -964,11 +964,12 @@ class Waits:
             self._ran_base = self._ran  # (work began: a later wait counts from now on)
         if (hit := DECLARED.match(line)) is not None:
             wait, m = hit
-            self._declared = wait
             stated = wait.seconds(m) if wait.elapsed is None else self._waited_all()
-            return self._lasting(
+            out = self._lasting(
                 line, rank, m.start(), wait.phase, wait.id, stated, wait.lasted, wait.dates
             )
+            self._declared = wait  # (after: the wait before it, which this one ended, is gone)
+            return out
         if (open_ := self._declared) is not None and open_.also and open_.also.search(line):
             if ran is None or open_.elapsed is None:
                 return []  # (the wait's own line between its repeats)

@@ -343,7 +343,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "the trainer's traceback is quoted (`> ` before each line) and its log records are "
         "glued on one line each: no traceback reader takes a quoted head"),
     # corpus31's development part, asserted since the coordinator's pass on 2026-12-01
-    # (tests/fixtures/consoles/README.md: 5/18 hangs at arrival -> 8/18); what it still reads
+    # (tests/fixtures/consoles/README.md: 5/18 hangs at arrival -> 10/18); what it still reads
     # otherwise
     (
         "corpus31",
@@ -372,12 +372,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         "seconds shows no wait lasting"),
     (
         "corpus31",
-        "k8s_device_plugin_openshift_node_2_gpus_allocatable_pod_failedscheduling_x5_insufficient",
-    ): (
-        [], "`3s (x5 over 9s)`: five failures over nine seconds, a pod still being placed by "
-        "the text"),
-    (
-        "corpus31",
         "mpi_operator_horovod_elastic_launcher_init_0_of_1_6m11s_workers_running_podinitializing",
     ): (
         [], "the launcher's `Init:0/1` for 6m11s: a pod whose init step runs is placed, not "
@@ -396,11 +390,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ): (
         [], "Spark's `Initial job has not accepted any resources` once: one line is 15 s of "
         "the starvation timer, the catalogue's entry asks 30"),
-    (
-        "corpus31",
-        "triton_four_replicas_fourth_pod_failedscheduling_insufficient_gpu_taint_affinity",
-    ): (
-        [], "one `FailedScheduling` event with no age: no time shown"),
     (
         "corpus31",
         "volcano_mpijob_podgroup_inqueue_3_of_0_tasks_gang_unschedulable_not_enough_resources",
