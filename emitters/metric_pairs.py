@@ -165,8 +165,8 @@ def step_key(key: str) -> str | None:
     """The kind of step a key names (`global`, `step`, `iteration`, `iter`, `it`, `updates`,
     `epoch`), or None."""
     name = _PARENS.sub("", key).strip() if "(" in key else key
-    if not name.isascii():
-        return _CHINESE_KINDS.get(name.strip())
+    if (chinese := _CHINESE_KINDS.get(name.strip())) is not None:
+        return chinese
     if "/" in name:
         # ms-swift's "global_step/max_steps": "300/1296"; else a namespace's counter
         # (`train/global_step`, SB3's `time/iterations`) -- not a bare `step` after one

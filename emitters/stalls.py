@@ -212,7 +212,8 @@ _XLA_WAIT = re.compile(
     r"stuck\. Expected (?P<k>\d+) threads"
 )
 _XLA_RANK = re.compile(r"\bfor rank (?P<rank>\d+)\b")
-_XLA_DEVICES = re.compile(r"\bdevices=(?:\d+:)?\[(?P<devices>[\d,\s]*)\]")
+#: (the older copy's key names them `global_devices=[...]`)
+_XLA_DEVICES = re.compile(r"(?:\b|(?<=global_))devices=(?:\d+:)?\[(?P<devices>[\d,\s]*)\]")
 #: ... and in its older copy (collective_ops_utils.h), the wait in ms, the rank by ordinal or key
 _XLA_WAIT_MS = re.compile(r"This thread has been waiting for (?P<ms>\d+)ms for and may be stuck: ")
 _XLA_PARTICIPANT = re.compile(r"\b(?:device ordinal |rank=)(?P<rank>\d+)\b")
@@ -876,7 +877,7 @@ class Waits:
             if rank is None:
                 named = _XLA_PARTICIPANT.search(desc)
                 rank = int(named.group("rank")) if named is not None else 0
-            if devices := _XLA_DEVICES.search(desc.replace("global_devices", "devices")):
+            if devices := _XLA_DEVICES.search(desc):
                 self.world = max(self.world, len(devices.group("devices").split(",")))
             return self._report({rank: XLA}, int(old.group("ms")) / 1000.0)
         if (m := _XLA_WAIT.search(line)) is None:
