@@ -454,6 +454,16 @@ def wait_caught_up(setup: Setup, partitions: int) -> tuple[dict[int, list[str]],
     return rows, out
 
 
+def settled(setup: Setup, partitions: int) -> None:
+    """Once the group has committed every record of the events topic: a worker commits its
+    offsets in the transaction that publishes what it made of them, so everything it will
+    ever publish for those events is on the output topics then -- the point at which a test
+    may say that nothing more (a repeat) arrives, where a sleep would only guess."""
+    rows, out = wait_caught_up(setup, partitions)
+    assert len(rows) == partitions, out
+    assert all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values()), out
+
+
 def partition_of(run: str, partitions: int) -> int:
     from kafka.partitioner.default import murmur2
 
@@ -507,8 +517,8 @@ def test_kill_9_and_restart_loses_and_repeats_no_transition(
         assert any("rebuilt from" in line for line in w.lines)
 
     play_incident(setup, run, crash=crash, restart=restart)
-    alerts = setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
-    time.sleep(1.5)  # a repeated transition would show up by now
+    setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
+    settled(setup, 2)  # a repeated transition is on the topic by now
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     print("\n".join(state["second"].lines))  # shown if it fails
     for a in alerts:
@@ -575,7 +585,7 @@ def test_a_takeover_does_not_read_again_the_dead_letters_its_checkpoint_covers(
     while len(setup.records("runwatch.events.dlq")) < flood + 1:
         assert time.monotonic() < deadline, "the letter after the kill not published"
         time.sleep(0.3)
-    time.sleep(1.5)  # a repeated letter would show up by now
+    settled(setup, 1)  # a repeated letter is on the topic by now
     offsets = [orjson.loads(r.value)["offset"] for r in setup.records("runwatch.events.dlq")]
     assert offsets == [*range(flood), flood + 1], offsets[-5:]
     (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
@@ -636,8 +646,8 @@ def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) 
         wait_split(first, second, {0, 1})
 
     play_incident(setup, runs, crash=join, restart=lambda: None)
-    alerts = setup.wait_alerts(lambda a: len(a) >= 2 * len(EXPECTED))
-    time.sleep(1.5)
+    setup.wait_alerts(lambda a: len(a) >= 2 * len(EXPECTED))
+    settled(setup, 2)
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     for run in runs:
         assert sequence(alerts, run) == EXPECTED, run
@@ -1020,7 +1030,7 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
     second.wait_live(120)
     (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
     assert f"from the checkpoint at offset {stored} " in line, second.lines
-    time.sleep(1.5)  # a repeated transition would show up by now
+    settled(setup, 1)  # a repeated transition is on the topic by now
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     assert sequence(alerts, run) == [("heartbeat_lost", "firing"), ("heartbeat_lost", "resolved")]
     assert [a["id"] for a in alerts] == [
