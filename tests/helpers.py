@@ -79,6 +79,33 @@ def wait_for(what: Any, why: str, timeout: float = 60.0, every: float = 0.05) ->
     return got
 
 
+def group_committed(
+    bootstrap: str, group: str, topic: str, partitions: int | None, timeout: float = 60.0
+) -> dict[int, list[str]]:
+    """Wait until consumer group `group` has committed every record of `topic`'s
+    `partitions` (all it reads, where None) -- kafka-consumer-groups --describe: current
+    offset at the log's end, lag 0 -- and return its rows by partition. The worker commits
+    in the transaction that publishes its outputs, the notifier once Slack answered, so
+    then a test may say that nothing more arrives, where a sleep would only guess."""
+    from runwatch.dev.broker import consumer_groups
+
+    said = ""
+
+    def committed() -> dict[int, list[str]] | None:
+        nonlocal said
+        said = consumer_groups(bootstrap, "--describe", "--group", group)
+        rows = {int(cols[2]): cols for line in said.splitlines()
+                if (cols := line.split()) and cols[1:2] == [topic]}  # fmt: skip
+        done = all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values())
+        whole = len(rows) == partitions if partitions is not None else bool(rows)
+        return rows if whole and done else None
+
+    try:
+        return wait_for(committed, f"{group} committing all of {topic}", timeout, every=1.0)
+    except AssertionError as e:
+        raise AssertionError(f"{e}:\n{said}") from None
+
+
 def read_all(lines: Iterable[str], parser: LineParser | None = None) -> list[Found]:
     """What a console's readers find in these lines, then what the end of the output
     decides (`runwatch watch` and `runwatch diagnose` share the readers)."""

@@ -299,9 +299,12 @@ def test_slack_gets_each_transition_once_across_a_restart(tmp_path: Path) -> Non
                 time.sleep(0.1)
         assert len(fake.roots()) == 1
         assert "heartbeat_lost" in fake.roots()[0].text
+        # serve re-submits its alert log to the notifier before it listens, and its
+        # SIGTERM drains the notifier's queue before it exits: whatever the restart would
+        # post twice has reached Slack once the process is gone
         with ServeProcess(db, args=args, env=env):
-            time.sleep(1.5)
-        assert len(fake.roots()) == 1
+            pass
+        assert [m.ts for m in fake.messages] == [fake.roots()[0].ts]  # no reply either
     finally:
         fake.close()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_for
 from kafka import KafkaConsumer
 
 from runwatch.dev.broker import KafkaBroker, free_port
@@ -30,23 +31,30 @@ def events_of(record: Any) -> list[dict[str, Any]]:
 
 
 def consume(bootstrap: str, topic: str, want: int, timeout: float = 90.0) -> list[Any]:
-    """Records of `topic` from the start, until `want` distinct event ids arrived or timeout."""
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
-    )
+    """Every record of `topic` from the start to the ends it has now. Each caller closed its
+    emitters first (close flushes: the broker acknowledged all they sent), so anything sent
+    twice is among these, with no sleep to guess when it would come; `want` distinct event
+    ids must be."""
+    from kafka import TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False)  # fmt: skip
     records: list[Any] = []
-    ids: set[str] = set()
     try:
+        parts = wait_for(lambda: consumer.partitions_for_topic(topic), f"{topic} known", timeout)
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
         deadline = time.monotonic() + timeout
-        while len(ids) < want and time.monotonic() < deadline:
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"{topic} not read to its ends {ends}"
             for batch in consumer.poll(timeout_ms=500).values():
                 records += batch
-                ids.update(e["id"] for r in batch for e in events_of(r))
-        time.sleep(0.5)  # anything sent twice arrives now, or not at all
-        for batch in consumer.poll(timeout_ms=500).values():
-            records += batch
     finally:
         consumer.close()
+    ids = {e["id"] for r in records for e in events_of(r)}
+    assert len(ids) >= want, f"{len(ids)} distinct events on {topic}, {want} sent"
     return records
 
 

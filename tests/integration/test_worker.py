@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 import zstandard
-from helpers import http_get, make_event, terminate
+from helpers import group_committed, http_get, make_event, terminate
 
 from runwatch.dev.broker import free_port
 from runwatch.emitters import Emitter
@@ -184,6 +184,12 @@ class Setup:
     def read(self, topic: str) -> list[tuple[dict[str, Any], dict[str, bytes]]]:
         """Everything on `<prefix>topic` now: (value, headers) in partition order."""
         return [(orjson.loads(r.value), dict(r.headers or [])) for r in self.records(topic)]
+
+    def committed(self, partitions: int) -> dict[int, list[str]]:
+        """Once the test's group has committed every events record: a worker commits its
+        offsets in the transaction that publishes what it made of them, so all it will ever
+        publish for them is on the output topics then (the rows by partition)."""
+        return group_committed(self.bootstrap, self.group, self.events, partitions)
 
     def checkpoints(self) -> dict[int, bytes]:
         """The newest checkpoint of each events partition this test's group stored."""
@@ -425,43 +431,13 @@ def test_kafka_lag_tools_show_the_worker_group_lag(setup: Setup) -> None:
     worker = setup.worker(2)
     worker.wait_live()
     backlog(setup, 2_000)
-    rows, out = wait_caught_up(setup, 2)
-    assert sorted(rows) == [0, 1], out
+    rows = setup.committed(2)
+    assert sorted(rows) == [0, 1], rows
     for cols in rows.values():  # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
         assert cols[0] == setup.group
-        assert int(cols[3]) > 0, out
-        assert cols[3] == cols[4], out
-        assert cols[5] == "0", out
-
-
-def wait_caught_up(setup: Setup, partitions: int) -> tuple[dict[int, list[str]], str]:
-    """kafka-consumer-groups --describe of the test's group, once its committed offsets
-    reach the ends of all `partitions` (or after a minute): the rows per partition, and
-    the whole output."""
-    from runwatch.dev.broker import consumer_groups
-
-    deadline = time.monotonic() + 60
-    rows: dict[int, list[str]] = {}
-    out = ""
-    while time.monotonic() < deadline:
-        out = consumer_groups(setup.bootstrap, "--describe", "--group", setup.group)
-        rows = {int(cols[2]): cols for line in out.splitlines()
-                if (cols := line.split()) and cols[1:2] == [setup.events]}  # fmt: skip
-        done = all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values())
-        if len(rows) == partitions and done:
-            break
-        time.sleep(1)
-    return rows, out
-
-
-def settled(setup: Setup, partitions: int) -> None:
-    """Once the group has committed every record of the events topic: a worker commits its
-    offsets in the transaction that publishes what it made of them, so everything it will
-    ever publish for those events is on the output topics then -- the point at which a test
-    may say that nothing more (a repeat) arrives, where a sleep would only guess."""
-    rows, out = wait_caught_up(setup, partitions)
-    assert len(rows) == partitions, out
-    assert all(cols[3] == cols[4] and cols[5] == "0" for cols in rows.values()), out
+        assert int(cols[3]) > 0, rows
+        assert cols[3] == cols[4], rows
+        assert cols[5] == "0", rows
 
 
 def partition_of(run: str, partitions: int) -> int:
@@ -518,7 +494,7 @@ def test_kill_9_and_restart_loses_and_repeats_no_transition(
 
     play_incident(setup, run, crash=crash, restart=restart)
     setup.wait_alerts(lambda a: len(a) >= len(EXPECTED))
-    settled(setup, 2)  # a repeated transition is on the topic by now
+    setup.committed(2)  # a repeated transition is on the topic by now
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     print("\n".join(state["second"].lines))  # shown if it fails
     for a in alerts:
@@ -585,7 +561,7 @@ def test_a_takeover_does_not_read_again_the_dead_letters_its_checkpoint_covers(
     while len(setup.records("runwatch.events.dlq")) < flood + 1:
         assert time.monotonic() < deadline, "the letter after the kill not published"
         time.sleep(0.3)
-    settled(setup, 1)  # a repeated letter is on the topic by now
+    setup.committed(1)  # a repeated letter is on the topic by now
     offsets = [orjson.loads(r.value)["offset"] for r in setup.records("runwatch.events.dlq")]
     assert offsets == [*range(flood), flood + 1], offsets[-5:]
     (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
@@ -647,7 +623,7 @@ def test_a_rebalance_mid_incident_loses_and_repeats_no_transition(setup: Setup) 
 
     play_incident(setup, runs, crash=join, restart=lambda: None)
     setup.wait_alerts(lambda a: len(a) >= 2 * len(EXPECTED))
-    settled(setup, 2)
+    setup.committed(2)
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     for run in runs:
         assert sequence(alerts, run) == EXPECTED, run
@@ -664,8 +640,7 @@ def test_a_partition_that_moves_starts_from_its_old_owner_s_handover(setup: Setu
     first = setup.worker(2, None, "--checkpoint-every", "0")  # none due meanwhile
     first.wait_live()
     backlog(setup, 2_000)
-    rows, out = wait_caught_up(setup, 2)
-    assert len(rows) == 2, out
+    setup.committed(2)
     second = setup.worker(2, None, "--checkpoint-every", "0")
     _, moved = wait_split(first, second, {0, 1})
     (p,) = moved
@@ -1030,7 +1005,7 @@ def test_a_worker_killed_mid_rebuild_leaves_a_checkpoint_its_successor_goes_on_f
     second.wait_live(120)
     (line,) = [x for x in second.lines if x.startswith("runwatch worker: partition 0:")]
     assert f"from the checkpoint at offset {stored} " in line, second.lines
-    settled(setup, 1)  # a repeated transition is on the topic by now
+    setup.committed(1)  # a repeated transition is on the topic by now
     alerts = [a for a, _ in setup.read("runwatch.alerts")]
     assert sequence(alerts, run) == [("heartbeat_lost", "firing"), ("heartbeat_lost", "resolved")]
     assert [a["id"] for a in alerts] == [
