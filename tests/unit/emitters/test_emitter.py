@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_for
 from pydantic import ValidationError
 
 from runwatch.dev.broker import free_port
@@ -299,7 +300,8 @@ def test_explicit_arguments_win_over_env(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_heartbeats_then_final_on_close(tmp_path: Path) -> None:
     em = Emitter(run="r", component="trainer", path=tmp_path, heartbeat_interval=0.05)
-    time.sleep(0.4)
+    wait_for(lambda: sum(p.read_bytes().count(b"\n") for p in tmp_path.glob("*.jsonl")) >= 3,
+             "three beats written")  # fmt: skip
     em.close()
     beats = kinds(read_events(tmp_path), "heartbeat")
     assert len(beats) >= 3

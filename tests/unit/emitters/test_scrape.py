@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_events
+from helpers import read_events, wait_for
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from runwatch.commands.scrape import duration_arg
@@ -236,10 +236,9 @@ def test_scrape_command_runs_until_terminated(tmp_path: Path) -> None:
             stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and len(list(tmp_path.glob("*.jsonl"))) == 0:
-                time.sleep(0.05)
-            time.sleep(0.5)
+            wait_for(lambda: any(b'"inference.stats"' in line for p in tmp_path.glob("*.jsonl")
+                                 for line in p.read_bytes().split(b"\n")[:-1]),
+                     "a scrape's stats written", timeout=20)  # fmt: skip
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=20) == 0
         finally:
