@@ -101,14 +101,20 @@ def settings(text: str) -> bool:
 _EXPLAINED = re.compile(r"(?i)(?:^|[/_.\s])explained_var(?:iance)?$")
 _STD = re.compile(r"(?i)[/_.\s](?:std|stddev|stdev)$")
 _MEAN = ("", "mean", "average", "avg")
+#: a count of what a line's averages are over (darknet's `Region 94 Avg IOU: -nan, Class:
+#: -nan, ... count: 0` for a scale with no object in the batch): at 0 every mean beside it
+#: is 0/0 -- the key itself, not a counter of something else (a loss scaler's `incr_count`)
+_COUNT = re.compile(r"(?i)^\s*(?:count|cnt)$")
 
 
 def undefined(key: str, value: float | None, metrics: dict[str, float | None]) -> bool:
-    """Whether a value is 0/0 (`_EXPLAINED`, `_STD` beside its finite mean): no
-    measurement."""
+    """Whether a value is 0/0 (`_EXPLAINED`, `_STD` beside its finite mean, a NaN beside a
+    count of 0): no measurement."""
     if value is None or value == value:
         return False
     if _EXPLAINED.search(key):
+        return True
+    if any(v == 0 and _COUNT.search(k) for k, v in metrics.items()):
         return True
     if (m := _STD.search(key)) is None:
         return False

@@ -75,15 +75,24 @@ def table_row(header: list[str], text: str) -> Record | None:
 _COUNT_CELL = re.compile(r"^(\d{1,18})/\d{1,18}$")
 
 
+#: the column of a line number a paste put before each line (an editor's or a viewer's
+#: gutter, `510       Epoch    GPU_mem ...`): no metric, no step
+LINE_NUMBER = "#"
+
+
 def column_header(text: str) -> list[tuple[str, int, int]] | None:
     """The columns of a header aligned by padding (YOLOv5's and Ultralytics' `'%11s' * 7`
     header, `Epoch    GPU_mem   box_loss ...`): three names or more, every one a word, two
-    spaces or more between them, one a step's; as (name, start, end). None for anything else
+    spaces or more between them, one a step's; as (name, start, end). A number before the
+    names is the paste's line number, its column `LINE_NUMBER`. None for anything else
     (prose is one space apart)."""
     if len(text) > 300 or "|" in text or ":" in text or "=" in text:
         return None
     cells = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text.rstrip())]
-    if len(cells) < 3 or not all(_WORD_CELL.match(c[0]) for c in cells):
+    numbered = len(cells) > 3 and cells[0][0].isdigit()
+    if numbered:
+        cells[0] = (LINE_NUMBER, cells[0][1], cells[0][2])
+    if len(cells) < 3 or not all(_WORD_CELL.match(c[0]) for c in cells[numbered:]):
         return None
     if any(b[1] - a[2] < 2 for a, b in itertools.pairwise(cells)):
         return None
@@ -111,7 +120,10 @@ def column_row(header: list[tuple[str, int, int]], text: str) -> Record | None:
     numbers = 0
     for (name, _, _), (cell, _, _) in zip(header, cells, strict=True):
         count = _COUNT_CELL.match(cell)
-        if step is None and step_key(name) is not None and (count or cell.isdigit()):
+        if name == LINE_NUMBER:
+            if not cell.isdigit():
+                return None
+        elif step is None and step_key(name) is not None and (count or cell.isdigit()):
             step = int(count.group(1) if count else cell)
             numbers += 1
         elif _CELL_NUMBER.match(cell):

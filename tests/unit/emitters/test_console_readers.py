@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_all, scanned
+from helpers import non_finite, read_all, scanned
 
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
@@ -732,6 +732,30 @@ def test_a_table_aligned_by_padding_and_its_rows_as_a_bar_s_description() -> Non
     assert [k for k in kinds(read_all([prose, row(1, float("nan"))])) if k != "progress"] == []
     shifted = " " + row(1, float("nan"))
     assert [k for k in kinds(read_all([head, shifted])) if k != "progress"] == []
+
+
+def test_a_paste_s_line_numbers_before_an_aligned_table() -> None:
+    """ultralytics#19357 (corpus32/dev), as a commenter pasted it: an editor's line number and
+    a space before each line (` 516      91/300 ...`). The number is a column of its own, no
+    metric and no step; the table's columns are where they were. A row whose first cell is
+    no number is out of that table."""
+    head = ("%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "cls_loss", "dfl_loss", "Instances",
+                           "Size")  # fmt: skip
+    bar = "100%|##########| 278/278 [02:11<00:00,  2.11it/s]"
+
+    def row(epoch: int, loss: float) -> str:
+        desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/300", "17G", loss, loss, loss, 2, 640)
+        return f"{desc}: {bar}"
+
+    lines = [f" {515 + i} {text}" for i, text in enumerate(
+        [head, row(90, 1.757), "", head, row(91, float("nan"))])]  # fmt: skip
+    found = read_all(lines)
+    steps = [(f["step"], sorted(f["metrics"])) for k, f in found if k == "step.metrics"]
+    names = ["Instances", "Size", "box_loss", "cls_loss", "dfl_loss"]
+    assert steps == [(90, names), (91, names)]
+    assert non_finite(found) == [(91, ["box_loss", "cls_loss", "dfl_loss"])]
+    assert non_finite(scanned(lines)) == [(91, ["box_loss", "cls_loss", "dfl_loss"])]
+    assert non_finite(read_all([lines[0], "  x " + row(91, float("nan"))])) == []
 
 
 # --- a refresh read when it is written ------------------------------------------------------

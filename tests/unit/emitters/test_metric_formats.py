@@ -379,6 +379,13 @@ def test_a_statistic_that_is_zero_over_zero_is_no_failure() -> None:
     ]
     assert bad(read_all(["kl_oldnew 0.0 var_mean nan total_loss 2.38313"])) == [(1, ["var_mean"])]
     assert bad(read_all(["step 3 | loss: nan | loss_std: nan"])) == [(3, ["loss", "loss_std"])]
+    # darknet's region line for a scale with no object in the batch (AlexeyAB/darknet#4529,
+    # corpus32/dev): means over a count of 0; an infinity beside it, or a NaN beside a
+    # counter of something else, is read as ever
+    region = "Region {} Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: 0.000000, .5R: -nan, "
+    assert bad(read_all(["1: 2.1, 2.3 avg", region.format(94) + ".75R: -nan,  count: 0"])) == []
+    assert bad(read_all(["step 3 | loss: inf | count: 0"])) == [(3, ["loss"])]
+    assert bad(read_all(["step 3 | loss: nan | incr_count: 0"])) == [(3, ["loss"])]
 
 
 def test_tensorflow_s_nan_hook_sentence_is_the_loss_s_nan() -> None:
