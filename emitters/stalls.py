@@ -16,7 +16,10 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   seconds. Will shutdown.") shows M. Only the coordinator checks (controller.cc
   `is_coordinator_`), but a warning whose list a paste cut names no rank and declares no
   wait: Horovod warns so routinely while ranks catch up (uneven batches, a slow start), and a
-  held-out healthy console ends in one (the eleventh session's measurement).
+  held-out healthy console ends in one (the eleventh session's measurement). The other way
+  round, an op's item (`tensor [ready ranks: ...]`, `[missing ranks: ...]`) whose warning a
+  paste cut is read as its warning's: Horovod writes one under its warning alone, so its
+  ranks waited the stall-check time, 60 s unless set.
 - torch's store-based barrier in `init_process_group` (torch/distributed/distributed_c10d.py
   `_store_based_barrier`, 1.8-2.x): "Waiting in store based barrier to initialize process
   group for rank: R, key: K (world_size=W, worker_count=J, timeout=T)" (2.x:
@@ -327,6 +330,9 @@ MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ran
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
+#: Horovod's stall-check time by default (`HOROVOD_STALL_CHECK_TIME_SECONDS`; before 0.17 the
+#: fixed `STALL_WARNING_TIME`, 60 s)
+HOROVOD_STALL_S = 60.0
 BARRIER = "store_based_barrier"
 #: torch writes a waiting line each time this much more passed (`_store_based_barrier`)
 BARRIER_EVERY = 10.0
@@ -621,7 +627,7 @@ class Waits:
             for r in op.group("ranks").split(","):
                 named.setdefault(int(r), phase)
         if named:
-            out += self._horovod(named)
+            out += self._horovod(named, items=True)
         if (m := _HVD_SHUTDOWN.search(line)) is not None and self._named:
             out += self._report(self._named, max(float(m.group("m")), self._waited()))
         return out
@@ -831,12 +837,17 @@ class Waits:
     def _waited(self) -> float:
         return self._stated * max(self._warnings, 1)
 
-    def _horovod(self, named: dict[int, str]) -> list[Found]:
-        if not self._stated:
-            return []  # a list with no warning before it: not a stall this reader knows
+    def _horovod(self, named: dict[int, str], items: bool = False) -> list[Found]:
+        """Ranks a stall warning's list names. An op's item (`tensor [ready ranks: ...]`,
+        `[missing ranks: ...]`) is written under the warning alone (operations.cc,
+        controller.cc): one whose warning a paste cut still says its ranks waited the
+        stall-check time, its default at least; a rank line (`R: [...]`) needs its list's
+        header, and a list with no warning before it is no stall this reader knows."""
+        if not self._stated and not items:
+            return []
         fresh = {r: p for r, p in named.items() if self._named.get(r) != p}
         self._named.update(fresh)
-        return self._report(fresh, self._waited())
+        return self._report(fresh, self._waited() if self._stated else HOROVOD_STALL_S)
 
     def _report(self, phases: dict[int, str], waited: float, generic: bool = False) -> list[Found]:
         if not phases:

@@ -400,10 +400,7 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "a PodGroup as YAML (`phase: Inqueue`, an Unschedulable condition): no reader of "
         "Volcano's objects as YAML; a transition time dates a condition, not its lasting"),
     # corpus32's development part, asserted since the coordinator's pass on 2026-12-01
-    # (tests/fixtures/consoles/README.md: 15/19 at arrival -> 16/19, its one false alert gone)
-    ("corpus32", "horovod_seven_workers_restore_broadcast_ready_ranks_rank_2_missing"): (
-        [], "Horovod's `tensor [ready ranks: ...]` lines without the stall inspector's warning "
-        "and with no clock: nothing says how long they waited, nor how many ranks there are"),
+    # (tests/fixtures/consoles/README.md: 15/19 at arrival -> 17/19, its one false alert gone)
     (
         "corpus32",
         "vllm_v0_24_ray_pp2_enginecore_pyspy_idle_mainthread_shm_broadcast_dequeue_wait_for_response",

@@ -132,6 +132,24 @@ def test_horovod_s_warnings_name_the_ranks_missing_or_ready_in_each_version() ->
     ]
 
 
+def test_an_op_s_item_whose_warning_a_paste_cut_still_names_its_ranks() -> None:
+    """horovod#530 (corpus32/dev): the poster's lines of one 0.9-0.12 warning's `Stalled ops:`,
+    without the warning. Horovod writes an op's item (`[ready ranks: ...]`, 0.13-0.16's
+    `[missing ranks: ...]`) under its warning alone, after the stall-check time, 60 s unless
+    set: the ranks it names waited that long. The later list's rank lines (`6: [...]`) are read
+    only under their header."""
+    items = "".join(f"HorovodBroadcast_InceptionV3_w{k}_0 [ready ranks: 5, 6, 3, 1, 4, 0], \n"
+                    for k in range(3))  # fmt: skip
+    assert [(s["rank"], s["phase"], s["world_size"], s["waited"]) for s in statuses(items)] == [
+        (r, "horovod_collective", 7, 60.0) for r in (0, 1, 3, 4, 5, 6)
+    ]
+    missing = HVD_534.split("Stalled ops:\n", 1)[1]
+    assert [(s["rank"], s["phase"]) for s in statuses(missing)] == [
+        (0, "horovod_collective_not_submitted")
+    ]
+    assert statuses(HVD_1442.split("Stalled ranks:\n", 1)[1]) == []
+
+
 def test_a_tensor_named_like_a_store_is_horovod_s() -> None:
     text = HVD_534.replace("fully_connected", "restore_global_step")
     assert [s["rank"] for s in statuses(text)] == [0]
