@@ -834,3 +834,39 @@ def test_a_platform_job_pending_past_its_timeouts_is_a_wait_its_running_ends(
     assert statuses("Status: pending Scheduling ◢ [120.0 sec]\n") == []
     assert statuses(NEURO + NEURO_RUNNING)[-1]["phase"] == "exited"
     assert stalled(tmp_path, NEURO + NEURO_RUNNING) == []
+
+
+def prime_rl_health(seconds: range) -> str:
+    """PRIME-RL's orchestrator waiting for its inference server (src/prime_rl/utils/client.py
+    `check_health`), a warning each 10 s of the wait from 09:00:12, in loguru's plain format."""
+    return "".join(
+        f"09:{(12 + s) // 60:02d}:{(12 + s) % 60:02d} WARNING Inference server was not reached "
+        f"after {s} seconds (Error: All connection attempts failed) on http://localhost:8000/v1\n"
+        for s in seconds
+    )
+
+
+PRIME_RL_WAITING = "09:00:12    INFO Waiting for policy inference pool to be ready\n"
+PRIME_RL_READY = "09:01:47 SUCCESS Policy inference pool ready\n"
+
+
+def test_prime_rl_s_inference_server_not_reached_past_vllm_s_start_up_budget_is_a_wait(
+    tmp_path: Path,
+) -> None:
+    """The orchestrator starts with its vLLM server and polls /health: a healthy start warns
+    while the model loads (95 s in tests/fixtures/consoles/prime_rl/orchestrator.log) and its
+    `Policy inference pool ready` ends it -- no wait; ten minutes of warnings (vLLM's own
+    start-up budget, VLLM_ENGINE_READY_TIMEOUT_S) that the console ends in are its hang. The
+    older wording ('Inference pool was not reached ...', 2025-07 to 2025-10) is the same."""
+    healthy = PRIME_RL_WAITING + prime_rl_health(range(10, 100, 10)) + PRIME_RL_READY
+    assert statuses(healthy) == []
+    assert stalled(tmp_path, healthy) == []
+    slow = PRIME_RL_WAITING + prime_rl_health(range(10, 500, 10))
+    assert statuses(slow) == []
+    hung = PRIME_RL_WAITING + prime_rl_health(range(10, 610, 10))
+    assert [s["phase"] for s in statuses(hung)][-1] == "prime_rl_inference_server"
+    assert stalled(tmp_path, hung)
+    older = hung.replace("Inference server was", "Inference pool was").replace(
+        " on http://localhost:8000/v1", ""
+    )
+    assert [s["phase"] for s in statuses(older)][-1] == "prime_rl_inference_server"
