@@ -870,3 +870,31 @@ def test_prime_rl_s_inference_server_not_reached_past_vllm_s_start_up_budget_is_
         " on http://localhost:8000/v1", ""
     )
     assert [s["phase"] for s in statuses(older)][-1] == "prime_rl_inference_server"
+
+
+def nemo_rl_fill(sizes: list[int]) -> str:
+    """NeMo-RL's async GRPO driver waiting for the replay buffer (nemo_rl/algorithms/grpo.py
+    `async_grpo_train`), one line a second, the buffer's size each iteration."""
+    return "⏳ Waiting for replay buffer to have sufficient trajectories for step 0...\n" + "".join(
+        f"  Wait iteration {i}: buffer_size={b}, step 0 ready={b >= 64}\n"
+        for i, b in enumerate(sizes)
+    )
+
+
+def test_nemo_rl_s_replay_buffer_empty_for_half_an_hour_is_a_wait_a_group_ends(
+    tmp_path: Path,
+) -> None:
+    """`Wait iteration N: buffer_size=0, ...`: N seconds at least with no trajectory group
+    from the collector. Minutes of it are a healthy start's first generation; 1800 s (twice the
+    async generation's own timeout) that the console ends in are the collector's hang. A
+    buffer that grows is progress: its lines are no part of the wait, and the wait before
+    them ended."""
+    healthy = nemo_rl_fill([0] * 600 + [16] * 30 + [48] * 30 + [64])
+    healthy += "✅ Buffer ready for step 0! Starting training loop...\n"
+    assert stalled(tmp_path, healthy) == []
+    assert DECLARED.match("  Wait iteration 1900: buffer_size=16, step 0 ready=False") is None
+    hung = nemo_rl_fill([0] * 1801)
+    assert {s["phase"] for s in statuses(hung)} == {"nemo_rl_replay_buffer"}
+    assert stalled(tmp_path, hung)
+    grew = nemo_rl_fill([0] * 1801 + [16])
+    assert statuses(grew)[-1]["phase"] == "exited"
