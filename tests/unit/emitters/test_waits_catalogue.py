@@ -898,3 +898,33 @@ def test_nemo_rl_s_replay_buffer_empty_for_half_an_hour_is_a_wait_a_group_ends(
     assert stalled(tmp_path, hung)
     grew = nemo_rl_fill([0] * 1801 + [16])
     assert statuses(grew)[-1]["phase"] == "exited"
+
+
+def slime_abort(attempts: int, clock: int = 0) -> str:
+    """slime's rollout aborting an SGLang engine's requests until it is idle
+    (slime/backends/sglang_utils/server_control.py `abort_server_until_idle`), every 3 s."""
+    out = []
+    for k in range(1, attempts + 1):
+        t = clock + 3 * (k - 1)
+        at = f"(RolloutManager pid=4021) [2026-11-30 08:{t // 60:02d}:{t % 60:02d}]"
+        url = "http://10.0.0.3:30000"
+        out.append(f"{at} server_control.py:46 - Abort request for SGLang server {url}\n")
+        out.append(
+            f"{at} server_control.py:58 - SGLang server {url} still has 7 requests after "
+            f"abort attempt {k}; retrying in 3 seconds.\n"
+        )
+    return "".join(out)
+
+
+def test_slime_s_engine_kept_its_requests_through_a_minute_of_aborts_is_a_wait(
+    tmp_path: Path,
+) -> None:
+    """An engine answers an abort at its next step: one retry, then the rollout goes on, is
+    none; a minute of retries (the next attempt's `Abort request` line between them ends
+    nothing) that the console ends in is the engine's hang."""
+    went_on = slime_abort(2) + "(RolloutManager pid=4021) [2026-11-30 08:00:09] rollout done\n"
+    assert statuses(went_on) == []
+    assert stalled(tmp_path, went_on) == []
+    hung = slime_abort(40)
+    assert {s["phase"] for s in statuses(hung)} == {"slime_sglang_abort"}
+    assert stalled(tmp_path, hung)
