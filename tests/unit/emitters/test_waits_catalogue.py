@@ -10,6 +10,7 @@ the sources each entry names, rendered with sample values."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -38,19 +39,22 @@ def test_every_wait_matches_its_sample_and_its_sample_is_real(wait: Any) -> None
 
 def lasting(wait: Any) -> str:
     """The entry's sample as a console that shows it lasting as its entry needs: after a
-    status that says the run went on long enough (Tune's), or again two minutes later by the
-    job's clock (Ray's autoscaler's) or the logger's (the raylet's) -- unless the line itself
+    status that says the run went on long enough (Tune's), or again two minutes later (or as
+    long after as its `lasted` needs: AReaL's controller's) by the job's clock (Ray's
+    autoscaler's) or the logger's (the raylet's) -- unless the line itself
     says it lasted that long (kubectl's `(x351 over 23h)`)."""
     before = "Current time: 2022-01-17 11:46:36 (running for 00:03:40.19)\n" if wait.elapsed else ""
     text = before + wait.sample + "\n"
     hit = DECLARED.match(wait.sample)
     said = hit is not None and wait.seconds(hit[1]) >= wait.lasted
     if wait.lasted and not wait.elapsed and not said:
-        later = re.sub(r"\+(\d+)m(\d+)s", lambda m: f"+{int(m[1]) + 2}m{m[2]}s", wait.sample)
+        # (two minutes later, or as many more as the entry's `lasted` asks past one line's)
+        gap = max(2, math.ceil((wait.lasted - wait.every) / 60))
+        later = re.sub(r"\+(\d+)m(\d+)s", lambda m: f"+{int(m[1]) + gap}m{m[2]}s", wait.sample)
         if later == wait.sample:  # no job clock: the logger's own (the raylet's)
             later = re.sub(
                 r"\b(\d\d):(\d\d):(\d\d)\b",
-                lambda m: f"{m[1]}:{int(m[2]) + 2:02d}:{m[3]}",
+                lambda m: f"{m[1]}:{int(m[2]) + gap:02d}:{m[3]}",
                 wait.sample,
                 count=1,
             )
@@ -928,3 +932,31 @@ def test_slime_s_engine_kept_its_requests_through_a_minute_of_aborts_is_a_wait(
     hung = slime_abort(40)
     assert {s["phase"] for s in statuses(hung)} == {"slime_sglang_abort"}
     assert stalled(tmp_path, hung)
+
+
+def realhf_connect(timeouts: int) -> str:
+    """AReaL 0.x's controller connecting to its workers (realhf/system/controller.py), a
+    timeout each CONNECTION_RETRY_AFTER_SECONDS (360 s), in realhf's log format."""
+    out = []
+    for k in range(timeouts + 1):
+        minute = 6 * k
+        at = f"20250601-{10 + minute // 60:02d}:{minute % 60:02d}:00.418 controller INFO:"
+        if k:
+            out.append(f"{at} Connecting to workers timeout. Retrying...\n")
+        out.append(f"{at} Connecting to workers...\n")
+    return "".join(out)
+
+
+def test_areal_s_controller_retrying_its_workers_twice_is_a_wait_they_connecting_end(
+    tmp_path: Path,
+) -> None:
+    """One timeout is a start whose workers took more than six minutes; two (twelve minutes,
+    its `Connecting to workers...` between them ending nothing) that the console ends in are
+    workers that never registered. The controller going on after them ends it."""
+    assert statuses(realhf_connect(1)) == []
+    assert stalled(tmp_path, realhf_connect(1)) == []
+    hung = realhf_connect(3)
+    assert {s["phase"] for s in statuses(hung)} == {"areal_workers_connect"}
+    assert stalled(tmp_path, hung)
+    went_on = hung + "20250601-10:19:02.007 master_worker/0 INFO: Master worker starts.\n"
+    assert statuses(went_on)[-1]["phase"] == "exited"
