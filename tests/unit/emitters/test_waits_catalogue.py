@@ -874,6 +874,11 @@ def test_prime_rl_s_inference_server_not_reached_past_vllm_s_start_up_budget_is_
         " on http://localhost:8000/v1", ""
     )
     assert [s["phase"] for s in statuses(older)][-1] == "prime_rl_inference_server"
+    env = (  # (the environment servers' copy of 2026-02, orchestrator/vf_utils.py)
+        "09:10:12 WARNING Environment server at tcp://10.0.0.5:5000 was not reached after 600 "
+        "seconds (Error: timed out)\n"
+    )
+    assert [s["phase"] for s in statuses(env)] == ["prime_rl_inference_server"]
 
 
 def nemo_rl_fill(sizes: list[int]) -> str:
