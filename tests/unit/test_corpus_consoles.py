@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus32/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus33/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -229,6 +229,9 @@ ASKED = {
                       (45, 60), 15, 16, 4, failures=28, rules={RS: 28}),
     "corpus32": Asked("out of sample, hangs and non-finite metrics as users post; 35-40% traps",
                       (45, 60), 15, 18, 4, failures=28, rules={NF: 12, CT: 9, RS: 6, IS: 1}),
+    "corpus33": Asked("out of sample, the LLM RL stacks and their engines as users post; traps",
+                      (45, 60), 15, 16, 4, failures=29,
+                      rules={CF: 18, CT: 9, RS: 1, "zero_reward": 1}),
 }
 # fmt: on
 

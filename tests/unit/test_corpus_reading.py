@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus32/): each development part asserted exactly -- every label met, every
+corpus/ to corpus33/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -46,8 +46,10 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: the coordinator's pass on its development part, after its collector measured both parts;
 #: corpus32 (out of sample, hangs -- rank, collective and engine waits -- and non-finite metrics,
 #: 35-40% trap controls, collected the same day) since the coordinator's pass on its
-#: development part, after its collector measured both parts.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: development part, after its collector measured both parts; corpus33 (out of sample, the LLM
+#: RL stacks and their rollout engines as users post them, about 35% trap controls, collected on
+#: 2026-12-01) is reported only, as its collector landed it.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus33"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
