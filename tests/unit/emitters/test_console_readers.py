@@ -5,6 +5,7 @@ OpenRLHF's postfix, and a refresh read once."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -708,20 +709,31 @@ def test_validation_metrics_are_eval_metrics_not_the_step_s() -> None:
     assert kinds(found) == ["eval.metrics"]
 
 
+def yolo_table(
+    losses: tuple[str, str, str], run: str, bar: str
+) -> tuple[str, Callable[[int, float], str]]:
+    """YOLOv5's and Ultralytics' epoch table: the `('%11s' * 7)` header, and the maker of a
+    row -- the epoch's bar described by `('%11s' * 2 + '%11.4g' * 5)` (`run`: the epochs'
+    `/N`, the memory, the targets and the image size, space-separated)."""
+    of, mem, targets, size = run.split()
+    head = ("%11s" * 7) % ("Epoch", "GPU_mem", *losses, "Instances", "Size")
+
+    def row(epoch: int, loss: float) -> str:
+        desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}{of}", mem, loss, loss, loss,
+                                              int(targets), int(size))  # fmt: skip
+        return f"{desc}: {bar}"
+
+    return head, row
+
+
 def test_a_table_aligned_by_padding_and_its_rows_as_a_bar_s_description() -> None:
     """YOLOv5's train.py (ultralytics/yolov5 v7.0): `('%11s' * 7) % ('Epoch', 'GPU_mem',
     'box_loss', ...)` once an epoch, then the epoch's bar described by `('%11s' * 2 + '%11.4g'
     * 5) % (f'{epoch}/{epochs - 1}', mem, *mloss, n_targets, img_size)`: each refresh is a row
     under the header, the epoch its step. Words a single space apart are no header; a row out
     of its columns is none."""
-    head = ("%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "obj_loss", "cls_loss", "Instances",
-                           "Size")  # fmt: skip
-    bar = "100%|##########| 7/7 [00:15<00:00,  2.27s/it]"
-
-    def row(epoch: int, loss: float) -> str:
-        desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/99", "2.64G", loss, loss, loss, 4, 416)
-        return f"{desc}: {bar}"
-
+    head, row = yolo_table(("box_loss", "obj_loss", "cls_loss"), "/99 2.64G 4 416",
+                           "100%|##########| 7/7 [00:15<00:00,  2.27s/it]")  # fmt: skip
     found = read_all([head, row(0, 0.0512), head, row(1, float("nan"))])
     steps = [(f["step"], f["metrics"]) for k, f in found if k == "step.metrics"]
     assert [s for s, _ in steps] == [0, 1]
@@ -739,14 +751,8 @@ def test_a_paste_s_line_numbers_before_an_aligned_table() -> None:
     a space before each line (` 516      91/300 ...`). The number is a column of its own, no
     metric and no step; the table's columns are where they were. A row whose first cell is
     no number is out of that table."""
-    head = ("%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "cls_loss", "dfl_loss", "Instances",
-                           "Size")  # fmt: skip
-    bar = "100%|##########| 278/278 [02:11<00:00,  2.11it/s]"
-
-    def row(epoch: int, loss: float) -> str:
-        desc = ("%11s" * 2 + "%11.4g" * 5) % (f"{epoch}/300", "17G", loss, loss, loss, 2, 640)
-        return f"{desc}: {bar}"
-
+    head, row = yolo_table(("box_loss", "cls_loss", "dfl_loss"), "/300 17G 2 640",
+                           "100%|##########| 278/278 [02:11<00:00,  2.11it/s]")  # fmt: skip
     lines = [f" {515 + i} {text}" for i, text in enumerate(
         [head, row(90, 1.757), "", head, row(91, float("nan"))])]  # fmt: skip
     found = read_all(lines)
