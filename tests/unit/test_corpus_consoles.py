@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus33/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus34/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -232,6 +232,8 @@ ASKED = {
     "corpus33": Asked("out of sample, the LLM RL stacks and their engines as users post; traps",
                       (45, 60), 15, 16, 4, failures=29,
                       rules={CF: 18, CT: 9, RS: 1, "zero_reward": 1}),
+    "corpus34": Asked("out of sample, the LLM RL trainers as users post; 35-40% traps (36 found)",
+                      (35, 60), 14, 13, 4, failures=23, rules={CF: 23}),
 }
 # fmt: on
 

@@ -1,5 +1,5 @@
 """How `runwatch diagnose` reads the corpora of real consoles (issue 41, tests/fixtures/consoles/
-corpus/ to corpus33/): each development part asserted exactly -- every label met, every
+corpus/ to corpus34/): each development part asserted exactly -- every label met, every
 control silent, and each excerpt no reader can place (or control it false-alerts on) held to what
 it fires now, with the reason -- and each held-out part read whole without a crash. Their figures
 are reported by scripts/corpus_report.py, never asserted: they are not tuned on, so no test here
@@ -49,8 +49,10 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: development part, after its collector measured both parts; corpus33 (out of sample, the LLM
 #: RL stacks and their rollout engines as users post them, about 35% trap controls, collected on
 #: 2026-12-01) since its collector measured both parts: its development part read exactly as
-#: labelled at arrival (29/29), so it is asserted with no reader change.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: labelled at arrival (29/29), so it is asserted with no reader change; corpus34 (out of
+#: sample, the LLM RL trainers as users post them, 36% trap controls, collected on 2026-12-02)
+#: is reported only, as its collector landed it.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus34"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -479,12 +481,18 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
     assert REPORTED_ONLY.issubset(CORPORA)
 
 
+#: the (development, held-out) sizes a part is held to where its corpus was collected short of
+#: the usual 45: corpus34 holds 36 (the brief's floor is 35), most free threads of its focus
+#: having been cited by earlier corpora already, so its split gave 24 and 12.
+SHORT_PARTS: dict[str, tuple[int, int]] = {"corpus34": (24, 12)}
+
+
 def test_every_development_part_is_asserted_or_read_whole_without_a_crash() -> None:
     """A reported-only part is read, not scored, until it is asserted above
     (scripts/corpus_report.py prints it); every other part's excerpts are all asserted."""
     for corpus in CORPORA:
         files = sorted((CONSOLES / corpus / "dev").glob("*.log"))
-        assert len(files) >= 25, corpus
+        assert len(files) >= SHORT_PARTS.get(corpus, (25, 15))[0], corpus
         if corpus not in REPORTED_ONLY:
             assert {(corpus, path.stem) for path in files} <= set(DEV), corpus
             continue
@@ -496,6 +504,6 @@ def test_every_development_part_is_asserted_or_read_whole_without_a_crash() -> N
 def test_the_held_out_part_is_read_whole_without_a_crash(corpus: str) -> None:
     """Read, not scored: its figures are scripts/corpus_report.py's to print."""
     files = sorted((CONSOLES / corpus / "heldout").glob("*.log"))
-    assert len(files) >= 15
+    assert len(files) >= SHORT_PARTS.get(corpus, (25, 15))[1]
     crashes = sum(REPORT.run_one(path, []).crash is not None for path in files)
     assert crashes == 0, f"{crashes} held-out excerpts of {corpus} crashed the reader"
