@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus34/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus35/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -234,6 +234,9 @@ ASKED = {
                       rules={CF: 18, CT: 9, RS: 1, "zero_reward": 1}),
     "corpus34": Asked("out of sample, the LLM RL trainers as users post; 35-40% traps (36 found)",
                       (35, 60), 14, 13, 4, failures=23, rules={CF: 23}),
+    "corpus35": Asked("out of sample, what runs under LLM RL training as users post; traps",
+                      (45, 60), 15, 17, 4, failures=28,
+                      rules={CF: 19, CT: 5, RS: 3, NF: 2, IS: 1}),
 }
 # fmt: on
 
