@@ -85,7 +85,8 @@ _NOT_A_REPORT = re.compile(r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|\b
 #: 0.3.16-0.19.5, printed, and logged at INFO from 0.5.6): after it either its stop's line
 #: (`Main process received SIGINT, exiting`), or a rank failed -- then, to 0.5.7, it raises
 #: `subprocess.CalledProcessError` (a traceback), from 0.5.8 it logs `exits with return code`
-#: at ERROR (the catalogue's)
+#: at ERROR (the catalogue's). Kills an output ends after with neither said are a failure
+#: (`failures._torn_down`): a user's stop writes its line right after them
 TEARDOWN = re.compile(r"(?:^|\] |sigkill_handler\] )Killing subprocess \d+\s*$")
 TEARDOWN_MARKER = "Killing subprocess "
 

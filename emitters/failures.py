@@ -170,8 +170,11 @@ class Failures:
         #: fails after it is the stop's doing
         self._stopped: str | None = None
         #: DeepSpeed's launcher's last `Killing subprocess N` (`exits.TEARDOWN`), while neither
-        #: its stop nor a traceback followed it
+        #: its stop nor a traceback followed it, and its source
         self._teardown: str | None = None
+        self._teardown_source: Any = None
+        #: whether a failure was read since the output began: a teardown it explains is its
+        self._told = False
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes = notes()
         #: sources whose line read last said (or went on saying) their pending exception ->
@@ -198,6 +201,7 @@ class Failures:
         said = None if after is None else after.error
         if said is not None and (after is not record or said != error):
             self._said[source] = 0  # this line said (or went on saying) the exception
+        self._told = self._told or bool(found)
         return found
 
     @property
@@ -252,7 +256,7 @@ class Failures:
         if any(m in line for m in STOP_MARKERS) and (stop := stop_request(line)) is not None:
             self._stop(source, stop, record)
         elif TEARDOWN_MARKER in line and TEARDOWN.search(line) and self._stopped is None:
-            self._teardown = line.strip()
+            self._teardown, self._teardown_source = line.strip(), source
         if record is not None and record.open:
             if record.more(line):
                 return out
@@ -564,12 +568,25 @@ class Failures:
                     "a traceback ends before its exception line and its source printed more "
                     "after it (or it was logged as a warning): no failure to name"
                 )
+        if self._teardown is not None and not out and not self._told:
+            out.append((self._teardown_source, _torn_down(self._teardown)))
         self._records.clear()
         self._ended.clear()
         self._ignored.clear()
         self._said.clear()
         self._stopped = self._teardown = None
+        self._told = False
         return out
+
+
+def _torn_down(line: str) -> Found:
+    """DeepSpeed's launcher killed its ranks and the output ended with neither its stop's
+    line nor a failure said: it does so only when a rank exited non-zero or a signal ended
+    the run (`exits.TEARDOWN`), and a user's Ctrl-C writes its stop right after -- the line
+    that said which (a rank's error, `exits with return code`) was not kept."""
+    said = "DeepSpeed's launcher killed its ranks: a rank failed or a signal ended the run"
+    error = f"{line[-300:]} ({said})"
+    return ("component.failed", {"error": error, "how": "fatal", "component": "trainer"})
 
 
 def _indented_after(before: str, prefix: str) -> bool:

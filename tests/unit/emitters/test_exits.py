@@ -212,10 +212,23 @@ def test_a_traceback_after_the_launcher_killed_its_ranks_is_a_rank_s_failure() -
     failed = _failed([*_KILLS, *_CUT])
     assert len(failed) == 1
     assert "Killing subprocess 250622" in failed[0]["error"]
-    assert _failed(_KILLS) == []  # the kills alone: a stop's too
     # the cut traceback alone is the process's last word, but names no launcher's kill
     (alone,) = _failed(_CUT)
     assert alone["error"].startswith("an uncaught traceback, cut before its exception line")
+
+
+def test_kills_the_output_ends_on_are_the_launcher_s_failure_said_once() -> None:
+    """The launcher kills its ranks only when one exited non-zero or a signal ended the run,
+    and a user's Ctrl-C writes its stop right after: kills that nothing followed (the line
+    that said which was not kept, corpus35's GPT-J run killed at -9) are a trainer's death.
+    Said once: a failure read before them, or the launcher's own report after them, is it."""
+    (fields,) = _failed(_KILLS)
+    assert fields["component"] == "trainer"
+    assert "Killing subprocess 250622" in fields["error"]
+    assert [f["error"][:12] for f in _failed([*_RANK_TRACEBACK, *_KILLS])] == ["RuntimeError"]
+    report = ("[2021-11-21 08:32:07,150] [ERROR] [launch.py:139:sigkill_handler] ['python', "
+              "'train.py', '--local_rank=1'] exits with return code = -9")  # fmt: skip
+    assert len(_failed([*_KILLS, report])) == 1
 
 
 def test_the_launcher_s_stop_after_its_kills_is_no_failure() -> None:
