@@ -50,10 +50,10 @@ CONTROLS = [
     # Megatron's rerun state machine logs a non-fatal rejected result as a warning
     "WARNING:megatron.core.rerun_state_machine:Rank 0, node n1, device 0, iteration 10: "
     "Unexpected result tensor(nan) (message='loss is NaN')",
-    # torchrun stopping the others after one exits, DeepSpeed's launcher killing its children
+    # torchrun stopping the others after one exits, DeepSpeed's rank done (its launcher's kills
+    # are a death when nothing follows them: test_exits.py)
     "W0812 03:11:22.104000 140213 torch/distributed/elastic/multiprocessing/api.py:897] "
     "Sending process 118634 closing signal SIGTERM",
-    "[2025-01-09 12:00:01,123] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4242",
     "[2025-01-09 12:00:01,123] [INFO] [launch.py:351:main] Process 4242 exits successfully.",
     # a clean exit of vLLM's API server process, SGLang's graceful SIGTERM
     "RuntimeError: Process ApiServer_0 (PID: 31337) died with exit code 0",
