@@ -6,7 +6,8 @@ rules: `docker compose`'s `NAME  | ` (docker/compose cmd/formatter/logs.go) and 
 the process wrote, not before the rest of one a terminal wrapped. A log collector's time of
 arrival (`kubectl logs --timestamps`' RFC3339Nano) is the time the line says where it says one
 (as `runwatch diagnose` dates it, else the clock the waits read in it), else the time of the
-line before: then every rule holds, those its clock decides too (`stalls`' clock reads the
+line before, and never earlier than that (a collector's clock does not go back): then every
+rule holds, those its clock decides too (`stalls`' clock reads the
 collector's time first, as diagnose does). An excerpt that says no time at all gets a second a
 line: a clock of its own, which the rules that time decides then read -- the others must not
 change. A reader that looks at a line's start (a traceback's head, a timestamp, a wrapped
@@ -45,7 +46,8 @@ def _plain(path: Path) -> list[tuple[int, str]]:
 @cache
 def _arrivals(path: Path) -> dict[int, float] | None:
     """When a collector got each line (`number` -> seconds): the time the line says (module
-    docstring), else the line before's; None for an excerpt that says no time."""
+    docstring), else the line before's, never before a line before's; None for an excerpt
+    that says no time."""
     parser, now, midnight = LineParser(), None, datetime(*DAY.timetuple()[:3], tzinfo=UTC)
     out: dict[int, float | None] = {}
     for number, line in _plain(path):
@@ -67,7 +69,13 @@ def _arrivals(path: Path) -> dict[int, float] | None:
     first = next((ts for ts in out.values() if ts is not None), None)
     if first is None:
         return None
-    return {number: first if ts is None else ts for number, ts in out.items()}
+    # (a collector's clock does not go back where the lines' do: Ray's actors out of order, or
+    # a year the line leaves out read as another than the full dates around it say)
+    arrived, latest = {}, first
+    for number, ts in out.items():
+        latest = max(latest, first if ts is None else ts)
+        arrived[number] = latest
+    return arrived
 
 
 def _prefix(prefix: bytes, number: int, path: Path) -> bytes:
