@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus35/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus37/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -237,6 +237,8 @@ ASKED = {
     "corpus35": Asked("out of sample, what runs under LLM RL training as users post; traps",
                       (45, 60), 15, 17, 4, failures=28,
                       rules={CF: 19, CT: 5, RS: 3, NF: 2, IS: 1}),
+    "corpus37": Asked("out of sample, the 2025-26 LLM RL stacks as users post; traps (35 found)",
+                      (35, 60), 15, 14, 4, failures=21, rules={CF: 15, CT: 7}),
 }
 # fmt: on
 
