@@ -54,10 +54,15 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: likewise (24/24 at arrival); corpus35 (out of sample, what runs under LLM RL training -- the
 #: rollout engines, Ray, DeepSpeed, Megatron and torch distributed -- as users post it, about
 #: 38% trap controls, collected the same day) since the coordinator's pass on its development
-#: part after its collector measured both parts (27/29 at arrival -> 28/29); corpus37 (out of
-#: sample, the LLM RL stacks at their 2025-2026 versions as users post them, 40% trap controls,
-#: collected on 2026-12-02) is reported only, as its collector landed it.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus37"})
+#: part after its collector measured both parts (27/29 at arrival -> 28/29); corpus36 (out of
+#: sample, hangs and non-finite metrics in any trainer or launcher -- mmsegmentation, fairseq,
+#: Keras, darknet, PaddlePaddle, CycleGAN, Slurm, Ray, vLLM and others -- as users post them,
+#: 40% trap controls, collected on 2026-12-02) and corpus37 (out of sample, the LLM RL stacks at
+#: their 2025-2026 versions as users post them, 40% trap controls, collected the same day) are
+#: reported only, as their collectors landed them.
+REPORTED_ONLY: frozenset[str] = frozenset(
+    {"corpus16", "corpus17", "corpus30", "corpus36", "corpus37"}
+)
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -496,9 +501,14 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 
 #: the (development, held-out) sizes a part is held to where its corpus was collected short of
 #: the usual 45: corpus34 holds 36 (the brief's floor is 35), most free threads of its focus
-#: having been cited by earlier corpora already, so its split gave 24 and 12; corpus37 holds 35
-#: for the same reason, and its split gave 22 and 13.
-SHORT_PARTS: dict[str, tuple[int, int]] = {"corpus34": (24, 12), "corpus37": (22, 13)}
+#: having been cited by earlier corpora already, so its split gave 24 and 12; corpus36 holds 35
+#: for the same reason (hangs above all: most free threads showed no lasting wait), split 23/12;
+#: corpus37 holds 35 for the same reason, and its split gave 22 and 13.
+SHORT_PARTS: dict[str, tuple[int, int]] = {
+    "corpus34": (24, 12),
+    "corpus36": (23, 12),
+    "corpus37": (22, 13),
+}
 
 
 def test_every_development_part_is_asserted_or_read_whole_without_a_crash() -> None:
