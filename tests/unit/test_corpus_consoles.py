@@ -237,7 +237,7 @@ ASKED = {
     "corpus35": Asked("out of sample, what runs under LLM RL training as users post; traps",
                       (45, 60), 15, 17, 4, failures=28,
                       rules={CF: 19, CT: 5, RS: 3, NF: 2, IS: 1}),
-    "corpus36": Asked("out of sample, hangs and non-finite metrics in any trainer; traps (35 found)",
+    "corpus36": Asked("out of sample, hangs and non-finite metrics, any trainer; traps (35 found)",
                       (35, 60), 15, 14, 4, failures=21,
                       rules={NF: 9, CF: 7, RS: 2, IS: 2, CT: 1}),
     "corpus37": Asked("out of sample, the 2025-26 LLM RL stacks as users post; traps (35 found)",
