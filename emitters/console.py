@@ -181,6 +181,7 @@ class LineParser:
         src, _, body = _origin(strip_colour(line))
         body, rank = launcher_prefix(body)
         self.failures.saw(_source(src, rank), body)
+        self.waits.unread(body)
 
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event

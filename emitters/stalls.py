@@ -551,6 +551,11 @@ class Waits:
         self._said: dict[int, tuple[str, int, float | None, float]] = {}
         #: rank -> the attempts the retry lines of its wait in `_said` count (`_ATTEMPT`)
         self._attempts: dict[int, int] = {}
+        #: the last line the grammar read as no wait, and the one just before the wait's latest
+        #: line: a loop that prints both each time (`not ready endpoints: [...]` then `server not
+        #: ready, wait 3 sec to retry...`) says the first again, word for word, between repeats
+        self._plain: str | None = None
+        self._companion: str | None = None
         #: the catalogue's wait (`waits.toml`) said last and not ended: its own lines between
         #: its repeats (`also`) neither end it nor start another
         self._declared: Wait | None = None
@@ -989,11 +994,15 @@ class Waits:
             return self._lasting(line, rank, len(line), open_.phase, open_.id, stated, open_.lasted)
         verb = _WAIT_VERB.search(line)
         if verb is None or _NO_STALL.search(line) is not None:
+            self._plain = line if verb is None else None  # (an idle server's line: no loop's)
+            if self._said and line == self._companion:
+                return []  # (the loop's other line, the same words: nothing moved)
             # (a warning's code under a wait only the grammar read; not a prefix's `: `; a
             # framework's declared wait goes on only in its own lines, `also`: kubectl indents
             # every event row)
             indented = line.startswith(("  ", "\t")) and self._declared is None
             return [] if indented and self._said else self._generic_ended()
+        self._companion, self._plain = self._plain, None
         clock = _CLOCK.search(line, 0, verb.start())
         begin = clock.end() if clock is not None else 0  # (the clock is no word of the wait)
         start = max((m.end() for m in _STOPS.finditer(line, begin, verb.start())), default=begin)
@@ -1006,6 +1015,12 @@ class Waits:
         attempt = _ATTEMPT.search(line, verb.end()) if verb.group("retry") else None
         count = int(attempt.group("k")) if attempt is not None else 0
         return self._lasting(line, rank, verb.start(), _phase(clause), said, stated, count=count)
+
+    def unread(self, line: str) -> None:
+        """A line no reader was shown, just before one they are (`runwatch watch`'s scanner):
+        the loop's other line before its first wait line, as diagnose reads it."""
+        if _WAIT_VERB.search(line) is None:
+            self._plain = line
 
     def _waited_all(self) -> float:
         """How long a wait that lasts its run (the catalogue's `elapsed`) lasted: the run time

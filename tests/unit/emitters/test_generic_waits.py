@@ -175,6 +175,29 @@ def test_a_retry_s_count_of_its_attempts_stands_for_the_lines_before_it(tmp_path
     assert [s.get("waited") for s in both] == [0.0, 2.0]
 
 
+#: https://github.com/PaddlePaddle/Paddle/issues/29847 (paddle.distributed.launch on CUDA 11:
+#: a trainer's loop prints the endpoints it still waits on, then that it retries)
+PADDLE_LOOP = "not ready endpoints:['127.0.0.1:60001']\nserver not ready, wait 3 sec to retry...\n"
+
+
+def test_a_loop_s_other_line_said_again_word_for_word_goes_on_the_wait() -> None:
+    """A retry loop that prints two lines each turn: its other line, the same words as before
+    the wait's line before, is the loop's, not work that went on -- five turns without a clock
+    are a wait, four are not; a line that changed (a step, another endpoint) ends it."""
+    assert statuses(PADDLE_LOOP * 4) == []
+    (status,) = statuses(PADDLE_LOOP * 5)
+    assert status["rank"] == 0
+    moved = PADDLE_LOOP * 3 + "not ready endpoints:['127.0.0.1:60002']\n" + PADDLE_LOOP * 2
+    assert statuses(moved) == []
+    assert statuses(PADDLE_LOOP * 3 + "step 12: loss 0.5\n" + PADDLE_LOOP * 2) == []
+    # `runwatch watch`'s scanner, which shows the readers the loop's first line only as the
+    # line before a marked one, reads the same
+    for turns, waits in ((4, 0), (5, 1)):
+        scanner = LineScanner(LineParser())
+        found = scanner.feed((PADDLE_LOOP * turns).encode()) + scanner.finish()
+        assert len([f for k, f in found if k == "rank.status"]) == waits
+
+
 def test_a_wait_the_console_goes_on_after_is_no_hang(tmp_path: Path) -> None:
     """The same lines with the engine's stats after them: the console went on, and the
     stats line's `Waiting: 0 reqs` is a count, not a wait."""
