@@ -80,6 +80,7 @@ bench: setup
 	$(PY) bench/worker.py
 	$(PY) bench/fetch_wait.py
 	$(PY) bench/output_read.py
+	$(PY) bench/kafka_clients.py
 	$(PY) bench/store.py $(BENCH_ARGS)
 	$(PY) bench/exporter.py $(BENCH_ARGS)
 	$(PY) bench/memory.py $(BENCH_ARGS)
