@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus37/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus38/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -242,6 +242,8 @@ ASKED = {
                       rules={NF: 9, CF: 7, RS: 2, IS: 2, CT: 1}),
     "corpus37": Asked("out of sample, the 2025-26 LLM RL stacks as users post; traps (35 found)",
                       (35, 60), 15, 14, 4, failures=21, rules={CF: 15, CT: 7}),
+    "corpus38": Asked("out of sample, LLM training and serving stacks in Chinese threads; traps",
+                      (45, 60), 15, 17, 4, failures=28, rules={CF: 13, CT: 10, NF: 5}),
 }
 # fmt: on
 
