@@ -1,4 +1,4 @@
-"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus38/, issue 41) are well
+"""The corpora of real consoles (tests/fixtures/consoles/corpus/ to corpus39/, issue 41) are well
 formed: every file is in its part's manifest and every entry has its file, each file starts with
 its source, the held-out files are the bytes whose hashes were recorded when the
 corpus was split (so a later edit of a held-out excerpt fails here), the split is the one each
@@ -244,6 +244,8 @@ ASKED = {
                       (35, 60), 15, 14, 4, failures=21, rules={CF: 15, CT: 7}),
     "corpus38": Asked("out of sample, LLM training and serving stacks in Chinese threads; traps",
                       (45, 60), 15, 17, 4, failures=28, rules={CF: 13, CT: 10, NF: 5}),
+    "corpus39": Asked("out of sample, training jobs as launchers and schedulers show them; traps",
+                      (45, 60), 15, 17, 4, failures=28, rules={CF: 25, CT: 3, RS: 1}),
 }
 # fmt: on
 
