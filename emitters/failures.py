@@ -232,6 +232,7 @@ class Failures:
             and TRACEBACK not in line  # IPython's head pads the exception's name
             and " " * 16 in line
             and PADDING.search(line)
+            and exit_report(line) is None  # (a table's padded column: kubectl's NAME)
         ):
             # a terminal padded the line to its width and glued the next one after it
             return [f for piece in PADDING.split(line) for f in self._read(source, piece)]

@@ -71,6 +71,15 @@ def _failed(lines: list[str]) -> list[dict[str, Any]]:
     return [f for k, f in read_all(lines) if k == "component.failed"]
 
 
+def test_a_pod_row_whose_name_column_kubectl_padded_is_its_report() -> None:
+    """kubectl pads NAME to the longest name it lists, so a row kept by `grep` may hold a run
+    of spaces a terminal's padding would: its Error is still the pod's report (corpus39's
+    Kubeflow PyTorchJob, its worker exited 1 while its master ran)."""
+    row = "pytorchjob-worker-0" + " " * 38 + "0/1     Error     0          12m"
+    (fields,) = _failed([row])
+    assert "Error" in fields["error"]
+
+
 def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
     """Katib's PyTorchJob pods crash-looping is the console's last word: a failure. A worker
     that torch elastic restarts, after which steps go on, was not the run's end."""
