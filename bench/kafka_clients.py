@@ -27,17 +27,13 @@ import time
 import uuid
 
 import aiokafka
+import confluent_kafka  # (a dev dependency: `make setup` installs it)
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from benchinfo import SAID, machine, say, write_section
 from takeover import partition_events, write
 
 from runwatch.dev.broker import KafkaBroker
 from runwatch.emitters.topics import Topics
-
-try:  # (a bench's own dependency: `make setup` installs it with the dev tools)
-    import confluent_kafka
-except ImportError:  # pragma: no cover
-    confluent_kafka = None
 
 #: the worker's consumer settings that decide what a fetch brings (stream/kafka/clients.py)
 PARTITION_BYTES = 8 << 20
@@ -103,10 +99,6 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=3, help="turns of each client (3)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
-    if confluent_kafka is None:
-        print("bench/kafka_clients.py needs confluent-kafka: `make setup` installs it",
-              file=sys.stderr)  # fmt: skip
-        return 2
     say(machine())
     librdkafka = confluent_kafka.libversion()[0]
     say(f"aiokafka {aiokafka.__version__}; confluent-kafka {confluent_kafka.__version__} "

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_for
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from runwatch.dev.broker import KafkaBroker, free_port
 from runwatch.emitters import Emitter, validate
@@ -35,8 +35,6 @@ def consume(bootstrap: str, topic: str, want: int, timeout: float = 90.0) -> lis
     emitters first (close flushes: the broker acknowledged all they sent), so anything sent
     twice is among these, with no sleep to guess when it would come; `want` distinct event
     ids must be."""
-    from kafka import TopicPartition
-
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                              enable_auto_commit=False)  # fmt: skip
     records: list[Any] = []

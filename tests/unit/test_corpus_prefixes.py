@@ -73,7 +73,7 @@ def _arrivals(path: Path) -> dict[int, float] | None:
     # a year the line leaves out read as another than the full dates around it say)
     arrived, latest = {}, first
     for number, ts in out.items():
-        latest = max(latest, first if ts is None else ts)
+        latest = latest if ts is None else max(latest, ts)
         arrived[number] = latest
     return arrived
 
