@@ -37,9 +37,12 @@ def notes() -> deque[str]:
 # --- Ray's driver console ----------------------------------------------------------------
 
 #: `(Name pid=N)`, `(Name pid=N, ip=IP)`, a name with its own parentheses (ROLL's
-#: `(ActorWorker(actor_train-1) pid=N, ...)`), and one whose head a paste cut (` pid=N) `)
+#: `(ActorWorker(actor_train-1) pid=N, ...)`), and one whose head a paste cut (` pid=N) `);
+#: SkyPilot's for a task's processes, Ray's form with a comma after the name and a node's rank
+#: (skypilot-org/skypilot sky/backends task code: `(setup pid=N[, ip=IP])`, `(TASK, pid=N)`,
+#: `(head, rank=0, pid=N)`, `(worker1, rank=1, pid=N, ip=IP)`)
 _RAY_PREFIX = re.compile(
-    r"^(?:\((?:(?P<name>[^()\s]+(?:\([^()\s]*\))?) )?| ?)pid=(?P<pid>\d+)"
+    r"^(?:\((?:(?P<name>[^()\s,]+(?:\([^()\s]*\))?),? )?| ?)(?:rank=\d+, )?pid=(?P<pid>\d+)"
     r"(?:, ip=(?P<ip>[0-9A-Za-z.:\[\]-]+))?\) ?"
 )
 _RAY_REPEATED = re.compile(

@@ -8,7 +8,11 @@ Real consoles arrive wrapped: colour codes (sometimes pasted with the ESC byte l
 own (Gloo) launcher's `[0]<stderr>:` -- the rank alone, with `--timestamp-output` the same
 date before it (horovod/runner/common/util/safe_shell_exec.py `forward_stream`:
 '{time}[{rank}]<{prefix}>:{line}', time.asctime) -- and a launcher's own `[2024-08-21
-03:38:02] `, and `docker compose`'s `NAME  | ` before them all. Ray's own prefix is read by
+03:38:02] `, SLURM's `srun --label` task id (`0: `, padded to the widest id, ` 3: `; `P1 0: `
+for a heterogeneous job's component: src/common/write_labelled_message.c `_build_label`, `"%*d: "`)
+and the systemd journal's (`journalctl` and syslog's short format, `Dec 02 05:19:57 HOST
+IDENT[PID]: `), DeepSpeed's pdsh's host (`worker-1: `), and `docker compose`'s `NAME  | ` or
+`kubectl logs --prefix`'s `[pod/NAME/CONTAINER] ` before them all. Ray's own prefix is read by
 `runwatch.emitters.logparse.ray_origin`, between a compose or `--tee` prefix around the Ray
 driver and those inside a worker's line. A rank the prefix names is kept: it
 tells one process of a job from another when nothing else does.
@@ -22,7 +26,9 @@ from collections.abc import Iterator
 from runwatch.emitters.metric_pairs import NUMBER
 
 #: colour codes, with the ESC byte or without it (lost in a paste), or as U+FFFD
-COLOUR = re.compile(r"(?:\x1b|\ufffd)?\[[0-9;?]*m|\x1b\[[0-9;?]*[A-Za-z]")
+#: (without its ESC a code has a number: `[m` alone begins a word -- `[missing ranks: 0]`,
+#: `[metrics]` -- in a line that holds codes elsewhere)
+COLOUR = re.compile(r"(?:\x1b|\ufffd)\[[0-9;?]*m|\[[0-9;]+m|\x1b\[[0-9;?]*[A-Za-z]")
 _LOST_ESC = re.compile(r"(?:\ufffd)?\[[0-9;]+m")
 
 _TORCHRUN = r"\[(?P<tr>rank|default)(?P<trank>\d+)\]:"
@@ -31,6 +37,31 @@ _MPI = (
     r"\[(?:\d+,)?(?P<mrank>\d+)\]<std(?:out|err)>:"
 )
 _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
+#: `srun --label`: the task id (SLURM_PROCID, a rank) right-aligned to the widest id's digits,
+#: then `: ` -- not a program's own numbered lines, whose number is its iteration or an item's:
+#: a number and a comma after it (darknet's `%ld: %f, %f avg loss`, its NaN as the C library
+#: prints it: `-nan(ind)`, `1.#QNAN0`), a key and its value
+#: (CatBoost's `N:\tlearn: 0.12`, its tab often pasted as spaces), a call printed (`2: tensor(`)
+_SRUN = (
+    r" {0,4}(?:P\d+ +)?(?P<srank>\d{1,5}): "
+    r"(?![-+]?(?:\d+(?:\.\d+)?|\d\.#\w+|nan(?:\(\w+\))?|inf), "
+    r"|\s*[a-z_]\w*:\s+[-+]?(?:\d|nan\b|inf\b)|[a-z_]\w*\()"
+)
+#: the journal's and syslog's short format (systemd/src/shared/logs-show.c `output_short`:
+#: the local time without a year, the host, the identifier and `[PID]` where it has one)
+#: (month, day and time grouped: `runwatch diagnose` dates the line by them, the year its own)
+JOURNAL = re.compile(
+    r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) [\w.-]+ [\w.@/-]+(?:\[\d+\])?: "
+)
+#: pdsh's label of each line a node's command wrote (DeepSpeed's and accelerate's multi-node
+#: launcher; chaos/pdsh src/pdsh/dsh.c `rsh`: `out("%S: %s", host, line)` unless `-N`): the
+#: host, an address or a name with a digit in it (`10.96.202.43: `, `node107: `, `worker-1: `)
+#: -- not a metric's key (`step: 3`, `top1: 75.2`: a number alone after it -- a time may
+#: follow a host) nor a word (`epoch: `, `wandb: `)
+_PDSH = (
+    r"(?:(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*): "
+    r"(?![-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?(?:[\s,;|]|$)|nan\b|inf\b))"
+)
 #: `docker compose logs` / `up` (docker/compose@f729794 cmd/formatter/logs.go `setPrefix`:
 #: `fmt.Sprintf("%-"+width+"s | ", name)`, the width the longest name's + 1, then each line
 #: of a message): the container's name without its project (`service-N`, compose v1
@@ -50,11 +81,15 @@ _COMPOSE_WITHIN = 80
 #: 00.123456789Z `), GitHub Actions' logs (seven digits) and Loki's or CloudWatch's exports --
 #: not Python logging's `2024-05-01 10:00:00,123`, a program's own
 _COLLECTED = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
+#: `kubectl logs --prefix` (-l SELECTOR, --all-containers): the pod and container before each
+#: line, before the collector's time where `--timestamps` asks it (k8s.io/kubectl
+#: pkg/cmd/logs/logs.go `addPrefixIfNeeded`: `fmt.Sprintf("[pod/%s/%s] ", ref.Name, container)`)
+_KUBECTL = r"\[pod/[\w.-]+/[\w.-]*\] "
 #: a log viewer's line numbers, `[80746] `, pasted with the lines
 _GUTTER = r"\[\d+\] (?=\[)"
 PREFIX = re.compile(
-    rf"(?:{_COLLECTED})?(?:{_COMPOSE})?(?:{_COLLECTED})?(?:{_GUTTER})?"
-    rf"(?:{_TORCHRUN}|{_MPI}|{_STAMPED})*"
+    rf"(?:{_KUBECTL})?(?:{_COLLECTED})?(?:{JOURNAL.pattern})?(?:{_COMPOSE})?(?:{_COLLECTED})?"
+    rf"(?:{_GUTTER})?(?:{_PDSH})?(?:{_SRUN})?(?:{_TORCHRUN}|{_MPI}|{_STAMPED})*"
 )
 
 
@@ -71,15 +106,20 @@ def launcher_prefix(line: str) -> tuple[str, int | None]:
     """(the line without torchrun's, Open MPI's and a launcher's prefixes, the rank they
     name or None)."""
     if (
-        line[:1] not in ("[", "M", "T", "W", "F", "S")
+        line[:1] not in ("[", "M", "T", "W", "F", "S", "P", " ")
+        and not line[:1].isdigit()
+        and ": " not in line[:64]
         and " | " not in line[:_COMPOSE_WITHIN]
+        and line[9:10] != ":"
         and line[10:11] != "T"
     ):
-        return line, None  # ("[", an MPI date's weekday, a compose name's bar, a collector's)
+        # ("[", an MPI date's weekday, a compose name's bar, a collector's, srun's label, the
+        # journal's month)
+        return line, None
     m = PREFIX.match(line)
     if m is None or not m.end():
         return line, None
-    rank = m.group("trank") or m.group("mrank")
+    rank = m.group("trank") or m.group("mrank") or m.group("srank")
     return line[m.end() :], int(rank) if rank is not None else None
 
 

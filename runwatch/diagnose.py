@@ -43,7 +43,7 @@ from typing import Any
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import segments
-from runwatch.emitters.prefixes import time_places
+from runwatch.emitters.prefixes import JOURNAL, time_places
 from runwatch.emitters.wraps import unwrapped
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
@@ -52,6 +52,8 @@ from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.state.run import RunState
 
+#: how far into a line its time may begin (after a logger's or a launcher's prefix)
+_START = 40
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
 #: AReaL's `%Y%m%d-%H:%M:%S.mmm` (areal/utils/logging.py DATE_FORMAT, after its `(AReaL) `)
 _COMPACT = re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
@@ -182,7 +184,10 @@ def time_of_day(line: str) -> float | None:
 
 def stamp(line: str, year: int, offset: float) -> float | None:
     """The time a log line carries at its start, in seconds since the epoch; None if none."""
-    m = _ISO.search(line[:40]) or _COMPACT.search(line[:40])
+    # (one that begins in the first 40 characters, read whole: a prefix before it -- a pod's
+    # name -- must not cut its fraction off)
+    head = line[: _START + 26]
+    m = next((m for p in (_ISO, _COMPACT) if (m := p.search(head)) and m.start() < _START), None)
     if m is not None:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
         frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
@@ -192,6 +197,10 @@ def stamp(line: str, year: int, offset: float) -> float | None:
         frac = 0.0
     elif (m := _CTIME.search(line[:60])) is not None and m.group(1) in _MONTHS:
         mo, (d, h, mi, s, y) = _MONTHS[m.group(1)], (int(x) for x in m.groups()[1:])
+        frac = 0.0
+    elif (m := JOURNAL.match(line)) is not None and m.group(1) in _MONTHS:
+        y, mo = year, _MONTHS[m.group(1)]
+        d, h, mi, s = (int(x) for x in m.groups()[1:])
         frac = 0.0
     elif (m := _GLOG.search(line[:60])) is not None:
         y = year

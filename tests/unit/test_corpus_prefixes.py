@@ -1,13 +1,15 @@
 """A launcher's prefix changes nothing a console says (issue 41: read any console by its
 grammar). Each development excerpt of every corpus, read by `runwatch diagnose` as its user
 posted it and again with a launcher's prefix before each of its lines, must raise the same
-rules: `docker compose`'s `NAME  | ` (docker/compose cmd/formatter/logs.go) and torchrun's
-`--tee` `[default0]:` (torch/distributed/elastic/multiprocessing/api.py) -- before each line
-the process wrote, not before the rest of one a terminal wrapped. A log collector's time of
-arrival (`kubectl logs --timestamps`' RFC3339Nano) is the time the line says where it says one
-(as `runwatch diagnose` dates it, else the clock the waits read in it), else the time of the
-line before, and never earlier than that (a collector's clock does not go back): then every
-rule holds, those its clock decides too (`stalls`' clock reads the
+rules: `docker compose`'s `NAME  | ` (docker/compose cmd/formatter/logs.go), torchrun's
+`--tee` `[default0]:` (torch/distributed/elastic/multiprocessing/api.py), `srun --label`'s
+task id (slurm src/common/write_labelled_message.c) and `kubectl logs --prefix`'s pod
+(kubectl pkg/cmd/logs/logs.go) -- before each line the process wrote, not before the rest of
+one a terminal wrapped. A log collector's time of arrival (`kubectl logs --timestamps`'
+RFC3339Nano, the journal's `Dec 02 05:19:57 HOST IDENT[PID]: `) is the time the line says
+where it says one (as `runwatch diagnose` dates it, else the clock the waits read in it),
+else the time of the line before, and never earlier than that (a collector's clock does not
+go back): then every rule holds, those its clock decides too (`stalls`' clock reads the
 collector's time first, as diagnose does). An excerpt that says no time at all gets a second a
 line: a clock of its own, which the rules that time decides then read -- the others must not
 change. A reader that looks at a line's start (a traceback's head, a timestamp, a wrapped
@@ -34,7 +36,16 @@ from runwatch.emitters.wraps import unwrapped
 from scripts.corpus_report import CONSOLES, CORPORA, DAY, excerpt_lines
 
 #: what each launcher writes before every line of the process's output
-PREFIXES = {"compose": b"trainer-1  | ", "tee": b"[default0]:", "kubectl": b"%s "}
+PREFIXES = {
+    "compose": b"trainer-1  | ",
+    "tee": b"[default0]:",
+    "kubectl": b"%s ",
+    # (`srun --label`'s task id; `kubectl logs --prefix`'s pod; the journal's local time,
+    # host and identifier -- a clock of its own, as the collector's)
+    "srun": b"0: ",
+    "kubectl-prefix": b"[pod/trainer-0/main] ",
+    "journal": b"%j node-3 python3[1234]: ",
+}
 #: the rules a line's time does not decide
 TIMELESS = frozenset({"component_failed", "collective_timeout", "non_finite_metric"})
 
@@ -78,14 +89,18 @@ def _arrivals(path: Path) -> dict[int, float] | None:
     return arrived
 
 
+def _clocked(prefix: bytes) -> bool:
+    return b"%s" in prefix or b"%j" in prefix
+
+
 def _prefix(prefix: bytes, number: int, path: Path) -> bytes:
-    if b"%s" not in prefix:
+    if not _clocked(prefix):
         return prefix
     arrived = _arrivals(path)
-    if arrived is None:  # (a second a line)
-        hms = b"%02d:%02d:%02d" % (10 + number // 3600, number // 60 % 60, number % 60)
-        return prefix % (b"2024-05-01T" + hms + b".123456789Z")
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(arrived[number])).encode()
+    at = arrived[number] if arrived is not None else 1714557600 + number  # (a second a line)
+    if b"%j" in prefix:  # (the journal's: no year, no fraction)
+        return prefix.replace(b"%j", time.strftime("%b %d %H:%M:%S", time.gmtime(at)).encode())
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)).encode()
     return prefix % (when + b".123456789Z")
 
 
@@ -116,7 +131,7 @@ def test_a_launcher_s_prefix_changes_no_alert(corpus: str, launcher: str) -> Non
 
     def rules(path: Path, fired: tuple[str, ...]) -> set[str]:
         # (an excerpt that says no time, under a collector's: a clock of its own)
-        own = b"%s" in prefix and _arrivals(path) is None
+        own = _clocked(prefix) and _arrivals(path) is None
         return {rule for rule in fired if not own or rule in TIMELESS}
 
     changed = {

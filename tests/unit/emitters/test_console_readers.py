@@ -16,6 +16,7 @@ from helpers import non_finite, read_all, scanned
 from runwatch.diagnose import diagnose
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.logparse import Found
+from runwatch.emitters.prefixes import launcher_prefix, strip_colour
 
 WATCHDOG = (
     "[rank3]:[E419 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught "
@@ -41,15 +42,49 @@ def only(found: list[Found], kind: str) -> dict[str, Any]:
     ["", "(WorkerDict pid=7591) ", "\x1b[36m(WorkerDict pid=7591)\x1b[0m ",
      "[36m(WorkerDict pid=7591)[0m ", "Tue May 20 21:16:06 2025[1,3]<stdout>:",
      "[3]<stderr>:", "Tue May 20 21:16:06 2025[3]<stdout>:", "[2024-08-21 03:38:02] ",
-     "[80746] "],
+     "[80746] ", "3: ", " 3: ", "P1 3: ", "10.96.202.43: ", "worker-1: ",
+     "[pod/trainer-0/main] ", "[pod/trainer-0/main] 2024-05-01T10:00:00.123456789Z ",
+     "Dec  2 05:19:57 node-3 python3[1234]: ", "(worker1, rank=1, pid=2277, ip=10.0.0.2) ",
+     "(head, rank=0, pid=2277) ", "(task, pid=2277) "],
     ids=["bare", "ray", "ray-colour", "ray-colour-esc-lost", "mpirun", "horovodrun",
-         "horovodrun-timestamped", "launcher", "gutter"],
+         "horovodrun-timestamped", "launcher", "gutter", "srun-label", "srun-label-padded",
+         "srun-het-label", "pdsh-address", "pdsh-host", "kubectl-prefix",
+         "kubectl-prefix-timestamps", "journal", "skypilot-worker", "skypilot-head",
+         "skypilot-task"],
 )  # fmt: skip
 def test_a_watchdog_line_under_any_prefix(prefix: str) -> None:
     fields = only(read_all([prefix + WATCHDOG]), "collective.timeout")
     assert (fields["rank"], fields["group_rank"], fields["op"], fields["seq"]) == (
         3, 3, "ALLTOALL", 4486)  # fmt: skip
     assert (fields["timeout_s"], fields["ran_s"]) == (600.0, 600.013)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["58:     learn: nan        total: 7m 2s    remaining: 1m 2s",
+     " 74: -nan, -nan avg loss, 0.000100 rate, 39.074849 seconds, 1776 images",
+     "2: tensor(nan, device='cuda:0', grad_fn=<SumBackward0>)", "step: 100 total_loss: nan",
+     "top1: 75.2 top5: 90.1", "epoch: 1, step: 2265, lr: 3.62e-05, loss: 6.23"],
+    ids=["catboost", "darknet", "enumerated-print", "key", "digit-key", "word-key"],
+)  # fmt: skip
+def test_a_program_s_own_numbered_or_keyed_line_is_no_launcher_s_label(line: str) -> None:
+    # (srun's `N: ` and pdsh's `HOST: ` begin lines as a program's iteration or key does)
+    assert launcher_prefix(line) == (line, None)
+
+
+def test_srun_s_label_is_the_rank() -> None:
+    assert launcher_prefix(" 3: [rank3]:x") == ("x", 3)
+    assert launcher_prefix("11: srun: error: node107: task 0: Out Of Memory") == (
+        "srun: error: node107: task 0: Out Of Memory", 11)  # fmt: skip
+
+
+def test_a_colour_code_leaves_a_bracketed_word_that_starts_with_m() -> None:
+    # (`[m` is a code only after its ESC: without one it needs a number, `[0m`)
+    assert (
+        strip_colour("\x1b[0m Broadcast_0 [missing ranks: 0]") == " Broadcast_0 [missing ranks: 0]"
+    )
+    assert strip_colour("\x1b[32mINFO\x1b[m [metrics] loss=nan") == "INFO [metrics] loss=nan"
+    assert strip_colour("[36m(TaskRunner pid=1)[0m x") == "(TaskRunner pid=1) x"
 
 
 def test_every_torch_release_s_group_status_line() -> None:
