@@ -37,7 +37,7 @@ from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import Found
 from runwatch.emitters.stacks import Taken, py_spy
 from runwatch.emitters.stalls import Waits
-from runwatch.emitters.wraps import OutputUnwrapper
+from runwatch.emitters.wraps import OutputMargin, OutputUnwrapper
 
 log = logging.getLogger("runwatch.emitters")
 
@@ -235,22 +235,27 @@ class ReadWaits(Waits):
 
 
 class OutputReader:
-    """One stream of the command's output read: a paste's hard wraps joined first
-    (`wraps.OutputUnwrapper`, as `runwatch diagnose` joins a file's), then scanned."""
+    """One stream of the command's output read: a paste's margin taken off and its hard wraps
+    joined first (`wraps.OutputMargin`, `wraps.OutputUnwrapper`, as `runwatch diagnose` does
+    a file's), then scanned."""
 
     def __init__(self, parser: LineParser) -> None:
+        self.margin = OutputMargin()
         self.wraps = OutputUnwrapper()
         self.scanner = LineScanner(parser)
 
     def feed(self, data: bytes) -> list[Found]:
-        return self._scan(self.wraps.feed(data))
+        return self._scan(self.wraps.feed(self.margin.feed(data)))
 
     def paused(self) -> list[Found]:
-        """The stream paused: what the unwrapper held, then the unfinished refresh, once."""
-        return self._scan(self.wraps.pause()) + self.scanner.peek()
+        """The stream paused: what the margin and the unwrapper held, then the unfinished
+        refresh, once."""
+        held = self.wraps.feed(self.margin.pause())
+        return self._scan(held + self.wraps.pause()) + self.scanner.peek()
 
     def finish(self) -> list[Found]:
-        return self._scan(self.wraps.finish()) + self.scanner.finish()
+        held = self.wraps.feed(self.margin.finish())
+        return self._scan(held + self.wraps.finish()) + self.scanner.finish()
 
     def _scan(self, data: bytes) -> list[Found]:
         return self.scanner.feed(data) if data else []

@@ -27,6 +27,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
+from runwatch.emitters.prefixes import launcher_prefix
+
 #: narrower than this, a "width" is a format's, not a terminal's
 MIN_WIDTH = 60
 #: how many lines of that width a file must have
@@ -56,6 +58,9 @@ def goes_on(cut: str, line: str) -> bool:
     return not (
         not line.strip()
         or _FRESH.match(line) is not None
+        # a launcher's prefix (srun's label, a rank's, a container's): written before each line
+        # a process writes, never before a wrap's pieces
+        or launcher_prefix(line)[0] is not line
         or line[:_SAME_START] == cut[:_SAME_START]
         or cut.endswith("  ")  # padded to the width, not cut at it
         or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
@@ -175,11 +180,40 @@ class Unwrapper:
         return [] if held is None else [held]
 
 
+class Margin:
+    """A paste's margin taken off: the indentation that every line so far began with (a
+    console pasted inside a list item or a quote, each of its lines indented alike), until a
+    line without it -- then none, for good. A traceback's frames, a warning's source line and
+    an exception line are told apart by their indentation, which the margin shifts; a live
+    job's output (its first line unindented, as a program's lines are) is not looked at."""
+
+    def __init__(self) -> None:
+        self.margin: str | None = None  # (None: no line yet)
+        self.off = False
+
+    def strip(self, line: str) -> str:
+        """The line without the margin (a blank line says nothing of it)."""
+        if self.off or not line.strip():
+            return line
+        if self.margin is None:
+            self.margin = line[: len(line) - len(line.lstrip(" \t"))]
+        elif not line.startswith(self.margin):
+            pairs = enumerate(zip(self.margin, line, strict=False))
+            kept = next((k for k, (a, b) in pairs if a != b), 0)
+            self.margin = self.margin[:kept]
+        if not self.margin:
+            self.off = True
+            return line
+        return line[len(self.margin) :]
+
+
 def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    """(number, line) with a hard-wrapped line's pieces joined, at its first piece's number
-    (lines without their line ends): the sample is held before the first is given out."""
+    """(number, line) with a paste's margin taken off (`Margin`) and a hard-wrapped line's
+    pieces joined, at its first piece's number (lines without their line ends): the sample is
+    held before the first is given out."""
+    margin = Margin()
     unwrapper = Unwrapper()
-    rest = iter(lines)
+    rest = ((number, margin.strip(line)) for number, line in lines)
     head = []
     for number, line in rest:
         head.append((number, line))
@@ -193,6 +227,57 @@ def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     for number, line in rest:
         yield from unwrapper.join(((number, line),))
     yield from unwrapper.release()
+
+
+class OutputMargin:
+    """`Margin` on a command's output as it comes (bytes), as `unwrapped` takes a file's off:
+    while every line so far began with the margin, whole lines are given without it and the
+    unfinished one is held to the next read or the output's pause (`pause`); once a line
+    without it came -- a live job's first -- the output passes as it comes, unlooked at."""
+
+    def __init__(self) -> None:
+        self.margin = Margin()
+        self._open = b""  # the unfinished line
+        self._given = False  # ... given at a pause as far as it came: its rest is no line start
+
+    def feed(self, data: bytes) -> bytes:
+        """What of the output so far can be read now."""
+        if self.margin.off:
+            return data
+        data = self._open + data
+        start = data.lstrip(b"\r\n")[:1] if self.margin.margin is None else b""
+        if start and start not in (b" ", b"\t"):
+            self.margin.off = True  # (an unindented first line: no paste's margin)
+            self._open = b""
+            return data
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._open = data
+            return b""
+        self._open = data[end + 1 :]
+        lines = data[:end].decode("utf-8", "replace").split("\n")
+        first = lines[0] if self._given else self.margin.strip(lines[0])
+        self._given = False
+        out = "\n".join([first, *map(self.margin.strip, lines[1:])]).encode() + b"\n"
+        if self.margin.off:
+            out, self._open = out + self._open, b""
+        return out
+
+    def pause(self) -> bytes:
+        """The output paused: the unfinished line as far as it came, without the margin."""
+        if not self._open.strip() if not self._given else not self._open:
+            return b""  # (nothing yet, or only the indentation: the margin is not known)
+        return self.finish()
+
+    def finish(self) -> bytes:
+        """The output ended: the unfinished line, without the margin."""
+        if not self._open:
+            return b""
+        rest, self._open = self._open.decode("utf-8", "replace"), b""
+        if not self._given:
+            rest = self.margin.strip(rest)
+        self._given = True
+        return rest.encode()
 
 
 class OutputUnwrapper:

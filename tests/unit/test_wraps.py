@@ -21,6 +21,8 @@ from runwatch.emitters.watch import Watcher
 from runwatch.emitters.wraps import (
     SAMPLE,
     SAMPLE_CHARS,
+    Margin,
+    OutputMargin,
     OutputUnwrapper,
     Widths,
     terminal_width,
@@ -204,9 +206,13 @@ def _dev_excerpts() -> Iterator[Path]:
 
 
 def _given(data: bytes, size: int) -> list[str]:
-    """The lines `runwatch watch` scans of `data`, read `size` bytes at a time."""
-    unwrapper = OutputUnwrapper()
-    out = b"".join(unwrapper.feed(data[i : i + size]) for i in range(0, len(data), size))
+    """The lines `runwatch watch` scans of `data`, read `size` bytes at a time: its margin
+    taken off, then its wraps joined (`watch.OutputReader`)."""
+    margin, unwrapper = OutputMargin(), OutputUnwrapper()
+    out = b"".join(
+        unwrapper.feed(margin.feed(data[i : i + size])) for i in range(0, len(data), size)
+    )
+    out += unwrapper.feed(margin.finish())
     lines = (out + unwrapper.finish()).decode("utf-8", "replace").split("\n")
     return [line.rstrip("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
 
@@ -251,6 +257,38 @@ def test_watch_joins_every_development_excerpt_as_diagnose_does() -> None:
     assert wide >= 30
 
 
+def test_a_paste_s_margin_is_taken_off_as_watch_and_diagnose_read_it() -> None:
+    """Every development excerpt pasted indented -- four spaces, a tab -- before each line
+    (inside a list item or a quote) is read by diagnose as the excerpt itself, and by watch
+    a pipe's 4 KiB at a time as diagnose reads it: traceback frames, source lines and
+    exception lines keep the indentation that tells them apart."""
+    differ = []
+    for path in _dev_excerpts():
+        raw = [line for _, line in excerpt_lines(path)]
+        plain = [line.decode("utf-8", "replace").rstrip("\r\n") for line in raw]
+        indent = "\t" if path.stem.startswith("c") else "    "
+        if not any(line.strip() and not line.startswith((" ", "\t")) for line in plain):
+            continue  # (an excerpt indented already: its own margin is taken off too)
+        read = [line for _, line in unwrapped(enumerate(plain))]
+        pasted = [indent + line if line.strip() else line for line in plain]
+        if [line for _, line in unwrapped(enumerate(pasted))] != read:
+            differ.append(("diagnose", path.stem))
+        if _given("\n".join(pasted).encode() + b"\n", 4096) != read:
+            differ.append(("watch", path.stem))
+    assert differ == []
+
+
+def test_a_margin_is_only_what_every_line_so_far_began_with() -> None:
+    margin = Margin()
+    assert [margin.strip(line) for line in ["    a", "", "      b", "  c", "d", "  e"]] == [
+        "a", "", "  b", "c", "d", "  e"]  # fmt: skip
+    assert margin.off
+    # (a live job's first line is its own: its output passes as it comes, bytes untouched)
+    output = OutputMargin()
+    assert output.feed(b"step 1 \xff\n  indented\n") == b"step 1 \xff\n  indented\n"
+    assert output.margin.off
+
+
 def test_a_live_job_s_output_is_given_at_once() -> None:
     """Where the output shows no width, a line is scanned when it ends and a bar's refresh
     as it comes -- nothing waits on the unwrapper -- and after the sample, the bytes pass
@@ -283,15 +321,19 @@ def test_widths_learned_in_batches_are_the_file_s() -> None:
 def test_whatever_the_reads_and_pauses_no_byte_is_lost_or_doubled(
     lines: list[str], cuts: list[int], pauses: list[bool]
 ) -> None:
-    """Only line ends between a wrapped line's pieces are taken out."""
-    data = "\n".join(lines).encode()
-    unwrapper = OutputUnwrapper()
-    out, pos, k = b"", 0, 0
-    while pos < len(data):
-        size = cuts[k % len(cuts)]
-        out += unwrapper.feed(data[pos : pos + size])
-        if pauses[k % len(pauses)]:
-            out += unwrapper.pause()
-        pos, k = pos + size, k + 1
-    out += unwrapper.finish()
-    assert out.replace(b"\n", b"") == data.replace(b"\n", b"")
+    """Only line ends between a wrapped line's pieces are taken out -- and a paste's margin,
+    as `Margin` takes it off line by line."""
+    for indent in ("", "  "):
+        text = [indent + line for line in lines]
+        data = "\n".join(text).encode()
+        margin, unwrapper = OutputMargin(), OutputUnwrapper()
+        out, pos, k = b"", 0, 0
+        while pos < len(data):
+            size = cuts[k % len(cuts)]
+            out += unwrapper.feed(margin.feed(data[pos : pos + size]))
+            if pauses[k % len(pauses)]:
+                out += unwrapper.feed(margin.pause()) + unwrapper.pause()
+            pos, k = pos + size, k + 1
+        out += unwrapper.feed(margin.finish()) + unwrapper.finish()
+        reference = Margin()
+        assert out.replace(b"\n", b"") == "".join(map(reference.strip, text)).encode()
