@@ -147,6 +147,27 @@ CONTROLS = [
     "2017.12.27 12:19:58 com.fenbi.mp4j.rpc.Server - heart beat check ok!",
     # submitit's own source line
     '                f"has not produced any output (state: {self.state})",',
+    # NeMo-RL's trajectory collector tolerating a failed generation batch, and its end when the
+    # data ran out; its generation ready; EasyR1's (verl's) and LLaMA-Factory's skipped steps
+    "[AsyncTrajectoryCollector] vllm batch worker FAILED (failure 1, tolerating 3) "
+    "generation_weight=4 target_weight=5",
+    "❌ Trajectory collection stopped: dataloader exhausted (max_num_epochs reached). No more "
+    "data available for generation. Increase max_num_epochs or use a larger dataset.",
+    "✅ Policy generation preparation completed successfully",
+    "(WorkerDict pid=1201) Gradient norm is not finite. Skip update.",
+    "[WARNING|2026-03-01 10:00:00] llamafactory.v1.core.base_trainer:290 >> Gradient norm is not "
+    "finite: nan",
+    # slime's fully async rollout dropping a task it goes on without, DeepSpeed's SuperOffload
+    # stopping its optimizer process at the end, a Megatron-Bridge data worker lost in
+    # preprocessing, ms-swift's rollout server method failure at a lower level
+    "WARNING:slime.rollout.fully_async_rollout:fully-async task crashed: TimeoutError()",
+    "[2026-01-09 12:00:01,123] [WARNING] [superoffload_utils.py:304:close] Optimizer process did "
+    "not terminate cleanly within timeout, forcefully terminating",
+    "WARNING:megatron.bridge.data.datasets.utils:PID 4242 died from SIGKILL",
+    "[WARNING:swift] Method execution failed: close_communicator",
+    # a SkyRL agent skipping an instance it has no fallback for (the run goes on)
+    "2026-01-09 12:00:01.000 | ERROR    | skyrl_agent.agents.base:run:310 - [FATAL] No fallback "
+    "(local/global) for instance_id django__django-11099. Skipping.",
     # ColossalAI's launcher running a command, and prose that says the words
     "Error: failed to run the benchmark on this machine, skipping",
     "====== Training on All Nodes =====",
