@@ -168,6 +168,9 @@ CONTROLS = [
     # a SkyRL agent skipping an instance it has no fallback for (the run goes on)
     "2026-01-09 12:00:01.000 | ERROR    | skyrl_agent.agents.base:run:310 - [FATAL] No fallback "
     "(local/global) for instance_id django__django-11099. Skipping.",
+    # Megatron's checkpoint loader going on without a checkpoint or the rerun machine's state
+    "WARNING: could not find the metadata file /ckpt/latest_checkpointed_iteration.txt",
+    "Unable to restore RerunMachine from checkpoint: 'state'. Skipping.",
     # ColossalAI's launcher running a command, and prose that says the words
     "Error: failed to run the benchmark on this machine, skipping",
     "====== Training on All Nodes =====",
@@ -225,6 +228,30 @@ SRUN_SIGNALS = [
     "srun: error: gpu-7: task 5: Trace/breakpoint trap (core dumped)",
     "srun: error: gpu-7: task 5: User defined signal 1",
 ]
+
+
+#: Megatron-LM's (and Megatron-Bridge's) checkpoint loader printing why it exits, then
+#: sys.exit() with no traceback (megatron/training/checkpointing.py; rendered)
+MEGATRON_LOAD_EXITS = [
+    "A metadata file exists but unable to load iteration from checkpoint /ckpt/iter_0001000, "
+    "exiting",
+    "Unable to load rng state from checkpoint /ckpt/iter_0001000. Specify --no-load-rng or "
+    "--finetune to prevent attempting to load the rng state, exiting ...",
+    "Unable to load rng state from checkpoint /ckpt/iter_0001000. Specify load_rng=False or "
+    "finetune=True to prevent attempting to load the rng state.",
+    ">> '--exit-on-missing-checkpoint' is set but no checkpoint was found under load directory "
+    "'/ckpt' (missing metadata/tracker file '/ckpt/latest_checkpointed_iteration.txt'). Exiting "
+    "with a non-zero status. <<",
+    ">> '--exit-on-missing-checkpoint' set ... exiting. <<",
+]
+
+
+@pytest.mark.parametrize("line", MEGATRON_LOAD_EXITS)
+def test_megatron_s_checkpoint_loader_exiting_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "megatron-checkpoint-load-exit"
+    parser = LineParser()
+    assert "component.failed" in [k for k, _ in parser.parse(line) + parser.finish()]
 
 
 @pytest.mark.parametrize("line", SRUN_SIGNALS)
