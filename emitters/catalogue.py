@@ -98,6 +98,39 @@ def load(text: str | None = None) -> tuple[Signature, ...]:
     return load_table(text, "catalogue.toml", "signature", _signature, "catalogue")
 
 
+@dataclass(frozen=True)
+class Read:
+    """A framework whose source was read for the catalogue and gives it nothing (more): its
+    components die by an uncaught traceback, or through the engines, Ray and torch it runs
+    on. docs/catalogue.md lists them, so a reader knows it was looked at."""
+
+    id: str
+    framework: str
+    versions: str
+    source: str
+    found: str  # what the source writes instead of a line of its own, in a sentence or two
+
+
+_READ_FIELDS = ("id", "framework", "versions", "source", "found")
+
+
+def _read(raw: dict[str, Any]) -> Read:
+    where = raw.get("id", "?")
+    missing = [k for k in _READ_FIELDS if not isinstance(raw.get(k), str) or not raw[k]]
+    if missing:
+        raise CatalogueError(f"read {where}: missing or empty {', '.join(missing)}")
+    unknown = set(raw) - set(_READ_FIELDS)
+    if unknown:
+        raise CatalogueError(f"read {where}: unknown keys {', '.join(sorted(unknown))}")
+    return Read(**{k: raw[k] for k in _READ_FIELDS})
+
+
+def load_read(text: str | None = None) -> tuple[Read, ...]:
+    """The `[[read]]` entries of `text` (TOML), by default the shipped catalogue's: the
+    frameworks read with nothing to add. Not loaded at import: only the docs need them."""
+    return load_table(text, "catalogue.toml", "read", _read, "catalogue")
+
+
 def quieter(prefix: str, level: str) -> bool:
     """Whether the logger prefix before a match names a level below `level` (a warning or a
     retry that mentions the failure, not the failure): a level's word, or glog's letter."""

@@ -28,7 +28,7 @@ import msgspec
 
 from runwatch.emitters import schema
 from runwatch.emitters.bounds import INT64_MAX, INT64_MIN
-from runwatch.emitters.catalogue import CATALOGUE
+from runwatch.emitters.catalogue import CATALOGUE, load_read
 from runwatch.emitters.events import KNOWN_KINDS, Event
 from runwatch.emitters.schema import FieldShape, Maybe, OneOf, Shape, fields_of
 from runwatch.emitters.waits import DECLARED
@@ -98,6 +98,17 @@ def catalogue_table() -> str:
         rows.append(
             f"| {_cell(s.framework)} | `{_cell(s.pattern.pattern)}` | {_cell(s.versions)} "
             f"| {_cell(s.source)} | {s.component} | {s.meaning.replace('_', ' ')} |"
+        )
+    return "\n".join(rows)
+
+
+def read_table() -> str:
+    """The frameworks read for the catalogue that give it nothing (its `[[read]]` entries)."""
+    rows = ["| framework | versions read | source | what it writes instead |",
+            "|---|---|---|---|"]  # fmt: skip
+    for r in load_read():
+        rows.append(
+            f"| {_cell(r.framework)} | {_cell(r.versions)} | {_cell(r.source)} | {_cell(r.found)} |"
         )
     return "\n".join(rows)
 
@@ -204,6 +215,7 @@ TABLES = {
     },
     ROOT / "docs" / "catalogue.md": {
         "rules:catalogue": catalogue_table,
+        "read:catalogue": read_table,
         "waits:catalogue": waits_table,
     },
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runwatch.diagnose import diagnose
-from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, Signature, load
+from runwatch.emitters.catalogue import CATALOGUE, MEANINGS, Signature, load, load_read
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.exceptions import CatalogueError
 from runwatch.emitters.logparse import ray_origin
@@ -283,6 +283,23 @@ def test_the_catalogue_loads_with_every_field() -> None:
         assert s.meaning in MEANINGS, s.id
         assert all((s.framework, s.versions, s.source)), s.id
         assert " : " in s.source, f"{s.id}: source is '<package or repo@commit> : <path>'"
+
+
+def test_the_frameworks_read_with_nothing_to_add_say_where_and_what() -> None:
+    """docs/catalogue.md lists them (`[[read]]`): each names the versions and the source read
+    as a signature does, and what the source writes instead."""
+    read = load_read()
+    assert read
+    for r in read:
+        assert all((r.framework, r.versions, r.found)), r.id
+        assert " : " in r.source, f"{r.id}: source is '<package or repo@commit> : <paths>'"
+    with pytest.raises(CatalogueError, match="read x: missing or empty found"):
+        load_read('[[read]]\nid = "x"\nframework = "f"\nversions = "1"\nsource = "p 1 : a"\n')
+    with pytest.raises(CatalogueError, match="read x: unknown keys note"):
+        load_read(
+            '[[read]]\nid = "x"\nframework = "f"\nversions = "1"\nsource = "p 1 : a"\n'
+            'found = "tracebacks"\nnote = "n"\n'
+        )
 
 
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
