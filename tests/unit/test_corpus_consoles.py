@@ -246,6 +246,8 @@ ASKED = {
                       (45, 60), 15, 17, 4, failures=28, rules={CF: 13, CT: 10, NF: 5}),
     "corpus39": Asked("out of sample, training jobs as launchers and schedulers show them; traps",
                       (45, 60), 15, 17, 4, failures=28, rules={CF: 25, CT: 3, RS: 1}),
+    "corpus40": Asked("out of sample, LLM RL post-training in the RL frameworks' forks (33 found)",
+                      (33, 60), 15, 11, 4, failures=22, rules={CF: 22}),
 }
 # fmt: on
 
