@@ -248,6 +248,8 @@ ASKED = {
                       (45, 60), 15, 17, 4, failures=28, rules={CF: 25, CT: 3, RS: 1}),
     "corpus40": Asked("out of sample, LLM RL post-training in the RL frameworks' forks (33 found)",
                       (33, 60), 15, 11, 4, failures=22, rules={CF: 22}),
+    "corpus41": Asked("out of sample, the inference side of RL jobs and what hosts it; traps",
+                      (40, 60), 15, 16, 4, failures=29, rules={CF: 25, CT: 3, IS: 1}),
 }
 # fmt: on
 

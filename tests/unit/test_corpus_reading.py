@@ -70,8 +70,13 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: same after; corpus39 25/30 -> 27/30). corpus40 (out of sample, LLM RL post-training as users of
 #: the RL frameworks and their research forks post it -- verl, EasyR1, lmm-r1, NeMo-RL, SkyRL,
 #: ROLL, slime, AReaL, prime-rl, Unsloth, open-r1 and others -- 33% trap controls, collected on
-#: 2026-12-02) is reported only, as its collector landed it.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus40"})
+#: 2026-12-02) and corpus41 (out of sample, the inference side of RL jobs and what hosts it --
+#: vLLM and its plugins, SGLang, lmdeploy, TGI, TensorRT-LLM, Dynamo, Aphrodite, Ray Core, Serve,
+#: Data and Train -- about 36% trap controls, collected the same day) are reported only, as
+#: their collectors landed them.
+REPORTED_ONLY: frozenset[str] = frozenset(
+    {"corpus16", "corpus17", "corpus30", "corpus40", "corpus41"}
+)
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
