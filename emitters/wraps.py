@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
-from runwatch.emitters.prefixes import launcher_prefix
+from runwatch.emitters.prefixes import launcher_lead, lead_form
 
 #: narrower than this, a "width" is a format's, not a terminal's
 MIN_WIDTH = 60
@@ -46,6 +46,7 @@ _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
     r"|\[|\(|Traceback|File \"|[IWEF]\d{4} )"
 )
+_NUMBERS = re.compile(r"\d+")
 #: how much of two lines' starts makes them one format's lines
 _SAME_START = 6
 #: a table's borders (box drawing, an ASCII grid's `|` and `+`): a row ends at one and the next
@@ -53,14 +54,22 @@ _SAME_START = 6
 _BORDERS = frozenset("|+" + "".join(chr(c) for c in range(0x2500, 0x2580)))
 
 
-def goes_on(cut: str, line: str) -> bool:
-    """Whether `line` can be the rest of `cut`, a line as long as the terminal was wide."""
+def _lead_shape(line: str) -> str:
+    """The launcher's prefixes a line starts with, its numbers and times left out: one
+    writer's lines, whatever rank, task or time they name, have one shape."""
+    return _NUMBERS.sub("0", lead_form(launcher_lead(line)))
+
+
+def goes_on(cut: str, line: str, lead: str = "") -> bool:
+    """Whether `line` can be the rest of `cut`, a line as long as the terminal was wide
+    (`lead`: the shape of the launcher's prefixes the cut line began with, `_lead_shape`)."""
     return not (
         not line.strip()
         or _FRESH.match(line) is not None
-        # a launcher's prefix (srun's label, a rank's, a container's): written before each line
-        # a process writes, never before a wrap's pieces
-        or launcher_prefix(line)[0] is not line
+        # the prefix the cut line began with (srun's label, a rank's, a container's), in its
+        # shape: a launcher writes it before each line of a process, never before a wrap's
+        # pieces -- which may begin with what looks like one (`86: Some workers`)
+        or (lead and _lead_shape(line) == lead)
         or line[:_SAME_START] == cut[:_SAME_START]
         or cut.endswith("  ")  # padded to the width, not cut at it
         or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
@@ -86,7 +95,12 @@ class Widths:
         """A batch of lines (without their line ends), after those seen before."""
         if not lines:
             return
-        if self._last is not None and len(self._last) == self.top and goes_on(self._last, lines[0]):
+        last = self._last
+        if (
+            last is not None
+            and len(last) == self.top
+            and goes_on(last, lines[0], _lead_shape(last))
+        ):
             self.went += 1
         self._last = None
         lengths = list(map(len, lines))
@@ -99,7 +113,7 @@ class Widths:
         while True:
             self.count += 1
             if at + 1 < len(lines):
-                self.went += goes_on(lines[at], lines[at + 1])
+                self.went += goes_on(lines[at], lines[at + 1], _lead_shape(lines[at]))
             else:
                 self._last = lines[at]  # (the next batch's first line says whether it went on)
             try:
@@ -164,7 +178,7 @@ class Unwrapper:
         for number, line in lines:
             if (held := self.held) is not None:
                 self.held = None
-                if goes_on(held[1][-width:], line):
+                if goes_on(held[1][-width:], line, _lead_shape(held[1])):
                     number, line = held[0], held[1] + line
                 else:
                     out.append(held)
@@ -182,38 +196,62 @@ class Unwrapper:
 
 class Margin:
     """A paste's margin taken off: the indentation that every line so far began with (a
-    console pasted inside a list item or a quote, each of its lines indented alike), until a
-    line without it -- then none, for good. A traceback's frames, a warning's source line and
-    an exception line are told apart by their indentation, which the margin shifts; a live
-    job's output (its first line unindented, as a program's lines are) is not looked at."""
+    console pasted inside a list item or a quote, each of its lines indented alike), once a
+    second line showed it -- the first is held till then: one indented line is a line's own
+    (a prompt's, a frame's) -- until a line without it: then none, for good. A traceback's
+    frames, a warning's source line and an exception line are told apart by their
+    indentation, which the margin shifts; a live job's output (its first line unindented, as
+    a program's lines are) is not looked at."""
 
     def __init__(self) -> None:
         self.margin: str | None = None  # (None: no line yet)
         self.off = False
+        self.sure = False  # two lines showed it
+        self.held: list[tuple[int, str]] = []  # the first line (and blank ones) till then
 
-    def strip(self, line: str) -> str:
-        """The line without the margin (a blank line says nothing of it)."""
-        if self.off or not line.strip():
-            return line
-        if self.margin is None:
-            self.margin = line[: len(line) - len(line.lstrip(" \t"))]
-        elif not line.startswith(self.margin):
-            pairs = enumerate(zip(self.margin, line, strict=False))
-            kept = next((k for k, (a, b) in pairs if a != b), 0)
-            self.margin = self.margin[:kept]
-        if not self.margin:
+    def feed(self, number: int, line: str) -> list[tuple[int, str]]:
+        """The lines to give now, the margin off where it is sure (a blank line says nothing
+        of it)."""
+        if self.off:
+            return [(number, line)]
+        if not line.strip():
+            if self.sure:
+                return [(number, line)]
+            self.held.append((number, line))
+            return []
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if self.margin is not None and not indent.startswith(self.margin):
+            pairs = enumerate(zip(self.margin, indent, strict=False))
+            indent = self.margin[: next((k for k, (a, b) in pairs if a != b), len(indent))]
+        if not indent:
             self.off = True
-            return line
-        return line[len(self.margin) :]
+            return [*self.flush(), (number, line)]
+        if self.margin is None or len(indent) < len(self.margin):
+            self.margin = indent
+        if not self.sure and not any(text.strip() for _, text in self.held):
+            self.held.append((number, line))  # (the first line: its own, till a second shows it)
+            return []
+        self.sure = True
+        out = [(n, self.cut(text)) for n, text in [*self.held, (number, line)]]
+        self.held = []
+        return out
+
+    def cut(self, line: str) -> str:
+        """The line without the margin, where it has it."""
+        return line[len(self.margin) :] if self.margin and line.startswith(self.margin) else line
+
+    def flush(self) -> list[tuple[int, str]]:
+        """The lines held, as they are: no second line showed the margin."""
+        held, self.held = self.held, []
+        return held
 
 
 def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """(number, line) with a paste's margin taken off (`Margin`) and a hard-wrapped line's
     pieces joined, at its first piece's number (lines without their line ends): the sample is
     held before the first is given out."""
-    margin = Margin()
     unwrapper = Unwrapper()
-    rest = ((number, margin.strip(line)) for number, line in lines)
+    rest = _without_margin(lines, Margin())
     head = []
     for number, line in rest:
         head.append((number, line))
@@ -229,11 +267,18 @@ def unwrapped(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     yield from unwrapper.release()
 
 
+def _without_margin(lines: Iterable[tuple[int, str]], margin: Margin) -> Iterator[tuple[int, str]]:
+    for number, line in lines:
+        yield from margin.feed(number, line)
+    yield from margin.flush()
+
+
 class OutputMargin:
     """`Margin` on a command's output as it comes (bytes), as `unwrapped` takes a file's off:
-    while every line so far began with the margin, whole lines are given without it and the
-    unfinished one is held to the next read or the output's pause (`pause`); once a line
-    without it came -- a live job's first -- the output passes as it comes, unlooked at."""
+    while every line so far began with the margin, whole lines are given without it (the
+    first held till a second shows it) and the unfinished one is held to the next read or the
+    output's pause (`pause`: a margin no second line showed is none); once a line without it
+    came -- a live job's first -- the output passes as it comes, unlooked at."""
 
     def __init__(self) -> None:
         self.margin = Margin()
@@ -245,8 +290,8 @@ class OutputMargin:
         if self.margin.off:
             return data
         data = self._open + data
-        start = data.lstrip(b"\r\n")[:1] if self.margin.margin is None else b""
-        if start and start not in (b" ", b"\t"):
+        first = self.margin.margin is None and not self.margin.held
+        if first and (start := data.lstrip(b"\r\n")[:1]) and start not in (b" ", b"\t"):
             self.margin.off = True  # (an unindented first line: no paste's margin)
             self._open = b""
             return data
@@ -256,28 +301,47 @@ class OutputMargin:
             return b""
         self._open = data[end + 1 :]
         lines = data[:end].decode("utf-8", "replace").split("\n")
-        first = lines[0] if self._given else self.margin.strip(lines[0])
-        self._given = False
-        out = "\n".join([first, *map(self.margin.strip, lines[1:])]).encode() + b"\n"
+        out: list[tuple[int, str]] = []
+        if self._given:  # (the rest of a line given at a pause)
+            out.append((0, lines.pop(0)))
+            self._given = False
+        for line in lines:
+            out += self.margin.feed(0, line)
+        given = b"".join(line.encode() + b"\n" for _, line in out)
         if self.margin.off:
-            out, self._open = out + self._open, b""
-        return out
+            given, self._open = given + self._open, b""
+        return given
 
     def pause(self) -> bytes:
-        """The output paused: the unfinished line as far as it came, without the margin."""
-        if not self._open.strip() if not self._given else not self._open:
-            return b""  # (nothing yet, or only the indentation: the margin is not known)
-        return self.finish()
+        """The output paused: a margin no second line showed is none (a live job's line), and
+        the unfinished line is given as far as it came, without a sure margin."""
+        if self.margin.sure and not self._given and not self._open.strip():
+            return b""  # (only the indentation so far: nothing to give)
+        held = self._unsure()
+        if not self._open:
+            return held
+        rest, self._open = self._open.decode("utf-8", "replace"), b""
+        if not self._given and self.margin.sure:
+            rest = self.margin.cut(rest)
+        self._given = True
+        return held + rest.encode()
 
     def finish(self) -> bytes:
-        """The output ended: the unfinished line, without the margin."""
-        if not self._open:
-            return b""
+        """The output ended: its unfinished line is its last line."""
         rest, self._open = self._open.decode("utf-8", "replace"), b""
-        if not self._given:
-            rest = self.margin.strip(rest)
-        self._given = True
-        return rest.encode()
+        if self._given:
+            out, self._given = [rest], False
+        else:
+            out = [line for _, line in self.margin.feed(0, rest)] if rest else []
+        held = self._unsure()
+        return held + "\n".join(out).encode()
+
+    def _unsure(self) -> bytes:
+        """The lines held while no second line showed the margin, as they are: none then."""
+        if self.margin.sure or self.margin.off:
+            return b""
+        self.margin.off = True
+        return b"".join(line.encode() + b"\n" for _, line in self.margin.flush())
 
 
 class OutputUnwrapper:

@@ -176,7 +176,11 @@ def _fired(path: Path, width: int) -> tuple[str, ...]:
 #: at each width, its one line of about 150 columns (`The node with client ID ... has been
 #: marked dead because the monitor has missed too many heartbeats from it.`), alone in the
 #: excerpt (no width shown), cut by either wrap before the words the signature reads.
-LOST = {80: 35, 120: 41}
+#: corpus41's (registered 2026-12-02, reported only) three at 80 and two at 120, as its
+#: collector measured them: a vllm-ascend engine's stats and shm_broadcast lines that the poster's
+#: paste wrapped already, a Ray worker's colour-coded `Error executing method` line, and a vLLM
+#: worker's self-attention traceback whose exception line a wrap at 80 cuts.
+LOST = {80: 38, 120: 43}
 
 
 @pytest.mark.slow  # (every development excerpt, twice: `make test`, not the unit loop)
@@ -269,6 +273,8 @@ def test_a_paste_s_margin_is_taken_off_as_watch_and_diagnose_read_it() -> None:
         indent = "\t" if path.stem.startswith("c") else "    "
         if not any(line.strip() and not line.startswith((" ", "\t")) for line in plain):
             continue  # (an excerpt indented already: its own margin is taken off too)
+        if sum(1 for line in plain if line.strip()) < 2:
+            continue  # (one line shows no margin: it may be its own indentation)
         read = [line for _, line in unwrapped(enumerate(plain))]
         pasted = [indent + line if line.strip() else line for line in plain]
         if [line for _, line in unwrapped(enumerate(pasted))] != read:
@@ -278,11 +284,19 @@ def test_a_paste_s_margin_is_taken_off_as_watch_and_diagnose_read_it() -> None:
     assert differ == []
 
 
-def test_a_margin_is_only_what_every_line_so_far_began_with() -> None:
+def _margined(lines: list[str]) -> list[str]:
     margin = Margin()
-    assert [margin.strip(line) for line in ["    a", "", "      b", "  c", "d", "  e"]] == [
+    out = [line for n, text in enumerate(lines) for _, line in margin.feed(n, text)]
+    return out + [line for _, line in margin.flush()]
+
+
+def test_a_margin_is_what_every_line_so_far_began_with_once_two_show_it() -> None:
+    assert _margined(["    a", "", "      b", "  c", "d", "  e"]) == [
         "a", "", "  b", "c", "d", "  e"]  # fmt: skip
-    assert margin.off
+    # (one indented line is its own -- a prompt's, a frame's -- till a second shows a margin)
+    assert _margined([" $ mpirun -np 4 ./bt", "mpirun noticed that process rank 0"]) == [
+        " $ mpirun -np 4 ./bt", "mpirun noticed that process rank 0"]  # fmt: skip
+    assert _margined(['  File "x.py", line 3, in f']) == ['  File "x.py", line 3, in f']
     # (a live job's first line is its own: its output passes as it comes, bytes untouched)
     output = OutputMargin()
     assert output.feed(b"step 1 \xff\n  indented\n") == b"step 1 \xff\n  indented\n"
@@ -322,7 +336,8 @@ def test_whatever_the_reads_and_pauses_no_byte_is_lost_or_doubled(
     lines: list[str], cuts: list[int], pauses: list[bool]
 ) -> None:
     """Only line ends between a wrapped line's pieces are taken out -- and a paste's margin,
-    as `Margin` takes it off line by line."""
+    as `Margin` takes it off line by line, or none where the output paused before a second
+    line showed it."""
     for indent in ("", "  "):
         text = [indent + line for line in lines]
         data = "\n".join(text).encode()
@@ -335,5 +350,8 @@ def test_whatever_the_reads_and_pauses_no_byte_is_lost_or_doubled(
                 out += unwrapper.feed(margin.pause()) + unwrapper.pause()
             pos, k = pos + size, k + 1
         out += unwrapper.feed(margin.finish()) + unwrapper.finish()
-        reference = Margin()
-        assert out.replace(b"\n", b"") == "".join(map(reference.strip, text)).encode()
+        # (a pause before a second line showed the margin gives it up: the lines as they are)
+        assert out.replace(b"\n", b"") in (
+            "".join(_margined(text)).encode(),
+            "".join(text).encode(),
+        )
