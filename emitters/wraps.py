@@ -89,6 +89,7 @@ class Widths:
         self.top = 0  # the longest line's length
         self.count = 0  # lines that long
         self.went = 0  # ... a line that goes on followed
+        self.padded = 0  # ... ending in the terminal's padding
         self._last: str | None = None  # the last batch's last line, when that long
 
     def saw(self, lines: Sequence[str]) -> None:
@@ -108,10 +109,11 @@ class Widths:
         if longest < self.top:
             return
         if longest > self.top:
-            self.top, self.count, self.went = longest, 0, 0
+            self.top, self.count, self.went, self.padded = longest, 0, 0, 0
         at = lengths.index(longest)
         while True:
             self.count += 1
+            self.padded += lines[at].endswith("  ")
             if at + 1 < len(lines):
                 self.went += goes_on(lines[at], lines[at + 1], _lead_shape(lines[at]))
             else:
@@ -126,6 +128,8 @@ class Widths:
         """The width the lines were hard-wrapped at, or None where they show none."""
         if self.top < MIN_WIDTH or self.count < MIN_WRAPPED:
             return None
+        if self.padded >= MIN_WRAPPED and 2 * self.padded > self.count:
+            return self.top  # (a terminal that pads its lines shows its width: most are that long)
         return self.top if 2 * self.went > self.count else None
 
 
