@@ -25,7 +25,8 @@ syntax -- verl's, PRIME-RL's, Megatron's iteration lines, mmengine's, ...), prin
 ({'loss': ...}), tables and bar postfixes; vLLM and SGLang stats lines; torch's NCCL
 watchdog, gloo and c10d-store timeouts; uncaught Python tracebacks (with or without their
 head) and the fatal lines of the catalogue (docs/catalogue.md) -- under Ray's (Name pid=N)
-prefix, torchrun's [rankN]:, Open MPI's [1,N]<stdout>: or a launcher's [timestamp] too."""
+prefix, torchrun's [rankN]:, Open MPI's [1,N]<stdout>:, srun's label, pdsh's host, kubectl's
+[pod/...], the journal's or a launcher's [timestamp] too, and pasted indented or wrapped."""
 
 HELP = f"""\
 Read the logs a run left -- a driver's stderr with tqdm bars, a vLLM or SGLang server's
