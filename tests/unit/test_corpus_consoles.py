@@ -250,6 +250,8 @@ ASKED = {
                       (33, 60), 15, 11, 4, failures=22, rules={CF: 22}),
     "corpus41": Asked("out of sample, the inference side of RL jobs and what hosts it; traps",
                       (40, 60), 15, 16, 4, failures=29, rules={CF: 25, CT: 3, IS: 1}),
+    "corpus42": Asked("out of sample, LLM pre-training and fine-tuning at scale as users post",
+                      (40, 60), 15, 15, 4, failures=25, rules={CF: 16, CT: 5, NF: 5}),
 }
 # fmt: on
 
