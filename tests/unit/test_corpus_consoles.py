@@ -252,6 +252,8 @@ ASKED = {
                       (40, 60), 15, 16, 4, failures=29, rules={CF: 25, CT: 3, IS: 1}),
     "corpus42": Asked("out of sample, LLM pre-training and fine-tuning at scale as users post",
                       (40, 60), 15, 15, 4, failures=25, rules={CF: 16, CT: 5, NF: 5}),
+    "corpus43": Asked("out of sample, LLM training and serving on non-NVIDIA accelerators; traps",
+                      (43, 60), 15, 16, 4, failures=27, rules={CF: 24, CT: 2, NF: 1}),
 }
 # fmt: on
 
