@@ -35,6 +35,7 @@ MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL wo
            "WorkNCCL::checkTimeout",
            "Some NCCL operations have failed", "Heartbeat monitor timed out",
            "Notify register times out", "Getting socket times out",
+           "wait socket establish timeout",
            "hccl fftsplus task timeout", "store based barrier", ": Wait timeout",
            "store->get(", "Barrier timed out", "failed to pass monitoredBarrier",
            "Terminating the process after attempting to dump",
@@ -242,6 +243,14 @@ _DUMP_SIGNAL = re.compile(
     r"(?:.*?Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+))?"
 )
 _HCCL_SOCKET = re.compile(r"\bEI0006\b.*?Getting socket times out")
+#: ... and the line HCCL's own log writes for it, the link to a peer not set up within
+#: HCCL_CONNECT_TIMEOUT (hicann/hccl@09300b70 docs/zh/user_guide/fault_diagnosis/
+#: param_link_stage.md, hcomm's hccl_socket_manager.cc `[Wait][LinkEstablish]`: "wait socket
+#: establish timeout, role[1] rank[1] timeout[120 s]"; CANN 8.x writes `timeout[120]`)
+_HCCL_LINK = re.compile(
+    r"wait socket establish timeout, role\[\d+\] rank\[(?P<rank>\d+)\] "
+    r"timeout\[(?P<s>\d+)(?: ?s)?\]"
+)
 _HCCL_TASK = re.compile(r"hccl fftsplus task timeout occurred\b(?:.*?\btimeout:(?P<s>\d+))?")
 #: the words ProcessGroupNCCL's `WorkNCCL::handleException` logs at ERROR before it rethrows a
 #: work's exception -- an NCCL error or a timeout -- and takes the process down (torch 2.15.0
@@ -404,6 +413,9 @@ def parse(line: str, rank: int | None = None) -> Found | None:
             fields["pg"] = hccl.group("group")
     elif _HCCL_SOCKET.search(line) is not None:
         fields.update(backend="hccl", op="socket")
+    elif (link := _HCCL_LINK.search(line)) is not None:
+        fields.update(backend="hccl", op="socket", timeout_s=float(link.group("s")),
+                      group_rank=int(link.group("rank")))  # fmt: skip
     elif (task := _HCCL_TASK.search(line)) is not None:
         fields.update(backend="hccl", op="task")
         if task.group("s"):

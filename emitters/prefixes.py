@@ -55,11 +55,12 @@ JOURNAL = re.compile(
 )
 #: pdsh's label of each line a node's command wrote (DeepSpeed's and accelerate's multi-node
 #: launcher; chaos/pdsh src/pdsh/dsh.c `rsh`: `out("%S: %s", host, line)` unless `-N`): the
-#: host, an address or a name with a digit in it (`10.96.202.43: `, `node107: `, `worker-1: `)
-#: -- not a metric's key (`step: 3`, `top1: 75.2`: a number alone after it -- a time may
-#: follow a host) nor a word (`epoch: `, `wandb: `)
+#: host, an address or a lower-case name with a digit in it (`10.96.202.43: `, `node107: `,
+#: `worker-1: `) -- not a metric's key (`step: 3`, `top1: 75.2`: a number alone after it -- a
+#: time may follow a host), a word (`epoch: `, `wandb: `) nor an error code (CANN's `EI0006: `,
+#: `EZ9999: `, upper-case)
 _PDSH = (
-    r"(?:(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*): "
+    r"(?:(?:\d{1,3}\.){3}\d{1,3}|[a-z][a-z0-9-]*\d[a-z0-9-]*(?:\.[a-z0-9-]+)*): "
     r"(?![-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?(?:[\s,;|]|$)|nan\b|inf\b))"
 )
 #: `docker compose logs` / `up` (docker/compose@f729794 cmd/formatter/logs.go `setPrefix`:

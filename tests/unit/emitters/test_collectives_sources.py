@@ -170,6 +170,26 @@ def test_a_newer_hccl_work_with_its_sizes_is_read_alike() -> None:
     assert _said(found[1], "backend", "seq", "op", "timeout_s") == ("hccl", 7, "BROADCAST", 1800.0)
 
 
+@pytest.mark.parametrize("timeout", ["120 s", "120"], ids=["hccl-docs", "cann-8"])
+def test_hccl_s_link_setup_timeout_is_a_collective_s_at_connect(timeout: str) -> None:
+    """HCCL's own log line for EI0006: the link to a peer not set up within
+    HCCL_CONNECT_TIMEOUT (hicann/hccl's fault-diagnosis guide's line; CANN 8's as vllm-ascend
+    printed it, corpus43) -- a collective timeout of rank 12, not a failure the catalogue
+    names. CANN's own code `EI0006: ...` before a time is no pdsh host's label."""
+    line = (
+        "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl_socket_manager.cc:778] "
+        "[2734049][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12] "
+        f"timeout[{timeout}]"
+    )
+    for found in (read_all([line]), scanned([line])):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op", "group_rank", "timeout_s") == (
+            "hccl", "socket", 12, 120.0)  # fmt: skip
+    code = "EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank"
+    (fields,) = _timeouts(read_all([code]))
+    assert _said(fields, "backend", "op") == ("hccl", "socket")
+
+
 CORPUS26 = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus26" / "dev"
 JAX_REGISTER = "jax_0_8_1_tpu_v6e_multislice_initialize_registertask_deadline_exceeded"
 PRRTE_DMDX = "openmpi_prrte_dmdx_request_timed_out_pmix_server_max_wait_mtt_killed_mpirun"
