@@ -94,6 +94,9 @@ PREFIX = re.compile(
 )
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def strip_colour(line: str) -> str:
     """The line without colour codes, also those whose ESC byte was lost."""
     if "\x1b" in line:
@@ -103,19 +106,32 @@ def strip_colour(line: str) -> str:
     return line
 
 
+def _may_be_prefixed(line: str) -> bool:
+    """Whether the line may start with a prefix `PREFIX` knows: cheap tests of its first
+    characters, so that most lines never meet the expression."""
+    first = line[:1]
+    if first in ("[", "M", "T", "W", "F", "S", "P") or first.isdigit():
+        return True  # (a bracket, an MPI date's weekday, srun's het label, a time or a label)
+    if first == " ":  # (srun's label padded to the widest task id's digits)
+        return line.lstrip(" ")[:1].isdigit() and not line.startswith("     ")
+    if " | " in line[:_COMPOSE_WITHIN] or line[10:11] == "T":
+        return True  # (a compose name's bar, a collector's RFC 3339 time)
+    if line[3:4] == " " and line[9:10] == ":":
+        return True  # (the journal's month, day and time)
+    # pdsh's host: one lower-case word with a digit in it, then `: `
+    end = line.find(": ", 0, 64)
+    return (
+        end > 0
+        and first.islower()
+        and " " not in line[:end]
+        and _DIGIT.search(line, 0, end) is not None
+    )
+
+
 def launcher_prefix(line: str) -> tuple[str, int | None]:
     """(the line without torchrun's, Open MPI's and a launcher's prefixes, the rank they
     name or None)."""
-    if (
-        line[:1] not in ("[", "M", "T", "W", "F", "S", "P", " ")
-        and not line[:1].isdigit()
-        and ": " not in line[:64]
-        and " | " not in line[:_COMPOSE_WITHIN]
-        and line[9:10] != ":"
-        and line[10:11] != "T"
-    ):
-        # ("[", an MPI date's weekday, a compose name's bar, a collector's, srun's label, the
-        # journal's month)
+    if not _may_be_prefixed(line):
         return line, None
     m = PREFIX.match(line)
     if m is None or not m.end():
