@@ -40,12 +40,12 @@ _STAMPED = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?"
 #: `srun --label`: the task id (SLURM_PROCID, a rank) right-aligned to the widest id's digits,
 #: then `: ` -- not a program's own numbered lines, whose number is its iteration or an item's:
 #: a number and a comma after it (darknet's `%ld: %f, %f avg loss`, its NaN as the C library
-#: prints it: `-nan(ind)`, `1.#QNAN0`), a key and its value
+#: prints it: `-nan(ind)`, `1.#QNAN0`), a key and its value after a tab or a run of spaces
 #: (CatBoost's `N:\tlearn: 0.12`, its tab often pasted as spaces), a call printed (`2: tensor(`)
 _SRUN = (
     r" {0,4}(?:P\d+ +)?(?P<srank>\d{1,5}): "
     r"(?![-+]?(?:\d+(?:\.\d+)?|\d\.#\w+|nan(?:\(\w+\))?|inf), "
-    r"|\s*[a-z_]\w*:\s+[-+]?(?:\d|nan\b|inf\b)|[a-z_]\w*\()"
+    r"|(?:\t| \s)\s*[a-z_]\w*:\s+[-+]?(?:\d|nan\b|inf\b)|[a-z_]\w*\()"
 )
 #: the journal's and syslog's short format (systemd/src/shared/logs-show.c `output_short`:
 #: the local time without a year, the host, the identifier and `[PID]` where it has one)
@@ -55,13 +55,15 @@ JOURNAL = re.compile(
 )
 #: pdsh's label of each line a node's command wrote (DeepSpeed's and accelerate's multi-node
 #: launcher; chaos/pdsh src/pdsh/dsh.c `rsh`: `out("%S: %s", host, line)` unless `-N`): the
-#: host, an address or a lower-case name with a digit in it (`10.96.202.43: `, `node107: `,
-#: `worker-1: `) -- not a metric's key (`step: 3`, `top1: 75.2`: a number alone after it -- a
-#: time may follow a host), a word (`epoch: `, `wandb: `) nor an error code (CANN's `EI0006: `,
-#: `EZ9999: `, upper-case)
+#: host, an address or a lower-case name in parts with a digit (`10.96.202.43: `, `worker-1: `,
+#: `gpu-node-07: `, `node1.cluster: `) -- not a metric's key (`acc1: `, `loss2: NaN`, `top1: 75.2`,
+#: `math500: acc=0.45`: one part), an error code (CANN's `EI0006: `, upper-case), a script bash
+#: names in its own messages (`run-qwen2.5-7b.sh: line 12: 4321 Killed`) nor Python's
+#: (`python3.11: No module named x`); nor a number alone after it (a time may follow a host)
 _PDSH = (
-    r"(?:(?:\d{1,3}\.){3}\d{1,3}|[a-z][a-z0-9-]*\d[a-z0-9-]*(?:\.[a-z0-9-]+)*): "
-    r"(?![-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?(?:[\s,;|]|$)|nan\b|inf\b))"
+    r"(?:(?:\d{1,3}\.){3}\d{1,3}"
+    r"|(?!python)(?=[a-z0-9.-]*\d)[a-z][a-z0-9]*(?:[-.][a-z0-9]+)+(?<!\.sh)(?<!\.py)(?<!\.bash)): "
+    r"(?!line \d+: |[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?(?:[\s,;|]|$)|nan\b|inf\b))"
 )
 #: `docker compose logs` / `up` (docker/compose@f729794 cmd/formatter/logs.go `setPrefix`:
 #: `fmt.Sprintf("%-"+width+"s | ", name)`, the width the longest name's + 1, then each line
@@ -118,12 +120,13 @@ def _may_be_prefixed(line: str) -> bool:
         return True  # (a compose name's bar, a collector's RFC 3339 time)
     if line[3:4] == " " and line[9:10] == ":":
         return True  # (the journal's month, day and time)
-    # pdsh's host: one lower-case word with a digit in it, then `: `
+    # pdsh's host: one lower-case name in parts with a digit in it, then `: `
     end = line.find(": ", 0, 64)
     return (
         end > 0
         and first.islower()
         and " " not in line[:end]
+        and ("-" in line[:end] or "." in line[:end])
         and _DIGIT.search(line, 0, end) is not None
     )
 

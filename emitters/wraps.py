@@ -90,6 +90,7 @@ class Widths:
         self.count = 0  # lines that long
         self.went = 0  # ... a line that goes on followed
         self.padded = 0  # ... ending in the terminal's padding
+        self.seen = 0  # lines, blank ones left out
         self._last: str | None = None  # the last batch's last line, when that long
 
     def saw(self, lines: Sequence[str]) -> None:
@@ -104,6 +105,7 @@ class Widths:
         ):
             self.went += 1
         self._last = None
+        self.seen += sum(1 for line in lines if line.strip())
         lengths = list(map(len, lines))
         longest = max(lengths)
         if longest < self.top:
@@ -128,8 +130,8 @@ class Widths:
         """The width the lines were hard-wrapped at, or None where they show none."""
         if self.top < MIN_WIDTH or self.count < MIN_WRAPPED:
             return None
-        if self.padded >= MIN_WRAPPED and 2 * self.padded > self.count:
-            return self.top  # (a terminal that pads its lines shows its width: most are that long)
+        if self.padded >= MIN_WRAPPED and 2 * self.padded > self.seen:
+            return self.top  # (a terminal that pads every line shows its width: most are padded)
         return self.top if 2 * self.went > self.count else None
 
 
@@ -218,6 +220,9 @@ class Margin:
         of it)."""
         if self.off:
             return [(number, line)]
+        if not self.sure and ("\r" in line or len(line) > LONGEST):
+            self.off = True  # (a bar's refreshes, a blob: a live job's output, no paste's margin)
+            return [*self.flush(), (number, line)]
         if not line.strip():
             if self.sure:
                 return [(number, line)]
@@ -300,11 +305,17 @@ class OutputMargin:
             self._open = b""
             return data
         end = data.rfind(b"\n")
-        if end < 0:
-            self._open = data
-            return b""
         self._open = data[end + 1 :]
-        lines = data[:end].decode("utf-8", "replace").split("\n")
+        if b"\r" in self._open or len(self._open) > LONGEST:
+            # (a bar refreshed in place, or a blob: given as it comes, as at a pause -- a
+            # margin no second line showed is given up, as `Margin` gives it up for such a line)
+            head = self._lines(data[: end + 1]) if end >= 0 else b""
+            return head + self.pause()
+        return self._lines(data[: end + 1]) if end >= 0 else b""
+
+    def _lines(self, data: bytes) -> bytes:
+        """Whole lines (`data` ends in a line end), the margin off where it is sure."""
+        lines = data[:-1].decode("utf-8", "replace").split("\n")
         out: list[tuple[int, str]] = []
         if self._given:  # (the rest of a line given at a pause)
             out.append((0, lines.pop(0)))

@@ -64,8 +64,14 @@ def test_a_watchdog_line_under_any_prefix(prefix: str) -> None:
     ["58:     learn: nan        total: 7m 2s    remaining: 1m 2s",
      " 74: -nan, -nan avg loss, 0.000100 rate, 39.074849 seconds, 1776 images",
      "2: tensor(nan, device='cuda:0', grad_fn=<SumBackward0>)", "step: 100 total_loss: nan",
-     "top1: 75.2 top5: 90.1", "epoch: 1, step: 2265, lr: 3.62e-05, loss: 6.23"],
-    ids=["catboost", "darknet", "enumerated-print", "key", "digit-key", "word-key"],
+     "top1: 75.2 top5: 90.1", "epoch: 1, step: 2265, lr: 3.62e-05, loss: 6.23",
+     "acc1: tensor(75.2000, device='cuda:0')", "loss2: NaN", "math500: acc=0.45",
+     "node107: 76930 2.6496577", "EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out.",
+     "run-qwen2.5-7b.sh: line 12: 4321 Killed                  python train.py",
+     "python3.11: Error while finding module specification for 'x'"],
+    ids=["catboost", "darknet", "enumerated-print", "key", "digit-key", "word-key",
+         "digit-key-tensor", "digit-key-nan", "digit-key-pairs", "host-then-columns",
+         "cann-error-code", "bash-killed", "python-exec-error"],
 )  # fmt: skip
 def test_a_program_s_own_numbered_or_keyed_line_is_no_launcher_s_label(line: str) -> None:
     # (srun's `N: ` and pdsh's `HOST: ` begin lines as a program's iteration or key does)
@@ -74,8 +80,36 @@ def test_a_program_s_own_numbered_or_keyed_line_is_no_launcher_s_label(line: str
 
 def test_srun_s_label_is_the_rank() -> None:
     assert launcher_prefix(" 3: [rank3]:x") == ("x", 3)
+    assert launcher_prefix("0: step: 2, loss: 1.20, lr: 1e-5") == (
+        "step: 2, loss: 1.20, lr: 1e-5",
+        0,
+    )
     assert launcher_prefix("11: srun: error: node107: task 0: Out Of Memory") == (
         "srun: error: node107: task 0: Out Of Memory", 11)  # fmt: skip
+
+
+def test_under_srun_s_labels_a_traceback_its_rank_worked_past_is_handled(tmp_path: Path) -> None:
+    """A rank's steps and its traceback under one label, its steps going on after it: the
+    traceback was handled, as it is without labels (a reviewer's case: the key-value exclusion
+    left the step lines labelled, so rank 0 seemed to stop at its traceback)."""
+    lines = [
+        "0: step: 1, loss: 1.30, lr: 1e-5", "1: step: 1, loss: 1.31, lr: 1e-5",
+        "0: Traceback (most recent call last):",
+        '0:   File "/app/reward.py", line 42, in score',
+        "0:     resp = requests.post(url, json=payload, timeout=10)",
+        "0: requests.exceptions.ConnectionError: HTTPConnectionPool(host='rm', port=8000)",
+        *[f"{r}: step: {n}, loss: 1.{20 - n}, lr: 1e-5" for n in (2, 3, 4) for r in (0, 1)],
+    ]  # fmt: skip
+    path = tmp_path / "srun.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert [a.rule for a in diagnose([path], day=date(2026, 12, 2)).alerts] == []
+    killed = tmp_path / "killed.log"
+    killed.write_text(
+        "step 1 loss 1.2\nrun-qwen2.5-7b.sh: line 12: 4321 Killed      python train.py\n"
+    )
+    assert {a.rule for a in diagnose([killed], day=date(2026, 12, 2)).alerts} == {
+        "component_failed"
+    }
 
 
 def test_a_colour_code_leaves_a_bracketed_word_that_starts_with_m() -> None:
