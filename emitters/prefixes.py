@@ -88,6 +88,7 @@ _COLLECTED = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
 #: line, before the collector's time where `--timestamps` asks it (k8s.io/kubectl
 #: pkg/cmd/logs/logs.go `addPrefixIfNeeded`: `fmt.Sprintf("[pod/%s/%s] ", ref.Name, container)`)
 _KUBECTL = r"\[pod/[\w.-]+/[\w.-]*\] "
+_POD = re.compile(_KUBECTL)
 #: a log viewer's line numbers, `[80746] `, pasted with the lines
 _GUTTER = r"\[\d+\] (?=\[)"
 PREFIX = re.compile(
@@ -149,6 +150,8 @@ def time_places(line: str) -> Iterator[str]:
     under those prefixes (a program's own, behind a container's name or a rank). `runwatch
     diagnose` dates a line so; the waits' clock (`stalls`) reads the prefixes first too."""
     yield line
+    if line.startswith("[pod/") and (pod := _POD.match(line)) is not None:
+        yield line[pod.end() :]  # (the collector's time after a pod's name too long to look past)
     if (inner := launcher_prefix(line)[0].lstrip()) != line:
         yield inner
 
