@@ -18,7 +18,7 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick
 
 from runwatch.emitters.exceptions import CatalogueError
-from runwatch.emitters.tables import load_table
+from runwatch.emitters.tables import checked_keys, load_table
 
 MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort", "signalled")
 #: the levels a logger prefix may name, lowest first (`WARN` is Python's alias)
@@ -60,13 +60,7 @@ class Signature:
 
 
 def _signature(raw: dict[str, Any]) -> Signature:
-    where = raw.get("id", "?")
-    missing = [k for k in _REQUIRED if not isinstance(raw.get(k), str | list) or not raw[k]]
-    if missing:
-        raise CatalogueError(f"signature {where}: missing or empty {', '.join(missing)}")
-    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
-    if unknown:
-        raise CatalogueError(f"signature {where}: unknown keys {', '.join(sorted(unknown))}")
+    where = checked_keys(raw, "signature", _REQUIRED, _OPTIONAL)
     if raw["meaning"] not in MEANINGS:
         raise CatalogueError(f"signature {where}: meaning {raw['meaning']!r} not in {MEANINGS}")
     if not _COMPONENT.match(raw["component"]):
@@ -115,13 +109,7 @@ _READ_FIELDS = ("id", "framework", "versions", "source", "found")
 
 
 def _read(raw: dict[str, Any]) -> Read:
-    where = raw.get("id", "?")
-    missing = [k for k in _READ_FIELDS if not isinstance(raw.get(k), str) or not raw[k]]
-    if missing:
-        raise CatalogueError(f"read {where}: missing or empty {', '.join(missing)}")
-    unknown = set(raw) - set(_READ_FIELDS)
-    if unknown:
-        raise CatalogueError(f"read {where}: unknown keys {', '.join(sorted(unknown))}")
+    checked_keys(raw, "read", _READ_FIELDS, kinds=str)
     return Read(**{k: raw[k] for k in _READ_FIELDS})
 
 

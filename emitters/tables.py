@@ -37,3 +37,22 @@ def load_table(
         twice = sorted({i for i in ids if ids.count(i) > 1})
         raise CatalogueError(f"{what}: ids twice: {twice}")
     return entries
+
+
+def checked_keys(
+    raw: dict[str, Any],
+    what: str,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    kinds: type | tuple[type, ...] = (str, list),
+) -> str:
+    """The entry's id (`?` where it has none), once every `required` key holds a non-empty
+    value of `kinds` and no key is unknown; CatalogueError naming `what` and the id if not."""
+    where = str(raw.get("id", "?"))
+    missing = [k for k in required if not isinstance(raw.get(k), kinds) or not raw[k]]
+    if missing:
+        raise CatalogueError(f"{what} {where}: missing or empty {', '.join(missing)}")
+    unknown = set(raw) - set(required) - set(optional)
+    if unknown:
+        raise CatalogueError(f"{what} {where}: unknown keys {', '.join(sorted(unknown))}")
+    return where

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runwatch.emitters.exceptions import CatalogueError
-from runwatch.emitters.tables import load_table
+from runwatch.emitters.tables import checked_keys, load_table
 
 _REQUIRED = ("id", "framework", "versions", "source", "component", "phase", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip
@@ -97,13 +97,7 @@ def _pattern(raw: dict[str, Any], key: str, where: str) -> re.Pattern[str] | Non
 
 
 def _wait(raw: dict[str, Any]) -> Wait:
-    where = raw.get("id", "?")
-    missing = [k for k in _REQUIRED if not isinstance(raw.get(k), str | list) or not raw[k]]
-    if missing:
-        raise CatalogueError(f"wait {where}: missing or empty {', '.join(missing)}")
-    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
-    if unknown:
-        raise CatalogueError(f"wait {where}: unknown keys {', '.join(sorted(unknown))}")
+    where = checked_keys(raw, "wait", _REQUIRED, _OPTIONAL)
     for key in ("component", "phase"):
         if not _NAME.match(raw[key]):
             raise CatalogueError(f"wait {where}: {key} {raw[key]!r}")
