@@ -60,22 +60,22 @@ def _lead_shape(line: str) -> str:
     return _NUMBERS.sub("0", lead_form(launcher_lead(line)))
 
 
-def goes_on(cut: str, line: str, lead: str = "") -> bool:
+def goes_on(cut: str, line: str, whole: str | None = None) -> bool:
     """Whether `line` can be the rest of `cut`, a line as long as the terminal was wide
-    (`lead`: the shape of the launcher's prefixes the cut line began with, `_lead_shape`)."""
+    (`whole`: the cut line entire, where `cut` is its last piece)."""
     return not (
         not line.strip()
         or _FRESH.match(line) is not None
-        # the prefix the cut line began with (srun's label, a rank's, a container's), in its
-        # shape: a launcher writes it before each line of a process, never before a wrap's
-        # pieces -- which may begin with what looks like one (`86: Some workers`)
-        or (lead and _lead_shape(line) == lead)
         or line[:_SAME_START] == cut[:_SAME_START]
         or cut.endswith("  ")  # padded to the width, not cut at it
         or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
         or line.lstrip()[:1] in _BORDERS
         # indented: a source line Python shows under a warning's or a frame's line
         or line.startswith("  ")
+        # the prefix the cut line began with (srun's label, a rank's, a container's), in its
+        # shape: a launcher writes it before each line of a process, never before a wrap's
+        # pieces -- which may begin with what looks like one (`86: Some workers`)
+        or ((lead := _lead_shape(cut if whole is None else whole)) and _lead_shape(line) == lead)
     )
 
 
@@ -97,12 +97,7 @@ class Widths:
         """A batch of lines (without their line ends), after those seen before."""
         if not lines:
             return
-        last = self._last
-        if (
-            last is not None
-            and len(last) == self.top
-            and goes_on(last, lines[0], _lead_shape(last))
-        ):
+        if self._last is not None and len(self._last) == self.top and goes_on(self._last, lines[0]):
             self.went += 1
         self._last = None
         self.seen += sum(1 for line in lines if line.strip())
@@ -117,7 +112,7 @@ class Widths:
             self.count += 1
             self.padded += lines[at].endswith("  ")
             if at + 1 < len(lines):
-                self.went += goes_on(lines[at], lines[at + 1], _lead_shape(lines[at]))
+                self.went += goes_on(lines[at], lines[at + 1])
             else:
                 self._last = lines[at]  # (the next batch's first line says whether it went on)
             try:
@@ -184,7 +179,7 @@ class Unwrapper:
         for number, line in lines:
             if (held := self.held) is not None:
                 self.held = None
-                if goes_on(held[1][-width:], line, _lead_shape(held[1])):
+                if goes_on(held[1][-width:], line, held[1]):
                     number, line = held[0], held[1] + line
                 else:
                     out.append(held)
@@ -235,9 +230,10 @@ class Margin:
         if not indent:
             self.off = True
             return [*self.flush(), (number, line)]
-        if self.margin is None or len(indent) < len(self.margin):
+        first = self.margin is None
+        if first or len(indent) < len(self.margin or ""):
             self.margin = indent
-        if not self.sure and not any(text.strip() for _, text in self.held):
+        if first:
             self.held.append((number, line))  # (the first line: its own, till a second shows it)
             return []
         self.sure = True

@@ -187,10 +187,8 @@ def stamp(line: str, year: int, offset: float) -> float | None:
     # (one whole within the first 40 characters -- a date in the message after a logger's own
     # time is not the line's -- then read on past them: a prefix before it, a pod's name, must
     # not cut its fraction off)
-    head = line[:_START]
-    found = next(((p, m) for p in (_ISO, _COMPACT) if (m := p.search(head)) is not None), None)
-    m = found[0].match(line, found[1].start()) if found is not None else None
-    if m is not None:
+    m = _ISO.search(line[:_START]) or _COMPACT.search(line[:_START])
+    if m is not None and (m := m.re.match(line, m.start())) is not None:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
         frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
     elif (m := _SHORT.match(line[:64])) is not None:
