@@ -333,7 +333,8 @@ class OutputMargin:
             return held
         rest, self._open = self._open.decode("utf-8", "replace"), b""
         if not self._given and self.margin.sure:
-            rest = self.margin.cut(rest)
+            # (as far as it came, its indentation is whole: the line as `Margin` reads it)
+            rest = "".join(text for _, text in self.margin.feed(0, rest))
         self._given = True
         return held + rest.encode()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import read_events
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runwatch.diagnose import diagnose
@@ -364,6 +364,8 @@ def test_widths_learned_in_batches_are_the_file_s() -> None:
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+# (a pause inside a line less indented than the margin two lines showed: cut as the line is)
+@example(lines=["  y", "  y", _cut(WATCHDOG, 85)[0]], cuts=[12], pauses=[True])
 @given(
     st.lists(st.sampled_from([*_cut(WATCHDOG, 85), "INFO x", "  y", "z" * 85, "\r50%|#", ""]),
              max_size=20),
