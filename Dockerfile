@@ -6,8 +6,11 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+# a C compiler for the worker's native parts (setup.py; optional: without one, their Python)
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/runwatch
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY runwatch ./runwatch
 COPY emitters ./emitters
 COPY stream ./stream

@@ -2,8 +2,8 @@
 # Creates (or refreshes) the project's virtual environment in .venv. `bootstrap.sh demo`
 # installs what `make demo` needs (the `all` extra: no torch, no test tools), so a first demo
 # is quick; `bootstrap.sh` (or `dev`) adds what the suite and the benchmarks need. Re-runs
-# only when pyproject.toml changed or more is asked for than is there, so the second `make`
-# on a machine is fast; pip's own cache lives under .cache/pip.
+# only when pyproject.toml or a native part (setup.py) changed or more is asked for than is
+# there, so the second `make` on a machine is fast; pip's own cache lives under .cache/pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -28,7 +28,8 @@ harness_path() {
 compile_sources() {
   .venv/bin/python -m compileall -q runwatch emitters stream store >/dev/null
 }
-hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# (the native parts' sources too: the editable install builds them, in place, only when it runs)
+hash=$(cat pyproject.toml setup.py $(find stream -name '*.c' | sort) | sha256sum | cut -d' ' -f1)
 if [[ -f $STAMP && -x .venv/bin/runwatch ]]; then
   read -r had_hash had <"$STAMP" || true
   # a dev environment holds everything the demo needs

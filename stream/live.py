@@ -321,7 +321,7 @@ class LiveDriver:
         self, items: Iterable[Decoded], dead: list[Refused] | None = None
     ) -> tuple[list[Alert], list[Refused]]:
         engine, seen, reading = self.engine, self.engine.seen, self.reading
-        held_of, shift = self.clocks.held, self.clocks.shift_held
+        held_of, shift = self.clocks.held, self.clocks.shifter()
         # the host of the event before and its clock record: a batch record's lines are one
         # process's, so most events after a record's first find their host here
         host_before: object = None

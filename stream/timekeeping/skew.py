@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -59,6 +59,21 @@ _INF = float("inf")
 #: a second's three doubles as the array holds them (native), to append in one copy
 _SECOND = struct.Struct("3d").pack
 
+
+#: a shift of one event: (host, run, ts, arrival, deadband) -> seconds to add to its ts
+Shift = Callable[["_Host", str | None, float, float, float], float]
+
+
+def _native() -> Callable[[float, float, float], Shift] | None:
+    """`shift_held` in one native call, where the install could build it (setup.py)."""
+    try:
+        from runwatch.stream.timekeeping._skew import Shifter
+    except ImportError:  # (a machine without a C compiler: the Python below)
+        return None
+    return Shifter
+
+
+_NativeShifter = _native()
 
 #: A host's array: its scalars first, at these places, then its samples
 _LAST, _STREAK, _LOW1, _LOW2, _HELD, _LATEST = range(6)
@@ -158,7 +173,7 @@ class ClockOffsets:
         `deadband` seconds behind, but no less than keeps the run's events from that host in
         order, as far as its arrival allows (module docstring). `run` None: the estimate,
         no run's order kept (`observe`)."""
-        return self.shift_held(self.held(host, arrival), run, ts, arrival, deadband)
+        return self.shifter()(self.held(host, arrival), run, ts, arrival, deadband)
 
     def held(self, host: object, arrival: float) -> _Host:
         """`host`'s samples and shifts, made at its first event (arriving at `arrival`).
@@ -170,6 +185,14 @@ class ClockOffsets:
         if held is None:
             held = self._hosts[host] = _Host(arrival)
         return held
+
+    def shifter(self, native: bool = True) -> Shift:
+        """`shift_held`, as the live driver calls it for every event: native where it was
+        built (`_skew.c`, the same doubles; the Python below is its reference), for the
+        window, gap and outlier this instance has now."""
+        if native and _NativeShifter is not None:
+            return _NativeShifter(self.gap, self.window, self.outlier)
+        return self.shift_held
 
     def shift_held(
         self, held: _Host, run: str | None, ts: float, arrival: float, deadband: float

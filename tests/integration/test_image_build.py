@@ -53,7 +53,7 @@ def test_every_package_folder_is_copied_into_the_build_stage() -> None:
     folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     roots = {d.split("/")[0] for d in folders["package-dir"].values()}
     assert roots <= copied, f"the Dockerfile does not COPY {sorted(roots - copied)}"
-    assert {"pyproject.toml"} <= copied
+    assert {"pyproject.toml", "setup.py"} <= copied
     assert '".[kafka,store,slack,metrics]"' in install  # every role's extras, not torch
 
 
@@ -103,6 +103,10 @@ def test_the_build_stage_installs_a_runwatch_that_runs_every_role(tmp_path: Path
         )  # fmt: skip
         assert proc.returncode == 0, f"runwatch {role} --help: {proc.stderr[-2000:]}"
         assert "usage: runwatch " + role in proc.stdout
-    imports = "import runwatch, runwatch.store.sink, runwatch.stream.kafka.worker"
+    # (the native parts too: the build stage has a compiler, and so has this machine)
+    imports = (
+        "import runwatch, runwatch.store.sink, runwatch.stream.kafka.worker,"
+        " runwatch.stream.timekeeping._skew"
+    )
     origin = run(python, "-c", f"{imports}; print(runwatch.__file__)")
     assert origin.startswith(str(site)), origin  # the installed copy, not the checkout

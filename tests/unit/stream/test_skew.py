@@ -2,7 +2,8 @@
 
 `ClockOffsets` keeps the two smallest samples per second of arrival and the two smallest
 overall, rescanning only when a forgotten second held one of those; the reference here
-keeps every sample and sorts them all on every call.
+keeps every sample and sorts them all on every call. Every test runs on both ways of a
+shift: the native one the install builds (`_skew.c`) and the Python it mirrors.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from runwatch.stream.timekeeping import skew
 from runwatch.stream.timekeeping.skew import ClockOffsets
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test once with the native shift, once with the Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(skew, "_NativeShifter", None)
+    return str(request.param)
 
 
 class Reference:
