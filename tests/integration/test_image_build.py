@@ -32,12 +32,12 @@ def build_stage() -> tuple[list[tuple[str, str]], str]:
     """The build stage's COPY (source, destination) pairs and its `pip install` line."""
     copies, install = [], ""
     stage = (ROOT / "Dockerfile").read_text().split("\nFROM ", 2)[1]  # up to the runtime FROM
-    for line in stage.splitlines():
+    for line in stage.replace("\\\n", " ").splitlines():  # (a continued line: one)
         words = shlex.split(line) if line and not line.startswith("#") else []
         if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
             *sources, dest = words[1:]
             copies += [(s, dest) for s in sources]
-        elif words[:1] == ["RUN"] and "install" in words:
+        elif words[:1] == ["RUN"] and "install" in words and "pip" in line:
             install = line
     return copies, install
 
