@@ -74,10 +74,16 @@ rescan(double *h, Py_ssize_t n)
     h[LOW2] = low2;
 }
 
-static PyObject *
-pair(double a, double b)
+/* a run's shift and latest time kept in the host's others (run -> the pair) */
+static int
+keep(PyObject *others, PyObject *run, double shift, double at)
 {
-    return Py_BuildValue("(dd)", a, b);
+    PyObject *value = Py_BuildValue("(dd)", shift, at);
+    if (value == NULL)
+        return -1;
+    int got = PyDict_SetItem(others, run, value);
+    Py_DECREF(value);
+    return got;
 }
 
 /* The shift for one event; the run's order kept as skew.py keeps it. */
@@ -213,18 +219,10 @@ shift(Shifter *self, PyObject *host, PyObject *run, double ts, double arrival, d
             goto fail;
         }
         PyObject *kept_last = PyDict_GetItemWithError(others, run); /* (borrowed) */
-        if (kept_last == NULL) {
-            if (PyErr_Occurred())
+        if (kept_last == NULL) { /* the run's first event from this host */
+            if (PyErr_Occurred() || keep(others, run, want, ts + want) < 0)
                 goto fail;
-            PyObject *value = pair(want, ts + want);
-            if (value == NULL || PyDict_SetItem(others, run, value) < 0) {
-                Py_XDECREF(value);
-                goto fail;
-            }
-            Py_DECREF(value);
-            Py_DECREF(others);
-            PyBuffer_Release(&view);
-            return PyFloat_FromDouble(want);
+            goto done;
         }
         if (!PyTuple_Check(kept_last) || PyTuple_GET_SIZE(kept_last) != 2) {
             PyErr_SetString(PyExc_TypeError, "a run's kept shift must be a pair");
@@ -247,15 +245,11 @@ shift(Shifter *self, PyObject *host, PyObject *run, double ts, double arrival, d
     if (others == NULL) {
         h[HELD] = want;
         h[LATEST] = at;
-    } else {
-        PyObject *value = pair(want, at);
-        if (value == NULL || PyDict_SetItem(others, run, value) < 0) {
-            Py_XDECREF(value);
-            goto fail;
-        }
-        Py_DECREF(value);
-        Py_DECREF(others);
+    } else if (keep(others, run, want, at) < 0) {
+        goto fail;
     }
+done:
+    Py_XDECREF(others);
     PyBuffer_Release(&view);
     return PyFloat_FromDouble(want);
 fail:
