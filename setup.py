@@ -7,10 +7,10 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension(
-            "runwatch.stream.timekeeping._skew",
-            sources=["stream/timekeeping/_skew.c"],
-            optional=True,
-        )
+        Extension(name, sources=[source], optional=True)
+        for name, source in [
+            ("runwatch.stream.timekeeping._skew", "stream/timekeeping/_skew.c"),
+            ("runwatch.stream._fetched", "stream/_fetched.c"),
+        ]
     ]
 )

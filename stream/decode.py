@@ -396,7 +396,6 @@ _LAST_BYTE = operator.itemgetter(-1)
 def _decoded(joined: bytes, raws: Sequence[bytes]) -> Admitted | None:
     """The events of `raws`, one a line, from `joined` (their text: each line `{...}`, the
     joints bare newlines), if every check of `decode` and `admit` holds for each."""
-    n = len(raws)
     if (
         not joined.isascii()
         or _BACKSLASH in joined
@@ -404,6 +403,12 @@ def _decoded(joined: bytes, raws: Sequence[bytes]) -> Admitted | None:
         or max(map(len, raws)) > _MAX_BYTES
     ):
         return None
+    return events_of(joined, len(raws))
+
+
+def events_of(joined: bytes, n: int) -> Admitted | None:
+    """`_decoded` past its checks of the bytes, which the caller made (the live driver's
+    native step, `stream/_fetched.c`): `n` lines' events, or None."""
     try:
         decoded: list[events.Event] = _FAST.decode_lines(joined)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):

@@ -30,23 +30,25 @@ lost, not repeated" is checkable by id; per key the n-th transition is firing wh
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any, Protocol, cast
 
 import msgspec
 
 from runwatch.emitters import events as ev
+from runwatch.emitters.bounds import MAX_EVENT_BYTES
 from runwatch.emitters.events import FLEET_RUN
 from runwatch.emitters.topics import Topics
 from runwatch.stream.alerts import Alert, transition_id
 from runwatch.stream.config import RulesConfig
-from runwatch.stream.decode import MAX_AHEAD_RAW, admit_lines, decode
+from runwatch.stream.decode import MAX_AHEAD_RAW, admit_lines, decode, events_of
 from runwatch.stream.engine import Engine
 from runwatch.stream.exceptions import InvalidEvent
 from runwatch.stream.fleet.stage import FleetStage
+from runwatch.stream.native import native
 from runwatch.stream.published import PublishedAlerts
-from runwatch.stream.records import Headers, is_batch, lines_of, record_events
+from runwatch.stream.records import EMITTED, Headers, is_batch, lines_of, record_events
 from runwatch.stream.refused import Refused
 from runwatch.stream.state.fleet import FleetState
 from runwatch.stream.timekeeping.reading import GAP_S, LATE_S, ReadClock, interrupted, told
@@ -104,7 +106,29 @@ def _source(src: ev.Source) -> object:
 def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
     """The events of `records`, every line decoded in one step (`decode.admit_lines`, what
     replay decodes with), or None where a record has no value or a line is not plain: then
-    `feed_records` decodes each alone, which decides each and words every reason."""
+    `feed_records` decodes each alone, which decides each and words every reason. The
+    records' lines and the checks of their bytes in one native call (`_fetched.c`) where it
+    was built; the rest, decoding on, is `decode.events_of`, as for the Python's."""
+    if _NATIVE_PLAIN is None:
+        return _plain_in_python(records)
+    got = _NATIVE_PLAIN(records, EMITTED, is_batch, MAX_EVENT_BYTES)
+    if got is None:
+        return None
+    joined, lines, arrivals, offsets, numbers = got
+    admitted = events_of(joined, len(lines))
+    if admitted is None:
+        return None
+    return list(zip(admitted[0], lines, arrivals, offsets, numbers, strict=True))
+
+
+#: a fetch's lines, joined, and their columns, or None (`_plain`), where the install built it
+_NATIVE_PLAIN: (
+    Callable[..., tuple[bytes, list[bytes], list[float], list[int], list[int]] | None] | None
+) = native("runwatch.stream._fetched", "plain")
+
+
+def _plain_in_python(records: list[KafkaRecord]) -> list[Decoded] | None:
+    """`_plain` in Python: the reference of the native step, and what runs without it."""
     # the tuples' columns, a line each, zipped once at the end (not a loop over records)
     lines: list[bytes] = []
     arrivals: list[float] = []

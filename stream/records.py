@@ -22,7 +22,8 @@ Headers = Iterable[tuple[str, bytes]]
 
 _KEY, _VALUE = BATCH_HEADER[0], BATCH_HEADER[1]
 #: the headers as the emitters write them (`emitters/transport.py`), as aiokafka reads them
-_EMITTED = (BATCH_HEADER,)
+#: the headers the emitters put on every batch record (compared as a whole first)
+EMITTED = (BATCH_HEADER,)
 
 
 def is_batch(headers: Headers | None) -> bool:
@@ -30,7 +31,7 @@ def is_batch(headers: Headers | None) -> bool:
     `application/x-ndjson` (parameters after a `;` allowed, as in HTTP)."""
     if not headers:
         return False
-    if headers == _EMITTED:  # (what nearly every batch carries: no loop)
+    if headers == EMITTED:  # (what nearly every batch carries: no loop)
         return True
     for key, value in headers:
         if key.lower() == _KEY and value is not None:

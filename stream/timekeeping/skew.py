@@ -43,6 +43,8 @@ from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
+from runwatch.stream.native import native
+
 if TYPE_CHECKING:
     _Doubles = array[float]
 else:  # (not subscriptable at run time before 3.12)
@@ -64,16 +66,10 @@ _SECOND = struct.Struct("3d").pack
 Shift = Callable[["_Host", str | None, float, float, float], float]
 
 
-def _native() -> Callable[[float, float, float], Shift] | None:
-    """`shift_held` in one native call, where the install could build it (setup.py)."""
-    try:
-        from runwatch.stream.timekeeping._skew import Shifter
-    except ImportError:  # (a machine without a C compiler: the Python below)
-        return None
-    return Shifter
-
-
-_NativeShifter = _native()
+#: `shift_held` in one native call (`_skew.c`), where the install built it
+_NativeShifter: Callable[[float, float, float], Shift] | None = native(
+    "runwatch.stream.timekeeping._skew", "Shifter"
+)
 
 #: A host's array: its scalars first, at these places, then its samples
 _LAST, _STREAK, _LOW1, _LOW2, _HELD, _LATEST = range(6)
