@@ -60,7 +60,8 @@ class ServeProcess:
     def get(self, path: str) -> Any:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         request = urllib.request.Request(self.url + path, headers=headers)
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        # (generous: a loaded 2-core machine with many consoles playing in may answer slowly)
+        with urllib.request.urlopen(request, timeout=60) as resp:
             body = resp.read()
         return body.decode() if path == "/metrics" else json.loads(body)
 
