@@ -62,7 +62,6 @@ PARTS: list[tuple[type, str, str]] = [
 FINE: list[tuple[type, str, str]] = [
     (Engine, "apply", "core: Engine.apply"),
     (Engine, "advance", "core: Engine.advance"),
-    (ClockOffsets, "shift_held", "driver: clock offsets (shift)"),
     (ClockOffsets, "held", "driver: clock offsets (shift)"),
 ]
 #: the tasks whose steps are named by what they run (Faust wraps each in `_execute_task`)
@@ -87,6 +86,26 @@ def _timed(cls: type, name: str, part: str) -> None:
             _add(part, _clock() - start)
 
     setattr(cls, name, timed)
+
+
+def _timed_shifts() -> None:
+    """The shifts the live driver makes (`ClockOffsets.shifter`'s callable: native where
+    built, else `shift_held`), each call timed."""
+    make = ClockOffsets.shifter
+
+    def shifter(self: ClockOffsets, native: bool = True) -> Any:
+        shift = make(self, native)
+
+        def timed(*args: Any) -> Any:
+            start = _clock()
+            try:
+                return shift(*args)
+            finally:
+                _add("driver: clock offsets (shift)", _clock() - start)
+
+        return timed
+
+    ClockOffsets.shifter = shifter  # type: ignore[method-assign]
 
 
 def _calibrate(n: int = 200_000) -> tuple[float, float]:
@@ -202,7 +221,9 @@ def main() -> int:
         OVERHEAD[:] = _calibrate()
         for cls, name, part in FINE:
             _timed(cls, name, part)
-        _timed(live, "admit_lines", "driver: decode (admit_lines)")  # type: ignore[arg-type]
+        _timed_shifts()
+        # (the records' lines and their decoding: `_fetched.c` and `decode.events_of`)
+        _timed(live, "_plain", "driver: decode (_plain)")  # type: ignore[arg-type]
     _steps()
     _collector()
     out = os.environ["RUNWATCH_TIMED_OUT"]

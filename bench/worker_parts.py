@@ -47,7 +47,7 @@ FLEET = ["fleet stage: release", "fleet stage: state dumped", "fleet stage: chec
 #: the core's calls (`--fine`): run state and rules, the rest of the worker's CPU around them
 CORE = ["core: Engine.apply", "core: Engine.advance"]
 #: inside the driver's feed, around the core (`--fine`)
-AROUND = ["driver: clock offsets (shift)", "driver: decode (admit_lines)"]
+AROUND = ["driver: clock offsets (shift)", "driver: decode (_plain)"]
 
 
 def main() -> int:
