@@ -232,12 +232,12 @@ def parts(evs: list[tuple[bytes, float, Any]]) -> dict[str, float]:
     out["metrics (events by kind)"] = (time.process_time() - start) / len(decoded)
     samples = [(_source(e.src), e.ts, a) for e, (_, a, _) in zip(first + decoded, evs, strict=True)]
     clocks = ClockOffsets()
-    observe = clocks.observe
+    shift, held = clocks.shifter(), clocks.held  # (as the driver calls them: one shifter)
     for host, ts, arrival in samples[:third]:
-        observe(host, ts, arrival)
+        shift(held(host, arrival), None, ts, arrival, -math.inf)
     start = time.process_time()
     for host, ts, arrival in samples[third:]:
-        observe(host, ts, arrival)
+        shift(held(host, arrival), None, ts, arrival, -math.inf)
     out["clock offset"] = (time.process_time() - start) / len(decoded)
 
     def engine_cost(config: RulesConfig | None) -> float:

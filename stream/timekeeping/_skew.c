@@ -1,11 +1,12 @@
-/* A host's clock shift in one native call: `ClockOffsets.shift_held` (skew.py), line for line.
+/* A host's clock shift in one native call: `ClockOffsets.shift_held` (skew.py), its arithmetic.
 
 The live worker runs it for every event; in Python each read of the host's array makes a
 float object and each write parses one, which made it a tenth of the worker's CPU at a
 fleet's rate (bench/RESULTS.md). skew.py stays the reference and the fallback where this is
-not built; tests/unit/test_skew_native.py holds the two to the same doubles. The host is
-skew.py's `_Host`, an `array('d')` with two slots (`run`, `others`): read and written through
-the buffer protocol, resized through its own methods (an exported buffer cannot resize). */
+not built; tests/unit/stream/test_skew_native.py holds the two to the same doubles. The host
+is skew.py's `_Host`, an `array('d')` with two slots (`run`, `others`): read and written
+through the buffer protocol, resized -- while its window fills, or when more seconds go than
+come -- through its own methods (an exported buffer cannot resize). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
