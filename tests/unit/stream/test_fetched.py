@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,16 +19,7 @@ from runwatch.emitters.bounds import MAX_EVENT_BYTES
 from runwatch.stream import live
 from runwatch.stream.records import BATCH_HEADER
 from tests.helpers import make_event
-
-
-@dataclass(frozen=True)
-class Record:
-    """What a consumer's record carries, as `feed_records` reads it."""
-
-    value: Any
-    timestamp: int
-    offset: int
-    headers: Any = ()
+from tests.unit.stream.test_batches import Record  # (its values here: str and None too)
 
 
 def event_line(k: int) -> bytes:
