@@ -254,6 +254,8 @@ ASKED = {
                       (40, 60), 15, 15, 4, failures=25, rules={CF: 16, CT: 5, NF: 5}),
     "corpus43": Asked("out of sample, LLM training and serving on non-NVIDIA accelerators; traps",
                       (43, 60), 15, 16, 4, failures=27, rules={CF: 24, CT: 2, NF: 1}),
+    "corpus44": Asked("out of sample, the LLM RL post-training frameworks as users run them (35)",
+                      (35, 60), 15, 13, 4, failures=22, rules={CF: 19, CT: 3}),
 }
 # fmt: on
 

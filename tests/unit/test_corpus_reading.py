@@ -82,8 +82,12 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: and verl, AMD GPUs under ROCm with vLLM, SGLang, RCCL and Ray, Gaudi HPUs, TPUs under
 #: torch_xla, JAX and MaxText, Moore Threads and Cambricon -- 37% trap controls, collected the
 #: same day) since the coordinator's pass on their development parts (corpus42 24/26 at
-#: arrival, the same after; corpus43 25/29 -> 27/29).
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: arrival, the same after; corpus43 25/29 -> 27/29). corpus44 (out of sample, the LLM RL
+#: post-training frameworks and their forks as users run them in 2025-2026 -- verl, OpenRLHF,
+#: TRL, ms-swift, LLaMA-Factory, Unsloth, EasyR1, slime and miles, ART, lmm-r1, VLM-R1 and
+#: others -- 37% trap controls, collected on 2026-12-02) is reported only until a pass on its
+#: development part.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus44"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -573,7 +577,9 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 #: 26 and 14;
 #: corpus43 holds 43 (most first hits for HCCL, ROCm and TPU wordings were cited already), and
 #: its split's thirds (16 controls, 24 component deaths, 2 collective timeouts, 1 non-finite
-#: metric) held out 14: 29 and 14.
+#: metric) held out 14: 29 and 14;
+#: corpus44 holds 35 (about one first hit in seven was a thread no tracked file cites), and its
+#: split's thirds (13 controls, 19 component deaths, 3 collective timeouts) held out 11: 24 and 11.
 SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus34": (24, 12),
     "corpus36": (23, 12),
@@ -583,6 +589,7 @@ SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus41": (31, 14),
     "corpus42": (26, 14),
     "corpus43": (29, 14),
+    "corpus44": (24, 11),
 }
 
 
