@@ -578,8 +578,9 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 #: corpus43 holds 43 (most first hits for HCCL, ROCm and TPU wordings were cited already), and
 #: its split's thirds (16 controls, 24 component deaths, 2 collective timeouts, 1 non-finite
 #: metric) held out 14: 29 and 14;
-#: corpus44 holds 35 (about one first hit in seven was a thread no tracked file cites), and its
-#: split's thirds (13 controls, 19 component deaths, 3 collective timeouts) held out 11: 24 and 11.
+#: corpus44 holds 35 (most first hits were cited already, most free ones held no whole console
+#: text), and its split's thirds (13 controls, 19 component deaths, 3 collective timeouts) held
+#: out 11: 24 and 11.
 SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus34": (24, 12),
     "corpus36": (23, 12),
