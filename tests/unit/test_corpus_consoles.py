@@ -256,6 +256,8 @@ ASKED = {
                       (43, 60), 15, 16, 4, failures=27, rules={CF: 24, CT: 2, NF: 1}),
     "corpus44": Asked("out of sample, the LLM RL post-training frameworks as users run them (35)",
                       (35, 60), 15, 13, 4, failures=22, rules={CF: 19, CT: 3}),
+    "corpus45": Asked("out of sample, the layers under RL jobs as users post; traps (24 found)",
+                      (24, 60), 15, 9, 4, failures=15, rules={CF: 13, CT: 1, NF: 1}),
 }
 # fmt: on
 
