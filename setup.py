@@ -11,6 +11,7 @@ setup(
         for name, source in [
             ("runwatch.stream.timekeeping._skew", "stream/timekeeping/_skew.c"),
             ("runwatch.stream._fetched", "stream/_fetched.c"),
+            ("runwatch.stream._ids", "stream/_ids.c"),
         ]
     ]
 )

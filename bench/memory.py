@@ -100,7 +100,8 @@ def per_run(engine: Engine) -> Counter[str]:
 
 
 def ring_bytes_per_id(ids: int) -> float:
-    """What one id costs in a full duplicate-id ring (its string, set slot and deque slot)."""
+    """What one id costs in a full duplicate-id window (native: its digest in the table and
+    the ring; in Python: its string, set slot and deque slot)."""
     gc.collect()
     engine = Engine(dedup_capacity=ids)
     for _ in range(ids):
@@ -111,14 +112,14 @@ def ring_bytes_per_id(ids: int) -> float:
 _RING_RSS = """
 import os, sys
 from runwatch.stream.collector import large_blocks_returned
-from runwatch.stream.tracked import RecentIds
+from runwatch.stream.tracked import id_window
 def rss():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 large_blocks_returned()  # as `runwatch worker` runs
 capacity = int(sys.argv[1])
 before = rss()
-ring = RecentIds(capacity)
+ring = id_window(capacity)  # (the native window where built, as the engine takes it)
 for _ in range(10 * capacity):
     ring.add(os.urandom(16).hex())
 print((rss() - before) * 1024 / capacity)

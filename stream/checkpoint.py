@@ -64,8 +64,10 @@ from runwatch.stream.timekeeping.skew import ClockOffsets, _Host
 #: run's containers (processes, restarts, ranks...) as `Compact` records, their slots' tuple;
 #: 9: a run's parts that it never wrote as the shared blank of their kind, named, not copied;
 #: 10: so its dicts that nothing was written to (`compact.EMPTY`); 11: a run's `StateConfig`
-#: and the conditions firing (`Condition`) msgspec structs, pickled as their fields
-FORMAT = 11
+#: and the conditions firing (`Condition`) msgspec structs, pickled as their fields; 12: the
+#: duplicate-id window as its key and digests (`tracked.id_window`) where the native part is
+#: built (the ids themselves where not)
+FORMAT = 12
 MAGIC = b"RWCK"
 _HEAD = struct.Struct(">4sH16s16sI")
 #: A checkpoint body larger than this once decompressed is refused (a hostile record).

@@ -33,16 +33,13 @@ from runwatch.stream.incidents import Bookkeeper, open_summaries
 from runwatch.stream.rules import Condition, Params, Rule
 from runwatch.stream.rules.base import QUIET, run_finished
 from runwatch.stream.state.run import EveryBeatInFull, RunState
-from runwatch.stream.tracked import KindCounts, RecentIds, TrackedRun
+from runwatch.stream.tracked import KindCounts, RecentIds, TrackedRun, id_window
 
 if TYPE_CHECKING:  # (replay runs without the pydantic models: only the live roles build views)
     from runwatch.emitters import events as ev
     from runwatch.emitters.runview import RunView
 
 __all__ = ["CHECKED_KINDS", "Engine", "KindCounts", "RecentIds", "TrackedRun"]
-
-
-_add_id = set.add
 
 
 def _weakly(method: Callable[[str], None]) -> Callable[[str], None]:
@@ -116,7 +113,7 @@ class Engine:
         #: how far a live driver lets the silence clock go (infinite: as far as `now`)
         self.hold = float("inf")
         self._silent = frozenset(i for i, rule in enumerate(self.rules) if rule.silence)
-        self.seen = RecentIds(dedup_capacity)
+        self.seen = id_window(dedup_capacity)
         #: (when, run, rule index): checks due at one instant run in run and rule order,
         #: whatever order they were scheduled in (what a skipped evaluation cannot change).
         #: A run's `timers` holds when each check is wanted; the heap has an entry at or
@@ -212,11 +209,7 @@ class Engine:
                 heard = current if current < self.hold else self.hold
                 if heard > self.heard:
                     self.heard = heard
-        _add_id(seen, event_id)  # `seen.add` without the call (it is new)
-        order = seen._order
-        order.append(event_id)
-        if len(order) > seen.capacity:
-            seen.discard(order.popleft())
+        seen.add(event_id)
         counts = self.counts
         if counts is not None:  # `KindCounts.add` written out
             n = counts.get(kind)

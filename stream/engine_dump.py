@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from runwatch.stream.exceptions import ConfigError
-from runwatch.stream.tracked import RecentIds, TrackedRun
+from runwatch.stream.tracked import RecentIds, TrackedRun, id_window
 
 if TYPE_CHECKING:
     from runwatch.stream.engine import Engine
@@ -37,15 +37,11 @@ def dump_state(engine: Engine) -> dict[str, Any]:
         )
         for run, t in engine.runs.items()
     ]
-    seen: str | list[str] = engine.seen.ordered()
-    joined = "\n".join(seen)
-    if joined.count("\n") == len(seen) - 1:  # one string pickles ~6x faster than 100k
-        seen = joined
     return {
         "now": engine.now,
         "heard": engine.heard,
         "duplicates": engine.duplicates,
-        "seen": seen,
+        "seen": engine.seen.state(),
         "timers": engine._timers + engine._silence_timers,
         "runs": runs,
     }
@@ -84,10 +80,7 @@ def load_state(engine: Engine, state: dict[str, Any]) -> None:
     heard = state.get("heard", now)  # (a checkpoint made before the two clocks)
     pending = [t for t in state["timers"] if t[2] not in engine._silent]
     silence = [t for t in state["timers"] if t[2] in engine._silent]
-    seen = RecentIds(engine.seen.capacity)
-    ids = state["seen"]
-    for event_id in (ids.split("\n") if ids else []) if isinstance(ids, str) else ids:
-        seen.add(event_id)
+    seen = id_window(engine.seen.capacity, state["seen"], native=type(engine.seen) is not RecentIds)
     heapq.heapify(pending)
     heapq.heapify(silence)
     # all read: only now is anything replaced (a state that fails to load changes nothing)

@@ -106,7 +106,7 @@ def test_the_build_stage_installs_a_runwatch_that_runs_every_role(tmp_path: Path
     # (the native parts too: the build stage has a compiler, and so has this machine)
     imports = (
         "import runwatch, runwatch.store.sink, runwatch.stream.kafka.worker,"
-        " runwatch.stream.timekeeping._skew, runwatch.stream._fetched"
+        " runwatch.stream.timekeeping._skew, runwatch.stream._fetched, runwatch.stream._ids"
     )
     origin = run(python, "-c", f"{imports}; print(runwatch.__file__)")
     assert origin.startswith(str(site)), origin  # the installed copy, not the checkout

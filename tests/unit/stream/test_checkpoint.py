@@ -17,6 +17,7 @@ import zstandard
 
 from runwatch.dev.scenarios import SCENARIOS
 from runwatch.stream import checkpoint
+from runwatch.stream import tracked as tracked_module
 from runwatch.stream.alerts import Alert
 from runwatch.stream.config import RulesConfig
 from runwatch.stream.decode import decode
@@ -285,13 +286,27 @@ def test_the_clock_offsets_come_back_whole() -> None:
     assert _host_fields(restored.clocks) == _host_fields(d.clocks)
 
 
-def test_event_ids_with_any_characters_survive_a_checkpoint() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_event_ids_with_any_characters_survive_a_checkpoint(
+    native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window comes back with the ids it held (any characters: a newline, none, a lone
+    surrogate) and their age: the oldest is the first to go, both ways."""
+    if not native:
+        monkeypatch.setattr(tracked_module, "IdWindow", None)
     d = driver()
-    for ident in ("plain", "with\nnewline", ""):
+    held = ["plain", "with\nnewline", "", "lone \ud800"]
+    for ident in held:
         d.engine.seen.add(ident)
     restored = driver()
     checkpoint.load(checkpoint.dump(d, 0), restored)
-    assert restored.engine.seen.ordered() == ["plain", "with\nnewline", ""]
+    seen = restored.engine.seen
+    assert type(seen) is type(d.engine.seen)
+    assert type(seen).__name__ == ("IdWindow" if native else "RecentIds")
+    assert [i in seen for i in [*held, "other"]] == [True] * 4 + [False]
+    for n in range(seen.capacity - len(held) + 1):  # one more than there is room for
+        seen.add(f"new-{n}")
+    assert [i in seen for i in held] == [False, True, True, True]
 
 
 def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.MonkeyPatch) -> None:
