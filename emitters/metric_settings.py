@@ -11,6 +11,9 @@ Told from a metric record by its shape:
   at once); or `max` / `min` qualifies another word (`max_norm`,
   `optim.max_grad_norm`, `grad_clip`, `gradient_clipping`, `nccl_timeout`); a statistic
   named after its reduction (verl's `critic/score/max`, `response_length/min`) is a metric;
+  or it names how often the trainer prints, logs, saves or evaluates (`cadence`: DeepSpeed's
+  `steps_per_print`, transformers' `logging_steps` / `save_steps` / `eval_steps`, a
+  `log_interval`, a `checkpoint_freq`), whose `inf` means never;
 - the record is a settings object's repr (`settings_repr`): argparse's
   `Namespace(lr=0.1, ...)` (argparse.Namespace.__repr__ writes its type's name), a dataclass's
   or a pydantic model's `GRPOConfig(...)`, `TrainingArguments(...)`, `ModelArgs(...)`,
@@ -32,6 +35,10 @@ _LIMIT_WORDS = frozenset(
     {"clip", "clipping", "limit", "threshold", "thresh", "patience", "timeout"}
 )
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])")
+#: a cadence's key (module docstring): what is done every so often, and the words of how often
+_CADENCE_OF = frozenset({"print", "log", "logging", "save", "eval", "evaluation", "checkpoint",
+                         "ckpt"})  # fmt: skip
+_CADENCE = frozenset({"steps", "step", "interval", "every", "freq", "frequency", "period", "per"})
 #: the older, stricter form: a key that starts with a limit's word (`clipfrac`, `maxnorm`)
 _LIMIT_PREFIX = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
 
@@ -45,6 +52,8 @@ def limit(key: str) -> bool:
         return True
     if "rate" in words and ("request" in words or "requests" in words):
         return True  # a benchmark's load: `Traffic request rate: inf`, all requests at once
+    if not _CADENCE_OF.isdisjoint(words) and not _CADENCE.isdisjoint(words):
+        return True  # how often it prints, logs, saves, evaluates: `inf`, never
     # `max_norm`, `actor.max_grad_norm`: a bound on what follows; `score/max`: a reduction
     return any(w in ("max", "min") for w in words[:-1]) and not _REDUCTION.search(key)
 

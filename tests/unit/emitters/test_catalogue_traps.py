@@ -54,3 +54,34 @@ def test_ollama_s_runner_dying_while_loading_either_way_and_not_its_load_timing_
         assert found.id == "ollama-error-loading-llama-server"
     timed = 'error="timed out waiting for llama runner to start - progress 0.00 - "'
     assert CATALOGUE.match(f'{head}llama server" {timed}') is None
+
+
+def test_triton_s_model_table_names_a_model_that_failed_to_load_not_one_unloaded() -> None:
+    """core's `PrintBackendAndModelSummary` (src/server.cc): a version's status is its state
+    and a reason; `UNAVAILABLE: unloaded` is a model unloaded on purpose (strict readiness
+    excuses it), any other reason one that failed to load (corpus45/dev's TensorRT-LLM row)."""
+    failed_row = (
+        "| tensorrt_llm   | 1       | UNAVAILABLE: Internal: unexpected error when "
+        "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error |"
+    )
+    found = CATALOGUE.match(failed_row)
+    assert found is not None
+    assert found.id == "triton-model-unavailable"
+    assert CATALOGUE.match("2024-05-01T10:00:00Z " + failed_row) is not None  # a collector's time
+    for row in ("| tensorrt_llm   | 1       | UNAVAILABLE: unloaded |",
+                "| preprocessing  | 1       | READY   |",
+                "| Model          | Version | Status  |"):  # fmt: skip
+        assert CATALOGUE.match(row) is None, row
+
+
+def test_a_failed_cuda_check_s_frame_is_a_cuda_error_raised() -> None:
+    """c10's `c10_cuda_check_implementation` (c10/cuda/CUDAException.cpp) is in a backtrace only
+    when a CUDA call failed and c10 threw: the frame alone, its error line lost (corpus45/dev's
+    container log), still says so -- and another c10 frame does not."""
+    frame = ("frame #2: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, "
+             "int, bool) + 0x118 (0x73bc1928ff08 in /opt/conda/lib/libc10_cuda.so)")  # fmt: skip
+    (fields,) = failed([frame])
+    assert fields["error"] == frame
+    watchdog = ("frame #5: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1da (0x73bbc95f6a9a in "
+                "/opt/conda/lib/libtorch_cuda.so)")  # fmt: skip
+    assert failed([watchdog]) == []

@@ -43,7 +43,10 @@ def test_a_nan_under_a_limit_s_words_is_a_measurement(key: str) -> None:
         assert bad(scanned(lines)) == got, lines
 
 
-@pytest.mark.parametrize("key", ["max_grad_norm", "actor.optim.clip_grad", "nccl_timeout"])
+@pytest.mark.parametrize(
+    "key", ["max_grad_norm", "actor.optim.clip_grad", "nccl_timeout", "steps_per_print",
+            "logging_steps", "save_interval"],
+)  # fmt: skip
 def test_a_limit_s_inf_is_still_no_measurement(key: str) -> None:
     for lines in _shapes(key, math.inf):
         assert bad(read_all(lines)) == [], lines
@@ -52,6 +55,11 @@ def test_a_limit_s_inf_is_still_no_measurement(key: str) -> None:
 
 def test_no_limit() -> None:
     assert no_limit("max_grad_norm", math.inf)
+    assert no_limit("steps_per_print", math.inf)  # a cadence: never
+    assert no_limit("eval_interval", math.inf)
+    assert not no_limit("eval_loss", math.inf)  # what it evaluates is a measurement
+    assert not no_limit("log_ppl", math.inf)
+    assert not no_limit("steps_per_print", math.nan)
     assert no_limit("grad_clip", -math.inf)
     assert not no_limit("max_grad_norm", math.nan)
     assert not no_limit("clip_fraction", math.nan)
