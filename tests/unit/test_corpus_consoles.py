@@ -258,6 +258,8 @@ ASKED = {
                       (35, 60), 15, 13, 4, failures=22, rules={CF: 19, CT: 3}),
     "corpus45": Asked("out of sample, the layers under RL jobs as users post; traps (24 found)",
                       (24, 60), 15, 9, 4, failures=15, rules={CF: 13, CT: 1, NF: 1}),
+    "corpus46": Asked("out of sample, schedulers, launchers, training stacks; traps (35 found)",
+                      (35, 60), 15, 14, 4, failures=21, rules={CF: 18, CT: 1, NF: 2}),
 }
 # fmt: on
 
