@@ -260,6 +260,8 @@ ASKED = {
                       (24, 60), 15, 9, 4, failures=15, rules={CF: 13, CT: 1, NF: 1}),
     "corpus46": Asked("out of sample, schedulers, launchers, training stacks; traps (35 found)",
                       (35, 60), 15, 14, 4, failures=21, rules={CF: 18, CT: 1, NF: 2}),
+    "corpus47": Asked("out of sample, RL libraries and simulators outside LLMs; traps (42)",
+                      (42, 60), 15, 15, 4, failures=27, rules={CF: 22, CT: 2, NF: 3}),
 }
 # fmt: on
 
