@@ -85,3 +85,22 @@ def test_a_failed_cuda_check_s_frame_is_a_cuda_error_raised() -> None:
     watchdog = ("frame #5: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1da (0x73bbc95f6a9a in "
                 "/opt/conda/lib/libtorch_cuda.so)")  # fmt: skip
     assert failed([watchdog]) == []
+
+
+def test_runc_s_oom_killed_init_and_skypilot_s_failed_job_are_deaths() -> None:
+    """runc's `container init was OOM-killed` (libcontainer/process_linux.go) as the kubelet's
+    event passes it on, and SkyPilot's driver's `Job N failed with return code list:` (either
+    prefix), from corpus46/dev; a job that succeeded, and runc's other OOM words, are not."""
+    kubelet = ('Warning  Failed  113s   kubelet  Error: container create failed: level=error '
+               'msg="runc create failed: unable to start container process: container init was '
+               'OOM-killed (memory limit too low?)"')  # fmt: skip
+    for line, ident in ((kubelet, "runc-init-oom-killed"),
+                        ("ERROR: Job 439 failed with return code list: [1]",
+                         "skypilot-job-failed-return-codes"),
+                        ("SKY INFO: Job 2 failed with return code list: [0, 1]",
+                         "skypilot-job-failed-return-codes")):  # fmt: skip
+        found = CATALOGUE.match(line)
+        assert found is not None, line
+        assert found.id == ident
+    for line in ("Job finished (status: SUCCEEDED).", "INFO: Job 3 succeeded."):
+        assert CATALOGUE.match(line) is None, line
