@@ -11,9 +11,9 @@ Told from a metric record by its shape:
   at once); or `max` / `min` qualifies another word (`max_norm`,
   `optim.max_grad_norm`, `grad_clip`, `gradient_clipping`, `nccl_timeout`); a statistic
   named after its reduction (verl's `critic/score/max`, `response_length/min`) is a metric;
-  or it names how often the trainer prints, logs, saves or evaluates (`cadence`: DeepSpeed's
+  or it names how often the trainer prints, logs, saves or evaluates (`_CADENCE`: DeepSpeed's
   `steps_per_print`, transformers' `logging_steps` / `save_steps` / `eval_steps`, a
-  `log_interval`, a `checkpoint_freq`), whose `inf` means never;
+  `log_interval`, a `checkpoint_freq`), whose `+inf` means never;
 - the record is a settings object's repr (`settings_repr`): argparse's
   `Namespace(lr=0.1, ...)` (argparse.Namespace.__repr__ writes its type's name), a dataclass's
   or a pydantic model's `GRPOConfig(...)`, `TrainingArguments(...)`, `ModelArgs(...)`,
@@ -35,10 +35,15 @@ _LIMIT_WORDS = frozenset(
     {"clip", "clipping", "limit", "threshold", "thresh", "patience", "timeout"}
 )
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])")
-#: a cadence's key (module docstring): what is done every so often, and the words of how often
-_CADENCE_OF = frozenset({"print", "log", "logging", "save", "eval", "evaluation", "checkpoint",
-                         "ckpt"})  # fmt: skip
-_CADENCE = frozenset({"steps", "step", "interval", "every", "freq", "frequency", "period", "per"})
+#: a cadence's key (module docstring), its last part: what is done every so often, then how
+#: often (`logging_steps`, `eval_interval`, `save_every_n_steps`), or DeepSpeed's
+#: `steps_per_print`; not a metric named after the step it was logged at (Lightning's
+#: `eval_loss_step`), per token or per second (`log_prob_per_token`, `eval_steps_per_second`)
+_CADENCE = re.compile(
+    r"(?i)(?:^|[/.])(?:(?:print|log|logging|save|eval|evaluation|checkpoint|ckpt)_?"
+    r"(?:steps|interval|every(?:_n)?(?:_steps)?|freq|frequency|period)"
+    r"|steps_per_(?:print|log|save|eval|checkpoint))$"
+)
 #: the older, stricter form: a key that starts with a limit's word (`clipfrac`, `maxnorm`)
 _LIMIT_PREFIX = re.compile(r"(?i)^(?:max|min|limit|clip|threshold|patience)")
 
@@ -52,16 +57,17 @@ def limit(key: str) -> bool:
         return True
     if "rate" in words and ("request" in words or "requests" in words):
         return True  # a benchmark's load: `Traffic request rate: inf`, all requests at once
-    if not _CADENCE_OF.isdisjoint(words) and not _CADENCE.isdisjoint(words):
-        return True  # how often it prints, logs, saves, evaluates: `inf`, never
     # `max_norm`, `actor.max_grad_norm`: a bound on what follows; `score/max`: a reduction
     return any(w in ("max", "min") for w in words[:-1]) and not _REDUCTION.search(key)
 
 
 def no_limit(key: str, value: float) -> bool:
     """Whether a value is a limit's setting: `inf` (no limit) under a key that names a limit
-    (`limit`). A NaN is none -- no setting means it -- but a measurement gone wrong, whatever
-    its key's words (`clip_fraction: nan`, `max_reward: nan`, a `clip_ratio` row)."""
+    (`limit`), or `+inf` (never) under a cadence's (`_CADENCE`). A NaN is none -- no setting
+    means it -- but a measurement gone wrong, whatever its key's words (`clip_fraction: nan`,
+    `max_reward: nan`, a `clip_ratio` row)."""
+    if value == math.inf and _CADENCE.search(key) is not None:
+        return True
     return math.isinf(value) and limit(key)
 
 

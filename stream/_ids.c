@@ -249,10 +249,11 @@ IdWindow_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     const uint8_t *p = state.buf;
     Py_ssize_t n = (state.len - KEY_BYTES) / 8;
-    if (capacity < 0 || state.len < KEY_BYTES || (state.len - KEY_BYTES) % 8) {
+    if (capacity < 0 || capacity > PY_SSIZE_T_MAX / 16 || state.len < KEY_BYTES ||
+        (state.len - KEY_BYTES) % 8) {
         PyBuffer_Release(&state);
         PyErr_SetString(PyExc_ValueError,
-                        "IdWindow(capacity >= 0, state: a 16-byte key, then 8 bytes a digest)");
+                        "IdWindow(0 <= capacity < 2**59, state: a 16-byte key, then 8 bytes a digest)");
         return NULL;
     }
     IdWindow *self = (IdWindow *)type->tp_alloc(type, 0);
@@ -274,13 +275,19 @@ IdWindow_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    /* the digests held, oldest first: the newest `capacity` of them, as adding them would */
+    /* the digests held, oldest first: the newest `capacity` of them (`state()` writes each
+       once; a state that holds one twice was not written by it) */
     for (Py_ssize_t i = n > capacity ? n - capacity : 0; i < n; i++) {
         uint64_t d = load64(p + KEY_BYTES + 8 * i);
         d = d ? d : 1;
         size_t slot = slot_of(self, d);
-        if (!self->table[slot])
-            remember(self, d, slot);
+        if (self->table[slot]) {
+            PyBuffer_Release(&state);
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_ValueError, "an IdWindow state holds a digest twice");
+            return NULL;
+        }
+        remember(self, d, slot);
     }
     PyBuffer_Release(&state);
     return (PyObject *)self;

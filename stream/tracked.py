@@ -83,12 +83,20 @@ def id_window(
 ) -> IdsHeld:
     """A duplicate-id window of `capacity`, empty or from what `state()` gave: the native
     one where built (`native=False`: `RecentIds`, the reference). A native window's state
-    (digests) cannot give back the ids: a build without the native part starts empty from
-    one -- duplicates of the events just before such a checkpoint would be applied again."""
+    (digests) cannot give back the ids: a build without the native part refuses it
+    (ValueError), and the checkpoint that holds it with it -- its caller rebuilds from the
+    input, as from any checkpoint it cannot use."""
+    if state is not None and not isinstance(state, str | list | bytes):
+        raise TypeError(f"a duplicate-id window's state is not a {type(state).__name__}")
     if native and IdWindow is not None:
         if isinstance(state, bytes):
             return IdWindow(capacity, state)  # type: ignore[no-any-return]
         window = IdWindow(capacity, _KEY)
+    elif isinstance(state, bytes):
+        raise ValueError(
+            "the duplicate-id window was kept as the native part's digests, which this "
+            "install did not build (no C compiler): it cannot be taken up"
+        )
     else:
         window = RecentIds(capacity)
     if isinstance(state, str):

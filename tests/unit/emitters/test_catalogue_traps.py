@@ -68,6 +68,7 @@ def test_triton_s_model_table_names_a_model_that_failed_to_load_not_one_unloaded
     assert found is not None
     assert found.id == "triton-model-unavailable"
     assert CATALOGUE.match("2024-05-01T10:00:00Z " + failed_row) is not None  # a collector's time
+    assert failed([failed_row, *STEPS]) == []  # `--exit-on-error=false`: the server goes on
     for row in ("| tensorrt_llm   | 1       | UNAVAILABLE: unloaded |",
                 "| preprocessing  | 1       | READY   |",
                 "| Model          | Version | Status  |"):  # fmt: skip
@@ -82,6 +83,7 @@ def test_a_failed_cuda_check_s_frame_is_a_cuda_error_raised() -> None:
              "int, bool) + 0x118 (0x73bc1928ff08 in /opt/conda/lib/libc10_cuda.so)")  # fmt: skip
     (fields,) = failed([frame])
     assert fields["error"] == frame
+    assert failed([frame, *STEPS]) == []  # caught and logged: the run went on
     watchdog = ("frame #5: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1da (0x73bbc95f6a9a in "
                 "/opt/conda/lib/libtorch_cuda.so)")  # fmt: skip
     assert failed([watchdog]) == []

@@ -60,6 +60,17 @@ def test_no_limit() -> None:
     assert not no_limit("eval_loss", math.inf)  # what it evaluates is a measurement
     assert not no_limit("log_ppl", math.inf)
     assert not no_limit("steps_per_print", math.nan)
+    assert not no_limit("steps_per_print", -math.inf)  # a cadence is never -inf
+    # metrics named after the step they were logged at, per token, per second, a step's time
+    measured = [
+        "eval_loss_step", "log_prob_step", "actor/log_prob_per_token",
+        "eval_steps_per_second", "eval/step_time", "checkpoint/save_time_per_step",
+    ]  # fmt: skip
+    for key in measured:
+        assert not no_limit(key, math.inf), key
+        assert not no_limit(key, -math.inf), key
+    for key in ("logging_steps", "save_every_n_steps", "trainer.save_interval", "eval_freq"):
+        assert no_limit(key, math.inf), key
     assert no_limit("grad_clip", -math.inf)
     assert not no_limit("max_grad_norm", math.nan)
     assert not no_limit("clip_fraction", math.nan)

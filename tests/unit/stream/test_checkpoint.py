@@ -309,6 +309,21 @@ def test_event_ids_with_any_characters_survive_a_checkpoint(
     assert [i in seen for i in held] == [False, True, True, True]
 
 
+def test_a_native_window_s_checkpoint_is_refused_where_no_native_part_was_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Digests cannot give back the ids a Python window holds: an install without the C part
+    refuses such a checkpoint, as any it cannot use (its caller rebuilds from the input),
+    rather than take it up with an empty window."""
+    d = driver()
+    d.engine.seen.add("evt-1")
+    assert type(d.engine.seen).__name__ == "IdWindow"
+    data = checkpoint.dump(d, 0)
+    monkeypatch.setattr(tracked_module, "IdWindow", None)
+    with pytest.raises(CheckpointError, match="native part's digests"):
+        checkpoint.load(data, driver())
+
+
 def test_a_new_field_of_the_run_state_changes_the_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """RunState's fingerprint comes from its slots: one more is another layout."""
     from runwatch.stream.state.run import RunState

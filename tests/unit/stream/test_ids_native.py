@@ -129,8 +129,17 @@ def test_wrong_arguments_are_refused() -> None:
         _ids.IdWindow(5, b"short")
     with pytest.raises(ValueError, match="16-byte key"):
         _ids.IdWindow(5, KEY + b"123")
-    with pytest.raises(ValueError, match="capacity >= 0"):
+    with pytest.raises(ValueError, match="0 <= capacity < 2"):
         _ids.IdWindow(-1, KEY)
+    with pytest.raises(ValueError, match="0 <= capacity < 2"):
+        _ids.IdWindow(2**62 + 1, KEY)  # (its table's size would overflow)
+    twice = KEY + (7).to_bytes(8, "little") * 2
+    with pytest.raises(ValueError, match="a digest twice"):
+        _ids.IdWindow(5, twice)  # (`state()` writes each once: no state of it)
+    with pytest.raises(TypeError, match="not a int"):
+        id_window(5, 7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="native part's digests"):
+        id_window(5, _ids.IdWindow(5, KEY).state(), native=False)
     window = _ids.IdWindow(5, KEY)
     with pytest.raises(TypeError, match="an event id is a str, not int"):
         window.add(7)  # type: ignore[arg-type]
