@@ -5,7 +5,7 @@ drop duplicates, and the count of events applied by kind a counter may ask it to
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections import deque
 from typing import Any, Protocol
 
@@ -75,7 +75,7 @@ IdWindow: Any = native("runwatch.stream._ids", "IdWindow")
 #: hashes are): unknown to whoever writes the events, so none can choose ids that collide in
 #: the table, and one per process, so two engines fed alike dump alike. A restored window
 #: keeps the key its checkpoint holds.
-_KEY = secrets.token_bytes(16)
+_KEY = os.urandom(16)
 
 
 def id_window(
