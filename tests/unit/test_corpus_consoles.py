@@ -262,6 +262,8 @@ ASKED = {
                       (35, 60), 15, 14, 4, failures=21, rules={CF: 18, CT: 1, NF: 2}),
     "corpus47": Asked("out of sample, RL libraries and simulators outside LLMs; traps (42)",
                       (42, 60), 15, 15, 4, failures=27, rules={CF: 22, CT: 2, NF: 3}),
+    "corpus48": Asked("out of sample, consoles pasted in LLM stacks' pull requests (7 found)",
+                      (7, 60), 3, 5, failures=2, rules={CF: 2}),
 }
 # fmt: on
 
