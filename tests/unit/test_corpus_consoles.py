@@ -264,6 +264,8 @@ ASKED = {
                       (42, 60), 15, 15, 4, failures=27, rules={CF: 22, CT: 2, NF: 3}),
     "corpus48": Asked("out of sample, consoles pasted in LLM stacks' pull requests (7 found)",
                       (7, 60), 3, 5, failures=2, rules={CF: 2}),
+    "corpus49": Asked("out of sample, hangs as users post them: stacks, barriers, engines (35)",
+                      (35, 60), 15, 12, 4, failures=23, rules={CF: 8, RS: 6, IS: 6, CT: 4}),
 }
 # fmt: on
 
