@@ -41,10 +41,6 @@ class RecentIds(set[str]):
         if len(order) > self.capacity:
             self.discard(order.popleft())
 
-    def ordered(self) -> list[str]:
-        """The ids held, oldest first."""
-        return list(self._order)
-
     def state(self) -> str | list[str]:
         """What a checkpoint keeps: the ids oldest first, joined by newlines (one string
         pickles ~6x faster than 100,000), or a list where an id holds a newline."""
