@@ -93,13 +93,17 @@ def fleet_of(alerts: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
 
 def test_the_same_fleet_incidents_through_serve(tmp_path: Path) -> None:
     """Live, at 40x: the runs' thresholds are scaled in their run.started.config (as the
-    simulator does), the fleet's in serve's config (they are not a run's to set)."""
+    simulator does), the fleet's in serve's config (they are not a run's to set). The hang
+    outlasts the idle threshold by more than the live path's hold on late records
+    (`reading.RECONNECT_S`, wall seconds, not scaled): a sender starved for `LATE_S` on a
+    loaded machine makes serve judge silence that much later, and a shorter hang would be
+    over by then (CI saw it: the server's fleet incident never opened)."""
     speed = 40.0
     params = {"window": 600.0 / speed, "users_within": 3600.0 / speed}
     config = tmp_path / "rules.toml"
     config.write_text("[rules.shared_cause]\n" + "".join(f"{k} = {v}\n" for k, v in params.items()))
-    cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1200.0,
-                                      hang_at=400.0, hang_for=400.0, node_down_at=460.0,
+    cluster, expected = fleet_cluster(runs=24, node_runs=3, coincident=3, duration=1600.0,
+                                      hang_at=400.0, hang_for=1000.0, node_down_at=460.0,
                                       crash_at=430.0, trajectories=8,
                                       config=LIVE)  # fmt: skip
     slack = FakeSlack(token="xoxb-fleet", channels=("C-ALERTS",))  # its thread per cause too
