@@ -85,6 +85,17 @@ Some frameworks say themselves that ranks wait on others, and for how long at le
   claiming one rank, two nodes that both took themselves for the first -- is a group that
   cannot form, and the ranks seen entering wait in `process_group_init`, 0 s each.
 
+- torch's flight-recorder analyzer (`torchfrtrace`, torch/distributed/flight_recorder/
+  components/utils.py `error_analysis` and types.py `EntryState.log`, torch 2.7 on; before it
+  tools/flight_recorder/components/builder.py in the repository), run on the ranks' dumps of a
+  job that hung: "Not all ranks joining collective, sequence number: N" (its first copy: "...
+  collective N at entry M"), then one `key: value` line a field -- `collective: nccl:OP`,
+  `missing ranks: {R, ...}`, `world size: W`, `expected ranks: {R, ...}` (its first copy: the
+  count) -- or, in the oldest, all on its own line (`... collective nccl:OP  Missing ranks are
+  {R, ...}`). The ranks that joined wait in OP for the missing ones: read as the joined ranks
+  in OP's phase and the missing in `OP_not_joined`, declared with no duration (the dumps
+  say where the ranks stood, not since when).
+
 - A stack dump that shows a process waiting in a collective: py-spy's (`py-spy dump`, src/dump.rs:
   `Thread N (active): "MainThread"`, then one `    function (path:line)` a frame, innermost
   first; `--native` puts C frames among them) and CPython's faulthandler's after its timeout
@@ -321,12 +332,21 @@ WAIT_MARKERS = ("wait", "Wait", "WAIT", "stuck", "Stuck", "stall", "Stall", "han
                 "more than", "longer than", "cannot be scheduled", "not started",
                 "not yet started", "not begun", "not progressed", " is running",
                 " are running", *DECLARED.markers)  # fmt: skip
+#: torch's flight-recorder analyzer's verdict (module docstring), its fields, its oldest form
+FR_HEAD = "Not all ranks joining collective"
+_FR_FIELD = re.compile(
+    r"^\s*(?P<key>collective stack trace|collective state|collective|missing ranks|world size"
+    r"|expected ranks|group info|internal record id|input sizes|output sizes"
+    r"|total (?:input|output) numel|error msg)\s*:\s*(?P<value>.*?)\s*$"
+)
+_FR_ONE_LINE = re.compile(r"collective (?P<op>\S+)\s+Missing ranks are \{(?P<ranks>[\d,\s]*)\}")
+_FR_SET = re.compile(r"^\{(?P<ranks>[\d,\s]*)\}$")
 #: literal pieces a line must hold for `read` to look at it (the scanner's markers)
 MARKERS = ("ranks for more than", "missing ranks:", "ready ranks:", "Stalled ranks:",
            "Missing ranks:", "stalled for longer than", "store based barrier",
            "store-based barrier", "Watchdog timeout (", "watchdog timeout (", "batch_size()=", SHM,
            XLA_STUCK, XLA_STUCK_MS, XLA_UNSTUCK, TF_WAITING, TF_STARTED, *PL_MARKERS, PG_WAITING,
-           RAY_INFEASIBLE, RAY_NO_NODE_TYPE,
+           RAY_INFEASIBLE, RAY_NO_NODE_TYPE, FR_HEAD,
            *DUMP_MARKERS)  # fmt: skip
 HOROVOD = "horovod_collective"
 HOROVOD_MISSING = "horovod_collective_not_submitted"
@@ -488,6 +508,18 @@ def _line_clock(lead: str, line: str, end: int) -> float | None:
     return None if clock is None else _clock_seconds(clock)
 
 
+def _fr_op(name: str) -> str:
+    """A collective's phase from the flight recorder's name for it (`nccl:all_reduce`)."""
+    return name.rpartition(":")[2] or name
+
+
+def _fr_ranks(value: str) -> frozenset[int] | None:
+    """The ranks a flight-recorder field lists as a set (`{3, 4}`), or None."""
+    if (m := _FR_SET.match(value.strip())) is None:
+        return None
+    return frozenset(int(r) for r in m.group("ranks").replace(",", " ").split())
+
+
 def _lasted(clause: str) -> re.Match[str] | None:
     """The wait a clause says it lasted -- not one it plans (`will wait for 60 s`, `for 600
     seconds before the next attempt`)."""
@@ -522,6 +554,9 @@ class Waits:
         self._listing = False  # the lines after `Stalled ranks:` name ranks
         self._barrier: dict[tuple[int, str], int] = {}  # (rank, key) -> its waiting lines
         self._batch: int | None = None  # the running batch SGLang's watchdog dumped
+        #: the flight-recorder analyzer's verdict being read: its collective, the ranks it
+        #: says are missing (None before its line); None between verdicts
+        self._fr: tuple[str | None, frozenset[int] | None] | None = None
         #: the dumped thread whose frames are being read: (its process, frames read, waited,
         #: the frame grammar, whether it is a main thread py-spy found blocked); None between
         #: dumps
@@ -578,7 +613,7 @@ class Waits:
         """The next line may go on a Horovod warning's list of ranks, be a frame of a
         dumped thread, or end a wait only the console's grammar declared (whatever it holds)."""
         return (self._listing or self._dump is not None or self._native is not None
-                or bool(self._said))  # fmt: skip
+                or self._fr is not None or bool(self._said))  # fmt: skip
 
     def read(self, line: str, rank: int | None = None, lead: str = "") -> list[Found]:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names;
@@ -590,6 +625,10 @@ class Waits:
             if (m := _HVD_RANK.match(line)) is not None:
                 return self._horovod({int(m.group("rank")): HOROVOD_MISSING})
             self._listing = False
+        if self._fr is not None:
+            if (field := _FR_FIELD.match(line)) is not None:
+                return self._fr_field(field.group("key"), field.group("value"))
+            self._fr = None
         if self._dump is not None and (found := self._frame(line, rank)) is not None:
             return found
         if self._native is not None and (found := self._native_frame(line, rank)) is not None:
@@ -598,6 +637,8 @@ class Waits:
             return self._generic_wait(line, rank)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
+        if FR_HEAD in line:
+            return self._fr_head(line)
         if RAY_INFEASIBLE in line or RAY_NO_NODE_TYPE in line:
             if RAY_NO_NODE_TYPE in line and _RAY_PG_RESOURCE.search(line) is not None:
                 return []
@@ -841,6 +882,39 @@ class Waits:
 
     def _waited(self) -> float:
         return self._stated * max(self._warnings, 1)
+
+    def _fr_head(self, line: str) -> list[Found]:
+        """The flight-recorder analyzer's verdict begins (module docstring); its oldest form
+        says the collective and the missing ranks on the same line."""
+        self._fr = (None, None)
+        if (m := _FR_ONE_LINE.search(line)) is None:
+            return []
+        self._fr = (_fr_op(m.group("op")), None)
+        return self._fr_field("missing ranks", "{" + m.group("ranks") + "}")
+
+    def _fr_field(self, key: str, value: str) -> list[Found]:
+        """One field of the verdict: its collective, the missing ranks (reported as not
+        joined), then the ranks expected (the others reported waiting in the collective)."""
+        assert self._fr is not None
+        op, missing = self._fr
+        if key == "collective":
+            self._fr = (_fr_op(value), missing)
+            return []
+        phase = op or "collective"
+        if key == "missing ranks" and missing is None:
+            if (ranks := _fr_ranks(value)) is None:
+                return []
+            self._fr = (op, ranks)
+            return self._report({r: f"{phase}_not_joined" for r in ranks}, 0.0)
+        if key in ("world size", "expected ranks") and missing is not None:
+            expected = _fr_ranks(value)
+            if expected is None and value.isdigit():
+                expected = frozenset(range(int(value)))
+            if not expected:
+                return []
+            self._fr = (op, missing | expected)  # (told: the next such field adds none)
+            return self._report({r: phase for r in expected - missing}, 0.0)
+        return []
 
     def _horovod(self, named: dict[int, str], items: bool = False) -> list[Found]:
         """Ranks a stall warning's list names. An op's item (`tensor [ready ranks: ...]`,

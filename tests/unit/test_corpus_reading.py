@@ -104,8 +104,9 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: arrival, read exactly as labelled (5/5). corpus49 (out of sample, hangs as users post them
 #: -- NCCL RAS and flight-recorder reports, gdb stacks, store-based barrier waits, vLLM and
 #: SGLang stalls and engine deaths, watchdog and store timeouts -- 34% trap controls, collected
-#: the same day) is reported only until a pass on its development part.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus49"})
+#: the same day) since the twenty-fourth session's pass on its development part (17/24 read
+#: as labelled at arrival -> 18/24).
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -560,6 +561,26 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         ["collective_timeout", "component_failed"], "Hydra's `Error executing job with "
         "overrides` (the job raised: its process ends) beside the watchdog's timeouts; its "
         "collector labels the timeout alone"),
+    # corpus49's development part after the twenty-fourth session's pass: the flight
+    # recorder's verdict is read (emitters/stalls.py); what is left
+    ("corpus49", "nccl_ras_allgather_mismatch_30_ranks_at_op_640_2_ranks_at_641"): (
+        [], "one NCCL RAS report of ranks one operation apart (`RUNNING  MISMATCH`): NCCL's own "
+        "RAS documentation says a one-operation spread is normal on a healthy job (the "
+        "collectives outpace the query) and a hang shows only in repeated queries"),
+    ("corpus49", "vllm_cpu_macos_engine_running_1_req_generation_0_tokens_per_s"): (
+        [], "the engine's stats say one request running at 0.0 tokens/s for 40 s by their "
+        "clock, short of the minute its own stats must show (`stalls.GENERIC_LASTED`)"),
+    ("corpus49", "vllm_gb10_4node_tp4_enginecore_shm_broadcast_reader_60s"): (
+        [], _SHM_BEFORE_SERVING),
+    ("corpus49", "vllm_glm_rtx_pro_6000_x8_p2p_disabled_no_shm_broadcast_block"): (
+        [], _SHM_BEFORE_SERVING),
+    ("corpus49", "vllm_qwen3_vl_235b_fp8_serve_no_shm_broadcast_block_60s"): (
+        [], _SHM_BEFORE_SERVING),
+    ("corpus49", "control_tgi_qwen2_vl_waiting_for_shard_ready_rank0_100s"): (
+        ["ranks_stalled"], "false alert by this corpus's label: TGI's launcher says `Waiting "
+        "for shard to be ready... rank=0` every 10 s for 100 s and the excerpt ends in it -- a "
+        "wait the text shows lasting past the grammar's minute, which its collector reads as "
+        "a shard still loading"),
     ("corpus43", "vllm_rocm_strix_halo_qwen3_omni_enginecore_hip_runtime_failed_to_load"): (
         [], "two ERROR lines of vLLM's EngineCore from core.py (`hip runtime failed to load.`), "
         "the lines of an exception its logger printed, cut before the words the catalogue reads "

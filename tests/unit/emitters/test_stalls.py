@@ -1044,3 +1044,66 @@ def test_a_native_stack_that_works_or_crashed_is_no_wait(tmp_path: Path) -> None
     assert fired(tmp_path, going_on) == []
     cut = GDB_FENCE.replace("#3 ", "#9 ")  # (a frame out of order ends the stack's reading)
     assert [s["phase"] for s in statuses(cut)] == ["PMIx_Fence"]
+
+
+#: https://github.com/pytorch/pytorch/pull/140969 (corpus49/dev: the flight-recorder analyzer's
+#: verdict on an 8-rank job's dumps, `EntryState.log`'s fields; the frames cut here)
+FR_140969 = (
+    "Not all ranks joining collective: sequence number: 31117\n"
+    "internal record id: 31116\n"
+    "group info: 0:default_pg\n"
+    "collective: nccl:all_reduce\n"
+    "missing ranks: {3, 4, 5, 6, 7}\n"
+    "input sizes: [[1571911]]\n"
+    "output sizes: [[1571911]]\n"
+    "world size: 8\n"
+    "expected ranks: {0, 1, 2, 3, 4, 5, 6, 7}\n"
+    "collective state: scheduled\n"
+    "collective stack trace:\n"
+    " all_reduce at /packages/torch/distributed/distributed_c10d.py:2707\n"
+)
+#: its first copy (tools/flight_recorder/components/builder.py, logger.info's format strings
+#: rendered): the entry's number, `expected ranks` a count
+FR_BUILDER = (
+    "Not all ranks joining collective 5 at entry 4\n"
+    "group info: 0:default_pg\n"
+    "collective: nccl:all_reduce\n"
+    "missing ranks: {1}\n"
+    "input sizes: [[3, 4]]\n"
+    "output sizes: [[3, 4]]\n"
+    "expected ranks: 2\n"
+    "collective state: scheduled\n"
+)
+#: ... and its oldest, one print() of several arguments (the format strings rendered)
+FR_PRINT = (
+    "Not all ranks joining collective for group 0:default_pg collective nccl:_allgather_base  "
+    "Missing ranks are {2, 3}\n"
+)
+
+
+def test_the_flight_recorder_s_verdict_is_ranks_waiting_for_those_that_did_not_join(
+    tmp_path: Path,
+) -> None:
+    """Its every form: the missing ranks not joined, the rest (where it says them) waiting in
+    the collective; a console that ends in it ended in its hang, read line by line or by the
+    scanner."""
+    got = {(f["rank"], f["phase"]) for f in statuses(FR_140969)}
+    assert got == {(r, "all_reduce") for r in range(3)} | {
+        (r, "all_reduce_not_joined") for r in range(3, 8)
+    }
+    assert {(f["rank"], f["phase"]) for f in statuses(FR_BUILDER)} == {
+        (0, "all_reduce"), (1, "all_reduce_not_joined")}  # fmt: skip
+    assert {(f["rank"], f["phase"]) for f in statuses(FR_PRINT)} == {
+        (2, "_allgather_base_not_joined"), (3, "_allgather_base_not_joined")}  # fmt: skip
+    scanned = LineScanner(LineParser()).feed(FR_140969.encode())
+    assert len([f for k, f in scanned if k == "rank.status"]) == 8
+    for text in (FR_140969, FR_BUILDER, FR_PRINT):
+        assert fired(tmp_path, text) == ["ranks_stalled"]
+
+
+def test_a_field_of_the_flight_recorder_s_outside_its_verdict_is_no_wait(tmp_path: Path) -> None:
+    """`missing ranks: {...}` and `world size: N` alone (another tool's, a config dump) name no
+    rank: only under the verdict's head are they its fields."""
+    text = "world size: 8\nmissing ranks: {3}\ncollective: nccl:all_reduce\n"
+    assert statuses(text) == []
+    assert fired(tmp_path, text) == []
