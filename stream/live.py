@@ -103,12 +103,14 @@ def _source(src: ev.Source) -> object:
     return src.host or (src.component, src.instance, src.pid)
 
 
-def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
+def _plain(records: list[KafkaRecord]) -> Iterable[Decoded] | None:
     """The events of `records`, every line decoded in one step (`decode.admit_lines`, what
     replay decodes with), or None where a record has no value or a line is not plain: then
     `feed_records` decodes each alone, which decides each and words every reason. The
     records' lines and the checks of their bytes in one native call (`_fetched.c`) where it
-    was built; the rest, decoding on, is `decode.events_of`, as for the Python's."""
+    was built; the rest, decoding on, is `decode.events_of`, as for the Python's. Handed on
+    lazily, the one loop that applies them building each step (-1.3% of the feed's
+    instructions under callgrind against a list of them)."""
     if _NATIVE_PLAIN is None:
         return _plain_in_python(records)
     got = _NATIVE_PLAIN(records, EMITTED, is_batch, MAX_EVENT_BYTES)
@@ -118,7 +120,7 @@ def _plain(records: list[KafkaRecord]) -> list[Decoded] | None:
     admitted = events_of(joined, len(lines))
     if admitted is None:
         return None
-    return list(zip(admitted[0], lines, arrivals, offsets, numbers, strict=True))
+    return zip(admitted[0], lines, arrivals, offsets, numbers, strict=True)
 
 
 #: a fetch's lines, joined, and their columns, or None (`_plain`), where the install built it
