@@ -195,14 +195,20 @@ class Unwrapper:
         return [] if held is None else [held]
 
 
+#: what a paste's margin is made of: indentation, and a markdown quote's marks (`> `, nested
+#: `> > `; a reply quoting another's console quotes each of its lines)
+MARGIN_CHARS = " \t>"
+
+
 class Margin:
     """A paste's margin taken off: the indentation that every line so far began with (a
-    console pasted inside a list item or a quote, each of its lines indented alike), once a
-    second line showed it -- the first is held till then: one indented line is a line's own
-    (a prompt's, a frame's) -- until a line without it: then none, for good. A traceback's
-    frames, a warning's source line and an exception line are told apart by their
-    indentation, which the margin shifts; a live job's output (its first line unindented, as
-    a program's lines are) is not looked at."""
+    console pasted inside a list item or a quote, each of its lines indented alike or
+    quoted, `MARGIN_CHARS`), once a second line showed it -- the first is held till then: one
+    indented line is a line's own (a prompt's, a frame's) -- until a line without it: then
+    none, for good. A traceback's frames, a warning's source line and an exception line are
+    told apart by their indentation, which the margin shifts; a live job's output (its first
+    line unindented, as a program's lines are) is not looked at. A quote's empty line (`>`
+    alone) is a blank line."""
 
     def __init__(self) -> None:
         self.margin: str | None = None  # (None: no line yet)
@@ -218,12 +224,12 @@ class Margin:
         if not self.sure and ("\r" in line or len(line) > LONGEST):
             self.off = True  # (a bar's refreshes, a blob: a live job's output, no paste's margin)
             return [*self.flush(), (number, line)]
-        if not line.strip():
+        if not line.strip(MARGIN_CHARS):
             if self.sure:
-                return [(number, line)]
+                return [(number, "" if ">" in line else line)]
             self.held.append((number, line))
             return []
-        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        indent = line[: len(line) - len(line.lstrip(MARGIN_CHARS))]
         if self.margin is not None and not indent.startswith(self.margin):
             pairs = enumerate(zip(self.margin, indent, strict=False))
             indent = self.margin[: next((k for k, (a, b) in pairs if a != b), len(indent))]
@@ -242,7 +248,9 @@ class Margin:
         return out
 
     def cut(self, line: str) -> str:
-        """The line without the margin, where it has it."""
+        """The line without the margin, where it has it (a quote's empty line, empty)."""
+        if ">" in line and not line.strip(MARGIN_CHARS):
+            return ""
         return line[len(self.margin) :] if self.margin and line.startswith(self.margin) else line
 
     def flush(self) -> list[tuple[int, str]]:
@@ -296,7 +304,7 @@ class OutputMargin:
             return data
         data = self._open + data
         first = self.margin.margin is None and not self.margin.held
-        if first and (start := data.lstrip(b"\r\n")[:1]) and start not in (b" ", b"\t"):
+        if first and (start := data.lstrip(b"\r\n")[:1]) and start not in (b" ", b"\t", b">"):
             self.margin.off = True  # (an unindented first line: no paste's margin)
             self._open = b""
             return data
