@@ -266,6 +266,8 @@ ASKED = {
                       (7, 60), 3, 5, failures=2, rules={CF: 2}),
     "corpus49": Asked("out of sample, hangs as users post them: stacks, barriers, engines (35)",
                       (35, 60), 15, 12, 4, failures=23, rules={CF: 8, RS: 6, IS: 6, CT: 4}),
+    "corpus50": Asked("out of sample, zero reward, weight syncs, stalled engines: traps (29)",
+                      (29, 60), 19, 19, failures=10, rules={CF: 10}),
 }
 # fmt: on
 
