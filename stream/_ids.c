@@ -27,6 +27,11 @@ typedef struct {
     size_t mask;
     uint64_t *ring; /* the digests held, oldest at `head` */
     Py_ssize_t head, count;
+    /* the id digested last and its digest: the live driver asks of an event's id, then the
+       engine asks and adds it -- one digest for the three (the same str object: a str does
+       not change, and the reference held keeps its address from another's) */
+    PyObject *last;
+    uint64_t last_digest;
 } IdWindow;
 
 static inline uint64_t
@@ -90,6 +95,10 @@ siphash13(uint64_t k0, uint64_t k1, const uint8_t *src, Py_ssize_t size)
 static int
 digest_of(IdWindow *self, PyObject *id, uint64_t *out)
 {
+    if (id == self->last) {
+        *out = self->last_digest;
+        return 0;
+    }
     if (!PyUnicode_Check(id)) {
         PyErr_Format(PyExc_TypeError, "an event id is a str, not %.80s", Py_TYPE(id)->tp_name);
         return -1;
@@ -111,6 +120,8 @@ digest_of(IdWindow *self, PyObject *id, uint64_t *out)
         Py_DECREF(bytes);
     }
     *out = d ? d : 1;
+    Py_XSETREF(self->last, Py_NewRef(id));
+    self->last_digest = *out;
     return 0;
 }
 
@@ -236,6 +247,7 @@ IdWindow_dealloc(PyObject *op)
     IdWindow *self = (IdWindow *)op;
     PyMem_Free(self->table);
     PyMem_Free(self->ring);
+    Py_XDECREF(self->last);
     Py_TYPE(op)->tp_free(op);
 }
 

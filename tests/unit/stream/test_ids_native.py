@@ -56,6 +56,26 @@ def test_the_native_window_answers_as_recent_ids(case: tuple[int, list[tuple[str
         assert (ident in native) == (ident in python)
 
 
+def test_the_id_asked_of_last_is_digested_once_and_an_equal_one_is_found() -> None:
+    """The live driver asks of an event's id, then the engine asks and adds the same str: the
+    window keeps the last id's digest (and a reference to it, so its address is no other
+    str's); an equal str made anew, or another id between, is digested as ever."""
+    window = _ids.IdWindow(8, KEY)
+    ident = "".join(["ev-", "0001"])
+    before = sys.getrefcount(ident)
+    assert ident not in window
+    assert sys.getrefcount(ident) == before + 1  # (held while it is the last asked)
+    assert ident not in window
+    window.add(ident)
+    assert ident in window
+    assert "".join(["ev-", "0001"]) in window  # (another object, the same id)
+    assert "ev-0002" not in window
+    assert sys.getrefcount(ident) == before  # (let go once another was asked of)
+    window.add("ev-0002")
+    assert len(window) == 2
+    assert ident in window
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_full_window_forgets_its_oldest_and_keeps_the_rest(seed: int) -> None:
     """200,000 adds through a window of 1,000 (its table of 2,048 slots at most half full, so
