@@ -198,6 +198,12 @@ class Unwrapper:
 #: what a paste's margin is made of: indentation, and a markdown quote's marks (`> `, nested
 #: `> > `; a reply quoting another's console quotes each of its lines)
 MARGIN_CHARS = " \t>"
+_MARGIN_BYTES = MARGIN_CHARS.encode()
+
+
+def _quote_empty(line: str) -> bool:
+    """Whether the line is a quote's empty line (`>`, `> > `): empty, once the margin is off."""
+    return ">" in line and not line.strip(MARGIN_CHARS)
 
 
 class Margin:
@@ -226,7 +232,7 @@ class Margin:
             return [*self.flush(), (number, line)]
         if not line.strip(MARGIN_CHARS):
             if self.sure:
-                return [(number, "" if ">" in line else line)]
+                return [(number, "" if _quote_empty(line) else line)]
             self.held.append((number, line))
             return []
         indent = line[: len(line) - len(line.lstrip(MARGIN_CHARS))]
@@ -249,7 +255,7 @@ class Margin:
 
     def cut(self, line: str) -> str:
         """The line without the margin, where it has it (a quote's empty line, empty)."""
-        if ">" in line and not line.strip(MARGIN_CHARS):
+        if _quote_empty(line):
             return ""
         return line[len(self.margin) :] if self.margin and line.startswith(self.margin) else line
 
@@ -304,7 +310,7 @@ class OutputMargin:
             return data
         data = self._open + data
         first = self.margin.margin is None and not self.margin.held
-        if first and (start := data.lstrip(b"\r\n")[:1]) and start not in (b" ", b"\t", b">"):
+        if first and (start := data.lstrip(b"\r\n")[:1]) and start not in _MARGIN_BYTES:
             self.margin.off = True  # (an unindented first line: no paste's margin)
             self._open = b""
             return data
