@@ -217,6 +217,8 @@ class LineParser:
             self._abort = None
         if ended:
             out += self.metrics.finish()
+            if (short := self.waits.short_wait()) is not None:
+                self._notes.append(short)
         for source, (kind, fields) in failed():
             if (src := self._srcs.get(source)) is not None:
                 fields["src"] = src

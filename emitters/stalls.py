@@ -584,6 +584,10 @@ class Waits:
         #: (its words with their numbers but no duration, lines, the first line's clock or
         #: None, the wait it stated); and those reported, (rank, phase)
         self._said: dict[int, tuple[str, int, float | None, float]] = {}
+        #: the latest wait `_lasting` read that was not shown lasting long enough yet: (rank,
+        #: its words or id, seconds shown, seconds its catalogue entry asks or None for the
+        #: grammar's, lines) -- `short_wait` says it when the console ends inside it
+        self._short: tuple[int, str, float, float | None, int] | None = None
         #: rank -> the attempts the retry lines of its wait in `_said` count (`_ATTEMPT`)
         self._attempts: dict[int, int] = {}
         #: the last line the grammar read as no wait, and the one just before the wait's latest
@@ -1155,13 +1159,33 @@ class Waits:
                 who in self._attempts or (first is None and now is None)
             )  # (an attempt's count says how often, whatever its lines' clocks show)
             if waited < GENERIC_LASTED and not untimed:
+                self._short = (who, said, waited, None, said_times)
                 return out
         elif waited < lasted:
+            self._short = (who, said, waited, lasted, said_times)
             return out
+        self._short = None
         self._generic.add((who, phase))
         if not dates:
             self._undated.add((who, phase))
         return out + self._report({who: phase}, waited if dates else 0.0, generic=True)
+
+    def short_wait(self) -> str | None:
+        """Why a wait the console ended inside raised nothing: it did not show it lasting long
+        enough (`runwatch diagnose` says it, so a user can tell what it would take)."""
+        if self._short is None:
+            return None
+        who, said, waited, lasted, lines = self._short
+        if self._said.get(who, (None,))[0] != said:
+            return None  # (ended since: progress, or another wait of the rank's)
+        shown = f"shown lasting {waited:.0f} s" + (f" over {lines} lines" if lines > 1 else "")
+        if lasted is not None:
+            return (f"the console ends inside a wait the catalogue declares ({said}, "
+                    f"emitters/waits.toml), {shown}: a stall once shown lasting "
+                    f"{lasted:.0f} s")  # fmt: skip
+        return (f"the console ends inside a wait ('{said[:60]}'), {shown}: a stall once shown "
+                f"lasting {GENERIC_LASTED:.0f} s, or said {GENERIC_UNTIMED} times by lines "
+                f"without a clock")  # fmt: skip
 
     def said_before_read(self, rank: int) -> bool:
         """Whether the rank's wait by the console's grammar counts more attempts than this

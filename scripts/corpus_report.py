@@ -186,13 +186,34 @@ def main(argv: list[str] | None = None) -> int:
         from scripts import corpus_watch
 
         return corpus_watch.main([c for c in CORPORA if args.corpus in (c, "all")])
+    sums: dict[str, list[dict[str, Any]]] = {"dev": [], "heldout": []}
     for corpus in CORPORA:
         if args.corpus not in (corpus, "all"):
             continue
         for part in ("dev", "heldout"):
             if args.part in (part, "both"):
-                report(corpus, part, args.files)
+                sums[part].append(report(corpus, part, args.files))
+    for part, figures in sums.items():
+        if len(figures) > 1:
+            print_totals(part, figures)
     return 0
+
+
+def print_totals(part: str, figures: list[dict[str, Any]]) -> None:
+    """The figures of one part summed over the corpora read: the issue's bar is on these."""
+    print(f"\n== all corpora read, {part}")
+    hit_all = total_all = 0
+    for rule in CLASSES:
+        pairs = [f["recall"][rule] for f in figures if rule in f["recall"]]
+        hit, total = sum(h for h, _ in pairs), sum(n for _, n in pairs)
+        hit_all, total_all = hit_all + hit, total_all + total
+        if total:
+            print(f"  {rule:22} {hit:4} / {total:<4} ({100 * hit / total:5.1f}%)")
+    share = 100 * hit_all / max(total_all, 1)
+    print(f"  {'all classes':22} {hit_all:4} / {total_all:<4} ({share:5.1f}%)")
+    for name in ("false", "extra", "crashes"):
+        print(f"  {name:22} {sum(f[name] for f in figures):4}", end="")
+        print(f" / {sum(f['controls'] for f in figures)} controls" if name == "false" else "")
 
 
 if __name__ == "__main__":

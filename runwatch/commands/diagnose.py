@@ -50,7 +50,8 @@ def _notes(found: Diagnosis) -> str:
     user can report when runwatch cannot place a console."""
     if not found.notes:
         return ""
-    lines = ["", "", "lines that looked like metrics or failures, and why they gave no event:"]
+    head = "lines that looked like metrics, failures or waits, and why they gave no event:"
+    lines = ["", "", head]
     for where, why, text in found.notes:
         lines.append(f"  {where}: {why}")
         if text:

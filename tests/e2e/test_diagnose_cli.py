@@ -114,7 +114,7 @@ def test_a_console_it_cannot_place_says_which_lines_looked_like_failures_or_metr
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 1
     said = proc.stderr
-    assert "lines that looked like metrics or failures, and why they gave no event:" in said
+    assert "lines that looked like metrics, failures or waits, and why they gave no event:" in said
     assert "pasted.log:1: `RuntimeError: {'error': 'thread crashed'}` names an exception" in said
     assert "pasted.log:3: `loss` is nan but the line names no step" in said
     assert "a traceback ends before its exception line" in said

@@ -84,3 +84,39 @@ def test_a_wait_line_after_an_error_line_does_not_hide_it(tmp_path: Path) -> Non
     log.write_text("ERROR reward server died unexpectedly\nwaiting for the reward server\n")
     noted = [where for where, why, _ in diagnose([log]).notes if "reads like an error" in why]
     assert noted == ["job.log:1"]
+
+
+def test_a_console_that_ends_inside_a_wait_too_short_to_be_a_stall_says_what_it_lacks(
+    tmp_path: Path,
+) -> None:
+    """A wait the console ends inside, shown lasting less than a stall's evidence (the
+    grammar's minute, a catalogue entry's `lasted`): the note says what was shown and what it
+    would take. A wait that progress ended says nothing."""
+    waiting = (
+        "[2024-01-01 10:00:00] Waiting for the trainer to connect...\n"
+        "[2024-01-01 10:00:20] Waiting for the trainer to connect...\n"
+    )
+    log = tmp_path / "job.log"
+    log.write_text(waiting)
+    found = diagnose([log])
+    assert found.alerts == []
+    assert [(where, why) for where, why, _ in found.notes] == [
+        ("job.log:2", "the console ends inside a wait ('Waiting for the trainer to connect..'), "
+         "shown lasting 20 s over 2 lines: a stall once shown lasting 60 s, or said 5 times "
+         "by lines without a clock"),
+    ]  # fmt: skip
+    ray = tmp_path / "ray.log"
+    ray.write_text(
+        "(autoscaler +2m17s) Warning: The following resource request cannot be scheduled right"
+        " now: {'CPU': 1.0, 'GPU': 1.0}. This is likely due to all cluster resources being"
+        " claimed by actors. Consider creating fewer actors or adding more nodes to this Ray"
+        " cluster.\n"
+    )
+    whys = [why for _, why, _ in diagnose([ray]).notes]
+    assert whys == [
+        "the console ends inside a wait the catalogue declares (ray-autoscaler-request-pending-"
+        "cluster-full, emitters/waits.toml), shown lasting 0 s: a stall once shown lasting 60 s"
+    ]
+    went_on = tmp_path / "went_on.log"
+    went_on.write_text(waiting + "[2024-01-01 10:00:30] trainer connected, starting step 1\n")
+    assert diagnose([went_on]).notes == []
