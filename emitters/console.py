@@ -496,9 +496,12 @@ class LineParser:
             fields = refresh[1]
             meter = line[:end]
             postfix = meter[meter.rfind("[") :]
-            if fields["name"].startswith("Train epoch"):  # OpenRLHF: the postfix is metrics
-                out += self.metrics.bar(source, fields["name"], fields["n"],
-                                        fields.get("total"), postfix)  # fmt: skip
+            openrlhf = None  # (OpenRLHF's bar with its own keys: the postfix is the step's)
+            if fields["name"].startswith("Train epoch"):
+                openrlhf = self.metrics.bar(source, fields["name"], fields["n"],
+                                            fields.get("total"), postfix)  # fmt: skip
+            if openrlhf is not None:
+                out += openrlhf
             elif "=" in postfix or ":" in fields["name"]:  # torchtune: `1|31|Loss: 2.3: 3%|`
                 out += self.metrics.postfix(source, fields["name"], fields["n"], postfix[1:-1])
             self.metrics.refreshed(source, fields["name"], fields["n"])

@@ -41,13 +41,15 @@ _POSTFIX_ITEM = re.compile(r"(\w+)=([-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf))\b")
 
 
 def openrlhf_postfix(postfix: str) -> dict[str, float]:
-    """OpenRLHF's postfix items under its own metric names."""
+    """OpenRLHF's postfix items under its own metric names, and any other item (a fork's, a
+    later version's) under its own: empty where none is OpenRLHF's."""
     out: dict[str, float] = {}
+    known = False
     for key, raw in _POSTFIX_ITEM.findall(postfix):
         name = OPENRLHF_KEYS.get(key)
-        if name is not None:
-            out[name] = float(raw)
-    return out
+        known |= name is not None
+        out[name or key] = float(raw)
+    return out if known else {}
 
 
 class BarPostfixes(MetricRecords):
@@ -93,17 +95,23 @@ class BarPostfixes(MetricRecords):
         self._postfixes[key] = n
         return self._record(source, n, dict(record.metrics), record.skipped, rewards=False)
 
-    def bar(self, source: Any, name: str, n: int, total: int | None, rest: str) -> list[Found]:
+    def bar(
+        self, source: Any, name: str, n: int, total: int | None, rest: str
+    ) -> list[Found] | None:
         """A refresh of OpenRLHF's training bar: its postfix as the step's metrics when the
-        bar ends the step, or at once when a value is not finite."""
+        bar ends the step, or at once when a value is not finite. None where the bar is not
+        OpenRLHF's or its postfix holds none of OpenRLHF's keys (a fork's, another trainer's
+        `Train epoch` bar): the generic postfix reader's (`postfix`)."""
         m = OPENRLHF_BAR.match(name)
         if m is None:
-            return []
+            return None
         metrics = openrlhf_postfix(rest)
+        if not metrics:
+            return None
         last_epoch = m.group(1) == m.group(2)
         ended = last_epoch and total is not None and n >= total
         bad = any(not math.isfinite(v) for v in metrics.values())
-        if not metrics or not (ended or bad):
+        if not (ended or bad):
             return []
         step = self._bars.get(source, 0) + 1
         if ended:

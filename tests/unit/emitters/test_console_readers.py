@@ -773,6 +773,30 @@ def test_openrlhf_s_postfix_newer_and_older_names() -> None:
     assert kinds(found).count("step.done") == 2
 
 
+def test_a_train_epoch_bar_s_other_keys_are_read_too() -> None:
+    """OpenRLHF's reader knows its own postfix names; a key it does not know (a fork's, a
+    later version's) is still a metric, and a `Train epoch` bar with none of its names is
+    any bar's postfix: the step its count names."""
+
+    def bar(desc: str, post: str) -> str:
+        return f"{desc}: 50%|##  | 2/4 [00:02<00:02,  1.0it/s, {post}]"
+
+    mixed = read_all([bar("Train epoch [1/1]", "act_loss=0.1, reward=0.5, policy_entropy=nan")])
+    (metrics,) = [f for k, f in mixed if k == "step.metrics"]
+    assert metrics["step"] == 1
+    assert metrics["metrics"]["train/reward"] == 0.5
+    assert math.isnan(metrics["metrics"]["policy_entropy"])
+    fork = read_all([bar("Train epoch [1/1]", "policy_loss=nan, kl=0.01")])
+    (metrics,) = [f for k, f in fork if k == "step.metrics"]
+    assert metrics["step"] == 1
+    assert metrics["metrics"]["train/kl"] == 0.01
+    assert math.isnan(metrics["metrics"]["policy_loss"])
+    other = read_all([bar("Train epoch", "policy_loss=nan, value_loss=0.3")])
+    (metrics,) = [f for k, f in other if k == "step.metrics"]
+    assert metrics["step"] == 2
+    assert math.isnan(metrics["metrics"]["policy_loss"])
+
+
 def test_validation_metrics_are_eval_metrics_not_the_step_s() -> None:
     found = read_all(["step:0 - val-core/math/acc/mean@1:0.31 - val-aux/num_turns/min:nan"])
     assert kinds(found) == ["eval.metrics"]
