@@ -27,15 +27,19 @@ def _cells(text: str) -> list[str] | None:
 
 def table_header(text: str) -> list[str] | None:
     """The column names of a table's header (`Step | Training Loss | reward | kl`: two cells
-    or more between `|`, none a number; a CSV's `epoch,step,train_loss`, its names one word
-    each); None for anything else."""
+    or more between `|` or tabs -- a notebook's HTML table copied as text --, none a number;
+    a CSV's `epoch,step,train_loss`, its names one word each); None for anything else."""
     cells = _cells(text)
     if cells is None or len(cells) < 2 or any(not c or _CELL_NUMBER.match(c) for c in cells):
         return None
     if any(len(c) > 80 or ":" in c or "=" in c for c in cells):
         return None
-    if "|" not in text and any(" " in c or not _WORD_CELL.match(c) for c in cells):
-        return None  # prose has commas too
+    if (
+        "|" not in text
+        and "\t" not in text
+        and any(" " in c or not _WORD_CELL.match(c) for c in cells)
+    ):
+        return None  # prose has commas too (not tabs: a notebook's table copied as text)
     return cells
 
 
@@ -109,6 +113,8 @@ def column_row(header: list[tuple[str, int, int]], text: str) -> Record | None:
         text = text[: text.find("%|")]
         text = text[: text.rfind(":")] if ":" in text else ""
     cells = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text.rstrip())]
+    if len(cells) == len(header) + 1 and cells[0][0].isdigit() and cells[0][2] < header[0][1]:
+        cells = cells[1:]  # (pandas' index: a row's number left of the first column, unnamed)
     if len(cells) != len(header):
         return None
     right = all(c[2] == h[2] for c, h in zip(cells, header, strict=True))

@@ -857,6 +857,32 @@ def test_a_paste_s_line_numbers_before_an_aligned_table() -> None:
     assert non_finite(read_all([lines[0], "  x " + row(91, float("nan"))])) == []
 
 
+#: pandas 3.1.1's repr of `pd.DataFrame(trainer.state.log_history)`-like records, as printed
+#: (rendered by pandas itself, in a throwaway venv): the index left of the first column,
+#: unnamed; names right-aligned over their values; NaN as `NaN`
+PANDAS_LOG_HISTORY = [
+    "     loss  grad_norm  learning_rate  epoch  step",
+    "0  0.6931     1.2345         0.0001   0.01    10",
+    "1     NaN        NaN         0.0001   0.02    20",
+]
+
+
+def test_a_printed_data_frame_s_index_is_no_column() -> None:
+    found = read_all(PANDAS_LOG_HISTORY)
+    steps = [(f["step"], sorted(f["metrics"])) for k, f in found if k == "step.metrics"]
+    names = ["epoch", "grad_norm", "learning_rate", "loss"]
+    assert steps == [(10, names), (20, names)]
+    assert non_finite(found) == [(20, ["grad_norm", "loss"])]
+
+
+def test_a_notebook_table_copied_as_text_is_a_table_between_tabs() -> None:
+    """A notebook's HTML table (TRL's `Step | Training Loss | ...` in Colab) selected and
+    pasted as plain text: its cells between tabs, names of several words."""
+    lines = ["Step\tTraining Loss\treward\tkl", "1\t0.000000\t0.125000\t0.000000",
+             "2\tnan\t0.000000\tnan"]  # fmt: skip
+    assert non_finite(read_all(lines)) == [(2, ["Training Loss", "kl"])]
+
+
 # --- a refresh read when it is written ------------------------------------------------------
 
 
