@@ -255,7 +255,10 @@ class LineParser:
             found += self._line(meter, src, rank, lead)
             line, own = launcher_prefix(rest)
             if own is not None:
-                rank = own
+                rank = own  # (torch's excepthook head glued after the bar is its too)
+                hooked = hooked or EXCEPTHOOK.match(
+                    rest, len(rest) - len(line) - len(f"[rank{own}]:")
+                )
             if len(line) != len(rest):
                 lead = rest[: len(rest) - len(line)]  # (the piece's own prefixes)
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar

@@ -228,10 +228,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # README.md); what it still reads otherwise than its labels say
     # its verl agent-loop control (a tool call's KeyError logged at ERROR with one frame) is
     # read as a handler's report since the eighth pass (tracebacks.Record.caught_where_raised)
-    ("corpus15", "fail_unsloth_grpo_banner_two_dicts_then_rank0_traceback_after_bar"): (
-        [], "the excerpt ends on rank 0's `Traceback (most recent call last):` head glued to the "
-        "bar, with no frame: a head alone is too little to call a death (a rule that read it "
-        "false-alerted on a held-out healthy console ending on a head, and was taken back)"),
     # its LLaMA-Factory 'Some NCCL operations have failed' is no timeout since the eighth
     # pass: the watchdog's line after it says ncclRemoteError (LineParser._some_failed)
     # read since the second pass on issue 41 with a rule the labels do not name: a traceback

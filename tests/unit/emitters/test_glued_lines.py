@@ -55,13 +55,17 @@ def test_what_follows_the_bar_is_read_after_the_bar_s_progress() -> None:
 
 
 def test_a_head_the_output_ends_on_is_too_little_a_frame_after_it_is_a_cut_traceback() -> None:
-    """unsloth#2367: the bar at 2/750, then rank 0's head, and the paste ends: a head alone
-    names nothing (a healthy console can end on one); with a frame after it, the process's
-    last word, cut before its exception line; more progress after it: none."""
+    """unsloth#2367: the bar at 2/750, then rank 0's head, and the paste ends: a bare head
+    alone names nothing (a healthy console can end on one), but rank 0's is torch's
+    excepthook's -- an uncaught exception, as on a line of its own (test_tracebacks); with a
+    frame after it, the process's last word, cut before its exception line; more progress
+    after it: none."""
     bar = "  0%|▎         | 2/750 [06:25<40:07:50, 193.14s/it]"
     head = bar + "[rank0]: Traceback (most recent call last):"
     frame = '[rank0]:   File "/x/swift/cli/rlhf.py", line 5, in <module>'
-    assert failed(read_all([head])) == []
+    assert failed(read_all([bar + "Traceback (most recent call last):"])) == []
+    (hooked,) = failed(read_all([head]))
+    assert hooked["error"].startswith("an uncaught exception (torch.distributed's excepthook")
     (fields,) = failed(read_all([head, frame]))
     assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
     more = "GRPO:   0%|▎         | 3/750 [09:38<40:07:50, 193.14s/it]"

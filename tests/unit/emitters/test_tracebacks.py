@@ -145,6 +145,16 @@ def test_torch_s_excepthook_head_alone_is_an_uncaught_exception() -> None:
     assert failed(read_all([head, "[rank1]: {'loss': 0.5, 'grad_norm': 1.0, 'step': 3}"])) == []
 
 
+def test_torch_s_excepthook_head_glued_after_a_bar_is_one_too() -> None:
+    """A tqdm bar has no line end: the excepthook's head its rank wrote next starts right after
+    the bar's `]` (unsloth#2367, corpus15/dev) -- the same uncaught report as on a line of its
+    own; a bare head glued so stays too little."""
+    bar = "  0%|▎         | 2/750 [06:25<40:07:50, 193.14s/it]"
+    (fields,) = failed(read_all([bar + "[rank0]: Traceback (most recent call last):"]))
+    assert fields["error"].startswith("an uncaught exception (torch.distributed's excepthook")
+    assert failed(read_all([bar + "Traceback (most recent call last):"])) == []
+
+
 @pytest.mark.parametrize(
     "after",
     [
