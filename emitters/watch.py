@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from runwatch.emitters import Emitter
 from runwatch.emitters.console import LineParser, LineScanner
+from runwatch.emitters.encodings import AsUtf8
 from runwatch.emitters.env import last_word
 from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import Found
@@ -240,12 +241,13 @@ class OutputReader:
     a file's), then scanned."""
 
     def __init__(self, parser: LineParser) -> None:
+        self.text = AsUtf8()  # (a UTF-16 file `cat` writes, as diagnose reads it)
         self.margin = OutputMargin()
         self.wraps = OutputUnwrapper()
         self.scanner = LineScanner(parser)
 
     def feed(self, data: bytes) -> list[Found]:
-        return self._scan(self.wraps.feed(self.margin.feed(data)))
+        return self._scan(self.wraps.feed(self.margin.feed(self.text.feed(data))))
 
     def paused(self) -> list[Found]:
         """The stream paused: what the margin and the unwrapper held, then the unfinished
@@ -254,7 +256,8 @@ class OutputReader:
         return self._scan(held + self.wraps.pause()) + self.scanner.peek()
 
     def finish(self) -> list[Found]:
-        held = self.wraps.feed(self.margin.finish())
+        held = self.wraps.feed(self.margin.feed(self.text.feed(b"", final=True)))
+        held += self.wraps.feed(self.margin.finish())
         return self._scan(held + self.wraps.finish()) + self.scanner.finish()
 
     def _scan(self, data: bytes) -> list[Found]:

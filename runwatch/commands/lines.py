@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any
 
+from runwatch.emitters.encodings import AsUtf8
 from runwatch.exceptions import CommandError
 from runwatch.stream.refused import Refused
 from runwatch.stream.replay import Batches, Chunk
@@ -61,13 +62,24 @@ def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[Chu
             bar.finish(task)
 
 
+def _reads(stream: IO[bytes]) -> Iterator[bytes]:
+    """What each read of `stream` brought, as UTF-8 (`AsUtf8`: a UTF-16 file's text). `read1`
+    takes what a pipe holds without waiting for more."""
+    read1 = stream.read1 if hasattr(stream, "read1") else stream.read
+    text = AsUtf8()
+    while chunk := read1(CHUNK):
+        if out := text.feed(chunk):
+            yield out
+    if out := text.feed(b"", final=True):
+        yield out
+
+
 def _read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
     """The text of `stream` in pieces of whole lines (the last perhaps without its newline):
-    what one read brought in whole. `read1` takes what a pipe holds without waiting for
-    more; a line longer than a read is kept in pieces until its end comes."""
-    read1 = stream.read1 if hasattr(stream, "read1") else stream.read
+    what one read brought in whole. A line longer than a read is kept in pieces until its
+    end comes."""
     pieces: list[bytes] = []  # the start of a line whose end has not come
-    while chunk := read1(CHUNK):
+    for chunk in _reads(stream):
         end = chunk.rfind(b"\n")
         if end < 0:
             pieces.append(chunk)
