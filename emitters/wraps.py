@@ -47,7 +47,7 @@ _FRESH = re.compile(
     r"|\[|\(|Traceback|File \"|[IWEF]\d{4} )"
 )
 _NUMBERS = re.compile(r"\d+")
-#: how much of two lines' starts makes them one format's lines
+#: how much of two lines' starts, their numbers left out, makes them one format's lines
 _SAME_START = 6
 #: a table's borders (box drawing, an ASCII grid's `|` and `+`): a row ends at one and the next
 #: row begins with one, where a terminal's cut falls anywhere
@@ -60,13 +60,19 @@ def _lead_shape(line: str) -> str:
     return _NUMBERS.sub("0", lead_form(launcher_lead(line)))
 
 
+def _start_shape(line: str) -> str:
+    """How a line starts, its numbers left out: one format's lines (`step:9 - ...`, `step:10
+    - ...`) start alike whatever step they name."""
+    return _NUMBERS.sub("0", line[: _SAME_START + 20])[:_SAME_START]
+
+
 def goes_on(cut: str, line: str, whole: str | None = None) -> bool:
     """Whether `line` can be the rest of `cut`, a line as long as the terminal was wide
     (`whole`: the cut line entire, where `cut` is its last piece)."""
     return not (
         not line.strip()
         or _FRESH.match(line) is not None
-        or line[:_SAME_START] == cut[:_SAME_START]
+        or _start_shape(line) == _start_shape(cut)
         or cut.endswith("  ")  # padded to the width, not cut at it
         or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
         or line.lstrip()[:1] in _BORDERS

@@ -110,8 +110,12 @@ def test_the_lines_after_the_sample_are_given_whole_wrapped_or_not() -> None:
             "/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:460: UserWarning:"
             " torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False"
             f" explicitly (rank {rank}).", "  warnings.warn(")],
+        # one format's lines that happen to be as long as each other, the step they name at
+        # their start (verl's step line with the same figures six steps running)
+        [f"step:{n} - actor/pg_loss:0.000 - critic/score/mean:0.000 - critic/rewards/mean:0.000"
+         " - response_length/mean:512.0" for n in range(1, 7)],
     ],
-    ids=["records", "padded", "fresh-lines", "box-table", "narrow", "warnings"],
+    ids=["records", "padded", "fresh-lines", "box-table", "narrow", "warnings", "step-lines"],
 )  # fmt: skip
 def test_what_only_looks_cut_is_left_alone(lines: list[str]) -> None:
     # (a padded console shows its width -- its lines padded to it -- and nothing in it is cut)
@@ -414,3 +418,16 @@ def test_whatever_the_reads_and_pauses_no_byte_is_lost_or_doubled(
             "".join(_margined(text)).encode(),
             "".join(text).encode(),
         )
+
+
+def test_step_lines_of_one_length_are_each_a_step(tmp_path: Path) -> None:
+    """Six verl step lines at reward 0, as long as each other: six steps, and zero_reward --
+    joined as one wrapped line they were one step (the unwrapper compared their starts with
+    the step number in them)."""
+    log = tmp_path / "verl.log"
+    log.write_text("".join(
+        f"step:{n} - actor/pg_loss:0.000 - critic/score/mean:0.000 - critic/rewards/mean:0.000"
+        " - response_length/mean:512.0\n" for n in range(1, 7)))  # fmt: skip
+    found = diagnose([log])
+    assert [e.fields["step"] for e in found.events if e.kind == "reward"] == [1, 2, 3, 4, 5, 6]
+    assert [a.rule for a in found.alerts if a.state == "firing"] == ["zero_reward"]
