@@ -575,11 +575,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], _SHM_BEFORE_SERVING),
     ("corpus49", "vllm_qwen3_vl_235b_fp8_serve_no_shm_broadcast_block_60s"): (
         [], _SHM_BEFORE_SERVING),
-    ("corpus49", "control_tgi_qwen2_vl_waiting_for_shard_ready_rank0_100s"): (
-        ["ranks_stalled"], "false alert by this corpus's label: TGI's launcher says `Waiting "
-        "for shard to be ready... rank=0` every 10 s for 100 s and the excerpt ends in it -- a "
-        "wait the text shows lasting past the grammar's minute, which its collector reads as "
-        "a shard still loading"),
     ("corpus50", "torchrun_memoryvla_dlc_sigterm_five_workers_after_step_2465"): (
         [], "torchelastic's `Sending process N the closing signal SIGTERM` to five workers, the "
         "line saying which worker failed cut by the store: the agent sends the same to every "
