@@ -41,6 +41,10 @@ SAMPLE_CHARS = 4 << 20
 #: no terminal is this wide: an unfinished line longer than this ends `runwatch watch`'s
 #: learning (`OutputUnwrapper`), as such a line, the longest, leaves a file no width
 LONGEST = 1 << 16
+#: how much shorter than the width a line must be for the line after it to be one of its own
+#: (`Widths.starts`): a wrap's first piece may be short of the width by the margin a paste took
+#: off it (a quote's `> `, a list item's indentation)
+SHORTER = 8
 #: how a line a process wrote begins (the next line after a long one that begins so is its own)
 _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
@@ -94,9 +98,15 @@ class Widths:
     def __init__(self) -> None:
         self.top = 0  # the longest line's length
         self.count = 0  # lines that long
-        self.went = 0  # ... a line that goes on followed
+        #: ... the start (`_start_shape`) of each line that goes on after one of them
+        self.went: list[str] = []
         self.padded = 0  # ... ending in the terminal's padding
         self.seen = 0  # lines, blank ones left out
+        #: how each line starts -> the shortest line before a line that starts so: a start seen
+        #: after a line shorter than the width begins lines of their own (a record's: `Iter[2/20],
+        #: Epoch [1/1]` after the options), not a wrap's pieces, however long the line before
+        self.starts: dict[str, int] = {}
+        self._before = 0  # the length of the line before the next batch's first
         self._last: str | None = None  # the last batch's last line, when that long
 
     def saw(self, lines: Sequence[str]) -> None:
@@ -104,27 +114,39 @@ class Widths:
         if not lines:
             return
         if self._last is not None and len(self._last) == self.top and goes_on(self._last, lines[0]):
-            self.went += 1
+            self.went.append(_start_shape(lines[0]))
         self._last = None
         self.seen += sum(1 for line in lines if line.strip())
         lengths = list(map(len, lines))
+        starts = self.starts
+        for before, line in zip([self._before, *lengths], lines, strict=False):
+            shape = _start_shape(line)
+            if before < starts.get(shape, LONGEST):
+                starts[shape] = before
+        self._before = lengths[-1]
         longest = max(lengths)
         if longest < self.top:
             return
         if longest > self.top:
-            self.top, self.count, self.went, self.padded = longest, 0, 0, 0
+            self.top, self.count, self.went, self.padded = longest, 0, [], 0
         at = lengths.index(longest)
         while True:
             self.count += 1
             self.padded += lines[at].endswith("  ")
             if at + 1 < len(lines):
-                self.went += goes_on(lines[at], lines[at + 1])
+                if goes_on(lines[at], lines[at + 1]):
+                    self.went.append(_start_shape(lines[at + 1]))
             else:
                 self._last = lines[at]  # (the next batch's first line says whether it went on)
             try:
                 at = lengths.index(longest, at + 1)
             except ValueError:
                 return
+
+    def own(self, line: str, width: int) -> bool:
+        """Whether `line` starts as lines seen after one shorter than `width` did: a line of
+        its own, not a wrap's piece."""
+        return self.starts.get(_start_shape(line), LONGEST) < width - SHORTER
 
     @property
     def width(self) -> int | None:
@@ -133,7 +155,10 @@ class Widths:
             return None
         if self.padded >= MIN_WRAPPED and 2 * self.padded > self.seen:
             return self.top  # (a terminal that pads every line shows its width: most are padded)
-        return self.top if 2 * self.went > self.count else None
+        went = sum(
+            1 for shape in self.went if self.starts.get(shape, LONGEST) >= self.top - SHORTER
+        )
+        return self.top if 2 * went > self.count else None
 
 
 def terminal_width(lines: Sequence[str]) -> int | None:
@@ -185,7 +210,7 @@ class Unwrapper:
         for number, line in lines:
             if (held := self.held) is not None:
                 self.held = None
-                if goes_on(held[1][-width:], line, held[1]):
+                if goes_on(held[1][-width:], line, held[1]) and not self.widths.own(line, width):
                     number, line = held[0], held[1] + line
                 else:
                     out.append(held)

@@ -114,8 +114,15 @@ def test_the_lines_after_the_sample_are_given_whole_wrapped_or_not() -> None:
         # their start (verl's step line with the same figures six steps running)
         [f"step:{n} - actor/pg_loss:0.000 - critic/score/mean:0.000 - critic/rewards/mean:0.000"
          " - response_length/mean:512.0" for n in range(1, 7)],
+        # a header and its record, the records as long as each other: the header after each
+        # record starts as the first header did, after a short line -- a line of its own
+        # (TETGAN's `Iter[2/20], Epoch [1/1]` over `Lrec: ..., Lsty: 1068.036`, corpus17/dev)
+        ["options: done"] + [line for n in range(1, 5) for line in (
+            f"Iter[{n}/20], Epoch [1/1]",
+            f"Lrec: 0.2{n}9, Ldadv: 0.99{n}, Ldesty: -10.377, Lsadv: 8.586, Lsty: 106{n}.036")],
     ],
-    ids=["records", "padded", "fresh-lines", "box-table", "narrow", "warnings", "step-lines"],
+    ids=["records", "padded", "fresh-lines", "box-table", "narrow", "warnings", "step-lines",
+         "header-records"],
 )  # fmt: skip
 def test_what_only_looks_cut_is_left_alone(lines: list[str]) -> None:
     # (a padded console shows its width -- its lines padded to it -- and nothing in it is cut)
