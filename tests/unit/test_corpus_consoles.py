@@ -268,6 +268,9 @@ ASKED = {
                       (35, 60), 15, 12, 4, failures=23, rules={CF: 8, RS: 6, IS: 6, CT: 4}),
     "corpus50": Asked("out of sample, zero reward, weight syncs, stalled engines: traps (29)",
                       (29, 60), 19, 19, failures=10, rules={CF: 10}),
+    "corpus51": Asked("out of sample, hangs, deaths and traps of less covered stacks (28)",
+                      (28, 60), 15, 9, 4, failures=19,
+                      rules={CF: 8, RS: 6, CT: 3, NF: 2}),
 }
 # fmt: on
 

@@ -108,8 +108,10 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: as labelled at arrival -> 18/24). corpus50 (out of sample, the RL classes the corpora lack
 #: -- zero reward, weight-sync stalls, engines that stall -- and their traps, collected the same
 #: day: no free thread showed one of those classes, so it holds component deaths and 66% trap
-#: controls) since its arrival, its one miss listed (19/20 read as labelled).
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: controls) since its arrival, its one miss listed (19/20 read as labelled). corpus51 (out of
+#: sample, hangs, deaths and traps from the stacks the corpora cover less, collected on
+#: 2026-12-03) is reported only until a pass on its development part.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus51"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -670,7 +672,9 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 #: collective timeouts) held out 11: 24 and 11;
 #: corpus50 holds 29 (nearly every first hit for zero rewards, weight syncs and stalled engines
 #: was cited already, about one thread in five free, and most free chunks cut their lines), and
-#: its split's thirds (19 controls, 10 component deaths) held out 9: 20 and 9.
+#: its split's thirds (19 controls, 10 component deaths) held out 9: 20 and 9;
+#: corpus51 holds 28 (nearly every first hit for hangs, stall inspectors, py-spy dumps and the
+#: less covered stacks' failures was cited already), split 18/10.
 SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus34": (24, 12),
     "corpus36": (23, 12),
@@ -687,6 +691,7 @@ SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus48": (5, 2),
     "corpus49": (24, 11),
     "corpus50": (20, 9),
+    "corpus51": (18, 10),
 }
 
 
