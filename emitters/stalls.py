@@ -360,7 +360,8 @@ BARRIER_EVERY = 10.0
 _HVD_WARN = re.compile(r"of ranks for more than (?P<n>\d+) seconds")
 _HVD_OPS = re.compile(r"\[(?P<which>missing|ready) ranks: ?(?P<ranks>\d+(?:, ?\d+)*)\]")
 _HVD_LIST = re.compile(r"(?:Stalled|Missing) ranks:\s*$")
-_HVD_RANK = re.compile(r"^\s*(?P<rank>\d+)!?: \[")
+#: (under MPICH's and Intel MPI's `-prepend-rank`, hydra's `[%r] ` before each line, too)
+_HVD_RANK = re.compile(r"^\s*(?:\[\d{1,5}\] )?(?P<rank>\d+)!?: \[")
 _HVD_SHUTDOWN = re.compile(r"stalled for longer than (?P<m>\d+) seconds")
 #: (0.5.x's `utils/watchdog.py`: "{debug_name} watchdog timeout ({self.watchdog_timeout=},
 #: {self.soft=})" -- the Scheduler's, the TokenizerManager's, ...; a soft one only says so)
@@ -414,24 +415,26 @@ _NATIVE_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[
 _NATIVE_REST = re.compile(r"^\s+(?:at \S+:\d+|from \S+)\s*$")
 #: where a waiting thread is parked, its innermost frame: sleeping, polling, on a futex or a
 #: condition, or spinning in a progress engine (Open MPI's opal_progress, UCX's) -- not a
-#: crash's frame (raise, abort, the faulting function)
+#: crash's frame (raise, abort, the faulting function); MPICH's engine in its own case
+#: (`MPIDI_CH3I_Progress`)
 _PARKED = re.compile(
     r"^(?:__GI_|__libc_|__)*(?:nanosleep|usleep|sleep|clock_nanosleep|poll|ppoll|epoll_p?wait"
     r"|p?select|sched_yield|pthread_cond_(?:timed|clock)?wait(?:@\S*)?|futex_\w*wait\w*"
     r"|lll_lock_wait\w*|sem_(?:timed|clock)?wait|syscall|recv(?:msg|from)?|read|accept4?"
-    r"|\w*_progress\w*|\w*progress)$"
+    r"|(?i:\w*_progress\w*|\w*progress))$"
 )
 #: the collectives, fences and barriers of the native stacks (innermost first, the first such
 #: frame names the wait): PMIx's fence (openpmix src/client/pmix_client_fence.c `PMIx_Fence`;
 #: Open MPI renames its embedded copy's symbols, `OPAL_PMIX_PMIX1XX_PMIx_Fence`), PMI-1/2's
 #: barrier and fence, MPI's collectives and the calls that hold one (MPI_Init's modex fence,
-#: MPI_Finalize's, a communicator's creation) in their P-profiling names too, NCCL's API (its
+#: MPI_Finalize's, a communicator's creation) in their P-profiling names too, and MPI 4's
+#: large-count bindings (`PMPI_Bcast_c`, MPICH 4's mpi4py calls them), NCCL's API (its
 #: communicator's bootstrap included): a thread parked under one waits for the other ranks
 _NATIVE_COLLECTIVE = re.compile(
     r"(?:^|_)(?P<name>PMIx_Fence(?:_nb)?|PMI2?_(?:KVS_)?(?:Barrier|Fence)"
     r"|P?MPI_(?:I?barrier|Barrier|I?allreduce|Allreduce|Reduce(?:_scatter(?:_block)?)?|Bcast"
     r"|Allgatherv?|Alltoall[vw]?|Gatherv?|Scatterv?|Scan|Exscan|Win_fence|Comm_(?:split|dup"
-    r"|create)|Init(?:_thread)?|Finalize)"
+    r"|create)|Init(?:_thread)?|Finalize)(?:_c)?"
     r"|nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Bcast|Reduce|GroupEnd"
     r"|CommInitRank\w*|CommInitAll))$"
 )

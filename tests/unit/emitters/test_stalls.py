@@ -317,6 +317,22 @@ def test_horovodrun_s_own_prefix_is_taken_off_its_stall_warning(tmp_path: Path) 
     assert fired(tmp_path, HVD_5155) == ["ranks_stalled"]
 
 
+def test_hydra_s_rank_prefix_on_horovod_s_list_of_ranks(tmp_path: Path) -> None:
+    """MPICH's and Intel MPI's `-prepend-rank` (hydra's pattern `[%r] `) before each line of
+    the warning and of its list (horovod#3950, corpus51/dev): the list's ranks are read."""
+    text = "".join(f"[0] {line}\n" for line in (
+        "[2023-06-26 07:23:58.477178: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+        "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and "
+        "are waiting for remainder of ranks for more than 60 seconds. This may indicate that "
+        "different ranks are trying to submit different tensors or that only subset of ranks is "
+        "submitting tensors, which will cause deadlock.",
+        "Missing ranks:", "0: [broadcast.conv.bias, broadcast.conv.weight]",
+        "1: [broadcast.conv.bias, broadcast.conv.weight]"))  # fmt: skip
+    missing = "horovod_collective_not_submitted"
+    assert [(s["rank"], s["phase"]) for s in statuses(text)] == [(0, missing), (1, missing)]
+    assert fired(tmp_path, text) == ["ranks_stalled"]
+
+
 #: https://github.com/tensorflow/tensorflow/issues/14489 (corpus20/dev: a worker whose
 #: parameter server died; TensorFlow's master.cc logs it every 10 s)
 TF_14489 = "".join(
@@ -1025,6 +1041,26 @@ def test_gdb_s_native_backtrace_of_ranks_parked_in_a_fence_is_their_wait(tmp_pat
     scanner = LineScanner(LineParser())
     watched = scanner.feed((GDB_FENCE + GDB_BARRIER).encode()) + scanner.finish()
     assert [f for k, f in watched if k == "rank.status"] == statuses(GDB_FENCE + GDB_BARRIER)
+
+
+#: MPICH's rank blocked under mpi4py's broadcast (dlio_benchmark's hang, corpus51/dev, its
+#: frames as gdb printed them): MPICH's progress engine in its own case, and MPI 4's
+#: large-count binding `PMPI_Bcast_c` that MPICH 4 gives mpi4py
+GDB_MPICH = (
+    "#0  0x00007f8791658967 in MPIDI_CH3I_Progress () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+    "#1  0x00007f87916ff592 in MPIR_Wait_impl.isra.0 () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+    "#2  0x00007f87915e4ce3 in MPIC_Wait () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+    "#3  0x00007f87915e516a in MPIC_Recv () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+    "#4  0x00007f879157703 in MPIR_Bcast_intra_binomial () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+    "#5  0x00007f8791454a5b in PMPI_Bcast_c () from /usr/lib64/mpich/lib/libmpi.so.12\n"
+)
+
+
+def test_mpich_s_rank_parked_in_its_progress_engine_under_a_large_count_bcast(
+    tmp_path: Path,
+) -> None:
+    assert [s["phase"] for s in statuses(GDB_MPICH)] == ["PMPI_Bcast_c"]
+    assert fired(tmp_path, GDB_MPICH) == ["ranks_stalled"]
 
 
 def test_a_native_stack_that_works_or_crashed_is_no_wait(tmp_path: Path) -> None:
