@@ -411,7 +411,8 @@ _GDB_FRAME = re.compile(
 #: unless it is at a line's start, the function, ` (args)`, then ` at FILE:LINE` or ` from LIB`;
 #: a long one wrapped, its rest indented on the next line), innermost first: `#0  ` begins a
 #: thread's stack (`thread apply all bt` prints one after another)
-_NATIVE_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[^\s(]+) \(")
+#: (a quote's marks left before it, under a launcher's prefix that came first, are margin)
+_NATIVE_FRAME = re.compile(r"^[\s>]*#(?P<n>\d+)\s+(?:0x[0-9a-fA-F]+ in )?(?P<func>[^\s(]+) \(")
 _NATIVE_REST = re.compile(r"^\s+(?:at \S+:\d+|from \S+)\s*$")
 #: where a waiting thread is parked, its innermost frame: sleeping, polling, on a futex or a
 #: condition, or spinning in a progress engine (Open MPI's opal_progress, UCX's) -- not a
