@@ -24,6 +24,11 @@ SIGNATURES = CATALOGUE.signatures
 
 #: healthy lines (or warnings, retries, code) that share a signature's words
 CONTROLS = [
+    # a panic in a Rust thread that is not the main one ends that thread alone (a tokio worker's
+    # task; std's panic hook, library/std/src/panicking.rs); a Java thread other than `main`
+    # that threw leaves the program running (java.lang.ThreadGroup.uncaughtException)
+    "thread 'tokio-runtime-worker' panicked at router/src/infer.rs:123:45:",
+    'Exception in thread "Thread-3" java.lang.RuntimeException: a worker thread failed',
     # omni.physx logs every PhysX error at [Error]: a buffer too small (the simulation goes on,
     # missing contacts), a GPU allocation that failed with a CUDA error that is not sticky
     "2025-02-09 08:50:10 [19,101ms] [Error] [omni.physx.plugin] PhysX error: The application "
