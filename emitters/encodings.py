@@ -14,11 +14,15 @@ from collections.abc import Callable
 
 #: UTF-16's byte order marks, little-endian first (PowerShell's)
 UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+#: UTF-32's: its little-endian mark begins with UTF-16's (`FF FE 00 00`), so two more bytes
+#: decide after that one
+UTF32_MARKS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+_UTF32_STARTS = frozenset(mark[:2] for mark in UTF32_MARKS)
 
 
 class AsUtf8:
-    """One output's bytes, fed in pieces, as UTF-8: as they are unless its first two bytes
-    are a UTF-16 byte order mark, then its text (a broken code unit as U+FFFD)."""
+    """One output's bytes, fed in pieces, as UTF-8: as they are unless they begin with a
+    UTF-16 or UTF-32 byte order mark, then its text (a broken code unit as U+FFFD)."""
 
     __slots__ = ("_decode", "_head", "_plain")
 
@@ -33,13 +37,18 @@ class AsUtf8:
             return data
         if self._decode is None:
             head = self._head + data
-            if len(head) < 2 and not final:
+            undecided = len(head) < 2 or (head[:2] in _UTF32_STARTS and len(head) < 4)
+            if undecided and not final:
                 self._head = head
                 return b""
             self._head = b""
-            if head[:2] not in UTF16_MARKS:
+            if head[:4] in UTF32_MARKS:
+                encoding = "utf-32"
+            elif head[:2] in UTF16_MARKS:
+                encoding = "utf-16"
+            else:
                 self._plain = True
                 return head
-            self._decode = codecs.getincrementaldecoder("utf-16")(errors="replace").decode
+            self._decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
             data = head
         return self._decode(data, final).encode()

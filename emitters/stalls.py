@@ -632,6 +632,8 @@ class Waits:
         if self._listing:
             if (m := _HVD_RANK.match(line)) is not None:
                 return self._horovod({int(m.group("rank")): HOROVOD_MISSING})
+            if rank is not None and line.startswith("[") and lead.rstrip().endswith(f"{rank}:"):
+                return self._horovod({rank: HOROVOD_MISSING})  # (`R: [...]` taken as srun's label)
             self._listing = False
         if self._fr is not None:
             if (field := _FR_FIELD.match(line)) is not None:
@@ -1163,10 +1165,10 @@ class Waits:
                 who in self._attempts or (first is None and now is None)
             )  # (an attempt's count says how often, whatever its lines' clocks show)
             if waited < GENERIC_LASTED and not untimed:
-                self._short = (who, said, waited, None, said_times)
+                self._short = (who, said, waited, None, lines)
                 return out
         elif waited < lasted:
-            self._short = (who, said, waited, lasted, said_times)
+            self._short = (who, said, waited, lasted, lines)
             return out
         self._short = None
         self._generic.add((who, phase))
@@ -1177,8 +1179,8 @@ class Waits:
     def short_wait(self) -> str | None:
         """Why a wait the console ended inside raised nothing: it did not show it lasting long
         enough (`runwatch diagnose` says it, so a user can tell what it would take)."""
-        if self._short is None:
-            return None
+        if self._short is None or self._framework_waits():
+            return None  # (none; or a framework's wait came after it, which decides)
         who, said, waited, lasted, lines = self._short
         if self._said.get(who, (None,))[0] != said:
             return None  # (ended since: progress, or another wait of the rank's)

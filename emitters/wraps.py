@@ -8,10 +8,12 @@ that goes on (`goes_on`): not a timestamp, a log level, a bracket, a traceback's
 an indented source line (a warning's, a frame's), a table's border, nor a line that starts as
 the long one did (fixed-width records, a table's rows -- tabulate's box-drawn grid in AReaL's
 stats, an ASCII grid's -- a padded console, lines of one format that happen to be longest and
-equal). A line of that width is joined with the next line that goes on; a file without such
-a width is read as it is. Measured on the development parts (`tests/unit/test_wraps.py`): read
-as posted, no excerpt's alerts change but one read better; hard-wrapped at 80 or 120 columns,
-what the wraps lost is mostly found again.
+equal, the numbers in their starts aside), nor one that starts as a line the console shows after
+a line clearly shorter than the width (a record's header after its record: a line of its own
+there, so here too). A line of that width is joined with the next line that goes on; a file
+without such a width is read as it is. Measured on the development parts
+(`tests/unit/test_wraps.py`): read as posted, no excerpt's alerts change but one read better;
+hard-wrapped at 80 or 120 columns, what the wraps lost is mostly found again.
 
 The width is learned from a console's first lines (`SAMPLE`) as they come (`Widths`,
 `Unwrapper`): `runwatch diagnose` holds a file's before its first line is read (`unwrapped`),
@@ -65,9 +67,15 @@ def _lead_shape(line: str) -> str:
 
 
 def _start_shape(line: str) -> str:
-    """How a line starts, its numbers left out: one format's lines (`step:9 - ...`, `step:10
-    - ...`) start alike whatever step they name."""
+    """How a line starts, each run of digits as `0`: one format's lines (`step:9 - ...`,
+    `step:10 - ...`) start alike whatever step they name."""
     return _NUMBERS.sub("0", line[: _SAME_START + 20])[:_SAME_START]
+
+
+def _worded(shape: str) -> bool:
+    """Whether a start holds a letter: numbers alone (`0 0.0 `, a wrapped array's pieces) say
+    no format -- a wrap's pieces of one array start alike too."""
+    return any(c.isalpha() for c in shape)
 
 
 def goes_on(cut: str, line: str, whole: str | None = None) -> bool:
@@ -76,7 +84,8 @@ def goes_on(cut: str, line: str, whole: str | None = None) -> bool:
     return not (
         not line.strip()
         or _FRESH.match(line) is not None
-        or _start_shape(line) == _start_shape(cut)
+        or line[:_SAME_START] == cut[:_SAME_START]
+        or ((shape := _start_shape(line)) == _start_shape(cut) and _worded(shape))
         or cut.endswith("  ")  # padded to the width, not cut at it
         or cut[-1:] in _BORDERS  # a table's rows, as wide as each other
         or line.lstrip()[:1] in _BORDERS
@@ -145,8 +154,9 @@ class Widths:
 
     def own(self, line: str, width: int) -> bool:
         """Whether `line` starts as lines seen after one shorter than `width` did: a line of
-        its own, not a wrap's piece."""
-        return self.starts.get(_start_shape(line), LONGEST) < width - SHORTER
+        its own, not a wrap's piece (a start of numbers alone says no format: `_worded`)."""
+        shape = _start_shape(line)
+        return _worded(shape) and self.starts.get(shape, LONGEST) < width - SHORTER
 
     @property
     def width(self) -> int | None:
@@ -155,8 +165,9 @@ class Widths:
             return None
         if self.padded >= MIN_WRAPPED and 2 * self.padded > self.seen:
             return self.top  # (a terminal that pads every line shows its width: most are padded)
+        own = self.top - SHORTER  # (a start seen after a line shorter than this is a line's own)
         went = sum(
-            1 for shape in self.went if self.starts.get(shape, LONGEST) >= self.top - SHORTER
+            1 for shape in self.went if not _worded(shape) or self.starts.get(shape, LONGEST) >= own
         )
         return self.top if 2 * went > self.count else None
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.emitters.console import LineParser
+from runwatch.emitters.encodings import AsUtf8
 from runwatch.emitters.hangs import at_end, ended_in_hang
 from runwatch.emitters.logparse import segments
 from runwatch.emitters.prefixes import JOURNAL, time_places
@@ -160,7 +161,9 @@ def _first_date(paths: Sequence[Path]) -> date | None:
     """The date of the first full timestamp in the files (their first MB each)."""
     for path in paths:
         with path.open("rb") as f:
-            head = f.read(1 << 20).decode("utf-8", "replace")
+            text = AsUtf8()  # (a UTF-16 file's dates, as its lines are read)
+            raw = f.read(1 << 20)
+            head = (text.feed(raw) + text.feed(b"", final=True)).decode("utf-8", "replace")
         m = _ISO.search(head) or _COMPACT.search(head)
         if m is not None:
             try:

@@ -438,3 +438,53 @@ def test_step_lines_of_one_length_are_each_a_step(tmp_path: Path) -> None:
     found = diagnose([log])
     assert [e.fields["step"] for e in found.events if e.kind == "reward"] == [1, 2, 3, 4, 5, 6]
     assert [a.rule for a in found.alerts if a.state == "firing"] == ["zero_reward"]
+
+
+def test_a_wrapped_array_s_pieces_are_joined_though_they_start_alike() -> None:
+    """An array of numbers cut at the terminal's width: its pieces start alike once their
+    digits are left out (`0 0.0 `), but numbers alone say no format -- they are one line's
+    pieces, joined again (the same-start test is for starts with a word in them)."""
+    values = " ".join(f"0.{n:04d}" for n in range(1000, 1060))
+    array = f"[{values} nan]"
+    lines = []
+    for step in range(1, 4):
+        lines += [f"step {step} per-sample rewards:"]
+        lines += [array[i : i + 80] for i in range(0, len(array), 80)]
+    assert [line for _, line in unwrapped(enumerate(lines, 1))] == [
+        text for step in range(1, 4) for text in (f"step {step} per-sample rewards:", array)
+    ]
+
+
+def test_a_line_that_starts_as_a_header_the_console_shows_on_its_own_is_no_piece() -> None:
+    """A console whose other lines show the terminal's width (cut mid-word), and one record as
+    long as that width followed by the header of the next record: the header is seen after a
+    short line first (`Iter[1/20]` after the options), so it is a line of its own here too."""
+    long = "the run's options: " + ", ".join(
+        f"{word}={n}"
+        for n, word in enumerate(
+            [
+                "lr",
+                "batch",
+                "warmup",
+                "decay",
+                "beta",
+                "gamma",
+                "clip",
+                "seed",
+                "steps",
+                "epochs",
+                "workers",
+                "rollout",
+            ]
+            * 2
+        )
+    )
+    wrapped = [long[i : i + 80] for i in range(0, len(long), 80)]
+    record = "Lrec: 0.219, Ldadv: 0.991, Ldesty: -10.377, Lsadv: 8.586, Lsty: 1068.036 ok"
+    record += "." * (80 - len(record))
+    lines = [*wrapped, *wrapped, "options: done", "Iter[1/20], Epoch [1/1]", record,
+             "Iter[2/20], Epoch [1/1]"]  # fmt: skip
+    assert terminal_width(lines) == 80
+    out = [line for _, line in unwrapped(enumerate(lines, 1))]
+    assert out == [long, long, "options: done", "Iter[1/20], Epoch [1/1]", record,
+                   "Iter[2/20], Epoch [1/1]"]  # fmt: skip

@@ -791,6 +791,10 @@ def test_a_train_epoch_bar_s_other_keys_are_read_too() -> None:
     assert metrics["step"] == 1
     assert metrics["metrics"]["train/kl"] == 0.01
     assert math.isnan(metrics["metrics"]["policy_loss"])
+    bracketed = read_all([bar("Train epoch [1/1]", "policy_loss=nan, value_loss=0.3")])
+    (metrics,) = [f for k, f in bracketed if k == "step.metrics"]
+    assert metrics["step"] == 2  # (none of OpenRLHF's keys: any bar's, at its count)
+    assert math.isnan(metrics["metrics"]["policy_loss"])
     other = read_all([bar("Train epoch", "policy_loss=nan, value_loss=0.3")])
     (metrics,) = [f for k, f in other if k == "step.metrics"]
     assert metrics["step"] == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,9 @@ TEXT = (
 ENCODED = {
     "utf-16-le": codecs.BOM_UTF16_LE + TEXT.encode("utf-16-le"),
     "utf-16-be": codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"),
+    # (UTF-32 LE's mark begins with UTF-16 LE's: two more bytes tell them apart)
+    "utf-32-le": codecs.BOM_UTF32_LE + TEXT.encode("utf-32-le"),
+    "utf-32-be": codecs.BOM_UTF32_BE + TEXT.encode("utf-32-be"),
     "utf-8": TEXT.encode(),
 }
 
@@ -62,7 +66,7 @@ def test_diagnose_reads_a_utf16_file_as_its_utf8_twin(tmp_path: Path) -> None:
         assert [raw for _, _, raw in lines] == TEXT.encode().splitlines(keepends=True)
         found = diagnose([log], lines=lambda path, lines=lines: ((n, r) for _, n, r in lines))
         results.append([(a.rule, a.summary.split(": ", 1)[1]) for a in found.alerts])
-    assert results[0] == results[1] == results[2]
+    assert all(result == results[0] for result in results)
     assert results[0][0][0] == "component_failed"
 
 
@@ -77,3 +81,20 @@ def test_watch_reads_a_utf16_output_as_its_utf8_twin() -> None:
     plain = kinds(ENCODED["utf-8"])
     assert ("component.failed", "RuntimeError: CUDA error: out of memory \U0001f525") in plain
     assert kinds(ENCODED["utf-16-le"]) == plain
+
+
+def test_the_year_a_utf16_file_s_dates_say_is_the_year_of_its_short_stamps(tmp_path: Path) -> None:
+    """vLLM's `04-29 00:53:54` names no year: the file's first full date does (`_first_date`),
+    read as its UTF-8 twin's."""
+    text = (
+        "INFO 04-29 00:53:54 [train.py:10] step 1 loss 0.5\r\n"
+        "INFO 04-29 00:54:54 [train.py:10] step 2 loss nan\r\n"
+        "2023-04-29 00:55:00 launcher: job ended\r\n"
+    )
+    log = tmp_path / "utf16.log"
+    log.write_bytes(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
+    with ExitStack() as stack:
+        lines = list(read_lines([str(log)], stack))
+    found = diagnose([log], lines=lambda path: ((n, r) for _, n, r in lines))
+    years = {datetime.fromtimestamp(e.ts, UTC).year for e in found.events}
+    assert years == {2023}

@@ -120,3 +120,25 @@ def test_a_console_that_ends_inside_a_wait_too_short_to_be_a_stall_says_what_it_
     went_on = tmp_path / "went_on.log"
     went_on.write_text(waiting + "[2024-01-01 10:00:30] trainer connected, starting step 1\n")
     assert diagnose([went_on]).notes == []
+
+
+def test_the_wait_note_counts_lines_and_gives_way_to_a_framework_s_wait(tmp_path: Path) -> None:
+    """A retry line that counts its attempts is one line shown (its count is the wait's
+    evidence, not lines); a framework's wait after the grammar's decides, and no note is
+    given for the one before it."""
+    retry = tmp_path / "retry.log"
+    retry.write_text("Connecting to the store at 10.0.0.1:29500... retrying (attempt 3/60)\n")
+    (why,) = [why for _, why, _ in diagnose([retry]).notes]
+    assert "over" not in why  # (one line: no count of lines)
+    horovod = tmp_path / "horovod.log"
+    horovod.write_text(
+        "[2024-01-01 10:00:00] Waiting for the trainer to connect...\n"
+        "[2024-01-01 10:00:20] Waiting for the trainer to connect...\n"
+        "[2024-01-01 10:00:21.000000: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+        "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+        "waiting for remainder of ranks for more than 60 seconds.\n"
+        "Missing ranks:\n1: [allreduce.x]\n"
+    )
+    found = diagnose([horovod])
+    assert [a.rule for a in found.alerts if a.state == "firing"] == ["ranks_stalled"]
+    assert found.notes == []

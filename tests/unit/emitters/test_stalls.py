@@ -1061,6 +1061,24 @@ def test_mpich_s_rank_parked_in_its_progress_engine_under_a_large_count_bcast(
 ) -> None:
     assert [s["phase"] for s in statuses(GDB_MPICH)] == ["PMPI_Bcast_c"]
     assert fired(tmp_path, GDB_MPICH) == ["ranks_stalled"]
+    # quoted, under a launcher's prefix that came first: the quote's marks stay before `#0`
+    quoted = "".join(f"[default0]:> {line}\n" for line in GDB_MPICH.splitlines())
+    assert [s["phase"] for s in statuses(quoted)] == ["PMPI_Bcast_c"]
+
+
+def test_horovod_s_list_of_ranks_with_no_prefix_before_it() -> None:
+    """`1: [allreduce.x]` alone looks like srun's label before `[allreduce.x]`: inside the
+    warning's list it is the list's rank line."""
+    text = (
+        "[2024-01-01 10:00:21.000000: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+        "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+        "waiting for remainder of ranks for more than 60 seconds. This may indicate that "
+        "different ranks are trying to submit different tensors or that only subset of ranks is "
+        "submitting tensors, which will cause deadlock.\nMissing ranks:\n1: [allreduce.x]\n"
+    )
+    assert [(s["rank"], s["phase"]) for s in statuses(text)] == [
+        (1, "horovod_collective_not_submitted")
+    ]
 
 
 def test_a_native_stack_that_works_or_crashed_is_no_wait(tmp_path: Path) -> None:
