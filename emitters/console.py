@@ -237,10 +237,7 @@ class LineParser:
         src, outer, body = _origin(strip_colour(line))
         line, rank = launcher_prefix(body)
         lead = outer + body[: len(body) - len(line)]  # (where a collector's time stands)
-        # torch's excepthook head: its `[rankN]:` the last of the prefixes (under `--tee`'s)
-        hooked = rank is not None and EXCEPTHOOK.match(
-            body, len(body) - len(line) - len(f"[rank{rank}]:")
-        )
+        hooked = _excepthook_head(body, line, rank)
         found: list[Found] = []
         while (bar := tqdm_bar(line)) is not None and (rest := line[bar[1] :]).strip():
             # a bar has no line end: what the program writes next (a traceback's head, a
@@ -256,9 +253,7 @@ class LineParser:
             line, own = launcher_prefix(rest)
             if own is not None:
                 rank = own  # (torch's excepthook head glued after the bar is its too)
-                hooked = hooked or EXCEPTHOOK.match(
-                    rest, len(rest) - len(line) - len(f"[rank{own}]:")
-                )
+                hooked = hooked or _excepthook_head(rest, line, own)
             if len(line) != len(rest):
                 lead = rest[: len(rest) - len(line)]  # (the piece's own prefixes)
             self.failures.saw(_source(src, rank), meter)  # its line before: the bar
@@ -685,3 +680,10 @@ class LineScanner:
                 if following < end and (i >= len(starts) or starts[i] != following):
                     starts.insert(i, following)
         return out
+
+
+def _excepthook_head(text: str, line: str, rank: int | None) -> bool:
+    """Whether `text`'s prefixes end in torch's excepthook head: its `[rankN]:` the last of them
+    (under `--tee`'s), `line` what is left after them."""
+    at = len(text) - len(line) - len(f"[rank{rank}]:")
+    return rank is not None and EXCEPTHOOK.match(text, at) is not None

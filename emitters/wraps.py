@@ -154,8 +154,12 @@ class Widths:
 
     def own(self, line: str, width: int) -> bool:
         """Whether `line` starts as lines seen after one shorter than `width` did: a line of
-        its own, not a wrap's piece (a start of numbers alone says no format: `_worded`)."""
-        shape = _start_shape(line)
+        its own, not a wrap's piece."""
+        return self._own_start(_start_shape(line), width)
+
+    def _own_start(self, shape: str, width: int) -> bool:
+        """... by its start (`_start_shape`); a start of numbers alone says no format
+        (`_worded`)."""
         return _worded(shape) and self.starts.get(shape, LONGEST) < width - SHORTER
 
     @property
@@ -165,10 +169,7 @@ class Widths:
             return None
         if self.padded >= MIN_WRAPPED and 2 * self.padded > self.seen:
             return self.top  # (a terminal that pads every line shows its width: most are padded)
-        own = self.top - SHORTER  # (a start seen after a line shorter than this is a line's own)
-        went = sum(
-            1 for shape in self.went if not _worded(shape) or self.starts.get(shape, LONGEST) >= own
-        )
+        went = sum(1 for shape in self.went if not self._own_start(shape, self.top))
         return self.top if 2 * went > self.count else None
 
 
