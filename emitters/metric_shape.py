@@ -121,7 +121,8 @@ _LEAD_COUNT = re.compile(
 #: timestamp and an INFO level at most (nnU-Net's `2023-08-09 14:55:25.642011: Epoch 0`)
 _HEADER = re.compile(
     r"(?i)^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?[\s:|\-]+(?:(?:INFO|DEBUG)\b[\s:|\-\]]*)?)?"
-    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,3}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
+    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,3}(steps?|iteration|iter|it|updates?|batch|episode|epoch)"
+    r"\s*[:#]?\s*"
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
@@ -151,11 +152,13 @@ EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)
 _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ _/-]|$)")
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
-#: key, a non-finite value, an epoch counter, a dict, a skipped step
+#: key, a non-finite value, an epoch counter, a dict, a skipped step; a batch's or an
+#: episode's counter (Composer's `[batch=17/64]:` header, composer/loggers/console_logger.py)
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#")  # fmt: skip
+           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch=",
+           "pisode")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -268,7 +271,9 @@ def header(text: str) -> tuple[str, int] | None:
 #: epoch=0]`, olmo/train.py's `log_metrics_to_console`)
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b[\s:|\-\]]*")
 #: a message that starts with a counter's word, after brackets at most
-_COUNTER_FIRST = re.compile(r"(?i)[\s\[(<|#*=-]*(?:global[ _]?)?(?:step|iter|epoch|update)")
+_COUNTER_FIRST = re.compile(
+    r"(?i)[\s\[(<|#*=-]*(?:global[ _]?)?(?:step|iter|epoch|update|batch|episode)"
+)
 #: what may stand between counters on a header: brackets, commas, bars, spaces
 _BETWEEN = " \t[](){},;|-:"
 

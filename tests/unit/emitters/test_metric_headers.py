@@ -152,3 +152,24 @@ def test_a_logging_record_whose_message_is_its_counters_heads_its_metrics() -> N
     got = [(3, ["optim/total_grad_norm", "train/CrossEntropyLoss", "train/Perplexity"])]
     assert bad(read_all(lines)) == got
     assert bad(scanned(lines)) == got
+
+
+def _composer(progress: str, metrics: dict[str, float]) -> list[str]:
+    """Composer's console logger (mosaicml/composer composer/loggers/console_logger.py,
+    `log_to_console`): the progress -- `[epoch=E][batch=B/N]` for a duration in epochs,
+    `[batch=B/N]` for one in batches (`[{unit}={now}/{total}]`) -- then `:` and one
+    `\\n\\t Train {name}: {value}` line per metric."""
+    return [f"{progress}:", *(f"\t Train {k}: {v}" for k, v in metrics.items())]
+
+
+def test_a_batch_counter_alone_heads_its_metrics() -> None:
+    """A run whose duration is counted in batches names its batch and nothing else on its
+    header; the lines under it are that batch's -- as under an epoch and a batch."""
+    for progress in ("[batch={}/64]", "[epoch=1][batch={}/64]"):
+        lines = [
+            *_composer(progress.format(16), {"loss/train/total": 2.31, "lr-DecoupledAdamW": 1e-4}),
+            *_composer(progress.format(17), {"loss/train/total": NAN, "lr-DecoupledAdamW": 1e-4}),
+        ]
+        got = [(17, ["Train loss/train/total"])]
+        assert bad(read_all(lines)) == got, progress
+        assert bad(scanned(lines)) == got, progress
