@@ -220,9 +220,36 @@ ZSH_REPORTS = [
     "zsh: segmentation fault (core dumped)  python train.py",
     "[1]  + killed     python train.py",
     "[2]    user-defined signal 1  torchrun --nproc-per-node 8 train.py",
+    "[1]  + 48213 killed     python train.py",  # LONG_LIST_JOBS (oh-my-zsh sets it): the pid
 ]
 #: zsh's words for a stop, and its other messages
-ZSH_NOT = ["zsh: terminated  python train.py", "zsh: command not found: killed"]
+ZSH_NOT = [
+    "zsh: terminated  python train.py",
+    "zsh: command not found: killed",
+    "[1]  + 48213 done       python train.py",
+    "[1]  + done       python train.py",
+]
+
+#: a job that exited with a failing status, as bash (jobs.c printable_job_status: `Exit %d`,
+#: `Done(%d)` in POSIX mode) and zsh (Src/jobs.c printjob: `exit %-4d`) report it; rendered
+JOB_EXITS = [
+    "[1]+  Exit 1                  nohup python train.py --config grpo.yaml > train.log 2>&1",
+    "[2]-  Exit 137                python train.py",
+    "[1]+  Exit 1",  # (a terminal's padding split from its command)
+    "[3]   Done(2)                 python eval.py",
+    "[1]+ 48213 Exit 1             python train.py",  # `jobs -l`
+    "[1]  + exit 1     python train.py",
+    "[1]  + 48213 exit 139   python train.py",
+    "zsh: exit 1     python train.py",  # PRINT_EXIT_VALUE
+]
+#: a job that exited with 0, and words that are no job's report
+JOB_EXITS_NOT = [
+    "[1]+  Done                    python train.py",
+    "[1]  + done       python x.py",
+    "[1]+  Exit 0                  python train.py",
+    "Exit 1 of 3: retrying",
+    "[12] Exit code 1 means the file was not found",
+]
 
 
 #: srun's report of tasks a signal ended (slurm launch_slurm.c `_task_finish`: error("%s: %s %s:
@@ -280,6 +307,43 @@ def test_zsh_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
 @pytest.mark.parametrize("line", ZSH_NOT)
 def test_zsh_s_report_of_a_stop_is_none(line: str) -> None:
     assert CATALOGUE.match(line) is None
+
+
+@pytest.mark.parametrize("line", JOB_EXITS)
+def test_a_shell_s_report_of_a_job_that_exited_failing_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "shell-job-exit-status"
+
+
+@pytest.mark.parametrize("line", JOB_EXITS_NOT)
+def test_a_job_that_exited_with_0_is_no_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert found is None or found.id != "shell-job-exit-status", line
+
+
+def test_a_padded_job_report_read_in_a_console_is_a_death() -> None:
+    """bash pads the status to its widest; a terminal's padding is read as the lines it glued
+    (`failures.PADDING`), so the status alone on its piece is the report."""
+    parser = LineParser()
+    found = [
+        *parser.parse("step 1 loss 0.5 lr 0.1"),
+        *parser.parse("[1]+  Exit 1                  python train.py"),
+        *parser.finish(),
+    ]
+    failed = [f for k, f in found if k == "component.failed"]
+    assert failed
+    assert failed[0]["error"].startswith("[1]+  Exit 1")
+
+
+def test_pbs_killing_a_job_over_its_limit_is_a_death() -> None:
+    """https://github.com/marbl/canu/issues/1214, as posted (a canu job PBS killed at its
+    walltime); OpenPBS's MoM writes the same words for memory and CPU time."""
+    for line in (
+        "=>> PBS: job killed: walltime 86415 exceeded limit 86400",
+        "=>> PBS: job killed: mem 34603008kb exceeded limit 33554432kb",
+    ):
+        found = CATALOGUE.match(line)
+        assert (found.id if found else None) == "pbs-job-killed-over-limit"
 
 
 def test_the_catalogue_loads_with_every_field() -> None:
