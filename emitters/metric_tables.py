@@ -84,19 +84,24 @@ _COUNT_CELL = re.compile(r"^(\d{1,18})/\d{1,18}$")
 LINE_NUMBER = "#"
 
 
+#: a header's name: up to three words one space apart (`Train Loss`, `Val Acc`)
+_HEADER_CELL = re.compile(r"\S+(?: \S+){0,2}")
+
+
 def column_header(text: str) -> list[tuple[str, int, int]] | None:
     """The columns of a header aligned by padding (YOLOv5's and Ultralytics' `'%11s' * 7`
-    header, `Epoch    GPU_mem   box_loss ...`): three names or more, every one a word, two
-    spaces or more between them, one a step's; as (name, start, end). A number before the
-    names is the paste's line number, its column `LINE_NUMBER`. None for anything else
-    (prose is one space apart)."""
+    header, `Epoch    GPU_mem   box_loss ...`, a script's `Epoch    Train Loss    Val Loss`):
+    three names or more, each of one to three words, two spaces or more between them, one a
+    step's; as (name, start, end). A number before the names is the paste's line number, its
+    column `LINE_NUMBER`. None for anything else (prose is one space apart)."""
     if len(text) > 300 or "|" in text or ":" in text or "=" in text:
         return None
-    cells = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text.rstrip())]
+    cells = [(m.group(0), m.start(), m.end()) for m in _HEADER_CELL.finditer(text.rstrip())]
     numbered = len(cells) > 3 and cells[0][0].isdigit()
     if numbered:
         cells[0] = (LINE_NUMBER, cells[0][1], cells[0][2])
-    if len(cells) < 3 or not all(_WORD_CELL.match(c[0]) for c in cells[numbered:]):
+    words = [w for c in cells[numbered:] for w in c[0].split(" ")]
+    if len(cells) < 3 or not all(_WORD_CELL.match(w) for w in words):
         return None
     if any(b[1] - a[2] < 2 for a, b in itertools.pairwise(cells)):
         return None

@@ -887,6 +887,25 @@ def test_a_notebook_table_copied_as_text_is_a_table_between_tabs() -> None:
     assert non_finite(read_all(lines)) == [(2, ["Training Loss", "kl"])]
 
 
+def test_an_aligned_table_whose_names_are_words_one_space_apart() -> None:
+    """A script's own table (`f"{'Epoch':>5}  {'Train Loss':>10}  ..."` then rows formatted
+    to the same widths): a name of two words is one column, two spaces or more between
+    columns; the words of prose with one space between stay no header."""
+    widths = (5, 10, 8, 7)
+    head = "  ".join(f"{n:>{w}}" for n, w in zip(("Epoch", "Train Loss", "Val Loss", "Val Acc"),
+                                                 widths, strict=True))  # fmt: skip
+
+    def row(epoch: int, loss: float) -> str:
+        cells = (str(epoch), f"{loss:.4f}", f"{loss:.4f}", "0.1000")
+        return "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
+
+    lines = [head, row(1, 2.31), row(2, float("nan"))]
+    assert non_finite(read_all(lines)) == [(2, ["Train Loss", "Val Loss"])]
+    assert non_finite(scanned(lines)) == [(2, ["Train Loss", "Val Loss"])]
+    prose = "Epoch 2 of the run  Train Loss went  up again"
+    assert non_finite(read_all([prose, row(2, float("nan"))])) == []
+
+
 # --- a refresh read when it is written ------------------------------------------------------
 
 
