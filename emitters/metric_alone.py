@@ -46,7 +46,7 @@ _LONE_BEFORE = re.compile(
     r"^(?:\[\d\d/\d\d/\d{2,4} [\d:.]+\]\s*)?(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
     r"(?:(?!(?:WARN|WARNING|ERROR|CRITICAL|FATAL)\b)[\w.]+\s+-\s+)?"
     r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?"
-    r"|I\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
+    r"|I(?:(?:19|20)\d\d)?\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
     r"|(?!(?i:warn|warning|error|fatal|critical)\b)[a-z][\w.-]{1,30}:\s+)?$"
 )
 #: after a lone pair: punctuation, the source location rich's log handler writes at the

@@ -50,7 +50,7 @@ SHORTER = 8
 #: how a line a process wrote begins (the next line after a long one that begins so is its own)
 _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
-    r"|\[|\(|Traceback|File \"|[IWEF]\d{4} )"
+    r"|\[|\(|Traceback|File \"|[IWEF](?:\d{4})?\d{4} )"
 )
 _NUMBERS = re.compile(r"\d+")
 #: how much of two lines' starts, their numbers left out, makes them one format's lines

@@ -736,3 +736,14 @@ def test_ray_s_unhandled_error_the_job_goes_on_after_is_no_death(tmp_path: Path)
     assert [a.rule for a in diagnose([log]).alerts if a.state == "firing"] == []
     log.write_text(step.format(n=1) + sig.sample + "\n")
     assert [a.rule for a in diagnose([log]).alerts if a.state == "firing"] == ["component_failed"]
+
+
+#: glog's prefix (google/glog src/logging.cc, LogMessage::Init): `Fmmdd hh:mm:ss.uuuuuu tid
+#: file:line] `, and from glog 0.6 -- its `log_year_in_prefix` on by default -- the year first
+@pytest.mark.parametrize("day", ["1203", "20241203"])
+def test_glog_s_fatal_line_with_or_without_its_year(day: str) -> None:
+    line = f"F{day} 10:00:00.000000  1234 some_file.cc:42] Check failed: x == y (1 vs. 2)"
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "glog-fatal"
+    parser = LineParser()
+    assert "component.failed" in [k for k, _ in parser.parse(line) + parser.finish()]
