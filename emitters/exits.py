@@ -13,7 +13,8 @@ worker, rank, task, pod or container ended badly.
   `kubectl` prints: pkg/kubelet/container/sync_result.go `CrashLoopBackOff`, the CRI's
   `OOMKilled` and `Error`): a `kubectl get pods` row whose STATUS is one of them, a `Reason:`
   line of `kubectl describe pod`, kubelet's `Back-off restarting failed container` event and
-  the eviction manager's `The node was low on resource: memory` (pkg/kubelet/eviction).
+  the eviction manager's `The node was low on resource: memory` (pkg/kubelet/eviction: any
+  resource it evicts for -- memory, ephemeral-storage, pids -- and the pod's reason `Evicted`).
 
 A **stop** is not an exit of its own accord: a launcher's or Python's report that the processes
 were interrupted by SIGINT (a user's Ctrl-C at the terminal): DeepSpeed's launcher's `Main
@@ -46,7 +47,7 @@ import re
 #: literal pieces one of which every report holds (the scanner's markers)
 MARKERS = (
     "exit", "Exit", "EXIT", "return code", "returncode", "signal", "Signal",
-    "CrashLoopBackOff", "OOMKilled", "Error ", "restarting failed container",
+    "CrashLoopBackOff", "OOMKilled", "Evicted", "Error ", "restarting failed container",
     "low on resource",
 )  # fmt: skip
 
@@ -69,13 +70,13 @@ _SIGNAL = re.compile(
 )
 #: `kubectl get pods`: NAME READY STATUS RESTARTS AGE, STATUS a crashed container's
 _POD_ROW = re.compile(
-    r"^\s*\S+\s+\d+/\d+\s+(?:Init:)?(?P<status>CrashLoopBackOff|Error|OOMKilled)\s+\d+"
+    r"^\s*\S+\s+\d+/\d+\s+(?:Init:)?(?P<status>CrashLoopBackOff|Error|OOMKilled|Evicted)\s+\d+"
 )
 #: `kubectl describe pod`'s container state, and kubelet's and the eviction manager's events
 _KUBE = re.compile(
-    r"^\s*(?:Reason:\s+(?P<reason>CrashLoopBackOff|OOMKilled)\s*$"
+    r"^\s*(?:Reason:\s+(?P<reason>CrashLoopBackOff|OOMKilled|Evicted)\s*$"
     r"|.*\bBack-off restarting failed container\b"
-    r"|.*\b[Tt]he node was low on resource: memory\b)"
+    r"|.*\b[Tt]he node was low on resource: [\w.-]+)"
 )
 #: a code that is not a process's: a line that documents or configures one
 _NOT_A_REPORT = re.compile(r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|\bexpected\b", re.I)

@@ -37,6 +37,12 @@ REPORTS = [
     "  Warning  BackOff  3m (x12 over 6m)  kubelet  Back-off restarting failed container",
     "  Warning  Evicted  1m  kubelet  The node was low on resource: memory. Container "
     "pytorch was using 61Gi, which exceeds its request of 32Gi.",
+    # eviction for any resource the kubelet watches (pkg/kubelet/eviction/helpers.go
+    # nodeLowMessageFmt "The node was low on resource: %v. "), and the pod's reason
+    "Message:          The node was low on resource: ephemeral-storage. Container trainer was "
+    "using 100Gi, which exceeds its request of 0.",
+    "      Reason:           Evicted",
+    "trainer-worker-1                             0/1     Evicted            0          5m",
 ]
 #: the same words for a process that ended well, or no process's exit at all
 HEALTHY = [
@@ -49,6 +55,7 @@ HEALTHY = [
     "  --exit-code 1          exit with this code when a check fails",
     "[INFO] exit status: unknown",
     "The run will exit with code 1 if the checkpoint is missing",
+    "Evicted 3 stale entries from the rollout cache",
 ]
 
 
