@@ -747,3 +747,21 @@ def test_glog_s_fatal_line_with_or_without_its_year(day: str) -> None:
     assert (found.id if found else None) == "glog-fatal"
     parser = LineParser()
     assert "component.failed" in [k for k, _ in parser.parse(line) + parser.finish()]
+
+
+#: the Training Operator's job condition and event when replicas failed past their restarts
+#: (kubeflow/training-operator pkg/controller.v1: "%s %s is failed because %d %s replica(s)
+#: failed."), as `kubectl describe pytorchjob` and `kubectl get events` print it; rendered
+KUBEFLOW_FAILED = [
+    "  Normal   PyTorchJobFailed  10m  pytorchjob-controller  PyTorchJob default/llama-sft is "
+    "failed because 1 Worker replica(s) failed.",
+    "    Message:               TFJob kubeflow/mnist is failed because 2 Worker replica(s) failed.",
+    "MPIJob horovod-bench is failed because 1 Launcher replica(s) failed.",
+]
+
+
+@pytest.mark.parametrize("line", KUBEFLOW_FAILED)
+def test_kubeflow_s_job_failed_for_its_replicas_is_a_death(line: str) -> None:
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "kubeflow-job-replicas-failed"
+    assert CATALOGUE.match(line.replace("is failed", "is restarting")) is None
