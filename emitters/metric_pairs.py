@@ -29,9 +29,11 @@ _PADDING = re.compile(r"^([-+]?)[.0]+(?=[A-Za-z])")
 #: not a count's total, so a fraction or not finite
 _SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
 #: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
-#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`
+#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`, TensorFlow's `<tf.Tensor: shape=(),
+#: dtype=float32, numpy=nan>`
 _VALUE = (
     rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
+    rf"|<tf\.Tensor: shape=\([^()\n]*\), dtype=\w+, numpy=(?:np\.\w+\()?(?P<t>{NUMBER})\)?>"
     rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
 )
 #: a pair, its value ending where a separator, a bracket, a sentence (`at iteration=27!`) or
@@ -93,7 +95,7 @@ def pairs(text: str) -> list[Pair]:
     """Every key/value pair of a line, in order."""
     out: list[Pair] = []
     for m in PAIR.finditer(text):
-        qk, dk, bk, k, pk, sep, v, w, of = m.group(*_GROUPS)
+        qk, dk, bk, k, pk, sep, v, w, t, of = m.group(*_GROUPS)
         key = (qk or dk or bk or k or pk or "").strip()
         if not key or len(key) > 100 or ("." in key and SOURCE_FILE.search(key)):
             continue
@@ -118,7 +120,7 @@ def pairs(text: str) -> list[Pair]:
         ):
             continue  # `iter 3010: loss nan` heads its pairs with the step; `Batch 3:` no pair
         try:
-            value = number(v or w)
+            value = number(v or w or t)
         except ValueError:
             continue
         out.append(
@@ -128,7 +130,7 @@ def pairs(text: str) -> list[Pair]:
     return out
 
 
-_GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "of")
+_GROUPS = ("qk", "dk", "bk", "k", "pk", "sep", "v", "w", "t", "of")
 #: a key that spaces alone separate from its value names nothing when it ends in a function
 #: word: `of` before a number is a total's (`Epoch 1 of 100`), and before `nan` the word NaN
 #: in prose -- Megatron's `number of nan iterations: 0` cut by a terminal's wrap after `nan`,

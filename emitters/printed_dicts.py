@@ -23,6 +23,10 @@ _STEP_OF = re.compile(r"^(\d{1,18})(?:/\d+)?$")
 #: an object's repr inside a value, which no literal parses (torch's `tensor(nan, device=
 #: 'cuda:1', grad_fn=<NllLossBackward>)`, `<function f at 0x7f...>`): read as None
 _OBJECT_REPR = re.compile(r"<[A-Za-z_][^<>'\"\n]{0,200}>")
+#: TensorFlow's eager tensor (tensorflow/python/framework/ops.py `_EagerTensorBase.__repr__`:
+#: `<tf.Tensor: shape=(), dtype=float32, numpy=nan>`, numpy 2's scalar `numpy=np.float32(nan)`):
+#: read as the value it holds
+_TF_TENSOR = re.compile(r"<tf\.Tensor: shape=\([^()\n]*\), dtype=\w+, numpy=([^<>\n]{1,80}?)>")
 
 
 def _namespaced_step(key: str, raw: Any) -> bool:
@@ -148,6 +152,8 @@ def _literal(text: str) -> Any:
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
+        if "<tf.Tensor: " in text and (held := _TF_TENSOR.sub(r"\1", text)) != text:
+            return _literal(held)
         if "<" not in text or (bare := _OBJECT_REPR.sub("None", text)) == text:
             return _items(text)
         return _literal(bare)

@@ -57,6 +57,12 @@ def steps(found: list[Found]) -> list[tuple[int, dict[str, Any]]]:
         # wrappers: torch and numpy scalars, and the global step before a micro step
         ("epoch=0/micro_step=34/global_step=34, loss=tensor(nan, device='cuda:0'), "
          "grad=np.float64(-inf)", 34, ["grad", "loss"]),
+        # TensorFlow's eager tensor (framework/ops.py `_EagerTensorBase.__repr__`), numpy 1's
+        # scalar and numpy 2's
+        ("step: 100, loss: <tf.Tensor: shape=(), dtype=float32, numpy=nan>, lr: 0.001",
+         100, ["loss"]),
+        ("step: 100, loss: <tf.Tensor: shape=(), dtype=float32, numpy=np.float32(inf)>, lr: 0.1",
+         100, ["loss"]),
         # (corpus2/dev) the step heads its pairs with a colon: nanoGPT under a markdown quote,
         # its evaluation line; `steps` between DeepSpeed's lines
         ("> 2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%",

@@ -129,6 +129,20 @@ def test_a_dict_of_tensors_with_their_autograd_node_is_read() -> None:
     assert got[0]["loss_box_reg"] == 0.2576
 
 
+def test_a_dict_of_tensorflow_s_eager_tensors_is_read() -> None:
+    """TensorFlow's `<tf.Tensor: shape=(), dtype=float32, numpy=nan>` (framework/ops.py
+    `_EagerTensorBase.__repr__`; numpy 2 writes the scalar `np.float32(nan)`) holds its value
+    after `numpy=`: a Keras custom loop's printed logs."""
+    text = (
+        "{'loss': <tf.Tensor: shape=(), dtype=float32, numpy=nan>, "
+        "'accuracy': <tf.Tensor: shape=(), dtype=float32, numpy=np.float32(0.25)>}"
+    )
+    got = metrics_dict(text)
+    assert got is not None
+    assert math.isnan(got[0]["loss"])
+    assert got[0]["accuracy"] == 0.25
+
+
 @pytest.mark.parametrize(
     "line",
     [
