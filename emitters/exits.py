@@ -4,8 +4,10 @@ worker, rank, task, pod or container ended badly.
 
 - **a verb and a status**: `exited with code 1`, `exited with exit code 1`, `failed with exit
   code -9`, `exits with return code = -9`, `returned non-zero exit status 2`, `Task 0 exited with
-  status 1`, `died with exit code 1`, `Process failed with exitcode 1` -- a past or present verb
-  of ending, then within a few words a code or status that is not 0;
+  status 1`, `died with exit code 1`, `Process failed with exitcode 1`, supervisord's `exited:
+  train (exit status 1; not expected)`, pm2's `exited with code [1]`, Vertex AI's `exited with a
+  non-zero status of 1` -- a past or present verb of ending, then within a few words a code or
+  status that is not 0 (one a user's Ctrl-C ended, SIGINT named on the line, is a stop);
 - **a status field**: `exitcode: 1 (pid: 866229)` (torch elastic's failure summary), `Exit
   code: 1` (YARN's container report), `Exit Code:        2` (`kubectl describe pod`);
 - **a signal**: `terminated by signal SIGKILL`, `exited on signal 9`, `killed by signal 9`;
@@ -51,11 +53,11 @@ MARKERS = (
     "low on resource",
 )  # fmt: skip
 
-_CODE = r"\(?(?P<code>[+-]?\d+)\b(?!\.\d)"
+_CODE = r"[(\[]?(?P<code>[+-]?\d+)\b(?!\.\d)"
 #: a verb of ending, then within a few words (no sentence's end between) a code or a status
 _VERB_STATUS = re.compile(
     r"\b(?:exited|exits|exit|terminated|failed|finished|died|crashed|returned|stopped|ended)\b"
-    r"[^.;!?=]{0,40}?\b(?:exit|return|error)?[ _-]?(?:code|status)\b\s*[:=]?\s*" + _CODE,
+    r"[^.;!?=]{0,40}?\b(?:exit|return|error)?[ _-]?(?:code|status)\b\s*(?:[:=]|of\b)?\s*" + _CODE,
     re.IGNORECASE,
 )
 #: a field that states a status: `exitcode: 1`, `Exit code: 1`, `Exit Code:   2`, `returncode=1`
@@ -79,7 +81,9 @@ _KUBE = re.compile(
     r"|.*\b[Tt]he node was low on resource: [\w.-]+)"
 )
 #: a code that is not a process's: a line that documents or configures one
-_NOT_A_REPORT = re.compile(r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|\bexpected\b", re.I)
+_NOT_A_REPORT = re.compile(
+    r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|(?<!\bnot )\bexpected\b|\bSIGINT\b", re.I
+)
 
 
 #: DeepSpeed's launcher tearing its ranks down (deepspeed/launcher/launch.py `sigkill_handler`,

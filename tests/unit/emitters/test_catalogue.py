@@ -765,3 +765,12 @@ def test_kubeflow_s_job_failed_for_its_replicas_is_a_death(line: str) -> None:
     found = CATALOGUE.match(line)
     assert (found.id if found else None) == "kubeflow-job-replicas-failed"
     assert CATALOGUE.match(line.replace("is failed", "is restarting")) is None
+
+
+def test_sagemaker_s_report_of_a_failed_training_is_a_death() -> None:
+    """sagemaker-training-toolkit's trainer.py logs it once the entry point failed, then the
+    container exits non-zero (rendered with the toolkit's logging format)."""
+    line = "2024-01-01 10:00:00,000 sagemaker-training-toolkit ERROR    Reporting training FAILURE"
+    found = CATALOGUE.match(line)
+    assert (found.id if found else None) == "sagemaker-training-failure"
+    assert CATALOGUE.match(line.replace("FAILURE", "SUCCESS")) is None

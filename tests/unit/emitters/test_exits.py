@@ -42,6 +42,11 @@ REPORTS = [
     "Message:          The node was low on resource: ephemeral-storage. Container trainer was "
     "using 100Gi, which exceeds its request of 0.",
     "      Reason:           Evicted",
+    # supervisord (supervisor/process.py: "exited: %s (%s)", "exit status 1; not expected"),
+    # pm2's God daemon ("App [%s:%s] exited with code [%s] via signal [%s]"), Vertex AI's job
+    "2024-01-01 10:00:00,000 INFO exited: train (exit status 1; not expected)",
+    "PM2      | App [train:0] exited with code [1] via signal [SIGKILL]",
+    "The replica workerpool0-0 exited with a non-zero status of 1.",
     "trainer-worker-1                             0/1     Evicted            0          5m",
 ]
 #: the same words for a process that ended well, or no process's exit at all
@@ -56,6 +61,9 @@ HEALTHY = [
     "[INFO] exit status: unknown",
     "The run will exit with code 1 if the checkpoint is missing",
     "Evicted 3 stale entries from the rollout cache",
+    "2024-01-01 10:00:00,000 INFO exited: train (exit status 0; expected)",
+    # a user's Ctrl-C: a stop, not an exit of the process's own accord
+    "PM2      | App [train:0] exited with code [1] via signal [SIGINT]",
 ]
 
 
