@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 #: a word of a key: a letter of any script first (`loss`, `_loss`, `#queue-req`, `损失`: a
 #: console in Chinese names its metrics in its own words), then letters, digits, `./#-@`
-_WORD = r"(?:[^\W\d]|#)[\w./#\-@]*(?:\([\w./ *]*\))?"
+_WORD = r"(?:[^\W\d]|#(?=[^\W\d]))[\w./#\-@]*(?:\([\w./ *]*\))?"
 #: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
 #: is two pairs; `number of nan iterations: 0` one)
 _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"

@@ -907,7 +907,7 @@ def test_a_percentage_is_a_pair_s_value() -> None:
     line = f" Accuracy: {100 * 0.1:>0.1f}%, Avg loss: {float('nan'):>8f} "
     assert line == " Accuracy: 10.0%, Avg loss:      nan "
     assert [keys for _, keys in bad(read_all(["Test Error: ", line]))] == [["Avg loss"]]
-    assert [p.key for p in pairs("Epoch 3:  45%|####      | 45/100")] == ["Epoch", "####"]
+    assert [p.key for p in pairs("Epoch 3:  45%|####      | 45/100")] == ["Epoch"]
     # a rate of nothing (0/0 printed as `nan%`, GHC's RTS `Parallel GC work balance: nan%`) is
     # no pair
     assert bad(read_all(["step 3: hit rate: nan%, balance: 0.0%"])) == []
@@ -967,3 +967,14 @@ def test_a_step_key_under_a_namespace_names_the_step_when_it_is_a_count() -> Non
     # naming none, is the first
     timed = "{'actor/pg_loss': nan, 'critic/score/mean': 0.5, 'timing_s/step': 45.0}"
     assert bad(read_all([timed])) == [(1, ["actor/pg_loss"])]
+
+
+def test_a_count_after_a_hash_is_a_value_not_a_key_s_word() -> None:
+    """`#` begins a key's word only before a letter (`#tokens`, `#queue-req`): `Step #100`
+    is the step's counter, not the first words of the key after it."""
+    record = read_line("Step #100 Loss: nan")
+    assert record is not None
+    assert (record.step, list(record.metrics)) == (100, ["Loss"])
+    record = read_line("#tokens: 100, loss: nan, step: 5")
+    assert record is not None
+    assert (record.step, sorted(record.metrics)) == (5, ["#tokens", "loss"])
