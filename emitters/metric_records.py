@@ -6,6 +6,7 @@ statistics dropped and its overflow-skipped values held the same way whoever rea
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,14 @@ from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
 from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
+#: a key that names a step's mean reward in words, where a console has none of the reward
+#: keys (`reward_keys`): an average's word before or after `reward` (NeMo-RL's grpo.py prints
+#: `  • Avg Reward: {mean:.4f}` under each step's `📊 Training Results:`; `avg_reward`,
+#: `reward_mean`, `rewards/mean`), one word of what it sums at most (`Avg Total Reward`)
+MEAN_REWARD = re.compile(
+    r"(?i)^(?:(?:train|rollout|critic)[/_. ])?(?:(?:avg|average|mean)[/_. ](?:(?:total|task|raw"
+    r"|overall)[/_. ])?rewards?|rewards?[/_. ](?:avg|average|mean))$"
+)
 
 
 class MetricRecords:
@@ -71,6 +80,10 @@ class MetricRecords:
 
     def _reward_keys(self, metrics: dict[str, float | None]) -> tuple[str, ...]:
         """The reward keys, matched without regard to case (`Reward` in PRIME-RL's older
-        console, `reward` in TRL's table)."""
+        console, `reward` in TRL's table); where a record has none of them, a key that names
+        a step's mean reward in words (`MEAN_REWARD`: NeMo-RL's `Avg Reward`)."""
         lower = {k.lower(): k for k in metrics}
-        return tuple(lower[k.lower()] for k in self.reward_keys if k.lower() in lower)
+        keys = tuple(lower[k.lower()] for k in self.reward_keys if k.lower() in lower)
+        if keys:
+            return keys
+        return tuple(k for k in metrics if MEAN_REWARD.match(k))[:1]

@@ -433,3 +433,24 @@ def test_a_console_that_names_its_metrics_and_steps_in_chinese() -> None:
     for line, want in zip(lines, expected, strict=True):
         assert bad(read_all([line])) == want
         assert bad(scanned([line])) == want
+
+
+def _nemo_rl_step(step: int, reward: float) -> list[str]:
+    """NeMo-RL's GRPO loop (nemo_rl/algorithms/grpo.py, 7ea279abf): a step's banner, then
+    `📊 Training Results:` and one `  • Name: value` line each, the mean reward as
+    `Avg Reward`."""
+    return [f"{'=' * 25} Step {step}/100 {'=' * 25}", "", "📊 Training Results:",
+            "  • Loss: 0.0123", f"  • Avg Reward: {reward:.4f}",
+            "  • Mean Generation Length: 123.0000"]  # fmt: skip
+
+
+def test_a_mean_reward_named_in_words_is_the_step_s_reward() -> None:
+    """A console with none of the reward keys names its mean reward in words: NeMo-RL's `Avg
+    Reward` at 0 five steps running is zero reward; a reward's spread or its best is none."""
+    lines = [line for s in range(3, 8) for line in _nemo_rl_step(s, 0.0)]
+    rewards = [(f["step"], f["mean"]) for k, f in read_all(lines) if k == "reward"]
+    assert rewards == [(s, 0.0) for s in range(3, 8)]
+    assert [(f["step"], f["mean"]) for k, f in scanned(lines) if k == "reward"] == rewards
+    for key in ("reward_std", "max_reward", "Avg Filtered Reward", "reward model loss"):
+        got = read_all([str({"loss": 0.1, key: 0.0, "step": 4})])
+        assert [k for k, _ in got if k == "reward"] == [], key
