@@ -271,6 +271,9 @@ ASKED = {
     "corpus51": Asked("out of sample, hangs, deaths and traps of less covered stacks (28)",
                       (28, 60), 15, 9, 4, failures=19,
                       rules={CF: 8, RS: 6, CT: 3, NF: 2}),
+    "corpus52": Asked("out of sample, wide: the frameworks and launchers less covered (36)",
+                      (36, 60), 15, 13, 4, failures=23,
+                      rules={CF: 13, NF: 7, CT: 2, RS: 1}),
 }
 # fmt: on
 
