@@ -49,9 +49,10 @@ MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL wo
 #: the work a watchdog timed out: ProcessGroupNCCL.cpp's `WorkNCCL` and torch_npu's own
 #: (Ascend/pytorch@c3a1c96 : torch_npu/csrc/distributed/ProcessGroupHCCL.cpp, `operator<<` of
 #: `WorkHCCL`: "WorkHCCL(SeqNum=", seq, ", OpType=", op[, ", NumelIn=", ", NumelOut="],
-#: ", Timeout(ms)=", ms, ")"; `WorkHCCL::checkTimeout` words its timeout as torch's)
+#: ", Timeout(ms)=", ms, ")"; `WorkHCCL::checkTimeout` words its timeout as torch's); older
+#: torch wrote no SeqNum (`WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000)`, yolov7#714)
 _WORK = re.compile(
-    r"Work(?P<backend>NCCL|HCCL)\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?"
+    r"Work(?P<backend>NCCL|HCCL)\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?"
     r"Timeout\(ms\)=(?P<timeout>\d+)\)"
     r"(?: ran for (?P<ran>\d+) milliseconds)?"
 )
@@ -335,9 +336,10 @@ def parse(line: str, rank: int | None = None) -> Found | None:
     if (work := _WORK.search(line)) is not None and (
         "timing out" in line or "timed out" in line or _CAUGHT in line
     ):
-        fields.update(backend=work.group("backend").lower(), seq=int(work.group("seq")),
-                      op=work.group("op"),
+        fields.update(backend=work.group("backend").lower(), op=work.group("op"),
                       timeout_s=int(work.group("timeout")) / 1000.0)  # fmt: skip
+        if work.group("seq") is not None:  # (older torch numbered no work)
+            fields["seq"] = int(work.group("seq"))
         if work.group("ran"):
             fields["ran_s"] = int(work.group("ran")) / 1000.0
     elif (status := _STATUS.search(line)) is not None:

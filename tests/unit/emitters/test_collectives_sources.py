@@ -282,3 +282,17 @@ def test_the_call_said_before_its_deadline_is_read_alike() -> None:
     unavailable = [lines[0], lines[1].replace("Deadline Exceeded", "failed to connect")
                    .replace('"grpc_status":4', '"grpc_status":14')]  # fmt: skip
     assert _timeouts(read_all(unavailable)) == []
+
+
+def test_an_older_torch_s_watchdog_line_without_a_sequence_number() -> None:
+    """yolov7#714 (corpus52/dev), as posted: older torch's WorkNCCL printed no `SeqNum`; the
+    timeout, its op and the rank are read all the same, no sequence number made up."""
+    line = ("[E ProcessGroupNCCL.cpp:587] [Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1803170 milliseconds before "
+            "timing out")  # fmt: skip
+    found = parse(line)
+    assert found is not None
+    _, fields = found
+    assert (fields["op"], fields["timeout_s"], fields["ran_s"]) == ("ALLREDUCE", 1800.0, 1803.17)
+    assert "seq" not in fields
+    assert [k for k, _ in read_all([f"`{line}`"])] == ["collective.timeout"]
