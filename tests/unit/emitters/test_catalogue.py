@@ -774,3 +774,12 @@ def test_sagemaker_s_report_of_a_failed_training_is_a_death() -> None:
     found = CATALOGUE.match(line)
     assert (found.id if found else None) == "sagemaker-training-failure"
     assert CATALOGUE.match(line.replace("FAILURE", "SUCCESS")) is None
+
+
+def test_a_lower_case_segmentation_fault_alone_on_its_line_is_a_death() -> None:
+    """Pytorch-UNet#192 (corpus52/dev), as posted: zsh's lower-case words without its `zsh: `
+    and the command, after a tqdm bar; prose that mentions one is none."""
+    for line in ("segmentation fault (core dumped)", "segmentation fault"):
+        found = CATALOGUE.match(line)
+        assert (found.id if found else None) == "shell-segmentation-fault", line
+    assert CATALOGUE.match("fixed a segmentation fault (core dumped) in the loader") is None
