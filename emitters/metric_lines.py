@@ -134,7 +134,7 @@ class MetricLines(RecordsOverLines, BarPostfixes):
         whole, as joined or as far as it went."""
         out: list[Found] = []
         line = plain(line)
-        if not any(m in line for m in MARKERS):
+        if not any(m in line for m in MARKERS) or self.read_warning(source, line):
             return out  # what the scanner would not show (`runwatch watch` reads the same)
         if (skip := loss_scale_overflow(line)) is not None:
             return out + self._emit_all(self.steps.overflow(source, skip))

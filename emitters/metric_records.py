@@ -16,6 +16,15 @@ from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
 from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
+#: numpy's warning that `np.mean` (numpy/core/fromnumeric.py, numpy/_core/_methods.py
+#: `_mean`: `warnings.warn("Mean of empty slice.", RuntimeWarning)`) averaged an empty array --
+#: the NaN a script prints next, naming no step, is that average of nothing (kohya_ss#55's
+#: `mean ar error (without repeats): nan`). `np.nanmean`'s same words come from
+#: nanfunctions.py, where every value was NaN: those are no empty data.
+EMPTY_MEAN_MARKER = "Mean of empty slice"
+EMPTY_MEAN = re.compile(r"(?:fromnumeric|_methods)\.py:\d+: RuntimeWarning: Mean of empty slice")
+#: how many records after the warning, naming no step, may print its NaN
+EMPTY_MEAN_RECORDS = 2
 #: a key that names a step's mean reward in words, where a console has none of the reward
 #: keys (`reward_keys`): an average's word before or after `reward` (NeMo-RL's grpo.py prints
 #: `  • Avg Reward: {mean:.4f}` under each step's `📊 Training Results:`; `avg_reward`,
@@ -38,6 +47,16 @@ class MetricRecords:
         #: records made so far, and those of them that named no step (the console's order
         #: numbered them): a line whose records all did is no step further by its own word
         self.made = self.unnamed = 0
+        #: source -> records it may still print that average nothing (`EMPTY_MEAN`)
+        self._empty: dict[Any, int] = {}
+
+    def read_warning(self, source: Any, line: str) -> bool:
+        """Whether the line is numpy's warning that `np.mean` averaged an empty array
+        (`EMPTY_MEAN`): the source's next records that name no step may print its NaN."""
+        if EMPTY_MEAN_MARKER not in line or EMPTY_MEAN.search(line) is None:
+            return False
+        self._empty[source] = EMPTY_MEAN_RECORDS
+        return True
 
     def saw(self, found: list[Found]) -> None:
         """The events a line gave, every reader's: the steps the run has reached."""
@@ -49,6 +68,18 @@ class MetricRecords:
         self, source: Any, named: int | None, metrics: dict[str, float | None],
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
+        if self._empty and (left := self._empty.pop(source, 0)) and named is None:
+            empty = [k for k, v in metrics.items() if v is not None and math.isnan(v)]
+            if empty:
+                self.notes.append(
+                    f"`{empty[0]}` is nan just after numpy's warning that a mean was taken of "
+                    "an empty array: an average of nothing, no training metric"
+                )
+                metrics = {k: v for k, v in metrics.items() if k not in empty}
+            if left > 1:
+                self._empty[source] = left - 1
+            if not metrics:
+                return []
         if any(undefined(k, v, metrics) for k, v in metrics.items()):
             metrics = {k: v for k, v in metrics.items() if not undefined(k, v, metrics)}  # 0/0
             if not metrics:

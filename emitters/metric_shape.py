@@ -153,12 +153,13 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
 #: key, a non-finite value, an epoch counter, a dict, a skipped step; a batch's or an
-#: episode's counter (Composer's `[batch=17/64]:` header, composer/loggers/console_logger.py)
+#: episode's counter (Composer's `[batch=17/64]:` header, composer/loggers/console_logger.py);
+#: numpy's warning of an empty mean (`metric_records.EMPTY_MEAN`)
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
            "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch=",
-           "pisode")  # fmt: skip
+           "pisode", "Mean of empty slice")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by

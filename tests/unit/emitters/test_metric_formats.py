@@ -454,3 +454,31 @@ def test_a_mean_reward_named_in_words_is_the_step_s_reward() -> None:
     for key in ("reward_std", "max_reward", "Avg Filtered Reward", "reward model loss"):
         got = read_all([str({"loss": 0.1, key: 0.0, "step": 4})])
         assert [k for k, _ in got if k == "reward"] == [], key
+
+
+#: kohya_ss#55 (corpus52/dev, a control), as posted: numpy's warnings that `np.mean` averaged
+#: an empty array, its source line under each, then the script's summary of that average
+KOHYA_EMPTY_MEAN = [
+    r"C:\kohya_ss\venv\lib\site-packages\numpy\core\fromnumeric.py:3464: RuntimeWarning: Mean "
+    "of empty slice.",
+    "  return _methods._mean(a, axis=axis, dtype=dtype,",
+    r"C:\kohya_ss\venv\lib\site-packages\numpy\core\_methods.py:192: RuntimeWarning: invalid "
+    "value encountered in scalar divide",
+    "  ret = ret.dtype.type(ret / rcount)",
+    "mean ar error (without repeats): nan",
+]
+
+
+def test_a_nan_just_after_numpy_s_empty_mean_warning_is_no_metric() -> None:
+    """The NaN an empty array's mean prints is an average of nothing; the same line without
+    the warning is a lone NaN metric, and `np.nanmean`'s warning (nanfunctions.py: every value
+    was NaN) excuses nothing."""
+    assert bad(read_all(KOHYA_EMPTY_MEAN)) == []
+    assert bad(scanned(KOHYA_EMPTY_MEAN)) == []
+    assert bad(read_all(KOHYA_EMPTY_MEAN[-1:])) == [(1, ["mean ar error (without repeats)"])]
+    nanmean = ["numpy/lib/nanfunctions.py:1215: RuntimeWarning: Mean of empty slice",
+               KOHYA_EMPTY_MEAN[-1]]  # fmt: skip
+    assert bad(read_all(nanmean)) == [(1, ["mean ar error (without repeats)"])]
+    # a record that names its step is the run's, warning or not
+    stepped = [KOHYA_EMPTY_MEAN[0], "step 5: loss nan, lr 0.1"]
+    assert bad(read_all(stepped)) == [(5, ["loss"])]
