@@ -51,10 +51,12 @@ def _batches(files: list[str], stack: ExitStack, progress: bool) -> Iterator[Chu
         task = None
         if bar is not None:
             task = bar.start(label, None if name == "-" else os.path.getsize(name))
-        number = 1
+        number, read = 1, 0
         for data in _read_chunks(stream):
-            if bar is not None:
-                bar.advance(task, len(data))
+            if bar is not None:  # the file's bytes, not the text's (a UTF-16 file's is half)
+                at = stream.tell() if stream.seekable() else read + len(data)
+                bar.advance(task, at - read)
+                read = at
             lines = io.BytesIO(data).readlines()
             yield Chunk(label, number, data, lines)
             number += len(lines)

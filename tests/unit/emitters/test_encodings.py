@@ -98,3 +98,35 @@ def test_the_year_a_utf16_file_s_dates_say_is_the_year_of_its_short_stamps(tmp_p
     found = diagnose([log], lines=lambda path: ((n, r) for _, n, r in lines))
     years = {datetime.fromtimestamp(e.ts, UTC).year for e in found.events}
     assert years == {2023}
+
+
+def test_the_progress_of_a_utf16_file_is_its_bytes_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a terminal a bar shows how much of the file is read: the file's bytes, which a
+    UTF-16 file has twice as many of as its UTF-8 text -- the bar ends at its size."""
+    from runwatch.commands import lines
+
+    advanced: list[int] = []
+
+    class Bar:
+        def __init__(self, stack: ExitStack) -> None:
+            pass
+
+        def start(self, label: str, total: int | None) -> int:
+            return 0
+
+        def advance(self, task: int, n: int) -> None:
+            advanced.append(n)
+
+        def finish(self, task: int) -> None:
+            pass
+
+    monkeypatch.setattr(lines, "_RichProgress", Bar)
+    monkeypatch.setattr(lines.sys.stderr, "isatty", lambda: True)
+    path = tmp_path / "ps5.log"
+    path.write_bytes(ENCODED["utf-16-le"] * 200)
+    with ExitStack() as stack:
+        for _ in read_lines([str(path)], stack, progress=True):
+            pass
+    assert sum(advanced) == path.stat().st_size
