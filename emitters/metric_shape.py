@@ -158,7 +158,7 @@ _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ 
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch=",
+           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch", "Batch",
            "pisode", "Mean of empty slice")  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric

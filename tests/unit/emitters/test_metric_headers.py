@@ -173,3 +173,16 @@ def test_a_batch_counter_alone_heads_its_metrics() -> None:
         got = [(17, ["Train loss/train/total"])]
         assert bad(read_all(lines)) == got, progress
         assert bad(scanned(lines)) == got, progress
+
+
+def test_a_batch_named_in_prose_numbers_the_record_after_it() -> None:
+    """KotlinDL's custom callbacks (kotlindl#8, corpus32/dev), as posted: `Training batch 64
+    begins.` names the batch the logger's `Batch stat: { ... }` record after it is of; the
+    reader and the scanner both see the batch's line."""
+    lines = [
+        "Training batch 64 begins.",
+        "21:49:56.101 [main] DEBUG api.keras.Sequential - Batch stat: { lossValue: NaN "
+        "metricValue: 0.082 }",
+    ]
+    assert bad(read_all(lines)) == [(64, ["lossValue"])]
+    assert bad(scanned(lines)) == [(64, ["lossValue"])]
