@@ -11,6 +11,8 @@ exits."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -30,6 +32,10 @@ pytestmark = pytest.mark.slow
 
 #: how long a hung control is watched after its first event for an alert that must not come
 QUIET_S = THRESHOLD_S + 4.0
+#: how long the watches are given to exit after their SIGTERM, all of them together: each
+#: drains its command's output, tells serve its run finished and may be taking the command's
+#: stacks (py-spy's own limit, 20 s), two dozen at once on a loaded 2-core machine
+STOP_S = 180.0
 #: consoles on which watch and diagnose still differ: (diagnose's rules, watch's), and why
 DIFFER: dict[str, tuple[list[str], list[str], str]] = {}
 
@@ -46,8 +52,12 @@ def test_every_console_watched_into_one_serve_raises_what_its_text_supports(
             for name in sorted(MANIFEST):
                 path, entry, header = PLAYED[name]
                 play = watch_command(serve.url, name, path, header, hangs(name), status(entry))
-                watches[name] = subprocess.Popen(
-                    play, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+                watches[name] = subprocess.Popen(  # (its own group: `_stop` ends it whole)
+                    play,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
                 )
             for name, watch in watches.items():
                 if not hangs(name):
@@ -86,11 +96,8 @@ def test_every_console_watched_into_one_serve_raises_what_its_text_supports(
             except AssertionError as err:
                 raise AssertionError(f"{err}: {waiting}") from None
         finally:
-            for watch in watches.values():
-                if watch.poll() is None:
-                    watch.send_signal(signal.SIGTERM)  # passed on to the hung command
-            for watch in watches.values():
-                watch.wait(60)
+            late = _stop(watches)
+    assert not late, f"watches that did not exit within {STOP_S:g} s of SIGTERM: {late}"
     # a hung job stopped: watch exits as the command did, killed by SIGTERM (no crash of its
     # own on any of these consoles)
     stopped = {name: w.returncode for name, w in watches.items() if hangs(name)}
@@ -113,3 +120,52 @@ def test_diagnose_reads_every_console_without_a_traceback() -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "collective_timeout" in done.stdout
+
+
+def _stop(watches: dict[str, subprocess.Popen[bytes]], within: float = STOP_S) -> list[str]:
+    """SIGTERM to each watch still running (passed on to its hung command), then wait for all
+    `within` seconds; a watch still running then is killed with its command, by its process
+    group's id. Returns the names of those that had to be killed."""
+    for watch in watches.values():
+        if watch.poll() is None:
+            watch.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + within
+    late = []
+    for name, watch in watches.items():
+        try:
+            watch.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            late.append(name)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(watch.pid, signal.SIGKILL)
+            watch.wait()
+    return late
+
+
+def test_a_watch_that_outlives_its_sigterm_is_killed_with_its_command(tmp_path: Path) -> None:
+    """The teardown's own guard: a process that ignores SIGTERM, and the child it started,
+    are both gone after `_stop`, which names it."""
+    pid_file = tmp_path / "child.pid"
+    stubborn = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "child = subprocess.Popen(['sleep', '600']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(600)"
+    )
+    quick = [sys.executable, "-c", "import time; time.sleep(600)"]
+    watches = {
+        "stubborn": subprocess.Popen([sys.executable, "-c", stubborn], start_new_session=True),
+        "quick": subprocess.Popen(quick, start_new_session=True),
+    }
+    wait_for(lambda: (pid_file.exists() and pid_file.read_text()) or None, "the child's pid")
+    child = int(pid_file.read_text())
+    assert _stop(watches, within=2.0) == ["stubborn"]
+    assert watches["quick"].returncode == -signal.SIGTERM
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"  # (reaped by init)
+
+    wait_for(gone, "the stubborn process's child to end")
