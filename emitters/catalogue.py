@@ -18,6 +18,7 @@ from typing import Any
 from ahocorasick_rs import AhoCorasick
 
 from runwatch.emitters.exceptions import CatalogueError
+from runwatch.emitters.prefixes import GLOG_YEAR
 from runwatch.emitters.tables import checked_keys, load_table
 
 MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort", "signalled")
@@ -25,8 +26,8 @@ MEANINGS = ("fatal", "collective", "weight_update", "remote_call", "abort", "sig
 LEVELS = ("debug", "info", "warning", "error")
 _LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 #: glog's level letter before its month and day (`W0410 22:34:13.729731`, torch's `[W602
-#: 11:18:52`; absl logging writes the same; glog 0.6 on puts the year first, `W20250410`)
-_GLOG_LEVEL = re.compile(r"(?:^|[\s\[\]:])([IWEF])(?:(?:19|20)\d\d)?\d{3,4} \d\d:\d\d:\d\d")
+#: 11:18:52`; absl logging writes the same; glog 0.6 on puts the year first, `GLOG_YEAR`)
+_GLOG_LEVEL = re.compile(rf"(?:^|[\s\[\]:])([IWEF]){GLOG_YEAR}\d{{3,4}} \d\d:\d\d:\d\d")
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _REQUIRED = ("id", "framework", "versions", "source", "component", "meaning", "literal",
              "pattern", "sample", "sample_from")  # fmt: skip

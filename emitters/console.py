@@ -56,7 +56,8 @@ PROGRESS_KINDS = frozenset({"progress", "step.metrics", "step.done", "reward", "
 #: worker dies)
 _STEP_KINDS = frozenset({"step.metrics", "step.done"})
 #: the words a line that names a counter holds (`MetricLines`' markers' kind)
-_COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH")
+_COUNTER_MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "poch", "POCH", "batch",
+                    "Batch")  # fmt: skip
 _MAX_TAIL = 1 << 20
 _HEAD = 256  # how much of a line's start can hold Ray's prefix, colour codes included
 

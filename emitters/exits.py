@@ -7,7 +7,8 @@ worker, rank, task, pod or container ended badly.
   status 1`, `died with exit code 1`, `Process failed with exitcode 1`, supervisord's `exited:
   train (exit status 1; not expected)`, pm2's `exited with code [1]`, Vertex AI's `exited with a
   non-zero status of 1` -- a past or present verb of ending, then within a few words a code or
-  status that is not 0 (one a user's Ctrl-C ended, SIGINT named on the line, is a stop);
+  status that is not 0 (one whose line says SIGINT was the signal, pm2's `via signal [SIGINT]`,
+  is a user's Ctrl-C: no report, as Python's and the launchers' stops are none);
 - **a status field**: `exitcode: 1 (pid: 866229)` (torch elastic's failure summary), `Exit
   code: 1` (YARN's container report), `Exit Code:        2` (`kubectl describe pod`);
 - **a signal**: `terminated by signal SIGKILL`, `exited on signal 9`, `killed by signal 9`;
@@ -57,7 +58,8 @@ _CODE = r"[(\[]?(?P<code>[+-]?\d+)\b(?!\.\d)"
 #: a verb of ending, then within a few words (no sentence's end between) a code or a status
 _VERB_STATUS = re.compile(
     r"\b(?:exited|exits|exit|terminated|failed|finished|died|crashed|returned|stopped|ended)\b"
-    r"[^.;!?=]{0,40}?\b(?:exit|return|error)?[ _-]?(?:code|status)\b\s*(?:[:=]|of\b)?\s*" + _CODE,
+    r"[^.;!?=]{0,40}?\b(?:exit|return|error)?[ _-]?(?:code|status)\b\s*"
+    r"(?:[:=]|(?<=non-zero status )of\b)?\s*" + _CODE,
     re.IGNORECASE,
 )
 #: a field that states a status: `exitcode: 1`, `Exit code: 1`, `Exit Code:   2`, `returncode=1`
@@ -82,7 +84,7 @@ _KUBE = re.compile(
 )
 #: a code that is not a process's: a line that documents or configures one
 _NOT_A_REPORT = re.compile(
-    r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|(?<!\bnot )\bexpected\b|\bSIGINT\b", re.I
+    r"--exit[-_]code|\bif\b.{0,40}\bexit|\bwill exit\b|(?<!\bnot )\bexpected\b", re.I
 )
 
 
@@ -115,9 +117,14 @@ def stop_request(line: str) -> str | None:
     return line.strip()[:2000]
 
 
+#: a report whose signal was SIGINT: a user's Ctrl-C (pm2's `exited with code [1] via signal
+#: [SIGINT]`, `terminated by signal SIGINT`)
+_BY_SIGINT = re.compile(r"\bsignal:?\s*\[?(?:SIGINT|Signals\.SIGINT)\b")
+
+
 def exit_report(line: str) -> str | None:
     """The line, when it reports that a process ended badly; None otherwise."""
-    if not any(m in line for m in MARKERS):
+    if not any(m in line for m in MARKERS) or ("SIGINT" in line and _BY_SIGINT.search(line)):
         return None
     for pattern in (_VERB_STATUS, _FIELD):
         for m in pattern.finditer(line):

@@ -49,6 +49,7 @@ from runwatch.emitters.exits import (
     stop_request,
 )
 from runwatch.emitters.logparse import notes
+from runwatch.emitters.prefixes import GLOG_YEAR
 from runwatch.emitters.printed import BAR_BEFORE, printed
 from runwatch.emitters.tracebacks import (
     DUMP_C_FRAME,
@@ -87,7 +88,7 @@ _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: before it died more often than a record that carries it
 _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 #: a record's level that `logger.exception` writes (Python's logging, loguru, glog's letter)
-_ERROR_LEVEL = re.compile(r"\bERROR\b|(?:^|[\s\[])E(?:(?:19|20)\d\d)?\d{4} \d\d:")
+_ERROR_LEVEL = re.compile(rf"\bERROR\b|(?:^|[\s\[])E{GLOG_YEAR}\d{{4}} \d\d:")
 _NOBODY = object()  # no source (None is the process's)
 #: how many other sources' lines may come between a source's exception line and the message
 #: it goes on with (`said_just_before`): another process's, written at the same moment

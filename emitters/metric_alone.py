@@ -12,6 +12,7 @@ import re
 
 from runwatch.emitters.metric_pairs import PAIR, SOURCE_FILE, Pair, pairs, step_key
 from runwatch.emitters.metric_settings import no_limit
+from runwatch.emitters.prefixes import GLOG_YEAR
 
 #: a `key=` or `key: ` item of a line, whatever its value
 _ITEM = re.compile(r"(?<![\w.@-])[A-Za-z_][\w./@-]*\s*(?:=|:\s)")
@@ -46,7 +47,7 @@ _LONE_BEFORE = re.compile(
     r"^(?:\[\d\d/\d\d/\d{2,4} [\d:.]+\]\s*)?(?:[\d>#*\[][\s>#*\-\d:,.\[\]T]*)?"
     r"(?:(?!(?:WARN|WARNING|ERROR|CRITICAL|FATAL)\b)[\w.]+\s+-\s+)?"
     r"(?:(?:INFO|DEBUG)\b[\s\-:|\]]*(?:[\w.]+\s*[:\-|]\s*)?"
-    r"|I(?:(?:19|20)\d\d)?\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
+    rf"|I{GLOG_YEAR}\d{{4}} [\d:.]+\s+\d+ [\w./-]+:\d+\]\s+"
     r"|(?!(?i:warn|warning|error|fatal|critical)\b)[a-z][\w.-]{1,30}:\s+)?$"
 )
 #: after a lone pair: punctuation, the source location rich's log handler writes at the

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 #: a word of a key: a letter of any script first (`loss`, `_loss`, `#queue-req`, `损失`: a
 #: console in Chinese names its metrics in its own words), then letters, digits, `./#-@`
-_WORD = r"(?:[^\W\d]|#(?=[^\W\d]))[\w./#\-@]*(?:\([\w./ *]*\))?"
+_WORD = r"(?:[^\W\d]|#(?=[^\W\d]| of ))[\w./#\-@]*(?:\([\w./ *]*\))?"
 #: ... and not a number's name, where spaces alone end the key (`loss nan Grad Norm 3.0`
 #: is two pairs; `number of nan iterations: 0` one)
 _PLAIN_WORD = rf"(?!(?i:nan|inf|infinity)(?![\w./#\-])){_WORD}"
@@ -28,12 +28,15 @@ _PADDING = re.compile(r"^([-+]?)[.0]+(?=[A-Za-z])")
 #: the second of two values joined by `/` (`Train/Val Loss: nan/nan`, `tr_loss_lr=nan/2e-6`):
 #: not a count's total, so a fraction or not finite
 _SECOND = r"(?:[-+]?\d*\.\d+(?:[eE][-+]?\d+)?|[-+]?\.?(?i:nan|inf(?:inity)?))"
+#: TensorFlow's eager tensor up to its value (tensorflow/python/framework/ops.py
+#: `_EagerTensorBase.__repr__`: `<tf.Tensor: shape=(), dtype=float32, numpy=nan>`, numpy 2's
+#: scalar `numpy=np.float32(nan)`)
+TF_TENSOR = r"<tf\.Tensor: shape=\([^()\n]*\), dtype=\w+, numpy="
 #: a number, bare or quoted, with the total of an `N/M` count; or wrapped, `tensor(nan)`,
-#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`, TensorFlow's `<tf.Tensor: shape=(),
-#: dtype=float32, numpy=nan>`
+#: `np.float64(nan)`, `tensor(0.5, device='cuda:0')`, TensorFlow's (`TF_TENSOR`)
 _VALUE = (
     rf"(?:(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*(?P<w>{NUMBER})\s*(?:,[^()\n]{{0,80}})?\)"
-    rf"|<tf\.Tensor: shape=\([^()\n]*\), dtype=\w+, numpy=(?:np\.\w+\()?(?P<t>{NUMBER})\)?>"
+    rf"|{TF_TENSOR}(?P<np>np\.\w+\()?(?P<t>{NUMBER})(?(np)\))>"
     rf"|['\"#]?(?P<v>{NUMBER})['\"]?(?:\s*/\s*(?P<of>\d{{1,18}})(?![\d.])|/{_SECOND})?)\s*\]?"
 )
 #: a pair, its value ending where a separator, a bracket, a sentence (`at iteration=27!`) or

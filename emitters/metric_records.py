@@ -12,27 +12,26 @@ from typing import Any
 
 from runwatch.emitters.logparse import notes
 from runwatch.emitters.metric_settings import undefined
+from runwatch.emitters.metric_shape import EMPTY_MEAN_MARKER
 from runwatch.emitters.step_numbers import OVERFLOW_STEPS, StepNumbers
 from runwatch.emitters.trainer import step_events
 
 Found = tuple[str, dict[str, Any]]
-#: numpy's warning that `np.mean` (numpy/core/fromnumeric.py, numpy/_core/_methods.py
-#: `_mean`: `warnings.warn("Mean of empty slice.", RuntimeWarning)`) averaged an empty array --
-#: the NaN a script prints next, naming no step, is that average of nothing (kohya_ss#55's
-#: `mean ar error (without repeats): nan`). `np.nanmean`'s same words come from
-#: nanfunctions.py, where every value was NaN: those are no empty data.
-EMPTY_MEAN_MARKER = "Mean of empty slice"
-EMPTY_MEAN = re.compile(r"(?:fromnumeric|_methods)\.py:\d+: RuntimeWarning: Mean of empty slice")
-#: how many records after the warning, naming no step, may print its NaN
-EMPTY_MEAN_RECORDS = 2
+#: numpy's warning that `np.mean` averaged an empty array: `_methods._mean` warns "Mean of
+#: empty slice" with stacklevel 2, so the line names its caller, `np.mean` in fromnumeric.py
+#: (numpy 1.x and 2.x). The lone NaN a script prints next, naming no step, is that average of
+#: nothing (kohya_ss#55's `mean ar error (without repeats): nan`). The same words naming the
+#: script's own file -- `ndarray.mean()`, or `np.nanmean` of values that were all NaN -- tell
+#: no empty array from NaN data: no excuse.
+EMPTY_MEAN = re.compile(r"fromnumeric\.py:\d+: RuntimeWarning: Mean of empty slice")
+#: how many of the source's lines the scanner shows may come between the warning and the NaN
+EMPTY_MEAN_LINES = 8
 #: a key that names a step's mean reward in words, where a console has none of the reward
-#: keys (`reward_keys`): an average's word before or after `reward` (NeMo-RL's grpo.py prints
-#: `  • Avg Reward: {mean:.4f}` under each step's `📊 Training Results:`; `avg_reward`,
-#: `reward_mean`, `rewards/mean`), one word of what it sums at most (`Avg Total Reward`)
-MEAN_REWARD = re.compile(
-    r"(?i)^(?:(?:train|rollout|critic)[/_. ])?(?:(?:avg|average|mean)[/_. ](?:(?:total|task|raw"
-    r"|overall)[/_. ])?rewards?|rewards?[/_. ](?:avg|average|mean))$"
-)
+#: keys (`reward_keys`): NeMo-RL's grpo.py prints `  • Avg Reward: {mean:.4f}` (or `Avg Total
+#: Reward`) under each step's `📊 Training Results:`. Words, not a logger's key: `avg_reward`
+#: and `mean_reward` are as often a classic RL script's episode return or an evaluation's
+#: (stable-baselines3's `eval/mean_reward`), which sit at 0 for long stretches of a healthy run
+MEAN_REWARD = re.compile(r"^(?:Avg|Average|Mean)(?: Total)? Rewards?$")
 
 
 class MetricRecords:
@@ -47,15 +46,19 @@ class MetricRecords:
         #: records made so far, and those of them that named no step (the console's order
         #: numbered them): a line whose records all did is no step further by its own word
         self.made = self.unnamed = 0
-        #: source -> records it may still print that average nothing (`EMPTY_MEAN`)
+        #: the lines shown so far (`read_warning` counts them), and per source the count
+        #: when it last warned of an empty mean (`EMPTY_MEAN`)
+        self._shown = 0
         self._empty: dict[Any, int] = {}
 
     def read_warning(self, source: Any, line: str) -> bool:
         """Whether the line is numpy's warning that `np.mean` averaged an empty array
-        (`EMPTY_MEAN`): the source's next records that name no step may print its NaN."""
+        (`EMPTY_MEAN`): the source's next record, if it is one NaN naming no step within a few
+        lines, prints that average. Counts every line it is shown."""
+        self._shown += 1
         if EMPTY_MEAN_MARKER not in line or EMPTY_MEAN.search(line) is None:
             return False
-        self._empty[source] = EMPTY_MEAN_RECORDS
+        self._empty[source] = self._shown
         return True
 
     def saw(self, found: list[Found]) -> None:
@@ -68,17 +71,14 @@ class MetricRecords:
         self, source: Any, named: int | None, metrics: dict[str, float | None],
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
-        if self._empty and (left := self._empty.pop(source, 0)) and named is None:
-            empty = [k for k, v in metrics.items() if v is not None and math.isnan(v)]
-            if empty:
+        if self._empty and (warned := self._empty.pop(source, None)) is not None:
+            lone = named is None and len(metrics) == 1 and self._shown - warned <= EMPTY_MEAN_LINES
+            ((key, value),) = metrics.items() if lone else ((None, None),)
+            if value is not None and math.isnan(value):
                 self.notes.append(
-                    f"`{empty[0]}` is nan just after numpy's warning that a mean was taken of "
-                    "an empty array: an average of nothing, no training metric"
+                    f"`{key}` is nan just after numpy's warning that a mean was taken of an "
+                    "empty array: an average of nothing, no training metric"
                 )
-                metrics = {k: v for k, v in metrics.items() if k not in empty}
-            if left > 1:
-                self._empty[source] = left - 1
-            if not metrics:
                 return []
         if any(undefined(k, v, metrics) for k, v in metrics.items()):
             metrics = {k: v for k, v in metrics.items() if not undefined(k, v, metrics)}  # 0/0

@@ -121,8 +121,7 @@ _LEAD_COUNT = re.compile(
 #: timestamp and an INFO level at most (nnU-Net's `2023-08-09 14:55:25.642011: Epoch 0`)
 _HEADER = re.compile(
     r"(?i)^(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?[\s:|\-]+(?:(?:INFO|DEBUG)\b[\s:|\-\]]*)?)?"
-    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,3}(steps?|iteration|iter|it|updates?|batch|episode|epoch)"
-    r"\s*[:#]?\s*"
+    r"[\s\-=#*|>:.\[]*(?:[a-z]+ ){0,3}(steps?|iteration|iter|it|updates?|epoch)\s*[:#]?\s*"
     r"(\d{1,18})(?:\s*(?:/|of)\s*\d+)?[\s\-=#*|:.\]]*"
     r"(?:(?<=\s)took [\d.]+\s*(?:s|sec|seconds|ms|min|m)\.?\s*)?$"
 )
@@ -151,15 +150,18 @@ EVALUATION = re.compile(r"(?i)^(?:eval\w*|val|valid\w*|test\w*)\b|\((?:val|test)
 #: `eval.metrics` value (xgboost's `valid-auc` after its `train-auc` too)
 _EVAL_KEY = re.compile(r"(?i)^(?:val|valid|validation|eval|evaluation|test)(?:[ _/-]|$)")
 
+#: the words of numpy's warning that a mean was taken of an empty array
+#: (`metric_records.EMPTY_MEAN`)
+EMPTY_MEAN_MARKER = "Mean of empty slice"
 #: the pieces a line must hold for `read_line` to look at it (the scanner's markers): a step
-#: key, a non-finite value, an epoch counter, a dict, a skipped step; a batch's or an
-#: episode's counter (Composer's `[batch=17/64]:` header, composer/loggers/console_logger.py);
-#: numpy's warning of an empty mean (`metric_records.EMPTY_MEAN`)
+#: key, a non-finite value, an epoch counter, a dict, a skipped step; a batch's counter
+#: (Composer's `[batch=17/64]:` header, composer/loggers/console_logger.py; KotlinDL's
+#: `Training batch 64 begins.`); numpy's warning of an empty mean (`metric_records.EMPTY_MEAN`)
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
            "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch", "Batch",
-           "pisode", "Mean of empty slice")  # fmt: skip
+           EMPTY_MEAN_MARKER)  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -272,9 +274,7 @@ def header(text: str) -> tuple[str, int] | None:
 #: epoch=0]`, olmo/train.py's `log_metrics_to_console`)
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b[\s:|\-\]]*")
 #: a message that starts with a counter's word, after brackets at most
-_COUNTER_FIRST = re.compile(
-    r"(?i)[\s\[(<|#*=-]*(?:global[ _]?)?(?:step|iter|epoch|update|batch|episode)"
-)
+_COUNTER_FIRST = re.compile(r"(?i)[\s\[(<|#*=-]*(?:global[ _]?)?(?:step|iter|epoch|update|batch)")
 #: what may stand between counters on a header: brackets, commas, bars, spaces
 _BETWEEN = " \t[](){},;|-:"
 
@@ -282,7 +282,8 @@ _BETWEEN = " \t[](){},;|-:"
 def _counters_only(text: str) -> tuple[str, int] | None:
     """(the kind, the step) of a message that is counters and nothing else, in any syntax
     (`[step=1/739328,epoch=0]`, `step: 5, epoch: 1`): a step key's, the finest; None for any
-    other text (a counter beside a metric, words besides, an epoch alone)."""
+    other text (a counter beside a metric, words besides, an epoch alone, a batch with no
+    total: `batch: 64` is a configuration's size)."""
     levels = list(_LEVEL.finditer(text)) if "INFO" in text or "DEBUG" in text else []
     message = text[levels[-1].end() :] if levels else text
     if len(message) > 80 or not _COUNTER_FIRST.match(message):
@@ -296,6 +297,8 @@ def _counters_only(text: str) -> tuple[str, int] | None:
     if step is None or at is None:
         return None
     kind = step_key(found[at].key) or "step"
+    if kind == "batch" and found[at].of is None:
+        return None  # a batch out of a total is a position (`[batch=16/64]`); alone, a setting's
     return ("step" if kind == "global" else kind), step
 
 

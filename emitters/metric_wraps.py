@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from runwatch.emitters.metric_pairs import PAIR
+from runwatch.emitters.prefixes import GLOG_YEAR
 
 #: the shortest line taken for a terminal's wrap: terminals wrap at 80 columns or more, and
 #: a paste drops the spaces a wrap left at a line's end
@@ -30,7 +31,7 @@ _CUT_TAIL = re.compile(r"(?<![\w.])[A-Za-z_][\w./-]*\s*[:=]?\s*$|[:=]\s*$|\d[eE]
 #: how a line of its own starts: a timestamp, a bracketed or parenthesised prefix (a logger's,
 #: `[rank0]:`, Ray's `(Worker pid=N)`), glog's `I0101 `, a level, a traceback's lines
 _OWN_START = re.compile(
-    r"^\s*(?:[\[(<]|\d{4}[-/.]\d|\d\d[-/]\d\d[-/ ]|[IWEF](?:\d{4})?\d{4} |"
+    rf"^\s*(?:[\[(<]|\d{{4}}[-/.]\d|\d\d[-/]\d\d[-/ ]|[IWEF]{GLOG_YEAR}\d{{4}} |"
     r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback|File \")"
 )
 

@@ -25,6 +25,10 @@ from collections.abc import Iterator
 
 from runwatch.emitters.metric_pairs import NUMBER
 
+#: glog's year before its month and day: from glog 0.6 its prefix is `I20251130 12:34:56.789012`
+#: (`log_year_in_prefix`, on by default; src/logging.cc), before it `I1130 ...`
+GLOG_YEAR = r"(?:(?:19|20)\d\d)?"
+
 #: colour codes, with the ESC byte or without it (lost in a paste), or as U+FFFD
 #: (without its ESC a code has a number: `[m` alone begins a word -- `[missing ranks: 0]`,
 #: `[metrics]` -- in a line that holds codes elsewhere)

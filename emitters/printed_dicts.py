@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from runwatch.emitters.metric_pairs import TF_TENSOR
 from runwatch.emitters.metric_settings import no_limit
 from runwatch.emitters.metric_shape import STEP_RANK, step_key
 from runwatch.emitters.trainer import SUMMARY_KEYS, metric_value
@@ -23,10 +24,8 @@ _STEP_OF = re.compile(r"^(\d{1,18})(?:/\d+)?$")
 #: an object's repr inside a value, which no literal parses (torch's `tensor(nan, device=
 #: 'cuda:1', grad_fn=<NllLossBackward>)`, `<function f at 0x7f...>`): read as None
 _OBJECT_REPR = re.compile(r"<[A-Za-z_][^<>'\"\n]{0,200}>")
-#: TensorFlow's eager tensor (tensorflow/python/framework/ops.py `_EagerTensorBase.__repr__`:
-#: `<tf.Tensor: shape=(), dtype=float32, numpy=nan>`, numpy 2's scalar `numpy=np.float32(nan)`):
-#: read as the value it holds
-_TF_TENSOR = re.compile(r"<tf\.Tensor: shape=\([^()\n]*\), dtype=\w+, numpy=([^<>\n]{1,80}?)>")
+#: TensorFlow's eager tensor (`metric_pairs.TF_TENSOR`): read as the value it holds
+_TF_TENSOR = re.compile(rf"{TF_TENSOR}([^<>\n]{{1,80}}?)>")
 
 
 def _namespaced_step(key: str, raw: Any) -> bool:

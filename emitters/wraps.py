@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
-from runwatch.emitters.prefixes import launcher_lead, lead_form
+from runwatch.emitters.prefixes import GLOG_YEAR, launcher_lead, lead_form
 
 #: narrower than this, a "width" is a format's, not a terminal's
 MIN_WIDTH = 60
@@ -50,7 +50,7 @@ SHORTER = 8
 #: how a line a process wrote begins (the next line after a long one that begins so is its own)
 _FRESH = re.compile(
     r"\s*(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
-    r"|\[|\(|Traceback|File \"|[IWEF](?:\d{4})?\d{4} )"
+    rf"|\[|\(|Traceback|File \"|[IWEF]{GLOG_YEAR}\d{{4}} )"
 )
 _NUMBERS = re.compile(r"\d+")
 #: how much of two lines' starts, their numbers left out, makes them one format's lines

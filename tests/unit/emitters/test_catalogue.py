@@ -783,3 +783,4 @@ def test_a_lower_case_segmentation_fault_alone_on_its_line_is_a_death() -> None:
         found = CATALOGUE.match(line)
         assert (found.id if found else None) == "shell-segmentation-fault", line
     assert CATALOGUE.match("fixed a segmentation fault (core dumped) in the loader") is None
+    assert CATALOGUE.match("## segmentation fault") is None

@@ -902,7 +902,7 @@ def test_an_aligned_table_whose_names_are_words_one_space_apart() -> None:
     lines = [head, row(1, 2.31), row(2, float("nan"))]
     assert non_finite(read_all(lines)) == [(2, ["Train Loss", "Val Loss"])]
     assert non_finite(scanned(lines)) == [(2, ["Train Loss", "Val Loss"])]
-    prose = "Epoch 2 of the run  Train Loss went  up again"
+    prose = "Epoch then Train Loss and Val Loss rose"  # (words a space apart: no columns)
     assert non_finite(read_all([prose, row(2, float("nan"))])) == []
 
 

@@ -47,6 +47,8 @@ REPORTS = [
     "2024-01-01 10:00:00,000 INFO exited: train (exit status 1; not expected)",
     "PM2      | App [train:0] exited with code [1] via signal [SIGKILL]",
     "The replica workerpool0-0 exited with a non-zero status of 1.",
+    # a failure that mentions SIGINT is one all the same
+    "worker exited with exit code 1 after SIGINT was ignored",
     "trainer-worker-1                             0/1     Evicted            0          5m",
 ]
 #: the same words for a process that ended well, or no process's exit at all
@@ -61,6 +63,9 @@ HEALTHY = [
     "[INFO] exit status: unknown",
     "The run will exit with code 1 if the checkpoint is missing",
     "Evicted 3 stale entries from the rollout cache",
+    "Collected exit status of 8 workers: all succeeded",
+    "All 4 ranks finished; checking exit code of 4 subprocesses",
+    "Process 1234 terminated by signal SIGINT",
     "2024-01-01 10:00:00,000 INFO exited: train (exit status 0; expected)",
     # a user's Ctrl-C: a stop, not an exit of the process's own accord
     "PM2      | App [train:0] exited with code [1] via signal [SIGINT]",

@@ -451,9 +451,13 @@ def test_a_mean_reward_named_in_words_is_the_step_s_reward() -> None:
     rewards = [(f["step"], f["mean"]) for k, f in read_all(lines) if k == "reward"]
     assert rewards == [(s, 0.0) for s in range(3, 8)]
     assert [(f["step"], f["mean"]) for k, f in scanned(lines) if k == "reward"] == rewards
-    for key in ("reward_std", "max_reward", "Avg Filtered Reward", "reward model loss"):
+    for key in ("reward_std", "max_reward", "Avg Filtered Reward", "reward model loss",
+                "avg_reward", "mean_reward"):  # fmt: skip
         got = read_all([str({"loss": 0.1, key: 0.0, "step": 4})])
         assert [k for k, _ in got if k == "reward"] == [], key
+    # a classic RL script's episode log at 0 (a sparse reward's healthy start) is no step's
+    episodes = [f"Episode: {e}, Avg Reward: 0.00, Epsilon: 0.95" for e in range(10, 120, 10)]
+    assert [k for k, _ in read_all(episodes) if k == "reward"] == []
 
 
 #: kohya_ss#55 (corpus52/dev, a control), as posted: numpy's warnings that `np.mean` averaged
@@ -471,14 +475,21 @@ KOHYA_EMPTY_MEAN = [
 
 def test_a_nan_just_after_numpy_s_empty_mean_warning_is_no_metric() -> None:
     """The NaN an empty array's mean prints is an average of nothing; the same line without
-    the warning is a lone NaN metric, and `np.nanmean`'s warning (nanfunctions.py: every value
-    was NaN) excuses nothing."""
+    the warning is a lone NaN metric. numpy warns with stacklevel 2: `np.mean`'s line names
+    fromnumeric.py, `np.nanmean`'s (every value NaN) and `ndarray.mean()`'s the script's own
+    file -- no empty array told from NaN data, no excuse."""
     assert bad(read_all(KOHYA_EMPTY_MEAN)) == []
     assert bad(scanned(KOHYA_EMPTY_MEAN)) == []
     assert bad(read_all(KOHYA_EMPTY_MEAN[-1:])) == [(1, ["mean ar error (without repeats)"])]
-    nanmean = ["numpy/lib/nanfunctions.py:1215: RuntimeWarning: Mean of empty slice",
-               KOHYA_EMPTY_MEAN[-1]]  # fmt: skip
+    nanmean = ["/app/train.py:88: RuntimeWarning: Mean of empty slice", KOHYA_EMPTY_MEAN[-1]]
     assert bad(read_all(nanmean)) == [(1, ["mean ar error (without repeats)"])]
     # a record that names its step is the run's, warning or not
     stepped = [KOHYA_EMPTY_MEAN[0], "step 5: loss nan, lr 0.1"]
     assert bad(read_all(stepped)) == [(5, ["loss"])]
+    # a trainer's dict (no step of its own) of several metrics is the run's, warning or not
+    trainer = [KOHYA_EMPTY_MEAN[0], str({"loss": NAN, "grad_norm": NAN, "epoch": 0.5})]
+    assert bad(read_all(trainer)) == [(1, ["grad_norm", "loss"])]
+    # and the warning is forgotten after a few lines: a NaN far later is a metric's
+    late = [KOHYA_EMPTY_MEAN[0], *(f"step {s}: lr 0.1" for s in range(1, 20)),
+            KOHYA_EMPTY_MEAN[-1]]  # fmt: skip
+    assert [keys for _, keys in bad(read_all(late))] == [["mean ar error (without repeats)"]]

@@ -978,3 +978,6 @@ def test_a_count_after_a_hash_is_a_value_not_a_key_s_word() -> None:
     record = read_line("#tokens: 100, loss: nan, step: 5")
     assert record is not None
     assert (record.step, sorted(record.metrics)) == (5, ["#tokens", "loss"])
+    record = read_line("step 5: # of samples: nan, lr: 0.1")
+    assert record is not None
+    assert sorted(record.metrics) == ["# of samples", "lr"]
