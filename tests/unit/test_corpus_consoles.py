@@ -274,6 +274,9 @@ ASKED = {
     "corpus52": Asked("out of sample, wide: the frameworks and launchers less covered (36)",
                       (36, 60), 15, 13, 4, failures=23,
                       rules={CF: 13, NF: 7, CT: 2, RS: 1}),
+    "corpus53": Asked("out of sample, newer RL stacks and engines (2025-26) and traps (33)",
+                      (33, 60), 15, 12, 4, failures=21,
+                      rules={CF: 14, CT: 4, NF: 2, IS: 1}),
 }
 # fmt: on
 
