@@ -22,6 +22,13 @@ from runwatch.emitters.metric_shape import read_line
 ROOT = Path(__file__).resolve().parents[3]
 SIGNATURES = CATALOGUE.signatures
 
+
+def signature_of(line: str) -> str | None:
+    """The id of the catalogue's signature the line matches, None for none."""
+    found = CATALOGUE.match(line)
+    return found.id if found else None
+
+
 #: healthy lines (or warnings, retries, code) that share a signature's words
 CONTROLS = [
     # a panic in a Rust thread that is not the main one ends that thread alone (a tokio worker's
@@ -209,8 +216,7 @@ STICKY = [
 
 @pytest.mark.parametrize("line", STICKY)
 def test_a_sticky_cuda_error_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "cuda-sticky-error"
+    assert signature_of(line) == "cuda-sticky-error"
 
 
 #: zsh's (Src/jobs.c printjob, Src/signames2.awk's words; rendered): the current job's and
@@ -280,28 +286,24 @@ MEGATRON_LOAD_EXITS = [
 
 @pytest.mark.parametrize("line", MEGATRON_LOAD_EXITS)
 def test_megatron_s_checkpoint_loader_exiting_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "megatron-checkpoint-load-exit"
+    assert signature_of(line) == "megatron-checkpoint-load-exit"
     parser = LineParser()
     assert "component.failed" in [k for k, _ in parser.parse(line) + parser.finish()]
 
 
 @pytest.mark.parametrize("line", SRUN_SIGNALS)
 def test_srun_s_report_of_a_task_a_signal_ended_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "srun-task-failed"
+    assert signature_of(line) == "srun-task-failed"
 
 
 @pytest.mark.parametrize("line", JOB_REPORTS)
 def test_a_shell_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "shell-job-signal"
+    assert signature_of(line) == "shell-job-signal"
 
 
 @pytest.mark.parametrize("line", ZSH_REPORTS)
 def test_zsh_s_report_of_a_job_a_signal_ended_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "shell-zsh-job-signal"
+    assert signature_of(line) == "shell-zsh-job-signal"
 
 
 @pytest.mark.parametrize("line", ZSH_NOT)
@@ -311,14 +313,12 @@ def test_zsh_s_report_of_a_stop_is_none(line: str) -> None:
 
 @pytest.mark.parametrize("line", JOB_EXITS)
 def test_a_shell_s_report_of_a_job_that_exited_failing_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "shell-job-exit-status"
+    assert signature_of(line) == "shell-job-exit-status"
 
 
 @pytest.mark.parametrize("line", JOB_EXITS_NOT)
 def test_a_job_that_exited_with_0_is_no_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert found is None or found.id != "shell-job-exit-status", line
+    assert signature_of(line) != "shell-job-exit-status", line
 
 
 def test_a_padded_job_report_read_in_a_console_is_a_death() -> None:
@@ -342,8 +342,7 @@ def test_pbs_killing_a_job_over_its_limit_is_a_death() -> None:
         "=>> PBS: job killed: walltime 86415 exceeded limit 86400",
         "=>> PBS: job killed: mem 34603008kb exceeded limit 33554432kb",
     ):
-        found = CATALOGUE.match(line)
-        assert (found.id if found else None) == "pbs-job-killed-over-limit"
+        assert signature_of(line) == "pbs-job-killed-over-limit"
 
 
 def test_the_catalogue_loads_with_every_field() -> None:
@@ -374,8 +373,7 @@ def test_the_frameworks_read_with_nothing_to_add_say_where_and_what() -> None:
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.id)
 def test_a_signature_matches_its_sample_and_names_it(sig: Signature) -> None:
     assert any(literal in sig.sample for literal in sig.literals)
-    found = CATALOGUE.match(sig.sample)
-    assert (found.id if found else None) == sig.id
+    assert signature_of(sig.sample) == sig.id
 
 
 @pytest.mark.parametrize("sig", [s for s in SIGNATURES if s.sample_from != "rendered"],
@@ -460,8 +458,7 @@ def test_a_warning_that_mentions_a_failure_is_none_unless_the_source_warns_it() 
     # Ray's driver prints the raylet's worker-died error at WARNING: that is the failure
     ray = ("2023-12-17 07:00:42,177\tWARNING worker.py:2074 -- A worker died or was killed "
            "while executing a task by an unexpected system error.")  # fmt: skip
-    found = CATALOGUE.match(ray)
-    assert (found.id if found else None) == "ray-worker-died-system-error"
+    assert signature_of(ray) == "ray-worker-died-system-error"
     assert CATALOGUE.match(ray.replace("WARNING", "DEBUG")) is None
     # glog's level letter (absl logging, torch's C++ lines) is a level too: TensorFlow's NaN
     # hook warns and stops where it is told not to fail
@@ -477,8 +474,7 @@ def test_a_communicator_aborted_by_a_peer_is_a_failure_by_a_timeout_the_collecti
     collective reader says so (emitters/collectives.py), not the catalogue."""
     peer = ("RuntimeError: NCCL communicator was aborted on rank 1.  Original reason for failure "
             "was: NCCL error: remote process exited or there was a network error")  # fmt: skip
-    found = CATALOGUE.match(peer)
-    assert (found.id if found else None) == "torch-nccl-communicator-aborted"
+    assert signature_of(peer) == "torch-nccl-communicator-aborted"
     timeout = ("RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for "
                "failure was: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL("
                "SeqNum=35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800366 "
@@ -673,8 +669,7 @@ NATIVE = [
 
 @pytest.mark.parametrize(("line", "sig_id"), NATIVE)
 def test_a_native_fatal_line_users_posted_is_its_entry(line: str, sig_id: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == sig_id
+    assert signature_of(line) == sig_id
 
 
 def test_gloo_s_timeouts_are_the_collective_reader_s_not_the_pair_entry() -> None:
@@ -743,8 +738,7 @@ def test_ray_s_unhandled_error_the_job_goes_on_after_is_no_death(tmp_path: Path)
 @pytest.mark.parametrize("day", ["1203", "20241203"])
 def test_glog_s_fatal_line_with_or_without_its_year(day: str) -> None:
     line = f"F{day} 10:00:00.000000  1234 some_file.cc:42] Check failed: x == y (1 vs. 2)"
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "glog-fatal"
+    assert signature_of(line) == "glog-fatal"
     parser = LineParser()
     assert "component.failed" in [k for k, _ in parser.parse(line) + parser.finish()]
 
@@ -762,8 +756,7 @@ KUBEFLOW_FAILED = [
 
 @pytest.mark.parametrize("line", KUBEFLOW_FAILED)
 def test_kubeflow_s_job_failed_for_its_replicas_is_a_death(line: str) -> None:
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "kubeflow-job-replicas-failed"
+    assert signature_of(line) == "kubeflow-job-replicas-failed"
     assert CATALOGUE.match(line.replace("is failed", "is restarting")) is None
 
 
@@ -771,8 +764,7 @@ def test_sagemaker_s_report_of_a_failed_training_is_a_death() -> None:
     """sagemaker-training-toolkit's trainer.py logs it once the entry point failed, then the
     container exits non-zero (rendered with the toolkit's logging format)."""
     line = "2024-01-01 10:00:00,000 sagemaker-training-toolkit ERROR    Reporting training FAILURE"
-    found = CATALOGUE.match(line)
-    assert (found.id if found else None) == "sagemaker-training-failure"
+    assert signature_of(line) == "sagemaker-training-failure"
     assert CATALOGUE.match(line.replace("FAILURE", "SUCCESS")) is None
 
 
@@ -780,7 +772,6 @@ def test_a_lower_case_segmentation_fault_alone_on_its_line_is_a_death() -> None:
     """Pytorch-UNet#192 (corpus52/dev), as posted: zsh's lower-case words without its `zsh: `
     and the command, after a tqdm bar; prose that mentions one is none."""
     for line in ("segmentation fault (core dumped)", "segmentation fault"):
-        found = CATALOGUE.match(line)
-        assert (found.id if found else None) == "shell-segmentation-fault", line
+        assert signature_of(line) == "shell-segmentation-fault", line
     assert CATALOGUE.match("fixed a segmentation fault (core dumped) in the loader") is None
     assert CATALOGUE.match("## segmentation fault") is None
