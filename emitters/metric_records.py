@@ -61,6 +61,24 @@ class MetricRecords:
         self._empty[source] = self._shown
         return True
 
+    def _empty_mean(self, source: Any, named: int | None, metrics: dict[str, float | None]) -> bool:
+        """Whether a record is the NaN numpy's warning just said an empty array's mean gave
+        (`read_warning`): one value, naming no step, within `EMPTY_MEAN_LINES` of it; the
+        source's warning is spent on its next record either way."""
+        warned = self._empty.pop(source, None)
+        if warned is None or self._shown - warned > EMPTY_MEAN_LINES:
+            return False
+        if named is not None or len(metrics) != 1:
+            return False
+        ((key, value),) = metrics.items()
+        if value is None or not math.isnan(value):
+            return False
+        self.notes.append(
+            f"`{key}` is nan just after numpy's warning that a mean was taken of an empty array: "
+            "an average of nothing, no training metric"
+        )
+        return True
+
     def saw(self, found: list[Found]) -> None:
         """The events a line gave, every reader's: the steps the run has reached."""
         for kind, fields in found:
@@ -71,15 +89,8 @@ class MetricRecords:
         self, source: Any, named: int | None, metrics: dict[str, float | None],
         skipped: int | None = None, rewards: bool = True,
     ) -> list[Found]:  # fmt: skip
-        if self._empty and (warned := self._empty.pop(source, None)) is not None:
-            lone = named is None and len(metrics) == 1 and self._shown - warned <= EMPTY_MEAN_LINES
-            ((key, value),) = metrics.items() if lone else ((None, None),)
-            if value is not None and math.isnan(value):
-                self.notes.append(
-                    f"`{key}` is nan just after numpy's warning that a mean was taken of an "
-                    "empty array: an average of nothing, no training metric"
-                )
-                return []
+        if self._empty and self._empty_mean(source, named, metrics):
+            return []
         if any(undefined(k, v, metrics) for k, v in metrics.items()):
             metrics = {k: v for k, v in metrics.items() if not undefined(k, v, metrics)}  # 0/0
             if not metrics:
