@@ -490,6 +490,6 @@ def test_a_nan_just_after_numpy_s_empty_mean_warning_is_no_metric() -> None:
     trainer = [KOHYA_EMPTY_MEAN[0], str({"loss": NAN, "grad_norm": NAN, "epoch": 0.5})]
     assert bad(read_all(trainer)) == [(1, ["grad_norm", "loss"])]
     # and the warning is forgotten after a few lines: a NaN far later is a metric's
-    late = [KOHYA_EMPTY_MEAN[0], *(f"step {s}: lr 0.1" for s in range(1, 20)),
+    late = [KOHYA_EMPTY_MEAN[0], *(f"Epoch {e} done" for e in range(1, 20)),
             KOHYA_EMPTY_MEAN[-1]]  # fmt: skip
     assert [keys for _, keys in bad(read_all(late))] == [["mean ar error (without repeats)"]]

@@ -175,6 +175,7 @@ def test_a_batch_counter_alone_heads_its_metrics() -> None:
         assert bad(scanned(lines)) == got, progress
     # a batch with no total is a configuration's size, no header: a limit under it is none
     assert bad(read_all(["config:", "  batch: 64", "  grad_clip: inf"])) == []
+    assert bad(read_all(["config:", "  batch: 64", "  temperature: nan"])) == []
 
 
 def test_a_batch_named_in_prose_numbers_the_record_after_it() -> None:
