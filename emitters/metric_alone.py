@@ -273,6 +273,61 @@ def stops_on(text: str) -> tuple[str, float] | None:
     return m.group("key"), float("nan") if "finite" in said else float(said)
 
 
+#: what may stand before a sentence a trainer logs: a logging record's head -- timestamps,
+#: bracketed or parenthesised fields (`[host:0/8]`, `(trainer:617)`), a logger's name before
+#: ` - `, a level's word, `root:` after it (possessive: a head of digits fails fast)
+_SENTENCE_LEAD = (
+    r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?|[\s>\d:.,/-]++|\[[^\]\n]{0,80}\]|\([^)\n]{0,80}\))*+"
+    r"(?:[\w.]+\s+-\s+)?(?:(?:warn|warning|error|critical|fatal|info)\b[\s:|-]*)?"
+    r"(?:[\w.]+:\s*(?=[A-Za-z]))?"
+)
+#: a sentence whose subject is a metric and whose predicate is that it is not finite, with no
+#: stop after it (verl's actor and SFT trainer, `print(f"WARN: grad_norm is not finite:
+#: {grad_norm}")`, verl/workers/actor/dp_actor.py and trainer/fsdp_sft_trainer.py, v0.2-0.6;
+#: `Loss is NaN.`): its value after a `:` where it gives one; a question's subject (`why
+#: grad_norm is nan`) is none
+_SAYS_KEY_FIRST = re.compile(
+    _SENTENCE_LEAD + r"(?:the )?(?!(?:why|how|what|whether)\b)"
+    r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*){0,2}?) "
+    r"(?:is|are|was|were|became|becomes|has become|went|got|gets) "
+    r"(?P<v>not finite|non-?finite|[-+]?nan|[-+]?inf(?:inite|inity)?)\b"
+    r"(?:\s*[:=]\s*(?P<given>[-+]?(?:nan|inf(?:inity)?))\b)?",
+    re.I,
+)
+#: ... the value first (CosyVoice's executor, `logging.warning('get infinite grad_norm, check
+#: your code/data if it appears frequently')`, cosyvoice/utils/train_utils.py; `NaN loss
+#: detected`): the metric's name ends the clause -- `non-finite loss values are ...` is prose,
+#: and so are values of nothing named (`Detected nan values.`), a row's cells (`12 nan nan`,
+#: `12 nan x`)
+_SAYS_VALUE_FIRST = re.compile(
+    _SENTENCE_LEAD + r"(?:(?:get|gets|got|found|detected|encountered|an?) )?"
+    r"(?P<v>non-?finite|not finite|nan|inf(?:inite|inity)?) "
+    r"(?!(?:values?|entries|elements|numbers|items|in|or|and|found|detected|nan|inf\w*)\b)"
+    r"(?P<key>[A-Za-z][\w./-]+)(?=\s*[,.;:!]|\s*$| (?:detected|encountered|found|occurred)\b)",
+    re.I,
+)
+#: a condition right after the value (`the loss is nan if the batch is empty`)
+_THEN_CONDITION = re.compile(r"(?i)[\s,]*(?:if|when|whenever|unless)\b")
+
+
+def says_not_finite(text: str) -> tuple[str, float] | None:
+    """(key, value) of a sentence that says a metric is not finite, stopping or not (`WARN:
+    grad_norm is not finite: nan`, `get infinite grad_norm, check your code/data ...`; `not
+    finite` reads as nan unless a value follows); None for any other line: a condition (`If
+    loss is nan, ...`), a skip (`metric_shape.skip_report`, asked by the caller), a value."""
+    m = _SAYS_KEY_FIRST.match(text) or _SAYS_VALUE_FIRST.match(text)
+    if (
+        m is None
+        or _CONDITION.search(text[m.start("key") : m.end("key")])
+        or _THEN_CONDITION.match(text, m.end())
+    ):
+        return None
+    said = (m.groupdict().get("given") or m.group("v")).lower()
+    if not said.lstrip("+-").startswith("inf"):
+        return m.group("key"), math.nan
+    return m.group("key"), -math.inf if said.startswith("-") else math.inf
+
+
 #: a hook's or a callback's sentence that the loss went NaN or inf, as it stops the run:
 #: Keras' `TerminateOnNaN` (keras/src/callbacks/terminate_on_nan.py, tf.keras' before it)
 #: prints `Batch {batch}: Invalid loss, terminating training` (the value unsaid) and training

@@ -49,6 +49,7 @@ from runwatch.emitters.metric_alone import (
     invalid_stop,
     lone,
     printed_tensor,
+    says_not_finite,
     single_pair,
     step_row,
     stops_on,
@@ -160,8 +161,8 @@ EMPTY_MEAN_MARKER = "Mean of empty slice"
 #: (upper-case `INF` after a separator only: every `INFO` holds it)
 MARKERS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "Epoch", "epoch", "nan", "NaN", "NAN",
            "inf", "Inf", "=INF", ": INF", ":INF", " INF ", "': ", '": ', "verflow", "OVERFLOW",
-           "Skipping step", "*** ", " not finite", "nvalid loss", "1.#", "batch", "Batch",
-           EMPTY_MEAN_MARKER)  # fmt: skip
+           "Skipping step", "*** ", " not finite", "on-finite", "nvalid loss", "1.#", "batch",
+           "Batch", EMPTY_MEAN_MARKER)  # fmt: skip
 #: a title of metrics between runs of asterisks: transformers' `Trainer.log_metrics` prints
 #: `***** {split} metrics *****`, then one `  {key: <w} = {value:>w}` line per metric
 #: (transformers/trainer_pt_utils.py); its `***** Running training *****` is followed by
@@ -311,18 +312,27 @@ def _message(text: str) -> bool:
 
 
 #: a trainer's own report that it skipped a step (or its update) for a non-finite value, in
-#: a sentence (`Loss in not finite. Skip this training step.`, ESPnet's `The grad norm is nan.
-#: Skipping updating the model.`, `grad_norm is nan, skipping step 5`): the value it names was
-#: not applied, no metric of a step; a record's count (`number of skipped iterations: 0`) is none
+#: a sentence (`Loss in not finite. Skip this training step.`, `grad_norm is nan, skipping step
+#: 5`, ESPnet's `The grad norm is nan. Skipping updating the model.`, its v1's `grad norm is nan.
+#: Do not update model.`, its CTC's `1/2 samples got nan grad. These were ignored`): the value
+#: it names was not applied, no metric of a step; a record's count (`number of skipped
+#: iterations: 0`) is none
+_SKIP_WORD = (
+    r"(?:skip(?:ping|ped|s)?|ignor(?:e|es|ed|ing)|discard(?:s|ed|ing)?"
+    r"|(?:do|does|did|will) not (?:update|step|apply)|not (?:updating|applied|stepping))"
+)
 _NONFINITE_SKIP = re.compile(
-    r"(?i)\b(?:nan|inf|non-?finite|not finite)\b[^|=\n]{0,60}?\bskip(?:ping|s)?\b"
-    r"|\bskip(?:ping|s)?\b[^|=\n]{0,60}?\b(?:nan|inf|non-?finite|not finite)\b"
+    rf"(?i)\b(?:nan|inf|non-?finite|not finite)\b[^|=\n]{{0,60}}?\b{_SKIP_WORD}\b"
+    rf"|\b{_SKIP_WORD}\b[^|=\n]{{0,60}}?\b(?:nan|inf|non-?finite|not finite)\b"
 )
 
 
 def skip_report(text: str) -> bool:
     """Whether the line says a step was skipped for a non-finite value (`_NONFINITE_SKIP`)."""
-    return ("kip" in text or "KIP" in text) and _NONFINITE_SKIP.search(text) is not None
+    lower = text.lower()
+    return ("kip" in lower or "gnor" in lower or "not " in lower or "iscard" in lower) and (
+        _NONFINITE_SKIP.search(text) is not None
+    )
 
 
 def read_line(text: str, step: int | None = None) -> Record | None:
@@ -350,6 +360,11 @@ def read_line(text: str, step: int | None = None) -> Record | None:
         if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
             return None  # a best-so-far's start
         return Record({key: value}, step)  # `Loss is nan, stopping training`
+    if (said_so := says_not_finite(text)) is not None and not (skip_report(text) or _message(text)):
+        key, value = said_so
+        if math.isinf(value) and (_SENTINEL.search(key) or limit(key)):
+            return None
+        return Record({key: value}, step)  # `WARN: grad_norm is not finite: nan`
     if "(" in text or "#" in text or "xx" in text or "__" in text or "**" in text or "~~" in text:
         text = msvc_nan(text)
     found = pairs(text)

@@ -49,13 +49,62 @@ def test_a_trainer_s_sentence_that_it_stops_on_a_non_finite_value_is_that_value(
         "Loss in not finite. Skip this training step.",  # skipped, not applied
         "Loss is 0.5, stopping training",  # finite
         "best loss is inf, stopping",  # a best-so-far's start
-        "WARNING loss is nan, stopping",  # a warning's words
         "Early stopping: val_loss is inf",
         "If loss is NaN, stop training.",  # a condition a healthy run prints, no value
         "when grad norm is inf, abort the run",
     ],
 )
 def test_sentences_that_are_no_stop_on_a_non_finite_value(line: str) -> None:
+    assert non_finite(read_all([EPOCH, line])) == {}
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "infinite"),
+    [
+        # verl's actor and SFT trainer (dp_actor.py, fsdp_sft_trainer.py), under Ray's prefix
+        ("(WorkerDict pid=9092) WARN: grad_norm is not finite: nan", "grad_norm", False),
+        # CosyVoice's executor (cosyvoice/utils/train_utils.py), under logging's record head
+        (
+            "2025-04-27 17:00:18,438 WARNING get infinite grad_norm, check your code/data if it "
+            "appears frequently",
+            "grad_norm",
+            True,
+        ),
+        ("2024-01-01 10:00:00,123 - train - WARNING - loss is nan", "loss", False),
+        ("WARNING:root:Loss is inf", "Loss", True),
+        ("WARNING loss is nan, stopping", "loss", False),
+        ("NaN loss detected", "loss", False),
+        ("WARNING: non-finite grad_norm, check your data", "grad_norm", False),
+    ],
+)
+def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
+    line: str, key: str, infinite: bool
+) -> None:
+    """Any sentence whose subject is a metric and whose predicate says it is not finite, with
+    or without a stop after it and under a record's head, is the metric's value (corpus53)."""
+    got = non_finite(read_all([EPOCH, line]))
+    assert list(got) == [key]
+    assert math.isinf(got[key]) == infinite
+    scanner = LineScanner(LineParser())  # `runwatch watch` reads it the same
+    found = scanner.feed(f"{EPOCH}\n{line}\n".encode()) + scanner.finish()
+    assert non_finite(found + scanner.parser.finish()).keys() == {key}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # ESPnet's: the update skipped, in its words (v1's and its CTC's)
+        "2018-05-23 13:05:13,682 (asr_chainer:132) WARNING: grad norm is nan. Do not update model.",
+        "[host:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad. These "
+        "were ignored for CTC loss.",
+        "ValueError: loss is nan",  # an exception's message: component_failed reads it
+        "the loss is nan if the batch is empty",  # a condition after the value
+        "why grad_norm is nan?",
+        "Detected nan values.",  # the values of nothing named
+        "best val_loss is inf",  # a best-so-far's start
+    ],
+)
+def test_sentences_that_say_no_metric_is_not_finite(line: str) -> None:
     assert non_finite(read_all([EPOCH, line])) == {}
 
 
