@@ -43,8 +43,8 @@ MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL wo
            "Watchdog caught collective operation timeout",
            "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
            "master will be shutdowned", "Collective has timed out",
-           "Received a dump signal due to a collective timeout",
-           *SPREAD_MARKERS)  # fmt: skip
+           "Received a dump signal due to a collective timeout", "Timed out ", "timed out ",
+           "ready timeout", *SPREAD_MARKERS)  # fmt: skip
 
 #: the work a watchdog timed out: ProcessGroupNCCL.cpp's `WorkNCCL` and torch_npu's own
 #: (Ascend/pytorch@c3a1c96 : torch_npu/csrc/distributed/ProcessGroupHCCL.cpp, `operator<<` of
@@ -268,6 +268,46 @@ _NCCL_ERROR = re.compile(
 _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
+#: any program's words that a collective group's set-up timed out, for the stacks the wordings
+#: above do not name: a sentence whose object is the group -- a communicator, a process group,
+#: a device mesh, a rendezvous -- and whose verb says its building timed out, either order
+#: (cosmos-rl's rollout replicas, `Timed out building the global mesh communicator for ID
+#: (rank=0, world_size=4)`, nvidia-cosmos/cosmos-rl#736; its `wait for nccl comm ready
+#: timeout` in cosmos_rl/utils/distributed.py; `Timed out initializing the process group`). A
+#: timeout's setting (`NCCL timeout: 1800s`, `timeout=30min`) has no such verb
+_GROUP = (
+    r"(?:(?:nccl|hccl|gloo|rccl|collective) )?"
+    r"(?:communicators?|comms?|process groups?|device mesh|mesh|rendezvous)"
+)
+_GROUP_SETUP_TIMEOUT = re.compile(
+    r"(?i)\btimed out (?:while )?(?P<verb>build|creat|initiali[sz]|init|set(?:ting)? up"
+    rf"|establish|form|join|wait(?:ing)? for)\w*\b (?:(?:the|a|an|its) )?(?:[\w-]+ ){{0,3}}"
+    rf"(?P<what>{_GROUP})\b"
+    rf"|\bwait(?:ing)? for (?:(?:the|a) )?(?:[\w-]+ ){{0,2}}(?P<what2>{_GROUP})"
+    r"(?: ready| to be ready)?"
+    r"(?: has)? (?:timed out|timeout)\b(?!\s*[=:]?\s*\d)"
+)
+_BACKEND_NAMED = re.compile(r"(?i)\b(?:nccl|hccl|gloo|rccl)\b")
+_SETUP_RANK = re.compile(r"\brank[=: ]\s*(?P<rank>\d+)\b")
+
+
+def group_setup_timeout(line: str) -> tuple[str, str, int | None] | None:
+    """(the backend, what timed out, the rank the line names) of a line that says a collective
+    group's set-up timed out in words no stack's own reading above knows
+    (`_GROUP_SETUP_TIMEOUT`); the backend the words name, else `nccl` (what every GPU stack's
+    communicator is); None for any other line."""
+    if "imed out" not in line and "timeout" not in line:
+        return None
+    m = _GROUP_SETUP_TIMEOUT.search(line)
+    if m is None:
+        return None
+    what = (m.group("what") or m.group("what2")).lower()
+    named = _BACKEND_NAMED.search(line)
+    backend = named.group(0).lower() if named else "nccl"
+    ranked = _SETUP_RANK.search(line, m.end())
+    return backend, f"{what} set-up", int(ranked.group("rank")) if ranked else None
+
+
 def _pg(m: re.Match[str]) -> str:
     """`0 (default_pg)` from `PG ID 0 PG GUID 0(default_pg)`, `1` from `PG 1`."""
     guid = m.group("guid") or ""
@@ -429,6 +469,10 @@ def parse(line: str, rank: int | None = None) -> Found | None:
                           last_completed=int(dump.group("done")))  # fmt: skip
     elif SOME_FAILED in line and _NCCL_ERROR.search(line) is None:
         fields["backend"] = "nccl"  # which collective, and why, a watchdog line says if any
+    elif (setup := group_setup_timeout(line)) is not None:
+        fields.update(backend=setup[0], op=setup[1])
+        if rank is None and setup[2] is not None:
+            rank = setup[2]
     else:
         return None
     # the watchdog's own line names the group rank in "[Rank N]" after the PG's prefix

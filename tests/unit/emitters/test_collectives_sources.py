@@ -296,3 +296,56 @@ def test_an_older_torch_s_watchdog_line_without_a_sequence_number() -> None:
     assert (fields["op"], fields["timeout_s"], fields["ran_s"]) == ("ALLREDUCE", 1800.0, 1803.17)
     assert "seq" not in fields
     assert [k for k, _ in read_all([f"`{line}`"])] == ["collective.timeout"]
+
+
+COSMOS = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus53" / "dev"
+    / "cosmos_rl_rollout_mesh_rebuild_three_survivors_timed_out_building_communicator.log"
+)  # fmt: skip
+
+
+def test_any_stack_s_words_that_a_group_s_set_up_timed_out() -> None:
+    """cosmos-rl's replicas rebuilding their mesh (corpus53): three survivors each say their
+    communicator's building timed out -- words no stack's own reading knows; one timeout a
+    rank, the rank the line names."""
+    lines = [x for x in COSMOS.read_text().splitlines() if not x.startswith("# ")]
+    for found in (read_all(lines), scanned(lines)):
+        said = [_said(f, "backend", "op", "rank") for f in _timeouts(found)]
+        assert said == [("nccl", "communicator set-up", r) for r in (0, 2, 3)]
+
+
+@pytest.mark.parametrize(
+    ("line", "backend", "op"),
+    [
+        # cosmos_rl/utils/distributed.py's own wait
+        (
+            "[Rank 1] wait for nccl comm ready timeout, current time: 1.0, start time: 0.0",
+            "nccl",
+            "comm set-up",
+        ),
+        ("Timed out initializing the process group", "nccl", "process group set-up"),
+        (
+            "RuntimeError: timed out while creating the HCCL communicator",
+            "hccl",
+            "communicator set-up",
+        ),
+    ],
+)
+def test_a_group_s_set_up_timing_out_in_other_words(line: str, backend: str, op: str) -> None:
+    found = parse(line)
+    assert found is not None
+    assert _said(found[1], "backend", "op") == (backend, op)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "NCCL timeout: 1800s",  # a setting
+        "waiting for the nccl communicator timeout=1800",
+        "Timed out waiting for engine core processes to start",  # no group's
+        "set NCCL communicator timeout to 30 min",
+        "init_process_group(backend='nccl', timeout=timedelta(minutes=30))",
+    ],
+)
+def test_a_group_s_timeout_setting_is_no_timeout(line: str) -> None:
+    assert parse(line) is None
