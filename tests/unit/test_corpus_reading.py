@@ -615,7 +615,8 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "verl's `Async request to resume_memory_occupation timed out` at three attempts "
         "over two minutes: the engines' wake-up before a weight update, no version published "
         "nor loaded in the text, and weight_sync_stalled's `timeout` is 600 s"),
-    ("corpus53", "sglang_deepep_concurrency_32_prefill_then_12_minutes_tpmodelworkerclient_exception"): (
+    ("corpus53",
+     "sglang_deepep_concurrency_32_prefill_then_12_minutes_tpmodelworkerclient_exception"): (
         ["component_failed"], "a prefill batch, then twelve minutes of nothing before the model "
         "worker's death: SGLang logs decode batches only every `decode_log_interval` steps, so "
         "its silence after a prefill is also a server that finished its requests -- the stall "
