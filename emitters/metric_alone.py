@@ -282,12 +282,14 @@ _SENTENCE_LEAD = (
     r"(?:[\w.]+:\s*(?=[A-Za-z]))?"
 )
 #: a sentence whose subject is a metric and whose predicate is that it is not finite, with no
-#: stop after it (verl's actor and SFT trainer, `print(f"WARN: grad_norm is not finite:
-#: {grad_norm}")`, verl/workers/actor/dp_actor.py and trainer/fsdp_sft_trainer.py, v0.2-0.6;
-#: `Loss is NaN.`): its value after a `:` where it gives one; a question's subject (`why
+#: stop after it (verl's SFT trainer and critic, `print(f"WARN: grad_norm is not finite:
+#: {grad_norm}")`, its actor `WARN: rank {rank} grad_norm ...`, verl/trainer/fsdp_sft_trainer.py,
+#: workers/critic/dp_critic.py, workers/actor/dp_actor.py, v0.2-0.6; `Loss is NaN.`): the peer
+#: that says it first at most; its value after a `:` where it gives one; a question's subject (`why
 #: grad_norm is nan`) is none
 _SAYS_KEY_FIRST = re.compile(
-    _SENTENCE_LEAD + r"(?:the )?(?!(?:why|how|what|whether)\b)"
+    _SENTENCE_LEAD + r"(?:(?:rank|worker|gpu|device|process|node) ?#?\d+:?,? )?(?:the )?"
+    r"(?!(?:why|how|what|whether)\b)"
     r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*){0,2}?) "
     r"(?:is|are|was|were|became|becomes|has become|went|got|gets) "
     r"(?P<v>not finite|non-?finite|[-+]?nan|[-+]?inf(?:inite|inity)?)\b"

@@ -63,6 +63,7 @@ def test_sentences_that_are_no_stop_on_a_non_finite_value(line: str) -> None:
     [
         # verl's actor and SFT trainer (dp_actor.py, fsdp_sft_trainer.py), under Ray's prefix
         ("(WorkerDict pid=9092) WARN: grad_norm is not finite: nan", "grad_norm", False),
+        ("(WorkerDict pid=9092) WARN: rank 3 grad_norm is not finite: inf", "grad_norm", True),
         # CosyVoice's executor (cosyvoice/utils/train_utils.py), under logging's record head
         (
             "2025-04-27 17:00:18,438 WARNING get infinite grad_norm, check your code/data if it "
