@@ -98,6 +98,8 @@ def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
         "2018-05-23 13:05:13,682 (asr_chainer:132) WARNING: grad norm is nan. Do not update model.",
         "[host:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad. These "
         "were ignored for CTC loss.",
+        "WARNING: reward is nan for sample 12, setting it to 0",  # put right in its place
+        "reward is NaN; replacing with 0.0",
         "ValueError: loss is nan",  # an exception's message: component_failed reads it
         "the loss is nan if the batch is empty",  # a condition after the value
         "why grad_norm is nan?",
