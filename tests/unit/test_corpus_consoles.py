@@ -277,6 +277,9 @@ ASKED = {
     "corpus53": Asked("out of sample, newer RL stacks and engines (2025-26) and traps (33)",
                       (33, 60), 15, 12, 4, failures=21,
                       rules={CF: 14, CT: 4, NF: 2, IS: 1}),
+    "corpus54": Asked("out of sample, pre-training, fine-tuning and serving stacks, traps (34)",
+                      (34, 60), 20, 10, 4, failures=24,
+                      rules={CF: 19, CT: 5, NF: 5}),
 }
 # fmt: on
 

@@ -121,7 +121,11 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: traps, collected on 2026-12-03) since the twenty-seventh session's pass on its development
 #: part (18/23 read as labelled at arrival -> 21/23: a sentence that a metric is not finite,
 #: any stack's words that a communicator's set-up timed out).
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: corpus54 (out of sample, the pre-training, fine-tuning and serving stacks beyond the RL ones
+#: -- JAX stacks, GPT-NeoX, OLMo, ColossalAI, PaddleNLP, llama.cpp, TensorRT-LLM, Triton, TGI,
+#: LMDeploy, Aphrodite, MLC-LLM -- and their traps, collected on 2026-12-03) is reported only
+#: until a pass on its development part.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus54"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -722,7 +726,11 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 #: corpus53 holds 33 (nearly every first hit for the newer RL stacks' and engines' deaths,
 #: stalls, NaN metrics and zero rewards was cited already), and its split's thirds (12
 #: controls, 13 component deaths, 4 collective timeouts, 2 non-finite metrics, 1 weight-sync
-#: stall, 1 engine stall) held out 10: 23 and 10.
+#: stall, 1 engine stall) held out 10: 23 and 10;
+#: corpus54 holds 34 (most first hits for non-finite metrics, collective timeouts and rank or
+#: engine stalls in the stacks asked for were cited already), and its split's thirds (10
+#: controls, 14 component deaths, 5 collective timeouts, 5 non-finite metrics) held out 11: 23
+#: and 11.
 SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus34": (24, 12),
     "corpus36": (23, 12),
@@ -742,6 +750,7 @@ SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus51": (18, 10),
     "corpus52": (25, 11),
     "corpus53": (23, 10),
+    "corpus54": (23, 11),
 }
 
 
