@@ -43,7 +43,7 @@ MARKERS = ("WorkNCCL(", "WorkHCCL(", "detected by watchdog", "Timeout at NCCL wo
            "Watchdog caught collective operation timeout",
            "GetKeyValue() timed out with key", "TIMEOUT self_rank = ",
            "master will be shutdowned", "Collective has timed out",
-           "Received a dump signal due to a collective timeout", "Timed out ", "timed out ",
+           "Received a dump signal due to a collective timeout", "imed out", "IMED OUT",
            "ready timeout", *SPREAD_MARKERS)  # fmt: skip
 
 #: the work a watchdog timed out: ProcessGroupNCCL.cpp's `WorkNCCL` and torch_npu's own
@@ -84,6 +84,14 @@ _C10D = re.compile(
     r".{0,600}?timed out after (?P<after2>\d+)(?P<unit2>ms|s))"
 )
 _STORE_WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys:")
+#: the TCPStore's server (rank 0's) waiting for the other ranks to connect at
+#: init_process_group's rendezvous (torch/csrc/distributed/c10d/TCPStore.cpp `waitForWorkers`:
+#: DistStoreError "Timed out after {} seconds waiting for clients. {}/{} clients joined."): the
+#: group never formed
+_STORE_CLIENTS = re.compile(
+    r"Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<n>\d+) "
+    r"clients joined"
+)
 #: the file store's wait giving up (torch/csrc/distributed/c10d/FileStore.cpp `FileStore::wait`:
 #: `throw std::runtime_error("Wait timeout")`, the string beside its `flock` in torch 2.15.0's
 #: libtorch_cpu.so): a rank waited for keys the other ranks never wrote -- init_process_group's
@@ -269,42 +277,60 @@ _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
 #: any program's words that a collective group's set-up timed out, for the stacks the wordings
-#: above do not name: a sentence whose object is the group -- a communicator, a process group,
-#: a device mesh, a rendezvous -- and whose verb says its building timed out, either order
-#: (cosmos-rl's rollout replicas, `Timed out building the global mesh communicator for ID
-#: (rank=0, world_size=4)`, nvidia-cosmos/cosmos-rl#736; its `wait for nccl comm ready
-#: timeout` in cosmos_rl/utils/distributed.py; `Timed out initializing the process group`). A
-#: timeout's setting (`NCCL timeout: 1800s`, `timeout=30min`) has no such verb
+#: above do not name: a sentence whose subject or object is the group -- a communicator, a
+#: backend's comm, a process group, a device mesh, a rendezvous -- and whose verb says its
+#: building timed out, any order (cosmos-rl's rollout replicas, `Timed out building the global
+#: mesh communicator for ID (rank=0, world_size=4)`, nvidia-cosmos/cosmos-rl#736; its `wait for
+#: nccl comm ready timeout` in cosmos_rl/utils/distributed.py; `Process group initialization
+#: timed out`). A timeout's setting (`NCCL timeout: 1800s`, `timeout of 900 seconds`) has no
+#: such verb; a few words at most stand between the verb and the group, none a preposition (`a
+#: reply from the rendezvous server` is a message's)
 _GROUP = (
-    r"(?:(?:nccl|hccl|gloo|rccl|collective) )?"
-    r"(?:communicators?|comms?|process groups?|device mesh|mesh|rendezvous)"
+    r"(?:(?:(?:nccl|hccl|gloo|rccl|collective) )?"
+    r"(?:communicators?|process groups?|device mesh|mesh|rendezvous)"
+    r"|(?:nccl|hccl|gloo|rccl) comms?)"
 )
+_FILLER = r"(?:(?!(?:reply|response|message|from|to|for|of|with|thread|server)\b)[\w-]+ ){0,2}"
 _GROUP_SETUP_TIMEOUT = re.compile(
-    r"(?i)\btimed out (?:while )?(?P<verb>build|creat|initiali[sz]|init|set(?:ting)? up"
-    rf"|establish|form|join|wait(?:ing)? for)\w*\b (?:(?:the|a|an|its) )?(?:[\w-]+ ){{0,3}}"
+    r"(?i)\btimed out (?:while )?(?:build|creat|initiali[sz]|init|set(?:ting)? up|establish|form"
+    rf"|join|connect|wait(?:ing)? for)\w*\b (?:to )?(?:(?:the|a|an|its) )?{_FILLER}"
     rf"(?P<what>{_GROUP})\b"
-    rf"|\bwait(?:ing)? for (?:(?:the|a) )?(?:[\w-]+ ){{0,2}}(?P<what2>{_GROUP})"
-    r"(?: ready| to be ready)?"
-    r"(?: has)? (?:timed out|timeout)\b(?!\s*[=:]?\s*\d)"
+    rf"|\bwait(?:ing)? for (?:(?:the|a) )?{_FILLER}(?P<what2>{_GROUP})(?: ready| to be ready)?"
+    r"(?: has)? (?:timed out|timeout)\b(?!\s*(?:[=:(]|set\b|of\b|in\b|\d))"
+    rf"|\b(?P<what3>{_GROUP})(?: (?:init\w*|creation|set-?up|build\w*|formation))?"
+    r" (?:has |have )?timed out\b"
 )
+#: what makes such words no set-up's end: a retry, a teardown's wait (`Timed out waiting for the
+#: process group to shut down cleanly`)
+_NOT_SETUP = re.compile(
+    r"(?i)\bretry|\bretrying\b|\battempt\b|shut ?down|destroy|clean ?up|tear ?down"
+)
+#: ... or a condition before it (argparse's help: `--pg-timeout S  raise an error if timed out
+#: waiting for the process group (default: 1800)`)
+_CONDITION_BEFORE = re.compile(r"(?i)\b(?:if|when|whenever|unless|whether)\b[^.;]{0,40}$")
 _BACKEND_NAMED = re.compile(r"(?i)\b(?:nccl|hccl|gloo|rccl)\b")
-_SETUP_RANK = re.compile(r"\brank[=: ]\s*(?P<rank>\d+)\b")
+_SETUP_RANK = re.compile(r"(?i)\brank=\s*(?P<rank>\d+)\b")
+_SETUP_RANK_SAID = re.compile(r"(?i)\brank[: ]\s*(?P<rank>\d+)\b")
 
 
 def group_setup_timeout(line: str) -> tuple[str, str, int | None] | None:
     """(the backend, what timed out, the rank the line names) of a line that says a collective
     group's set-up timed out in words no stack's own reading above knows
     (`_GROUP_SETUP_TIMEOUT`); the backend the words name, else `nccl` (what every GPU stack's
-    communicator is); None for any other line."""
-    if "imed out" not in line and "timeout" not in line:
+    communicator is); the rank a `rank=N` names, else one named after the words; None for any
+    other line, a retry's, a teardown's or a condition's among them."""
+    lower = line.lower()
+    if "timed out" not in lower and "timeout" not in lower:
         return None
     m = _GROUP_SETUP_TIMEOUT.search(line)
-    if m is None:
+    if m is None or _NOT_SETUP.search(line) or _CONDITION_BEFORE.search(line, 0, m.start()):
         return None
-    what = (m.group("what") or m.group("what2")).lower()
-    named = _BACKEND_NAMED.search(line)
+    what = next(g for g in m.group("what", "what2", "what3") if g).lower()
+    named = _BACKEND_NAMED.search(m.group(0)) or _BACKEND_NAMED.search(line)
     backend = named.group(0).lower() if named else "nccl"
-    ranked = _SETUP_RANK.search(line, m.end())
+    for word in ("nccl ", "hccl ", "gloo ", "rccl ", "collective "):
+        what = what.removeprefix(word)
+    ranked = _SETUP_RANK.search(line) or _SETUP_RANK_SAID.search(line, m.end())
     return backend, f"{what} set-up", int(ranked.group("rank")) if ranked else None
 
 
@@ -398,6 +424,8 @@ def parse(line: str, rank: int | None = None) -> Found | None:
         else:
             timeout = _seconds(c10d.group("after2"), c10d.group("unit2"))
             fields.update(backend="c10d", op=c10d.group("op2"), timeout_s=timeout)
+    elif "waiting for clients" in line and (clients := _STORE_CLIENTS.search(line)) is not None:
+        fields.update(backend="c10d", op="wait for clients", timeout_s=float(clients.group("s")))
     elif (store := _STORE_WAIT.search(line)) is not None:
         fields.update(backend="c10d", op="wait", timeout_s=int(store.group("ms")) / 1000.0)
     elif "Wait timeout" in line and _FILE_STORE_WAIT.match(line.strip()) is not None:

@@ -281,53 +281,83 @@ _SENTENCE_LEAD = (
     r"(?:[\w.]+\s+-\s+)?(?:(?:warn|warning|error|critical|fatal|info)\b[\s:|-]*)?"
     r"(?:[\w.]+:\s*(?=[A-Za-z]))?"
 )
+#: a value a sentence says a metric has: not finite in words, or NaN or inf -- a word of its
+#: own (`NaN-free`, `nan-safe` are no value)
+_SAID_VALUE = r"(?P<v>not finite|non-?finite|[-+]?nan|[-+]?inf(?:inite|inity)?)(?![\w-])"
 #: a sentence whose subject is a metric and whose predicate is that it is not finite, with no
 #: stop after it (verl's SFT trainer and critic, `print(f"WARN: grad_norm is not finite:
 #: {grad_norm}")`, its actor `WARN: rank {rank} grad_norm ...`, verl/trainer/fsdp_sft_trainer.py,
 #: workers/critic/dp_critic.py, workers/actor/dp_actor.py, v0.2-0.6; `Loss is NaN.`): the peer
-#: that says it first at most; its value after a `:` where it gives one; a question's subject (`why
-#: grad_norm is nan`) is none
+#: that says it first at most; its value after a `:` where it gives one, bare or as a tensor
 _SAYS_KEY_FIRST = re.compile(
     _SENTENCE_LEAD + r"(?:(?:rank|worker|gpu|device|process|node) ?#?\d+:?,? )?(?:the )?"
-    r"(?!(?:why|how|what|whether)\b)"
     r"(?P<key>[A-Za-z][\w./-]*?(?: [A-Za-z][\w./-]*){0,2}?) "
-    r"(?:is|are|was|were|became|becomes|has become|went|got|gets) "
-    r"(?P<v>not finite|non-?finite|[-+]?nan|[-+]?inf(?:inite|inity)?)\b"
-    r"(?:\s*[:=]\s*(?P<given>[-+]?(?:nan|inf(?:inity)?))\b)?",
+    r"(?:is|are|was|were|became|becomes|has become|turned|turns|went|got|gets) "
+    + _SAID_VALUE
+    + r"(?:\s*[:=]\s*(?:tensor\()?(?P<given>[-+]?(?:nan|inf(?:inity)?))(?![\w-]))?",
     re.I,
 )
 #: ... the value first (CosyVoice's executor, `logging.warning('get infinite grad_norm, check
 #: your code/data if it appears frequently')`, cosyvoice/utils/train_utils.py; `NaN loss
-#: detected`): the metric's name ends the clause -- `non-finite loss values are ...` is prose,
-#: and so are values of nothing named (`Detected nan values.`), a row's cells (`12 nan nan`,
-#: `12 nan x`)
+#: detected`, `NaN detected in loss`): the metric's name ends the clause -- `non-finite loss
+#: values are ...` is prose, and so are values of nothing named (`Detected nan values.`)
 _SAYS_VALUE_FIRST = re.compile(
-    _SENTENCE_LEAD + r"(?:(?:get|gets|got|found|detected|encountered|an?) )?"
-    r"(?P<v>non-?finite|not finite|nan|inf(?:inite|inity)?) "
-    r"(?!(?:values?|entries|elements|numbers|items|in|or|and|found|detected|nan|inf\w*)\b)"
-    r"(?P<key>[A-Za-z][\w./-]+)(?=\s*[,.;:!]|\s*$| (?:detected|encountered|found|occurred)\b)",
+    _SENTENCE_LEAD
+    + r"(?:(?:get|gets|got|found|detected|encountered|an?) )?"
+    + _SAID_VALUE
+    + r" (?:(?:detected|found|encountered) )?(?:in (?:the )?)?"
+    r"(?!(?:values?|entries|elements|numbers|items|or|and|found|detected|nan|inf\w*)\b)"
+    r"(?P<key>[A-Za-z][\w/-]*(?:\.[\w/-]+)*"
+    r"(?: (?!(?:detected|encountered|found|occurred)\b)[A-Za-z][\w/-]*)?)"
+    r"(?=\s*[,.;!]|\s*$|\s*:(?!\s*[-+]?\d)| (?:detected|encountered|found|occurred)\b)",
     re.I,
 )
-#: a condition right after the value (`the loss is nan if the batch is empty`)
-_THEN_CONDITION = re.compile(r"(?i)[\s,]*(?:if|when|whenever|unless)\b")
+#: what a metric's name is made of: an identifier's `_`, `/` or `.`, or a word of training's
+#: metrics -- a sentence that the dataset, a sampler or a loop is infinite names none
+_METRIC_WORD = re.compile(
+    r"(?i)[_/.]|loss|norm|grad|reward|return|score|\bkl\b|entropy|advantage|perplexity|\bppl\b"
+    r"|logit|logprob"
+)
+#: words no metric's name holds: a clause's (`Steps where grad_norm was nan: 0`, `rewards that
+#: are nan`), a count's (`times loss was nan`), a note's (`Note that loss is NaN`)
+_NOT_IN_KEY = re.compile(
+    r"(?i)\b(?:that|which|where|whose|when|if|note|check|times?|steps?|number|count|of|for"
+    r"|with|how|why|what|whether)\b"
+)
+#: what after the value makes the sentence no report of one: a condition or a cause (`the loss
+#: is nan if the batch is empty`, `AUC is nan because ...`, `loss is nan for padded tokens`), a
+#: question, a count (`Loss was infinite in 0 of 100 steps`, `nan loss: 0`)
+_NO_REPORT_AFTER = re.compile(
+    r"(?i)[\s,]*(?:if|when|whenever|unless|because|since|for|in \d)\b|\s*\?|\s*[:=]\s*[-+]?\d"
+)
+#: a value the sentence says was put in its place (a reward function's `reward is nan, setting
+#: it to 0`, `replacing with 0.0`, `clamped to 0`, `-> 0`): handled, as a skip is
+_PUT_RIGHT = re.compile(
+    r"(?i)\b(?:replac\w*|clamp\w*|clip\w*|default\w*|return\w*|assign\w*|zero\w*|using|use"
+    r"|set|setting|reset\w*|fall\w* back)\b|->|=>"
+)
 
 
 def says_not_finite(text: str) -> tuple[str, float] | None:
     """(key, value) of a sentence that says a metric is not finite, stopping or not (`WARN:
     grad_norm is not finite: nan`, `get infinite grad_norm, check your code/data ...`; `not
-    finite` reads as nan unless a value follows); None for any other line: a condition (`If
-    loss is nan, ...`), a skip (`metric_shape.skip_report`, asked by the caller), a value."""
+    finite` reads as nan unless a value follows); None for any other line: a subject that is
+    no metric (`The dataset is infinite.`), a condition, a cause, a question or a count around
+    the value, a value put right in its place, a skip (`metric_shape.skip_report`, asked by
+    the caller)."""
     m = _SAYS_KEY_FIRST.match(text) or _SAYS_VALUE_FIRST.match(text)
-    if (
-        m is None
-        or _CONDITION.search(text[m.start("key") : m.end("key")])
-        or _THEN_CONDITION.match(text, m.end())
-    ):
+    if m is None:
+        return None
+    key = m.group("key")
+    if not _METRIC_WORD.search(key) or _NOT_IN_KEY.search(key) or _CONDITION.search(key):
+        return None
+    if _NO_REPORT_AFTER.match(text, m.end()) or _PUT_RIGHT.search(text, m.end(), m.end() + 80):
         return None
     said = (m.groupdict().get("given") or m.group("v")).lower()
     if not said.lstrip("+-").startswith("inf"):
-        return m.group("key"), math.nan
-    return m.group("key"), -math.inf if said.startswith("-") else math.inf
+        return key, math.nan
+    negative = said.startswith("-") or text[m.start("v") - 1 : m.start("v")] == "-"
+    return key, -math.inf if negative else math.inf
 
 
 #: a hook's or a callback's sentence that the loss went NaN or inf, as it stops the run:

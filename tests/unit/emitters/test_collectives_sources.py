@@ -315,26 +315,46 @@ def test_any_stack_s_words_that_a_group_s_set_up_timed_out() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "backend", "op"),
+    ("line", "backend", "op", "rank"),
     [
         # cosmos_rl/utils/distributed.py's own wait
         (
             "[Rank 1] wait for nccl comm ready timeout, current time: 1.0, start time: 0.0",
             "nccl",
             "comm set-up",
+            None,
         ),
-        ("Timed out initializing the process group", "nccl", "process group set-up"),
+        ("wait for nccl comm ready has timed out", "nccl", "comm set-up", None),
+        ("Timed out initializing the process group", "nccl", "process group set-up", None),
         (
             "RuntimeError: timed out while creating the HCCL communicator",
             "hccl",
             "communicator set-up",
+            None,
+        ),
+        ("NCCL communicator init timed out", "nccl", "communicator set-up", None),
+        (
+            "Process group initialization timed out after 1800 seconds",
+            "nccl",
+            "process group set-up",
+            None,
+        ),
+        ("TIMED OUT CREATING NCCL COMMUNICATOR", "nccl", "communicator set-up", None),
+        # the rank a `rank=N` names, not a peer's before it; the backend the words name
+        (
+            "[gloo] Timed out building the NCCL communicator for peer rank 5 (rank=2)",
+            "nccl",
+            "communicator set-up",
+            2,
         ),
     ],
 )
-def test_a_group_s_set_up_timing_out_in_other_words(line: str, backend: str, op: str) -> None:
-    found = parse(line)
-    assert found is not None
-    assert _said(found[1], "backend", "op") == (backend, op)
+def test_a_group_s_set_up_timing_out_in_other_words(
+    line: str, backend: str, op: str, rank: int | None
+) -> None:
+    for found in (read_all([line]), scanned([line])):  # `runwatch watch` finds the line too
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op", "rank") == (backend, op, rank)
 
 
 @pytest.mark.parametrize(
@@ -342,10 +362,39 @@ def test_a_group_s_set_up_timing_out_in_other_words(line: str, backend: str, op:
     [
         "NCCL timeout: 1800s",  # a setting
         "waiting for the nccl communicator timeout=1800",
+        "wait for nccl comm ready timeout set to 600 seconds",
+        "Waiting for rendezvous timeout of 900 seconds",
+        "  --dist-timeout MINUTES  wait for process group timeout in minutes (default: 30)",
+        # argparse's help: a condition
+        "  --pg-timeout S  raise an error if timed out waiting for the process group (default: 1)",
         "Timed out waiting for engine core processes to start",  # no group's
+        "Timed out waiting for comm message reply",  # a message's, no backend's comm
+        "Retrying: timed out waiting for reply from rendezvous server (attempt 1/5)",  # a retry
+        "timed out joining rendezvous, retrying (attempt 1 of 3)",
+        # a teardown's wait
+        "[rank0]:[W ProcessGroupNCCL.cpp:1234] Timed out waiting for the process group to shut "
+        "down cleanly",
         "set NCCL communicator timeout to 30 min",
         "init_process_group(backend='nccl', timeout=timedelta(minutes=30))",
     ],
 )
 def test_a_group_s_timeout_setting_is_no_timeout(line: str) -> None:
     assert parse(line) is None
+    assert _timeouts(read_all([line])) == []
+
+
+CORPUS54 = Path(__file__).resolve().parents[2] / "fixtures" / "consoles" / "corpus54" / "dev"
+CLIENTS = (
+    CORPUS54
+    / "vllm_dp_embed_task_init_process_group_tcpstore_diststoreerror_601s_1_of_4_clients.log"
+)
+
+
+def test_the_tcp_store_s_server_waiting_for_clients_timed_out() -> None:
+    """torch's TCPStore server at init_process_group's rendezvous: `DistStoreError: Timed out
+    after 601 seconds waiting for clients. 1/4 clients joined.` (TCPStore.cpp `waitForWorkers`;
+    corpus54): the group never formed."""
+    lines = [x for x in CLIENTS.read_text().splitlines() if not x.startswith("# ")]
+    for found in (read_all(lines), scanned(lines)):
+        (fields,) = _timeouts(found)
+        assert _said(fields, "backend", "op", "timeout_s") == ("c10d", "wait for clients", 601.0)

@@ -76,6 +76,12 @@ def test_sentences_that_are_no_stop_on_a_non_finite_value(line: str) -> None:
         ("WARNING loss is nan, stopping", "loss", False),
         ("NaN loss detected", "loss", False),
         ("WARNING: non-finite grad_norm, check your data", "grad_norm", False),
+        ("non-finite grad norm detected", "grad norm", False),
+        ("NaN detected in loss", "loss", False),
+        ("Found NaN in loss", "loss", False),
+        ("loss turned nan", "loss", False),
+        ("Encountered inf loss.", "loss", True),
+        ("WARN: grad_norm is not finite: tensor(inf, device='cuda:0')", "grad_norm", True),
     ],
 )
 def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
@@ -86,6 +92,7 @@ def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
     got = non_finite(read_all([EPOCH, line]))
     assert list(got) == [key]
     assert math.isinf(got[key]) == infinite
+    assert not infinite or got[key] > 0
     scanner = LineScanner(LineParser())  # `runwatch watch` reads it the same
     found = scanner.feed(f"{EPOCH}\n{line}\n".encode()) + scanner.finish()
     assert non_finite(found + scanner.parser.finish()).keys() == {key}
@@ -98,17 +105,50 @@ def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
         "2018-05-23 13:05:13,682 (asr_chainer:132) WARNING: grad norm is nan. Do not update model.",
         "[host:0/8] 2022-02-21 11:44:54,398 (ctc:74) WARNING: 1/2 samples got nan grad. These "
         "were ignored for CTC loss.",
-        "WARNING: reward is nan for sample 12, setting it to 0",  # put right in its place
+        # a value put right in its place (a reward function's)
+        "WARNING: reward is nan for sample 12, setting it to 0",
         "reward is NaN; replacing with 0.0",
+        "reward is nan, returning 0.0",
+        "kl is nan, clipping to 10",
+        "reward is nan -> 0",
         "ValueError: loss is nan",  # an exception's message: component_failed reads it
-        "the loss is nan if the batch is empty",  # a condition after the value
+        # no metric's (TensorFlow's tf.data cardinality, a sampler, a loop)
+        "The dataset is infinite.",
+        "INFO: dataset is infinite, relying on max_steps",
+        "INFO: infinite iterator, looping over the data",
+        "Infinite loop detected",
+        # a condition, a cause, a question, a count around the value
+        "the loss is nan if the batch is empty",
+        "AUC is nan because only one class is present",
+        "Note that loss is NaN for empty batches",
+        "Check: loss is nan? False",
+        "Loss was infinite in 0 of 100 steps",
+        "Steps where grad_norm was nan: 0",
+        "nan loss: 0",
         "why grad_norm is nan?",
+        "The loss is NaN-free",  # no value: a word of its own
         "Detected nan values.",  # the values of nothing named
         "best val_loss is inf",  # a best-so-far's start
     ],
 )
 def test_sentences_that_say_no_metric_is_not_finite(line: str) -> None:
     assert non_finite(read_all([EPOCH, line])) == {}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "step 100: loss nan, lr set to 0.0001",  # a setting's words beside: still the step's
+        "step 12: loss=nan, reward=inf, kl reset to 0.05",
+    ],
+)
+def test_a_metric_line_beside_a_setting_s_words_is_still_read(line: str) -> None:
+    assert "loss" in non_finite(read_all([EPOCH, line]))
+
+
+def test_a_negative_infinity_said_first_keeps_its_sign() -> None:
+    got = non_finite(read_all([EPOCH, "-inf loss detected"]))
+    assert got == {"loss": -math.inf}
 
 
 #: ultralytics' yolov5 progress bar (its epoch, memory, losses, instances, size), which the
