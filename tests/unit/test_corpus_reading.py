@@ -123,9 +123,11 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: any stack's words that a communicator's set-up timed out).
 #: corpus54 (out of sample, the pre-training, fine-tuning and serving stacks beyond the RL ones
 #: -- JAX stacks, GPT-NeoX, OLMo, ColossalAI, PaddleNLP, llama.cpp, TensorRT-LLM, Triton, TGI,
-#: LMDeploy, Aphrodite, MLC-LLM -- and their traps, collected on 2026-12-03) is reported only
-#: until a pass on its development part.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus54"})
+#: LMDeploy, Aphrodite, MLC-LLM -- and their traps, collected on 2026-12-03) since the
+#: twenty-seventh session's pass on its development part (17/23 read as labelled at arrival ->
+#: 22/23: the TCPStore server's wait for clients, libc++abi's terminate handler, Triton's error
+#: signal, TensorRT-LLM's executor failing to initialise).
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -615,6 +617,13 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
         [], "torchelastic's `Sending process N the closing signal SIGTERM` to five workers, the "
         "line saying which worker failed cut by the store: the agent sends the same to every "
         "worker when it is itself stopped, so the closing signals alone name no death"),
+    ("corpus54",
+     "hallo_accelerate_deepspeed_resume_checkpoint_step_loss_nan_from_step_1_with_overflow_skips"
+     ): (
+        [], "DeepSpeed's `OVERFLOW! Rank 0 Skipping step` before each of the two steps whose bar "
+        "shows `step_loss=nan`, the scale halving from 262144: fp16's loss scaler finding its "
+        "range, which the issue holds no failure until the skips repeat "
+        "(RUNWATCH_OVERFLOW_STEPS, 32) or the scale reaches its floor"),
     ("corpus53", "verl_sglang_resume_memory_occupation_oom_timed_out_three_attempts"): (
         [], "verl's `Async request to resume_memory_occupation timed out` at three attempts "
         "over two minutes: the engines' wake-up before a weight update, no version published "
