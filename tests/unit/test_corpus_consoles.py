@@ -280,6 +280,9 @@ ASKED = {
     "corpus54": Asked("out of sample, pre-training, fine-tuning and serving stacks, traps (34)",
                       (34, 60), 20, 10, 4, failures=24,
                       rules={CF: 19, CT: 5, NF: 5}),
+    "corpus55": Asked("out of sample, GPU-cluster training beyond LLM RL, and traps (30)",
+                      (30, 60), 20, 8, 4, failures=22,
+                      rules={CF: 15, CT: 5, NF: 7}),
 }
 # fmt: on
 
