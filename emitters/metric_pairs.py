@@ -223,6 +223,34 @@ def named_lists(text: str) -> str:
     return _NAMED_LIST.sub(pairs_of, text)
 
 
+#: a group of pairs its label names, `label[k=v, k2=v2, ...]`: icefall's (k2-fsa) MetricsTracker
+#: as its training loops print it, the batch's and the running totals' alike -- `loss[loss=1.196,
+#: simple_loss=1.08, ..., over 11669.00 frames. ], tot_loss[loss=inf, ...]` (icefall
+#: egs/*/ASR/*/train.py, `f"loss[{loss_info}], tot_loss[{tot_loss}]"`)
+_LABELLED_GROUP = re.compile(
+    r"(?<![\w\]])(?P<label>[A-Za-z_]\w{0,40})\[(?P<body>[^\[\]\n]{0,2000})\]"
+)
+_GROUP_KEY = re.compile(r"(?<![\w./-])(?P<key>[A-Za-z_][\w./-]{0,60})(?==)")
+#: what a line must hold for `labelled_groups` to look at it
+LABELLED_GROUP_GATE = re.compile(r"\w\[[A-Za-z_][\w./-]*=")
+
+
+def labelled_groups(text: str) -> str:
+    """The line with each labelled group of `key=value` pairs written with its label before
+    each key (`loss[loss=1.2], tot_loss[loss=inf]` -> `loss/loss=1.2, tot_loss/loss=inf`): two
+    groups name the same keys, and the label says which is which. A bracket with no `=` in it
+    (`iter[ 14/ 15]`, `Epoch(train) [1][50/735]`) is left as it is."""
+
+    def labelled(m: re.Match[str]) -> str:
+        body = m.group("body")
+        if "=" not in body:
+            return m.group(0)
+        label = m.group("label")
+        return _GROUP_KEY.sub(lambda k: f"{label}/{k.group('key')}", body)
+
+    return _LABELLED_GROUP.sub(labelled, text)
+
+
 def nan_lists(text: str) -> str:
     """The line with each printed list of numbers that holds a `nan` -- a list, nested lists,
     numpy arrays' reprs (`Losses: [array([0.5, 0.4]), array([nan, nan], dtype=float32)]`,

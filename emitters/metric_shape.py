@@ -57,11 +57,13 @@ from runwatch.emitters.metric_alone import (
     unnumbered,
 )
 from runwatch.emitters.metric_pairs import (
+    LABELLED_GROUP_GATE,
     NAMED_LIST_GATE,
     NUMBER,
     PAIR,
     STEP_ENDS,
     Pair,
+    labelled_groups,
     msvc_nan,
     named_lists,
     nan_lists,
@@ -346,6 +348,8 @@ def read_line(text: str, step: int | None = None) -> Record | None:
     it is that `nan` (`nan_lists`)."""
     if "]" in text and NAMED_LIST_GATE.search(text) is not None:
         text = named_lists(text)  # `[Total Loss, KL Loss] : [nan 2.3]`: the names' values
+    if "[" in text and "=" in text and LABELLED_GROUP_GATE.search(text) is not None:
+        text = labelled_groups(text)  # icefall's `loss[loss=1.2, ...], tot_loss[loss=inf, ...]`
     if "[" in text and "nan" in text.lower():
         text = nan_lists(text)
     if "grad_fn=<" in text and (computed := printed_tensor(text)) is not None:

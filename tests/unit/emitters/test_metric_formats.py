@@ -493,3 +493,30 @@ def test_a_nan_just_after_numpy_s_empty_mean_warning_is_no_metric() -> None:
     late = [KOHYA_EMPTY_MEAN[0], *(f"Epoch {e} done" for e in range(1, 20)),
             KOHYA_EMPTY_MEAN[-1]]  # fmt: skip
     assert [keys for _, keys in bad(read_all(late))] == [["mean ar error (without repeats)"]]
+
+
+def icefall_line(batch: int, loss: float, tot_loss: float) -> str:
+    """icefall's training loop (k2-fsa/icefall egs/*/ASR/*/train.py: `f"Epoch {e}, batch
+    {b}, loss[{loss_info}], tot_loss[{tot_loss}], batch size: ..."`; its MetricsTracker
+    prints each `key=value` with `.4g` and `over N frames. ` last): the batch's losses and
+    the running totals name the same keys, their labels say which."""
+
+    def tracker(value: float) -> str:
+        return (
+            f"[loss={value:.4g}, simple_loss=1.08, pruned_loss={value:.4g}, over 11669.00 frames. ]"
+        )
+
+    return (
+        f"2023-04-18 21:26:04,349 INFO [train.py:966] (3/4) Epoch 0, batch {batch}, "
+        f"loss{tracker(loss)}, tot_loss{tracker(tot_loss)}, batch size: 361, lr: 5.00e-05"
+    )
+
+
+def test_icefall_s_running_totals_are_told_from_the_batch_s_losses() -> None:
+    """The running total's `inf` is not lost behind the batch's finite `loss` of the same
+    name (corpus55: icefall#1011)."""
+    lines = [icefall_line(450, 1.2, 2.3), icefall_line(500, 1.196, math.inf)]
+    for found in (read_all(lines), scanned(lines)):
+        assert bad(found) == [(500, ["tot_loss/loss", "tot_loss/pruned_loss"])]
+    # a bracket without pairs in it keeps its reading (mmengine's, an iteration's)
+    assert bad(read_all(["iter[ 14/ 15] loss: nan"])) == [(14, ["loss"])]
