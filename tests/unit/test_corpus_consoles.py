@@ -283,6 +283,9 @@ ASKED = {
     "corpus55": Asked("out of sample, GPU-cluster training beyond LLM RL, and traps (30)",
                       (30, 60), 20, 8, 4, failures=22,
                       rules={CF: 15, CT: 5, NF: 7}),
+    "corpus56": Asked("out of sample, LLM fine-tuning on one node or a few, and traps (30)",
+                      (30, 60), 19, 11, 4, failures=19,
+                      rules={CF: 12, CT: 4, NF: 3}),
 }
 # fmt: on
 

@@ -132,7 +132,11 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: and its traps, collected on 2026-12-03) since the twenty-seventh session's pass on its
 #: development part (17/21 read as labelled at arrival -> 18/21: icefall's labelled groups of
 #: pairs, `loss[...]` beside `tot_loss[...]`).
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
+#: corpus56 (out of sample, LLM fine-tuning as users run it on one node or a few -- LLaMA-Factory,
+#: axolotl, ms-swift, LMFlow, Firefly, MiniCPM-V, Qwen's scripts, alpaca-lora, LitGPT and the
+#: DeepSpeed, torchrun and accelerate launchers around them -- and its traps, collected on
+#: 2026-12-03) is reported only until a pass on its development part.
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus56"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
@@ -768,7 +772,10 @@ def test_a_reported_only_corpus_is_one_of_the_corpora() -> None:
 #: and 11;
 #: corpus55 holds 30 (most first hits for non-finite metrics, collective timeouts and traps in
 #: the GPU-cluster stacks asked for were cited already), and its split's thirds (8 controls, 10
-#: component deaths, 5 collective timeouts, 7 non-finite metrics) held out 9: 21 and 9.
+#: component deaths, 5 collective timeouts, 7 non-finite metrics) held out 9: 21 and 9;
+#: corpus56 holds 30 (most first hits for non-finite metrics, collective timeouts and traps in
+#: the fine-tuning stacks asked for were cited already), and its split's thirds (11 controls,
+#: 12 component deaths, 4 collective timeouts, 3 non-finite metrics) held out 10: 20 and 10.
 SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus34": (24, 12),
     "corpus36": (23, 12),
@@ -790,6 +797,7 @@ SHORT_PARTS: dict[str, tuple[int, int]] = {
     "corpus53": (23, 10),
     "corpus54": (23, 11),
     "corpus55": (21, 9),
+    "corpus56": (20, 10),
 }
 
 
