@@ -290,6 +290,11 @@ _GROUP = (
     r"(?:communicators?|process groups?|device mesh|mesh|rendezvous)"
     r"|(?:nccl|hccl|gloo|rccl) comms?)"
 )
+#: ... as a subject (`NCCL communicator init timed out`): a mesh there is any service's
+_SUBJECT = (
+    r"(?:(?:(?:nccl|hccl|gloo|rccl|collective) )?(?:communicators?|process groups?|rendezvous)"
+    r"|(?:nccl|hccl|gloo|rccl) comms?)"
+)
 _FILLER = r"(?:(?!(?:reply|response|message|from|to|for|of|with|thread|server)\b)[\w-]+ ){0,2}"
 _GROUP_SETUP_TIMEOUT = re.compile(
     r"(?i)\btimed out (?:while )?(?:build|creat|initiali[sz]|init|set(?:ting)? up|establish|form"
@@ -297,13 +302,15 @@ _GROUP_SETUP_TIMEOUT = re.compile(
     rf"(?P<what>{_GROUP})\b"
     rf"|\bwait(?:ing)? for (?:(?:the|a) )?{_FILLER}(?P<what2>{_GROUP})(?: ready| to be ready)?"
     r"(?: has)? (?:timed out|timeout)\b(?!\s*(?:[=:(]|set\b|of\b|in\b|\d))"
-    rf"|\b(?P<what3>{_GROUP})(?: (?:init\w*|creation|set-?up|build\w*|formation))?"
-    r" (?:has |have )?timed out\b"
+    rf"|\b(?P<what3>{_SUBJECT})(?: (?:init\w*|creation|set-?up|build\w*|formation))?"
+    r" (?:has |have )?timed out\b(?!\s*(?:\?|[:=\"']|as expected|while resolv))"
 )
-#: what makes such words no set-up's end: a retry, a teardown's wait (`Timed out waiting for the
-#: process group to shut down cleanly`)
+#: what makes such words no set-up's end: a retry or a way on (`re-initializing`, `falling back
+#: to gloo`, `continuing with 6 of 8 hosts`), a teardown's wait (`Timed out waiting for the
+#: process group to shut down cleanly`), a test's
 _NOT_SETUP = re.compile(
-    r"(?i)\bretry|\bretrying\b|\battempt\b|shut ?down|destroy|clean ?up|tear ?down"
+    r"(?i)\bretry|\bretrying\b|\battempt\b|shut ?down|destroy|clean ?up|tear ?down|try again"
+    r"|re-?initiali|fall(?:s|ing)? back|continu|standby|starting with|\bpassed\b"
 )
 #: ... or a condition before it (argparse's help: `--pg-timeout S  raise an error if timed out
 #: waiting for the process group (default: 1800)`)
@@ -316,7 +323,7 @@ _SETUP_RANK_SAID = re.compile(r"(?i)\brank[: ]\s*(?P<rank>\d+)\b")
 def group_setup_timeout(line: str) -> tuple[str, str, int | None] | None:
     """(the backend, what timed out, the rank the line names) of a line that says a collective
     group's set-up timed out in words no stack's own reading above knows
-    (`_GROUP_SETUP_TIMEOUT`); the backend the words name, else `nccl` (what every GPU stack's
+    (`_GROUP_SETUP_TIMEOUT`); the backend its words name, else `nccl` (what every GPU stack's
     communicator is); the rank a `rank=N` names, else one named after the words; None for any
     other line, a retry's, a teardown's or a condition's among them."""
     lower = line.lower()
@@ -326,7 +333,7 @@ def group_setup_timeout(line: str) -> tuple[str, str, int | None] | None:
     if m is None or _NOT_SETUP.search(line) or _CONDITION_BEFORE.search(line, 0, m.start()):
         return None
     what = next(g for g in m.group("what", "what2", "what3") if g).lower()
-    named = _BACKEND_NAMED.search(m.group(0)) or _BACKEND_NAMED.search(line)
+    named = _BACKEND_NAMED.search(m.group(0))
     backend = named.group(0).lower() if named else "nccl"
     for word in ("nccl ", "hccl ", "gloo ", "rccl ", "collective "):
         what = what.removeprefix(word)

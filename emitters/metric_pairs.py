@@ -9,6 +9,7 @@ keys name a step (`step_key`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 #: a word of a key: a letter of any script first (`loss`, `_loss`, `#queue-req`, `损失`: a
@@ -224,31 +225,44 @@ def named_lists(text: str) -> str:
 
 
 #: a group of pairs its label names, `label[k=v, k2=v2, ...]`: icefall's (k2-fsa) MetricsTracker
-#: as its training loops print it, the batch's and the running totals' alike -- `loss[loss=1.196,
-#: simple_loss=1.08, ..., over 11669.00 frames. ], tot_loss[loss=inf, ...]` (icefall
-#: egs/*/ASR/*/train.py, `f"loss[{loss_info}], tot_loss[{tot_loss}]"`)
-_LABELLED_GROUP = re.compile(
-    r"(?<![\w\]])(?P<label>[A-Za-z_]\w{0,40})\[(?P<body>[^\[\]\n]{0,2000})\]"
-)
+#: as its training loops print it, the batch's and the running totals' side by side, naming the
+#: same keys -- `loss[loss=1.196, simple_loss=1.08, ..., over 11669.00 frames. ], tot_loss[
+#: loss=inf, ...]` (icefall egs/*/ASR/*/train.py, `f"loss[{loss_info}], tot_loss[{tot_loss}]"`)
+_LABELLED_GROUP = re.compile(r"(?<!\w)(?P<label>[A-Za-z_]\w{0,40})\[(?P<body>[^\[\]\n]{0,2000})\]")
 _GROUP_KEY = re.compile(r"(?<![\w./-])(?P<key>[A-Za-z_][\w./-]{0,60})(?==)")
 #: what a line must hold for `labelled_groups` to look at it
 LABELLED_GROUP_GATE = re.compile(r"\w\[[A-Za-z_][\w./-]*=")
 
 
 def labelled_groups(text: str) -> str:
-    """The line with each labelled group of `key=value` pairs written with its label before
-    each key (`loss[loss=1.2], tot_loss[loss=inf]` -> `loss/loss=1.2, tot_loss/loss=inf`): two
-    groups name the same keys, and the label says which is which. A bracket with no `=` in it
-    (`iter[ 14/ 15]`, `Epoch(train) [1][50/735]`) is left as it is."""
-
-    def labelled(m: re.Match[str]) -> str:
-        body = m.group("body")
-        if "=" not in body:
-            return m.group(0)
+    """The line with its labelled groups of `key=value` pairs written with each group's label
+    before the keys two groups share (`loss[loss=1.2], tot_loss[loss=inf]` -> `loss[loss/loss=
+    1.2], tot_loss[tot_loss/loss=inf]`): the label says which is which. A line with one group,
+    or groups naming different keys (`lr[min=0, max=inf]`: a setting's bounds), a step's key
+    (`train[step=100, ...]`) and a bracket with no pair in it (`iter[ 14/ 15]`) are left as
+    they are."""
+    groups = [
+        (m, {k.group("key") for k in _GROUP_KEY.finditer(m.group("body"))})
+        for m in _LABELLED_GROUP.finditer(text)
+    ]
+    if len(groups) < 2:
+        return text
+    named = Counter(k for _, keys in groups for k in keys)
+    shared = {k for k, n in named.items() if n > 1 and step_key(k) is None}
+    if not shared:
+        return text
+    out, at = [], 0
+    for m, _ in groups:
         label = m.group("label")
-        return _GROUP_KEY.sub(lambda k: f"{label}/{k.group('key')}", body)
-
-    return _LABELLED_GROUP.sub(labelled, text)
+        body = _GROUP_KEY.sub(
+            lambda k, label=label: (
+                f"{label}/{k.group('key')}" if k.group("key") in shared else k.group(0)
+            ),
+            m.group("body"),
+        )
+        out.append(text[at : m.start("body")] + body)
+        at = m.end("body")
+    return "".join(out) + text[at:]
 
 
 def nan_lists(text: str) -> str:

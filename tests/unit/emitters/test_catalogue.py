@@ -775,3 +775,25 @@ def test_a_lower_case_segmentation_fault_alone_on_its_line_is_a_death() -> None:
         assert signature_of(line) == "shell-segmentation-fault", line
     assert CATALOGUE.match("fixed a segmentation fault (core dumped) in the loader") is None
     assert CATALOGUE.match("## segmentation fault") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # LLVM 15 on (MLC-LLM's serving engine on macOS, corpus54)
+        "libc++abi: terminating due to uncaught exception of type std::runtime_error: boom",
+        # before LLVM 15, and older macOS's `libc++abi.dylib: ` prefix
+        "libc++abi.dylib: terminating with uncaught exception of type std::runtime_error: boom",
+        "libc++abi: terminating due to uncaught foreign exception",
+    ],
+)
+def test_libcxxabi_s_terminate_handler_in_each_release_s_words(line: str) -> None:
+    assert signature_of(line) == "cxx-terminate-uncaught-libcxxabi"
+
+
+@pytest.mark.parametrize(("signal", "fatal"), [(11, True), (6, True), (2, False), (15, False)])
+def test_triton_s_error_signals_only(signal: int, fatal: bool) -> None:
+    """Triton's ErrorSignalHandler takes SIGSEGV and SIGABRT; SIGINT and SIGTERM go to its
+    graceful handler, in the same words (src/triton_signal.cc)."""
+    found = signature_of(f"Signal ({signal}) received.")
+    assert (found == "triton-error-signal") == fatal

@@ -376,6 +376,15 @@ def test_a_group_s_set_up_timing_out_in_other_words(
         "down cleanly",
         "set NCCL communicator timeout to 30 min",
         "init_process_group(backend='nccl', timeout=timedelta(minutes=30))",
+        "Timed out waiting for reply from rendezvous",  # a message's, no group's set-up
+        # a way on after it, a count, a question, a test's
+        "NCCL communicator init timed out, re-initializing",
+        "Communicator creation timed out, falling back to gloo",
+        "INFO: rendezvous timed out waiting for more nodes; starting with 2 of 4 (min_nodes=2)",
+        "communicator timed out? no",
+        '"collective communicator timed out" counter: 0',
+        "Test test_pg: process group timed out as expected PASSED",
+        "gRPC mesh timed out while resolving DNS for svc",  # a service mesh
     ],
 )
 def test_a_group_s_timeout_setting_is_no_timeout(line: str) -> None:

@@ -12,6 +12,8 @@ import pytest
 from helpers import non_finite as bad
 from helpers import read_all, scanned
 
+from runwatch.emitters.metric_pairs import labelled_groups
+
 NAN = math.nan
 
 
@@ -520,3 +522,34 @@ def test_icefall_s_running_totals_are_told_from_the_batch_s_losses() -> None:
         assert bad(found) == [(500, ["tot_loss/loss", "tot_loss/pruned_loss"])]
     # a bracket without pairs in it keeps its reading (mmengine's, an iteration's)
     assert bad(read_all(["iter[ 14/ 15] loss: nan"])) == [(14, ["loss"])]
+
+
+@pytest.mark.parametrize(
+    ("line", "read"),
+    [
+        # the keys two groups share carry their group's label; the rest, a step's, as written
+        (
+            "loss[loss=1.2, lr=0.1], tot_loss[loss=inf]",
+            "loss[loss/loss=1.2, lr=0.1], tot_loss[tot_loss/loss=inf]",
+        ),
+        (
+            "train[step=100, loss=0.5], eval[step=100, loss=0.4]",
+            "train[step=100, train/loss=0.5], eval[step=100, eval/loss=0.4]",
+        ),
+        ("iter[ 14/ 15] a[k=1], b[k=2]", "iter[ 14/ 15] a[a/k=1], b[b/k=2]"),
+        # one group, or groups naming different keys: as written (a setting's bounds)
+        ("Epoch 1 step 100 loss=0.5 lr[min=0, max=inf]", None),
+        ("a[x=1], b[y=2]", None),
+        (
+            "total_loss[loss=1], tot_loss[loss=inf]",
+            "total_loss[total_loss/loss=1], tot_loss[tot_loss/loss=inf]",
+        ),
+    ],
+)
+def test_labelled_groups_name_the_keys_they_share(line: str, read: str | None) -> None:
+    assert labelled_groups(line) == (read if read is not None else line)
+
+
+def test_a_setting_s_bounds_in_a_group_stay_a_setting() -> None:
+    """`lr[min=0, max=inf]` is a range's bound, no measurement (the review's probe)."""
+    assert bad(read_all(["Epoch 1 step 100 loss=0.5 lr[min=0, max=inf]"])) == []

@@ -126,6 +126,7 @@ def test_a_sentence_that_a_metric_is_not_finite_is_that_value(
         "Steps where grad_norm was nan: 0",
         "nan loss: 0",
         "why grad_norm is nan?",
+        "Check that loss became nan",  # an instruction's words, no metric's name
         "The loss is NaN-free",  # no value: a word of its own
         "Detected nan values.",  # the values of nothing named
         "best val_loss is inf",  # a best-so-far's start
