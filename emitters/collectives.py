@@ -276,6 +276,14 @@ _NCCL_ERROR = re.compile(
 _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 
 
+def _group(nouns: str) -> str:
+    """A collective group's words with these nouns: a backend's (or `collective`) before them,
+    or a backend's `comm`."""
+    return (
+        rf"(?:(?:(?:nccl|hccl|gloo|rccl|collective) )?(?:{nouns})|(?:nccl|hccl|gloo|rccl) comms?)"
+    )
+
+
 #: any program's words that a collective group's set-up timed out, for the stacks the wordings
 #: above do not name: a sentence whose subject or object is the group -- a communicator, a
 #: backend's comm, a process group, a device mesh, a rendezvous -- and whose verb says its
@@ -285,16 +293,9 @@ _GUID_NAME = re.compile(r"\((?P<name>[^)]+)\)$")
 #: timed out`). A timeout's setting (`NCCL timeout: 1800s`, `timeout of 900 seconds`) has no
 #: such verb; a few words at most stand between the verb and the group, none a preposition (`a
 #: reply from the rendezvous server` is a message's)
-_GROUP = (
-    r"(?:(?:(?:nccl|hccl|gloo|rccl|collective) )?"
-    r"(?:communicators?|process groups?|device mesh|mesh|rendezvous)"
-    r"|(?:nccl|hccl|gloo|rccl) comms?)"
-)
+_GROUP = _group("communicators?|process groups?|device mesh|mesh|rendezvous")
 #: ... as a subject (`NCCL communicator init timed out`): a mesh there is any service's
-_SUBJECT = (
-    r"(?:(?:(?:nccl|hccl|gloo|rccl|collective) )?(?:communicators?|process groups?|rendezvous)"
-    r"|(?:nccl|hccl|gloo|rccl) comms?)"
-)
+_SUBJECT = _group("communicators?|process groups?|rendezvous")
 _FILLER = r"(?:(?!(?:reply|response|message|from|to|for|of|with|thread|server)\b)[\w-]+ ){0,2}"
 _GROUP_SETUP_TIMEOUT = re.compile(
     r"(?i)\btimed out (?:while )?(?:build|creat|initiali[sz]|init|set(?:ting)? up|establish|form"
