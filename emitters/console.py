@@ -187,8 +187,9 @@ class LineParser:
     def notes(self) -> list[str]:
         """Why lines that looked like metrics or failures since the last call gave no event
         (`runwatch diagnose` says them for a console it cannot place)."""
-        out = [*self._notes, *self.metrics.notes, *self.failures.notes]
-        for kept in (self._notes, self.metrics.notes, self.failures.notes):
+        kept_by = (self._notes, self.metrics.notes, self.failures.notes, self.waits.notes)
+        out = [why for kept in kept_by for why in kept]
+        for kept in kept_by:
             kept.clear()
         return out
 

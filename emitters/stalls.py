@@ -195,6 +195,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from runwatch.emitters.logparse import notes
 from runwatch.emitters.tracebacks import DUMP_C_WORDS, DUMP_HEAD
 from runwatch.emitters.waits import DECLARED, Wait
 
@@ -203,6 +204,12 @@ Found = tuple[str, dict[str, Any]]
 #: vLLM's message queue's words for a wait on its peers (`shm_broadcast.py`)
 SHM = "No available shared memory broadcast block found"
 _SHM_WAIT = re.compile(SHM + r" ?in (?P<n>\d+(?:\.\d+)?) seconds?")
+#: why such a line before the engine served is no stall (`runwatch diagnose`'s note)
+SHM_BEFORE_SERVING = (
+    "vLLM's shared-memory queue waited before the engine was seen serving a request: its own "
+    "words say compilation, a profile run or weights loading wait so too -- a stall once the "
+    "engine has served (its stats lines, or a bar's pending prompts)"
+)
 #: Ray's autoscaler: a resource request no node type can fulfill (`autoscaler.py`, v2's
 #: `event_logger.py`)
 RAY_INFEASIBLE = "No available node types can fulfill"
@@ -580,6 +587,7 @@ class Waits:
         self._serving = 0
         self._idle = False  # the engine's stats said last that it runs no request
         self._shm = 0  # vLLM's queue's warnings since the last progress
+        self._shm_noted = False  # ... whether one before serving was noted (`notes`)
         self._engine_since: float | None = None  # an engine's open wait began (`since`)
         self._engine_open = False  # the engine's wait read last is open (vLLM's queue's)
         self._tf_tasks: dict[str, int] = {}  # a task TensorFlow's master waits on -> its lines
@@ -615,6 +623,11 @@ class Waits:
         self._stats_told: set[tuple[Any, Any]] = set()
         #: the prefixes of the line being read (`read`): a collector's or launcher's time
         self._lead = ""
+        #: whether the line read last was taken as a rank's or an engine's wait (reported, or
+        #: followed until it shows lasting long enough): `runwatch diagnose` notes no other why
+        self.took = False
+        #: why lines that read as waits gave no event (`LineParser.notes` takes them)
+        self.notes = notes()
 
     @property
     def following(self) -> bool:
@@ -627,6 +640,7 @@ class Waits:
         """The ranks' phases a line declares (`rank`: the one its launcher's prefix names;
         `lead`: the prefixes taken off it, `prefixes.launcher_lead`, where its clock may be)."""
         self._lead = lead
+        self.took = False
         if rank is not None:
             self.world = max(self.world, rank + 1)
         if self._listing:
@@ -941,6 +955,7 @@ class Waits:
     def _report(self, phases: dict[int, str], waited: float, generic: bool = False) -> list[Found]:
         if not phases:
             return []
+        self.took = True
         self.world = max(self.world, max(phases) + 1)
         self._reported.update(phases)
         if not generic:
@@ -1040,8 +1055,12 @@ class Waits:
             return []
         if self._idle:  # (an idle engine's workers wait for work)
             return self._generic_ended()
+        self.took = True
         if not self._serving:  # at start-up: compilation, a profile run, weights loading (its
-            return []  # own words; a held-out healthy start-up said it for minutes)
+            if not self._shm_noted:  # own words; a held-out healthy start-up said it for
+                self.notes.append(SHM_BEFORE_SERVING)  # minutes): said once
+                self._shm_noted = True
+            return []
         self._shm += 1
         self._engine_open = True
         stats = {"running": self._serving, "waiting": 0, "gen_tokens_per_s": 0.0,
@@ -1141,6 +1160,7 @@ class Waits:
         rank's ends the one before. Reported as having waited what the console shows, unless
         what it shows does not date the wait (`dates`: the catalogue's), where the console's
         end decides it."""
+        self.took = True
         now = _line_clock(self._lead, line, at)
         who = rank or 0
         out: list[Found] = []

@@ -86,16 +86,47 @@ STEP_BARS = ("Training Progress",)
 UNTIMED_STEP = 0.001
 #: lines that looked like metrics or failures and gave no event, said per file at most
 NOTES = 20
-#: a line that reads like an error (a logger's level, a process's death in words) that no
-#: reader placed and that no traceback follows: a note, so a user can report it
+#: a line that reads like an error (a logger's level, an exception's name, a process's death,
+#: a timeout or an OOM in words) that no reader placed and that no traceback follows: a note,
+#: so a user can report it. The words as a verb or a state, not a count or a setting's name
+#: (`errors_total`, `error=0`, `failures: 0`, `timeout=1800`)
 _LOOKS_FAILED = re.compile(
-    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|(?i:\b(?:died|killed|crashed|segmentation fault"
-    r"|segfault|core dumped|aborted|fatal error)\b)"
+    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|\b[A-Z]\w*(?:Error|Exception)\b(?!\s*[=(])"
+    r"|(?i:\b(?:died|killed|crashed|segmentation fault|segfault|core dumped|aborted"
+    r"|fatal error|timed out|out of memory|deadlock(?:ed)?|unresponsive|not responding)\b"
+    r"|\b(?:error|fail(?:ed|ure))\b(?![-_.]|\s*[=:]\s*(?:0|none|null|false)\b))"
 )
 UNKNOWN_ERROR = (
     "reads like an error, but it is no traceback and no line of the catalogue "
     "(docs/catalogue.md): if it was a failure, report it with the console"
 )
+#: ... a line that reads like a hang or a wait on resources (`stuck`, `pending` requests, a
+#: task that `cannot be scheduled`) that no reader took for a wait: no framework's wait the
+#: catalogue of waits declares, no wording the console's grammar of waits knows (not a count
+#: of none, `(no pending nodes)`, nor a heading, `Pending:`)
+_LOOKS_STALLED = re.compile(
+    r"(?i)\b(?:hangs?|hanging|hung|stuck|stall(?:s|ed|ing)?|frozen|freezes|unschedulable"
+    r"|cannot be scheduled|not (?:yet )?ready|no available|(?<!no )(?<!\b0 )pending)\b"
+    r"(?![-_.]|\s*[=:]\s*(?:0|none|false)\b|\s*:\s*$)"
+)
+#: a line's numbers (times, ids, counts): lines that differ only in them are one line repeated
+_NUMBERS = re.compile(r"[0-9a-f]*\d[0-9a-f]*")
+UNKNOWN_WAIT = (
+    "reads like a hang or a wait on resources, but it is no wait the catalogue of waits "
+    "(docs/catalogue.md) or the console's grammar of waits knows: if the job hung here, "
+    "report it with the console"
+)
+
+
+def _looks_like(body: str, took_for_a_wait: bool) -> str | None:
+    """Why a line no reader placed may be worth a note (`UNKNOWN_ERROR`, `UNKNOWN_WAIT`), else
+    None: a line the waits reader took is its to explain (a wait too short says so at the
+    console's end, `Waits.short_wait`)."""
+    if took_for_a_wait:
+        return None
+    if _LOOKS_FAILED.search(body) is not None:
+        return UNKNOWN_ERROR
+    return UNKNOWN_WAIT if _LOOKS_STALLED.search(body) is not None else None
 
 
 @dataclass
@@ -334,6 +365,7 @@ def read(
     number = 0
     notes: list[tuple[str, str, str]] = []
     suspect: tuple[str, str, str] | None = None  # a line like an error no reader placed
+    suspected: set[str] = set()  # ... their words without numbers: a repeat is noted once
     for number, raw in parts:
         body, found = parser.read(raw)
         said = parser.notes()
@@ -344,8 +376,11 @@ def read(
         if suspect is not None and not explained and len(notes) < NOTES:
             notes.append(suspect)
         suspect = None
-        if not explained and _LOOKS_FAILED.search(body) is not None:
-            suspect = (f"{path.name}:{number}", UNKNOWN_ERROR, body.strip()[:200])
+        if not explained and (looks := _looks_like(body, parser.waits.took)) is not None:
+            words = _NUMBERS.sub("N", body.strip())
+            if words not in suspected:
+                suspect = (f"{path.name}:{number}", looks, body.strip()[:200])
+                suspected.add(words)
         ts = None
         for text in time_places(body):
             if (ts := stamp(text, year, offset)) is not None:

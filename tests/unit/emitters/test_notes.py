@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runwatch.diagnose import diagnose
+from runwatch.diagnose import UNKNOWN_ERROR, UNKNOWN_WAIT, diagnose
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.logparse import NOTES_KEPT
+from runwatch.emitters.stalls import SHM_BEFORE_SERVING
 
 #: written for this test: an error in no framework's words, a death in words, and lines that
 #: read like neither
@@ -142,3 +143,53 @@ def test_the_wait_note_counts_lines_and_gives_way_to_a_framework_s_wait(tmp_path
     found = diagnose([horovod])
     assert [a.rule for a in found.alerts if a.state == "firing"] == ["ranks_stalled"]
     assert found.notes == []
+
+
+def _noted(log: Path) -> list[tuple[str, str]]:
+    return [(where, why) for where, why, _ in diagnose([log]).notes]
+
+
+def test_errors_in_words_and_repeats_are_noted_once_counts_and_settings_not(
+    tmp_path: Path,
+) -> None:
+    """An error in lower case, an OOM or a timeout in words is noted like a logger's ERROR; the
+    same line again with other numbers is one note; a count or a setting named after errors is
+    none. The first three lines are verl's and SGLang's as a user posted them
+    (sgl-project/sglang#14092, corpus53's excerpt), after `runwatch diagnose` said "nothing
+    runwatch reads" and not why."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of "
+        "memory)  file=csrc/utils.h func=cu_mem_create line=194\n"
+        "(WorkerDict pid=209740) WARNING:2025-11-28 16:00:45,396:Async request to "
+        "resume_memory_occupation timed out (attempt 1)\n"
+        "(WorkerDict pid=209740) WARNING:2025-11-28 16:01:48,395:Async request to "
+        "resume_memory_occupation timed out (attempt 2) [repeated 4x across cluster]\n"
+        "eval: error=0 errors_total=0 failures: 0 timeout=1800\n"
+        "the sampler is done\n"
+    )
+    assert _noted(log) == [("job.log:1", UNKNOWN_ERROR), ("job.log:2", UNKNOWN_ERROR)]
+
+
+def test_a_hang_or_a_wait_no_reader_took_is_noted_and_a_queue_wait_before_serving_says_why(
+    tmp_path: Path,
+) -> None:
+    """`ray status`'s demands a placement group waits on (corpus26's excerpt, ray-project/ray
+    "stuck in pending") are a wait no reader takes: noted as one; its `(no pending nodes)`
+    and its heading are none. vLLM's shared-memory queue before the engine served is a wait
+    the reader knows and does not count: the note says why, once for all its lines
+    (corpus18's excerpt)."""
+    status = tmp_path / "status.log"
+    status.write_text(
+        "Pending:\n (no pending nodes)\nDemands:\n"
+        " {'CPU': 2.0} * 1 (SPREAD): 1+ pending placement groups\n"
+    )
+    assert _noted(status) == [("status.log:4", UNKNOWN_WAIT)]
+    vllm = tmp_path / "vllm.log"
+    line = (
+        "INFO 08-13 11:{m}:02 [shm_broadcast.py:802] No available shared memory broadcast block "
+        "found in 60 seconds. This typically happens when some processes are hanging or doing "
+        "some time-consuming work (e.g. compilation, weight/kv cache quantization).\n"
+    )
+    vllm.write_text("".join(line.format(m=m) for m in range(27, 32)))
+    assert _noted(vllm) == [("vllm.log:1", SHM_BEFORE_SERVING)]
