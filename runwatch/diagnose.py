@@ -91,11 +91,16 @@ NOTES = 20
 #: so a user can report it. The words as a verb or a state, not a count or a setting's name
 #: (`errors_total`, `error=0`, `failures: 0`, `timeout=1800`)
 _LOOKS_FAILED = re.compile(
-    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|\b[A-Z]\w*(?:Error|Exception)\b(?!\s*[=(])"
+    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|(?:Error|Exception)\b(?!\s*[=(])"
     r"|(?i:\b(?:died|killed|crashed|segmentation fault|segfault|core dumped|aborted"
     r"|fatal error|timed out|out of memory|deadlock(?:ed)?|unresponsive|not responding)\b"
     r"|\b(?:error|fail(?:ed|ure))\b(?![-_.]|\s*[=:]\s*(?:0|none|null|false)\b))"
 )
+#: ... the words one of its branches holds, lower-cased: most lines hold none, and a substring
+#: test of each is cheaper than the pattern's search
+_FAILED_WORDS = ("error", "fatal", "critical", "died", "killed", "crash", "segmentation",
+                 "segfault", "core dumped", "abort", "timed out", "out of memory", "deadlock",
+                 "unresponsive", "not responding", "fail", "exception")  # fmt: skip
 UNKNOWN_ERROR = (
     "reads like an error, but it is no traceback and no line of the catalogue "
     "(docs/catalogue.md): if it was a failure, report it with the console"
@@ -109,6 +114,9 @@ _LOOKS_STALLED = re.compile(
     r"|cannot be scheduled|not (?:yet )?ready|no available|(?<!no )(?<!\b0 )pending)\b"
     r"(?![-_.]|\s*[=:]\s*(?:0|none|false)\b|\s*:\s*$)"
 )
+_STALLED_WORDS = ("hang", "hung", "stuck", "stall", "frozen", "freezes", "unschedulable",
+                  "cannot be scheduled", "not ready", "not yet ready", "no available",
+                  "pending")  # fmt: skip
 #: a line's numbers (times, ids, counts): lines that differ only in them are one line repeated
 _NUMBERS = re.compile(r"[0-9a-f]*\d[0-9a-f]*")
 UNKNOWN_WAIT = (
@@ -118,15 +126,18 @@ UNKNOWN_WAIT = (
 )
 
 
-def _looks_like(body: str, took_for_a_wait: bool) -> str | None:
+def looks_like(body: str, took_for_a_wait: bool) -> str | None:
     """Why a line no reader placed may be worth a note (`UNKNOWN_ERROR`, `UNKNOWN_WAIT`), else
     None: a line the waits reader took is its to explain (a wait too short says so at the
     console's end, `Waits.short_wait`)."""
     if took_for_a_wait:
         return None
-    if _LOOKS_FAILED.search(body) is not None:
+    low = body.lower()
+    if any(w in low for w in _FAILED_WORDS) and _LOOKS_FAILED.search(body) is not None:
         return UNKNOWN_ERROR
-    return UNKNOWN_WAIT if _LOOKS_STALLED.search(body) is not None else None
+    if any(w in low for w in _STALLED_WORDS) and _LOOKS_STALLED.search(body) is not None:
+        return UNKNOWN_WAIT
+    return None
 
 
 @dataclass
@@ -376,7 +387,7 @@ def read(
         if suspect is not None and not explained and len(notes) < NOTES:
             notes.append(suspect)
         suspect = None
-        if not explained and (looks := _looks_like(body, parser.waits.took)) is not None:
+        if not explained and (looks := looks_like(body, parser.waits.took)) is not None:
             words = _NUMBERS.sub("N", body.strip())
             if words not in suspected:
                 suspect = (f"{path.name}:{number}", looks, body.strip()[:200])

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runwatch.diagnose import UNKNOWN_ERROR, UNKNOWN_WAIT, diagnose
+import pytest
+
+from runwatch.diagnose import UNKNOWN_ERROR, UNKNOWN_WAIT, diagnose, looks_like
 from runwatch.emitters.console import LineParser
 from runwatch.emitters.logparse import NOTES_KEPT
 from runwatch.emitters.stalls import SHM_BEFORE_SERVING
@@ -193,3 +195,49 @@ def test_a_hang_or_a_wait_no_reader_took_is_noted_and_a_queue_wait_before_servin
     )
     vllm.write_text("".join(line.format(m=m) for m in range(27, 32)))
     assert _noted(vllm) == [("vllm.log:1", SHM_BEFORE_SERVING)]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("2024-01-01 10:00:00 ERROR the reward server went away", UNKNOWN_ERROR),
+        ("[FATAL] cannot continue", UNKNOWN_ERROR),
+        ("CRITICAL: worker lost", UNKNOWN_ERROR),
+        ("RayChannelTimeoutError: no reply", UNKNOWN_ERROR),
+        ("Exception in thread Thread-3 (_loop_forever):", UNKNOWN_ERROR),
+        ("worker 3 died", UNKNOWN_ERROR),
+        ("rank 2 was killed by the OOM killer", UNKNOWN_ERROR),
+        ("the sandbox crashed", UNKNOWN_ERROR),
+        ("Segmentation fault (core dumped)", UNKNOWN_ERROR),
+        ("Aborted", UNKNOWN_ERROR),
+        ("request timed out after 600 s", UNKNOWN_ERROR),
+        ("CUresult error: 2 (out of memory)", UNKNOWN_ERROR),
+        ("the two ranks deadlocked", UNKNOWN_ERROR),
+        ("the server is unresponsive", UNKNOWN_ERROR),
+        ("reward model not responding", UNKNOWN_ERROR),
+        ("Failed to update the weights", UNKNOWN_ERROR),
+        ("update failure on rank 1", UNKNOWN_ERROR),
+        ("the job hangs at step 20", UNKNOWN_WAIT),
+        ("training hung after the eval", UNKNOWN_WAIT),
+        ("rollout stuck on one trajectory", UNKNOWN_WAIT),
+        ("the engine stalled", UNKNOWN_WAIT),
+        ("the UI is frozen", UNKNOWN_WAIT),
+        ("pod group is unschedulable", UNKNOWN_WAIT),
+        ("the task cannot be scheduled", UNKNOWN_WAIT),
+        ("worker 2 is not yet ready", UNKNOWN_WAIT),
+        ("No available node for the actor", UNKNOWN_WAIT),
+        ("3 pending placement groups", UNKNOWN_WAIT),
+        ("eval: error=0 errors_total=0 failures: 0 timeout=1800", None),
+        ("Pending:", None),
+        (" (no pending nodes)", None),
+        ("raise ValueError(msg)", None),
+        ("step 20 loss 0.3", None),
+    ],
+)
+def test_each_word_of_an_error_or_a_hang_is_noted_and_counts_are_not(
+    line: str, why: str | None
+) -> None:
+    """Each word the notes look for, through the substring test in front of its pattern (a
+    word the test leaves out would never reach the pattern): the note's why, or none."""
+    assert looks_like(line, took_for_a_wait=False) == why
+    assert looks_like(line, took_for_a_wait=True) is None
