@@ -689,6 +689,7 @@ class Waits:
             self._stated = float(m.group("n"))
             self._warnings += 1
             self._named = {}
+            self.took = True  # (its list names the ranks, or the console's end says why not)
         if _HVD_LIST.search(line):
             self._listing = True
         named: dict[int, str] = {}
@@ -1198,7 +1199,12 @@ class Waits:
 
     def short_wait(self) -> str | None:
         """Why a wait the console ended inside raised nothing: it did not show it lasting long
-        enough (`runwatch diagnose` says it, so a user can tell what it would take)."""
+        enough, or Horovod's stall warning named no rank (`runwatch diagnose` says it, so a
+        user can tell what it would take)."""
+        if self._warnings and not self._named:
+            return (f"Horovod's stall inspector warned that ranks waited over "
+                    f"{self._stated:.0f} s, but no line after it names them (its `Missing "
+                    f"ranks:` list): with no rank named, no rank's wait is reported")  # fmt: skip
         if self._short is None or self._framework_waits():
             return None  # (none; or a framework's wait came after it, which decides)
         who, said, waited, lasted, lines = self._short

@@ -241,3 +241,23 @@ def test_each_word_of_an_error_or_a_hang_is_noted_and_counts_are_not(
     word the test leaves out would never reach the pattern): the note's why, or none."""
     assert looks_like(line, took_for_a_wait=False) == why
     assert looks_like(line, took_for_a_wait=True) is None
+
+
+def test_a_horovod_stall_warning_with_no_rank_named_says_so_at_the_end(tmp_path: Path) -> None:
+    """Horovod's stall inspector's warning, quoted in a markdown paste's backticks with its list
+    of ranks left out (horovod/horovod#86, corpus57's excerpt): no rank's wait to report, and
+    the note says why instead of calling the warning an unknown error; a step after it ends
+    the wait and the note."""
+    warning = (
+        "`WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by "
+        "subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This "
+        "may indicate that different ranks are trying to submit different tensors or that only "
+        "subset of ranks is submitting tensors, which will cause deadlock.` \n"
+    )
+    log = tmp_path / "hvd.log"
+    log.write_text(warning)
+    (why,) = [why for _, why, _ in diagnose([log]).notes]
+    assert why.startswith("Horovod's stall inspector warned that ranks waited over 60 s")
+    went_on = tmp_path / "went_on.log"
+    went_on.write_text(warning + "step 2 loss 0.5 lr 0.001\n")
+    assert not any("Horovod" in why for _, why, _ in diagnose([went_on]).notes)
