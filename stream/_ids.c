@@ -19,6 +19,44 @@ it to `RecentIds` call for call. */
 
 #define KEY_BYTES 16
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+/* arrays this big are mapped, not allocated: the kernel's zeroed pages come as the table is
+   first touched, where the allocator would clear the whole of a block it reuses -- a window
+   of 500,000 ids is 12 MB, and an engine that reads one file (`runwatch diagnose`, a test)
+   touches a few pages of it */
+#define MAPPED_BYTES ((size_t)1 << 20)
+#endif
+
+/* `n` 64-bit zeros (NULL when there is no room) */
+static uint64_t *
+zeroed(size_t n)
+{
+#ifdef MAPPED_BYTES
+    if (n >= MAPPED_BYTES / sizeof(uint64_t)) {
+        void *p = mmap(NULL, n * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : (uint64_t *)p;
+    }
+#endif
+    return PyMem_Calloc(n, sizeof(uint64_t));
+}
+
+/* gives back what `zeroed(n)` gave (NULL: nothing) */
+static void
+release(uint64_t *p, size_t n)
+{
+    if (p == NULL)
+        return;
+#ifdef MAPPED_BYTES
+    if (n >= MAPPED_BYTES / sizeof(uint64_t)) {
+        munmap(p, n * sizeof(uint64_t));
+        return;
+    }
+#endif
+    PyMem_Free(p);
+}
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t capacity;
@@ -245,8 +283,8 @@ static void
 IdWindow_dealloc(PyObject *op)
 {
     IdWindow *self = (IdWindow *)op;
-    PyMem_Free(self->table);
-    PyMem_Free(self->ring);
+    release(self->table, self->mask + 1);
+    release(self->ring, self->capacity ? (size_t)self->capacity : 1);
     Py_XDECREF(self->last);
     Py_TYPE(op)->tp_free(op);
 }
@@ -280,8 +318,8 @@ IdWindow_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     while (size < 2 * (size_t)capacity)
         size <<= 1;
     self->mask = size - 1;
-    self->table = PyMem_Calloc(size, sizeof(uint64_t));
-    self->ring = PyMem_Calloc(capacity ? (size_t)capacity : 1, sizeof(uint64_t));
+    self->table = zeroed(size);
+    self->ring = zeroed(capacity ? (size_t)capacity : 1);
     if (self->table == NULL || self->ring == NULL) {
         PyBuffer_Release(&state);
         Py_DECREF(self);
