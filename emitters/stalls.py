@@ -659,6 +659,7 @@ class Waits:
             return found
         if not any(m in line for m in MARKERS):
             return self._generic_wait(line, rank)
+        self.took = True  # (a framework's own wait line: its reader explains it, or the end)
         if any(m in line for m in DUMP_MARKERS):
             return self._dump_head(line)
         if FR_HEAD in line:
@@ -689,7 +690,6 @@ class Waits:
             self._stated = float(m.group("n"))
             self._warnings += 1
             self._named = {}
-            self.took = True  # (its list names the ranks, or the console's end says why not)
         if _HVD_LIST.search(line):
             self._listing = True
         named: dict[int, str] = {}
@@ -1056,7 +1056,6 @@ class Waits:
             return []
         if self._idle:  # (an idle engine's workers wait for work)
             return self._generic_ended()
-        self.took = True
         if not self._serving:  # at start-up: compilation, a profile run, weights loading (its
             if not self._shm_noted:  # own words; a held-out healthy start-up said it for
                 self.notes.append(SHM_BEFORE_SERVING)  # minutes): said once
