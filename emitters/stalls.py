@@ -1198,9 +1198,9 @@ class Waits:
 
     def short_wait(self) -> str | None:
         """Why a wait the console ended inside raised nothing: it did not show it lasting long
-        enough, or Horovod's stall warning named no rank (`runwatch diagnose` says it, so a
-        user can tell what it would take)."""
-        if self._warnings and not self._named:
+        enough, or Horovod's stall warning named no rank, nor any before it (`runwatch
+        diagnose` says it, so a user can tell what it would take)."""
+        if self._warnings and not self._named and not self._reported:
             return (f"Horovod's stall inspector warned that ranks waited over "
                     f"{self._stated:.0f} s, but no line after it names them (its `Missing "
                     f"ranks:` list): with no rank named, no rank's wait is reported")  # fmt: skip

@@ -86,38 +86,57 @@ STEP_BARS = ("Training Progress",)
 UNTIMED_STEP = 0.001
 #: lines that looked like metrics or failures and gave no event, said per file at most
 NOTES = 20
-#: a line that reads like an error (a logger's level, an exception's name, a process's death,
-#: a timeout or an OOM in words) that no reader placed and that no traceback follows: a note,
-#: so a user can report it. The words as a verb or a state, not a count or a setting's name
-#: (`errors_total`, `error=0`, `failures: 0`, `timeout=1800`)
+#: what after a word of failure or of a hang makes it a name or a count, not a state: a piece
+#: of an identifier or a file's name (`errors_total`, `failed-jobs`, `error.log`), a count of
+#: none (`error=0`, `Failed requests: 0`, `Error: 0`), a heading (`Stuck:`), a C++ scope
+#: or a call (`c10::Error::Error(...)`)
+_NOT_A_STATE = r"(?![-_(]|\.\w|::|(?:\s+\w+)?\s*[=:|]\s*(?:0|none|null|false)\b|\s*:\s*$)"
+#: a line that reads like an error that no reader placed and that no traceback follows: a note,
+#: so a user can report it. A logger's ERROR, a process's death, a timeout or an OOM in words,
+#: wherever they stand ...
 _LOOKS_FAILED = re.compile(
-    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b|(?:Error|Exception)\b(?!\s*[=(])"
+    r"(?<![\w.])(?:ERROR|FATAL|CRITICAL)\b"
     r"|(?i:\b(?:died|killed|crashed|segmentation fault|segfault|core dumped|aborted"
-    r"|fatal error|timed out|out of memory|deadlock(?:ed)?|unresponsive|not responding)\b"
-    r"|\b(?:error|fail(?:ed|ure))\b(?![-_.]|\s*[=:]\s*(?:0|none|null|false)\b))"
+    r"|fatal error|timed out|out of memory|unresponsive|not responding)\b)"
 )
-#: ... the words one of its branches holds, lower-cased: most lines hold none, and a substring
-#: test of each is cheaper than the pattern's search
+#: ... and weaker words, an exception's name or `error` and `failed` as a state, on a line no
+#: logger marked as information or a warning (`_CALM`: NCCL's `INFO Failed to open
+#: libibverbs.so`, c10d's `[W ...] The client socket has failed to connect`, retried); not a
+#: constructor's call (`raise ValueError(msg)`)
+_SAYS_FAILED = re.compile(
+    r"(?:Error|Exception)\b(?!\s*[=(])"
+    + _NOT_A_STATE
+    + r"|(?i:\b(?:error|fail(?:s|ed|ure)?)\b)"
+    + _NOT_A_STATE
+)
+#: a logger's level below an error in a line's head: its words (`INFO`, `WARNING`), glog's
+#: letter and date (`W1203 10:00:00`, torch's `[W socket.cpp:601]`, `[W427 01:04:16 ...]`)
+_CALM = re.compile(
+    r"(?<![\w.])(?:INFO|DEBUG|TRACE|NOTICE|WARN|WARNING)\b|(?<![\w.])\[?[IDW]\d{0,4} "
+)
+#: ... the words the branches of both hold, lower-cased: most lines hold none, and a substring
+#: test of each is cheaper than the patterns' search
 _FAILED_WORDS = ("error", "fatal", "critical", "died", "killed", "crash", "segmentation",
-                 "segfault", "core dumped", "abort", "timed out", "out of memory", "deadlock",
+                 "segfault", "core dumped", "abort", "timed out", "out of memory",
                  "unresponsive", "not responding", "fail", "exception")  # fmt: skip
 UNKNOWN_ERROR = (
     "reads like an error, but it is no traceback and no line of the catalogue "
     "(docs/catalogue.md): if it was a failure, report it with the console"
 )
-#: ... a line that reads like a hang or a wait on resources (`stuck`, `pending` requests, a
-#: task that `cannot be scheduled`) that no reader took for a wait: no framework's wait the
-#: catalogue of waits declares, no wording the console's grammar of waits knows (not a count
-#: of none, `(no pending nodes)`, nor a heading, `Pending:`)
+#: a line that reads like a hang or a wait on resources (`stuck`, a deadlock, a task that
+#: `cannot be scheduled`, Ray's `1+ pending` demands) that no reader took for a wait: no
+#: framework's wait the catalogue of waits declares, no wording the console's grammar of waits
+#: knows; not one a program avoids (tokenizers' `Disabling parallelism to avoid deadlocks`)
 _LOOKS_STALLED = re.compile(
-    r"(?i)\b(?:hangs?|hanging|hung|stuck|stall(?:s|ed|ing)?|frozen|freezes|unschedulable"
-    r"|cannot be scheduled|not (?:yet )?ready|no available|(?<!no )(?<!\b0 )pending)\b"
-    r"(?![-_.]|\s*[=:]\s*(?:0|none|false)\b|\s*:\s*$)"
+    r"(?i)(?<!avoid )(?<!prevent )(?:\b(?:hangs?|hanging|hung|stuck|stall(?:s|ed|ing)?"
+    r"|deadlock(?:s|ed)?|unschedulable|cannot be scheduled|not (?:yet )?ready|no available)"
+    r"|\d\+ pending)\b" + _NOT_A_STATE
 )
-_STALLED_WORDS = ("hang", "hung", "stuck", "stall", "frozen", "freezes", "unschedulable",
+_STALLED_WORDS = ("hang", "hung", "stuck", "stall", "deadlock", "unschedulable",
                   "cannot be scheduled", "not ready", "not yet ready", "no available",
-                  "pending")  # fmt: skip
-#: a line's numbers (times, ids, counts): lines that differ only in them are one line repeated
+                  "+ pending")  # fmt: skip
+#: a line's numbers (times, counts, and hex ids with them, which `wraps`' and `stalls`' digit
+#: patterns do not fold): lines that differ only in them are one line repeated
 _NUMBERS = re.compile(r"[0-9a-f]*\d[0-9a-f]*")
 UNKNOWN_WAIT = (
     "reads like a hang or a wait on resources, but it is no wait the catalogue of waits "
@@ -128,16 +147,17 @@ UNKNOWN_WAIT = (
 
 def looks_like(body: str, took_for_a_wait: bool) -> str | None:
     """Why a line no reader placed may be worth a note (`UNKNOWN_ERROR`, `UNKNOWN_WAIT`), else
-    None: a line the waits reader took is its to explain (a wait too short says so at the
-    console's end, `Waits.short_wait`)."""
-    if took_for_a_wait:
-        return None
+    None. An error in words outranks all; a hang's words on a line the waits reader took are
+    its to explain (a wait too short says so at the console's end, `Waits.short_wait`)."""
     low = body.lower()
-    if any(w in low for w in _FAILED_WORDS) and _LOOKS_FAILED.search(body) is not None:
+    if any(w in low for w in _FAILED_WORDS) and (
+        _LOOKS_FAILED.search(body) is not None
+        or (_SAYS_FAILED.search(body) is not None and _CALM.search(body, 0, 100) is None)
+    ):
         return UNKNOWN_ERROR
-    if any(w in low for w in _STALLED_WORDS) and _LOOKS_STALLED.search(body) is not None:
-        return UNKNOWN_WAIT
-    return None
+    if took_for_a_wait or not any(w in low for w in _STALLED_WORDS):
+        return None
+    return UNKNOWN_WAIT if _LOOKS_STALLED.search(body) is not None else None
 
 
 @dataclass
@@ -376,7 +396,8 @@ def read(
     number = 0
     notes: list[tuple[str, str, str]] = []
     suspect: tuple[str, str, str] | None = None  # a line like an error no reader placed
-    suspected: set[str] = set()  # ... their words without numbers: a repeat is noted once
+    suspect_words = ""  # ... its words without numbers
+    suspected: set[str] = set()  # ... those noted: a repeat is noted once
     for number, raw in parts:
         body, found = parser.read(raw)
         said = parser.notes()
@@ -386,12 +407,14 @@ def read(
         explained = found or said or parser.failures.reading  # (a traceback, a reader's line)
         if suspect is not None and not explained and len(notes) < NOTES:
             notes.append(suspect)
+            suspected.add(suspect_words)
         suspect = None
-        if not explained and (looks := looks_like(body, parser.waits.took)) is not None:
+        if explained or len(notes) >= NOTES:
+            pass  # (nothing to note, or no room)
+        elif (looks := looks_like(body, parser.waits.took)) is not None:
             words = _NUMBERS.sub("N", body.strip())
             if words not in suspected:
-                suspect = (f"{path.name}:{number}", looks, body.strip()[:200])
-                suspected.add(words)
+                suspect, suspect_words = (f"{path.name}:{number}", looks, body.strip()[:200]), words
         ts = None
         for text in time_places(body):
             if (ts := stamp(text, year, offset)) is not None:

@@ -21,6 +21,11 @@ it to `RecentIds` call for call. */
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+#endif
+#ifdef MAP_ANONYMOUS
 /* arrays this big are mapped, not allocated: the kernel's zeroed pages come as the table is
    first touched, where the allocator would clear the whole of a block it reuses -- a window
    of 500,000 ids is 12 MB, and an engine that reads one file (`runwatch diagnose`, a test)

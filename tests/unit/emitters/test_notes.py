@@ -209,38 +209,74 @@ def test_a_hang_or_a_wait_no_reader_took_is_noted_and_a_queue_wait_before_servin
         ("rank 2 was killed by the OOM killer", UNKNOWN_ERROR),
         ("the sandbox crashed", UNKNOWN_ERROR),
         ("Segmentation fault (core dumped)", UNKNOWN_ERROR),
+        ("the sandbox segfaulted: segfault at 0", UNKNOWN_ERROR),
+        ("bash: line 1: 123 core dumped python train.py", UNKNOWN_ERROR),
         ("Aborted", UNKNOWN_ERROR),
+        ("Fatal error in the reward worker", UNKNOWN_ERROR),
         ("request timed out after 600 s", UNKNOWN_ERROR),
         ("CUresult error: 2 (out of memory)", UNKNOWN_ERROR),
-        ("the two ranks deadlocked", UNKNOWN_ERROR),
         ("the server is unresponsive", UNKNOWN_ERROR),
         ("reward model not responding", UNKNOWN_ERROR),
         ("Failed to update the weights", UNKNOWN_ERROR),
+        ("rank 3 failed.", UNKNOWN_ERROR),
         ("update failure on rank 1", UNKNOWN_ERROR),
         ("the job hangs at step 20", UNKNOWN_WAIT),
+        ("training is hanging after the eval", UNKNOWN_WAIT),
         ("training hung after the eval", UNKNOWN_WAIT),
         ("rollout stuck on one trajectory", UNKNOWN_WAIT),
+        ("the job is stuck.", UNKNOWN_WAIT),
         ("the engine stalled", UNKNOWN_WAIT),
-        ("the UI is frozen", UNKNOWN_WAIT),
+        ("the pipeline stalls", UNKNOWN_WAIT),
+        ("the two ranks deadlocked", UNKNOWN_WAIT),
         ("pod group is unschedulable", UNKNOWN_WAIT),
         ("the task cannot be scheduled", UNKNOWN_WAIT),
+        ("worker 2 is not ready", UNKNOWN_WAIT),
         ("worker 2 is not yet ready", UNKNOWN_WAIT),
         ("No available node for the actor", UNKNOWN_WAIT),
-        ("3 pending placement groups", UNKNOWN_WAIT),
+        (" {'GPU': 1.0} * 1 (PACK): 2+ pending placement groups", UNKNOWN_WAIT),
         ("eval: error=0 errors_total=0 failures: 0 timeout=1800", None),
-        ("Pending:", None),
-        (" (no pending nodes)", None),
+        ("Failed requests:                         0", None),
+        ("Error: 0", None),
+        ("frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80", None),
         ("raise ValueError(msg)", None),
+        (
+            "ip-1:14605:14673 [0] misc/ibvwrap.cc:63 NCCL INFO Failed to open libibverbs.so[.1]",
+            None,
+        ),
+        ("[W socket.cpp:601] [c10d] The client socket has failed to connect to [::1]:55121", None),
+        ("see error.log", None),
+        ("Using frozen text encoder", None),
+        (
+            "huggingface/tokenizers: The current process just got forked, after parallelism has "
+            "already been used. Disabling parallelism to avoid deadlocks...",
+            None,
+        ),
+        ("Pending async checkpoint saves. Finalizing them synchronously now", None),
+        ("Trial status: 1 RUNNING | 7 PENDING", None),
+        (" (no pending nodes)", None),
+        ("Stuck:", None),
         ("step 20 loss 0.3", None),
     ],
 )
-def test_each_word_of_an_error_or_a_hang_is_noted_and_counts_are_not(
+def test_each_word_of_an_error_or_a_hang_is_noted_and_counts_and_calm_lines_are_not(
     line: str, why: str | None
 ) -> None:
     """Each word the notes look for, through the substring test in front of its pattern (a
-    word the test leaves out would never reach the pattern): the note's why, or none."""
+    word the test leaves out would never reach the pattern): the note's why, or none. A line
+    the waits reader took is its to explain, unless it says an error."""
     assert looks_like(line, took_for_a_wait=False) == why
-    assert looks_like(line, took_for_a_wait=True) is None
+    assert looks_like(line, took_for_a_wait=True) == (why if why == UNKNOWN_ERROR else None)
+
+
+def test_a_repeat_of_a_line_a_traceback_explained_is_still_noted(tmp_path: Path) -> None:
+    """Only a noted line makes its repeats one note: an error line a step explained (a
+    reader's line after it) leaves the next, with other numbers, to be noted."""
+    log = tmp_path / "job.log"
+    log.write_text(
+        "ERROR reward server 1 went away\nstep 1 loss 0.5 lr 0.001\nhello\n"
+        "ERROR reward server 2 went away\nhello\n"
+    )
+    assert _noted(log) == [("job.log:4", UNKNOWN_ERROR)]
 
 
 def test_a_horovod_stall_warning_with_no_rank_named_says_so_at_the_end(tmp_path: Path) -> None:
@@ -261,3 +297,8 @@ def test_a_horovod_stall_warning_with_no_rank_named_says_so_at_the_end(tmp_path:
     went_on = tmp_path / "went_on.log"
     went_on.write_text(warning + "step 2 loss 0.5 lr 0.001\n")
     assert not any("Horovod" in why for _, why, _ in diagnose([went_on]).notes)
+    named_before = tmp_path / "named_before.log"  # (a list named rank 1; the next warning none)
+    named_before.write_text(warning + "Missing ranks:\n1: [allreduce.x]\n" + warning)
+    found = diagnose([named_before])
+    assert [a.rule for a in found.alerts if a.state == "firing"] == ["ranks_stalled"]
+    assert not any("Horovod" in why for _, why, _ in found.notes)
