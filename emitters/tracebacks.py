@@ -54,6 +54,11 @@ _SUFFIX = re.compile(
 )
 #: a frame and its file, after a prefix and indentation (a paste can lose them)
 FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
+#: ... as rich draws it in its traceback panel (rich/traceback.py `_render_stack`: the file,
+#: `:`, the line, ` in `, the function -- or `in f:N` where the file is gone -- between the
+#: panel's `│` borders -- the right one gone where a terminal's padding split the line; a path
+#: wider than the panel wraps, its last piece before `:N in f`)
+RICH_FRAME = re.compile(r"^│ (?:(?P<path>[^\s│]+):\d+ in [^\s│]+|in [^\s│]+:\d+)\s*│?$")
 #: faulthandler's frame (`  File "x.py", line 10 in main`: no comma before `in`), in its dump
 #: of every thread's stack -- a dump, not an exception: a fatal signal's dump says so on its
 #: own line (`Fatal Python error: ...`, the catalogue's), a timeout's (`dump_traceback_later`)
@@ -151,9 +156,14 @@ def _shape(prefix: str) -> re.Pattern[str]:
 
 def frame_prefix(line: str) -> tuple[str, str] | None:
     """(the prefix, the file) of a frame line: what stands before the frame's `File`, less
-    the two spaces Python indents a frame by; None for any other line."""
+    the two spaces Python indents a frame by, or before rich's panel border (`RICH_FRAME`);
+    None for any other line."""
     if 'File "' not in line:
-        return None
+        if "│" not in line or " in " not in line:
+            return None
+        at = line.find("│")
+        rich = RICH_FRAME.match(line.rstrip(), at)
+        return None if rich is None else (line[:at], rich.group("path") or "")
     frame = FRAME.search(line)
     if frame is None:
         return None
@@ -270,6 +280,9 @@ class Record:
             if self.indent is None:
                 self.indent = frame.start()
             self.after_frame = True
+            return True
+        if stripped[:1] == "│" and (rich := RICH_FRAME.match(stripped)) is not None:
+            self.paths.append(rich.group("path") or "")  # (rich's panel: a frame of it)
             return True
         if after_frame and self.indent == 0 and EXCEPTION.match(stripped) is None:
             return True  # frames a paste left flush: the line after one is its code line

@@ -890,3 +890,59 @@ def test_an_exception_s_message_whose_record_a_paste_wrapped_over_lines_is_its_m
         assert fields["error"] == "FloatingPointError: Loss became infinite or NaN at iteration=27!"
         (record,) = [f for k, f in found if k == "step.metrics"]
         assert set(record["metrics"]) == {"loss_cls", "loss_box_reg"}
+
+
+def _rich_panel(width: int) -> list[str]:
+    """A real uncaught exception's report as rich draws it (`rich.traceback.Traceback`, the
+    version the project installs), at a terminal's width: its panel of frames, then the
+    exception line."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.traceback import Traceback
+
+    def setup_distributed() -> None:
+        raise RuntimeError("connection to the store timed out")
+
+    def fit() -> None:
+        setup_distributed()
+
+    try:
+        fit()
+    except RuntimeError:
+        out = StringIO()
+        Console(file=out, width=width, color_system=None).print(Traceback())
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_rich_s_traceback_panel_is_read_whole_and_cut(width: int) -> None:
+    """rich's panel (`│ path:N in f │` frames between its borders, the code around each) is a
+    traceback by the same grammar: whole, its exception line after the panel names the failure;
+    cut inside its frames with no head (a paste from the middle), its process's death as
+    Python's own frames are; one whose process printed more after it, none."""
+    panel = _rich_panel(width)
+    assert any(line.startswith("╭") and "Traceback" in line for line in panel)
+    (whole,) = failed(read_all(["step 1 loss 0.5", *panel]))
+    assert whole["error"] == "RuntimeError: connection to the store timed out"
+    frames = [n for n, line in enumerate(panel) if " in setup_distributed" in line]
+    cut = panel[2 : frames[-1] + 3]  # (from below the head to past the last frame)
+    (fields,) = failed(read_all(cut))
+    assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
+    assert failed(read_all([*cut, "step 2 loss 0.4"])) == []
+
+
+def test_rich_s_frames_a_terminal_s_padding_split_from_their_border() -> None:
+    """DeepDeWedge's Lightning DDP set-up (corpus17/dev, its rich panel cut in its frames, the
+    paths wrapped inside the panel): a frame line padded to the panel's width loses its right
+    border to the padding's split and is still a frame."""
+    lines = [
+        "│ ~/.conda/envs/ddw_env_multigpu/lib/python3.10/site-packages/pytorc │",
+        "│ h_lightning/strategies/ddp.py:204 in setup_distributed                       │",
+        "│                                                                              │",
+        "│ ❱ 204 │   │   _init_dist_connection(self.cluster_environment, self._process_ │",
+        "│ ing_lite/utilities/distributed.py:237 in _init_dist_connection               │",
+    ]
+    (fields,) = failed(read_all(lines))
+    assert "ing_lite/utilities/distributed.py" in fields["error"]
+    assert scanned(lines) == read_all(lines)
