@@ -296,6 +296,8 @@ ASKED = {
     "corpus57": Asked("out of sample, consoles posted outside GitHub issues: forums, Q&A, blogs"
                       " (28)", (28, 45), 20, 11, 4, failures=17,
                       rules={CF: 9, CT: 6, NF: 1, RS: 1}),
+    "corpus58": Asked("out of sample, the LLM RL post-training stacks users run, 2025-2026"
+                      " threads (20)", (20, 40), 10, 7, 4, failures=13, rules={CF: 13}),
 }
 # fmt: on
 
