@@ -142,8 +142,9 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: its one miss, Horovod's stall warning naming no rank, listed in MISSES).
 #: corpus58 (out of sample, the LLM RL post-training stacks users run -- verl, TRL, slime, AReaL,
 #: EasyR1, rLLM, RLinf and the vLLM and SGLang engines and Ray workers under them, 2025-2026
-#: threads nothing cited -- collected on 2026-12-03) is reported only.
-REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30", "corpus58"})
+#: threads nothing cited -- collected on 2026-12-03) since its arrival: its development part
+#: read exactly as labelled (13/13).
+REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
     for corpus in CORPORA
