@@ -110,9 +110,10 @@ _SAYS_FAILED = re.compile(
     + _NOT_A_STATE
 )
 #: a logger's level below an error in a line's head: its words (`INFO`, `WARNING`), glog's
-#: letter and date (`W1203 10:00:00`, torch's `[W socket.cpp:601]`, `[W427 01:04:16 ...]`)
+#: letter and date (`W1203 10:00:00`, torch's `[W socket.cpp:601]`, `[W427 01:04:16 ...]`);
+#: not NCCL's `WARN`, its logger's level for errors (debug.cc: INFO and WARN alone)
 _CALM = re.compile(
-    r"(?<![\w.])(?:INFO|DEBUG|TRACE|NOTICE|WARN|WARNING)\b|(?<![\w.])\[?[IDW]\d{0,4} "
+    r"(?<![\w.])(?:INFO|DEBUG|TRACE|NOTICE|(?<!NCCL )WARN|WARNING)\b|(?<![\w.])\[?[IDW]\d{0,4} "
 )
 #: ... the words the branches of both hold, lower-cased: most lines hold none, and a substring
 #: test of each is cheaper than the patterns' search

@@ -220,6 +220,10 @@ def test_a_hang_or_a_wait_no_reader_took_is_noted_and_a_queue_wait_before_servin
         ("Failed to update the weights", UNKNOWN_ERROR),
         ("rank 3 failed.", UNKNOWN_ERROR),
         ("update failure on rank 1", UNKNOWN_ERROR),
+        (
+            "hai-a100-3:376586:377443 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed",
+            UNKNOWN_ERROR,
+        ),
         ("the job hangs at step 20", UNKNOWN_WAIT),
         ("training is hanging after the eval", UNKNOWN_WAIT),
         ("training hung after the eval", UNKNOWN_WAIT),
