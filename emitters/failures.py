@@ -341,8 +341,11 @@ class Failures:
         return ("component.failed", {"error": tail[1][:2000], "how": "exception"})
 
     def _head(self, source: Any, line: str, at: int, before: str) -> None:
-        """A traceback's head: its record, at the prefix before it."""
+        """A traceback's head: its record, at the prefix before it (before rich's panel's top
+        border, whose frames are a border's width further: `tracebacks.RICH_FRAME`)."""
         prefix = line[:at]
+        if (top := _RICH_TOP.search(prefix)) is not None:
+            prefix = prefix[: top.start()]
         # Python's logging prints a record's traceback on the lines after its message:
         # the level is on the line before
         level = prefix if prefix.strip() else before[:80]
@@ -602,6 +605,11 @@ def _indented_after(before: str, prefix: str) -> bool:
 #: `Panel`, ROUNDED box by default, SQUARE where a legacy terminal lacks its corners), after
 #: which it prints the exception line unboxed
 _PANEL_BOTTOM = re.compile(r"^\s*[╰└]─{8,}[╯┘]\s*$")
+
+
+#: the top border of rich's traceback panel before its title (`╭───── Traceback (most recent
+#: call last) ─────╮`, rich/traceback.py's Panel)
+_RICH_TOP = re.compile(r"╭─*\s*$")
 
 
 def _panel_after(before: str, prefix: str) -> bool:

@@ -58,7 +58,7 @@ FRAME = re.compile(r'(?:^|(?<=\s))File "(?P<path>[^"\n]+)", line \d+')
 #: `:`, the line, ` in `, the function -- or `in f:N` where the file is gone -- between the
 #: panel's `│` borders -- the right one gone where a terminal's padding split the line; a path
 #: wider than the panel wraps, its last piece before `:N in f`)
-RICH_FRAME = re.compile(r"^│ (?:(?P<path>[^\s│]+):\d+ in [^\s│]+|in [^\s│]+:\d+)\s*│?$")
+RICH_FRAME = re.compile(r"│ (?:(?P<path>[^\s│]+):\d+ in [^\s│]+|in [^\s│]+:\d+)\s*│?$")
 #: faulthandler's frame (`  File "x.py", line 10 in main`: no comma before `in`), in its dump
 #: of every thread's stack -- a dump, not an exception: a fatal signal's dump says so on its
 #: own line (`Fatal Python error: ...`, the catalogue's), a timeout's (`dump_traceback_later`)
@@ -252,7 +252,8 @@ class Record:
             self.alt = None
         m = self.shape.match(line)
         if m is None:
-            return bool(self.shape.pattern) and not line.strip()  # blank lines in between
+            # blank lines in between; rich's right border, split off by a terminal's padding
+            return bool(self.shape.pattern) and line.strip() in ("", "│")
         body = line[m.end() :].rstrip()
         self.lines += 1
         if self.lines > MAX_RECORD_LINES:

@@ -946,3 +946,58 @@ def test_rich_s_frames_a_terminal_s_padding_split_from_their_border() -> None:
     (fields,) = failed(read_all(lines))
     assert "ing_lite/utilities/distributed.py" in fields["error"]
     assert scanned(lines) == read_all(lines)
+
+
+def _rich_logged(then: str) -> list[str]:
+    """A trainer's console under rich's logging handler (`rich.logging.RichHandler` with
+    `rich_tracebacks=True`, as the project's rich draws it at 120 columns): steps, then an
+    exception logged with its panel indented under the record, then `then`'s lines."""
+    import logging
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    out = StringIO()
+    log = logging.getLogger(f"runwatch-test-rich-{then}")
+    log.propagate = False
+    console = Console(file=out, width=120, color_system=None)
+    log.addHandler(RichHandler(console=console, rich_tracebacks=True, show_time=False))
+    log.setLevel(logging.INFO)
+
+    def rollout() -> None:
+        raise RuntimeError("reward server died")
+
+    def train() -> None:
+        rollout()
+
+    for step in (1, 2):
+        log.info(f"step {step} | loss 0.5 | grad_norm 1.2 | lr 0.001")
+    try:
+        train()
+    except RuntimeError:
+        log.exception("rollout failed")
+    if then == "went on":
+        log.info("step 3 | loss 0.4 | grad_norm 1.1 | lr 0.001")
+    return out.getvalue().splitlines()
+
+
+def test_rich_s_logging_handler_s_panel_indented_under_its_record() -> None:
+    """rich's logging handler indents the panel under the record's message: the panel's head
+    takes the prefix before its top border, and its frames under it are the traceback's. Cut in
+    its frames at the console's end, the process's death (a trainer that logs and re-raises);
+    whole with steps after it, a logged error the run survived."""
+    lines = _rich_logged("cut")
+    head = next(n for n, line in enumerate(lines) if "╭" in line and "Traceback" in line)
+    frames = [
+        n for n, line in enumerate(lines) if "│" in line and ".py:" in line and " in " in line
+    ]
+    assert len(frames) == 3
+    assert lines[head][: lines[head].index("╭")].isspace()
+    # its head and first frame (the border's width under the head's prefix), cut; then, with
+    # no head, its first two frames (a terminal's padding splits each panel line, the right
+    # border a piece of its own)
+    for cut in (lines[: frames[1]], lines[frames[0] : frames[2]]):
+        (fields,) = failed(read_all(cut))
+        assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
+    assert failed(read_all(_rich_logged("went on"))) == []
