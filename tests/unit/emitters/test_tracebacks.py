@@ -6,6 +6,9 @@ real consoles (tests/fixtures/consoles/corpus/dev/, each file names its thread).
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -892,6 +895,34 @@ def test_an_exception_s_message_whose_record_a_paste_wrapped_over_lines_is_its_m
         assert set(record["metrics"]) == {"loss_cls", "loss_box_reg"}
 
 
+#: a trainer's code whose exception rich draws, in a file of its own: a short path of the
+#: test's (not this checkout's, whose length would move rich's wraps)
+_RAISES = """\
+def setup_distributed():
+    raise RuntimeError("connection to the store timed out")
+
+
+def fit():
+    setup_distributed()
+
+
+def main():
+    fit()
+"""
+
+
+def _raising_main() -> Iterator[Callable[[], None]]:
+    """`main` of `_RAISES`, compiled from a file under a short temporary directory (its frames
+    name the file, as rich reads its lines); the directory removed after."""
+    with tempfile.TemporaryDirectory(prefix="rw") as where:
+        path = os.path.join(where, "train.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_RAISES)
+        namespace: dict[str, Any] = {}
+        exec(compile(_RAISES, path, "exec"), namespace)
+        yield namespace["main"]
+
+
 def _rich_panel(width: int) -> list[str]:
     """A real uncaught exception's report as rich draws it (`rich.traceback.Traceback`, the
     version the project installs), at a terminal's width: its panel of frames, then the
@@ -901,17 +932,12 @@ def _rich_panel(width: int) -> list[str]:
     from rich.console import Console
     from rich.traceback import Traceback
 
-    def setup_distributed() -> None:
-        raise RuntimeError("connection to the store timed out")
-
-    def fit() -> None:
-        setup_distributed()
-
-    try:
-        fit()
-    except RuntimeError:
-        out = StringIO()
-        Console(file=out, width=width, color_system=None).print(Traceback())
+    out = StringIO()
+    for main in _raising_main():
+        try:
+            main()
+        except RuntimeError:
+            Console(file=out, width=width, color_system=None).print(Traceback())
     return out.getvalue().splitlines()
 
 
@@ -965,18 +991,13 @@ def _rich_logged(then: str) -> list[str]:
     log.addHandler(RichHandler(console=console, rich_tracebacks=True, show_time=False))
     log.setLevel(logging.INFO)
 
-    def rollout() -> None:
-        raise RuntimeError("reward server died")
-
-    def train() -> None:
-        rollout()
-
     for step in (1, 2):
         log.info(f"step {step} | loss 0.5 | grad_norm 1.2 | lr 0.001")
-    try:
-        train()
-    except RuntimeError:
-        log.exception("rollout failed")
+    for main in _raising_main():
+        try:
+            main()
+        except RuntimeError:
+            log.exception("rollout failed")
     if then == "went on":
         log.info("step 3 | loss 0.4 | grad_norm 1.1 | lr 0.001")
     return out.getvalue().splitlines()
@@ -992,7 +1013,7 @@ def test_rich_s_logging_handler_s_panel_indented_under_its_record() -> None:
     frames = [
         n for n, line in enumerate(lines) if "│" in line and ".py:" in line and " in " in line
     ]
-    assert len(frames) == 3
+    assert len(frames) == 4  # (the helper, main, fit, setup_distributed)
     assert lines[head][: lines[head].index("╭")].isspace()
     # its head and first frame (the border's width under the head's prefix), cut; then, with
     # no head, its first two frames (a terminal's padding splits each panel line, the right
@@ -1001,3 +1022,14 @@ def test_rich_s_logging_handler_s_panel_indented_under_its_record() -> None:
         (fields,) = failed(read_all(cut))
         assert fields["error"].startswith("an uncaught traceback, cut before its exception line")
     assert failed(read_all(_rich_logged("went on"))) == []
+
+
+def test_a_panel_s_right_border_split_off_by_a_terminal_s_padding_keeps_the_record() -> None:
+    """A rich panel's line under a logging handler's indent, padded to the terminal's width:
+    the padding's split leaves its right border a piece of its own, with none of the record's
+    indent before it (the /tmp console of RichHandler at 120 columns): still the record's."""
+    from runwatch.emitters.tracebacks import Record
+
+    record = Record(" " * 20)
+    assert record.more("│         ")
+    assert not record.more("step 3 | loss 0.4")
