@@ -27,6 +27,13 @@ echo "torch==$TORCH" > "$ENV/constraints.txt"
 # what verl's rollout modules import and its metadata does not declare: cachetools,
 # uvicorn, fastapi
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "verl==$VERL" cachetools uvicorn fastapi
+# the hub-kernels package this env's transformers declares (an extra it imports at start-up
+# when the package is there): the trl env's newer one behind the .pth refuses its calls
+# (kernels 0.19's LayerRepository wants a revision; transformers 5.10 declares kernels<0.13)
+kernels=$("$ENV/bin/python" -c "import importlib.metadata as m; print(next((r.split(';')[0].replace(' ', '') for r in m.requires('transformers') or [] if r.startswith('kernels')), ''))")
+if [ -n "$kernels" ]; then
+  "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" "$kernels"
+fi
 "$ENV/bin/pip" install -q -c "$ENV/constraints.txt" -e .
 "$ENV/bin/python" -c "import verl, torch, transformers, ray; from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop; print('[verl]', verl.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__)" >&2
 env_built
