@@ -956,7 +956,6 @@ class Waits:
     def _report(self, phases: dict[int, str], waited: float, generic: bool = False) -> list[Found]:
         if not phases:
             return []
-        self.took = True
         self.world = max(self.world, max(phases) + 1)
         self._reported.update(phases)
         if not generic:

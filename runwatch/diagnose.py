@@ -410,9 +410,11 @@ def read(
             notes.append(suspect)
             suspected.add(suspect_words)
         suspect = None
-        if explained or len(notes) >= NOTES:
-            pass  # (nothing to note, or no room)
-        elif (looks := looks_like(body, parser.waits.took)) is not None:
+        if (
+            not explained
+            and len(notes) < NOTES  # (else no room: no pattern runs)
+            and (looks := looks_like(body, parser.waits.took)) is not None
+        ):
             words = _NUMBERS.sub("N", body.strip())
             if words not in suspected:
                 suspect, suspect_words = (f"{path.name}:{number}", looks, body.strip()[:200]), words
