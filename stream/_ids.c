@@ -33,12 +33,24 @@ it to `RecentIds` call for call. */
 #define MAPPED_BYTES ((size_t)1 << 20)
 #endif
 
+/* whether `n` 64-bit words are mapped: `zeroed` and `release` must agree */
+static inline int
+mapped(size_t n)
+{
+#ifdef MAPPED_BYTES
+    return n >= MAPPED_BYTES / sizeof(uint64_t);
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
 /* `n` 64-bit zeros (NULL when there is no room) */
 static uint64_t *
 zeroed(size_t n)
 {
 #ifdef MAPPED_BYTES
-    if (n >= MAPPED_BYTES / sizeof(uint64_t)) {
+    if (mapped(n)) {
         void *p = mmap(NULL, n * sizeof(uint64_t), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         return p == MAP_FAILED ? NULL : (uint64_t *)p;
@@ -54,7 +66,7 @@ release(uint64_t *p, size_t n)
     if (p == NULL)
         return;
 #ifdef MAPPED_BYTES
-    if (n >= MAPPED_BYTES / sizeof(uint64_t)) {
+    if (mapped(n)) {
         munmap(p, n * sizeof(uint64_t));
         return;
     }
