@@ -38,9 +38,12 @@ so `runwatch watch` reports the command's exit as a failure too: the two reading
 An exit code 0, a `Completed` pod and a status that is a word (`exit status: unknown`) are no
 report. A report is a *pending* failure of the source that printed it, as a traceback is
 (emitters/failures.py): a launcher that restarts its workers (torch elastic's
-`max_restarts`, a Kubernetes restart that succeeds) goes on printing progress, and then the
-report was not the run's end. Lines the catalogue names (emitters/catalogue.toml) are read
-there first, with their framework's own meaning.
+`max_restarts`) goes on printing progress, and then the report was not the run's end. So
+does a Kubernetes restart that succeeds: a later `kubectl get pods` row of the same pod
+`Running` with every container ready (mpi-operator's launcher fails and is restarted until
+its workers answer) takes its crash's report back, and its `CrashLoopBackOff` row's. Lines
+the catalogue names (emitters/catalogue.toml) are read there first, with their framework's
+own meaning.
 """
 
 from __future__ import annotations
@@ -74,8 +77,11 @@ _SIGNAL = re.compile(
 )
 #: `kubectl get pods`: NAME READY STATUS RESTARTS AGE, STATUS a crashed container's
 _POD_ROW = re.compile(
-    r"^\s*\S+\s+\d+/\d+\s+(?:Init:)?(?P<status>CrashLoopBackOff|Error|OOMKilled|Evicted)\s+\d+"
+    r"^\s*(?P<pod>\S+)\s+\d+/\d+\s+(?:Init:)?(?P<status>CrashLoopBackOff|Error|OOMKilled|Evicted)"
+    r"\s+\d+"
 )
+#: ... and a pod running with every container ready (READY n/n)
+_POD_READY = re.compile(r"^\s*(?P<pod>\S+)\s+(?P<ready>[1-9]\d*)/(?P=ready)\s+Running\s+\d+")
 #: `kubectl describe pod`'s container state, and kubelet's and the eviction manager's events
 _KUBE = re.compile(
     r"^\s*(?:Reason:\s+(?P<reason>CrashLoopBackOff|OOMKilled|Evicted)\s*$"
@@ -135,6 +141,25 @@ def exit_report(line: str) -> str | None:
     if _POD_ROW.match(line) or _KUBE.match(line):
         return line.strip()[:2000]
     return None
+
+
+def crashed_pod(line: str) -> str | None:
+    """The pod's name, when the line is a `kubectl get pods` row of a crashed container's."""
+    m = _POD_ROW.match(line)
+    return None if m is None else m["pod"]
+
+
+#: the literal piece every row `ready_pod` takes holds (the scanner's marker)
+READY_MARKER = " Running "
+
+
+def ready_pod(line: str) -> str | None:
+    """The pod's name, when the line is a `kubectl get pods` row of a pod running with every
+    container ready: after a row of its crash, the restart that followed succeeded."""
+    if READY_MARKER not in line:
+        return None
+    m = _POD_READY.match(line)
+    return None if m is None else m["pod"]
 
 
 def clean_exit(line: str) -> bool:

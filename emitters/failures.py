@@ -41,11 +41,14 @@ from typing import Any
 from runwatch.emitters.catalogue import CATALOGUE
 from runwatch.emitters.exits import MARKERS as EXIT_MARKERS
 from runwatch.emitters.exits import (
+    READY_MARKER,
     STOP_MARKERS,
     TEARDOWN,
     TEARDOWN_MARKER,
     clean_exit,
+    crashed_pod,
     exit_report,
+    ready_pod,
     stop_request,
 )
 from runwatch.emitters.logparse import notes
@@ -80,7 +83,7 @@ Found = tuple[str, dict[str, Any]]
 IGNORED_MARKER = "Exception ignored"
 MARKERS = (TRACEBACK, 'File "', "Error: ", "Exception: ", "ray.exceptions.", SEE_ABOVE.strip(),
            IGNORED_MARKER, *CATALOGUE.literals, *EXIT_MARKERS, *STOP_MARKERS,
-           TEARDOWN_MARKER)  # fmt: skip
+           TEARDOWN_MARKER, READY_MARKER)  # fmt: skip
 _QUIET_LEVELS = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 #: the levels of a record on the line before a traceback that make it that record's: a
 #: program logs a handled exception with its traceback as a warning (`logger.warning(...,
@@ -178,6 +181,11 @@ class Failures:
         self._told = False
         #: why tracebacks and exception lines gave no failure, since the owner last took them
         self.notes = notes()
+        #: whether the line read last was taken as a death its source may survive (pending)
+        self.took = False
+        #: per source, the pods whose crash (a `kubectl get pods` row) is a pending record ->
+        #: that record: a later row of the pod running ready takes it back (`_restarted`)
+        self._pods: dict[Any, dict[str, Record]] = {}
         #: sources whose line read last said (or went on saying) their pending exception ->
         #: the other sources' lines read since; the source of the line being read when its
         #: line before did (`said_just_before`)
@@ -192,6 +200,7 @@ class Failures:
     def read(self, source: Any, line: str) -> list[Found]:
         """What this line says of its source's failure."""
         self._ignored_now = _NOBODY
+        self.took = False
         self._said_before = source if self._said.pop(source, None) is not None else _NOBODY
         if self._said and line.strip():  # (per source: Ray's workers print between each other's)
             self._said = {k: n + 1 for k, n in self._said.items() if n < SAID_WITHIN}
@@ -263,7 +272,7 @@ class Failures:
             if record.more(line):
                 return out
             record.open = False  # the traceback ended; it waits for the process to say more
-        report = None
+        report = pending = None
         if (found := _fatal(line)) is not None and self._stopped is not None:
             self.notes.append(f"`{found[1]['error'][:60]}` came after the stop: its doing")
         elif found is not None:
@@ -272,13 +281,19 @@ class Failures:
                 self._stop(source, found[1]["error"], record, asked=False)
             elif found[1].pop(SURVIVABLE, False):
                 # a child's death its parent may survive: pending, as a traceback is
-                self._pending(source, found[1]["error"], found[1].get("component"))
+                pending = self._pending(source, found[1]["error"], found[1].get("component"))
             else:
                 out.append(found)
         elif (report := exit_report(line)) is not None and self._stopped is None:
             # a launcher's, an orchestrator's or a shell's report that a process ended badly
             # (emitters/exits.py): pending, for a launcher may restart it and go on
-            self._pending(source, report)
+            pending = self._pending(source, report)
+        elif self._pods and (pod := ready_pod(line)) is not None:
+            self._restarted(source, pod)
+        if pending is not None:
+            self.took = True
+            if (pod := crashed_pod(line)) is not None:
+                self._pods.setdefault(source, {})[pod] = pending
         if (at := line.find(TRACEBACK)) >= 0:
             self._head(source, line, at, before)
         elif (frame := frame_prefix(line)) is not None:
@@ -413,12 +428,29 @@ class Failures:
                 self._ended[source] = earlier
             record.quiet = record.stopped = True
 
-    def _pending(self, source: Any, error: str, component: str | None = None) -> None:
+    def _pending(self, source: Any, error: str, component: str | None = None) -> Record:
         """A death the source may go on after: a failure if it says no more (as a traceback);
         `component` is what its signature implicates, when it names one."""
         ended = Record("", quiet=False)
         ended.error, ended.open, ended.fatal, ended.hint = error, False, True, component
         self._begin(source, ended)
+        return ended
+
+    def _restarted(self, source: Any, pod: str) -> None:
+        """A row of `pod` running with every container ready, after a row of its crash: the
+        kubelet's restart succeeded, and the crash's report (still pending) is taken back."""
+        crashed = self._pods.get(source)
+        record = None if crashed is None else crashed.pop(pod, None)
+        if record is None:
+            return
+        if self._records.get(source) is record:
+            del self._records[source]
+        if self._ended.get(source) is record:
+            del self._ended[source]
+        self.notes.append(
+            f"pod {pod[:60]} runs again with every container ready: its crash was a restart "
+            "that succeeded"
+        )
 
     def _begin(self, source: Any, record: Record) -> None:
         """A new traceback of the source: the one it ended before waits behind it."""
@@ -577,6 +609,7 @@ class Failures:
             out.append((self._teardown_source, _torn_down(self._teardown)))
         self._records.clear()
         self._ended.clear()
+        self._pods.clear()
         self._ignored.clear()
         self._said.clear()
         self._stopped = self._teardown = None

@@ -405,7 +405,8 @@ def read(
         for why in said:
             if len(notes) < NOTES:
                 notes.append((f"{path.name}:{number}", why, body.strip()[:200]))
-        explained = found or said or parser.failures.reading  # (a traceback, a reader's line)
+        failures = parser.failures  # (a traceback read, a death held pending, a reader's line)
+        explained = found or said or failures.reading or failures.took
         if suspect is not None and not explained and len(notes) < NOTES:
             notes.append(suspect)
             suspected.add(suspect_words)

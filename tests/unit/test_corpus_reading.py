@@ -459,14 +459,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     # otherwise
     (
         "corpus31",
-        "control_mpi_operator_nccl_tests_launcher_error_crashloopbackoff_then_running_restarts_2",
-    ): (
-        ["component_failed"], "false alert: the catalogue's kubernetes-crashloop-backoff reads the "
-        "launcher's "
-        "`CrashLoopBackOff` row as a death at once; its later `1/1 Running` row (restarted, "
-        "running) retracts no death"),
-    (
-        "corpus31",
         "deepspeed_zero3_accelerate_pyspy_dump_mainthread_backward_partition_grads_stuck",
     ): (
         [], "py-spy's MainThread idle in `_engine_run_backward (torch/autograd/graph.py)`: the "

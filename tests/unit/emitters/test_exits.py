@@ -118,6 +118,35 @@ def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
     assert _failed(restarted) == []
 
 
+#: mpi-operator's launcher as `kubectl get pods` showed it three times (corpus31's control,
+#: kubeflow/mpi-operator#470): it fails and is restarted until its workers answer
+_LAUNCHER = "nccl-tests-efa-16-launcher-mkjgm"
+_WORKER = "nccl-tests-efa-16-worker-0        "
+_RESTARTS = [
+    "NAME                               READY   STATUS    RESTARTS   AGE",
+    f"{_LAUNCHER}   0/1     Error     0          5s",
+    f"{_WORKER} 1/1     Running   0          6s",
+    "NAME                               READY   STATUS             RESTARTS      AGE",
+    f"{_LAUNCHER}   0/1     CrashLoopBackOff   1 (15s ago)   22s",
+    f"{_WORKER} 1/1     Running            0             22s",
+]
+_RUNS_AGAIN = f"{_LAUNCHER}   1/1     Running   2 (21s ago)   28s"
+
+
+def test_a_pod_that_runs_again_ready_after_its_crash_was_restarted() -> None:
+    """A later row of the same pod `Running` with every container ready takes back its
+    `Error` and its `CrashLoopBackOff` (the kubelet's restart succeeded); another pod running,
+    or the pod running with a container not ready, takes back nothing."""
+    assert _failed([*_RESTARTS, _RUNS_AGAIN]) == []
+    (fields,) = _failed(_RESTARTS)
+    assert "CrashLoopBackOff" in fields["error"]
+    assert _failed([*_RESTARTS, f"{_WORKER} 1/1     Running   0          28s"]) != []
+    assert _failed([*_RESTARTS, f"{_LAUNCHER}   0/1     Running   2 (21s ago)   28s"]) != []
+    other = "other-job-launcher-x2k9q           0/1     Error     0          30s"
+    (fields,) = _failed([*_RESTARTS, other, _RUNS_AGAIN])
+    assert fields["error"].startswith("other-job-launcher-x2k9q")
+
+
 # --- a stop the processes were asked for (SIGINT: a user's Ctrl-C) --------------------------
 #: the elastic agent's warning, DeepSpeed's launcher's and torch's termination handler's
 #: (format strings rendered: `Signals.SIGINT` before Python 3.11)

@@ -56,6 +56,25 @@ def test_an_error_line_a_traceback_follows_is_the_traceback_s_to_explain(tmp_pat
     assert found.notes == []
 
 
+def test_a_report_held_pending_is_read_and_a_restart_that_takes_it_back_says_so(
+    tmp_path: Path,
+) -> None:
+    """A pod's `Error` row is a report held until the console says more: read, so no "reads
+    like an error" note; the later row of the pod running ready says why no failure came."""
+    log = tmp_path / "pods.log"
+    log.write_text(
+        "NAME                 READY   STATUS    RESTARTS   AGE\n"
+        "job-launcher-mkjgm   0/1     Error     0          5s\n"
+        "job-worker-0         1/1     Running   0          6s\n"
+        "job-launcher-mkjgm   1/1     Running   1 (9s ago) 20s\n"
+    )
+    found = diagnose([log])
+    assert found.alerts == []
+    assert [(where, why.split(":")[0]) for where, why, _ in found.notes] == [
+        ("pods.log:4", "pod job-launcher-mkjgm runs again with every container ready")
+    ]
+
+
 def test_a_line_a_reader_placed_or_explained_gets_no_second_note() -> None:
     """A value the metric readers saw and said why they held is theirs to explain; a read
     failure (the catalogue's) is an event, no note."""
