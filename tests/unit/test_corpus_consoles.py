@@ -298,6 +298,8 @@ ASKED = {
                       rules={CF: 9, CT: 6, NF: 1, RS: 1}),
     "corpus58": Asked("out of sample, the LLM RL post-training stacks users run, 2025-2026"
                       " threads (20)", (20, 40), 10, 7, 4, failures=13, rules={CF: 13}),
+    "corpus59": Asked("out of sample, frameworks and launchers no earlier corpus cites (28)",
+                      (24, 36), 10, 11, 4, failures=17, rules={CF: 9, NF: 5, CT: 3}),
 }
 # fmt: on
 
