@@ -147,9 +147,10 @@ from scripts.corpus_report import CONSOLES, CORPORA
 #: corpus59 (out of sample, frameworks and launchers no earlier corpus cites -- KTransformers,
 #: FastDeploy and ERNIEKit, OpenCompass, lmms-eval, mistral.rs, KServe, llm-d-benchmark, exo,
 #: Fast-LLM, torchao, LeRobot, Wan2.1, VITA-Audio, RAG-Retrieval, Flower and forks of EasyR1 and
-#: OpenRLHF, collected on 2026-12-03) since its arrival: 16/18 of its development part read as
-#: labelled; its two misses, a framework's own one-line ERROR that its launch failed, listed in
-#: MISSES.
+#: OpenRLHF, collected on 2026-12-03) since the twenty-ninth session: 16/18 of its development
+#: part read as labelled at arrival; its two misses, a framework's own one-line ERROR that its
+#: launch failed, are the catalogue's since (fastdeploy-worker-processes-failed-to-launch,
+#: kserve-model-server-failed-to-start, read from their sources): 18/18.
 REPORTED_ONLY: frozenset[str] = frozenset({"corpus16", "corpus17", "corpus30"})
 DEV: dict[tuple[str, str], dict[str, Any]] = {
     (corpus, ident): entry
@@ -677,18 +678,6 @@ MISSES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("corpus57", "horovod_first_batch_hang_single_stall_warning_in_backticks"): (
         [], "Horovod's stall inspector's warning alone, its list of ranks not posted: no rank is "
         "named, as corpus's mpirun excerpt (diagnose's note says so at the console's end)"),
-    ("corpus59",
-     "fastdeploy_ernie_engine_failed_to_launch_worker_processes_check_workerlog_single_line"): (
-        [], "FastDeploy's engine logging `ERROR ... engine.py[line:206] Failed to launch worker "
-        "processes, check log/workerlog.* for more details.`, the one line posted: a logged error "
-        "in the engine's own words, no traceback and no line of the catalogue (diagnose says "
-        "so: it reads like an error)"),
-    ("corpus59",
-     "kserve_huggingfaceserver_vllm_llama3_failed_to_start_model_server_division_by_zero"): (
-        [], "KServe's model server logging `kserve ERROR [__main__.py:<module>():254] Failed to "
-        "start model server: integer division or modulo by zero` after a FutureWarning: the "
-        "server's own one-line report that it did not start, no traceback and no line of the "
-        "catalogue"),
 }  # fmt: skip
 
 
