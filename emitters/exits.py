@@ -12,6 +12,12 @@ worker, rank, task, pod or container ended badly.
 - **a status field**: `exitcode: 1 (pid: 866229)` (torch elastic's failure summary), `Exit
   code: 1` (YARN's container report), `Exit Code:        2` (`kubectl describe pod`);
 - **a signal**: `terminated by signal SIGKILL`, `exited on signal 9`, `killed by signal 9`;
+- **a logged failure to start**: a record at ERROR (FATAL, CRITICAL; glog's `E`, logfmt's
+  `level=error`, a CLI's `Error:`) that something failed to start, launch, initialize, spawn or
+  boot -- a server, an engine, its workers that never came up (FastDeploy's `Failed to launch
+  worker processes`, KServe's `Failed to start model server: ...`, vLLM's `Engine core
+  initialization failed`'s kin in any framework's words) -- but for a line that says the
+  program goes on without it (a retry, a fallback, a part skipped or disabled);
 - **Kubernetes' words for a crashed container** (kubelet's container states and the reasons
   `kubectl` prints: pkg/kubelet/container/sync_result.go `CrashLoopBackOff`, the CRI's
   `OOMKilled` and `Error`): a `kubectl get pods` row whose STATUS is one of them, a `Reason:`
@@ -54,7 +60,8 @@ import re
 MARKERS = (
     "exit", "Exit", "EXIT", "return code", "returncode", "signal", "Signal",
     "CrashLoopBackOff", "OOMKilled", "Evicted", "Error ", "restarting failed container",
-    "low on resource",
+    "low on resource", "iled to start", "iled to launch", "iled to initiali", "iled to init ",
+    "iled to spawn", "iled to boot",
 )  # fmt: skip
 
 _CODE = r"[(\[]?(?P<code>[+-]?\d+)\b(?!\.\d)"
@@ -87,6 +94,22 @@ _KUBE = re.compile(
     r"^\s*(?:Reason:\s+(?P<reason>CrashLoopBackOff|OOMKilled|Evicted)\s*$"
     r"|.*\bBack-off restarting failed container\b"
     r"|.*\b[Tt]he node was low on resource: [\w.-]+)"
+)
+#: a logged error (the record's level, a CLI's `Error:`) that something failed to start: a
+#: server, an engine, a worker that never came up
+_FAILED_TO_START = re.compile(
+    r"\b[Ff]ail(?:ed|s|ure)? to (?:start|launch|initiali[sz]e|init|spawn|boot)\b"
+)
+_LOGGED_ERROR = re.compile(
+    r"\b(?:ERROR|FATAL|CRITICAL)\b|\[(?:error|fatal|critical)\]|\blevel=(?:error|fatal)\b"
+    r"|(?:^|[\s\[])[EF]\d{4} \d\d:\d\d|^\s*(?:Error|Fatal):\s"
+)
+#: ... not when the line says the program goes on: a retry, a fallback, a part it does without
+_GOES_ON = re.compile(
+    r"\bretr(?:y|ying|ies)\b|\battempt\b|\btrying\b|\bfall(?:ing)? ?back\b|\bskipp(?:ing|ed)\b"
+    r"|\bignor(?:e|ed|ing)\b|\bcontinu(?:e|ing)\b|\bwithout\b|\binstead\b|\bdisabl(?:e|ed|ing)\b"
+    r"|\bdefault\b|\bwill\b",
+    re.IGNORECASE,
 )
 #: a code that is not a process's: a line that documents or configures one
 _NOT_A_REPORT = re.compile(
@@ -139,6 +162,13 @@ def exit_report(line: str) -> str | None:
     if (sig := _SIGNAL.search(line)) is not None and sig.group("signal") != "0":
         return line.strip()[:2000]
     if _POD_ROW.match(line) or _KUBE.match(line):
+        return line.strip()[:2000]
+    if (
+        "iled to " in line
+        and _FAILED_TO_START.search(line)
+        and _LOGGED_ERROR.search(line)
+        and not _GOES_ON.search(line)
+    ):
         return line.strip()[:2000]
     return None
 

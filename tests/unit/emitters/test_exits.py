@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from helpers import read_all
 
+from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.exits import clean_exit, exit_report, stop_request
 
 #: reports of a bad exit in launchers' and orchestrators' own words (real console lines of the
@@ -50,6 +51,21 @@ REPORTS = [
     # a failure that mentions SIGINT is one all the same
     "worker exited with exit code 1 after SIGINT was ignored",
     "trainer-worker-1                             0/1     Evicted            0          5m",
+    # a logged error that something failed to start, in six frameworks' own words (the
+    # development parts' real lines: TGI's launcher, vLLM's worker, TensorRT-LLM's executor,
+    # FastDeploy's engine, KServe's model server) and a CLI's, logfmt's and glog's
+    "2024-03-06T17:53:31.149443Z ERROR text_generation_launcher: Shard 0 failed to start",
+    "(VllmWorker rank=2 pid=4189101) ERROR 08-06 22:23:09 [multiproc_executor.py:487] WorkerProc "
+    "failed to start.",
+    "[11/18/2025-09:33:30] [TRT-LLM] [RANK 0] [E] Failed to initialize executor on rank 0: "
+    "[TensorRT-LLM][ERROR] Assertion failed: Failed, NCCL error",
+    "ERROR    2025-08-01 13:47:52,704 3233322 engine.py[line:206] Failed to launch worker "
+    "processes, check log/workerlog.* for more details.",
+    "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model "
+    "server: integer division or modulo by zero",
+    "Error: failed to spawn the rollout workers: address already in use",
+    'time="2025-01-01T00:00:00Z" level=error msg="failed to start the reward server"',
+    "E0101 00:00:00.000000 4242 server.cc:88] Failed to initialize the gRPC server",
 ]
 #: the same words for a process that ended well, or no process's exit at all
 HEALTHY = [
@@ -69,6 +85,13 @@ HEALTHY = [
     "2024-01-01 10:00:00,000 INFO exited: train (exit status 0; expected)",
     # a user's Ctrl-C: a stop, not an exit of the process's own accord
     "PM2      | App [train:0] exited with code [1] via signal [SIGINT]",
+    # a failure to start that the program goes on after, or one no error level reports
+    "ERROR Failed to start the profiler, continuing without it",
+    "ERROR failed to initialize wandb: falling back to the console logger",
+    "ERROR Failed to launch the dashboard; retrying in 5 s (attempt 2 of 5)",
+    "WARNING Failed to start the metrics exporter",
+    "INFO the engine failed to start once before; it started on the second try",
+    "if the server fails to start, check the port",
 ]
 
 
@@ -116,6 +139,20 @@ def test_a_report_is_the_run_s_end_unless_the_run_goes_on() -> None:
         "step: 121 loss: 0.51 lr: 0.001",
     ]
     assert _failed(restarted) == []
+
+
+def test_a_logged_failure_to_start_is_the_end_unless_work_goes_on_and_watch_sees_it() -> None:
+    """A server's own ERROR that it failed to start, the console's last word, is its failure
+    -- through the scanner `runwatch watch` reads with too (its markers find the line); steps
+    after it say the program came up after all."""
+    line = (
+        "Error: failed to spawn the rollout workers: address already in use\n"  # (no catalogue's)
+    )
+    scanner = LineScanner(LineParser())
+    found = scanner.feed(line.encode()) + scanner.finish() + scanner.parser.finish()
+    (fields,) = [f for k, f in found if k == "component.failed"]
+    assert fields["error"] == line.strip()
+    assert _failed([line, "step: 1 loss: 0.52", "step: 2 loss: 0.51"]) == []
 
 
 #: mpi-operator's launcher as `kubectl get pods` showed it three times (corpus31's control,
