@@ -93,6 +93,10 @@ _QUIET_BEFORE = re.compile(r"\b(?:WARNING|WARN)\b")
 #: a record's level that `logger.exception` writes (Python's logging, loguru, glog's letter)
 _ERROR_LEVEL = re.compile(rf"\bERROR\b|(?:^|[\s\[])E{GLOG_YEAR}\d{{4}} \d\d:")
 _NOBODY = object()  # no source (None is the process's)
+#: how many crashed pods a source's rows are remembered for (`Failures._restarted`): a
+#: `kubectl get pods -w` of a crash-looping fleet names each pod again and again; the oldest
+#: goes first, so no output can grow the memory without end
+PODS_KEPT = 256
 #: how many other sources' lines may come between a source's exception line and the message
 #: it goes on with (`said_just_before`): another process's, written at the same moment
 SAID_WITHIN = 8
@@ -293,7 +297,11 @@ class Failures:
         if pending is not None:
             self.took = True
             if (pod := crashed_pod(line)) is not None:
-                self._pods.setdefault(source, {})[pod] = pending
+                pods = self._pods.setdefault(source, {})
+                pods.pop(pod, None)  # (its newest crash, last in the order)
+                if len(pods) >= PODS_KEPT:
+                    del pods[next(iter(pods))]
+                pods[pod] = pending
         if (at := line.find(TRACEBACK)) >= 0:
             self._head(source, line, at, before)
         elif (frame := frame_prefix(line)) is not None:

@@ -13,6 +13,7 @@ from helpers import read_all
 
 from runwatch.emitters.console import LineParser, LineScanner
 from runwatch.emitters.exits import clean_exit, exit_report, stop_request
+from runwatch.emitters.failures import PODS_KEPT, Failures
 
 #: reports of a bad exit in launchers' and orchestrators' own words (real console lines of the
 #: development parts, and the format strings named)
@@ -182,6 +183,17 @@ def test_a_pod_that_runs_again_ready_after_its_crash_was_restarted() -> None:
     other = "other-job-launcher-x2k9q           0/1     Error     0          30s"
     (fields,) = _failed([*_RESTARTS, other, _RUNS_AGAIN])
     assert fields["error"].startswith("other-job-launcher-x2k9q")
+
+
+def test_the_crashed_pods_a_source_names_are_remembered_up_to_a_bound() -> None:
+    """A crash-looping fleet's rows name pods without end: the oldest are let go."""
+    failures = Failures()
+    for n in range(PODS_KEPT + 50):
+        failures.read(None, f"job-worker-{n}   0/1     Error     0          5s")
+    kept = failures._pods[None]
+    assert len(kept) == PODS_KEPT
+    assert "job-worker-0" not in kept
+    assert f"job-worker-{PODS_KEPT + 49}" in kept
 
 
 # --- a stop the processes were asked for (SIGINT: a user's Ctrl-C) --------------------------
