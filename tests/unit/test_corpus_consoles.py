@@ -300,6 +300,9 @@ ASKED = {
                       " threads (20)", (20, 40), 10, 7, 4, failures=13, rules={CF: 13}),
     "corpus59": Asked("out of sample, frameworks and launchers no earlier corpus cites (28)",
                       (24, 36), 10, 11, 4, failures=17, rules={CF: 9, NF: 5, CT: 3}),
+    "corpus60": Asked("out of sample, stalls and hangs whose console shows how long, and"
+                      " slow-but-healthy traps (24)", (24, 36), 8, 10, 7, failures=8,
+                      rules={IS: 4, CF: 4, RS: 1}),
 }
 # fmt: on
 
