@@ -300,6 +300,9 @@ ASKED = {
                       " threads (20)", (20, 40), 10, 7, 4, failures=13, rules={CF: 13}),
     "corpus59": Asked("out of sample, frameworks and launchers no earlier corpus cites (28)",
                       (24, 36), 10, 11, 4, failures=17, rules={CF: 9, NF: 5, CT: 3}),
+    "corpus61": Asked("out of sample, training and serving consoles of 2025-2026 threads no"
+                      " earlier corpus cites (27)", (24, 36), 10, 10, 4, failures=17,
+                      rules={CF: 15, NF: 2}),
 }
 # fmt: on
 
