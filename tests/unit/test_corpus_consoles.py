@@ -303,6 +303,9 @@ ASKED = {
     "corpus60": Asked("out of sample, stalls and hangs whose console shows how long, and"
                       " slow-but-healthy traps (24)", (24, 36), 8, 10, 7, failures=8,
                       rules={IS: 4, CF: 4, RS: 1}),
+    "corpus61": Asked("out of sample, training and serving consoles of 2025-2026 threads no"
+                      " earlier corpus cites (27)", (24, 36), 10, 10, 4, failures=17,
+                      rules={CF: 15, NF: 2}),
 }
 # fmt: on
 
